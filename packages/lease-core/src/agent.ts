@@ -1,0 +1,404 @@
+/**
+ * The agent's decisions: what it believes after each answer, whether it confirms a peer, and
+ * the fence ("may this host run role R now?"). Pure: the shell passes `Stamp`s read from its
+ * clock and persists `persisted(state)` (fsync'd) *before* it lets the new state answer anyone.
+ *
+ * Guarantees:
+ *  A1  Validity runs from the *send* time of the confirming request, for `ttl − margin`, with
+ *      elapsed = max(monotonic, wall): a sleep (monotonic stopped) or a forward wall jump can
+ *      only shorten it, a backward wall jump cannot lengthen it (S2.5).
+ *  A2  Every wait — lock-delay, the standby's wait after a confirmation, the start guard — is
+ *      counted from the *receive* time on the monotonic clock alone (S2.5).
+ *  A3  A record older than the seen generation is refused (`stale-generation`, S1), and the
+ *      seen generation never decreases.
+ *  A4  A standby that confirmed holder H never runs as holder before that confirmation's
+ *      validity has passed (ttl + margin after it gave it), and an agent started with a
+ *      confirmation or a lock-delay on record runs nothing before ttl + margin (S2.1, S2.2).
+ *  A5  Without a fresh confirmation nothing runs (a restart forgets every validity), except
+ *      fail-open roles of the last known holder; `ledger-cli` is never fail-open.
+ */
+import type { Host, RecordSummary } from './record.js';
+import type { LeaseEvent } from './events.js';
+import { leaseEvent } from './events.js';
+
+/** One reading of both clocks, in seconds. */
+export interface Stamp {
+  readonly wall: number;
+  readonly mono: number;
+}
+
+/** Elapsed time between two readings: the larger of the two clocks (A1). */
+export function elapsed(from: Stamp, to: Stamp): number {
+  return Math.max(to.mono - from.mono, to.wall - from.wall);
+}
+
+export const NEVER_FAIL_OPEN = 'ledger-cli';
+
+export const DEFAULT_ROLES: readonly string[] = Object.freeze([
+  'telegram-poller',
+  'cron',
+  'seat-loop',
+  'release-run',
+  'conatus',
+  'git-push',
+  'ledger-cli',
+]);
+
+export interface AgentSettings {
+  readonly host: Host;
+  readonly safetyMarginSeconds: number;
+  /** Used until an arbiter answer tells the real TTL (and for the start guard). */
+  readonly ttlSeconds: number;
+  readonly requestTimeoutSeconds: number;
+  readonly failOpenRoles: readonly string[];
+}
+
+/** A window in which this host may run: from `startMono` until `ttl − margin` after `sent`. */
+export interface Grant {
+  readonly generation: number;
+  readonly sent: Stamp;
+  readonly seconds: number;
+  readonly startMono: number;
+  readonly source: 'arbiter' | 'peer';
+}
+
+export interface Known {
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly expired: boolean;
+  readonly released: boolean;
+  readonly floorPending: boolean;
+  readonly ttlSeconds: number;
+}
+
+export interface Gave {
+  readonly holder: Host;
+  readonly generation: number;
+  readonly at: Stamp;
+  readonly untilMono: number;
+}
+
+export interface AgentState {
+  readonly host: Host;
+  readonly started: Stamp;
+  /** A4: set when local.json had a flag at start; nothing runs before it. */
+  readonly startGuardUntilMono: number | null;
+  readonly seen: number;
+  readonly known: Known | null;
+  /** The last arbiter answer was older than the seen generation. */
+  readonly stale: boolean;
+  readonly current: Grant | null;
+  /** A renewal that may not start yet (S2.3 hold) while `current` still runs. */
+  readonly pending: Grant | null;
+  /** Lock-delay end of the known generation, monotonic (Infinity while the floor is pending). */
+  readonly waitUntilMono: number;
+  readonly arbiterOk: boolean;
+  readonly gave: Gave | null;
+  /** The generation this host stepped down from (release or handover); 0 = none. */
+  readonly steppedDown: number;
+}
+
+/** What the agent keeps in `local.json` (SPEC §5 plus the two flags of S2.2). */
+export interface Persisted {
+  readonly holder: Host | null;
+  readonly generation: number;
+  /** Wall time of the send of the last confirming request, or null. */
+  readonly confirmedAt: number | null;
+  readonly ttlSeconds: number;
+  readonly gaveConfirmation: { readonly holder: Host; readonly generation: number; readonly at: number } | null;
+  readonly lockDelayPending: boolean;
+}
+
+export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
+  const flagged = persisted !== null && (persisted.gaveConfirmation !== null || persisted.lockDelayPending);
+  const ttl = persisted?.ttlSeconds ?? settings.ttlSeconds;
+  return {
+    host: settings.host,
+    started,
+    startGuardUntilMono: flagged ? started.mono + Math.max(ttl, settings.ttlSeconds) + settings.safetyMarginSeconds : null,
+    seen: Math.max(seen, persisted?.generation ?? 0),
+    known: null,
+    stale: false,
+    current: null,
+    pending: null,
+    waitUntilMono: -Infinity,
+    arbiterOk: false,
+    gave: null,
+    steppedDown: 0,
+  };
+}
+
+function active(g: Grant | null, now: Stamp): boolean {
+  return g !== null && now.mono >= g.startMono && elapsed(g.sent, now) < g.seconds;
+}
+
+/** Folds a pending grant whose start has come into `current`, and drops a spent confirmation. */
+export function settle(state: AgentState, now: Stamp): AgentState {
+  let next = state;
+  if (next.pending !== null && now.mono >= next.pending.startMono) {
+    next = { ...next, current: next.pending, pending: null };
+  }
+  if (next.gave !== null && now.mono >= next.gave.untilMono) next = { ...next, gave: null };
+  if (next.startGuardUntilMono !== null && now.mono >= next.startGuardUntilMono) next = { ...next, startGuardUntilMono: null };
+  return next;
+}
+
+export function persisted(state: AgentState, now: Stamp): Persisted {
+  const latest = state.pending ?? state.current;
+  const waiting = state.pending !== null || (state.current !== null && state.current.startMono > now.mono) || state.waitUntilMono > now.mono;
+  return {
+    holder: state.known?.holder ?? null,
+    generation: state.known?.generation ?? state.seen,
+    confirmedAt: latest === null ? null : latest.sent.wall,
+    ttlSeconds: state.known?.ttlSeconds ?? 0,
+    gaveConfirmation: state.gave === null ? null : { holder: state.gave.holder, generation: state.gave.generation, at: state.gave.at.wall },
+    lockDelayPending: waiting || state.startGuardUntilMono !== null,
+  };
+}
+
+/** The answer of an arbiter call, as the agent saw it. */
+export interface ArbiterAnswer {
+  readonly record: RecordSummary;
+  /** True when the answer renews or grants this host (heartbeat `renewed`, acquire/renew ok). */
+  readonly confirms: boolean;
+  /** S2.3 hold for a renewal (arbiter time), or null. */
+  readonly hold: number | null;
+}
+
+export interface AgentStep {
+  readonly state: AgentState;
+  readonly events: readonly LeaseEvent[];
+}
+
+function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], from: string): AgentState {
+  if (generation <= state.seen) return state;
+  events.push(leaseEvent('generation-adopted', state.host, { from: state.seen, to: generation, via: from }));
+  return { ...state, seen: generation };
+}
+
+/**
+ * An arbiter answer arrived. 1. Too late (after the request timeout) → ignored. 2. Older than
+ * the seen generation → refused (A3). 3. Adopt its generation and holder; a change of holder
+ * or generation drops every grant. 4. If it confirms this host, a new grant starts after the
+ * lock-delay (`notBefore − now`, from the receive time) and the hold.
+ */
+export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
+  const events: LeaseEvent[] = [];
+  if (elapsed(sent, received) > settings.requestTimeoutSeconds) {
+    events.push(leaseEvent('arbiter-unreachable', state0.host, { reason: 'late-answer' }));
+    return { state: { ...state0, arbiterOk: false }, events };
+  }
+  const r = answer.record;
+  if (r.generation < state0.seen) {
+    events.push(leaseEvent('stale-generation', state0.host, { generation: r.generation, seen: state0.seen }));
+    return { state: { ...state0, stale: true, arbiterOk: true, current: null, pending: null }, events };
+  }
+  let state = adoptSeen({ ...state0, stale: false, arbiterOk: true }, r.generation, events, 'arbiter');
+  const released = r.released;
+  const known: Known = {
+    holder: r.holder,
+    generation: r.generation,
+    expired: r.expired,
+    released,
+    floorPending: r.floorPending,
+    ttlSeconds: r.ttlSeconds,
+  };
+  const sameTenure = state.known !== null && state.known.holder === r.holder && state.known.generation === r.generation;
+  const mine = r.holder === state.host;
+  if (!sameTenure || !mine || released) {
+    state = { ...state, current: null, pending: null };
+  }
+  if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
+  if (r.expired && mine && !state0.known?.expired) events.push(leaseEvent('expired-seen', state.host, { generation: r.generation, released }));
+  // Lock-delay of this generation, measured from receipt on the monotonic clock (A2).
+  const lockDelay = r.floorPending ? Infinity : received.mono + Math.max(0, (r.notBefore ?? r.now) - r.now);
+  const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
+  state = { ...state, known, waitUntilMono };
+  if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
+    const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);
+    const grant: Grant = {
+      generation: r.generation,
+      sent,
+      seconds: r.ttlSeconds - settings.safetyMarginSeconds,
+      startMono: Math.max(waitUntilMono, holdUntil, received.mono),
+      source: 'arbiter',
+    };
+    if (grant.startMono <= received.mono) state = { ...state, current: grant, pending: null };
+    else if (active(state.current, received)) state = { ...state, pending: grant };
+    else state = { ...state, current: null, pending: grant };
+  }
+  return { state: settle(state, received), events };
+}
+
+/** The arbiter could not be reached (or answered too late). */
+export function onArbiterFailure(state: AgentState): AgentStep {
+  return {
+    state: { ...state, arbiterOk: false },
+    events: state.arbiterOk ? [leaseEvent('arbiter-unreachable', state.host, {})] : [],
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// peer confirmation (rule ③, L2)
+
+export interface ConfirmRequest {
+  readonly host: Host;
+  readonly generation: number;
+}
+
+export interface ConfirmAnswer {
+  readonly confirmed: boolean;
+  /** This agent's seen generation: a higher one than the requester's blocks it. */
+  readonly generation: number;
+  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding';
+}
+
+/**
+ * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
+ * for a generation below the seen one, for a holder other than the one it knows at that
+ * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
+ * the shell persists `gaveConfirmation` before it answers.
+ */
+export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
+  const state = settle(state0, received);
+  const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
+    state,
+    events: [leaseEvent('confirmation-refused', state.host, { holder: req.host, generation: req.generation, reason, seen: state.seen })],
+    answer: { confirmed: false, generation: state.seen, reason },
+  });
+  if (req.host === state.host) return refuse('self');
+  if (state.seen > req.generation) return refuse('higher-generation');
+  if (state.known !== null && state.known.holder !== req.host && state.known.holder !== null && state.known.generation >= req.generation) {
+    return refuse('other-holder');
+  }
+  if (active(state.current, received) || active(state.pending, received)) return refuse('holding');
+  const events: LeaseEvent[] = [];
+  let next = adoptSeen(state, req.generation, events, 'peer');
+  const ttl = Math.max(next.known?.ttlSeconds ?? 0, settings.ttlSeconds);
+  const untilMono = received.mono + ttl + settings.safetyMarginSeconds;
+  next = {
+    ...next,
+    current: null,
+    pending: null,
+    gave: { holder: req.host, generation: req.generation, at: received, untilMono: Math.max(untilMono, next.gave?.untilMono ?? -Infinity) },
+  };
+  events.push(leaseEvent('confirmation-given', state.host, { holder: req.host, generation: req.generation }));
+  return { state: next, events, answer: { confirmed: true, generation: next.seen, reason: 'confirmed' } };
+}
+
+export interface PeerResult {
+  readonly peer: Host;
+  /** The peer answered within the request timeout. */
+  readonly answered: boolean;
+  readonly confirmed?: boolean;
+  readonly generation?: number;
+}
+
+/**
+ * The holder asked every standby peer (`peers`) to confirm it. A validity from `sent` exists
+ * only when every one of them answered, confirmed, and named a generation no higher than this
+ * host's (a missing generation withholds the confirmation; a higher one is adopted, L2).
+ */
+export function onPeerResults(state0: AgentState, results: readonly PeerResult[], peers: readonly Host[], sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
+  const events: LeaseEvent[] = [];
+  let state = state0;
+  for (const r of results) {
+    if (r.answered && typeof r.generation === 'number') state = adoptSeen(state, r.generation, events, 'peer');
+  }
+  const known = state.known;
+  if (known === null || known.holder !== state.host || known.released || known.generation < state.seen || known.generation <= state.steppedDown) {
+    if (state.seen !== state0.seen) state = { ...state, current: null, pending: null };
+    return { state: settle(state, received), events };
+  }
+  if (elapsed(sent, received) > settings.requestTimeoutSeconds) return { state: settle(state, received), events };
+  const byPeer = new Map(results.map((r) => [r.peer, r] as const));
+  const quorum =
+    peers.length > 0 &&
+    peers.every((p) => {
+      const r = byPeer.get(p);
+      return r !== undefined && r.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
+    });
+  if (!quorum) return { state: settle(state, received), events };
+  const grant: Grant = {
+    generation: known.generation,
+    sent,
+    seconds: known.ttlSeconds - settings.safetyMarginSeconds,
+    startMono: Math.max(received.mono, state.waitUntilMono),
+    source: 'peer',
+  };
+  events.push(leaseEvent('quorum-standby', state.host, { generation: known.generation, peers: peers.length }));
+  if (grant.startMono <= received.mono) state = { ...state, current: grant };
+  else if (!active(state.current, received)) state = { ...state, current: null, pending: grant };
+  return { state: settle(state, received), events };
+}
+
+/** Step down before a release or handover: nothing of this generation runs any more. */
+export function stepDown(state: AgentState): AgentState {
+  return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, state.known?.generation ?? 0) };
+}
+
+/** Undo a step-down whose release the arbiter refused. */
+export function resume(state: AgentState): AgentState {
+  return { ...state, steppedDown: 0 };
+}
+
+// ---------------------------------------------------------------------------------------
+// the fence
+
+export type FenceReason =
+  | 'holder'
+  | 'quorum-standby'
+  | 'within-ttl'
+  | 'lock-delay'
+  | 'not-holder'
+  | 'stale-generation'
+  | 'no-quorum-expired'
+  | 'no-lease'
+  | 'no-lease-after-seen'
+  | 'fail-open';
+
+export interface FenceDecision {
+  readonly run: boolean;
+  readonly reason: FenceReason;
+  readonly generation: number;
+  readonly holder: Host | null;
+  readonly role: string;
+  /** Seconds of validity left when `run` (null for fail-open: no bound). */
+  readonly validForSeconds: number | null;
+}
+
+export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role: string): boolean {
+  return role !== NEVER_FAIL_OPEN && settings.failOpenRoles.includes(role);
+}
+
+/**
+ * May this host run `role` now? From memory only. In order: no record → no-lease(-after-seen);
+ * a stale record → stale-generation; another holder → not-holder; start guard, the standby's
+ * own wait and lock-delay → lock-delay; a live grant → holder / within-ttl / quorum-standby;
+ * otherwise fail-open for fail-open roles, else no-quorum-expired (or no-lease once released).
+ */
+export function fence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
+  const state = settle(state0, now);
+  const known = state.known;
+  const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
+  const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });
+  if (state.stale) return no('stale-generation');
+  if (known === null || known.holder === null) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
+  if (known.holder !== state.host) return no('not-holder');
+  if (known.released) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
+  if (state.startGuardUntilMono !== null) return no('lock-delay');
+  if (state.gave !== null) return no('lock-delay');
+  for (const g of [state.current, state.pending]) {
+    if (g !== null && active(g, now) && g.generation === known.generation) {
+      const reason: FenceReason = g.source === 'peer' ? 'quorum-standby' : state.arbiterOk ? 'holder' : 'within-ttl';
+      return { ...base, run: true, reason, validForSeconds: g.seconds - elapsed(g.sent, now) };
+    }
+  }
+  const waiting =
+    known.floorPending ||
+    now.mono < state.waitUntilMono ||
+    (state.pending !== null && now.mono < state.pending.startMono && elapsed(state.pending.sent, now) < state.pending.seconds);
+  if (waiting) return no('lock-delay');
+  if (isFailOpen(settings, role)) return { ...base, run: true, reason: 'fail-open' };
+  return no('no-quorum-expired');
+}

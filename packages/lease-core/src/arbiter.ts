@@ -1,0 +1,530 @@
+/**
+ * The arbiter's decisions. Pure functions of (state, input, context); the shell reads the
+ * state in one immediate transaction, calls one of these, writes `next` back with a
+ * compare-and-swap on `revision`, and only after commit logs `events`.
+ *
+ * Guarantees (each tested, and the simulator checks them on random schedules):
+ *  G1  `generation` never decreases, and every grant to a host other than the current holder
+ *      uses a generation strictly above every generation any agent ever reported (the floor, S1).
+ *  G2  one holder per generation: a generation is only ever written together with one holder,
+ *      except that a grant made while the floor is pending (S2.4) may be *raised* before its
+ *      holder can run with it.
+ *  G3  lock-delay on every change of holder except a handover: `notBefore` is at least the old
+ *      holder's last possible validity (its `expiresAt`, and every peer confirmation a standby
+ *      reported giving it, + ttl) plus one safety margin (S2.1).
+ *  G4  after a start, grants wait until `ttl + margin` after the start unless every candidate
+ *      reported never having seen a generation (S2.3); renewals of the recorded holder carry a
+ *      `hold` until the floor is known to be no higher than the record (a restored backup).
+ *  G5  promotion only by `check`, only after `promoteAfterChecks` consecutive checks in which the
+ *      arbiter cannot reach the holder and the promotee's fresh view agrees, never while the
+ *      promotee reports a recent confirmation of the holder, never in maintenance (S5).
+ *
+ * Not guaranteed here: that the shell's clock is monotonic (it passes `now` from a clock that
+ * is — see the arbiter's `Clock`), or that writes are durable (the store's job, S4).
+ */
+import type { Confirmation, Host, LeaseState, Observer, View } from './record.js';
+import { isExpired } from './record.js';
+import type { LeaseRefusal } from './errors.js';
+import type { LeaseEvent } from './events.js';
+import { leaseEvent } from './events.js';
+
+export interface ArbiterSettings {
+  /** This arbiter's host name: the observer name of its own view. Never a candidate. */
+  readonly arbiter: Host;
+  /** Promotion priority. */
+  readonly candidates: readonly Host[];
+  readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
+  readonly promoteAfterChecks: number;
+  readonly viewFreshSeconds: number;
+  /** The agents' request timeout: a request is never acted on after it (S2.3, S2.4). */
+  readonly requestTimeoutSeconds: number;
+}
+
+/**
+ * What the arbiter knows about its own life, in memory only.
+ * `reports` holds, per candidate, the highest seen generation it reported in a request that
+ * counts for S2.3/S2.4: one received at least 2 × requestTimeout after the start. A request
+ * is never delivered more than requestTimeout after it was sent (its sender has given up and
+ * discards the answer), so such a request was sent at least requestTimeout after the start.
+ */
+export interface Boot {
+  readonly startAt: number;
+  readonly reports: ReadonlyMap<Host, number>;
+}
+
+export interface ArbiterState {
+  readonly lease: LeaseState;
+  readonly observers: ReadonlyMap<Host, Observer>;
+  /** The highest generation any agent ever reported (persisted). */
+  readonly floor: number;
+}
+
+export interface Context {
+  readonly now: number;
+  readonly settings: ArbiterSettings;
+  readonly boot: Boot;
+}
+
+/** The outcome of one decision: the next state (identical objects where nothing changed). */
+export interface Step<A> {
+  readonly next: ArbiterState;
+  readonly boot: Boot;
+  readonly events: readonly LeaseEvent[];
+  readonly answer: A;
+}
+
+export type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: LeaseRefusal };
+
+const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null };
+
+export function newBoot(startAt: number): Boot {
+  return { startAt, reports: new Map() };
+}
+
+export function isCandidate(settings: ArbiterSettings, host: Host): boolean {
+  return settings.candidates.includes(host);
+}
+
+function allReported(ctx: Context, boot: Boot): boolean {
+  return ctx.settings.candidates.every((c) => boot.reports.has(c));
+}
+
+function allNeverSeen(ctx: Context, boot: Boot): boolean {
+  return allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0);
+}
+
+/** S2.3: the arbiter time before which no grant of this life may let its holder run. */
+export function startWaitUntil(ctx: Context, boot: Boot): number {
+  if (allNeverSeen(ctx, boot)) return -Infinity;
+  return ctx.boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
+}
+
+/**
+ * G4, renewals: until every candidate has reported (in a request that counts) and none
+ * reported more than the record's generation, a renewal may not start a *new* validity before
+ * the start wait ends. A holder already running keeps running on what it has (its peers
+ * confirm it); this only closes the restored-backup case, where the record's holder may not
+ * be the latest one.
+ */
+export function renewHold(ctx: Context, boot: Boot, state: ArbiterState): number | null {
+  const until = startWaitUntil(ctx, boot);
+  if (ctx.now >= until) return null;
+  if (allReported(ctx, boot) && state.floor <= state.lease.generation) return null;
+  return until;
+}
+
+/**
+ * G3: the old holder's last possible validity, plus one margin. The holder's own validity ends
+ * `ttl − margin` after it *sent* the request the arbiter answered, on its clock; the arbiter
+ * received it later and set `expiresAt = receive + ttl`, so `expiresAt` bounds it with a margin
+ * to spare for drift. A standby's confirmation bounds the holder's validity by `at + ttl` in
+ * the same way (the holder sent its request before the standby gave the confirmation).
+ */
+export function lockDelayUntil(state: ArbiterState, ctx: Context, oldHolder: Host | null): number {
+  if (oldHolder === null) return ctx.now;
+  let last = state.lease.holder === oldHolder && state.lease.expiresAt !== null ? state.lease.expiresAt : -Infinity;
+  for (const observer of state.observers.values()) {
+    const c = observer.confirmation;
+    if (c !== null && c.holder === oldHolder) last = Math.max(last, c.at + ctx.settings.ttlSeconds);
+  }
+  return Math.max(ctx.now, last + ctx.settings.safetyMarginSeconds);
+}
+
+function write(lease: LeaseState, patch: Partial<LeaseState>): LeaseState {
+  return { ...lease, ...patch, revision: lease.revision + 1 };
+}
+
+/**
+ * S1 bookkeeping for every request that carries a generation: raise the floor, count the
+ * report for this life (S2.3/S2.4), complete a pending floor, and repair a record that an
+ * agent proves stale (its generation below one an agent reported: a restored backup).
+ */
+export function noteReport(
+  state: ArbiterState,
+  ctx: Context,
+  boot: Boot,
+  host: Host,
+  seen: number | undefined,
+  generation: number | undefined,
+): { state: ArbiterState; boot: Boot; events: LeaseEvent[] } {
+  const events: LeaseEvent[] = [];
+  const reported = Math.max(seen ?? 0, generation ?? 0);
+  const floor = Math.max(state.floor, reported);
+  let nextBoot = boot;
+  const counts = ctx.now >= boot.startAt + 2 * ctx.settings.requestTimeoutSeconds;
+  if (seen !== undefined && counts && isCandidate(ctx.settings, host)) {
+    const reports = new Map(boot.reports);
+    reports.set(host, Math.max(reports.get(host) ?? 0, seen));
+    nextBoot = { startAt: boot.startAt, reports };
+  }
+  let lease = state.lease;
+  if (lease.floorPending) {
+    // S2.4: a grant made before the floor was known is raised above every report.
+    if (lease.holder !== null && floor >= lease.generation) {
+      events.push(leaseEvent('generation-raised', lease.holder, { from: lease.generation, to: floor + 1, floor }));
+      lease = write(lease, { generation: floor + 1 });
+    }
+    if (allReported(ctx, nextBoot)) {
+      events.push(leaseEvent('floor-complete', null, { floor }, 'control'));
+      lease = write(lease, { floorPending: false });
+    }
+  } else if (lease.holder !== null && floor > lease.generation) {
+    // A record older than a generation an agent saw (restored backup): re-grant to the same
+    // holder above the floor, behind the start wait; the newer holder's validity came from the
+    // previous life (over by then) or from standbys that confirmed it (they wait themselves).
+    events.push(leaseEvent('generation-raised', lease.holder, { from: lease.generation, to: floor + 1, floor }));
+    const wait = startWaitUntil(ctx, nextBoot);
+    lease = write(lease, {
+      generation: floor + 1,
+      notBefore: Math.max(lease.notBefore ?? -Infinity, wait, ctx.now),
+    });
+  }
+  const changed = lease !== state.lease || floor !== state.floor;
+  return { state: changed ? { ...state, lease, floor } : state, boot: nextBoot, events };
+}
+
+/** A grant to `host`: a new generation above record and floor, behind the needed waits. */
+function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBefore: number, from: Host | null): LeaseState {
+  const { now, settings } = ctx;
+  const start = Math.max(notBefore, startWaitUntil(ctx, boot), now);
+  return write(state.lease, {
+    holder: host,
+    generation: Math.max(state.lease.generation, state.floor) + 1,
+    acquiredAt: now,
+    renewedAt: now,
+    ttlSeconds: settings.ttlSeconds,
+    expiresAt: start + settings.ttlSeconds,
+    released: false,
+    notBefore: start,
+    dualUnreachableStreak: 0,
+    promotedFrom: from,
+  });
+}
+
+function renewed(lease: LeaseState, ctx: Context): LeaseState {
+  const start = Math.max(ctx.now, lease.notBefore ?? -Infinity);
+  return write(lease, { renewedAt: ctx.now, expiresAt: start + ctx.settings.ttlSeconds, ttlSeconds: ctx.settings.ttlSeconds });
+}
+
+// ---------------------------------------------------------------------------------------
+// acquire
+
+export interface AcquireInput {
+  readonly host: Host;
+  readonly seenGeneration?: number;
+}
+
+/**
+ * 1. Only a candidate may acquire. 2. Its seen generation raises the floor (S1).
+ * 3. The recorded holder re-acquiring an unreleased lease renews it (even past expiry).
+ * 4. A live lease of another host is refused (`held`). 5. Otherwise a grant, behind the old
+ *    holder's lock-delay and the start wait.
+ */
+export function acquire(state0: ArbiterState, ctx: Context, input: AcquireInput): Step<Verdict> {
+  if (!isCandidate(ctx.settings, input.host)) {
+    return refuse(state0, ctx.boot, 'not-candidate', 'acquire-refused', input.host, []);
+  }
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, undefined);
+  const state = noted.state;
+  const lease = state.lease;
+  if (lease.holder === input.host && !lease.released) {
+    const next = { ...state, lease: renewed(lease, ctx) };
+    return ok(next, noted.boot, [...noted.events, leaseEvent('renewed', input.host, { generation: lease.generation, via: 'acquire' })]);
+  }
+  if (lease.holder !== null && lease.holder !== input.host && !isExpired(lease, ctx.now)) {
+    return refuse(state, noted.boot, 'held', 'acquire-refused', input.host, noted.events, { holder: lease.holder });
+  }
+  const previous = lease.holder === input.host ? null : lease.holder;
+  const lease2 = grant(state, ctx, noted.boot, input.host, lockDelayUntil(state, ctx, previous), previous);
+  return ok({ ...state, lease: lease2 }, noted.boot, [
+    ...noted.events,
+    leaseEvent('acquired', input.host, { generation: lease2.generation, notBefore: lease2.notBefore, from: previous }),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// renew
+
+export interface RenewInput {
+  readonly host: Host;
+  readonly generation: number;
+}
+
+/** Renew only by the holder, at the record's generation, of an unreleased lease. */
+export function renew(state0: ArbiterState, ctx: Context, input: RenewInput): Step<Verdict> {
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
+  const state = noted.state;
+  const lease = state.lease;
+  if (lease.holder !== input.host) {
+    return refuse(state, noted.boot, 'not-holder', 'renew-refused', input.host, noted.events, { holder: lease.holder });
+  }
+  if (input.generation !== lease.generation) {
+    return refuse(state, noted.boot, 'stale-generation', 'renew-refused', input.host, noted.events, { generation: lease.generation, sent: input.generation });
+  }
+  if (lease.released) {
+    return refuse(state, noted.boot, 'expired', 'renew-refused', input.host, noted.events);
+  }
+  return ok({ ...state, lease: renewed(lease, ctx) }, noted.boot, [
+    ...noted.events,
+    leaseEvent('renewed', input.host, { generation: lease.generation }),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// heartbeat
+
+export interface ReportedView {
+  readonly target: Host;
+  readonly reachable: boolean;
+  readonly ping: boolean;
+  readonly health: boolean;
+}
+
+export interface ReportedConfirmation {
+  readonly holder: Host;
+  readonly generation: number;
+  /** Seconds since the agent gave it, on its monotonic clock (a lower bound of real time). */
+  readonly ageSeconds: number;
+}
+
+export interface HeartbeatInput {
+  readonly host: Host;
+  readonly generation?: number;
+  readonly seenGeneration?: number;
+  readonly view?: ReportedView;
+  readonly confirmation?: ReportedConfirmation;
+  readonly heartbeatSeconds?: number;
+}
+
+export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused';
+
+export interface HeartbeatAnswer {
+  readonly outcome: HeartbeatOutcome;
+  readonly reason: LeaseRefusal | null;
+}
+
+/**
+ * 1. Only candidates heartbeat. 2. The report raises the floor. 3. The observer's view,
+ * confirmation and heartbeat time are recorded. 4. The holder renews (an unreleased lease at
+ * its generation, also past expiry: an arbiter outage must not end the lease, L2); anyone else
+ * is a standby, or sees no lease.
+ */
+export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatInput): Step<HeartbeatAnswer> {
+  if (!isCandidate(ctx.settings, input.host)) {
+    const events = [leaseEvent('renew-refused', input.host, { reason: 'not-candidate' })];
+    return { next: state0, boot: ctx.boot, events, answer: { outcome: 'renew-refused', reason: 'not-candidate' } };
+  }
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, input.generation);
+  const before = noted.state.observers.get(input.host) ?? NO_OBSERVER;
+  const view: View | null = input.view === undefined ? before.view : { ...input.view, at: ctx.now };
+  const confirmation: Confirmation | null =
+    input.confirmation === undefined
+      ? before.confirmation
+      : {
+          holder: input.confirmation.holder,
+          generation: input.confirmation.generation,
+          at: ctx.now - Math.max(0, input.confirmation.ageSeconds),
+        };
+  const observers = new Map(noted.state.observers);
+  observers.set(input.host, {
+    view,
+    confirmation,
+    lastHeartbeatAt: ctx.now,
+    heartbeatSeconds: input.heartbeatSeconds ?? before.heartbeatSeconds,
+  });
+  const state: ArbiterState = { ...noted.state, observers };
+  const lease = state.lease;
+  const events = [...noted.events];
+  if (lease.holder === input.host) {
+    let reason: LeaseRefusal | null = null;
+    if (lease.released) reason = 'expired';
+    else if (input.generation !== undefined && input.generation !== lease.generation) reason = 'stale-generation';
+    if (reason !== null) {
+      events.push(leaseEvent('renew-refused', input.host, { reason, generation: lease.generation }));
+      return { next: state, boot: noted.boot, events, answer: { outcome: 'renew-refused', reason } };
+    }
+    events.push(leaseEvent('renewed', input.host, { generation: lease.generation, via: 'heartbeat' }));
+    return { next: { ...state, lease: renewed(lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null } };
+  }
+  if (lease.holder === null) {
+    events.push(leaseEvent('no-lease', input.host, {}));
+    return { next: state, boot: noted.boot, events, answer: { outcome: 'no-lease', reason: null } };
+  }
+  events.push(leaseEvent('standby', input.host, { holder: lease.holder, generation: lease.generation, reachable: view?.reachable ?? null }));
+  return { next: state, boot: noted.boot, events, answer: { outcome: 'standby', reason: null } };
+}
+
+// ---------------------------------------------------------------------------------------
+// release and handover
+
+export interface ReleaseInput {
+  readonly host: Host;
+  readonly generation?: number;
+  readonly handoverTo?: Host;
+}
+
+/**
+ * Release keeps the holder and marks the lease expired. With `handoverTo` the named candidate
+ * is granted at once: no lock-delay from the old holder, which stepped down before asking
+ * (the start wait of S2.3 still applies, as to every grant).
+ */
+export function release(state0: ArbiterState, ctx: Context, input: ReleaseInput): Step<Verdict> {
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
+  const state = noted.state;
+  const lease = state.lease;
+  if (lease.holder !== input.host) {
+    return refuse(state, noted.boot, 'not-holder', 'release-refused', input.host, noted.events, { holder: lease.holder });
+  }
+  if (input.generation !== undefined && input.generation !== lease.generation) {
+    return refuse(state, noted.boot, 'stale-generation', 'release-refused', input.host, noted.events, { generation: lease.generation });
+  }
+  if (input.handoverTo !== undefined) {
+    if (!isCandidate(ctx.settings, input.handoverTo)) {
+      return refuse(state, noted.boot, 'not-candidate', 'release-refused', input.host, noted.events, { handoverTo: input.handoverTo });
+    }
+    if (input.handoverTo === input.host) {
+      return refuse(state, noted.boot, 'same-holder', 'release-refused', input.host, noted.events);
+    }
+    const next = grant(state, ctx, noted.boot, input.handoverTo, ctx.now, input.host);
+    return ok({ ...state, lease: next }, noted.boot, [
+      ...noted.events,
+      leaseEvent('released', input.host, { generation: lease.generation, handoverTo: input.handoverTo }),
+      leaseEvent('acquired', input.handoverTo, { generation: next.generation, notBefore: next.notBefore, from: input.host, via: 'handover' }),
+    ]);
+  }
+  if (lease.released) return ok(state, noted.boot, noted.events);
+  return ok({ ...state, lease: write(lease, { released: true }) }, noted.boot, [
+    ...noted.events,
+    leaseEvent('released', input.host, { generation: lease.generation }),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// forced transfer and maintenance (admin)
+
+/** Forced failover: `to` gets generation + 1 behind the old holder's lock-delay. */
+export function transfer(state: ArbiterState, ctx: Context, input: { readonly to: Host }): Step<Verdict> {
+  const lease = state.lease;
+  if (!isCandidate(ctx.settings, input.to)) {
+    return refuse(state, ctx.boot, 'not-candidate', 'acquire-refused', input.to, [], { via: 'transfer' });
+  }
+  if (lease.holder === input.to && !isExpired(lease, ctx.now)) {
+    return refuse(state, ctx.boot, 'same-holder', 'acquire-refused', input.to, [], { via: 'transfer' });
+  }
+  const from = lease.holder === input.to ? null : lease.holder;
+  const next = grant(state, ctx, ctx.boot, input.to, lockDelayUntil(state, ctx, from), from);
+  return ok({ ...state, lease: next }, ctx.boot, [
+    leaseEvent('promoted', input.to, { generation: next.generation, from, notBefore: next.notBefore, via: 'transfer' }),
+  ]);
+}
+
+export function setMaintenance(state: ArbiterState, ctx: Context, input: { readonly enabled: boolean; readonly reason?: string }): Step<Verdict> {
+  const reason = input.enabled ? (input.reason ?? null) : null;
+  const lease = write(state.lease, { maintenance: input.enabled, maintenanceReason: reason });
+  return ok({ ...state, lease }, ctx.boot, [leaseEvent('maintenance', null, { enabled: input.enabled, reason }, 'control')]);
+}
+
+// ---------------------------------------------------------------------------------------
+// check (the only path to promotion)
+
+export interface Probe {
+  readonly ping: boolean;
+  readonly health: boolean;
+}
+
+export interface CheckAnswer {
+  readonly promoted: boolean;
+  readonly streak: number;
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly ping: boolean;
+  readonly health: boolean;
+  readonly promotee: Host | null;
+}
+
+/**
+ * The first candidate in priority order (never the holder) whose view is about this holder,
+ * taken during its tenure and fresher than `viewFreshSeconds`, says unreachable, and who
+ * reports no confirmation of this holder within `viewFreshSeconds` (S5).
+ */
+export function promotee(state: ArbiterState, ctx: Context): Host | null {
+  const { lease } = state;
+  if (lease.holder === null) return null;
+  for (const candidate of ctx.settings.candidates) {
+    if (candidate === lease.holder) continue;
+    const o = state.observers.get(candidate);
+    if (o === undefined || o.view === null) continue;
+    const v = o.view;
+    if (v.target !== lease.holder || v.reachable) continue;
+    if (ctx.now - v.at > ctx.settings.viewFreshSeconds) continue;
+    if (lease.acquiredAt !== null && v.at < lease.acquiredAt) continue;
+    const c = o.confirmation;
+    if (c !== null && c.holder === lease.holder && ctx.now - c.at <= ctx.settings.viewFreshSeconds) continue;
+    return candidate;
+  }
+  return null;
+}
+
+/**
+ * One check. 1. Without a holder there is nothing to probe. 2. The arbiter's own view is
+ * recorded. 3. A reachable holder resets the streak. 4. An unreachable holder with an eligible
+ * promotee extends it; without one the streak resets. 5. At `promoteAfterChecks`, outside
+ * maintenance, the promotee is granted behind the old holder's lock-delay.
+ */
+export function check(state: ArbiterState, ctx: Context, probe: Probe | null): Step<CheckAnswer> {
+  const { lease } = state;
+  const { now, settings } = ctx;
+  if (lease.holder === null || probe === null) {
+    const next = write(lease, { lastCheckAt: now, dualUnreachableStreak: 0 });
+    return {
+      next: { ...state, lease: next },
+      boot: ctx.boot,
+      events: [leaseEvent('arbiter-check', null, { streak: 0, holder: null }, 'control')],
+      answer: { promoted: false, streak: 0, holder: null, generation: lease.generation, ping: false, health: false, promotee: null },
+    };
+  }
+  const holder = lease.holder;
+  const reachable = probe.ping || probe.health;
+  const observers = new Map(state.observers);
+  const own = observers.get(settings.arbiter) ?? NO_OBSERVER;
+  observers.set(settings.arbiter, { ...own, view: { target: holder, reachable, ping: probe.ping, health: probe.health, at: now } });
+  const withView: ArbiterState = { ...state, observers };
+  const candidate = reachable ? null : promotee(withView, ctx);
+  const streak = candidate === null ? 0 : lease.dualUnreachableStreak + 1;
+  const checkEvent = leaseEvent('arbiter-check', holder, { streak, ping: probe.ping, health: probe.health, promotee: candidate }, 'control');
+  if (candidate !== null && streak >= settings.promoteAfterChecks && !lease.maintenance) {
+    const next = grant(withView, ctx, ctx.boot, candidate, lockDelayUntil(withView, ctx, holder), holder);
+    return {
+      next: { ...withView, lease: { ...next, lastCheckAt: now } },
+      boot: ctx.boot,
+      events: [checkEvent, leaseEvent('promoted', candidate, { generation: next.generation, from: holder, notBefore: next.notBefore, streak })],
+      answer: { promoted: true, streak, holder: candidate, generation: next.generation, ping: probe.ping, health: probe.health, promotee: candidate },
+    };
+  }
+  const next = write(lease, { lastCheckAt: now, dualUnreachableStreak: streak });
+  return {
+    next: { ...withView, lease: next },
+    boot: ctx.boot,
+    events: [checkEvent],
+    answer: { promoted: false, streak, holder, generation: lease.generation, ping: probe.ping, health: probe.health, promotee: candidate },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+
+function ok(next: ArbiterState, boot: Boot, events: readonly LeaseEvent[]): Step<Verdict> {
+  return { next, boot, events, answer: { ok: true } };
+}
+
+function refuse(
+  state: ArbiterState,
+  boot: Boot,
+  reason: LeaseRefusal,
+  event: 'acquire-refused' | 'renew-refused' | 'release-refused',
+  host: Host,
+  events: readonly LeaseEvent[],
+  data: LeaseEvent['data'] = {},
+): Step<Verdict> {
+  return { next: state, boot, events: [...events, leaseEvent(event, host, { reason, ...data })], answer: { ok: false, reason } };
+}

@@ -1,0 +1,216 @@
+/**
+ * The lease record and the small value types every decision shares.
+ *
+ * Times in the record are Unix epoch seconds on the *arbiter's* clock. Agents never compare
+ * them with their own clocks: they only use differences of two arbiter times taken from one
+ * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
+ */
+import { isHost } from './host.js';
+
+export type Host = string;
+
+/** One observer's latest finding about the holder (SPEC §1 "view"). */
+export interface View {
+  readonly target: Host;
+  readonly reachable: boolean;
+  readonly ping: boolean;
+  readonly health: boolean;
+  /** Arbiter time at which the arbiter received (or, for its own view, made) the finding. */
+  readonly at: number;
+}
+
+/**
+ * The last peer confirmation an observer reports having given (SPEC S2.1, S5): the holder it
+ * confirmed, at which generation, and when, as arbiter time (receive time minus the age the
+ * observer measured on its own monotonic clock, so the estimate can only be late, never early).
+ */
+export interface Confirmation {
+  readonly holder: Host;
+  readonly generation: number;
+  readonly at: number;
+}
+
+/** What the arbiter stores about one observer besides its view. */
+export interface Observer {
+  readonly view: View | null;
+  readonly confirmation: Confirmation | null;
+  /** Arbiter time of the observer's last heartbeat. */
+  readonly lastHeartbeatAt: number | null;
+  /** The heartbeat interval the agent reported, seconds (S6: a view can be fresh). */
+  readonly heartbeatSeconds: number | null;
+}
+
+/** The stored lease row: everything but views, which live per observer. */
+export interface LeaseState {
+  readonly holder: Host | null;
+  /** The fencing token: +1 on every change of holder, 0 = never granted. */
+  readonly generation: number;
+  /** +1 on every write of the record: the compare-and-swap token and the ETag. */
+  readonly revision: number;
+  readonly acquiredAt: number | null;
+  readonly renewedAt: number | null;
+  readonly ttlSeconds: number;
+  readonly expiresAt: number | null;
+  /** Set by release: the holder stepped down; the record stays, marked expired. */
+  readonly released: boolean;
+  /** Lock-delay: the holder may not run before this arbiter time. */
+  readonly notBefore: number | null;
+  /**
+   * S2.4: the database was created by this arbiter and not every candidate has yet reported
+   * its seen generation; the holder stays behind lock-delay and its generation may be raised.
+   */
+  readonly floorPending: boolean;
+  readonly dualUnreachableStreak: number;
+  readonly lastCheckAt: number | null;
+  readonly promotedFrom: Host | null;
+  readonly maintenance: boolean;
+  readonly maintenanceReason: string | null;
+}
+
+/** The record as the API shows it (SPEC §4). */
+export interface LeaseRecord {
+  readonly name: 'hq';
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly revision: number;
+  readonly acquiredAt: number | null;
+  readonly renewedAt: number | null;
+  readonly ttlSeconds: number;
+  readonly expiresAt: number | null;
+  readonly expired: boolean;
+  /** True after a release: the holder stepped down (expired is then true too). */
+  readonly released: boolean;
+  readonly notBefore: number | null;
+  readonly views: Record<string, View>;
+  readonly dualUnreachableStreak: number;
+  readonly lastCheckAt: number | null;
+  readonly promotedFrom: Host | null;
+  readonly maintenance: boolean;
+  readonly floorPending: boolean;
+  readonly now: number;
+}
+
+export function emptyLease(ttlSeconds: number): LeaseState {
+  return {
+    holder: null,
+    generation: 0,
+    revision: 0,
+    acquiredAt: null,
+    renewedAt: null,
+    ttlSeconds,
+    expiresAt: null,
+    released: false,
+    notBefore: null,
+    floorPending: false,
+    dualUnreachableStreak: 0,
+    lastCheckAt: null,
+    promotedFrom: null,
+    maintenance: false,
+    maintenanceReason: null,
+  };
+}
+
+/** A lease with no holder, a released one, or one past `expiresAt` is expired. */
+export function isExpired(lease: LeaseState, now: number): boolean {
+  if (lease.holder === null) return true;
+  if (lease.released) return true;
+  return lease.expiresAt === null || now >= lease.expiresAt;
+}
+
+/**
+ * Builds the API record. `views` is written with `Object.defineProperty` onto a null-prototype
+ * object, so an observer name can never reach `Object.prototype` (names are validated anyway).
+ */
+export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observer>, now: number): LeaseRecord {
+  const views = Object.create(null) as Record<string, View>;
+  for (const [name, observer] of observers) {
+    if (observer.view !== null) {
+      Object.defineProperty(views, name, { value: observer.view, enumerable: true, writable: false });
+    }
+  }
+  return {
+    name: 'hq',
+    holder: lease.holder,
+    generation: lease.generation,
+    revision: lease.revision,
+    acquiredAt: lease.acquiredAt,
+    renewedAt: lease.renewedAt,
+    ttlSeconds: lease.ttlSeconds,
+    expiresAt: lease.expiresAt,
+    expired: isExpired(lease, now),
+    released: lease.released,
+    notBefore: lease.notBefore,
+    views,
+    dualUnreachableStreak: lease.dualUnreachableStreak,
+    lastCheckAt: lease.lastCheckAt,
+    promotedFrom: lease.promotedFrom,
+    maintenance: lease.maintenance,
+    floorPending: lease.floorPending,
+    now,
+  };
+}
+
+export function isGeneration(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
+export function isTime(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/**
+ * What an agent needs from an arbiter answer. `parseRecord` accepts the API record (extra
+ * fields ignored) and checks every field it uses, so a garbled or hostile answer is refused
+ * as a whole instead of half-adopted.
+ */
+export interface RecordSummary {
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly revision: number;
+  readonly ttlSeconds: number;
+  readonly expired: boolean;
+  readonly released: boolean;
+  readonly notBefore: number | null;
+  readonly floorPending: boolean;
+  readonly now: number;
+}
+
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: string };
+
+export function parseRecord(input: unknown): Parsed<RecordSummary> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return { ok: false, problem: 'record must be an object' };
+  }
+  const r = input as { [k: string]: unknown };
+  const holder = r['holder'];
+  if (holder !== null && !isHost(holder)) return { ok: false, problem: 'record.holder must be a host or null' };
+  if (!isGeneration(r['generation'])) return { ok: false, problem: 'record.generation must be a safe integer ≥ 0' };
+  if (!isGeneration(r['revision'])) return { ok: false, problem: 'record.revision must be a safe integer ≥ 0' };
+  const ttl = r['ttlSeconds'];
+  if (!isTime(ttl) || ttl <= 0) return { ok: false, problem: 'record.ttlSeconds must be a positive number' };
+  if (typeof r['expired'] !== 'boolean') return { ok: false, problem: 'record.expired must be a boolean' };
+  const notBefore = r['notBefore'];
+  if (notBefore !== null && !isTime(notBefore)) return { ok: false, problem: 'record.notBefore must be a time or null' };
+  const released = r['released'] ?? false;
+  if (typeof released !== 'boolean') return { ok: false, problem: 'record.released must be a boolean' };
+  const floorPending = r['floorPending'] ?? false;
+  if (typeof floorPending !== 'boolean') return { ok: false, problem: 'record.floorPending must be a boolean' };
+  if (!isTime(r['now'])) return { ok: false, problem: 'record.now must be a time' };
+  if (holder === null && r['generation'] !== 0 && r['expired'] !== true) {
+    return { ok: false, problem: 'record without holder must be expired' };
+  }
+  return {
+    ok: true,
+    value: {
+      holder,
+      generation: r['generation'],
+      revision: r['revision'],
+      ttlSeconds: ttl,
+      expired: r['expired'],
+      released,
+      notBefore,
+      floorPending,
+      now: r['now'],
+    },
+  };
+}
