@@ -1,0 +1,258 @@
+/**
+ * deploy/launchd: com.hq.agent.plist is a well-formed XML property list (checked by a small
+ * strict parser here, since `plutil` exists only on macOS) with the keys launchd needs to keep
+ * the agent running for the logged-in user, and its placeholders match the README and the
+ * example mbp config.
+ */
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const HOME = '/Users/YOU';
+
+type Plist = string | number | boolean | Date | Uint8Array | Plist[] | Map<string, Plist>;
+
+class PlistError extends Error {
+  override name = 'PlistError';
+}
+
+const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+
+function decodeText(raw: string): string {
+  if (raw.includes('<')) throw new PlistError('a bare "<" in text');
+  return raw.replace(/&([^;\s]*);?/g, (whole, name: string) => {
+    if (!whole.endsWith(';')) throw new PlistError(`a bare "&" in text near "${whole}"`);
+    if (/^#\d+$/.test(name)) return String.fromCodePoint(Number(name.slice(1)));
+    if (/^#x[0-9a-fA-F]+$/.test(name)) return String.fromCodePoint(parseInt(name.slice(2), 16));
+    const e = ENTITIES[name];
+    if (e === undefined) throw new PlistError(`unknown entity &${name};`);
+    return e;
+  });
+}
+
+type Token = { kind: 'open' | 'close' | 'empty'; name: string; attrs: string } | { kind: 'text'; text: string };
+
+/** Splits the document into tags and text; the prolog (XML declaration, DOCTYPE) and comments are checked and dropped. */
+function tokenize(xml: string): Token[] {
+  if (!xml.startsWith('<?xml ')) throw new PlistError('the document does not start with an XML declaration');
+  const tokens: Token[] = [];
+  const re = /<\?xml[^?]*\?>|<!DOCTYPE plist[^>]*>|<!--([\s\S]*?)-->|<(\/?)([A-Za-z]+)((?:\s+[A-Za-z]+="[^"<]*")*)\s*(\/?)>|([^<]+)/gy;
+  let m: RegExpExecArray | null;
+  let at = 0;
+  while (at < xml.length) {
+    re.lastIndex = at;
+    m = re.exec(xml);
+    if (m === null) throw new PlistError(`malformed markup at offset ${at}: ${JSON.stringify(xml.slice(at, at + 30))}`);
+    at = re.lastIndex;
+    const [whole, comment, slash, name, attrs, selfClose, text] = m;
+    if (whole.startsWith('<?xml') || whole.startsWith('<!DOCTYPE')) continue;
+    if (comment !== undefined) {
+      if (comment.includes('--')) throw new PlistError('"--" inside a comment');
+      continue;
+    }
+    if (text !== undefined) {
+      tokens.push({ kind: 'text', text: decodeText(text) });
+    } else if (slash === '/') {
+      if (selfClose === '/' || (attrs ?? '') !== '') throw new PlistError(`malformed closing tag ${whole}`);
+      tokens.push({ kind: 'close', name: name as string, attrs: '' });
+    } else {
+      tokens.push({ kind: selfClose === '/' ? 'empty' : 'open', name: name as string, attrs: attrs ?? '' });
+    }
+  }
+  return tokens;
+}
+
+/** A strict parser for Apple's XML plist format (PropertyList-1.0.dtd). Throws PlistError. */
+function parsePlist(xml: string): Plist {
+  const tokens = tokenize(xml).filter((tk) => !(tk.kind === 'text' && tk.text.trim() === ''));
+  let i = 0;
+  const next = (): Token => {
+    const tk = tokens[i++];
+    if (tk === undefined) throw new PlistError('unexpected end of document');
+    return tk;
+  };
+  const textUntilClose = (name: string): string => {
+    let tk = next();
+    let text = '';
+    if (tk.kind === 'text') {
+      text = tk.text;
+      tk = next();
+    }
+    if (tk.kind !== 'close' || tk.name !== name) throw new PlistError(`<${name}> is not closed by </${name}>`);
+    return text;
+  };
+  const value = (): Plist => {
+    const tk = next();
+    if (tk.kind === 'text') throw new PlistError(`text "${tk.text.trim()}" where a value was expected`);
+    if (tk.kind === 'close') throw new PlistError(`</${tk.name}> where a value was expected`);
+    if (tk.kind === 'empty') {
+      if (tk.name === 'true') return true;
+      if (tk.name === 'false') return false;
+      if (tk.name === 'string') return '';
+      if (tk.name === 'dict') return new Map();
+      if (tk.name === 'array') return [];
+      throw new PlistError(`<${tk.name}/> is not a plist value`);
+    }
+    switch (tk.name) {
+      case 'string':
+        return textUntilClose('string');
+      case 'integer': {
+        const s = textUntilClose('integer').trim();
+        if (!/^[+-]?\d+$/.test(s)) throw new PlistError(`<integer>${s}</integer> is not an integer`);
+        return Number(s);
+      }
+      case 'real': {
+        const s = textUntilClose('real').trim();
+        if (!Number.isFinite(Number(s)) || s === '') throw new PlistError(`<real>${s}</real> is not a number`);
+        return Number(s);
+      }
+      case 'date':
+        return new Date(textUntilClose('date').trim());
+      case 'data':
+        return Uint8Array.from(Buffer.from(textUntilClose('data').replace(/\s+/g, ''), 'base64'));
+      case 'array': {
+        const out: Plist[] = [];
+        for (;;) {
+          const peek = tokens[i];
+          if (peek?.kind === 'close' && peek.name === 'array') {
+            i++;
+            return out;
+          }
+          out.push(value());
+        }
+      }
+      case 'dict': {
+        const out = new Map<string, Plist>();
+        for (;;) {
+          const tk2 = next();
+          if (tk2.kind === 'close' && tk2.name === 'dict') return out;
+          if (tk2.kind !== 'open' || tk2.name !== 'key') throw new PlistError('a <dict> entry does not start with <key>');
+          const key = textUntilClose('key');
+          if (out.has(key)) throw new PlistError(`key "${key}" appears twice in one <dict>`);
+          out.set(key, value());
+        }
+      }
+      default:
+        throw new PlistError(`<${tk.name}> is not a plist value`);
+    }
+  };
+  const top = next();
+  if (top.kind !== 'open' || top.name !== 'plist' || !/version="1\.0"/.test(top.attrs)) {
+    throw new PlistError('the root element is not <plist version="1.0">');
+  }
+  const result = value();
+  const end = next();
+  if (end.kind !== 'close' || end.name !== 'plist') throw new PlistError('<plist> holds more than one value');
+  if (i !== tokens.length) throw new PlistError('content after </plist>');
+  return result;
+}
+
+/** launchd.plist(5) keys (macOS 14), so that a typo does not pass silently. */
+const LAUNCHD_KEYS = new Set([
+  'Label', 'Disabled', 'UserName', 'GroupName', 'inetdCompatibility', 'LimitLoadToHosts', 'LimitLoadFromHosts',
+  'LimitLoadToSessionType', 'LimitLoadToHardware', 'LimitLoadFromHardware', 'Program', 'ProgramArguments',
+  'EnableGlobbing', 'EnableTransactions', 'EnablePressuredExit', 'OnDemand', 'ServiceIPC', 'KeepAlive', 'RunAtLoad',
+  'RootDirectory', 'WorkingDirectory', 'EnvironmentVariables', 'Umask', 'TimeOut', 'ExitTimeOut', 'ThrottleInterval',
+  'InitGroups', 'WatchPaths', 'QueueDirectories', 'StartOnMount', 'StartInterval', 'StartCalendarInterval',
+  'StandardInPath', 'StandardOutPath', 'StandardErrorPath', 'Debug', 'WaitForDebugger', 'SoftResourceLimits',
+  'HardResourceLimits', 'Nice', 'ProcessType', 'AbandonProcessGroup', 'LowPriorityIO', 'LowPriorityBackgroundIO',
+  'MaterializeDatalessFiles', 'LaunchOnlyOnce', 'MachServices', 'Sockets', 'AssociatedBundleIdentifiers',
+  'SessionCreate', 'LegacyTimers',
+]);
+
+const plistPath = join(root, 'deploy/launchd/com.hq.agent.plist');
+const plistText = readFileSync(plistPath, 'utf8');
+
+function parsed(): Map<string, Plist> {
+  const p = parsePlist(plistText);
+  if (!(p instanceof Map)) throw new PlistError('the top-level value is not a <dict>');
+  return p;
+}
+
+t.test('the parser accepts well-formed plists and refuses malformed ones', async (t) => {
+  const head = '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n';
+  const ok = parsePlist(`${head}<plist version="1.0"><dict><key>A</key><string>x &amp; y</string><key>B</key><array><integer>-3</integer><true/></array></dict></plist>`);
+  t.same(ok, new Map<string, Plist>([['A', 'x & y'], ['B', [-3, true]]]), 'a small dict with an entity, an array, an integer and a boolean parses');
+  const bad: ReadonlyArray<readonly [string, string]> = [
+    ['a dict whose key has no value', '<plist version="1.0"><dict><key>A</key></dict></plist>'],
+    ['mismatched closing tags', '<plist version="1.0"><dict><key>A</key><string>x</integer></dict></plist>'],
+    ['a bare ampersand', '<plist version="1.0"><string>a & b</string></plist>'],
+    ['a non-integer in <integer>', '<plist version="1.0"><integer>0o77</integer></plist>'],
+    ['a duplicate key', '<plist version="1.0"><dict><key>A</key><true/><key>A</key><false/></dict></plist>'],
+    ['an unclosed root', '<plist version="1.0"><dict></dict>'],
+    ['a value outside any key', '<plist version="1.0"><dict><string>x</string></dict></plist>'],
+    ['two root values', '<plist version="1.0"><true/><false/></plist>'],
+  ];
+  for (const [name, body] of bad) {
+    t.throws(() => parsePlist(`${head}${body}`), { name: 'PlistError' }, `${name} is refused`);
+  }
+  t.throws(() => parsePlist('<plist version="1.0"><true/></plist>'), { name: 'PlistError' }, 'a document without the XML declaration is refused');
+});
+
+t.test('com.hq.agent.plist is a well-formed plist whose top level is a dict of known launchd keys', async (t) => {
+  let p: Map<string, Plist> | null = null;
+  t.doesNotThrow(() => {
+    p = parsed();
+  }, 'the plist parses');
+  for (const key of (p as Map<string, Plist> | null)?.keys() ?? []) {
+    t.ok(LAUNCHD_KEYS.has(key), `${key} is a launchd.plist key`);
+  }
+});
+
+t.test('the job is labelled com.hq.agent, starts at load, is kept alive and runs at background priority', async (t) => {
+  const p = parsed();
+  t.equal(p.get('Label'), 'com.hq.agent', 'Label matches the file name');
+  t.equal(p.get('RunAtLoad'), true, 'RunAtLoad is true');
+  t.equal(p.get('KeepAlive'), true, 'KeepAlive is true: launchd restarts the agent whenever it exits');
+  t.equal(p.get('ProcessType'), 'Background', 'ProcessType is Background');
+  t.equal(p.get('Umask'), 0o077, 'Umask is 077 (63 in decimal)');
+  const exitTimeout = p.get('ExitTimeOut');
+  t.ok(typeof exitTimeout === 'number' && exitTimeout > 10, 'ExitTimeOut leaves room for the 10 s shutdown');
+});
+
+t.test('ProgramArguments run node on the agent daemon with --config ~/.hq/agent.json, all as absolute paths', async (t) => {
+  const args = parsed().get('ProgramArguments');
+  t.ok(Array.isArray(args) && args.every((a) => typeof a === 'string'), 'ProgramArguments is an array of strings');
+  const list = args as string[];
+  const pkg = JSON.parse(readFileSync(join(root, 'apps/agent/package.json'), 'utf8')) as { bin?: Record<string, string> };
+  const daemon = join('apps/agent', pkg.bin?.['hq-agent'] ?? '');
+  t.equal(list.length, 4, 'four arguments: node, the daemon, --config, the file');
+  t.match(list[0] ?? '', /^\/.*\/node$/, 'the first argument is an absolute path to node');
+  t.equal(list[1], `${HOME}/hq/${daemon}`, `the daemon is the agent package's "hq-agent" bin (${daemon}) in the clone`);
+  t.equal(list[2], '--config', 'the config is passed with --config');
+  t.equal(list[3], `${HOME}/.hq/agent.json`, 'the config is ~/.hq/agent.json, spelled out');
+  const strings = (v: Plist): string[] =>
+    typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v instanceof Map ? [...v.values()].flatMap(strings) : [];
+  const unexpanded = strings(parsed()).filter((s) => s.includes('~') || s.includes('$'));
+  t.same(unexpanded, [], 'no value holds ~ or $VARIABLES, which launchd would not expand');
+});
+
+t.test('stdout and stderr go to files under ~/Library/Logs/hq/', async (t) => {
+  const p = parsed();
+  for (const key of ['StandardOutPath', 'StandardErrorPath']) {
+    t.match(String(p.get(key)), new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`), `${key} is a log file in ~/Library/Logs/hq/`);
+  }
+  t.not(p.get('StandardOutPath'), p.get('StandardErrorPath'), 'stdout and stderr go to separate files');
+});
+
+t.test('the environment gives the agent a PATH with Homebrew and the system tools', async (t) => {
+  const env = parsed().get('EnvironmentVariables');
+  t.ok(env instanceof Map, 'EnvironmentVariables is a dict');
+  const path = String((env as Map<string, Plist>).get('PATH') ?? '').split(':');
+  for (const dir of ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin']) {
+    t.ok(path.includes(dir), `PATH contains ${dir}`);
+  }
+});
+
+t.test('the README and the mbp config use the same placeholders as the plist', async (t) => {
+  const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
+  const config = JSON.parse(readFileSync(join(root, 'deploy/config/agent.mbp.json'), 'utf8')) as Record<string, unknown>;
+  t.ok(readme.includes(`s|${HOME}|$HOME|g`), `the README replaces ${HOME} with $HOME`);
+  t.ok(readme.includes('s|/opt/homebrew/bin/node|$(command -v node)|g'), 'the README replaces the node path with command -v node');
+  t.match(readme, /launchctl bootstrap gui\/\$\(id -u\) ~\/Library\/LaunchAgents\/com\.hq\.agent\.plist/, 'the README bootstraps the job into gui/$(id -u)');
+  t.ok(readme.includes('mkdir -p ~/Library/Logs/hq'), 'the README creates the log directory, which launchd does not');
+  t.equal(config['stateDir'], `${HOME}/.hq`, 'agent.mbp.json keeps its state in the same home placeholder');
+  t.equal(config['hostName'], 'mbp', 'agent.mbp.json is for mbp');
+});
