@@ -1,0 +1,311 @@
+/**
+ * The agent's configuration (SPEC §3): one JSON file, validated strictly with TypeBox (unknown
+ * keys refused, no coercion), defaults filled in one place, and the timing relationships of S6
+ * checked with lease-core's `checkTiming`. Every problem is one line that names the key.
+ *
+ * Lookup, shared by `hq` and `hq-agent`: `--config PATH`, else `$HQ_CONFIG`, else
+ * `~/.hq/agent.json`, else `/etc/hq/agent.json`; none of them → every default.
+ *
+ * Network defaults that need the tailnet's domain (`arbiterUrl`, `peers`, health URLs) are
+ * resolved lazily by `resolveNetwork`, so the fence hot path never runs `tailscale`.
+ */
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { execFile } from 'node:child_process';
+import Type, { type Static } from 'typebox';
+import Value from 'typebox/value';
+import { ConfigError, expandHome, findConfigFile } from './config-file.js';
+import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkTiming, cronIntervalSeconds, hostProblem, isHost } from '@hq/lease-core';
+
+const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
+const Host = Type.String({ pattern: HOST });
+const Seconds = Type.Number({ exclusiveMinimum: 0 });
+const Url = Type.String({ pattern: '^https?://' });
+const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST }), value);
+
+export const AgentConfigSchema = Type.Object(
+  {
+    hostName: Type.Optional(Host),
+    arbiter: Type.Optional(Host),
+    arbiterUrl: Type.Optional(Url),
+    candidates: Type.Optional(Type.Array(Host, { minItems: 1 })),
+    standby: Type.Optional(Host),
+    ttlSeconds: Type.Optional(Seconds),
+    safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0 })),
+    heartbeatCron: Type.Optional(Type.String()),
+    refreshSeconds: Type.Optional(Seconds),
+    failOpenRoles: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    roles: Type.Optional(Type.Array(Type.String({ minLength: 1, pattern: '^[a-z0-9][a-z0-9-]{0,63}$' }), { minItems: 1 })),
+    healthUrls: Type.Optional(HostMap(Url)),
+    tailnetDomain: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.-]+$' })),
+    tailscaleBin: Type.Optional(Type.String()),
+    probeTimeoutSeconds: Type.Optional(Seconds),
+    requestTimeoutSeconds: Type.Optional(Seconds),
+    listen: Type.Optional(
+      Type.Object(
+        { host: Type.Optional(Type.String({ minLength: 1 })), port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })) },
+        { additionalProperties: false },
+      ),
+    ),
+    stateDir: Type.Optional(Type.String({ minLength: 1 })),
+    socketPath: Type.Optional(Type.String({ minLength: 1 })),
+    tokenFile: Type.Optional(Type.String({ minLength: 1 })),
+    peers: Type.Optional(HostMap(Url)),
+    peerTokenFile: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+export type AgentConfigFile = Static<typeof AgentConfigSchema>;
+
+/** Every default, with why. */
+export const DEFAULTS = Object.freeze({
+  arbiter: 'cloud-vm',
+  candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
+  /** Only for the S6 check at load and the start guard; the record's TTL wins once known. */
+  ttlSeconds: 1500,
+  /** Covers 2 % clock-rate drift of the default TTL (S6 asks for 1 %); too small risks overlap under drift. */
+  safetyMarginSeconds: 30,
+  /** Every 10 minutes: × 1.2 stays well inside the 1500 s TTL. */
+  heartbeatCron: '*/10 * * * *',
+  /** A forced transfer or promotion reaches the agent within a minute. */
+  refreshSeconds: 60,
+  tailscaleBin: 'tailscale',
+  /** Probe timeout: 5 s, or half the heartbeat interval when that is shorter. */
+  probeTimeoutSeconds: 5,
+  /** An answer later than this is discarded (S2.3 counts on it). */
+  requestTimeoutSeconds: 5,
+  listenHost: '0.0.0.0',
+  listenPort: 8471,
+  arbiterPort: 8470,
+});
+
+export interface AgentConfig {
+  readonly file: string | null;
+  readonly hostName: string;
+  readonly arbiter: string;
+  /** null until `resolveNetwork` (needs tailnetDomain when unset). */
+  readonly arbiterUrl: string | null;
+  readonly candidates: readonly string[];
+  readonly standby: string | null;
+  readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
+  readonly heartbeatCron: string;
+  readonly heartbeatSeconds: number;
+  readonly refreshSeconds: number;
+  readonly failOpenRoles: readonly string[];
+  readonly roles: readonly string[];
+  readonly healthUrls: ReadonlyMap<string, string>;
+  readonly tailnetDomain: string | null;
+  readonly tailscaleBin: string;
+  readonly probeTimeoutSeconds: number;
+  readonly requestTimeoutSeconds: number;
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly stateDir: string;
+  readonly socketPath: string;
+  readonly tokenFile: string;
+  /** The other candidates' peer listeners (explicit `peers`, or derived from tailnetDomain). */
+  readonly peers: ReadonlyMap<string, string>;
+  readonly peerTokenFile: string;
+  readonly failoverSeconds: number;
+  readonly lockDelaySeconds: number;
+}
+
+function keyOf(instancePath: string): string {
+  const key = instancePath.replace(/^\//, '').split('/').join('.');
+  return key === '' ? '(top level)' : key;
+}
+
+/** Validates the parsed JSON; the first problem is thrown as a ConfigError. */
+export function validateConfigFile(input: unknown): AgentConfigFile {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new ConfigError('(top level)', 'the config must be a JSON object');
+  }
+  if (!Value.Check(AgentConfigSchema, input)) {
+    const errors = [...Value.Errors(AgentConfigSchema, input)];
+    const unknown = errors.find((e) => e.message === 'schema is false');
+    const first = unknown ?? errors[0];
+    if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
+    const key = keyOf(first.instancePath);
+    const message = unknown !== undefined ? 'is not a known key' : first.message;
+    throw new ConfigError(key, `${key}: ${message}`);
+  }
+  const c = input as AgentConfigFile;
+  for (const mapKey of ['healthUrls', 'peers'] as const) {
+    const m = c[mapKey];
+    if (m !== undefined) {
+      for (const k of Object.keys(m)) {
+        const problem = hostProblem(k);
+        if (problem !== null) throw new ConfigError(`${mapKey}.${k}`, `${mapKey}.${k}: ${problem}`);
+      }
+    }
+  }
+  return c;
+}
+
+function hostMap(o: { [k: string]: string } | undefined): Map<string, string> {
+  const m = new Map<string, string>();
+  if (o !== undefined) for (const [k, v] of Object.entries(o)) m.set(k, v);
+  return m;
+}
+
+function readHostFile(stateDir: string): string | null {
+  try {
+    const text = readFileSync(join(stateDir, 'host'), 'utf8').replace(/\r?\n$/, '');
+    return text;
+  } catch {
+    return null;
+  }
+}
+
+/** Loads, validates and fills defaults. Throws ConfigError. */
+export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const file = findConfigFile(explicit, env);
+  let raw: unknown = {};
+  if (file !== null) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError('--config', `cannot read config file ${file}: ${(err as Error).message}`);
+    }
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  return resolveConfig(validateConfigFile(raw), file);
+}
+
+/** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */
+export function resolveConfig(c: AgentConfigFile, file: string | null): AgentConfig {
+  const stateDir = resolve(expandHome(c.stateDir ?? '~/.hq'));
+  let hostName = c.hostName;
+  if (hostName === undefined) {
+    const fromFile = readHostFile(stateDir);
+    if (fromFile !== null) {
+      const problem = hostProblem(fromFile);
+      if (problem !== null) throw new ConfigError('hostName', `hostName: the host file ${join(stateDir, 'host')} holds "${fromFile}", which ${problem}`);
+      hostName = fromFile;
+    } else {
+      const os = hostname().replace(/\.local$/, '');
+      if (!isHost(os)) {
+        throw new ConfigError('hostName', `hostName: the OS host name "${os}" is not a valid host; set hostName or run "hq host set NAME"`);
+      }
+      hostName = os;
+    }
+  }
+  const candidates = c.candidates ?? DEFAULTS.candidates;
+  const arbiter = c.arbiter ?? DEFAULTS.arbiter;
+  if (candidates.includes(arbiter)) throw new ConfigError('candidates', `candidates: the arbiter host "${arbiter}" is never a candidate`);
+  if (new Set(candidates).size !== candidates.length) throw new ConfigError('candidates', 'candidates: a host is listed twice');
+  const heartbeatCron = c.heartbeatCron ?? DEFAULTS.heartbeatCron;
+  const cron = cronIntervalSeconds(heartbeatCron);
+  if (!cron.ok) throw new ConfigError('heartbeatCron', `heartbeatCron: ${cron.message}`);
+  const failOpenRoles = c.failOpenRoles ?? [];
+  if (failOpenRoles.includes(NEVER_FAIL_OPEN)) {
+    throw new ConfigError('failOpenRoles', `failOpenRoles: "${NEVER_FAIL_OPEN}" can never be fail-open`);
+  }
+  const roles = c.roles ?? DEFAULT_ROLES;
+  const unknownFailOpen = failOpenRoles.find((r) => !roles.includes(r));
+  if (unknownFailOpen !== undefined) throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
+  const ttlSeconds = c.ttlSeconds ?? DEFAULTS.ttlSeconds;
+  const safetyMarginSeconds = c.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds;
+  const refreshSeconds = c.refreshSeconds ?? DEFAULTS.refreshSeconds;
+  const probeTimeoutSeconds = c.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, cron.seconds / 2);
+  const requestTimeoutSeconds = c.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
+  // The agent's side of S6. The check interval and viewFreshSeconds belong to the arbiter; the
+  // agent's probe must end inside its own heartbeat interval, and promotion is assumed at the
+  // arbiter's default of 2 checks one heartbeat apart (only for the printed failover time).
+  const timing = checkTiming({
+    ttlSeconds,
+    heartbeatSeconds: cron.seconds,
+    checkSeconds: cron.seconds,
+    viewFreshSeconds: cron.seconds,
+    probeTimeoutSeconds,
+    refreshSeconds,
+    safetyMarginSeconds,
+    promoteAfterChecks: 2,
+  });
+  if (!timing.ok) {
+    const key = timing.key === 'checkCron' ? 'heartbeatCron' : timing.key;
+    throw new ConfigError(key, timing.message.replace('the check interval', 'the heartbeat interval'));
+  }
+  const tailnetDomain = c.tailnetDomain ?? null;
+  const standby = c.standby ?? null;
+  if (standby !== null && !candidates.includes(standby)) throw new ConfigError('standby', `standby: "${standby}" is not one of candidates`);
+  const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
+  if (peers.has(hostName)) throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
+  if (c.peers === undefined && tailnetDomain !== null) {
+    for (const h of candidates) if (h !== hostName) peers.set(h, `http://${h}.${tailnetDomain}:${DEFAULTS.listenPort}`);
+  }
+  return {
+    file,
+    hostName,
+    arbiter,
+    arbiterUrl: c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
+    candidates,
+    standby,
+    ttlSeconds,
+    safetyMarginSeconds,
+    heartbeatCron,
+    heartbeatSeconds: cron.seconds,
+    refreshSeconds,
+    failOpenRoles,
+    roles,
+    healthUrls: hostMap(c.healthUrls),
+    tailnetDomain,
+    tailscaleBin: c.tailscaleBin ?? DEFAULTS.tailscaleBin,
+    probeTimeoutSeconds,
+    requestTimeoutSeconds,
+    listen: { host: c.listen?.host ?? DEFAULTS.listenHost, port: c.listen?.port ?? DEFAULTS.listenPort },
+    stateDir,
+    socketPath: resolve(expandHome(c.socketPath ?? join(stateDir, 'agent.sock'))),
+    tokenFile: resolve(expandHome(c.tokenFile ?? join(stateDir, 'token'))),
+    peers,
+    peerTokenFile: resolve(expandHome(c.peerTokenFile ?? join(stateDir, 'peer-token'))),
+    failoverSeconds: timing.failoverSeconds,
+    lockDelaySeconds: timing.lockDelaySeconds,
+  };
+}
+
+/** Asks `tailscale status --json` for the MagicDNS suffix; null when it cannot. */
+export function tailnetDomainFromTailscale(bin: string, timeoutSeconds: number): Promise<string | null> {
+  if (bin === '') return Promise.resolve(null);
+  return new Promise((done) => {
+    execFile(bin, ['status', '--json'], { timeout: timeoutSeconds * 1000, maxBuffer: 4 << 20 }, (err, stdout) => {
+      if (err !== null) return done(null);
+      try {
+        const parsed = JSON.parse(stdout) as { MagicDNSSuffix?: unknown };
+        const s = parsed.MagicDNSSuffix;
+        done(typeof s === 'string' && /^[A-Za-z0-9.-]+$/.test(s) && s !== '' ? s.replace(/\.$/, '') : null);
+      } catch {
+        done(null);
+      }
+    });
+  });
+}
+
+/**
+ * Fills `arbiterUrl` and `peers` from `tailscale status --json` when the config left them to the
+ * tailnet's domain. Throws ConfigError when `arbiterUrl` still has no value.
+ */
+export async function resolveNetwork(config: AgentConfig): Promise<AgentConfig & { readonly arbiterUrl: string }> {
+  if (config.arbiterUrl !== null) return config as AgentConfig & { arbiterUrl: string };
+  const domain = await tailnetDomainFromTailscale(config.tailscaleBin, config.probeTimeoutSeconds);
+  if (domain === null) {
+    throw new ConfigError('arbiterUrl', 'arbiterUrl: not set, and without tailnetDomain (or a working tailscale) it has no default');
+  }
+  const peers = new Map(config.peers);
+  if (peers.size === 0) for (const h of config.candidates) if (h !== config.hostName) peers.set(h, `http://${h}.${domain}:${DEFAULTS.listenPort}`);
+  return { ...config, tailnetDomain: domain, arbiterUrl: `http://${config.arbiter}.${domain}:${DEFAULTS.arbiterPort}`, peers };
+}
+
+/** The health URL of a host (SPEC §3 probe), or null when it has none. */
+export function healthUrlOf(config: AgentConfig, host: string): string | null {
+  return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? `http://${host}.${config.tailnetDomain}:${DEFAULTS.listenPort}/v1/health` : null);
+}
+
+export { ConfigError, findConfigFile } from './config-file.js';

@@ -1,0 +1,128 @@
+/**
+ * `hq-agent [--config F]`: load and check the config (one line and exit 2 when it is wrong),
+ * open the state, listen on the socket and the peer port, heartbeat on the cron, and on
+ * SIGTERM/SIGINT stop the timers, close the listeners, remove the socket and exit 0.
+ */
+import { unlink } from 'node:fs/promises';
+import pino from 'pino';
+import { ConfigError, loadConfig, resolveNetwork } from '../config.js';
+import { ensureDir } from '../files.js';
+import { systemClock, type Clock } from '../clock.js';
+import { Agent, VERSION } from './agent.js';
+import { createMetrics } from './metrics.js';
+import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
+
+const HELP = `Usage: hq-agent [--config PATH]
+
+Runs the hq agent: heartbeats to the arbiter, answers fence queries on the local unix socket,
+and serves the peer listener.
+
+Options:
+  --config PATH  The agent's JSON config. Default: $HQ_CONFIG, else ~/.hq/agent.json, else
+                 /etc/hq/agent.json, else every default.
+  --help         Prints this help and exits 0.
+  --version      Prints the version and exits 0.
+`;
+
+export interface DaemonHandle {
+  readonly agent: Agent;
+  readonly peerPort: number;
+  stop(): Promise<void>;
+}
+
+export async function startDaemon(configPath: string | undefined, clock: Clock = systemClock): Promise<DaemonHandle> {
+  const config = await resolveNetwork(loadConfig(configPath));
+  const log = pino({ base: { host: config.hostName, pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime });
+  const dirProblem = await ensureDir(config.stateDir, 0o700);
+  if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
+  const metrics = createMetrics();
+  const agent = await Agent.open({ config, clock, log: log.child({ component: 'agent' }), observer: metrics });
+  metrics.attach(agent);
+  const socket = socketApp(agent, metrics);
+  const peer = peerApp(agent, metrics);
+  try {
+    await listenSocket(socket, config.socketPath, config.stateDir);
+  } catch (err) {
+    if (err instanceof SocketInUse) throw new ConfigError('socketPath', `socketPath: ${err.message}`);
+    throw err;
+  }
+  try {
+    await peer.listen({ host: config.listen.host, port: config.listen.port });
+  } catch (err) {
+    await socket.close();
+    await unlink(config.socketPath).catch(() => undefined);
+    throw new ConfigError('listen', `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const address = peer.server.address();
+  const peerPort = typeof address === 'object' && address !== null ? address.port : config.listen.port;
+  log.info(
+    { category: 'hq.lease', event: 'agent-started', version: VERSION, socket: config.socketPath, peerPort, arbiterUrl: config.arbiterUrl, heartbeatCron: config.heartbeatCron },
+    'agent started',
+  );
+  agent.start();
+  let stopping: Promise<void> | null = null;
+  return {
+    agent,
+    peerPort,
+    stop() {
+      stopping ??= (async () => {
+        await agent.stop();
+        await Promise.allSettled([socket.close(), peer.close()]);
+        await unlink(config.socketPath).catch(() => undefined);
+        log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');
+        log.flush();
+      })();
+      return stopping;
+    },
+  };
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let configPath: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--help' || a === '-h') {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    if (a === '--version') {
+      process.stdout.write(`${VERSION}\n`);
+      return 0;
+    }
+    if (a === '--config') {
+      const v = argv[i + 1];
+      if (v === undefined) {
+        process.stderr.write('hq-agent: --config needs a path\n');
+        return 2;
+      }
+      configPath = v;
+      i++;
+      continue;
+    }
+    if (a.startsWith('--config=')) {
+      configPath = a.slice('--config='.length);
+      continue;
+    }
+    if (a === 'run' || a === 'serve') continue;
+    process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)} (see --help)\n`);
+    return 2;
+  }
+  let handle: DaemonHandle;
+  try {
+    handle = await startDaemon(configPath);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`hq-agent: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`hq-agent: cannot start: ${(err as Error).message}\n`);
+    return 1;
+  }
+  return new Promise<number>((done) => {
+    const onSignal = (): void => {
+      void handle.stop().then(() => done(0));
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,94 @@
+/**
+ * Prometheus metrics of the agent (served at `/metrics` on the peer listener): fence decisions
+ * by role, run and reason; heartbeat outcomes; peer confirmations; validity remaining; the
+ * known and seen generations; and the request-duration histogram.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { FenceDecision } from '@hq/lease-core';
+import type { Agent, AgentObserver } from './agent.js';
+
+export interface AgentMetrics extends AgentObserver {
+  readonly registry: Registry;
+  attach(agent: Agent): void;
+  httpDuration: Histogram<'listener' | 'method' | 'route' | 'status'>;
+}
+
+export function createMetrics(): AgentMetrics {
+  const registry = new Registry();
+  const fenceDecisions = new Counter({
+    name: 'hq_agent_fence_decisions_total',
+    help: 'Fence decisions answered, by role, run and reason.',
+    labelNames: ['role', 'run', 'reason'] as const,
+    registers: [registry],
+  });
+  const heartbeats = new Counter({
+    name: 'hq_agent_heartbeats_total',
+    help: 'Heartbeats sent to the arbiter, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const confirms = new Counter({
+    name: 'hq_agent_peer_confirmations_total',
+    help: 'Rounds of peer confirmation asked by this holder, by result.',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const httpDuration = new Histogram({
+    name: 'hq_http_request_duration_seconds',
+    help: 'Duration of HTTP requests served by the agent.',
+    labelNames: ['listener', 'method', 'route', 'status'] as const,
+    buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+    registers: [registry],
+  });
+  let agent: Agent | null = null;
+  new Gauge({
+    name: 'hq_agent_validity_remaining_seconds',
+    help: 'Seconds this host may still run a non-fail-open role (0 when it may not).',
+    registers: [registry],
+    collect() {
+      this.set(agent === null ? 0 : agent.validForSeconds());
+    },
+  });
+  new Gauge({
+    name: 'hq_lease_generation',
+    help: 'The lease generation this agent knows.',
+    registers: [registry],
+    collect() {
+      this.set(agent === null ? 0 : agent.primary().generation);
+    },
+  });
+  new Gauge({
+    name: 'hq_agent_seen_generation',
+    help: 'The highest generation this host has seen.',
+    registers: [registry],
+    collect() {
+      this.set(agent === null ? 0 : agent.snapshot().seen);
+    },
+  });
+  new Gauge({
+    name: 'hq_agent_last_heartbeat_age_seconds',
+    help: 'Seconds since the last heartbeat answer (or failure).',
+    labelNames: ['host'] as const,
+    registers: [registry],
+    collect() {
+      if (agent === null || agent.lastHeartbeat === null) return;
+      this.set({ host: agent.host }, Math.max(0, Date.now() / 1000 - agent.lastHeartbeat.at));
+    },
+  });
+  return {
+    registry,
+    httpDuration,
+    attach(a) {
+      agent = a;
+    },
+    fence(d: FenceDecision) {
+      fenceDecisions.inc({ role: d.role, run: String(d.run), reason: d.reason });
+    },
+    heartbeat(outcome: string) {
+      heartbeats.inc({ outcome });
+    },
+    peerConfirm(result: string) {
+      confirms.inc({ result });
+    },
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * The agent's two listeners (Fastify):
+ *  - the unix socket for local fenced jobs and `hq` (no auth: the file mode is the fence):
+ *    `GET /v1/fence?role=R` answered from memory, `/v1/status`, `/v1/seen`, `/v1/primary`,
+ *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`;
+ *  - the TCP peer listener: `GET /v1/health` (no auth), `GET /v1/primary`, `GET /metrics`,
+ *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
+ */
+import { chmod, lstat, unlink } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { dirname } from 'node:path';
+import Fastify, { type FastifyInstance, type FastifyError } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { ERRORS, isHost } from '@hq/lease-core';
+import { ensureDir } from '../files.js';
+import { bearer, tokensEqual } from '../tokens.js';
+import { VERSION, type Agent } from './agent.js';
+import type { AgentMetrics } from './metrics.js';
+
+const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
+
+const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
+
+function base(listener: string, metrics: AgentMetrics | null): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 64 * 1024,
+    requestTimeout: 10_000,
+    connectionTimeout: 10_000,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+  });
+  app.setErrorHandler((err: FastifyError, _req, reply) => {
+    const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) return reply.code(500).send({ error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message });
+    const code =
+      status === 413 ? ERRORS.TOO_LARGE.code : status === 415 ? ERRORS.UNSUPPORTED_MEDIA.code : status === 404 ? ERRORS.NOT_FOUND.code : ERRORS.BAD_REQUEST.code;
+    return reply.code(status).send({ error: code, message: err.message.split('\n')[0] ?? 'bad request' });
+  });
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message }));
+  if (metrics !== null) {
+    app.addHook('onResponse', async (req, reply) => {
+      metrics.httpDuration.observe(
+        { listener, method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) },
+        reply.elapsedTime / 1000,
+      );
+    });
+  }
+  return app;
+}
+
+// ---------------------------------------------------------------------------------------
+// the unix socket
+
+export function socketApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
+  const app = base('socket', metrics).withTypeProvider<TypeBoxTypeProvider>();
+  app.get('/v1/fence', { schema: { querystring: Type.Object({ role: Type.String() }, { additionalProperties: false }) } }, async (req, reply) => {
+    const role = req.query.role;
+    if (!agent.isRole(role)) {
+      return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${role}": not one of ${agent.config.roles.join(', ')}` });
+    }
+    return agent.fence(role);
+  });
+  app.get('/v1/status', async () => agent.status());
+  app.get('/v1/seen', async () => {
+    const seen = agent.snapshot().seen;
+    return { seen: seen > 0, generation: seen };
+  });
+  app.get('/v1/primary', async () => agent.primary());
+  app.post('/v1/heartbeat', async () => agent.heartbeat());
+  app.post('/v1/step-down', async () => {
+    await agent.stepDown();
+    return { ok: true, steppedDown: agent.snapshot().steppedDown };
+  });
+  app.post('/v1/resume', async () => {
+    await agent.resume();
+    return { ok: true };
+  });
+  return app as unknown as FastifyInstance;
+}
+
+/** Is a live process answering on this socket path? */
+function socketAnswers(path: string): Promise<boolean> {
+  return new Promise((done) => {
+    const s = connect(path);
+    const t = setTimeout(() => {
+      s.destroy();
+      done(true); // it accepted but did not finish: treat as live, never steal it
+    }, 1000);
+    s.once('connect', () => {
+      clearTimeout(t);
+      s.end();
+      done(true);
+    });
+    s.once('error', () => {
+      clearTimeout(t);
+      done(false);
+    });
+  });
+}
+
+export class SocketInUse extends Error {}
+
+/**
+ * Prepares the socket path: its directory (0750, or the state dir's 0700 when they are the
+ * same), and a stale socket from a crash removed — unless a live agent answers on it.
+ */
+export async function prepareSocketPath(path: string, stateDir: string): Promise<void> {
+  const dir = dirname(path);
+  const problem = await ensureDir(dir, dir === stateDir ? 0o700 : 0o750);
+  if (problem !== null) throw new SocketInUse(`socket directory ${problem}`);
+  let st;
+  try {
+    st = await lstat(path);
+  } catch {
+    return;
+  }
+  if (!st.isSocket()) throw new SocketInUse(`${path} exists and is not a socket; refusing to replace it`);
+  if (await socketAnswers(path)) throw new SocketInUse(`another agent answers on ${path}`);
+  await unlink(path);
+}
+
+export async function listenSocket(app: FastifyInstance, path: string, stateDir: string): Promise<void> {
+  await prepareSocketPath(path, stateDir);
+  await app.listen({ path });
+  await chmod(path, 0o660);
+}
+
+// ---------------------------------------------------------------------------------------
+// the peer listener
+
+export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
+  const app = base('peer', metrics).withTypeProvider<TypeBoxTypeProvider>();
+  const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }, reply: { code(n: number): { send(b: unknown): unknown } }) => {
+    const t = await agent.peerToken.get();
+    const given = bearer(req.headers.authorization);
+    if (!t.ok || given === null || !tokensEqual(given, t.token)) {
+      return reply.code(401).send({ error: ERRORS.UNAUTHORIZED.code, message: ERRORS.UNAUTHORIZED.message });
+    }
+    return undefined;
+  };
+  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
+  app.get('/v1/primary', async () => agent.primary());
+  app.get('/metrics', async (_req, reply) => {
+    if (metrics === null) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: 'metrics are off' });
+    reply.header('content-type', metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+  app.get('/v1/peer', { preHandler: requirePeer }, async () => agent.peerInfo());
+  app.post(
+    '/v1/peer/confirm',
+    {
+      preHandler: requirePeer,
+      schema: {
+        body: Type.Object(
+          { host: Type.String({ pattern: HOST }), generation: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Type.String() }),
+          400: ErrorBody,
+          401: ErrorBody,
+        },
+      },
+    },
+    async (req, reply) => {
+      if (!isHost(req.body.host)) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: 'host must be a host name' });
+      const answer = await agent.confirm({ host: req.body.host, generation: req.body.generation });
+      return { confirmed: answer.confirmed, generation: answer.generation, reason: answer.reason };
+    },
+  );
+  return app as unknown as FastifyInstance;
+}
