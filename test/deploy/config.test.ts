@@ -1,0 +1,120 @@
+/**
+ * deploy/config: the example configs are valid JSON, use only the SPEC §3 keys of their daemon,
+ * describe one consistent three-host fleet on the placeholder tailnet, and satisfy the timing
+ * relationships of S6 (lease-core's `checkTiming`) between the arbiter and each agent.
+ */
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { checkTiming, cronIntervalSeconds } from '../../packages/lease-core/src/index.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const DOMAIN = 'example-tailnet.ts.net';
+const CANDIDATES = ['mbp', 'node-b'];
+const DEFAULT_ROLES = ['telegram-poller', 'cron', 'seat-loop', 'release-run', 'conatus', 'git-push', 'ledger-cli'];
+
+/** SPEC §3, the "who" column: the keys each daemon reads. */
+const BOTH = ['arbiter', 'standby', 'safetyMarginSeconds', 'healthUrls', 'tailnetDomain', 'tailscaleBin', 'probeTimeoutSeconds', 'listen'];
+const AGENT_KEYS = new Set([
+  ...BOTH,
+  'hostName', 'arbiterUrl', 'heartbeatCron', 'refreshSeconds', 'failOpenRoles', 'roles', 'requestTimeoutSeconds',
+  'stateDir', 'socketPath', 'tokenFile', 'peers', 'peerTokenFile',
+]);
+const ARBITER_KEYS = new Set([
+  ...BOTH,
+  'candidates', 'ttlSeconds', 'viewFreshSeconds', 'promoteAfterChecks', 'checkCron', 'dataDir', 'auth',
+]);
+
+type Json = Record<string, unknown>;
+
+function load(name: string): Json {
+  return JSON.parse(readFileSync(join(root, 'deploy/config', name), 'utf8')) as Json;
+}
+
+const AGENTS = [
+  ['agent.node-b.json', 'node-b'],
+  ['agent.mbp.json', 'mbp'],
+] as const;
+
+t.test('every example config is a JSON object', async (t) => {
+  for (const name of ['arbiter.json', ...AGENTS.map(([f]) => f)]) {
+    let value: unknown;
+    t.doesNotThrow(() => {
+      value = load(name);
+    }, `${name} is valid JSON`);
+    t.ok(typeof value === 'object' && value !== null && !Array.isArray(value), `${name} holds a JSON object`);
+  }
+});
+
+t.test('the arbiter config uses only the arbiter’s SPEC §3 keys', async (t) => {
+  const c = load('arbiter.json');
+  for (const key of Object.keys(c)) t.ok(ARBITER_KEYS.has(key), `arbiter.json: ${key} is an arbiter key of SPEC §3`);
+  t.same(Object.keys(c.listen as Json).sort(), ['host', 'port'], 'listen has exactly host and port');
+  t.same(Object.keys(c.auth as Json), ['openReads'], 'auth has only openReads');
+});
+
+t.test('each agent config uses only the agent’s SPEC §3 keys', async (t) => {
+  for (const [name] of AGENTS) {
+    const c = load(name);
+    for (const key of Object.keys(c)) t.ok(AGENT_KEYS.has(key), `${name}: ${key} is an agent key of SPEC §3`);
+    t.same(Object.keys(c.listen as Json).sort(), ['host', 'port'], `${name}: listen has exactly host and port`);
+  }
+});
+
+t.test('the arbiter config describes cloud-vm judging mbp and node-b on the placeholder tailnet', async (t) => {
+  const c = load('arbiter.json');
+  t.equal(c.arbiter, 'cloud-vm', 'the arbiter is cloud-vm');
+  t.same(c.candidates, CANDIDATES, 'the candidates are mbp then node-b');
+  t.equal(c.tailnetDomain, DOMAIN, `the tailnet domain is the placeholder ${DOMAIN}`);
+  t.same(c.listen, { host: '127.0.0.1', port: 8470 }, 'the arbiter listens on loopback port 8470 (tailscale serve exposes it)');
+  t.same(
+    c.healthUrls,
+    Object.fromEntries(CANDIDATES.map((h) => [h, `http://${h}.${DOMAIN}:8471/v1/health`])),
+    'every candidate has its pinned health URL on its peer port 8471',
+  );
+  t.same(c.auth, { openReads: true }, 'reads stay open on the tailnet (the SPEC default, spelled out)');
+});
+
+t.test('each agent config names its host, the arbiter, its peer and the same health URLs', async (t) => {
+  const arbiter = load('arbiter.json');
+  for (const [name, host] of AGENTS) {
+    const c = load(name);
+    const peer = CANDIDATES.filter((h) => h !== host);
+    t.equal(c.hostName, host, `${name} is for ${host}`);
+    t.equal(c.arbiter, arbiter.arbiter, `${name} names the arbiter of arbiter.json`);
+    t.equal(c.arbiterUrl, `http://cloud-vm.${DOMAIN}:8470`, `${name} reaches the arbiter on the tailnet at port 8470`);
+    t.equal(c.tailnetDomain, DOMAIN, `${name} uses the placeholder tailnet domain`);
+    t.same(c.peers, Object.fromEntries(peer.map((h) => [h, `http://${h}.${DOMAIN}:8471`])), `${name} lists the other candidate as its only peer`);
+    t.same(c.healthUrls, arbiter.healthUrls, `${name} pins the same health URLs as the arbiter`);
+    t.same(c.listen, { host: '127.0.0.1', port: 8471 }, `${name} serves peers on loopback port 8471 (tailscale serve exposes it)`);
+    t.same(c.roles, DEFAULT_ROLES, `${name} lists the SPEC's default roles`);
+    t.notOk((c.failOpenRoles as string[]).includes('ledger-cli'), `${name} never makes ledger-cli fail-open`);
+    const socket = String(c.socketPath);
+    t.ok(socket.startsWith('/') && String(c.stateDir).startsWith('/'), `${name} spells out absolute state and socket paths`);
+  }
+});
+
+t.test('the arbiter and each agent together satisfy the timing rules of S6', async (t) => {
+  const a = load('arbiter.json');
+  const check = cronIntervalSeconds(String(a.checkCron));
+  t.ok(check.ok, `checkCron "${String(a.checkCron)}" parses`);
+  for (const [name] of AGENTS) {
+    const c = load(name);
+    const heartbeat = cronIntervalSeconds(String(c.heartbeatCron));
+    t.ok(heartbeat.ok, `${name}: heartbeatCron "${String(c.heartbeatCron)}" parses`);
+    t.equal(c.safetyMarginSeconds, a.safetyMarginSeconds, `${name} uses the arbiter's safetyMarginSeconds`);
+    const timing = checkTiming({
+      ttlSeconds: Number(a.ttlSeconds),
+      heartbeatSeconds: heartbeat.ok ? heartbeat.seconds : NaN,
+      checkSeconds: check.ok ? check.seconds : NaN,
+      viewFreshSeconds: Number(a.viewFreshSeconds),
+      probeTimeoutSeconds: Math.max(Number(a.probeTimeoutSeconds), Number(c.probeTimeoutSeconds)),
+      refreshSeconds: Number(c.refreshSeconds),
+      safetyMarginSeconds: Number(c.safetyMarginSeconds),
+      promoteAfterChecks: Number(a.promoteAfterChecks),
+    });
+    t.same(timing.ok ? null : timing.message, null, `arbiter.json with ${name} passes checkTiming`);
+    if (timing.ok) t.comment(`${name}: worst-case failover ${timing.failoverSeconds} s, lock-delay ${timing.lockDelaySeconds} s`);
+  }
+});
