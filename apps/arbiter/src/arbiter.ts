@@ -1,0 +1,128 @@
+/**
+ * The thin shell around lease-core: read → decide → write (one transaction) → tell.
+ * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
+ * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
+ */
+import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step } from '@hq/lease-core';
+import { newBoot, renewHold, toRecord } from '@hq/lease-core';
+import type { ArbiterConfig } from './config.js';
+import type { Clock } from './clock.js';
+import type { EventSink } from './events.js';
+import type { Metrics } from './metrics.js';
+import type { EventInput, EventRow, LeaseStore } from './store/store.js';
+
+export class PreconditionFailed extends Error {
+  constructor(readonly revision: number) {
+    super(`If-Match does not match the current revision ${revision}`);
+    this.name = 'PreconditionFailed';
+  }
+}
+
+/** `If-Match: "<revision>"` (also `W/"n"`, a bare n, a list, or `*`). */
+export function ifMatchAccepts(header: string, revision: number): boolean {
+  for (const part of header.split(',')) {
+    const tag = part.trim();
+    if (tag === '*') return true;
+    const m = /^(?:W\/)?"?(\d{1,16})"?$/.exec(tag);
+    if (m !== null && Number(m[1]) === revision) return true;
+  }
+  return false;
+}
+
+export interface Decided<A> {
+  readonly answer: A;
+  readonly state: ArbiterState;
+  readonly now: number;
+  /** The context after commit (with the new boot), for `hold` and the record. */
+  readonly ctx: Context;
+  readonly events: readonly EventRow[];
+}
+
+export interface ArbiterDeps {
+  readonly config: ArbiterConfig;
+  readonly store: LeaseStore;
+  readonly clock: Clock;
+  readonly sink: EventSink;
+  readonly metrics: Metrics;
+}
+
+export function settingsOf(config: ArbiterConfig): ArbiterSettings {
+  return {
+    arbiter: config.arbiter,
+    candidates: config.candidates,
+    ttlSeconds: config.ttlSeconds,
+    safetyMarginSeconds: config.safetyMarginSeconds,
+    promoteAfterChecks: config.promoteAfterChecks,
+    viewFreshSeconds: config.viewFreshSeconds,
+    requestTimeoutSeconds: config.requestTimeoutSeconds,
+  };
+}
+
+export class Arbiter {
+  readonly settings: ArbiterSettings;
+  private bootState: Boot;
+
+  constructor(readonly deps: ArbiterDeps) {
+    this.settings = settingsOf(deps.config);
+    this.bootState = newBoot(deps.clock.now());
+  }
+
+  get boot(): Boot {
+    return this.bootState;
+  }
+
+  get config(): ArbiterConfig {
+    return this.deps.config;
+  }
+
+  now(): number {
+    return this.deps.clock.now();
+  }
+
+  context(now: number = this.now()): Context {
+    return { now, settings: this.settings, boot: this.bootState };
+  }
+
+  read(): ArbiterState {
+    return this.deps.store.read();
+  }
+
+  record(state: ArbiterState = this.read(), now: number = this.now()): LeaseRecord {
+    return toRecord(state.lease, state.observers, now);
+  }
+
+  /** S2.3 `hold` for an answer, from the state and boot after commit. */
+  hold(d: Decided<unknown>): number | null {
+    return renewHold(d.ctx, d.ctx.boot, d.state);
+  }
+
+  /**
+   * One decision. `decide` gets the state read inside the transaction; `ifMatch` is checked
+   * against that same state (412 when stale). Events are written with the state, then logged
+   * and hooked after commit; the new boot replaces the old one after commit too.
+   */
+  decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Decided<A> {
+    const now = this.now();
+    const ctx = this.context(now);
+    let step: Step<A> | null = null;
+    const committed = this.deps.store.transact((state) => {
+      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
+      const s = decide(state, ctx);
+      step = s;
+      const events: EventInput[] = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
+      return { next: s.next, events, result: s.answer };
+    });
+    const done = step as unknown as Step<A>;
+    if (done.boot.startAt === this.bootState.startAt) this.bootState = done.boot;
+    this.deps.metrics.operations.inc({ op, outcome: outcome(done.answer) });
+    for (const e of committed.events) if (e.event === 'promoted') this.deps.metrics.promotions.inc();
+    this.deps.sink.emit(committed.events);
+    return { answer: done.answer, state: committed.state, now, ctx: this.context(now), events: committed.events };
+  }
+
+  /** Shell-side events (agent silence): one row each, then log and hooks. */
+  note(events: readonly EventInput[]): void {
+    const rows = this.deps.store.appendEvents(events);
+    this.deps.sink.emit(rows);
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * Bearer tokens (SPEC §4): 256 random bits, shown once as 64 hex characters, stored only as
+ * their sha256. A presented token is hashed, looked up, and the stored hash compared with
+ * `timingSafeEqual`. Tokens are read from the database on every request, so a revocation is
+ * effective from the next request on.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { LeaseStore, Scope, TokenRow } from './store/store.js';
+
+export const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
+export const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
+
+export function newToken(): string {
+  return randomBytes(32).toString('hex');
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+export interface Principal {
+  readonly machine: string;
+  readonly scope: Scope;
+}
+
+export type AuthResult =
+  | { readonly ok: true; readonly principal: Principal | null }
+  | { readonly ok: false; readonly status: 400 | 401; readonly message: string };
+
+/**
+ * Reads the Authorization header from raw headers (Node keeps only the first of duplicates):
+ * none → principal null; two or more → 400; a malformed, unknown or revoked token → 401.
+ */
+export function authenticate(store: LeaseStore, rawHeaders: readonly string[]): AuthResult {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if ((rawHeaders[i] as string).toLowerCase() === 'authorization') values.push(rawHeaders[i + 1] as string);
+  }
+  if (values.length === 0) return { ok: true, principal: null };
+  if (values.length > 1) return { ok: false, status: 400, message: 'more than one Authorization header' };
+  const m = /^([A-Za-z]+) +(\S+) *$/.exec(values[0] as string);
+  if (m === null || (m[1] as string).toLowerCase() !== 'bearer') {
+    return { ok: false, status: 401, message: 'the Authorization header must be "Bearer <token>"' };
+  }
+  const token = m[2] as string;
+  if (!TOKEN_PATTERN.test(token)) return { ok: false, status: 401, message: 'the token is not valid' };
+  const hash = sha256Hex(token);
+  const row = store.findToken(hash);
+  if (row === undefined || !sameHash(row.sha256, hash) || row.revoked !== null) {
+    return { ok: false, status: 401, message: 'the token is not valid' };
+  }
+  return { ok: true, principal: { machine: row.machine, scope: row.scope } };
+}
+
+function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Issues a token for `machine`; returns the token (shown once) and stores only its hash. */
+export function issueToken(store: LeaseStore, machine: string, scope: Scope, now: number): string {
+  const token = newToken();
+  store.insertToken(machine, scope, sha256Hex(token), now);
+  return token;
+}
+
+/** `token list` without secrets. */
+export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; machine: string; scope: Scope; created: number; revoked: number | null }> {
+  return rows.map((r) => ({ id: r.id, machine: r.machine, scope: r.scope, created: r.created, revoked: r.revoked }));
+}
+
+/** Writes `text` to `path` atomically with mode 0600: temp file, fsync, rename, fsync dir. */
+export function writeSecretFile(path: string, text: string): void {
+  const tmp = join(dirname(path), `.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    unlinkSync(tmp);
+    throw err;
+  }
+  closeSync(fd);
+  renameSync(tmp, path);
+  try {
+    const dfd = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    // Directory fsync is best effort (not supported everywhere).
+  }
+}
+
+/**
+ * First start: with no active admin token in the database, issue one and write it to
+ * `{dataDir}/admin.token` (replacing a stale file from an earlier database). Returns the path
+ * when a token was written.
+ */
+export function ensureAdminToken(store: LeaseStore, dataDir: string, machine: string, now: number): string | null {
+  if (store.hasActiveAdmin()) return null;
+  const token = issueToken(store, machine, 'admin', now);
+  const path = join(dataDir, 'admin.token');
+  writeSecretFile(path, `${token}\n`);
+  return path;
+}

@@ -1,0 +1,310 @@
+/**
+ * hq-arbiter configuration (SPEC §3): one JSON file, validated once at start by `validateConfig`
+ * — shape (TypeBox, unknown keys refused), host names, URLs, and the timing relationships of S6
+ * (lease-core `checkTiming`). An invalid file stops the daemon with one line naming the key.
+ */
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import Type, { type Static } from 'typebox';
+import { Compile } from 'typebox/compile';
+import { validate as cronValidate } from 'node-cron';
+import { checkTiming, cronIntervalSeconds, hostProblem, isHost } from '@hq/lease-core';
+
+/** SPEC §1 host pattern, with the two reserved names refused in the schema itself. */
+export const HOST_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$';
+
+const HostName = Type.String({ pattern: HOST_SCHEMA_PATTERN });
+const Seconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
+
+export const ConfigSchema = Type.Object(
+  {
+    arbiter: Type.Optional(HostName),
+    candidates: Type.Optional(Type.Array(HostName, { minItems: 1, maxItems: 32 })),
+    standby: Type.Optional(HostName),
+    ttlSeconds: Type.Optional(Seconds),
+    viewFreshSeconds: Type.Optional(Seconds),
+    promoteAfterChecks: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
+    checkCron: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    heartbeatCron: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    healthUrls: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1, maxLength: 2048 }))),
+    tailnetDomain: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$' })),
+    tailscaleBin: Type.Optional(Type.String({ maxLength: 4096 })),
+    probeTimeoutSeconds: Type.Optional(Seconds),
+    requestTimeoutSeconds: Type.Optional(Seconds),
+    listen: Type.Optional(
+      Type.Object(
+        {
+          host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    dataDir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
+    hooks: Type.Optional(
+      Type.Object(
+        {
+          urls: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 32 })),
+          command: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 64 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type ConfigFile = Static<typeof ConfigSchema>;
+
+/** The resolved configuration every part of the daemon reads. */
+export interface ArbiterConfig {
+  readonly arbiter: string;
+  readonly candidates: readonly string[];
+  readonly standby: string | null;
+  readonly ttlSeconds: number;
+  readonly viewFreshSeconds: number;
+  readonly promoteAfterChecks: number;
+  readonly safetyMarginSeconds: number;
+  readonly checkCron: string;
+  readonly heartbeatCron: string;
+  readonly healthUrls: ReadonlyMap<string, string>;
+  readonly tailnetDomain: string | null;
+  readonly tailscaleBin: string;
+  readonly probeTimeoutSeconds: number;
+  readonly requestTimeoutSeconds: number;
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly dataDir: string;
+  readonly auth: { readonly openReads: boolean };
+  readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
+  /** Derived: the largest gap of `checkCron` / `heartbeatCron`, seconds. */
+  readonly checkSeconds: number;
+  readonly heartbeatSeconds: number;
+  /** Derived (S6): the worst-case failover the settings imply, seconds. */
+  readonly failoverSeconds: number;
+}
+
+/**
+ * The defaults. Each line says what goes wrong when the value is too small or too large.
+ */
+export const DEFAULTS = Object.freeze({
+  /** This arbiter's own host name: the observer name of its views; never a candidate. */
+  arbiter: 'cloud-vm',
+  /** Promotion priority: the first eligible standby in this order is promoted. */
+  candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
+  /** Lease TTL. Too small: holders lose the lease on a slow network; too large: slow failover. */
+  ttlSeconds: 1500,
+  /** A view older than this is no evidence. Must cover one heartbeat (S6), else failover never happens. */
+  viewFreshSeconds: 1500,
+  /** Consecutive dual-unreachable checks before promotion. 1 promotes on a single lost probe. */
+  promoteAfterChecks: 2,
+  /**
+   * Clock-rate allowance shaved off every validity and added to every lock-delay. Must be ≥ 1 %
+   * of ttlSeconds (S6) and < ttlSeconds / 2; 30 s is 2 % of the default TTL.
+   */
+  safetyMarginSeconds: 30,
+  /** The arbiter's check schedule (node-cron; 6 fields = seconds). */
+  checkCron: '*/10 * * * *',
+  /** The agents' heartbeat schedule, used only for the S6 check and for agent silence. */
+  heartbeatCron: '*/10 * * * *',
+  /** `""` disables `tailscale ping` (health alone decides). */
+  tailscaleBin: 'tailscale',
+  /** Probe timeout: 5 s, or half the check interval when that is shorter (a check ends before the next). */
+  probeTimeoutSeconds: 5,
+  /** The agents' request timeout; the arbiter's must not be smaller than theirs (S2.3). */
+  requestTimeoutSeconds: 5,
+  listen: Object.freeze({ host: '127.0.0.1', port: 8470 }),
+  /** Holds hq.db and admin.token; relative paths are resolved against the working directory. */
+  dataDir: './var',
+  auth: Object.freeze({ openReads: true }),
+});
+
+export type ConfigResult =
+  | { readonly ok: true; readonly config: ArbiterConfig }
+  | { readonly ok: false; readonly key: string; readonly message: string };
+
+const compiled = Compile(ConfigSchema);
+
+interface SchemaError {
+  readonly keyword: string;
+  readonly instancePath: string;
+  readonly params: { readonly additionalProperties?: readonly string[] } & Record<string, unknown>;
+  readonly message: string;
+}
+
+function keyOf(path: string): string {
+  const parts = path.split('/').filter((p) => p !== '').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return parts.length === 0 ? '(root)' : parts.map((p) => (/^\d+$/.test(p) ? `[${p}]` : p)).join('.').replace(/\.\[/g, '[');
+}
+
+function fail(key: string, message: string): ConfigResult {
+  return { ok: false, key, message };
+}
+
+function httpUrlProblem(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `"${value}" is not a URL`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `"${value}" must be an http or https URL`;
+  return null;
+}
+
+/** Validates a parsed config file (shape, names, URLs, S6) and resolves every default. */
+export function validateConfig(input: unknown, cwd: string = process.cwd()): ConfigResult {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return fail('(root)', 'the configuration must be a JSON object');
+  }
+  if (!compiled.Check(input)) {
+    const errors = [...compiled.Errors(input)] as unknown as SchemaError[];
+    const extra = errors.find((e) => e.keyword === 'additionalProperties');
+    if (extra !== undefined) {
+      const name = extra.params.additionalProperties?.[0] ?? '?';
+      const key = extra.instancePath === '' ? name : `${keyOf(extra.instancePath)}.${name}`;
+      return fail(key, 'is not a known key');
+    }
+    const first = errors.find((e) => e.keyword !== 'boolean') ?? errors[0];
+    if (first === undefined) return fail('(root)', 'does not match the schema');
+    const key = keyOf(first.instancePath);
+    if (first.keyword === 'pattern' && /arbiter|candidates|standby/.test(key)) {
+      return fail(key, 'must be a host name matching ^[a-z0-9][a-z0-9-]{0,31}$ (not "constructor" or "prototype")');
+    }
+    return fail(key, first.message);
+  }
+  const file = input as ConfigFile;
+
+  const arbiter = file.arbiter ?? DEFAULTS.arbiter;
+  const candidates = file.candidates ?? DEFAULTS.candidates;
+  if (new Set(candidates).size !== candidates.length) return fail('candidates', 'must not name a host twice');
+  if (candidates.includes(arbiter)) return fail('candidates', `must not include the arbiter "${arbiter}"`);
+  const standby = file.standby ?? null;
+  if (standby !== null && !candidates.includes(standby)) return fail('standby', `"${standby}" is not one of the candidates`);
+
+  const healthUrls = new Map<string, string>();
+  for (const [host, url] of Object.entries(file.healthUrls ?? {})) {
+    const hp = hostProblem(host);
+    if (hp !== null || !isHost(host)) return fail(`healthUrls.${host}`, `the key ${hp ?? 'is not a host'}`);
+    const up = httpUrlProblem(url);
+    if (up !== null) return fail(`healthUrls.${host}`, up);
+    healthUrls.set(host, url);
+  }
+  const urls = file.hooks?.urls ?? [];
+  for (const [i, url] of urls.entries()) {
+    const up = httpUrlProblem(url);
+    if (up !== null) return fail(`hooks.urls[${i}]`, up);
+  }
+
+  const checkCron = file.checkCron ?? DEFAULTS.checkCron;
+  const heartbeatCron = file.heartbeatCron ?? DEFAULTS.heartbeatCron;
+  const crons: Array<readonly [string, string]> = [
+    ['checkCron', checkCron],
+    ['heartbeatCron', heartbeatCron],
+  ];
+  const gaps = new Map<string, number>();
+  for (const [key, expr] of crons) {
+    if (!cronValidate(expr)) return fail(key, `"${expr}" is not a valid cron expression`);
+    const gap = cronIntervalSeconds(expr);
+    if (!gap.ok) return fail(key, gap.message);
+    gaps.set(key, gap.seconds);
+  }
+  const checkSeconds = gaps.get('checkCron') as number;
+  const heartbeatSeconds = gaps.get('heartbeatCron') as number;
+
+  const ttlSeconds = file.ttlSeconds ?? DEFAULTS.ttlSeconds;
+  const viewFreshSeconds = file.viewFreshSeconds ?? DEFAULTS.viewFreshSeconds;
+  const promoteAfterChecks = file.promoteAfterChecks ?? DEFAULTS.promoteAfterChecks;
+  const safetyMarginSeconds = file.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds;
+  const probeTimeoutSeconds = file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2);
+  const requestTimeoutSeconds = file.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
+
+  const timing = checkTiming({
+    ttlSeconds,
+    heartbeatSeconds,
+    checkSeconds,
+    viewFreshSeconds,
+    probeTimeoutSeconds,
+    // The arbiter has no cache; agents refresh at least on every heartbeat.
+    refreshSeconds: heartbeatSeconds,
+    safetyMarginSeconds,
+    promoteAfterChecks,
+  });
+  if (!timing.ok) return fail(timing.key, timing.message);
+  if (requestTimeoutSeconds * 2 >= ttlSeconds) {
+    return fail('requestTimeoutSeconds', `requestTimeoutSeconds (${requestTimeoutSeconds}) must be less than half of ttlSeconds (${ttlSeconds})`);
+  }
+
+  return {
+    ok: true,
+    config: {
+      arbiter,
+      candidates: [...candidates],
+      standby,
+      ttlSeconds,
+      viewFreshSeconds,
+      promoteAfterChecks,
+      safetyMarginSeconds,
+      checkCron,
+      heartbeatCron,
+      healthUrls,
+      tailnetDomain: file.tailnetDomain ?? null,
+      tailscaleBin: file.tailscaleBin ?? DEFAULTS.tailscaleBin,
+      probeTimeoutSeconds,
+      requestTimeoutSeconds,
+      listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
+      dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
+      auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
+      hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
+      checkSeconds,
+      heartbeatSeconds,
+      failoverSeconds: timing.failoverSeconds,
+    },
+  };
+}
+
+/** Where the config comes from: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`, else none. */
+export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists: (p: string) => boolean): string | null {
+  if (flag !== undefined) return flag;
+  const fromEnv = env['HQ_ARBITER_CONFIG'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  for (const p of [join(homedir(), '.hq', 'arbiter.json'), '/etc/hq/arbiter.json']) {
+    if (exists(p)) return p;
+  }
+  return null;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly key: string,
+    readonly problem: string,
+    readonly path: string | null,
+  ) {
+    const text = problem.startsWith(key) ? problem : `${key} ${problem}`;
+    super(`invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError. */
+export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
+  let input: unknown = {};
+  if (path !== null) {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new ConfigError('(file)', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, path);
+    }
+    try {
+      input = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError('(file)', `is not valid JSON (${(err as Error).message})`, path);
+    }
+  }
+  const result = validateConfig(input, cwd);
+  if (!result.ok) throw new ConfigError(result.key, result.message, path);
+  return result.config;
+}

@@ -1,0 +1,60 @@
+/**
+ * Prometheus metrics (SPEC §7) on an own Registry. Counters move after commit; the lease and
+ * view gauges are recomputed from the store at scrape time (`refresh`), so they are never
+ * stale and cost nothing between scrapes.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ArbiterState } from '@hq/lease-core';
+
+export interface MetricsSnapshot {
+  readonly state: ArbiterState;
+  readonly now: number;
+  readonly candidates: readonly string[];
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly generation = new Gauge({ name: 'hq_lease_generation', help: 'The lease generation (fencing token).', registers: [this.registry] });
+  readonly holder = new Gauge({ name: 'hq_lease_holder', help: '1 for the lease holder, 0 for every other candidate.', labelNames: ['host'], registers: [this.registry] });
+  readonly expiresIn = new Gauge({ name: 'hq_lease_expires_in_seconds', help: 'Seconds until the lease expires (negative once expired).', registers: [this.registry] });
+  readonly streak = new Gauge({ name: 'hq_lease_dual_unreachable_streak', help: 'Consecutive checks in which the holder was unreachable for the arbiter and the promotee.', registers: [this.registry] });
+  readonly viewReachable = new Gauge({ name: 'hq_view_reachable', help: "1 when the observer's latest view says the target is reachable.", labelNames: ['observer', 'target'], registers: [this.registry] });
+  readonly viewAge = new Gauge({ name: 'hq_view_age_seconds', help: "Age of the observer's latest view.", labelNames: ['observer'], registers: [this.registry] });
+  readonly heartbeatAge = new Gauge({ name: 'hq_agent_last_heartbeat_age_seconds', help: "Seconds since the candidate's last heartbeat.", labelNames: ['host'], registers: [this.registry] });
+  readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
+  readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
+  readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions (checks and forced transfers).', registers: [this.registry] });
+  readonly operations = new Counter({ name: 'hq_lease_operations_total', help: 'Lease operations by op and outcome.', labelNames: ['op', 'outcome'], registers: [this.registry] });
+  readonly http = new Histogram({
+    name: 'hq_http_request_duration_seconds',
+    help: 'HTTP request duration by method, route and status.',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
+  constructor(defaults = true) {
+    if (defaults) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Recomputes the state gauges from one store read. */
+  refresh(s: MetricsSnapshot): void {
+    const { lease, observers } = s.state;
+    this.generation.set(lease.generation);
+    this.holder.reset();
+    for (const c of s.candidates) this.holder.set({ host: c }, lease.holder === c ? 1 : 0);
+    if (lease.holder !== null && !s.candidates.includes(lease.holder)) this.holder.set({ host: lease.holder }, 1);
+    this.expiresIn.set(lease.expiresAt === null || lease.released ? 0 : lease.expiresAt - s.now);
+    this.streak.set(lease.dualUnreachableStreak);
+    this.viewReachable.reset();
+    this.viewAge.reset();
+    this.heartbeatAge.reset();
+    for (const [name, o] of observers) {
+      if (o.view !== null) {
+        this.viewReachable.set({ observer: name, target: o.view.target }, o.view.reachable ? 1 : 0);
+        this.viewAge.set({ observer: name }, Math.max(0, s.now - o.view.at));
+      }
+      if (o.lastHeartbeatAt !== null) this.heartbeatAge.set({ host: name }, Math.max(0, s.now - o.lastHeartbeatAt));
+    }
+  }
+}

@@ -1,0 +1,53 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
+import type { LeaseRefusal, Verdict } from '@hq/lease-core';
+import { acquire, refusalError, release, renew } from '@hq/lease-core';
+import type { Decided } from '../arbiter.js';
+import { actFor } from '../server/context.js';
+import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody } from '../schemas/index.js';
+
+export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
+
+/** 200 `{ok:true, lease, hold?}` or 409 `{ok:false, reason, lease, error, message}`. */
+export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold: boolean, hold: number | null) {
+  const lease = reply.server.hq.arbiter.record(d.state, d.now);
+  if (d.answer.ok) return reply.code(200).send(withHold ? { ok: true, lease, hold } : { ok: true, lease });
+  const reason: LeaseRefusal = d.answer.reason;
+  const entry = refusalError(reason);
+  return reply.code(entry.status).send({ ok: false, reason, lease, error: entry.code, message: entry.message });
+}
+
+const mutationResponses = { 200: OkLease, 409: Conflict, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };
+
+export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { arbiter } = app.hq;
+
+  app.get('/v1/lease', { config: { scope: 'read' }, schema: { response: { 200: LeaseRecord } } }, async (_req, reply) => {
+    const record = arbiter.record();
+    reply.header('etag', `"${record.revision}"`);
+    return record;
+  });
+
+  app.get('/v1/primary', { config: { scope: 'read' }, schema: { response: { 200: Primary } } }, async () => {
+    const { lease } = arbiter.read();
+    return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
+  });
+
+  app.post('/v1/lease/acquire', { config: { scope: 'member' }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
+    actFor(req, req.body.host);
+    const d = arbiter.decide('acquire', req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
+    return answerVerdict(reply, d, true, arbiter.hold(d));
+  });
+
+  app.post('/v1/lease/renew', { config: { scope: 'member' }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
+    actFor(req, req.body.host);
+    const d = arbiter.decide('renew', req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
+    return answerVerdict(reply, d, true, arbiter.hold(d));
+  });
+
+  app.post('/v1/lease/release', { config: { scope: 'member' }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
+    actFor(req, req.body.host);
+    const d = arbiter.decide('release', req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
+    return answerVerdict(reply, d, false, null);
+  });
+};

@@ -1,0 +1,122 @@
+import Type, { type Static } from 'typebox';
+import { HOST_SCHEMA_PATTERN } from '../config.js';
+
+export const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN, maxLength: 32 });
+export const Generation = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+const Time = Type.Number();
+const NullableTime = Type.Union([Type.Number(), Type.Null()]);
+
+export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
+export type ErrorBodyT = Static<typeof ErrorBody>;
+
+export const ViewOut = Type.Object({
+  target: Type.String(),
+  reachable: Type.Boolean(),
+  ping: Type.Boolean(),
+  health: Type.Boolean(),
+  at: Time,
+});
+
+export const LeaseRecord = Type.Object({
+  name: Type.Literal('hq'),
+  holder: Type.Union([Type.String(), Type.Null()]),
+  generation: Type.Integer(),
+  revision: Type.Integer(),
+  acquiredAt: NullableTime,
+  renewedAt: NullableTime,
+  ttlSeconds: Time,
+  expiresAt: NullableTime,
+  expired: Type.Boolean(),
+  released: Type.Boolean(),
+  notBefore: NullableTime,
+  views: Type.Object({}, { additionalProperties: ViewOut }),
+  dualUnreachableStreak: Type.Integer(),
+  lastCheckAt: NullableTime,
+  promotedFrom: Type.Union([Type.String(), Type.Null()]),
+  maintenance: Type.Boolean(),
+  floorPending: Type.Boolean(),
+  now: Time,
+});
+export type LeaseRecordT = Static<typeof LeaseRecord>;
+
+const Hold = Type.Union([Type.Number(), Type.Null()]);
+
+export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) });
+export const Conflict = Type.Object({
+  ok: Type.Literal(false),
+  reason: Type.String(),
+  lease: LeaseRecord,
+  error: Type.String(),
+  message: Type.String(),
+});
+
+export const AcquireBody = Type.Object({ host: Host, seenGeneration: Type.Optional(Generation) }, { additionalProperties: false });
+export const RenewBody = Type.Object({ host: Host, generation: Generation }, { additionalProperties: false });
+export const ReleaseBody = Type.Object(
+  { host: Host, generation: Type.Optional(Generation), handoverTo: Type.Optional(Host) },
+  { additionalProperties: false },
+);
+export const ViewIn = Type.Object(
+  { target: Host, reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean() },
+  { additionalProperties: false },
+);
+export const ConfirmationIn = Type.Object(
+  { holder: Host, generation: Generation, ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
+  { additionalProperties: false },
+);
+export const HeartbeatBody = Type.Object(
+  {
+    host: Host,
+    generation: Type.Optional(Generation),
+    seenGeneration: Type.Optional(Generation),
+    view: Type.Optional(ViewIn),
+    confirmation: Type.Optional(ConfirmationIn),
+    heartbeatSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
+  },
+  { additionalProperties: false },
+);
+export type HeartbeatBodyT = Static<typeof HeartbeatBody>;
+export const HeartbeatAnswer = Type.Object({
+  outcome: Type.Union([Type.Literal('renewed'), Type.Literal('standby'), Type.Literal('no-lease'), Type.Literal('renew-refused')]),
+  reason: Type.Union([Type.String(), Type.Null()]),
+  lease: LeaseRecord,
+  hold: Hold,
+});
+
+export const TransferBody = Type.Object({ to: Host }, { additionalProperties: false });
+export const MaintenanceBody = Type.Object(
+  { enabled: Type.Boolean(), reason: Type.Optional(Type.String({ maxLength: 500 })) },
+  { additionalProperties: false },
+);
+
+export const CheckAnswer = Type.Object({
+  promoted: Type.Boolean(),
+  streak: Type.Integer(),
+  holder: Type.Union([Type.String(), Type.Null()]),
+  generation: Type.Integer(),
+  ping: Type.Boolean(),
+  health: Type.Boolean(),
+  promotee: Type.Union([Type.String(), Type.Null()]),
+  skipped: Type.Optional(Type.String()),
+});
+
+export const Health = Type.Object({ status: Type.Literal('ok'), role: Type.Literal('arbiter'), host: Type.String(), version: Type.String() });
+export const Primary = Type.Object({ known: Type.Boolean(), holder: Type.Union([Type.String(), Type.Null()]), generation: Type.Integer() });
+
+/** Query strings are strings (no coercion): digits only, checked for range in the handler. */
+export const EventsQuery = Type.Object(
+  {
+    after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+  },
+  { additionalProperties: false },
+);
+export const EventOut = Type.Object({
+  id: Type.Integer(),
+  at: Time,
+  category: Type.String(),
+  event: Type.String(),
+  host: Type.Union([Type.String(), Type.Null()]),
+  data: Type.Object({}, { additionalProperties: true }),
+});
+export const EventsAnswer = Type.Object({ events: Type.Array(EventOut) });

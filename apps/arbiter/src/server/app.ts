@@ -1,0 +1,111 @@
+/**
+ * The Fastify app: plugins → routes, one error handler. Bad input is always a 4xx with
+ * `{error, message}` from the catalog; a 5xx never shows its detail; no stack ever leaves.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { ERRORS } from '@hq/lease-core';
+import { authPlugin } from './auth-plugin.js';
+import { contextPlugin, HttpError, type HqContext } from './context.js';
+import { PreconditionFailed } from '../arbiter.js';
+import { healthRoutes } from '../routes/health.js';
+import { leaseRoutes } from '../routes/lease.js';
+import { heartbeatRoutes } from '../routes/heartbeat.js';
+import { adminRoutes } from '../routes/admin.js';
+import { eventRoutes } from '../routes/events.js';
+import { metricsRoutes } from '../routes/metrics.js';
+
+/** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
+export const BODY_LIMIT = 64 * 1024;
+
+export interface AppOptions {
+  readonly hq: HqContext;
+  readonly log: Logger;
+  /** Milliseconds to receive a whole request (slow-loris bound). */
+  readonly requestTimeoutMs?: number;
+  /** Milliseconds a socket may stay idle. */
+  readonly connectionTimeoutMs?: number;
+  readonly keepAliveTimeoutMs?: number;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 300);
+}
+
+const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> = new Map([
+  ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ERRORS.UNSUPPORTED_MEDIA],
+  ['FST_ERR_CTP_BODY_TOO_LARGE', ERRORS.TOO_LARGE],
+  ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_EMPTY_JSON_BODY', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
+]);
+
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: opts.log as unknown as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    requestTimeout: opts.requestTimeoutMs ?? 10_000,
+    connectionTimeout: opts.connectionTimeoutMs ?? 30_000,
+    keepAliveTimeout: opts.keepAliveTimeoutMs ?? 10_000,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+    routerOptions: { ignoreTrailingSlash: false },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // JSON only (415 otherwise). An empty JSON body is "no body" (e.g. POST /v1/check).
+  app.removeAllContentTypeParsers();
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (req, body, done) => {
+    if (body === '') {
+      done(null, undefined);
+      return;
+    }
+    json(req, body as string, done);
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof PreconditionFailed) {
+      return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
+    }
+    if (err instanceof HttpError) return reply.code(err.statusCode).send({ error: err.code, message: oneLine(err.message) });
+    if (err.validation !== undefined) {
+      const where = err.validationContext ?? 'request';
+      return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) });
+    }
+    const mapped = err.code === undefined ? undefined : FASTIFY_CODES.get(err.code);
+    if (mapped !== undefined) return reply.code(mapped.status).send({ error: mapped.code, message: mapped.message });
+    const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+    if (status >= 400 && status < 500) {
+      const entry = status === 404 ? ERRORS.NOT_FOUND : status === 413 ? ERRORS.TOO_LARGE : status === 415 ? ERRORS.UNSUPPORTED_MEDIA : ERRORS.BAD_REQUEST;
+      return reply.code(status === 404 || status === 413 || status === 415 ? status : 400).send({ error: entry.code, message: oneLine(err.message || entry.message) });
+    }
+    req.log.error({ err, route: req.routeOptions.url }, 'request failed');
+    return reply.code(500).send({ error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message });
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    opts.hq.metrics.http.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  await app.register(contextPlugin, { hq: opts.hq });
+  await app.register(authPlugin);
+  await app.register(healthRoutes);
+  await app.register(leaseRoutes);
+  await app.register(heartbeatRoutes);
+  await app.register(adminRoutes);
+  await app.register(eventRoutes);
+  await app.register(metricsRoutes);
+  return app;
+}

@@ -1,0 +1,63 @@
+/** The one shared capability every route uses: the arbiter shell, its checker and its store. */
+import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { CatalogEntry } from '@hq/lease-core';
+import { ERRORS } from '@hq/lease-core';
+import type { Arbiter } from '../arbiter.js';
+import type { Checker } from '../checks.js';
+import type { ArbiterConfig } from '../config.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore } from '../store/store.js';
+import type { Principal } from '../auth.js';
+
+/** Who may call a route: nobody needs a token, any valid token (or none with openReads), … */
+export type RouteScope = 'none' | 'read' | 'member' | 'heartbeat' | 'admin';
+
+export interface HqContext {
+  readonly arbiter: Arbiter;
+  readonly checker: Checker;
+  readonly store: LeaseStore;
+  readonly metrics: Metrics;
+  readonly config: ArbiterConfig;
+  readonly version: string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    hq: HqContext;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    scope?: RouteScope;
+  }
+}
+
+/** An expected refusal with its catalog entry: the error handler answers `{error, message}`. */
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly code: string;
+  constructor(entry: CatalogEntry, message: string = entry.message) {
+    super(message);
+    this.name = 'HttpError';
+    this.statusCode = entry.status;
+    this.code = entry.code;
+  }
+}
+
+/** A member token acts only for its own machine (403 HQ_ERR_WRONG_HOST). */
+export function actFor(req: FastifyRequest, host: string): void {
+  const p = req.principal;
+  if (p !== null && p.scope === 'member' && p.machine !== host) {
+    throw new HttpError(ERRORS.WRONG_HOST, `this member token belongs to "${p.machine}", not "${host}"`);
+  }
+}
+
+export const contextPlugin = fp(
+  async (app: FastifyInstance, opts: { hq: HqContext }) => {
+    app.decorate('hq', opts.hq);
+    app.decorateRequest('principal', null);
+  },
+  { name: 'hq-context', fastify: '5.x' },
+);

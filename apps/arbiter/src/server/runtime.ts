@@ -1,0 +1,101 @@
+/**
+ * Wires one arbiter from a config: store → arbiter shell → checker → app. The daemon, the
+ * one-shot commands and the tests all build it here (tests inject the clock and the prober).
+ */
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { Arbiter } from '../arbiter.js';
+import { ensureAdminToken } from '../auth.js';
+import { Checker, TailnetProber, type Prober } from '../checks.js';
+import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import type { ArbiterConfig } from '../config.js';
+import { EventSink, Hooks } from '../events.js';
+import { Metrics } from '../metrics.js';
+import { SqliteStore } from '../store/sqlite.js';
+import { buildApp } from './app.js';
+
+export function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export interface RuntimeOptions {
+  readonly config: ArbiterConfig;
+  readonly clock?: Clock;
+  readonly log?: Logger;
+  readonly prober?: Prober;
+  /** Issue `{dataDir}/admin.token` when no admin token exists (the daemon does). */
+  readonly ensureAdmin?: boolean;
+  readonly hookAttempts?: number;
+  readonly hookBackoffMs?: number;
+  /** Default Node process metrics (off in tests that build many runtimes). */
+  readonly processMetrics?: boolean;
+}
+
+export interface Runtime {
+  readonly config: ArbiterConfig;
+  readonly log: Logger;
+  readonly store: SqliteStore;
+  readonly arbiter: Arbiter;
+  readonly checker: Checker;
+  readonly metrics: Metrics;
+  readonly hooks: Hooks;
+  readonly adminTokenPath: string | null;
+  app(): Promise<FastifyInstance>;
+  close(): Promise<void>;
+}
+
+export function createRuntime(opts: RuntimeOptions): Runtime {
+  const { config } = opts;
+  const log = opts.log ?? pino({ name: 'hq-arbiter', base: { pid: process.pid, host: undefined } });
+  const clock = opts.clock ?? systemClock();
+  const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
+  const metrics = new Metrics(opts.processMetrics ?? true);
+  const hooks = new Hooks(
+    { urls: config.hooks.urls, command: config.hooks.command, attempts: opts.hookAttempts, backoffMs: opts.hookBackoffMs },
+    log.child({ component: 'hooks' }),
+  );
+  const sink = new EventSink(log.child({ component: 'lease' }), hooks);
+  const arbiter = new Arbiter({ config, store, clock, sink, metrics });
+  const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
+  const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
+  let adminTokenPath: string | null = null;
+  if (opts.ensureAdmin === true) {
+    adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
+    if (adminTokenPath !== null) log.info({ path: adminTokenPath }, 'admin token written');
+  }
+  if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
+  let app: FastifyInstance | null = null;
+  let closed = false;
+  return {
+    config,
+    log,
+    store,
+    arbiter,
+    checker,
+    metrics,
+    hooks,
+    adminTokenPath,
+    async app() {
+      app ??= await buildApp({
+        hq: { arbiter, checker, store, metrics, config, version: version() },
+        log,
+      });
+      return app;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await checker.stop();
+      if (app !== null) await app.close();
+      hooks.close();
+      store.close();
+    },
+  };
+}

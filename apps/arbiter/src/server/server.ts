@@ -1,0 +1,29 @@
+/**
+ * The daemon: listen, run checks on `checkCron`, and on SIGTERM/SIGINT stop accepting,
+ * finish in-flight requests, stop the schedule and close the database — within 10 s.
+ */
+import closeWithGrace from 'close-with-grace';
+import type { ArbiterConfig } from '../config.js';
+import { createRuntime, type Runtime } from './runtime.js';
+
+/** Graceful close must end before a supervisor's patience (systemd's default is 90 s; ours 10 s). */
+export const CLOSE_GRACE_MS = 9_000;
+
+export async function serve(config: ArbiterConfig): Promise<Runtime> {
+  const rt = createRuntime({ config, ensureAdmin: true });
+  const app = await rt.app();
+  const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
+  rt.checker.start();
+  rt.log.info(
+    { address, port, dataDir: config.dataDir, candidates: config.candidates, failoverSeconds: config.failoverSeconds },
+    'hq-arbiter listening',
+  );
+  closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {
+    if (err !== undefined) rt.log.error({ err }, 'closing after an error');
+    else rt.log.info({ signal }, 'closing');
+    await rt.close();
+    rt.log.info({}, 'closed');
+  });
+  return rt;
+}

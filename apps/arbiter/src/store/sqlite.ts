@@ -1,0 +1,411 @@
+/**
+ * SqliteStore — the lease record, observers, events and tokens in one SQLite file
+ * (`{dataDir}/hq.db`), through better-sqlite3.
+ *
+ * Invariants:
+ *  - Every mutation is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
+ *    read, so no other writer (another request, `hq-arbiter check` in another process) can
+ *    change the row between read and write. The lease write is still a compare-and-swap
+ *    (`WHERE name = 'hq' AND revision = ?`, `changes === 1`): the fence is on the write itself.
+ *  - An acknowledged write is durable: WAL with `synchronous=FULL` fsyncs the WAL on every
+ *    commit (S4). The generation is a fencing token and must never be reissued after a crash.
+ *  - Nothing async runs inside a transaction; probes happen before, hooks and metrics after.
+ */
+import Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
+import { emptyLease } from '@hq/lease-core';
+import type { Committed, Decision, EventInput, EventRow, LeaseStore, Scope, TokenRow } from './store.js';
+
+/** Versioned migrations; `meta.schema_version` says how many have run. Append, never edit. */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+  CREATE TABLE lease (
+    name TEXT PRIMARY KEY CHECK (name = 'hq'),
+    holder TEXT,
+    generation INTEGER NOT NULL CHECK (generation >= 0),
+    revision INTEGER NOT NULL CHECK (revision >= 0),
+    acquired_at REAL,
+    renewed_at REAL,
+    ttl_seconds REAL NOT NULL,
+    expires_at REAL,
+    released INTEGER NOT NULL,
+    not_before REAL,
+    floor_pending INTEGER NOT NULL,
+    dual_unreachable_streak INTEGER NOT NULL,
+    last_check_at REAL,
+    promoted_from TEXT,
+    maintenance INTEGER NOT NULL,
+    maintenance_reason TEXT,
+    floor INTEGER NOT NULL CHECK (floor >= 0)
+  ) STRICT;
+  CREATE TABLE observers (
+    observer TEXT PRIMARY KEY,
+    view_target TEXT, view_reachable INTEGER, view_ping INTEGER, view_health INTEGER, view_at REAL,
+    conf_holder TEXT, conf_generation INTEGER, conf_at REAL,
+    last_heartbeat_at REAL,
+    heartbeat_seconds REAL
+  ) STRICT;
+  CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    category TEXT NOT NULL,
+    event TEXT NOT NULL,
+    host TEXT,
+    data TEXT NOT NULL
+  ) STRICT;
+  CREATE TABLE tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    machine TEXT NOT NULL,
+    scope TEXT NOT NULL CHECK (scope IN ('admin', 'member', 'query')),
+    sha256 TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL,
+    revoked REAL
+  ) STRICT;
+  CREATE INDEX tokens_machine ON tokens (machine);
+  `,
+];
+
+interface LeaseRow {
+  holder: string | null;
+  generation: number;
+  revision: number;
+  acquired_at: number | null;
+  renewed_at: number | null;
+  ttl_seconds: number;
+  expires_at: number | null;
+  released: number;
+  not_before: number | null;
+  floor_pending: number;
+  dual_unreachable_streak: number;
+  last_check_at: number | null;
+  promoted_from: string | null;
+  maintenance: number;
+  maintenance_reason: string | null;
+  floor: number;
+}
+
+interface ObserverRow {
+  observer: string;
+  view_target: string | null;
+  view_reachable: number | null;
+  view_ping: number | null;
+  view_health: number | null;
+  view_at: number | null;
+  conf_holder: string | null;
+  conf_generation: number | null;
+  conf_at: number | null;
+  last_heartbeat_at: number | null;
+  heartbeat_seconds: number | null;
+}
+
+interface EventDbRow {
+  id: number;
+  at: number;
+  category: string;
+  event: string;
+  host: string | null;
+  data: string;
+}
+
+export class CasError extends Error {
+  constructor() {
+    super('the lease row changed under the transaction (compare-and-swap failed)');
+    this.name = 'CasError';
+  }
+}
+
+function leaseFromRow(r: LeaseRow): LeaseState {
+  return {
+    holder: r.holder,
+    generation: r.generation,
+    revision: r.revision,
+    acquiredAt: r.acquired_at,
+    renewedAt: r.renewed_at,
+    ttlSeconds: r.ttl_seconds,
+    expiresAt: r.expires_at,
+    released: r.released === 1,
+    notBefore: r.not_before,
+    floorPending: r.floor_pending === 1,
+    dualUnreachableStreak: r.dual_unreachable_streak,
+    lastCheckAt: r.last_check_at,
+    promotedFrom: r.promoted_from,
+    maintenance: r.maintenance === 1,
+    maintenanceReason: r.maintenance_reason,
+  };
+}
+
+function leaseParams(l: LeaseState, floor: number): Record<string, string | number | null> {
+  return {
+    holder: l.holder,
+    generation: l.generation,
+    revision: l.revision,
+    acquired_at: l.acquiredAt,
+    renewed_at: l.renewedAt,
+    ttl_seconds: l.ttlSeconds,
+    expires_at: l.expiresAt,
+    released: l.released ? 1 : 0,
+    not_before: l.notBefore,
+    floor_pending: l.floorPending ? 1 : 0,
+    dual_unreachable_streak: l.dualUnreachableStreak,
+    last_check_at: l.lastCheckAt,
+    promoted_from: l.promotedFrom,
+    maintenance: l.maintenance ? 1 : 0,
+    maintenance_reason: l.maintenanceReason,
+    floor,
+  };
+}
+
+function observerFromRow(r: ObserverRow): Observer {
+  return {
+    view:
+      r.view_target === null
+        ? null
+        : {
+            target: r.view_target,
+            reachable: r.view_reachable === 1,
+            ping: r.view_ping === 1,
+            health: r.view_health === 1,
+            at: r.view_at ?? 0,
+          },
+    confirmation:
+      r.conf_holder === null ? null : { holder: r.conf_holder, generation: r.conf_generation ?? 0, at: r.conf_at ?? 0 },
+    lastHeartbeatAt: r.last_heartbeat_at,
+    heartbeatSeconds: r.heartbeat_seconds,
+  };
+}
+
+function observerParams(name: string, o: Observer): ObserverRow {
+  return {
+    observer: name,
+    view_target: o.view?.target ?? null,
+    view_reachable: o.view === null ? null : o.view.reachable ? 1 : 0,
+    view_ping: o.view === null ? null : o.view.ping ? 1 : 0,
+    view_health: o.view === null ? null : o.view.health ? 1 : 0,
+    view_at: o.view?.at ?? null,
+    conf_holder: o.confirmation?.holder ?? null,
+    conf_generation: o.confirmation?.generation ?? null,
+    conf_at: o.confirmation?.at ?? null,
+    last_heartbeat_at: o.lastHeartbeatAt,
+    heartbeat_seconds: o.heartbeatSeconds,
+  };
+}
+
+function eventFromRow(r: EventDbRow): EventRow {
+  return { id: r.id, at: r.at, category: r.category, event: r.event, host: r.host, data: JSON.parse(r.data) as EventRow['data'] };
+}
+
+export interface SqliteStoreOptions {
+  readonly dataDir: string;
+  /** The TTL written into the first lease row of a new database. */
+  readonly ttlSeconds: number;
+  /** Milliseconds a writer waits for the lock before SQLITE_BUSY. */
+  readonly busyTimeoutMs?: number;
+}
+
+export class SqliteStore implements LeaseStore {
+  readonly createdNow: boolean;
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly q: ReturnType<typeof prepare>;
+
+  constructor(opts: SqliteStoreOptions) {
+    mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+    this.path = join(opts.dataDir, 'hq.db');
+    const absent = !existsSync(this.path);
+    if (absent) closeSync(openSync(this.path, 'wx', 0o600));
+    else if ((statSync(this.path).mode & 0o077) !== 0) chmodSync(this.path, 0o600);
+    this.db = new Database(this.path);
+    // WAL: readers never block the writer, and a commit is one sequential append.
+    this.db.pragma('journal_mode = WAL');
+    // FULL: fsync the WAL on every commit — an acknowledged grant must survive a power cut,
+    // or a generation (the fencing token) could be handed out twice (S1, S4).
+    this.db.pragma('synchronous = FULL');
+    // busy_timeout: `hq-arbiter check`/`token` in another process briefly hold the write lock.
+    this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+    // foreign_keys: off by default in SQLite; on, so any future reference is enforced.
+    this.db.pragma('foreign_keys = ON');
+    const sync = this.db.pragma('synchronous', { simple: true });
+    if (sync !== 2) throw new Error(`PRAGMA synchronous reads back ${String(sync)}, expected FULL (2)`);
+    const mode = this.db.pragma('journal_mode', { simple: true });
+    if (mode !== 'wal') throw new Error(`PRAGMA journal_mode reads back ${String(mode)}, expected wal`);
+    this.createdNow = this.migrate(opts.ttlSeconds) || absent;
+    this.q = prepare(this.db);
+  }
+
+  /** Runs pending migrations; returns true when the database was empty (created now). */
+  private migrate(ttlSeconds: number): boolean {
+    const hasMeta = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").get() !== undefined;
+    const version = hasMeta
+      ? Number((this.db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string } | undefined)?.value ?? 0)
+      : 0;
+    if (version > MIGRATIONS.length) {
+      throw new Error(`hq.db has schema version ${version}, newer than this hq-arbiter (${MIGRATIONS.length})`);
+    }
+    const created = version === 0;
+    this.db
+      .transaction(() => {
+        for (let v = version; v < MIGRATIONS.length; v++) {
+          this.db.exec(MIGRATIONS[v] as string);
+          if (v === 0) {
+            // S2.4: a database created at this start does not know the generation floor yet.
+            const lease = { ...emptyLease(ttlSeconds), floorPending: true };
+            this.db
+              .prepare(
+                `INSERT INTO lease VALUES (
+                  'hq', @holder, @generation, @revision, @acquired_at, @renewed_at, @ttl_seconds, @expires_at, @released,
+                  @not_before, @floor_pending, @dual_unreachable_streak, @last_check_at, @promoted_from, @maintenance,
+                  @maintenance_reason, @floor)`,
+              )
+              .run(leaseParams(lease, 0));
+          }
+          this.db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(v + 1));
+        }
+      })
+      .immediate();
+    return created;
+  }
+
+  read(): ArbiterState {
+    const row = this.q.readLease.get() as LeaseRow | undefined;
+    if (row === undefined) throw new Error('hq.db has no lease row');
+    const observers = new Map<string, Observer>();
+    for (const o of this.q.readObservers.all() as ObserverRow[]) observers.set(o.observer, observerFromRow(o));
+    return { lease: leaseFromRow(row), observers, floor: row.floor };
+  }
+
+  transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T> {
+    return this.db
+      .transaction((): Committed<T> => {
+        const before = this.read();
+        const { next, events, result } = decide(before);
+        if (next.lease !== before.lease || next.floor !== before.floor) {
+          if (next.lease.revision <= before.lease.revision && next.lease !== before.lease) {
+            throw new Error('a decision changed the lease without advancing its revision');
+          }
+          // Only the floor moved: keep the revision, the CAS still fences the write.
+          const info = this.q.writeLease.run({ ...leaseParams(next.lease, next.floor), expected: before.lease.revision });
+          if (info.changes !== 1) throw new CasError();
+        }
+        if (next.observers !== before.observers) {
+          for (const [name, o] of next.observers) {
+            if (before.observers.get(name) !== o) this.q.upsertObserver.run(observerParams(name, o));
+          }
+        }
+        const rows = this.insertEvents(events);
+        return { state: next, events: rows, result };
+      })
+      .immediate();
+  }
+
+  private insertEvents(events: readonly EventInput[]): EventRow[] {
+    const rows: EventRow[] = [];
+    for (const e of events) {
+      const info = this.q.insertEvent.run(e.at, e.category, e.event, e.host, JSON.stringify(e.data));
+      rows.push({ ...e, id: Number(info.lastInsertRowid) });
+    }
+    return rows;
+  }
+
+  appendEvents(events: readonly EventInput[]): readonly EventRow[] {
+    if (events.length === 0) return [];
+    return this.db.transaction(() => this.insertEvents(events)).immediate();
+  }
+
+  listEvents(after: number, limit: number): readonly EventRow[] {
+    return (this.q.listEvents.all(after, limit) as EventDbRow[]).map(eventFromRow);
+  }
+
+  insertToken(machine: string, scope: Scope, sha256: string, created: number): void {
+    this.q.insertToken.run(machine, scope, sha256, created);
+  }
+
+  findToken(sha256: string): TokenRow | undefined {
+    return this.q.findToken.get(sha256) as TokenRow | undefined;
+  }
+
+  revokeTokens(machine: string, at: number): number {
+    return this.q.revokeTokens.run(at, machine).changes;
+  }
+
+  listTokens(): readonly TokenRow[] {
+    return this.q.listTokens.all() as TokenRow[];
+  }
+
+  hasActiveAdmin(): boolean {
+    return this.q.activeAdmin.get() !== undefined;
+  }
+
+  tryCheckLock(owner: string, nowMs: number, untilMs: number): boolean {
+    return this.db
+      .transaction(() => {
+        const row = this.q.readMeta.get('check_lock') as { value: string } | undefined;
+        if (row !== undefined) {
+          const held = JSON.parse(row.value) as { owner: string; until: number };
+          if (held.owner !== owner && held.until > nowMs) return false;
+        }
+        this.q.writeMeta.run('check_lock', JSON.stringify({ owner, until: untilMs }));
+        return true;
+      })
+      .immediate();
+  }
+
+  releaseCheckLock(owner: string): void {
+    this.db
+      .transaction(() => {
+        const row = this.q.readMeta.get('check_lock') as { value: string } | undefined;
+        if (row !== undefined && (JSON.parse(row.value) as { owner: string }).owner === owner) this.q.deleteMeta.run('check_lock');
+      })
+      .immediate();
+  }
+
+  async backup(to: string): Promise<void> {
+    await this.db.backup(to);
+    chmodSync(to, 0o600);
+  }
+
+  /** For tests and the CLI: PRAGMA integrity_check. */
+  integrityCheck(): string {
+    return String(this.db.pragma('integrity_check', { simple: true }));
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+/** Every statement, prepared once. */
+function prepare(db: Database.Database) {
+  return {
+    readLease: db.prepare("SELECT * FROM lease WHERE name = 'hq'"),
+    writeLease: db.prepare(
+      `UPDATE lease SET holder = @holder, generation = @generation, revision = @revision, acquired_at = @acquired_at,
+        renewed_at = @renewed_at, ttl_seconds = @ttl_seconds, expires_at = @expires_at, released = @released,
+        not_before = @not_before, floor_pending = @floor_pending, dual_unreachable_streak = @dual_unreachable_streak,
+        last_check_at = @last_check_at, promoted_from = @promoted_from, maintenance = @maintenance,
+        maintenance_reason = @maintenance_reason, floor = @floor
+       WHERE name = 'hq' AND revision = @expected`,
+    ),
+    readObservers: db.prepare('SELECT * FROM observers ORDER BY observer'),
+    upsertObserver: db.prepare(
+      `INSERT INTO observers VALUES (@observer, @view_target, @view_reachable, @view_ping, @view_health, @view_at,
+         @conf_holder, @conf_generation, @conf_at, @last_heartbeat_at, @heartbeat_seconds)
+       ON CONFLICT (observer) DO UPDATE SET view_target = excluded.view_target, view_reachable = excluded.view_reachable,
+         view_ping = excluded.view_ping, view_health = excluded.view_health, view_at = excluded.view_at,
+         conf_holder = excluded.conf_holder, conf_generation = excluded.conf_generation, conf_at = excluded.conf_at,
+         last_heartbeat_at = excluded.last_heartbeat_at, heartbeat_seconds = excluded.heartbeat_seconds`,
+    ),
+    insertEvent: db.prepare('INSERT INTO events (at, category, event, host, data) VALUES (?, ?, ?, ?, ?)'),
+    listEvents: db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id ASC LIMIT ?'),
+    insertToken: db.prepare('INSERT INTO tokens (machine, scope, sha256, created) VALUES (?, ?, ?, ?)'),
+    findToken: db.prepare('SELECT * FROM tokens WHERE sha256 = ?'),
+    revokeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND revoked IS NULL'),
+    listTokens: db.prepare('SELECT * FROM tokens ORDER BY id'),
+    activeAdmin: db.prepare("SELECT 1 FROM tokens WHERE scope = 'admin' AND revoked IS NULL LIMIT 1"),
+    readMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),
+    writeMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+    deleteMeta: db.prepare('DELETE FROM meta WHERE key = ?'),
+  };
+}

@@ -1,0 +1,72 @@
+/**
+ * The storage seam. Everything the arbiter persists goes through `LeaseStore`; the SQLite
+ * implementation is `SqliteStore`. A second backend (etcd, say) would implement this same
+ * interface: `transact` must be one linearizable read-decide-write whose write is a
+ * compare-and-swap on the lease revision (in etcd: a Txn comparing the key's ModRevision),
+ * and `events` an append-only, ascending log.
+ */
+import type { ArbiterState, Category } from '@hq/lease-core';
+
+export type Scope = 'admin' | 'member' | 'query';
+
+export interface EventInput {
+  readonly at: number;
+  readonly category: Category | string;
+  readonly event: string;
+  readonly host: string | null;
+  readonly data: { readonly [key: string]: string | number | boolean | null };
+}
+
+export interface EventRow extends EventInput {
+  readonly id: number;
+}
+
+export interface TokenRow {
+  readonly id: number;
+  readonly machine: string;
+  readonly scope: Scope;
+  /** sha256 of the token, lowercase hex. The token itself is never stored. */
+  readonly sha256: string;
+  readonly created: number;
+  readonly revoked: number | null;
+}
+
+/** What a decision hands back to `transact`: the next state, what to log, what to answer. */
+export interface Decision<T> {
+  readonly next: ArbiterState;
+  readonly events: readonly EventInput[];
+  readonly result: T;
+}
+
+export interface Committed<T> {
+  /** The state as committed (the previous one when nothing changed). */
+  readonly state: ArbiterState;
+  readonly events: readonly EventRow[];
+  readonly result: T;
+}
+
+export interface LeaseStore {
+  /** True when this open created the database (file absent, empty, or wiped): S2.4. */
+  readonly createdNow: boolean;
+  read(): ArbiterState;
+  /**
+   * One atomic read → decide → write. `decide` is synchronous and pure; it may throw to abort
+   * (nothing is written). The lease write is a compare-and-swap on the revision read.
+   */
+  transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T>;
+  appendEvents(events: readonly EventInput[]): readonly EventRow[];
+  listEvents(after: number, limit: number): readonly EventRow[];
+  insertToken(machine: string, scope: Scope, sha256: string, created: number): void;
+  findToken(sha256: string): TokenRow | undefined;
+  revokeTokens(machine: string, at: number): number;
+  listTokens(): readonly TokenRow[];
+  hasActiveAdmin(): boolean;
+  /**
+   * A cross-process lock so that two checks (the daemon's and `hq-arbiter check`) never
+   * overlap. Times are wall milliseconds; expiry only bounds how long a crashed owner blocks.
+   */
+  tryCheckLock(owner: string, nowMs: number, untilMs: number): boolean;
+  releaseCheckLock(owner: string): void;
+  backup(to: string): Promise<void>;
+  close(): void;
+}
