@@ -5,7 +5,7 @@
  * example mbp config.
  */
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -216,11 +216,11 @@ t.test('ProgramArguments run node on the agent daemon with --config ~/.hq/agent.
   const args = parsed().get('ProgramArguments');
   t.ok(Array.isArray(args) && args.every((a) => typeof a === 'string'), 'ProgramArguments is an array of strings');
   const list = args as string[];
-  const pkg = JSON.parse(readFileSync(join(root, 'apps/agent/package.json'), 'utf8')) as { bin?: Record<string, string> };
-  const daemon = join('apps/agent', pkg.bin?.['hq-agent'] ?? '');
+  const daemon = 'apps/agent/dist/daemon-cli.js';
   t.equal(list.length, 4, 'four arguments: node, the daemon, --config, the file');
   t.match(list[0] ?? '', /^\/.*\/node$/, 'the first argument is an absolute path to node');
-  t.equal(list[1], `${HOME}/hq/${daemon}`, `the daemon is the agent package's "hq-agent" bin (${daemon}) in the clone`);
+  t.equal(list[1], `${HOME}/hq/${daemon}`, `the daemon is ${daemon} in the clone`);
+  t.ok(existsSync(join(root, 'apps/agent/src/daemon-cli.ts')), `${daemon} is built from apps/agent/src/daemon-cli.ts, which exists`);
   t.equal(list[2], '--config', 'the config is passed with --config');
   t.equal(list[3], `${HOME}/.hq/agent.json`, 'the config is ~/.hq/agent.json, spelled out');
   const strings = (v: Plist): string[] =>

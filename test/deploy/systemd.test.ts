@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -156,17 +156,26 @@ t.test('both daemons run as the static hq user with restart, stop timeout, umask
   }
 });
 
-t.test('each daemon starts the binary its package declares, under /opt/hq, through /usr/bin/env node', async (t) => {
+/** The TypeScript source that `tsc -b` compiles to `dist/…js` in a workspace package (its tsconfig's rootDir → outDir). */
+function sourceOf(pkgDir: string, built: string): string {
+  const ts = readJson(`${pkgDir}/tsconfig.json`) as { compilerOptions?: { rootDir?: string; outDir?: string } };
+  const outDir = ts.compilerOptions?.outDir ?? 'dist';
+  const rootDir = ts.compilerOptions?.rootDir ?? 'src';
+  const rel = built.slice(pkgDir.length + 1);
+  return rel.startsWith(`${outDir}/`) ? join(pkgDir, rootDir, rel.slice(outDir.length + 1).replace(/\.js$/, '.ts')) : '';
+}
+
+t.test('each daemon starts its package’s built CLI under /opt/hq through /usr/bin/env node', async (t) => {
   const cases = [
-    ['hq-arbiter.service', 'apps/arbiter', 'hq-arbiter', ['serve', '--config', '/etc/hq/arbiter.json']],
-    ['hq-agent.service', 'apps/agent', 'hq-agent', ['--config', '/etc/hq/agent.json']],
+    ['hq-arbiter.service', 'apps/arbiter', 'apps/arbiter/dist/cli.js', ['serve', '--config', '/etc/hq/arbiter.json']],
+    ['hq-agent.service', 'apps/agent', 'apps/agent/dist/daemon-cli.js', ['--config', '/etc/hq/agent.json']],
   ] as const;
-  for (const [name, pkgDir, bin, rest] of cases) {
+  for (const [name, pkgDir, built, rest] of cases) {
     const exec = (one(unit(name), 'Service', 'ExecStart') ?? '').split(/\s+/);
-    const pkg = readJson(`${pkgDir}/package.json`) as { bin?: Record<string, string> };
-    const declared = pkg.bin?.[bin] ?? '';
     t.same(exec.slice(0, 2), ['/usr/bin/env', 'node'], `${name} runs node found by /usr/bin/env`);
-    t.equal(exec[2], join('/opt/hq', pkgDir, declared), `${name} runs ${pkgDir}'s "${bin}" bin (${declared}) under /opt/hq`);
+    t.equal(exec[2], `/opt/hq/${built}`, `${name} runs /opt/hq/${built}`);
+    const source = sourceOf(pkgDir, built);
+    t.ok(source !== '' && existsSync(join(root, source)), `${built} is built from ${source}, which exists`);
     t.same(exec.slice(3), [...rest], `${name} passes ${rest.join(' ')}`);
   }
 });
