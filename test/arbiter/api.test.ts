@@ -1,0 +1,207 @@
+import t from 'tap';
+import { harness } from './helper.js';
+
+t.test('health answers without a token and names the arbiter', async (t) => {
+  const h = await harness(t);
+  const res = await h.get('/v1/health');
+  t.equal(res.statusCode, 200, 'health is 200');
+  const body = res.json();
+  t.equal(body.status, 'ok', 'status is ok');
+  t.equal(body.role, 'arbiter', 'role is arbiter');
+  t.equal(body.host, 'cloud-vm', 'host is the arbiter name');
+  t.match(body.version, /^\d+\.\d+\.\d+/, 'version is semver');
+});
+
+t.test('a new database serves an empty record with floorPending and an ETag of its revision', async (t) => {
+  const h = await harness(t);
+  const res = await h.get('/v1/lease');
+  t.equal(res.statusCode, 200, 'open reads need no token');
+  const lease = res.json();
+  t.equal(lease.name, 'hq', 'record name');
+  t.equal(lease.holder, null, 'no holder');
+  t.equal(lease.generation, 0, 'generation 0');
+  t.equal(lease.expired, true, 'an empty lease is expired');
+  t.equal(lease.floorPending, true, 'a database created at this start has a pending floor');
+  t.same(lease.views, {}, 'no views yet');
+  t.equal(res.headers.etag, `"${lease.revision}"`, 'ETag is the quoted revision');
+  t.type(lease.now, 'number', 'now is a number');
+});
+
+t.test('acquire grants generation 1 and a second host is refused with 409 held', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  t.equal(a.statusCode, 200, 'first acquire is 200');
+  const body = a.json();
+  t.equal(body.ok, true, 'ok true');
+  t.equal(body.lease.holder, 'mbp', 'mbp holds');
+  t.equal(body.lease.generation, 1, 'generation 1');
+  t.equal(body.lease.floorPending, false, 'floor complete after both candidates reported');
+  t.equal(body.hold, null, 'no hold once every candidate reported');
+  t.equal(body.lease.notBefore, body.lease.now, 'no lock-delay for a first grant after the start waits');
+  const b = await h.post('/v1/lease/acquire', { host: 'node-b' }, h.tokens.nodeb);
+  t.equal(b.statusCode, 409, 'second acquire is 409');
+  const c = b.json();
+  t.equal(c.ok, false, 'ok false');
+  t.equal(c.reason, 'held', 'reason held');
+  t.equal(c.error, 'HQ_ERR_HELD', 'catalog code');
+  t.type(c.message, 'string', 'message present');
+  t.equal(c.lease.holder, 'mbp', 'the record is in the 409 body');
+  const again = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(again.json().lease.generation, 1, 'the holder re-acquiring renews at the same generation');
+});
+
+t.test('acquire by a host that is not a candidate is a 409 not-candidate', async (t) => {
+  const h = await harness(t);
+  const res = await h.post('/v1/lease/acquire', { host: 'stranger' });
+  t.equal(res.statusCode, 409, '409');
+  t.equal(res.json().error, 'HQ_ERR_NOT_CANDIDATE', 'code');
+});
+
+t.test('renew extends the lease for the holder and refuses stale generations and other hosts', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  h.clock.advance(2);
+  const r = await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
+  t.equal(r.statusCode, 200, 'renew is 200');
+  t.equal(r.json().lease.expiresAt, r.json().lease.now + 6, 'expiresAt is now + ttl');
+  t.equal(r.json().hold, null, 'hold is null');
+  const stale = await h.post('/v1/lease/renew', { host: 'mbp', generation: 0 }, h.tokens.mbp);
+  t.equal(stale.statusCode, 409, 'stale renew is 409');
+  t.equal(stale.json().reason, 'stale-generation', 'reason stale-generation');
+  t.equal(stale.json().error, 'HQ_ERR_STALE_GENERATION', 'code');
+  const other = await h.post('/v1/lease/renew', { host: 'node-b', generation: 1 }, h.tokens.nodeb);
+  t.equal(other.json().reason, 'not-holder', 'a standby cannot renew');
+});
+
+t.test('heartbeats renew the holder and record the standby view', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const hb = await h.post('/v1/heartbeat', { host: 'mbp', generation: 1, seenGeneration: 1, heartbeatSeconds: 1 }, h.tokens.mbp);
+  t.equal(hb.statusCode, 200, '200');
+  t.equal(hb.json().outcome, 'renewed', 'holder renewed');
+  t.equal(hb.json().reason, null, 'no reason');
+  t.equal(hb.json().hold, null, 'hold null');
+  const sb = await h.post(
+    '/v1/heartbeat',
+    { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: true, ping: true, health: false }, confirmation: { holder: 'mbp', generation: 1, ageSeconds: 0.5 } },
+    h.tokens.nodeb,
+  );
+  t.equal(sb.json().outcome, 'standby', 'standby outcome');
+  const view = sb.json().lease.views['node-b'];
+  t.same(view, { target: 'mbp', reachable: true, ping: true, health: false, at: sb.json().lease.now }, 'view stored with the receive time');
+  const stale = await h.post('/v1/heartbeat', { host: 'mbp', generation: 7 }, h.tokens.mbp);
+  t.equal(stale.json().outcome, 'renew-refused', 'a wrong generation is refused');
+  t.equal(stale.json().reason, 'stale-generation', 'with its reason');
+  t.equal(stale.statusCode, 200, 'heartbeat answers are 200 even when refused');
+});
+
+t.test('heartbeat without a lease says no-lease', async (t) => {
+  const h = await harness(t);
+  const res = await h.post('/v1/heartbeat', { host: 'node-b' }, h.tokens.nodeb);
+  t.equal(res.json().outcome, 'no-lease', 'no-lease');
+});
+
+t.test('release marks the lease expired and handover grants the named candidate at once', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const ho = await h.post('/v1/lease/release', { host: 'mbp', generation: 1, handoverTo: 'node-b' }, h.tokens.mbp);
+  t.equal(ho.statusCode, 200, 'handover is 200');
+  const lease = ho.json().lease;
+  t.equal(lease.holder, 'node-b', 'node-b holds');
+  t.equal(lease.generation, 2, 'generation 2');
+  t.equal(lease.notBefore, lease.now, 'no lock-delay on handover');
+  const rel = await h.post('/v1/lease/release', { host: 'node-b' }, h.tokens.nodeb);
+  t.equal(rel.json().lease.released, true, 'released');
+  t.equal(rel.json().lease.expired, true, 'released is expired');
+  t.equal(rel.json().lease.holder, 'node-b', 'release keeps the holder');
+  const bad = await h.post('/v1/lease/release', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(bad.statusCode, 409, 'a non-holder release is 409');
+  t.equal(bad.json().reason, 'not-holder', 'not-holder');
+});
+
+t.test('transfer moves the lease behind the old holder lock-delay and maintenance is recorded', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const a = (await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp)).json();
+  const tr = await h.post('/v1/lease/transfer', { to: 'node-b' });
+  t.equal(tr.statusCode, 200, 'transfer 200');
+  t.equal(tr.json().lease.holder, 'node-b', 'node-b holds');
+  t.equal(tr.json().lease.generation, 2, 'generation 2');
+  t.equal(tr.json().lease.notBefore, a.lease.expiresAt + 1, 'lock-delay = old expiry + margin');
+  t.equal(tr.json().lease.promotedFrom, 'mbp', 'promotedFrom');
+  const same = await h.post('/v1/lease/transfer', { to: 'node-b' });
+  t.equal(same.statusCode, 409, 'transfer to the holder is 409');
+  t.equal(same.json().error, 'HQ_ERR_SAME_HOLDER', 'same-holder');
+  const m = await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled: true, reason: 'upgrade' } });
+  t.equal(m.statusCode, 200, 'maintenance 200');
+  t.equal(m.json().lease.maintenance, true, 'maintenance on');
+  const p = (await h.get('/v1/primary')).json();
+  t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
+});
+
+t.test('a check with a reachable holder keeps the streak at zero', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  h.prober.answers.set('mbp', { ping: true, health: false });
+  const c = await h.post('/v1/check', undefined);
+  t.equal(c.statusCode, 200, 'check 200');
+  t.same(c.json(), { promoted: false, streak: 0, holder: 'mbp', generation: 1, ping: true, health: false, promotee: null }, 'check answer');
+  t.same(h.prober.calls, ['mbp'], 'the holder was probed');
+  const lease = (await h.get('/v1/lease')).json();
+  t.equal(lease.views['cloud-vm'].reachable, true, 'the arbiter view is recorded');
+  const empty = await h.post('/v1/check', {});
+  t.equal(empty.statusCode, 200, 'an empty JSON object is accepted as the check body');
+  const bad = await h.post('/v1/check', { now: true });
+  t.equal(bad.statusCode, 400, 'a check body with fields is refused');
+});
+
+t.test('events page in ascending order with after and limit', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const all = (await h.get('/v1/events')).json().events;
+  t.ok(all.length >= 3, 'events were recorded');
+  t.ok(all.every((e: { id: number }, i: number) => i === 0 || e.id > all[i - 1].id), 'ascending ids');
+  const acquired = all.find((e: { event: string }) => e.event === 'acquired');
+  t.match(acquired, { category: 'hq.lease', host: 'mbp', data: { generation: 1 } }, 'acquired event with its data');
+  const page = (await h.get(`/v1/events?after=${all[0].id}&limit=1`)).json().events;
+  t.equal(page.length, 1, 'limit 1');
+  t.equal(page[0].id, all[1].id, 'after skips up to the id');
+  for (const q of ['limit=0', 'limit=1001', 'after=-1', 'after=abc', 'limit=1.5', 'after=1&after=2', 'other=1']) {
+    const r = await h.get(`/v1/events?${q}`);
+    t.equal(r.statusCode, 400, `?${q} is 400`);
+    t.equal(r.json().error, 'HQ_ERR_BAD_REQUEST', `?${q} has the catalog code`);
+  }
+  t.equal((await h.get('/v1/events?limit=1000')).statusCode, 200, 'limit 1000 is allowed');
+});
+
+t.test('metrics expose the SPEC names computed from the store', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  await h.post('/v1/check', undefined);
+  const res = await h.get('/metrics');
+  t.equal(res.statusCode, 200, 'metrics 200');
+  t.match(res.headers['content-type'], /text\/plain/, 'prometheus text');
+  for (const name of [
+    'hq_lease_generation 1',
+    'hq_lease_holder{host="mbp"} 1',
+    'hq_lease_holder{host="node-b"} 0',
+    'hq_lease_expires_in_seconds',
+    'hq_lease_dual_unreachable_streak 0',
+    'hq_view_reachable{observer="cloud-vm",target="mbp"} 0',
+    'hq_view_age_seconds{observer="cloud-vm"}',
+    'hq_checks_total{result="unreachable"} 1',
+    'hq_promotions_total 0',
+    'hq_lease_operations_total{op="acquire",outcome="ok"} 1',
+    'hq_agent_last_heartbeat_age_seconds{host="mbp"}',
+    'hq_http_request_duration_seconds_bucket',
+  ]) {
+    t.ok(res.body.includes(name), `metrics include ${name}`);
+  }
+});

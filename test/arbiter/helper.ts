@@ -1,0 +1,89 @@
+/** Shared setup for the arbiter tests: a runtime on a testdir, a manual clock, tokens. */
+import pino from 'pino';
+import type { Test } from 'tap';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { Probe } from '@hq/lease-core';
+import { issueToken } from '../../apps/arbiter/src/auth.js';
+import { manualClock, type ManualClock } from '../../apps/arbiter/src/clock.js';
+import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/config.js';
+import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
+import type { Prober } from '../../apps/arbiter/src/checks.js';
+
+/** The fast test settings of L1 (checks and heartbeats every second, ttl 6, margin 1). */
+export const FAST = {
+  checkCron: '* * * * * *',
+  heartbeatCron: '* * * * * *',
+  ttlSeconds: 6,
+  safetyMarginSeconds: 1,
+  viewFreshSeconds: 6,
+  requestTimeoutSeconds: 1,
+  tailscaleBin: '',
+} as const;
+
+export function fastConfig(dataDir: string, extra: Record<string, unknown> = {}): ArbiterConfig {
+  const r = validateConfig({ ...FAST, dataDir, ...extra });
+  if (!r.ok) throw new Error(`test config invalid: ${r.key} ${r.message}`);
+  return r.config;
+}
+
+/** A prober whose answers the test sets per host (default: unreachable). */
+export class FakeProber implements Prober {
+  readonly answers = new Map<string, Probe>();
+  calls: string[] = [];
+  async probe(host: string): Promise<Probe> {
+    this.calls.push(host);
+    return this.answers.get(host) ?? { ping: false, health: false };
+  }
+}
+
+export interface Harness {
+  readonly dir: string;
+  readonly rt: Runtime;
+  readonly app: FastifyInstance;
+  readonly clock: ManualClock;
+  readonly prober: FakeProber;
+  readonly tokens: { admin: string; mbp: string; nodeb: string; query: string };
+  post(url: string, body: unknown, token?: string | null, headers?: Record<string, string>): Promise<LightMyRequestResponse>;
+  get(url: string, token?: string | null): Promise<LightMyRequestResponse>;
+  /** Past the start waits: both candidates report, in requests that count, never having seen a generation. */
+  settle(): Promise<void>;
+}
+
+export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober } = {}): Promise<Harness> {
+  const dir = opts.dir ?? t.testdir();
+  const config = fastConfig(dir, extra);
+  const clock = manualClock();
+  const prober = new FakeProber();
+  const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.prober ?? prober, processMetrics: false, hookBackoffMs: 20 });
+  const app = await rt.app();
+  t.teardown(() => rt.close());
+  const now = clock.now();
+  const tokens = {
+    admin: issueToken(rt.store, 'cloud-vm', 'admin', now),
+    mbp: issueToken(rt.store, 'mbp', 'member', now),
+    nodeb: issueToken(rt.store, 'node-b', 'member', now),
+    query: issueToken(rt.store, 'grafana', 'query', now),
+  };
+  const h: Harness = {
+    dir,
+    rt,
+    app,
+    clock,
+    prober,
+    tokens,
+    post: (url, body, token = tokens.admin, headers = {}) =>
+      app.inject({
+        method: 'POST',
+        url,
+        headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+        ...(body === undefined ? {} : { payload: typeof body === 'string' ? body : JSON.stringify(body) }),
+      }),
+    get: (url, token = null) => app.inject({ method: 'GET', url, headers: token === null ? {} : { authorization: `Bearer ${token}` } }),
+    async settle() {
+      clock.advance(2 * config.requestTimeoutSeconds + 0.5);
+      await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0 }, tokens.mbp);
+      await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0 }, tokens.nodeb);
+    },
+  };
+  return h;
+}
