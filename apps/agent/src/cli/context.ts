@@ -1,0 +1,79 @@
+/**
+ * What the non-hot commands share: the validated config, tokens, the arbiter and the agent.
+ */
+import { join } from 'node:path';
+import { parseGeneration } from '@hq/lease-core';
+import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
+import { readSecure } from '../files.js';
+import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { readToken } from '../tokens.js';
+import { CliError, flagString, type Parsed } from './args.js';
+import { callAgent, type LocalResult } from './local.js';
+
+export type Resolved = AgentConfig & { readonly arbiterUrl: string };
+
+export function config(p: Parsed): AgentConfig {
+  return loadConfig(flagString(p, 'config'));
+}
+
+export function network(p: Parsed): Promise<Resolved> {
+  return resolveNetwork(config(p));
+}
+
+export async function memberToken(c: AgentConfig): Promise<string> {
+  const t = await readToken(c.tokenFile);
+  if (!t.ok) throw new CliError(2, `${t.problem} (the member token, tokenFile)`);
+  return t.token;
+}
+
+export async function adminToken(c: AgentConfig, p: Parsed): Promise<string> {
+  const env = process.env['HQ_ADMIN_TOKEN'];
+  if (env !== undefined && env !== '') return env.replace(/\r?\n$/, '');
+  const file = flagString(p, 'token-file') ?? join(c.stateDir, 'admin-token');
+  const t = await readToken(file);
+  if (!t.ok) throw new CliError(2, `${t.problem} (the admin token: set $HQ_ADMIN_TOKEN or pass --token-file)`);
+  return t.token;
+}
+
+export function arbiter(c: Resolved, method: 'GET' | 'POST' | 'PUT', path: string, body: unknown, token: string | null): Promise<HttpResult> {
+  return requestJson({ method, url: joinUrl(c.arbiterUrl, path), body, token, timeoutSeconds: c.requestTimeoutSeconds });
+}
+
+export function agent(c: AgentConfig, method: 'GET' | 'POST', path: string, timeoutSeconds?: number): Promise<LocalResult> {
+  return callAgent(c.socketPath, method, path, timeoutSeconds ?? c.requestTimeoutSeconds);
+}
+
+/**
+ * The highest generation this host has seen: the running agent's, else `seen-generation`.
+ * A refused (insecure or corrupt) file is an error: acting on a guess could lower the floor.
+ */
+export async function seenGeneration(c: AgentConfig): Promise<{ generation: number; source: 'agent' | 'file' | 'none' }> {
+  const r = await agent(c, 'GET', '/v1/seen', 2);
+  if (r.kind === 'answer' && r.status === 200) {
+    const g = (r.body as { generation?: unknown } | null)?.generation;
+    if (typeof g === 'number' && Number.isSafeInteger(g) && g >= 0) return { generation: g, source: 'agent' };
+  }
+  const f = await readSecure(join(c.stateDir, 'seen-generation'));
+  if (f.kind === 'missing') return { generation: 0, source: 'none' };
+  if (f.kind === 'refused') throw new CliError(2, `${join(c.stateDir, 'seen-generation')} ${f.problem}; refusing to guess the seen generation`);
+  const g = parseGeneration(f.text);
+  if (g === null) throw new CliError(2, `${join(c.stateDir, 'seen-generation')} is not a generation; refusing to guess the seen generation`);
+  return { generation: g, source: 'file' };
+}
+
+/** The exit code and one line for an arbiter answer that is not a 200. */
+export function failure(r: HttpResult, what: string): { code: number; line: string } {
+  if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter is unreachable (${r.problem})` };
+  const b = r.body as { error?: unknown; message?: unknown; reason?: unknown } | null;
+  const detail = [b?.reason, b?.error, b?.message].filter((x) => typeof x === 'string').join(': ');
+  if (r.status >= 500) return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
+  return { code: 1, line: `${what}: refused (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
+}
+
+export function out(json: boolean, value: unknown, text: string): void {
+  process.stdout.write(json ? `${JSON.stringify(value)}\n` : text.endsWith('\n') ? text : `${text}\n`);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

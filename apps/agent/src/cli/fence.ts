@@ -1,0 +1,82 @@
+/**
+ * `hq fence check` and `hq fence run`: the hot path. Only node built-ins and the light config
+ * reader are loaded; the agent (which validated the config at its start) decides the role.
+ * When the agent does not answer, the full config is validated so a bad config or an
+ * unknown role still exits 2, and the answer is "skip".
+ */
+import { lightPaths } from '../config-file.js';
+import { superviseFence, CHECK_TIMEOUT_SECONDS, type CheckResult } from '../fence-run.js';
+import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
+import { callAgent, isFenceAnswer } from './local.js';
+
+function logLine(event: string, data: { [k: string]: unknown }): void {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'hq.fence', event, ...data })}\n`);
+}
+
+async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<CheckResult> {
+  const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
+  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.status === 400) {
+    const b = r.body as { message?: unknown } | null;
+    return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
+  }
+  if (r.status !== 200 || !isFenceAnswer(r.body)) return { kind: 'down', problem: `the agent answered HTTP ${r.status}` };
+  return { kind: 'answer', fence: r.body };
+}
+
+/** The agent is down: validate the config fully (exit 2 when bad) and the role against it. */
+async function checkOffline(configPath: string | undefined, role: string): Promise<void> {
+  const { loadConfig } = await import('../config.js');
+  const config = loadConfig(configPath);
+  if (!config.roles.includes(role)) throw new CliError(2, `unknown role "${role}": not one of ${config.roles.join(', ')}`);
+}
+
+export async function fenceCheck(p: Parsed): Promise<number> {
+  const role = flagString(p, 'role') as string;
+  const configPath = flagString(p, 'config');
+  const json = flagBool(p, 'json');
+  const paths = lightPaths(configPath);
+  const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
+  if (r.kind === 'bad-role') throw new CliError(2, r.message);
+  if (r.kind === 'down') {
+    await checkOffline(configPath, role);
+    if (json) {
+      process.stdout.write(`${JSON.stringify({ run: false, reason: 'agent-unreachable', generation: null, holder: null, role, validForSeconds: null })}\n`);
+    }
+    process.stderr.write(`hq: skip: ${r.problem}; nothing runs without the agent\n`);
+    return 1;
+  }
+  const f = r.fence;
+  if (json) process.stdout.write(`${JSON.stringify(f)}\n`);
+  else {
+    const valid = f.run && f.validForSeconds !== null ? `, valid for ${Math.max(0, f.validForSeconds).toFixed(1)} s` : '';
+    process.stdout.write(`${f.run ? 'run' : 'skip'}: ${f.reason} (role ${f.role}, generation ${f.generation}, holder ${f.holder ?? 'none'}${valid})\n`);
+  }
+  return f.run ? 0 : 1;
+}
+
+export async function fenceRun(p: Parsed): Promise<number> {
+  const role = flagString(p, 'role') as string;
+  const configPath = flagString(p, 'config');
+  const recheck = flagNumber(p, 'recheck') ?? 30;
+  const grace = flagNumber(p, 'grace') ?? 5;
+  const skipExit = flagNumber(p, 'skip-exit') ?? 0;
+  if (recheck <= 0) throw new CliError(2, 'hq fence run: --recheck must be above 0');
+  if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, 'hq fence run: --skip-exit must be an integer from 0 to 255');
+  const paths = lightPaths(configPath);
+  let first = true;
+  const check = async (): Promise<CheckResult> => {
+    const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
+    const wasFirst = first;
+    first = false;
+    const r = await ask(paths.socketPath, role, timeout);
+    if (r.kind === 'down' && wasFirst) await checkOffline(configPath, role);
+    return r;
+  };
+  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, log: logLine });
+  if (code === -2) {
+    const again = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
+    throw new CliError(2, again.kind === 'bad-role' ? again.message : `unknown role "${role}"`);
+  }
+  return code;
+}

@@ -1,0 +1,258 @@
+/**
+ * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
+ * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
+ */
+import { checkTiming, isHost } from '@hq/lease-core';
+import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
+import { adminToken, agent, arbiter, failure, memberToken, network, out, seenGeneration, sleep, type Resolved } from './context.js';
+
+function fmtAge(s: number): string {
+  if (!Number.isFinite(s)) return '?';
+  if (Math.abs(s) < 120) return `${s.toFixed(1)} s`;
+  if (Math.abs(s) < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+interface View {
+  target: string;
+  reachable: boolean;
+  ping: boolean;
+  health: boolean;
+  at: number;
+}
+
+function failoverOf(c: Resolved, ttlSeconds: number): { failoverSeconds: number | null; lockDelaySeconds: number | null; note: string } {
+  const t = checkTiming({
+    ttlSeconds,
+    heartbeatSeconds: c.heartbeatSeconds,
+    checkSeconds: c.heartbeatSeconds,
+    viewFreshSeconds: Math.max(c.heartbeatSeconds, ttlSeconds),
+    probeTimeoutSeconds: Math.min(c.probeTimeoutSeconds, c.heartbeatSeconds / 2),
+    refreshSeconds: c.refreshSeconds,
+    safetyMarginSeconds: c.safetyMarginSeconds,
+    promoteAfterChecks: 2,
+  });
+  const note = `assumes promoteAfterChecks 2 and arbiter checks as often as heartbeats (${c.heartbeatSeconds} s)`;
+  return t.ok ? { failoverSeconds: t.failoverSeconds, lockDelaySeconds: t.lockDelaySeconds, note } : { failoverSeconds: null, lockDelaySeconds: null, note: t.message };
+}
+
+export async function leaseStatus(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await memberToken(c).catch(() => null);
+  const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
+  if (r.kind !== 'answer' || r.status !== 200) {
+    const f = failure(r, 'lease status');
+    process.stderr.write(`hq: ${f.line}\n`);
+    return f.code;
+  }
+  const rec = r.body as {
+    holder: string | null;
+    generation: number;
+    revision: number;
+    ttlSeconds: number;
+    expiresAt: number | null;
+    expired: boolean;
+    released?: boolean;
+    notBefore: number | null;
+    views: { [observer: string]: View };
+    dualUnreachableStreak: number;
+    maintenance?: boolean;
+    floorPending?: boolean;
+    promotedFrom: string | null;
+    now: number;
+  };
+  const now = rec.now;
+  const validFor = rec.expiresAt === null || rec.expired ? 0 : Math.max(0, rec.expiresAt - now);
+  const lockDelay = rec.notBefore === null ? 0 : Math.max(0, rec.notBefore - now);
+  const views = Object.entries(rec.views ?? {}).map(([observer, v]) => ({ observer, ...v, ageSeconds: now - v.at }));
+  const fo = failoverOf(c, rec.ttlSeconds);
+  if (flagBool(p, 'json')) {
+    out(true, { lease: rec, validForSeconds: validFor, lockDelayLeftSeconds: lockDelay, views, maintenance: rec.maintenance ?? false, ...fo }, '');
+    return 0;
+  }
+  const lines = [
+    `holder       ${rec.holder ?? 'none'}`,
+    `generation   ${rec.generation} (revision ${rec.revision})`,
+    `validity     ${rec.released === true ? 'released' : rec.expired ? 'expired' : `${fmtAge(validFor)} left`} (ttl ${rec.ttlSeconds} s)`,
+    `lock-delay   ${rec.floorPending === true ? 'pending until every candidate reported its seen generation' : lockDelay > 0 ? `${fmtAge(lockDelay)} left` : 'none'}`,
+    `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
+    `streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)${rec.promotedFrom !== null ? `, promoted from ${rec.promotedFrom}` : ''}`,
+    'views',
+    ...(views.length === 0
+      ? ['  (none)']
+      : views.map(
+          (v) => `  ${v.observer} → ${v.target}: ${v.reachable ? 'reachable' : 'unreachable'} (ping ${v.ping ? 'ok' : 'no'}, health ${v.health ? 'ok' : 'no'}), ${fmtAge(v.ageSeconds)} ago`,
+        )),
+    `failover     worst case ${fo.failoverSeconds === null ? 'unknown' : fmtAge(fo.failoverSeconds)} (lock-delay ${fo.lockDelaySeconds === null ? '?' : fmtAge(fo.lockDelaySeconds)}; ${fo.note})`,
+  ];
+  out(false, null, lines.join('\n'));
+  return 0;
+}
+
+async function pokeAgent(c: Resolved): Promise<void> {
+  await agent(c, 'POST', '/v1/heartbeat', c.requestTimeoutSeconds + 1);
+}
+
+export async function leaseAcquire(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await memberToken(c);
+  const wait = flagNumber(p, 'wait') ?? 0;
+  const deadline = Date.now() + wait * 1000;
+  const json = flagBool(p, 'json');
+  for (;;) {
+    const seen = await seenGeneration(c);
+    const r = await arbiter(c, 'POST', '/v1/lease/acquire', { host: c.hostName, seenGeneration: seen.generation }, token);
+    if (r.kind === 'answer' && r.status === 200) {
+      await pokeAgent(c);
+      const lease = (r.body as { lease?: { generation?: number; notBefore?: number | null; now?: number } } | null)?.lease;
+      out(json, r.body, `acquired: ${c.hostName} holds generation ${lease?.generation ?? '?'}`);
+      return 0;
+    }
+    const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
+    if (!retryable || Date.now() + 1000 > deadline) {
+      const f = failure(r, 'lease acquire');
+      if (json && r.kind === 'answer') out(true, r.body, '');
+      process.stderr.write(`hq: ${f.line}\n`);
+      return f.code;
+    }
+    await sleep(1000);
+  }
+}
+
+export async function leaseRenew(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await memberToken(c);
+  const seen = await seenGeneration(c);
+  const r = await arbiter(c, 'POST', '/v1/lease/renew', { host: c.hostName, generation: seen.generation }, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    await pokeAgent(c);
+    out(flagBool(p, 'json'), r.body, `renewed: ${c.hostName} at generation ${seen.generation}`);
+    return 0;
+  }
+  const f = failure(r, 'lease renew');
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  process.stderr.write(`hq: ${f.line}\n`);
+  return f.code;
+}
+
+export async function leaseRelease(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await memberToken(c);
+  const handoverTo = flagString(p, 'handover-to');
+  if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
+  // 1. Step down locally first: nothing of this generation runs past this point.
+  const down = await agent(c, 'POST', '/v1/step-down');
+  const agentUp = down.kind === 'answer' && down.status === 200;
+  let generation: number | undefined;
+  if (agentUp) {
+    const st = await agent(c, 'GET', '/v1/status');
+    if (st.kind === 'answer' && st.status === 200) {
+      const s = st.body as { holder?: unknown; generation?: unknown };
+      if (s.holder === c.hostName && typeof s.generation === 'number' && s.generation > 0) generation = s.generation;
+    }
+  }
+  // 2. Then release (or hand over) at the arbiter.
+  const body: { [k: string]: unknown } = { host: c.hostName };
+  if (generation !== undefined) body['generation'] = generation;
+  if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    if (agentUp) await pokeAgent(c);
+    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : `released by ${c.hostName}`);
+    return 0;
+  }
+  // 3. Refused or unknown: undo the local step-down (the lease is still ours).
+  if (agentUp) await agent(c, 'POST', '/v1/resume');
+  const f = failure(r, 'lease release');
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  process.stderr.write(`hq: ${f.line}\n`);
+  return f.code;
+}
+
+interface EventRow {
+  id: number;
+  at: number;
+  category: string;
+  event: string;
+  host: string | null;
+  data: unknown;
+}
+
+export async function events(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await memberToken(c).catch(() => null);
+  const follow = flagBool(p, 'follow');
+  const json = flagBool(p, 'json');
+  let after = flagNumber(p, 'after') ?? 0;
+  let stop = false;
+  if (follow) {
+    process.once('SIGINT', () => (stop = true));
+    process.once('SIGTERM', () => (stop = true));
+  }
+  let first = true;
+  const all: EventRow[] = [];
+  while (!stop) {
+    const r = await arbiter(c, 'GET', `/v1/events?after=${after}&limit=1000`, undefined, token);
+    if (r.kind !== 'answer' || r.status !== 200) {
+      const f = failure(r, 'events');
+      if (!follow || first) {
+        process.stderr.write(`hq: ${f.line}\n`);
+        return f.code === 1 ? 1 : 3;
+      }
+      process.stderr.write(`hq: ${f.line}; retrying\n`);
+      await sleep(1000);
+      continue;
+    }
+    first = false;
+    const rows = ((r.body as { events?: EventRow[] } | null)?.events ?? []) as EventRow[];
+    for (const e of rows) {
+      after = Math.max(after, e.id);
+      if (json && !follow) all.push(e);
+      else if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
+      else {
+        process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
+      }
+    }
+    if (!follow) {
+      if (rows.length === 1000) continue;
+      if (json) out(true, { events: all }, '');
+      return 0;
+    }
+    if (rows.length < 1000) await sleep(1000);
+  }
+  return 0;
+}
+
+export async function maintenance(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const token = await adminToken(c, p);
+  const enabled = p.positionals[0] === 'on';
+  const reason = flagString(p, 'reason');
+  const body: { [k: string]: unknown } = { enabled };
+  if (reason !== undefined) body['reason'] = reason;
+  const r = await arbiter(c, 'PUT', '/v1/maintenance', body, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    out(flagBool(p, 'json'), r.body, `maintenance ${enabled ? 'on' : 'off'}`);
+    return 0;
+  }
+  const f = failure(r, 'maintenance');
+  process.stderr.write(`hq: ${f.line}\n`);
+  return f.code;
+}
+
+export async function failover(p: Parsed): Promise<number> {
+  const c = await network(p);
+  const to = flagString(p, 'to') as string;
+  if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
+  const token = await adminToken(c, p);
+  const r = await arbiter(c, 'POST', '/v1/lease/transfer', { to }, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    const lease = (r.body as { lease?: { generation?: number } } | null)?.lease;
+    out(flagBool(p, 'json'), r.body, `transferred to ${to} at generation ${lease?.generation ?? '?'}`);
+    return 0;
+  }
+  const f = failure(r, 'failover');
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  process.stderr.write(`hq: ${f.line}\n`);
+  return f.code;
+}

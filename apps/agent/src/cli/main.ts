@@ -1,0 +1,261 @@
+/**
+ * `hq` — the command table (SPEC §5). Each command's code is imported only when it runs, so
+ * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
+ */
+import { CONFIG_FLAG, JSON_FLAG, CliError, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
+
+export interface Command {
+  readonly spec: CommandSpec;
+  readonly load: () => Promise<(p: Parsed) => Promise<number>>;
+}
+
+const ARBITER_EXITS = '0 ok, 1 refused, 2 usage or config error, 3 arbiter unreachable.';
+
+const WAIT_FLAG = {
+  name: 'wait',
+  kind: 'number' as const,
+  value: 'S',
+  help: 'Keeps retrying for up to S seconds until the lease is granted (refusals and an unreachable arbiter are retried once a second). Default: 0, one attempt.',
+};
+
+export const COMMANDS: readonly Command[] = [
+  {
+    spec: {
+      name: 'lease status',
+      summary:
+        "Prints the arbiter's lease record: holder, generation, validity left, each observer's view with its age, the maintenance flag, and the worst-case failover time the settings imply.",
+      flags: [CONFIG_FLAG, JSON_FLAG],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).leaseStatus,
+  },
+  {
+    spec: {
+      name: 'lease acquire',
+      summary:
+        "Asks the arbiter for the lease for this host, sending the host's seen generation. The first lease is always taken this way; agents never acquire on their own.",
+      flags: [CONFIG_FLAG, WAIT_FLAG, JSON_FLAG],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).leaseAcquire,
+  },
+  {
+    spec: {
+      name: 'lease renew',
+      summary: 'Renews the lease held by this host at its seen generation, then pokes the local agent to heartbeat.',
+      flags: [CONFIG_FLAG, JSON_FLAG],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).leaseRenew,
+  },
+  {
+    spec: {
+      name: 'lease release',
+      summary:
+        'Steps the local agent down (nothing of this generation runs any more), then releases the lease at the arbiter, or hands it over to another candidate. A refused release resumes the agent.',
+      flags: [
+        CONFIG_FLAG,
+        {
+          name: 'handover-to',
+          kind: 'string',
+          value: 'H',
+          help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). Default: none, the lease is only released.',
+        },
+        JSON_FLAG,
+      ],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).leaseRelease,
+  },
+  {
+    spec: {
+      name: 'events',
+      summary: "Prints the arbiter's event log (oldest first).",
+      flags: [
+        CONFIG_FLAG,
+        { name: 'follow', kind: 'boolean', help: 'Keeps polling for new events once a second until interrupted. Default: off, print and exit.' },
+        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning.' },
+        JSON_FLAG,
+      ],
+      exits: '0 ok, 2 usage or config error, 3 arbiter unreachable.',
+    },
+    load: async () => (await import('./lease.js')).events,
+  },
+  {
+    spec: {
+      name: 'maintenance',
+      summary: 'Turns maintenance on or off (admin token): while it is on, arbiter checks record views but never promote.',
+      positionals: [{ name: 'on|off', help: 'Whether maintenance is on.', choices: ['on', 'off'] }],
+      flags: [
+        CONFIG_FLAG,
+        { name: 'reason', kind: 'string', value: 'T', help: 'A short reason stored with the flag and shown in the events. Default: none.' },
+        {
+          name: 'token-file',
+          kind: 'string',
+          value: 'F',
+          help: 'Reads the admin token from F when $HQ_ADMIN_TOKEN is not set. Default: {stateDir}/admin-token.',
+        },
+        JSON_FLAG,
+      ],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).maintenance,
+  },
+  {
+    spec: {
+      name: 'failover',
+      summary: 'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay.',
+      flags: [
+        CONFIG_FLAG,
+        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease. Required.', required: true },
+        {
+          name: 'token-file',
+          kind: 'string',
+          value: 'F',
+          help: 'Reads the admin token from F when $HQ_ADMIN_TOKEN is not set. Default: {stateDir}/admin-token.',
+        },
+        JSON_FLAG,
+      ],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).failover,
+  },
+  {
+    spec: {
+      name: 'heartbeat',
+      summary: 'Makes the local agent send one heartbeat now and prints its outcome.',
+      flags: [CONFIG_FLAG, JSON_FLAG],
+      exits: '0 the arbiter answered, 2 usage or config error, 3 the agent or the arbiter is unreachable.',
+    },
+    load: async () => (await import('./local-cmds.js')).heartbeat,
+  },
+  {
+    spec: {
+      name: 'fence check',
+      summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
+      flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
+      exits: '0 run, 1 skip (also when the agent is not running), 2 unknown role, usage or config error.',
+    },
+    load: async () => (await import('./fence.js')).fenceCheck,
+  },
+  {
+    spec: {
+      name: 'fence run',
+      summary:
+        'Runs CMD only while this host may run role R: CMD is executed directly (no shell) in its own process group with HQ_GENERATION, HQ_HOLDER and HQ_ROLE set; TERM, INT, HUP and QUIT are forwarded to it. The fence is re-checked periodically and before the validity ends; on loss CMD gets SIGTERM, then SIGKILL after the grace, both before the validity ends.',
+      flags: [
+        CONFIG_FLAG,
+        { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },
+        { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
+        { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
+        { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
+      ],
+      rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
+      exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
+    },
+    load: async () => (await import('./fence.js')).fenceRun,
+  },
+  {
+    spec: {
+      name: 'guard',
+      summary:
+        'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
+      flags: [
+        CONFIG_FLAG,
+        { name: 'command', kind: 'string', value: 'NAME', help: 'The ledger command about to write (logged with the decision). Required.', required: true },
+        { name: 'override', kind: 'boolean', help: 'Allows the write whatever the fence says, and logs a cli-override event. Default: off.' },
+        { name: 'write-root', kind: 'string', value: 'P', help: 'The directory the command writes to. Default: none (only the fence and the seen generation decide).' },
+        { name: 'instance-root', kind: 'string', value: 'I', help: 'The root of the instance the command runs in; required with --write-root.' },
+        { name: 'operational-root', kind: 'string', value: 'O', help: 'The root of the operational (live) instance; required with --write-root.' },
+        JSON_FLAG,
+      ],
+      exits: '0 allowed, 2 usage or config error, 4 refused.',
+    },
+    load: async () => (await import('./local-cmds.js')).guard,
+  },
+  {
+    spec: {
+      name: 'seen',
+      summary: 'Tells whether this host has ever seen a lease generation (from the agent, else from seen-generation in the state directory).',
+      flags: [CONFIG_FLAG, JSON_FLAG],
+      exits: '0 seen, 2 usage or config error, 3 never seen.',
+    },
+    load: async () => (await import('./local-cmds.js')).seen,
+  },
+  {
+    spec: {
+      name: 'host set',
+      summary: 'Writes NAME to {stateDir}/host (validated, atomic, mode 0600): the host name the agent uses when hostName is not configured.',
+      positionals: [{ name: 'NAME', help: 'The host name, ^[a-z0-9][a-z0-9-]{0,31}$.' }],
+      flags: [CONFIG_FLAG],
+      exits: '0 written, 2 invalid name, usage or config error.',
+    },
+    load: async () => (await import('./local-cmds.js')).hostSet,
+  },
+  {
+    spec: {
+      name: 'primary',
+      summary:
+        "Asks every candidate's agent (/v1/primary) and the local agent who holds the lease and takes the highest generation, never one older than this host's seen generation.",
+      flags: [CONFIG_FLAG, JSON_FLAG],
+      exits: '0 known, 2 usage or config error, 3 no agent answered with a usable generation.',
+    },
+    load: async () => (await import('./local-cmds.js')).primary,
+  },
+];
+
+const TOP_HELP = `Usage: hq COMMAND [options]
+
+Commands:
+${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.)\s/)[0]}`).join('\n')}
+
+Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options.
+`;
+
+export async function main(argv: readonly string[]): Promise<number> {
+  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+    process.stdout.write(TOP_HELP);
+    return argv.length === 0 ? 2 : 0;
+  }
+  const two = argv.slice(0, 2).join(' ');
+  let cmd = COMMANDS.find((c) => c.spec.name === two);
+  let rest = argv.slice(2);
+  if (cmd === undefined) {
+    cmd = COMMANDS.find((c) => c.spec.name === argv[0]);
+    rest = argv.slice(1);
+  }
+  if (cmd === undefined) {
+    const group = COMMANDS.filter((c) => c.spec.name.startsWith(`${argv[0]} `));
+    if (group.length > 0) {
+      if (argv[1] === undefined || argv[1] === '--help') {
+        process.stdout.write(`Usage: ${group.map((g) => `hq ${g.spec.name}`).join(' | ')}\n`);
+        return argv[1] === '--help' ? 0 : 2;
+      }
+      process.stderr.write(`hq: unknown command "${argv[0]} ${argv[1]}" (one of: ${group.map((g) => g.spec.name).join(', ')})\n`);
+      return 2;
+    }
+    process.stderr.write(`hq: unknown command "${argv[0]}" (see hq --help)\n`);
+    return 2;
+  }
+  try {
+    const parsed = parseArgs(cmd.spec, rest);
+    if (parsed.help) {
+      process.stdout.write(helpText(cmd.spec));
+      return 0;
+    }
+    const run = await cmd.load();
+    return await run(parsed);
+  } catch (err) {
+    if (err instanceof CliError) {
+      process.stderr.write(`hq: ${err.message}\n`);
+      return err.exitCode;
+    }
+    const e = err as { name?: string; message?: string };
+    if (e.name === 'ConfigError') {
+      process.stderr.write(`hq: ${e.message ?? 'invalid config'}\n`);
+      return 2;
+    }
+    process.stderr.write(`hq: ${e.message ?? String(err)}\n`);
+    return 1;
+  }
+}
