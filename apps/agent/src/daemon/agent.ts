@@ -396,9 +396,11 @@ export class Agent {
     if (res.kind === 'unreachable') {
       outcome = 'unreachable';
       problem = res.problem;
+      const wasOk = this.state.arbiterOk;
       await this.commit((s) => onArbiterFailure(s));
       askPeers = true;
-      this.opts.log.warn({ category: 'hq.lease', event: 'arbiter-unreachable', via, problem }, 'arbiter unreachable');
+      // lease-core logs the transition (arbiter-unreachable); repeats go to debug.
+      (wasOk ? this.opts.log.warn : this.opts.log.debug).call(this.opts.log, { category: 'hq.lease', via, problem }, 'arbiter request failed');
     } else if (res.status !== 200) {
       status = res.status;
       const b = res.body as { error?: unknown; message?: unknown } | null;
