@@ -1,0 +1,521 @@
+import t from 'tap';
+import {
+  DEFAULT_ROLES,
+  NEVER_FAIL_OPEN,
+  elapsed,
+  fence,
+  initialAgent,
+  isFailOpen,
+  onArbiterAnswer,
+  onArbiterFailure,
+  onConfirmRequest,
+  onPeerResults,
+  persisted,
+  resume,
+  settle,
+  stepDown,
+} from '../../packages/lease-core/src/index.js';
+import type { AgentSettings, AgentState, ArbiterAnswer, FenceReason, Grant, Persisted, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
+
+// ttl 6, margin 1: a grant is valid for 5 s from its send stamp; requests time out after 1 s.
+const A: AgentSettings = { host: 'mbp', safetyMarginSeconds: 1, ttlSeconds: 6, requestTimeoutSeconds: 1, failOpenRoles: ['telegram-poller', NEVER_FAIL_OPEN] };
+const B: AgentSettings = { ...A, host: 'node-b' };
+const W = 1_700_000_000; // wall = mono + W unless a test moves a clock
+const at = (mono: number, wall: number = mono + W): Stamp => ({ mono, wall });
+
+// Arbiter times are on another clock entirely: the agent only uses differences of one answer.
+const T = 5000;
+function rec(patch: Partial<RecordSummary> = {}): RecordSummary {
+  return { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, expired: false, released: false, notBefore: T, floorPending: false, now: T, ...patch };
+}
+const confirming = (patch: Partial<RecordSummary> = {}, hold: number | null = null): ArbiterAnswer => ({ record: rec(patch), confirms: true, hold });
+const telling = (patch: Partial<RecordSummary> = {}): ArbiterAnswer => ({ record: rec(patch), confirms: false, hold: null });
+
+const fresh = (settings: AgentSettings = A, seen = 0, p: Persisted | null = null): AgentState => initialAgent(settings, at(0), seen, p);
+
+/** mbp after one confirming answer sent at mono 10 and received at 10.2: valid until 15 (send + 5). */
+function holding(patch: Partial<RecordSummary> = {}, settings: AgentSettings = A): AgentState {
+  return onArbiterAnswer(fresh(settings), confirming(patch), at(10), at(10.2), settings).state;
+}
+
+const decide = (s: AgentState, now: Stamp, role = 'cron', settings: AgentSettings = A) => fence(s, role, now, settings);
+const reason = (s: AgentState, now: Stamp, role = 'cron', settings: AgentSettings = A): [boolean, FenceReason] => {
+  const d = decide(s, now, role, settings);
+  return [d.run, d.reason];
+};
+
+// ---------------------------------------------------------------------------------------
+
+t.test('elapsed is the larger of the two clocks (A1)', async (t) => {
+  const cases: ReadonlyArray<readonly [string, Stamp, Stamp, number]> = [
+    ['both clocks agree', at(0), at(3), 3],
+    ['a sleep (mono frozen) counts the wall', at(0), at(0.5, W + 100), 100],
+    ['a backward wall jump counts the mono', at(0), at(3, W - 50), 3],
+    ['a forward wall jump counts the wall', at(0), at(1, W + 60), 60],
+  ];
+  for (const [name, from, to, expected] of cases) t.equal(elapsed(from, to), expected, name);
+});
+
+t.test('roles: ledger-cli is never fail-open, the defaults are SPEC §3', async (t) => {
+  t.equal(NEVER_FAIL_OPEN, 'ledger-cli', 'the never fail-open role');
+  t.same([...DEFAULT_ROLES], ['telegram-poller', 'cron', 'seat-loop', 'release-run', 'conatus', 'git-push', 'ledger-cli'], 'default roles');
+  t.ok(Object.isFrozen(DEFAULT_ROLES), 'frozen');
+  t.equal(isFailOpen(A, 'telegram-poller'), true, 'a listed role is fail-open');
+  t.equal(isFailOpen(A, 'ledger-cli'), false, 'ledger-cli is not, even when listed');
+  t.equal(isFailOpen(A, 'cron'), false, 'an unlisted role is not');
+});
+
+// ---------------------------------------------------------------------------------------
+// start
+
+t.test('initialAgent', async (t) => {
+  t.test('a clean start has no guard, no record and no validity (A5)', async (t) => {
+    const s = fresh(A, 4);
+    t.match(s, { host: 'mbp', seen: 4, known: null, current: null, pending: null, startGuardUntilMono: null, arbiterOk: false, stale: false, gave: null, steppedDown: 0 }, 'state');
+    t.equal(s.waitUntilMono, -Infinity, 'no wait');
+    t.same(reason(s, at(1)), [false, 'no-lease-after-seen'], 'a host that saw a generation says no-lease-after-seen');
+    t.same(reason(fresh(), at(1)), [false, 'no-lease'], 'a host that never saw one says no-lease');
+  });
+  const base: Persisted = { holder: 'mbp', generation: 7, confirmedAt: W, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false };
+  const guards: ReadonlyArray<readonly [string, Persisted | null, number | null]> = [
+    ['no local.json: no start guard', null, null],
+    ['local.json without flags: no start guard', base, null],
+    ['a confirmation on record guards ttl + margin after the start (S2.2)', { ...base, gaveConfirmation: { holder: 'node-b', generation: 7, at: W } }, 7],
+    ['a pending lock-delay on record guards ttl + margin after the start (S2.2)', { ...base, lockDelayPending: true }, 7],
+    ['a longer persisted ttl lengthens the guard', { ...base, lockDelayPending: true, ttlSeconds: 20 }, 21],
+    ['a shorter persisted ttl does not shorten it', { ...base, lockDelayPending: true, ttlSeconds: 0 }, 7],
+  ];
+  for (const [name, p, guard] of guards) {
+    t.test(name, async (t) => {
+      const s = initialAgent(A, at(100), 2, p);
+      t.equal(s.startGuardUntilMono, guard === null ? null : 100 + guard, 'start guard, on mono from the start');
+      t.equal(s.seen, p === null ? 2 : 7, 'the seen generation is the higher of the file and local.json (A3)');
+    });
+  }
+  t.test('with a start guard nothing runs before it ends, then the guard is dropped', async (t) => {
+    const s0 = initialAgent(A, at(0), 3, { ...base, generation: 3, lockDelayPending: true });
+    const s = onArbiterAnswer(s0, confirming(), at(1), at(1.1), A).state;
+    t.same(reason(s, at(2)), [false, 'lock-delay'], 'a fresh grant does not run during the guard');
+    t.same(reason(s, at(2), 'telegram-poller'), [false, 'lock-delay'], 'not even a fail-open role');
+    const later = onArbiterAnswer(s, confirming(), at(7), at(7.1), A).state;
+    t.same(reason(later, at(7.2)), [true, 'holder'], 'after ttl + margin it runs');
+    t.equal(settle(s, at(7)).startGuardUntilMono, null, 'settle drops the spent guard');
+    t.equal(persisted(s, at(2)).lockDelayPending, true, 'the guard is persisted as a pending lock-delay');
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// arbiter answers
+
+t.test('onArbiterAnswer', async (t) => {
+  t.test('a confirming answer starts a validity from the send time', async (t) => {
+    const step = onArbiterAnswer(fresh(), confirming(), at(10), at(10.2), A);
+    const g: Grant = { generation: 3, sent: at(10), seconds: 5, startMono: 10.2, source: 'arbiter' };
+    t.same(step.state.current, g, 'ttl − margin from the send stamp, starting at receipt');
+    t.same(step.state.known, { holder: 'mbp', generation: 3, expired: false, released: false, floorPending: false, ttlSeconds: 6 }, 'known');
+    t.equal(step.state.seen, 3, 'seen adopted');
+    t.same(step.events.map((e) => [e.event, e.data]), [['generation-adopted', { from: 0, to: 3, via: 'arbiter' }]], 'adoption event');
+    const d = decide(step.state, at(11));
+    t.same([d.run, d.reason, d.generation, d.holder, d.role], [true, 'holder', 3, 'mbp', 'cron'], 'runs as holder');
+    t.equal(d.validForSeconds, 4, 'validity left: 5 − 1');
+    t.same(reason(step.state, at(14.999)), [true, 'holder'], 'just before the end');
+    t.same(reason(step.state, at(15)), [false, 'no-quorum-expired'], 'at send + ttl − margin it stops');
+  });
+  t.test('an answer at the same generation does not repeat the adoption event', async (t) => {
+    const step = onArbiterAnswer(holding(), confirming(), at(11), at(11.1), A);
+    t.same(step.events, [], 'no event');
+    t.equal(step.state.current?.sent.mono, 11, 'the grant moves to the newer send time');
+  });
+  t.test('a late answer is ignored (after the request timeout)', async (t) => {
+    const s = holding();
+    const step = onArbiterAnswer(s, confirming({ generation: 9 }), at(11), at(12.01), A);
+    t.equal(step.state.seen, 3, 'nothing adopted');
+    t.equal(step.state.current, s.current, 'the grant is untouched');
+    t.equal(step.state.arbiterOk, false, 'the arbiter counts as unreachable');
+    t.same(step.events.map((e) => [e.event, e.data]), [['arbiter-unreachable', { reason: 'late-answer' }]], 'event');
+    t.same(reason(step.state, at(12.1)), [true, 'within-ttl'], 'the old validity keeps running as within-ttl');
+  });
+  t.test('an answer exactly at the timeout is accepted', async (t) => {
+    t.equal(onArbiterAnswer(fresh(), confirming(), at(10), at(11), A).state.current?.generation, 3, 'accepted');
+  });
+  t.test('lateness is measured with max(mono, wall): a forward wall jump makes an answer late', async (t) => {
+    const step = onArbiterAnswer(fresh(), confirming(), at(10), at(10.1, W + 30), A);
+    t.equal(step.state.current, null, 'ignored');
+  });
+  t.test('a record older than the seen generation is refused (stale-generation, A3)', async (t) => {
+    const s = holding();
+    const step = onArbiterAnswer({ ...s, seen: 5 }, confirming(), at(11), at(11.1), A);
+    t.match(step.state, { stale: true, arbiterOk: true, current: null, pending: null, seen: 5 }, 'refused, grants dropped, seen kept');
+    t.same(step.events.map((e) => [e.event, e.data]), [['stale-generation', { generation: 3, seen: 5 }]], 'event');
+    t.same(reason(step.state, at(11.2), 'telegram-poller'), [false, 'stale-generation'], 'nothing runs, not even fail-open');
+    const back = onArbiterAnswer(step.state, confirming({ generation: 6 }), at(12), at(12.1), A).state;
+    t.same([back.stale, back.seen], [false, 6], 'a newer record clears it');
+    t.same(reason(back, at(12.2)), [true, 'holder'], 'and runs');
+  });
+  t.test('a new tenure drops every grant: a new generation for the same holder', async (t) => {
+    const step = onArbiterAnswer(holding(), telling({ generation: 4 }), at(11), at(11.1), A);
+    t.equal(step.state.current, null, 'dropped');
+    t.equal(step.state.seen, 4, 'adopted');
+    t.same(reason(step.state, at(11.2)), [false, 'no-quorum-expired'], 'no validity for generation 4 yet');
+  });
+  t.test('another holder drops every grant', async (t) => {
+    const step = onArbiterAnswer(holding(), telling({ holder: 'node-b', generation: 4 }), at(11), at(11.1), A);
+    t.equal(step.state.current, null, 'dropped');
+    t.same(reason(step.state, at(11.2), 'telegram-poller'), [false, 'not-holder'], 'not-holder, and no fail-open for a standby');
+  });
+  t.test('the same tenure, not confirming, keeps the grant', async (t) => {
+    const step = onArbiterAnswer(holding(), telling({ expired: true }), at(11), at(11.1), A);
+    t.same(step.state.current?.sent, at(10), 'kept');
+    t.same(step.events.map((e) => e.event), ['expired-seen'], 'the expiry is told once');
+    t.same(onArbiterAnswer(step.state, telling({ expired: true }), at(12), at(12.1), A).events, [], 'not twice');
+  });
+  t.test('a released record drops the grant and confirms nothing', async (t) => {
+    const step = onArbiterAnswer(holding(), confirming({ released: true, expired: true }), at(11), at(11.1), A);
+    t.same([step.state.current, step.state.pending], [null, null], 'dropped');
+    t.same(step.events.map((e) => [e.event, e.data]), [['expired-seen', { generation: 3, released: true }]], 'event');
+    t.same(reason(step.state, at(11.2), 'telegram-poller'), [false, 'no-lease-after-seen'], 'released: no lease, no fail-open');
+  });
+  t.test('a released record at generation 0 says no-lease', async (t) => {
+    const s = onArbiterAnswer(fresh(), telling({ generation: 0, released: true, expired: true }), at(1), at(1.1), A).state;
+    t.same(reason(s, at(1.2)), [false, 'no-lease'], 'never seen');
+  });
+  t.test('a record without holder says no-lease, or no-lease-after-seen', async (t) => {
+    const none = onArbiterAnswer(fresh(), telling({ holder: null, generation: 0, notBefore: null }), at(1), at(1.1), A).state;
+    t.same(reason(none, at(1.2)), [false, 'no-lease'], 'never granted');
+    const after = onArbiterAnswer(fresh(A, 2), telling({ holder: null, generation: 2, expired: true }), at(1), at(1.1), A).state;
+    t.same(reason(after, at(1.2)), [false, 'no-lease-after-seen'], 'granted before');
+  });
+  t.test('a confirming answer for another holder grants nothing', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({ holder: 'node-b' }), at(1), at(1.1), A).state;
+    t.same([s.current, s.pending], [null, null], 'no grant');
+  });
+  t.test('lock-delay is notBefore − now measured on mono from receipt (A2)', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10.5), A).state;
+    t.equal(s.waitUntilMono, 13.5, 'receive + 3');
+    t.same(s.pending, { generation: 3, sent: at(10), seconds: 5, startMono: 13.5, source: 'arbiter' }, 'the grant waits');
+    t.equal(s.current, null, 'nothing runs now');
+    t.same(reason(s, at(13.4)), [false, 'lock-delay'], 'before the end of the lock-delay');
+    t.same(reason(s, at(13.4, W + 1000)), [false, 'lock-delay'], 'a forward wall jump does not end it early');
+    t.same(reason(s, at(13.5)), [true, 'holder'], 'then it runs on the pending grant');
+    t.equal(settle(s, at(13.5)).current, s.pending, 'settle folds the pending grant into current');
+    t.same(reason(s, at(13.6, W + 1000)), [false, 'no-quorum-expired'], 'after a forward jump the validity is spent');
+    t.same(reason(s, at(13.2), 'telegram-poller'), [false, 'lock-delay'], 'fail-open roles wait too');
+  });
+  t.test('a sleep lengthens the lock-delay (mono stops, the wait does not end)', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10.5), A).state;
+    t.same(reason(s, at(11, W + 500)), [false, 'lock-delay'], 'mono 11 after 500 s of wall: still waiting');
+  });
+  t.test('a notBefore in the past or missing means no wait', async (t) => {
+    t.equal(onArbiterAnswer(fresh(), confirming({ notBefore: T - 50 }), at(10), at(10.5), A).state.waitUntilMono, 10.5, 'past');
+    t.equal(onArbiterAnswer(fresh(), confirming({ notBefore: null }), at(10), at(10.5), A).state.waitUntilMono, 10.5, 'missing');
+  });
+  t.test('a lock-delay longer than the validity: the first grant is spent, a later renewal runs', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 7 }), at(10), at(10), A).state;
+    t.same(reason(s, at(17)), [false, 'no-quorum-expired'], 'at the end of the wait the first grant (valid until 15) is spent');
+    const r = onArbiterAnswer(s, confirming({ notBefore: T + 7, now: T + 6 }), at(16), at(16), A).state;
+    t.equal(r.waitUntilMono, 17, 'the wait never shortens within a tenure');
+    t.same(reason(r, at(16.5)), [false, 'lock-delay'], 'still waiting');
+    t.same(reason(r, at(17)), [true, 'holder'], 'runs at the end of the wait');
+  });
+  t.test('floorPending is an infinite wait (S2.4)', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({ floorPending: true, generation: 1 }), at(10), at(10.1), A).state;
+    t.equal(s.waitUntilMono, Infinity, 'infinite');
+    t.equal(s.pending?.startMono, Infinity, 'the grant never starts');
+    t.same(reason(s, at(1e9)), [false, 'lock-delay'], 'lock-delay however long');
+    t.equal(persisted(s, at(11)).lockDelayPending, true, 'persisted as a pending lock-delay');
+    const done = onArbiterAnswer(s, confirming({ generation: 1, notBefore: T + 2 }), at(20), at(20.1), A).state;
+    t.equal(done.waitUntilMono, 22.1, 'a complete floor at the same tenure waits for its own notBefore only');
+    t.same(reason(done, at(22.2)), [true, 'holder'], 'then runs');
+    const raised = onArbiterAnswer(s, confirming({ generation: 6 }), at(20), at(20.1), A).state;
+    t.same([raised.seen, raised.known?.generation], [6, 6], 'the raised generation is adopted once final');
+    t.same(reason(raised, at(20.2)), [true, 'holder'], 'and runs');
+  });
+  t.test('a floor-pending record cannot end a known lock-delay', async (t) => {
+    const s = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
+    const pending = onArbiterAnswer(s, telling({ floorPending: true }), at(11), at(11), A).state;
+    t.equal(pending.waitUntilMono, Infinity, 'the wait becomes infinite');
+  });
+  t.test('a hold while running keeps current and parks the renewal (S2.3)', async (t) => {
+    const s = holding();
+    const step = onArbiterAnswer(s, confirming({}, T + 8), at(12), at(12.1), A);
+    t.same(step.state.current, s.current, 'the running grant is kept');
+    t.same(step.state.pending, { generation: 3, sent: at(12), seconds: 5, startMono: 20.1, source: 'arbiter' }, 'the renewal waits for the hold');
+    t.same(reason(step.state, at(14)), [true, 'holder'], 'runs on what it has');
+    t.same(reason(step.state, at(15.5)), [false, 'lock-delay'], 'after the old validity, before the hold ends: waiting');
+    t.same(reason(step.state, at(20.1)), [false, 'no-quorum-expired'], 'at the end of the hold the parked grant (until 17) is spent');
+    t.equal(persisted(step.state, at(14)).lockDelayPending, true, 'a parked grant is persisted as pending');
+    t.equal(persisted(step.state, at(14)).confirmedAt, W + 12, 'confirmedAt is the latest send');
+  });
+  t.test('a hold when not running parks the grant alone', async (t) => {
+    const s = onArbiterAnswer(fresh(), confirming({}, T + 2), at(10), at(10.1), A).state;
+    t.same([s.current, s.pending?.startMono], [null, 12.1], 'parked');
+    t.same(reason(s, at(12.1)), [true, 'holder'], 'runs when the hold ends');
+  });
+  t.test('a hold in the past does not wait', async (t) => {
+    t.equal(onArbiterAnswer(fresh(), confirming({}, T - 5), at(10), at(10.1), A).state.current?.startMono, 10.1, 'immediate');
+  });
+  t.test('a grant with a lock-delay after an expired grant replaces it', async (t) => {
+    const s = holding();
+    const step = onArbiterAnswer(s, confirming({ notBefore: T + 3 }), at(16), at(16), A);
+    t.same([step.state.current, step.state.pending?.startMono], [null, 19], 'the spent current is dropped');
+  });
+});
+
+t.test('onArbiterFailure marks the arbiter unreachable, told once', async (t) => {
+  const s = holding();
+  const one = onArbiterFailure(s);
+  t.equal(one.state.arbiterOk, false, 'unreachable');
+  t.same(one.events.map((e) => e.event), ['arbiter-unreachable'], 'told');
+  t.same(onArbiterFailure(one.state).events, [], 'not twice');
+  t.same(reason(one.state, at(12)), [true, 'within-ttl'], 'the validity keeps running as within-ttl');
+  t.same(reason(one.state, at(15)), [false, 'no-quorum-expired'], 'until it ends');
+  t.same(reason(one.state, at(15), 'telegram-poller'), [true, 'fail-open'], 'then fail-open roles of the last holder run');
+  t.same(reason(one.state, at(15), 'ledger-cli'), [false, 'no-quorum-expired'], 'ledger-cli never fails open, even when listed');
+  t.equal(decide(one.state, at(15), 'telegram-poller').validForSeconds, null, 'fail-open has no bound');
+});
+
+// ---------------------------------------------------------------------------------------
+// peer confirmation
+
+/** node-b as a standby that knows mbp holds generation 3. */
+function standby(patch: Partial<RecordSummary> = {}): AgentState {
+  return onArbiterAnswer(fresh(B), telling(patch), at(10), at(10.1), B).state;
+}
+
+t.test('onConfirmRequest', async (t) => {
+  const refusals: ReadonlyArray<readonly [string, AgentState, { host: string; generation: number }, string, number]> = [
+    ['a request for itself is refused', standby(), { host: 'node-b', generation: 3 }, 'self', 3],
+    ['a generation below the seen one is refused and the higher one is told', { ...standby(), seen: 5 }, { host: 'mbp', generation: 3 }, 'higher-generation', 5],
+    ['another holder at the known generation is refused', standby(), { host: 'node-c', generation: 3 }, 'other-holder', 3],
+    ['another holder below the known generation is refused as higher-generation', standby(), { host: 'node-c', generation: 2 }, 'higher-generation', 3],
+    [
+      'an agent running as holder refuses a newer holder while its grant runs',
+      onArbiterAnswer(fresh(B), confirming({ holder: 'node-b', generation: 4 }), at(10), at(10.1), B).state,
+      { host: 'mbp', generation: 5 },
+      'holding',
+      4,
+    ],
+  ];
+  for (const [name, s, req, why, generation] of refusals) {
+    t.test(name, async (t) => {
+      const step = onConfirmRequest(s, req, at(11), B);
+      t.same(step.answer, { confirmed: false, generation, reason: why }, 'answer');
+      t.equal(step.state.gave, null, 'nothing given');
+      t.same(step.events.map((e) => [e.event, e.data.reason]), [['confirmation-refused', why]], 'event');
+    });
+  }
+  t.test('confirmed: the standby records it and waits ttl + margin before running itself (A4)', async (t) => {
+    const step = onConfirmRequest(standby(), { host: 'mbp', generation: 3 }, at(11), B);
+    t.same(step.answer, { confirmed: true, generation: 3, reason: 'confirmed' }, 'answer');
+    t.same(step.state.gave, { holder: 'mbp', generation: 3, at: at(11), untilMono: 18 }, 'gave: until receive + ttl + margin on mono');
+    t.same(step.events.map((e) => e.event), ['confirmation-given'], 'event');
+    t.same(persisted(step.state, at(11)).gaveConfirmation, { holder: 'mbp', generation: 3, at: W + 11 }, 'persisted before answering');
+    // The arbiter promotes node-b at once: its own wait still holds.
+    const promoted = onArbiterAnswer(step.state, { record: rec({ holder: 'node-b', generation: 4 }), confirms: true, hold: null }, at(12), at(12.1), B).state;
+    t.ok(promoted.current !== null, 'the promotion is granted');
+    t.same(reason(promoted, at(17.9), 'cron', B), [false, 'lock-delay'], 'but does not run before the confirmation validity has passed');
+    t.same(reason(promoted, at(17.9, W + 100), 'cron', B), [false, 'lock-delay'], 'a wall jump does not end the wait');
+    const renewed = onArbiterAnswer(promoted, { record: rec({ holder: 'node-b', generation: 4 }), confirms: true, hold: null }, at(18), at(18), B).state;
+    t.same(reason(renewed, at(18), 'cron', B), [true, 'holder'], 'then it runs');
+    t.equal(settle(step.state, at(18)).gave, null, 'the spent confirmation is dropped');
+  });
+  t.test('a confirmation of an unknown holder at a higher generation adopts it', async (t) => {
+    const step = onConfirmRequest(standby(), { host: 'node-c', generation: 5 }, at(11), B);
+    t.same(step.answer, { confirmed: true, generation: 5, reason: 'confirmed' }, 'confirmed with the adopted generation');
+    t.same(step.events.map((e) => e.event), ['generation-adopted', 'confirmation-given'], 'events');
+  });
+  t.test('a standby without a record confirms', async (t) => {
+    const step = onConfirmRequest(fresh(B), { host: 'mbp', generation: 1 }, at(11), B);
+    t.equal(step.answer.confirmed, true, 'confirmed');
+    t.equal(step.state.gave?.untilMono, 18, 'waits with its own ttl');
+  });
+  t.test('a longer known ttl lengthens the wait; a second confirmation never shortens it', async (t) => {
+    const long = onArbiterAnswer(fresh(B), telling({ ttlSeconds: 20 }), at(10), at(10), B).state;
+    const one = onConfirmRequest(long, { host: 'mbp', generation: 3 }, at(11), B).state;
+    t.equal(one.gave?.untilMono, 32, '11 + 20 + 1');
+    const shorter = onArbiterAnswer(one, telling({ ttlSeconds: 6 }), at(12), at(12), B).state;
+    const two = onConfirmRequest(shorter, { host: 'mbp', generation: 3 }, at(13), B).state;
+    t.same([two.gave?.untilMono, two.gave?.at], [32, at(13)], 'kept the later end');
+  });
+  t.test('a standby with a spent grant of its own confirms and drops it', async (t) => {
+    const s = onArbiterAnswer(fresh(B), confirming({ holder: 'node-b', generation: 3 }), at(10), at(10), B).state;
+    const step = onConfirmRequest(onArbiterAnswer(s, telling({ holder: 'mbp', generation: 4 }), at(11), at(11), B).state, { host: 'mbp', generation: 4 }, at(20), B);
+    t.same([step.answer.confirmed, step.state.current, step.state.pending], [true, null, null], 'confirmed, nothing of its own left');
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// peer results (rule ③, L2)
+
+t.test('onPeerResults', async (t) => {
+  const off = onArbiterFailure(holding()).state; // mbp, generation 3, the arbiter unreachable
+  const yes = (peer: string, generation = 3) => ({ peer, answered: true, confirmed: true, generation });
+  t.test('every peer confirming gives a validity from the round send time: quorum-standby', async (t) => {
+    const step = onPeerResults(off, [yes('node-b')], ['node-b'], at(14), at(14.3), A);
+    t.same(step.state.current, { generation: 3, sent: at(14), seconds: 5, startMono: 14.3, source: 'peer' }, 'grant');
+    t.same(step.events.map((e) => [e.event, e.data]), [['quorum-standby', { generation: 3, peers: 1 }]], 'event');
+    t.same(reason(step.state, at(18)), [true, 'quorum-standby'], 'runs on the quorum');
+    t.same(reason(step.state, at(19)), [false, 'no-quorum-expired'], 'until send + ttl − margin');
+  });
+  const noQuorum: ReadonlyArray<readonly [string, Parameters<typeof onPeerResults>[1], readonly string[]]> = [
+    ['quorum needs every peer: one of two is not enough', [yes('node-b')], ['node-b', 'node-c']],
+    ['a peer that did not answer withholds', [yes('node-b'), { peer: 'node-c', answered: false }], ['node-b', 'node-c']],
+    ['a peer that refused withholds', [yes('node-b'), { peer: 'node-c', answered: true, confirmed: false, generation: 3 }], ['node-b', 'node-c']],
+    ['a missing generation withholds the confirmation', [{ peer: 'node-b', answered: true, confirmed: true }], ['node-b']],
+    ['no peers is no quorum', [], []],
+    ['an answer from a host that is not a peer does not count', [yes('node-c')], ['node-b']],
+  ];
+  for (const [name, results, peers] of noQuorum) {
+    t.test(name, async (t) => {
+      const step = onPeerResults(off, results, peers, at(14), at(14.3), A);
+      t.same(step.state.current, off.current, 'no new grant');
+      t.same(step.events, [], 'no event');
+      t.same(reason(step.state, at(15.5)), [false, 'no-quorum-expired'], 'the old validity ends as usual');
+    });
+  }
+  t.test('a higher generation from a peer is adopted and stops this host', async (t) => {
+    const step = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: false, generation: 4 }], ['node-b'], at(12), at(12.1), A);
+    t.equal(step.state.seen, 4, 'adopted');
+    t.same([step.state.current, step.state.pending], [null, null], 'every grant dropped at once');
+    t.same(step.events.map((e) => [e.event, e.data]), [['generation-adopted', { from: 3, to: 4, via: 'peer' }]], 'event');
+    t.same(reason(step.state, at(12.2)), [false, 'no-quorum-expired'], 'nothing runs');
+  });
+  t.test('a higher generation in a confirming answer is no quorum either', async (t) => {
+    const step = onPeerResults(off, [yes('node-b', 4), yes('node-c', 3)], ['node-b', 'node-c'], at(12), at(12.1), A);
+    t.same([step.state.seen, step.state.current], [4, null], 'adopted and stopped');
+  });
+  t.test('a round answered too late gives nothing', async (t) => {
+    const step = onPeerResults(off, [yes('node-b')], ['node-b'], at(14), at(15.5), A);
+    t.same(step.state.current, off.current, 'no new grant');
+  });
+  t.test('a too-late round still adopts a higher generation (nothing is lost by learning)', async (t) => {
+    const step = onPeerResults(off, [{ peer: 'node-b', answered: true, generation: 7 }], ['node-b'], at(14), at(15.5), A);
+    t.equal(step.state.seen, 7, 'adopted');
+  });
+  const notHolder: ReadonlyArray<readonly [string, AgentState]> = [
+    ['an agent without a record', fresh()],
+    ['a standby', onArbiterAnswer(fresh(), telling({ holder: 'node-b' }), at(10), at(10.1), A).state],
+    ['a holder that released', onArbiterAnswer(fresh(), telling({ released: true, expired: true }), at(10), at(10.1), A).state],
+    ['a holder that stepped down', stepDown(off)],
+    ['a holder whose generation is below the seen one', { ...off, seen: 4 }],
+  ];
+  for (const [name, s] of notHolder) {
+    t.test(`${name} gets no quorum`, async (t) => {
+      const step = onPeerResults(s, [yes('node-b')], ['node-b'], at(14), at(14.3), A);
+      t.same([step.state.current, step.state.pending], [s.current, s.pending], 'no new grant');
+      t.notOk(step.events.some((e) => e.event === 'quorum-standby'), 'no quorum event');
+    });
+  }
+  t.test('a quorum during a lock-delay waits for it', async (t) => {
+    const waiting = onArbiterFailure(onArbiterAnswer(fresh(), confirming({ notBefore: T + 10 }), at(10), at(10), A).state).state;
+    const step = onPeerResults(waiting, [yes('node-b')], ['node-b'], at(12), at(12), A);
+    t.same([step.state.current, step.state.pending?.startMono, step.state.pending?.source], [null, 20, 'peer'], 'parked');
+    t.same(reason(step.state, at(13)), [false, 'lock-delay'], 'lock-delay');
+  });
+  t.test('a quorum during a lock-delay does not displace a running grant', async (t) => {
+    const run = holding();
+    const s: AgentState = { ...onArbiterFailure(run).state, waitUntilMono: 30 };
+    const step = onPeerResults(s, [yes('node-b')], ['node-b'], at(12), at(12), A);
+    t.same([step.state.current, step.state.pending], [run.current, null], 'the running grant is kept');
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// step down, resume, settle, persisted
+
+t.test('stepDown and resume', async (t) => {
+  const down = stepDown(holding());
+  t.same([down.current, down.pending, down.steppedDown], [null, null, 3], 'nothing of generation 3 runs any more');
+  t.same(reason(down, at(11)), [false, 'no-quorum-expired'], 'fence');
+  const again = onArbiterAnswer(down, confirming(), at(11), at(11.1), A).state;
+  t.equal(again.current, null, 'a confirming answer at the stepped-down generation grants nothing');
+  t.same(reason(resume(again), at(11.2)), [false, 'no-quorum-expired'], 'resume grants nothing by itself');
+  const back = onArbiterAnswer(resume(again), confirming(), at(12), at(12.1), A).state;
+  t.same(reason(back, at(12.2)), [true, 'holder'], 'after resume the next confirming answer runs');
+  const next = onArbiterAnswer(down, confirming({ generation: 4 }), at(12), at(12.1), A).state;
+  t.same(reason(next, at(12.2)), [true, 'holder'], 'a new generation (re-acquire) runs without resume');
+  t.equal(stepDown(fresh()).steppedDown, 0, 'stepping down without a record changes nothing');
+  t.equal(stepDown({ ...down, known: null }).steppedDown, 3, 'the step-down mark never goes down');
+});
+
+t.test('settle folds a started pending grant, drops spent waits, and keeps the rest', async (t) => {
+  const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10), A).state;
+  t.equal(settle(s, at(12)), s, 'nothing due: the same object');
+  const g = settle(s, at(13));
+  t.same([g.current?.startMono, g.pending], [13, null], 'folded');
+});
+
+t.test('persisted', async (t) => {
+  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }, 'a fresh agent');
+  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false }, 'a running holder');
+  const waiting = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
+  t.equal(persisted(waiting, at(11)).lockDelayPending, true, 'a lock-delay in progress is pending');
+  t.equal(persisted(waiting, at(13)).lockDelayPending, false, 'and not after it');
+  t.equal(persisted(holding(), at(5)).lockDelayPending, true, 'a grant that has not started yet is pending');
+  t.test('a restart from persisted state forgets every validity (A5) and guards', async (t) => {
+    const s = onConfirmRequest(standby(), { host: 'mbp', generation: 3 }, at(11), B).state;
+    const restarted = initialAgent(B, at(500), 3, persisted(s, at(11)));
+    t.equal(restarted.startGuardUntilMono, 507, 'guarded');
+    const running = holding();
+    const again = initialAgent(A, at(11), 3, persisted(running, at(11)));
+    t.same(reason(again, at(11.5)), [false, 'no-lease-after-seen'], 'no validity survives a restart');
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// the fence: every reason of SPEC §5 and the clocks (A1, A2)
+
+t.test('fence: every reason of SPEC §5', async (t) => {
+  const off = onArbiterFailure(holding()).state;
+  const quorum = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(11), at(11), A).state;
+  const gave = onConfirmRequest(onArbiterAnswer(fresh(), telling({ holder: 'node-b', generation: 3 }), at(9), at(9), A).state, { host: 'node-b', generation: 3 }, at(10), A).state;
+  const gaveThenPromoted = onArbiterAnswer(gave, confirming({ generation: 4 }), at(11), at(11), A).state;
+  const cases: ReadonlyArray<readonly [FenceReason, string, AgentState, Stamp, string, boolean]> = [
+    ['holder', 'a confirmed holder with the arbiter reachable runs as holder', holding(), at(11), 'cron', true],
+    ['quorum-standby', 'a holder confirmed by every standby runs as quorum-standby', quorum, at(12), 'cron', true],
+    ['within-ttl', 'a holder whose arbiter is unreachable runs within its ttl', off, at(12), 'cron', true],
+    ['lock-delay', 'a holder inside its lock-delay waits', onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10), A).state, at(11), 'cron', false],
+    ['lock-delay', 'a standby that gave a confirmation waits even when promoted', gaveThenPromoted, at(12), 'cron', false],
+    ['not-holder', 'a standby does not run', standby(), at(11), 'cron', false],
+    ['stale-generation', 'a stale record does not run', onArbiterAnswer(fresh(A, 9), confirming(), at(10), at(10), A).state, at(11), 'cron', false],
+    ['no-quorum-expired', 'a holder past its validity does not run', off, at(15), 'cron', false],
+    ['no-lease', 'no record and never a generation: no-lease', fresh(), at(1), 'cron', false],
+    ['no-lease-after-seen', 'no record after a seen generation: no-lease-after-seen', fresh(A, 1), at(1), 'cron', false],
+    ['fail-open', 'a fail-open role of the last holder runs after its validity', off, at(15), 'telegram-poller', true],
+  ];
+  const seen = new Set<FenceReason>();
+  for (const [why, name, s, now, role, run] of cases) {
+    const d = fence(s, role, now, A);
+    t.same([d.run, d.reason, d.role], [run, why, role], name);
+    t.equal(d.validForSeconds === null, !run || why === 'fail-open', `${name}: validForSeconds only when bounded`);
+    seen.add(why);
+  }
+  t.equal(seen.size, 10, 'all ten reasons are produced');
+  t.same(reason(off, at(15), 'ledger-cli'), [false, 'no-quorum-expired'], 'ledger-cli is never fail-open');
+  t.same(reason(quorum, at(12), 'ledger-cli'), [true, 'quorum-standby'], 'ledger-cli runs on a real quorum');
+  const d = decide(standby(), at(11));
+  t.same([d.generation, d.holder], [3, 'node-b' === d.holder ? 'node-b' : 'mbp'], 'a refusal still names the generation and holder');
+});
+
+t.test('fence: validity from send time with elapsed = max(mono, wall) (A1)', async (t) => {
+  const s = holding(); // sent at mono 10 / wall W+10, valid 5 s
+  const cases: ReadonlyArray<readonly [string, Stamp, boolean, number | null]> = [
+    ['both clocks at +2 s: 3 s left', at(12), true, 3],
+    ['a laptop sleep (mono frozen, wall +6 s) ends it', at(10.5, W + 16), false, null],
+    ['a forward wall jump of 4 s shortens it', at(11, W + 14), true, 1],
+    ['a backward wall jump does not lengthen it', at(14.9, W + 5), true, 0.1],
+    ['a backward wall jump does not lengthen it past the mono end', at(15, W - 100), false, null],
+  ];
+  for (const [name, now, run, left] of cases) {
+    const d = decide(s, now);
+    t.equal(d.run, run, name);
+    if (left !== null) t.ok(Math.abs((d.validForSeconds ?? -1) - left) < 1e-9, `${name}: ${left} s left`);
+  }
+});
+
+t.test('fence reads memory only: it does not change the state it is given', async (t) => {
+  const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10), A).state;
+  const copy = JSON.stringify(s);
+  fence(s, 'cron', at(20), A);
+  t.equal(JSON.stringify(s), copy, 'unchanged');
+});
