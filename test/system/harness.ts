@@ -1,0 +1,231 @@
+/**
+ * A real cluster on loopback for the system tests: one arbiter (`apps/arbiter/dist/cli.js
+ * serve`) and two agents (`apps/agent/dist/daemon-cli.js`), spawned as processes, with the fast
+ * settings of SPEC L1 (checks and heartbeats every second, ttl 6 s, margin 1 s, refresh 1 s),
+ * `tailscaleBin: ""`, and health URLs pinned to each agent's peer listener.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { callAgent } from '../../apps/agent/src/cli/local.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
+export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
+
+export const HOSTS = ['mbp', 'node-b'] as const;
+export type HostName = (typeof HOSTS)[number];
+
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a !== null ? a.port : 0;
+      s.close(() => done(port));
+    });
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export interface Run {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<Run> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export class Cluster {
+  readonly procs = new Map<string, ChildProcess>();
+  readonly logs = new Map<string, string>();
+  adminToken = '';
+
+  private constructor(
+    readonly dir: string,
+    readonly arbiterPort: number,
+    readonly peerPorts: ReadonlyMap<HostName, number>,
+  ) {}
+
+  /** The cluster lives in a short temp dir (unix socket paths are limited to ~104 bytes). */
+  static async create(): Promise<Cluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'hq-sys-'));
+    const arbiterPort = await freePort();
+    const peerPorts = new Map<HostName, number>();
+    for (const h of HOSTS) peerPorts.set(h, await freePort());
+    const c = new Cluster(dir, arbiterPort, peerPorts);
+    c.writeConfigs();
+    for (const h of HOSTS) {
+      const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+      writeFileSync(join(c.stateDir(h), 'token'), `${token}\n`, { mode: 0o600 });
+    }
+    c.adminToken = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', 'ops', '--scope', 'admin', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+    const peerToken = randomBytes(32).toString('hex');
+    for (const h of HOSTS) writeFileSync(join(c.stateDir(h), 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
+    return c;
+  }
+
+  get arbiterConfig(): string {
+    return join(this.dir, 'arbiter.json');
+  }
+
+  agentConfig(h: HostName): string {
+    return join(this.dir, `${h}.json`);
+  }
+
+  stateDir(h: HostName): string {
+    return join(this.dir, h);
+  }
+
+  socket(h: HostName): string {
+    return join(this.dir, `${h}.sock`);
+  }
+
+  other(h: HostName): HostName {
+    return h === 'mbp' ? 'node-b' : 'mbp';
+  }
+
+  private healthUrl(h: HostName): string {
+    return `http://127.0.0.1:${this.peerPorts.get(h)}/v1/health`;
+  }
+
+  private writeConfigs(): void {
+    const healthUrls = Object.fromEntries(HOSTS.map((h) => [h, this.healthUrl(h)]));
+    writeFileSync(
+      this.arbiterConfig,
+      JSON.stringify({
+        candidates: [...HOSTS],
+        ttlSeconds: 6,
+        safetyMarginSeconds: 1,
+        checkCron: '* * * * * *',
+        heartbeatCron: '* * * * * *',
+        viewFreshSeconds: 6,
+        promoteAfterChecks: 2,
+        tailscaleBin: '',
+        probeTimeoutSeconds: 0.5,
+        requestTimeoutSeconds: 1,
+        listen: { host: '127.0.0.1', port: this.arbiterPort },
+        dataDir: join(this.dir, 'arbiter'),
+        healthUrls,
+      }),
+    );
+    for (const h of HOSTS) {
+      mkdirSync(this.stateDir(h), { recursive: true, mode: 0o700 });
+      chmodSync(this.stateDir(h), 0o700);
+      const o = this.other(h);
+      writeFileSync(
+        this.agentConfig(h),
+        JSON.stringify({
+          hostName: h,
+          arbiterUrl: `http://127.0.0.1:${this.arbiterPort}`,
+          stateDir: this.stateDir(h),
+          socketPath: this.socket(h),
+          listen: { host: '127.0.0.1', port: this.peerPorts.get(h) },
+          heartbeatCron: '* * * * * *',
+          ttlSeconds: 6,
+          safetyMarginSeconds: 1,
+          refreshSeconds: 1,
+          requestTimeoutSeconds: 1,
+          probeTimeoutSeconds: 0.5,
+          tailscaleBin: '',
+          peers: { [o]: `http://127.0.0.1:${this.peerPorts.get(o)}` },
+          healthUrls: { [o]: this.healthUrl(o) },
+        }),
+      );
+    }
+  }
+
+  private spawnDaemon(name: string, args: readonly string[]): ChildProcess {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = this.logs.get(name) ?? '';
+    const add = (c: Buffer): void => {
+      log += c.toString();
+      this.logs.set(name, log);
+    };
+    child.stdout?.on('data', add);
+    child.stderr?.on('data', add);
+    this.procs.set(name, child);
+    child.once('exit', () => {
+      if (this.procs.get(name) === child) this.procs.delete(name);
+    });
+    return child;
+  }
+
+  async startArbiter(): Promise<void> {
+    this.spawnDaemon('arbiter', [ARBITER_CLI, 'serve', '--config', this.arbiterConfig]);
+    await this.waitFor(async () => {
+      try {
+        const r = await fetch(`http://127.0.0.1:${this.arbiterPort}/v1/health`);
+        return r.status === 200;
+      } catch {
+        return false;
+      }
+    }, 20_000, 'the arbiter answers /v1/health');
+  }
+
+  async startAgent(h: HostName): Promise<void> {
+    this.spawnDaemon(h, [AGENT_CLI, '--config', this.agentConfig(h)]);
+    await this.waitFor(async () => (await this.status(h)) !== null, 20_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+      throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
+    });
+  }
+
+  /** Sends `signal` and waits for the process to exit. */
+  async kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    const p = this.procs.get(name);
+    if (p === undefined || p.exitCode !== null || p.signalCode !== null) return { code: p?.exitCode ?? null, signal: p?.signalCode ?? null };
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => p.once('exit', (code, sig) => done({ code, signal: sig })));
+    p.kill(signal);
+    return exited;
+  }
+
+  async fence(h: HostName, role = 'cron'): Promise<{ run: boolean; reason: string; generation: number; holder: string | null; validForSeconds: number | null } | null> {
+    const r = await callAgent(this.socket(h), 'GET', `/v1/fence?role=${role}`, 2);
+    return r.kind === 'answer' && r.status === 200 ? (r.body as never) : null;
+  }
+
+  async status(h: HostName): Promise<{ [k: string]: unknown } | null> {
+    const r = await callAgent(this.socket(h), 'GET', '/v1/status', 2);
+    return r.kind === 'answer' && r.status === 200 ? (r.body as { [k: string]: unknown }) : null;
+  }
+
+  hq(h: HostName, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+    return runNode([HQ_CLI, ...args, '--config', this.agentConfig(h)], env);
+  }
+
+  async waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+    const start = Date.now();
+    for (;;) {
+      if (await fn()) return (Date.now() - start) / 1000;
+      if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+      await sleep(100);
+    }
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.procs.keys()].map((n) => this.kill(n, 'SIGKILL')));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
