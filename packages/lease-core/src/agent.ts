@@ -193,7 +193,10 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     events.push(leaseEvent('stale-generation', state0.host, { generation: r.generation, seen: state0.seen }));
     return { state: { ...state0, stale: true, arbiterOk: true, current: null, pending: null }, events };
   }
-  let state = adoptSeen({ ...state0, stale: false, arbiterOk: true }, r.generation, events, 'arbiter');
+  // A record whose floor is pending (S2.4) is not final: its generation may still be raised,
+  // so it is not adopted as seen — else the reports that complete the floor would echo it.
+  let state: AgentState = { ...state0, stale: false, arbiterOk: true };
+  if (!r.floorPending) state = adoptSeen(state, r.generation, events, 'arbiter');
   const released = r.released;
   const known: Known = {
     holder: r.holder,

@@ -208,6 +208,41 @@ function renewed(lease: LeaseState, ctx: Context): LeaseState {
 }
 
 // ---------------------------------------------------------------------------------------
+// restart
+
+/**
+ * Called once at start, before the first decision: the stored times come from the previous
+ * life's clock, which may have jumped while the arbiter was down. Nothing of the previous life
+ * can lie after the start, and its lease cannot outlive the start by more than one TTL, so
+ * every stored time is clamped to that (a backward jump would otherwise stretch lock-delays
+ * and keep old views fresh). Forward jumps need no repair: the start wait (S2.3) covers them.
+ */
+export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
+  const start = ctx.boot.startAt;
+  const ttl = ctx.settings.ttlSeconds;
+  const cap = (t: number | null, limit: number): number | null => (t === null ? null : Math.min(t, limit));
+  const l = state.lease;
+  const lease: LeaseState = {
+    ...l,
+    acquiredAt: cap(l.acquiredAt, start),
+    renewedAt: cap(l.renewedAt, start),
+    lastCheckAt: cap(l.lastCheckAt, start),
+    expiresAt: cap(l.expiresAt, start + ttl),
+    notBefore: cap(l.notBefore, start + ttl + ctx.settings.safetyMarginSeconds),
+  };
+  const observers = new Map<Host, Observer>();
+  for (const [name, o] of state.observers) {
+    observers.set(name, {
+      view: o.view === null ? null : { ...o.view, at: Math.min(o.view.at, start) },
+      confirmation: o.confirmation === null ? null : { ...o.confirmation, at: Math.min(o.confirmation.at, start) },
+      lastHeartbeatAt: cap(o.lastHeartbeatAt, start),
+      heartbeatSeconds: o.heartbeatSeconds,
+    });
+  }
+  return { ...state, lease, observers };
+}
+
+// ---------------------------------------------------------------------------------------
 // acquire
 
 export interface AcquireInput {
@@ -458,6 +493,8 @@ export function promotee(state: ArbiterState, ctx: Context): Host | null {
     const v = o.view;
     if (v.target !== lease.holder || v.reachable) continue;
     if (ctx.now - v.at > ctx.settings.viewFreshSeconds) continue;
+    // Evidence from an earlier life of the arbiter does not count (its clock may have jumped).
+    if (v.at <= ctx.boot.startAt) continue;
     if (lease.acquiredAt !== null && v.at < lease.acquiredAt) continue;
     const c = o.confirmation;
     if (c !== null && c.holder === lease.holder && ctx.now - c.at <= ctx.settings.viewFreshSeconds) continue;
