@@ -5,14 +5,16 @@
  * start failed); 2 usage or configuration error (one line on stderr).
  */
 import { existsSync } from 'node:fs';
-import pino from 'pino';
 import { isHost } from '@hq/lease-core';
-import { describeTokens, issueToken, SCOPES } from './auth.js';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
-import { createRuntime } from './server/runtime.js';
-import { serve } from './server/server.js';
-import { SqliteStore } from './store/sqlite.js';
 import type { Scope } from './store/store.js';
+
+// Heavy modules (Fastify, undici, prom-client) load only for the commands that need them.
+const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
+const openStore = async (cfg: ArbiterConfig) => {
+  const { SqliteStore } = await import('./store/sqlite.js');
+  return new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+};
 
 class UsageError extends Error {}
 
@@ -132,7 +134,8 @@ function config(p: Parsed): ArbiterConfig {
   return loadConfig(configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync));
 }
 
-function stderrLog() {
+async function stderrLog() {
+  const { default: pino } = await import('pino');
   return pino({ name: 'hq-arbiter', base: { pid: process.pid } }, pino.destination(2));
 }
 
@@ -148,7 +151,9 @@ async function main(argv: readonly string[]): Promise<number> {
       if (help) return print(p.positional.length === 0 ? 'main' : 'serve');
       allowOnly(p, []);
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
-      await serve(config(p));
+      const cfg = config(p);
+      const { serve } = await import('./server/server.js');
+      await serve(cfg);
       return -1; // keep running
     }
     case 'token': {
@@ -161,7 +166,8 @@ async function main(argv: readonly string[]): Promise<number> {
         const scope = (p.flags.get('scope') ?? 'member') as string;
         if (!(SCOPES as readonly string[]).includes(scope)) throw new UsageError('--scope must be member, admin or query');
         const cfg = config(p);
-        const store = new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+        const store = await openStore(cfg);
+        const { issueToken } = await import('./auth.js');
         try {
           process.stdout.write(`${issueToken(store, machine, scope as Scope, Date.now() / 1000)}\n`);
         } finally {
@@ -173,7 +179,7 @@ async function main(argv: readonly string[]): Promise<number> {
         allowOnly(p, []);
         if (machine === undefined || !isHost(machine)) throw new UsageError('token revoke needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
         const cfg = config(p);
-        const store = new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+        const store = await openStore(cfg);
         try {
           const n = store.revokeTokens(machine, Date.now() / 1000);
           process.stdout.write(`revoked ${n} token(s) of ${machine}\n`);
@@ -186,7 +192,8 @@ async function main(argv: readonly string[]): Promise<number> {
         allowOnly(p, ['json']);
         if (machine !== undefined) throw new UsageError(`token list takes no arguments (got "${machine}")`);
         const cfg = config(p);
-        const store = new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+        const store = await openStore(cfg);
+        const { describeTokens } = await import('./auth.js');
         try {
           const rows = describeTokens(store.listTokens());
           if (p.flags.has('json')) process.stdout.write(`${JSON.stringify(rows)}\n`);
@@ -208,7 +215,9 @@ async function main(argv: readonly string[]): Promise<number> {
       if (help) return print('check');
       allowOnly(p, ['json']);
       if (rest.length > 0) throw new UsageError(`check takes no arguments (got "${rest[0]}")`);
-      const rt = createRuntime({ config: config(p), log: stderrLog(), processMetrics: false });
+      const cfg = config(p);
+      const { createRuntime } = await import('./server/runtime.js');
+      const rt = createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
       try {
         const r = await rt.checker.run(true);
         if (r.ran) {
@@ -229,7 +238,7 @@ async function main(argv: readonly string[]): Promise<number> {
       const to = p.flags.get('to');
       if (typeof to !== 'string') throw new UsageError('backup needs --to FILE');
       const cfg = config(p);
-      const store = new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+      const store = await openStore(cfg);
       try {
         await store.backup(to);
       } finally {

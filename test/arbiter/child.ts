@@ -1,0 +1,59 @@
+/** Spawned-daemon helpers: build dist once, start `hq-arbiter serve`, wait until it listens. */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { FAST } from './helper.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+
+let built = false;
+/** `tsc -b apps/arbiter` (incremental: quick when dist is current). */
+export function buildDist(): void {
+  if (built) return;
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+  built = true;
+}
+
+export function writeConfig(dir: string, extra: Record<string, unknown> = {}): string {
+  const path = join(dir, 'arbiter.json');
+  writeFileSync(path, JSON.stringify({ ...FAST, dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, ...extra }));
+  return path;
+}
+
+export interface Child {
+  readonly proc: ChildProcess;
+  readonly port: number;
+  readonly base: string;
+  readonly lines: Array<Record<string, unknown>>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export async function startArbiter(configPath: string, timeoutMs = 15_000): Promise<Child> {
+  buildDist();
+  const proc = spawn(process.execPath, [CLI, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  proc.stderr!.on('data', (d) => {
+    stderr += String(d);
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => proc.on('exit', (code, signal) => res({ code, signal })));
+  const port = await new Promise<number>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`arbiter did not listen in time; stderr: ${stderr}`)), timeoutMs);
+    void exited.then((e) => rej(new Error(`arbiter exited ${e.code ?? e.signal}: ${stderr}`)));
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      try {
+        const rec = JSON.parse(line) as Record<string, unknown>;
+        lines.push(rec);
+        if (rec['msg'] === 'hq-arbiter listening') {
+          clearTimeout(timer);
+          res(rec['port'] as number);
+        }
+      } catch {
+        // not JSON
+      }
+    });
+  });
+  return { proc, port, base: `http://127.0.0.1:${port}`, lines, exited };
+}
