@@ -1,6 +1,16 @@
 import t from 'tap';
+import fc from 'fast-check';
 import {
   DEFAULT_ROLES,
+  acquire,
+  check,
+  emptyLease,
+  heartbeat,
+  newBoot,
+  parseRecord,
+  renewHold,
+  toRecord,
+  transfer,
   NEVER_FAIL_OPEN,
   elapsed,
   fence,
@@ -15,7 +25,7 @@ import {
   settle,
   stepDown,
 } from '../../packages/lease-core/src/index.js';
-import type { AgentSettings, AgentState, ArbiterAnswer, FenceReason, Grant, Persisted, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
+import type { AgentSettings, AgentState, ArbiterAnswer, ArbiterSettings, ArbiterState, FenceReason, Grant, Persisted, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
 
 // ttl 6, margin 1: a grant is valid for 5 s from its send stamp; requests time out after 1 s.
 const A: AgentSettings = { host: 'mbp', safetyMarginSeconds: 1, ttlSeconds: 6, requestTimeoutSeconds: 1, failOpenRoles: ['telegram-poller', NEVER_FAIL_OPEN] };
@@ -518,4 +528,185 @@ t.test('fence reads memory only: it does not change the state it is given', asyn
   const copy = JSON.stringify(s);
   fence(s, 'cron', at(20), A);
   t.equal(JSON.stringify(s), copy, 'unchanged');
+});
+
+// ---------------------------------------------------------------------------------------
+// property: given arbiter answers only, the fence never says run on two hosts at once (S2)
+
+const AS: ArbiterSettings = {
+  arbiter: 'cloud-vm',
+  candidates: ['mbp', 'node-b'],
+  ttlSeconds: 6,
+  safetyMarginSeconds: 1,
+  promoteAfterChecks: 2,
+  viewFreshSeconds: 6,
+  requestTimeoutSeconds: 1,
+};
+const HOSTS = ['mbp', 'node-b'] as const;
+const agentSettings = (host: string): AgentSettings => ({ ...A, host, failOpenRoles: [] });
+
+interface SimNode {
+  s: AgentState;
+  /** mono = real − monoLag (a sleep stops mono); wall = real + wallOff (jumps). */
+  monoLag: number;
+  wallOff: number;
+  asleepUntil: number;
+  up: boolean;
+}
+
+interface SimResult {
+  overlaps: string[];
+  runSamples: number;
+  bothRan: boolean;
+}
+
+/**
+ * A small discrete-event world: one arbiter (real time), two agents with their own clocks,
+ * heartbeats every second, checks every second, random delays, drops and late answers, network
+ * cuts, laptop sleeps, wall-clock jumps, agent and arbiter restarts, database loss, explicit
+ * acquires and forced transfers — every random choice read from `tape` so fast-check shrinks it.
+ */
+function simulate(tape: readonly number[], seconds = 40): SimResult {
+  let i = 0;
+  const rnd = (): number => (i < tape.length ? (tape[i++] as number) : 500) / 1000;
+  let now = 0;
+  let arb: ArbiterState = { lease: emptyLease(AS.ttlSeconds), observers: new Map(), floor: 0 };
+  let boot = newBoot(-1000);
+  const nodes = new Map<string, SimNode>();
+  for (const h of HOSTS) {
+    const wallOff = W + rnd() * 100;
+    nodes.set(h, { s: initialAgent(agentSettings(h), { mono: 0, wall: wallOff }, 0, null), monoLag: 0, wallOff, asleepUntil: -1, up: true });
+  }
+  const node = (h: string): SimNode => nodes.get(h) as SimNode;
+  const stampOf = (n: SimNode): Stamp => ({ mono: now - n.monoLag, wall: now + n.wallOff });
+  const queue: { at: number; seq: number; fn: () => void }[] = [];
+  let seq = 0;
+  const push = (when: number, fn: () => void) => queue.push({ at: when, seq: seq++, fn });
+  const onNode = (h: string, when: number, fn: (n: SimNode) => void) => {
+    const run = () => {
+      const n = node(h);
+      if (now < n.asleepUntil) push(n.asleepUntil, run); // a frozen process acts on waking
+      else fn(n);
+    };
+    push(when, run);
+  };
+  const delay = () => (rnd() < 0.9 ? rnd() * 0.6 : 0.6 + rnd());
+  const answerOf = (confirms: boolean, hold: number | null): ArbiterAnswer => {
+    const parsed = parseRecord(JSON.parse(JSON.stringify(toRecord(arb.lease, arb.observers, now))));
+    if (!parsed.ok) throw new Error(parsed.problem);
+    return { record: parsed.value, confirms, hold };
+  };
+  const heartbeatOf = (h: string) => {
+    const n = node(h);
+    const sent = stampOf(n);
+    const settings = agentSettings(h);
+    let answered = false;
+    onNode(h, now + AS.requestTimeoutSeconds, (m) => {
+      if (!answered) m.s = onArbiterFailure(m.s).state;
+    });
+    if (!n.up || rnd() < 0.1) return; // the request is lost
+    push(now + delay(), () => {
+      const known = n.s.known;
+      const reachable = known?.holder != null && node(known.holder).up && rnd() < 0.9;
+      const step = heartbeat(arb, { now, settings: AS, boot }, {
+        host: h,
+        seenGeneration: n.s.seen,
+        heartbeatSeconds: 1,
+        ...(known?.holder === h ? { generation: known.generation } : {}),
+        ...(known && known.holder !== null && known.holder !== h ? { view: { target: known.holder, reachable, ping: reachable, health: false } } : {}),
+      });
+      arb = step.next;
+      boot = step.boot;
+      const confirms = step.answer.outcome === 'renewed';
+      const answer = answerOf(confirms, confirms ? renewHold({ now, settings: AS, boot }, boot, arb) : null);
+      if (!node(h).up || rnd() < 0.1) return; // the answer is lost
+      onNode(h, now + delay(), (m) => {
+        answered = true;
+        m.s = onArbiterAnswer(m.s, answer, sent, stampOf(m), settings).state;
+      });
+    });
+  };
+  for (let k = 0; k < seconds; k++) {
+    for (const h of HOSTS) {
+      const phase = rnd();
+      onNode(h, k + phase, () => heartbeatOf(h));
+    }
+    push(k + 0.5, () => {
+      const holder = arb.lease.holder;
+      const up = holder !== null && node(holder).up && rnd() < 0.9;
+      const step = check(arb, { now, settings: AS, boot }, { ping: up, health: false });
+      arb = step.next;
+      boot = step.boot;
+    });
+    push(k + rnd(), () => {
+      const r = rnd();
+      const h = HOSTS[rnd() < 0.5 ? 0 : 1] as string;
+      const n = node(h);
+      if (k === 0 || r < 0.05) {
+        // `hq lease acquire` on h: the CLI sends the host's seen generation; the agent learns at its next heartbeat.
+        const step = acquire(arb, { now, settings: AS, boot }, { host: k === 0 ? 'mbp' : h, seenGeneration: node(k === 0 ? 'mbp' : h).s.seen });
+        arb = step.next;
+        boot = step.boot;
+      } else if (r < 0.08) {
+        arb = transfer(arb, { now, settings: AS, boot }, { to: h }).next;
+      } else if (r < 0.1) {
+        boot = newBoot(now); // arbiter restart
+      } else if (r < 0.11) {
+        arb = { lease: { ...emptyLease(AS.ttlSeconds), floorPending: true }, observers: new Map(), floor: 0 }; // database lost
+        boot = newBoot(now);
+      } else if (r < 0.14 && now >= n.asleepUntil) {
+        const p = persisted(n.s, stampOf(n)); // kill -9 and restart
+        n.s = initialAgent(agentSettings(h), stampOf(n), n.s.seen, p);
+      } else if (r < 0.18 && now >= n.asleepUntil) {
+        const d = rnd() * 12; // laptop sleep: the process freezes, mono stops
+        n.asleepUntil = now + d;
+        n.monoLag += d;
+      } else if (r < 0.22) {
+        n.wallOff += (rnd() - 0.5) * 40; // wall-clock jump either way
+      } else if (r < 0.3) {
+        n.up = !n.up; // network cut or repair (all of h's traffic, and probes of h)
+      }
+    });
+  }
+  const result: SimResult = { overlaps: [], runSamples: 0, bothRan: false };
+  const ran = new Set<string>();
+  queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
+  for (let step = 0; step <= seconds * 20; step++) {
+    const sample = step / 20;
+    // Run every event due by this sample (events may schedule more events).
+    for (;;) {
+      queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const e = queue[0];
+      if (e === undefined || e.at > sample) break;
+      queue.shift();
+      now = e.at;
+      e.fn();
+    }
+    now = sample;
+    const runners = HOSTS.filter((h) => {
+      const n = node(h);
+      return now >= n.asleepUntil && fence(n.s, 'git-push', stampOf(n), agentSettings(h)).run;
+    });
+    for (const h of runners) ran.add(h);
+    if (runners.length > 0) result.runSamples++;
+    if (runners.length > 1) result.overlaps.push(`both ${runners.join(' and ')} run at ${sample}`);
+  }
+  result.bothRan = ran.size === 2;
+  return result;
+}
+
+t.test('property: the fence never says run for two hosts at once, given arbiter answers only (S2)', async (t) => {
+  let samples = 0;
+  let handovers = 0;
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 0, max: 999 }), { minLength: 300, maxLength: 900 }), (tape) => {
+      const r = simulate(tape);
+      samples += r.runSamples;
+      if (r.bothRan) handovers++;
+      if (r.overlaps.length > 0) throw new Error(r.overlaps.slice(0, 3).join('; '));
+    }),
+    { numRuns: 150 },
+  );
+  t.ok(samples > 0, `someone ran in ${samples} samples (the world is not vacuous)`);
+  t.ok(handovers > 0, `both hosts ran, at different times, in ${handovers} schedules (the lease moved)`);
 });

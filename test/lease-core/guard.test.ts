@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { checkGeneration, parseGeneration, sqliteGuard } from '../../packages/lease-core/src/index.js';
@@ -52,7 +52,7 @@ for (const [name, highest, incoming, expected] of checks) {
   });
 }
 
-function open(t: Tap.Test): Database.Database {
+function open(t: Test): Database.Database {
   const db = new Database(join(t.testdir(), 'resource.db'));
   db.pragma('journal_mode = WAL');
   t.teardown(() => db.close());

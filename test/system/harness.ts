@@ -45,7 +45,7 @@ export interface Run {
 
 export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<Run> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, NODE_OPTIONS: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -158,7 +158,7 @@ export class Cluster {
   }
 
   private spawnDaemon(name: string, args: readonly string[]): ChildProcess {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
     let log = this.logs.get(name) ?? '';
     const add = (c: Buffer): void => {
       log += c.toString();

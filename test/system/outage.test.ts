@@ -64,9 +64,15 @@ t.test('an arbiter outage is no outage, and a forced transfer stops the fenced c
     t.equal(child.holder, 'mbp', 'the child gets HQ_HOLDER');
     t.equal(child.role, 'cron', 'the child gets HQ_ROLE');
 
+    // The transfer goes straight to the API so the clock starts when it is sent: the old
+    // holder's validity ends at most ttl − margin (5 s) after its last renewal, before this.
     const transferredAt = Date.now();
-    const fo = await c.hq('mbp', ['failover', '--to', 'node-b', '--json'], { HQ_ADMIN_TOKEN: c.adminToken });
-    t.equal(fo.code, 0, `hq failover exits 0 (stderr: ${fo.stderr.trim()})`);
+    const fo = await fetch(`http://127.0.0.1:${c.arbiterPort}/v1/lease/transfer`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ to: 'node-b' }),
+    });
+    t.equal(fo.status, 200, 'the forced transfer is accepted');
     const end = await exited;
     t.equal(end.code, 75, `hq fence run exits 75 when it stopped the child (log: ${stderr.trim().split('\n').slice(-2).join(' | ')})`);
     t.ok(end.at - transferredAt < 5_000, `the child is gone within the old validity of at most 5 s (${end.at - transferredAt} ms)`);
@@ -82,5 +88,10 @@ t.test('an arbiter outage is no outage, and a forced transfer stops the fenced c
     t.equal(nb?.run, false, `node-b does not run yet when the child is gone (${nb?.reason})`);
     await c.waitFor(async () => (await c.fence('node-b'))?.run === true, 15_000, 'node-b runs after the lock-delay');
     t.ok(Date.now() - end.at > 0, 'node-b ran only after the child was gone');
+    const again = await c.hq('mbp', ['failover', '--to', 'node-b'], { HQ_ADMIN_TOKEN: c.adminToken });
+    t.equal(again.code, 1, `hq failover to the current holder is refused with exit 1 (${again.stderr.trim()})`);
+    const back = await c.hq('mbp', ['failover', '--to', 'mbp', '--json'], { HQ_ADMIN_TOKEN: c.adminToken });
+    t.equal(back.code, 0, `hq failover --to mbp exits 0 (${back.stderr.trim()})`);
+    t.equal((JSON.parse(back.stdout) as { lease: { holder: string } }).lease.holder, 'mbp', 'the JSON answer names the new holder');
   });
 });

@@ -1,0 +1,206 @@
+/**
+ * Shared helpers of the agent tests: short temp dirs (unix socket paths are limited), a fake
+ * agent socket whose fence answer the test sets, a fake arbiter, and running the real CLIs.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
+export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
+
+export function shortDir(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'hq-t-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export interface Run {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly ms: number;
+}
+
+export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void } = {}): Promise<Run> {
+  return new Promise((done) => {
+    const start = Date.now();
+    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    if (child.pid !== undefined) opts.onSpawn?.(child.pid);
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code, signal, stdout, stderr, ms: Date.now() - start });
+    });
+  });
+}
+
+export function hq(args: readonly string[], opts: Parameters<typeof run>[1] = {}): Promise<Run> {
+  return run([HQ_CLI, ...args], opts);
+}
+
+export interface Fence {
+  run: boolean;
+  reason: string;
+  generation: number;
+  holder: string | null;
+  role: string;
+  validForSeconds: number | null;
+}
+
+/** A stand-in for the agent's unix socket: answers `/v1/fence` with `answer` (or 400 for unknown roles). */
+export class FakeAgent {
+  answer: Omit<Fence, 'role'> = { run: true, reason: 'holder', generation: 3, holder: 'mbp', validForSeconds: 600 };
+  seen = 3;
+  roles = ['cron', 'ledger-cli'];
+  queries = 0;
+  private server: Server;
+  constructor(readonly socketPath: string) {
+    this.server = createServer((req, res) => this.handle(req, res));
+  }
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'http://x');
+    res.setHeader('content-type', 'application/json');
+    if (url.pathname === '/v1/fence') {
+      this.queries++;
+      const role = url.searchParams.get('role') ?? '';
+      if (!this.roles.includes(role)) {
+        res.statusCode = 400;
+        res.end(JSON.stringify({ error: 'HQ_ERR_UNKNOWN_ROLE', message: `unknown role "${role}"` }));
+        return;
+      }
+      res.end(JSON.stringify({ ...this.answer, role }));
+      return;
+    }
+    if (url.pathname === '/v1/seen') {
+      res.end(JSON.stringify({ seen: this.seen > 0, generation: this.seen }));
+      return;
+    }
+    res.statusCode = 404;
+    res.end('{}');
+  }
+  listen(): Promise<void> {
+    return new Promise((r) => this.server.listen(this.socketPath, () => r()));
+  }
+  close(): Promise<void> {
+    return new Promise((r) => {
+      this.server.closeAllConnections();
+      this.server.close(() => r());
+    });
+  }
+}
+
+/** Writes an agent config into `dir` and returns its path. */
+export function writeConfig(dir: string, extra: { [k: string]: unknown } = {}): string {
+  const path = join(dir, 'agent.json');
+  writeFileSync(
+    path,
+    JSON.stringify({
+      hostName: 'mbp',
+      arbiterUrl: 'http://127.0.0.1:9',
+      stateDir: join(dir, 'state'),
+      socketPath: join(dir, 'agent.sock'),
+      tailscaleBin: '',
+      heartbeatCron: '* * * * * *',
+      ttlSeconds: 6,
+      safetyMarginSeconds: 1,
+      refreshSeconds: 1,
+      requestTimeoutSeconds: 1,
+      listen: { host: '127.0.0.1', port: 0 },
+      peers: {},
+      ...extra,
+    }),
+  );
+  return path;
+}
+
+export function record(over: { [k: string]: unknown } = {}): { [k: string]: unknown } {
+  const now = Date.now() / 1000;
+  return {
+    name: 'hq',
+    holder: 'mbp',
+    generation: 1,
+    revision: 1,
+    acquiredAt: now,
+    renewedAt: now,
+    ttlSeconds: 6,
+    expiresAt: now + 6,
+    expired: false,
+    released: false,
+    notBefore: null,
+    views: {},
+    dualUnreachableStreak: 0,
+    lastCheckAt: null,
+    promotedFrom: null,
+    maintenance: false,
+    floorPending: false,
+    now,
+    ...over,
+  };
+}
+
+/** A fake arbiter on loopback: heartbeats answer `renewed` for `holder`, `standby` otherwise. */
+export class FakeArbiter {
+  holder: string | null = 'mbp';
+  generation = 1;
+  heartbeats: unknown[] = [];
+  down = false;
+  private server: Server;
+  port = 0;
+  constructor() {
+    this.server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if (this.down) {
+          res.destroy();
+          return;
+        }
+        res.setHeader('content-type', 'application/json');
+        const lease = record({ holder: this.holder, generation: this.generation });
+        if (req.url === '/v1/heartbeat') {
+          const b = JSON.parse(body) as { host: string };
+          this.heartbeats.push(b);
+          res.end(JSON.stringify({ outcome: b.host === this.holder ? 'renewed' : 'standby', reason: null, lease, hold: null }));
+          return;
+        }
+        if (req.url === '/v1/lease') {
+          res.end(JSON.stringify(lease));
+          return;
+        }
+        res.statusCode = 404;
+        res.end('{}');
+      });
+    });
+  }
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+  listen(): Promise<void> {
+    return new Promise((r) =>
+      this.server.listen(0, '127.0.0.1', () => {
+        const a = this.server.address();
+        this.port = typeof a === 'object' && a !== null ? a.port : 0;
+        r();
+      }),
+    );
+  }
+  close(): Promise<void> {
+    return new Promise((r) => {
+      this.server.closeAllConnections();
+      this.server.close(() => r());
+    });
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,80 @@
+import t from 'tap';
+import Database from 'better-sqlite3';
+import { execFile } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { CLI, buildDist, writeConfig } from './child.js';
+
+function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  buildDist();
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { timeout: 20_000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+    });
+  });
+}
+
+t.test('--help for every command prints full-sentence help and exits 0', async (t) => {
+  for (const args of [['--help'], ['serve', '--help'], ['token', '--help'], ['check', '--help'], ['backup', '--help'], ['help', 'token']]) {
+    const r = await run(args);
+    t.equal(r.code, 0, `${args.join(' ')} exits 0`);
+    t.match(r.stdout, /^Usage: hq-arbiter/, `${args.join(' ')} starts with usage`);
+    t.match(r.stdout, /--config PATH\s+Read the configuration from PATH\./, `${args.join(' ')} explains --config in a sentence`);
+  }
+});
+
+t.test('usage errors print one line and exit 2', async (t) => {
+  for (const args of [['frobnicate'], ['--nope'], ['token'], ['token', 'issue'], ['token', 'issue', 'Bad_Name'], ['token', 'issue', 'mbp', '--scope', 'root'], ['backup'], ['serve', 'extra'], ['check', '--to', 'x']]) {
+    const r = await run(args);
+    t.equal(r.code, 2, `${args.join(' ')} exits 2`);
+    t.equal(r.stderr.trimEnd().split('\n').length, 1, `${args.join(' ')} prints one line`);
+    t.match(r.stderr, /^hq-arbiter: /, `${args.join(' ')} names the program`);
+  }
+});
+
+t.test('token issue prints the token alone once, list shows no secrets, revoke disables', async (t) => {
+  const dir = t.testdir();
+  const config = writeConfig(dir);
+  const issued = await run(['token', 'issue', 'mbp', '--scope', 'member', '--config', config]);
+  t.equal(issued.code, 0, 'issue exits 0');
+  t.match(issued.stdout, /^[0-9a-f]{64}\n$/, 'the token alone on one line');
+  const token = issued.stdout.trim();
+  const admin = await run(['token', 'issue', 'ops', '--scope', 'admin', '--config', config]);
+  t.not(admin.stdout.trim(), token, 'every token is new');
+  t.equal(statSync(join(dir, 'var', 'hq.db')).mode & 0o777, 0o600, 'the database is 0600');
+  t.equal(statSync(join(dir, 'var')).mode & 0o777, 0o700, 'the data directory is 0700');
+  const list = await run(['token', 'list', '--json', '--config', config]);
+  t.equal(list.code, 0, 'list exits 0');
+  const rows = JSON.parse(list.stdout);
+  t.same(rows.map((r: { machine: string; scope: string }) => [r.machine, r.scope]), [['mbp', 'member'], ['ops', 'admin']], 'machines and scopes');
+  t.notOk(list.stdout.includes(token), 'no token in the list');
+  const db = new Database(join(dir, 'var', 'hq.db'), { readonly: true });
+  const stored = db.prepare('SELECT sha256 FROM tokens').all() as Array<{ sha256: string }>;
+  db.close();
+  t.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.sha256) && r.sha256 !== token), 'only hashes are stored');
+  const table = await run(['token', 'list', '--config', config]);
+  t.match(table.stdout, /^ID\tMACHINE\tSCOPE/, 'a table by default');
+  const revoked = await run(['token', 'revoke', 'mbp', '--config', config]);
+  t.equal(revoked.code, 0, 'revoke exits 0');
+  const again = await run(['token', 'revoke', 'mbp', '--config', config]);
+  t.equal(again.code, 1, 'revoking a machine without active tokens exits 1');
+  const after = JSON.parse((await run(['token', 'list', '--json', '--config', config])).stdout);
+  t.type(after[0].revoked, 'number', 'the revocation time is listed');
+});
+
+t.test('check runs one check against the database and backup writes an intact copy', async (t) => {
+  const dir = t.testdir();
+  const config = writeConfig(dir);
+  const c = await run(['check', '--config', config]);
+  t.equal(c.code, 0, 'check exits 0');
+  t.same(JSON.parse(c.stdout), { promoted: false, streak: 0, holder: null, generation: 0, ping: false, health: false, promotee: null }, 'the check result as JSON');
+  const to = join(dir, 'backup.db');
+  const b = await run(['backup', '--to', to, '--config', config]);
+  t.equal(b.code, 0, 'backup exits 0');
+  t.equal(statSync(to).mode & 0o777, 0o600, 'the backup is 0600');
+  const db = new Database(to, { readonly: true });
+  t.equal(db.pragma('integrity_check', { simple: true }), 'ok', 'the backup is intact');
+  const events = db.prepare("SELECT count(*) AS n FROM events WHERE event = 'arbiter-check'").get() as { n: number };
+  t.equal(events.n, 1, 'the check left its event in the database');
+  db.close();
+});

@@ -1,0 +1,103 @@
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULTS, configPath, validateConfig } from '../../apps/arbiter/src/config.js';
+import { CLI, buildDist } from './child.js';
+import { FAST } from './helper.js';
+
+t.test('the built-in defaults pass validation and resolve every key', async (t) => {
+  const r = validateConfig({}, '/srv');
+  t.equal(r.ok, true, 'defaults are valid');
+  if (!r.ok) return;
+  const c = r.config;
+  t.equal(c.arbiter, 'cloud-vm', 'arbiter');
+  t.same(c.candidates, ['mbp', 'node-b'], 'candidates');
+  t.equal(c.ttlSeconds, 1500, 'ttl');
+  t.equal(c.safetyMarginSeconds, 30, 'margin');
+  t.ok(c.safetyMarginSeconds >= c.ttlSeconds * 0.01, 'the default margin covers 1 % of the ttl');
+  t.equal(c.checkSeconds, 600, 'check interval from */10 * * * *');
+  t.equal(c.probeTimeoutSeconds, 5, 'probe timeout 5');
+  t.same(c.listen, { host: '127.0.0.1', port: 8470 }, 'listen');
+  t.equal(c.dataDir, '/srv/var', 'dataDir is resolved against the working directory');
+  t.equal(c.auth.openReads, true, 'open reads');
+  t.equal(c.tailscaleBin, DEFAULTS.tailscaleBin, 'tailscale');
+});
+
+t.test('the fast test settings pass, with a probe timeout of half the check interval', async (t) => {
+  const r = validateConfig({ ...FAST, tailscaleBin: 'tailscale' });
+  t.equal(r.ok, true, 'fast settings are valid');
+  if (r.ok) t.equal(r.config.probeTimeoutSeconds, 0.5, 'probe timeout 0.5 s for checks every second');
+});
+
+const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
+  ['an unknown key', { ttl: 5 }, 'ttl', /not a known key/],
+  ['an unknown nested key', { listen: { host: '127.0.0.1', prot: 1 } }, 'listen.prot', /not a known key/],
+  ['a string ttl', { ttlSeconds: '1500' }, 'ttlSeconds', /number/],
+  ['a reserved candidate', { candidates: ['mbp', 'constructor'] }, 'candidates[1]', /host name/],
+  ['the arbiter as a candidate', { candidates: ['mbp', 'cloud-vm'] }, 'candidates', /arbiter/],
+  ['a duplicate candidate', { candidates: ['mbp', 'mbp'] }, 'candidates', /twice/],
+  ['a standby that is not a candidate', { standby: 'other' }, 'standby', /not one of the candidates/],
+  ['a bad health URL', { healthUrls: { mbp: 'ftp://x' } }, 'healthUrls.mbp', /http/],
+  ['a health URL for a reserved name', { healthUrls: { prototype: 'http://127.0.0.1/' } }, 'healthUrls.prototype', /reserved/],
+  ['a bad cron', { checkCron: 'every minute' }, 'checkCron', /cron/],
+  ['a ttl too short for the heartbeat', { ttlSeconds: 700 }, 'ttlSeconds', /heartbeat interval × 1\.2/],
+  ['a view that can never be fresh', { viewFreshSeconds: 60 }, 'viewFreshSeconds', /heartbeat interval/],
+  ['a probe timeout as long as the check interval', { ...FAST, probeTimeoutSeconds: 1 }, 'probeTimeoutSeconds', /shorter than the check interval/],
+  ['a margin below 1 % of the ttl', { safetyMarginSeconds: 10 }, 'safetyMarginSeconds', /1% clock-rate drift/],
+  ['a fast ttl with the default margin', { ...FAST, safetyMarginSeconds: undefined }, 'safetyMarginSeconds', /half of ttlSeconds/],
+  ['a port out of range', { listen: { port: 70000 } }, 'listen.port', /65535/],
+  ['an empty hook command', { hooks: { command: [] } }, 'hooks.command', /1/],
+];
+
+for (const [what, input, key, problem] of invalid) {
+  t.test(`validation refuses ${what} naming the key`, async (t) => {
+    const clean = JSON.parse(JSON.stringify(input)) as Record<string, unknown>;
+    const r = validateConfig(clean);
+    t.equal(r.ok, false, 'refused');
+    if (r.ok) return;
+    t.equal(r.key, key, `the key is ${key}`);
+    t.match(r.message, problem, 'the problem is explained');
+  });
+}
+
+t.test('the config path comes from the flag, then the environment, then the home and /etc files', async (t) => {
+  t.equal(configPath('/a.json', { HQ_ARBITER_CONFIG: '/b.json' }, () => true), '/a.json', 'the flag wins');
+  t.equal(configPath(undefined, { HQ_ARBITER_CONFIG: '/b.json' }, () => true), '/b.json', 'then the environment');
+  t.match(configPath(undefined, {}, (p) => p.endsWith('.hq/arbiter.json')), /\.hq\/arbiter\.json$/, 'then ~/.hq/arbiter.json');
+  t.equal(configPath(undefined, {}, (p) => p === '/etc/hq/arbiter.json'), '/etc/hq/arbiter.json', 'then /etc/hq/arbiter.json');
+  t.equal(configPath(undefined, {}, () => false), null, 'else the built-in defaults');
+});
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  buildDist();
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, timeout: 20_000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+    });
+  });
+}
+
+t.test('an invalid config file stops hq-arbiter with one line naming the key and exit 2', async (t) => {
+  const dir = t.testdir();
+  const cases: Array<[string, string, RegExp]> = [
+    ['unknown.json', JSON.stringify({ ttlSecond: 5 }), /ttlSecond is not a known key/],
+    ['timing.json', JSON.stringify({ ...FAST, probeTimeoutSeconds: 2 }), /probeTimeoutSeconds \(2\) must be shorter than the check interval \(1\)/],
+    ['broken.json', '{"ttlSeconds": ', /not valid JSON/],
+  ];
+  for (const [name, text, problem] of cases) {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    for (const cmd of [['serve'], ['check'], ['token', 'list']]) {
+      const r = await run([...cmd, '--config', path]);
+      t.equal(r.code, 2, `${name} ${cmd.join(' ')}: exit 2`);
+      t.equal(r.stderr.trimEnd().split('\n').length, 1, `${name} ${cmd.join(' ')}: one line on stderr`);
+      t.match(r.stderr, problem, `${name} ${cmd.join(' ')}: names the key and the problem`);
+      t.equal(r.stdout, '', `${name} ${cmd.join(' ')}: nothing on stdout`);
+    }
+  }
+  const missing = await run(['serve', '--config', join(dir, 'absent.json')]);
+  t.equal(missing.code, 2, 'a missing file is exit 2');
+  const env = await run(['token', 'list'], { HQ_ARBITER_CONFIG: join(dir, 'unknown.json') });
+  t.equal(env.code, 2, '$HQ_ARBITER_CONFIG is read');
+});
