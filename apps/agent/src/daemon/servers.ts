@@ -101,7 +101,9 @@ function socketAnswers(path: string): Promise<boolean> {
   });
 }
 
-export class SocketInUse extends Error {}
+export class SocketInUse extends Error {
+  override name = 'SocketInUse';
+}
 
 /**
  * Prepares the socket path: its directory (0750, or the state dir's 0700 when they are the

@@ -1,0 +1,206 @@
+/**
+ * State files: atomic writes with their modes, suspicious reads, and the agent failing closed
+ * (start guard, "no confirmation") on a corrupt, insecure, foreign-owned or symlinked file.
+ */
+import t from 'tap';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ensureDir, readSecure, writeAtomic } from '../../apps/agent/src/files.js';
+import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
+import { readToken } from '../../apps/agent/src/tokens.js';
+import { resolveConfig } from '../../apps/agent/src/config.js';
+import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
+import { systemClock } from '../../apps/agent/src/clock.js';
+import { FakeArbiter, shortDir } from './helpers.js';
+
+const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
+
+function recording(): Log & { lines: { obj: object; msg: string }[] } {
+  const lines: { obj: object; msg: string }[] = [];
+  const add = (obj: object, msg: string): void => void lines.push({ obj, msg });
+  return { lines, info: add, warn: add, error: add, debug: add };
+}
+
+t.test('writeAtomic writes mode 0600 whatever the umask and leaves no temp file', async (t) => {
+  const dir = shortDir(t);
+  const old = process.umask(0);
+  try {
+    await writeAtomic(join(dir, 'f'), 'one\n');
+    await writeAtomic(join(dir, 'f'), 'two\n');
+  } finally {
+    process.umask(old);
+  }
+  t.equal(statSync(join(dir, 'f')).mode & 0o777, 0o600, 'the file is 0600');
+  t.equal(readFileSync(join(dir, 'f'), 'utf8'), 'two\n', 'the last write wins');
+  t.same(readdirSync(dir), ['f'], 'no temp file is left behind');
+});
+
+t.test('ensureDir creates 0700 and tightens a looser directory', async (t) => {
+  const dir = shortDir(t);
+  t.equal(await ensureDir(join(dir, 'state'), 0o700), null, 'a new directory is accepted');
+  t.equal(statSync(join(dir, 'state')).mode & 0o777, 0o700, 'it is created 0700');
+  mkdirSync(join(dir, 'loose'), { mode: 0o755 });
+  chmodSync(join(dir, 'loose'), 0o755);
+  await ensureDir(join(dir, 'loose'), 0o700);
+  t.equal(statSync(join(dir, 'loose')).mode & 0o777, 0o700, 'a 0755 directory is tightened to 0700');
+  symlinkSync(join(dir, 'state'), join(dir, 'link'));
+  t.match(await ensureDir(join(dir, 'link'), 0o700), /symlink/, 'a symlinked directory is refused');
+});
+
+t.test('readSecure refuses what could have been planted', async (t) => {
+  const dir = shortDir(t);
+  const write = (name: string, mode: number): string => {
+    const p = join(dir, name);
+    writeFileSync(p, '5\n', { mode });
+    chmodSync(p, mode);
+    return p;
+  };
+  t.equal((await readSecure(join(dir, 'nope'))).kind, 'missing', 'a missing file is missing, not refused');
+  t.equal((await readSecure(write('ok', 0o600))).kind, 'ok', 'a 0600 file of ours is read');
+  t.match(await readSecure(write('gw', 0o620)), { kind: 'refused', problem: /writable/ }, 'a group-writable file is refused');
+  t.match(await readSecure(write('ww', 0o602)), { kind: 'refused', problem: /writable/ }, 'a world-writable file is refused');
+  symlinkSync(join(dir, 'ok'), join(dir, 'sl'));
+  t.match(await readSecure(join(dir, 'sl')), { kind: 'refused', problem: /symlink/ }, 'a symlink is refused, not followed');
+  mkdirSync(join(dir, 'd'));
+  t.match(await readSecure(join(dir, 'd')), { kind: 'refused', problem: /regular/ }, 'a directory is refused');
+  if (process.getuid?.() === 0) {
+    const f = write('foreign', 0o600);
+    chownSync(f, 12345, 12345);
+    t.match(await readSecure(f), { kind: 'refused', problem: /owned by uid 12345/ }, 'a file owned by another user is refused');
+  } else {
+    t.pass('foreign ownership needs root to set up; checked where the tests run as root (CI)');
+  }
+  t.match(await readToken(write('tok', 0o640)), { ok: false, problem: /0600/ }, 'a group-readable token file is refused');
+  writeFileSync(join(dir, 'tok2'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+  t.same(await readToken(join(dir, 'tok2')), { ok: true, token: 'ab'.repeat(32) }, 'a 0600 token file is read, trailing newline dropped');
+});
+
+t.test('parsePersisted refuses every malformed local.json', async (t) => {
+  const good = { holder: 'mbp', generation: 2, confirmedAt: 1, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false };
+  t.same(parsePersisted(JSON.stringify(good)), good, 'a well-formed file is accepted');
+  const bad: [string, string][] = [
+    ['not JSON', '{'],
+    ['an array', '[]'],
+    ['an unknown field', JSON.stringify({ ...good, extra: 1 })],
+    ['a bad holder', JSON.stringify({ ...good, holder: 'MBP' })],
+    ['a string generation', JSON.stringify({ ...good, generation: '2' })],
+    ['a negative generation', JSON.stringify({ ...good, generation: -1 })],
+    ['a missing flag', JSON.stringify({ ...good, lockDelayPending: undefined })],
+    ['a malformed confirmation', JSON.stringify({ ...good, gaveConfirmation: { holder: 'mbp' } })],
+  ];
+  for (const [name, text] of bad) t.type(parsePersisted(text), 'string', `${name} is refused`);
+});
+
+async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: string, log: Log = silent) {
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = resolveConfig(
+    {
+      hostName: 'mbp',
+      arbiterUrl: arb.url,
+      stateDir: join(dir, 'state'),
+      socketPath: join(dir, 'a.sock'),
+      heartbeatCron: '* * * * * *',
+      ttlSeconds: 6,
+      safetyMarginSeconds: 1,
+      refreshSeconds: 1,
+      requestTimeoutSeconds: 1,
+      tailscaleBin: '',
+      peers: {},
+    },
+    null,
+  ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
+  await ensureDir(config.stateDir, 0o700);
+  writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
+  const agent = await Agent.open({ config, clock: systemClock, log });
+  t.teardown(() => agent.stop());
+  return { agent, arb, config };
+}
+
+t.test('a clean start with no state runs as soon as the arbiter renews it', async (t) => {
+  const dir = shortDir(t);
+  const { agent } = await openAgent(t, dir);
+  t.equal(agent.snapshot().startGuardUntilMono, null, 'no start guard without flags on disk');
+  const hb = await agent.heartbeat();
+  t.equal(hb.outcome, 'renewed', 'the fake arbiter renews mbp');
+  t.equal(agent.fence('cron').reason, 'holder', 'the fence says holder');
+  const local = JSON.parse(readFileSync(join(dir, 'state', 'local.json'), 'utf8')) as { holder: string; generation: number };
+  t.equal(local.holder, 'mbp', 'local.json records the holder');
+  t.equal(readFileSync(join(dir, 'state', 'seen-generation'), 'utf8'), '1\n', 'seen-generation holds the number and a newline');
+  t.equal(statSync(join(dir, 'state', 'local.json')).mode & 0o777, 0o600, 'local.json is 0600');
+  t.equal(statSync(join(dir, 'state')).mode & 0o777, 0o700, 'the state directory is 0700');
+});
+
+const failClosedCases: [string, (state: string) => void][] = [
+  ['a corrupt local.json', (s) => writeFileSync(join(s, 'local.json'), '{"holder":', { mode: 0o600 })],
+  [
+    'a group-writable local.json',
+    (s) => {
+      writeFileSync(join(s, 'local.json'), JSON.stringify({ holder: null, generation: 0, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }));
+      chmodSync(join(s, 'local.json'), 0o664);
+    },
+  ],
+  [
+    'a symlinked local.json',
+    (s) => {
+      writeFileSync(join(s, 'elsewhere.json'), JSON.stringify({ holder: null, generation: 0, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }), { mode: 0o600 });
+      symlinkSync(join(s, 'elsewhere.json'), join(s, 'local.json'));
+    },
+  ],
+  ['a corrupt seen-generation', (s) => writeFileSync(join(s, 'seen-generation'), 'seven\n', { mode: 0o600 })],
+];
+if (process.getuid?.() === 0) {
+  failClosedCases.push([
+    'a foreign-owned seen-generation',
+    (s) => {
+      writeFileSync(join(s, 'seen-generation'), '4\n', { mode: 0o600 });
+      chownSync(join(s, 'seen-generation'), 12345, 12345);
+    },
+  ]);
+}
+
+for (const [name, plant] of failClosedCases) {
+  t.test(`${name} is refused and the agent fails closed instead of crashing`, async (t) => {
+    const dir = shortDir(t);
+    mkdirSync(join(dir, 'state'), { mode: 0o700 });
+    plant(join(dir, 'state'));
+    const log = recording();
+    const { agent } = await openAgent(t, dir, log);
+    t.ok(log.lines.some((l) => l.msg.includes('refused')), 'the refusal is logged');
+    t.not(agent.snapshot().startGuardUntilMono, null, 'the start guard applies');
+    const hb = await agent.heartbeat();
+    t.equal(hb.outcome, 'renewed', 'the arbiter renews the holder');
+    const f = agent.fence('cron');
+    t.equal(f.run, false, 'nothing runs during the start guard even though the arbiter renewed');
+    t.equal(f.reason, 'lock-delay', 'the reason is lock-delay');
+    const st = lstatSync(join(dir, 'state', 'local.json'));
+    t.ok(st.isFile() && !st.isSymbolicLink(), 'local.json was replaced by a regular file');
+    const local = await loadPersisted(join(dir, 'state', 'local.json'));
+    t.equal(local.kind === 'ok' && local.value.lockDelayPending, true, 'the rewritten local.json keeps the flag set');
+    if (name.includes('symlinked')) {
+      t.same(JSON.parse(readFileSync(join(dir, 'state', 'elsewhere.json'), 'utf8')).generation, 0, 'the symlink target was never written');
+    }
+  });
+}
+
+t.test('a confirmation on record at start holds the agent back for ttl + margin', async (t) => {
+  const dir = shortDir(t);
+  mkdirSync(join(dir, 'state'), { mode: 0o700 });
+  writeFileSync(
+    join(dir, 'state', 'local.json'),
+    JSON.stringify({ holder: 'node-b', generation: 1, confirmedAt: null, ttlSeconds: 6, gaveConfirmation: { holder: 'node-b', generation: 1, at: Date.now() / 1000 }, lockDelayPending: false }),
+    { mode: 0o600 },
+  );
+  writeFileSync(join(dir, 'state', 'seen-generation'), '1\n', { mode: 0o600 });
+  const { agent, arb } = await openAgent(t, dir);
+  const guard = (agent.snapshot().startGuardUntilMono ?? 0) - agent.snapshot().started.mono;
+  t.equal(guard, 7, 'the start guard is ttl + margin (6 + 1)');
+  t.equal(agent.snapshot().seen, 1, 'the seen generation is read back');
+  await agent.heartbeat();
+  t.equal(agent.fence('cron').reason, 'lock-delay', 'the renewed holder still waits');
+  const seen = await loadSeen(join(dir, 'state', 'seen-generation'));
+  t.same(seen, { kind: 'ok', value: 1 }, 'seen-generation stays');
+  const sent = arb.heartbeats[0] as { seenGeneration: number };
+  t.equal(sent.seenGeneration, 1, 'the heartbeat reports the seen generation');
+});
