@@ -132,9 +132,19 @@ function active(g: Grant | null, now: Stamp): boolean {
   return g !== null && now.mono >= g.startMono && elapsed(g.sent, now) < g.seconds;
 }
 
-/** Folds a pending grant whose start has come into `current`, and drops a spent confirmation. */
+function spent(g: Grant | null, now: Stamp): boolean {
+  return g !== null && elapsed(g.sent, now) >= g.seconds;
+}
+
+/**
+ * Folds a pending grant whose start has come into `current`, drops a spent confirmation, and
+ * drops every grant whose validity is over: once seen over, a validity stays over, so a later
+ * backward wall jump cannot bring it back. The shell calls this on every tick and query.
+ */
 export function settle(state: AgentState, now: Stamp): AgentState {
   let next = state;
+  if (spent(next.current, now)) next = { ...next, current: null };
+  if (spent(next.pending, now)) next = { ...next, pending: null };
   if (next.pending !== null && now.mono >= next.pending.startMono) {
     next = { ...next, current: next.pending, pending: null };
   }
