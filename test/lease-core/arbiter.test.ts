@@ -2,6 +2,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import {
   acquire,
+  atRestart,
   check,
   emptyLease,
   heartbeat,
@@ -590,6 +591,12 @@ t.test('check', async (t) => {
       t.equal(step.answer.streak, expected === null ? 0 : 1, 'the streak counts only with a promotee');
     });
   }
+  t.test('a view from an earlier life of the arbiter is no evidence', async (t) => {
+    const s = held({ acquiredAt: 800 }, [['node-b', unreachableView('mbp', 990)]]);
+    t.equal(promotee(s, ctx(1000, { startAt: 995, reports: new Map() })), null, 'taken before this start');
+    t.equal(promotee(s, ctx(1000, { startAt: 990, reports: new Map() })), null, 'taken at the start');
+    t.equal(promotee(s, ctx(1000, { startAt: 989, reports: new Map() })), 'node-b', 'taken after the start');
+  });
   t.test('a lease without acquiredAt skips the tenure test', async (t) => {
     t.equal(promotee(held({ acquiredAt: null }, [['node-b', unreachableView('mbp', 10)]]), ctx(20)), 'node-b', 'eligible');
   });
@@ -603,6 +610,42 @@ t.test('check', async (t) => {
     const two = check(back.next, ctx(1001), DOWN);
     t.same([two.answer.promoted, two.answer.streak], [false, 0], 'no promotion, streak reset');
   });
+});
+
+// ---------------------------------------------------------------------------------------
+// restart
+
+t.test('atRestart clamps every stored time to the start (a clock that jumped back while the arbiter was down)', async (t) => {
+  // The previous life's clock ran ahead: its times lie after this start at 1000.
+  const s = state(
+    { holder: 'mbp', generation: 3, revision: 5, acquiredAt: 1500, renewedAt: 1600, expiresAt: 1700, notBefore: 1550, lastCheckAt: 1650 },
+    [
+      ['node-b', { ...unreachableView('mbp', 1640), ...confirmation('mbp', 1630), lastHeartbeatAt: 1640, heartbeatSeconds: 10 }],
+      ['cloud-vm', { lastHeartbeatAt: null }],
+    ],
+    3,
+  );
+  const c = ctx(1000, young());
+  const r = atRestart(s, c);
+  t.match(r.lease, { holder: 'mbp', generation: 3, revision: 5, acquiredAt: 1000, renewedAt: 1000, lastCheckAt: 1000, expiresAt: 1100, notBefore: 1110 }, 'lease times capped; holder and generation kept');
+  t.same(
+    r.observers.get('node-b'),
+    { view: { target: 'mbp', reachable: false, ping: false, health: false, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 1000 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10 },
+    'observer times capped',
+  );
+  t.same(r.observers.get('cloud-vm'), NO_OBSERVER, 'empty observers stay empty');
+  t.equal(r.floor, 3, 'floor kept');
+  t.equal(lockDelayUntil(r, c, 'mbp'), 1110, 'the lock-delay of the old holder is at most start + ttl + margin');
+  t.equal(promotee(r, ctx(1020, young())), null, "the previous life's view is no evidence");
+  const grant = transfer(r, ctx(1020, young()), { to: 'node-b' });
+  t.equal(grant.next.lease.notBefore, 1110, 'a transfer right after the start waits for the start wait, no longer');
+});
+
+t.test('atRestart keeps times before the start and nulls as they are', async (t) => {
+  const s = held({ lastCheckAt: null, renewedAt: null }, [['node-b', { ...unreachableView('mbp', 900), lastHeartbeatAt: 900 }]]);
+  const r = atRestart(s, ctx(2000, newBoot(2000)));
+  t.same(r.lease, s.lease, 'the lease is unchanged');
+  t.same(r.observers, s.observers, 'the observers are unchanged');
 });
 
 // ---------------------------------------------------------------------------------------
