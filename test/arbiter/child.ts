@@ -8,11 +8,21 @@ import { FAST } from './helper.js';
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 
+/** The environment for spawned daemons: without tap's NODE_OPTIONS hooks (they slow every start). */
+export function childEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k === 'NODE_OPTIONS' || k === 'NODE_V8_COVERAGE' || k.startsWith('_TAPJS_') || k.startsWith('TAP')) continue;
+    env[k] = v;
+  }
+  return { ...env, ...extra };
+}
+
 let built = false;
 /** `tsc -b apps/arbiter` (incremental: quick when dist is current). */
 export function buildDist(): void {
   if (built) return;
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit', env: childEnv() });
   built = true;
 }
 
@@ -30,9 +40,13 @@ export interface Child {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export async function startArbiter(configPath: string, timeoutMs = 15_000): Promise<Child> {
+/** Starts `hq-arbiter serve`; the child is SIGKILLed at teardown if the test left it running. */
+export async function startArbiter(t: { teardown(fn: () => void): void }, configPath: string, timeoutMs = 60_000): Promise<Child> {
   buildDist();
-  const proc = spawn(process.execPath, [CLI, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [CLI, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  t.teardown(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  });
   const lines: Array<Record<string, unknown>> = [];
   let stderr = '';
   proc.stderr!.on('data', (d) => {

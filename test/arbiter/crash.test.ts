@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { execFileSync } from 'node:child_process';
-import { CLI, buildDist, startArbiter, writeConfig } from './child.js';
+import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
 
 function issue(config: string, machine: string): string {
-  return execFileSync(process.execPath, [CLI, 'token', 'issue', machine, '--scope', 'member', '--config', config], { encoding: 'utf8' }).trim();
+  return execFileSync(process.execPath, [CLI, 'token', 'issue', machine, '--scope', 'member', '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
 }
 
 t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged write and leaves an intact database (S4)', async (t) => {
@@ -16,7 +16,7 @@ t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged wri
   buildDist();
   const members = { mbp: issue(config, 'mbp'), 'node-b': issue(config, 'node-b') };
   const t0 = Date.now();
-  const a = await startArbiter(config);
+  const a = await startArbiter(t, config);
   t.comment(`started in ${Date.now() - t0} ms`);
   const started = Date.now();
   const token = readFileSync(join(dir, 'var', 'admin.token'), 'utf8').trim();
@@ -81,7 +81,7 @@ t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged wri
   t.ok(acked >= 300, `renewals were acknowledged before the kill (${acked})`);
 
   const t1 = Date.now();
-  const b = await startArbiter(config);
+  const b = await startArbiter(t, config);
   t.comment(`restarted in ${Date.now() - t1} ms`);
   const res = await request(`${b.base}/v1/lease`, { dispatcher });
   const lease = (await res.body.json()) as any;
