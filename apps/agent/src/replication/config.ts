@@ -1,0 +1,270 @@
+/**
+ * The `replication` block of the agent config (SPEC §6): what to protect, where generations
+ * arrive, how long they are kept and when each tier runs. Validated strictly with TypeBox
+ * (unknown keys refused, no coercion) and resolved into one `ReplicationConfig` with every
+ * default filled in; every problem is one line that names the key (ConfigError, exit 2).
+ *
+ * The block lives in the agent's own JSON file under `replication`. Until the agent's schema
+ * lists that key, `loadAgentWithReplication` takes the block out before handing the rest of the
+ * file to the agent's validator, so both work on the same file.
+ */
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import Type, { type Static } from 'typebox';
+import Value from 'typebox/value';
+import { ConfigError, expandHome, findConfigFile } from '../config-file.js';
+import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
+import { cronIntervalSeconds, isHost } from '@hq/lease-core';
+import { relPathProblem, TIERS, type Tier } from './manifest.js';
+
+const RelPath = Type.String({ minLength: 1, maxLength: 1024 });
+const Regex = Type.String({ minLength: 1, maxLength: 512 });
+const PerTier = <T extends ReturnType<typeof Type.Integer> | ReturnType<typeof Type.String>>(v: T) =>
+  Type.Object({ core: Type.Optional(v), big: Type.Optional(v), obs: Type.Optional(v) }, { additionalProperties: false });
+
+export const PlanItemSchema = Type.Object(
+  {
+    path: RelPath,
+    /** May this item (and, for a directory, its files) go to survival copies? Secrets never do. */
+    survival: Type.Optional(Type.Boolean()),
+    /** Directories only: a regular expression the path below the directory must match. */
+    match: Type.Optional(Regex),
+  },
+  { additionalProperties: false },
+);
+
+export const ReplicationConfigSchema = Type.Object(
+  {
+    stateDir: Type.String({ minLength: 1 }),
+    standbyDir: Type.Optional(Type.String({ minLength: 1 })),
+    outboxDir: Type.Optional(Type.String({ minLength: 1 })),
+    smallBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+    plan: Type.Optional(
+      Type.Object(
+        {
+          files: Type.Optional(Type.Array(PlanItemSchema)),
+          dirs: Type.Optional(Type.Array(PlanItemSchema)),
+          obs: Type.Optional(Type.Array(PlanItemSchema)),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    secretPatterns: Type.Optional(Type.Array(Regex)),
+    hostLocalKeys: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }))),
+    keep: Type.Optional(PerTier(Type.Integer({ minimum: 1, maximum: 10_000 }))),
+    cron: Type.Optional(PerTier(Type.String({ minLength: 1 }))),
+    pushTo: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }))),
+    chunkBytes: Type.Optional(Type.Integer({ minimum: 4096, maximum: 256 * 1024 * 1024 })),
+    keepLocal: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  },
+  { additionalProperties: false },
+);
+
+export type ReplicationConfigFile = Static<typeof ReplicationConfigSchema>;
+
+export interface PlanItem {
+  readonly path: string;
+  readonly survival: boolean;
+  readonly match: RegExp | null;
+}
+
+/** The seeds' secret names (standby-snapshot `isSecretPath`): matched against the lower-cased path. */
+export const DEFAULT_SECRET_PATTERNS: readonly string[] = Object.freeze([
+  '(^|/)(secrets?|backup-key|acp-token)(/|$|\\.)',
+  '(^|/)auth\\.json',
+  '\\.(p8|pem|key|env)$',
+  '(token|credential|password|session)[^/]*$',
+]);
+
+const SQLITE_NAME = '\\.(db|sqlite|sqlite3)$';
+
+/** The seeds' plan (HQ-REP ① canonical, ② observation). `deploy/replication/example-plan.json` mirrors it. */
+export const DEFAULT_PLAN = Object.freeze({
+  files: [
+    { path: 'release/features.sqlite', survival: true },
+    { path: 'schedules.db', survival: true },
+    { path: 'tasks/tasks.db' },
+    { path: 'directives/directives.db', survival: true },
+    { path: 'scheduler/scheduler.db' },
+    { path: 'task-cards/index.db' },
+    { path: 'knowledge.db' },
+    { path: 'memory/knowledge.db' },
+    { path: 'config.json' },
+  ],
+  dirs: [
+    { path: 'decisions', survival: true },
+    { path: 'budget' },
+    { path: 'seat-loop' },
+    { path: 'seat-requests' },
+    { path: 'test-diet' },
+    { path: 'consult-requests' },
+    { path: 'outputs' },
+    { path: 'hq-drill' },
+    { path: 'conatus', match: SQLITE_NAME },
+    { path: 'release', survival: true, match: '^[^/]+/(checklist|manifest)\\.json$' },
+  ],
+  obs: [{ path: 'logs/logs.db' }, { path: 'memory/surface_events.db' }],
+});
+
+/** Every default, with why. */
+export const REPLICATION_DEFAULTS = Object.freeze({
+  /** Ledgers at or under 20 MiB go every 10 minutes (core); larger ones would make each core push heavy (big). */
+  smallBytes: 20 * 1024 * 1024,
+  /** 36 core generations = 6 hours at every 10 minutes; fewer narrows the window to find a good copy. */
+  keep: Object.freeze({ core: 36, big: 8, obs: 8 }),
+  /** core every 10 minutes; big and obs four times a day (the seeds' schedule). */
+  cron: Object.freeze({ core: '*/10 * * * *', big: '15 */6 * * *', obs: '45 */6 * * *' }),
+  /** The host-local keys of `config.json`: the `hq` block names this host and must never ride a copy. */
+  hostLocalKeys: Object.freeze(['hq']) as readonly string[],
+  /** 8 MiB per blob request: well inside the peer listener's 10 s request timeout on a slow link. */
+  chunkBytes: 8 * 1024 * 1024,
+  /** Local generations kept in the outbox: the previous one is all that reuse needs. */
+  keepLocal: 2,
+});
+
+export interface ReplicationConfig {
+  readonly stateDir: string;
+  readonly standbyDir: string;
+  readonly outboxDir: string;
+  readonly smallBytes: number;
+  readonly files: readonly PlanItem[];
+  readonly dirs: readonly PlanItem[];
+  readonly obs: readonly PlanItem[];
+  readonly secretPatterns: readonly RegExp[];
+  readonly hostLocalKeys: readonly string[];
+  readonly keep: Readonly<Record<Tier, number>>;
+  readonly cron: Readonly<Record<Tier, string>>;
+  /** Hosts to push to; null = every peer of the agent config. */
+  readonly pushTo: readonly string[] | null;
+  readonly chunkBytes: number;
+  readonly keepLocal: number;
+}
+
+function keyOf(instancePath: string): string {
+  const key = instancePath.replace(/^\//, '').split('/').join('.');
+  return key === '' ? 'replication' : `replication.${key}`;
+}
+
+function regex(source: string, key: string): RegExp {
+  try {
+    return new RegExp(source);
+  } catch (err) {
+    throw new ConfigError(key, `${key}: is not a regular expression (${(err as Error).message})`);
+  }
+}
+
+function items(list: readonly { path: string; survival?: boolean; match?: string }[], key: string, dirs: boolean): PlanItem[] {
+  const seen = new Set<string>();
+  return list.map((it, i) => {
+    const k = `${key}.${i}.path`;
+    const problem = relPathProblem(it.path);
+    if (problem !== null) throw new ConfigError(k, `${k}: ${problem}`);
+    if (seen.has(it.path)) throw new ConfigError(k, `${k}: "${it.path}" is listed twice`);
+    seen.add(it.path);
+    if (!dirs && it.match !== undefined) throw new ConfigError(`${key}.${i}.match`, `${key}.${i}.match: only directories take match`);
+    return { path: it.path, survival: it.survival === true, match: it.match === undefined ? null : regex(it.match, `${key}.${i}.match`) };
+  });
+}
+
+/** Validates the block; the first problem is thrown as a ConfigError naming `replication.<key>`. */
+export function validateReplication(input: unknown): ReplicationConfigFile {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ConfigError('replication', 'replication: must be a JSON object');
+  if (!Value.Check(ReplicationConfigSchema, input)) {
+    const errors = [...Value.Errors(ReplicationConfigSchema, input)];
+    const unknown = errors.find((e) => e.message === 'schema is false');
+    const first = unknown ?? errors[0];
+    const key = first === undefined ? 'replication' : keyOf(first.instancePath);
+    throw new ConfigError(key, `${key}: ${unknown !== undefined ? 'is not a known key' : (first?.message ?? 'is invalid')}`);
+  }
+  return input as ReplicationConfigFile;
+}
+
+/** Fills defaults; relative directories are taken from the agent's state directory. */
+export function resolveReplication(c: ReplicationConfigFile, agentStateDir: string): ReplicationConfig {
+  const dir = (p: string | undefined, fallback: string): string => {
+    const v = expandHome(p ?? fallback);
+    return isAbsolute(v) ? resolve(v) : resolve(agentStateDir, v);
+  };
+  const cron = { ...REPLICATION_DEFAULTS.cron, ...(c.cron ?? {}) } as Record<Tier, string>;
+  for (const t of TIERS) {
+    const r = cronIntervalSeconds(cron[t]);
+    if (!r.ok) throw new ConfigError(`replication.cron.${t}`, `replication.cron.${t}: ${r.message}`);
+  }
+  for (const h of c.pushTo ?? []) if (!isHost(h)) throw new ConfigError('replication.pushTo', `replication.pushTo: "${h}" is not a host`);
+  const plan = c.plan ?? DEFAULT_PLAN;
+  const r: ReplicationConfig = {
+    stateDir: dir(c.stateDir, c.stateDir),
+    standbyDir: dir(c.standbyDir, 'standby'),
+    outboxDir: dir(c.outboxDir, 'replication-out'),
+    smallBytes: c.smallBytes ?? REPLICATION_DEFAULTS.smallBytes,
+    files: items(plan.files ?? [], 'replication.plan.files', false),
+    dirs: items(plan.dirs ?? [], 'replication.plan.dirs', true),
+    obs: items(plan.obs ?? [], 'replication.plan.obs', false),
+    secretPatterns: (c.secretPatterns ?? DEFAULT_SECRET_PATTERNS).map((s, i) => regex(s, `replication.secretPatterns.${i}`)),
+    hostLocalKeys: c.hostLocalKeys ?? REPLICATION_DEFAULTS.hostLocalKeys,
+    keep: { ...REPLICATION_DEFAULTS.keep, ...(c.keep ?? {}) } as Record<Tier, number>,
+    cron,
+    pushTo: c.pushTo ?? null,
+    chunkBytes: c.chunkBytes ?? REPLICATION_DEFAULTS.chunkBytes,
+    keepLocal: c.keepLocal ?? REPLICATION_DEFAULTS.keepLocal,
+  };
+  const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
+  for (const [k, v] of [
+    ['standbyDir', r.standbyDir],
+    ['outboxDir', r.outboxDir],
+  ] as const) {
+    if (inside(v, r.stateDir) || inside(r.stateDir, v)) {
+      throw new ConfigError(`replication.${k}`, `replication.${k}: ${v} must lie outside stateDir ${r.stateDir} (and not contain it)`);
+    }
+  }
+  if (inside(r.standbyDir, r.outboxDir) || inside(r.outboxDir, r.standbyDir)) {
+    throw new ConfigError('replication.outboxDir', 'replication.outboxDir: must not overlap standbyDir');
+  }
+  return r;
+}
+
+/** Is this relative path a secret? (lower-cased, every pattern) */
+export function isSecretPath(rel: string, patterns: readonly RegExp[] = DEFAULT_SECRET_PATTERNS.map((s) => new RegExp(s))): boolean {
+  const lower = rel.toLowerCase();
+  return patterns.some((p) => p.test(lower));
+}
+
+export interface Loaded {
+  readonly agent: AgentConfig;
+  /** null when the file has no `replication` block. */
+  readonly replication: ReplicationConfig | null;
+}
+
+/**
+ * Reads the agent config file (same lookup as `hq`), takes the `replication` block out, validates
+ * both parts. Throws ConfigError.
+ */
+export function loadAgentWithReplication(explicit?: string, env: NodeJS.ProcessEnv = process.env): Loaded {
+  const file = findConfigFile(explicit, env);
+  let raw: { [k: string]: unknown } = {};
+  if (file !== null) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError('--config', `cannot read config file ${file}: ${(err as Error).message}`);
+    }
+    try {
+      const v: unknown = JSON.parse(text);
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError('(top level)', 'the config must be a JSON object');
+      raw = v as { [k: string]: unknown };
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  const { replication, ...rest } = raw;
+  const agent = resolveConfig(validateConfigFile(rest), file);
+  const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
+  return { agent, replication: block };
+}
+
+/** The tier folder of a standby or outbox root. */
+export function tierDir(root: string, tier: Tier): string {
+  return join(root, tier);
+}

@@ -1,0 +1,139 @@
+/**
+ * File helpers of replication: directories 0700, files 0600, every write temp + fsync + rename,
+ * the `latest` link moved with one rename (atomic on POSIX), copies hashed while they stream so
+ * what lands is what was checked.
+ */
+import { constants } from 'node:fs';
+import { chmod, lstat, mkdir, open, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+import { fsyncDir } from '../files.js';
+
+export { fsyncDir };
+
+export const DIR_MODE = 0o700;
+export const FILE_MODE = 0o600;
+
+export function rand(): string {
+  return randomBytes(6).toString('hex');
+}
+
+/** mkdir -p with 0700 on every directory it creates, and on `dir` itself. */
+export async function mkdirPrivate(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: DIR_MODE });
+  await chmod(dir, DIR_MODE);
+}
+
+/** Writes bytes atomically and durably (0600 unless told). */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
+  const dir = dirname(path);
+  const tmp = join(dir, `.${basename(path)}.${process.pid}.${rand()}.tmp`);
+  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    await fh.writeFile(data);
+    await fh.chmod(mode);
+    await fh.sync();
+  } catch (err) {
+    await fh.close();
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  }
+  await fh.close();
+  try {
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  }
+  await fsyncDir(dir);
+}
+
+/** Writes a new file (never replacing one), fsync'd. */
+export async function writeFileNew(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
+  const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    await fh.writeFile(data);
+    await fh.chmod(mode);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+export async function fsyncFile(path: string): Promise<void> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Copies `src` to a new file `dest` (never following a link at either end), hashing the bytes as
+ * they pass; fsync'd. Returns the digest and size of what was written.
+ */
+export async function copyHashed(src: string, dest: string, mode = FILE_MODE): Promise<{ sha256: string; bytes: number }> {
+  const hash = createHash('sha256');
+  const inp = await open(src, constants.O_RDONLY | constants.O_NOFOLLOW);
+  let bytes = 0;
+  try {
+    const out = await open(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    try {
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (;;) {
+        const { bytesRead } = await inp.read(buf, 0, buf.length, null);
+        if (bytesRead === 0) break;
+        const chunk = buf.subarray(0, bytesRead);
+        hash.update(chunk);
+        let off = 0;
+        while (off < bytesRead) off += (await out.write(chunk, off, bytesRead - off)).bytesWritten;
+        bytes += bytesRead;
+      }
+      await out.chmod(mode);
+      await out.sync();
+    } finally {
+      await out.close();
+    }
+  } finally {
+    await inp.close();
+  }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+/** Points `link` at `target` (a name in the same folder) with one rename. */
+export async function swapLink(link: string, target: string): Promise<void> {
+  const tmp = join(dirname(link), `.${basename(link)}.${process.pid}.${rand()}.tmp`);
+  await symlink(target, tmp);
+  try {
+    await rename(tmp, link);
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  }
+  await fsyncDir(dirname(link));
+}
+
+/** The target of a `latest` link when it is a link to a plain name, else null. */
+export async function readLatest(link: string): Promise<string | null> {
+  try {
+    const st = await lstat(link);
+    if (!st.isSymbolicLink()) return null;
+    return await readlink(link);
+  } catch {
+    return null;
+  }
+}
+
+export async function removeTree(path: string): Promise<void> {
+  await rm(path, { recursive: true, force: true });
+}
+
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

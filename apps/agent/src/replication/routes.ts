@@ -1,0 +1,115 @@
+/**
+ * The standby's push routes on the agent's peer listener, every one behind the peer token:
+ *
+ *   GET    /v1/standby                                   → {acceptedGeneration, pushes, tiers[{tier, latest, generations}]}
+ *   POST   /v1/standby/pushes              {manifest, sums} → 200 {push, missing[sha256], have}
+ *   PUT    /v1/standby/pushes/:push/blobs/:sha256        (application/octet-stream, header x-hq-offset)
+ *                                                         → 200 {received, complete}
+ *   POST   /v1/standby/pushes/:push/commit               → 200 {tier, generation, latest, received, linked}
+ *   DELETE /v1/standby/pushes/:push                      → 200 {aborted}
+ *
+ * Refusals are `{error, message, …}` with the replication catalog's status (409 for a stale
+ * lease generation). Register it on the peer app:
+ *   `app.register(replicationPeerRoutes, { receiver, verifyPeer })`.
+ */
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Readable } from 'node:stream';
+import Type from 'typebox';
+import { REPLICATION_ERRORS, type Refusal } from './errors.js';
+import type { StandbyReceiver } from './receiver.js';
+
+export interface ReplicationPeerRoutesOptions {
+  readonly receiver: StandbyReceiver;
+  /** Is this Authorization header value the peer token? (constant time, rotation-aware: the agent's). */
+  readonly verifyPeer: (authorization: string | string[] | undefined) => boolean | Promise<boolean>;
+  /** Largest manifest + sums body, bytes. Default 16 MiB (about 60 000 entries). */
+  readonly manifestBodyLimit?: number;
+}
+
+const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() }, { additionalProperties: true });
+const PushParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }) }, { additionalProperties: false });
+const BlobParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }) }, { additionalProperties: false });
+
+function send(reply: FastifyReply, r: Refusal): FastifyReply {
+  return reply.code(r.error.status).send({ error: r.error.code, message: r.message, ...(r.extra ?? {}) });
+}
+
+export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOptions> = async (instance, opts) => {
+  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
+  const { receiver } = opts;
+
+  app.addHook('onRequest', async (req, reply) => {
+    const headers = req.raw.rawHeaders.filter((_, i) => i % 2 === 0 && _.toLowerCase() === 'authorization');
+    if (headers.length > 1 || !(await opts.verifyPeer(req.headers.authorization))) {
+      return reply.code(401).send({ error: REPLICATION_ERRORS.UNAUTHORIZED.code, message: REPLICATION_ERRORS.UNAUTHORIZED.message });
+    }
+    return undefined;
+  });
+
+  // Blob chunks stay a stream: the handler writes them to disk as they arrive.
+  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+
+  app.get('/v1/standby', async () => receiver.status());
+
+  app.post(
+    '/v1/standby/pushes',
+    {
+      bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
+      schema: {
+        body: Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false }),
+        response: {
+          200: Type.Object({ push: Type.String(), missing: Type.Array(Type.String()), have: Type.Integer() }),
+          '4xx': ErrorBody,
+          '5xx': ErrorBody,
+        },
+      },
+    },
+    async (req, reply) => {
+      const r = await receiver.begin({ manifest: req.body.manifest, sums: req.body.sums });
+      if (!r.ok) return send(reply, r);
+      return { push: r.push, missing: r.missing, have: r.have };
+    },
+  );
+
+  app.put(
+    '/v1/standby/pushes/:push/blobs/:sha256',
+    {
+      schema: {
+        params: BlobParams,
+        headers: Type.Object({ 'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })) }),
+        response: { 200: Type.Object({ received: Type.Integer(), complete: Type.Boolean() }), '4xx': ErrorBody, '5xx': ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      if (req.headers['content-type'] !== 'application/octet-stream') {
+        return reply.code(415).send({ error: 'HQ_ERR_UNSUPPORTED_MEDIA', message: 'a blob chunk must be application/octet-stream' });
+      }
+      const offset = Number(req.headers['x-hq-offset'] ?? '0');
+      const r = await receiver.putChunk(req.params.push, req.params.sha256, offset, req.body as Readable);
+      if (!r.ok) return send(reply, r);
+      return { received: r.received, complete: r.complete };
+    },
+  );
+
+  app.post(
+    '/v1/standby/pushes/:push/commit',
+    {
+      schema: {
+        params: PushParams,
+        response: {
+          200: Type.Object({ tier: Type.String(), generation: Type.String(), latest: Type.String(), received: Type.Integer(), linked: Type.Integer() }),
+          '4xx': ErrorBody,
+          '5xx': ErrorBody,
+        },
+      },
+    },
+    async (req, reply) => {
+      const r = await receiver.commit(req.params.push);
+      if (!r.ok) return send(reply, r);
+      return { tier: r.tier, generation: r.generation, latest: r.latest, received: r.received, linked: r.linked };
+    },
+  );
+
+  app.delete('/v1/standby/pushes/:push', { schema: { params: PushParams } }, async (req) => ({ aborted: await receiver.abort(req.params.push) }));
+};

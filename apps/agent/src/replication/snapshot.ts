@@ -1,0 +1,309 @@
+/**
+ * `hq standby snapshot`: builds one numbered generation of a tier in the outbox.
+ *
+ * Guarantees:
+ *  1. one clock reading names the generation and fills `createdAt`;
+ *  2. a SQLite file is read only through better-sqlite3's online backup API, in one step (one
+ *     read transaction: the copy is a consistent state of the database, whatever writers do
+ *     meanwhile); it is never copied as a live file;
+ *  3. other files are copied byte for byte, except `config.json` at the top, whose host-local
+ *     keys (`hq`) are removed (text that does not parse as a JSON object is copied as is);
+ *  4. a file unchanged since the previous generation is hard-linked from it (`reused: true`):
+ *     "unchanged" = same device, inode, size, mtime and ctime (ns) for the file and its `-wal`
+ *     and `-journal`, and last changed at least 2 s before the previous fingerprint was taken
+ *     (file times are coarse; a write in the same tick could otherwise hide);
+ *  5. the generation is built in a hidden folder and renamed into place complete, with
+ *     `MANIFEST.json` and `SHA256SUMS`; files 0600, folders 0700, everything fsync'd.
+ */
+import { chmod, link, lstat, readdir, readFile, rename, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { ReplicationConfig } from './config.js';
+import { copyHashed, fsyncDir, fsyncFile, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
+import {
+  formatManifest,
+  formatSums,
+  generationId,
+  GENERATION_RE,
+  parseManifest,
+  sha256File,
+  type Manifest,
+  type ManifestEntry,
+  type Tier,
+} from './manifest.js';
+import { planTier, type Plan, type Planned } from './plan.js';
+
+export class SnapshotError extends Error {
+  override readonly name = 'SnapshotError';
+}
+
+export interface SnapshotOptions {
+  readonly cfg: ReplicationConfig;
+  readonly tier: Tier;
+  readonly host: string;
+  /** The lease generation and holder this snapshot runs under (0 / null before the first lease). */
+  readonly lease: { readonly generation: number; readonly holder: string | null };
+  /** ms since the epoch; read once. */
+  readonly now?: () => number;
+}
+
+export interface SnapshotResult {
+  readonly manifest: Manifest;
+  readonly dir: string;
+  readonly bytes: number;
+  readonly reused: number;
+  readonly skipped: Plan['skipped'];
+  readonly survival: readonly string[];
+}
+
+interface Fingerprint {
+  readonly dev: string;
+  readonly ino: string;
+  readonly size: string;
+  readonly mtimeNs: string;
+  readonly ctimeNs: string;
+}
+type Fp = { main: Fingerprint; wal: Fingerprint | null; journal: Fingerprint | null };
+interface Fingerprints {
+  readonly takenAtMs: number;
+  readonly files: readonly (readonly [string, Fp])[];
+}
+
+/** Reused only when the source last changed this long before the previous fingerprint. */
+const STABLE_MS = 2000;
+
+async function fingerprint(abs: string): Promise<Fingerprint | null> {
+  try {
+    const st = await stat(abs, { bigint: true });
+    return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtimeNs: String(st.mtimeNs), ctimeNs: String(st.ctimeNs) };
+  } catch {
+    return null;
+  }
+}
+
+async function fingerprintAll(abs: string): Promise<Fp | null> {
+  const main = await fingerprint(abs);
+  if (main === null) return null;
+  return { main, wal: await fingerprint(`${abs}-wal`), journal: await fingerprint(`${abs}-journal`) };
+}
+
+const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
+  a === null || b === null ? a === b : a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+
+function stableBefore(fp: Fp, takenAtMs: number): boolean {
+  const limit = BigInt(Math.floor(takenAtMs - STABLE_MS)) * 1_000_000n;
+  return [fp.main, fp.wal, fp.journal].every((f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit));
+}
+
+/** `config.json` without the host-local keys; unparsable text (or not an object) unchanged. */
+export function stripHostLocal(text: string, keys: readonly string[]): string {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return text;
+  const o = { ...(v as Record<string, unknown>) };
+  let removed = false;
+  for (const k of keys) {
+    if (Object.hasOwn(o, k)) {
+      delete o[k];
+      removed = true;
+    }
+  }
+  return removed ? `${JSON.stringify(o, null, 2)}\n` : text;
+}
+
+/** Online backup in one step (one read transaction), to a new file; fsync'd, 0600. */
+export async function backupSqlite(src: string, dest: string): Promise<void> {
+  const db = new Database(src, { readonly: true, fileMustExist: true, timeout: 10_000 });
+  try {
+    // The first step only opens the backup; the second copies every page at once, so a
+    // concurrent writer can never make it restart or mix two states.
+    await db.backup(dest, { progress: () => 0x7fffffff });
+  } finally {
+    db.close();
+  }
+  await fsyncFile(dest);
+  await chmod(dest, 0o600);
+}
+
+/** The survival subset of a generation: items the plan allows, minus secrets — checked twice. */
+export function survivalSubset(manifest: Manifest, plan: Plan, isSecret: (p: string) => boolean): ManifestEntry[] {
+  const allowed = new Map(plan.items.map((i) => [i.path, i] as const));
+  return manifest.entries.filter((e) => {
+    const item = allowed.get(e.path);
+    return item !== undefined && item.survival && !item.secret && !isSecret(e.path);
+  });
+}
+
+interface Previous {
+  readonly manifest: Manifest;
+  readonly dir: string;
+  readonly fingerprints: Fingerprints | null;
+}
+
+async function previous(tierRoot: string): Promise<Previous | null> {
+  const name = await readLatest(join(tierRoot, 'latest'));
+  if (name === null || !GENERATION_RE.test(name)) return null;
+  const dir = join(tierRoot, name);
+  try {
+    const m = parseManifest(await readFile(join(dir, 'MANIFEST.json'), 'utf8'));
+    if (typeof m === 'string') return null;
+    let fingerprints: Fingerprints | null = null;
+    try {
+      fingerprints = JSON.parse(await readFile(join(tierRoot, `${name}.sources.json`), 'utf8')) as Fingerprints;
+    } catch {
+      fingerprints = null;
+    }
+    return { manifest: m, dir, fingerprints };
+  } catch {
+    return null;
+  }
+}
+
+/** Builds the generation. Throws SnapshotError (or an I/O error) and leaves nothing half-built. */
+export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResult> {
+  const { cfg, tier } = opts;
+  // 1. One clock reading for the id and createdAt.
+  const t = (opts.now ?? Date.now)();
+  const generation = generationId(t);
+  const createdAt = new Date(t).toISOString();
+  const tierRoot = join(cfg.outboxDir, tier);
+  await mkdirPrivate(tierRoot);
+  const final = join(tierRoot, generation);
+  try {
+    await lstat(final);
+    throw new SnapshotError(`generation ${tier}/${generation} already exists (two snapshots within one second?)`);
+  } catch (err) {
+    if (err instanceof SnapshotError) throw err;
+  }
+  const plan = await planTier(cfg, tier);
+  const prev = await previous(tierRoot);
+  const prevEntries = new Map((prev?.manifest.entries ?? []).map((e) => [e.path, e] as const));
+  const prevFps = new Map(prev?.fingerprints?.files ?? []);
+  const building = join(tierRoot, `.building-${generation}-${rand()}`);
+  await mkdirPrivate(building);
+  const takenAtMs = Date.now();
+  const fps: [string, Fp][] = [];
+  const entries: ManifestEntry[] = [];
+  const dirs = new Set<string>([building]);
+  try {
+    for (const item of plan.items) {
+      const dest = join(building, item.path);
+      const parent = dirname(dest);
+      if (!dirs.has(parent)) {
+        await mkdirPrivate(parent);
+        dirs.add(parent);
+      }
+      const fp = await fingerprintAll(item.abs);
+      if (fp === null) continue; // vanished since planning
+      const reused = await tryReuse(item, fp, dest, prev, prevEntries, prevFps);
+      if (reused !== null) {
+        entries.push(reused);
+        fps.push([item.path, fp]);
+        continue;
+      }
+      entries.push(await copyItem(cfg, item, dest));
+      fps.push([item.path, fp]);
+    }
+    const manifest: Manifest = {
+      generation,
+      tier,
+      createdAt,
+      source: cfg.stateDir,
+      host: opts.host,
+      leaseGeneration: opts.lease.generation,
+      holder: opts.lease.holder,
+      entries,
+    };
+    await writeFileNew(join(building, 'MANIFEST.json'), formatManifest(manifest));
+    await writeFileNew(join(building, 'SHA256SUMS'), formatSums(entries));
+    for (const d of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(d);
+    await rename(building, final);
+    await fsyncDir(tierRoot);
+    await writeFileAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints));
+    await swapLink(join(tierRoot, 'latest'), generation);
+    await pruneOutbox(tierRoot, cfg.keepLocal, generation);
+    const isSecret = (p: string) => cfg.secretPatterns.some((r) => r.test(p.toLowerCase()));
+    return {
+      manifest,
+      dir: final,
+      bytes: entries.reduce((n, e) => n + e.bytes, 0),
+      reused: entries.filter((e) => e.reused).length,
+      skipped: plan.skipped,
+      survival: survivalSubset(manifest, plan, isSecret).map((e) => e.path),
+    };
+  } catch (err) {
+    await removeTree(building);
+    throw err;
+  }
+}
+
+async function tryReuse(
+  item: Planned,
+  fp: Fp,
+  dest: string,
+  prev: Previous | null,
+  prevEntries: ReadonlyMap<string, ManifestEntry>,
+  prevFps: ReadonlyMap<string, Fp>,
+): Promise<ManifestEntry | null> {
+  if (prev === null || prev.fingerprints === null || item.path === 'config.json') return null;
+  const old = prevEntries.get(item.path);
+  const oldFp = prevFps.get(item.path);
+  if (old === undefined || oldFp === undefined || old.kind !== item.kind) return null;
+  if (!same(fp.main, oldFp.main) || !same(fp.wal, oldFp.wal) || !same(fp.journal, oldFp.journal)) return null;
+  if (!stableBefore(oldFp, prev.fingerprints.takenAtMs)) return null;
+  const src = join(prev.dir, item.path);
+  try {
+    const st = await lstat(src);
+    if (!st.isFile() || st.size !== old.bytes) return null;
+    await link(src, dest);
+  } catch {
+    return null;
+  }
+  return { path: item.path, bytes: old.bytes, sha256: old.sha256, kind: old.kind, reused: true };
+}
+
+async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string): Promise<ManifestEntry> {
+  if (item.kind === 'sqlite') {
+    try {
+      await backupSqlite(item.abs, dest);
+    } catch (err) {
+      throw new SnapshotError(`sqlite backup of ${item.path} failed: ${(err as Error).message}`);
+    }
+    const h = await sha256File(dest);
+    return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'sqlite', reused: false };
+  }
+  if (item.path === 'config.json') {
+    const original = await readFile(item.abs, 'utf8');
+    const text = stripHostLocal(original, cfg.hostLocalKeys);
+    if (text === original) {
+      const h = await copyHashed(item.abs, dest);
+      return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
+    }
+    await writeFileNew(dest, text);
+    const h = await sha256File(dest);
+    return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
+  }
+  const h = await copyHashed(item.abs, dest);
+  return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
+}
+
+/** Keeps the newest `keep` local generations (never `latest`). */
+async function pruneOutbox(tierRoot: string, keep: number, latest: string): Promise<void> {
+  const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
+  const drop = names.slice(0, Math.max(0, names.length - keep)).filter((n) => n !== latest);
+  for (const n of drop) {
+    await removeTree(join(tierRoot, n));
+    await removeTree(join(tierRoot, `${n}.sources.json`));
+  }
+}
+
+/** The newest local generation folder of a tier, or null. */
+export async function latestOutbox(cfg: ReplicationConfig, tier: Tier): Promise<string | null> {
+  const root = join(cfg.outboxDir, tier);
+  const name = await readLatest(join(root, 'latest'));
+  return name !== null && GENERATION_RE.test(name) ? join(root, name) : null;
+}
