@@ -10,7 +10,8 @@ import { isAbsolute, resolve, sep } from 'node:path';
 const MAX_LINKS = 40;
 
 export async function physicalPath(input: string, cwd: string = process.cwd()): Promise<string> {
-  const start = isAbsolute(input) ? input : resolve(cwd, input);
+  // Never `resolve()` the input: it would apply `..` to the text before the links are read.
+  const start = isAbsolute(input) ? input : `${cwd}${sep}${input}`;
   let pending = start.split(sep).filter((c) => c !== '');
   let current: string = sep;
   let links = 0;

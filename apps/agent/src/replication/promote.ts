@@ -1,0 +1,199 @@
+/**
+ * `hq standby promote --to DIR`: turns the verified standby copy into a new state directory.
+ *
+ *  1. Every check happens before DIR exists: each tier's `latest` verifies completely
+ *     (verify.ts), DIR does not exist, its parent does, and DIR lies outside the standby folder
+ *     and the folder of `--hq-config` (real paths); the hq config names `hq.hostName`; the
+ *     promoted `config.json` (if any) is a JSON object with object (or absent) pollers.
+ *  2. DIR is created 0700 and filled: files copied (hashed while they stream and compared with
+ *     the manifest), with their modes and times; when a path is in several tiers, the newest
+ *     generation wins.
+ *  3. `config.json`: the copy is kept as `config.json.pre-promote`; pollers are turned off
+ *     (`telegram`, `discord` → `enabled: false`) and the host's `hq` block is injected.
+ *  4. Any failure after DIR was created removes DIR.
+ */
+import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { copyHashed, writeFileNew, fsyncDir } from './fsx.js';
+import type { Tier } from './manifest.js';
+import { verifyTier, type TierVerification } from './verify.js';
+
+export class PromoteError extends Error {
+  override readonly name = 'PromoteError';
+}
+
+export interface PromoteOptions {
+  readonly standbyDir: string;
+  readonly to: string;
+  readonly tiers: readonly Tier[];
+  /** A JSON file with the host's `hq` block (a folder: its `config.json`). */
+  readonly hqConfig?: string;
+  readonly dryRun?: boolean;
+  readonly now?: () => number;
+}
+
+export interface PromoteSummary {
+  readonly to: string;
+  readonly tiers: { readonly [t: string]: string };
+  readonly files: number;
+  readonly bytes: number;
+  readonly pollers: 'off';
+  readonly hq: string;
+  readonly seconds: number;
+  readonly dryRun: boolean;
+}
+
+export const POLLERS: readonly string[] = ['telegram', 'discord'];
+
+function inside(base: string, path: string): boolean {
+  const rel = relative(base, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+function objectOf(text: string, what: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new PromoteError(`${what} is not valid JSON`);
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new PromoteError(`${what} is not a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+function pollerOff(value: unknown, key: string): Record<string, unknown> {
+  if (value === undefined) return { enabled: false };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PromoteError(`config.json ${key} is not an object`);
+  return { ...(value as Record<string, unknown>), enabled: false };
+}
+
+async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; host: string; folder: string }> {
+  let path = resolve(file);
+  let st;
+  try {
+    st = await stat(path);
+  } catch {
+    throw new PromoteError(`--hq-config ${file} does not exist`);
+  }
+  if (st.isDirectory()) path = join(path, 'config.json');
+  const text = await readFile(path, 'utf8').catch(() => {
+    throw new PromoteError(`--hq-config ${path} cannot be read`);
+  });
+  const o = objectOf(text, `--hq-config ${path}`);
+  const block = o['hq'];
+  if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new PromoteError(`--hq-config ${path} has no hq block`);
+  const host = (block as Record<string, unknown>)['hostName'];
+  if (typeof host !== 'string' || host === '') throw new PromoteError(`--hq-config ${path} has no hq.hostName`);
+  return { block: block as Record<string, unknown>, host, folder: await realpath(dirname(path)) };
+}
+
+export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
+  const started = (opts.now ?? Date.now)();
+  if (opts.tiers.length === 0) throw new PromoteError('no tiers to promote');
+  // 1. Everything is checked before DIR exists.
+  const to = resolve(opts.to);
+  let parent: string;
+  try {
+    parent = await realpath(dirname(to));
+  } catch {
+    throw new PromoteError(`the parent of --to ${to} does not exist`);
+  }
+  const target = join(parent, basename(to));
+  let standbyReal: string;
+  try {
+    standbyReal = await realpath(opts.standbyDir);
+  } catch {
+    throw new PromoteError(`the standby folder ${opts.standbyDir} does not exist`);
+  }
+  if (inside(standbyReal, target)) throw new PromoteError(`--to ${to} must lie outside the standby folder ${standbyReal}`);
+  const hq = opts.hqConfig === undefined ? null : await hqBlock(opts.hqConfig);
+  if (hq !== null && inside(hq.folder, target)) throw new PromoteError(`--to ${to} must lie outside the hq-config folder ${hq.folder}`);
+  const verified: TierVerification[] = [];
+  for (const t of opts.tiers) {
+    const v = await verifyTier(opts.standbyDir, t);
+    if (!v.ok) throw new PromoteError(`verification failed: ${v.reason ?? t}`);
+    verified.push(v);
+  }
+  try {
+    await lstat(target);
+    throw new PromoteError(`--to ${to} already exists`);
+  } catch (err) {
+    if (err instanceof PromoteError) throw err;
+  }
+  // Newest generation wins a path present in several tiers.
+  const chosen = new Map<string, { abs: string; sha256: string; bytes: number; generation: string }>();
+  for (const v of [...verified].sort((a, b) => Date.parse(a.createdAt ?? '') - Date.parse(b.createdAt ?? ''))) {
+    for (const f of v.files) chosen.set(f.path, { abs: f.abs, sha256: f.sha256, bytes: f.bytes, generation: v.generation as string });
+  }
+  let config: Record<string, unknown> | null = null;
+  const cfgSource = chosen.get('config.json');
+  if (cfgSource !== undefined) {
+    config = objectOf(await readFile(cfgSource.abs, 'utf8'), 'the promoted config.json');
+    for (const p of POLLERS) config[p] = pollerOff(config[p], p);
+    if (hq !== null) config['hq'] = hq.block;
+  }
+  const summary: PromoteSummary = {
+    to: target,
+    tiers: Object.fromEntries(verified.map((v) => [v.tier, v.generation as string])),
+    files: chosen.size,
+    bytes: [...chosen.values()].reduce((n, f) => n + f.bytes, 0),
+    pollers: 'off',
+    hq: hq?.host ?? '-',
+    seconds: 0,
+    dryRun: opts.dryRun === true,
+  };
+  if (opts.dryRun === true) return summary;
+  // 2. Create and fill.
+  await mkdir(target, { mode: 0o700 });
+  try {
+    await chmod(target, 0o700);
+    const made = new Set<string>([target]);
+    const paths = [...chosen.keys()].sort();
+    for (const p of paths) {
+      const f = chosen.get(p) as { abs: string; sha256: string; bytes: number };
+      const dest = join(target, p);
+      if (!inside(target, dest)) throw new PromoteError(`path escapes --to: ${p}`);
+      let cur = target;
+      for (const part of p.split('/').slice(0, -1)) {
+        cur = join(cur, part);
+        if (!made.has(cur)) {
+          await mkdir(cur, { mode: 0o700 });
+          made.add(cur);
+        }
+      }
+      const st = await lstat(f.abs);
+      if (!st.isFile()) throw new PromoteError(`${p} changed under the standby folder`);
+      const h = await copyHashed(f.abs, dest, st.mode & 0o777);
+      if (h.sha256 !== f.sha256 || h.bytes !== f.bytes) throw new PromoteError(`checksum mismatch while copying ${p}`);
+      await chmod(dest, st.mode & 0o7777);
+      await utimes(dest, st.atime, st.mtime);
+    }
+    // 3. config.json: keep the copy, write the promoted one.
+    if (config !== null) {
+      const cfgPath = join(target, 'config.json');
+      const pre = join(target, 'config.json.pre-promote');
+      const st = await lstat(cfgPath);
+      await copyHashed(cfgPath, pre, st.mode & 0o777);
+      await utimes(pre, st.atime, st.mtime);
+      await rm(cfgPath);
+      await writeFileNew(cfgPath, `${JSON.stringify(config, null, 2)}\n`, st.mode & 0o777);
+    }
+    for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
+    await fsyncDir(parent);
+    return { ...summary, seconds: Math.round(((opts.now ?? Date.now)() - started) / 100) / 10 };
+  } catch (err) {
+    // 4. Roll back.
+    await rm(target, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** The seeds' one-line summary. */
+export function formatPromote(s: PromoteSummary): string {
+  const tiers = Object.entries(s.tiers)
+    .map(([t, g]) => `${t}=${g}`)
+    .join(' ');
+  return s.dryRun
+    ? `promotion plan ${s.to} ${tiers} files=${s.files}`
+    : `promoted ${s.to} ${tiers} files=${s.files} pollers=${s.pollers} hq=${s.hq} ${s.seconds}s`;
+}

@@ -1,0 +1,194 @@
+/**
+ * The `hq` and `hq-agent` command lines: exit codes, one-line errors without stack traces,
+ * full-sentence help with defaults, and the light import graph of `hq fence check`.
+ */
+import t from 'tap';
+import { readFileSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { COMMANDS } from '../../apps/agent/src/cli/main.js';
+import { helpText } from '../../apps/agent/src/cli/args.js';
+import { AGENT_CLI, FakeArbiter, ROOT, hq, run, shortDir, sleep, writeConfig } from './helpers.js';
+
+function oneLine(t: Parameters<Parameters<typeof t.test>[1]>[0], stderr: string, what: string): void {
+  const lines = stderr.trim().split('\n');
+  t.equal(lines.length, 1, `${what}: one line on stderr (${stderr.trim()})`);
+  t.notMatch(stderr, /\n\s+at /, `${what}: no stack trace`);
+}
+
+t.test('every flag of every command has full-sentence help that states its default', async (t) => {
+  for (const c of COMMANDS) {
+    const text = helpText(c.spec);
+    t.match(text, /^Usage: hq /, `hq ${c.spec.name} --help starts with a usage line`);
+    t.match(text, /Exit codes: /, `hq ${c.spec.name} --help documents its exit codes`);
+    for (const f of c.spec.flags) {
+      t.match(f.help, /^[A-Z].*\.$/, `--${f.name} of hq ${c.spec.name} is a full sentence`);
+      t.match(f.help, /Default|Required|required/, `--${f.name} of hq ${c.spec.name} states its default`);
+    }
+  }
+});
+
+t.test('usage errors exit 2 with one line', async (t) => {
+  const cases: [string, string[]][] = [
+    ['no command', []],
+    ['an unknown command', ['frobnicate']],
+    ['an unknown subcommand', ['lease', 'steal']],
+    ['a missing --role', ['fence', 'check']],
+    ['an unknown flag', ['fence', 'check', '--role', 'cron', '--bogus']],
+    ['a flag without its value', ['fence', 'check', '--role']],
+    ['a bad number', ['fence', 'run', '--role', 'cron', '--grace', 'soon', '--', 'true']],
+    ['fence run without a command', ['fence', 'run', '--role', 'cron']],
+    ['maintenance without on|off', ['maintenance', 'maybe']],
+    ['an invalid host name', ['host', 'set', 'Not_A_Host']],
+  ];
+  for (const [name, args] of cases) {
+    const r = await hq(args);
+    t.equal(r.code, 2, `${name} exits 2`);
+    if (args.length > 0) oneLine(t, r.stderr, name);
+  }
+  const help = await hq(['fence', 'run', '--help']);
+  t.equal(help.code, 0, '--help exits 0');
+  t.match(help.stdout, /--grace G\s+Seconds between SIGTERM and SIGKILL/, '--help describes the flags');
+});
+
+t.test('config errors exit 2 with one line naming the key, for hq and hq-agent', async (t) => {
+  const dir = shortDir(t);
+  const cases: [string, { [k: string]: unknown }, RegExp][] = [
+    ['an unknown key', { colour: 'blue' }, /colour: is not a known key/],
+    ['a nested unknown key', { listen: { host: '127.0.0.1', prot: 1 } }, /listen\.prot: is not a known key/],
+    ['a string where a number belongs', { ttlSeconds: '6' }, /ttlSeconds/],
+    ['ledger-cli as fail-open', { failOpenRoles: ['ledger-cli'] }, /failOpenRoles: "ledger-cli" can never be fail-open/],
+    ['a heartbeat too slow for the TTL', { ttlSeconds: 6, heartbeatCron: '*/10 * * * * *' }, /ttlSeconds \(6\) must exceed the heartbeat interval/],
+    ['a margin below 1 % of the TTL', { ttlSeconds: 1500, safetyMarginSeconds: 1 }, /safetyMarginSeconds \(1\) must cover 1% clock-rate drift/],
+    ['a refresh as long as the TTL', { refreshSeconds: 6 }, /refreshSeconds \(6\) must be shorter than ttlSeconds/],
+    ['a reserved host name in peers', { peers: { constructor: 'http://127.0.0.1:1' } }, /peers\.constructor/],
+    ['a cron that skips days', { heartbeatCron: '* * * * 1' }, /heartbeatCron/],
+  ];
+  const { loadConfig } = await import('../../apps/agent/src/config.js');
+  for (const [name, extra, pattern] of cases) {
+    const config = writeConfig(join(dir), extra);
+    t.throws(() => loadConfig(config), { name: 'ConfigError', message: pattern }, `${name} is refused, naming the key`);
+  }
+  // The same through the real command lines, once each.
+  const config = writeConfig(join(dir), { colour: 'blue' });
+  const a = await hq(['lease', 'status', '--config', config]);
+  t.equal(a.code, 2, 'hq: an invalid config exits 2');
+  t.match(a.stderr, /colour: is not a known key/, 'hq: the key is named');
+  oneLine(t, a.stderr, 'hq: an invalid config');
+  const slow = writeConfig(join(dir), { ttlSeconds: 6, heartbeatCron: '*/10 * * * * *' });
+  const b = await run([AGENT_CLI, '--config', slow]);
+  t.equal(b.code, 2, 'hq-agent: an impossible timing exits 2');
+  t.match(b.stderr, /ttlSeconds \(6\) must exceed the heartbeat interval × 1\.2 \(10 × 1\.2 = 12\)/, 'hq-agent: the key and the numbers are named');
+  oneLine(t, b.stderr, 'hq-agent: an impossible timing');
+  const missing = await hq(['seen', '--config', join(dir, 'nope.json')]);
+  t.equal(missing.code, 2, 'a missing --config file exits 2');
+  writeFileSync(join(dir, 'broken.json'), '{');
+  const broken = await run([AGENT_CLI, '--config', join(dir, 'broken.json')]);
+  t.equal(broken.code, 2, 'invalid JSON exits 2');
+  oneLine(t, broken.stderr, 'invalid JSON');
+});
+
+t.test('the fast test settings and the defaults both pass the timing checks', async (t) => {
+  const { resolveConfig } = await import('../../apps/agent/src/config.js');
+  const dir = shortDir(t);
+  const fast = resolveConfig({ hostName: 'mbp', stateDir: dir, heartbeatCron: '* * * * * *', ttlSeconds: 6, safetyMarginSeconds: 1, refreshSeconds: 1 }, null);
+  t.equal(fast.heartbeatSeconds, 1, 'six fields are seconds');
+  t.equal(fast.probeTimeoutSeconds, 0.5, 'the probe timeout defaults to half the heartbeat interval when that is shorter than 5 s');
+  const defaults = resolveConfig({ hostName: 'mbp', stateDir: dir }, null);
+  t.equal(defaults.heartbeatSeconds, 600, 'the default heartbeat is every 10 minutes');
+  t.equal(defaults.ttlSeconds, 1500, 'the default TTL is 1500 s');
+  t.equal(defaults.safetyMarginSeconds, 30, 'the default margin is 30 s');
+  t.equal(defaults.socketPath, join(dir, 'agent.sock'), 'the socket defaults into the state dir');
+  t.equal(defaults.arbiterUrl, null, 'without tailnetDomain the arbiter URL waits for tailscale');
+  const tailnet = resolveConfig({ hostName: 'mbp', stateDir: dir, tailnetDomain: 'example.ts.net' }, null);
+  t.equal(tailnet.arbiterUrl, 'http://cloud-vm.example.ts.net:8470', 'the arbiter URL is derived from the tailnet');
+  t.same([...tailnet.peers], [['node-b', 'http://node-b.example.ts.net:8471']], 'peers are the other candidates');
+  mkdirSync(join(dir, 'h'), { recursive: true });
+  writeFileSync(join(dir, 'h', 'host'), 'node-b\n');
+  t.equal(resolveConfig({ stateDir: join(dir, 'h') }, null).hostName, 'node-b', 'the host file names the host');
+});
+
+t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
+  const dir = shortDir(t);
+  const config = writeConfig(dir);
+  const check = await hq(['fence', 'check', '--role', 'cron', '--json', '--config', config]);
+  t.equal(check.code, 1, 'fence check without an agent is a skip (exit 1)');
+  t.equal((JSON.parse(check.stdout) as { reason: string }).reason, 'agent-unreachable', 'with the reason agent-unreachable');
+  t.match(check.stderr, /not answering/, 'and a clear message');
+  const role = await hq(['fence', 'check', '--role', 'nope', '--config', config]);
+  t.equal(role.code, 2, 'an unknown role exits 2 even without an agent');
+  const seen = await hq(['seen', '--config', config]);
+  t.equal(seen.code, 3, 'seen exits 3 when no generation was ever seen');
+  mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });
+  writeFileSync(join(dir, 'state', 'seen-generation'), '4\n', { mode: 0o600 });
+  const seen4 = await hq(['seen', '--json', '--config', config]);
+  t.equal(seen4.code, 0, 'seen exits 0 once a generation was seen');
+  t.same(JSON.parse(seen4.stdout), { seen: true, generation: 4, source: 'file' }, 'seen --json tells the generation');
+  const hb = await hq(['heartbeat', '--config', config]);
+  t.equal(hb.code, 3, 'heartbeat without an agent exits 3');
+  const status = await hq(['lease', 'status', '--config', config]);
+  t.equal(status.code, 3, 'lease status with the arbiter unreachable exits 3');
+  oneLine(t, status.stderr, 'lease status unreachable');
+  const primary = await hq(['primary', '--config', config]);
+  t.equal(primary.code, 3, 'primary exits 3 when no agent answers');
+  const fo = await hq(['failover', '--to', 'node-b', '--config', config], { env: { HQ_ADMIN_TOKEN: '' } });
+  t.equal(fo.code, 2, 'failover without an admin token is a usage error');
+  const acquire = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(acquire.code, 2, 'acquire without a member token file is a config error');
+  writeFileSync(join(dir, 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+  const acquire3 = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(acquire3.code, 3, 'acquire with the arbiter unreachable exits 3');
+});
+
+t.test('hq host set writes the host file atomically with mode 0600', async (t) => {
+  const dir = shortDir(t);
+  const config = writeConfig(dir);
+  const r = await hq(['host', 'set', 'node-b', '--config', config]);
+  t.equal(r.code, 0, 'a valid name exits 0');
+  t.equal(readFileSync(join(dir, 'state', 'host'), 'utf8'), 'node-b\n', 'the file holds the name and a newline');
+  t.equal(statSync(join(dir, 'state', 'host')).mode & 0o777, 0o600, 'the file is 0600');
+  const bad = await hq(['host', 'set', 'prototype', '--config', config]);
+  t.equal(bad.code, 2, 'a reserved name exits 2');
+});
+
+t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  let pid = 0;
+  const p = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  const sock = join(dir, 'agent.sock');
+  for (let i = 0; i < 200 && !existsSync(sock); i++) await sleep(50);
+  t.ok(existsSync(sock), 'the agent created its socket');
+  for (let i = 0; i < 100 && arb.heartbeats.length === 0; i++) await sleep(50);
+  t.ok(arb.heartbeats.length > 0, 'the agent heartbeats at start');
+  process.kill(pid, 'SIGTERM');
+  const r = await p;
+  t.equal(r.code, 0, 'SIGTERM exits 0');
+  t.notOk(existsSync(sock), 'the socket is removed');
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { category?: string; event?: string });
+  t.ok(lines.every((l) => typeof l.category === 'string' || l.event === undefined), 'every log line is JSON');
+  t.ok(lines.some((l) => l.category === 'hq.lease' && l.event === 'renewed') || arb.heartbeats.length > 0, 'lease events are logged with their category');
+});
+
+t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbiter', async (t) => {
+  const src = join(ROOT, 'apps/agent/src');
+  const seen = new Set<string>();
+  const externals = new Set<string>();
+  const walk = (file: string): void => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    // Static imports only: `import(...)` is lazy and is what keeps the other commands out.
+    for (const m of text.matchAll(/^import\s+(?!type\b)[^'"]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+      const spec = (m[1] ?? m[2]) as string;
+      if (spec.startsWith('.')) walk(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+      else externals.add(spec);
+    }
+  };
+  walk(join(src, 'cli.ts'));
+  walk(join(src, 'cli/fence.ts'));
+  const heavy = [...externals].filter((e) => /fastify|pino|undici|typebox|node-cron|prom-client|arbiter|better-sqlite3/.test(e));
+  t.same(heavy, [], `the fence path imports only light modules (${[...externals].join(', ')})`);
+});

@@ -1,0 +1,73 @@
+/**
+ * `hq guard` and the physical path check under it: symlinks resolved one component at a time,
+ * `..` applied to the physical directory, paths that do not exist yet still resolved through
+ * the links of their existing prefix.
+ */
+import t from 'tap';
+import { mkdirSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { isInside, physicalPath } from '../../apps/agent/src/guard-path.js';
+import { FakeAgent, hq, shortDir, writeConfig } from './helpers.js';
+
+function tree(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+  const dir = shortDir(t);
+  const op = join(dir, 'live');
+  const inst = join(dir, 'copy');
+  mkdirSync(join(op, 'data', 'sub'), { recursive: true });
+  mkdirSync(join(inst, 'data'), { recursive: true });
+  symlinkSync(join(op, 'data'), join(inst, 'escape')); // copy/escape → live/data
+  symlinkSync('../live', join(inst, 'rel')); // relative link out of the copy
+  symlinkSync('data', join(inst, 'inner')); // a link that stays inside
+  symlinkSync(op, join(dir, 'alias')); // alias → live
+  symlinkSync(join(dir, 'loop1'), join(dir, 'loop2'));
+  symlinkSync(join(dir, 'loop2'), join(dir, 'loop1'));
+  return { dir, op, inst };
+}
+
+t.test('physicalPath resolves links component by component', async (t) => {
+  const { dir, op, inst } = tree(t);
+  t.equal(await physicalPath(join(inst, 'data', 'new', 'file')), join(inst, 'data', 'new', 'file'), 'a path that does not exist yet is kept as written below its real prefix');
+  t.equal(await physicalPath(join(inst, 'escape', 'x')), join(op, 'data', 'x'), 'an absolute link is followed');
+  t.equal(await physicalPath(join(inst, 'rel', 'data')), join(op, 'data'), 'a relative link is followed from its directory');
+  t.equal(await physicalPath(join(inst, 'inner', 'y')), join(inst, 'data', 'y'), 'a link that stays inside stays inside');
+  t.equal(await physicalPath(`${inst}/escape/../z`), join(op, 'z'), '.. applies to the physical directory, not the text');
+  t.equal(await physicalPath(join(dir, 'alias', 'data', 'sub', 'nope', 'deeper')), join(op, 'data', 'sub', 'nope', 'deeper'), 'a missing tail below a link resolves through the link');
+  await t.rejects(physicalPath(join(dir, 'loop1', 'x')), /too many levels/, 'a symlink loop is an error, not a hang');
+  t.ok(isInside(join(op, 'a'), op), 'a child is inside');
+  t.notOk(isInside(`${op}-other`, op), 'a sibling sharing the prefix is not inside');
+});
+
+t.test('hq guard decides ledger writes by fence, seen generation and physical roots', async (t) => {
+  const { dir, op, inst } = tree(t);
+  const config = writeConfig(dir);
+  const agent = new FakeAgent(join(dir, 'agent.sock'));
+  await agent.listen();
+  t.teardown(() => agent.close());
+  const guard = (...args: string[]) => hq(['guard', '--command', 'ledger-post', '--config', config, ...args]);
+  const roots = (p: string) => ['--write-root', p, '--instance-root', inst, '--operational-root', op];
+
+  agent.answer = { run: true, reason: 'holder', generation: 3, holder: 'mbp', validForSeconds: 100 };
+  t.equal((await guard()).code, 0, 'allowed while this host may run ledger-cli');
+
+  agent.answer = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', validForSeconds: null };
+  const refused = await guard();
+  t.equal(refused.code, 4, 'refused on a standby');
+  t.match(refused.stderr, /"event":"cli-refused"/, 'the refusal is logged as cli-refused');
+
+  const override = await guard('--override');
+  t.equal(override.code, 0, '--override allows');
+  t.match(override.stderr, /"event":"cli-override"/, 'and logs cli-override');
+
+  t.equal((await guard(...roots(join(inst, 'data', 'ledger')))).code, 0, 'a write root physically inside the non-operational instance is allowed');
+  t.equal((await guard(...roots(join(inst, 'escape', 'ledger')))).code, 4, 'a symlink from the instance into the operational root is refused');
+  t.equal((await guard(...roots(join(inst, 'rel', 'data')))).code, 4, 'a relative symlink out of the instance is refused');
+  t.equal((await guard(...roots(`${inst}/escape/../../copy/data`))).code, 0, 'climbing back into the instance through .. is allowed');
+  t.equal((await guard('--write-root', join(op, 'data'), '--instance-root', join(dir, 'alias'), '--operational-root', op)).code, 4, 'an instance root that is the operational root through a symlink is refused');
+  t.equal((await guard('--write-root', join(inst, 'data'))).code, 2, '--write-root without the other roots is a usage error');
+
+  agent.seen = 0;
+  agent.answer = { run: false, reason: 'no-lease', generation: 0, holder: null, validForSeconds: null };
+  const fresh = await guard('--json');
+  t.equal(fresh.code, 0, 'allowed before any generation was seen');
+  t.equal((JSON.parse(fresh.stdout) as { reason: string }).reason, 'never-seen', 'with the reason never-seen');
+});
