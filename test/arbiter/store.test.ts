@@ -1,0 +1,97 @@
+import t from 'tap';
+import Database from 'better-sqlite3';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { emptyLease } from '@hq/lease-core';
+import { CasError, SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
+import { authenticate, ensureAdminToken, sha256Hex } from '../../apps/arbiter/src/auth.js';
+import { systemClock } from '../../apps/arbiter/src/clock.js';
+
+t.test('the database opens with WAL, synchronous FULL, foreign keys, 0600/0700 modes and a schema version', async (t) => {
+  const dir = join(t.testdir(), 'data');
+  const store = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.teardown(() => store.close());
+  t.equal(store.createdNow, true, 'a new file is created now');
+  t.equal(statSync(dir).mode & 0o777, 0o700, 'data dir 0700');
+  t.equal(statSync(join(dir, 'hq.db')).mode & 0o777, 0o600, 'hq.db 0600');
+  const db = new Database(join(dir, 'hq.db'), { readonly: true });
+  t.equal(db.pragma('journal_mode', { simple: true }), 'wal', 'WAL');
+  t.equal((db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string }).value, '1', 'schema version 1');
+  db.close();
+  const state = store.read();
+  t.same(state.lease, { ...emptyLease(6), floorPending: true }, 'the first lease row has floorPending');
+  t.equal(state.floor, 0, 'floor 0');
+  t.equal(store.integrityCheck(), 'ok', 'integrity ok');
+});
+
+t.test('an existing database is not created now; a wiped one is', async (t) => {
+  const dir = t.testdir();
+  new SqliteStore({ dataDir: dir, ttlSeconds: 6 }).close();
+  const again = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.equal(again.createdNow, false, 'reopened: not created now');
+  again.close();
+  for (const f of ['hq.db', 'hq.db-wal', 'hq.db-shm']) rmSync(join(dir, f), { force: true });
+  writeFileSync(join(dir, 'hq.db'), '');
+  const wiped = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.equal(wiped.createdNow, true, 'an empty file counts as created now');
+  t.equal(wiped.read().lease.floorPending, true, 'with a pending floor');
+  wiped.close();
+});
+
+t.test('transact writes lease, floor, observers and events in one transaction and detects a lost compare-and-swap', async (t) => {
+  const store = new SqliteStore({ dataDir: t.testdir(), ttlSeconds: 6 });
+  t.teardown(() => store.close());
+  const c = store.transact((s) => {
+    const observers = new Map(s.observers);
+    observers.set('node-b', { view: { target: 'mbp', reachable: false, ping: false, health: true, at: 5 }, confirmation: { holder: 'mbp', generation: 2, at: 4 }, lastHeartbeatAt: 5, heartbeatSeconds: 1 });
+    return {
+      next: { lease: { ...s.lease, holder: 'mbp', generation: 3, revision: s.lease.revision + 1 }, observers, floor: 2 },
+      events: [{ at: 5, category: 'hq.lease', event: 'acquired', host: 'mbp', data: { generation: 3 } }],
+      result: 'done',
+    };
+  });
+  t.equal(c.result, 'done', 'the result comes back');
+  t.equal(c.events[0]?.id, 1, 'the event got an id');
+  const s = store.read();
+  t.match(s.lease, { holder: 'mbp', generation: 3, revision: 1 }, 'lease written');
+  t.equal(s.floor, 2, 'floor written');
+  t.same(s.observers.get('node-b'), { view: { target: 'mbp', reachable: false, ping: false, health: true, at: 5 }, confirmation: { holder: 'mbp', generation: 2, at: 4 }, lastHeartbeatAt: 5, heartbeatSeconds: 1 }, 'observer round-trips');
+  t.same(store.listEvents(0, 10).map((e) => e.event), ['acquired'], 'event row');
+
+  t.throws(
+    () =>
+      store.transact((outer) => {
+        // Someone else writes the row between our read and our write: the CAS must notice.
+        store.transact((inner) => ({ next: { ...inner, lease: { ...inner.lease, revision: inner.lease.revision + 1 } }, events: [], result: null }));
+        return { next: { ...outer, lease: { ...outer.lease, generation: 9, revision: outer.lease.revision + 1 } }, events: [{ at: 6, category: 'x', event: 'y', host: null, data: {} }], result: null };
+      }),
+    CasError,
+    'a stale revision throws CasError',
+  );
+  t.equal(store.read().lease.generation, 3, 'nothing of the failed transaction was written');
+  t.equal(store.listEvents(0, 10).length, 1, 'not even its events');
+  t.throws(() => store.transact((s) => ({ next: { ...s, lease: { ...s.lease, generation: 4 } }, events: [], result: null })), /revision/, 'a change without a new revision is refused');
+});
+
+t.test('the first start writes an admin token file 0600, replaces a stale one, and keeps it once an admin exists', async (t) => {
+  const dir = t.testdir({ 'admin.token': 'stale\n' });
+  const store = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.teardown(() => store.close());
+  const path = ensureAdminToken(store, dir, 'cloud-vm', 1);
+  t.equal(path, join(dir, 'admin.token'), 'written to dataDir/admin.token');
+  t.equal(statSync(path!).mode & 0o777, 0o600, 'mode 0600');
+  const token = readFileSync(path!, 'utf8');
+  t.match(token, /^[0-9a-f]{64}\n$/, 'the stale file was replaced by a 64-hex token');
+  const auth = authenticate(store, ['Authorization', `Bearer ${token.trim()}`]);
+  t.same(auth, { ok: true, principal: { machine: 'cloud-vm', scope: 'admin' } }, 'the token authenticates as admin');
+  t.equal(store.findToken(sha256Hex(token.trim()))?.scope, 'admin', 'stored as its sha256');
+  t.equal(ensureAdminToken(store, dir, 'cloud-vm', 2), null, 'not issued again while an admin token exists');
+});
+
+t.test('the system clock is wall at start plus monotonic elapsed', async (t) => {
+  const clock = systemClock();
+  const a = clock.now();
+  t.ok(Math.abs(a - Date.now() / 1000) < 1, 'close to the wall clock at start');
+  const b = clock.now();
+  t.ok(b >= a, 'never goes backwards');
+});
