@@ -1,0 +1,345 @@
+/**
+ * `hq standby snapshot|verify|promote|role` (SPEC §6).
+ *
+ * Wiring: `standbyCommand(argv, ctx)` takes the words after `standby` (e.g.
+ * `['snapshot', '--tier', 'core']`) and returns the exit code; or use `STANDBY_COMMANDS`
+ * (specs + runners taking a `Parsed`) for the `hq` command table.
+ *
+ * Exit codes: snapshot 0 built (and pushed to every standby), 1 refused or failed, 2 usage or
+ * config, 3 a standby unreachable; verify 0 ok, 1 failed; promote 0 promoted (or planned), 1
+ * refused; role always 0 with the answer on stdout (2 usage).
+ */
+import { join } from 'node:path';
+import { parseGeneration } from '@hq/lease-core';
+import { CONFIG_FLAG, JSON_FLAG, CliError, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
+import { seenGeneration } from '../cli/context.js';
+import { callAgent } from '../cli/local.js';
+import { resolveNetwork, type AgentConfig } from '../config.js';
+import { requestJson, joinUrl } from '../http.js';
+import { readToken } from '../tokens.js';
+import { loadAgentWithReplication, type Loaded, type ReplicationConfig } from './config.js';
+import { isTier, TIERS, type Tier } from './manifest.js';
+import { planTier } from './plan.js';
+import { promote, formatPromote, PromoteError } from './promote.js';
+import { pushGeneration, type PushResult } from './push.js';
+import { decideRole, leaseOf, parseDefaultSource } from './role.js';
+import { buildSnapshot, SnapshotError } from './snapshot.js';
+import { formatVerification, verifyTier } from './verify.js';
+
+export interface StandbyContext {
+  readonly stdout?: (s: string) => void;
+  readonly stderr?: (s: string) => void;
+  readonly env?: NodeJS.ProcessEnv;
+  /** ms since the epoch (tests drive it). */
+  readonly now?: () => number;
+}
+
+const STANDBY_FLAG = {
+  name: 'standby',
+  kind: 'string' as const,
+  value: 'DIR',
+  help: 'The standby folder that holds the received generations. Default: replication.standbyDir of the config.',
+};
+
+export const STANDBY_SPECS = Object.freeze({
+  snapshot: {
+    name: 'standby snapshot',
+    summary:
+      'Builds one generation of a tier from the replication plan (SQLite through the online backup API, other files byte for byte, config.json without host-local keys, unchanged files reused), then pushes it to every standby agent, sending only the blobs it lacks. Run it under "hq fence run --role cron" so only the holder snapshots.',
+    flags: [
+      CONFIG_FLAG,
+      { name: 'tier', kind: 'string', value: 'core|big|obs', help: 'The tier to snapshot. Required.', required: true },
+      { name: 'dry-run', kind: 'boolean', help: 'Prints the plan (files, sizes, survival items, skipped paths) and writes nothing. Default: off.' },
+      { name: 'no-push', kind: 'boolean', help: 'Builds the generation in the outbox without pushing it. Default: off, push to every standby.' },
+      JSON_FLAG,
+    ],
+    exits: '0 built and pushed, 1 refused or failed, 2 usage or config error, 3 a standby unreachable.',
+  },
+  verify: {
+    name: 'standby verify',
+    summary:
+      "Checks the standby copy without promoting: each tier's latest generation lies inside its tier folder, its manifest matches the folder and the tier, SHA256SUMS is well formed and equals the manifest, no symlinks, no escapes, every checksum matches.",
+    flags: [
+      CONFIG_FLAG,
+      STANDBY_FLAG,
+      { name: 'tier', kind: 'string', value: 'T[,T]', help: 'The tiers to check (core, big, obs). Default: every tier that has a latest generation.' },
+      JSON_FLAG,
+    ],
+    exits: '0 every tier verified, 1 a tier failed, 2 usage or config error.',
+  },
+  promote: {
+    name: 'standby promote',
+    summary:
+      "Verifies each tier's latest generation, then copies them (modes and times kept) into the new state directory DIR, turns the telegram and discord pollers off, keeps config.json.pre-promote and injects this host's hq block. DIR is removed again on any failure.",
+    flags: [
+      CONFIG_FLAG,
+      STANDBY_FLAG,
+      { name: 'to', kind: 'string', value: 'DIR', help: 'The new state directory; it must not exist and must lie outside the standby and hq-config folders. Required.', required: true },
+      { name: 'tiers', kind: 'string', value: 'T[,T]', help: 'The tiers to promote. Default: core,big.' },
+      { name: 'hq-config', kind: 'string', value: 'F', help: "A JSON file (or a folder with config.json) whose hq block, naming hq.hostName, replaces the copy's. Default: none, no hq block injected." },
+      { name: 'dry-run', kind: 'boolean', help: 'Verifies and prints the plan; creates nothing. Default: off.' },
+      JSON_FLAG,
+    ],
+    exits: '0 promoted (or planned), 1 refused, 2 usage or config error.',
+  },
+  role: {
+    name: 'standby role',
+    summary:
+      'Prints how this host runs its replication job: direct (no lease yet, this host is the default source), fenced (a lease exists: run the copy under hq fence run) or skip, with the reason.',
+    flags: [
+      CONFIG_FLAG,
+      { name: 'default-source', kind: 'string', value: 'H[,ALIAS]', help: 'The host that copies before the first lease, with its aliases. Required.', required: true },
+      JSON_FLAG,
+    ],
+    exits: '0 with the answer on stdout, 2 usage or config error.',
+  },
+} satisfies Record<string, CommandSpec>);
+
+type Io = Required<Pick<StandbyContext, 'stdout' | 'stderr'>> & StandbyContext;
+
+function io(ctx: StandbyContext): Io {
+  return {
+    ...ctx,
+    stdout: ctx.stdout ?? ((s) => void process.stdout.write(s)),
+    stderr: ctx.stderr ?? ((s) => void process.stderr.write(s)),
+  };
+}
+
+function line(ctx: Io, json: boolean, value: unknown, text: string): void {
+  ctx.stdout(json ? `${JSON.stringify(value)}\n` : `${text}\n`);
+}
+
+function load(p: Parsed, ctx: StandbyContext): Loaded {
+  return loadAgentWithReplication(flagString(p, 'config'), ctx.env ?? process.env);
+}
+
+function needReplication(l: Loaded): ReplicationConfig {
+  if (l.replication === null) throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication block`);
+  return l.replication;
+}
+
+function tiersOf(text: string, flag: string): Tier[] {
+  const list = text.split(',');
+  if (list.some((t) => !isTier(t)) || new Set(list).size !== list.length) throw new CliError(2, `${flag} must be core, big and/or obs, comma-separated, without duplicates`);
+  return list as Tier[];
+}
+
+function standbyDirOf(p: Parsed, ctx: StandbyContext): string {
+  const explicit = flagString(p, 'standby');
+  if (explicit !== undefined) return explicit;
+  return needReplication(load(p, ctx)).standbyDir;
+}
+
+/** The lease this snapshot runs under: `hq fence run`'s environment, else the local agent. */
+async function leaseForSnapshot(agent: AgentConfig, env: NodeJS.ProcessEnv): Promise<{ generation: number; holder: string | null }> {
+  const g = parseGeneration(env['HQ_GENERATION']);
+  const h = env['HQ_HOLDER'];
+  if (g !== null && g > 0) {
+    if (h !== undefined && h !== agent.hostName) throw new CliError(1, `HQ_HOLDER is ${h}, not this host (${agent.hostName}); only the holder snapshots`);
+    return { generation: g, holder: agent.hostName };
+  }
+  const r = await callAgent(agent.socketPath, 'GET', '/v1/status', agent.requestTimeoutSeconds);
+  if (r.kind === 'answer' && r.status === 200) {
+    const b = r.body as { holder?: unknown; generation?: unknown; seen?: unknown } | null;
+    const holder = typeof b?.holder === 'string' ? b.holder : null;
+    const generation = typeof b?.generation === 'number' ? b.generation : 0;
+    if (holder !== null && holder !== agent.hostName) throw new CliError(1, `${holder} holds the lease, not this host (${agent.hostName}); only the holder snapshots`);
+    if (holder === null && generation > 0) throw new CliError(1, 'no holder is known but a generation was seen; refusing to snapshot blind');
+    return { generation: holder === null ? 0 : generation, holder };
+  }
+  const seen = await seenGeneration(agent);
+  if (seen.generation > 0) throw new CliError(1, 'the agent is not running and a generation was seen; run the snapshot under "hq fence run --role cron"');
+  return { generation: 0, holder: null };
+}
+
+export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): Promise<number> {
+  const ctx = io(context);
+  const json = flagBool(p, 'json');
+  const tier = flagString(p, 'tier') ?? '';
+  if (!isTier(tier)) throw new CliError(2, `--tier must be one of ${TIERS.join(', ')} (got ${JSON.stringify(tier)})`);
+  const l = load(p, ctx);
+  const cfg = needReplication(l);
+  if (flagBool(p, 'dry-run')) {
+    const plan = await planTier(cfg, tier);
+    const bytes = plan.items.reduce((n, i) => n + i.bytes, 0);
+    const survival = plan.items.filter((i) => i.survival).length;
+    line(
+      ctx,
+      json,
+      { tier, dryRun: true, items: plan.items.length, survival, bytes, plan: plan.items.map(({ abs: _abs, ...rest }) => rest), skipped: plan.skipped },
+      `standby ${tier} plan: ${plan.items.length} files (${survival} survival) · ${(bytes / 1e6).toFixed(1)} MB · ${plan.skipped.length} skipped`,
+    );
+    return 0;
+  }
+  const started = Date.now();
+  const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
+  let snap;
+  try {
+    snap = await buildSnapshot({ cfg, tier, host: l.agent.hostName, lease, ...(ctx.now === undefined ? {} : { now: ctx.now }) });
+  } catch (err) {
+    if (err instanceof SnapshotError) throw new CliError(1, `standby ${tier} FAILED: ${err.message}`);
+    throw err;
+  }
+  const pushed: { host: string; result: PushResult }[] = [];
+  if (!flagBool(p, 'no-push')) {
+    let peers = l.agent.peers;
+    if (peers.size === 0) peers = await resolveNetwork(l.agent).then((c) => c.peers, () => peers);
+    const targets = cfg.pushTo ?? [...peers.keys()];
+    if (targets.length === 0) throw new CliError(1, `standby ${tier} ${snap.manifest.generation}: built, but no standby to push to (replication.pushTo, peers)`);
+    const token = await readToken(l.agent.peerTokenFile);
+    if (!token.ok) throw new CliError(2, `${token.problem} (the peer token, peerTokenFile)`);
+    for (const host of targets) {
+      const url = peers.get(host);
+      if (url === undefined) {
+        pushed.push({ host, result: { ok: false, kind: 'unreachable', error: null, message: `no peer URL for ${host}`, status: null, sentBytes: 0 } });
+        continue;
+      }
+      const result = await pushGeneration({ dir: snap.dir, baseUrl: url, token: token.token, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), chunkBytes: cfg.chunkBytes });
+      pushed.push({ host, result });
+    }
+  }
+  const seconds = Math.round((Date.now() - started) / 100) / 10;
+  const m = snap.manifest;
+  const summary = {
+    generation: m.generation,
+    tier,
+    files: m.entries.length,
+    reused: snap.reused,
+    bytes: snap.bytes,
+    leaseGeneration: m.leaseGeneration,
+    holder: m.holder,
+    survival: snap.survival.length,
+    pushed: pushed.map(({ host, result }) =>
+      result.ok
+        ? { host, ok: true, sentBytes: result.sentBytes, sentBlobs: result.sentBlobs }
+        : { host, ok: false, kind: result.kind, error: result.error, message: result.message, sentBytes: result.sentBytes },
+    ),
+    seconds,
+  };
+  const pushText =
+    pushed.length === 0
+      ? '-'
+      : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
+  line(ctx, json, summary, `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · ${seconds}s`);
+  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) return 1;
+  if (pushed.some((x) => !x.result.ok)) return 3;
+  return 0;
+}
+
+export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Promise<number> {
+  const ctx = io(context);
+  const json = flagBool(p, 'json');
+  const standbyDir = standbyDirOf(p, ctx);
+  const tierFlag = flagString(p, 'tier');
+  let tiers: Tier[];
+  if (tierFlag !== undefined) tiers = tiersOf(tierFlag, '--tier');
+  else {
+    const { readLatest } = await import('./fsx.js');
+    tiers = [];
+    for (const t of TIERS) if ((await readLatest(join(standbyDir, t, 'latest'))) !== null) tiers.push(t);
+    if (tiers.length === 0) {
+      line(ctx, json, { ok: false, tiers: [], reasons: ['no tier has a latest generation'] }, `hq-standby verify FAIL no tier has a latest generation in ${standbyDir}`);
+      return 1;
+    }
+  }
+  const now = (ctx.now ?? Date.now)();
+  const results = [];
+  for (const t of tiers) results.push(await verifyTier(standbyDir, t, now));
+  const ok = results.every((r) => r.ok);
+  line(ctx, json, { ok, tiers: results.map(({ files: _f, ...r }) => r), reasons: results.filter((r) => !r.ok).map((r) => r.reason) }, formatVerification(results));
+  return ok ? 0 : 1;
+}
+
+export async function standbyPromote(p: Parsed, context: StandbyContext = {}): Promise<number> {
+  const ctx = io(context);
+  const json = flagBool(p, 'json');
+  const standbyDir = standbyDirOf(p, ctx);
+  const tiers = tiersOf(flagString(p, 'tiers') ?? 'core,big', '--tiers');
+  const hqConfig = flagString(p, 'hq-config');
+  try {
+    const s = await promote({
+      standbyDir,
+      to: flagString(p, 'to') as string,
+      tiers,
+      ...(hqConfig === undefined ? {} : { hqConfig }),
+      dryRun: flagBool(p, 'dry-run'),
+      ...(ctx.now === undefined ? {} : { now: ctx.now }),
+    });
+    line(ctx, json, s, formatPromote(s));
+    return 0;
+  } catch (err) {
+    if (err instanceof PromoteError) {
+      if (json) ctx.stdout(`${JSON.stringify({ ok: false, refused: err.message })}\n`);
+      ctx.stderr(`promotion refused: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+export async function standbyRole(p: Parsed, context: StandbyContext = {}): Promise<number> {
+  const ctx = io(context);
+  const json = flagBool(p, 'json');
+  const ds = parseDefaultSource(flagString(p, 'default-source') ?? '');
+  if (typeof ds === 'string') throw new CliError(2, ds);
+  const l = load(p, ctx);
+  let lease: { holder: string | null; generation: number } | null = null;
+  try {
+    const c = await resolveNetwork(l.agent);
+    const tok = await readToken(c.tokenFile);
+    const r = await requestJson({ method: 'GET', url: joinUrl(c.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: c.requestTimeoutSeconds });
+    if (r.kind === 'answer' && r.status === 200) lease = leaseOf(r.body);
+  } catch {
+    lease = null; // no arbiter URL: the lease cannot be read
+  }
+  const seen = await seenGeneration(l.agent);
+  const answer = decideRole({ host: l.agent.hostName, defaultSource: ds, lease, seenGeneration: seen.generation });
+  line(ctx, json, answer, answer.role);
+  return 0;
+}
+
+type Runner = (p: Parsed, ctx?: StandbyContext) => Promise<number>;
+
+/** Specs and runners, for the `hq` command table. */
+export const STANDBY_COMMANDS: readonly { readonly spec: CommandSpec; readonly run: Runner }[] = [
+  { spec: STANDBY_SPECS.snapshot, run: standbySnapshot },
+  { spec: STANDBY_SPECS.verify, run: standbyVerify },
+  { spec: STANDBY_SPECS.promote, run: standbyPromote },
+  { spec: STANDBY_SPECS.role, run: standbyRole },
+];
+
+/** `hq standby …`: argv after `standby`. Returns the exit code; never throws for a user error. */
+export async function standbyCommand(argv: readonly string[], context: StandbyContext = {}): Promise<number> {
+  const ctx = io(context);
+  const sub = argv[0];
+  const cmd = STANDBY_COMMANDS.find((c) => c.spec.name === `standby ${sub ?? ''}`);
+  if (cmd === undefined) {
+    const names = STANDBY_COMMANDS.map((c) => c.spec.name.split(' ')[1]).join('|');
+    if (sub === undefined || sub === '--help' || sub === '-h') {
+      ctx.stdout(`Usage: hq standby ${names} [options]\n`);
+      return sub === undefined ? 2 : 0;
+    }
+    ctx.stderr(`hq: unknown command "standby ${sub}" (one of: ${names})\n`);
+    return 2;
+  }
+  try {
+    const parsed = parseArgs(cmd.spec, argv.slice(1));
+    if (parsed.help) {
+      ctx.stdout(helpText(cmd.spec));
+      return 0;
+    }
+    return await cmd.run(parsed, ctx);
+  } catch (err) {
+    if (err instanceof CliError) {
+      ctx.stderr(`hq: ${err.message}\n`);
+      return err.exitCode;
+    }
+    const e = err as { name?: string; message?: string };
+    if (e.name === 'ConfigError') {
+      ctx.stderr(`hq: ${e.message ?? 'invalid config'}\n`);
+      return 2;
+    }
+    ctx.stderr(`hq: ${e.message ?? String(err)}\n`);
+    return 1;
+  }
+}
