@@ -517,7 +517,7 @@ t.test('fence: every reason of SPEC §5', async (t) => {
   t.same(reason(off, at(15), 'ledger-cli'), [false, 'no-quorum-expired'], 'ledger-cli is never fail-open');
   t.same(reason(quorum, at(12), 'ledger-cli'), [true, 'quorum-standby'], 'ledger-cli runs on a real quorum');
   const d = decide(standby(), at(11));
-  t.same([d.generation, d.holder], [3, 'node-b' === d.holder ? 'node-b' : 'mbp'], 'a refusal still names the generation and holder');
+  t.same([d.generation, d.holder, d.validForSeconds], [3, 'mbp', null], 'a refusal still names the generation and the holder');
 });
 
 t.test('fence: validity from send time with elapsed = max(mono, wall) (A1)', async (t) => {
@@ -581,7 +581,7 @@ interface SimResult {
  * cuts, laptop sleeps, wall-clock jumps, agent and arbiter restarts, database loss, explicit
  * acquires and forced transfers — every random choice read from `tape` so fast-check shrinks it.
  */
-function simulate(tape: readonly number[], seconds = 40): SimResult {
+function simulate(tape: readonly number[], seconds = 30): SimResult {
   let i = 0;
   const rnd = (): number => (i < tape.length ? (tape[i++] as number) : 500) / 1000;
   let now = 0;
@@ -735,7 +735,7 @@ t.test('property: the fence never says run for two hosts at once, given arbiter 
       if (r.overlaps.length > 0) throw new Error(r.overlaps.slice(0, 3).join('; '));
     }),
     // A failure prints its seed and path (replay with { seed, path }); shrinking a long tape is slow, so skip it.
-    { numRuns: 150, endOnFailure: true },
+    { numRuns: 80, endOnFailure: true },
   );
   t.ok(samples > 0, `someone ran in ${samples} samples (the world is not vacuous)`);
   t.ok(handovers > 0, `both hosts ran, at different times, in ${handovers} schedules (the lease moved)`);

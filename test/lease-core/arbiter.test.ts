@@ -344,8 +344,7 @@ t.test('heartbeat', async (t) => {
   t.test('the holder heartbeat with a stale generation is refused but still recorded', async (t) => {
     const step = heartbeat(held(), ctx(1000), { host: 'mbp', generation: 2, heartbeatSeconds: 10 });
     t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation' }, 'refused');
-    t.equal(step.next.lease, held().lease.holder === 'mbp' ? step.next.lease : null, 'lease kept');
-    t.match(step.next.lease, { expiresAt: 1050, revision: 5 }, 'no renewal written');
+    t.same(step.next.lease, held().lease, 'no renewal written: the lease row is unchanged');
     t.equal(step.next.observers.get('mbp')?.lastHeartbeatAt, 1000, 'heartbeat time recorded');
     t.same(step.events.map((e) => [e.event, e.data]), [['renew-refused', { reason: 'stale-generation', generation: 3 }]], 'event');
   });
@@ -367,8 +366,7 @@ t.test('heartbeat', async (t) => {
       'the view is stamped with the receive time; the confirmation at receive − age',
     );
     t.same(step.events.map((e) => [e.event, e.data]), [['standby', { holder: 'mbp', generation: 3, reachable: false }]], 'event');
-    t.equal(step.next.lease, held().lease === step.next.lease ? step.next.lease : step.next.lease, 'lease');
-    t.match(step.next.lease, { revision: 5 }, 'the lease row is not written');
+    t.same(step.next.lease, held().lease, 'the lease row is not written');
   });
   t.test('a heartbeat without view or confirmation keeps the previous ones', async (t) => {
     const before = held({}, [['node-b', { view: { ...view, at: 990 }, confirmation: { holder: 'mbp', generation: 3, at: 980 }, heartbeatSeconds: 10, lastHeartbeatAt: 990 }]]);
