@@ -91,6 +91,42 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     t.equal((await c.fence('node-b'))?.run, true, 'node-b keeps running');
   });
 
+  await t.test('the CLI reads the new state: status, primary, seen, events, maintenance', async (t) => {
+    const status = await c.hq('mbp', ['lease', 'status']);
+    t.equal(status.code, 0, `lease status exits 0 (${status.stderr.trim()})`);
+    t.match(status.stdout, /holder\s+node-b/, 'status prints the holder');
+    t.match(status.stdout, /generation\s+2/, 'status prints the generation');
+    t.match(status.stdout, /node-b → /, "status prints node-b's view");
+    t.match(status.stdout, /failover\s+worst case/, 'status prints the worst-case failover time');
+    const primary = await c.hq('mbp', ['primary', '--json']);
+    t.equal(primary.code, 0, 'primary exits 0');
+    t.match(JSON.parse(primary.stdout), { known: true, holder: 'node-b', generation: 2 }, 'primary finds node-b at generation 2');
+    const seen = await c.hq('mbp', ['seen', '--json']);
+    t.equal(seen.code, 0, 'seen exits 0 on a host that has seen generation 2');
+    t.match(JSON.parse(seen.stdout), { seen: true, generation: 2 }, 'seen tells generation 2');
+    const events = await c.hq('mbp', ['events', '--json']);
+    t.equal(events.code, 0, 'events exits 0');
+    const names = (JSON.parse(events.stdout) as { events: { event: string }[] }).events.map((e) => e.event);
+    t.ok(names.includes('promoted'), `the event log holds the promotion (${[...new Set(names)].join(', ')})`);
+    const on = await c.hq('mbp', ['maintenance', 'on', '--reason', 'system test'], { HQ_ADMIN_TOKEN: c.adminToken });
+    t.equal(on.code, 0, `maintenance on exits 0 (${on.stderr.trim()})`);
+    const st = await c.hq('mbp', ['lease', 'status', '--json']);
+    t.equal((JSON.parse(st.stdout) as { maintenance: boolean }).maintenance, true, 'status shows maintenance on');
+    const off = await c.hq('mbp', ['maintenance', 'off'], { HQ_ADMIN_TOKEN: c.adminToken });
+    t.equal(off.code, 0, 'maintenance off exits 0');
+    const refused = await c.hq('mbp', ['lease', 'renew']);
+    t.equal(refused.code, 1, `renew by a host that does not hold the lease is refused with exit 1 (${refused.stderr.trim()})`);
+  });
+
+  await t.test('a handover moves the lease without lock-delay after the holder stepped down', async (t) => {
+    const r = await c.hq('node-b', ['lease', 'release', '--handover-to', 'mbp']);
+    t.equal(r.code, 0, `release --handover-to exits 0 (${r.stderr.trim()})`);
+    t.equal((await c.fence('node-b'))?.run, false, 'the old holder stopped at once (stepped down before the release)');
+    const waited = await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 10_000, 'mbp runs after the handover');
+    t.equal((await c.fence('mbp'))?.generation, 3, 'the handover is generation 3');
+    t.ok(waited < 5, `no lock-delay after a handover (${waited.toFixed(1)} s)`);
+  });
+
   monitoring = false;
   await monitor;
   t.equal(overlap, null, `no sample ever saw both hosts run (${overlap ?? 'none'})`);

@@ -102,6 +102,7 @@ export class Agent {
   private refreshTimer: NodeJS.Timeout | null = null;
   private stopped = false;
   lastHeartbeat: HeartbeatReport | null = null;
+  private readonly lastFence = new Map<string, string>();
   readonly startedWall: number;
 
   private constructor(
@@ -245,6 +246,15 @@ export class Agent {
   fence(role: string): FenceDecision {
     const d = fence(this.state, role, this.now(), this.settings);
     this.opts.observer?.fence?.(d);
+    // Logged when a role's decision changes, not on every query (a supervisor asks often).
+    const key = `${d.run}:${d.reason}:${d.generation}:${d.holder ?? ''}`;
+    if (this.lastFence.get(role) !== key) {
+      this.lastFence.set(role, key);
+      this.opts.log.info(
+        { category: 'hq.fence', event: d.run ? 'allowed' : 'skipped', host: this.host, role, reason: d.reason, generation: d.generation, holder: d.holder },
+        d.run ? 'allowed' : 'skipped',
+      );
+    }
     return d;
   }
 

@@ -30,6 +30,8 @@ export interface PromoteOptions {
   readonly hqConfig?: string;
   readonly dryRun?: boolean;
   readonly now?: () => number;
+  /** Called after every check passed, before DIR is created (tests use it to race a change). */
+  readonly onVerified?: () => Promise<void>;
 }
 
 export interface PromoteSummary {
@@ -143,6 +145,7 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
     dryRun: opts.dryRun === true,
   };
   if (opts.dryRun === true) return summary;
+  await opts.onVerified?.();
   // 2. Create and fill.
   await mkdir(target, { mode: 0o700 });
   try {

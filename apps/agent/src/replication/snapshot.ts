@@ -45,6 +45,8 @@ export interface SnapshotOptions {
   readonly lease: { readonly generation: number; readonly holder: string | null };
   /** ms since the epoch; read once. */
   readonly now?: () => number;
+  /** How long before the previous fingerprint a file must have last changed to be reused (default 2000 ms). */
+  readonly stableMs?: number;
 }
 
 export interface SnapshotResult {
@@ -90,8 +92,8 @@ async function fingerprintAll(abs: string): Promise<Fp | null> {
 const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
   a === null || b === null ? a === b : a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
-function stableBefore(fp: Fp, takenAtMs: number): boolean {
-  const limit = BigInt(Math.floor(takenAtMs - STABLE_MS)) * 1_000_000n;
+function stableBefore(fp: Fp, takenAtMs: number, stableMs: number): boolean {
+  const limit = BigInt(Math.floor(takenAtMs - stableMs)) * 1_000_000n;
   return [fp.main, fp.wal, fp.journal].every((f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit));
 }
 
@@ -199,7 +201,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
       }
       const fp = await fingerprintAll(item.abs);
       if (fp === null) continue; // vanished since planning
-      const reused = await tryReuse(item, fp, dest, prev, prevEntries, prevFps);
+      const reused = await tryReuse(item, fp, dest, prev, prevEntries, prevFps, opts.stableMs ?? STABLE_MS);
       if (reused !== null) {
         entries.push(reused);
         fps.push([item.path, fp]);
@@ -248,13 +250,14 @@ async function tryReuse(
   prev: Previous | null,
   prevEntries: ReadonlyMap<string, ManifestEntry>,
   prevFps: ReadonlyMap<string, Fp>,
+  stableMs: number,
 ): Promise<ManifestEntry | null> {
   if (prev === null || prev.fingerprints === null || item.path === 'config.json') return null;
   const old = prevEntries.get(item.path);
   const oldFp = prevFps.get(item.path);
   if (old === undefined || oldFp === undefined || old.kind !== item.kind) return null;
   if (!same(fp.main, oldFp.main) || !same(fp.wal, oldFp.wal) || !same(fp.journal, oldFp.journal)) return null;
-  if (!stableBefore(oldFp, prev.fingerprints.takenAtMs)) return null;
+  if (!stableBefore(oldFp, prev.fingerprints.takenAtMs, stableMs)) return null;
   const src = join(prev.dir, item.path);
   try {
     const st = await lstat(src);
