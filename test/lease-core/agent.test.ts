@@ -230,6 +230,8 @@ t.test('onArbiterAnswer', async (t) => {
   t.test('floorPending is an infinite wait (S2.4)', async (t) => {
     const s = onArbiterAnswer(fresh(), confirming({ floorPending: true, generation: 1 }), at(10), at(10.1), A).state;
     t.equal(s.waitUntilMono, Infinity, 'infinite');
+    t.equal(s.seen, 0, 'a pending generation is not adopted as seen: it may still be raised');
+    t.equal(s.known?.generation, 1, 'but it is known');
     t.equal(s.pending?.startMono, Infinity, 'the grant never starts');
     t.same(reason(s, at(1e9)), [false, 'lock-delay'], 'lock-delay however long');
     t.equal(persisted(s, at(11)).lockDelayPending, true, 'persisted as a pending lock-delay');

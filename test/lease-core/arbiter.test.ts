@@ -89,7 +89,8 @@ function runTable<I>(name: string, decide: (s: ArbiterState, c: Context, i: I) =
         if (expect.floor !== undefined) t.equal(step.next.floor, expect.floor, 'the floor');
         if (expect.events !== undefined) t.same(events(step), expect.events, 'events');
         if (expect.unchanged === true) t.equal(step.next, s, 'nothing to write: the same state object');
-        if (step.next !== s) t.ok(step.next.lease.revision >= s.lease.revision, 'revision never goes down');
+        if (step.next.lease !== s.lease) t.ok(step.next.lease.revision > s.lease.revision, 'every write of the lease row bumps the revision');
+        else t.equal(step.next.lease.revision, s.lease.revision, 'no write, same revision');
         t.ok(step.next.lease.generation >= s.lease.generation, 'generation never goes down (G1)');
         t.ok(step.next.floor >= s.floor, 'the floor never goes down');
       });
