@@ -30,7 +30,7 @@ function clean(): Rec[] {
     { src: 'daemon', name: 'arbiter', pid: 100, seq: 0, t: 0.5, line: { msg: 'listening' } },
     { src: 'client', op: 'acquire', host: 'mbp', status: 200, generation: 1, revision: 1, t0: 1, t1: 1.1 },
     ...worker('mbp', 200, 1, 2, 10),
-    { src: 'daemon', name: 'mbp', pid: 101, seq: 0, t: 1.2, line: { event: 'generation-adopted', host: 'mbp', data: { from: 0, to: 1 } } },
+    { src: 'daemon', name: 'mbp', pid: 101, seq: 0, t: 1.2, line: { event: 'generation-adopted', host: 'mbp', from: 0, to: 1 } },
     { src: 'harness', kind: 'spawn', name: 'mbp', pid: 101, t: 0 },
     { src: 'harness', kind: 'exit', name: 'mbp', pid: 101, t: 10.5 },
     ...worker('node-b', 300, 2, 18, 25),
@@ -89,12 +89,11 @@ t.test('a generation run by two hosts is an S1 violation', async (t) => {
   t.equal(r.S1.verdict, 'VIOLATION', `S1 catches two holders of g1 (${r.S1.detail[0]})`);
 });
 
-t.test('a daemon log that names a second holder for a generation is an S1 violation', async (t) => {
+t.test('an arbiter log line that names a second holder for a generation is an S1 violation', async (t) => {
   const h = clean();
-  h.push({ src: 'harness', kind: 'spawn', name: 'node-b', pid: 102, t: 0 }, { src: 'daemon', name: 'node-b', pid: 102, seq: 0, t: 3, line: { event: 'acquired', host: 'node-b', generation: 1 } });
-  h.push({ src: 'harness', kind: 'exit', name: 'node-b', pid: 102, t: 29 });
+  h.push({ src: 'daemon', name: 'arbiter', pid: 100, seq: 1, t: 3, line: { event: 'acquired', host: 'node-b', generation: 1 } });
   const r = check(jsonl(h));
-  t.equal(r.S1.verdict, 'VIOLATION', `S1 reads agents' logs too (${r.S1.detail[0]})`);
+  t.equal(r.S1.verdict, 'VIOLATION', `S1 reads the arbiter's log too (${r.S1.detail[0]})`);
 });
 
 t.test('a worker running with a lower generation after a higher one is an S1 violation', async (t) => {
@@ -214,4 +213,19 @@ t.test('a violation stands even when other parts of the history are missing', as
   h.push(...worker('node-b', 300, 2, 10, 12));
   h.push({ src: 'worker', host: 'node-b', pid: 400, seq: 0, generation: 2, t: 26, kind: 'start' });
   t.equal(check(jsonl(h)).S2.verdict, 'VIOLATION', 'a proven overlap is not downgraded to UNKNOWN');
+});
+
+t.test('an agent fence answer naming another holder for a used generation is an S1 violation', async (t) => {
+  const h = clean();
+  h.push({ src: 'fence', host: 'node-b', run: false, reason: 'not-holder', generation: 2, holder: 'mbp', t0: 20, t1: 20.01 });
+  t.equal(check(jsonl(h)).S1.verdict, 'VIOLATION', 'g2 held by node-b, but an answer names mbp');
+  const ok = clean();
+  ok.push({ src: 'fence', host: 'mbp', run: false, reason: 'not-holder', generation: 2, holder: 'node-b', t0: 20, t1: 20.01 });
+  t.equal(check(jsonl(ok)).S1.verdict, 'OK', 'a consistent answer is fine');
+});
+
+t.test('an agent adopting a lower generation than before is an S1 violation', async (t) => {
+  const h = clean();
+  h.push({ src: 'daemon', name: 'mbp', pid: 101, seq: 1, t: 9, line: { event: 'generation-adopted', host: 'mbp', from: 1, to: 1 } });
+  t.equal(check(jsonl(h)).S1.verdict, 'VIOLATION', 'adopted generations strictly rise');
 });

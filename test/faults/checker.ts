@@ -19,6 +19,7 @@
  * - `{src:"client", op, host, status, generation, revision, t0, t1}` — a CAS the harness sent
  *   (t0 sent, t1 answered);
  * - `{src:"read", generation, revision, t0, t1}` — a `GET /v1/lease` by the harness;
+ * - `{src:"fence", host, run, reason, generation, holder, t0, t1}` — an agent's fence answer;
  * - `{src:"events", t, complete, events:[{id, at, category, event, host, data}]}` — the arbiter's log.
  */
 
@@ -211,6 +212,14 @@ export function check(history: string | readonly string[]): Report {
 
   // daemons: numbered lines per life, every spawn has an exit or the end record names it alive
   const lives = new Map<number, { name: string; seqs: number[] }>();
+  const adopted = new Map<string, number>();
+  // What the agents answered on their fence sockets: each answer names the holder of its generation.
+  for (const r of records) {
+    if (r.src !== 'fence') continue;
+    const g = num(r.generation);
+    const h = str(r.holder);
+    if (g !== null && g > 0 && h !== null) claim(g, h, `${String(r.host)}'s fence answer at ${(num(r.t1) ?? 0).toFixed(3)}`);
+  }
   for (const r of records) {
     if (r.src !== 'daemon') continue;
     const pid = num(r.pid);
@@ -224,7 +233,14 @@ export function check(history: string | readonly string[]): Report {
     l.seqs.push(seq);
     lives.set(pid, l);
     const line = r.line;
-    if (isObj(line) && typeof line.event === 'string' && HOLDER_EVENTS.has(line.event)) {
+    if (isObj(line) && line.event === 'generation-adopted') {
+      const to = num(line.to) ?? (isObj(line.data) ? num(line.data.to) : null);
+      const prev = adopted.get(name);
+      if (to !== null && prev !== undefined && to <= prev) c.violation('S1', `${name} adopted g${to} after it had adopted g${prev}`);
+      if (to !== null) adopted.set(name, Math.max(to, prev ?? 0));
+    }
+    // Only the arbiter's own log names holders (an agent's log lines carry the agent's host).
+    if (name === 'arbiter' && isObj(line) && typeof line.event === 'string' && HOLDER_EVENTS.has(line.event)) {
       const data = isObj(line.data) ? line.data : {};
       const g = num(line.generation) ?? num(data.generation);
       const h = str(line.host);

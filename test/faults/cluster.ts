@@ -1,0 +1,714 @@
+/**
+ * A real hq cluster in three Linux network namespaces, made and removed by the harness:
+ * `hqf-<pid>-arb`, `hqf-<pid>-mbp`, `hqf-<pid>-nodeb`, one veth pair per link, each link its own
+ * /30 in 10.213.0.0/24 that exists only inside the namespaces (no forwarding, no default route:
+ * a cut link is really cut, and nothing can reach the host's network). Real `hq-arbiter` and
+ * `hq-agent` processes run inside them under `ip netns exec`, with the fast settings of L1;
+ * every daemon runs with libfaketime preloaded (when installed) so a fault can jump its wall
+ * clock; fenced workers run under `hq fence run` and are restarted whenever they exit.
+ *
+ * Everything the cluster records goes to one JSONL history (`harness.jsonl`) plus one worker
+ * file per host, stamped with CLOCK_MONOTONIC seconds (the checker's input).
+ *
+ * Cleanup: `destroy()` kills every process it started by PID and deletes the namespaces; it is
+ * also registered on process 'exit', SIGINT and SIGTERM, so a thrown error or Ctrl-C leaves
+ * nothing behind.
+ */
+import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { callAgent } from '../../apps/agent/src/cli/local.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+export const AGENT_DAEMON = join(ROOT, 'apps/agent/dist/daemon-cli.js');
+export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
+const WORKER = join(ROOT, 'test/faults/worker.mjs');
+const RELAY = join(ROOT, 'test/faults/relay.mjs');
+export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+
+export type Host = 'mbp' | 'node-b';
+export const HOSTS: readonly Host[] = ['mbp', 'node-b'];
+export type Node = 'arb' | 'mbp' | 'nodeb';
+export type Link = 'arb-mbp' | 'arb-nodeb' | 'mbp-nodeb';
+export const LINKS: readonly Link[] = ['arb-mbp', 'arb-nodeb', 'mbp-nodeb'];
+export type Daemon = 'arbiter' | Host;
+export const DAEMONS: readonly Daemon[] = ['arbiter', 'mbp', 'node-b'];
+
+/** Per link: the two ends (namespace, device, address). Devices are named after the far end. */
+export const LINK_ENDS: Record<Link, readonly [{ node: Node; dev: string; ip: string }, { node: Node; dev: string; ip: string }]> = {
+  'arb-mbp': [
+    { node: 'arb', dev: 'to-mbp', ip: '10.213.0.1' },
+    { node: 'mbp', dev: 'to-arb', ip: '10.213.0.2' },
+  ],
+  'arb-nodeb': [
+    { node: 'arb', dev: 'to-nodeb', ip: '10.213.0.5' },
+    { node: 'nodeb', dev: 'to-arb', ip: '10.213.0.6' },
+  ],
+  'mbp-nodeb': [
+    { node: 'mbp', dev: 'to-nodeb', ip: '10.213.0.9' },
+    { node: 'nodeb', dev: 'to-mbp', ip: '10.213.0.10' },
+  ],
+};
+
+const NODE_OF: Record<Daemon, Node> = { arbiter: 'arb', mbp: 'mbp', 'node-b': 'nodeb' };
+const ARBITER_PORT = 8470;
+const PEER_PORT = 8471;
+
+/** The fast settings of L1, with the brief's timeouts. */
+export const FAST = {
+  ttlSeconds: 6,
+  safetyMarginSeconds: 1,
+  checkCron: '* * * * * *',
+  heartbeatCron: '* * * * * *',
+  refreshSeconds: 1,
+  requestTimeoutSeconds: 2,
+  probeTimeoutSeconds: 0.5,
+  viewFreshSeconds: 3,
+  promoteAfterChecks: 2,
+} as const;
+
+export function hr(): number {
+  return Number(process.hrtime.bigint()) / 1e9;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Why namespaces cannot be used here, or null when they can (root, `ip netns` works). */
+export function netnsUnavailable(): string | null {
+  if (process.platform !== 'linux') return `not Linux (${process.platform})`;
+  if (typeof process.getuid === 'function' && process.getuid() !== 0) return 'not running as root (ip netns needs CAP_SYS_ADMIN)';
+  const name = `hqf-${process.pid}-probe`;
+  const add = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
+  if (add.error !== undefined) return `ip is not installed (${add.error.message})`;
+  if (add.status !== 0) return `ip netns add fails: ${add.stderr.trim()}`;
+  const veth = spawnSync('ip', ['-n', name, 'link', 'add', 'hqfa', 'type', 'veth', 'peer', 'name', 'hqfb'], { encoding: 'utf8' });
+  spawnSync('ip', ['netns', 'del', name]);
+  if (veth.status !== 0) return `veth pairs cannot be made: ${veth.stderr.trim()}`;
+  if (!existsSync(join(ROOT, 'apps/arbiter/dist/cli.js')) || !existsSync(AGENT_DAEMON)) return 'the daemons are not built (npx tsc -b)';
+  return null;
+}
+
+export function faketimeAvailable(): boolean {
+  return existsSync(FAKETIME_LIB);
+}
+
+function ip(args: readonly string[]): void {
+  const r = spawnSync('ip', args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
+}
+
+function tryRun(cmd: string, args: readonly string[]): { ok: boolean; err: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return { ok: r.status === 0, err: (r.stderr ?? '').trim() };
+}
+
+const live = new Set<NetnsCluster>();
+let hooked = false;
+function hookCleanup(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', () => {
+    for (const c of live) c.destroySync();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      for (const c of live) c.destroySync();
+      process.exit(130);
+    });
+  }
+}
+
+interface Proc {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly pid: number;
+  exited: boolean;
+}
+
+export interface RelayAnswer {
+  readonly status?: number;
+  readonly body?: unknown;
+  readonly error?: string;
+  readonly t0: number;
+  readonly t1: number;
+}
+
+export class NetnsCluster {
+  readonly ns: Record<Node, string>;
+  readonly dir: string;
+  readonly history: string;
+  adminToken = '';
+  private readonly daemons = new Map<Daemon, Proc>();
+  private readonly all = new Map<number, Proc>();
+  private readonly workerSup = new Map<Host, Proc | null>();
+  private readonly paused = new Set<Host>();
+  private workersOn = false;
+  private relay: Proc | null = null;
+  private relayWaiters = new Map<number, (a: RelayAnswer) => void>();
+  private relayId = 0;
+  private seqs = new Map<number, number>();
+  private destroyed = false;
+  private readonly faketime: boolean;
+  /** Every worker supervisor spawn, for the summary. */
+  workerSpawns = 0;
+
+  private constructor(readonly tag: string) {
+    this.ns = { arb: `hqf-${tag}-arb`, mbp: `hqf-${tag}-mbp`, nodeb: `hqf-${tag}-nodeb` };
+    this.dir = mkdtempSync(join(tmpdir(), 'hqf-'));
+    this.history = join(this.dir, 'harness.jsonl');
+    this.faketime = faketimeAvailable();
+  }
+
+  /** Makes the namespaces, links, configs and tokens (no daemon runs yet). */
+  static create(tag = String(process.pid)): NetnsCluster {
+    hookCleanup();
+    const c = new NetnsCluster(tag);
+    live.add(c);
+    try {
+      c.makeNetwork();
+      c.writeConfigs();
+      c.issueTokens();
+    } catch (err) {
+      c.destroySync();
+      throw err;
+    }
+    c.record({ src: 'harness', kind: 'config', hosts: HOSTS, promoteAfterChecks: FAST.promoteAfterChecks, faketime: c.faketime, t: hr() });
+    return c;
+  }
+
+  record(r: { [k: string]: unknown }): void {
+    appendFileSync(this.history, JSON.stringify(r) + '\n');
+  }
+
+  workerFile(h: Host): string {
+    return join(this.dir, `worker-${h}.jsonl`);
+  }
+
+  /** The whole history: the harness's file and every worker file. */
+  readHistory(): string {
+    const parts = [this.history, ...HOSTS.map((h) => this.workerFile(h))].filter((f) => existsSync(f)).map((f) => readFileSync(f, 'utf8'));
+    return parts.map((p) => (p.endsWith('\n') || p === '' ? p : p + '\n')).join('');
+  }
+
+  private makeNetwork(): void {
+    for (const n of Object.values(this.ns)) {
+      spawnSync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
+      ip(['netns', 'add', n]);
+      ip(['-n', n, 'link', 'set', 'lo', 'up']);
+    }
+    for (const link of LINKS) {
+      const [a, b] = LINK_ENDS[link];
+      // Made inside the first namespace and moved: the host's namespace never sees the pair.
+      ip(['-n', this.ns[a.node], 'link', 'add', a.dev, 'type', 'veth', 'peer', 'name', b.dev, 'netns', this.ns[b.node]]);
+      for (const end of [a, b]) {
+        ip(['-n', this.ns[end.node], 'addr', 'add', `${end.ip}/30`, 'dev', end.dev]);
+        ip(['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
+      }
+    }
+  }
+
+  get arbiterConfig(): string {
+    return join(this.dir, 'arbiter.json');
+  }
+  agentConfig(h: Host): string {
+    return join(this.dir, `${h}.json`);
+  }
+  stateDir(h: Host): string {
+    return join(this.dir, h);
+  }
+  socket(h: Host): string {
+    return join(this.dir, `${h}.sock`);
+  }
+  timeFile(d: Daemon): string {
+    return join(this.dir, `faketime-${d}`);
+  }
+  other(h: Host): Host {
+    return h === 'mbp' ? 'node-b' : 'mbp';
+  }
+  /** An agent's address on its link to the arbiter (the arbiter probes it there). */
+  arbLinkIp(h: Host): string {
+    return h === 'mbp' ? LINK_ENDS['arb-mbp'][1].ip : LINK_ENDS['arb-nodeb'][1].ip;
+  }
+  /** An agent's address on the mbp↔node-b link (its peer reaches it there). */
+  peerLinkIp(h: Host): string {
+    return h === 'mbp' ? LINK_ENDS['mbp-nodeb'][0].ip : LINK_ENDS['mbp-nodeb'][1].ip;
+  }
+  arbiterIpFor(h: Host): string {
+    return h === 'mbp' ? LINK_ENDS['arb-mbp'][0].ip : LINK_ENDS['arb-nodeb'][0].ip;
+  }
+
+  private writeConfigs(): void {
+    writeFileSync(
+      this.arbiterConfig,
+      JSON.stringify({
+        candidates: [...HOSTS],
+        ttlSeconds: FAST.ttlSeconds,
+        safetyMarginSeconds: FAST.safetyMarginSeconds,
+        checkCron: FAST.checkCron,
+        heartbeatCron: FAST.heartbeatCron,
+        viewFreshSeconds: FAST.viewFreshSeconds,
+        promoteAfterChecks: FAST.promoteAfterChecks,
+        tailscaleBin: '',
+        probeTimeoutSeconds: FAST.probeTimeoutSeconds,
+        requestTimeoutSeconds: FAST.requestTimeoutSeconds,
+        listen: { host: '0.0.0.0', port: ARBITER_PORT },
+        dataDir: join(this.dir, 'arbiter'),
+        healthUrls: Object.fromEntries(HOSTS.map((h) => [h, `http://${this.arbLinkIp(h)}:${PEER_PORT}/v1/health`])),
+      }),
+    );
+    for (const h of HOSTS) {
+      mkdirSync(this.stateDir(h), { recursive: true, mode: 0o700 });
+      chmodSync(this.stateDir(h), 0o700);
+      const o = this.other(h);
+      writeFileSync(
+        this.agentConfig(h),
+        JSON.stringify({
+          hostName: h,
+          arbiterUrl: `http://${this.arbiterIpFor(h)}:${ARBITER_PORT}`,
+          stateDir: this.stateDir(h),
+          socketPath: this.socket(h),
+          listen: { host: '0.0.0.0', port: PEER_PORT },
+          heartbeatCron: FAST.heartbeatCron,
+          ttlSeconds: FAST.ttlSeconds,
+          safetyMarginSeconds: FAST.safetyMarginSeconds,
+          refreshSeconds: FAST.refreshSeconds,
+          requestTimeoutSeconds: FAST.requestTimeoutSeconds,
+          probeTimeoutSeconds: FAST.probeTimeoutSeconds,
+          tailscaleBin: '',
+          peers: { [o]: `http://${this.peerLinkIp(o)}:${PEER_PORT}` },
+          // The other agent as this agent can reach it: over the mbp↔node-b link (its
+          // arbiter-link address has no route from here).
+          healthUrls: { [o]: `http://${this.peerLinkIp(o)}:${PEER_PORT}/v1/health` },
+        }),
+      );
+    }
+    for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
+  }
+
+  private issueTokens(): void {
+    const issue = (machine: string, scope: string): string =>
+      execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }).trim();
+    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${issue(h, 'member')}\n`, { mode: 0o600 });
+    this.adminToken = issue('ops', 'admin');
+    const peer = randomBytes(32).toString('hex');
+    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'peer-token'), `${peer}\n`, { mode: 0o600 });
+  }
+
+  private env(d: Daemon | null): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
+    delete env.LD_PRELOAD;
+    if (d !== null && this.faketime) {
+      env.LD_PRELOAD = FAKETIME_LIB;
+      env.FAKETIME_NO_CACHE = '1';
+      env.FAKETIME_TIMESTAMP_FILE = this.timeFile(d);
+      env.DONT_FAKE_MONOTONIC = '1';
+    }
+    return env;
+  }
+
+  /** Spawns `ip netns exec NS node ARGS…` (ip execs node: the PID is node's). */
+  private spawnIn(node: Node, name: string, args: readonly string[], env: NodeJS.ProcessEnv, logged: boolean): Proc {
+    const child = spawn('ip', ['netns', 'exec', this.ns[node], process.execPath, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    if (child.pid === undefined) throw new Error(`cannot spawn ${name}`);
+    const p: Proc = { name, child, pid: child.pid, exited: false };
+    this.all.set(p.pid, p);
+    child.on('error', () => undefined);
+    child.once('exit', (code, signal) => {
+      p.exited = true;
+      if (logged && !this.destroyed) this.record({ src: 'harness', kind: 'exit', name, pid: p.pid, code, signal, t: hr() });
+    });
+    if (logged) {
+      this.record({ src: 'harness', kind: 'spawn', name, pid: p.pid, t: hr() });
+      for (const stream of [child.stdout, child.stderr]) {
+        if (stream === null) continue;
+        createInterface({ input: stream }).on('line', (raw) => {
+          if (this.destroyed) return;
+          const seq = this.seqs.get(p.pid) ?? 0;
+          this.seqs.set(p.pid, seq + 1);
+          let line: unknown = raw;
+          try {
+            line = JSON.parse(raw);
+          } catch {
+            /* kept as text */
+          }
+          this.record({ src: 'daemon', name, pid: p.pid, seq, t: hr(), line });
+        });
+      }
+    } else {
+      child.stdout?.resume();
+      child.stderr?.resume();
+    }
+    return p;
+  }
+
+  daemonPid(d: Daemon): number | null {
+    const p = this.daemons.get(d);
+    return p !== undefined && !p.exited ? p.pid : null;
+  }
+
+  async startArbiter(): Promise<void> {
+    this.daemons.set('arbiter', this.spawnIn('arb', 'arbiter', [ARBITER_CLI, 'serve', '--config', this.arbiterConfig], this.env('arbiter'), true));
+    if (this.relay === null || this.relay.exited) this.startRelay();
+    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000)).status === 200, 20_000, 'the arbiter answers /v1/health');
+  }
+
+  async startAgent(h: Host): Promise<void> {
+    this.daemons.set(h, this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', h, [AGENT_DAEMON, '--config', this.agentConfig(h)], this.env(h), true));
+    await this.waitFor(async () => existsSync(this.socket(h)), 20_000, `agent ${h} opens its socket`);
+  }
+
+  async start(): Promise<void> {
+    await this.startArbiter();
+    await Promise.all(HOSTS.map((h) => this.startAgent(h)));
+  }
+
+  private startRelay(): void {
+    const p = this.spawnIn('arb', 'relay', [RELAY, `http://127.0.0.1:${ARBITER_PORT}`], this.env(null), false);
+    this.relay = p;
+    createInterface({ input: p.child.stdout! }).on('line', (raw) => {
+      try {
+        const a = JSON.parse(raw) as RelayAnswer & { id: number };
+        this.relayWaiters.get(a.id)?.(a);
+        this.relayWaiters.delete(a.id);
+      } catch {
+        /* not an answer */
+      }
+    });
+  }
+
+  /** One HTTP request to the arbiter from inside its namespace. */
+  http(method: string, path: string, body?: unknown, timeoutMs = 3000, token?: string): Promise<RelayAnswer> {
+    const relay = this.relay;
+    if (relay === null || relay.exited) return Promise.resolve({ error: 'no relay', t0: hr(), t1: hr() });
+    const id = ++this.relayId;
+    return new Promise((done) => {
+      const guard = setTimeout(() => {
+        this.relayWaiters.delete(id);
+        done({ error: 'relay timeout', t0: hr(), t1: hr() });
+      }, timeoutMs + 2000);
+      this.relayWaiters.set(id, (a) => {
+        clearTimeout(guard);
+        done(a);
+      });
+      const headers = token !== undefined ? { authorization: `Bearer ${token}` } : undefined;
+      relay.child.stdin!.write(JSON.stringify({ id, method, path, body, headers, timeoutMs }) + '\n');
+    });
+  }
+
+  /** `GET /v1/lease`, recorded as a read for S4. */
+  async readLease(): Promise<{ holder: string | null; generation: number; revision: number } | null> {
+    const a = await this.http('GET', '/v1/lease');
+    const b = a.body as { holder?: string | null; generation?: number; revision?: number } | undefined;
+    if (a.status !== 200 || typeof b?.generation !== 'number' || typeof b.revision !== 'number') return null;
+    this.record({ src: 'read', generation: b.generation, revision: b.revision, holder: b.holder ?? null, t0: a.t0, t1: a.t1 });
+    return { holder: b.holder ?? null, generation: b.generation, revision: b.revision };
+  }
+
+  /** An acknowledged CAS for S4: the holder's renewal with the admin token (recorded when 200). */
+  async renewAsHolder(): Promise<boolean> {
+    const lease = await this.readLease();
+    if (lease === null || lease.holder === null) return false;
+    const a = await this.http('POST', '/v1/lease/renew', { host: lease.holder, generation: lease.generation }, 3000, this.adminToken);
+    const l = (a.body as { lease?: { generation?: number; revision?: number } } | undefined)?.lease;
+    this.record({ src: 'client', op: 'renew', host: lease.holder, status: a.status ?? null, generation: l?.generation ?? null, revision: l?.revision ?? null, t0: a.t0, t1: a.t1 });
+    return a.status === 200;
+  }
+
+  /** The first lease: `hq lease acquire` inside mbp's namespace, recorded as an acknowledged CAS. */
+  async acquire(h: Host = 'mbp', waitSeconds = 30): Promise<void> {
+    const t0 = hr();
+    const r = await this.run(h === 'mbp' ? 'mbp' : 'nodeb', [HQ_CLI, 'lease', 'acquire', '--wait', String(waitSeconds), '--json', '--config', this.agentConfig(h)], (waitSeconds + 10) * 1000);
+    const t1 = hr();
+    let lease: { generation?: number; revision?: number } | undefined;
+    try {
+      lease = (JSON.parse(r.stdout) as { lease?: { generation?: number; revision?: number } }).lease;
+    } catch {
+      lease = undefined;
+    }
+    this.record({ src: 'client', op: 'acquire', host: h, status: r.code === 0 ? 200 : r.code, generation: lease?.generation ?? null, revision: lease?.revision ?? null, t0, t1 });
+    if (r.code !== 0) throw new Error(`hq lease acquire failed (exit ${r.code}): ${r.stderr.trim()} ${r.stdout.trim()}`);
+  }
+
+  run(node: Node, args: readonly string[], timeoutMs = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((done) => {
+      const child = spawn('ip', ['netns', 'exec', this.ns[node], process.execPath, ...args], { env: this.env(null), stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        done({ code, stdout, stderr });
+      });
+    });
+  }
+
+  // ---------------------------------------------------------------- workload
+
+  /** Starts the fenced worker loop on both hosts: a worker that exits is started again. */
+  startWorkers(): void {
+    this.workersOn = true;
+    for (const h of HOSTS) this.spawnWorker(h);
+  }
+
+  private spawnWorker(h: Host): void {
+    if (!this.workersOn || this.destroyed) return;
+    if (this.paused.has(h)) {
+      this.workerSup.set(h, null);
+      return;
+    }
+    const env = { ...this.env(null), HQF_HOST: h };
+    const p = this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', `fence-${h}`, [HQ_CLI, 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h)], env, false);
+    this.workerSpawns++;
+    this.workerSup.set(h, p);
+    p.child.once('exit', () => {
+      if (this.workerSup.get(h) === p) setTimeout(() => this.spawnWorker(h), 300);
+    });
+  }
+
+  /** Stops the workers (SIGTERM to each supervisor, which forwards it) and waits for them. */
+  async stopWorkers(): Promise<void> {
+    this.workersOn = false;
+    const ps = [...this.workerSup.values()].filter((p): p is Proc => p !== null && !p.exited);
+    for (const p of ps) this.signalTree(p.pid, 'SIGCONT');
+    for (const p of ps) this.signal(p.pid, 'SIGTERM');
+    await this.waitFor(async () => ps.every((p) => p.exited), 5000, 'the workers stop').catch(() => {
+      for (const p of ps) this.signalTree(p.pid, 'SIGKILL');
+    });
+    await sleep(200);
+  }
+
+  private sampling = false;
+  /** The latest fence answer of each agent (from the sampler). */
+  readonly lastFence = new Map<Host, { run: boolean; generation: number; holder: string | null; t: number }>();
+  private samplers: Promise<void>[] = [];
+
+  /** Asks both agents' fence sockets every 200 ms and records each answer (S1 claims, L1). */
+  startSampler(): void {
+    this.sampling = true;
+    for (const h of HOSTS) {
+      this.samplers.push(
+        (async () => {
+          while (this.sampling && !this.destroyed) {
+            const t0 = hr();
+            const r = await callAgent(this.socket(h), 'GET', '/v1/fence?role=cron', 1).catch(() => null);
+            const t1 = hr();
+            if (r !== null && r.kind === 'answer' && r.status === 200 && !this.destroyed) {
+              const b = r.body as { run?: boolean; reason?: string; generation?: number; holder?: string | null };
+              this.lastFence.set(h, { run: b.run === true, generation: b.generation ?? 0, holder: b.holder ?? null, t: t1 });
+              this.record({ src: 'fence', host: h, run: b.run ?? null, reason: b.reason ?? null, generation: b.generation ?? null, holder: b.holder ?? null, t0, t1 });
+            }
+            await sleep(200);
+          }
+        })(),
+      );
+    }
+  }
+
+  async stopSampler(): Promise<void> {
+    this.sampling = false;
+    await Promise.all(this.samplers);
+    this.samplers = [];
+  }
+
+  // ---------------------------------------------------------------- faults
+
+  /** Cuts a link both ways (both ends down) or heals it. */
+  linkDown(link: Link, down: boolean): void {
+    for (const end of LINK_ENDS[link]) ip(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up']);
+  }
+
+  /** Drops everything leaving `from`'s end of `link` (one direction only): a zero-length pfifo. */
+  oneWay(link: Link, fromNode: Node, on: boolean): void {
+    const end = LINK_ENDS[link].find((e) => e.node === fromNode)!;
+    const args = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', on ? 'replace' : 'del', 'dev', end.dev, 'root', ...(on ? ['pfifo', 'limit', '0'] : [])];
+    const r = tryRun('ip', args);
+    if (!r.ok && on) throw new Error(`tc ${args.join(' ')}: ${r.err}`);
+  }
+
+  /**
+   * Delay and loss on a link. This kernel has no sch_netem, so: a slow token bucket (queueing
+   * delay, drops when its queue overflows) on both ends, flipped at random moments to a
+   * zero-length queue (bursts of 100 % loss) by `flakyStep`.
+   */
+  flaky(link: Link, mode: 'slow' | 'drop' | 'off'): void {
+    for (const end of LINK_ENDS[link]) {
+      const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
+      if (mode === 'off') tryRun('ip', [...base, 'del', 'dev', end.dev, 'root']);
+      else if (mode === 'drop') tryRun('ip', [...base, 'replace', 'dev', end.dev, 'root', 'pfifo', 'limit', '0']);
+      else tryRun('ip', [...base, 'replace', 'dev', end.dev, 'root', 'tbf', 'rate', '64kbit', 'burst', '4kb', 'latency', '300ms']);
+    }
+  }
+
+  signal(pid: number, sig: NodeJS.Signals): boolean {
+    try {
+      process.kill(pid, sig);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** PIDs of `pid` and all its descendants (parent links read from /proc/PID/stat). */
+  tree(pid: number): number[] {
+    const kids = new Map<number, number[]>();
+    for (const e of readdirSync('/proc')) {
+      if (!/^[0-9]+$/.test(e)) continue;
+      try {
+        const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        const l = kids.get(ppid) ?? [];
+        l.push(Number(e));
+        kids.set(ppid, l);
+      } catch {
+        /* gone */
+      }
+    }
+    const out = [pid];
+    for (let i = 0; i < out.length; i++) out.push(...(kids.get(out[i]!) ?? []));
+    return out;
+  }
+
+  signalTree(pid: number, sig: NodeJS.Signals): void {
+    for (const p of this.tree(pid)) this.signal(p, sig);
+  }
+
+  /** kill -9 of a daemon; resolves when it is gone. */
+  async killDaemon(d: Daemon): Promise<void> {
+    const p = this.daemons.get(d);
+    if (p === undefined || p.exited) return;
+    const gone = new Promise<void>((r) => p.child.once('exit', () => r()));
+    this.signal(p.pid, 'SIGCONT');
+    this.signal(p.pid, 'SIGKILL');
+    await Promise.race([gone, sleep(5000)]);
+  }
+
+  async restartDaemon(d: Daemon): Promise<void> {
+    if (this.daemonPid(d) !== null) return;
+    if (d === 'arbiter') {
+      await this.startArbiter();
+      // S4: read the record back at once after every restart.
+      await this.readLease();
+    } else {
+      await this.startAgent(d);
+    }
+  }
+
+  stopDaemon(d: Daemon, stop: boolean): void {
+    const pid = this.daemonPid(d);
+    if (pid !== null) this.signal(pid, stop ? 'SIGSTOP' : 'SIGCONT');
+  }
+
+  /** Jumps a daemon's wall clock: libfaketime re-reads the offset file on every call. */
+  clockOffset(d: Daemon, seconds: number): void {
+    writeFileSync(this.timeFile(d), `${seconds >= 0 ? '+' : ''}${seconds}s\n`);
+  }
+
+  get canJumpClocks(): boolean {
+    return this.faketime;
+  }
+
+  /** Laptop sleep: every process of the host (agent, supervisor, worker) stopped, or resumed. */
+  sleepHost(h: Host, asleep: boolean): void {
+    const pids: number[] = [];
+    const agent = this.daemonPid(h);
+    if (agent !== null) pids.push(agent);
+    const sup = this.workerSup.get(h);
+    if (sup !== undefined && sup !== null && !sup.exited) pids.push(...this.tree(sup.pid));
+    if (asleep) {
+      this.paused.add(h);
+      for (const p of pids) this.signal(p, 'SIGSTOP');
+    } else {
+      // All at once, as a wake-up: no process of the host is favoured.
+      if (pids.length > 0) spawnSync('kill', ['-CONT', ...pids.map(String)]);
+      this.paused.delete(h);
+      if (this.workersOn && (sup === undefined || sup === null || sup.exited)) this.spawnWorker(h);
+    }
+  }
+
+  /** Undoes every network fault and clock offset, resumes every process. */
+  healAll(): void {
+    for (const link of LINKS) {
+      for (const end of LINK_ENDS[link]) {
+        tryRun('ip', ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', 'del', 'dev', end.dev, 'root']);
+        tryRun('ip', ['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
+      }
+    }
+    for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
+    for (const h of HOSTS) if (this.paused.has(h)) this.sleepHost(h, false);
+    for (const p of this.all.values()) if (!p.exited) this.signal(p.pid, 'SIGCONT');
+  }
+
+  // ---------------------------------------------------------------- end
+
+  /** The arbiter's whole event log, page by page, recorded for S1/S5. */
+  async recordEvents(): Promise<void> {
+    const events: unknown[] = [];
+    let after = 0;
+    let complete = false;
+    for (let page = 0; page < 200; page++) {
+      const a = await this.http('GET', `/v1/events?after=${after}&limit=1000`);
+      const list = (a.body as { events?: { id: number }[] } | undefined)?.events;
+      if (a.status !== 200 || !Array.isArray(list)) break;
+      events.push(...list);
+      if (list.length < 1000) {
+        complete = true;
+        break;
+      }
+      after = list[list.length - 1]!.id;
+    }
+    this.record({ src: 'events', t: hr(), complete, events });
+  }
+
+  /** Writes the end record: the daemons alive now. */
+  finish(): void {
+    const alive = [...this.daemons.values()].filter((p) => !p.exited).map((p) => p.pid);
+    this.record({ src: 'harness', kind: 'end', t: hr(), alive });
+  }
+
+  async waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+    const start = Date.now();
+    for (;;) {
+      if (await fn()) return (Date.now() - start) / 1000;
+      if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+      await sleep(100);
+    }
+  }
+
+  /** Kills every process this cluster started (by PID) and deletes the namespaces. */
+  async destroy(keepDir = false): Promise<void> {
+    this.workersOn = false;
+    const ps = [...this.all.values()].filter((p) => !p.exited);
+    const gone = Promise.all(ps.map((p) => new Promise<void>((r) => (p.exited ? r() : p.child.once('exit', () => r())))));
+    this.destroySync(keepDir);
+    await Promise.race([gone, sleep(3000)]);
+  }
+
+  destroySync(keepDir = false): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.workersOn = false;
+    for (const p of this.all.values()) {
+      if (p.exited) continue;
+      for (const q of this.tree(p.pid)) {
+        this.signal(q, 'SIGKILL');
+        this.signal(q, 'SIGCONT');
+      }
+    }
+    // Processes still inside a namespace (a worker that escaped its parent) by the kernel's list.
+    for (const n of Object.values(this.ns)) {
+      const pids = spawnSync('ip', ['netns', 'pids', n], { encoding: 'utf8' }).stdout ?? '';
+      for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
+      spawnSync('ip', ['netns', 'del', n]);
+    }
+    if (!keepDir) rmSync(this.dir, { recursive: true, force: true });
+    live.delete(this);
+  }
+}
