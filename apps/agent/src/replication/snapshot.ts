@@ -10,7 +10,7 @@
  *     keys (`hq`) are removed (text that does not parse as a JSON object is copied as is);
  *  4. a file unchanged since the previous generation is hard-linked from it (`reused: true`):
  *     "unchanged" = same device, inode, size, mtime and ctime (ns) for the file and its `-wal`
- *     and `-journal`, and last changed at least 2 s before the previous fingerprint was taken
+ *     and `-journal` (an empty one counts as none), and last changed at least 2 s before the previous fingerprint was taken
  *     (file times are coarse; a write in the same tick could otherwise hide);
  *  5. the generation is built in a hidden folder and renamed into place complete, with
  *     `MANIFEST.json` and `SHA256SUMS`; files 0600, folders 0700, everything fsync'd.
@@ -83,10 +83,16 @@ async function fingerprint(abs: string): Promise<Fingerprint | null> {
   }
 }
 
+/** An empty `-wal` or `-journal` holds nothing: the same as none (a read-only open leaves an empty `-wal`). */
+async function sideFingerprint(abs: string): Promise<Fingerprint | null> {
+  const f = await fingerprint(abs);
+  return f === null || f.size === '0' ? null : f;
+}
+
 async function fingerprintAll(abs: string): Promise<Fp | null> {
   const main = await fingerprint(abs);
   if (main === null) return null;
-  return { main, wal: await fingerprint(`${abs}-wal`), journal: await fingerprint(`${abs}-journal`) };
+  return { main, wal: await sideFingerprint(`${abs}-wal`), journal: await sideFingerprint(`${abs}-journal`) };
 }
 
 const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
