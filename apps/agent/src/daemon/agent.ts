@@ -244,7 +244,12 @@ export class Agent {
 
   /** The fence from memory (no I/O). The caller checks the role first. */
   fence(role: string): FenceDecision {
-    const d = fence(this.state, role, this.now(), this.settings);
+    const now = this.now();
+    // lease-core asks the shell to settle on every query: a validity once seen over stays over.
+    // Memory only (no I/O here); settling only drops grants and flags, so the disk stays the
+    // more cautious copy until the next commit writes it.
+    this.state = settle(this.state, now);
+    const d = fence(this.state, role, now, this.settings);
     this.opts.observer?.fence?.(d);
     // Logged when a role's decision changes, not on every query (a supervisor asks often).
     const key = `${d.run}:${d.reason}:${d.generation}:${d.holder ?? ''}`;
