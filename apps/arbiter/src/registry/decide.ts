@@ -1,0 +1,282 @@
+/**
+ * Fleet registry and port leases (SPEC §8): the pure decisions. No I/O, no clock: every
+ * function takes `now` (epoch milliseconds, the arbiter's clock) and the rows it decides on,
+ * and returns a discriminated union — an expected refusal is `{ ok: false, reason }`, never a
+ * throw. `RegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.
+ *
+ * Guarantees (given that the store serialises every allocation):
+ *  - A port is handed to at most one live lease: a port is free only when it has no row or its
+ *    row expired (`expiresAt <= now`); an expired row is reused (replaced) by the new lease.
+ *  - Only test-band ports are ever allocated; reserved ports never, even inside the band.
+ *  - TTLs are clamped to 24 h: a crashed owner blocks a port (or leaves a ghost resource) for a
+ *    day at most.
+ *  - A lease is renewed or released only by its owner machine (403) presenting its id (409);
+ *    an unknown or expired lease is 404. A resource is registered, renewed or deleted only by a
+ *    token of its own machine (admin tokens act for any machine).
+ *
+ * Ids (documented in the README): resource ids and lease purposes match
+ * `^[a-z0-9][a-z0-9-]{0,63}$` (the host rule of SPEC §1, 64 characters so that an instance id
+ * can be `{host}-{service}-{n}`) and are never `constructor` or `prototype`; `__proto__` is
+ * refused by the pattern. Lease ids are 32 lowercase hex digits (128 random bits).
+ * Times in the registry are epoch milliseconds (the seeds' `ttlMs`, `observedAt`).
+ */
+
+export const RESOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/** The same rule as a JSON-schema pattern (reserved words excluded by a lookahead). */
+export const RESOURCE_ID_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,63}$';
+export const LEASE_ID_PATTERN = /^[0-9a-f]{32}$/;
+export const LEASE_ID_SCHEMA_PATTERN = '^[0-9a-f]{32}$';
+
+const RESERVED_IDS: ReadonlySet<string> = new Set(['constructor', 'prototype', '__proto__']);
+
+export function isResourceId(value: unknown): value is string {
+  return typeof value === 'string' && RESOURCE_ID_PATTERN.test(value) && !RESERVED_IDS.has(value);
+}
+
+/** A day: the longest any lease or resource outlives its last renewal. */
+export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
+/** A second: shorter TTLs would expire between two requests of a healthy client. */
+export const MIN_TTL_MS = 1000;
+
+export function clampTtl(ttlMs: number): number {
+  return Math.min(MAX_TTL_MS, Math.max(MIN_TTL_MS, Math.floor(ttlMs)));
+}
+
+// ---------------------------------------------------------------------------------------
+// bands
+
+export interface PortRange {
+  readonly from: number;
+  readonly to: number;
+}
+
+export interface Bands {
+  /** Never allocated (the arbiter's, the agents' and the seeds' fixed ports). */
+  readonly reserved: readonly number[];
+  /** `POST /v1/leases/port` allocates from here, lowest first. */
+  readonly test: PortRange;
+  /** Kept for offline instances; never allocated by the lease endpoint. */
+  readonly offline: PortRange;
+}
+
+export const DEFAULT_BANDS: Bands = Object.freeze({
+  reserved: Object.freeze([31413, 31415, 31420]),
+  test: Object.freeze({ from: 31450, to: 31499 }),
+  offline: Object.freeze({ from: 31500, to: 31509 }),
+});
+
+function isPort(n: unknown): n is number {
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535;
+}
+
+/** Checks a band configuration; names the key and the rule. */
+export function validateBands(b: Bands): { ok: true } | { ok: false; key: string; message: string } {
+  for (const [key, r] of [['test', b.test], ['offline', b.offline]] as const) {
+    if (!isPort(r.from) || !isPort(r.to)) return { ok: false, key: `portBands.${key}`, message: `portBands.${key}: from and to must be ports 1–65535` };
+    if (r.from > r.to) return { ok: false, key: `portBands.${key}`, message: `portBands.${key}: from (${r.from}) must not exceed to (${r.to})` };
+  }
+  if (b.test.from <= b.offline.to && b.offline.from <= b.test.to) {
+    return { ok: false, key: 'portBands.offline', message: 'portBands.offline: must not overlap the test band' };
+  }
+  for (const p of b.reserved) if (!isPort(p)) return { ok: false, key: 'portBands.reserved', message: `portBands.reserved: ${String(p)} is not a port` };
+  const free = b.test.to - b.test.from + 1 - b.reserved.filter((p) => p >= b.test.from && p <= b.test.to).length;
+  if (free < 1) return { ok: false, key: 'portBands.reserved', message: 'portBands.reserved: leaves no allocatable port in the test band' };
+  return { ok: true };
+}
+
+export function inBand(port: number, r: PortRange): boolean {
+  return Number.isInteger(port) && port >= r.from && port <= r.to;
+}
+
+// ---------------------------------------------------------------------------------------
+// port leases
+
+export interface PortLeaseRow {
+  readonly port: number;
+  readonly leaseId: string;
+  /** The owner: the machine the lease was allocated for. */
+  readonly machine: string;
+  readonly purpose: string;
+  readonly ttlMs: number;
+  readonly createdAt: number;
+  readonly renewedAt: number;
+  readonly expiresAt: number;
+}
+
+export function isLive(row: { readonly expiresAt: number }, now: number): boolean {
+  return row.expiresAt > now;
+}
+
+export interface AllocateInput {
+  readonly bands: Bands;
+  /** Every row in the test band (live or expired). */
+  readonly rows: readonly PortLeaseRow[];
+  readonly machine: string;
+  readonly purpose: string;
+  readonly ttlMs: number;
+  /** Ports the caller's local bind probe rejected. */
+  readonly excluded: readonly number[];
+  /** The new lease's id (randomness is an input too). */
+  readonly leaseId: string;
+  readonly now: number;
+}
+
+export type AllocateResult =
+  | { readonly ok: true; readonly lease: PortLeaseRow; readonly reused: PortLeaseRow | null }
+  | { readonly ok: false; readonly reason: 'excluded-outside-band'; readonly message: string }
+  | { readonly ok: false; readonly reason: 'band-full'; readonly message: string };
+
+/**
+ * 1. every excluded port must lie inside the test band (else the caller is confused: 400);
+ * 2. walk the band upwards, skipping reserved, excluded and live-leased ports;
+ * 3. the first port left is leased — replacing its expired row when it has one;
+ * 4. none left: band full (503).
+ */
+export function decideAllocation(a: AllocateInput): AllocateResult {
+  const { test } = a.bands;
+  for (const p of a.excluded) {
+    if (!inBand(p, test)) {
+      return { ok: false, reason: 'excluded-outside-band', message: `excluded port ${p} is outside the test band ${test.from}–${test.to}` };
+    }
+  }
+  const reserved = new Set(a.bands.reserved);
+  const excluded = new Set(a.excluded);
+  const byPort = new Map<number, PortLeaseRow>();
+  for (const r of a.rows) byPort.set(r.port, r);
+  const ttlMs = clampTtl(a.ttlMs);
+  for (let port = test.from; port <= test.to; port++) {
+    if (reserved.has(port) || excluded.has(port)) continue;
+    const row = byPort.get(port);
+    if (row !== undefined && isLive(row, a.now)) continue;
+    const lease: PortLeaseRow = {
+      port,
+      leaseId: a.leaseId,
+      machine: a.machine,
+      purpose: a.purpose,
+      ttlMs,
+      createdAt: a.now,
+      renewedAt: a.now,
+      expiresAt: a.now + ttlMs,
+    };
+    return { ok: true, lease, reused: row ?? null };
+  }
+  const skipped = excluded.size > 0 ? ` (${excluded.size} excluded by the caller)` : '';
+  return { ok: false, reason: 'band-full', message: `every port of the test band ${test.from}–${test.to} is leased${skipped}` };
+}
+
+/** Who is asking: a member acts only for its own machine; an admin for any. */
+export interface Actor {
+  readonly machine: string;
+  readonly admin: boolean;
+}
+
+export type LeaseAccess =
+  | { readonly ok: true; readonly lease: PortLeaseRow }
+  | { readonly ok: false; readonly reason: 'not-found' | 'wrong-owner' | 'wrong-id'; readonly message: string };
+
+/**
+ * Renew and release: unknown or expired → 404; another machine's lease → 403 (checked before
+ * the id, so a stranger learns nothing about ids); a different id → 409 (a newer lease of the
+ * same owner, or a stale client).
+ */
+export function decideLeaseAccess(row: PortLeaseRow | undefined, port: number, leaseId: string, actor: Actor, now: number): LeaseAccess {
+  if (row === undefined || !isLive(row, now)) return { ok: false, reason: 'not-found', message: `no live lease on port ${port}` };
+  if (!actor.admin && row.machine !== actor.machine) {
+    return { ok: false, reason: 'wrong-owner', message: `the lease on port ${port} belongs to "${row.machine}", not "${actor.machine}"` };
+  }
+  if (row.leaseId !== leaseId) return { ok: false, reason: 'wrong-id', message: `x-port-lease-id does not match the lease on port ${port}` };
+  return { ok: true, lease: row };
+}
+
+export function renewedLease(row: PortLeaseRow, now: number): PortLeaseRow {
+  return { ...row, renewedAt: now, expiresAt: now + row.ttlMs };
+}
+
+// ---------------------------------------------------------------------------------------
+// resources
+
+export type ResourceKind = 'machine' | 'instance';
+export type AttrValue = string | number | boolean | null | readonly (string | number)[];
+/** Attributes live in a Map in memory (never a plain object keyed by caller input). */
+export type Attrs = ReadonlyMap<string, AttrValue>;
+
+export interface ResourceRow {
+  readonly id: string;
+  readonly name: string;
+  readonly kind: ResourceKind;
+  readonly machine: string;
+  /** The machine of the token that registered it. */
+  readonly owner: string;
+  readonly attrs: Attrs;
+  /** The member's own clock reading when it took the attrs (informational only). */
+  readonly observedAt: number;
+  readonly ttlMs: number;
+  readonly registeredAt: number;
+  readonly renewedAt: number;
+  readonly expiresAt: number;
+}
+
+export interface RegisterInput {
+  readonly id: string;
+  readonly name: string;
+  readonly kind: ResourceKind;
+  readonly machine: string;
+  readonly attrs: Attrs;
+  readonly observedAt: number;
+  readonly ttlMs: number;
+}
+
+export type ResourceResult =
+  | { readonly ok: true; readonly resource: ResourceRow }
+  | { readonly ok: false; readonly reason: 'wrong-host' | 'id-taken' | 'not-found'; readonly message: string };
+
+/**
+ * 1. a member token registers only for its own machine (403);
+ * 2. a live resource of another machine keeps its id (409); an expired one is taken over;
+ * 3. otherwise the row is (re)written; re-registering a live resource keeps `registeredAt`.
+ */
+export function decideRegister(existing: ResourceRow | undefined, req: RegisterInput, actor: Actor, now: number): ResourceResult {
+  if (!actor.admin && req.machine !== actor.machine) {
+    return { ok: false, reason: 'wrong-host', message: `this member token belongs to "${actor.machine}", not "${req.machine}"` };
+  }
+  const live = existing !== undefined && isLive(existing, now);
+  if (live && existing.machine !== req.machine) {
+    return { ok: false, reason: 'id-taken', message: `resource "${req.id}" is registered by "${existing.machine}"` };
+  }
+  const ttlMs = clampTtl(req.ttlMs);
+  return {
+    ok: true,
+    resource: {
+      id: req.id,
+      name: req.name,
+      kind: req.kind,
+      machine: req.machine,
+      owner: actor.machine,
+      attrs: req.attrs,
+      observedAt: req.observedAt,
+      ttlMs,
+      registeredAt: live ? existing.registeredAt : now,
+      renewedAt: now,
+      expiresAt: now + ttlMs,
+    },
+  };
+}
+
+function access(existing: ResourceRow | undefined, id: string, actor: Actor, now: number): ResourceResult {
+  if (existing === undefined || !isLive(existing, now)) return { ok: false, reason: 'not-found', message: `no live resource "${id}"` };
+  if (!actor.admin && existing.machine !== actor.machine) {
+    return { ok: false, reason: 'wrong-host', message: `resource "${id}" belongs to "${existing.machine}", not "${actor.machine}"` };
+  }
+  return { ok: true, resource: existing };
+}
+
+/** Renews for another TTL; `attrs`, when given, replace the old ones (no merge). 404 once expired. */
+export function decideResourceHeartbeat(existing: ResourceRow | undefined, id: string, attrs: Attrs | undefined, actor: Actor, now: number): ResourceResult {
+  const a = access(existing, id, actor, now);
+  if (!a.ok) return a;
+  return { ok: true, resource: { ...a.resource, attrs: attrs ?? a.resource.attrs, renewedAt: now, expiresAt: now + a.resource.ttlMs } };
+}
+
+export function decideResourceDelete(existing: ResourceRow | undefined, id: string, actor: Actor, now: number): ResourceResult {
+  return access(existing, id, actor, now);
+}

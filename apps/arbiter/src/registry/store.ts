@@ -1,0 +1,373 @@
+/**
+ * RegistryStore — resources and port leases in the arbiter's SQLite file, beside the lease
+ * record (own tables, own migration, same file `{dataDir}/hq.db`).
+ *
+ * Invariants:
+ *  - Every write is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
+ *    rows are read, so two allocations — in this process or in another one opened on the same
+ *    file — are serialised, and the decision (`decide.ts`) always sees every committed lease.
+ *    This is what makes "no port is handed to two live leases" hold across processes.
+ *  - Nothing async and no clock inside a transaction: `now` (epoch ms) and the new lease id
+ *    are parameters; logs and metrics happen after commit, in the caller.
+ *  - Expired rows are never returned as live. They are overwritten on reuse and swept by
+ *    `sweep(now)`; readers filter on `expires_at > now`, so a missing sweep changes nothing.
+ */
+import Database from 'better-sqlite3';
+import {
+  DEFAULT_BANDS,
+  decideAllocation,
+  decideLeaseAccess,
+  decideRegister,
+  decideResourceDelete,
+  decideResourceHeartbeat,
+  renewedLease,
+  validateBands,
+  type Actor,
+  type AllocateResult,
+  type AttrValue,
+  type Attrs,
+  type Bands,
+  type LeaseAccess,
+  type PortLeaseRow,
+  type RegisterInput,
+  type ResourceKind,
+  type ResourceResult,
+  type ResourceRow,
+} from './decide.js';
+
+/**
+ * The registry's tables. `IF NOT EXISTS` makes it idempotent, so it runs on every open, after
+ * (and independently of) the lease store's numbered migrations. Append new statements; never
+ * edit these.
+ */
+export const REGISTRY_MIGRATION = `
+  CREATE TABLE IF NOT EXISTS resources (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('machine', 'instance')),
+    machine TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    attrs TEXT NOT NULL,
+    observed_at INTEGER NOT NULL,
+    ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0),
+    registered_at INTEGER NOT NULL,
+    renewed_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX IF NOT EXISTS resources_kind_machine ON resources (kind, machine);
+  CREATE TABLE IF NOT EXISTS port_leases (
+    port INTEGER PRIMARY KEY CHECK (port BETWEEN 1 AND 65535),
+    lease_id TEXT NOT NULL UNIQUE,
+    machine TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0),
+    created_at INTEGER NOT NULL,
+    renewed_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) STRICT;
+`;
+
+/** Creates the registry tables when missing (one immediate transaction). */
+export function migrateRegistry(db: Database.Database): void {
+  db.transaction(() => db.exec(REGISTRY_MIGRATION)).immediate();
+}
+
+/**
+ * Opens `path` (normally `{dataDir}/hq.db`, already created by SqliteStore) as a second
+ * connection with the lease store's pragmas. Pragmas are per connection, so they are set here
+ * again: WAL (readers never block the writer), synchronous=FULL (an acknowledged lease
+ * survives a power cut, or one port could be handed out twice), busy_timeout (other writers
+ * hold the lock briefly), foreign_keys=ON.
+ */
+export function openRegistryDatabase(path: string, busyTimeoutMs = 5000): Database.Database {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  db.pragma('foreign_keys = ON');
+  const sync = db.pragma('synchronous', { simple: true });
+  if (sync !== 2) throw new Error(`PRAGMA synchronous reads back ${String(sync)}, expected FULL (2)`);
+  return db;
+}
+
+interface ResourceDbRow {
+  id: string;
+  name: string;
+  kind: ResourceKind;
+  machine: string;
+  owner: string;
+  attrs: string;
+  observed_at: number;
+  ttl_ms: number;
+  registered_at: number;
+  renewed_at: number;
+  expires_at: number;
+}
+
+interface LeaseDbRow {
+  port: number;
+  lease_id: string;
+  machine: string;
+  purpose: string;
+  ttl_ms: number;
+  created_at: number;
+  renewed_at: number;
+  expires_at: number;
+}
+
+/** JSON → Map; keys go into a Map, never onto a plain object's prototype chain. */
+export function attrsFromJson(text: string): Attrs {
+  const parsed = JSON.parse(text) as unknown;
+  const m = new Map<string, AttrValue>();
+  if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+    for (const [k, v] of Object.entries(parsed)) m.set(k, v as AttrValue);
+  }
+  return m;
+}
+
+/** Map → a null-prototype object for JSON (no key can reach Object.prototype). */
+export function attrsToObject(attrs: Attrs): { [key: string]: AttrValue } {
+  const o = Object.create(null) as { [key: string]: AttrValue };
+  for (const [k, v] of attrs) o[k] = v;
+  return o;
+}
+
+function resourceFromRow(r: ResourceDbRow): ResourceRow {
+  return {
+    id: r.id,
+    name: r.name,
+    kind: r.kind,
+    machine: r.machine,
+    owner: r.owner,
+    attrs: attrsFromJson(r.attrs),
+    observedAt: r.observed_at,
+    ttlMs: r.ttl_ms,
+    registeredAt: r.registered_at,
+    renewedAt: r.renewed_at,
+    expiresAt: r.expires_at,
+  };
+}
+
+function resourceParams(r: ResourceRow): ResourceDbRow {
+  return {
+    id: r.id,
+    name: r.name,
+    kind: r.kind,
+    machine: r.machine,
+    owner: r.owner,
+    attrs: JSON.stringify(attrsToObject(r.attrs)),
+    observed_at: r.observedAt,
+    ttl_ms: r.ttlMs,
+    registered_at: r.registeredAt,
+    renewed_at: r.renewedAt,
+    expires_at: r.expiresAt,
+  };
+}
+
+function leaseFromRow(r: LeaseDbRow): PortLeaseRow {
+  return {
+    port: r.port,
+    leaseId: r.lease_id,
+    machine: r.machine,
+    purpose: r.purpose,
+    ttlMs: r.ttl_ms,
+    createdAt: r.created_at,
+    renewedAt: r.renewed_at,
+    expiresAt: r.expires_at,
+  };
+}
+
+function leaseParams(l: PortLeaseRow): LeaseDbRow {
+  return {
+    port: l.port,
+    lease_id: l.leaseId,
+    machine: l.machine,
+    purpose: l.purpose,
+    ttl_ms: l.ttlMs,
+    created_at: l.createdAt,
+    renewed_at: l.renewedAt,
+    expires_at: l.expiresAt,
+  };
+}
+
+export interface RegistryStoreOptions {
+  readonly bands?: Bands;
+}
+
+export interface AllocateRequest {
+  readonly machine: string;
+  readonly purpose: string;
+  readonly ttlMs: number;
+  readonly excluded?: readonly number[];
+}
+
+export interface ResourceFilter {
+  readonly kind?: ResourceKind;
+  readonly machine?: string;
+}
+
+export class RegistryStore {
+  readonly bands: Bands;
+  private readonly db: Database.Database;
+  private readonly q: ReturnType<typeof prepare>;
+
+  constructor(db: Database.Database, opts: RegistryStoreOptions = {}) {
+    this.bands = opts.bands ?? DEFAULT_BANDS;
+    const v = validateBands(this.bands);
+    if (!v.ok) throw new Error(v.message);
+    this.db = db;
+    migrateRegistry(db);
+    this.q = prepare(db);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // resources
+
+  register(req: RegisterInput, actor: Actor, now: number): ResourceResult {
+    return this.db
+      .transaction((): ResourceResult => {
+        const existing = this.getResource(req.id);
+        const d = decideRegister(existing, req, actor, now);
+        if (d.ok) this.q.upsertResource.run(resourceParams(d.resource));
+        return d;
+      })
+      .immediate();
+  }
+
+  heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): ResourceResult {
+    return this.db
+      .transaction((): ResourceResult => {
+        const d = decideResourceHeartbeat(this.getResource(id), id, attrs, actor, now);
+        if (d.ok) this.q.upsertResource.run(resourceParams(d.resource));
+        return d;
+      })
+      .immediate();
+  }
+
+  deleteResource(id: string, actor: Actor, now: number): ResourceResult {
+    return this.db
+      .transaction((): ResourceResult => {
+        const d = decideResourceDelete(this.getResource(id), id, actor, now);
+        if (d.ok) this.q.deleteResource.run(id);
+        return d;
+      })
+      .immediate();
+  }
+
+  /** Live resources only, ordered by id. */
+  listResources(filter: ResourceFilter, now: number): ResourceRow[] {
+    const rows = this.q.listResources.all({ now, kind: filter.kind ?? null, machine: filter.machine ?? null }) as ResourceDbRow[];
+    return rows.map(resourceFromRow);
+  }
+
+  private getResource(id: string): ResourceRow | undefined {
+    const r = this.q.getResource.get(id) as ResourceDbRow | undefined;
+    return r === undefined ? undefined : resourceFromRow(r);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // port leases
+
+  /** One immediate transaction: read the band's rows, decide, write the lease. */
+  allocatePort(req: AllocateRequest, leaseId: string, now: number): AllocateResult {
+    return this.db
+      .transaction((): AllocateResult => {
+        const { test } = this.bands;
+        const rows = (this.q.leasesInRange.all(test.from, test.to) as LeaseDbRow[]).map(leaseFromRow);
+        const d = decideAllocation({
+          bands: this.bands,
+          rows,
+          machine: req.machine,
+          purpose: req.purpose,
+          ttlMs: req.ttlMs,
+          excluded: req.excluded ?? [],
+          leaseId,
+          now,
+        });
+        if (d.ok) {
+          // The port is the primary key: an expired row is replaced, a live one can never be
+          // (the decision skipped it), and the upsert guards that once more on the write.
+          const info = this.q.upsertLease.run({ ...leaseParams(d.lease), now });
+          if (info.changes !== 1) throw new Error(`port ${d.lease.port} was leased under the transaction`);
+        }
+        return d;
+      })
+      .immediate();
+  }
+
+  renewPort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess {
+    return this.db
+      .transaction((): LeaseAccess => {
+        const d = decideLeaseAccess(this.getLease(port), port, leaseId, actor, now);
+        if (!d.ok) return d;
+        const next = renewedLease(d.lease, now);
+        this.q.renewLease.run(next.renewedAt, next.expiresAt, port, leaseId);
+        return { ok: true, lease: next };
+      })
+      .immediate();
+  }
+
+  releasePort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess {
+    return this.db
+      .transaction((): LeaseAccess => {
+        const d = decideLeaseAccess(this.getLease(port), port, leaseId, actor, now);
+        if (d.ok) this.q.deleteLease.run(port, leaseId);
+        return d;
+      })
+      .immediate();
+  }
+
+  /** Live leases, by port. */
+  listPortLeases(now: number): PortLeaseRow[] {
+    return (this.q.liveLeases.all(now) as LeaseDbRow[]).map(leaseFromRow);
+  }
+
+  private getLease(port: number): PortLeaseRow | undefined {
+    const r = this.q.getLease.get(port) as LeaseDbRow | undefined;
+    return r === undefined ? undefined : leaseFromRow(r);
+  }
+
+  /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */
+  sweep(olderThan: number): { resources: number; leases: number } {
+    return this.db
+      .transaction(() => ({
+        resources: this.q.sweepResources.run(olderThan).changes,
+        leases: this.q.sweepLeases.run(olderThan).changes,
+      }))
+      .immediate();
+  }
+}
+
+/** Every statement, prepared once. */
+function prepare(db: Database.Database) {
+  return {
+    getResource: db.prepare('SELECT * FROM resources WHERE id = ?'),
+    upsertResource: db.prepare(
+      `INSERT INTO resources VALUES (@id, @name, @kind, @machine, @owner, @attrs, @observed_at, @ttl_ms, @registered_at,
+         @renewed_at, @expires_at)
+       ON CONFLICT (id) DO UPDATE SET name = excluded.name, kind = excluded.kind, machine = excluded.machine,
+         owner = excluded.owner, attrs = excluded.attrs, observed_at = excluded.observed_at, ttl_ms = excluded.ttl_ms,
+         registered_at = excluded.registered_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at`,
+    ),
+    deleteResource: db.prepare('DELETE FROM resources WHERE id = ?'),
+    listResources: db.prepare(
+      `SELECT * FROM resources WHERE expires_at > @now AND (@kind IS NULL OR kind = @kind)
+         AND (@machine IS NULL OR machine = @machine) ORDER BY id`,
+    ),
+    leasesInRange: db.prepare('SELECT * FROM port_leases WHERE port BETWEEN ? AND ? ORDER BY port'),
+    getLease: db.prepare('SELECT * FROM port_leases WHERE port = ?'),
+    // Replaces a row only when it has expired: the write itself refuses a live lease.
+    upsertLease: db.prepare(
+      `INSERT INTO port_leases VALUES (@port, @lease_id, @machine, @purpose, @ttl_ms, @created_at, @renewed_at, @expires_at)
+       ON CONFLICT (port) DO UPDATE SET lease_id = excluded.lease_id, machine = excluded.machine, purpose = excluded.purpose,
+         ttl_ms = excluded.ttl_ms, created_at = excluded.created_at, renewed_at = excluded.renewed_at,
+         expires_at = excluded.expires_at
+       WHERE port_leases.expires_at <= @now`,
+    ),
+    renewLease: db.prepare('UPDATE port_leases SET renewed_at = ?, expires_at = ? WHERE port = ? AND lease_id = ?'),
+    deleteLease: db.prepare('DELETE FROM port_leases WHERE port = ? AND lease_id = ?'),
+    liveLeases: db.prepare('SELECT * FROM port_leases WHERE expires_at > ? ORDER BY port'),
+    sweepResources: db.prepare('DELETE FROM resources WHERE expires_at <= ?'),
+    sweepLeases: db.prepare('DELETE FROM port_leases WHERE expires_at <= ?'),
+  };
+}
