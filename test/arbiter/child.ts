@@ -1,7 +1,7 @@
 /** Spawned-daemon helpers: build dist once, start `hq-arbiter serve`, wait until it listens. */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { FAST } from './helper.js';
 
@@ -19,11 +19,25 @@ export function childEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 let built = false;
-/** `tsc -b apps/arbiter` (incremental: quick when dist is current). */
+
+/** True when some `src/**.ts` of the project is newer than its `dist/**.js` (or that is missing). */
+function stale(project: string): boolean {
+  const src = join(ROOT, project, 'src');
+  for (const entry of readdirSync(src, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+    const file = join(entry.parentPath, entry.name);
+    const out = join(ROOT, project, 'dist', relative(src, file).replace(/\.ts$/, '.js'));
+    if (!existsSync(out) || statSync(out).mtimeMs < statSync(file).mtimeMs) return true;
+  }
+  return false;
+}
+
+/** `tsc -b apps/arbiter` when its dist (or lease-core's) is older than the sources. */
 export function buildDist(): void {
   if (built) return;
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit', env: childEnv() });
   built = true;
+  if (!stale('apps/arbiter') && !stale('packages/lease-core')) return;
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit', env: childEnv() });
 }
 
 export function writeConfig(dir: string, extra: Record<string, unknown> = {}): string {

@@ -4,8 +4,18 @@ import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, buildDist, childEnv, writeConfig } from './child.js';
+import { main } from '../../apps/arbiter/src/commands.js';
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** In-process: the same `main` the bin runs, with stdout and stderr captured. */
+async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
+  return { code, stdout, stderr };
+}
+
+/** Through the built bin, as an operator runs it. */
+function spawnRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   buildDist();
   return new Promise((resolve) => {
     execFile(process.execPath, [CLI, ...args], { env: childEnv(), timeout: 90_000 }, (err, stdout, stderr) => {
@@ -13,6 +23,18 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
     });
   });
 }
+
+t.test('the built bin prints help, refuses a usage error with one line and exit 2, and runs a check', async (t) => {
+  const dir = t.testdir();
+  const config = writeConfig(dir);
+  const [help, usage, check] = await Promise.all([spawnRun(['--help']), spawnRun(['frobnicate']), spawnRun(['check', '--config', config])]);
+  t.equal(help.code, 0, '--help exits 0');
+  t.match(help.stdout, /^Usage: hq-arbiter/, 'usage text');
+  t.equal(usage.code, 2, 'a usage error exits 2');
+  t.equal(usage.stderr, 'hq-arbiter: unknown command "frobnicate" (try --help)\n', 'one line naming the problem');
+  t.equal(check.code, 0, 'check exits 0');
+  t.match(JSON.parse(check.stdout), { promoted: false, holder: null }, 'check prints its result');
+});
 
 t.test('--help for every command prints full-sentence help and exits 0', async (t) => {
   const all = [['--help'], ['serve', '--help'], ['token', '--help'], ['check', '--help'], ['backup', '--help']];

@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS, configPath, validateConfig } from '../../apps/arbiter/src/config.js';
 import { CLI, buildDist, childEnv } from './child.js';
+import { main } from '../../apps/arbiter/src/commands.js';
 import { FAST } from './helper.js';
 
 t.test('the built-in defaults pass validation and resolve every key', async (t) => {
@@ -69,6 +70,13 @@ t.test('the config path comes from the flag, then the environment, then the home
   t.equal(configPath(undefined, {}, () => false), null, 'else the built-in defaults');
 });
 
+async function inProcess(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
+  return { code, stdout, stderr };
+}
+
 function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   buildDist();
   return new Promise((resolve) => {
@@ -90,7 +98,8 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
     writeFileSync(path, text);
     // Every command reads the config the same way; one command per file keeps the test short.
     const cmd = [['serve'], ['check'], ['token', 'list']][i] as string[];
-    return [run([...cmd, '--config', path]).then((r) => ({ r, name, cmd, problem }))];
+    // The first through the built bin, the others in-process (the same main).
+    return [(i === 0 ? run : inProcess)([...cmd, '--config', path]).then((r) => ({ r, name, cmd, problem }))];
   });
   for (const { r, name, cmd, problem } of await Promise.all(runs)) {
     t.equal(r.code, 2, `${name} ${cmd.join(' ')}: exit 2`);
@@ -99,7 +108,7 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
     t.equal(r.stdout, '', `${name} ${cmd.join(' ')}: nothing on stdout`);
   }
   const [missing, env] = await Promise.all([
-    run(['serve', '--config', join(dir, 'absent.json')]),
+    inProcess(['serve', '--config', join(dir, 'absent.json')]),
     run(['token', 'list'], { HQ_ARBITER_CONFIG: join(dir, 'unknown.json') }),
   ]);
   t.equal(missing.code, 2, 'a missing file is exit 2');

@@ -78,7 +78,7 @@ t.test('a failing webhook is retried with backoff and a hanging one never blocks
   const t0 = Date.now();
   const res = await maintenance(h, true);
   t.equal(res.statusCode, 200, 'the decision is answered');
-  t.ok(Date.now() - t0 < 1000, 'without waiting for the hooks');
+  t.ok(Date.now() - t0 < 4000, 'without waiting for the hanging hook (its timeout is 5 s)');
   await until('the third attempt', () => flaky.got.length === 1);
   t.equal(flaky.attempts(), 3, 'two failures, then delivered');
   t.ok(stuck.attempts() >= 1, 'the hanging webhook was called');

@@ -11,6 +11,7 @@ export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 /** 200 `{ok:true, lease, hold?}` or 409 `{ok:false, reason, lease, error, message}`. */
 export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold: boolean, hold: number | null) {
   const lease = reply.server.hq.arbiter.record(d.state, d.now);
+  reply.header('etag', `"${lease.revision}"`);
   if (d.answer.ok) return reply.code(200).send(withHold ? { ok: true, lease, hold } : { ok: true, lease });
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);

@@ -1,0 +1,284 @@
+/**
+ * hq-arbiter's commands, callable in-process (tests) and from the bin (`cli.ts`).
+ * Exit codes: 0 ok; 1 the command ran but did not succeed (nothing to revoke, check skipped,
+ * start failed); 2 usage or configuration error (one line on stderr).
+ */
+import { existsSync } from 'node:fs';
+import { isHost } from '@hq/lease-core';
+import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
+import type { Scope } from './store/store.js';
+
+// Heavy modules (Fastify, undici, prom-client) load only for the commands that need them.
+const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
+const openStore = async (cfg: ArbiterConfig) => {
+  const { SqliteStore } = await import('./store/sqlite.js');
+  return new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+};
+
+class UsageError extends Error {}
+
+const CONFIG_HELP = `  --config PATH   Read the configuration from PATH. Without it, $HQ_ARBITER_CONFIG is used, then
+                  ~/.hq/arbiter.json, then /etc/hq/arbiter.json, and when none exists the built-in
+                  defaults (listen on 127.0.0.1:8470, database under ./var).
+  --help          Print this help and exit.`;
+
+const HELP: Record<string, string> = {
+  main: `Usage: hq-arbiter [COMMAND] [--config PATH]
+
+The arbiter daemon of hq: it owns the lease record in SQLite and serves the HTTP API.
+
+Commands:
+  serve            Run the daemon (the default when no command is given).
+  token issue      Issue a bearer token for a machine and print it once.
+  token revoke     Revoke every token of a machine.
+  token list       List tokens without their secrets.
+  check            Run one check against the database (for a system cron) and print its result.
+  backup           Write an online backup of the database to a file.
+
+Options:
+${CONFIG_HELP}
+
+Run "hq-arbiter COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 not done, 2 usage or config error.`,
+  serve: `Usage: hq-arbiter serve [--config PATH]
+
+Runs the daemon: listens on listen.host:listen.port, runs a check on every checkCron tick, and on
+SIGTERM or SIGINT stops accepting requests, finishes those in flight, closes the database and
+exits 0. On first start it writes an admin token to {dataDir}/admin.token (mode 0600).
+
+Options:
+${CONFIG_HELP}`,
+  token: `Usage: hq-arbiter token issue MACHINE [--scope member|admin|query] [--config PATH]
+       hq-arbiter token revoke MACHINE [--config PATH]
+       hq-arbiter token list [--json] [--config PATH]
+
+issue prints a new 64-hex-character token alone on one line of stdout; only its sha256 is stored,
+so it cannot be shown again. revoke disables every token of MACHINE from the next request on
+(exit 1 when MACHINE had none). list prints id, machine, scope, created and revoked, never secrets.
+
+Options:
+  --scope SCOPE   The token's scope: member (acts only for MACHINE; the default), admin (every
+                  verb, for operators) or query (reads only, for dashboards).
+  --json          Print the list as one JSON array instead of a table.
+${CONFIG_HELP}`,
+  check: `Usage: hq-arbiter check [--config PATH]
+
+Runs one check now — probe the holder, record the arbiter's view, count the streak, maybe
+promote — directly against the database, and prints the result as one JSON line. It waits for a
+check already running in a daemon on the same database (bounded), so two checks never overlap.
+Exit 0 when the check ran, 1 when it was skipped (another check kept running, or the holder
+changed during the probe).
+
+Options:
+${CONFIG_HELP}`,
+  backup: `Usage: hq-arbiter backup --to FILE [--config PATH]
+
+Writes a consistent copy of the database to FILE (mode 0600) with SQLite's online backup, while
+the daemon keeps serving.
+
+Options:
+  --to FILE       The file to write. Required; an existing file is replaced.
+${CONFIG_HELP}`,
+};
+
+interface Parsed {
+  readonly positional: string[];
+  readonly flags: Map<string, string | true>;
+}
+
+const VALUE_FLAGS = new Set(['config', 'scope', 'to']);
+const BOOL_FLAGS = new Set(['json', 'help']);
+
+function parseArgs(argv: readonly string[]): Parsed {
+  const positional: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '-h') {
+      flags.set('help', true);
+      continue;
+    }
+    if (arg === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
+    if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+      if (BOOL_FLAGS.has(name)) {
+        if (eq !== -1) throw new UsageError(`--${name} takes no value`);
+        flags.set(name, true);
+      } else if (VALUE_FLAGS.has(name)) {
+        const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+        if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
+        flags.set(name, value);
+      } else {
+        throw new UsageError(`unknown flag --${name}`);
+      }
+      continue;
+    }
+    if (arg.startsWith('-') && arg !== '-') throw new UsageError(`unknown flag ${arg}`);
+    positional.push(arg);
+  }
+  return { positional, flags };
+}
+
+function allowOnly(p: Parsed, allowed: readonly string[]): void {
+  for (const name of p.flags.keys()) {
+    if (name !== 'help' && name !== 'config' && !allowed.includes(name)) throw new UsageError(`--${name} does not apply here`);
+  }
+}
+
+function config(p: Parsed): ArbiterConfig {
+  const flag = p.flags.get('config');
+  return loadConfig(configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync));
+}
+
+async function stderrLog() {
+  const { default: pino } = await import('pino');
+  return pino({ name: 'hq-arbiter', base: { pid: process.pid } }, pino.destination(2));
+}
+
+async function dispatch(argv: readonly string[], io: Io): Promise<number> {
+  const p = parseArgs(argv);
+  const [command = 'serve', ...rest] = p.positional;
+  const help = p.flags.has('help');
+  switch (command) {
+    case 'help':
+      io.out(`${HELP[rest[0] ?? 'main'] ?? HELP['main']}\n`);
+      return 0;
+    case 'serve': {
+      if (help) return print(io, p.positional.length === 0 ? 'main' : 'serve');
+      allowOnly(p, []);
+      if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
+      const cfg = config(p);
+      const { serve } = await import('./server/server.js');
+      await serve(cfg);
+      return -1; // keep running
+    }
+    case 'token': {
+      if (help) return print(io, 'token');
+      const [verb, machine, ...extra] = rest;
+      if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+      if (verb === 'issue') {
+        allowOnly(p, ['scope']);
+        if (machine === undefined || !isHost(machine)) throw new UsageError('token issue needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
+        const scope = (p.flags.get('scope') ?? 'member') as string;
+        if (!(SCOPES as readonly string[]).includes(scope)) throw new UsageError('--scope must be member, admin or query');
+        const cfg = config(p);
+        const store = await openStore(cfg);
+        const { issueToken } = await import('./auth.js');
+        try {
+          io.out(`${issueToken(store, machine, scope as Scope, Date.now() / 1000)}\n`);
+        } finally {
+          store.close();
+        }
+        return 0;
+      }
+      if (verb === 'revoke') {
+        allowOnly(p, []);
+        if (machine === undefined || !isHost(machine)) throw new UsageError('token revoke needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
+        const cfg = config(p);
+        const store = await openStore(cfg);
+        try {
+          const n = store.revokeTokens(machine, Date.now() / 1000);
+          io.out(`revoked ${n} token(s) of ${machine}\n`);
+          return n > 0 ? 0 : 1;
+        } finally {
+          store.close();
+        }
+      }
+      if (verb === 'list') {
+        allowOnly(p, ['json']);
+        if (machine !== undefined) throw new UsageError(`token list takes no arguments (got "${machine}")`);
+        const cfg = config(p);
+        const store = await openStore(cfg);
+        const { describeTokens } = await import('./auth.js');
+        try {
+          const rows = describeTokens(store.listTokens());
+          if (p.flags.has('json')) io.out(`${JSON.stringify(rows)}\n`);
+          else {
+            io.out('ID\tMACHINE\tSCOPE\tCREATED\tREVOKED\n');
+            for (const r of rows) {
+              const when = (t: number | null) => (t === null ? '-' : new Date(t * 1000).toISOString());
+              io.out(`${r.id}\t${r.machine}\t${r.scope}\t${when(r.created)}\t${when(r.revoked)}\n`);
+            }
+          }
+        } finally {
+          store.close();
+        }
+        return 0;
+      }
+      throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"`);
+    }
+    case 'check': {
+      if (help) return print(io, 'check');
+      allowOnly(p, ['json']);
+      if (rest.length > 0) throw new UsageError(`check takes no arguments (got "${rest[0]}")`);
+      const cfg = config(p);
+      const { createRuntime } = await import('./server/runtime.js');
+      const rt = createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
+      try {
+        const r = await rt.checker.run(true);
+        if (r.ran) {
+          io.out(`${JSON.stringify(r.answer)}\n`);
+          return 0;
+        }
+        const l = r.state.lease;
+        io.out(`${JSON.stringify({ promoted: false, streak: l.dualUnreachableStreak, holder: l.holder, generation: l.generation, skipped: r.reason })}\n`);
+        return 1;
+      } finally {
+        await rt.close();
+      }
+    }
+    case 'backup': {
+      if (help) return print(io, 'backup');
+      allowOnly(p, ['to']);
+      if (rest.length > 0) throw new UsageError(`backup takes no arguments (got "${rest[0]}")`);
+      const to = p.flags.get('to');
+      if (typeof to !== 'string') throw new UsageError('backup needs --to FILE');
+      const cfg = config(p);
+      const store = await openStore(cfg);
+      try {
+        await store.backup(to);
+      } finally {
+        store.close();
+      }
+      io.out(`backup written to ${to}\n`);
+      return 0;
+    }
+    default:
+      if (help) return print(io, 'main');
+      throw new UsageError(`unknown command "${command}" (try --help)`);
+  }
+}
+
+
+
+function print(io: Io, topic: string): number {
+  io.out(`${HELP[topic]}\n`);
+  return 0;
+}
+
+/** Where a command writes: stdout for results, stderr for the one-line errors. */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/**
+ * Runs one command line. Returns the exit code, or -1 for `serve` (the daemon keeps running
+ * and exits through its signal handlers). Usage and config errors are one line, exit 2.
+ */
+export async function main(argv: readonly string[], io: Io): Promise<number> {
+  try {
+    return await dispatch(argv, io);
+  } catch (err) {
+    if (err instanceof UsageError || err instanceof ConfigError) {
+      io.err(`hq-arbiter: ${err.message}\n`);
+      return 2;
+    }
+    const e = err as Error;
+    io.err(`hq-arbiter: ${(e?.message ?? String(err)).replace(/\s+/g, ' ')}\n`);
+    return 1;
+  }
+}
