@@ -1,0 +1,119 @@
+/**
+ * `hq fleet [--json]` (SPEC §8): the machines in the arbiter's registry with their load, the age
+ * of their last heartbeat (arbiter clock) and their lease role. Light module: the config and
+ * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
+ * `FLEET_COMMAND`.
+ */
+import { CONFIG_FLAG, JSON_FLAG, flagBool, type CommandSpec, type Parsed } from './args.js';
+import { runSpec } from './port.js';
+
+export const FLEET_SPEC: CommandSpec = {
+  name: 'fleet',
+  summary:
+    "Lists the machines registered at the arbiter (expired records are not shown): the 1-minute load and CPU count they last reported, free memory, how long ago the arbiter heard from them, their role for the lease (holder, standby, arbiter, or - for other machines) and the duties they report.",
+  flags: [CONFIG_FLAG, JSON_FLAG],
+  exits: '0 listed, 1 refused by the arbiter, 2 usage or config error, 3 arbiter unreachable.',
+};
+
+export interface FleetRow {
+  readonly machine: string;
+  readonly name: string;
+  readonly load1: number | null;
+  readonly cpuCount: number | null;
+  readonly freeMem: number | null;
+  readonly totalMem: number | null;
+  readonly heartbeatAgeSeconds: number;
+  readonly role: 'holder' | 'standby' | 'arbiter' | '-';
+  readonly duties: readonly string[];
+  readonly expiresInSeconds: number;
+}
+
+interface ResourceIn {
+  machine: string;
+  name: string;
+  attrs: { [k: string]: unknown };
+  renewedAt: number;
+  expiresAt: number;
+}
+
+function num(v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
+}
+
+/** Pure: the rows of the table from the two answers. */
+export function fleetRows(
+  resources: readonly ResourceIn[],
+  nowMs: number,
+  lease: { holder: string | null; expired: boolean } | null,
+  candidates: readonly string[],
+  arbiterHost: string,
+): FleetRow[] {
+  return resources.map((r) => {
+    const load = r.attrs['loadAvg'];
+    const duties = r.attrs['duties'] ?? r.attrs['roles'];
+    const role: FleetRow['role'] =
+      lease !== null && lease.holder === r.machine && !lease.expired ? 'holder' : candidates.includes(r.machine) ? 'standby' : r.machine === arbiterHost ? 'arbiter' : '-';
+    return {
+      machine: r.machine,
+      name: r.name,
+      load1: Array.isArray(load) ? num(load[0]) : null,
+      cpuCount: num(r.attrs['cpuCount']),
+      freeMem: num(r.attrs['freeMem']),
+      totalMem: num(r.attrs['totalMem']),
+      heartbeatAgeSeconds: Math.max(0, (nowMs - r.renewedAt) / 1000),
+      role,
+      duties: Array.isArray(duties) ? duties.filter((d): d is string => typeof d === 'string') : [],
+      expiresInSeconds: Math.max(0, (r.expiresAt - nowMs) / 1000),
+    };
+  });
+}
+
+function gib(bytes: number | null): string {
+  return bytes === null ? '?' : `${(bytes / 2 ** 30).toFixed(1)}G`;
+}
+
+export function fleetTable(rows: readonly FleetRow[]): string {
+  if (rows.length === 0) return 'no machines registered';
+  const head = ['MACHINE', 'ROLE', 'LOAD1', 'CPUS', 'FREE/TOTAL', 'HEARTBEAT', 'DUTIES'];
+  const body = rows.map((r) => [
+    r.machine,
+    r.role,
+    r.load1 === null ? '?' : r.load1.toFixed(2),
+    r.cpuCount === null ? '?' : String(r.cpuCount),
+    `${gib(r.freeMem)}/${gib(r.totalMem)}`,
+    `${r.heartbeatAgeSeconds.toFixed(0)} s ago`,
+    r.duties.length === 0 ? '-' : r.duties.join(','),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] as string).length)));
+  return [head, ...body].map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd((widths[i] as number) + 2))).join('')).join('\n');
+}
+
+export async function fleet(p: Parsed): Promise<number> {
+  const { arbiter, failure, memberToken, network, out } = await import('./context.js');
+  const c = await network(p);
+  const token = await memberToken(c).catch(() => null);
+  const [r, l] = await Promise.all([arbiter(c, 'GET', '/v1/resources?kind=machine', undefined, token), arbiter(c, 'GET', '/v1/lease', undefined, token)]);
+  if (r.kind !== 'answer' || r.status !== 200) {
+    const f = failure(r, 'fleet');
+    process.stderr.write(`hq: ${f.line}\n`);
+    return f.code;
+  }
+  const body = r.body as { resources?: ResourceIn[]; now?: number } | null;
+  const resources = Array.isArray(body?.resources) ? body.resources : [];
+  const nowMs = typeof body?.now === 'number' ? body.now : Date.now();
+  const lease = l.kind === 'answer' && l.status === 200 ? (l.body as { holder: string | null; expired: boolean; generation?: number }) : null;
+  const rows = fleetRows(resources, nowMs, lease, c.candidates, c.arbiter);
+  out(flagBool(p, 'json'), { machines: rows, holder: lease?.holder ?? null, generation: lease?.generation ?? null, now: nowMs }, fleetTable(rows));
+  return 0;
+}
+
+/** The COMMANDS entry for cli/main.ts. */
+export const FLEET_COMMAND = {
+  spec: FLEET_SPEC,
+  load: async (): Promise<(p: Parsed) => Promise<number>> => fleet,
+};
+
+/** `hq fleet ARGS…` without the command table (argv after "fleet"). */
+export function fleetCommand(argv: readonly string[]): Promise<number> {
+  return runSpec(FLEET_SPEC, fleet, argv);
+}
