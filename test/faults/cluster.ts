@@ -124,6 +124,11 @@ function hookCleanup(): void {
   }
 }
 
+/** Destroys every cluster still alive (a test's teardown). */
+export async function destroyAll(): Promise<void> {
+  await Promise.all([...live].map((c) => c.destroy()));
+}
+
 interface Proc {
   readonly name: string;
   readonly child: ChildProcess;
@@ -364,8 +369,8 @@ export class NetnsCluster {
   }
 
   async start(): Promise<void> {
-    await this.startArbiter();
-    await Promise.all(HOSTS.map((h) => this.startAgent(h)));
+    // All three at once: node takes seconds to load on a small machine.
+    await Promise.all([this.startArbiter(), ...HOSTS.map((h) => this.startAgent(h))]);
   }
 
   private startRelay(): void {

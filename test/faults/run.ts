@@ -1,6 +1,6 @@
 /**
  * `npm run test:faults -- [--schedules N] [--seed S] [--window W] [--kill-points K]
- * [--requests R] [--only schedules,crash,hostile] [--keep-failed] [--json FILE]`
+ * [--requests R] [--only schedules,crash,hostile] [--from I] [--keep-failed] [--keep-all] [--json FILE]`
  *
  * The full fault run (issue 5): N seeded fault schedules on a real cluster in network
  * namespaces (default 1000, each about 45 s), K kill -9 points of the arbiter during streams of
@@ -34,6 +34,8 @@ const killPoints = num('kill-points', 1000);
 const requests = num('requests', 100_000);
 const only = new Set((flag('only') ?? 'schedules,crash,hostile').split(','));
 const keepFailed = process.argv.includes('--keep-failed');
+const keepAll = process.argv.includes('--keep-all');
+const from = num('from', 0);
 const jsonOut = flag('json');
 
 function stats(xs: readonly number[]): { n: number; median: number | null; p95: number | null; max: number | null } {
@@ -63,9 +65,9 @@ if (only.has('schedules') && schedules > 0) {
     const recoveries: number[] = [];
     let noRecovery = 0;
     const bad: string[] = [];
-    for (let i = 0; i < schedules; i++) {
+    for (let i = from; i < from + schedules; i++) {
       const s = makeSchedule(seed, i, window, { clockJumps });
-      const r: ScheduleResult = await runSchedule(s, { window, keepFailed, tag: String(process.pid) });
+      const r: ScheduleResult = await runSchedule(s, { window, keepFailed, keepAll, tag: String(process.pid) });
       for (const f of s.faults) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
       verdicts[r.report.verdict]++;
       for (const p of ['S1', 'S2', 'S4', 'S5'] as const) {
@@ -79,7 +81,7 @@ if (only.has('schedules') && schedules > 0) {
       if (r.recovery === null) noRecovery++;
       else recoveries.push(r.recovery);
       const details = (['S1', 'S2', 'S4', 'S5'] as const).filter((p) => r.report[p].verdict !== 'OK').map((p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`);
-      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : r.recovery.toFixed(1) + 's'} (${r.seconds.toFixed(0)} s)${r.errors.length > 0 ? ' harness: ' + r.errors.join('; ') : ''}${details.length > 0 ? '\n    ' + details.join('\n    ') : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
+      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : r.recovery.toFixed(1) + 's'} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ' harness: ' + r.errors.join('; ') : ''}${details.length > 0 ? '\n    ' + details.join('\n    ') : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
       process.stdout.write(line + '\n');
       if (r.report.verdict !== 'OK') bad.push(line);
     }

@@ -103,24 +103,35 @@ export interface ScheduleResult {
   readonly seconds: number;
   readonly dir: string | null;
   readonly errors: readonly string[];
+  /** Seconds spent in each phase. */
+  readonly phases: { readonly [k: string]: number };
 }
 
 /** Runs one schedule on a fresh cluster and checks its history. */
-export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; tag?: string }): Promise<ScheduleResult> {
+export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string }): Promise<ScheduleResult> {
   const began = hr();
   const errors: string[] = [];
   const c = NetnsCluster.create(opts.tag);
   let report: Report | null = null;
   let recovery: number | null = null;
   let keep = false;
+  const phases: { [k: string]: number } = {};
+  let mark = hr();
+  const phase = (name: string): void => {
+    phases[name] = Math.round((hr() - mark) * 10) / 10;
+    mark = hr();
+  };
   try {
     await c.start();
+    phase('start');
     await c.acquire('mbp');
+    phase('acquire');
     c.startSampler();
     c.startWorkers();
     await c.waitFor(async () => c.lastFence.get('mbp')?.run === true, 30_000, 'mbp may run');
     await sleep(1500);
     await c.renewAsHolder();
+    phase('settle');
     for (const f of schedule.faults) c.record({ src: 'harness', kind: 'fault', fault: f, t: hr() });
 
     const t0 = hr();
@@ -186,6 +197,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
       }),
     );
     await at(opts.window);
+    phase('faults');
 
     // Heal: everything back, every daemon alive, then wait for a host to run again.
     c.healAll();
@@ -198,6 +210,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     } catch {
       recovery = null;
     }
+    phase('recovery');
     await sleep(1500);
     await c.renewAsHolder();
     await c.stopSampler();
@@ -205,6 +218,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     await c.readLease();
     await c.recordEvents();
     c.finish();
+    phase('stop');
     report = check(c.readHistory());
   } catch (err) {
     errors.push(`harness: ${(err as Error).message}`);
@@ -212,8 +226,9 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     await c.stopSampler().catch(() => undefined);
     // A schedule the harness could not finish has no end record: its history checks UNKNOWN.
     if (report === null) report = check(c.readHistory());
-    keep = opts.keepFailed === true && (report === null || report.verdict !== 'OK');
+    keep = opts.keepAll === true || (opts.keepFailed === true && (report === null || report.verdict !== 'OK'));
     await c.destroy(keep);
+    phase('destroy');
   }
-  return { schedule, report: report ?? check(''),  recovery, seconds: hr() - began, dir: keep ? c.dir : null, errors };
+  return { schedule, report: report ?? check(''),  recovery, seconds: hr() - began, dir: keep ? c.dir : null, errors, phases };
 }
