@@ -70,6 +70,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof PreconditionFailed) {
+      reply.header('etag', `"${err.revision}"`);
       return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
     }
     if (err instanceof HttpError) return reply.code(err.statusCode).send({ error: err.code, message: oneLine(err.message) });

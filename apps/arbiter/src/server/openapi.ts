@@ -97,7 +97,9 @@ export function transformRoute(openReads: boolean) {
     const response: Record<string, unknown> = { ...((s['response'] as Record<string, unknown> | undefined) ?? {}) };
     if (response['200'] === undefined && response['2xx'] === undefined) response['200'] = { description: 'OK' };
     for (const [status, body] of impliedErrors(url, method, scope, s['body'] !== undefined)) {
-      if (response[String(status)] === undefined) response[String(status)] = body;
+      const declared = response[String(status)] as Record<string, unknown> | undefined;
+      if (declared === undefined) response[String(status)] = body;
+      else if (declared['description'] === undefined && typeof declared === 'object') response[String(status)] = { ...declared, description: body['description'] };
     }
     s['response'] = response;
     const media = MEDIA.get(url);
