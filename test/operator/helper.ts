@@ -1,0 +1,62 @@
+/**
+ * The real arbiter app (test/arbiter/helper.ts `harness`: runtime, manual clock, tokens) with
+ * the operator pieces added the way app.ts is asked to add them:
+ *  - `registerOpenApi` before every route. Until app.ts calls it, the test registers it from the
+ *    `fastify.initialization` diagnostics channel, i.e. as the very first plugin of the app that
+ *    `buildApp` creates; once app.ts calls it, that call finds it registered and does nothing.
+ *  - the status page and the event stream, unless app.ts already registered them.
+ * Every route the app registers is collected with an `onRoute` hook from the same channel.
+ */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import fp from 'fastify-plugin';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { Test } from 'tap';
+import { harness, type Harness } from '../arbiter/helper.js';
+import { registerOpenApi } from '../../apps/arbiter/src/server/openapi.js';
+import { statusPage, statusPageOptions, type StatusPageOptions } from '../../apps/arbiter/src/routes/status-page.js';
+import { EventWaiters, eventStreamRoutes } from '../../apps/arbiter/src/routes/events-stream.js';
+
+export interface OperatorHarness extends Harness {
+  readonly routes: RouteOptions[];
+  readonly waiters: EventWaiters;
+}
+
+export interface OperatorOptions {
+  readonly status?: Partial<Pick<StatusPageOptions, 'load' | 'refreshSeconds' | 'title' | 'recentEvents'>>;
+  readonly streamPollMs?: number;
+  readonly keepAliveMs?: number;
+  readonly maxStreams?: number;
+}
+
+export async function operatorHarness(t: Test, extra: Record<string, unknown> = {}, opts: OperatorOptions = {}): Promise<OperatorHarness> {
+  const routes: RouteOptions[] = [];
+  const openReads = (extra['auth'] as { openReads?: boolean } | undefined)?.openReads ?? true;
+  const onInit = (message: unknown): void => {
+    const app = (message as { fastify: FastifyInstance }).fastify;
+    app.addHook('onRoute', (r) => {
+      routes.push(r);
+    });
+    app.register(fp(async (root: FastifyInstance) => registerOpenApi(root, { version: '0.0.0-test', openReads }), { name: 'hq-openapi-test', fastify: '5.x' }));
+  };
+  subscribe('fastify.initialization', onInit);
+  let h: Harness;
+  try {
+    h = await harness(t, extra);
+  } finally {
+    unsubscribe('fastify.initialization', onInit);
+  }
+  const waiters = new EventWaiters();
+  if (!h.app.hasRoute({ method: 'GET', url: '/' })) {
+    await h.app.register(statusPage, { ...statusPageOptions(h.app.hq), ...opts.status });
+  }
+  if (!h.app.hasRoute({ method: 'GET', url: '/v1/events/stream' })) {
+    await h.app.register(eventStreamRoutes, {
+      listEvents: (a, l) => h.rt.store.listEvents(a, l),
+      waiters,
+      pollMs: opts.streamPollMs ?? 1000,
+      keepAliveMs: opts.keepAliveMs,
+      maxStreams: opts.maxStreams,
+    });
+  }
+  return { ...h, routes, waiters };
+}
