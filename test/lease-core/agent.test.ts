@@ -730,7 +730,7 @@ t.test('property: the fence never says run for two hosts at once, given arbiter 
   let samples = 0;
   let handovers = 0;
   fc.assert(
-    fc.property(fc.array(fc.integer({ min: 0, max: 999 }), { minLength: 300, maxLength: 900 }), (tape) => {
+    fc.property(fc.array(fc.integer({ min: 0, max: 999 }), { minLength: 900, maxLength: 1500, size: 'max' }), (tape) => {
       const r = simulate(tape);
       samples += r.runSamples;
       if (r.bothRan) handovers++;
@@ -741,4 +741,147 @@ t.test('property: the fence never says run for two hosts at once, given arbiter 
   );
   t.ok(samples > 0, `someone ran in ${samples} samples (the world is not vacuous)`);
   t.ok(handovers > 0, `both hosts ran, at different times, in ${handovers} schedules (the lease moved)`);
+});
+
+// ---------------------------------------------------------------------------------------
+// property: one agent under random inputs keeps A1–A5 in every fence answer
+
+type AgentOp =
+  | { k: 'answer'; holder: string | null; generation: number; released: boolean; floorPending: boolean; notBefore: number; confirms: boolean; hold: number | null; delay: number }
+  | { k: 'failure' }
+  | { k: 'confirm'; host: string; generation: number }
+  | { k: 'peers'; confirmed: boolean; generation: number | null; delay: number }
+  | { k: 'stepDown' }
+  | { k: 'resume' }
+  | { k: 'restart' }
+  | { k: 'time'; seconds: number; jump: number };
+
+/** `a` nine times in ten, else `b`: keeps the interesting histories (a live holder) frequent. */
+const mostly = <T, U>(a: T, b: fc.Arbitrary<U>): fc.Arbitrary<T | U> => fc.oneof({ arbitrary: fc.constant(a), weight: 9 }, { arbitrary: b, weight: 1 });
+
+const agentOpArb: fc.Arbitrary<AgentOp> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      k: fc.constant('answer' as const),
+      holder: mostly('mbp' as string | null, fc.constantFrom('node-b', null)),
+      generation: fc.integer({ min: 0, max: 6 }),
+      released: mostly(false, fc.constant(true)),
+      floorPending: mostly(false, fc.constant(true)),
+      notBefore: fc.oneof(fc.integer({ min: -5, max: 0 }), fc.integer({ min: -5, max: 10 })),
+      confirms: mostly(true, fc.constant(false)),
+      hold: mostly(null, fc.integer({ min: -5, max: 10 })),
+      delay: fc.oneof(fc.double({ min: 0, max: 0.9, noNaN: true }), fc.double({ min: 0, max: 1.5, noNaN: true })),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ k: 'failure' as const }) },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant('confirm' as const), host: fc.constantFrom('mbp', 'node-b', 'node-c'), generation: fc.integer({ min: 0, max: 6 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      k: fc.constant('peers' as const),
+      confirmed: mostly(true, fc.constant(false)),
+      generation: mostly(null as number | null, fc.integer({ min: 0, max: 6 })).map((g) => g ?? 3),
+      delay: fc.oneof(fc.double({ min: 0, max: 0.9, noNaN: true }), fc.double({ min: 0, max: 1.5, noNaN: true })),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ k: 'stepDown' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'resume' as const }) },
+  { weight: 1, arbitrary: fc.constant({ k: 'restart' as const }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      k: fc.constant('time' as const),
+      seconds: fc.oneof(fc.double({ min: 0, max: 2, noNaN: true }), fc.double({ min: 0, max: 8, noNaN: true })),
+      jump: fc.oneof(fc.constant(0), fc.constant(0), fc.double({ min: -30, max: 30, noNaN: true })),
+    }),
+  },
+);
+
+t.test('property: under random answers, confirmations, peer rounds, restarts and clock jumps every fence answer keeps A1–A5', async (t) => {
+  fc.assert(
+    fc.property(fc.array(agentOpArb, { maxLength: 60, size: 'max' }), (ops) => {
+      let now = at(100);
+      let s = initialAgent(A, now, 0, null);
+      let seen = s.seen;
+      // The arbiter's clock runs with real time (mono here: no sleeps); a grant's notBefore is
+      // fixed when it is made, so it is fixed per (holder, generation).
+      const arbiterNow = () => T + now.mono - 100;
+      const notBefores = new Map<string, number>();
+      let wasRunning = false;
+      for (const op of ops) {
+        const earlier = (d: number): Stamp => ({ mono: now.mono - d, wall: now.wall - d });
+        switch (op.k) {
+          case 'answer': {
+            const generation = op.holder === null ? 0 : Math.max(op.generation, 1);
+            const tenure = `${op.holder}@${generation}`;
+            const notBefore = notBefores.get(tenure) ?? arbiterNow() - op.delay / 2 + op.notBefore;
+            notBefores.set(tenure, notBefore);
+            const record = rec({
+              holder: op.holder,
+              generation,
+              released: op.released,
+              expired: op.released || op.holder === null,
+              floorPending: op.floorPending,
+              notBefore,
+              now: arbiterNow() - op.delay / 2,
+            });
+            const hold = op.hold === null ? null : arbiterNow() + op.hold;
+            s = onArbiterAnswer(s, { record, confirms: op.confirms, hold }, earlier(op.delay), now, A).state;
+            break;
+          }
+          case 'failure':
+            s = onArbiterFailure(s).state;
+            break;
+          case 'confirm':
+            s = onConfirmRequest(s, { host: op.host, generation: op.generation }, now, A).state;
+            break;
+          case 'peers': {
+            const result = { peer: 'node-b', answered: true, confirmed: op.confirmed, ...(op.generation === null ? {} : { generation: op.generation }) };
+            s = onPeerResults(s, [result], ['node-b'], earlier(op.delay), now, A).state;
+            break;
+          }
+          case 'stepDown':
+            s = stepDown(s);
+            break;
+          case 'resume':
+            s = resume(s);
+            break;
+          case 'restart':
+            s = initialAgent(A, now, s.seen, persisted(s, now));
+            break;
+          case 'time':
+            now = { mono: now.mono + op.seconds, wall: now.wall + op.seconds + op.jump };
+            s = settle(s, now);
+            break;
+        }
+        if (s.seen < seen) throw new Error(`seen went down ${seen} → ${s.seen} (A3)`);
+        seen = s.seen;
+        const bounded = fence(s, 'cron', now, A);
+        const startedRun = bounded.run && !wasRunning;
+        wasRunning = bounded.run;
+        for (const role of ['cron', 'ledger-cli', 'telegram-poller']) {
+          const d = fence(s, role, now, A);
+          if (!d.run) continue;
+          if (d.reason === 'fail-open') {
+            if (role === 'ledger-cli') throw new Error('ledger-cli failed open (A5)');
+            if (s.known?.holder !== 'mbp') throw new Error('fail-open for a host that is not the last known holder');
+            continue;
+          }
+          const left = d.validForSeconds ?? NaN;
+          if (!(left > 0 && left <= 6 - A.safetyMarginSeconds)) throw new Error(`validity left ${left} outside (0, ttl − margin] (A1)`);
+          if (s.known?.holder !== 'mbp' || s.stale || s.known.released) throw new Error(`runs as ${d.reason} without holding a live record`);
+          if (s.gave !== null && now.mono < s.gave.untilMono) throw new Error('runs inside the wait after a confirmation it gave (A4)');
+          if (s.startGuardUntilMono !== null && now.mono < s.startGuardUntilMono) throw new Error('runs inside the start guard (A4)');
+          // A2 is about starting: a validity may not *begin* inside a wait. A holder already
+          // running on a grant of its tenure keeps it (a later answer may park a renewal).
+          if (startedRun && now.mono < s.waitUntilMono) throw new Error('starts running inside the lock-delay (A2)');
+          if (d.generation !== s.known.generation || d.generation < 1) throw new Error('runs with a generation that is not the known one');
+        }
+      }
+      return true;
+    }),
+    { numRuns: 300 },
+  );
+  t.pass('no fence answer broke A1–A5 in 300 random agent histories');
 });

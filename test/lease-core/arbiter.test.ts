@@ -811,7 +811,7 @@ function play(ops: readonly Op[]): World {
 
 t.test('property: generation and floor never go down, grants are above the floor, lock-delay and start wait hold (G1, G3, G4)', async (t) => {
   fc.assert(
-    fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+    fc.property(fc.array(opArb, { maxLength: 60, size: 'max' }), (ops) => {
       const w = play(ops);
       return w.violations.length === 0 || (() => { throw new Error(w.violations.join('; ')); })();
     }),
@@ -822,7 +822,7 @@ t.test('property: generation and floor never go down, grants are above the floor
 
 t.test('property: once the floor is complete, no two holders ever share a generation, across database loss (G2, S1)', async (t) => {
   // A schedule biased towards wipes and reports: every candidate reports in each life.
-  const lifeArb = fc.array(opArb, { maxLength: 25 }).map((ops): Op[] => [
+  const lifeArb = fc.array(opArb, { maxLength: 25, size: 'max' }).map((ops): Op[] => [
     { k: 'wait', seconds: 11 },
     ...ops,
     { k: 'wait', seconds: 11 },
@@ -833,7 +833,7 @@ t.test('property: once the floor is complete, no two holders ever share a genera
     { k: 'wipe' },
   ]);
   fc.assert(
-    fc.property(fc.array(lifeArb, { minLength: 1, maxLength: 4 }), (lives) => {
+    fc.property(fc.array(lifeArb, { minLength: 1, maxLength: 4, size: 'max' }), (lives) => {
       const w = play(lives.flat());
       if (w.violations.length > 0) throw new Error(w.violations.join('; '));
       return true;
