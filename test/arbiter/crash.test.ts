@@ -63,10 +63,10 @@ t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged wri
   };
   let alive = 4;
   const streams = [stream(), stream(), stream(), stream()].map((p) => p.finally(() => alive--));
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 60_000;
   await new Promise<void>((res) => {
     const tick = setInterval(() => {
-      if (acked >= 300 || alive === 0 || Date.now() > deadline) {
+      if (acked >= 200 || alive === 0 || Date.now() > deadline) {
         clearInterval(tick);
         res();
       }
@@ -78,7 +78,7 @@ t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged wri
   stop = true;
   await Promise.all(streams);
   t.equal(gone.signal, 'SIGKILL', 'the arbiter was killed with SIGKILL');
-  t.ok(acked >= 300, `renewals were acknowledged before the kill (${acked})`);
+  t.ok(acked >= 200, `renewals were acknowledged before the kill (${acked})`);
 
   const t1 = Date.now();
   const b = await startArbiter(t, config);

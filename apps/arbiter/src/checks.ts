@@ -39,6 +39,7 @@ function run(bin: string, args: readonly string[], timeoutMs: number): Promise<{
 export class TailnetProber implements Prober {
   private domain: string | null;
   private domainLookup: Promise<string | null> | null = null;
+  private warned = false;
 
   constructor(
     private readonly config: ArbiterConfig,
@@ -67,7 +68,8 @@ export class TailnetProber implements Prober {
         this.domain = suffix.replace(/\.$/, '');
         return this.domain;
       }
-      this.log.warn({ code: r.code }, 'tailnet domain unknown');
+      if (!this.warned) this.log.warn({ code: r.code }, 'tailnet domain unknown');
+      this.warned = true;
       this.domainLookup = null;
       return null;
     });

@@ -233,10 +233,6 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
     promoteAfterChecks,
   });
   if (!timing.ok) return fail(timing.key, timing.message);
-  if (requestTimeoutSeconds * 2 >= ttlSeconds) {
-    return fail('requestTimeoutSeconds', `requestTimeoutSeconds (${requestTimeoutSeconds}) must be less than half of ttlSeconds (${ttlSeconds})`);
-  }
-
   return {
     ok: true,
     config: {

@@ -92,8 +92,10 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     async close() {
       if (closed) return;
       closed = true;
-      await checker.stop();
+      // No new check ticks; stop accepting and finish in-flight requests; then the running check.
+      const checks = checker.stop();
       if (app !== null) await app.close();
+      await checks;
       hooks.close();
       store.close();
     },

@@ -1,0 +1,64 @@
+import t from 'tap';
+import type { Probe } from '@hq/lease-core';
+import { FakeProber, harness } from './helper.js';
+
+class SlowProber extends FakeProber {
+  active = 0;
+  maxActive = 0;
+  during: (() => Promise<void>) | null = null;
+  override async probe(host: string): Promise<Probe> {
+    this.active++;
+    this.maxActive = Math.max(this.maxActive, this.active);
+    await new Promise((r) => setTimeout(r, 50));
+    if (this.during !== null) {
+      const f = this.during;
+      this.during = null;
+      await f();
+    }
+    this.active--;
+    return super.probe(host);
+  }
+}
+
+t.test('a check whose holder changed during the probe is skipped', async (t) => {
+  const prober = new SlowProber();
+  const h = await harness(t, {}, { prober });
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  prober.during = async () => {
+    await h.post('/v1/lease/transfer', { to: 'node-b' });
+  };
+  const res = await h.post('/v1/check', undefined);
+  t.equal(res.statusCode, 200, '200');
+  t.match(res.json(), { promoted: false, holder: 'node-b', skipped: 'holder-changed' }, 'skipped: the probe was about mbp');
+  t.equal((await h.get('/v1/lease')).json().views['cloud-vm'], undefined, 'no view about the old holder was recorded');
+});
+
+t.test('two checks never overlap: a requested check waits, a scheduled tick is skipped', async (t) => {
+  const prober = new SlowProber();
+  const h = await harness(t, {}, { prober });
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const [a, b] = await Promise.all([h.post('/v1/check', undefined), h.post('/v1/check', undefined)]);
+  t.equal(a.statusCode, 200, 'first check ran');
+  t.equal(b.statusCode, 200, 'second check ran after it');
+  t.equal(prober.maxActive, 1, 'never two probes at once');
+  t.equal(prober.calls.length, 2, 'both checks probed');
+  const running = h.rt.checker.run(true);
+  const tick = await h.rt.checker.run(false);
+  t.match(tick, { ran: false, reason: 'busy' }, 'a tick during a check is skipped');
+  await running;
+  t.match((await h.get('/metrics')).body, /hq_checks_total\{result="skipped"\} 1/, 'the skip is counted');
+});
+
+t.test('the checkCron schedule runs checks by itself', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  h.rt.checker.start();
+  const end = Date.now() + 10_000;
+  while (h.prober.calls.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  await h.rt.checker.stop();
+  t.ok(h.prober.calls.length >= 1, 'a scheduled check probed the holder');
+  t.ok((await h.get('/v1/lease')).json().lastCheckAt !== null, 'and recorded lastCheckAt');
+});
