@@ -5,7 +5,6 @@ import { isHost, hostProblem, leaseEvent } from '@hq/lease-core';
 import { lightPaths } from '../config-file.js';
 import { ensureDir } from '../files.js';
 import { physicalPath, isInside } from '../guard-path.js';
-import { joinUrl, requestJson } from '../http.js';
 import { statePaths, writeHost } from '../state.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
@@ -66,6 +65,7 @@ function asPrimary(source: string, v: unknown): PrimaryAnswer | null {
 
 export async function primary(p: Parsed): Promise<number> {
   const c = config(p);
+  const { joinUrl, requestJson } = await import('../http.js');
   const floor = await seenGeneration(c).catch(() => ({ generation: 0, source: 'none' as const }));
   const asks: Promise<PrimaryAnswer | null>[] = [];
   asks.push(agent(c, 'GET', '/v1/primary', 2).then((r) => (r.kind === 'answer' && r.status === 200 ? asPrimary(`local:${c.hostName}`, r.body) : null)));
