@@ -1,0 +1,44 @@
+/** A manual clock and timer queue for the agent-side registry clients: nothing sleeps. */
+import type { Timers } from '../../apps/agent/src/registry/http.js';
+
+export class FakeTime implements Timers {
+  now = 1_800_000_000_000;
+  private seq = 0;
+  private queue: { id: number; at: number; fn: () => void }[] = [];
+  readonly clock = { now: () => this.now };
+
+  set(fn: () => void, ms: number): unknown {
+    const id = ++this.seq;
+    this.queue.push({ id, at: this.now + Math.max(0, ms), fn });
+    return id;
+  }
+
+  clear(handle: unknown): void {
+    this.queue = this.queue.filter((e) => e.id !== handle);
+  }
+
+  /** Pending timers, soonest first, as delays from now. */
+  pending(): number[] {
+    return this.queue.map((e) => e.at - this.now).sort((a, b) => a - b);
+  }
+
+  /** Moves time forward by `ms`, firing due timers in order and letting promises settle. */
+  async advance(ms: number): Promise<void> {
+    const end = this.now + ms;
+    for (;;) {
+      await flush();
+      this.queue.sort((a, b) => a.at - b.at || a.id - b.id);
+      const next = this.queue[0];
+      if (next === undefined || next.at > end) break;
+      this.queue.shift();
+      this.now = next.at;
+      next.fn();
+    }
+    this.now = end;
+    await flush();
+  }
+}
+
+export async function flush(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise<void>((r) => setImmediate(r));
+}
