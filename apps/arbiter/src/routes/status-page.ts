@@ -510,6 +510,7 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>${esc(input.title)} — ${esc(r.holder ?? 'no holder')} (generation ${esc(r.generation)})</title>
 <style>${CSS}</style></head>
 <body><main>

@@ -1,0 +1,111 @@
+/**
+ * The status page without a browser: what the server renders, what `/v1/status` answers, that
+ * every printed value is escaped, that the inline script is the one the CSP allows, and that the
+ * routes honour `auth.openReads` like the other GETs.
+ */
+import { createHash } from 'node:crypto';
+import t from 'tap';
+import { esc, eventKind, fmtSeconds, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
+import type { EventRow } from '../../apps/arbiter/src/store/store.js';
+import { operatorHarness } from './helper.js';
+
+const HOSTILE = '<img src=x onerror="alert(1)">&\'`';
+
+t.test('the page renders the holder, generation, hosts, failover and events', async (t) => {
+  const h = await operatorHarness(t, {}, { status: { load: (host) => (host === 'mbp' ? { loadAvg: [0.5, 0.25, 0.1], cpuCount: 8, freeMem: 4e9, totalMem: 16e9, observedAt: h.clock.now() } : null) } });
+  await h.settle();
+  const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  t.equal(a.statusCode, 200, 'mbp acquires');
+  const res = await h.get('/');
+  t.equal(res.statusCode, 200, 'the page is served without a token while openReads is true');
+  t.match(res.headers['content-type'], /^text\/html; charset=utf-8/, 'the page is HTML');
+  t.equal(res.headers['cache-control'], 'no-store', 'the page is never cached');
+  const html = res.body;
+  t.match(html, /<div id="holder" class="big">mbp<\/div>/, 'the holder is printed large');
+  t.match(html, /<div id="generation" class="big">1<\/div>/, 'the generation is printed large');
+  t.match(html, /<div id="validity" class="ok">\d+(\.\d)? s left<\/div>/, 'the validity left is printed');
+  t.match(html, /<tr data-host="mbp" class="role-holder">/, 'mbp has a holder row');
+  t.match(html, /<tr data-host="node-b" class="role-standby">/, 'node-b has a standby row');
+  t.match(html, /<tr data-host="cloud-vm" class="role-arbiter">/, 'the arbiter has a row');
+  t.match(html, /load 0\.50 0\.25 0\.10, 8 cpu, mem 75%/, 'the registry load is shown for mbp');
+  t.match(html, /id="failover">[^<]*worst case/, 'the worst-case failover is printed');
+  t.match(html, /<li data-id="\d+" class="ev ev-plain">.*acquired/, 'the acquire is in the timeline');
+  t.match(html, /<div id="banner" hidden/, 'the maintenance banner is hidden while maintenance is off');
+  t.notMatch(html, /src=["']?https?:/, 'nothing is loaded from another origin');
+  t.notMatch(html, /<link rel="stylesheet"/, 'no external stylesheet');
+  t.match(html, /<link rel="icon" href="data:,">/, 'the icon is inline (no favicon request)');
+});
+
+t.test('the inline script is the one script the Content-Security-Policy allows', async (t) => {
+  const h = await operatorHarness(t);
+  const res = await h.get('/');
+  const csp = String(res.headers['content-security-policy']);
+  t.equal(csp, STATUS_CSP, 'the page sends the CSP');
+  t.match(csp, /default-src 'none'/, 'everything not named is refused');
+  t.match(csp, /connect-src 'self'/, 'fetches go only to the arbiter');
+  const scripts = [...res.body.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1] as string);
+  t.equal(scripts.length, 1, 'there is exactly one executable inline script');
+  const hash = createHash('sha256').update(scripts[0] as string, 'utf8').digest('base64');
+  t.ok(csp.includes(`'sha256-${hash}'`), 'the CSP allows that script by its hash');
+  t.notMatch(scripts[0] as string, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, 'the script never parses data as HTML');
+  t.equal(res.headers['x-content-type-options'], 'nosniff', 'nosniff is set');
+});
+
+t.test('every value the page prints is escaped, also inside the inline JSON', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  const m = await h.rt.app().then((app) => app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: JSON.stringify({ enabled: true, reason: HOSTILE }) }));
+  t.equal(m.statusCode, 200, 'maintenance is turned on with a hostile reason');
+  h.rt.arbiter.note([{ at: h.clock.now(), category: 'control', event: '</script><script>alert(1)</script>', host: null, data: { note: HOSTILE } }]);
+  const res = await h.get('/');
+  const html = res.body;
+  t.notOk(html.includes(HOSTILE), 'the hostile string never appears raw');
+  t.notOk(html.includes('<img'), 'no injected element');
+  t.equal((html.match(/<script/g) ?? []).length, 2, 'only the page’s own two script elements exist (JSON data and code)');
+  t.ok(html.includes(esc(HOSTILE)), 'the reason is shown escaped');
+  t.match(html, /<div id="banner" role="status">/, 'the maintenance banner is visible');
+  const json = /<script type="application\/json" id="hq-initial">([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
+  t.notOk(/[<>]/.test(json), 'the inline JSON holds no < or >');
+  t.doesNotThrow(() => JSON.parse(json), 'the inline JSON parses');
+  const status = (await h.get('/v1/status')).json() as { maintenance: { enabled: boolean; reason: string } };
+  t.same(status.maintenance, { enabled: true, reason: HOSTILE }, '/v1/status returns the reason as data (the script prints it with textContent)');
+});
+
+t.test('the page and /v1/status need a token when openReads is false', async (t) => {
+  const h = await operatorHarness(t, { auth: { openReads: false } });
+  t.equal((await h.get('/')).statusCode, 401, 'the page without a token is 401');
+  t.equal((await h.get('/v1/status')).statusCode, 401, '/v1/status without a token is 401');
+  t.equal((await h.get('/', h.tokens.query)).statusCode, 200, 'a query token reads the page');
+  t.equal((await h.get('/v1/status', h.tokens.query)).statusCode, 200, 'a query token reads /v1/status');
+});
+
+t.test('/v1/status reports heartbeat age, the view of the holder and its age per host', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  h.clock.advance(0.5);
+  await h.post('/v1/heartbeat', { host: 'node-b', view: { target: 'mbp', reachable: true, ping: false, health: true } }, h.tokens.nodeb);
+  h.clock.advance(2);
+  const s = (await h.get('/v1/status')).json() as { hosts: Array<{ host: string; role: string; lastHeartbeatAgeSeconds: number | null; view: { target: string; reachable: boolean; ageSeconds: number } | null }> };
+  const nodeb = s.hosts.find((x) => x.host === 'node-b');
+  t.equal(nodeb?.role, 'standby', 'node-b is a standby');
+  t.equal(nodeb?.lastHeartbeatAgeSeconds, 2, 'node-b heartbeat age is 2 s');
+  t.same(nodeb?.view && { target: nodeb.view.target, reachable: nodeb.view.reachable, ageSeconds: nodeb.view.ageSeconds }, { target: 'mbp', reachable: true, ageSeconds: 2 }, "node-b's view of mbp and its age");
+  t.same(s.hosts.map((x) => x.host), ['mbp', 'node-b', 'cloud-vm'], 'candidates in priority order, then the arbiter');
+});
+
+t.test('helpers: seconds, event kinds, escaping and the event tail', async (t) => {
+  t.equal(fmtSeconds(4.25), '4.3 s', 'short durations keep a decimal');
+  t.equal(fmtSeconds(90), '90 s', 'under two minutes in seconds');
+  t.equal(fmtSeconds(1500), '25.0 min', 'minutes');
+  t.equal(fmtSeconds(null), '—', 'unknown is a dash');
+  t.equal(eventKind('promoted'), 'promotion', 'promotions are highlighted');
+  t.equal(eventKind('renew-refused'), 'refusal', 'refusals are highlighted');
+  t.equal(eventKind('renewed'), 'plain', 'other events are plain');
+  t.equal(esc(`<a href="x">'&\``), '&#60;a href=&#34;x&#34;&#62;&#39;&#38;&#96;', 'all five dangerous characters are escaped');
+  const rows: EventRow[] = Array.from({ length: 2345 }, (_, i) => ({ id: i + 1, at: i, category: 'hq.lease', event: 'renewed', host: 'mbp', data: {} }));
+  const tail = tailEvents((after, limit) => rows.filter((r) => r.id > after).slice(0, limit), 50);
+  t.equal(tail.length, 50, 'the tail has 50 rows');
+  t.equal(tail[0]?.id, 2296, 'the tail starts 50 from the end');
+  t.equal(tail[49]?.id, 2345, 'the tail ends with the newest');
+});
