@@ -44,8 +44,13 @@ export interface Peer {
 }
 
 /** A peer listener like the agent's (same limits), with the replication routes, on 127.0.0.1. */
-export async function peer(t: { teardown(fn: () => Promise<void> | void): void }, standbyDir: string, keep = { core: 36, big: 8, obs: 8 }): Promise<Peer> {
-  const receiver = await StandbyReceiver.open({ standbyDir, keep });
+export async function peer(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  standbyDir: string,
+  keep = { core: 36, big: 8, obs: 8 },
+  seenGeneration?: () => number,
+): Promise<Peer> {
+  const receiver = await StandbyReceiver.open({ standbyDir, keep, ...(seenGeneration === undefined ? {} : { seenGeneration }) });
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 10_000, connectionTimeout: 10_000, onProtoPoisoning: 'error' });
   await app.register(replicationPeerRoutes, {
     receiver,

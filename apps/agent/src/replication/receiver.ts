@@ -11,7 +11,8 @@
  *     leaves `latest` and every generation as they were; a cut chunk is truncated back to where
  *     it started, so the sender can resume; staging is wiped at start and idle pushes expire;
  *  3. a push whose lease generation is lower than the highest one accepted is refused (lease-core
- *     `checkGeneration`, the mark kept in `accepted-generation`, raised before `latest` moves);
+ *     `checkGeneration`, the mark kept in `accepted-generation`, raised before `latest` moves;
+ *     the local agent's seen generation, when given, is a floor under the mark);
  *     a push without a lease generation (0: the bootstrap before the first lease) only while
  *     nothing with one was accepted; within one lease generation a tier only moves forward;
  *  4. at most `keep[tier]` generations are kept; `latest` is never pruned.
@@ -52,6 +53,11 @@ export interface ReceiverOptions {
   /** A push untouched this long is dropped. Default 10 minutes. */
   readonly idleMs?: number;
   readonly log?: ReceiverLog;
+  /**
+   * This host's seen generation (the agent's), a floor under the accepted mark: once this host
+   * has seen generation g (it may hold the lease itself), a copy from a lower one is stale.
+   */
+  readonly seenGeneration?: () => number | Promise<number>;
 }
 
 interface Blob {
@@ -106,6 +112,14 @@ export class StandbyReceiver {
     return this.opts.standbyDir;
   }
 
+  /** The floor a push must reach: the accepted mark, raised to this host's seen generation. */
+  private async floor(): Promise<number | null> {
+    const mark = await this.acceptedGeneration();
+    if (mark === null) return null;
+    const seen = this.opts.seenGeneration === undefined ? 0 : await this.opts.seenGeneration();
+    return Math.max(mark, Number.isSafeInteger(seen) && seen > 0 ? seen : 0);
+  }
+
   /** The highest lease generation accepted; null when the mark file is unreadable (fail closed). */
   async acceptedGeneration(): Promise<number | null> {
     try {
@@ -120,12 +134,12 @@ export class StandbyReceiver {
   private guard(highest: number | null, incoming: number): Refusal | null {
     if (highest === null) return refuse('INTERNAL', `${this.markFile} is unreadable; refusing every push until it is fixed`);
     if (incoming === 0) {
-      return highest === 0 ? null : refuse('STALE_GENERATION', `a push without a lease generation is refused once generation ${highest} was accepted`, { highest });
+      return highest === 0 ? null : refuse('STALE_GENERATION', `a push without a lease generation is refused once generation ${highest} was accepted or seen`, { highest });
     }
     const v = checkGeneration(highest, incoming);
     if (v.ok) return null;
     return v.reason === 'stale-generation'
-      ? refuse('STALE_GENERATION', `lease generation ${incoming} is lower than ${highest}, the highest accepted`, { highest })
+      ? refuse('STALE_GENERATION', `lease generation ${incoming} is lower than ${highest}, the highest accepted or seen`, { highest })
       : refuse('BAD_GENERATION');
   }
 
@@ -208,7 +222,7 @@ export class StandbyReceiver {
     if (!sums.ok) return refuse('BAD_MANIFEST', sums.reason);
     const dis = sumsDisagreement(m, sums.sums);
     if (dis !== null) return refuse('BAD_MANIFEST', `manifest/checksum list mismatch: ${dis}`);
-    const g = this.guard(await this.acceptedGeneration(), m.leaseGeneration);
+    const g = this.guard(await this.floor(), m.leaseGeneration);
     if (g !== null) return g;
     const o = await this.order(m);
     if (o !== null) return o;
@@ -320,7 +334,7 @@ export class StandbyReceiver {
     try {
       // 1. The guard and the order again: another push may have been accepted meanwhile.
       const highest = await this.acceptedGeneration();
-      const g = this.guard(highest, m.leaseGeneration);
+      const g = this.guard(await this.floor(), m.leaseGeneration);
       if (g !== null) return await this.drop(push, g);
       const o = await this.order(m);
       if (o !== null) return await this.drop(push, o);
