@@ -53,6 +53,8 @@ export const AgentConfigSchema = Type.Object(
     tokenFile: Type.Optional(Type.String({ minLength: 1 })),
     peers: Type.Optional(HostMap(Url)),
     peerTokenFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** Standby replication (SPEC §6); validated by `replication/config.ts`, where it is used. */
+    replication: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
 );
@@ -110,6 +112,8 @@ export interface AgentConfig {
   readonly peerTokenFile: string;
   readonly failoverSeconds: number;
   readonly lockDelaySeconds: number;
+  /** The raw `replication` block (undefined when absent); the daemon validates it at start. */
+  readonly replication: unknown;
 }
 
 function keyOf(instancePath: string): string {
@@ -268,6 +272,7 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     peerTokenFile: resolve(expandHome(c.peerTokenFile ?? join(stateDir, 'peer-token'))),
     failoverSeconds: timing.failoverSeconds,
     lockDelaySeconds: timing.lockDelaySeconds,
+    replication: c.replication,
   };
 }
 

@@ -208,6 +208,7 @@ const TOP_HELP = `Usage: hq COMMAND [options]
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.)\s/)[0]}`).join('\n')}
+  standby        Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).
 
 Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options.
 `;
@@ -216,6 +217,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     process.stdout.write(TOP_HELP);
     return argv.length === 0 ? 2 : 0;
+  }
+  if (argv[0] === 'standby') {
+    // `hq standby …` (SPEC §6) has its own table in replication/.
+    const { standbyCommand } = await import('../replication/index.js');
+    return standbyCommand(argv.slice(1));
   }
   const two = argv.slice(0, 2).join(' ');
   let cmd = COMMANDS.find((c) => c.spec.name === two);

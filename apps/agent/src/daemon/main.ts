@@ -7,6 +7,7 @@ import { unlink } from 'node:fs/promises';
 import pino from 'pino';
 import { ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
+import { bearer, tokensEqual } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
 import { Agent, VERSION } from './agent.js';
 import { createMetrics } from './metrics.js';
@@ -40,6 +41,25 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   metrics.attach(agent);
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
+  if (config.replication !== undefined) {
+    // Standby replication (SPEC §6) only when configured: its code is loaded only then.
+    const r = await import('../replication/index.js');
+    const block = r.resolveReplication(r.validateReplication(config.replication), config.stateDir);
+    const receiver = await r.StandbyReceiver.open({
+      standbyDir: block.standbyDir,
+      keep: block.keep,
+      log: log.child({ component: 'standby', category: 'hq.standby' }),
+      seenGeneration: () => agent.snapshot().seen,
+    });
+    await peer.register(r.replicationPeerRoutes, {
+      receiver,
+      verifyPeer: async (header) => {
+        const t = await agent.peerToken.get();
+        const given = bearer(header);
+        return t.ok && given !== null && tokensEqual(given, t.token);
+      },
+    });
+  }
   try {
     await listenSocket(socket, config.socketPath, config.stateDir);
   } catch (err) {
