@@ -70,7 +70,6 @@ export class EventWaiters {
       const wake = (): void => finish(true);
       const abort = (): void => finish(false);
       const timer = setTimeout(() => finish(false), Math.max(0, timeoutMs));
-      timer.unref();
       if (signal?.aborted === true) return finish(false);
       signal?.addEventListener('abort', abort, { once: true });
       this.waiting.add(wake);
