@@ -7,7 +7,7 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { ensureDir, readSecure, writeAtomic } from '../../apps/agent/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
-import { readToken } from '../../apps/agent/src/tokens.js';
+import { readToken, TokenFile, tokensEqual, bearer } from '../../apps/agent/src/tokens.js';
 import { resolveConfig } from '../../apps/agent/src/config.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { systemClock } from '../../apps/agent/src/clock.js';
@@ -203,4 +203,20 @@ t.test('a confirmation on record at start holds the agent back for ttl + margin'
   t.same(seen, { kind: 'ok', value: 1 }, 'seen-generation stays');
   const sent = arb.heartbeats[0] as { seenGeneration: number };
   t.equal(sent.seenGeneration, 1, 'the heartbeat reports the seen generation');
+});
+
+t.test('a token file is re-read when it changes, so rotation needs no restart', async (t) => {
+  const dir = shortDir(t);
+  const path = join(dir, 'token');
+  writeFileSync(path, `${'aa'.repeat(32)}\n`, { mode: 0o600 });
+  const tf = new TokenFile(path);
+  t.same(await tf.get(), { ok: true, token: 'aa'.repeat(32) }, 'the first token is read');
+  writeFileSync(path, `${'bb'.repeat(32)}\n`, { mode: 0o600 });
+  t.same(await tf.get(), { ok: true, token: 'bb'.repeat(32) }, 'the rotated token is picked up');
+  chmodSync(path, 0o644);
+  t.match(await tf.get(), { ok: false, problem: /0600/ }, 'a token file that became readable by others is refused');
+  t.ok(tokensEqual('x'.repeat(64), 'x'.repeat(64)), 'equal tokens compare equal');
+  t.notOk(tokensEqual('x'.repeat(64), 'x'.repeat(63)), 'different lengths compare unequal without throwing');
+  t.equal(bearer('bEaReR abc'), 'abc', 'the scheme is case-insensitive');
+  t.equal(bearer('Basic abc'), null, 'another scheme is no bearer token');
 });

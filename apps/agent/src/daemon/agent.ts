@@ -12,7 +12,6 @@ import cron, { type ScheduledTask } from 'node-cron';
 import {
   fence,
   initialAgent,
-  isHost,
   onArbiterAnswer,
   onArbiterFailure,
   onConfirmRequest,
@@ -579,4 +578,3 @@ export class Agent {
   }
 }
 
-export { isHost };
