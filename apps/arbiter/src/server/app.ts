@@ -93,6 +93,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
   });
 
+  // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
+  });
+
   app.addHook('onResponse', async (req, reply) => {
     opts.hq.metrics.http.observe(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },

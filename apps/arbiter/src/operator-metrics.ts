@@ -1,0 +1,67 @@
+/**
+ * Gauges the dashboard and the alert rules need beyond SPEC §7's list, computed at scrape time
+ * from one store read (prom-client `collect`), so they cost nothing between scrapes:
+ *  - `hq_maintenance_enabled` — 1 while maintenance is on (alert: left on for hours);
+ *  - `hq_lease_ttl_seconds` — the record's TTL (alert: validity below a quarter of it);
+ *  - `hq_agent_heartbeat_interval_seconds{host}` — the interval each agent reports (alert: silent
+ *    for three intervals);
+ *  - `hq_failover_worst_case_seconds` — what the settings imply (S6), for the dashboard.
+ *
+ * Wiring (runtime.ts, after `new Metrics(...)`):
+ *     registerOperatorMetrics(metrics.registry, () => store.read(), config.failoverSeconds);
+ */
+import { Gauge, type Registry } from 'prom-client';
+import type { ArbiterState } from '@hq/lease-core';
+
+export const OPERATOR_METRICS = Object.freeze([
+  'hq_maintenance_enabled',
+  'hq_lease_ttl_seconds',
+  'hq_agent_heartbeat_interval_seconds',
+  'hq_failover_worst_case_seconds',
+] as const);
+
+/** Registers the gauges once per registry (a second call does nothing). */
+export function registerOperatorMetrics(registry: Registry, read: () => ArbiterState, failoverSeconds: number | null): void {
+  if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
+  // One read per scrape: the first collect reads, the others reuse it within the same tick.
+  let cached: { at: number; state: ArbiterState } | null = null;
+  const state = (): ArbiterState => {
+    const now = Date.now();
+    if (cached === null || now - cached.at > 50) cached = { at: now, state: read() };
+    return cached.state;
+  };
+  new Gauge({
+    name: 'hq_maintenance_enabled',
+    help: '1 while maintenance is on (checks record views but never promote).',
+    registers: [registry],
+    collect() {
+      this.set(state().lease.maintenance ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'hq_lease_ttl_seconds',
+    help: "The lease record's TTL.",
+    registers: [registry],
+    collect() {
+      this.set(state().lease.ttlSeconds);
+    },
+  });
+  new Gauge({
+    name: 'hq_agent_heartbeat_interval_seconds',
+    help: 'The heartbeat interval each agent reports with its heartbeats.',
+    labelNames: ['host'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [host, o] of state().observers) if (o.heartbeatSeconds !== null) this.set({ host }, o.heartbeatSeconds);
+    },
+  });
+  new Gauge({
+    name: 'hq_failover_worst_case_seconds',
+    help: 'The worst-case failover time the settings imply (SPEC S6).',
+    registers: [registry],
+    collect() {
+      if (failoverSeconds !== null) this.set(failoverSeconds);
+    },
+  });
+}
