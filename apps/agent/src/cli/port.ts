@@ -55,6 +55,8 @@ export async function portRun(p: Parsed): Promise<number> {
     argv: p.rest,
     requestTimeoutMs: c.requestTimeoutSeconds * 1000,
     log: logLine,
+    // For hosts (and tests) where CMD binds loopback only: probe there instead of every interface.
+    ...(process.env['HQ_PORT_PROBE_HOST'] ? { probeHost: process.env['HQ_PORT_PROBE_HOST'] } : {}),
   });
   if (typeof r === 'number') return r;
   process.stderr.write(`hq: ${r.line}\n`);

@@ -45,6 +45,8 @@ export interface PortRunOptions {
   readonly env?: NodeJS.ProcessEnv;
   readonly request?: Requester;
   readonly probe?: (port: number) => Promise<boolean>;
+  /** The address the bind probe uses. Default: every interface (what CMD will most likely bind). */
+  readonly probeHost?: string;
   readonly forwardSignals?: boolean;
   /** Keeper tunables (tests shorten them). */
   readonly renewEveryMs?: number;
@@ -58,7 +60,7 @@ export type LeaseFailure = { readonly ok: false; readonly code: number; readonly
 /** Steps 1–2: a leased port this host can bind, or the exit code and one line. */
 export async function leaseBindablePort(o: PortRunOptions, clock: { now(): number }): Promise<Leased | LeaseFailure> {
   const request = o.request ?? httpRequest;
-  const probe = o.probe ?? ((p: number) => canBind(p));
+  const probe = o.probe ?? ((p: number) => canBind(p, o.probeHost));
   const excluded: number[] = [];
   const token = { token: o.token, url: o.arbiterUrl };
   for (let attempt = 0; attempt < MAX_PROBES; attempt++) {
