@@ -4,7 +4,8 @@
  *  - `registerOpenApi` before every route. Until app.ts calls it, the test registers it from the
  *    `fastify.initialization` diagnostics channel, i.e. as the very first plugin of the app that
  *    `buildApp` creates; once app.ts calls it, that call finds it registered and does nothing.
- *  - the status page and the event stream, unless app.ts already registered them.
+ *  - the status page and the event stream, unless app.ts already registered them;
+ *  - the operator gauges on the runtime's registry (a no-op once runtime.ts registers them).
  * Every route the app registers is collected with an `onRoute` hook from the same channel.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
@@ -15,6 +16,7 @@ import { harness, type Harness } from '../arbiter/helper.js';
 import { registerOpenApi } from '../../apps/arbiter/src/server/openapi.js';
 import { statusPage, statusPageOptions, type StatusPageOptions } from '../../apps/arbiter/src/routes/status-page.js';
 import { EventWaiters, eventStreamRoutes } from '../../apps/arbiter/src/routes/events-stream.js';
+import { registerOperatorMetrics } from '../../apps/arbiter/src/operator-metrics.js';
 
 export interface OperatorHarness extends Harness {
   readonly routes: RouteOptions[];
@@ -45,6 +47,7 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
   } finally {
     unsubscribe('fastify.initialization', onInit);
   }
+  registerOperatorMetrics(h.rt.metrics.registry, () => h.rt.store.read(), h.rt.config.failoverSeconds);
   const waiters = new EventWaiters();
   if (!h.app.hasRoute({ method: 'GET', url: '/' })) {
     await h.app.register(statusPage, { ...statusPageOptions(h.app.hq), ...opts.status });

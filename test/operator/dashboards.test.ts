@@ -1,0 +1,166 @@
+/**
+ * deploy/grafana/hq-dashboard.json and deploy/prometheus/alerts.yml against a real arbiter:
+ * both parse, every metric they name is in the arbiter's /metrics (scraped from the real app),
+ * every label they group by is a label of those metrics, the panels and alerts issue 8 asks for
+ * are there, and — where promtool is installed — `promtool check rules` and the rules' unit
+ * tests (`promtool test rules alerts.test.yml`) pass.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import t from 'tap';
+import { parse as parseYaml } from 'yaml';
+import type { Registry } from 'prom-client';
+import { operatorHarness } from './helper.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const DASHBOARD = resolve(ROOT, 'deploy/grafana/hq-dashboard.json');
+const ALERTS = resolve(ROOT, 'deploy/prometheus/alerts.yml');
+const ALERT_TESTS = resolve(ROOT, 'deploy/prometheus/alerts.test.yml');
+
+/** Series Prometheus makes itself, not the arbiter. */
+const SYNTHETIC = new Set(['up']);
+/** Labels Prometheus adds (target labels) or that histograms carry. */
+const TARGET_LABELS = new Set(['job', 'instance', 'le']);
+const PROMQL_WORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'and', 'or', 'unless', 'bool', 'offset']);
+
+interface Panel {
+  id: number;
+  type: string;
+  title: string;
+  gridPos?: unknown;
+  datasource?: { uid?: string };
+  targets?: Array<{ expr?: string; datasource?: { uid?: string } }>;
+}
+interface Dashboard {
+  uid: string;
+  title: string;
+  __inputs: Array<{ name: string; pluginId: string }>;
+  panels: Panel[];
+  templating: { list: Array<{ query: { query: string } | string }> };
+  annotations: { list: Array<{ expr?: string }> };
+}
+interface Rule {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels?: { severity?: string };
+  annotations?: { summary?: string; description?: string };
+}
+
+function metricNames(expr: string): string[] {
+  const out = new Set<string>();
+  // Strip strings (label values, templates) before looking for identifiers.
+  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""');
+  for (const m of bare.matchAll(/\b(hq_[a-z0-9_]+|up)\b/g)) out.add(m[1] as string);
+  return [...out];
+}
+
+function groupingLabels(expr: string): string[] {
+  const out = new Set<string>();
+  for (const m of expr.matchAll(/\b(?:by|without|on|ignoring)\s*\(([^)]*)\)/g)) {
+    for (const l of (m[1] as string).split(',').map((x) => x.trim()).filter((x) => x !== '')) out.add(l);
+  }
+  for (const m of expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').matchAll(/\{([^}]*)\}/g)) {
+    for (const part of (m[1] as string).split(',')) {
+      const name = /^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)/.exec(part)?.[1];
+      if (name !== undefined) out.add(name);
+    }
+  }
+  return [...out].filter((l) => !PROMQL_WORDS.has(l));
+}
+
+async function scrape(t: Tap.Test): Promise<{ types: Map<string, string>; labels: Set<string>; text: string }> {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'node-b', heartbeatSeconds: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } }, h.tokens.nodeb);
+  await h.post('/v1/check', undefined);
+  const res = await h.get('/metrics');
+  t.equal(res.statusCode, 200, 'the real arbiter serves /metrics');
+  const types = new Map<string, string>();
+  for (const m of res.body.matchAll(/^# TYPE (\S+) (\S+)$/gm)) types.set(m[1] as string, m[2] as string);
+  const labels = new Set<string>();
+  const registry: Registry = h.rt.metrics.registry;
+  for (const metric of await registry.getMetricsAsJSON()) {
+    const one = registry.getSingleMetric(metric.name) as unknown as { labelNames?: string[] } | undefined;
+    for (const l of one?.labelNames ?? []) labels.add(l);
+  }
+  return { types, labels, text: res.body };
+}
+
+function known(types: Map<string, string>, name: string): boolean {
+  if (SYNTHETIC.has(name) || types.has(name)) return true;
+  const base = name.replace(/_(bucket|sum|count)$/, '');
+  return base !== name && types.get(base) === 'histogram';
+}
+
+t.test('the Grafana dashboard parses, has the asked-for panels, and names only real metrics', async (t) => {
+  let d: Dashboard;
+  try {
+    d = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as Dashboard;
+  } catch (err) {
+    t.fail(`hq-dashboard.json does not parse: ${(err as Error).message}`);
+    return;
+  }
+  t.pass('hq-dashboard.json parses');
+  t.equal(d.uid, 'hq-lease', 'the dashboard has a stable uid (re-import replaces it)');
+  t.ok(d.__inputs.some((i) => i.name === 'DS_PROMETHEUS' && i.pluginId === 'prometheus'), 'import asks for the Prometheus data source');
+  const ids = d.panels.map((p) => p.id);
+  t.equal(new Set(ids).size, ids.length, 'panel ids are unique');
+  const queries = d.panels.filter((p) => p.type !== 'row');
+  for (const p of queries) {
+    t.ok(p.gridPos !== undefined, `panel "${p.title}" has a position`);
+    t.equal(p.datasource?.uid, '${DS_PROMETHEUS}', `panel "${p.title}" uses the imported data source`);
+    t.ok((p.targets ?? []).length > 0 && (p.targets ?? []).every((x) => typeof x.expr === 'string' && x.expr !== ''), `panel "${p.title}" has queries`);
+  }
+  const titles = queries.map((p) => p.title.toLowerCase());
+  for (const want of ['holder over time', 'generation over time', 'validity left', 'views by observer', 'checks by result', 'probe results', 'promotions', 'heartbeat age per host', 'request latency']) {
+    t.ok(titles.some((x) => x.startsWith(want)), `there is a "${want}" panel`);
+  }
+
+  const { types, labels } = await scrape(t);
+  const exprs = [
+    ...queries.flatMap((p) => (p.targets ?? []).map((x) => x.expr as string)),
+    ...d.templating.list.map((v) => (typeof v.query === 'string' ? v.query : v.query.query)),
+    ...d.annotations.list.flatMap((a) => (a.expr === undefined ? [] : [a.expr])),
+  ];
+  const used = new Set(exprs.flatMap(metricNames));
+  for (const name of used) t.ok(known(types, name), `dashboard metric ${name} is in the arbiter's /metrics`);
+  for (const l of new Set(exprs.flatMap(groupingLabels))) t.ok(labels.has(l) || TARGET_LABELS.has(l), `dashboard label ${l} is a label of an hq metric (or a target label)`);
+  for (const spec of ['hq_lease_generation', 'hq_lease_holder', 'hq_lease_expires_in_seconds', 'hq_lease_dual_unreachable_streak', 'hq_view_reachable', 'hq_view_age_seconds', 'hq_checks_total', 'hq_probe_total', 'hq_promotions_total', 'hq_lease_operations_total', 'hq_agent_last_heartbeat_age_seconds', 'hq_http_request_duration_seconds_bucket']) {
+    t.ok(used.has(spec), `the dashboard shows ${spec} (SPEC §7)`);
+  }
+});
+
+t.test('the alert rules parse, cover the six asked-for alerts, and name only real metrics', async (t) => {
+  const doc = parseYaml(readFileSync(ALERTS, 'utf8')) as { groups: Array<{ name: string; rules: Rule[] }> };
+  t.ok(Array.isArray(doc.groups) && doc.groups.length > 0, 'alerts.yml has rule groups');
+  const rules = doc.groups.flatMap((g) => g.rules);
+  t.same(rules.map((r) => r.alert).sort(), ['HqAgentSilent', 'HqArbiterDown', 'HqDualUnreachable', 'HqLeaseValidityLow', 'HqMaintenanceLeftOn', 'HqPromotionHappened'], 'the six alerts of issue 8');
+  for (const r of rules) {
+    t.ok(typeof r.expr === 'string' && r.expr.trim() !== '', `${r.alert} has an expression`);
+    t.ok(['info', 'warning', 'critical'].includes(r.labels?.severity ?? ''), `${r.alert} has a severity`);
+    t.ok((r.annotations?.summary ?? '') !== '' && (r.annotations?.description ?? '') !== '', `${r.alert} says what happened and what to do`);
+  }
+  const { types, labels } = await scrape(t);
+  for (const r of rules) {
+    for (const name of metricNames(r.expr)) t.ok(known(types, name), `${r.alert}: metric ${name} is in the arbiter's /metrics`);
+    for (const l of groupingLabels(r.expr)) t.ok(labels.has(l) || TARGET_LABELS.has(l), `${r.alert}: label ${l} is a label of an hq metric (or a target label)`);
+  }
+});
+
+t.test('promtool accepts the rules and their unit tests pass (where promtool is installed)', async (t) => {
+  const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
+  const promtool = which.status === 0 ? which.stdout.trim() : '';
+  if (promtool === '') {
+    t.comment('promtool check rules not run: promtool is not installed (Debian: apt-get install -y prometheus)');
+    t.pass('skipped: no promtool on PATH');
+    return;
+  }
+  const check = spawnSync(promtool, ['check', 'rules', ALERTS], { encoding: 'utf8', timeout: 30_000 });
+  t.equal(check.status, 0, `promtool check rules passes: ${(check.stdout + check.stderr).trim().split('\n').slice(-3).join(' | ')}`);
+  const unit = spawnSync(promtool, ['test', 'rules', ALERT_TESTS], { encoding: 'utf8', timeout: 60_000, cwd: resolve(ROOT, 'deploy/prometheus') });
+  t.equal(unit.status, 0, `promtool test rules passes: ${(unit.stdout + unit.stderr).trim().split('\n').slice(-6).join(' | ')}`);
+  t.comment(`promtool: ${execFileSync(promtool, ['--version'], { encoding: 'utf8' }).split('\n')[0]}`);
+});
