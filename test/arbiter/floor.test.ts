@@ -68,3 +68,22 @@ t.test('after a restart, a lease that was live is not granted to another host be
   t.equal(a.json().lease.generation, 2, 'at the next generation');
   t.ok(a.json().lease.notBefore >= start + 6 + 1, 'not before ttl + margin after the restart');
 });
+
+t.test('a restart after the wall clock went back clamps the previous life times, so the lease is not held for ever', async (t) => {
+  const dir = t.testdir();
+  const h1 = await harness(t, {}, { dir });
+  await h1.settle();
+  const held = (await h1.post('/v1/lease/acquire', { host: 'mbp' }, h1.tokens.mbp)).json().lease;
+  await h1.rt.close();
+
+  const start = held.now - 1000; // the host clock was set back by 1000 s while the arbiter was down
+  const h = await harness(t, {}, { dir, clockStart: start });
+  const lease = (await h.get('/v1/lease')).json();
+  t.ok(lease.expiresAt <= start + 6, 'expiresAt is clamped to start + ttl');
+  t.ok(lease.renewedAt <= start, 'renewedAt is clamped to the start');
+  t.ok(lease.views['node-b'] === undefined || lease.views['node-b'].at <= start, 'views are not from the future');
+  h.clock.advance(8);
+  const a = await h.post('/v1/lease/acquire', { host: 'node-b', seenGeneration: 1 }, h.tokens.nodeb);
+  t.equal(a.statusCode, 200, 'the lease can be granted once the clamped lease expired');
+  t.ok(a.json().lease.notBefore >= start + 7, 'still behind the start wait');
+});

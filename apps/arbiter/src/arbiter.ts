@@ -4,7 +4,7 @@
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step } from '@hq/lease-core';
-import { newBoot, renewHold, toRecord } from '@hq/lease-core';
+import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
@@ -118,6 +118,15 @@ export class Arbiter {
     for (const e of committed.events) if (e.event === 'promoted') this.deps.metrics.promotions.inc();
     this.deps.sink.emit(committed.events);
     return { answer: done.answer, state: committed.state, now, ctx: this.context(now), events: committed.events };
+  }
+
+  /**
+   * Once at daemon start, before the first decision: lease-core `atRestart` clamps the stored
+   * times of the previous life to this start (its clock may have jumped while we were down).
+   */
+  restart(): void {
+    const ctx = this.context();
+    this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
   }
 
   /** Shell-side events (agent silence): one row each, then log and hooks. */

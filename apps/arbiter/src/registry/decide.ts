@@ -280,3 +280,20 @@ export function decideResourceHeartbeat(existing: ResourceRow | undefined, id: s
 export function decideResourceDelete(existing: ResourceRow | undefined, id: string, actor: Actor, now: number): ResourceResult {
   return access(existing, id, actor, now);
 }
+
+/**
+ * The bands from the config file's `portBands` (each part optional, defaults for the rest),
+ * checked with `validateBands`: `{ ok: false, key, message }` names the key for the one-line
+ * config error.
+ */
+export function bandsFromConfig(
+  file: { readonly reserved?: readonly number[]; readonly test?: PortRange; readonly offline?: PortRange } | undefined,
+): { ok: true; bands: Bands } | { ok: false; key: string; message: string } {
+  const bands: Bands = {
+    reserved: file?.reserved ?? DEFAULT_BANDS.reserved,
+    test: file?.test ?? DEFAULT_BANDS.test,
+    offline: file?.offline ?? DEFAULT_BANDS.offline,
+  };
+  const v = validateBands(bands);
+  return v.ok ? { ok: true, bands } : v;
+}

@@ -79,3 +79,21 @@ export const PortLeasesAnswer = Type.Object({
   bands: Type.Object({ reserved: Type.Array(Type.Integer()), test: Range, offline: Range }),
   now: Type.Number(),
 });
+
+/**
+ * The `portBands` key for the arbiter's config file (to be added to ConfigSchema as
+ * `portBands: Type.Optional(PortBandsConfig)`, then `bandsFromConfig(file.portBands)`).
+ */
+const RangeIn = Type.Object(
+  { from: Type.Integer({ minimum: 1, maximum: 65535 }), to: Type.Integer({ minimum: 1, maximum: 65535 }) },
+  { additionalProperties: false },
+);
+export const PortBandsConfig = Type.Object(
+  {
+    reserved: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { maxItems: 1024 })),
+    test: Type.Optional(RangeIn),
+    offline: Type.Optional(RangeIn),
+  },
+  { additionalProperties: false },
+);
+export type PortBandsConfigT = Static<typeof PortBandsConfig>;

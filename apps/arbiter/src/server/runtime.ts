@@ -32,6 +32,8 @@ export interface RuntimeOptions {
   readonly prober?: Prober;
   /** Issue `{dataDir}/admin.token` when no admin token exists (the daemon does). */
   readonly ensureAdmin?: boolean;
+  /** This is a (re)start of the daemon: clamp the previous life's times (lease-core `atRestart`). */
+  readonly restart?: boolean;
   readonly hookAttempts?: number;
   readonly hookBackoffMs?: number;
   /** Default Node process metrics (off in tests that build many runtimes). */
@@ -65,6 +67,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const arbiter = new Arbiter({ config, store, clock, sink, metrics });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
+  if (opts.restart === true) arbiter.restart();
   let adminTokenPath: string | null = null;
   if (opts.ensureAdmin === true) {
     adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());

@@ -117,6 +117,12 @@ export class CasError extends Error {
   }
 }
 
+/** Field-by-field equality (a decision may return an equal copy for "unchanged"). */
+function sameLease(a: LeaseState, b: LeaseState): boolean {
+  const keys = Object.keys(a) as Array<keyof LeaseState>;
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
 function leaseFromRow(r: LeaseRow): LeaseState {
   return {
     holder: r.holder,
@@ -281,8 +287,9 @@ export class SqliteStore implements LeaseStore {
       .transaction((): Committed<T> => {
         const before = this.read();
         const { next, events, result } = decide(before);
-        if (next.lease !== before.lease || next.floor !== before.floor) {
-          if (next.lease.revision <= before.lease.revision && next.lease !== before.lease) {
+        const leaseChanged = next.lease !== before.lease && !sameLease(next.lease, before.lease);
+        if (leaseChanged || next.floor !== before.floor) {
+          if (leaseChanged && next.lease.revision <= before.lease.revision) {
             throw new Error('a decision changed the lease without advancing its revision');
           }
           // Only the floor moved: keep the revision, the CAS still fences the write.
