@@ -182,12 +182,12 @@ export class Cluster {
       } catch {
         return false;
       }
-    }, 20_000, 'the arbiter answers /v1/health');
+    }, 40_000, 'the arbiter answers /v1/health');
   }
 
   async startAgent(h: HostName): Promise<void> {
     this.spawnDaemon(h, [AGENT_CLI, '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => (await this.status(h)) !== null, 20_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    await this.waitFor(async () => (await this.status(h)) !== null, 40_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
   }
