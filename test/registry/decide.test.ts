@@ -12,6 +12,7 @@ import {
   decideResourceHeartbeat,
   isResourceId,
   validateBands,
+  bandsFromConfig,
   type Actor,
   type Bands,
   type PortLeaseRow,
@@ -166,4 +167,13 @@ t.test('resource heartbeat and delete', async (t) => {
   t.ok(renewed.ok && renewed.resource.expiresAt === NOW + 90_000 && renewed.resource.attrs.get('cpuCount') === 16, 'a heartbeat extends by the TTL and replaces the attrs');
   const kept = decideResourceHeartbeat(resource(), 'mbp', undefined, mbp, NOW);
   t.ok(kept.ok && kept.resource.attrs.get('cpuCount') === 8, 'a heartbeat without attrs keeps the old ones');
+});
+
+t.test('bands from the config file', async (t) => {
+  const none = bandsFromConfig(undefined);
+  t.same(none.ok ? none.bands : null, DEFAULT_BANDS, 'no portBands key gives the defaults');
+  const part = bandsFromConfig({ test: { from: 40000, to: 40009 } });
+  t.same(part.ok ? [part.bands.test, part.bands.reserved, part.bands.offline] : null, [{ from: 40000, to: 40009 }, DEFAULT_BANDS.reserved, DEFAULT_BANDS.offline], 'a partial key keeps the other defaults');
+  const bad = bandsFromConfig({ offline: { from: 31460, to: 31470 } });
+  t.same(bad.ok ? null : bad.key, 'portBands.offline', 'an overlapping offline band names its key');
 });
