@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
@@ -159,7 +159,8 @@ async function main(): Promise<void> {
     `|---|---:|---:|---:|---:|---|`,
     ...rows,
   ].join('\n');
-  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${SECONDS} s per scenario, ${CONNECTIONS} connections`;
+  const load1 = loadavg()[0]?.toFixed(1) ?? '?';
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${SECONDS} s per scenario, ${CONNECTIONS} connections, load average ${load1} at the end`;
   process.stdout.write(`${machine}\n\n${table}\n`);
   if (process.env['BENCH_WRITE'] !== '0') {
     const doc = `# Arbiter benchmark
@@ -174,6 +175,11 @@ writes with the ceiling's update.
 Run: ${new Date().toISOString()} — ${machine}.
 
 ${table}
+
+A load average well above the number of CPUs means other work shared the machine during the run: the
+numbers are then noise-dominated (the ceiling may even come out slower than the arbiter) and only the
+statuses column is meaningful; re-run on an idle machine to compare with the ceiling (targets: reads and
+durable renews ≥ 0.8 × the ceiling).
 
 Notes: every arbiter write is one immediate transaction with an fsync of the WAL (\`synchronous=FULL\`), so
 durable renewals are bounded by the disk's fsync rate exactly as the ceiling's update is. The heartbeat
