@@ -3,6 +3,9 @@
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
 import { CONFIG_FLAG, JSON_FLAG, CliError, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
+// Light modules: they import only args.js until their command runs (SPEC §8).
+import { PORT_RUN_COMMAND } from './port.js';
+import { FLEET_COMMAND } from './fleet.js';
 
 export interface Command {
   readonly spec: CommandSpec;
@@ -202,6 +205,8 @@ export const COMMANDS: readonly Command[] = [
     },
     load: async () => (await import('./local-cmds.js')).primary,
   },
+  PORT_RUN_COMMAND,
+  FLEET_COMMAND,
 ];
 
 const TOP_HELP = `Usage: hq COMMAND [options]

@@ -262,6 +262,12 @@ export class Agent {
     return d;
   }
 
+  /** The roles this host may run now (for the registry's duties); quiet: no log, no metric. */
+  duties(): string[] {
+    const now = this.now();
+    return this.config.roles.filter((r) => fence(this.state, r, now, this.settings).run);
+  }
+
   /** Seconds of validity left for a non-fail-open role, 0 when it may not run. */
   validForSeconds(): number {
     const d = fence(this.state, 'ledger-cli', this.now(), this.settings);

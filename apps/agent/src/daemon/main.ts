@@ -80,13 +80,27 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     'agent started',
   );
   agent.start();
+  // SPEC §8: the machine registers itself in the arbiter's registry with its load and duties.
+  const { Member } = await import('../registry/member.js');
+  const member = new Member({
+    arbiterUrl: config.arbiterUrl,
+    machine: config.hostName,
+    token: async () => {
+      const t = await agent.token.get();
+      return t.ok ? t.token : null;
+    },
+    duties: () => agent.duties(),
+    requestTimeoutMs: config.requestTimeoutSeconds * 1000,
+    log: log.child({ component: 'registry', category: 'control' }),
+  });
+  member.start();
   let stopping: Promise<void> | null = null;
   return {
     agent,
     peerPort,
     stop() {
       stopping ??= (async () => {
-        await agent.stop();
+        await Promise.allSettled([agent.stop(), member.stop()]);
         await Promise.allSettled([socket.close(), peer.close()]);
         await unlink(config.socketPath).catch(() => undefined);
         log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');
