@@ -13,10 +13,11 @@ const T0 = Date.parse('2026-12-01T07:00:00.000Z');
 
 async function setup(t: Parameters<Parameters<typeof tap.test>[1]>[0], keep?: { core: number; big: number; obs: number }) {
   const base = tmp(t);
-  const cfg = config(base, { plan: { files: [{ path: 'a.txt' }, { path: 'b.bin' }, { path: 'c.txt' }] } });
+  const cfg = config(base, { plan: { files: [{ path: 'a.txt' }, { path: 'b.bin' }, { path: 'c.txt' }, { path: 'empty.txt' }] } });
   write(cfg.stateDir, 'a.txt', 'alpha\n');
   write(cfg.stateDir, 'b.bin', Buffer.alloc(300_000, 7));
   write(cfg.stateDir, 'c.txt', 'gamma\n');
+  write(cfg.stateDir, 'empty.txt', '');
   const standbyDir = join(base, 'node-b-standby');
   const p = await peer(t, standbyDir, keep);
   let clock = T0;
@@ -36,7 +37,7 @@ t.test('a first push sends every blob, verifies, and moves latest to the new gen
   const r = await s.push(g.dir);
   t.ok(r.ok, 'the push is accepted');
   if (!r.ok) return;
-  t.equal(r.sentBlobs, 3, 'all three blobs are sent');
+  t.equal(r.sentBlobs, 4, 'all four blobs are sent, the empty file too');
   t.equal(readlinkSync(join(s.standbyDir, 'core', 'latest')), g.manifest.generation, 'latest names the pushed generation');
   const v = await verifyTier(s.standbyDir, 'core');
   t.ok(v.ok, `the standby copy verifies (${v.reason})`);
@@ -54,7 +55,7 @@ t.test('a second push after one small change sends only that blob', async (t) =>
   t.ok(r.ok, 'the second push is accepted');
   if (!r.ok) return;
   t.equal(r.sentBlobs, 1, 'one blob is sent');
-  t.equal(r.haveBlobs, 2, 'the two unchanged blobs are linked on the standby');
+  t.equal(r.haveBlobs, 3, 'the three unchanged blobs are linked on the standby');
   t.ok(r.sentBytes < 10_000, `the second push sends a few kilobytes (${r.sentBytes} bytes)`);
   t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the new latest verifies');
   t.equal(readdirSync(join(s.standbyDir, 'core')).filter((n) => /^\d{8}T/.test(n)).length, 2, 'both generations are kept');

@@ -40,8 +40,10 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
   const { receiver } = opts;
 
   app.addHook('onRequest', async (req, reply) => {
-    const headers = req.raw.rawHeaders.filter((_, i) => i % 2 === 0 && _.toLowerCase() === 'authorization');
-    if (headers.length > 1 || !(await opts.verifyPeer(req.headers.authorization))) {
+    // Node keeps only the first of two Authorization headers: count them in the raw list.
+    let count = 0;
+    for (let i = 0; i < req.raw.rawHeaders.length; i += 2) if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
+    if (count !== 1 || !(await opts.verifyPeer(req.headers.authorization))) {
       return reply.code(401).send({ error: REPLICATION_ERRORS.UNAUTHORIZED.code, message: REPLICATION_ERRORS.UNAUTHORIZED.message });
     }
     return undefined;
