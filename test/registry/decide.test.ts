@@ -30,7 +30,7 @@ function lease(port: number, extra: Partial<PortLeaseRow> = {}): PortLeaseRow {
   return { port, leaseId: 'b'.repeat(32), machine: 'node-b', purpose: 'web', ttlMs: 60_000, createdAt: NOW - 1000, renewedAt: NOW - 1000, expiresAt: NOW + 59_000, ...extra };
 }
 
-t.test('ttl clamp', async (t) => {
+t.test('TTLs are clamped to between a second and a day', async (t) => {
   const cases: [string, number, number][] = [
     ['a TTL inside the range is kept', 60_000, 60_000],
     ['a TTL above 24 h is clamped to 24 h', 10 * MAX_TTL_MS, MAX_TTL_MS],
@@ -41,7 +41,7 @@ t.test('ttl clamp', async (t) => {
   for (const [name, input, want] of cases) t.equal(clampTtl(input), want, name);
 });
 
-t.test('resource ids', async (t) => {
+t.test('resource ids follow the host rule with 64 characters and refuse reserved words', async (t) => {
   const cases: [string, unknown, boolean][] = [
     ['a host name is an id', 'mbp', true],
     ['an instance id with dashes is an id', 'node-b-web-1', true],
@@ -59,7 +59,7 @@ t.test('resource ids', async (t) => {
   for (const [name, input, want] of cases) t.equal(isResourceId(input), want, name);
 });
 
-t.test('band validation', async (t) => {
+t.test('band settings that cannot work are refused with their key', async (t) => {
   t.ok(validateBands(DEFAULT_BANDS).ok, 'the default bands are valid');
   const bad: [string, Bands, string][] = [
     ['a reversed test band is refused', { ...DEFAULT_BANDS, test: { from: 31499, to: 31450 } }, 'portBands.test'],
@@ -73,7 +73,7 @@ t.test('band validation', async (t) => {
   }
 });
 
-t.test('port allocation', async (t) => {
+t.test('allocation gives the lowest free test port, reusing expired leases', async (t) => {
   const small: Bands = { reserved: [31451], test: { from: 31450, to: 31453 }, offline: { from: 31500, to: 31509 } };
   const base = { bands: DEFAULT_BANDS, rows: [] as PortLeaseRow[], machine: 'mbp', purpose: 'web', ttlMs: 60_000, excluded: [] as number[], leaseId: LID, now: NOW };
   const cases: [string, Partial<typeof base>, number | string][] = [
@@ -103,7 +103,7 @@ t.test('port allocation', async (t) => {
   t.match(full.ok ? '' : full.message, /31450–31453/, 'the band-full message names the band');
 });
 
-t.test('lease access: renew and release', async (t) => {
+t.test('renew and release need a live lease, its owner and its id', async (t) => {
   const row = lease(31450, { machine: 'mbp', leaseId: LID });
   const cases: [string, PortLeaseRow | undefined, string, Actor, string][] = [
     ['the owner with the right id is allowed', row, LID, mbp, 'ok'],
@@ -126,7 +126,7 @@ function resource(extra: Partial<ResourceRow> = {}): ResourceRow {
   return { ...machineReq, owner: 'mbp', ttlMs: 90_000, registeredAt: NOW - 10_000, renewedAt: NOW - 10_000, expiresAt: NOW + 80_000, ...extra };
 }
 
-t.test('resource register', async (t) => {
+t.test('a resource is registered only for its own machine and keeps a live id', async (t) => {
   const cases: [string, ResourceRow | undefined, RegisterInput, Actor, string][] = [
     ['a member registers its own machine', undefined, machineReq, mbp, 'ok'],
     ['a member may not register another machine', undefined, machineReq, nodeb, 'wrong-host'],
@@ -149,7 +149,7 @@ t.test('resource register', async (t) => {
   t.equal(byAdmin.ok ? byAdmin.resource.owner : null, 'cloud-vm', 'the owner is the machine of the registering token');
 });
 
-t.test('resource heartbeat and delete', async (t) => {
+t.test('heartbeat and delete need a live resource of the same machine', async (t) => {
   const cases: [string, ResourceRow | undefined, Actor, string][] = [
     ['its own live resource is renewed', resource(), mbp, 'ok'],
     ['an unknown resource is not-found', undefined, mbp, 'not-found'],
@@ -169,7 +169,7 @@ t.test('resource heartbeat and delete', async (t) => {
   t.ok(kept.ok && kept.resource.attrs.get('cpuCount') === 8, 'a heartbeat without attrs keeps the old ones');
 });
 
-t.test('bands from the config file', async (t) => {
+t.test('bands from the config file fill the defaults and are validated', async (t) => {
   const none = bandsFromConfig(undefined);
   t.same(none.ok ? none.bands : null, DEFAULT_BANDS, 'no portBands key gives the defaults');
   const part = bandsFromConfig({ test: { from: 40000, to: 40009 } });

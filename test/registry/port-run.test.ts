@@ -10,6 +10,9 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { run, shortDir, sleep, writeConfig } from '../agent/helpers.js';
 import { childEnv } from '../arbiter/child.js';
+import { helpText } from '../../apps/agent/src/cli/args.js';
+import { PORT_RUN_SPEC, portCommand } from '../../apps/agent/src/cli/port.js';
+import { FLEET_SPEC, fleetTable } from '../../apps/agent/src/cli/fleet.js';
 import { registryHarness, machineBody, type RegistryHarness } from './helper.js';
 
 const FIXTURE = resolve(import.meta.dirname, 'fixtures/hq.mjs');
@@ -113,24 +116,29 @@ t.test('a port that cannot be bound here is excluded and the next one is used', 
   t.same(await leases(h), [], 'both leases are released (the busy one at once)');
 });
 
-t.test('refusals and usage errors have their exit codes', async (t) => {
+t.test('a full band exits 1 and an unreachable arbiter exits 3', async (t) => {
   const { h, config } = await setup(t, { reserved: [], test: { from: 31450, to: 31450 }, offline: { from: 31500, to: 31509 } });
   const taken = await h.req('POST', '/v1/leases/port', { body: { machine: 'mbp', purpose: 'x', ttlMs: 60_000 } });
   t.equal(taken.statusCode, 200, 'the only port is taken');
   const full = await hq(['port', 'run', '--purpose', 'web', '--config', config, '--', node, '-e', '']);
   t.equal(full.code, 1, 'a full band exits 1');
   t.match(full.stderr, /HQ_ERR_BAND_FULL/, 'and says why');
-  const bad = await hq(['port', 'run', '--purpose', 'Bad Purpose', '--config', config, '--', node, '-e', '']);
-  t.equal(bad.code, 2, 'a bad purpose is a usage error');
-  const help = await hq(['port', 'run', '--help']);
-  t.equal(help.code, 0, '--help exits 0');
-  t.match(help.stdout, /Usage: hq port run .*--purpose P/, 'and prints the usage');
   const dir = shortDir(t);
   const deadConfig = writeConfig(dir, { arbiterUrl: 'http://127.0.0.1:9', tokenFile: join(dir, 'token') });
   writeFileSync(join(dir, 'token'), 'f'.repeat(64));
   chmodSync(join(dir, 'token'), 0o600);
   const dead = await hq(['port', 'run', '--purpose', 'web', '--config', deadConfig, '--', node, '-e', '']);
   t.equal(dead.code, 3, 'an unreachable arbiter exits 3');
+});
+
+t.test('usage errors exit 2 and the help names every flag (in-process, no arbiter needed)', async (t) => {
+  t.equal(await portCommand(['--purpose', 'Bad Purpose', '--', node, '-e', '']), 2, 'a bad purpose is a usage error');
+  t.equal(await portCommand(['--purpose', 'web']), 2, 'a missing command is a usage error');
+  t.equal(await portCommand(['--purpose', 'web', '--ttl', '1', '--', node]), 2, 'a TTL under 3 s is a usage error');
+  const help = helpText(PORT_RUN_SPEC);
+  t.match(help, /Usage: hq port run \[--config PATH\] --purpose P \[--ttl S\] \[--grace G\] -- CMD…/, 'the usage line');
+  t.match(help, /Exit codes: .*75 when the lease was lost/, 'the exit codes are documented');
+  t.match(helpText(FLEET_SPEC), /Usage: hq fleet \[--config PATH\] \[--json\]/, 'hq fleet has its usage too');
 });
 
 t.test('hq fleet lists live machines with load, heartbeat age and lease role', async (t) => {
@@ -143,7 +151,7 @@ t.test('hq fleet lists live machines with load, heartbeat age and lease role', a
   const body = JSON.parse(r.stdout) as { machines: { machine: string; load1: number; role: string; heartbeatAgeSeconds: number; duties: string[] }[] };
   t.same(body.machines.map((m) => m.machine), ['mbp'], 'the expired node-b is not listed');
   t.match(body.machines[0], { load1: 1.5, role: 'standby', heartbeatAgeSeconds: 12, duties: ['cron'] }, 'mbp with its load, heartbeat age and role');
-  const text = await hq(['fleet', '--config', config]);
-  t.match(text.stdout, /^MACHINE\s+ROLE\s+LOAD1/, 'the text form has a header');
-  t.match(text.stdout, /mbp\s+standby\s+1\.50\s+8\s/, 'and a row per machine');
+  const text = fleetTable(body.machines as Parameters<typeof fleetTable>[0]);
+  t.match(text, /^MACHINE\s+ROLE\s+LOAD1/, 'the text form has a header');
+  t.match(text, /mbp\s+standby\s+1\.50\s+8\s/, 'and a row per machine');
 });
