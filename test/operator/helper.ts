@@ -28,6 +28,8 @@ export interface OperatorOptions {
   readonly streamPollMs?: number;
   readonly keepAliveMs?: number;
   readonly maxStreams?: number;
+  /** Passed to test/arbiter/helper.ts `harness` (clockStart, …). */
+  readonly harness?: Parameters<typeof harness>[2];
 }
 
 export async function operatorHarness(t: Test, extra: Record<string, unknown> = {}, opts: OperatorOptions = {}): Promise<OperatorHarness> {
@@ -43,7 +45,7 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
   subscribe('fastify.initialization', onInit);
   let h: Harness;
   try {
-    h = await harness(t, extra);
+    h = await harness(t, extra, opts.harness);
   } finally {
     unsubscribe('fastify.initialization', onInit);
   }

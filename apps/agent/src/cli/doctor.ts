@@ -1,0 +1,344 @@
+/**
+ * `hq doctor` — checks this host's side of hq, one line each, ✔ or ✖ with the fix:
+ *   config        the file is valid, timing rule (S6) included; prints the worst-case failover
+ *   arbiter-url   the arbiter's URL is known (arbiterUrl, tailnetDomain, or tailscale)
+ *   state-dir     {stateDir} is a real directory of this user, mode 0700; its files 0600
+ *   token         the member token file exists, holds a token, mode 0600, this user's
+ *   peer-token    the peer token likewise (when the host has peers)
+ *   arbiter       GET /v1/health answers as an arbiter; GET /v1/lease accepts the token
+ *   clock         the offset between the arbiter's `now` and this host's clock (midpoint of
+ *                 the request) is within --max-offset (hq's safety does not rest on it — agents
+ *                 only use differences of arbiter times — but a large offset means time sync is
+ *                 broken here or there, and with it the 1 % rate-drift assumption of S6)
+ *   peers         every peer's GET /v1/health answers 200
+ *   tailscale     `tailscale status --json` runs and says Running (skipped when tailscaleBin is "")
+ *   socket        the agent answers GET /v1/status on its socket
+ *   unit          the systemd unit (Linux) or the launchd plist (macOS) is installed
+ * A check that needs an earlier one (everything needs the config) is skipped, shown as "–".
+ * Exit 0 when nothing failed, 1 otherwise, 2 for usage errors. `--json` prints
+ * `{ok, checks: [{name, status, detail, fix}]}`.
+ *
+ * Wiring: in main.ts's COMMANDS, `{ spec: DOCTOR_SPEC, load: async () => (await import('./doctor.js')).doctor }`
+ * (copy DOCTOR_SPEC inline to keep the table's imports light).
+ */
+import { execFile } from 'node:child_process';
+import { lstat, readdir } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
+import { readToken } from '../tokens.js';
+import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { CONFIG_FLAG, JSON_FLAG, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
+import { callAgent, type LocalResult } from './local.js';
+
+export const DOCTOR_SPEC: CommandSpec = {
+  name: 'doctor',
+  summary:
+    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset), the peers, tailscale, the agent's socket, and the systemd unit or launchd plist.",
+  flags: [
+    CONFIG_FLAG,
+    {
+      name: 'max-offset',
+      kind: 'number',
+      value: 'S',
+      help: "Fails the clock check when this host's clock and the arbiter's differ by more than S seconds. Default: 2.",
+    },
+    JSON_FLAG,
+  ],
+  exits: '0 every check passed (or was skipped), 1 a check failed, 2 usage error.',
+};
+
+export type Status = 'pass' | 'fail' | 'skip';
+
+export interface CheckResult {
+  readonly name: string;
+  readonly status: Status;
+  readonly detail: string;
+  /** What to do about a failure (empty when it passed). */
+  readonly fix: string;
+}
+
+/** Everything the checks touch outside the config, so tests can point it elsewhere. */
+export interface DoctorContext {
+  /** Wall clock, Unix seconds. */
+  readonly now?: () => number;
+  readonly platform?: NodeJS.Platform;
+  readonly home?: string;
+  /** Where unit files are looked for (default: the platform's system and user locations). */
+  readonly unitPaths?: readonly string[];
+  readonly env?: NodeJS.ProcessEnv;
+  readonly stdout?: (text: string) => void;
+  readonly stderr?: (text: string) => void;
+}
+
+const DEFAULT_MAX_OFFSET = 2;
+
+function pass(name: string, detail: string): CheckResult {
+  return { name, status: 'pass', detail, fix: '' };
+}
+function fail(name: string, detail: string, fix: string): CheckResult {
+  return { name, status: 'fail', detail, fix };
+}
+function skip(name: string, detail: string): CheckResult {
+  return { name, status: 'skip', detail, fix: '' };
+}
+
+function mode(m: number): string {
+  return (m & 0o777).toString(8).padStart(4, '0');
+}
+
+function secs(s: number): string {
+  if (Math.abs(s) < 120) return `${s.toFixed(Math.abs(s) < 10 ? 2 : 0)} s`;
+  if (Math.abs(s) < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+function myUid(): number | null {
+  return typeof process.getuid === 'function' ? process.getuid() : null;
+}
+
+/** The unit file locations hq's deploy/ documents, per platform. */
+export function defaultUnitPaths(platform: NodeJS.Platform, home: string): string[] {
+  if (platform === 'darwin') return [join(home, 'Library/LaunchAgents/com.hq.agent.plist'), '/Library/LaunchDaemons/com.hq.agent.plist'];
+  if (platform === 'linux') {
+    return ['/etc/systemd/system/hq-agent.service', '/lib/systemd/system/hq-agent.service', '/usr/lib/systemd/system/hq-agent.service', join(home, '.config/systemd/user/hq-agent.service')];
+  }
+  return [];
+}
+
+async function checkStateDir(c: AgentConfig): Promise<CheckResult> {
+  const dir = c.stateDir;
+  let st;
+  try {
+    st = await lstat(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return fail('state-dir', `${dir} ${code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? 'error'})`}`, `mkdir -m 700 ${dir} (the agent creates it at start), as the user the agent runs as`);
+  }
+  if (st.isSymbolicLink()) return fail('state-dir', `${dir} is a symlink`, `replace the symlink with a real directory: mkdir -m 700 ${dir}`);
+  if (!st.isDirectory()) return fail('state-dir', `${dir} is not a directory`, `move it away and mkdir -m 700 ${dir}`);
+  const me = myUid();
+  if (me !== null && st.uid !== me) return fail('state-dir', `${dir} is owned by uid ${st.uid}, not ${me}`, `run hq as the agent's user, or chown ${me} ${dir}`);
+  if ((st.mode & 0o777) !== 0o700) return fail('state-dir', `${dir} is mode ${mode(st.mode)}, must be 0700`, `chmod 700 ${dir}`);
+  const bad: string[] = [];
+  let names: string[] = [];
+  try {
+    names = await readdir(dir);
+  } catch {
+    names = [];
+  }
+  for (const name of names.sort()) {
+    if (name.startsWith('.')) continue;
+    const p = join(dir, name);
+    const f = await lstat(p).catch(() => null);
+    if (f === null || f.isSocket() || f.isDirectory()) continue;
+    if (f.isSymbolicLink()) bad.push(`${name} is a symlink`);
+    else if (me !== null && f.uid !== me) bad.push(`${name} is owned by uid ${f.uid}`);
+    else if ((f.mode & 0o077) !== 0) bad.push(`${name} is mode ${mode(f.mode)}`);
+  }
+  if (bad.length > 0) return fail('state-dir', `${dir}: ${bad.join(', ')} (state files must be 0600, this user's)`, `chmod 600 ${bad.map((b) => join(dir, b.split(' ')[0] as string)).join(' ')}`);
+  return pass('state-dir', `${dir} is 0700 and its files are private`);
+}
+
+async function checkTokenFile(name: string, path: string, fix: string): Promise<CheckResult> {
+  const t = await readToken(path);
+  if (t.ok) return pass(name, `${path} holds a token, mode 0600`);
+  const problem = t.problem;
+  if (/must be mode 0600|group- or world-writable/.test(problem)) return fail(name, problem, `chmod 600 ${path}`);
+  if (/does not exist/.test(problem)) return fail(name, problem, fix);
+  return fail(name, problem, `rewrite ${path} with the token alone on one line, mode 0600 (${fix})`);
+}
+
+function answerLine(r: HttpResult): string {
+  if (r.kind === 'unreachable') return `unreachable (${r.problem})`;
+  const b = r.body as { error?: unknown; message?: unknown } | null;
+  return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}${typeof b?.message === 'string' ? `: ${b.message}` : ''}`;
+}
+
+function run(bin: string, args: readonly string[], timeoutMs: number): Promise<{ code: number | string; stdout: string; problem: string | null }> {
+  return new Promise((resolve) => {
+    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 4 << 20, shell: false }, (err, stdout) => {
+      if (err === null) return resolve({ code: 0, stdout: String(stdout), problem: null });
+      const e = err as NodeJS.ErrnoException & { code?: number | string; killed?: boolean };
+      resolve({ code: e.code ?? -1, stdout: String(stdout ?? ''), problem: e.killed === true ? `no answer within ${timeoutMs / 1000} s` : String(e.code ?? e.message) });
+    });
+  });
+}
+
+/** Runs every check. Never throws. */
+export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<CheckResult[]> {
+  const now = ctx.now ?? (() => Date.now() / 1000);
+  const platform = ctx.platform ?? process.platform;
+  const home = ctx.home ?? homedir();
+  const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
+  const out: CheckResult[] = [];
+  const NEEDS_CONFIG = ['arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'tailscale', 'socket'];
+
+  // 1. The config, with the S6 timing relationships (resolveConfig runs checkTiming).
+  let c: AgentConfig;
+  try {
+    c = loadConfig(configFlag, ctx.env ?? process.env);
+  } catch (err) {
+    const e = err as { name?: string; key?: string; message?: string };
+    const key = e.name === 'ConfigError' && typeof e.key === 'string' ? e.key : null;
+    out.push(fail('config', e.message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`));
+    for (const n of NEEDS_CONFIG) out.push(skip(n, 'needs a valid config'));
+    out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
+    return out;
+  }
+  out.push(pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName}; timing rule holds (worst-case failover ${secs(c.failoverSeconds)}, lock-delay ${secs(c.lockDelaySeconds)})`));
+
+  // 2. The network settings (arbiterUrl may come from the tailnet).
+  let url: string | null = null;
+  let net: AgentConfig = c;
+  try {
+    const r = await resolveNetwork(c);
+    url = r.arbiterUrl;
+    net = r;
+    out.push(pass('arbiter-url', url));
+  } catch (err) {
+    out.push(fail('arbiter-url', (err as Error).message, 'set arbiterUrl (or tailnetDomain) in the agent config, or make `tailscale status` work'));
+  }
+
+  // 3. Files.
+  out.push(await checkStateDir(c));
+  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter token issue ${c.hostName} --scope member > ${c.tokenFile}; chmod 600 ${c.tokenFile}`));
+  if (net.peers.size === 0) out.push(skip('peer-token', 'no peers configured'));
+  else out.push(await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`));
+
+  // 4. The arbiter: health, the token, the clock offset.
+  if (url === null) {
+    out.push(skip('arbiter', 'no arbiter URL'));
+    out.push(skip('clock', 'no arbiter URL'));
+  } else {
+    const timeoutSeconds = c.requestTimeoutSeconds;
+    const health = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds });
+    const hb = health.kind === 'answer' ? (health.body as { role?: unknown; host?: unknown; version?: unknown } | null) : null;
+    if (health.kind !== 'answer' || health.status !== 200 || hb?.role !== 'arbiter') {
+      out.push(fail('arbiter', `${url}/v1/health: ${health.kind === 'answer' && health.status === 200 ? 'answered, but not as an arbiter' : answerLine(health)}`, `check that hq-arbiter runs on ${c.arbiter} and that ${url} is reachable from here (tailscale ping ${c.arbiter})`));
+      out.push(skip('clock', 'the arbiter is unreachable'));
+    } else {
+      const token = await readToken(c.tokenFile);
+      const t0 = now();
+      const lease = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/lease'), token: token.ok ? token.token : null, timeoutSeconds });
+      const t1 = now();
+      if (lease.kind === 'answer' && lease.status === 401) {
+        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: issue a new one (hq-arbiter token issue ${c.hostName} --scope member) into ${c.tokenFile}`));
+        out.push(skip('clock', 'the lease could not be read'));
+      } else if (lease.kind !== 'answer' || lease.status !== 200) {
+        out.push(fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`));
+        out.push(skip('clock', 'the lease could not be read'));
+      } else {
+        const rec = lease.body as { now?: unknown; holder?: unknown; generation?: unknown } | null;
+        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}`));
+        const arbiterNow = rec?.now;
+        if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
+        else {
+          const offset = arbiterNow - (t0 + t1) / 2;
+          const uncertainty = (t1 - t0) / 2;
+          const line = `this host's clock is ${secs(Math.abs(offset))} ${offset >= 0 ? 'behind' : 'ahead of'} the arbiter's (± ${secs(uncertainty)})`;
+          if (Math.abs(offset) - uncertainty > maxOffset) {
+            out.push(fail('clock', `${line}, more than ${maxOffset} s`, 'enable time sync on both hosts (timedatectl set-ntp true / chrony; macOS: System Settings → Date & Time → set automatically)'));
+          } else out.push(pass('clock', line));
+        }
+      }
+    }
+  }
+
+  // 5. Peers.
+  if (net.peers.size === 0) out.push(skip('peers', 'no peers configured (set peers or tailnetDomain)'));
+  else {
+    const down: string[] = [];
+    const up: string[] = [];
+    await Promise.all(
+      [...net.peers].map(async ([host, base]) => {
+        const r = await requestJson({ method: 'GET', url: joinUrl(base, '/v1/health'), timeoutSeconds: c.requestTimeoutSeconds });
+        if (r.kind === 'answer' && r.status === 200) up.push(host);
+        else down.push(`${host} (${base}: ${answerLine(r)})`);
+      }),
+    );
+    if (down.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health`));
+    else out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
+  }
+
+  // 6. tailscale.
+  if (c.tailscaleBin === '') out.push(skip('tailscale', 'tailscaleBin is "" (health probes alone decide)'));
+  else {
+    const r = await run(c.tailscaleBin, ['status', '--json'], Math.max(1000, c.probeTimeoutSeconds * 1000));
+    let state: unknown = null;
+    try {
+      state = (JSON.parse(r.stdout) as { BackendState?: unknown }).BackendState;
+    } catch {
+      state = null;
+    }
+    if (r.code === 'ENOENT') out.push(fail('tailscale', `${c.tailscaleBin} is not installed or not on PATH`, 'install tailscale, set tailscaleBin to its absolute path, or set tailscaleBin to "" to probe by health URL only'));
+    else if (state === 'Running') out.push(pass('tailscale', `${c.tailscaleBin} status: Running`));
+    else out.push(fail('tailscale', `${c.tailscaleBin} status: ${typeof state === 'string' ? state : r.problem ?? 'no BackendState'}`, 'run `tailscale up` (and check `tailscale status`)'));
+  }
+
+  // 7. The agent's socket.
+  const s: LocalResult = await callAgent(c.socketPath, 'GET', '/v1/status', c.requestTimeoutSeconds);
+  if (s.kind === 'answer' && s.status === 200) {
+    const b = s.body as { holder?: unknown; generation?: unknown } | null;
+    const st = await lstat(c.socketPath).catch(() => null);
+    const m = st === null ? '' : `, mode ${mode(st.mode)}`;
+    out.push(pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b?.holder === 'string' ? b.holder : 'none'}, generation ${String(b?.generation ?? '?')})`));
+  } else {
+    const why = s.kind === 'down' ? s.problem : `HTTP ${s.status}`;
+    out.push(fail('socket', `the agent does not answer on ${c.socketPath} (${why})`, platform === 'darwin' ? 'start it: launchctl kickstart -k gui/$(id -u)/com.hq.agent' : 'start it: systemctl start hq-agent (journalctl -u hq-agent for why it stopped)'));
+  }
+
+  // 8. The service unit.
+  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
+  return out;
+}
+
+async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): Promise<CheckResult> {
+  if (paths.length === 0) return skip('unit', `no service manager hq knows on ${platform}`);
+  for (const p of paths) {
+    const st = await lstat(p).catch(() => null);
+    if (st !== null && (st.isFile() || st.isSymbolicLink())) return pass('unit', `${p} is installed`);
+  }
+  const fix =
+    platform === 'darwin'
+      ? 'install deploy/launchd/com.hq.agent.plist into ~/Library/LaunchAgents and launchctl bootstrap it (deploy/launchd/README.md)'
+      : 'install deploy/systemd/hq-agent.service into /etc/systemd/system and systemctl enable --now hq-agent (deploy/README.md)';
+  return fail('unit', `none of ${paths.join(', ')} exists`, fix);
+}
+
+const MARK: Readonly<Record<Status, string>> = { pass: '✔', fail: '✖', skip: '–' };
+
+export function formatChecks(checks: readonly CheckResult[]): string {
+  const w = Math.max(...checks.map((c) => c.name.length));
+  return checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n') + '\n';
+}
+
+/** The command as the table calls it. */
+export async function doctor(p: Parsed, ctx: DoctorContext = {}): Promise<number> {
+  const checks = await runChecks(flagString(p, 'config'), { maxOffsetSeconds: flagNumber(p, 'max-offset') }, ctx);
+  const ok = checks.every((c) => c.status !== 'fail');
+  const write = ctx.stdout ?? ((s: string) => void process.stdout.write(s));
+  if (flagBool(p, 'json')) write(`${JSON.stringify({ ok, checks })}\n`);
+  else write(formatChecks(checks));
+  return ok ? 0 : 1;
+}
+
+/** `hq doctor …` from raw arguments (for tests and a direct entry point). */
+export async function doctorCommand(argv: readonly string[], ctx: DoctorContext = {}): Promise<number> {
+  const err = ctx.stderr ?? ((s: string) => void process.stderr.write(s));
+  let p: Parsed;
+  try {
+    p = parseArgs(DOCTOR_SPEC, argv);
+  } catch (e) {
+    if (e instanceof CliError) {
+      err(`hq: ${e.message}\n`);
+      return e.exitCode;
+    }
+    throw e;
+  }
+  if (p.help) {
+    (ctx.stdout ?? ((s: string) => void process.stdout.write(s)))(helpText(DOCTOR_SPEC));
+    return 0;
+  }
+  return doctor(p, ctx);
+}
