@@ -492,7 +492,10 @@ export async function hostileRun(opts: { requests: number; seed: number; log?: (
     log(`hostile: catalogue of ${cases.length} cases, ${res.failures.length} failures`);
     const r = rng(opts.seed ^ 0x2545f491);
     const gen = function* (): Generator<Case> {
-      for (let i = 0; i < opts.requests; i++) yield fuzzCase(r, s.tokens);
+      for (let i = 0; i < opts.requests; i++) {
+        if (i > 0 && i % 5000 === 0) log(`hostile: ${i} fuzzed requests, ${res.failures.length} failures, ${Math.round((Date.now() - began) / 1000)} s`);
+        yield fuzzCase(r, s.tokens);
+      }
     };
     await runCases(s, gen(), res, 'fuzzed');
     const h = await raw(s.port, build(s.port, { method: 'GET', path: '/v1/health' }));
