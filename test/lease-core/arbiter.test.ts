@@ -345,7 +345,7 @@ t.test('heartbeat', async (t) => {
   t.test('the holder heartbeat with a stale generation is refused but still recorded', async (t) => {
     const step = heartbeat(held(), ctx(1000), { host: 'mbp', generation: 2, heartbeatSeconds: 10 });
     t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation' }, 'refused');
-    t.same(step.next.lease, held().lease, 'no renewal written: the lease row is unchanged');
+    t.same(step.next.lease, { ...held().lease, revision: held().lease.revision + 1 }, 'no renewal written: only the revision moves (the heartbeat was recorded)');
     t.equal(step.next.observers.get('mbp')?.lastHeartbeatAt, 1000, 'heartbeat time recorded');
     t.same(step.events.map((e) => [e.event, e.data]), [['renew-refused', { reason: 'stale-generation', generation: 3 }]], 'event');
   });
@@ -367,7 +367,7 @@ t.test('heartbeat', async (t) => {
       'the view is stamped with the receive time; the confirmation at receive − age',
     );
     t.same(step.events.map((e) => [e.event, e.data]), [['standby', { holder: 'mbp', generation: 3, reachable: false }]], 'event');
-    t.same(step.next.lease, held().lease, 'the lease row is not written');
+    t.same(step.next.lease, { ...held().lease, revision: held().lease.revision + 1 }, 'the lease itself is unchanged; the revision moves with the recorded view');
   });
   t.test('a heartbeat without view or confirmation keeps the previous ones', async (t) => {
     const before = held({}, [['node-b', { view: { ...view, at: 990 }, confirmation: { holder: 'mbp', generation: 3, at: 980 }, heartbeatSeconds: 10, lastHeartbeatAt: 990 }]]);
@@ -502,7 +502,12 @@ t.test('check', async (t) => {
     const step = check(state({ dualUnreachableStreak: 1 }), ctx(1000), DOWN);
     t.same(step.answer, { promoted: false, streak: 0, holder: null, generation: 0, ping: false, health: false, promotee: null }, 'answer');
     t.match(step.next.lease, { lastCheckAt: 1000, dualUnreachableStreak: 0 }, 'recorded');
-    t.same(step.events, [{ category: 'control', event: 'arbiter-check', host: null, data: { streak: 0, holder: null } }], 'event');
+    t.same(step.events, [{ category: 'control', event: 'arbiter-check', host: null, data: { streak: 0, holder: null, probed: false } }], 'event');
+  });
+  t.test('a check without a probe still names the holder', async (t) => {
+    const step = check(held({ dualUnreachableStreak: 1 }), ctx(1000), null);
+    t.equal(step.answer.holder, 'mbp', 'the answer names the holder');
+    t.same(step.events[0]?.data, { streak: 0, holder: 'mbp', probed: false }, 'the event says it was not probed');
   });
   t.test('a check without a probe resets the streak and records no view', async (t) => {
     const step = check(held({ dualUnreachableStreak: 1 }), ctx(1000), null);
@@ -626,7 +631,7 @@ t.test('atRestart clamps every stored time to the start (a clock that jumped bac
   );
   const c = ctx(1000, young());
   const r = atRestart(s, c);
-  t.match(r.lease, { holder: 'mbp', generation: 3, revision: 5, acquiredAt: 1000, renewedAt: 1000, lastCheckAt: 1000, expiresAt: 1100, notBefore: 1110 }, 'lease times capped; holder and generation kept');
+  t.match(r.lease, { holder: 'mbp', generation: 3, revision: 6, acquiredAt: 1000, renewedAt: 1000, lastCheckAt: 1000, expiresAt: 1100, notBefore: 1110 }, 'lease times capped; holder and generation kept');
   t.same(
     r.observers.get('node-b'),
     { view: { target: 'mbp', reachable: false, ping: false, health: false, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 1000 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10 },

@@ -218,7 +218,8 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   };
   const sameTenure = state.known !== null && state.known.holder === r.holder && state.known.generation === r.generation;
   const mine = r.holder === state.host;
-  if (!sameTenure || !mine || released) {
+  // A pending record (S2.4) vouches for nothing yet, even under the same number: no grant survives it.
+  if (!sameTenure || !mine || released || r.floorPending) {
     state = { ...state, current: null, pending: null };
   }
   if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
@@ -319,7 +320,15 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
     if (r.answered && typeof r.generation === 'number') state = adoptSeen(state, r.generation, events, 'peer');
   }
   const known = state.known;
-  if (known === null || known.holder !== state.host || known.released || known.generation < state.seen || known.generation <= state.steppedDown) {
+  if (
+    known === null ||
+    known.holder !== state.host ||
+    known.released ||
+    known.floorPending ||
+    state.stale ||
+    known.generation < state.seen ||
+    known.generation <= state.steppedDown
+  ) {
     if (state.seen !== state0.seen) state = { ...state, current: null, pending: null };
     return { state: settle(state, received), events };
   }

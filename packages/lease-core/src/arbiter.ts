@@ -149,7 +149,10 @@ export function noteReport(
   generation: number | undefined,
 ): { state: ArbiterState; boot: Boot; events: LeaseEvent[] } {
   const events: LeaseEvent[] = [];
-  const reported = Math.max(seen ?? 0, generation ?? 0);
+  // While the floor is pending, a request's `generation` may echo this life's pending grant
+  // (agents do not adopt it as seen, but the holder names it when it renews): only the seen
+  // generation counts then, or every heartbeat would raise the grant again.
+  const reported = Math.max(seen ?? 0, state.lease.floorPending ? 0 : (generation ?? 0));
   const floor = Math.max(state.floor, reported);
   let nextBoot = boot;
   const counts = ctx.now >= boot.startAt + 2 * ctx.settings.requestTimeoutSeconds;
@@ -239,7 +242,13 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
       heartbeatSeconds: o.heartbeatSeconds,
     });
   }
-  return { ...state, lease, observers };
+  const changed =
+    lease.acquiredAt !== l.acquiredAt ||
+    lease.renewedAt !== l.renewedAt ||
+    lease.lastCheckAt !== l.lastCheckAt ||
+    lease.expiresAt !== l.expiresAt ||
+    lease.notBefore !== l.notBefore;
+  return { ...state, lease: changed ? { ...lease, revision: l.revision + 1 } : lease, observers };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -368,7 +377,8 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatIn
     lastHeartbeatAt: ctx.now,
     heartbeatSeconds: input.heartbeatSeconds ?? before.heartbeatSeconds,
   });
-  const state: ArbiterState = { ...noted.state, observers };
+  // Recording the view is a write of the record too: its revision (the ETag) moves with it.
+  const state: ArbiterState = { ...noted.state, observers, lease: write(noted.state.lease, {}) };
   const lease = state.lease;
   const events = [...noted.events];
   if (lease.holder === input.host) {
@@ -380,7 +390,7 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatIn
       return { next: state, boot: noted.boot, events, answer: { outcome: 'renew-refused', reason } };
     }
     events.push(leaseEvent('renewed', input.host, { generation: lease.generation, via: 'heartbeat' }));
-    return { next: { ...state, lease: renewed(lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null } };
+    return { next: { ...state, lease: renewed(noted.state.lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null } };
   }
   if (lease.holder === null) {
     events.push(leaseEvent('no-lease', input.host, {}));
@@ -517,8 +527,8 @@ export function check(state: ArbiterState, ctx: Context, probe: Probe | null): S
     return {
       next: { ...state, lease: next },
       boot: ctx.boot,
-      events: [leaseEvent('arbiter-check', null, { streak: 0, holder: null }, 'control')],
-      answer: { promoted: false, streak: 0, holder: null, generation: lease.generation, ping: false, health: false, promotee: null },
+      events: [leaseEvent('arbiter-check', lease.holder, { streak: 0, holder: lease.holder, probed: false }, 'control')],
+      answer: { promoted: false, streak: 0, holder: lease.holder, generation: lease.generation, ping: false, health: false, promotee: null },
     };
   }
   const holder = lease.holder;

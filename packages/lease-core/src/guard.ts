@@ -57,8 +57,9 @@ export function sqliteGuard(db: SqliteLike, table = 'hq_fence'): SqliteGuard {
      ON CONFLICT (resource) DO UPDATE SET generation = excluded.generation WHERE excluded.generation >= ${table}.generation`,
   );
   const highest = (resource: string): number => {
-    const row = read.get(resource) as { generation: number } | undefined;
-    return row === undefined ? 0 : row.generation;
+    const row = read.get(resource) as { generation: number | bigint } | undefined;
+    // Number(): a handle with defaultSafeIntegers(true) returns bigint.
+    return row === undefined ? 0 : Number(row.generation);
   };
   return {
     highest,
