@@ -3,7 +3,9 @@
  * 127.0.0.1: HQ_PORT, exit codes, release, lease loss (refusal and deadline) stopping CMD with
  * TERM (→ KILL) and exit 75, and a busy port being skipped.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
+import type { Bands } from '../../apps/arbiter/src/registry/decide.js';
+import type { FleetRow } from '../../apps/agent/src/cli/fleet.js';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -27,7 +29,7 @@ try {
 }
 const node = process.execPath;
 
-async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], bands?: Parameters<typeof registryHarness>[1]['bands']) {
+async function setup(t: Test, bands?: Bands) {
   const h = await registryHarness(t, bands === undefined ? {} : { bands });
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}`;
@@ -148,10 +150,10 @@ t.test('hq fleet lists live machines with load, heartbeat age and lease role', a
   h.clock.advance(12);
   const r = await hq(['fleet', '--json', '--config', config]);
   t.equal(r.code, 0, `fleet exits 0 (stderr: ${r.stderr})`);
-  const body = JSON.parse(r.stdout) as { machines: { machine: string; load1: number; role: string; heartbeatAgeSeconds: number; duties: string[] }[] };
+  const body = JSON.parse(r.stdout) as { machines: FleetRow[] };
   t.same(body.machines.map((m) => m.machine), ['mbp'], 'the expired node-b is not listed');
   t.match(body.machines[0], { load1: 1.5, role: 'standby', heartbeatAgeSeconds: 12, duties: ['cron'] }, 'mbp with its load, heartbeat age and role');
-  const text = fleetTable(body.machines as Parameters<typeof fleetTable>[0]);
+  const text = fleetTable(body.machines);
   t.match(text, /^MACHINE\s+ROLE\s+LOAD1/, 'the text form has a header');
   t.match(text, /mbp\s+standby\s+1\.50\s+8\s/, 'and a row per machine');
 });

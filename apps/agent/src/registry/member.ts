@@ -140,11 +140,11 @@ export class Member {
 
   private attrs(now: number): { [k: string]: unknown } {
     const l = this.o.load(now);
-    return { loadAvg: [...l.loadAvg], cpuCount: l.cpuCount, freeMem: l.freeMem, totalMem: l.totalMem, observedAt: l.observedAt, duties: [...this.o.duties()] };
+    return { loadAvg: [...l.loadAvg], cpuCount: l.cpuCount, freeMem: l.freeMem, totalMem: l.totalMem, observedAt: Math.round(l.observedAt), duties: [...this.o.duties()] };
   }
 
   private async register(token: string, now: number): Promise<HttpResult> {
-    const body = { id: this.o.machine, name: this.o.name, kind: 'machine', machine: this.o.machine, attrs: this.attrs(now), observedAt: now, ttlMs: this.o.ttlMs };
+    const body = { id: this.o.machine, name: this.o.name, kind: 'machine', machine: this.o.machine, attrs: this.attrs(now), observedAt: Math.round(now), ttlMs: this.o.ttlMs };
     return this.o.request({
       method: 'POST',
       url: joinUrl(this.o.arbiterUrl, '/v1/resources/register'),
