@@ -3,18 +3,22 @@ import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { execFileSync } from 'node:child_process';
-import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
+import { buildDist, startArbiter, writeConfig } from './child.js';
+import { main } from '../../apps/arbiter/src/commands.js';
 
-function issue(config: string, machine: string): string {
-  return execFileSync(process.execPath, [CLI, 'token', 'issue', machine, '--scope', 'member', '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
+/** `hq-arbiter token issue MACHINE --scope member`, in-process (the same command the bin runs). */
+async function issue(config: string, machine: string): Promise<string> {
+  let out = '';
+  const code = await main(['token', 'issue', machine, '--scope', 'member', '--config', config], { out: (s) => (out += s), err: () => undefined });
+  if (code !== 0) throw new Error(`token issue exited ${code}`);
+  return out.trim();
 }
 
 t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged write and leaves an intact database (S4)', async (t) => {
   const dir = t.testdir();
   const config = writeConfig(dir);
   buildDist();
-  const members = { mbp: issue(config, 'mbp'), 'node-b': issue(config, 'node-b') };
+  const members = { mbp: await issue(config, 'mbp'), 'node-b': await issue(config, 'node-b') };
   const t0 = Date.now();
   const a = await startArbiter(t, config);
   t.comment(`started in ${Date.now() - t0} ms`);
