@@ -102,7 +102,7 @@ t.test('an unreachable arbiter loses the lease at the deadline; a CMD ignoring T
   t.equal(r.code, 75, 'the command exits 75');
   t.match(r.stderr, /"event":"lost".*"reason":"deadline"/, 'the loss is the deadline');
   t.match(r.stderr, /"event":"killed"/, 'CMD ignored TERM and was killed');
-  t.ok(Date.now() - cut < 6000, 'within the TTL (3 s) plus the grace of the cut, not later');
+  t.ok(Date.now() - cut < 8000, 'soon after the deadline (TTL 3 s − margin 1 s) plus the grace (0.5 s), not minutes later');
 });
 
 t.test('a port that cannot be bound here is excluded and the next one is used', async (t) => {
