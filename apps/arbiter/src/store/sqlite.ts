@@ -219,6 +219,8 @@ export class SqliteStore implements LeaseStore {
 
   constructor(opts: SqliteStoreOptions) {
     mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+    // The directory holds the admin token and the database: owner only, also when it existed.
+    if ((statSync(opts.dataDir).mode & 0o077) !== 0) chmodSync(opts.dataDir, 0o700);
     this.path = join(opts.dataDir, 'hq.db');
     const absent = !existsSync(this.path);
     if (absent) closeSync(openSync(this.path, 'wx', 0o600));
