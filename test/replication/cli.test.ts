@@ -11,6 +11,9 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { standbyCommand } from '../../apps/agent/src/replication/cli.js';
+import Fastify from 'fastify';
+import { readdirSync } from 'node:fs';
+import { survivalRoutes } from '../../apps/arbiter/src/routes/survival.js';
 import { decideRole, leaseOf, parseDefaultSource } from '../../apps/agent/src/replication/role.js';
 import { peer, tmp, TOKEN, write } from './helpers.js';
 
@@ -92,7 +95,7 @@ t.test('snapshot, push, verify and promote work end to end between two agents, a
   t.equal(c1.leaseGeneration, 3, 'under lease generation 3');
   const big1 = await hq(['snapshot', '--tier', 'big', '--config', cfgA], asHolderA, () => T0 + 1000);
   t.equal(big1.code, 0, `the big snapshot exits 0 (${big1.stderr})`);
-  t.match(big1.stdout, /^standby big 20261201T070001Z: 1 files \(0 reused\) · 0\.[12] MB · push node-b ok \(1 blobs, 0\.15 MB\) · [0-9.]+s\n$/, 'the text summary is one line');
+  t.match(big1.stdout, /^standby big 20261201T070001Z: 1 files \(0 reused\) · 0\.[12] MB · push node-b ok \(1 blobs, 0\.15 MB\) · survival - · [0-9.]+s\n$/, 'the text summary is one line');
 
   // 2. A change to the ledger: the next core push sends only the database.
   db.prepare('INSERT INTO entries (text) VALUES (?)').run('two');
@@ -153,6 +156,63 @@ t.test('snapshot, push, verify and promote work end to end between two agents, a
   const wrongHolder = await hq(['snapshot', '--tier', 'core', '--config', cfgA], { HQ_GENERATION: '4', HQ_HOLDER: 'node-b' });
   t.equal(wrongHolder.code, 1, 'a snapshot on a host that is not the holder exits 1');
   t.match(wrongHolder.stderr, /only the holder snapshots/, 'and says only the holder snapshots');
+});
+
+t.test('the survival subset reaches the arbiter without a single secret, and a stale one is refused', async (t) => {
+  const base = tmp(t);
+  const member = 'd'.repeat(64);
+  const dataDir = join(base, 'arbiter-data');
+  const arb = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  await arb.register(survivalRoutes, { dataDir, authorize: (raw) => (raw.includes(`Bearer ${member}`) ? { machine: 'mbp' } : null) });
+  const arbUrl = await arb.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => arb.close());
+  const app = join(base, 'app');
+  const hqDir = join(base, 'hq');
+  write(hqDir, 'token', `${member}\n`);
+  chmodSync(join(hqDir, 'token'), 0o600);
+  const file = join(base, 'agent.json');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      hostName: 'mbp',
+      stateDir: hqDir,
+      arbiterUrl: arbUrl,
+      tailscaleBin: '',
+      replication: { stateDir: app, standbyDir: join(base, 'standby'), outboxDir: join(base, 'outbox'), plan: { files: [{ path: 'config.json' }], dirs: [{ path: 'decisions', survival: true }] } },
+    }),
+  );
+  write(app, 'config.json', '{}');
+  write(app, 'decisions/keep.md', 'keep\n');
+  for (const secret of ['decisions/api-token.txt', 'decisions/auth.json', 'decisions/deploy.pem', 'decisions/secrets/x.md', 'decisions/.env']) write(app, secret, 'shh');
+  const r = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { HQ_GENERATION: '3', HQ_HOLDER: 'mbp' }, () => T0);
+  t.equal(r.code, 0, `the snapshot with a survival copy exits 0 (${r.stderr}${r.stdout})`);
+  const out = JSON.parse(r.stdout) as { survivalCopy: { ok: boolean; files: number }; files: number };
+  t.equal(out.files, 7, 'the standby generation holds every planned file, secrets included');
+  t.same(out.survivalCopy, { ok: true, files: 1, sentBytes: 5 }, 'one file went to the arbiter');
+  const kept = join(dataDir, 'survival', 'mbp', 'core', '20261201T070000Z');
+  t.same(readdirSync(join(kept, 'decisions')).sort(), ['keep.md'], 'the arbiter holds the survival file and no secret');
+  t.notOk(existsSync(join(kept, 'config.json')), 'an item not marked survival stays off the arbiter');
+  t.equal(readlinkSync(join(dataDir, 'survival', 'mbp', 'core', 'latest')), '20261201T070000Z', 'the arbiter moved its latest');
+  const forged = await fetch(`${arbUrl}/v1/survival/core/20261201T070009Z`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${member}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      manifest: { generation: '20261201T070009Z', tier: 'core', leaseGeneration: 3, holder: 'mbp', entries: [{ path: 'decisions/auth.json', bytes: 3, sha256: 'a'.repeat(64) }] },
+      sums: `${'a'.repeat(64)}  decisions/auth.json\n`,
+    }),
+  });
+  t.equal(forged.status, 400, 'the arbiter refuses a secret even when an agent sends one');
+  write(app, 'decisions/keep.md', 'keep 2\n');
+  const r4 = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { HQ_GENERATION: '4', HQ_HOLDER: 'mbp' }, () => T0 + 1000);
+  t.equal(r4.code, 0, 'a copy from generation 4 is accepted');
+  write(app, 'decisions/keep.md', 'keep 3 from the old holder\n');
+  const r3 = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { HQ_GENERATION: '3', HQ_HOLDER: 'mbp' }, () => T0 + 2000);
+  t.equal(r3.code, 1, 'a survival copy from generation 3 after 4 exits 1');
+  t.equal((JSON.parse(r3.stdout) as { survivalCopy: { error: string } }).survivalCopy.error, 'HQ_ERR_STALE_GENERATION', 'the arbiter refuses it as stale');
+  const none = await fetch(`${arbUrl}/v1/survival/core/20261201T070009Z`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{}' });
+  t.equal(none.status, 401, 'a survival write without the member token is 401');
+  const list = (await (await fetch(`${arbUrl}/v1/survival`)).json()) as { machines: { machine: string; tiers: { tier: string; latest: string | null }[] }[] };
+  t.equal(list.machines[0]?.tiers[0]?.latest, '20261201T070001Z', 'the listing shows the latest survival generation');
 });
 
 t.test('hq standby role answers from the arbiter record and the seen generation', async (t) => {

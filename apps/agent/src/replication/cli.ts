@@ -22,6 +22,8 @@ import { isTier, TIERS, type Tier } from './manifest.js';
 import { planTier } from './plan.js';
 import { promote, formatPromote, PromoteError } from './promote.js';
 import { pushGeneration, type PushResult } from './push.js';
+import { pushSurvival, type SurvivalResult } from './survival.js';
+
 import { decideRole, leaseOf, parseDefaultSource } from './role.js';
 import { buildSnapshot, SnapshotError } from './snapshot.js';
 import { formatVerification, verifyTier } from './verify.js';
@@ -51,6 +53,11 @@ export const STANDBY_SPECS = Object.freeze({
       { name: 'tier', kind: 'string', value: 'core|big|obs', help: 'The tier to snapshot. Required.', required: true },
       { name: 'dry-run', kind: 'boolean', help: 'Prints the plan (files, sizes, survival items, skipped paths) and writes nothing. Default: off.' },
       { name: 'no-push', kind: 'boolean', help: 'Builds the generation in the outbox without pushing it. Default: off, push to every standby.' },
+      {
+        name: 'survival',
+        kind: 'boolean',
+        help: 'Also sends the survival subset (plan items marked survival, never a secret) to the arbiter with the member token. Default: off.',
+      },
       JSON_FLAG,
     ],
     exits: '0 built and pushed, 1 refused or failed, 2 usage or config error, 3 a standby unreachable.',
@@ -198,6 +205,20 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
       pushed.push({ host, result });
     }
   }
+  let survival: SurvivalResult | null = null;
+  if (flagBool(p, 'survival')) {
+    const subset = new Set(snap.survival);
+    const entries = snap.manifest.entries.filter((e) => subset.has(e.path));
+    try {
+      const c = await resolveNetwork(l.agent);
+      const tok = await readToken(c.tokenFile);
+      survival = tok.ok
+        ? await pushSurvival({ dir: snap.dir, manifest: snap.manifest, entries, arbiterUrl: c.arbiterUrl, token: tok.token, timeoutSeconds: Math.max(30, c.requestTimeoutSeconds) })
+        : { ok: false, status: null, error: null, message: `${tok.problem} (the member token, tokenFile)` };
+    } catch (err) {
+      survival = { ok: false, status: null, error: null, message: (err as Error).message };
+    }
+  }
   const seconds = Math.round((Date.now() - started) / 100) / 10;
   const m = snap.manifest;
   const summary = {
@@ -209,6 +230,7 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     leaseGeneration: m.leaseGeneration,
     holder: m.holder,
     survival: snap.survival.length,
+    survivalCopy: survival,
     pushed: pushed.map(({ host, result }) =>
       result.ok
         ? { host, ok: true, sentBytes: result.sentBytes, sentBlobs: result.sentBlobs }
@@ -220,9 +242,16 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     pushed.length === 0
       ? '-'
       : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
-  line(ctx, json, summary, `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · ${seconds}s`);
+  const survivalText = survival === null ? '-' : survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`;
+  line(
+    ctx,
+    json,
+    summary,
+    `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · survival ${survivalText} · ${seconds}s`,
+  );
   if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) return 1;
-  if (pushed.some((x) => !x.result.ok)) return 3;
+  if (survival !== null && !survival.ok && survival.status !== null) return 1;
+  if (pushed.some((x) => !x.result.ok) || (survival !== null && !survival.ok)) return 3;
   return 0;
 }
 

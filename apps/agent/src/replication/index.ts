@@ -21,6 +21,7 @@ export {
 export { buildSnapshot, survivalSubset, stripHostLocal, SnapshotError, type SnapshotResult } from './snapshot.js';
 export { planTier, type Plan, type Planned } from './plan.js';
 export { pushGeneration, type PushResult } from './push.js';
+export { pushSurvival, type SurvivalResult } from './survival.js';
 export { verifyTier, checkGenerationDir, formatVerification, type TierVerification } from './verify.js';
 export { promote, formatPromote, PromoteError, type PromoteSummary } from './promote.js';
 export { decideRole, parseDefaultSource } from './role.js';
