@@ -6,14 +6,15 @@
 #   skip   → nothing (not the default source before the first lease, a seen generation without
 #            a lease, or the lease cannot be read).
 # Environment: HQ_CONFIG (the agent config, with its replication block) and
-# HQ_REP_DEFAULT_SOURCE (the pre-lease source and its aliases, e.g. "mbp,macbookprom5").
+# HQ_REP_DEFAULT_SOURCE (the pre-lease source and its aliases, e.g. "mbp,macbookprom5"); set
+# HQ_REP_SURVIVAL=1 to also send the survival subset to the arbiter (--survival).
 set -eu
 tier="${1:?usage: hq-standby.sh core|big|obs}"
 source_hosts="${HQ_REP_DEFAULT_SOURCE:?set HQ_REP_DEFAULT_SOURCE to the pre-lease source host}"
 role="$(hq standby role --default-source "$source_hosts")"
 case "$role" in
-  direct) exec hq standby snapshot --tier "$tier" ;;
-  fenced) exec hq fence run --role cron -- hq standby snapshot --tier "$tier" ;;
+  direct) exec hq standby snapshot --tier "$tier" ${HQ_REP_SURVIVAL:+--survival} ;;
+  fenced) exec hq fence run --role cron -- hq standby snapshot --tier "$tier" ${HQ_REP_SURVIVAL:+--survival} ;;
   skip)   echo "hq-standby $tier: skip ($(hq standby role --default-source "$source_hosts" --json))"; exit 0 ;;
   *)      echo "hq-standby $tier: unexpected role '$role'" >&2; exit 2 ;;
 esac

@@ -206,7 +206,9 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     }
   }
   let survival: SurvivalResult | null = null;
-  if (flagBool(p, 'survival')) {
+  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with.
+  const survivalSkipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
+  if (flagBool(p, 'survival') && !survivalSkipped) {
     const subset = new Set(snap.survival);
     const entries = snap.manifest.entries.filter((e) => subset.has(e.path));
     try {
@@ -242,7 +244,7 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     pushed.length === 0
       ? '-'
       : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
-  const survivalText = survival === null ? '-' : survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`;
+  const survivalText = survivalSkipped ? 'skipped (no lease yet)' : survival === null ? '-' : survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`;
   line(
     ctx,
     json,
