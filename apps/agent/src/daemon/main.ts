@@ -39,6 +39,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock, log: log.child({ component: 'agent' }), observer: metrics });
   metrics.attach(agent);
+  const { Member } = await import('../registry/member.js');
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
@@ -81,7 +82,6 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   );
   agent.start();
   // SPEC §8: the machine registers itself in the arbiter's registry with its load and duties.
-  const { Member } = await import('../registry/member.js');
   const member = new Member({
     arbiterUrl: config.arbiterUrl,
     machine: config.hostName,
@@ -141,7 +141,18 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)} (see --help)\n`);
     return 2;
   }
-  let handle: DaemonHandle;
+  // Signals are caught from the first moment: one arriving during start-up stops the daemon
+  // cleanly as soon as it is up (never a half-started process killed with its socket left).
+  let handle: DaemonHandle | null = null;
+  let signalled = false;
+  let exit: ((code: number) => void) | null = null;
+  const onSignal = (): void => {
+    if (signalled) return;
+    signalled = true;
+    if (handle !== null) void handle.stop().then(() => exit?.(0));
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   try {
     handle = await startDaemon(configPath);
   } catch (err) {
@@ -152,11 +163,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`hq-agent: cannot start: ${(err as Error).message}\n`);
     return 1;
   }
+  const started = handle;
   return new Promise<number>((done) => {
-    const onSignal = (): void => {
-      void handle.stop().then(() => done(0));
-    };
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
+    exit = done;
+    if (signalled) void started.stop().then(() => done(0));
   });
 }
