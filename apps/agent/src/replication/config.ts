@@ -116,8 +116,8 @@ export const REPLICATION_DEFAULTS = Object.freeze({
   cron: Object.freeze({ core: '*/10 * * * *', big: '15 */6 * * *', obs: '45 */6 * * *' }),
   /** The host-local keys of `config.json`: the `hq` block names this host and must never ride a copy. */
   hostLocalKeys: Object.freeze(['hq']) as readonly string[],
-  /** 8 MiB per blob request: well inside the peer listener's 10 s request timeout on a slow link. */
-  chunkBytes: 8 * 1024 * 1024,
+  /** 4 MiB per blob request: inside the peer listener's 10 s request timeout down to ~4 Mbit/s; smaller costs more round trips. */
+  chunkBytes: 4 * 1024 * 1024,
   /** Local generations kept in the outbox: the previous one is all that reuse needs. */
   keepLocal: 2,
 });
