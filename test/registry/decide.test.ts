@@ -177,3 +177,9 @@ t.test('bands from the config file fill the defaults and are validated', async (
   const bad = bandsFromConfig({ offline: { from: 31460, to: 31470 } });
   t.same(bad.ok ? null : bad.key, 'portBands.offline', 'an overlapping offline band names its key');
 });
+
+t.test("the registry's host pattern is the arbiter config's", async (t) => {
+  const { HOST_SCHEMA_PATTERN: fromConfig } = await import('../../apps/arbiter/src/config.js');
+  const { HOST_SCHEMA_PATTERN: fromRegistry } = await import('../../apps/arbiter/src/registry/decide.js');
+  t.equal(fromRegistry, fromConfig, 'one host rule everywhere');
+});

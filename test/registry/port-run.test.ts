@@ -6,27 +6,17 @@
 import t, { type Test } from 'tap';
 import type { Bands } from '../../apps/arbiter/src/registry/decide.js';
 import type { FleetRow } from '../../apps/agent/src/cli/fleet.js';
-import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { run, shortDir, sleep, writeConfig } from '../agent/helpers.js';
-import { childEnv } from '../arbiter/child.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
 import { PORT_RUN_SPEC, portCommand } from '../../apps/agent/src/cli/port.js';
 import { FLEET_SPEC, fleetTable } from '../../apps/agent/src/cli/fleet.js';
 import { registryHarness, machineBody, type RegistryHarness } from './helper.js';
 
-const FIXTURE = resolve(import.meta.dirname, 'fixtures/hq.mjs');
-const ROOT = resolve(import.meta.dirname, '../..');
-
-// The fixture runs the compiled commands: build the agent once (incremental, quick when current).
-// A type error elsewhere in the agent must not hide these tests when the files they run were emitted.
-try {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/agent')], { stdio: 'inherit', env: childEnv() });
-} catch (err) {
-  if (!existsSync(join(ROOT, 'apps/agent/dist/cli/port.js'))) throw err;
-}
+// Source through tsx: no build step (the agent's dist may lag behind files others are editing).
+const FIXTURE = resolve(import.meta.dirname, 'fixtures/hq.ts');
 const node = process.execPath;
 
 async function setup(t: Test, bands?: Bands) {
@@ -42,7 +32,7 @@ async function setup(t: Test, bands?: Bands) {
 }
 
 function hq(args: readonly string[], opts: Parameters<typeof run>[1] = {}) {
-  return run([FIXTURE, ...args], { timeoutMs: 40_000, ...opts, env: { HQ_PORT_PROBE_HOST: '127.0.0.1', ...(opts.env ?? {}) } });
+  return run(['--import', 'tsx', FIXTURE, ...args], { timeoutMs: 40_000, ...opts, env: { HQ_PORT_PROBE_HOST: '127.0.0.1', ...(opts.env ?? {}) } });
 }
 
 async function leases(h: RegistryHarness): Promise<number[]> {

@@ -24,6 +24,8 @@
 export const RESOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,63}$/;
 /** The same rule as a JSON-schema pattern (reserved words excluded by a lookahead). */
 export const RESOURCE_ID_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,63}$';
+/** SPEC §1 host names as a JSON-schema pattern (the same rule as config.ts; kept here so the registry imports nothing from the arbiter). */
+export const HOST_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$';
 export const LEASE_ID_PATTERN = /^[0-9a-f]{32}$/;
 export const LEASE_ID_SCHEMA_PATTERN = '^[0-9a-f]{32}$';
 

@@ -1,6 +1,9 @@
+/**
+ * The registry's TypeBox schemas. This module imports nothing from the arbiter (config.ts imports
+ * `PortBandsConfig` from here, so an import back would be a cycle).
+ */
 import Type, { type Static } from 'typebox';
-import { HOST_SCHEMA_PATTERN } from '../config.js';
-import { LEASE_ID_SCHEMA_PATTERN, MIN_TTL_MS, RESOURCE_ID_SCHEMA_PATTERN } from './decide.js';
+import { HOST_SCHEMA_PATTERN, LEASE_ID_SCHEMA_PATTERN, MIN_TTL_MS, RESOURCE_ID_SCHEMA_PATTERN } from './decide.js';
 
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
