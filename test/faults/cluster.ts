@@ -20,14 +20,17 @@ import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { callAgent } from '../../apps/agent/src/cli/local.js';
+import { request } from 'node:http';
+
+import { buildRoot } from './build.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
-export const AGENT_DAEMON = join(ROOT, 'apps/agent/dist/daemon-cli.js');
-export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
 const WORKER = join(ROOT, 'test/faults/worker.mjs');
 const RELAY = join(ROOT, 'test/faults/relay.mjs');
+// Resolved at each use: a run may pin its build (HQF_ROOT) after this module loaded.
+const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
+const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
+const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';
@@ -90,7 +93,7 @@ export function netnsUnavailable(): string | null {
   const veth = spawnSync('ip', ['-n', name, 'link', 'add', 'hqfa', 'type', 'veth', 'peer', 'name', 'hqfb'], { encoding: 'utf8' });
   spawnSync('ip', ['netns', 'del', name]);
   if (veth.status !== 0) return `veth pairs cannot be made: ${veth.stderr.trim()}`;
-  if (!existsSync(join(ROOT, 'apps/arbiter/dist/cli.js')) || !existsSync(AGENT_DAEMON)) return 'the daemons are not built (npx tsc -b)';
+  if (!existsSync(ARBITER_CLI_()) || !existsSync(AGENT_DAEMON_())) return 'the daemons are not built (npx tsc -b)';
   return null;
 }
 
@@ -122,6 +125,28 @@ function hookCleanup(): void {
       process.exit(130);
     });
   }
+}
+
+/** GET on an agent's unix socket (the harness's own client: no dependency on the code under test). */
+export function askSocket(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: unknown } | null> {
+  return new Promise((done) => {
+    const req = request({ socketPath, path, method: 'GET', timeout: timeoutMs }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        try {
+          done({ status: res.statusCode ?? 0, body: JSON.parse(text) });
+        } catch {
+          done(null);
+        }
+      });
+      res.on('error', () => done(null));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => done(null));
+    req.end();
+  });
 }
 
 /** Destroys every cluster still alive (a test's teardown). */
@@ -298,7 +323,7 @@ export class NetnsCluster {
 
   private issueTokens(): void {
     const issue = (machine: string, scope: string): string =>
-      execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }).trim();
+      execFileSync(process.execPath, [ARBITER_CLI_(), 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }).trim();
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${issue(h, 'member')}\n`, { mode: 0o600 });
     this.adminToken = issue('ops', 'admin');
     const peer = randomBytes(32).toString('hex');
@@ -358,13 +383,13 @@ export class NetnsCluster {
   }
 
   async startArbiter(): Promise<void> {
-    this.daemons.set('arbiter', this.spawnIn('arb', 'arbiter', [ARBITER_CLI, 'serve', '--config', this.arbiterConfig], this.env('arbiter'), true));
+    this.daemons.set('arbiter', this.spawnIn('arb', 'arbiter', [ARBITER_CLI_(), 'serve', '--config', this.arbiterConfig], this.env('arbiter'), true));
     if (this.relay === null || this.relay.exited) this.startRelay();
     await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000)).status === 200, 20_000, 'the arbiter answers /v1/health');
   }
 
   async startAgent(h: Host): Promise<void> {
-    this.daemons.set(h, this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', h, [AGENT_DAEMON, '--config', this.agentConfig(h)], this.env(h), true));
+    this.daemons.set(h, this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', h, [AGENT_DAEMON_(), '--config', this.agentConfig(h)], this.env(h), true));
     await this.waitFor(async () => existsSync(this.socket(h)), 20_000, `agent ${h} opens its socket`);
   }
 
@@ -428,7 +453,7 @@ export class NetnsCluster {
   /** The first lease: `hq lease acquire` inside mbp's namespace, recorded as an acknowledged CAS. */
   async acquire(h: Host = 'mbp', waitSeconds = 30): Promise<void> {
     const t0 = hr();
-    const r = await this.run(h === 'mbp' ? 'mbp' : 'nodeb', [HQ_CLI, 'lease', 'acquire', '--wait', String(waitSeconds), '--json', '--config', this.agentConfig(h)], (waitSeconds + 10) * 1000);
+    const r = await this.run(h === 'mbp' ? 'mbp' : 'nodeb', [HQ_CLI_(), 'lease', 'acquire', '--wait', String(waitSeconds), '--json', '--config', this.agentConfig(h)], (waitSeconds + 10) * 1000);
     const t1 = hr();
     let lease: { generation?: number; revision?: number } | undefined;
     try {
@@ -470,7 +495,7 @@ export class NetnsCluster {
       return;
     }
     const env = { ...this.env(null), HQF_HOST: h };
-    const p = this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', `fence-${h}`, [HQ_CLI, 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h)], env, false);
+    const p = this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', `fence-${h}`, [HQ_CLI_(), 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h)], env, false);
     this.workerSpawns++;
     this.workerSup.set(h, p);
     p.child.once('exit', () => {
@@ -503,9 +528,9 @@ export class NetnsCluster {
         (async () => {
           while (this.sampling && !this.destroyed) {
             const t0 = hr();
-            const r = await callAgent(this.socket(h), 'GET', '/v1/fence?role=cron', 1).catch(() => null);
+            const r = await askSocket(this.socket(h), '/v1/fence?role=cron', 1000);
             const t1 = hr();
-            if (r !== null && r.kind === 'answer' && r.status === 200 && !this.destroyed) {
+            if (r !== null && r.status === 200 && !this.destroyed) {
               const b = r.body as { run?: boolean; reason?: string; generation?: number; holder?: string | null };
               this.lastFence.set(h, { run: b.run === true, generation: b.generation ?? 0, holder: b.holder ?? null, t: t1 });
               this.record({ src: 'fence', host: h, run: b.run ?? null, reason: b.reason ?? null, generation: b.generation ?? null, holder: b.holder ?? null, t0, t1 });

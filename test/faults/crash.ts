@@ -9,13 +9,14 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import Database from 'better-sqlite3';
 import { rng } from './schedule.js';
+import { buildRoot } from './build.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+// Resolved at each use: a run may pin its build (HQF_ROOT, see build.ts).
+const cli = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -43,7 +44,7 @@ interface Life {
 }
 
 async function startArbiter(config: string): Promise<Life> {
-  const proc = spawn(process.execPath, [CLI, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += String(d)));
@@ -107,7 +108,7 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
       dataDir: join(dir, 'var'),
     }),
   );
-  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [CLI, 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
+  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
   const member: Record<string, string> = { mbp: issue('mbp', 'member'), 'node-b': issue('node-b', 'member') };
   const admin = issue('ops', 'admin');
   const res: CrashResult = { killPoints: 0, acknowledged: 0, byOp: { acquire: 0, renew: 0, transfer: 0 }, losses: 0, integrityFailures: 0, errors: [], minutes: 0 };

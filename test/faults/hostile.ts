@@ -15,12 +15,13 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { rng } from './schedule.js';
+import { buildRoot } from './build.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+// Resolved at each use: a run may pin its build (HQF_ROOT, see build.ts).
+const cli = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -406,9 +407,9 @@ export async function startServer(): Promise<Server> {
   // day): no background write moves the revision or the event log under the comparison.
   const hour = (new Date().getUTCHours() + 12) % 24;
   writeFileSync(config, JSON.stringify({ tailscaleBin: '', checkCron: `0 ${hour} * * *`, listen: { host: '127.0.0.1', port: 0 }, dataDir: join(dir, 'var'), candidates: ['mbp', 'node-b'] }));
-  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [CLI, 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
+  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
   const tokens: Tokens = { admin: issue('ops', 'admin'), mbp: issue('mbp', 'member'), nodeb: issue('node-b', 'member'), query: issue('dash', 'query') };
-  const proc = spawn(process.execPath, [CLI, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += String(d)));
   const port = await new Promise<number>((done, fail) => {

@@ -1,6 +1,9 @@
 /**
  * `npm run test:faults -- [--schedules N] [--seed S] [--window W] [--kill-points K]
- * [--requests R] [--only schedules,crash,hostile] [--from I] [--keep-failed] [--keep-all] [--json FILE]`
+ * [--requests R] [--only schedules,crash,hostile] [--from I] [--keep-failed] [--keep-all] [--no-pin] [--json FILE]`
+ *
+ * By default the run builds the committed HEAD in /tmp/hqf-build-<commit> and tests that build
+ * (`--no-pin`: the checkout's apps/<name>/dist as they are).
  *
  * The full fault run (issue 5): N seeded fault schedules on a real cluster in network
  * namespaces (default 1000, each about 45 s), K kill -9 points of the arbiter during streams of
@@ -45,8 +48,15 @@ function stats(xs: readonly number[]): { n: number; median: number | null; p95: 
   return { n: s.length, median: q(0.5), p95: q(0.95), max: Math.round(s[s.length - 1]! * 100) / 100 };
 }
 
+// A long run tests one committed build, not a dist that other work rewrites meanwhile.
+let commit = 'checkout dist';
+if (!process.argv.includes('--no-pin')) {
+  const { pinBuild } = await import('./build.js');
+  commit = pinBuild((s) => process.stdout.write(s + '\n'));
+}
+
 const started = Date.now();
-const summary: { [k: string]: unknown } = { command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(), seed, startedAt: new Date(started).toISOString() };
+const summary: { [k: string]: unknown } = { command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(), seed, commit, startedAt: new Date(started).toISOString() };
 let failed = false;
 
 if (only.has('schedules') && schedules > 0) {

@@ -111,7 +111,13 @@ export interface ScheduleResult {
 export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string }): Promise<ScheduleResult> {
   const began = hr();
   const errors: string[] = [];
-  const c = NetnsCluster.create(opts.tag);
+  let c: NetnsCluster;
+  try {
+    c = NetnsCluster.create(opts.tag);
+  } catch (err) {
+    // No cluster, no history: the schedule is UNKNOWN (and fails the run).
+    return { schedule, report: check(''), recovery: null, seconds: hr() - began, dir: null, errors: [`cluster: ${(err as Error).message.slice(0, 300)}`], phases: {} };
+  }
   let report: Report | null = null;
   let recovery: number | null = null;
   let keep = false;
