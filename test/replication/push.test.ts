@@ -1,5 +1,9 @@
 import t from 'tap';
-import { existsSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import Fastify from 'fastify';
+import { replicationPeerRoutes } from '../../apps/agent/src/replication/routes.js';
+import { standbyPeerOptions } from '../../apps/agent/src/replication/wire.js';
+import { TokenFile } from '../../apps/agent/src/tokens.js';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -273,4 +277,30 @@ t.test('a blob damaged on the standby is found at commit and sent again', async 
   t.ok(r.ok, 'the push still succeeds');
   if (r.ok) t.equal(r.sentBlobs, 2, 'the changed blob and the damaged one are sent');
   t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the new latest verifies');
+});
+
+t.test('standbyPeerOptions wires the receiver to the peer token file, re-read after a rotation', async (t) => {
+  const base = tmp(t);
+  const tokenFile = write(base, 'peer-token', `${TOKEN}\n`);
+  chmodSync(tokenFile, 0o600);
+  const cfg = config(base, { plan: { files: [{ path: 'a.txt' }] } });
+  write(cfg.stateDir, 'a.txt', 'a\n');
+  const app = Fastify({ logger: false });
+  await app.register(replicationPeerRoutes, await standbyPeerOptions({ replication: cfg, peerToken: new TokenFile(tokenFile), seenGeneration: () => 2 }));
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const g = await buildSnapshot({ cfg, tier: 'core', host: 'mbp', lease: { generation: 1, holder: 'mbp' }, now: () => T0 });
+  const stale = await pushGeneration({ dir: g.dir, baseUrl: url, token: TOKEN, timeoutSeconds: 5, chunkBytes: 65536 });
+  t.equal(stale.ok ? 'accepted' : stale.error, 'HQ_ERR_STALE_GENERATION', "a push below the agent's seen generation is refused");
+  const g2 = await buildSnapshot({ cfg, tier: 'core', host: 'mbp', lease: { generation: 2, holder: 'mbp' }, now: () => T0 + 1000 });
+  t.ok((await pushGeneration({ dir: g2.dir, baseUrl: url, token: TOKEN, timeoutSeconds: 5, chunkBytes: 65536 })).ok, 'a push at the seen generation is accepted');
+  const rotated = 'e'.repeat(64);
+  writeFileSync(tokenFile, `${rotated}\n`);
+  chmodSync(tokenFile, 0o600);
+  const old = await request(`${url}/v1/standby`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  await old.body.text();
+  t.equal(old.statusCode, 401, 'the old token fails after the rotation');
+  const fresh = await request(`${url}/v1/standby`, { headers: { authorization: `Bearer ${rotated}` } });
+  await fresh.body.text();
+  t.equal(fresh.statusCode, 200, 'the new token works without a restart');
 });

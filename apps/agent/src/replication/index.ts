@@ -4,6 +4,7 @@
  *  - `standbyCommand` (or `STANDBY_COMMANDS`) in the `hq` command table as `hq standby …`.
  */
 export { replicationPeerRoutes, type ReplicationPeerRoutesOptions } from './routes.js';
+export { standbyPeerOptions } from './wire.js';
 export { StandbyReceiver, type ReceiverOptions, type ReceiverLog } from './receiver.js';
 export { standbyCommand, standbySnapshot, standbyVerify, standbyPromote, standbyRole, STANDBY_COMMANDS, STANDBY_SPECS, type StandbyContext } from './cli.js';
 export {
