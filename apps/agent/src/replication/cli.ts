@@ -12,9 +12,6 @@
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
 import { CliError, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
-import { STANDBY_SPECS } from './specs.js';
-
-export { STANDBY_SPECS };
 import { seenGeneration } from '../cli/context.js';
 import { callAgent } from '../cli/local.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
@@ -26,10 +23,13 @@ import { planTier } from './plan.js';
 import { promote, formatPromote, PromoteError } from './promote.js';
 import { pushGeneration, type PushResult } from './push.js';
 import { pushSurvival, type SurvivalResult } from './survival.js';
-
+import { readLatest } from './fsx.js';
 import { decideRole, leaseOf, parseDefaultSource } from './role.js';
 import { buildSnapshot, SnapshotError } from './snapshot.js';
+import { STANDBY_SPECS } from './specs.js';
 import { formatVerification, verifyTier } from './verify.js';
+
+export { STANDBY_SPECS };
 
 export interface StandbyContext {
   readonly stdout?: (s: string) => void;
@@ -202,7 +202,6 @@ export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Pr
   let tiers: Tier[];
   if (tierFlag !== undefined) tiers = tiersOf(tierFlag, '--tier');
   else {
-    const { readLatest } = await import('./fsx.js');
     tiers = [];
     for (const t of TIERS) if ((await readLatest(join(standbyDir, t, 'latest'))) !== null) tiers.push(t);
     if (tiers.length === 0) {
