@@ -205,3 +205,16 @@ t.test('metrics expose the SPEC names computed from the store', async (t) => {
     t.ok(res.body.includes(name), `metrics include ${name}`);
   }
 });
+
+t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', async (t) => {
+  const h = await harness(t, { portBands: { test: { from: 40000, to: 40001 } } }, { registry: true });
+  const a = await h.post('/v1/leases/port', { machine: 'mbp', purpose: 'web', ttlMs: 60000 }, h.tokens.mbp);
+  t.equal(a.statusCode, 200, 'a port lease is granted');
+  t.equal(a.json().port, 40000, 'the lowest port of the configured test band');
+  const wrong = await h.post('/v1/leases/port', { machine: 'node-b', purpose: 'web', ttlMs: 60000 }, h.tokens.mbp);
+  t.equal(wrong.statusCode, 403, 'a member token leases only for its machine');
+  const reg = await h.post('/v1/resources/register', { id: 'mbp', name: 'mbp', kind: 'machine', machine: 'mbp', attrs: { cpuCount: 8 }, observedAt: h.clock.now() * 1000, ttlMs: 120000 }, h.tokens.mbp);
+  t.equal(reg.statusCode, 200, 'a machine registers');
+  t.equal((await h.get('/v1/resources')).json().resources.length, 1, 'and is listed');
+  t.match((await h.get('/metrics')).body, /hq_fleet_member_up\{machine="mbp"\} 1/, 'fleet gauges are on the arbiter registry');
+});

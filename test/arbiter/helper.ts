@@ -49,12 +49,12 @@ export interface Harness {
   settle(): Promise<void>;
 }
 
-export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober; clockStart?: number; realProbes?: boolean; restart?: boolean } = {}): Promise<Harness> {
+export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober; clockStart?: number; realProbes?: boolean; restart?: boolean; registry?: boolean } = {}): Promise<Harness> {
   const dir = opts.dir ?? t.testdir();
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
-  const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true });
+  const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
   const app = await rt.app();
   t.teardown(() => rt.close());
   const now = clock.now();

@@ -10,9 +10,12 @@ import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { validate as cronValidate } from 'node-cron';
 import { checkTiming, cronIntervalSeconds, hostProblem, isHost } from '@hq/lease-core';
+// Before the registry schemas: they import HOST_SCHEMA_PATTERN back from this module.
+import { HOST_SCHEMA_PATTERN } from './host-pattern.js';
+import { PortBandsConfig } from './registry/schemas.js';
+import { bandsFromConfig, type Bands } from './registry/decide.js';
 
-/** SPEC §1 host pattern, with the two reserved names refused in the schema itself. */
-export const HOST_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$';
+export { HOST_SCHEMA_PATTERN };
 
 const HostName = Type.String({ pattern: HOST_SCHEMA_PATTERN });
 const Seconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
@@ -44,6 +47,8 @@ export const ConfigSchema = Type.Object(
     ),
     dataDir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
     auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
+    /** SPEC §8 port bands (see registry/README.md). */
+    portBands: Type.Optional(PortBandsConfig),
     hooks: Type.Optional(
       Type.Object(
         {
@@ -79,6 +84,8 @@ export interface ArbiterConfig {
   readonly dataDir: string;
   readonly auth: { readonly openReads: boolean };
   readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
+  /** SPEC §8 port bands, defaults filled in (registry/decide.ts). */
+  readonly portBands: Bands;
   /** Derived: the largest gap of `checkCron` / `heartbeatCron`, seconds. */
   readonly checkSeconds: number;
   readonly heartbeatSeconds: number;
@@ -221,6 +228,9 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   const probeTimeoutSeconds = file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2);
   const requestTimeoutSeconds = file.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
 
+  const bands = bandsFromConfig(file.portBands);
+  if (!bands.ok) return fail(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
+
   const timing = checkTiming({
     ttlSeconds,
     heartbeatSeconds,
@@ -254,6 +264,7 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
       auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
       hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
+      portBands: bands.bands,
       checkSeconds,
       heartbeatSeconds,
       failoverSeconds: timing.failoverSeconds,

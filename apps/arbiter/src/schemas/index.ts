@@ -1,5 +1,5 @@
 import Type, { type Static } from 'typebox';
-import { HOST_SCHEMA_PATTERN } from '../config.js';
+import { HOST_SCHEMA_PATTERN } from '../host-pattern.js';
 
 export const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN, maxLength: 32 });
 export const Generation = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });

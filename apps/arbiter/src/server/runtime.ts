@@ -15,6 +15,9 @@ import { EventSink, Hooks } from '../events.js';
 import { Metrics } from '../metrics.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { buildApp } from './app.js';
+import { registryRoutes } from '../registry/routes.js';
+import { registerFleetMetrics } from '../registry/metrics.js';
+import { RegistryStore, openRegistryDatabase } from '../registry/store.js';
 
 export function version(): string {
   try {
@@ -34,6 +37,11 @@ export interface RuntimeOptions {
   readonly ensureAdmin?: boolean;
   /** This is a (re)start of the daemon: clamp the previous life's times (lease-core `atRestart`). */
   readonly restart?: boolean;
+  /**
+   * Serve the SPEC §8 registry (resources, port leases, fleet gauges) from this app. The daemon
+   * does; tests that wire `registryRoutes` themselves (test/registry) leave it off.
+   */
+  readonly registry?: boolean;
   readonly hookAttempts?: number;
   readonly hookBackoffMs?: number;
   /** Default Node process metrics (off in tests that build many runtimes). */
@@ -49,6 +57,8 @@ export interface Runtime {
   readonly metrics: Metrics;
   readonly hooks: Hooks;
   readonly adminTokenPath: string | null;
+  /** SPEC §8: resources and port leases, on a second connection to the same hq.db (when enabled). */
+  readonly registry: RegistryStore | null;
   app(): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
@@ -74,6 +84,10 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     if (adminTokenPath !== null) log.info({ path: adminTokenPath }, 'admin token written');
   }
   if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
+  const nowMs = (): number => Math.round(clock.now() * 1000);
+  const registryDb = opts.registry === true ? openRegistryDatabase(store.path) : null;
+  const registry = registryDb === null ? null : new RegistryStore(registryDb, { bands: config.portBands });
+  if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
   let app: FastifyInstance | null = null;
   let closed = false;
   return {
@@ -85,11 +99,15 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     metrics,
     hooks,
     adminTokenPath,
+    registry,
     async app() {
-      app ??= await buildApp({
-        hq: { arbiter, checker, store, metrics, config, version: version() },
-        log,
-      });
+      if (app === null) {
+        app = await buildApp({
+          hq: { arbiter, checker, store, metrics, config, version: version() },
+          log,
+        });
+        if (registry !== null) await app.register(registryRoutes, { store: registry, now: nowMs });
+      }
       return app;
     },
     async close() {
@@ -100,6 +118,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       if (app !== null) await app.close();
       await checks;
       hooks.close();
+      if (registryDb?.open === true) registryDb.close();
       store.close();
     },
   };
