@@ -6,7 +6,7 @@
  * harness then runs that build (HQF_ROOT).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 export const CHECKOUT = resolve(import.meta.dirname, '../..');
@@ -21,20 +21,27 @@ export function pinBuild(log: (s: string) => void = () => undefined): string {
   const commit = execFileSync('git', ['-C', CHECKOUT, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
   const dir = `/tmp/hqf-build-${commit.slice(0, 12)}`;
   if (!existsSync(join(dir, '.built'))) {
+    // Built aside and renamed into place: two runs starting together never share a half build.
+    const tmp = `${dir}.tmp-${process.pid}`;
     log(`building ${commit.slice(0, 12)} in ${dir}`);
-    mkdirSync(dir, { recursive: true });
-    execFileSync('sh', ['-c', `git -C '${CHECKOUT}' archive HEAD apps packages tsconfig.base.json tsconfig.json package.json | tar -x -C '${dir}'`]);
-    const nm = join(dir, 'node_modules');
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    execFileSync('sh', ['-c', `git -C '${CHECKOUT}' archive HEAD apps packages tsconfig.base.json tsconfig.json package.json | tar -x -C '${tmp}'`]);
+    const nm = join(tmp, 'node_modules');
     mkdirSync(join(nm, '@hq'), { recursive: true });
     for (const e of readdirSync(join(CHECKOUT, 'node_modules'))) {
-      if (e === '@hq' || existsSync(join(nm, e))) continue;
-      symlinkSync(join(CHECKOUT, 'node_modules', e), join(nm, e));
+      if (e !== '@hq') symlinkSync(join(CHECKOUT, 'node_modules', e), join(nm, e));
     }
     for (const [name, path] of [['lease-core', 'packages/lease-core'], ['arbiter', 'apps/arbiter'], ['agent', 'apps/agent']] as const) {
-      if (!existsSync(join(nm, '@hq', name))) symlinkSync(join(dir, path), join(nm, '@hq', name));
+      symlinkSync(join('..', '..', path), join(nm, '@hq', name));
     }
-    execFileSync(process.execPath, [join(CHECKOUT, 'node_modules/typescript/bin/tsc'), '-b', dir], { stdio: 'inherit' });
-    execFileSync('touch', [join(dir, '.built')]);
+    execFileSync(process.execPath, [join(CHECKOUT, 'node_modules/typescript/bin/tsc'), '-b', tmp], { stdio: 'inherit' });
+    writeFileSync(join(tmp, '.built'), `${commit}\n`);
+    try {
+      renameSync(tmp, dir);
+    } catch {
+      rmSync(tmp, { recursive: true, force: true }); // another run finished first
+    }
   }
   process.env.HQF_ROOT = dir;
   return commit;
