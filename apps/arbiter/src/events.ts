@@ -136,6 +136,8 @@ export class EventSink {
   constructor(
     private readonly log: Logger,
     private readonly hooks: Hooks | null,
+    /** Called once per committed batch (wakes the event stream). */
+    private readonly committed: ((rows: readonly EventRow[]) => void) | null = null,
   ) {}
 
   /** One pino line per committed event, then hooks. Call only after commit. */
@@ -145,5 +147,6 @@ export class EventSink {
       this.log.info({ ...e.data, category: e.category, event: e.event, host: e.host, eventId: e.id, at: e.at }, 'hq event');
       if (this.hooks !== null && wantsHook(e)) this.hooks.deliver(e);
     }
+    if (rows.length > 0 && this.committed !== null) this.committed(rows);
   }
 }

@@ -15,6 +15,9 @@ import { heartbeatRoutes } from '../routes/heartbeat.js';
 import { adminRoutes } from '../routes/admin.js';
 import { eventRoutes } from '../routes/events.js';
 import { metricsRoutes } from '../routes/metrics.js';
+import { registerOpenApi } from './openapi.js';
+import { statusPage, statusPageOptions } from '../routes/status-page.js';
+import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 
 /** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
 export const BODY_LIMIT = 64 * 1024;
@@ -27,6 +30,12 @@ export interface AppOptions {
   /** Milliseconds a socket may stay idle. */
   readonly connectionTimeoutMs?: number;
   readonly keepAliveTimeoutMs?: number;
+  /**
+   * The operator pages: status page (`GET /`) and the event stream, woken by `waiters` after
+   * every commit. The daemon serves them; tests that register them with their own options
+   * (test/operator) leave this out.
+   */
+  readonly operator?: { readonly waiters: EventWaiters };
 }
 
 function oneLine(text: string): string {
@@ -112,11 +121,20 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   await app.register(contextPlugin, { hq: opts.hq });
   await app.register(authPlugin);
+  // Before every route: @fastify/swagger learns routes from an onRoute hook.
+  await registerOpenApi(app, { version: opts.hq.version, openReads: opts.hq.config.auth.openReads });
   await app.register(healthRoutes);
   await app.register(leaseRoutes);
   await app.register(heartbeatRoutes);
   await app.register(adminRoutes);
   await app.register(eventRoutes);
   await app.register(metricsRoutes);
+  if (opts.operator !== undefined) {
+    await app.register(statusPage, statusPageOptions(opts.hq));
+    await app.register(eventStreamRoutes, {
+      listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
+      waiters: opts.operator.waiters,
+    });
+  }
   return app;
 }

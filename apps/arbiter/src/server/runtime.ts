@@ -15,6 +15,8 @@ import { EventSink, Hooks } from '../events.js';
 import { Metrics } from '../metrics.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { buildApp } from './app.js';
+import { EventWaiters } from '../routes/events-stream.js';
+import { registerOperatorMetrics } from '../operator-metrics.js';
 import { registryRoutes } from '../registry/routes.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { RegistryStore, openRegistryDatabase } from '../registry/store.js';
@@ -42,6 +44,8 @@ export interface RuntimeOptions {
    * does; tests that wire `registryRoutes` themselves (test/registry) leave it off.
    */
   readonly registry?: boolean;
+  /** Serve the operator pages (status page, event stream) from this app. The daemon does. */
+  readonly operator?: boolean;
   readonly hookAttempts?: number;
   readonly hookBackoffMs?: number;
   /** Default Node process metrics (off in tests that build many runtimes). */
@@ -73,9 +77,11 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     { urls: config.hooks.urls, command: config.hooks.command, attempts: opts.hookAttempts, backoffMs: opts.hookBackoffMs },
     log.child({ component: 'hooks' }),
   );
-  const sink = new EventSink(log.child({ component: 'lease' }), hooks);
+  const waiters = new EventWaiters();
+  const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
   const arbiter = new Arbiter({ config, store, clock, sink, metrics });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
+  registerOperatorMetrics(metrics.registry, () => store.read(), config.failoverSeconds);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
   if (opts.restart === true) arbiter.restart();
   let adminTokenPath: string | null = null;
@@ -105,6 +111,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
         app = await buildApp({
           hq: { arbiter, checker, store, metrics, config, version: version() },
           log,
+          ...(opts.operator === true ? { operator: { waiters } } : {}),
         });
         if (registry !== null) await app.register(registryRoutes, { store: registry, now: nowMs });
       }

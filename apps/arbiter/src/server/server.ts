@@ -10,7 +10,7 @@ import { createRuntime, type Runtime } from './runtime.js';
 export const CLOSE_GRACE_MS = 9_000;
 
 export async function serve(config: ArbiterConfig): Promise<Runtime> {
-  const rt = createRuntime({ config, ensureAdmin: true, restart: true, registry: true });
+  const rt = createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true });
   const app = await rt.app();
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
