@@ -6,18 +6,8 @@
  */
 import { createServer } from 'node:http';
 import t from 'tap';
-import type { EventRow } from '../../apps/arbiter/src/store/store.js';
 import { followEvents, parseFrames, type StreamEvent } from '../../apps/agent/src/cli/events-follow.js';
-import { operatorHarness, type OperatorHarness } from './helper.js';
-
-function wireNotify(h: OperatorHarness): void {
-  const sink = h.rt.arbiter.deps.sink;
-  const emit = sink.emit.bind(sink);
-  sink.emit = (rows: readonly EventRow[]) => {
-    emit(rows);
-    h.waiters.notify(rows);
-  };
-}
+import { PREFIX, operatorHarness, wireNotify } from './helper.js';
 
 function until(pred: () => boolean, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -36,7 +26,7 @@ t.test('followEvents delivers each committed event once, across a dropped connec
   wireNotify(h);
   await h.settle();
   await h.app.listen({ host: '127.0.0.1', port: 0 });
-  const url = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}`;
+  const url = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}${PREFIX}`;
   const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
   const seen: StreamEvent[] = [];
   const problems: string[] = [];

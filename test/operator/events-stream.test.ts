@@ -1,5 +1,6 @@
 /**
- * `GET /v1/events/stream` over a real socket: the backlog after `after`, new events as they are
+ * `GET /v1/events/stream` over a real socket (the instance mounted under PREFIX with this
+ * test's timings, see helper.ts): the backlog after `after`, new events as they are
  * committed (woken by `EventWaiters.notify`, wired here the way the arbiter is asked to: after
  * the sink emits), resumption with Last-Event-ID, the slow-poll fallback, keep-alive comments,
  * the stream limit, auth, and that closing the app ends every stream.
@@ -8,7 +9,7 @@ import { request, type IncomingMessage } from 'node:http';
 import t from 'tap';
 import type { EventRow } from '../../apps/arbiter/src/store/store.js';
 import { EventWaiters, sseFrame } from '../../apps/arbiter/src/routes/events-stream.js';
-import { operatorHarness, type OperatorHarness } from './helper.js';
+import { PREFIX, operatorHarness, wireNotify, type OperatorHarness } from './helper.js';
 
 interface Stream {
   res: IncomingMessage;
@@ -61,15 +62,6 @@ function open(port: number, path: string, headers: Record<string, string> = {}):
   });
 }
 
-function wireNotify(h: OperatorHarness): void {
-  const sink = h.rt.arbiter.deps.sink;
-  const emit = sink.emit.bind(sink);
-  sink.emit = (rows: readonly EventRow[]) => {
-    emit(rows);
-    h.waiters.notify(rows);
-  };
-}
-
 async function listen(h: OperatorHarness): Promise<number> {
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   return (h.app.server.address() as { port: number }).port;
@@ -86,7 +78,7 @@ t.test('the stream sends the backlog, then each committed event at once', async 
   const backlog = h.rt.store.listEvents(0, 1000);
   t.ok(backlog.length > 0, 'settling wrote events');
   const port = await listen(h);
-  const s = await open(port, '/v1/events/stream?after=0');
+  const s = await open(port, `${PREFIX}/v1/events/stream?after=0`);
   t.teardown(() => s.close());
   t.equal(s.res.statusCode, 200, 'the stream answers 200');
   t.match(s.res.headers['content-type'], /^text\/event-stream/, 'the stream is text/event-stream');
@@ -110,7 +102,7 @@ t.test('without notify the slow poll still delivers within a poll interval', asy
   await h.settle();
   const port = await listen(h);
   const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
-  const s = await open(port, `/v1/events/stream?after=${after}`);
+  const s = await open(port, `${PREFIX}/v1/events/stream?after=${after}`);
   t.teardown(() => s.close());
   await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   await s.until((x) => /"event":"acquired"/.test(x), 3000);
@@ -124,7 +116,7 @@ t.test('Last-Event-ID resumes after the last event the client saw', async (t) =>
   t.ok(rows.length >= 2, 'there are at least two events');
   const port = await listen(h);
   const first = (rows[0] as EventRow).id;
-  const s = await open(port, '/v1/events/stream?after=0', { 'last-event-id': String(first) });
+  const s = await open(port, `${PREFIX}/v1/events/stream?after=0`, { 'last-event-id': String(first) });
   t.teardown(() => s.close());
   const last = (rows[rows.length - 1] as EventRow).id;
   await s.until((x) => ids(x).includes(last), 5000);
@@ -134,7 +126,7 @@ t.test('Last-Event-ID resumes after the last event the client saw', async (t) =>
 t.test('a quiet stream gets keep-alive comments, and closing the app ends it', async (t) => {
   const h = await operatorHarness(t, {}, { streamPollMs: 50, keepAliveMs: 100 });
   const port = await listen(h);
-  const s = await open(port, '/v1/events/stream?after=999999');
+  const s = await open(port, `${PREFIX}/v1/events/stream?after=999999`);
   await s.until((x) => x.includes(': keep-alive'), 3000);
   t.pass('a keep-alive comment arrived');
   const started = Date.now();
@@ -147,17 +139,17 @@ t.test('a quiet stream gets keep-alive comments, and closing the app ends it', a
 t.test('the stream limit, bad ids and openReads', async (t) => {
   const h = await operatorHarness(t, { auth: { openReads: false } }, { maxStreams: 1 });
   const port = await listen(h);
-  const anon = await open(port, '/v1/events/stream');
+  const anon = await open(port, `${PREFIX}/v1/events/stream`);
   t.equal(anon.res.statusCode, 401, 'without a token the stream is refused while openReads is false');
   anon.close();
   const auth = { authorization: `Bearer ${h.tokens.query}` };
-  const bad = await open(port, '/v1/events/stream?after=-1', auth);
+  const bad = await open(port, `${PREFIX}/v1/events/stream?after=-1`, auth);
   t.equal(bad.res.statusCode, 400, 'a negative id is a 400');
   bad.close();
-  const one = await open(port, '/v1/events/stream', auth);
+  const one = await open(port, `${PREFIX}/v1/events/stream`, auth);
   t.teardown(() => one.close());
   t.equal(one.res.statusCode, 200, 'the first stream opens');
-  const two = await open(port, '/v1/events/stream', auth);
+  const two = await open(port, `${PREFIX}/v1/events/stream`, auth);
   t.equal(two.res.statusCode, 503, 'a stream over the limit is a 503');
   const body = JSON.parse(await two.until(() => two.res.complete, 2000)) as { error: string };
   t.equal(body.error, 'HQ_ERR_TOO_MANY_STREAMS', 'with its code');
@@ -180,4 +172,17 @@ t.test('EventWaiters: notify wakes every waiter, a timeout or an abort resolves 
   w.notify([]);
   t.pass('notify with no rows is harmless');
   t.equal(sseFrame({ id: 3, at: 1, category: 'control', event: 'x', host: null, data: { s: 'a\nb' } }).split('\n').length, 5, 'a newline inside data stays escaped in one data line');
+});
+
+t.test('the stream app.ts mounts at /v1/events/stream delivers committed events', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  const port = await listen(h);
+  const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
+  const s = await open(port, `/v1/events/stream?after=${after}`);
+  t.teardown(() => s.close());
+  t.equal(s.res.statusCode, 200, 'the stream at /v1/events/stream answers 200');
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  await s.until((x) => /"event":"acquired"/.test(x), 5000);
+  t.pass('the acquire arrived');
 });

@@ -4,7 +4,10 @@
  *  - `registerOpenApi` before every route. Until app.ts calls it, the test registers it from the
  *    `fastify.initialization` diagnostics channel, i.e. as the very first plugin of the app that
  *    `buildApp` creates; once app.ts calls it, that call finds it registered and does nothing.
- *  - the status page and the event stream, unless app.ts already registered them;
+ *  - the status page and the event stream, unless app.ts already registered them (then with
+ *    the test's options); and always a second instance of each under `/t` with the test's
+ *    options (load, stream timings, the test's own waiters), for the tests that need them
+ *    whatever app.ts passes;
  *  - the operator gauges on the runtime's registry (a no-op once runtime.ts registers them).
  * Every route the app registers is collected with an `onRoute` hook from the same channel.
  */
@@ -18,9 +21,23 @@ import { statusPage, statusPageOptions, type StatusPageOptions } from '../../app
 import { EventWaiters, eventStreamRoutes } from '../../apps/arbiter/src/routes/events-stream.js';
 import { registerOperatorMetrics } from '../../apps/arbiter/src/operator-metrics.js';
 
+/** Where the instances with the test's options are mounted. */
+export const PREFIX = '/t';
+
 export interface OperatorHarness extends Harness {
   readonly routes: RouteOptions[];
+  /** The waiters of the test's stream instances (wire them with `wireNotify`). */
   readonly waiters: EventWaiters;
+}
+
+/** Makes every committed batch wake the test's waiters too (as runtime.ts does for its own). */
+export function wireNotify(h: OperatorHarness): void {
+  const sink = h.rt.arbiter.deps.sink;
+  const emit = sink.emit.bind(sink);
+  sink.emit = (rows) => {
+    emit(rows);
+    h.waiters.notify(rows);
+  };
 }
 
 export interface OperatorOptions {
@@ -51,17 +68,17 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
   }
   registerOperatorMetrics(h.rt.metrics.registry, () => h.rt.store.read(), h.rt.config.failoverSeconds);
   const waiters = new EventWaiters();
-  if (!h.app.hasRoute({ method: 'GET', url: '/' })) {
-    await h.app.register(statusPage, { ...statusPageOptions(h.app.hq), ...opts.status });
-  }
-  if (!h.app.hasRoute({ method: 'GET', url: '/v1/events/stream' })) {
-    await h.app.register(eventStreamRoutes, {
-      listEvents: (a, l) => h.rt.store.listEvents(a, l),
-      waiters,
-      pollMs: opts.streamPollMs ?? 1000,
-      keepAliveMs: opts.keepAliveMs,
-      maxStreams: opts.maxStreams,
-    });
-  }
+  const status = { ...statusPageOptions(h.app.hq), ...opts.status };
+  const stream = {
+    listEvents: (a: number, l: number) => h.rt.store.listEvents(a, l),
+    waiters,
+    pollMs: opts.streamPollMs ?? 1000,
+    keepAliveMs: opts.keepAliveMs,
+    maxStreams: opts.maxStreams,
+  };
+  if (!h.app.hasRoute({ method: 'GET', url: '/' })) await h.app.register(statusPage, status);
+  if (!h.app.hasRoute({ method: 'GET', url: '/v1/events/stream' })) await h.app.register(eventStreamRoutes, stream);
+  await h.app.register(statusPage, { ...status, prefix: PREFIX });
+  await h.app.register(eventStreamRoutes, { ...stream, prefix: PREFIX });
   return { ...h, routes, waiters };
 }

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import t from 'tap';
 import { esc, eventKind, fmtSeconds, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
 import type { EventRow } from '../../apps/arbiter/src/store/store.js';
-import { operatorHarness } from './helper.js';
+import { PREFIX, operatorHarness } from './helper.js';
 
 const HOSTILE = '<img src=x onerror="alert(1)">&\'`';
 
@@ -16,7 +16,8 @@ t.test('the page renders the holder, generation, hosts, failover and events', as
   await h.settle();
   const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   t.equal(a.statusCode, 200, 'mbp acquires');
-  const res = await h.get('/');
+  // The instance under PREFIX has the test's load function (app.ts may wire another).
+  const res = await h.get(`${PREFIX}/`);
   t.equal(res.statusCode, 200, 'the page is served without a token while openReads is true');
   t.match(res.headers['content-type'], /^text\/html; charset=utf-8/, 'the page is HTML');
   t.equal(res.headers['cache-control'], 'no-store', 'the page is never cached');

@@ -62,7 +62,7 @@ t.test('the status page renders the holder and follows a promotion without a rel
   t.equal(nav?.status(), 200, 'the page loads');
   t.equal(await page.textContent('#holder'), 'mbp', 'the holder mbp is rendered');
   t.equal(await page.textContent('#generation'), '1', 'generation 1 is rendered');
-  await page.waitForFunction(() => document.documentElement.hasAttribute('data-refreshed'), undefined, { timeout: 10_000 });
+  await page.waitForFunction(() => document.documentElement.hasAttribute('data-refreshed'), undefined, { timeout: 15_000 });
   t.pass('the script refreshed the page from the JSON API');
   t.equal(await page.locator('#hosts-body tr').count(), 3, 'one row per host (two candidates and the arbiter)');
   t.match((await page.textContent('tr[data-host="node-b"] .c-view')) ?? '', /^mbp reachable/, "node-b's view of the holder is shown");
@@ -73,12 +73,12 @@ t.test('the status page renders the holder and follows a promotion without a rel
   });
   const x = await h.post('/v1/lease/transfer', { to: 'node-b' });
   t.equal(x.statusCode, 200, 'a forced transfer promotes node-b');
-  await page.waitForFunction(() => document.getElementById('holder')?.textContent === 'node-b', undefined, { timeout: 10_000 });
+  await page.waitForFunction(() => document.getElementById('holder')?.textContent === 'node-b', undefined, { timeout: 15_000 });
   t.equal(await page.textContent('#holder'), 'node-b', 'the page shows the new holder');
   t.equal(await page.textContent('#generation'), '2', 'the page shows generation 2');
   t.equal(await page.evaluate(() => (window as unknown as { hqMark?: number }).hqMark), 42, 'the page updated in place (no reload)');
   t.equal(await page.evaluate(() => performance.getEntriesByType('navigation').length), 1, 'there was a single navigation');
-  await page.waitForSelector('#events li.ev-promotion', { timeout: 10_000 });
+  await page.waitForSelector('#events li.ev-promotion', { timeout: 15_000 });
   t.match((await page.textContent('#events li.ev-promotion .ev-name')) ?? '', 'promoted', 'the promotion is highlighted in the timeline');
   t.match((await page.textContent('tr[data-host="node-b"] .c-role')) ?? '', 'holder', 'node-b is now the holder row');
   t.match((await page.textContent('#lockdelay')) ?? '', /lock-delay/, 'the lock-delay of the promotion is counted down');
