@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { esc, eventKind, fmtSeconds, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
+import { esc, eventKind, fmtSeconds, registryLoad, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
 import type { EventRow } from '../../apps/arbiter/src/store/store.js';
 import { PREFIX, operatorHarness } from './helper.js';
 
@@ -109,4 +109,21 @@ t.test('helpers: seconds, event kinds, escaping and the event tail', async (t) =
   t.equal(tail.length, 50, 'the tail has 50 rows');
   t.equal(tail[0]?.id, 2296, 'the tail starts 50 from the end');
   t.equal(tail[49]?.id, 2345, 'the tail ends with the newest');
+});
+
+t.test('registryLoad picks the newest machine resource of the host and ignores junk', async (t) => {
+  let calls = 0;
+  const rows = [
+    { kind: 'machine', machine: 'mbp', attrs: new Map<string, unknown>([['loadAvg', [1, 2, 3]], ['cpuCount', 4]]), renewedAt: 1_000_000 },
+    { kind: 'machine', machine: 'mbp', attrs: new Map<string, unknown>([['loadAvg', [0.5, 'x', 0.1]], ['cpuCount', 8], ['freeMem', 'lots'], ['totalMem', 16]]), renewedAt: 2_000_000 },
+    { kind: 'instance', machine: 'node-b', attrs: new Map<string, unknown>([['cpuCount', 2]]), renewedAt: 3_000_000 },
+  ];
+  const load = registryLoad(() => {
+    calls++;
+    return rows;
+  });
+  t.same(load('mbp'), { loadAvg: [0.5, 0.1], cpuCount: 8, freeMem: undefined, totalMem: 16, observedAt: 2000 }, 'the newest row wins, non-numbers are dropped, renewedAt is seconds');
+  t.equal(load('node-b'), null, 'an instance resource is not a machine load');
+  t.equal(load('other'), null, 'an unknown host has no load');
+  t.equal(calls, 1, 'the registry is read once per render');
 });

@@ -110,6 +110,44 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
   };
 }
 
+/** What `registryLoad` needs of a registry row (SPEC §8 machine resources). */
+export interface MachineRow {
+  readonly kind: string;
+  readonly machine: string;
+  readonly attrs: ReadonlyMap<string, unknown>;
+  /** Arbiter time of the last register/heartbeat, milliseconds. */
+  readonly renewedAt: number;
+}
+
+/**
+ * A `load` option from the registry: the newest live `machine` resource of the host, its
+ * `loadAvg, cpuCount, freeMem, totalMem` attributes, aged by its last renewal. Wiring (runtime):
+ *     load: registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()))
+ * `list` is called once per page render or /v1/status answer (memoised for 100 ms).
+ */
+export function registryLoad(list: () => readonly MachineRow[]): (host: string) => HostLoad | null {
+  let cache: { at: number; rows: readonly MachineRow[] } | null = null;
+  return (host) => {
+    const t = Date.now();
+    if (cache === null || t - cache.at > 100) cache = { at: t, rows: list() };
+    let best: MachineRow | null = null;
+    for (const r of cache.rows) if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
+    if (best === null) return null;
+    const num = (k: string): number | undefined => {
+      const v = best?.attrs.get(k);
+      return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+    };
+    const la = best.attrs.get('loadAvg');
+    return {
+      loadAvg: Array.isArray(la) ? la.filter((x): x is number => typeof x === 'number' && Number.isFinite(x)) : undefined,
+      cpuCount: num('cpuCount'),
+      freeMem: num('freeMem'),
+      totalMem: num('totalMem'),
+      observedAt: best.renewedAt / 1000,
+    };
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The model both the HTML and `GET /v1/status` are made of.
 
