@@ -190,7 +190,12 @@ export async function events(p: Parsed): Promise<number> {
     process.once('SIGTERM', () => (stop = true));
   }
   let first = true;
+  let triedStream = false;
   const all: EventRow[] = [];
+  const print = (e: EventRow): void => {
+    if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
+    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
+  };
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?after=${after}&limit=1000`, undefined, token);
     if (r.kind !== 'answer' || r.status !== 200) {
@@ -208,17 +213,35 @@ export async function events(p: Parsed): Promise<number> {
     for (const e of rows) {
       after = Math.max(after, e.id);
       if (json && !follow) all.push(e);
-      else if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
-      else {
-        process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
-      }
+      else print(e);
     }
     if (!follow) {
       if (rows.length === 1000) continue;
       if (json) out(true, { events: all }, '');
       return 0;
     }
-    if (rows.length < 1000) await sleep(1000);
+    if (rows.length === 1000) continue;
+    if (!triedStream) {
+      // The backlog is printed: follow the arbiter's SSE stream; poll only when it has none.
+      triedStream = true;
+      const { followEvents } = await import('./events-follow.js');
+      const ac = new AbortController();
+      const abort = (): void => ac.abort();
+      process.once('SIGINT', abort);
+      process.once('SIGTERM', abort);
+      const streamed = await followEvents({
+        url: c.arbiterUrl,
+        token,
+        after,
+        signal: ac.signal,
+        onEvent: (e) => print(e as EventRow),
+        onProblem: (line) => process.stderr.write(`hq: ${line}; retrying\n`),
+      });
+      if (!streamed.unsupported) return streamed.failed === null ? 0 : 3;
+      after = Math.max(after, streamed.lastId);
+      continue;
+    }
+    await sleep(1000);
   }
   return 0;
 }

@@ -213,6 +213,7 @@ const TOP_HELP = `Usage: hq COMMAND [options]
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.)\s/)[0]}`).join('\n')}
+  doctor         Checks this host's side of hq, one line each with the fix (see hq doctor --help).
   standby        Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).
 
 Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options.
@@ -222,6 +223,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     process.stdout.write(TOP_HELP);
     return argv.length === 0 ? 2 : 0;
+  }
+  if (argv[0] === 'doctor') {
+    // `hq doctor` checks this host's side of hq (its module loads the full config).
+    const { doctorCommand } = await import('./doctor.js');
+    return doctorCommand(argv.slice(1));
   }
   if (argv[0] === 'standby') {
     // `hq standby …` (SPEC §6) has its own table in replication/.
