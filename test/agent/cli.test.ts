@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { readFileSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
@@ -192,4 +193,111 @@ t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbi
   walk(join(src, 'cli/fence.ts'));
   const heavy = [...externals].filter((e) => /fastify|pino|undici|typebox|node-cron|prom-client|arbiter|better-sqlite3/.test(e));
   t.same(heavy, [], `the fence path imports only light modules (${[...externals].join(', ')})`);
+});
+
+/** A stand-in peer listener answering `GET /v1/primary`; it records each request's Authorization header. */
+async function primaryPeer(t: { teardown(fn: () => unknown): void }, answer: unknown): Promise<{ port: number; url: string; auth: (string | undefined)[]; answer: unknown }> {
+  const p = { answer, auth: [] as (string | undefined)[], port: 0, url: '' };
+  const server = createServer((req, res) => {
+    p.auth.push(req.headers.authorization);
+    res.setHeader('content-type', 'application/json');
+    if (req.url !== '/v1/primary') {
+      res.statusCode = 404;
+      res.end('{}');
+      return;
+    }
+    res.end(JSON.stringify(p.answer));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  p.port = (server.address() as { port: number }).port;
+  p.url = `http://127.0.0.1:${p.port}`;
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return p;
+}
+
+t.test('hq primary resolves through resolvePrimary: a stale answer below the seen generation is ignored', async (t) => {
+  const dir = shortDir(t);
+  const self = await primaryPeer(t, { known: true, holder: 'mbp', generation: 5 });
+  const nodeB = await primaryPeer(t, { known: true, holder: 'node-b', generation: 9 });
+  // This host (mbp) is asked through its own peer listener; node-b through its peer URL.
+  const config = writeConfig(dir, { listen: { host: '127.0.0.1', port: self.port }, peers: { 'node-b': nodeB.url } });
+  mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });
+  writeFileSync(join(dir, 'state', 'seen-generation'), '8\n', { mode: 0o600 });
+
+  const won = await hq(['primary', '--json', '--config', config]);
+  t.equal(won.code, 0, `node-b's answer above the floor is found (exit 0; ${won.stderr.trim()})`);
+  const w = JSON.parse(won.stdout) as { [k: string]: unknown };
+  t.match(w, { known: true, holder: 'node-b', generation: 9, source: 'node-b', seenGeneration: 8, floor: 8, mode: 'lease', url: nodeB.url }, 'node-b at generation 9 wins');
+  t.match(
+    w['asked'],
+    [
+      { host: 'mbp', status: 'stale', holder: 'mbp', generation: 5 },
+      { host: 'node-b', status: 'usable', holder: 'node-b', generation: 9 },
+    ],
+    "this host's own answer (generation 5 < 8) is reported stale and not used",
+  );
+  t.match(w['answers'], [{ source: 'local:mbp', known: true, holder: 'mbp', generation: 5, status: 'stale' }, { source: 'node-b', known: true, generation: 9 }], 'answers keeps its earlier fields');
+  const human = await hq(['primary', '--config', config]);
+  t.equal(human.stdout, 'node-b (generation 9, from node-b)\n', 'the human line names the holder, generation and source');
+
+  // Every answer below the floor: nothing usable, exit 3 — never an older holder.
+  nodeB.answer = { known: true, holder: 'node-b', generation: 7 };
+  const stale = await hq(['primary', '--json', '--config', config]);
+  t.equal(stale.code, 3, 'with every answer older than the seen generation, primary exits 3');
+  const s = JSON.parse(stale.stdout) as { [k: string]: unknown };
+  t.match(s, { known: false, holder: null, generation: null, seenGeneration: 8, fallback: { holder: 'mbp' } }, 'and names no holder (the fallback is reported apart)');
+  t.match(s['reason'], /older than generation 8/, 'the reason says the answers were older than the seen generation');
+  t.match(stale.stderr, /generation ≥ 8/, 'stderr says which generation was needed');
+  oneLine(t, stale.stderr, 'primary with stale answers');
+
+  // A holder that is not a candidate is never accepted, however high its generation.
+  nodeB.answer = { known: true, holder: 'spare', generation: 20 };
+  const foreign = await hq(['primary', '--json', '--config', config]);
+  t.equal(foreign.code, 3, 'a holder outside the candidates is not accepted');
+  t.match((JSON.parse(foreign.stdout) as { asked: unknown }).asked, [{ host: 'mbp' }, { host: 'node-b', status: 'not-a-candidate' }], 'and is reported as not-a-candidate');
+  t.ok([...self.auth, ...nodeB.auth].every((a) => a === undefined), 'no token is sent to any candidate');
+});
+
+t.test('hq lease status prints a header block and one table row per observer; --json is unchanged', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const now = Date.now() / 1000;
+  arb.holder = 'node-b';
+  arb.generation = 4;
+  arb.leaseOver = {
+    revision: 11,
+    maintenance: true,
+    promotedFrom: 'mbp',
+    views: {
+      'node-b': { target: 'mbp', reachable: false, ping: false, health: false, at: now - 3 },
+      mbp: { target: 'node-b', reachable: true, ping: true, health: true, at: now - 1 },
+    },
+  };
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  const r = await hq(['lease', 'status', '--config', config]);
+  t.equal(r.code, 0, `lease status exits 0 (${r.stderr.trim()})`);
+  const lines = r.stdout.trimEnd().split('\n');
+  t.match(lines[0], /^holder\s+node-b$/, 'the holder comes first');
+  t.match(lines[1], /^generation\s+4 \(revision 11, promoted from mbp\)$/, 'then the generation');
+  t.match(lines[2], /^validity\s+\d+\.\d s left \(ttl 6 s\)$/, 'then the validity left');
+  t.match(lines[3], /^maintenance\s+on$/, 'then the maintenance flag');
+  t.match(lines[4], /^failover\s+worst case \d/, 'then the worst-case failover time');
+  t.equal(lines[5], '', 'a blank line ends the header block');
+  t.match(lines[6], /^observer {2}target {2}reachable {2}ping {2}health {2}age$/, 'the table header names the columns');
+  t.match(lines[7], /^node-b {4}mbp {5}no {9}no {4}no {6}\d+\.\d s$/, "node-b's row, columns aligned");
+  t.match(lines[8], /^mbp {7}node-b {2}yes {8}ok {4}ok {6}\d+\.\d s$/, "mbp's row");
+  t.equal(lines.length, 9, 'one row per observer and nothing else');
+  const j = await hq(['lease', 'status', '--json', '--config', config]);
+  t.equal(j.code, 0, 'lease status --json exits 0');
+  const v = JSON.parse(j.stdout) as { [k: string]: unknown };
+  t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'note'], '--json keeps its keys');
+  t.match(v, { lease: { holder: 'node-b', generation: 4 }, maintenance: true, views: [{ observer: 'node-b', target: 'mbp', reachable: false }, { observer: 'mbp', target: 'node-b', reachable: true }] }, '--json keeps its content');
 });

@@ -153,6 +153,8 @@ export class FakeArbiter {
   generation = 1;
   heartbeats: unknown[] = [];
   down = false;
+  /** Extra fields of the lease record `GET /v1/lease` answers (views, maintenance, …). */
+  leaseOver: { [k: string]: unknown } = {};
   private server: Server;
   port = 0;
   constructor() {
@@ -173,7 +175,7 @@ export class FakeArbiter {
           return;
         }
         if (req.url === '/v1/lease') {
-          res.end(JSON.stringify(lease));
+          res.end(JSON.stringify({ ...lease, ...this.leaseOver }));
           return;
         }
         res.statusCode = 404;

@@ -96,7 +96,8 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     t.equal(status.code, 0, `lease status exits 0 (${status.stderr.trim()})`);
     t.match(status.stdout, /holder\s+node-b/, 'status prints the holder');
     t.match(status.stdout, /generation\s+2/, 'status prints the generation');
-    t.match(status.stdout, /node-b → /, "status prints node-b's view");
+    t.match(status.stdout, /^observer\s+target\s+reachable\s+ping\s+health\s+age$/m, 'status prints the observer table header');
+    t.match(status.stdout, /^node-b\s+\S+\s+(yes|no)\s+(ok|no)\s+(ok|no)\s+\d/m, "status prints node-b's view as a row");
     t.match(status.stdout, /failover\s+worst case/, 'status prints the worst-case failover time');
     const primary = await c.hq('mbp', ['primary', '--json']);
     t.equal(primary.code, 0, 'primary exits 0');

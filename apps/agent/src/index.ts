@@ -4,6 +4,7 @@ export * from './files.js';
 export * from './state.js';
 export * from './tokens.js';
 export * from './guard-path.js';
+export * from './primary.js';
 export { superviseFence, EXIT_LOST } from './fence-run.js';
 export { Agent, VERSION } from './daemon/agent.js';
 export { startDaemon } from './daemon/main.js';

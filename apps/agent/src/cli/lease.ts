@@ -13,6 +13,13 @@ function fmtAge(s: number): string {
   return `${(s / 3600).toFixed(1)} h`;
 }
 
+/** Left-aligned columns, two spaces apart; the last column is not padded. */
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => cells.map((x, i) => (i === cells.length - 1 ? x : x.padEnd(widths[i] ?? 0))).join('  ');
+  return [line(header), ...rows.map(line)];
+}
+
 interface View {
   target: string;
   reachable: boolean;
@@ -70,20 +77,22 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     out(true, { lease: rec, validForSeconds: validFor, lockDelayLeftSeconds: lockDelay, views, maintenance: rec.maintenance ?? false, ...fo }, '');
     return 0;
   }
+  const validity = rec.released === true ? 'released' : rec.expired ? 'expired' : `${fmtAge(validFor)} left`;
+  const lockDelayNote = rec.floorPending === true ? 'lock-delay pending until every candidate reported its seen generation' : lockDelay > 0 ? `lock-delay ${fmtAge(lockDelay)} left` : null;
   const lines = [
     `holder       ${rec.holder ?? 'none'}`,
-    `generation   ${rec.generation} (revision ${rec.revision})`,
-    `validity     ${rec.released === true ? 'released' : rec.expired ? 'expired' : `${fmtAge(validFor)} left`} (ttl ${rec.ttlSeconds} s)`,
-    `lock-delay   ${rec.floorPending === true ? 'pending until every candidate reported its seen generation' : lockDelay > 0 ? `${fmtAge(lockDelay)} left` : 'none'}`,
+    `generation   ${rec.generation} (revision ${rec.revision}${rec.promotedFrom !== null ? `, promoted from ${rec.promotedFrom}` : ''})`,
+    `validity     ${validity} (ttl ${rec.ttlSeconds} s${lockDelayNote === null ? '' : `; ${lockDelayNote}`})`,
     `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
-    `streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)${rec.promotedFrom !== null ? `, promoted from ${rec.promotedFrom}` : ''}`,
-    'views',
-    ...(views.length === 0
-      ? ['  (none)']
-      : views.map(
-          (v) => `  ${v.observer} → ${v.target}: ${v.reachable ? 'reachable' : 'unreachable'} (ping ${v.ping ? 'ok' : 'no'}, health ${v.health ? 'ok' : 'no'}), ${fmtAge(v.ageSeconds)} ago`,
-        )),
     `failover     worst case ${fo.failoverSeconds === null ? 'unknown' : fmtAge(fo.failoverSeconds)} (lock-delay ${fo.lockDelaySeconds === null ? '?' : fmtAge(fo.lockDelaySeconds)}; ${fo.note})`,
+    ...(rec.dualUnreachableStreak > 0 ? [`streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)`] : []),
+    '',
+    ...(views.length === 0
+      ? ['no observer views']
+      : table(
+          ['observer', 'target', 'reachable', 'ping', 'health', 'age'],
+          views.map((v) => [v.observer, v.target, v.reachable ? 'yes' : 'no', v.ping ? 'ok' : 'no', v.health ? 'ok' : 'no', fmtAge(v.ageSeconds)]),
+        )),
   ];
   out(false, null, lines.join('\n'));
   return 0;

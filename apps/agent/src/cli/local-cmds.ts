@@ -1,7 +1,7 @@
 /**
  * The local verbs of `hq`: heartbeat, seen, host set, primary, guard.
  */
-import { isHost, hostProblem, leaseEvent } from '@hq/lease-core';
+import { hostProblem, leaseEvent } from '@hq/lease-core';
 import { lightPaths } from '../config-file.js';
 import { ensureDir } from '../files.js';
 import { physicalPath, isInside } from '../guard-path.js';
@@ -46,48 +46,42 @@ export async function hostSet(p: Parsed): Promise<number> {
   return 0;
 }
 
-interface PrimaryAnswer {
-  readonly source: string;
-  readonly known: boolean;
-  readonly holder: string | null;
-  readonly generation: number;
-}
-
-function asPrimary(source: string, v: unknown): PrimaryAnswer | null {
-  if (typeof v !== 'object' || v === null) return null;
-  const o = v as { [k: string]: unknown };
-  const g = o['generation'];
-  const h = o['holder'];
-  if (typeof o['known'] !== 'boolean' || typeof g !== 'number' || !Number.isSafeInteger(g) || g < 0) return null;
-  if (h !== null && !isHost(h)) return null;
-  return { source, known: o['known'], holder: h, generation: g };
-}
-
+/**
+ * `hq primary`: `resolvePrimary` in lease mode (SPEC §8) over the configured candidates, with the
+ * floor at the highest generation this host has seen (the running agent's or `seen-generation`,
+ * whichever is higher). `primary.js` (and undici with it) is loaded only by this command.
+ */
 export async function primary(p: Parsed): Promise<number> {
   const c = config(p);
-  const { joinUrl, requestJson } = await import('../http.js');
-  const floor = await seenGeneration(c).catch(() => ({ generation: 0, source: 'none' as const }));
-  const asks: Promise<PrimaryAnswer | null>[] = [];
-  asks.push(agent(c, 'GET', '/v1/primary', 2).then((r) => (r.kind === 'answer' && r.status === 200 ? asPrimary(`local:${c.hostName}`, r.body) : null)));
-  // Unauthenticated reads: no token is ever sent to a peer address.
-  for (const [host, url] of c.peers) {
-    asks.push(
-      requestJson({ method: 'GET', url: joinUrl(url, '/v1/primary'), timeoutSeconds: c.requestTimeoutSeconds }).then((r) =>
-        r.kind === 'answer' && r.status === 200 ? asPrimary(host, r.body) : null,
-      ),
-    );
-  }
-  const answers = (await Promise.all(asks)).filter((a): a is PrimaryAnswer => a !== null);
-  const usable = answers.filter((a) => a.known && a.holder !== null && a.generation >= floor.generation);
-  usable.sort((a, b) => b.generation - a.generation);
-  const best = usable[0];
+  const { primaryOptionsFromConfig, resolvePrimary } = await import('../primary.js');
+  const seen = await seenGeneration(c);
+  const opts = await primaryOptionsFromConfig(c, 'lease').catch((err: unknown) => {
+    // A corrupt or insecure seen-generation: guessing could lower the floor.
+    throw new CliError(2, `primary: ${(err as Error).message}`);
+  });
+  const r = await resolvePrimary({ ...opts, seenGeneration: Math.max(seen.generation, opts.seenGeneration ?? 0) });
+  if (r.mode !== 'lease') throw new Error('primary: resolvePrimary answered in static mode');
+  const sourceOf = (host: string): string => (host === c.hostName ? `local:${host}` : host);
+  // `answers` keeps its earlier shape (the answers that parsed, each with source, known, holder and
+  // generation) and gains host, status and problem; `asked` lists every candidate's outcome.
+  const answers = r.answers
+    .filter((a) => a.generation !== null)
+    .map((a) => ({ source: sourceOf(a.host), known: a.status !== 'unknown', holder: a.holder, generation: a.generation, host: a.host, status: a.status, ...(a.problem === undefined ? {} : { problem: a.problem }) }));
   const json = flagBool(p, 'json');
-  if (best === undefined) {
-    if (json) out(true, { known: false, holder: null, generation: null, seenGeneration: floor.generation, answers }, '');
-    process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${floor.generation}\n`);
+  if (!r.known) {
+    const fallback = { holder: r.holder, url: r.url };
+    if (json) out(true, { known: false, holder: null, generation: null, seenGeneration: r.floor, answers, mode: r.mode, floor: r.floor, reason: r.reason, fallback, asked: r.answers }, '');
+    process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
     return 3;
   }
-  out(json, { known: true, holder: best.holder, generation: best.generation, source: best.source, seenGeneration: floor.generation, answers }, `${best.holder} (generation ${best.generation}, from ${best.source})`);
+  // The winner is the first usable answer at the winning generation (ties go to candidate order).
+  const winner = r.answers.find((a) => a.status === 'usable' && a.generation === r.generation);
+  const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
+  out(
+    json,
+    { known: true, holder: r.holder, generation: r.generation, source, seenGeneration: r.floor, answers, mode: r.mode, url: r.url, floor: r.floor, asked: r.answers },
+    `${r.holder} (generation ${r.generation}, from ${source})`,
+  );
   return 0;
 }
 

@@ -199,7 +199,7 @@ export const COMMANDS: readonly Command[] = [
     spec: {
       name: 'primary',
       summary:
-        "Asks every candidate's agent (/v1/primary) and the local agent who holds the lease and takes the highest generation, never one older than this host's seen generation.",
+        "Asks every candidate's agent (/v1/primary, 5 s each; this host's own through its peer listener on 127.0.0.1) who holds the lease and takes the highest generation whose holder is a candidate, never one older than this host's seen generation.",
       flags: [CONFIG_FLAG, JSON_FLAG],
       exits: '0 known, 2 usage or config error, 3 no agent answered with a usable generation.',
     },
