@@ -18,6 +18,8 @@ import { metricsRoutes } from '../routes/metrics.js';
 import { registerOpenApi } from './openapi.js';
 import { statusPage, statusPageOptions } from '../routes/status-page.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
+import { survivalRoutes } from '../routes/survival.js';
+import { authenticate } from '../auth.js';
 
 /** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
 export const BODY_LIMIT = 64 * 1024;
@@ -134,6 +136,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await app.register(eventStreamRoutes, {
       listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
       waiters: opts.operator.waiters,
+    });
+    // Survival copies of the holder's state (SPEC §6), under {dataDir}/survival.
+    await app.register(survivalRoutes, {
+      dataDir: opts.hq.config.dataDir,
+      authorize: (raw) => {
+        const r = authenticate(opts.hq.store, raw);
+        return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
+      },
     });
   }
   return app;
