@@ -12,6 +12,12 @@
  * any VIOLATION, UNKNOWN, loss or 5xx. Needs root (ip netns) for the schedules.
  */
 import { writeFileSync } from 'node:fs';
+
+// `npx tap test/faults/` would load this file as a test and start a run of hours: refuse.
+if (Object.keys(process.env).some((k) => k === 'TAP' || k.startsWith('TAP_'))) {
+  process.stdout.write('1..0 # SKIP run.ts is the fault runner (npm run test:faults), not a test file\n');
+  process.exit(0);
+}
 import { netnsUnavailable, faketimeAvailable } from './cluster.js';
 import { FAULT_KINDS, describe, makeSchedule, runSchedule, type ScheduleResult } from './schedule.js';
 
