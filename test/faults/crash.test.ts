@@ -1,5 +1,5 @@
 /**
- * Crash durability (S4), the CI slice: kill -9 of a real arbiter at 100 random points of
+ * Crash durability (S4), the CI slice: kill -9 of a real arbiter at 40 random points of
  * streams of acknowledged CAS (renew, re-acquire, transfer over HTTP with real tokens); after
  * each kill the database passes `PRAGMA integrity_check` (opened read-only with the process
  * gone) and holds every acknowledged write, and so does the next life's served record.
@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { crashRun } from './crash.js';
 
-const KILL_POINTS = Number(process.env.HQF_KILL_POINTS ?? 100);
+const KILL_POINTS = Number(process.env.HQF_KILL_POINTS ?? 40);
 const SEED = Number(process.env.HQF_SEED ?? 20261201);
 const built = existsSync(join(resolve(import.meta.dirname, '../..'), 'apps/arbiter/dist/cli.js'));
 

@@ -13,7 +13,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import cron from 'node-cron';
+import { scheduleCron, type Schedule } from './schedule.js';
 import type { Logger } from 'pino';
 import type { ArbiterState, CheckAnswer, Probe } from '@hq/lease-core';
 import { check } from '@hq/lease-core';
@@ -138,7 +138,7 @@ export interface CheckerDeps {
 
 export class Checker {
   private running: Promise<CheckResult> | null = null;
-  private task: ReturnType<typeof cron.schedule> | null = null;
+  private task: Schedule | null = null;
   private readonly owner = `${process.pid}-${randomBytes(6).toString('hex')}`;
   /** Per candidate: the heartbeat time (or start) a silence was already reported for. */
   private readonly silent = new Map<string, number>();
@@ -247,24 +247,19 @@ export class Checker {
   /** Starts the `checkCron` schedule. A tick that finds a check running is skipped. */
   start(): void {
     if (this.task !== null) return;
-    this.task = cron.schedule(
-      this.config.checkCron,
-      async () => {
-        try {
-          await this.run(false);
-        } catch (err) {
-          this.deps.log.error({ err }, 'check failed');
-        }
-      },
-      { name: 'hq-check', noOverlap: true },
-    );
+    this.task = scheduleCron(this.config.checkCron, 'hq-check', async () => {
+      try {
+        await this.run(false);
+      } catch (err) {
+        this.deps.log.error({ err }, 'check failed');
+      }
+    });
   }
 
   /** Stops the schedule and waits for a running check to end. */
   async stop(): Promise<void> {
     if (this.task !== null) {
       await this.task.stop();
-      await this.task.destroy();
       this.task = null;
     }
     await this.running?.catch(() => undefined);

@@ -8,7 +8,7 @@
  * are serialized separately (`commit`) so a peer confirmation arriving during a heartbeat
  * decides on the newest state, never on a copy the heartbeat took before it sent.
  */
-import cron, { type ScheduledTask } from 'node-cron';
+import { scheduleCron, type Schedule } from '../schedule.js';
 import {
   fence,
   initialAgent,
@@ -97,7 +97,7 @@ export class Agent {
   private waiting = 0;
   private commits: Promise<unknown> = Promise.resolve();
   private given: GivenRecord | null;
-  private task: ScheduledTask | null = null;
+  private task: Schedule | null = null;
   private refreshTimer: NodeJS.Timeout | null = null;
   private stopped = false;
   lastHeartbeat: HeartbeatReport | null = null;
@@ -569,13 +569,13 @@ export class Agent {
   // life cycle
 
   start(): void {
-    this.task = cron.schedule(this.config.heartbeatCron, () => this.tick(), { noOverlap: true, name: 'hq-heartbeat' });
+    this.task = scheduleCron(this.config.heartbeatCron, 'hq-heartbeat', () => this.tick());
     this.tick();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.task !== null) await this.task.destroy();
+    if (this.task !== null) await this.task.stop();
     this.task = null;
     if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
