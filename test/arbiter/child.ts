@@ -36,7 +36,7 @@ function stale(project: string): boolean {
 export function buildDist(): void {
   if (built) return;
   built = true;
-  if (!stale('apps/arbiter') && !stale('packages/lease-core')) return;
+  if (!stale('apps/arbiter') && !stale('packages/lease-core') && !stale('packages/runtime')) return;
   try {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'pipe', env: childEnv() });
   } catch (err) {

@@ -13,7 +13,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { scheduleCron, type Schedule } from './schedule.js';
+import { scheduleCron, type Schedule } from '@hq/runtime';
 import type { Logger } from 'pino';
 import type { ArbiterState, CheckAnswer, Probe } from '@hq/lease-core';
 import { check } from '@hq/lease-core';

@@ -1,6 +1,6 @@
 // The heartbeat/check schedule must not stall when node-cron does (a wall clock stepped back).
 import t from 'tap';
-import { scheduleCron } from '../../apps/arbiter/src/schedule.js';
+import { scheduleCron } from '../../packages/runtime/src/schedule.js';
 
 t.test('a stalled cron schedule is covered by the monotonic watchdog', async (t) => {
   let runs = 0;
