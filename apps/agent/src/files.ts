@@ -63,12 +63,12 @@ export async function readSecure(path: string, options: ReadOptions = {}): Promi
 }
 
 /** Atomic, durable write with mode `mode` (default 0600). */
-export async function writeAtomic(path: string, data: string, mode = 0o600): Promise<void> {
+export async function writeAtomic(path: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   try {
-    await fh.writeFile(data, 'utf8');
+    await fh.writeFile(data); // strings as UTF-8
     await fh.chmod(mode); // the umask may have narrowed or (never) widened it
     await fh.sync();
   } catch (err) {

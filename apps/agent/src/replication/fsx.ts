@@ -7,7 +7,7 @@ import { constants } from 'node:fs';
 import { chmod, lstat, mkdir, open, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { fsyncDir } from '../files.js';
+import { fsyncDir, writeAtomic } from '../files.js';
 
 export { fsyncDir };
 
@@ -24,29 +24,8 @@ export async function mkdirPrivate(dir: string): Promise<void> {
   await chmod(dir, DIR_MODE);
 }
 
-/** Writes bytes atomically and durably (0600 unless told). */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
-  const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.${rand()}.tmp`);
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
-  try {
-    await fh.writeFile(data);
-    await fh.chmod(mode);
-    await fh.sync();
-  } catch (err) {
-    await fh.close();
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fh.close();
-  try {
-    await rename(tmp, path);
-  } catch (err) {
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fsyncDir(dir);
-}
+/** Writes bytes atomically and durably (0600 unless told): the agent's one atomic write. */
+export const writeFileAtomic: (path: string, data: string | Uint8Array, mode?: number) => Promise<void> = writeAtomic;
 
 /** Writes a new file (never replacing one), fsync'd. */
 export async function writeFileNew(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
