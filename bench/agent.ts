@@ -1,0 +1,317 @@
+/**
+ * `npm run bench` (second part): the agent's fence path and the daemons' footprint.
+ *
+ *  1. The fence socket under BENCH_FENCE_CONNECTIONS (default 32) closed-loop clients, against
+ *     a real agent that holds the lease (every 200 body is checked: `run: true`, reason holder).
+ *  2. `hq fence check` as a whole process beside a bare `node` unix-socket client and
+ *     `curl --unix-socket`: BENCH_RUNS (default 30) sequential runs each, interleaved, after
+ *     a warm-up; median and p90 wall time.
+ *  3. The start-up cost of `hq fence run --role cron -- true` over `true` alone.
+ *  4. The footprint with the default settings (heartbeat and checks every 10 minutes): VmRSS of
+ *     an idle arbiter and an idle holder agent after BENCH_IDLE_SECONDS (default 60), and the
+ *     CPU time (utime + stime) each used over that idle window.
+ *
+ * Parts 1–3 use the system tests' Cluster (real arbiter and two agents on loopback, fast
+ * settings); part 4 starts its own daemons with default settings. Everything is stopped by PID
+ * and the temp dirs removed, also on errors. Writes the `fence` and `footprint` sections of
+ * docs/BENCH.md (BENCH_WRITE=0 to skip).
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Cluster } from '../test/system/harness.js';
+import { ROOT, SECONDS, load, machineLine, median, quantile, sleep, startNode, statusText, stopProc, table, writeSection, type Daemon } from './lib.js';
+
+const FENCE_CONNECTIONS = Number(process.env['BENCH_FENCE_CONNECTIONS'] ?? 32);
+const RUNS = Number(process.env['BENCH_RUNS'] ?? 30);
+const WARMUP = 5;
+const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 60);
+const HQ = join(ROOT, 'apps/agent/bin/hq.js');
+const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
+const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
+/** Children run without the bench's loader (tsx) in NODE_OPTIONS: as a user's shell runs them. */
+const CHILD_ENV: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+const ms = (x: number): string => x.toFixed(1);
+const verdict = (ok: boolean): string => (ok ? 'met' : 'missed');
+
+/** Wall time of one process run, in ms; throws unless it exits with `expect`. */
+function timeRun(cmd: string, args: readonly string[], expect: number): number {
+  const t0 = performance.now();
+  const r = spawnSync(cmd, args, { env: CHILD_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const elapsed = performance.now() - t0;
+  if (r.status !== expect) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status} (want ${expect}): ${String(r.stderr).trim()} ${String(r.stdout).trim()}`);
+  return elapsed;
+}
+
+interface Timed {
+  readonly name: string;
+  readonly times: number[];
+}
+
+/** Runs every command WARMUP times, then RUNS rounds of each in turn (interleaved: noise hits all alike). */
+function timeInterleaved(cmds: readonly { name: string; cmd: string; args: readonly string[]; expect: number }[]): Timed[] {
+  for (const c of cmds) for (let i = 0; i < WARMUP; i++) timeRun(c.cmd, c.args, c.expect);
+  const out = cmds.map((c) => ({ name: c.name, times: [] as number[] }));
+  for (let i = 0; i < RUNS; i++) cmds.forEach((c, k) => out[k]!.times.push(timeRun(c.cmd, c.args, c.expect)));
+  for (const o of out) o.times.sort((a, b) => a - b);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// parts 1–3: the fence path
+
+async function fencePart(): Promise<void> {
+  const c = await Cluster.create();
+  try {
+    await c.startArbiter();
+    await c.startAgent('mbp');
+    await c.startAgent('node-b');
+    const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
+    if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
+    await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
+    const socketPath = c.socket('mbp');
+    const config = c.agentConfig('mbp');
+
+    // 1. the socket under load; every answer must be the holder's run: true
+    let wrong = 0;
+    let sample = '';
+    const r = await load('GET /v1/fence?role=cron', 'http://localhost', () => ({ method: 'GET', path: '/v1/fence?role=cron' }), {
+      socketPath,
+      connections: FENCE_CONNECTIONS,
+      onAnswer: (_w, status, _etag, body) => {
+        if (sample === '') sample = body;
+        if (status !== 200) return void wrong++;
+        const b = JSON.parse(body) as { run?: unknown; reason?: unknown; role?: unknown };
+        if (b.run !== true || b.reason !== 'holder' || b.role !== 'cron') wrong++;
+      },
+    });
+    // Only counted when the lease stayed put the whole run (a slow heartbeat could lose it).
+    const socketOk = wrong === 0 && r.rps >= 40_000 && r.p99 <= 1;
+
+    // 2. whole processes, sequential
+    const dir = c.dir;
+    const bare = join(dir, 'bare.mjs');
+    writeFileSync(
+      bare,
+      `import http from 'node:http';
+http.get({ socketPath: process.argv[2], path: '/v1/fence?role=cron' }, (res) => {
+  let t = '';
+  res.on('data', (d) => (t += d));
+  res.on('end', () => { process.stdout.write(t + '\\n'); process.exitCode = JSON.parse(t).run ? 0 : 1; });
+});
+`,
+    );
+    const checks = timeInterleaved([
+      { name: '`hq fence check --role cron`', cmd: process.execPath, args: [HQ, 'fence', 'check', '--role', 'cron', '--config', config], expect: 0 },
+      { name: 'bare `node` client (one `http.get`)', cmd: process.execPath, args: [bare, socketPath], expect: 0 },
+      { name: '`curl --unix-socket`', cmd: 'curl', args: ['-sf', '--unix-socket', socketPath, 'http://localhost/v1/fence?role=cron'], expect: 0 },
+    ]);
+    const [hq, node, curl] = checks as [Timed, Timed, Timed];
+    const ratio = median(hq.times) / median(node.times);
+
+    // 3. hq fence run start-up
+    const runs = timeInterleaved([
+      { name: '`hq fence run --role cron -- true`', cmd: process.execPath, args: [HQ, 'fence', 'run', '--role', 'cron', '--config', config, '--', 'true'], expect: 0 },
+      { name: '`true`', cmd: 'true', args: [], expect: 0 },
+    ]);
+    const [run, bareTrue] = runs as [Timed, Timed];
+    const added = median(run.times) - median(bareTrue.times);
+
+    const machine = machineLine(`, ${SECONDS} s of load, ${FENCE_CONNECTIONS} connections, ${RUNS} runs per command after ${WARMUP} warm-up`);
+    const socketTable = table(
+      ['scenario', 'answers/s', 'p50 ms', 'p99 ms', 'statuses', 'bodies not run:true/holder'],
+      ['l', 'r', 'r', 'r', 'l', 'r'],
+      [[r.name, Math.round(r.rps), r.p50.toFixed(3), r.p99.toFixed(3), statusText(r.statuses), wrong]],
+    );
+    const procRows = [...checks, ...runs].map((t) => [t.name, ms(median(t.times)), ms(quantile(t.times, 0.9)), ms(t.times[0]!)]);
+    const procTable = table(['process', 'median ms', 'p90 ms', 'min ms'], ['l', 'r', 'r', 'r'], procRows);
+    const goals = table(
+      ['goal', 'measured', ''],
+      ['l', 'r', 'l'],
+      [
+        ['socket ≥ 40,000 answers/s at 32 clients', Math.round(r.rps), verdict(r.rps >= 40_000 && wrong === 0)],
+        ['socket p99 ≤ 1 ms', `${r.p99.toFixed(3)} ms`, verdict(r.p99 <= 1)],
+        ['`hq fence check` ≤ 1.2 × the bare node client (medians)', `${ratio.toFixed(2)} ×`, verdict(ratio <= 1.2)],
+        ['`hq fence run` adds ≤ 150 ms to `true` (medians)', `${ms(added)} ms`, verdict(added <= 150)],
+      ],
+    );
+    process.stdout.write(`${machine}\n\n${socketTable}\n\n${procTable}\n\n${goals}\n\nsample answer: ${sample}\n`);
+    writeSection(
+      'fence',
+      `## The fence path
+
+Command: \`npm run bench\` (this part alone: \`npx tsx bench/agent.ts\`; \`BENCH_SECONDS\`, \`BENCH_FENCE_CONNECTIONS\`,
+\`BENCH_RUNS\`, \`BENCH_IDLE_SECONDS\` to change the run; \`BENCH_WRITE=0\` to not rewrite this file).
+It builds the apps, starts the system tests' cluster (a real arbiter and two real agents on loopback with
+the fast test settings), grants mbp the lease with \`hq lease acquire\`, then:
+the agent's unix socket under ${FENCE_CONNECTIONS} closed-loop undici clients (each answer's body is checked:
+\`run: true\`, reason \`holder\`); whole processes run one after another, interleaved, ${RUNS} times each
+after ${WARMUP} warm-ups (wall time from spawn to exit, the bench's own spawn cost included alike).
+
+Run: ${new Date().toISOString()} — ${machine}.
+
+${socketTable}
+
+${procTable}
+
+${goals}
+
+Sample answer: \`${sample}\`
+
+For shell scripts the fastest path is \`curl --unix-socket\` — no Node start-up at all:
+
+\`\`\`sh
+curl -sf --unix-socket ~/.hq/agent.sock 'http://localhost/v1/fence?role=cron' | grep -q '"run":true' && ./job
+\`\`\`
+
+\`hq fence check\` costs one Node start-up on top of it and adds the exit codes (0 run, 1 skip, 2 unknown
+role or bad config, and "skip" when the agent is down), text or \`--json\` output, and the config lookup
+(\`--config\`, \`$HQ_CONFIG\`); \`hq fence run\` also supervises the child (S3).
+`,
+    );
+    if (!socketOk && wrong > 0) process.stderr.write(`warning: ${wrong} fence answers were not run:true/holder\n`);
+  } finally {
+    await c.stopAll();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// part 4: footprint with the default settings
+
+function vmRssMiB(pid: number): number {
+  const m = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m === null ? NaN : Number(m[1]) / 1024;
+}
+
+/** utime + stime in seconds (fields 14 and 15 of /proc/PID/stat, after the parenthesised name). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+/** Spawns the agent daemon and resolves on its `agent started` log line. */
+function startAgent(config: string): Promise<ChildProcess> {
+  const proc = spawn(process.execPath, [AGENT_CLI, '--config', config], { stdio: ['ignore', 'pipe', 'inherit'], env: CHILD_ENV });
+  return new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error('hq-agent did not start')), 60_000);
+    proc.on('exit', (code) => rej(new Error(`hq-agent exited ${code}`)));
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      try {
+        if ((JSON.parse(line) as { msg?: string }).msg === 'agent started') {
+          clearTimeout(timer);
+          res(proc);
+        }
+      } catch {
+        // not JSON
+      }
+    });
+  });
+}
+
+async function footprintPart(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hq-bfp-'));
+  let arb: Daemon | null = null;
+  let agent: ChildProcess | null = null;
+  try {
+    const arbConfig = join(dir, 'arbiter.json');
+    // Defaults except what a loopback run needs: no tailscale, a temp dataDir, a free port, and
+    // one candidate so that this one agent can be granted the lease after the start wait.
+    writeFileSync(arbConfig, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', candidates: ['mbp'] }));
+    const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', 'mbp', '--scope', 'member', '--config', arbConfig], { encoding: 'utf8', env: CHILD_ENV }).trim();
+    arb = await startNode([ARBITER_CLI, 'serve', '--config', arbConfig], 'hq-arbiter listening', CHILD_ENV);
+    const arbStarted = performance.now();
+    const state = join(dir, 'mbp');
+    mkdirSync(state, { mode: 0o700 });
+    writeFileSync(join(state, 'token'), `${token}\n`, { mode: 0o600 });
+    writeFileSync(join(state, 'peer-token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+    const agentConfig = join(dir, 'mbp.json');
+    writeFileSync(
+      agentConfig,
+      JSON.stringify({
+        hostName: 'mbp',
+        candidates: ['mbp'],
+        arbiterUrl: arb.base,
+        stateDir: state,
+        socketPath: join(dir, 'mbp.sock'),
+        listen: { host: '127.0.0.1', port: 0 },
+        tailscaleBin: '',
+        peers: {},
+      }),
+    );
+    const started = performance.now();
+    agent = await startAgent(agentConfig);
+    // The holder's idle state is the usual one. A grant is immediate (no lock-delay) once the
+    // only candidate has reported its seen generation in a request the arbiter counts for its
+    // start waits (from 2 × requestTimeoutSeconds = 10 s after its start, SPEC S2.3, S2.4).
+    await sleep(Math.max(0, arbStarted + 10_500 - performance.now()));
+    spawnSync(process.execPath, [HQ, 'heartbeat', '--config', agentConfig], { env: CHILD_ENV });
+    const acq = spawnSync(process.execPath, [HQ, 'lease', 'acquire', '--wait', '30', '--json', '--config', agentConfig], { env: CHILD_ENV, encoding: 'utf8' });
+    const fence = spawnSync(process.execPath, [HQ, 'fence', 'check', '--role', 'cron', '--json', '--config', agentConfig], { env: CHILD_ENV, encoding: 'utf8' });
+    const reason = (JSON.parse(fence.stdout || '{}') as { reason?: string }).reason ?? 'unknown';
+    if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`${acq.stdout}\n${fence.stdout}\n`);
+    process.stderr.write(`footprint: acquire exited ${acq.status}; the agent's fence says ${reason}; idle for ${IDLE_SECONDS} s…\n`);
+    const pids = { arbiter: arb.proc.pid!, agent: agent.pid! };
+    const cpu0 = { arbiter: cpuSeconds(pids.arbiter), agent: cpuSeconds(pids.agent) };
+    await sleep(IDLE_SECONDS * 1000);
+    const cpu = { arbiter: cpuSeconds(pids.arbiter) - cpu0.arbiter, agent: cpuSeconds(pids.agent) - cpu0.agent };
+    const rss = { arbiter: vmRssMiB(pids.arbiter), agent: vmRssMiB(pids.agent) };
+    const upSeconds = (performance.now() - started) / 1000;
+
+    const machine = machineLine(`, ${IDLE_SECONDS} s idle`);
+    const rows = table(
+      ['daemon', `VmRSS after ${Math.round(upSeconds)} s`, `CPU (utime+stime) over ${IDLE_SECONDS} s idle`],
+      ['l', 'r', 'r'],
+      [
+        ['`hq-arbiter serve` (defaults)', `${rss.arbiter.toFixed(1)} MiB`, `${(cpu.arbiter * 1000).toFixed(0)} ms`],
+        [`\`hq-agent\` (defaults, ${reason})`, `${rss.agent.toFixed(1)} MiB`, `${(cpu.agent * 1000).toFixed(0)} ms`],
+      ],
+    );
+    const goals = table(
+      ['goal', 'measured', ''],
+      ['l', 'r', 'l'],
+      [
+        ['idle arbiter RSS ≤ 90 MB', `${rss.arbiter.toFixed(1)} MiB`, verdict(rss.arbiter * 1.048576 <= 90)],
+        ['idle agent RSS ≤ 60 MB', `${rss.agent.toFixed(1)} MiB`, verdict(rss.agent * 1.048576 <= 60)],
+        [`idle agent CPU ≈ 0 (no polling loops; ≤ 0.1 % of the window = ${IDLE_SECONDS} ms)`, `${(cpu.agent * 1000).toFixed(0)} ms`, verdict(cpu.agent <= IDLE_SECONDS * 0.001)],
+      ],
+    );
+    process.stdout.write(`\n${machine}\n\n${rows}\n\n${goals}\n`);
+    writeSection(
+      'footprint',
+      `## Footprint of idle daemons
+
+Command: \`npm run bench\` (this part alone: \`npx tsx bench/agent.ts\`; \`BENCH_IDLE_SECONDS\` to shorten the idle window).
+Both daemons run with the **default** settings (checks and heartbeats on \`*/10 * * * *\`, TTL 1500 s, refresh
+every 60 s, the registry every 30 s), changed only where a loopback run needs it: \`tailscaleBin: ""\`,
+temp \`dataDir\`/\`stateDir\`, free ports on 127.0.0.1, and \`candidates: ["mbp"]\` so that the one agent
+can take the lease (\`hq lease acquire --wait 30\`) and idle as the holder. RSS is \`VmRSS\` from
+\`/proc/PID/status\` at the end of the window; CPU is utime + stime from \`/proc/PID/stat\` over the window
+(clock ticks of ${1000 / CLK_TCK} ms). A cron minute divisible by 10 inside the window adds one heartbeat and one check.
+
+Run: ${new Date().toISOString()} — ${machine}.
+
+${rows}
+
+${goals}
+`,
+    );
+  } finally {
+    if (agent !== null) await stopProc(agent);
+    if (arb !== null) await stopProc(arb.proc);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  const only = process.env['BENCH_AGENT_PART'];
+  if (only !== 'footprint') await fencePart();
+  if (only !== 'fence') await footprintPart();
+}
+
+await main();
