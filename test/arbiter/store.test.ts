@@ -95,3 +95,58 @@ t.test('the system clock is wall at start plus monotonic elapsed', async (t) => 
   const b = clock.now();
   t.ok(b >= a, 'never goes backwards');
 });
+
+t.test('the state cache: another connection\'s commit is seen at once, and a rolled-back nested write is not cached', async (t) => {
+  const dir = t.testdir();
+  const a = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  const b = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.teardown(() => {
+    a.close();
+    b.close();
+  });
+  const bump = (s: ReturnType<SqliteStore['read']>, generation: number) => ({ next: { ...s, lease: { ...s.lease, generation, revision: s.lease.revision + 1 } }, events: [], result: null });
+  t.equal(a.read().lease.generation, 0, 'read once: now cached');
+  b.transact((s) => bump(s, 5));
+  t.equal(a.read().lease.generation, 5, 'a commit of another connection (another process: check, token) drops the cache');
+  a.transact((s) => bump(s, 6));
+  t.equal(b.read().lease.generation, 6, 'and the other way round');
+  t.equal(a.read().lease.generation, 6, 'the own commit refreshed the own cache');
+  t.throws(() =>
+    a.transact((outer) => {
+      a.transact((inner) => bump(inner, 7));
+      return bump(outer, 8);
+    }),
+  CasError);
+  const raw = new Database(join(dir, 'hq.db'), { readonly: true });
+  t.teardown(() => raw.close());
+  const onDisk = raw.prepare("SELECT generation, revision FROM lease WHERE name = 'hq'").get() as { generation: number; revision: number };
+  t.same(onDisk, { generation: 6, revision: 2 }, 'the nested write rolled back with its outer transaction');
+  t.match(a.read().lease, onDisk, 'and the cache says what the disk says');
+
+  const token = 'ab'.repeat(32);
+  a.insertToken('mbp', 'member', sha256Hex(token), 1);
+  t.equal(authenticate(a, ['Authorization', `Bearer ${token}`]).ok, true, 'a token authenticates (and is now cached)');
+  t.equal(b.revokeTokens('mbp', 2), 1, 'revoked by another connection');
+  t.same(authenticate(a, ['Authorization', `Bearer ${token}`]), { ok: false, status: 401, message: 'the token is not valid' }, 'the revocation is effective on the next request');
+});
+
+t.test('transactAll: one transaction, each decision on the state the one before left; a throwing one is left out', async (t) => {
+  const store = new SqliteStore({ dataDir: t.testdir(), ttlSeconds: 6 });
+  t.teardown(() => store.close());
+  const seen: number[] = [];
+  const step = (n: number) => (s: ReturnType<SqliteStore['read']>) => {
+    seen.push(s.lease.revision);
+    return { next: { ...s, lease: { ...s.lease, generation: n, revision: s.lease.revision + 1 } }, events: [{ at: n, category: 'hq.lease', event: `e${n}`, host: null, data: {} }], result: n };
+  };
+  const boom = new Error('refused');
+  const out = store.transactAll([step(1), () => { throw boom; }, step(3)]);
+  t.same(seen, [0, 1], 'the third decided on the first one\'s state');
+  t.match(out[0], { ok: true, committed: { result: 1, state: { lease: { generation: 1, revision: 1 } } } }, 'first committed');
+  t.same(out[1], { ok: false, error: boom }, 'the second carries its error');
+  t.match(out[2], { ok: true, committed: { result: 3, state: { lease: { generation: 3, revision: 2 } } } }, 'third committed');
+  t.same(store.listEvents(0, 10).map((e) => [e.id, e.event]), [[1, 'e1'], [2, 'e3']], 'events of the committed ones, in order');
+  t.match(store.read().lease, { generation: 3, revision: 2 }, 'the last state is the stored one');
+  t.throws(() => store.transactAll([step(4), (s) => ({ next: { ...s, lease: { ...s.lease, generation: 9 } }, events: [], result: null })]), /revision/, 'a change without a new revision fails the whole transaction');
+  t.match(store.read().lease, { generation: 3, revision: 2 }, 'and nothing of it was written');
+  t.equal(store.listEvents(0, 10).length, 2, 'not even the first one\'s event');
+});

@@ -46,6 +46,18 @@ export interface ArbiterDeps {
   readonly metrics: Metrics;
 }
 
+/** A decision waiting for its transaction (resolve/reject only when submitted). */
+interface Pending {
+  readonly op: string;
+  readonly ifMatch: string | undefined;
+  readonly decide: (state: ArbiterState, ctx: Context) => Step<unknown>;
+  readonly outcome: (a: unknown) => string;
+  readonly resolve?: (d: Decided<unknown>) => void;
+  readonly reject?: (err: unknown) => void;
+}
+
+type Ran = { readonly ok: true; readonly decided: Decided<unknown> } | { readonly ok: false; readonly error: unknown };
+
 export function settingsOf(config: ArbiterConfig): ArbiterSettings {
   return {
     arbiter: config.arbiter,
@@ -97,27 +109,77 @@ export class Arbiter {
   }
 
   /**
-   * One decision. `decide` gets the state read inside the transaction; `ifMatch` is checked
+   * One decision, now. `decide` gets the state read inside the transaction; `ifMatch` is checked
    * against that same state (412 when stale). Events are written with the state, then logged
    * and hooked after commit; the new boot replaces the old one after commit too.
    */
   decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Decided<A> {
-    const now = this.now();
-    const ctx = this.context(now);
-    let step: Step<A> | null = null;
-    const committed = this.deps.store.transact((state) => {
-      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
-      const s = decide(state, ctx);
-      step = s;
-      const events: EventInput[] = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
-      return { next: s.next, events, result: s.answer };
+    const [result] = this.run([{ op, ifMatch, decide, outcome }] as Pending[]);
+    if (!(result as Ran).ok) throw (result as { error: unknown }).error;
+    return (result as { decided: Decided<A> }).decided;
+  }
+
+  /**
+   * The same decision through group commit: decisions submitted in one turn of the event loop
+   * (requests read from many sockets at once) share one transaction and so one fsync, each
+   * deciding on the state the one before it left. An answer still goes out only after its
+   * decision is committed to disk (S4). Used by the request routes; checks decide directly.
+   */
+  submit<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
+    return new Promise<Decided<A>>((resolve, reject) => {
+      this.queue.push({ op, ifMatch, decide, outcome, resolve, reject } as unknown as Pending);
+      if (this.queue.length === 1) setImmediate(() => this.flush());
     });
-    const done = step as unknown as Step<A>;
-    if (done.boot.startAt === this.bootState.startAt) this.bootState = done.boot;
-    this.deps.metrics.operations.inc({ op, outcome: outcome(done.answer) });
-    for (const e of committed.events) if (e.event === 'promoted') this.deps.metrics.promotions.inc();
-    this.deps.sink.emit(committed.events);
-    return { answer: done.answer, state: committed.state, now, ctx: this.context(now), events: committed.events };
+  }
+
+  private queue: Pending[] = [];
+
+  private flush(): void {
+    const batch = this.queue;
+    this.queue = [];
+    let results: readonly Ran[];
+    try {
+      results = this.run(batch);
+    } catch (error) {
+      for (const p of batch) p.reject?.(error);
+      return;
+    }
+    results.forEach((r, i) => {
+      const p = batch[i] as Pending;
+      if (r.ok) p.resolve?.(r.decided);
+      else p.reject?.(r.error);
+    });
+  }
+
+  /** Decides `batch` in one transaction; boot, metrics, log and hooks after the commit. */
+  private run(batch: readonly Pending[]): readonly Ran[] {
+    const now = this.now();
+    let boot = this.bootState;
+    const steps: Array<Step<unknown> | undefined> = [];
+    const boots: Boot[] = [];
+    const outcomes = this.deps.store.transactAll(
+      batch.map((p, i) => (state: ArbiterState) => {
+        if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
+        const s = p.decide(state, { now, settings: this.settings, boot });
+        steps[i] = s;
+        if (s.boot.startAt === boot.startAt) boot = s.boot;
+        boots[i] = boot;
+        const events: EventInput[] = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
+        return { next: s.next, events, result: s.answer };
+      }),
+    );
+    this.bootState = boot;
+    return outcomes.map((o, i): Ran => {
+      if (!o.ok) return { ok: false, error: o.error };
+      const p = batch[i] as Pending;
+      const step = steps[i] as Step<unknown>;
+      this.deps.metrics.operations.inc({ op: p.op, outcome: p.outcome(step.answer) });
+      for (const e of o.committed.events) if (e.event === 'promoted') this.deps.metrics.promotions.inc();
+      this.deps.sink.emit(o.committed.events);
+      // The context after this decision (its boot), for `hold` and the record.
+      const ctx: Context = { now, settings: this.settings, boot: boots[i] as Boot };
+      return { ok: true, decided: { answer: step.answer, state: o.committed.state, now, ctx, events: o.committed.events } };
+    });
   }
 
   /**

@@ -25,7 +25,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/v1/lease/transfer',
     { config: { scope: 'admin' }, schema: { body: TransferBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
     async (req, reply) => {
-      const d = arbiter.decide('transfer', req.headers['if-match'], (s, ctx) => transfer(s, ctx, req.body), verdictOutcome);
+      const d = await arbiter.submit('transfer', req.headers['if-match'], (s, ctx) => transfer(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);
     },
   );
@@ -34,7 +34,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/v1/maintenance',
     { config: { scope: 'admin' }, schema: { body: MaintenanceBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
     async (req, reply) => {
-      const d = arbiter.decide('maintenance', req.headers['if-match'], (s, ctx) => setMaintenance(s, ctx, req.body), verdictOutcome);
+      const d = await arbiter.submit('maintenance', req.headers['if-match'], (s, ctx) => setMaintenance(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);
     },
   );

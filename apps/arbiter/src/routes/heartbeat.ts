@@ -10,7 +10,7 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
     { config: { scope: 'heartbeat' }, schema: { body: HeartbeatBody, response: { 200: HeartbeatAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
     async (req) => {
       actFor(req, req.body.host);
-      const d = arbiter.decide('heartbeat', req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, req.body), (a) => a.outcome);
+      const d = await arbiter.submit('heartbeat', req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, req.body), (a) => a.outcome);
       return { outcome: d.answer.outcome, reason: d.answer.reason, lease: arbiter.record(d.state, d.now), hold: arbiter.hold(d) };
     },
   );

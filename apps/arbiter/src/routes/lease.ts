@@ -36,19 +36,19 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/v1/lease/acquire', { config: { scope: 'member' }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = arbiter.decide('acquire', req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('acquire', req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
   app.post('/v1/lease/renew', { config: { scope: 'member' }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = arbiter.decide('renew', req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('renew', req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
   app.post('/v1/lease/release', { config: { scope: 'member' }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = arbiter.decide('release', req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('release', req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, false, null);
   });
 };

@@ -16,7 +16,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 
 import { join } from 'node:path';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
-import type { Committed, Decision, EventInput, EventRow, LeaseStore, Scope, TokenRow } from './store.js';
+import type { Committed, Decision, EventInput, EventRow, LeaseStore, Outcome, Scope, TokenRow } from './store.js';
 
 /** Versioned migrations; `meta.schema_version` says how many have run. Append, never edit. */
 const MIGRATIONS: readonly string[] = [
@@ -216,6 +216,16 @@ export class SqliteStore implements LeaseStore {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly q: ReturnType<typeof prepare>;
+  /**
+   * The last state read or committed, and the `PRAGMA data_version` it belongs to. Every read
+   * asks SQLite for the version (one page-cache look-up): another connection's commit —
+   * `hq-arbiter check` or `token` in another process — changes it, and the cache is dropped.
+   * This connection's own commits leave it unchanged, so `transact` refreshes the cache itself.
+   */
+  private cached: { readonly state: ArbiterState; readonly version: number } | null = null;
+  /** Found tokens by hash, valid for one data_version; cleared by this connection's own token writes. */
+  private tokens = new Map<string, TokenRow>();
+  private tokensVersion = -1;
 
   constructor(opts: SqliteStoreOptions) {
     mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
@@ -276,7 +286,19 @@ export class SqliteStore implements LeaseStore {
     return created;
   }
 
+  private dataVersion(): number {
+    return this.q.dataVersion.get() as number;
+  }
+
   read(): ArbiterState {
+    const version = this.dataVersion();
+    if (this.cached !== null && this.cached.version === version) return this.cached.state;
+    const state = this.readFromDb();
+    this.cached = { state, version };
+    return state;
+  }
+
+  private readFromDb(): ArbiterState {
     const row = this.q.readLease.get() as LeaseRow | undefined;
     if (row === undefined) throw new Error('hq.db has no lease row');
     const observers = new Map<string, Observer>();
@@ -285,26 +307,75 @@ export class SqliteStore implements LeaseStore {
   }
 
   transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T> {
+    let failure: { error: unknown } | null = null;
+    const [outcome] = this.transactAll([
+      (state) => {
+        try {
+          return decide(state);
+        } catch (error) {
+          failure = { error };
+          throw error;
+        }
+      },
+    ]);
+    if (failure !== null) throw (failure as { error: unknown }).error;
+    return (outcome as Outcome & { ok: true }).committed as Committed<T>;
+  }
+
+  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[] {
+    // Nested in another transaction (a savepoint), the outer one may still roll back: only the
+    // outermost commit may fill the cache.
+    const outermost = !this.db.inTransaction;
+    this.cached = null;
+    let done;
+    try {
+      done = this.run(decisions);
+    } catch (err) {
+      this.cached = null;
+      throw err;
+    }
+    if (outermost) this.cached = { state: done.state, version: done.version };
+    return done.outcomes;
+  }
+
+  private run(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): { outcomes: Outcome[]; state: ArbiterState; version: number } {
     return this.db
-      .transaction((): Committed<T> => {
-        const before = this.read();
-        const { next, events, result } = decide(before);
-        const leaseChanged = next.lease !== before.lease && !sameLease(next.lease, before.lease);
-        if (leaseChanged || next.floor !== before.floor) {
-          if (leaseChanged && next.lease.revision <= before.lease.revision) {
+      .transaction(() => {
+        // Under the write lock no other connection can commit: this version is the one the
+        // committed state belongs to.
+        const version = this.dataVersion();
+        const before = this.readFromDb();
+        let state = before;
+        const decided: Array<{ ok: true; state: ArbiterState; events: readonly EventInput[]; result: unknown } | { ok: false; error: unknown }> = [];
+        for (const decide of decisions) {
+          let d: Decision<unknown>;
+          try {
+            d = decide(state);
+          } catch (error) {
+            decided.push({ ok: false, error });
+            continue;
+          }
+          if (d.next.lease !== state.lease && !sameLease(d.next.lease, state.lease) && d.next.lease.revision <= state.lease.revision) {
             throw new Error('a decision changed the lease without advancing its revision');
           }
+          decided.push({ ok: true, state: d.next, events: d.events, result: d.result });
+          state = d.next;
+        }
+        const leaseChanged = state.lease !== before.lease && !sameLease(state.lease, before.lease);
+        if (leaseChanged || state.floor !== before.floor) {
           // Only the floor moved: keep the revision, the CAS still fences the write.
-          const info = this.q.writeLease.run({ ...leaseParams(next.lease, next.floor), expected: before.lease.revision });
+          const info = this.q.writeLease.run({ ...leaseParams(state.lease, state.floor), expected: before.lease.revision });
           if (info.changes !== 1) throw new CasError();
         }
-        if (next.observers !== before.observers) {
-          for (const [name, o] of next.observers) {
+        if (state.observers !== before.observers) {
+          for (const [name, o] of state.observers) {
             if (before.observers.get(name) !== o) this.q.upsertObserver.run(observerParams(name, o));
           }
         }
-        const rows = this.insertEvents(events);
-        return { state: next, events: rows, result };
+        const outcomes: Outcome[] = decided.map((d) =>
+          d.ok ? { ok: true, committed: { state: d.state, events: this.insertEvents(d.events), result: d.result } } : { ok: false, error: d.error },
+        );
+        return { outcomes, state, version };
       })
       .immediate();
   }
@@ -328,14 +399,26 @@ export class SqliteStore implements LeaseStore {
   }
 
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void {
+    this.tokens.clear();
     this.q.insertToken.run(machine, scope, sha256, created);
   }
 
+  /** Found rows are cached for one data_version (a revocation by any process drops them); misses are not. */
   findToken(sha256: string): TokenRow | undefined {
-    return this.q.findToken.get(sha256) as TokenRow | undefined;
+    const version = this.dataVersion();
+    if (version !== this.tokensVersion) {
+      this.tokens.clear();
+      this.tokensVersion = version;
+    }
+    const hit = this.tokens.get(sha256);
+    if (hit !== undefined) return hit;
+    const row = this.q.findToken.get(sha256) as TokenRow | undefined;
+    if (row !== undefined && this.tokens.size < 1024) this.tokens.set(sha256, row);
+    return row;
   }
 
   revokeTokens(machine: string, at: number): number {
+    this.tokens.clear();
     return this.q.revokeTokens.run(at, machine).changes;
   }
 
@@ -389,6 +472,7 @@ export class SqliteStore implements LeaseStore {
 function prepare(db: Database.Database) {
   return {
     readLease: db.prepare("SELECT * FROM lease WHERE name = 'hq'"),
+    dataVersion: db.prepare('PRAGMA data_version').pluck(),
     writeLease: db.prepare(
       `UPDATE lease SET holder = @holder, generation = @generation, revision = @revision, acquired_at = @acquired_at,
         renewed_at = @renewed_at, ttl_seconds = @ttl_seconds, expires_at = @expires_at, released = @released,

@@ -45,6 +45,9 @@ export interface Committed<T> {
   readonly result: T;
 }
 
+/** One decision's outcome in a group commit. */
+export type Outcome = { readonly ok: true; readonly committed: Committed<unknown> } | { readonly ok: false; readonly error: unknown };
+
 export interface LeaseStore {
   /** True when this open created the database (file absent, empty, or wiped): S2.4. */
   readonly createdNow: boolean;
@@ -54,6 +57,14 @@ export interface LeaseStore {
    * (nothing is written). The lease write is a compare-and-swap on the revision read.
    */
   transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T>;
+  /**
+   * Group commit: several decisions in one transaction (one fsync), each deciding on the state
+   * the one before it left, exactly as if they ran one after another. A decision that throws
+   * is left out (its error is its outcome) and the next one sees the state without it. The
+   * lease write is one compare-and-swap on the revision read at the start. An error of the
+   * transaction itself (a failed commit) throws and nothing is written.
+   */
+  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[];
   appendEvents(events: readonly EventInput[]): readonly EventRow[];
   listEvents(after: number, limit: number): readonly EventRow[];
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void;

@@ -1,0 +1,67 @@
+/**
+ * Group commit (Arbiter.submit): requests decided in the same turn of the event loop share one
+ * transaction, and the result is exactly that of deciding them one after another.
+ */
+import t from 'tap';
+import { harness } from './helper.js';
+
+t.test('concurrent renewals share one transaction and come out as if serial; a stale If-Match fails alone', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const acq = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(acq.statusCode, 200, 'mbp holds');
+  const { generation, revision } = acq.json().lease as { generation: number; revision: number };
+
+  const store = h.rt.store;
+  const batches: number[] = [];
+  const original = store.transactAll.bind(store);
+  store.transactAll = (decisions) => {
+    batches.push(decisions.length);
+    return original(decisions);
+  };
+  const renew = (headers: Record<string, string> = {}) => h.post('/v1/lease/renew', { host: 'mbp', generation }, h.tokens.mbp, headers);
+  const answers = await Promise.all([
+    ...Array.from({ length: 9 }, () => renew()),
+    renew({ 'if-match': `"${revision}"` }), // decided after nine renewals: stale
+    h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: generation }, h.tokens.nodeb),
+  ]);
+  t.same(batches, [11], 'eleven requests, one transaction');
+  t.same(answers.slice(0, 9).map((a) => a.statusCode), Array(9).fill(200), 'every renewal granted');
+  const revisions = answers.slice(0, 9).map((a) => (a.json().lease as { revision: number }).revision);
+  t.same(revisions, Array.from({ length: 9 }, (_, i) => revision + 1 + i), 'each renewal saw the one before it: consecutive revisions');
+  t.same(answers.slice(0, 9).map((a) => a.headers.etag), revisions.map((r) => `"${r}"`), 'each ETag is its own revision');
+  t.equal(answers[9]?.statusCode, 412, 'the stale If-Match is refused');
+  t.equal(answers[9]?.headers.etag, `"${revision + 9}"`, 'with the revision it was compared with');
+  t.equal(answers[10]?.statusCode, 200, 'the heartbeat in the same batch answered');
+
+  const lease = (await h.get('/v1/lease')).json() as { revision: number; generation: number };
+  const last = (answers[10]?.json() as { lease: { revision: number } }).lease.revision;
+  t.ok(last >= revision + 9, 'the heartbeat, last in the batch, saw all nine renewals');
+  t.equal(lease.revision, last, 'the stored revision is the one the last decision of the batch left');
+  const events = (await h.get('/v1/events?limit=100', h.tokens.admin)).json() as { events: Array<{ id: number; event: string }> };
+  const renewed = events.events.filter((e) => e.event === 'renewed');
+  t.ok(renewed.length >= 9, 'the renewals are in the event log');
+  t.same(renewed.map((e) => e.id), [...renewed.map((e) => e.id)].sort((a, b) => a - b), 'in ascending order');
+
+  const one = await renew();
+  t.equal(one.statusCode, 200, 'a lone request is its own batch');
+  t.same(batches, [11, 1], 'of one');
+});
+
+t.test('a failing commit fails every request of its batch with 500 and writes nothing', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const acq = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const { generation, revision } = acq.json().lease as { generation: number; revision: number };
+  const store = h.rt.store;
+  const original = store.transactAll.bind(store);
+  store.transactAll = () => {
+    throw new Error('disk I/O error');
+  };
+  const answers = await Promise.all([1, 2, 3].map(() => h.post('/v1/lease/renew', { host: 'mbp', generation }, h.tokens.mbp)));
+  t.same(answers.map((a) => a.statusCode), [500, 500, 500], 'all refused');
+  t.same(answers.map((a) => a.json().error), ['HQ_ERR_INTERNAL', 'HQ_ERR_INTERNAL', 'HQ_ERR_INTERNAL'], 'with the catalog code and no detail');
+  t.notOk(answers.some((a) => a.body.includes('disk I/O')), 'no detail leaks');
+  store.transactAll = original;
+  t.equal(((await h.get('/v1/lease')).json() as { revision: number }).revision, revision, 'nothing was written');
+});
