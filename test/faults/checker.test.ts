@@ -1,20 +1,45 @@
 /**
  * The history checker on synthetic histories: a clean one is OK on every property, and each
- * planted violation (overlap, a generation with two holders, a generation going down, a lost
- * acknowledged write, a promotion without evidence) or piece of missing history (a torn line,
- * a start without ticks, a gap in a log, no end record) is caught with the right verdict.
+ * planted violation (overlapping accepted writes, a generation going down in the resource's
+ * commit order, overlapping fence answers, a child writing long after its validity, a generation
+ * with two holders, a lost acknowledged write, a promotion without evidence) or piece of missing
+ * history (a torn line, a start without ticks, a gap in a log, no end record, the resource's table
+ * missing or disagreeing with the workers) is caught with the right verdict; refused writes of a
+ * host just woken from a sleep are counted, not failed.
  */
 import t from 'tap';
 import { check } from './checker.js';
 
 type Rec = { [k: string]: unknown };
 
-/** A worker process: start, ticks every 50 ms from `from` to `to`, then end. */
-function worker(host: string, pid: number, generation: number, from: number, to: number, opts: { end?: boolean } = {}): Rec[] {
+/**
+ * A worker process: start, a write every 50 ms from `from` to `to`, then end. Writes are accepted
+ * (`tw` = `t`) unless `refusedFrom` says from when the guard refuses them.
+ */
+function worker(host: string, pid: number, generation: number, from: number, to: number, opts: { end?: boolean; refusedFrom?: number; skip?: (t: number) => boolean } = {}): Rec[] {
   const out: Rec[] = [{ src: 'worker', host, pid, seq: 0, generation, t: from, kind: 'start' }];
   let seq = 1;
-  for (let x = from; x <= to + 1e-9; x += 0.05) out.push({ src: 'worker', host, pid, seq: seq++, generation, t: Math.round(x * 1000) / 1000, kind: 'tick' });
+  for (let x = from; x <= to + 1e-9; x += 0.05) {
+    const t = Math.round(x * 1000) / 1000;
+    if (opts.skip?.(t) === true) continue;
+    const refused = opts.refusedFrom !== undefined && t >= opts.refusedFrom;
+    out.push({ src: 'worker', host, pid, seq: seq++, generation, t, kind: 'tick', outcome: refused ? 'refused' : 'accepted', tw: t, ...(refused ? { reason: 'stale-generation' } : {}) });
+  }
   if (opts.end !== false) out.push({ src: 'worker', host, pid, seq: seq++, generation, t: to + 0.01, kind: 'end' });
+  return out;
+}
+
+/** An agent's sampled fence answer, taken from t to t + 0.01. */
+function fence(host: string, t: number, run: boolean, generation: number, holder: string, validForSeconds: number | null = run ? 5 : 0): Rec {
+  return { src: 'fence', host, run, reason: run ? 'holder' : 'not-holder', generation, holder, validForSeconds, t0: t, t1: t + 0.01 };
+}
+
+/** The fence answers of the clean failover: mbp may run g1 2–10 s, node-b g2 from 18 s. */
+function answers(): Rec[] {
+  const out: Rec[] = [];
+  for (let t = 2; t <= 10; t++) out.push(fence('mbp', t, true, 1, 'mbp'));
+  for (let t = 2; t <= 17; t++) out.push(fence('node-b', t, false, 1, 'mbp'));
+  for (let t = 18; t <= 25; t++) out.push(fence('node-b', t, true, 2, 'node-b'));
   return out;
 }
 
@@ -34,6 +59,7 @@ function clean(): Rec[] {
     { src: 'harness', kind: 'spawn', name: 'mbp', pid: 101, t: 0 },
     { src: 'harness', kind: 'exit', name: 'mbp', pid: 101, t: 10.5 },
     ...worker('node-b', 300, 2, 18, 25),
+    ...answers(),
     { src: 'read', generation: 2, revision: 9, t0: 26, t1: 26.1 },
     {
       src: 'events',
@@ -51,23 +77,68 @@ function clean(): Rec[] {
   ];
 }
 
-const jsonl = (rs: readonly Rec[]): string => rs.map((r) => JSON.stringify(r)).join('\n') + '\n';
+/** The shared resource's table as the harness reads it at the end: every accepted write, in commit order. */
+function resourceOf(rs: readonly Rec[]): Rec {
+  const rows = rs
+    .filter((r) => r.src === 'worker' && r.kind === 'tick' && r.outcome === 'accepted')
+    .sort((a, b) => (a.tw as number) - (b.tw as number))
+    .map((r, i) => ({ id: i + 1, host: r.host, pid: r.pid, seq: r.seq, generation: r.generation, t: r.tw }));
+  return { src: 'resource', t: 29, complete: true, highest: rows.reduce((m, r) => Math.max(m, r.generation as number), 0), rows };
+}
+
+/** JSONL of a history; the resource's table is derived from its accepted writes unless one is given. */
+const jsonl = (rs: readonly Rec[]): string => (rs.some((r) => r.src === 'resource') ? rs : [...rs, resourceOf(rs)]).map((r) => JSON.stringify(r)).join('\n') + '\n';
 
 t.test('a clean failover history is OK on every property', async (t) => {
   const r = check(jsonl(clean()));
   t.equal(r.verdict, 'OK', `overall OK (${JSON.stringify([r.S1, r.S2, r.S4, r.S5])})`);
-  for (const p of ['S1', 'S2', 'S4', 'S5'] as const) t.equal(r[p].verdict, 'OK', `${p} is OK`);
+  for (const p of ['S1', 'S2', 'S3', 'S4', 'S5'] as const) t.equal(r[p].verdict, 'OK', `${p} is OK`);
   t.equal(r.runs.length, 2, 'two runs are found');
+  t.equal(r.writes.refused, 0, 'no write was refused');
+  t.equal(r.writes.accepted, r.writes.attempts, 'every attempt was accepted');
   t.equal(r.L1.handovers.length, 1, 'one handover is measured');
   t.ok(Math.abs(r.L1.handovers[0]! - 8) < 0.06, `the handover gap is about 8 s (${r.L1.handovers[0]})`);
 });
 
-t.test('two hosts whose runs overlap by one tick are an S2 violation', async (t) => {
+t.test('two hosts whose accepted writes overlap by one write are an S2 violation', async (t) => {
   const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'node-b'));
   h.push(...worker('node-b', 300, 2, 10, 12));
   const r = check(jsonl(h));
   t.equal(r.S2.verdict, 'VIOLATION', `S2 catches a shared instant (${r.S2.detail[0]})`);
+  t.match(r.S2.detail.join('\n'), /accepted writes of two hosts overlap/, 'named as overlapping accepted writes');
   t.equal(r.verdict, 'VIOLATION', 'the schedule fails');
+});
+
+t.test('accepted writes interleaved with a lower generation are an S2 violation, whatever the workers said', async (t) => {
+  // The workers' own lines are clean; the resource's table shows mbp's g1 committed after node-b's g2.
+  const h = clean();
+  const res = resourceOf(h);
+  const rows = res.rows as Rec[];
+  const firstB = rows.findIndex((x) => x.host === 'node-b');
+  const [b] = rows.splice(firstB, 1);
+  rows.splice(firstB - 1, 0, b!);
+  rows.forEach((x, i) => {
+    x.id = i + 1;
+  });
+  (rows[firstB - 1] as Rec).t = rows[firstB - 2]!.t; // keep the clock in commit order
+  const r = check(jsonl([...h, res]));
+  t.equal(r.S2.verdict, 'VIOLATION', `S2 reads the resource's commit order (${r.S2.detail.join('; ')})`);
+  t.match(r.S2.detail.join('\n'), /generation went down in commit order/, 'named as a generation going down');
+});
+
+t.test('two fence answers whose validities certainly overlap are an S2 violation', async (t) => {
+  const h = clean();
+  h.push(fence('node-b', 12, true, 2, 'node-b'));
+  const r = check(jsonl(h));
+  t.equal(r.S2.verdict, 'VIOLATION', `node-b told run 12–17 while mbp was valid until 15 (${r.S2.detail[0]})`);
+  t.match(r.S2.detail.join('\n'), /two fence answers overlap/, 'named as overlapping fence answers');
+});
+
+t.test('a slow fence answer proves no overlap it does not certainly cover', async (t) => {
+  const h = clean();
+  // Asked at 14.0, answered at 16.0, valid for 1 s: the answer may have been given at 16.0 and end at 17.
+  h.push({ ...fence('node-b', 14, true, 2, 'node-b', 1), t1: 16 });
+  t.equal(check(jsonl(h)).S2.verdict, 'OK', 'only [t1, t0 + validFor] is claimed');
 });
 
 t.test('an overlap of a few milliseconds is still a violation (zero tolerance)', async (t) => {
@@ -96,11 +167,83 @@ t.test('an arbiter log line that names a second holder for a generation is an S1
   t.equal(r.S1.verdict, 'VIOLATION', `S1 reads the arbiter's log too (${r.S1.detail[0]})`);
 });
 
-t.test('a worker running with a lower generation after a higher one is an S1 violation', async (t) => {
+t.test('an accepted write with a lower generation after a higher one is an S2 violation', async (t) => {
   const h = clean();
   h.push(...worker('mbp', 201, 1, 26, 27));
   const r = check(jsonl(h));
-  t.equal(r.S1.verdict, 'VIOLATION', `generations going down are caught (${r.S1.detail.join('; ')})`);
+  t.equal(r.S2.verdict, 'VIOLATION', `generations going down in commit order are caught (${r.S2.detail.join('; ')})`);
+  t.match(r.S2.detail.join('\n'), /went down in commit order/, 'and named so');
+});
+
+t.test('the same late writes refused by the guard are no S2 violation', async (t) => {
+  const h = clean();
+  h.push(...worker('mbp', 201, 1, 26, 27, { refusedFrom: 0 }));
+  const r = check(jsonl(h));
+  t.equal(r.S2.verdict, 'OK', `refused writes are not work (${r.S2.detail.join('; ')})`);
+  t.equal(r.S1.verdict, 'OK', 'mbp holding g1 is consistent');
+  t.equal(r.writes.refusedByHost.mbp, 21, 'the refused attempts are counted');
+});
+
+t.test('an unsupervised child writing long after its host lost the lease is an S3 violation', async (t) => {
+  // mbp's worker keeps going after mbp's last fence answer (valid until 15.01): its writes are
+  // accepted until node-b's g2 lands at 18, then refused — S2 holds, S3 does not.
+  const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
+  h.push(...worker('mbp', 200, 1, 2, 25, { refusedFrom: 18 }));
+  const r = check(jsonl(h));
+  t.equal(r.S2.verdict, 'OK', `the guard kept the work exclusive (${r.S2.detail.join('; ')})`);
+  t.equal(r.S3.verdict, 'VIOLATION', `S3 catches the child that outlived its validity (${r.S3.detail[0]})`);
+  t.ok(r.writes.refused > 0 && r.writes.pastValidity > 0, `attempts past validity are counted (${JSON.stringify(r.writes)})`);
+});
+
+t.test("a host's refused writes right after waking from a sleep fault are counted, not failed", async (t) => {
+  // mbp sleeps 10.2–20 with its worker; node-b is promoted and writes g2 from 18; mbp's worker
+  // wakes with g1, its two writes are refused, then its supervisor stops it.
+  const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
+  h.push(...worker('mbp', 200, 1, 2, 20.05, { refusedFrom: 20, skip: (x) => x > 10.15 && x < 20 }));
+  h.push({ src: 'harness', kind: 'asleep', host: 'mbp', t: 10.2 }, { src: 'harness', kind: 'woken', host: 'mbp', t: 20 });
+  const r = check(jsonl(h));
+  t.equal(r.verdict, 'OK', `every property is OK (${JSON.stringify([r.S1, r.S2, r.S3])})`);
+  t.equal(r.writes.refusedByHost.mbp, 2, 'the two writes after the wake were refused');
+  t.equal(r.writes.pastValidityAfterWake, 2, 'and counted as past validity, excused by the sleep');
+  const late = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
+  late.push(...worker('mbp', 200, 1, 2, 24, { refusedFrom: 20, skip: (x) => x > 10.15 && x < 20 }));
+  late.push({ src: 'harness', kind: 'asleep', host: 'mbp', t: 10.2 }, { src: 'harness', kind: 'woken', host: 'mbp', t: 20 });
+  t.equal(check(jsonl(late)).S3.verdict, 'VIOLATION', 'a woken child its supervisor never stops is still caught');
+});
+
+t.test("the resource's table is required and must agree with the workers", async (t) => {
+  const h = clean();
+  t.equal(check(jsonl([...h, { src: 'resource', t: 29, complete: false, error: 'SQLITE_CANTOPEN' }])).S2.verdict, 'UNKNOWN', 'an unread table is UNKNOWN');
+  const missing = resourceOf(h);
+  (missing.rows as Rec[]).splice(40, 1);
+  t.equal(check(jsonl([...h, missing])).S2.verdict, 'UNKNOWN', 'a write the worker calls accepted but the table lacks is UNKNOWN');
+  const extra = clean().filter((r) => !(r.src === 'worker' && r.pid === 300 && r.kind === 'tick' && r.seq === 50));
+  const res = resourceOf(h);
+  t.equal(check(jsonl([...extra, res])).S2.verdict, 'UNKNOWN', 'a row in the middle of a worker the worker never mentions is UNKNOWN');
+  const mark = resourceOf(h);
+  mark.highest = 3;
+  t.equal(check(jsonl([...h, mark])).S2.verdict, 'UNKNOWN', "the guard's mark must be the highest accepted generation");
+});
+
+t.test('a worker killed between its commit and its line leaves one row the history may lack', async (t) => {
+  const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'node-b'));
+  const w = worker('node-b', 300, 2, 18, 25, { end: false });
+  h.push(...w);
+  const res = resourceOf(h);
+  const last = w[w.length - 1]!;
+  (res.rows as Rec[]).push({ id: (res.rows as Rec[]).length + 1, host: 'node-b', pid: 300, seq: (last.seq as number) + 1, generation: 2, t: 25.05 });
+  t.equal(check(jsonl([...h, res])).S2.verdict, 'OK', 'the last write of a killed worker is taken from the table');
+});
+
+t.test('a tick that does not say what became of its write is UNKNOWN', async (t) => {
+  const h = clean();
+  h.push({ src: 'worker', host: 'mbp', pid: 600, seq: 0, generation: 1, t: 9, kind: 'start' }, { src: 'worker', host: 'mbp', pid: 600, seq: 1, generation: 1, t: 9.05, kind: 'tick' });
+  t.equal(check(jsonl(h)).S2.verdict, 'UNKNOWN', 'a tick without an outcome proves nothing');
+});
+
+t.test('writes by a host whose fence answers were never sampled are UNKNOWN for S3', async (t) => {
+  const h = clean().filter((r) => !(r.src === 'fence' && r.host === 'mbp'));
+  t.equal(check(jsonl(h)).S3.verdict, 'UNKNOWN', "without mbp's answers its validity is unknown");
 });
 
 t.test('the arbiter granting a used generation to another host is an S1 violation', async (t) => {
@@ -171,7 +314,7 @@ t.test('a truncated JSONL line makes every property UNKNOWN', async (t) => {
   const torn = text.slice(0, text.length - 30);
   const r = check(torn);
   t.equal(r.verdict, 'UNKNOWN', 'a torn history fails the run as UNKNOWN');
-  for (const p of ['S1', 'S2', 'S4', 'S5'] as const) t.equal(r[p].verdict, 'UNKNOWN', `${p} is UNKNOWN`);
+  for (const p of ['S1', 'S2', 'S3', 'S4', 'S5'] as const) t.equal(r[p].verdict, 'UNKNOWN', `${p} is UNKNOWN`);
 });
 
 t.test('a worker with a start and no ticks is UNKNOWN', async (t) => {
@@ -204,7 +347,7 @@ t.test("a history without the arbiter's event log is UNKNOWN for S5", async (t) 
 
 t.test('a worker that ticks without a generation is UNKNOWN', async (t) => {
   const h = clean();
-  h.push({ src: 'worker', host: 'mbp', pid: 500, seq: 0, generation: null, t: 28, kind: 'start' }, { src: 'worker', host: 'mbp', pid: 500, seq: 1, generation: null, t: 28.05, kind: 'tick' });
+  h.push({ src: 'worker', host: 'mbp', pid: 500, seq: 0, generation: null, t: 28, kind: 'start' }, { src: 'worker', host: 'mbp', pid: 500, seq: 1, generation: null, t: 28.05, kind: 'tick', outcome: 'refused', tw: 28.05, reason: 'bad-generation' });
   t.equal(check(jsonl(h)).S2.verdict, 'UNKNOWN', 'HQ_GENERATION must be set');
 });
 

@@ -1,11 +1,15 @@
 /**
  * A real hq cluster in three Linux network namespaces, made and removed by the harness:
- * `hqf-<pid>-arb`, `hqf-<pid>-mbp`, `hqf-<pid>-nodeb`, one veth pair per link, each link its own
+ * `hqf-<tag>-<n>-arb`, `-mbp`, `-nodeb` (`n` counts the clusters of this process, so clusters
+ * running side by side never share a namespace; addresses repeat, the namespaces keep them
+ * apart), one veth pair per link, each link its own
  * /30 in 10.213.0.0/24 that exists only inside the namespaces (no forwarding, no default route:
  * a cut link is really cut, and nothing can reach the host's network). Real `hq-arbiter` and
  * `hq-agent` processes run inside them under `ip netns exec`, with the fast settings of L1;
  * every daemon runs with libfaketime preloaded (when installed) so a fault can jump its wall
- * clock; fenced workers run under `hq fence run` and are restarted whenever they exit.
+ * clock; fenced workers run under `hq fence run` and are restarted whenever they exit. The
+ * workers of both hosts write to one shared resource, `resource.db` in the cluster's directory,
+ * through lease-core's SQLite guard (S7); its table is read back into the history at the end.
  *
  * Everything the cluster records goes to one JSONL history (`harness.jsonl`) plus one worker
  * file per host, stamped with CLOCK_MONOTONIC seconds (the checker's input).
@@ -14,13 +18,16 @@
  * also registered on process 'exit', SIGINT and SIGTERM, so a thrown error or Ctrl-C leaves
  * nothing behind.
  */
-import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, execFile, type ChildProcess } from 'node:child_process';
 import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { request } from 'node:http';
+
+import Database from 'better-sqlite3';
+import { sqliteGuard } from '@hq/lease-core';
 
 import { buildRoot } from './build.js';
 
@@ -31,6 +38,7 @@ const RELAY = join(ROOT, 'test/faults/relay.mjs');
 const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
 const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli.js');
+const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/index.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';
@@ -73,6 +81,12 @@ export const FAST = {
   viewFreshSeconds: 3,
   promoteAfterChecks: 2,
 } as const;
+
+/** `hq fence run` flags of the workers (the checker's S3 bound uses them). */
+export const FENCE_RUN = { recheckSeconds: 1, graceSeconds: 1 } as const;
+
+/** Clusters made by this process: part of every namespace name. */
+let clusterCount = 0;
 
 export function hr(): number {
   return Number(process.hrtime.bigint()) / 1e9;
@@ -173,6 +187,8 @@ export class NetnsCluster {
   readonly ns: Record<Node, string>;
   readonly dir: string;
   readonly history: string;
+  /** The shared resource both hosts' workers write to (SQLite, guarded by generation). */
+  readonly resource: string;
   adminToken = '';
   private readonly daemons = new Map<Daemon, Proc>();
   private readonly all = new Map<number, Proc>();
@@ -189,13 +205,15 @@ export class NetnsCluster {
   workerSpawns = 0;
 
   private constructor(readonly tag: string) {
-    this.ns = { arb: `hqf-${tag}-arb`, mbp: `hqf-${tag}-mbp`, nodeb: `hqf-${tag}-nodeb` };
+    const n = clusterCount++;
+    this.ns = { arb: `hqf-${tag}-${n}-arb`, mbp: `hqf-${tag}-${n}-mbp`, nodeb: `hqf-${tag}-${n}-nodeb` };
     this.dir = mkdtempSync(join(tmpdir(), 'hqf-'));
     this.history = join(this.dir, 'harness.jsonl');
+    this.resource = join(this.dir, 'resource.db');
     this.faketime = faketimeAvailable();
   }
 
-  /** Makes the namespaces, links, configs and tokens (no daemon runs yet). */
+  /** Makes the namespaces, links, configs and the shared resource (no daemon runs yet; `start()` issues the tokens first). */
   static create(tag = String(process.pid)): NetnsCluster {
     hookCleanup();
     const c = new NetnsCluster(tag);
@@ -203,17 +221,55 @@ export class NetnsCluster {
     try {
       c.makeNetwork();
       c.writeConfigs();
-      c.issueTokens();
+      c.makeResource();
     } catch (err) {
       c.destroySync();
       throw err;
     }
-    c.record({ src: 'harness', kind: 'config', hosts: HOSTS, promoteAfterChecks: FAST.promoteAfterChecks, faketime: c.faketime, t: hr() });
+    c.record({
+      src: 'harness',
+      kind: 'config',
+      hosts: HOSTS,
+      promoteAfterChecks: FAST.promoteAfterChecks,
+      ttlSeconds: FAST.ttlSeconds,
+      recheckSeconds: FENCE_RUN.recheckSeconds,
+      graceSeconds: FENCE_RUN.graceSeconds,
+      faketime: c.faketime,
+      t: hr(),
+    });
     return c;
   }
 
   record(r: { [k: string]: unknown }): void {
     appendFileSync(this.history, JSON.stringify(r) + '\n');
+  }
+
+  /** The shared resource: WAL (readers never block the writer), the writes table and the guard's mark. */
+  private makeResource(): void {
+    const db = new Database(this.resource);
+    try {
+      db.pragma('journal_mode = WAL');
+      db.exec('CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY AUTOINCREMENT, host TEXT NOT NULL, pid INTEGER NOT NULL, seq INTEGER NOT NULL, generation INTEGER NOT NULL, t REAL NOT NULL) STRICT');
+      sqliteGuard(db); // creates the guard's table, so the workers never race to
+    } finally {
+      db.close();
+    }
+  }
+
+  /** The resource's whole history at the end: every accepted write in commit order, and the guard's mark. */
+  recordResource(): void {
+    try {
+      const db = new Database(this.resource, { readonly: true, fileMustExist: true });
+      try {
+        const rows = db.prepare('SELECT id, host, pid, seq, generation, t FROM writes ORDER BY id').all();
+        const highest = sqliteGuard(db as never).highest('work');
+        this.record({ src: 'resource', t: hr(), complete: true, highest, rows });
+      } finally {
+        db.close();
+      }
+    } catch (err) {
+      this.record({ src: 'resource', t: hr(), complete: false, error: (err as Error).message.slice(0, 200) });
+    }
   }
 
   workerFile(h: Host): string {
@@ -321,11 +377,18 @@ export class NetnsCluster {
     for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
   }
 
-  private issueTokens(): void {
-    const issue = (machine: string, scope: string): string =>
-      execFileSync(process.execPath, [ARBITER_CLI_(), 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }).trim();
-    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${issue(h, 'member')}\n`, { mode: 0o600 });
-    this.adminToken = issue('ops', 'admin');
+  /** Asynchronous, one after the other: several clusters share this process's event loop, and a
+   * node start takes seconds on a loaded machine (a blocking exec would stall every other cluster's
+   * sampler and fault timing). */
+  private async issueTokens(): Promise<void> {
+    const issue = (machine: string, scope: string): Promise<string> =>
+      new Promise((done, fail) =>
+        execFile(process.execPath, [ARBITER_CLI_(), 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }, (err, stdout) =>
+          err !== null ? fail(err) : done(stdout.trim()),
+        ),
+      );
+    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${await issue(h, 'member')}\n`, { mode: 0o600 });
+    this.adminToken = await issue('ops', 'admin');
     const peer = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'peer-token'), `${peer}\n`, { mode: 0o600 });
   }
@@ -394,6 +457,7 @@ export class NetnsCluster {
   }
 
   async start(): Promise<void> {
+    if (this.adminToken === '') await this.issueTokens();
     // All three at once: node takes seconds to load on a small machine.
     await Promise.all([this.startArbiter(), ...HOSTS.map((h) => this.startAgent(h))]);
   }
@@ -494,8 +558,14 @@ export class NetnsCluster {
       this.workerSup.set(h, null);
       return;
     }
-    const env = { ...this.env(null), HQF_HOST: h };
-    const p = this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', `fence-${h}`, [HQ_CLI_(), 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h)], env, false);
+    const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_() };
+    const p = this.spawnIn(
+      h === 'mbp' ? 'mbp' : 'nodeb',
+      `fence-${h}`,
+      [HQ_CLI_(), 'fence', 'run', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
+      env,
+      false,
+    );
     this.workerSpawns++;
     this.workerSup.set(h, p);
     p.child.once('exit', () => {
@@ -520,7 +590,7 @@ export class NetnsCluster {
   readonly lastFence = new Map<Host, { run: boolean; generation: number; holder: string | null; t: number }>();
   private samplers: Promise<void>[] = [];
 
-  /** Asks both agents' fence sockets every 200 ms and records each answer (S1 claims, L1). */
+  /** Asks both agents' fence sockets every 200 ms and records each answer (S1 claims, S2 validity overlap, S3 bound, L1). */
   startSampler(): void {
     this.sampling = true;
     for (const h of HOSTS) {
@@ -531,9 +601,9 @@ export class NetnsCluster {
             const r = await askSocket(this.socket(h), '/v1/fence?role=cron', 1000);
             const t1 = hr();
             if (r !== null && r.status === 200 && !this.destroyed) {
-              const b = r.body as { run?: boolean; reason?: string; generation?: number; holder?: string | null };
+              const b = r.body as { run?: boolean; reason?: string; generation?: number; holder?: string | null; validForSeconds?: number | null };
               this.lastFence.set(h, { run: b.run === true, generation: b.generation ?? 0, holder: b.holder ?? null, t: t1 });
-              this.record({ src: 'fence', host: h, run: b.run ?? null, reason: b.reason ?? null, generation: b.generation ?? null, holder: b.holder ?? null, t0, t1 });
+              this.record({ src: 'fence', host: h, run: b.run ?? null, reason: b.reason ?? null, generation: b.generation ?? null, holder: b.holder ?? null, validForSeconds: b.validForSeconds ?? null, t0, t1 });
             }
             await sleep(200);
           }
@@ -653,11 +723,14 @@ export class NetnsCluster {
     const sup = this.workerSup.get(h);
     if (sup !== undefined && sup !== null && !sup.exited) pids.push(...this.tree(sup.pid));
     if (asleep) {
+      // Recorded first: the checker's S3 bound excuses this host's writes from here to just after the wake.
+      this.record({ src: 'harness', kind: 'asleep', host: h, pids, t: hr() });
       this.paused.add(h);
       for (const p of pids) this.signal(p, 'SIGSTOP');
     } else {
       // All at once, as a wake-up: no process of the host is favoured.
       if (pids.length > 0) spawnSync('kill', ['-CONT', ...pids.map(String)]);
+      this.record({ src: 'harness', kind: 'woken', host: h, pids, t: hr() });
       this.paused.delete(h);
       if (this.workersOn && (sup === undefined || sup === null || sup.exited)) this.spawnWorker(h);
     }

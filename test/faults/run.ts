@@ -1,6 +1,7 @@
 /**
  * `npm run test:faults -- [--schedules N] [--seed S] [--window W] [--kill-points K]
- * [--requests R] [--only schedules,crash,hostile] [--from I] [--keep-failed] [--keep-all] [--no-pin] [--json FILE]`
+ * [--requests R] [--only schedules,crash,hostile] [--from I] [--parallel K] [--kinds sleep,stop,…]
+ * [--keep-failed] [--keep-all] [--no-pin] [--json FILE]`
  *
  * By default the run builds the committed HEAD in /tmp/hqf-build-<commit> and tests that build
  * (`--no-pin`: the checkout's apps/<name>/dist as they are).
@@ -10,6 +11,10 @@
  * acknowledged CAS (default 1000), and R fuzzed requests plus the hostile-input catalogue against
  * a real arbiter (default 100000). Prints a verdict line per schedule and a summary; exits 1 on
  * any VIOLATION, UNKNOWN, loss or 5xx. Needs root (ip netns) for the schedules.
+ *
+ * `--parallel K` (default 1) runs K schedules at once, each on its own cluster (own namespaces and
+ * directory), handed out from one queue; lines are printed in schedule order. `--kinds` draws the
+ * faults only from the kinds named (the same seed then gives other schedules).
  */
 import { writeFileSync } from 'node:fs';
 
@@ -18,8 +23,8 @@ if (Object.keys(process.env).some((k) => k === 'TAP' || k.startsWith('TAP_'))) {
   process.stdout.write('1..0 # SKIP run.ts is the fault runner (npm run test:faults), not a test file\n');
   process.exit(0);
 }
-import { netnsUnavailable, faketimeAvailable } from './cluster.js';
-import { FAULT_KINDS, describe, makeSchedule, runSchedule, type ScheduleResult } from './schedule.js';
+import { netnsUnavailable, faketimeAvailable, sleep } from './cluster.js';
+import { FAULT_KINDS, describe, makeSchedule, runSchedule, type FaultKind, type Schedule, type ScheduleResult } from './schedule.js';
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -46,6 +51,16 @@ const keepFailed = process.argv.includes('--keep-failed');
 const keepAll = process.argv.includes('--keep-all');
 const from = num('from', 0);
 const jsonOut = flag('json');
+const parallel = Math.max(1, Math.floor(num('parallel', 1)));
+const kindsFlag = flag('kinds');
+const kinds = kindsFlag === undefined ? undefined : kindsFlag.split(',').filter((k) => k !== '');
+for (const k of kinds ?? []) {
+  if (!(FAULT_KINDS as readonly string[]).includes(k)) {
+    process.stderr.write(`test:faults: --kinds takes ${FAULT_KINDS.join(', ')} (got ${k})\n`);
+    process.exit(2);
+  }
+}
+const PROPS = ['S1', 'S2', 'S3', 'S4', 'S5'] as const;
 
 function stats(xs: readonly number[]): { n: number; median: number | null; p95: number | null; max: number | null } {
   if (xs.length === 0) return { n: 0, median: null, p95: null, max: null };
@@ -81,27 +96,67 @@ if (only.has('schedules') && schedules > 0) {
     const recoveries: number[] = [];
     let noRecovery = 0;
     const bad: string[] = [];
-    for (let i = from; i < from + schedules; i++) {
-      const s = makeSchedule(seed, i, window, { clockJumps });
-      const r: ScheduleResult = await runSchedule(s, { window, keepFailed, keepAll, tag: String(process.pid) });
+    const writes = { attempts: 0, accepted: 0, refused: 0, errors: 0, pastValidity: 0, pastValidityAfterWake: 0 };
+    let maxPastValidity: number | null = null;
+    const report = (i: number, s: Schedule, r: ScheduleResult): void => {
       for (const f of s.faults) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
       verdicts[r.report.verdict]++;
-      for (const p of ['S1', 'S2', 'S4', 'S5'] as const) {
+      for (const p of PROPS) {
         const v = r.report[p].verdict;
         if (v !== 'OK') {
           perProperty[p] ??= { VIOLATION: 0, UNKNOWN: 0 };
           perProperty[p][v]++;
         }
       }
+      const w = r.report.writes;
+      for (const k of Object.keys(writes) as (keyof typeof writes)[]) writes[k] += w[k];
+      if (w.maxPastValidity !== null && (maxPastValidity === null || w.maxPastValidity > maxPastValidity)) maxPastValidity = w.maxPastValidity;
       handovers.push(...r.report.L1.handovers);
       if (r.recovery === null) noRecovery++;
       else recoveries.push(r.recovery);
-      const details = (['S1', 'S2', 'S4', 'S5'] as const).filter((p) => r.report[p].verdict !== 'OK').map((p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`);
-      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : r.recovery.toFixed(1) + 's'} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ' harness: ' + r.errors.join('; ') : ''}${details.length > 0 ? '\n    ' + details.join('\n    ') : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
+      const details = PROPS.filter((p) => r.report[p].verdict !== 'OK').map((p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`);
+      const refused = w.refused > 0 ? ` refused=${w.refused}${w.pastValidityAfterWake > 0 ? ` (after wake ${w.pastValidityAfterWake})` : ''}` : '';
+      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} writes=${w.accepted}/${w.attempts}${refused} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : r.recovery.toFixed(1) + 's'} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ' harness: ' + r.errors.join('; ') : ''}${details.length > 0 ? '\n    ' + details.join('\n    ') : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
       process.stdout.write(line + '\n');
       if (r.report.verdict !== 'OK') bad.push(line);
-    }
-    summary.schedules = { count: schedules, window, faultsByKind: byKind, verdicts, perProperty, handoverGapSeconds: stats(handovers), recoveryAfterHealSeconds: stats(recoveries), noRecovery, clockJumps };
+    };
+    // K clusters at once from one queue; each result waits until every earlier one is printed.
+    const done = new Map<number, { s: Schedule; r: ScheduleResult }>();
+    let next = from;
+    let printed = from;
+    const lane = async (): Promise<void> => {
+      while (next < from + schedules) {
+        const i = next++;
+        const s = makeSchedule(seed, i, window, { clockJumps, kinds: kinds as FaultKind[] | undefined });
+        const r = await runSchedule(s, { window, keepFailed, keepAll, tag: String(process.pid) });
+        done.set(i, { s, r });
+        while (done.has(printed)) {
+          const d = done.get(printed)!;
+          done.delete(printed);
+          report(printed, d.s, d.r);
+          printed++;
+        }
+      }
+    };
+    const lanesStarted = Date.now();
+    // Lanes start 3 s apart: K daemons loading node at the same instant is the worst moment.
+    await Promise.all(Array.from({ length: Math.min(parallel, schedules) }, (_, k) => sleep(k * 3000).then(lane)));
+    const wallPerSchedule = Math.round((Date.now() - lanesStarted) / 10 / schedules) / 100;
+    summary.schedules = {
+      count: schedules,
+      window,
+      parallel,
+      kinds: kinds ?? 'all',
+      wallSecondsPerSchedule: wallPerSchedule,
+      faultsByKind: byKind,
+      verdicts,
+      perProperty,
+      writes: { ...writes, maxPastValiditySeconds: maxPastValidity === null ? null : Math.round(maxPastValidity * 100) / 100 },
+      handoverGapSeconds: stats(handovers),
+      recoveryAfterHealSeconds: stats(recoveries),
+      noRecovery,
+      clockJumps,
+    };
     if (verdicts.VIOLATION + verdicts.UNKNOWN > 0) failed = true;
   }
 }

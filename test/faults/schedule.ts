@@ -57,12 +57,17 @@ export function describe(f: Fault): string {
   }
 }
 
-/** Schedule `index` of a run with `seed`: 1–3 faults inside a window of `window` seconds. */
-export function makeSchedule(seed: number, index: number, window: number, opts: { clockJumps: boolean }): Schedule {
+/**
+ * Schedule `index` of a run with `seed`: 1–3 faults inside a window of `window` seconds, of the
+ * kinds in `opts.kinds` (default: all; clock jumps only where libfaketime is installed). The same
+ * seed with another kinds filter gives other schedules.
+ */
+export function makeSchedule(seed: number, index: number, window: number, opts: { clockJumps: boolean; kinds?: readonly FaultKind[] }): Schedule {
   const s = (seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0;
   const r = rng(s);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-  const kinds = FAULT_KINDS.filter((k) => k !== 'clock-jump' || opts.clockJumps);
+  const kinds = (opts.kinds ?? FAULT_KINDS).filter((k) => k !== 'clock-jump' || opts.clockJumps);
+  if (kinds.length === 0) throw new Error('no fault kind left to pick from');
   const n = 1 + Math.floor(r() * 3);
   const faults: Fault[] = [];
   const usedLinks = new Set<Link>();
@@ -221,6 +226,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     await c.renewAsHolder();
     await c.stopSampler();
     await c.stopWorkers();
+    c.recordResource();
     await c.readLease();
     await c.recordEvents();
     c.finish();
