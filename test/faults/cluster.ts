@@ -85,6 +85,10 @@ export const FAST = {
 /** `hq fence run` flags of the workers (the checker's S3 bound uses them). */
 export const FENCE_RUN = { recheckSeconds: 1, graceSeconds: 1 } as const;
 
+/** How long a daemon may take to start: with 6 clusters side by side on 2 busy cores a cluster's
+ * start phase took up to 35 s (node loading fastify, pino, better-sqlite3); 20 s was too close. */
+const START_WAIT_MS = 60_000;
+
 /** Clusters made by this process: part of every namespace name. */
 let clusterCount = 0;
 
@@ -448,12 +452,12 @@ export class NetnsCluster {
   async startArbiter(): Promise<void> {
     this.daemons.set('arbiter', this.spawnIn('arb', 'arbiter', [ARBITER_CLI_(), 'serve', '--config', this.arbiterConfig], this.env('arbiter'), true));
     if (this.relay === null || this.relay.exited) this.startRelay();
-    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000)).status === 200, 20_000, 'the arbiter answers /v1/health');
+    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000)).status === 200, START_WAIT_MS, 'the arbiter answers /v1/health');
   }
 
   async startAgent(h: Host): Promise<void> {
     this.daemons.set(h, this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', h, [AGENT_DAEMON_(), '--config', this.agentConfig(h)], this.env(h), true));
-    await this.waitFor(async () => existsSync(this.socket(h)), 20_000, `agent ${h} opens its socket`);
+    await this.waitFor(async () => existsSync(this.socket(h)), START_WAIT_MS, `agent ${h} opens its socket`);
   }
 
   async start(): Promise<void> {
