@@ -1,13 +1,16 @@
 /**
  * The registry's HTTP API (SPEC §8). Register after the auth plugin (`hq-auth`): routes declare
  * their scope in `config.scope` and read the caller from `req.principal` (set by that plugin);
- * refusals are `HttpError`s, answered `{error, message}` by the app's error handler.
+ * refusals are `HttpError`s, answered `{error, message}` by the app's error handler. Every write
+ * goes through one `GroupCommit` (the writes of one event-loop turn share a COMMIT); the clock is
+ * read when the group runs, inside its transaction's turn.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { ERRORS, type CatalogEntry } from '@hq/lease-core';
 import { HttpError } from '../server/context.js';
+import { GroupCommit } from './group-commit.js';
 import { inBand, type Actor, type AttrValue, type Attrs, type ResourceRow } from './decide.js';
 import { attrsToObject, type RegistryStore } from './store.js';
 import {
@@ -98,14 +101,13 @@ const refusals = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBod
 export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = async (app, opts) => {
   const { store, now } = opts;
   const newLeaseId = opts.newLeaseId ?? (() => randomBytes(16).toString('hex'));
+  const group = new GroupCommit(store);
 
   app.post('/v1/resources/register', { config: { scope: 'member' }, schema: { body: RegisterBody, response: { 200: ResourceOut, ...refusals } } }, async (req) => {
     const b = req.body;
-    const d = store.register(
-      { id: b.id, name: b.name, kind: b.kind, machine: b.machine, attrs: attrsMap(b.attrs) ?? new Map(), observedAt: b.observedAt, ttlMs: b.ttlMs },
-      actorOf(req),
-      now(),
-    );
+    const actor = actorOf(req);
+    const input = { id: b.id, name: b.name, kind: b.kind, machine: b.machine, attrs: attrsMap(b.attrs) ?? new Map(), observedAt: b.observedAt, ttlMs: b.ttlMs };
+    const d = await group.submit(() => store.register(input, actor, now()));
     if (!d.ok) refuse(d.reason, d.message);
     return resourceOut(d.resource);
   });
@@ -114,7 +116,10 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
     '/v1/resources/:id/heartbeat',
     { config: { scope: 'member' }, schema: { params: ResourceParams, body: ResourceHeartbeatBody, response: { 200: ResourceOut, ...refusals } } },
     async (req) => {
-      const d = store.heartbeatResource(req.params.id, attrsMap(req.body.attrs), actorOf(req), now());
+      const { id } = req.params;
+      const attrs = attrsMap(req.body.attrs);
+      const actor = actorOf(req);
+      const d = await group.submit(() => store.heartbeatResource(id, attrs, actor, now()));
       if (!d.ok) refuse(d.reason, d.message);
       return resourceOut(d.resource);
     },
@@ -128,7 +133,9 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
 
   app.delete('/v1/resources/:id', { config: { scope: 'member' }, schema: { params: ResourceParams, response: { 200: Deleted, ...refusals } } }, async (req) => {
     emptyBody(req.body);
-    const d = store.deleteResource(req.params.id, actorOf(req), now());
+    const { id } = req.params;
+    const actor = actorOf(req);
+    const d = await group.submit(() => store.deleteResource(id, actor, now()));
     if (!d.ok) refuse(d.reason, d.message);
     return { ok: true as const, id: req.params.id };
   });
@@ -137,7 +144,9 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
     const actor = actorOf(req);
     const b = req.body;
     if (!actor.admin && b.machine !== actor.machine) refuse('wrong-host', `this member token belongs to "${actor.machine}", not "${b.machine}"`);
-    const d = store.allocatePort({ machine: b.machine, purpose: b.purpose, ttlMs: b.ttlMs, excluded: b.excluded ?? [] }, newLeaseId(), now());
+    const ask = { machine: b.machine, purpose: b.purpose, ttlMs: b.ttlMs, excluded: b.excluded ?? [] };
+    const leaseId = newLeaseId();
+    const d = await group.submit(() => store.allocatePort(ask, leaseId, now()));
     if (!d.ok) refuse(d.reason, d.message);
     req.log.info({ category: 'control', event: 'port-leased', port: d.lease.port, machine: d.lease.machine, purpose: d.lease.purpose, reused: d.reused !== null }, 'port leased');
     return { port: d.lease.port, leaseId: d.lease.leaseId, expiresAt: d.lease.expiresAt, ttlMs: d.lease.ttlMs };
@@ -156,7 +165,9 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
     async (req) => {
       emptyBody(req.body);
       const port = portOf(store, req.params.port);
-      const d = store.renewPort(port, req.headers['x-port-lease-id'], actorOf(req), now());
+      const leaseId = req.headers['x-port-lease-id'];
+      const actor = actorOf(req);
+      const d = await group.submit(() => store.renewPort(port, leaseId, actor, now()));
       if (!d.ok) refuse(d.reason, d.message);
       return { port, leaseId: d.lease.leaseId, expiresAt: d.lease.expiresAt, ttlMs: d.lease.ttlMs };
     },
@@ -168,7 +179,9 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
     async (req) => {
       emptyBody(req.body);
       const port = portOf(store, req.params.port);
-      const d = store.releasePort(port, req.headers['x-port-lease-id'], actorOf(req), now());
+      const leaseId = req.headers['x-port-lease-id'];
+      const actor = actorOf(req);
+      const d = await group.submit(() => store.releasePort(port, leaseId, actor, now()));
       if (!d.ok) refuse(d.reason, d.message);
       req.log.info({ category: 'control', event: 'port-released', port, machine: d.lease.machine }, 'port released');
       return { ok: true as const, port };

@@ -9,6 +9,10 @@
  *    This is what makes "no port is handed to two live leases" hold across processes.
  *  - Nothing async and no clock inside a transaction: `now` (epoch ms) and the new lease id
  *    are parameters; logs and metrics happen after commit, in the caller.
+ *  - Several writes may share one transaction (`inOneCommit`, used by the routes' group
+ *    commit): each write is then a SAVEPOINT inside the outer `BEGIN IMMEDIATE`, decided on
+ *    every row committed before it and on the writes before it in the same group. An answer is
+ *    still only sent after the COMMIT that made it durable; one fsync covers the whole group.
  *  - Expired rows are never returned as live. They are overwritten on reuse and swept by
  *    `sweep(now)`; readers filter on `expires_at > now`, so a missing sweep changes nothing.
  */
@@ -238,7 +242,8 @@ export class RegistryStore {
     return this.db
       .transaction((): ResourceResult => {
         const d = decideResourceHeartbeat(this.getResource(id), id, attrs, actor, now);
-        if (d.ok) this.q.upsertResource.run(resourceParams(d.resource));
+        // Only the columns a heartbeat changes: the (kind, machine) index is left alone.
+        if (d.ok) this.q.renewResource.run(JSON.stringify(attrsToObject(d.resource.attrs)), d.resource.renewedAt, d.resource.expiresAt, id);
         return d;
       })
       .immediate();
@@ -327,6 +332,16 @@ export class RegistryStore {
     return r === undefined ? undefined : leaseFromRow(r);
   }
 
+  /**
+   * Runs `fn` — calls of this store's write methods, each of which becomes a savepoint — in
+   * one `BEGIN IMMEDIATE` transaction: one commit (one fsync under synchronous=FULL) for all.
+   * A write that throws rolls back to its own savepoint only, if `fn` catches it; if `fn` or the
+   * COMMIT throws, nothing of the group is written.
+   */
+  inOneCommit<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
   /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */
   sweep(olderThan: number): { resources: number; leases: number } {
     return this.db
@@ -349,6 +364,7 @@ function prepare(db: Database.Database) {
          owner = excluded.owner, attrs = excluded.attrs, observed_at = excluded.observed_at, ttl_ms = excluded.ttl_ms,
          registered_at = excluded.registered_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at`,
     ),
+    renewResource: db.prepare('UPDATE resources SET attrs = ?, renewed_at = ?, expires_at = ? WHERE id = ?'),
     deleteResource: db.prepare('DELETE FROM resources WHERE id = ?'),
     listResources: db.prepare(
       `SELECT * FROM resources WHERE expires_at > @now AND (@kind IS NULL OR kind = @kind)
