@@ -146,3 +146,93 @@ export function table(head: readonly string[], align: readonly ('l' | 'r')[], ro
   const sep = align.map((a) => (a === 'r' ? '---:' : '---'));
   return [head, sep, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
 }
+
+export interface OpenLoopOptions {
+  /** Requests per second, spread evenly (request i is due at start + i / rate). */
+  rate: number;
+  seconds?: number;
+  /** The most requests in flight on this client's pool (beyond, undici queues them; the wait counts). */
+  connections?: number;
+  socketPath?: string;
+  /** How long to wait for the answers still in flight at the end. */
+  drainMs?: number;
+  /** Called with each answered request's send time (ms since the start) and latency (ms). */
+  onLatency?: (sentAt: number, ms: number) => void;
+}
+
+export interface OpenLoopResult extends Result {
+  /** How late the generator sent its requests against the schedule, ms (p99 and max). */
+  lagP99: number;
+  lagMax: number;
+  /** Requests without an answer (connection errors, or still open after the drain): status 0. */
+  failed: number;
+}
+
+/**
+ * Open loop: request i is sent at its scheduled time whether or not the earlier ones were
+ * answered (a slow server builds a queue instead of slowing the generator down, so the
+ * latencies are not flattered). Latency is from the send to the end of the body.
+ */
+export async function openLoop(name: string, base: string, next: (i: number) => Req, opts: OpenLoopOptions): Promise<OpenLoopResult> {
+  const seconds = opts.seconds ?? SECONDS;
+  const total = Math.floor(seconds * opts.rate);
+  const pool = new Pool(base, { connections: opts.connections ?? 64, pipelining: 1, ...(opts.socketPath !== undefined ? { socketPath: opts.socketPath } : {}) });
+  const lat: number[] = [];
+  const lags: number[] = [];
+  const statuses = new Map<number, number>();
+  const inFlight = new Set<Promise<void>>();
+  let failed = 0;
+  let closed = false;
+  const send = (i: number, due: number): void => {
+    const r = next(i);
+    const t0 = performance.now();
+    lags.push(t0 - due);
+    const p = (async () => {
+      try {
+        const res = await pool.request({ origin: base, method: r.method, path: r.path, headers: r.headers, body: r.body });
+        await res.body.text();
+        const ms = performance.now() - t0;
+        lat.push(ms);
+        opts.onLatency?.(t0 - start, ms);
+        statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+      } catch {
+        // After the drain the pool is destroyed: those are counted once, as still open.
+        if (closed) return;
+        failed++;
+        statuses.set(0, (statuses.get(0) ?? 0) + 1);
+      }
+    })();
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+  };
+  const start = performance.now();
+  let i = 0;
+  while (i < total) {
+    const now = performance.now();
+    while (i < total && start + (i * 1000) / opts.rate <= now) {
+      send(i, start + (i * 1000) / opts.rate);
+      i++;
+    }
+    if (i < total) await sleep(Math.max(0, Math.min(5, start + (i * 1000) / opts.rate - performance.now())));
+  }
+  const elapsed = (performance.now() - start) / 1000;
+  const drained = Promise.all([...inFlight]);
+  await Promise.race([drained, sleep(opts.drainMs ?? 10_000)]);
+  const open = inFlight.size;
+  closed = true;
+  if (open > 0) statuses.set(0, (statuses.get(0) ?? 0) + open);
+  await pool.destroy();
+  lat.sort((a, b) => a - b);
+  lags.sort((a, b) => a - b);
+  return {
+    name,
+    requests: lat.length,
+    statuses,
+    rps: lat.length / elapsed,
+    p50: quantile(lat, 0.5),
+    p99: quantile(lat, 0.99),
+    lagP99: quantile(lags, 0.99),
+    lagMax: lags[lags.length - 1] ?? NaN,
+    failed: failed + open,
+  };
+}
