@@ -162,3 +162,28 @@ export function flagNumber(p: Parsed, name: string): number | undefined {
 export function flagBool(p: Parsed, name: string): boolean {
   return p.flags.get(name) === true;
 }
+
+/**
+ * One command from its argv (after the command's name): parses it, prints the help or loads and
+ * runs the command, and maps errors to exit codes — a CliError its own, a ConfigError 2,
+ * anything else 1 — with one line on stderr and never a stack trace.
+ */
+export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Parsed) => Promise<number>>, argv: readonly string[]): Promise<number> {
+  try {
+    const parsed = parseArgs(spec, argv);
+    if (parsed.help) {
+      process.stdout.write(helpText(spec));
+      return 0;
+    }
+    const run = await load();
+    return await run(parsed);
+  } catch (err) {
+    if (err instanceof CliError) {
+      process.stderr.write(`hq: ${err.message}\n`);
+      return err.exitCode;
+    }
+    const e = err as { name?: string; message?: string };
+    process.stderr.write(`hq: ${e.message ?? String(err)}\n`);
+    return e.name === 'ConfigError' ? 2 : 1;
+  }
+}

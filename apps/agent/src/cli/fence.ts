@@ -1,13 +1,40 @@
 /**
  * `hq fence check` and `hq fence run`: the hot path. Only node built-ins and the light config
- * reader are loaded; the agent (which validated the config at its start) decides the role.
- * When the agent does not answer, the full config is validated so a bad config or an
- * unknown role still exits 2, and the answer is "skip".
+ * reader are loaded (the supervisor, fence-run.js, only by `fence run`); the agent (which
+ * validated the config at its start) decides the role. When the agent does not answer, the
+ * full config is validated so a bad config or an unknown role still exits 2, and the answer is
+ * "skip". bin/hq.js runs both through fence-entry.js, without the command table of main.ts.
  */
 import { lightPaths } from '../config-file.js';
-import { superviseFence, CHECK_TIMEOUT_SECONDS, type CheckResult } from '../fence-run.js';
-import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
+import type { CheckResult } from '../fence-run.js';
+import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, isFenceAnswer } from './local.js';
+
+export const FENCE_CHECK_SPEC: CommandSpec = {
+  name: 'fence check',
+  summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
+  flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
+  exits: '0 run, 1 skip (also when the agent is not running), 2 unknown role, usage or config error.',
+};
+
+export const FENCE_RUN_SPEC: CommandSpec = {
+  name: 'fence run',
+  summary:
+    'Runs CMD only while this host may run role R: CMD is executed directly (no shell) in its own process group with HQ_GENERATION, HQ_HOLDER and HQ_ROLE set; TERM, INT, HUP and QUIT are forwarded to it. The fence is re-checked periodically and before the validity ends; on loss CMD gets SIGTERM, then SIGKILL after the grace, both before the validity ends.',
+  flags: [
+    CONFIG_FLAG,
+    { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },
+    { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
+    { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
+    { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
+  ],
+  rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
+  exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
+};
+
+/** The COMMANDS entries of main.ts (fence-entry.js uses the same specs and functions). */
+export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceCheck };
+export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'hq.fence', event, ...data })}\n`);
@@ -64,6 +91,7 @@ export async function fenceRun(p: Parsed): Promise<number> {
   if (recheck <= 0) throw new CliError(2, 'hq fence run: --recheck must be above 0');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, 'hq fence run: --skip-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
+  const { superviseFence, CHECK_TIMEOUT_SECONDS } = await import('../fence-run.js');
   let first = true;
   const check = async (): Promise<CheckResult> => {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;

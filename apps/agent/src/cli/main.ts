@@ -2,8 +2,10 @@
  * `hq` — the command table (SPEC §5). Each command's code is imported only when it runs, so
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
-import { CONFIG_FLAG, JSON_FLAG, CliError, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
-// Light modules: they import only args.js until their command runs (SPEC §8).
+import { CONFIG_FLAG, JSON_FLAG, runCommand, type CommandSpec, type Parsed } from './args.js';
+// Light modules: they import only args.js (fence.js: node built-ins and the light config
+// reader) until their command runs.
+import { FENCE_CHECK_COMMAND, FENCE_RUN_COMMAND } from './fence.js';
 import { PORT_RUN_COMMAND } from './port.js';
 import { FLEET_COMMAND } from './fleet.js';
 
@@ -132,32 +134,8 @@ export const COMMANDS: readonly Command[] = [
     },
     load: async () => (await import('./local-cmds.js')).heartbeat,
   },
-  {
-    spec: {
-      name: 'fence check',
-      summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
-      flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
-      exits: '0 run, 1 skip (also when the agent is not running), 2 unknown role, usage or config error.',
-    },
-    load: async () => (await import('./fence.js')).fenceCheck,
-  },
-  {
-    spec: {
-      name: 'fence run',
-      summary:
-        'Runs CMD only while this host may run role R: CMD is executed directly (no shell) in its own process group with HQ_GENERATION, HQ_HOLDER and HQ_ROLE set; TERM, INT, HUP and QUIT are forwarded to it. The fence is re-checked periodically and before the validity ends; on loss CMD gets SIGTERM, then SIGKILL after the grace, both before the validity ends.',
-      flags: [
-        CONFIG_FLAG,
-        { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },
-        { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
-        { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
-        { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
-      ],
-      rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
-      exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
-    },
-    load: async () => (await import('./fence.js')).fenceRun,
-  },
+  FENCE_CHECK_COMMAND,
+  FENCE_RUN_COMMAND,
   {
     spec: {
       name: 'guard',
@@ -254,25 +232,5 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`hq: unknown command "${argv[0]}" (see hq --help)\n`);
     return 2;
   }
-  try {
-    const parsed = parseArgs(cmd.spec, rest);
-    if (parsed.help) {
-      process.stdout.write(helpText(cmd.spec));
-      return 0;
-    }
-    const run = await cmd.load();
-    return await run(parsed);
-  } catch (err) {
-    if (err instanceof CliError) {
-      process.stderr.write(`hq: ${err.message}\n`);
-      return err.exitCode;
-    }
-    const e = err as { name?: string; message?: string };
-    if (e.name === 'ConfigError') {
-      process.stderr.write(`hq: ${e.message ?? 'invalid config'}\n`);
-      return 2;
-    }
-    process.stderr.write(`hq: ${e.message ?? String(err)}\n`);
-    return 1;
-  }
+  return runCommand(cmd.spec, cmd.load, rest);
 }

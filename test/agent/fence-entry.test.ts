@@ -1,0 +1,84 @@
+/**
+ * bin/hq.js sends `hq fence check|run` to cli/fence-entry.js (no command table): every answer —
+ * exit code, stdout, stderr — is the one the full CLI (dist/cli.js → main.ts) gives, for runs,
+ * skips, unknown roles, usage errors, help, a missing agent and a bad config; and the entry's
+ * static imports stay the five light modules.
+ */
+import t from 'tap';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { FakeAgent, HQ_CLI, ROOT, run, shortDir, writeConfig } from './helpers.js';
+
+const BIN = join(ROOT, 'apps/agent/bin/hq.js');
+
+/** Times, pids and validity vary between two runs; nothing else may. */
+const normal = (s: string): string =>
+  s
+    .replace(/"time":"[^"]*"/g, '"time":X')
+    .replace(/"pid":\d+/g, '"pid":X')
+    .replace(/"validForSeconds":[0-9.e-]+/g, '"validForSeconds":X');
+
+t.test('bin/hq.js answers fence check and fence run exactly as the full CLI does', async (t) => {
+  const dir = shortDir(t);
+  const config = writeConfig(dir);
+  const agent = new FakeAgent(join(dir, 'agent.sock'));
+  await agent.listen();
+  t.teardown(() => agent.close());
+  const down = writeConfig(shortDir(t));
+  const bad = join(dir, 'bad.json');
+  writeFileSync(bad, JSON.stringify({ socketPath: join(dir, 'none.sock'), bogusKey: 1 }));
+  const cases: [string, string[], NodeJS.ProcessEnv?][] = [
+    ['a run', ['fence', 'check', '--role', 'cron', '--config', config]],
+    ['a run as JSON', ['fence', 'check', '--role', 'cron', '--json', '--config', config]],
+    ['$HQ_CONFIG', ['fence', 'check', '--role', 'cron'], { HQ_CONFIG: config }],
+    ['an unknown role', ['fence', 'check', '--role', 'nope', '--config', config]],
+    ['a missing --role', ['fence', 'check', '--config', config]],
+    ['an unknown flag', ['fence', 'check', '--role', 'cron', '--bogus', '--config', config]],
+    ['help', ['fence', 'check', '--help']],
+    ['a missing config file', ['fence', 'check', '--role', 'cron', '--config', join(dir, 'missing.json')]],
+    ['no agent', ['fence', 'check', '--role', 'cron', '--json', '--config', down]],
+    ['no agent and an unknown role', ['fence', 'check', '--role', 'nope', '--config', down]],
+    ['no agent and a bad config', ['fence', 'check', '--role', 'cron', '--config', bad]],
+    ['fence run of a command', ['fence', 'run', '--role', 'cron', '--config', config, '--', 'sh', '-c', 'echo "$HQ_ROLE $HQ_HOLDER $HQ_GENERATION"; exit 7']],
+    ['fence run without a command', ['fence', 'run', '--role', 'cron', '--config', config]],
+    ['fence run of an unknown role', ['fence', 'run', '--role', 'nope', '--config', config, '--', 'true']],
+    ['fence run without the agent', ['fence', 'run', '--role', 'cron', '--skip-exit', '9', '--config', down, '--', 'true']],
+    ['fence run of a missing command', ['fence', 'run', '--role', 'cron', '--config', config, '--', join(dir, 'no-such-cmd')]],
+    ['fence run help', ['fence', 'run', '--help']],
+  ];
+  for (const [name, args, env] of cases) {
+    const full = await run([HQ_CLI, ...args], { env: env ?? {} });
+    const fast = await run([BIN, ...args], { env: env ?? {} });
+    t.equal(fast.code, full.code, `${name}: the same exit code (${full.code})`);
+    t.equal(normal(fast.stdout), normal(full.stdout), `${name}: the same stdout`);
+    t.equal(normal(fast.stderr), normal(full.stderr), `${name}: the same stderr`);
+  }
+  agent.answer = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', validForSeconds: null };
+  const skip = await run([BIN, 'fence', 'check', '--role', 'cron', '--config', config]);
+  t.equal(skip.code, 1, 'a skip exits 1 through bin/hq.js');
+  const full = await run([HQ_CLI, 'fence', 'check', '--role', 'cron', '--config', config]);
+  t.equal(skip.stdout, full.stdout, 'with the same line as the full CLI');
+  const other = await run([BIN, 'fence', '--help']);
+  t.match(other.stdout, /hq fence check \| hq fence run/, 'other fence words still reach the command table');
+});
+
+t.test('the fence entry loads only args, fence, the light config reader and the socket client', async (t) => {
+  const src = join(ROOT, 'apps/agent/src');
+  const local = new Set<string>();
+  const externals = new Set<string>();
+  const walk = (file: string): void => {
+    if (local.has(file)) return;
+    local.add(file);
+    const text = readFileSync(file, 'utf8');
+    // Static imports only (type imports vanish; `import()` is lazy).
+    for (const m of text.matchAll(/^import\s+(?!type\b)[^'"]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+      const spec = (m[1] ?? m[2]) as string;
+      if (spec.startsWith('.')) walk(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+      else externals.add(spec);
+    }
+  };
+  walk(join(src, 'cli/fence-entry.ts'));
+  const names = [...local].map((f) => f.slice(src.length + 1)).sort();
+  t.same(names, ['cli/args.ts', 'cli/fence-entry.ts', 'cli/fence.ts', 'cli/local.ts', 'config-file.ts'], 'five modules, no command table, no supervisor');
+  t.same([...externals].filter((e) => !e.startsWith('node:')), [], 'and node built-ins only');
+});
