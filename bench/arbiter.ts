@@ -5,75 +5,55 @@
  * then the daemons are stopped. Prints a table and writes its section of docs/BENCH.md
  * (BENCH_WRITE=0 to skip).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pool } from 'undici';
+import { startArbiter, jsonHeaders as json } from './hq-arbiter.js';
 import { CONNECTIONS, ROOT, SECONDS, load, machineLine, startNode, statusText, stopProc, writeSection, type Daemon, type Result } from './lib.js';
 
-const start = startNode;
-const stop = (d: Daemon): Promise<void> => stopProc(d.proc);
-
 async function main(): Promise<void> {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
-  const dir = mkdtempSync(join(tmpdir(), 'hq-bench-'));
-  const config = join(dir, 'arbiter.json');
-  // Checks and heartbeat schedule far apart: the bench measures requests, not the check loop.
-  writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '' }));
-  const cli = join(ROOT, 'apps/arbiter/dist/cli.js');
-  const issue = (m: string, scope: string) => execFileSync(process.execPath, [cli, 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8' }).trim();
-  const mbp = issue('mbp', 'member');
-  const nodeb = issue('node-b', 'member');
-  const arb = await start([cli, 'serve', '--config', config], 'hq-arbiter listening');
-  const ceiling = await start([join(ROOT, 'bench/ceiling.mjs'), join(dir, 'ceiling')], 'ceiling listening');
-  const admin = readFileSync(join(dir, 'var', 'admin.token'), 'utf8').trim();
-  const json = (token: string) => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
-
-  // Past the start waits (S2.3/S2.4): both candidates report after 2 × requestTimeout (10 s by default).
-  process.stderr.write('waiting 10.5 s for the start waits to pass…\n');
-  await new Promise((r) => setTimeout(r, 10_500));
-  for (const [host, token] of [['mbp', mbp], ['node-b', nodeb]] as const) {
-    const p = new Pool(arb.base);
-    await (await p.request({ method: 'POST', path: '/v1/heartbeat', headers: json(token), body: JSON.stringify({ host, seenGeneration: 0 }) })).body.text();
-    await p.close();
-  }
-  const p = new Pool(arb.base);
-  const acq = JSON.parse(await (await p.request({ method: 'POST', path: '/v1/lease/acquire', headers: json(mbp), body: '{"host":"mbp"}' })).body.text()) as { lease: { generation: number; revision: number } };
-  await p.close();
-  const generation = acq.lease.generation;
+  const hq = await startArbiter();
+  const arb = hq.daemon;
+  const ceilingDir = mkdtempSync(join(tmpdir(), 'hq-bench-ceiling-'));
+  const { mbp, nodeb, admin } = hq.tokens;
+  const generation = hq.generation;
 
   const results: Result[] = [];
-  results.push(await load('ceiling: GET row', ceiling.base, () => ({ method: 'GET', path: '/v1/lease' })));
-  results.push(await load('arbiter: GET /v1/lease', arb.base, () => ({ method: 'GET', path: '/v1/lease' })));
-  results.push(await load('ceiling: FULL update', ceiling.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: { 'content-type': 'application/json' }, body: '{}' })));
-  const hb = JSON.stringify({ host: 'mbp', generation, seenGeneration: generation, heartbeatSeconds: 600 });
-  results.push(await load('arbiter: heartbeat (durable renew)', arb.base, () => ({ method: 'POST', path: '/v1/heartbeat', headers: json(mbp), body: hb })));
-  const renew = JSON.stringify({ host: 'mbp', generation });
-  results.push(await load('arbiter: renew', arb.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew })));
-  // Contention: half the clients renew as mbp, half try to acquire as node-b (409 held).
-  const acquire = JSON.stringify({ host: 'node-b', seenGeneration: generation });
-  results.push(
-    await load('arbiter: renew ∥ acquire (contention)', arb.base, (w) =>
-      w % 2 === 0 ? { method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew } : { method: 'POST', path: '/v1/lease/acquire', headers: json(nodeb), body: acquire },
-    ),
-  );
-  // CAS: every client renews with If-Match of the last revision it saw; losers get 412.
-  const seen = new Map<number, number>();
-  results.push(
-    await load(
-      'arbiter: renew with If-Match (CAS race)',
-      arb.base,
-      (w) => ({ method: 'POST', path: '/v1/lease/renew', headers: { ...json(admin), 'if-match': `"${seen.get(w) ?? 0}"` }, body: renew }),
-      { onAnswer: (w, _status, etag) => {
-        // 200 and 412 both carry the current revision as the ETag.
-        if (etag !== undefined) seen.set(w, Number(etag.replaceAll('"', '')));
-      } },
-    ),
-  );
-  await stop(arb);
-  await stop(ceiling);
-  rmSync(dir, { recursive: true, force: true });
+  let ceiling: Daemon | null = null;
+  try {
+    ceiling = await startNode([join(ROOT, 'bench/ceiling.mjs'), join(ceilingDir, 'ceiling')], 'ceiling listening');
+    results.push(await load('ceiling: GET row', ceiling.base, () => ({ method: 'GET', path: '/v1/lease' })));
+    results.push(await load('arbiter: GET /v1/lease', arb.base, () => ({ method: 'GET', path: '/v1/lease' })));
+    results.push(await load('ceiling: FULL update', ceiling.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: { 'content-type': 'application/json' }, body: '{}' })));
+    const hb = JSON.stringify({ host: 'mbp', generation, seenGeneration: generation, heartbeatSeconds: 600 });
+    results.push(await load('arbiter: heartbeat (durable renew)', arb.base, () => ({ method: 'POST', path: '/v1/heartbeat', headers: json(mbp), body: hb })));
+    const renew = JSON.stringify({ host: 'mbp', generation });
+    results.push(await load('arbiter: renew', arb.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew })));
+    // Contention: half the clients renew as mbp, half try to acquire as node-b (409 held).
+    const acquire = JSON.stringify({ host: 'node-b', seenGeneration: generation });
+    results.push(
+      await load('arbiter: renew ∥ acquire (contention)', arb.base, (w) =>
+        w % 2 === 0 ? { method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew } : { method: 'POST', path: '/v1/lease/acquire', headers: json(nodeb), body: acquire },
+      ),
+    );
+    // CAS: every client renews with If-Match of the last revision it saw; losers get 412.
+    const seen = new Map<number, number>();
+    results.push(
+      await load(
+        'arbiter: renew with If-Match (CAS race)',
+        arb.base,
+        (w) => ({ method: 'POST', path: '/v1/lease/renew', headers: { ...json(admin), 'if-match': `"${seen.get(w) ?? 0}"` }, body: renew }),
+        { onAnswer: (w, _status, etag) => {
+          // 200 and 412 both carry the current revision as the ETag.
+          if (etag !== undefined) seen.set(w, Number(etag.replaceAll('"', '')));
+        } },
+      ),
+    );
+  } finally {
+    await hq.stop();
+    if (ceiling !== null) await stopProc(ceiling.proc);
+    rmSync(ceilingDir, { recursive: true, force: true });
+  }
 
   const readCeil = results[0]!.rps;
   const writeCeil = results[2]!.rps;

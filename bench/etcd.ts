@@ -1,0 +1,668 @@
+/**
+ * `npm run bench:etcd` (issue 9): hq's arbiter beside a single etcd, same load generator
+ * (`load()` of bench/lib.ts: undici closed loop), same concurrency, same machine, both on
+ * loopback. Four operations, each on both sides:
+ *   read     GET /v1/lease                          vs  POST /v3/kv/range (linearizable, the default)
+ *   renew    POST /v1/heartbeat of the holder       vs  POST /v3/lease/keepalive
+ *   CAS      renew with If-Match, losers take the   vs  txn compare mod_revision → put, failure
+ *            412's ETag and retry                       branch a range, losers retry with it
+ *   acquire  release + acquire of the same host     vs  lease grant + put with that lease
+ * BENCH_CONNECTIONS (32) clients, BENCH_SECONDS (10) per run, BENCH_ROUNDS (3) rounds, medians.
+ * Prints the table and writes its section of docs/BENCH.md (BENCH_WRITE=0 to skip);
+ * BENCH_PROFILE=DIR runs the arbiter under `node --cpu-prof` with its profile written to DIR.
+ *
+ * etcd: Debian's `etcd-server` is installed with apt when no `etcd` is on PATH (root only, exit 2
+ * otherwise), with service starts refused (policy-rc.d) so the package leaves no etcd running.
+ * Ours binds 127.0.0.1 only, keeps its data in a temp dir, and is stopped by PID at the end,
+ * on error and on SIGINT/SIGTERM, like the arbiter.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { accessSync, chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { jsonHeaders, startArbiter, type HqArbiter } from './hq-arbiter.js';
+import { load, machineLine, median, sleep, statusText, stopProc, table, writeSection, type Req } from './lib.js';
+
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
+const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
+const PROFILE_DIR = process.env['BENCH_PROFILE'];
+/** A short checked run of every scenario before the timed rounds: warms both servers and proves the answers are successes. */
+const WARMUP_SECONDS = Math.min(1, SECONDS);
+/** etcd lease TTL for keepalive and acquire: the arbiter's default ttlSeconds, long enough that no lease expires mid-bench. */
+const ETCD_TTL = 1500;
+
+// ---------------------------------------------------------------------------------------
+// everything this bench starts, stopped by PID whatever happens
+
+const cleanups: Array<() => Promise<void>> = [];
+let stopping = false;
+let cleaning: Promise<void> | null = null;
+/** Stops everything tracked, newest first; every caller waits for the same one pass. */
+function cleanup(): Promise<void> {
+  stopping = true;
+  cleaning ??= (async () => {
+    while (cleanups.length > 0) {
+      const fn = cleanups.pop()!;
+      await fn().catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    }
+  })();
+  return cleaning;
+}
+/** Registers how to stop something just started; once stopping has begun, stops it at once. */
+function track(stop: () => Promise<void>): void {
+  if (stopping) void stop();
+  else cleanups.push(stop);
+}
+// ---------------------------------------------------------------------------------------
+// etcd: install, start, talk
+
+function onPath(bin: string): string | null {
+  for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
+    const p = join(dir, bin);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+/** PIDs of running processes whose command name is `etcd`. */
+function etcdPids(): number[] {
+  const pids: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'etcd') pids.push(Number(d));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
+}
+
+/**
+ * The etcd binary, installing Debian's etcd-server when there is none. Service starts are
+ * refused during the install (a policy-rc.d that exits 101, RUNLEVEL=1), and any etcd that
+ * appears anyway (the package's own) is stopped by PID, so nothing is left on :2379.
+ */
+function ensureEtcd(): string {
+  const found = onPath('etcd');
+  if (found !== null) return found;
+  if (process.getuid?.() !== 0) {
+    process.stderr.write('bench:etcd: no etcd on PATH; run as root to have it install Debian\'s etcd-server, or install it (apt-get install etcd-server)\n');
+    process.exit(2);
+  }
+  const policy = '/usr/sbin/policy-rc.d';
+  const ownPolicy = !existsSync(policy);
+  if (ownPolicy) {
+    writeFileSync(policy, '#!/bin/sh\n# written by hq bench/etcd.ts for the etcd-server install; removed after it\nexit 101\n');
+    chmodSync(policy, 0o755);
+  }
+  const before = new Set(etcdPids());
+  try {
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
+    process.stderr.write('installing etcd-server (apt-get update, apt-get install -y etcd-server)…\n');
+    execFileSync('apt-get', ['update'], { stdio: ['ignore', 'inherit', 'inherit'], env });
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'etcd-server'], { stdio: ['ignore', 'inherit', 'inherit'], env });
+  } finally {
+    if (ownPolicy) rmSync(policy, { force: true });
+  }
+  for (const pid of etcdPids()) {
+    if (before.has(pid)) continue;
+    process.stderr.write(`stopping etcd pid ${pid} started by the package install\n`);
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
+  const bin = onPath('etcd');
+  if (bin === null) throw new Error('etcd-server installed but no etcd on PATH');
+  return bin;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      s.close(() => (typeof addr === 'object' && addr !== null ? res(addr.port) : rej(new Error('no port'))));
+    });
+  });
+}
+
+interface Etcd {
+  proc: ChildProcess;
+  base: string;
+  version: string;
+  log: string;
+}
+
+async function startEtcd(bin: string, dir: string): Promise<Etcd> {
+  const client = await freePort();
+  let peer = await freePort();
+  while (peer === client) peer = await freePort();
+  const base = `http://127.0.0.1:${client}`;
+  const peerUrl = `http://127.0.0.1:${peer}`;
+  const log = join(dir, 'etcd.log');
+  const fd = openSync(log, 'a');
+  // ETCD_* variables would override flags (and could name other addresses): none reach ours.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_')));
+  const proc = spawn(
+    bin,
+    [
+      '--name', 'hq-bench',
+      '--data-dir', join(dir, 'data'),
+      '--listen-client-urls', base,
+      '--advertise-client-urls', base,
+      '--listen-peer-urls', peerUrl,
+      '--initial-advertise-peer-urls', peerUrl,
+      '--initial-cluster', `hq-bench=${peerUrl}`,
+      '--initial-cluster-state', 'new',
+      '--logger', 'zap',
+    ],
+    { stdio: ['ignore', fd, fd], env },
+  );
+  closeSync(fd);
+  track(() => stopProc(proc));
+  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.match(/etcd Version: (\S+)/)?.[1] ?? '?';
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`etcd exited ${proc.exitCode}; log ${log}:\n${readFileSync(log, 'utf8').slice(-2000)}`);
+    try {
+      const res = await fetch(`${base}/health`);
+      const text = await res.text();
+      if (res.ok && text.includes('"health":"true"')) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`etcd not healthy after 30 s; log ${log}`);
+    await sleep(100);
+  }
+  return { proc, base, version, log };
+}
+
+const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
+const unb64 = (s: string): string => Buffer.from(s, 'base64').toString('utf8');
+
+/** One etcd gateway call for setup and checks: the parsed JSON, or an error naming the answer. */
+async function etcdCall<T>(base: string, path: string, body: unknown): Promise<T> {
+  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`etcd ${path} answered ${res.status}: ${text}`);
+  // keepalive is a stream: one JSON object per line, `{"result": …}`
+  const first = text.split('\n')[0] ?? '';
+  const parsed = JSON.parse(first) as T & { result?: T; error?: unknown };
+  if (parsed.error !== undefined) throw new Error(`etcd ${path} failed: ${first}`);
+  return parsed.result ?? parsed;
+}
+
+async function hqCall(hq: HqArbiter, path: string, token: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; etag: string | null; json: Record<string, unknown> }> {
+  const res = await fetch(`${hq.base}${path}`, { method: 'POST', headers: { ...jsonHeaders(token), ...headers }, body: JSON.stringify(body) });
+  return { status: res.status, etag: res.headers.get('etag'), json: (await res.json()) as Record<string, unknown> };
+}
+
+function check(cond: boolean, what: string): void {
+  if (!cond) throw new Error(`check failed: ${what}`);
+}
+
+// ---------------------------------------------------------------------------------------
+// scenarios
+
+type Op = 'read' | 'read-serializable' | 'renew' | 'cas' | 'acquire';
+type Side = 'hq' | 'etcd';
+
+interface Scenario {
+  side: Side;
+  op: Op;
+  base: string;
+  /** requests in one iteration (2 for acquire), sent one after the other on one connection */
+  steps: number;
+  next: (worker: number, step: number) => Req;
+  /** the outcome label of one answer; labels in `bad` make a warm-up fail */
+  answer: (worker: number, step: number, status: number, etag: string | undefined, body: string) => string;
+  bad: readonly string[];
+}
+
+interface Run {
+  ops: number;
+  p50: number;
+  p99: number;
+  statuses: string;
+  outcomes: Map<string, number>;
+}
+
+async function run(s: Scenario, seconds: number): Promise<Run> {
+  const step = new Array<number>(CONNECTIONS).fill(0);
+  const t0 = new Array<number>(CONNECTIONS).fill(0);
+  const lat: number[] = [];
+  const outcomes = new Map<string, number>();
+  const started = performance.now();
+  const r = await load(
+    `${s.side} ${s.op}`,
+    s.base,
+    (w) => {
+      if (step[w] === 0) t0[w] = performance.now();
+      return s.next(w, step[w]!);
+    },
+    {
+      seconds,
+      connections: CONNECTIONS,
+      onAnswer: (w, status, etag, body) => {
+        const label = s.answer(w, step[w]!, status, etag, body);
+        outcomes.set(label, (outcomes.get(label) ?? 0) + 1);
+        step[w]!++;
+        if (step[w] === s.steps) {
+          lat.push(performance.now() - t0[w]!);
+          step[w] = 0;
+        }
+      },
+    },
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  lat.sort((a, b) => a - b);
+  const q = (p: number): number => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
+  const outs = [...outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}×${n}`).join(' ');
+  return { ops: lat.length / elapsed, p50: q(0.5), p99: q(0.99), statuses: `${statusText(r.statuses)} (${outs})`, outcomes };
+}
+
+const revisionOf = (etag: string | undefined): number => (etag === undefined ? 0 : Number(etag.replaceAll('"', '')));
+const match = (body: string, re: RegExp): string | undefined => re.exec(body)?.[1];
+
+/**
+ * The hq side. Heartbeat and renew name the holder's generation, which the acquire scenario
+ * moves: `settle()` (after each acquire run) makes sure mbp holds the lease and re-reads it.
+ */
+function hqScenarios(hq: HqArbiter): { scenarios: Scenario[]; settle: () => Promise<void> } {
+  const { mbp } = hq.tokens;
+  let hb = '';
+  let renew = '';
+  const use = (gen: number): void => {
+    hb = JSON.stringify({ host: 'mbp', generation: gen, seenGeneration: gen, heartbeatSeconds: 600 });
+    renew = JSON.stringify({ host: 'mbp', generation: gen });
+  };
+  use(hq.generation);
+  const settle = async (): Promise<void> => {
+    // an acquire run may stop between a release and its acquire
+    const acq = await hqCall(hq, '/v1/lease/acquire', mbp, { host: 'mbp' });
+    check(acq.status === 200, `hq acquire after the acquire run (${acq.status})`);
+    use((acq.json['lease'] as { generation: number }).generation);
+  };
+  const seen = new Map<number, number>();
+  const grants = new Set<number>();
+  const scenarios: Scenario[] = [
+    {
+      side: 'hq', op: 'read', base: hq.base, steps: 1, bad: ['error'],
+      next: () => ({ method: 'GET', path: '/v1/lease' }),
+      answer: (_w, _s, status, _e, body) => (status === 200 && body.includes('"holder":"mbp"') ? 'record' : 'error'),
+    },
+    {
+      side: 'hq', op: 'renew', base: hq.base, steps: 1, bad: ['error'],
+      next: () => ({ method: 'POST', path: '/v1/heartbeat', headers: jsonHeaders(mbp), body: hb }),
+      answer: (_w, _s, status, _e, body) => (status === 200 && body.includes('"outcome":"renewed"') ? 'renewed' : 'error'),
+    },
+    {
+      side: 'hq', op: 'cas', base: hq.base, steps: 1, bad: ['error'],
+      next: (w) => ({ method: 'POST', path: '/v1/lease/renew', headers: { ...jsonHeaders(mbp), 'if-match': `"${seen.get(w) ?? 0}"` }, body: renew }),
+      answer: (w, _s, status, etag) => {
+        // 200 and 412 both carry the current revision as the ETag.
+        if (etag !== undefined) seen.set(w, revisionOf(etag));
+        return status === 200 ? 'swapped' : status === 412 ? 'stale' : 'error';
+      },
+    },
+    {
+      side: 'hq', op: 'acquire', base: hq.base, steps: 2, bad: ['error'],
+      next: (_w, step) =>
+        step === 0
+          ? { method: 'POST', path: '/v1/lease/release', headers: jsonHeaders(mbp), body: '{"host":"mbp"}' }
+          : { method: 'POST', path: '/v1/lease/acquire', headers: jsonHeaders(mbp), body: '{"host":"mbp"}' },
+      answer: (_w, step, status, _e, body) => {
+        if (status !== 200) return 'error';
+        if (step === 0) return 'released';
+        // A fresh grant answers a generation no acquire answered before; another connection's
+        // grant found unreleased is renewed by this acquire (SPEC §4: the holder re-acquiring renews).
+        const g = Number(match(body, /"generation":(\d+)/));
+        if (grants.has(g)) return 'acquired(renewed)';
+        grants.add(g);
+        return 'acquired(granted)';
+      },
+    },
+  ];
+  return { scenarios, settle };
+}
+
+async function etcdScenarios(base: string, value: string): Promise<Scenario[]> {
+  const key = b64('hq/lease');
+  const val = b64(value);
+  const put = await etcdCall<{ header: { revision: string } }>(base, '/v3/kv/put', { key, value: val });
+  const lease = await etcdCall<{ ID: string; TTL: string }>(base, '/v3/lease/grant', { TTL: ETCD_TTL });
+  check(Number(put.header.revision) > 0 && Number(lease.TTL) > 0, 'etcd put and lease grant');
+  const range = JSON.stringify({ key });
+  const rangeSer = JSON.stringify({ key, serializable: true });
+  const keepalive = JSON.stringify({ ID: lease.ID });
+  const seen = new Map<number, string>();
+  const txn = (rev: string): string =>
+    JSON.stringify({
+      compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: rev }],
+      success: [{ request_put: { key, value: val } }],
+      failure: [{ request_range: { key } }],
+    });
+  const leaseOf = new Map<number, string>();
+  const grant = JSON.stringify({ TTL: ETCD_TTL });
+  const readAnswer = (_w: number, _s: number, status: number, _e: string | undefined, body: string): string =>
+    status === 200 && body.includes('"kvs":[') ? 'record' : 'error';
+  return [
+    {
+      side: 'etcd', op: 'read', base, steps: 1, bad: ['error'],
+      next: () => ({ method: 'POST', path: '/v3/kv/range', headers: { 'content-type': 'application/json' }, body: range }),
+      answer: readAnswer,
+    },
+    {
+      side: 'etcd', op: 'read-serializable', base, steps: 1, bad: ['error'],
+      next: () => ({ method: 'POST', path: '/v3/kv/range', headers: { 'content-type': 'application/json' }, body: rangeSer }),
+      answer: readAnswer,
+    },
+    {
+      side: 'etcd', op: 'renew', base, steps: 1, bad: ['error', 'expired'],
+      next: () => ({ method: 'POST', path: '/v3/lease/keepalive', headers: { 'content-type': 'application/json' }, body: keepalive }),
+      answer: (_w, _s, status, _e, body) => {
+        if (status !== 200 || body.includes('"error"')) return 'error';
+        return Number(match(body, /"TTL":"(\d+)"/) ?? 0) > 0 ? 'renewed' : 'expired';
+      },
+    },
+    {
+      side: 'etcd', op: 'cas', base, steps: 1, bad: ['error'],
+      next: (w) => ({ method: 'POST', path: '/v3/kv/txn', headers: { 'content-type': 'application/json' }, body: txn(seen.get(w) ?? '0') }),
+      answer: (w, _s, status, _e, body) => {
+        if (status !== 200 || body.includes('"error"')) return 'error';
+        if (body.includes('"succeeded":true')) {
+          // the key's new mod_revision is the header's revision (this txn's write)
+          const rev = match(body, /"revision":"(\d+)"/);
+          if (rev === undefined) return 'error';
+          seen.set(w, rev);
+          return 'swapped';
+        }
+        // the failure branch's range: the key's current mod_revision
+        const rev = match(body, /"mod_revision":"(\d+)"/);
+        if (rev === undefined) return 'error';
+        seen.set(w, rev);
+        return 'stale';
+      },
+    },
+    {
+      side: 'etcd', op: 'acquire', base, steps: 2, bad: ['error'],
+      next: (w, step) =>
+        step === 0
+          ? { method: 'POST', path: '/v3/lease/grant', headers: { 'content-type': 'application/json' }, body: grant }
+          : { method: 'POST', path: '/v3/kv/put', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key, value: val, lease: leaseOf.get(w) ?? '0' }) },
+      answer: (w, step, status, _e, body) => {
+        if (status !== 200 || body.includes('"error"')) return 'error';
+        if (step === 1) return 'put';
+        const id = match(body, /"ID":"(\d+)"/);
+        if (id === undefined) return 'error';
+        leaseOf.set(w, id);
+        return 'granted';
+      },
+    },
+  ];
+}
+
+/** One request of each kind, answers checked field by field: the loads below count outcomes by cheaper string tests. */
+async function strictChecks(hq: HqArbiter, base: string, value: string): Promise<void> {
+  const key = b64('hq/lease');
+  type Kv = { key: string; value: string; mod_revision: string; lease?: string };
+  const r = await etcdCall<{ kvs?: Kv[] }>(base, '/v3/kv/range', { key });
+  check(r.kvs?.length === 1 && unb64(r.kvs[0]!.value) === value, 'etcd range returns the record');
+  const g = await etcdCall<{ ID: string; TTL: string }>(base, '/v3/lease/grant', { TTL: ETCD_TTL });
+  const k = await etcdCall<{ ID: string; TTL: string }>(base, '/v3/lease/keepalive', { ID: g.ID });
+  check(k.ID === g.ID && Number(k.TTL) > 0, `etcd keepalive renews (TTL ${k.TTL})`);
+  const rev = r.kvs![0]!.mod_revision;
+  const txn = (mr: string) => ({ compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: mr }], success: [{ request_put: { key, value: b64(value) } }], failure: [{ request_range: { key } }] });
+  type Txn = { succeeded?: boolean; header: { revision: string }; responses?: Array<{ response_range?: { kvs?: Kv[] } }> };
+  const won = await etcdCall<Txn>(base, '/v3/kv/txn', txn(rev));
+  check(won.succeeded === true, 'etcd txn at the current mod_revision succeeds');
+  const lost = await etcdCall<Txn>(base, '/v3/kv/txn', txn(rev));
+  const cur = lost.responses?.[0]?.response_range?.kvs?.[0]?.mod_revision;
+  check(lost.succeeded !== true && cur === won.header.revision, 'etcd txn at a stale mod_revision fails and its range names the current one');
+  await etcdCall(base, '/v3/kv/put', { key, value: b64(value), lease: g.ID });
+  const after = await etcdCall<{ kvs?: Kv[] }>(base, '/v3/kv/range', { key });
+  check(after.kvs?.[0]?.lease === g.ID, 'etcd put with a lease attaches it');
+
+  const { mbp } = hq.tokens;
+  const gen = hq.generation;
+  const hb = await hqCall(hq, '/v1/heartbeat', mbp, { host: 'mbp', generation: gen, seenGeneration: gen, heartbeatSeconds: 600 });
+  check(hb.status === 200 && hb.json['outcome'] === 'renewed', `hq heartbeat renews (${JSON.stringify(hb.json['outcome'])})`);
+  const okCas = await hqCall(hq, '/v1/lease/renew', mbp, { host: 'mbp', generation: gen }, { 'if-match': hb.etag ?? `"${(hb.json['lease'] as { revision: number }).revision}"` });
+  check(okCas.status === 200, `hq renew at the current revision is 200 (${okCas.status})`);
+  const stale = await hqCall(hq, '/v1/lease/renew', mbp, { host: 'mbp', generation: gen }, { 'if-match': '"1"' });
+  check(stale.status === 412 && stale.etag === okCas.etag, `hq renew at a stale revision is 412 with the current ETag (${stale.status})`);
+}
+
+/** Checks the acquire cycle of hq last: it moves the generation, which the renew scenarios name. */
+async function strictAcquireCheck(hq: HqArbiter): Promise<void> {
+  const { mbp } = hq.tokens;
+  const rel = await hqCall(hq, '/v1/lease/release', mbp, { host: 'mbp' });
+  const acq = await hqCall(hq, '/v1/lease/acquire', mbp, { host: 'mbp' });
+  const g = (acq.json['lease'] as { generation: number } | undefined)?.generation ?? 0;
+  check(rel.status === 200 && acq.status === 200 && acq.json['ok'] === true && g > hq.generation, `hq release then acquire grants a new generation (${rel.status}, ${acq.status}, ${g})`);
+}
+
+// ---------------------------------------------------------------------------------------
+
+interface Row {
+  op: string;
+  hq: Run[];
+  etcd: Run[];
+  target: number | null;
+}
+
+const OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqOp: Op }> = [
+  { op: 'read', label: 'read the lease', target: 5, hqOp: 'read' },
+  { op: 'read-serializable', label: 'read (etcd serializable)', target: null, hqOp: 'read' },
+  { op: 'renew', label: 'durable renew', target: 1, hqOp: 'renew' },
+  { op: 'cas', label: 'CAS, one key, contended', target: 3, hqOp: 'cas' },
+  { op: 'acquire', label: 'acquire', target: null, hqOp: 'acquire' },
+];
+
+const ms = (x: number): string => (Number.isNaN(x) ? '—' : x.toFixed(2));
+
+function medianRun(runs: readonly Run[]): Run {
+  const m = median(runs.map((r) => r.ops));
+  const at = runs.find((r) => r.ops === m) ?? runs[0]!;
+  return { ops: m, p50: median(runs.map((r) => r.p50)), p99: median(runs.map((r) => r.p99)), statuses: at.statuses, outcomes: at.outcomes };
+}
+
+async function main(): Promise<void> {
+  const loadAtStart = loadavg()[0] ?? NaN;
+  const bin = ensureEtcd();
+  const dir = mkdtempSync(join(tmpdir(), 'hq-bench-etcd-'));
+  track(async () => rmSync(dir, { recursive: true, force: true }));
+  const etcd = await startEtcd(bin, dir);
+  process.stderr.write(`etcd ${etcd.version} (pid ${etcd.proc.pid}) on ${etcd.base}, log ${etcd.log}\n`);
+  const profileArgs = PROFILE_DIR !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  const hq = await startArbiter({ nodeArgs: profileArgs, onStop: track });
+  process.stderr.write(`hq-arbiter (pid ${hq.daemon.proc.pid}) on ${hq.base}\n`);
+
+  // The value etcd stores and answers is hq's own record, so both sides move the same bytes.
+  const etcds = await etcdScenarios(etcd.base, hq.record);
+  await strictChecks(hq, etcd.base, hq.record);
+  await strictAcquireCheck(hq);
+  const hqSide = hqScenarios(hq);
+  await hqSide.settle();
+  const find = (list: Scenario[], op: Op): Scenario => list.find((s) => s.op === op)!;
+
+  const rows: Row[] = OPS.map((o) => ({ op: o.label, hq: [], etcd: [], target: o.target }));
+  const plan = (round: number): Array<{ row: Row; s: Scenario }> => {
+    const out: Array<{ row: Row; s: Scenario }> = [];
+    OPS.forEach((o, i) => {
+      const row = rows[i]!;
+      const pair = [{ row, s: find(hqSide.scenarios, o.hqOp) }, { row, s: find(etcds, o.op) }];
+      // hq's read is measured once, under the first read row (the second row shares it)
+      const both = o.op === 'read-serializable' ? pair.slice(1) : pair;
+      // alternate which side goes first, so drift on a busy machine does not favour one side
+      out.push(...(round % 2 === 0 ? both : [...both].reverse()));
+    });
+    return out;
+  };
+  const after = async (s: Scenario): Promise<void> => {
+    if (s.side === 'hq' && s.op === 'acquire') await hqSide.settle();
+  };
+
+  process.stderr.write(`warm-up: ${WARMUP_SECONDS} s of each scenario, every answer checked…\n`);
+  for (const { s } of plan(0)) {
+    const r = await run(s, WARMUP_SECONDS);
+    await after(s);
+    const bad = s.bad.filter((b) => (r.outcomes.get(b) ?? 0) > 0);
+    if (bad.length > 0 || r.outcomes.size === 0) throw new Error(`warm-up of ${s.side} ${s.op} had failed answers: ${r.statuses}`);
+    process.stderr.write(`  ${s.side} ${s.op}: ${Math.round(r.ops)}/s ${r.statuses}\n`);
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const { row, s } of plan(round)) {
+      const r = await run(s, SECONDS);
+      await after(s);
+      (s.side === 'hq' ? row.hq : row.etcd).push(r);
+      process.stderr.write(`round ${round + 1}/${ROUNDS} ${s.side} ${s.op}: ${Math.round(r.ops)}/s p50 ${r.p50.toFixed(2)} ms ${r.statuses}\n`);
+    }
+  }
+  // hq's read row is shared by the two read rows
+  rows[1]!.hq = rows[0]!.hq;
+  await cleanup();
+
+  // Derived rows from the same runs: the CAS answers that swapped, the acquires that were fresh
+  // grants (hq; every etcd iteration is one), per second; no latencies of their own.
+  const only = (labels: readonly string[], of: readonly string[]) => (r: Run): Run => {
+    const count = (ls: readonly string[]): number => ls.reduce((a, l) => a + (r.outcomes.get(l) ?? 0), 0);
+    const n = count(labels);
+    const total = count(of);
+    return { ...r, ops: total === 0 ? 0 : (r.ops * n) / total, p50: NaN, p99: NaN, statuses: `${labels.join('+')} ${n} of ${total}` };
+  };
+  const derive = (label: string, op: string, hqOnly: ReturnType<typeof only>, etcdOnly: ReturnType<typeof only>): void => {
+    const i = rows.findIndex((r) => r.op === op);
+    rows.splice(i + 1, 0, { op: label, hq: rows[i]!.hq.map(hqOnly), etcd: rows[i]!.etcd.map(etcdOnly), target: null });
+  };
+  derive('CAS: successful swaps only', 'CAS, one key, contended', only(['swapped'], ['swapped', 'stale']), only(['swapped'], ['swapped', 'stale']));
+  derive('acquire: fresh grants only', 'acquire', only(['acquired(granted)'], ['acquired(granted)', 'acquired(renewed)']), only(['put'], ['put']));
+
+  const body = rows.map((row) => {
+    const h = medianRun(row.hq);
+    const e = medianRun(row.etcd);
+    const ratio = h.ops / e.ops;
+    const met = row.target === null ? '—' : ratio >= row.target ? 'yes' : 'no';
+    return [
+      row.op,
+      Math.round(h.ops), ms(h.p50), ms(h.p99),
+      Math.round(e.ops), ms(e.p50), ms(e.p99),
+      ratio.toFixed(2), row.target === null ? '—' : `≥ ${row.target}×`, met,
+      `hq ${h.statuses}; etcd ${e.statuses}`,
+    ];
+  });
+  const tbl = table(
+    ['operation', 'hq ops/s', 'hq p50 ms', 'hq p99 ms', 'etcd ops/s', 'etcd p50 ms', 'etcd p99 ms', 'hq/etcd', 'target', 'met?', 'statuses (median round)'],
+    ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'l'],
+    body,
+  );
+  const busy = loadAtStart > cpus().length ? ' — a busy machine, the figures are noisy' : '';
+  const machine = machineLine(`, etcd ${etcd.version}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds per operation and side (medians), load average ${loadAtStart.toFixed(1)} at the start${busy}`);
+  process.stdout.write(`${machine}\n\n${tbl}\n`);
+  writeSection('etcd', doc(machine, tbl, etcd.version));
+}
+
+function doc(machine: string, tbl: string, version: string): string {
+  return `## hq beside etcd
+
+Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \`BENCH_CONNECTIONS\` (32) to change the run;
+\`BENCH_WRITE=0\` to not rewrite this file; \`BENCH_PROFILE=DIR\` to run the arbiter under \`node --cpu-prof\`).
+
+Run: ${new Date().toISOString()} — ${machine}.
+
+${tbl}
+
+How it runs. One real \`hq-arbiter serve\` (set up as in the arbiter bench: temp config on 127.0.0.1, member
+tokens from \`hq-arbiter token issue\`, the 10.5 s start wait, both candidates heartbeat, mbp acquires) and one
+etcd ${version} (Debian's \`etcd-server\`), a single member with \`--listen-client-urls\`, \`--listen-peer-urls\` and
+the advertised URLs all on \`http://127.0.0.1:<free port>\` and \`--data-dir\` in a temp dir, on the same ext4 disk
+as the arbiter's SQLite file; default etcd settings otherwise. Both are driven by the same \`load()\` of
+\`bench/lib.ts\` (undici, closed loop, ${CONNECTIONS} connections, keep-alive, no pipelining), the load generator on the
+same cores as the servers. etcd is spoken to through its HTTP/JSON gRPC gateway (\`/v3/…\`, keys and values
+base64), the HTTP face it offers to a client like this one; the gateway runs inside the etcd process and
+forwards each call to etcd's gRPC server over a loopback connection, so a native gRPC client would see etcd
+somewhat faster than this. The value etcd stores and answers is hq's own lease record (its JSON, about the size
+hq answers). Each operation runs ${ROUNDS > 1 ? `${ROUNDS} rounds` : 'once'} per side, the side that goes first alternating by round; the table
+gives the median round's ops/s, the medians of p50 and p99, and that round's HTTP statuses and outcome
+counts. Before the rounds, one request of each kind is checked field by field (etcd: the range returns the
+record, keepalive answers the lease's ID with TTL > 0, a txn at the current mod_revision succeeds and one at a
+stale one fails with the current mod_revision in its range; hq: heartbeat \`outcome: renewed\`, 200 at the current
+ETag and 412 with the current ETag at a stale one, release + acquire grants a new generation), then every
+scenario runs ${WARMUP_SECONDS} s with every answer classified; any error answer stops the bench. During the rounds every answer is
+classified the same way (the outcome counts in the last column).
+
+What one operation is, per side:
+
+- **read the lease**: hq \`GET /v1/lease\` (open reads, no token; the record from the arbiter's single SQLite row)
+  vs etcd \`POST /v3/kv/range\` of the key, linearizable (etcd's default: a ReadIndex through raft before the read).
+  The next row is the same hq figure beside a \`serializable: true\` range (no ReadIndex; on one member it is as
+  fresh), for information: no target.
+- **durable renew**: hq \`POST /v1/heartbeat\` of the holder (outcome \`renewed\`: a new \`expiresAt\`, written with
+  \`synchronous=FULL\`, so one fsync'd SQLite commit per renew) vs etcd \`POST /v3/lease/keepalive\` of one lease
+  (TTL ${ETCD_TTL} s), all connections renewing the same lease on each side. **etcd 3.4 does not persist a keepalive**: the
+  leader renews the lease in memory (no raft entry, no WAL write, no fsync; lease checkpointing is off by default),
+  and after a restart every lease gets its full TTL again. The two are the same operation for a client but not
+  the same work: hq's renew survives a power cut, etcd's does not need to.
+- **CAS, one key, contended**: hq \`POST /v1/lease/renew\` of the holder with \`If-Match: "<revision>"\`; a loser gets
+  412 with the current revision as its ETag and retries with it. etcd \`POST /v3/kv/txn\`: compare the key's
+  \`mod_revision\` with the one last seen → put the record; the failure branch ranges the key, and a loser retries
+  with the \`mod_revision\` it got. All ${CONNECTIONS} connections race on the one record/key; ops/s counts every answer (a swap
+  or a refusal naming the current revision; the split is in the last column); the row after it counts the
+  successful swaps only (per second, from the same runs). On hq a refusal is a read inside
+  the write transaction with nothing written; on etcd every txn holding a put goes through raft, swap or not.
+- **acquire**: one iteration is two requests on one connection, and the ops/s and latencies are per iteration
+  (from sending the first request to reading the second answer). hq: \`POST /v1/lease/release\` \`{host:"mbp"}\`
+  then \`POST /v1/lease/acquire\` \`{host:"mbp"}\`; acquire of a released lease by its own holder is a grant with a new
+  generation and no lock-delay (lock-delay protects a *different* previous holder; SPEC §4, lease-core \`acquire\`),
+  so every acquire answers 200 \`ok: true\`. With ${CONNECTIONS} connections on the one record, an acquire may find the lease
+  already granted again by another connection's acquire and then renews it (the holder re-acquiring renews; still
+  200 \`ok: true\`) — the split granted/renewed is in the last column, and a release may find it already released
+  (200, nothing to change). etcd: \`POST /v3/lease/grant\` (TTL ${ETCD_TTL} s) then \`POST /v3/kv/put\` of the key with that lease — both
+  raft writes, every one a success; there is no exclusion in it (an etcd lock would add a txn on create_revision).
+  No etcd lease expires during the run (TTL 1500 s), so no revocations load etcd. The row after it counts, of the
+  same runs, only the iterations whose acquire was a fresh grant on hq (all of them on etcd).
+
+Where the CPU is: the arbiter answers on one Node main thread (its SQLite commit and fsync run on it too),
+etcd's Go runtime uses every core, and the load generator (Node, this process) shares the same cores with both.
+
+No etcd service is left behind: the install (only when no \`etcd\` is on PATH, as root) runs with a
+\`policy-rc.d\` that refuses service starts (the one already in this container, or a temporary one the bench
+writes and removes) and \`RUNLEVEL=1\`, and any \`etcd\` process that appears during the install is stopped by PID.
+In this container the install said \`invoke-rc.d: policy-rc.d denied execution of start\` and created the package's
+systemd links (\`etcd.service\`, \`etcd2.service\`), which nothing runs: there is no systemd here, and no etcd
+listened on :2379 afterwards. The bench's etcd listens on two 127.0.0.1 ports only (client, peer). The bench's own etcd and arbiter are
+stopped by PID at the end, on error and on SIGINT/SIGTERM, and their temp dirs removed.
+`;
+}
+
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    interrupted = true;
+    process.stderr.write(`${sig}: stopping what the bench started…\n`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+try {
+  await main();
+} catch (err) {
+  // after a signal, the runs fail because their servers are gone: not worth a report
+  if (!interrupted) {
+    process.stderr.write(`bench:etcd: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+} finally {
+  await cleanup();
+}
+if (interrupted) await new Promise(() => {}); // the signal handler exits with 130
