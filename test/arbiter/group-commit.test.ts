@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { harness } from './helper.js';
+import { ifMatchStale, PreconditionFailed } from '../../apps/arbiter/src/arbiter.js';
 
 t.test('concurrent renewals share one transaction and come out as if serial; a stale If-Match fails alone', async (t) => {
   const h = await harness(t);
@@ -64,4 +65,33 @@ t.test('a failing commit fails every request of its batch with 500 and writes no
   t.notOk(answers.some((a) => a.body.includes('disk I/O')), 'no detail leaks');
   store.transactAll = original;
   t.equal(((await h.get('/v1/lease')).json() as { revision: number }).revision, revision, 'nothing was written');
+});
+
+t.test('a stale If-Match is refused before the write lock; a current, future or * one waits for its turn', async (t) => {
+  t.equal(ifMatchStale('"3"', 5), true, 'below the revision: stale');
+  t.equal(ifMatchStale('W/"3", "4"', 5), true, 'every tag below: stale');
+  t.equal(ifMatchStale('"3", "5"', 5), false, 'one tag current: not stale');
+  t.equal(ifMatchStale('"9"', 5), false, 'a future revision may still match after the queued decisions');
+  t.equal(ifMatchStale('*', 5), false, '* always waits');
+  t.equal(ifMatchStale('junk', 5), false, 'unparsable: left to the decision (which refuses it)');
+  t.ok(new PreconditionFailed(4).stack?.split('\n').length === 1, 'a lost CAS is an answer: no stack trace is built');
+
+  const h = await harness(t);
+  await h.settle();
+  const acq = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const { generation, revision } = acq.json().lease as { generation: number; revision: number };
+  const store = h.rt.store;
+  let transactions = 0;
+  const original = store.transactAll.bind(store);
+  store.transactAll = (decisions) => {
+    transactions++;
+    return original(decisions);
+  };
+  const stale = await h.post('/v1/lease/renew', { host: 'mbp', generation }, h.tokens.mbp, { 'if-match': `"${revision - 1}"` });
+  t.equal(stale.statusCode, 412, 'stale: 412');
+  t.equal(stale.headers.etag, `"${revision}"`, 'with the current revision');
+  t.equal(transactions, 0, 'without a transaction');
+  const current = await h.post('/v1/lease/renew', { host: 'mbp', generation }, h.tokens.mbp, { 'if-match': `"${revision}"` });
+  t.equal(current.statusCode, 200, 'current: granted');
+  t.equal(transactions, 1, 'in its transaction');
 });

@@ -11,11 +11,30 @@ import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
 import type { EventInput, EventRow, LeaseStore } from './store/store.js';
 
+/** A lost compare-and-swap: an answer (412), not a fault, so it carries no stack trace. */
 export class PreconditionFailed extends Error {
-  constructor(readonly revision: number) {
+  readonly revision: number;
+  constructor(revision: number) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(`If-Match does not match the current revision ${revision}`);
+    Error.stackTraceLimit = limit;
+    this.revision = revision;
     this.name = 'PreconditionFailed';
   }
+}
+
+/**
+ * True when no tag of `If-Match` can match `revision` or any later one: every tag is a
+ * revision below it (revisions only rise), none is `*`. Such a request loses whatever is
+ * decided before it, so it can be refused without waiting for the write lock.
+ */
+export function ifMatchStale(header: string, revision: number): boolean {
+  for (const part of header.split(',')) {
+    const m = /^(?:W\/)?"?(\d{1,16})"?$/.exec(part.trim());
+    if (m === null || Number(m[1]) >= revision) return false;
+  }
+  return true;
 }
 
 /** `If-Match: "<revision>"` (also `W/"n"`, a bare n, a list, or `*`). */
@@ -126,6 +145,12 @@ export class Arbiter {
    * decision is committed to disk (S4). Used by the request routes; checks decide directly.
    */
   submit<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
+    if (ifMatch !== undefined) {
+      // A stale If-Match against the committed revision (the cache: no write lock) loses now;
+      // this is what serial decisions would answer, as the queued ones only raise the revision.
+      const revision = this.read().lease.revision;
+      if (ifMatchStale(ifMatch, revision)) return Promise.reject(new PreconditionFailed(revision));
+    }
     return new Promise<Decided<A>>((resolve, reject) => {
       this.queue.push({ op, ifMatch, decide, outcome, resolve, reject } as unknown as Pending);
       if (this.queue.length === 1) setImmediate(() => this.flush());
