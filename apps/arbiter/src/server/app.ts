@@ -20,6 +20,7 @@ import { statusPage, statusPageOptions } from '../routes/status-page.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';
+import { leaseFastPath } from './fast-path.js';
 
 /** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
 export const BODY_LIMIT = 64 * 1024;
@@ -38,6 +39,8 @@ export interface AppOptions {
    * (test/operator) leave this out.
    */
   readonly operator?: { readonly waiters: EventWaiters };
+  /** `GET /v1/lease` answered in front of Fastify (default true; false = the route only, for tests that compare). */
+  readonly fastPath?: boolean;
 }
 
 function oneLine(text: string): string {
@@ -53,7 +56,9 @@ const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> =
 ]);
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const fast = opts.fastPath === false ? null : leaseFastPath(() => opts.hq);
   const app = Fastify({
+    ...(fast !== null ? { serverFactory: fast.factory } : {}),
     loggerInstance: opts.log as unknown as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
@@ -108,6 +113,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    fast?.closing();
   });
   app.addHook('onSend', async (_req, reply, payload) => {
     if (closing) reply.header('connection', 'close');
