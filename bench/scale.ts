@@ -129,6 +129,42 @@ function startSampler(base: string, seconds: number, rate: number, warmup: numbe
   };
 }
 
+/** `hq_http_request_duration_seconds` bucket counts by route (method and path, 200s only), from /metrics. */
+async function httpBuckets(base: string): Promise<Map<string, Map<number, number>>> {
+  const pool = new Pool(base);
+  const text = await (await pool.request({ method: 'GET', path: '/metrics' })).body.text();
+  await pool.close();
+  const out = new Map<string, Map<number, number>>();
+  for (const m of text.matchAll(/^hq_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)$/gm)) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    if (labels['status'] !== '200') continue;
+    const key = `${labels['method']} ${labels['route']}`;
+    const le = labels['le'] === '+Inf' ? Infinity : Number(labels['le']);
+    const b = out.get(key) ?? new Map<number, number>();
+    b.set(le, (b.get(le) ?? 0) + Number(m[2]));
+    out.set(key, b);
+  }
+  return out;
+}
+
+/**
+ * The arbiter's own view of a route over the window (bucket counts after − before): the upper
+ * bound, in ms, of the histogram bucket holding the q-quantile (onRequest → onResponse, so it
+ * leaves out the time a request waits in the socket before the loop reads it).
+ */
+function serverQuantile(before: Map<string, Map<number, number>>, after: Map<string, Map<number, number>>, route: string, q: number): string {
+  const a = after.get(route);
+  if (a === undefined) return '—';
+  const b = before.get(route) ?? new Map<number, number>();
+  const les = [...a.keys()].sort((x, y) => x - y);
+  const total = (a.get(Infinity) ?? 0) - (b.get(Infinity) ?? 0);
+  if (total <= 0) return '—';
+  for (const le of les) {
+    if ((a.get(le) ?? 0) - (b.get(le) ?? 0) >= q * total) return le === Infinity ? `> ${les[les.length - 2]! * 1000}` : `≤ ${le * 1000}`;
+  }
+  return '—';
+}
+
 async function main(): Promise<void> {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
   const dir = mkdtempSync(join(tmpdir(), 'hq-scale-'));
@@ -212,11 +248,13 @@ async function main(): Promise<void> {
       openLoop('warm-up', base, renewal(0), { rate: renewRate, seconds: WARMUP_S, connections: 16 }),
     ]);
     const warmNon200 = [...hbWarm.statuses, ...renewWarm.statuses].filter(([st]) => st !== 200).reduce((a, [, n]) => a + n, 0);
+    const before = await httpBuckets(base);
     const [hb, renew] = await Promise.all([
       openLoop('resource heartbeat', base, heartbeat(Math.floor(WARMUP_S * hbRate)), { rate: hbRate, seconds: SECONDS, connections: 64, onLatency: track('heartbeat') }),
       openLoop('port lease renewal', base, renewal(Math.floor(WARMUP_S * renewRate)), { rate: renewRate, seconds: SECONDS, connections: 16, onLatency: track('renewal') }),
     ]);
     const lease = await sampler.result;
+    const after = await httpBuckets(base);
     for (const [name, a] of slowest) process.stderr.write(`slowest ${name} per second (ms): ${Array.from(a, (x) => Math.round(x ?? 0)).join(' ')}\n`);
 
     // 4. the registry afterwards
@@ -228,8 +266,22 @@ async function main(): Promise<void> {
     await pool.close();
 
     const f = (n: number): string => n.toFixed(2);
-    const rows = [hb, renew, lease].map((r) => [r.name, Math.round(r.rps), f(r.p50), f(r.p99), f(r.lagP99), statusText(r.statuses)]);
-    const loadTable = table(['during the load', 'req/s', 'p50 ms', 'p99 ms', 'generator lag p99 ms', 'statuses'], ['l', 'r', 'r', 'r', 'r', 'l'], rows);
+    const routes = ['POST /v1/resources/:id/heartbeat', 'POST /v1/leases/port/:port/heartbeat', 'GET /v1/lease'];
+    const rows = [hb, renew, lease].map((r, k) => [
+      r.name,
+      Math.round(r.rps),
+      f(r.p50),
+      f(r.p99),
+      serverQuantile(before, after, routes[k]!, 0.5),
+      serverQuantile(before, after, routes[k]!, 0.99),
+      f(r.lagP99),
+      statusText(r.statuses),
+    ]);
+    const loadTable = table(
+      ['during the load', 'req/s', 'p50 ms', 'p99 ms', 'arbiter p50 ms', 'arbiter p99 ms', 'generator lag p99 ms', 'statuses'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      rows,
+    );
     const setupTable = table(
       ['setup (closed loop, 16 in flight)', 'count', 'seconds', 'per second', 'p50 ms', 'p99 ms', 'statuses'],
       ['l', 'r', 'r', 'r', 'r', 'r', 'l'],
@@ -260,7 +312,9 @@ One \`hq-arbiter serve\` child on 127.0.0.1 (fresh data dir, \`synchronous=FULL\
 allocated (TTL ${TTL_MS / 1000} s), then for ${SECONDS} s an open-loop schedule sends every resource's heartbeat once per ${PERIOD_S} s
 (${(RESOURCES / PERIOD_S).toFixed(0)}/s spread evenly, with attrs) and renews every lease once per ${PERIOD_S} s (${(LEASES / PERIOD_S).toFixed(0)}/s), while a separate client process sends
 \`GET /v1/lease\` ${SAMPLE_RATE} times a second. The first ${WARMUP_S} s of that load are a warm-up, not counted (${warmNon200 === 0 ? 'all 200' : `${warmNon200} answers not 200`}). Latency is send → end of body; "generator lag" is how late the load generator sent
-against its schedule (large values mean the client, not the arbiter, fell behind).
+against its schedule (large values mean the client, not the arbiter, fell behind). "arbiter p50/p99" are read from the arbiter's
+own \`hq_http_request_duration_seconds\` histogram over the window (the bucket bound holding the quantile; onRequest → onResponse,
+so without the wait in the socket before the arbiter's loop reads the request, and without the sampler's share of the CPU).
 
 Run: ${new Date().toISOString()} — ${machine}, ${SECONDS} s of load.
 
