@@ -119,6 +119,8 @@ function startSampler(base: string, seconds: number, rate: number, warmup: numbe
       else rej(new Error(`the sampler exited ${code} without a result`));
     });
   });
+  // Awaited only on the happy path; on an error elsewhere the kill in `stop` must not become an unhandled rejection.
+  result.catch(() => undefined);
   return {
     ready: readyP,
     go: () => child.stdin!.end('go\n'),
