@@ -170,6 +170,7 @@ http.get({ socketPath: process.argv[2], path: '/v1/fence?role=cron' }, (res) => 
         ['(context) agent ÷ ceiling answers/s', `${(r.rps / ceil.rps).toFixed(2)} ×`, '—'],
         ['`hq fence check` ≤ 1.2 × the bare node client (medians)', `${ratio.toFixed(2)} ×`, verdict(ratio <= 1.2)],
         ['`hq fence run` adds ≤ 150 ms to `true` (medians)', `${ms(added)} ms`, verdict(added <= 150)],
+        ['(context) of it Node’s own start-up: the bare node client − `true`', `${ms(median(node.times) - median(bareTrue.times))} ms`, '—'],
       ],
     );
     process.stdout.write(`${machine}\n\n${socketTable}\n\n${procTable}\n\n${goals}\n\nsample answer: ${sample}\n`);
