@@ -234,6 +234,27 @@ function rssMiB(pid: number): { rss: number; anon: number; file: number } {
   return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
 }
 
+/** What importing each library costs a node process (bench/rss-probe.mjs), median of 3 runs each. */
+function libraryFootprint(): string {
+  const sets: Array<[string, string[]]> = [
+    ['bare `node`', []],
+    ['fastify', ['fastify']],
+    ['undici', ['undici']],
+    ['pino', ['pino']],
+    ['prom-client', ['prom-client']],
+    ['all five the agent loads (+ node-cron)', ['fastify', 'undici', 'pino', 'prom-client', 'node-cron']],
+  ];
+  const rows = sets.map(([name, mods]) => {
+    const runs = [0, 1, 2].map(() => {
+      const r = spawnSync(process.execPath, [join(ROOT, 'bench/rss-probe.mjs'), ...mods], { cwd: ROOT, encoding: 'utf8' });
+      return JSON.parse(r.stdout) as { rss: number; anon: number; file: number };
+    });
+    const med = (k: 'rss' | 'anon' | 'file') => median(runs.map((x) => x[k])).toFixed(1);
+    return [name, `${med('rss')} MiB`, `${med('anon')} MiB`, `${med('file')} MiB`];
+  });
+  return table(['a node process that imports', 'VmRSS', 'anonymous', 'file-backed'], ['l', 'r', 'r', 'r'], rows);
+}
+
 /** utime + stime in seconds (fields 14 and 15 of /proc/PID/stat, after the parenthesised name). */
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -341,7 +362,8 @@ async function footprintPart(): Promise<void> {
         [`idle agent CPU ≈ 0 (no polling loops; ≤ 0.1 % of the window = ${IDLE_SECONDS} ms)`, `${(cpu.agent * 1000).toFixed(0)} ms`, verdict(cpu.agent <= IDLE_SECONDS * 0.001)],
       ],
     );
-    process.stdout.write(`\n${machine}\n\n${rows}\n\n${goals}\n`);
+    const libs = libraryFootprint();
+    process.stdout.write(`\n${machine}\n\n${rows}\n\n${goals}\n\n${libs}\n`);
     writeSection(
       'footprint',
       `## Footprint of idle daemons
@@ -361,6 +383,11 @@ Run: ${new Date().toISOString()} — ${machine}.
 ${rows}
 
 ${goals}
+
+What the libraries cost before the daemon does anything (each imported by a process that then waits 2 s,
+\`bench/rss-probe.mjs\`, same run):
+
+${libs}
 
 What the memory is: the file-backed part is the \`node\` binary's pages (about 50 MiB in these daemons; a bare
 \`node -e\` that only waits touches about 37 MiB of them and has about 44 MiB of VmRSS), so a VmRSS of 60 MiB leaves the agent some 10 MiB of its own — less than V8's young generation alone.
