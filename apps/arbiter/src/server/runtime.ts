@@ -63,9 +63,17 @@ export interface Runtime {
   readonly adminTokenPath: string | null;
   /** SPEC §8: resources and port leases, on a second connection to the same hq.db (when enabled). */
   readonly registry: RegistryStore | null;
+  /**
+   * Deletes registry rows that expired more than `REGISTRY_KEEP_EXPIRED_MS` ago (readers never
+   * return expired rows; this only keeps the tables from growing). The daemon runs it hourly.
+   */
+  sweepRegistry(): { resources: number; leases: number };
   app(): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
+
+/** Expired registry rows stay an hour (for a look with sqlite3), then the hourly sweep drops them. */
+export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config } = opts;
@@ -106,6 +114,12 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     hooks,
     adminTokenPath,
     registry,
+    sweepRegistry() {
+      if (registry === null || closed) return { resources: 0, leases: 0 };
+      const swept = registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
+      if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
+      return swept;
+    },
     async app() {
       if (app === null) {
         app = await buildApp({

@@ -15,6 +15,15 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
   rt.checker.start();
+  // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
+  const sweeps = setInterval(() => {
+    try {
+      rt.sweepRegistry();
+    } catch (err) {
+      rt.log.error({ err }, 'registry sweep failed');
+    }
+  }, 3_600_000);
+  sweeps.unref();
   rt.log.info(
     { address, port, dataDir: config.dataDir, candidates: config.candidates, failoverSeconds: config.failoverSeconds },
     'hq-arbiter listening',
@@ -22,6 +31,7 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
   closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {
     if (err !== undefined) rt.log.error({ err }, 'closing after an error');
     else rt.log.info({ signal }, 'closing');
+    clearInterval(sweeps);
     await rt.close();
     rt.log.info({}, 'closed');
   });
