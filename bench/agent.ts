@@ -28,6 +28,8 @@ const FENCE_CONNECTIONS = Number(process.env['BENCH_FENCE_CONNECTIONS'] ?? 32);
 const RUNS = Number(process.env['BENCH_RUNS'] ?? 30);
 const WARMUP = 5;
 const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 60);
+/** Seconds between the acquire and the idle window: start-up's garbage collections end first. */
+const SETTLE_SECONDS = Number(process.env['BENCH_SETTLE_SECONDS'] ?? 15);
 const HQ = join(ROOT, 'apps/agent/bin/hq.js');
 const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
@@ -255,6 +257,33 @@ function libraryFootprint(): string {
   return table(['a node process that imports', 'VmRSS', 'anonymous', 'file-backed'], ['l', 'r', 'r', 'r'], rows);
 }
 
+/**
+ * How often each process's event loop woke up over `seconds` (its main thread's epoll_pwait
+ * calls, counted by `strace -c`): the direct test for polling loops. null without strace.
+ */
+async function loopWakeups(pids: readonly number[], seconds: number): Promise<Array<number | null>> {
+  if (spawnSync('strace', ['-V']).status !== 0) return pids.map(() => null);
+  return Promise.all(
+    pids.map(
+      (pid) =>
+        new Promise<number | null>((done) => {
+          const out = join(tmpdir(), `hq-bench-strace-${pid}.txt`);
+          const p = spawn('strace', ['-p', String(pid), '-e', 'trace=epoll_wait,epoll_pwait', '-o', out], { stdio: 'ignore' });
+          setTimeout(() => p.kill('SIGINT'), seconds * 1000);
+          p.on('exit', () => {
+            try {
+              done(readFileSync(out, 'utf8').split('\n').filter((l) => l.includes('epoll_')).length);
+            } catch {
+              done(null);
+            } finally {
+              rmSync(out, { force: true });
+            }
+          });
+        }),
+    ),
+  );
+}
+
 /** utime + stime in seconds (fields 14 and 15 of /proc/PID/stat, after the parenthesised name). */
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -326,8 +355,10 @@ async function footprintPart(): Promise<void> {
     const reason = (JSON.parse(fence.stdout || '{}') as { reason?: string }).reason ?? 'unknown';
     if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`${acq.stdout}\n${fence.stdout}\n`);
     process.stderr.write(`footprint: acquire exited ${acq.status}; the agent's fence says ${reason}; idle for ${IDLE_SECONDS} s…\n`);
-    // A few seconds for the acquire's aftermath (the agent's heartbeat, JIT, a GC) to settle.
-    await sleep(3_000);
+    // The acquire's aftermath (the agent's heartbeat, JIT) and V8's post-start-up collections
+    // (the memory reducer shrinks the heap some seconds after the start-up work) end first.
+    await sleep(SETTLE_SECONDS * 1000);
+    const wakeups = await loopWakeups([arb.proc.pid!, agent.pid!], 10);
     const pids = { arbiter: arb.proc.pid!, agent: agent.pid! };
     const cpu0 = { arbiter: cpuSeconds(pids.arbiter), agent: cpuSeconds(pids.agent) };
     await sleep((IDLE_SECONDS * 1000) / 2);
@@ -342,8 +373,8 @@ async function footprintPart(): Promise<void> {
 
     const machine = machineLine(`, ${IDLE_SECONDS} s idle`);
     const rows = table(
-      ['daemon', `VmRSS after ${Math.round(upSeconds)} s`, 'of it anonymous', 'of it file-backed', `CPU (utime+stime) over ${IDLE_SECONDS} s idle`, 'of it in the second half'],
-      ['l', 'r', 'r', 'r', 'r', 'r'],
+      ['daemon', `VmRSS after ${Math.round(upSeconds)} s`, 'of it anonymous', 'of it file-backed', `CPU (utime+stime) over ${IDLE_SECONDS} s idle`, 'of it in the second half', 'event-loop wake-ups in 10 s'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
       (['arbiter', 'agent'] as const).map((d) => [
         d === 'arbiter' ? '`hq-arbiter serve` (defaults)' : `\`hq-agent\` (defaults, ${reason})`,
         `${mem[d].rss.toFixed(1)} MiB`,
@@ -351,6 +382,7 @@ async function footprintPart(): Promise<void> {
         `${mem[d].file.toFixed(1)} MiB`,
         `${(cpu[d] * 1000).toFixed(0)} ms`,
         `${(cpu2[d] * 1000).toFixed(0)} ms`,
+        String(wakeups[d === 'arbiter' ? 0 : 1] ?? 'no strace'),
       ]),
     );
     const goals = table(
@@ -376,7 +408,10 @@ can take the lease (\`hq lease acquire --wait 30\`) and idle as the holder. RSS 
 \`/proc/PID/status\` at the end of the window, split into \`RssAnon\` (the process's own memory: the V8 heap,
 malloc) and \`RssFile\` (mapped files, nearly all of it the pages of the \`node\` binary that the process
 touched — shared with every other node process on the host); CPU is utime + stime from \`/proc/PID/stat\` over
-the window, which starts 3 s after the acquire (clock ticks of ${1000 / CLK_TCK} ms). A cron minute divisible by 10 inside the window adds one heartbeat and one check.
+the window, which starts ${SETTLE_SECONDS} s (\`BENCH_SETTLE_SECONDS\`) plus a 10 s count of event-loop wake-ups after the acquire (clock ticks of ${1000 / CLK_TCK} ms). A cron minute divisible by 10 inside the window adds one heartbeat and one check.
+Wake-ups are the main thread's \`epoll_pwait\` calls under \`strace\` for 10 s: a polling loop shows as
+hundreds (prom-client's event-loop-lag monitor sampled every 10 ms and woke the idle arbiter ~190 times a
+second until the arbiter set \`eventLoopMonitoringPrecision: 1000\`); what remains is a timer or two per second.
 
 Run: ${new Date().toISOString()} — ${machine}.
 
