@@ -6,6 +6,7 @@
 import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step } from '@hq/lease-core';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
+import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
@@ -65,14 +66,12 @@ export interface ArbiterDeps {
   readonly metrics: Metrics;
 }
 
-/** A decision waiting for its transaction (resolve/reject only when submitted). */
+/** A decision waiting for its transaction. */
 interface Pending {
   readonly op: string;
   readonly ifMatch: string | undefined;
   readonly decide: (state: ArbiterState, ctx: Context) => Step<unknown>;
   readonly outcome: (a: unknown) => string;
-  readonly resolve?: (d: Decided<unknown>) => void;
-  readonly reject?: (err: unknown) => void;
 }
 
 type Ran = { readonly ok: true; readonly decided: Decided<unknown> } | { readonly ok: false; readonly error: unknown };
@@ -151,30 +150,12 @@ export class Arbiter {
       const revision = this.read().lease.revision;
       if (ifMatchStale(ifMatch, revision)) return Promise.reject(new PreconditionFailed(revision));
     }
-    return new Promise<Decided<A>>((resolve, reject) => {
-      this.queue.push({ op, ifMatch, decide, outcome, resolve, reject } as unknown as Pending);
-      if (this.queue.length === 1) setImmediate(() => this.flush());
-    });
+    return this.group.submit({ op, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
   }
 
-  private queue: Pending[] = [];
-
-  private flush(): void {
-    const batch = this.queue;
-    this.queue = [];
-    let results: readonly Ran[];
-    try {
-      results = this.run(batch);
-    } catch (error) {
-      for (const p of batch) p.reject?.(error);
-      return;
-    }
-    results.forEach((r, i) => {
-      const p = batch[i] as Pending;
-      if (r.ok) p.resolve?.(r.decided);
-      else p.reject?.(r.error);
-    });
-  }
+  private readonly group = new GroupCommitQueue<Pending, Decided<unknown>>((batch) =>
+    this.run(batch).map((r) => (r.ok ? { ok: true, value: r.decided } : { ok: false, error: r.error })),
+  );
 
   /** Decides `batch` in one transaction; boot, metrics, log and hooks after the commit. */
   private run(batch: readonly Pending[]): readonly Ran[] {

@@ -1,0 +1,65 @@
+/**
+ * The one group-commit queue of the arbiter, used by the lease decisions (`Arbiter.submit`) and
+ * by the registry's writes (`registry/group-commit.ts`). Under synchronous=FULL every COMMIT is
+ * an fsync, and better-sqlite3 runs it on the event loop; items submitted in the same turn of
+ * the event loop (the requests parsed in one poll phase) are handed to `runAll` together at
+ * `setImmediate`, at most `maxGroup` at a time, in submission order. `runAll` runs them in one
+ * transaction and returns one outcome per item; each promise settles with its own outcome —
+ * after the commit — and a `runAll` that throws (a failed BEGIN or COMMIT) rejects the whole
+ * group. Under light load a group is one item and costs one setImmediate of latency; under load
+ * groups grow by themselves (requests pile up while a commit runs).
+ */
+export type Outcome<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
+
+/** Bounds one transaction's length (and so how long it holds the loop and the write lock). */
+export const MAX_GROUP = 256;
+
+interface Queued<I, O> {
+  readonly item: I;
+  readonly resolve: (value: O) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+export class GroupCommitQueue<I, O> {
+  private queue: Queued<I, O>[] = [];
+  private scheduled = false;
+
+  constructor(
+    private readonly runAll: (items: readonly I[]) => readonly Outcome<O>[],
+    private readonly maxGroup = MAX_GROUP,
+  ) {}
+
+  /** Resolves with the item's value once the transaction that holds it has committed. */
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const group = this.queue.splice(0, this.maxGroup);
+    if (this.queue.length > 0) this.schedule();
+    if (group.length === 0) return;
+    let outcomes: readonly Outcome<O>[];
+    try {
+      outcomes = this.runAll(group.map((q) => q.item));
+    } catch (err) {
+      for (const q of group) q.reject(err);
+      return;
+    }
+    group.forEach((q, i) => {
+      const o = outcomes[i];
+      if (o === undefined) q.reject(new Error('group commit: no outcome for an item'));
+      else if (o.ok) q.resolve(o.value);
+      else q.reject(o.error);
+    });
+  }
+}
