@@ -244,7 +244,9 @@ function libraryFootprint(): string {
     ['undici', ['undici']],
     ['pino', ['pino']],
     ['prom-client', ['prom-client']],
-    ['all five the agent loads (+ node-cron)', ['fastify', 'undici', 'pino', 'prom-client', 'node-cron']],
+    ['typebox (the schemas of both daemons)', ['typebox']],
+    ['better-sqlite3', ['better-sqlite3']],
+    ['what the agent loads: fastify, undici, pino, prom-client, typebox, node-cron', ['fastify', 'undici', 'pino', 'prom-client', 'typebox', 'node-cron']],
   ];
   const rows = sets.map(([name, mods]) => {
     const runs = [0, 1, 2].map(() => {
