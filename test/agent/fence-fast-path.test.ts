@@ -11,12 +11,11 @@ import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
-import { resolveConfig } from '../../apps/agent/src/config.js';
 import { ensureDir } from '../../apps/agent/src/files.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
-import { FakeArbiter, shortDir } from './helpers.js';
+import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -55,22 +54,7 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   arb.holder = holder;
   await arb.listen();
   t.teardown(() => arb.close());
-  const config = resolveConfig(
-    {
-      hostName: 'mbp',
-      arbiterUrl: arb.url,
-      stateDir: join(dir, 'state'),
-      socketPath: join(dir, 'run', 'a.sock'),
-      heartbeatCron: '* * * * * *',
-      ttlSeconds: 6,
-      safetyMarginSeconds: 1,
-      refreshSeconds: 1,
-      requestTimeoutSeconds: 1,
-      tailscaleBin: '',
-      peers: {},
-    },
-    null,
-  ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
+  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'run', 'a.sock'));
   await ensureDir(config.stateDir, 0o700);
   writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
   writeFileSync(config.peerTokenFile, `${'ef'.repeat(32)}\n`, { mode: 0o600 });

@@ -3,6 +3,7 @@
  * agent socket whose fence answer the test sets, a fake arbiter, and running the real CLIs.
  */
 import { spawn } from 'node:child_process';
+import { resolveConfig } from '../../apps/agent/src/config.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -96,6 +97,29 @@ export class FakeAgent {
       this.server.close(() => r());
     });
   }
+}
+
+/**
+ * A resolved agent config with the fast test settings (L1: heartbeats every second, ttl 6,
+ * margin 1) for an in-process Agent talking to `arbiterUrl`.
+ */
+export function fastAgentConfig(arbiterUrl: string, stateDir: string, socketPath: string): ReturnType<typeof resolveConfig> & { arbiterUrl: string } {
+  return resolveConfig(
+    {
+      hostName: 'mbp',
+      arbiterUrl,
+      stateDir,
+      socketPath,
+      heartbeatCron: '* * * * * *',
+      ttlSeconds: 6,
+      safetyMarginSeconds: 1,
+      refreshSeconds: 1,
+      requestTimeoutSeconds: 1,
+      tailscaleBin: '',
+      peers: {},
+    },
+    null,
+  ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
 }
 
 /** Writes an agent config into `dir` and returns its path. */

@@ -8,10 +8,9 @@ import { join } from 'node:path';
 import { ensureDir, readSecure, writeAtomic } from '../../apps/agent/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer } from '../../apps/agent/src/tokens.js';
-import { resolveConfig } from '../../apps/agent/src/config.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { systemClock } from '../../apps/agent/src/clock.js';
-import { FakeArbiter, shortDir } from './helpers.js';
+import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -95,22 +94,7 @@ async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: st
   const arb = new FakeArbiter();
   await arb.listen();
   t.teardown(() => arb.close());
-  const config = resolveConfig(
-    {
-      hostName: 'mbp',
-      arbiterUrl: arb.url,
-      stateDir: join(dir, 'state'),
-      socketPath: join(dir, 'a.sock'),
-      heartbeatCron: '* * * * * *',
-      ttlSeconds: 6,
-      safetyMarginSeconds: 1,
-      refreshSeconds: 1,
-      requestTimeoutSeconds: 1,
-      tailscaleBin: '',
-      peers: {},
-    },
-    null,
-  ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
+  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'a.sock'));
   await ensureDir(config.stateDir, 0o700);
   writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
   const agent = await Agent.open({ config, clock: systemClock, log });

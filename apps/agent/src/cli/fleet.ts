@@ -4,8 +4,7 @@
  * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
  * `FLEET_COMMAND`.
  */
-import { CONFIG_FLAG, JSON_FLAG, flagBool, type CommandSpec, type Parsed } from './args.js';
-import { runSpec } from './port.js';
+import { CONFIG_FLAG, JSON_FLAG, flagBool, runCommand, type CommandSpec, type Parsed } from './args.js';
 
 export const FLEET_SPEC: CommandSpec = {
   name: 'fleet',
@@ -115,5 +114,5 @@ export const FLEET_COMMAND = {
 
 /** `hq fleet ARGS…` without the command table (argv after "fleet"). */
 export function fleetCommand(argv: readonly string[]): Promise<number> {
-  return runSpec(FLEET_SPEC, fleet, argv);
+  return runCommand(FLEET_SPEC, async () => fleet, argv);
 }

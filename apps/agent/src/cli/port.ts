@@ -4,7 +4,7 @@
  *
  * Wiring in cli/main.ts is one entry of COMMANDS: `PORT_RUN_COMMAND`.
  */
-import { CONFIG_FLAG, CliError, flagNumber, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
+import { CONFIG_FLAG, CliError, flagNumber, flagString, runCommand, type CommandSpec, type Parsed } from './args.js';
 
 /** Default lease TTL: a crashed `hq port run` frees its port within two minutes. */
 export const DEFAULT_TTL_SECONDS = 120;
@@ -74,25 +74,5 @@ export const PORT_RUN_COMMAND = {
  * maps usage/config errors to exit 2 like cli/main.ts does.
  */
 export async function portCommand(argv: readonly string[]): Promise<number> {
-  return runSpec(PORT_RUN_SPEC, portRun, argv);
-}
-
-/** Shared by portCommand/fleetCommand: the same error handling as `main`. */
-export async function runSpec(spec: CommandSpec, run: (p: Parsed) => Promise<number>, argv: readonly string[]): Promise<number> {
-  try {
-    const parsed = parseArgs(spec, argv);
-    if (parsed.help) {
-      process.stdout.write(helpText(spec));
-      return 0;
-    }
-    return await run(parsed);
-  } catch (err) {
-    if (err instanceof CliError) {
-      process.stderr.write(`hq: ${err.message}\n`);
-      return err.exitCode;
-    }
-    const e = err as { name?: string; message?: string };
-    process.stderr.write(`hq: ${e.message ?? String(err)}\n`);
-    return e.name === 'ConfigError' ? 2 : 1;
-  }
+  return runCommand(PORT_RUN_SPEC, async () => portRun, argv);
 }
