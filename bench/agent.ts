@@ -21,8 +21,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { Cluster } from '../test/system/harness.js';
-import { ROOT, SECONDS, load, machineLine, median, quantile, sleep, startNode, statusText, stopProc, table, writeSection, type Daemon } from './lib.js';
+import { ROOT, SECONDS, load, machineLine, median, quantile, sleep, startNode, statusText, stopProc, table, writeSection, startHeldCluster, type Daemon } from './lib.js';
 
 const FENCE_CONNECTIONS = Number(process.env['BENCH_FENCE_CONNECTIONS'] ?? 32);
 const RUNS = Number(process.env['BENCH_RUNS'] ?? 30);
@@ -67,13 +66,8 @@ function timeInterleaved(cmds: readonly { name: string; cmd: string; args: reado
 // parts 1–3: the fence path
 
 async function fencePart(): Promise<void> {
-  const c = await Cluster.create();
+  const c = await startHeldCluster();
   try {
-    await c.startArbiter();
-    await c.startAgent('mbp');
-    await c.startAgent('node-b');
-    const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
-    if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
     await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
     const socketPath = c.socket('mbp');
     const config = c.agentConfig('mbp');

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { checkTiming, type Timing } from '@hq/lease-core';
 import { callAgent } from '../apps/agent/src/cli/local.js';
 import { Cluster, type HostName } from '../test/system/harness.js';
-import { ROOT, machineLine, median, sleep, table, writeSection } from './lib.js';
+import { ROOT, machineLine, median, sleep, table, startHeldCluster, writeSection } from './lib.js';
 
 const ROUNDS = Number(process.env['BENCH_FAILOVER_ROUNDS'] ?? 5);
 const POLL_MS = 20;
@@ -172,14 +172,9 @@ async function main(): Promise<void> {
   if (!timing.ok) throw new Error(`the bench's timing is invalid: ${timing.message}`);
   const predicted = timing.failoverSeconds;
 
-  const c = await Cluster.create();
+  const c = await startHeldCluster();
   const rounds: Round[] = [];
   try {
-    await c.startArbiter();
-    await c.startAgent('mbp');
-    await c.startAgent('node-b');
-    const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
-    if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
     let holder: HostName = 'mbp';
     let since = Date.now();
     for (let i = 0; i < ROUNDS; i++) {

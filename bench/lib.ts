@@ -9,6 +9,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
+import { Cluster } from '../test/system/harness.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 export const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
@@ -235,4 +236,15 @@ export async function openLoop(name: string, base: string, next: (i: number) => 
     lagMax: lags[lags.length - 1] ?? NaN,
     failed: failed + open,
   };
+}
+
+/** The harness's loopback cluster (fast settings) started, with mbp holding the lease. */
+export async function startHeldCluster(): Promise<Cluster> {
+  const c = await Cluster.create();
+  await c.startArbiter();
+  await c.startAgent('mbp');
+  await c.startAgent('node-b');
+  const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
+  if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
+  return c;
 }

@@ -187,3 +187,20 @@ export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Pars
     return e.name === 'ConfigError' ? 2 : 1;
   }
 }
+
+/**
+ * The end of every `hq` entry: exit with the command's code once stdout is flushed (even if a
+ * keep-alive socket lingers); an unexpected rejection is one line on stderr and exit 1.
+ */
+export function exitWhenDone(run: Promise<number>): void {
+  run.then(
+    (code) => {
+      process.exitCode = code;
+      process.stdout.write('', () => process.exit(code));
+    },
+    (err: unknown) => {
+      process.stderr.write(`hq: ${(err as Error).message}\n`);
+      process.exit(1);
+    },
+  );
+}

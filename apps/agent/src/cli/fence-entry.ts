@@ -4,20 +4,10 @@
  * loading the command table. Cron jobs and fenced scripts run these often, so every module
  * not loaded is start-up time saved (see docs/BENCH.md, the fence path).
  */
-import { runCommand } from './args.js';
+import { exitWhenDone, runCommand } from './args.js';
 import { FENCE_CHECK_COMMAND, FENCE_RUN_COMMAND } from './fence.js';
 
 const argv = process.argv.slice(2);
 const cmd = argv[1] === 'run' ? FENCE_RUN_COMMAND : FENCE_CHECK_COMMAND;
 
-runCommand(cmd.spec, cmd.load, argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-    // Flush stdout/stderr, then leave even if a keep-alive socket lingers (as cli.ts does).
-    process.stdout.write('', () => process.exit(code));
-  },
-  (err: unknown) => {
-    process.stderr.write(`hq: ${(err as Error).message}\n`);
-    process.exit(1);
-  },
-);
+exitWhenDone(runCommand(cmd.spec, cmd.load, argv.slice(2)));
