@@ -23,6 +23,7 @@ import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirS
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { request } from 'node:http';
 
@@ -85,6 +86,9 @@ export const FAST = {
 /** `hq fence run` flags of the workers (the checker's S3 bound uses them). */
 export const FENCE_RUN = { recheckSeconds: 1, graceSeconds: 1 } as const;
 
+/** How often a host's worker is started again while the sampler has not seen the host allowed. */
+const WORKER_IDLE_RETRY_S = 2;
+
 /** How long a daemon may take to start: with 6 clusters side by side on 2 busy cores a cluster's
  * start phase took up to 35 s (node loading fastify, pino, better-sqlite3); 20 s was too close. */
 const START_WAIT_MS = 60_000;
@@ -119,14 +123,18 @@ export function faketimeAvailable(): boolean {
   return existsSync(FAKETIME_LIB);
 }
 
-function ip(args: readonly string[]): void {
-  const r = spawnSync('ip', args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
+/** One command, asynchronously: several clusters share this process's event loop, and a blocking
+ * exec on a loaded machine takes 50–250 ms — two dozen of them in one cluster's set-up stalled the
+ * fence sampler of every other cluster for seconds (#306 of seed 9100, docs/RELIABILITY.md). */
+function runAsync(cmd: string, args: readonly string[]): Promise<{ ok: boolean; err: string; out: string }> {
+  return new Promise((done) =>
+    execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) => done({ ok: err === null, err: (stderr ?? '').trim() || (err?.message ?? ''), out: stdout ?? '' })),
+  );
 }
 
-function tryRun(cmd: string, args: readonly string[]): { ok: boolean; err: string } {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  return { ok: r.status === 0, err: (r.stderr ?? '').trim() };
+async function ipAsync(args: readonly string[]): Promise<void> {
+  const r = await runAsync('ip', args);
+  if (!r.ok) throw new Error(`ip ${args.join(' ')}: ${r.err}`);
 }
 
 const live = new Set<NetnsCluster>();
@@ -204,6 +212,8 @@ export class NetnsCluster {
   private relayId = 0;
   private seqs = new Map<number, number>();
   private destroyed = false;
+  /** The namespaces and the directory are gone (by `destroy` or `destroySync`). */
+  private removed = false;
   private readonly faketime: boolean;
   /** Every worker supervisor spawn, for the summary. */
   workerSpawns = 0;
@@ -218,12 +228,12 @@ export class NetnsCluster {
   }
 
   /** Makes the namespaces, links, configs and the shared resource (no daemon runs yet; `start()` issues the tokens first). */
-  static create(tag = String(process.pid)): NetnsCluster {
+  static async create(tag = String(process.pid)): Promise<NetnsCluster> {
     hookCleanup();
     const c = new NetnsCluster(tag);
     live.add(c);
     try {
-      c.makeNetwork();
+      await c.makeNetwork();
       c.writeConfigs();
       c.makeResource();
     } catch (err) {
@@ -286,19 +296,22 @@ export class NetnsCluster {
     return parts.map((p) => (p.endsWith('\n') || p === '' ? p : p + '\n')).join('');
   }
 
-  private makeNetwork(): void {
-    for (const n of Object.values(this.ns)) {
-      spawnSync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
-      ip(['netns', 'add', n]);
-      ip(['-n', n, 'link', 'set', 'lo', 'up']);
-    }
+  private async makeNetwork(): Promise<void> {
+    await Promise.all(
+      Object.values(this.ns).map(async (n) => {
+        await runAsync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
+        await ipAsync(['netns', 'add', n]);
+        await ipAsync(['-n', n, 'link', 'set', 'lo', 'up']);
+      }),
+    );
+    // One link at a time: two `ip link add` into the same namespace at once can race on netlink.
     for (const link of LINKS) {
       const [a, b] = LINK_ENDS[link];
       // Made inside the first namespace and moved: the host's namespace never sees the pair.
-      ip(['-n', this.ns[a.node], 'link', 'add', a.dev, 'type', 'veth', 'peer', 'name', b.dev, 'netns', this.ns[b.node]]);
+      await ipAsync(['-n', this.ns[a.node], 'link', 'add', a.dev, 'type', 'veth', 'peer', 'name', b.dev, 'netns', this.ns[b.node]]);
       for (const end of [a, b]) {
-        ip(['-n', this.ns[end.node], 'addr', 'add', `${end.ip}/30`, 'dev', end.dev]);
-        ip(['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
+        await ipAsync(['-n', this.ns[end.node], 'addr', 'add', `${end.ip}/30`, 'dev', end.dev]);
+        await ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
       }
     }
   }
@@ -381,18 +394,20 @@ export class NetnsCluster {
     for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
   }
 
-  /** Asynchronous, one after the other: several clusters share this process's event loop, and a
-   * node start takes seconds on a loaded machine (a blocking exec would stall every other cluster's
-   * sampler and fault timing). */
+  /** Issued in this process with the tested build's own store and `issueToken` (what
+   * `hq-arbiter token issue` runs): three node starts per schedule cost ~2.5 s of CPU, which six
+   * clusters side by side on two cores could not spare. */
   private async issueTokens(): Promise<void> {
-    const issue = (machine: string, scope: string): Promise<string> =>
-      new Promise((done, fail) =>
-        execFile(process.execPath, [ARBITER_CLI_(), 'token', 'issue', machine, '--scope', scope, '--config', this.arbiterConfig], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } }, (err, stdout) =>
-          err !== null ? fail(err) : done(stdout.trim()),
-        ),
-      );
-    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${await issue(h, 'member')}\n`, { mode: 0o600 });
-    this.adminToken = await issue('ops', 'admin');
+    const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
+    const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => string };
+    const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });
+    try {
+      const issue = (machine: string, scope: string): string => issueToken(store, machine, scope, Date.now() / 1000);
+      for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${issue(h, 'member')}\n`, { mode: 0o600 });
+      this.adminToken = issue('ops', 'admin');
+    } finally {
+      store.close();
+    }
     const peer = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'peer-token'), `${peer}\n`, { mode: 0o600 });
   }
@@ -572,8 +587,20 @@ export class NetnsCluster {
     );
     this.workerSpawns++;
     this.workerSup.set(h, p);
+    // Again after 300 ms once the sampler has seen this host allowed since the exit, else after
+    // WORKER_IDLE_RETRY_S: a standby's `hq fence run` exits at once (skip), and starting node
+    // every 300 ms on both standbys of six clusters was a third of the run's CPU.
     p.child.once('exit', () => {
-      if (this.workerSup.get(h) === p) setTimeout(() => this.spawnWorker(h), 300);
+      if (this.workerSup.get(h) !== p) return;
+      const exited = hr();
+      const again = (): void => {
+        if (this.workerSup.get(h) !== p || !this.workersOn || this.destroyed) return;
+        const f = this.lastFence.get(h);
+        const waited = hr() - exited;
+        if ((f !== undefined && f.run && f.t > exited) || waited >= WORKER_IDLE_RETRY_S) this.spawnWorker(h);
+        else setTimeout(again, 100);
+      };
+      setTimeout(again, 300);
     });
   }
 
@@ -625,15 +652,15 @@ export class NetnsCluster {
   // ---------------------------------------------------------------- faults
 
   /** Cuts a link both ways (both ends down) or heals it. */
-  linkDown(link: Link, down: boolean): void {
-    for (const end of LINK_ENDS[link]) ip(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up']);
+  async linkDown(link: Link, down: boolean): Promise<void> {
+    await Promise.all(LINK_ENDS[link].map((end) => ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up'])));
   }
 
   /** Drops everything leaving `from`'s end of `link` (one direction only): a zero-length pfifo. */
-  oneWay(link: Link, fromNode: Node, on: boolean): void {
+  async oneWay(link: Link, fromNode: Node, on: boolean): Promise<void> {
     const end = LINK_ENDS[link].find((e) => e.node === fromNode)!;
     const args = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', on ? 'replace' : 'del', 'dev', end.dev, 'root', ...(on ? ['pfifo', 'limit', '0'] : [])];
-    const r = tryRun('ip', args);
+    const r = await runAsync('ip', args);
     if (!r.ok && on) throw new Error(`tc ${args.join(' ')}: ${r.err}`);
   }
 
@@ -642,13 +669,15 @@ export class NetnsCluster {
    * delay, drops when its queue overflows) on both ends, flipped at random moments to a
    * zero-length queue (bursts of 100 % loss) by `flakyStep`.
    */
-  flaky(link: Link, mode: 'slow' | 'drop' | 'off'): void {
-    for (const end of LINK_ENDS[link]) {
-      const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
-      if (mode === 'off') tryRun('ip', [...base, 'del', 'dev', end.dev, 'root']);
-      else if (mode === 'drop') tryRun('ip', [...base, 'replace', 'dev', end.dev, 'root', 'pfifo', 'limit', '0']);
-      else tryRun('ip', [...base, 'replace', 'dev', end.dev, 'root', 'tbf', 'rate', '64kbit', 'burst', '4kb', 'latency', '300ms']);
-    }
+  async flaky(link: Link, mode: 'slow' | 'drop' | 'off'): Promise<void> {
+    await Promise.all(
+      LINK_ENDS[link].map((end) => {
+        const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
+        if (mode === 'off') return runAsync('ip', [...base, 'del', 'dev', end.dev, 'root']);
+        if (mode === 'drop') return runAsync('ip', [...base, 'replace', 'dev', end.dev, 'root', 'pfifo', 'limit', '0']);
+        return runAsync('ip', [...base, 'replace', 'dev', end.dev, 'root', 'tbf', 'rate', '64kbit', 'burst', '4kb', 'latency', '300ms']);
+      }),
+    );
   }
 
   signal(pid: number, sig: NodeJS.Signals): boolean {
@@ -720,7 +749,7 @@ export class NetnsCluster {
   }
 
   /** Laptop sleep: every process of the host (agent, supervisor, worker) stopped, or resumed. */
-  sleepHost(h: Host, asleep: boolean): void {
+  async sleepHost(h: Host, asleep: boolean): Promise<void> {
     const pids: number[] = [];
     const agent = this.daemonPid(h);
     if (agent !== null) pids.push(agent);
@@ -733,7 +762,7 @@ export class NetnsCluster {
       for (const p of pids) this.signal(p, 'SIGSTOP');
     } else {
       // All at once, as a wake-up: no process of the host is favoured.
-      if (pids.length > 0) spawnSync('kill', ['-CONT', ...pids.map(String)]);
+      if (pids.length > 0) await runAsync('kill', ['-CONT', ...pids.map(String)]);
       this.record({ src: 'harness', kind: 'woken', host: h, pids, t: hr() });
       this.paused.delete(h);
       if (this.workersOn && (sup === undefined || sup === null || sup.exited)) this.spawnWorker(h);
@@ -741,15 +770,17 @@ export class NetnsCluster {
   }
 
   /** Undoes every network fault and clock offset, resumes every process. */
-  healAll(): void {
-    for (const link of LINKS) {
-      for (const end of LINK_ENDS[link]) {
-        tryRun('ip', ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', 'del', 'dev', end.dev, 'root']);
-        tryRun('ip', ['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
-      }
-    }
+  async healAll(): Promise<void> {
+    await Promise.all(
+      LINKS.flatMap((link) =>
+        LINK_ENDS[link].map(async (end) => {
+          await runAsync('ip', ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', 'del', 'dev', end.dev, 'root']);
+          await runAsync('ip', ['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
+        }),
+      ),
+    );
     for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
-    for (const h of HOSTS) if (this.paused.has(h)) this.sleepHost(h, false);
+    for (const h of HOSTS) if (this.paused.has(h)) await this.sleepHost(h, false);
     for (const p of this.all.values()) if (!p.exited) this.signal(p.pid, 'SIGCONT');
   }
 
@@ -791,17 +822,27 @@ export class NetnsCluster {
 
   /** Kills every process this cluster started (by PID) and deletes the namespaces. */
   async destroy(keepDir = false): Promise<void> {
+    if (this.destroyed) return;
     this.workersOn = false;
     const ps = [...this.all.values()].filter((p) => !p.exited);
     const gone = Promise.all(ps.map((p) => new Promise<void>((r) => (p.exited ? r() : p.child.once('exit', () => r())))));
-    this.destroySync(keepDir);
+    this.destroyed = true;
+    this.killAll();
+    await Promise.all(
+      Object.values(this.ns).map(async (n) => {
+        const pids = (await runAsync('ip', ['netns', 'pids', n])).out;
+        for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
+        await runAsync('ip', ['netns', 'del', n]);
+      }),
+    );
+    if (this.removed) return; // Ctrl-C meanwhile: destroySync did it all
+    this.removed = true;
+    if (!keepDir) rmSync(this.dir, { recursive: true, force: true });
+    live.delete(this);
     await Promise.race([gone, sleep(3000)]);
   }
 
-  destroySync(keepDir = false): void {
-    if (this.destroyed) return;
-    this.destroyed = true;
-    this.workersOn = false;
+  private killAll(): void {
     for (const p of this.all.values()) {
       if (p.exited) continue;
       for (const q of this.tree(p.pid)) {
@@ -809,6 +850,15 @@ export class NetnsCluster {
         this.signal(q, 'SIGCONT');
       }
     }
+  }
+
+  /** The same as `destroy`, blocking: for process 'exit' and the signal handlers, where nothing async runs. */
+  destroySync(keepDir = false): void {
+    if (this.removed) return;
+    this.removed = true;
+    this.destroyed = true;
+    this.workersOn = false;
+    this.killAll();
     // Processes still inside a namespace (a worker that escaped its parent) by the kernel's list.
     for (const n of Object.values(this.ns)) {
       const pids = spawnSync('ip', ['netns', 'pids', n], { encoding: 'utf8' }).stdout ?? '';

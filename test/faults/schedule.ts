@@ -118,7 +118,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
   const errors: string[] = [];
   let c: NetnsCluster;
   try {
-    c = NetnsCluster.create(opts.tag);
+    c = await NetnsCluster.create(opts.tag);
   } catch (err) {
     // No cluster, no history: the schedule is UNKNOWN (and fails the run).
     return { schedule, report: check(''), recovery: null, seconds: hr() - began, dir: null, errors: [`cluster: ${(err as Error).message.slice(0, 300)}`], phases: {} };
@@ -176,7 +176,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
           case 'delay-loss': {
             const r = rng(schedule.seed ^ 0x5bd1e995);
             while (hr() < t0 + end) {
-              c.flaky(f.link, r() < 0.35 ? 'drop' : 'slow');
+              await c.flaky(f.link, r() < 0.35 ? 'drop' : 'slow');
               await sleep(100 + r() * 300);
             }
             await run(`clear ${f.link}`, () => c.flaky(f.link, 'off'));
@@ -211,7 +211,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     phase('faults');
 
     // Heal: everything back, every daemon alive, then wait for a host to run again.
-    c.healAll();
+    await c.healAll();
     for (const d of DAEMONS) if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
     c.record({ src: 'harness', kind: 'healed', t: hr() });
     const healed = hr();
