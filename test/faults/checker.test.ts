@@ -34,6 +34,11 @@ function fence(host: string, t: number, run: boolean, generation: number, holder
   return { src: 'fence', host, run, reason: run ? 'holder' : 'not-holder', generation, holder, validForSeconds, t0: t, t1: t + 0.01 };
 }
 
+/** The sampler asked `host` at t and got no answer (agent gone, stopped or unreachable). */
+function unanswered(host: string, t: number): Rec {
+  return { src: 'fence', host, run: null, error: 'no answer', t0: t, t1: t + 1 };
+}
+
 /** The fence answers of the clean failover: mbp may run g1 2–10 s, node-b g2 from 18 s. */
 function answers(): Rec[] {
   const out: Rec[] = [];
@@ -187,12 +192,37 @@ t.test('the same late writes refused by the guard are no S2 violation', async (t
 t.test('an unsupervised child writing long after its host lost the lease is an S3 violation', async (t) => {
   // mbp's worker keeps going after mbp's last fence answer (valid until 15.01): its writes are
   // accepted until node-b's g2 lands at 18, then refused — S2 holds, S3 does not.
+  // The sampler kept asking mbp's agent (dead from 10.5) and got no answer.
   const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
   h.push(...worker('mbp', 200, 1, 2, 25, { refusedFrom: 18 }));
+  for (let x = 11; x <= 26; x += 0.5) h.push(unanswered('mbp', x));
   const r = check(jsonl(h));
   t.equal(r.S2.verdict, 'OK', `the guard kept the work exclusive (${r.S2.detail.join('; ')})`);
   t.equal(r.S3.verdict, 'VIOLATION', `S3 catches the child that outlived its validity (${r.S3.detail[0]})`);
   t.ok(r.writes.refused > 0 && r.writes.pastValidity > 0, `attempts past validity are counted (${JSON.stringify(r.writes)})`);
+  // The same with answers that say "not holder": still a violation.
+  const told = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
+  told.push(...worker('mbp', 200, 1, 2, 25, { refusedFrom: 18 }));
+  for (let x = 11; x <= 26; x++) told.push(fence('mbp', x, false, 1, 'mbp'));
+  t.equal(check(jsonl(told)).S3.verdict, 'VIOLATION', 'answers of run: false after the validity leave no doubt');
+});
+
+t.test('writes past the sampled validity while the sampler did not ask the host are UNKNOWN, not a violation (#306 of seed 9100)', async (t) => {
+  // The harness starved: mbp sampled valid until 10 (+5 s), then nothing until 19.5, then valid
+  // again; mbp's worker wrote all along. The history cannot say whether mbp was valid at 17–19.
+  const h = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp') && !(r.src === 'fence' && r.host === 'mbp'));
+  for (let x = 2; x <= 10; x += 0.5) h.push(fence('mbp', x, true, 1, 'mbp'));
+  for (let x = 19.5; x <= 25; x += 0.5) h.push(fence('mbp', x, true, 1, 'mbp'));
+  h.push(...worker('mbp', 200, 1, 2, 10).filter((r) => r.kind !== 'end'), ...worker('mbp', 200, 1, 10.05, 25).filter((r) => r.kind !== 'start').map((r, i) => ({ ...r, seq: 162 + i })));
+  const h2 = h.filter((r) => !(r.src === 'worker' && r.host === 'node-b') && !(r.src === 'fence' && r.host === 'node-b'));
+  for (let x = 2; x <= 25; x += 0.5) h2.push(fence('node-b', x, false, 1, 'mbp'));
+  const r = check(jsonl(h2.filter((r) => r.src !== 'events')));
+  t.equal(r.S3.verdict, 'UNKNOWN', `a gap in the sampling is no evidence of a lost lease (${r.S3.detail[0]})`);
+  t.match(r.S3.detail[0] ?? '', /did not ask mbp from 10\.000 to 19\.500/, 'the detail names the gap');
+  t.ok(r.writes.pastValidity > 0, 'the writes past the sampled validity are still counted');
+  // With the gap filled by unanswered questions (an agent that was gone), the same writes are a violation.
+  for (let x = 10.5; x < 19.5; x += 0.5) h2.push(unanswered('mbp', x));
+  t.equal(check(jsonl(h2.filter((r) => r.src !== 'events'))).S3.verdict, 'VIOLATION', 'asked and unanswered is evidence');
 });
 
 t.test("a host's refused writes right after waking from a sleep fault are counted, not failed", async (t) => {
@@ -208,6 +238,8 @@ t.test("a host's refused writes right after waking from a sleep fault are counte
   const late = clean().filter((r) => !(r.src === 'worker' && r.host === 'mbp'));
   late.push(...worker('mbp', 200, 1, 2, 24, { refusedFrom: 20, skip: (x) => x > 10.15 && x < 20 }));
   late.push({ src: 'harness', kind: 'asleep', host: 'mbp', t: 10.2 }, { src: 'harness', kind: 'woken', host: 'mbp', t: 20 });
+  for (let x = 10.5; x < 20; x += 0.5) late.push(unanswered('mbp', x)); // asleep: asked, no answer
+  for (let x = 20; x <= 25; x += 0.5) late.push(fence('mbp', x, false, 2, 'node-b')); // awake: told not to run
   t.equal(check(jsonl(late)).S3.verdict, 'VIOLATION', 'a woken child its supervisor never stops is still caught');
 });
 

@@ -31,7 +31,8 @@
  *   (t0 sent, t1 answered);
  * - `{src:"read", generation, revision, t0, t1}` — a `GET /v1/lease` by the harness;
  * - `{src:"fence", host, run, reason, generation, holder, validForSeconds, t0, t1}` — an agent's
- *   fence answer;
+ *   fence answer; `{src:"fence", host, run: null, error, t0, t1}` — the sampler asked and got none
+ *   (S3 tells such a host from a stretch in which the sampler never asked: that one is UNKNOWN);
  * - `{src:"events", t, complete, events:[{id, at, category, event, host, data}]}` — the arbiter's log.
  */
 
@@ -170,6 +171,9 @@ const WORK = ['S1', 'S2', 'S3'] as const;
 /** S3's allowance past validity + grace: the supervisor's re-check and kill on a loaded machine,
  * and the one heartbeat an unsampled fence answer can add to the sampled validity. */
 export const S3_SLACK = 2;
+/** The longest stretch without a fence question to a host that still counts as sampled: the
+ * sampler asks every 200 ms and gives up on an answer after 1 s. */
+export const MAX_SAMPLE_GAP = 2;
 
 /** Checks one schedule's history, given as its JSONL text (or lines). */
 export function check(history: string | readonly string[]): Report {
@@ -340,12 +344,18 @@ export function check(history: string | readonly string[]): Report {
   // between t0 and t1 saying "valid for v s" certainly covers [t1, t0 + v] — nothing more is
   // claimed, so sampling latency cannot make a violation.
   const fences: Fence[] = [];
+  // When the sampler asked each host, answered or not (S3's sampling gaps).
+  const asked = new Map<string, number[]>();
   for (const r of records) {
     if (r.src !== 'fence') continue;
     const host = str(r.host);
     const t0 = num(r.t0);
     const t1 = num(r.t1);
     if (host === null || t0 === null || t1 === null) continue;
+    const l = asked.get(host) ?? [];
+    l.push(t0);
+    asked.set(host, l);
+    if (r.error !== undefined) continue; // asked, no answer (agent stopped, killed, unreachable)
     fences.push({ host, run: r.run === true, generation: num(r.generation), holder: str(r.holder), validFor: num(r.validForSeconds), t0, t1 });
   }
   fences.sort((a, b) => a.t1 - b.t1);
@@ -384,6 +394,19 @@ export function check(history: string | readonly string[]): Report {
     sleeps.set(host, l);
   }
   const bound = graceSeconds + S3_SLACK;
+  for (const l of asked.values()) l.sort((a, b) => a - b);
+  // A stretch of more than MAX_SAMPLE_GAP in which the sampler did not even ask `host`, within
+  // [from, to]: an answer there could have extended the host's validity, so the history cannot say.
+  const unsampled = (host: string, from: number, to: number): [number, number] | null => {
+    const l = asked.get(host) ?? [];
+    let prev = -Infinity;
+    for (const x of [...l, Infinity]) {
+      if (x - prev > MAX_SAMPLE_GAP && prev < to && x > from) return [prev, x];
+      if (x > to) break;
+      prev = x;
+    }
+    return null;
+  };
   const justWoken = (host: string, t: number): boolean => (sleeps.get(host) ?? []).some((x) => t >= x.from && t <= x.to + bound);
   const validityEnds = new Map<string, { t1: number; end: number }[]>();
   for (const f of fences) {
@@ -397,6 +420,7 @@ export function check(history: string | readonly string[]): Report {
   const figures = { attempts: attempts.length, accepted: 0, refused: 0, errors: 0, pastValidity: 0, pastValidityAfterWake: 0, maxPastValidity: null as number | null, refusedByHost: {} as { [host: string]: number } };
   const noAnswers = new Set<string>();
   let late = 0;
+  let unsampledWrites = 0;
   for (const a of attempts) {
     if (a.outcome === 'accepted') figures.accepted++;
     else if (a.outcome === 'refused') {
@@ -418,6 +442,15 @@ export function check(history: string | readonly string[]): Report {
     if (past <= bound) continue;
     if (justWoken(a.host, a.t)) {
       figures.pastValidityAfterWake++;
+      continue;
+    }
+    // Only a history that kept asking the host can say its validity had ended: an unseen answer
+    // (valid ≤ ttlSeconds) taken after a.t − bound − ttlSeconds could have covered a.t.
+    const gap = unsampled(a.host, a.t - bound - ttlSeconds, a.t);
+    if (gap !== null) {
+      if (unsampledWrites++ < 3) {
+        c.unknown(['S3'], `${a.host}'s worker ${a.pid} (g${a.generation}) attempted a write at ${a.t.toFixed(3)}, ${past.toFixed(2)} s after the validity the history shows for it ended, but the sampler did not ask ${a.host} from ${Number.isFinite(gap[0]) ? gap[0].toFixed(3) : 'the start'} to ${Number.isFinite(gap[1]) ? gap[1].toFixed(3) : 'the end'} (its validity there is unknown)`);
+      }
       continue;
     }
     if (late++ < 3) {
