@@ -86,6 +86,10 @@ export const FAST = {
 /** `hq fence run` flags of the workers (the checker's S3 bound uses them). */
 export const FENCE_RUN = { recheckSeconds: 1, graceSeconds: 1 } as const;
 
+/** Root qdiscs of the network faults: 100 % loss, and a slow token bucket (delay, drops on overflow). */
+const DROP = ['pfifo', 'limit', '0'] as const;
+const SLOW = ['tbf', 'rate', '64kbit', 'burst', '4kb', 'latency', '300ms'] as const;
+
 /** How often a host's worker is started again while the sampler has not seen the host allowed. */
 const WORKER_IDLE_RETRY_S = 2;
 
@@ -471,7 +475,7 @@ export class NetnsCluster {
   }
 
   async startAgent(h: Host): Promise<void> {
-    this.daemons.set(h, this.spawnIn(h === 'mbp' ? 'mbp' : 'nodeb', h, [AGENT_DAEMON_(), '--config', this.agentConfig(h)], this.env(h), true));
+    this.daemons.set(h, this.spawnIn(NODE_OF[h], h, [AGENT_DAEMON_(), '--config', this.agentConfig(h)], this.env(h), true));
     await this.waitFor(async () => existsSync(this.socket(h)), START_WAIT_MS, `agent ${h} opens its socket`);
   }
 
@@ -569,7 +573,7 @@ export class NetnsCluster {
     }
     const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_() };
     const p = this.spawnIn(
-      h === 'mbp' ? 'mbp' : 'nodeb',
+      NODE_OF[h],
       `fence-${h}`,
       [HQ_CLI_(), 'fence', 'run', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
       env,
@@ -650,12 +654,18 @@ export class NetnsCluster {
     await Promise.all(LINK_ENDS[link].map((end) => ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up'])));
   }
 
+  /** The root qdisc of one link end: `DROP` (a zero-length pfifo), `SLOW` (a slow token bucket), or
+   * none (`null`: back to the default; deleting a qdisc that is not there fails harmlessly). */
+  private qdisc(end: { node: Node; dev: string }, spec: readonly string[] | null): Promise<{ ok: boolean; err: string }> {
+    const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
+    return runAsync('ip', spec === null ? [...base, 'del', 'dev', end.dev, 'root'] : [...base, 'replace', 'dev', end.dev, 'root', ...spec]);
+  }
+
   /** Drops everything leaving `from`'s end of `link` (one direction only): a zero-length pfifo. */
   async oneWay(link: Link, fromNode: Node, on: boolean): Promise<void> {
     const end = LINK_ENDS[link].find((e) => e.node === fromNode)!;
-    const args = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', on ? 'replace' : 'del', 'dev', end.dev, 'root', ...(on ? ['pfifo', 'limit', '0'] : [])];
-    const r = await runAsync('ip', args);
-    if (!r.ok && on) throw new Error(`tc ${args.join(' ')}: ${r.err}`);
+    const r = await this.qdisc(end, on ? DROP : null);
+    if (!r.ok && on) throw new Error(`tc qdisc replace dev ${end.dev} root ${DROP.join(' ')} in ${this.ns[end.node]}: ${r.err}`);
   }
 
   /**
@@ -665,12 +675,7 @@ export class NetnsCluster {
    */
   async flaky(link: Link, mode: 'slow' | 'drop' | 'off'): Promise<void> {
     await Promise.all(
-      LINK_ENDS[link].map((end) => {
-        const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
-        if (mode === 'off') return runAsync('ip', [...base, 'del', 'dev', end.dev, 'root']);
-        if (mode === 'drop') return runAsync('ip', [...base, 'replace', 'dev', end.dev, 'root', 'pfifo', 'limit', '0']);
-        return runAsync('ip', [...base, 'replace', 'dev', end.dev, 'root', 'tbf', 'rate', '64kbit', 'burst', '4kb', 'latency', '300ms']);
-      }),
+      LINK_ENDS[link].map((end) => this.qdisc(end, mode === 'off' ? null : mode === 'drop' ? DROP : SLOW)),
     );
   }
 
@@ -768,7 +773,7 @@ export class NetnsCluster {
     await Promise.all(
       LINKS.flatMap((link) =>
         LINK_ENDS[link].map(async (end) => {
-          await runAsync('ip', ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc', 'del', 'dev', end.dev, 'root']);
+          await this.qdisc(end, null);
           await runAsync('ip', ['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
         }),
       ),
