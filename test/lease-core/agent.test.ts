@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import {
   DEFAULT_ROLES,
   acquire,
+  asksPeers,
   check,
   emptyLease,
   heartbeat,
@@ -28,7 +29,8 @@ import {
 import type { AgentSettings, AgentState, ArbiterAnswer, ArbiterSettings, ArbiterState, FenceReason, Grant, Persisted, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
 
 // ttl 6, margin 1: a grant is valid for 5 s from its send stamp; requests time out after 1 s.
-const A: AgentSettings = { host: 'mbp', safetyMarginSeconds: 1, ttlSeconds: 6, requestTimeoutSeconds: 1, failOpenRoles: ['telegram-poller', NEVER_FAIL_OPEN] };
+// The lease timing (ttl 6, margin 1) is the arbiter's: it comes with every record (A6).
+const A: AgentSettings = { host: 'mbp', requestTimeoutSeconds: 1, failOpenRoles: ['telegram-poller', NEVER_FAIL_OPEN] };
 const B: AgentSettings = { ...A, host: 'node-b' };
 const W = 1_700_000_000; // wall = mono + W unless a test moves a clock
 const at = (mono: number, wall: number = mono + W): Stamp => ({ mono, wall });
@@ -36,7 +38,7 @@ const at = (mono: number, wall: number = mono + W): Stamp => ({ mono, wall });
 // Arbiter times are on another clock entirely: the agent only uses differences of one answer.
 const T = 5000;
 function rec(patch: Partial<RecordSummary> = {}): RecordSummary {
-  return { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, expired: false, released: false, notBefore: T, floorPending: false, now: T, ...patch };
+  return { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: T, floorPending: false, now: T, ...patch };
 }
 const confirming = (patch: Partial<RecordSummary> = {}, hold: number | null = null): ArbiterAnswer => ({ record: rec(patch), confirms: true, hold });
 const telling = (patch: Partial<RecordSummary> = {}): ArbiterAnswer => ({ record: rec(patch), confirms: false, hold: null });
@@ -86,14 +88,15 @@ t.test('initialAgent', async (t) => {
     t.same(reason(s, at(1)), [false, 'no-lease-after-seen'], 'a host that saw a generation says no-lease-after-seen');
     t.same(reason(fresh(), at(1)), [false, 'no-lease'], 'a host that never saw one says no-lease');
   });
-  const base: Persisted = { holder: 'mbp', generation: 7, confirmedAt: W, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false };
+  const base: Persisted = { holder: 'mbp', generation: 7, confirmedAt: W, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
   const guards: ReadonlyArray<readonly [string, Persisted | null, number | null]> = [
     ['no local.json: no start guard', null, null],
     ['local.json without flags: no start guard', base, null],
     ['a confirmation on record guards ttl + margin after the start (S2.2)', { ...base, gaveConfirmation: { holder: 'node-b', generation: 7, at: W } }, 7],
     ['a pending lock-delay on record guards ttl + margin after the start (S2.2)', { ...base, lockDelayPending: true }, 7],
     ['a longer persisted ttl lengthens the guard', { ...base, lockDelayPending: true, ttlSeconds: 20 }, 21],
-    ['a shorter persisted ttl does not shorten it', { ...base, lockDelayPending: true, ttlSeconds: 0 }, 7],
+    ['a longer persisted margin lengthens it too (the record values, A6)', { ...base, lockDelayPending: true, safetyMarginSeconds: 2.5 }, 8.5],
+    ['no lease timing on record: guarded until a record states one (A6)', { ...base, lockDelayPending: true, ttlSeconds: 0 }, Infinity],
   ];
   for (const [name, p, guard] of guards) {
     t.test(name, async (t) => {
@@ -122,7 +125,7 @@ t.test('onArbiterAnswer', async (t) => {
     const step = onArbiterAnswer(fresh(), confirming(), at(10), at(10.2), A);
     const g: Grant = { generation: 3, sent: at(10), seconds: 5, startMono: 10.2, source: 'arbiter' };
     t.same(step.state.current, g, 'ttl − margin from the send stamp, starting at receipt');
-    t.same(step.state.known, { holder: 'mbp', generation: 3, expired: false, released: false, floorPending: false, ttlSeconds: 6 }, 'known');
+    t.same(step.state.known, { holder: 'mbp', generation: 3, expired: false, released: false, floorPending: false, ttlSeconds: 6, safetyMarginSeconds: 1 }, 'known');
     t.equal(step.state.seen, 3, 'seen adopted');
     t.same(step.events.map((e) => [e.event, e.data]), [['generation-adopted', { from: 0, to: 3, via: 'arbiter' }]], 'adoption event');
     const d = decide(step.state, at(11));
@@ -319,7 +322,7 @@ t.test('onConfirmRequest', async (t) => {
   t.test('confirmed: the standby records it and waits ttl + margin before running itself (A4)', async (t) => {
     const step = onConfirmRequest(standby(), { host: 'mbp', generation: 3 }, at(11), B);
     t.same(step.answer, { confirmed: true, generation: 3, reason: 'confirmed' }, 'answer');
-    t.same(step.state.gave, { holder: 'mbp', generation: 3, at: at(11), untilMono: 18 }, 'gave: until receive + ttl + margin on mono');
+    t.same(step.state.gave, { holder: 'mbp', generation: 3, at: at(11), untilMono: 18, ttlSeconds: 6, safetyMarginSeconds: 1 }, 'gave: until receive + ttl + margin on mono');
     t.same(step.events.map((e) => e.event), ['confirmation-given'], 'event');
     t.same(persisted(step.state, at(11)).gaveConfirmation, { holder: 'mbp', generation: 3, at: W + 11 }, 'persisted before answering');
     // The arbiter promotes node-b at once: its own wait still holds.
@@ -336,10 +339,20 @@ t.test('onConfirmRequest', async (t) => {
     t.same(step.answer, { confirmed: true, generation: 5, reason: 'confirmed' }, 'confirmed with the adopted generation');
     t.same(step.events.map((e) => e.event), ['generation-adopted', 'confirmation-given'], 'events');
   });
-  t.test('a standby without a record confirms', async (t) => {
-    const step = onConfirmRequest(fresh(B), { host: 'mbp', generation: 1 }, at(11), B);
+  t.test('a standby without a record confirms with the timing the holder states (A6)', async (t) => {
+    const step = onConfirmRequest(fresh(B), { host: 'mbp', generation: 1, ttlSeconds: 6, safetyMarginSeconds: 1 }, at(11), B);
     t.equal(step.answer.confirmed, true, 'confirmed');
-    t.equal(step.state.gave?.untilMono, 18, 'waits with its own ttl');
+    t.equal(step.state.gave?.untilMono, 18, "waits with the holder's ttl + margin");
+    t.same([persisted(step.state, at(11)).ttlSeconds, persisted(step.state, at(11)).safetyMarginSeconds], [6, 1], 'kept for the start guard');
+  });
+  t.test('a standby that knows no lease timing at all confirms nothing (A6: it has no wait to keep)', async (t) => {
+    const step = onConfirmRequest(fresh(B), { host: 'mbp', generation: 1 }, at(11), B);
+    t.same(step.answer, { confirmed: false, generation: 0, reason: 'unknown-timing' }, 'refused');
+    t.equal(step.state.gave, null, 'nothing given');
+  });
+  t.test("a stated ttl longer than the standby's record lengthens the wait", async (t) => {
+    const step = onConfirmRequest(standby(), { host: 'mbp', generation: 3, ttlSeconds: 30, safetyMarginSeconds: 2 }, at(11), B);
+    t.equal(step.state.gave?.untilMono, 43, '11 + 30 + 2');
   });
   t.test('a longer known ttl lengthens the wait; a second confirmation never shortens it', async (t) => {
     const long = onArbiterAnswer(fresh(B), telling({ ttlSeconds: 20 }), at(10), at(10), B).state;
@@ -348,6 +361,7 @@ t.test('onConfirmRequest', async (t) => {
     const shorter = onArbiterAnswer(one, telling({ ttlSeconds: 6 }), at(12), at(12), B).state;
     const two = onConfirmRequest(shorter, { host: 'mbp', generation: 3 }, at(13), B).state;
     t.same([two.gave?.untilMono, two.gave?.at], [32, at(13)], 'kept the later end');
+    t.same([persisted(two, at(13)).ttlSeconds, persisted(two, at(13)).safetyMarginSeconds], [20, 1], "and the longer confirmation's timing, for the start guard (A4)");
   });
   t.test('a standby with a spent grant of its own confirms and drops it', async (t) => {
     const s = onArbiterAnswer(fresh(B), confirming({ holder: 'node-b', generation: 3 }), at(10), at(10), B).state;
@@ -390,7 +404,10 @@ t.test('onPeerResults', async (t) => {
     t.equal(step.state.seen, 4, 'adopted');
     t.same([step.state.current, step.state.pending], [null, null], 'every grant dropped at once');
     t.same(step.events.map((e) => [e.event, e.data]), [['generation-adopted', { from: 3, to: 4, via: 'peer' }]], 'event');
-    t.same(reason(step.state, at(12.2)), [false, 'no-quorum-expired'], 'nothing runs');
+    t.same(reason(step.state, at(12.2)), [false, 'stale-generation'], 'nothing runs: a higher generation was seen');
+    // Issue: fail-open roles once ignored it, and two pollers ran (node-b at 4, mbp at 3).
+    t.same(reason(step.state, at(12.2), 'telegram-poller'), [false, 'stale-generation'], 'not even a fail-open role (A5)');
+    t.same(reason(onArbiterFailure(holding()).state, at(30), 'telegram-poller'), [true, 'fail-open'], 'while a fail-open role without a higher generation still runs');
   });
   t.test('a higher generation in a confirming answer is no quorum either', async (t) => {
     const step = onPeerResults(off, [yes('node-b', 4), yes('node-c', 3)], ['node-b', 'node-c'], at(12), at(12.1), A);
@@ -471,8 +488,8 @@ t.test('settle folds a started pending grant, drops spent waits, and keeps the r
 });
 
 t.test('persisted', async (t) => {
-  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }, 'a fresh agent');
-  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false }, 'a running holder');
+  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false }, 'a fresh agent');
+  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false }, 'a running holder');
   const waiting = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
   t.equal(persisted(waiting, at(11)).lockDelayPending, true, 'a lock-delay in progress is pending');
   t.equal(persisted(waiting, at(13)).lockDelayPending, false, 'and not after it');
@@ -555,9 +572,10 @@ const AS: ArbiterSettings = {
   safetyMarginSeconds: 1,
   promoteAfterChecks: 2,
   viewFreshSeconds: 6,
-  requestTimeoutSeconds: 1,
 };
 const HOSTS = ['mbp', 'node-b'] as const;
+/** The agents' request timeout (theirs: the arbiter learns it from each request). */
+const RT = 1;
 const agentSettings = (host: string): AgentSettings => ({ ...A, host, failOpenRoles: [] });
 
 interface SimNode {
@@ -629,7 +647,7 @@ function simulate(tape: readonly number[], seconds = 30): SimResult {
     const sent = stampOf(n);
     const settings = agentSettings(h);
     let answered = false;
-    onNode(h, now + AS.requestTimeoutSeconds, (m) => {
+    onNode(h, now + RT, (m) => {
       if (!answered) m.s = onArbiterFailure(m.s).state;
     });
     if (!n.up || rnd() < 0.1) return; // the request is lost
@@ -640,6 +658,7 @@ function simulate(tape: readonly number[], seconds = 30): SimResult {
         host: h,
         seenGeneration: n.s.seen,
         heartbeatSeconds: 1,
+        requestTimeoutSeconds: 1,
         ...(known?.holder === h ? { generation: known.generation } : {}),
         ...(known && known.holder !== null && known.holder !== h ? { view: { target: known.holder, reachable, ping: reachable, health: false } } : {}),
       });
@@ -672,7 +691,7 @@ function simulate(tape: readonly number[], seconds = 30): SimResult {
       const n = node(h);
       if (k === 0 || r < 0.05) {
         // `hq lease acquire` on h: the CLI sends the host's seen generation; the agent learns at its next heartbeat.
-        const step = acquire(arb, { now, settings: AS, boot }, { host: k === 0 ? 'mbp' : h, seenGeneration: node(k === 0 ? 'mbp' : h).s.seen });
+        const step = acquire(arb, { now, settings: AS, boot }, { host: k === 0 ? 'mbp' : h, seenGeneration: node(k === 0 ? 'mbp' : h).s.seen, requestTimeoutSeconds: 1 });
         arb = step.next;
         boot = step.boot;
       } else if (r < 0.08) {
@@ -834,7 +853,7 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
             s = onArbiterFailure(s).state;
             break;
           case 'confirm':
-            s = onConfirmRequest(s, { host: op.host, generation: op.generation }, now, A).state;
+            s = onConfirmRequest(s, { host: op.host, generation: op.generation, ttlSeconds: 6, safetyMarginSeconds: 1 }, now, A).state;
             break;
           case 'peers': {
             const result = { peer: 'node-b', answered: true, confirmed: op.confirmed, ...(op.generation === null ? {} : { generation: op.generation }) };
@@ -869,7 +888,7 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
             continue;
           }
           const left = d.validForSeconds ?? NaN;
-          if (!(left > 0 && left <= 6 - A.safetyMarginSeconds)) throw new Error(`validity left ${left} outside (0, ttl − margin] (A1)`);
+          if (!(left > 0 && left <= 6 - 1)) throw new Error(`validity left ${left} outside (0, ttl − margin] (A1)`);
           if (s.known?.holder !== 'mbp' || s.stale || s.known.released) throw new Error(`runs as ${d.reason} without holding a live record`);
           if (s.gave !== null && now.mono < s.gave.untilMono) throw new Error('runs inside the wait after a confirmation it gave (A4)');
           if (s.startGuardUntilMono !== null && now.mono < s.startGuardUntilMono) throw new Error('runs inside the start guard (A4)');
@@ -884,4 +903,19 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
     { numRuns: 300 },
   );
   t.pass('no fence answer broke A1–A5 in 300 random agent histories');
+});
+
+t.test('asksPeers: the holder asks its peers after an unreachable arbiter or a held renewal, never for a pending floor', async (t) => {
+  const held = holding();
+  t.equal(asksPeers(held, 'unreachable'), true, 'arbiter unreachable: ask');
+  t.equal(asksPeers(held, 'held-renewal'), true, 'a renewal behind the start wait: ask');
+  t.equal(asksPeers(held, 'other'), false, 'a plain answer: no');
+  // The issue: node-b adopted a pending grant's generation through the confirm request and its
+  // report raised the floor above the grant that produced it (generation 1 became 2, then 4).
+  t.equal(asksPeers(holding({ floorPending: true }), 'unreachable'), false, 'a record whose floor is pending: never');
+  t.equal(asksPeers(standby(), 'unreachable'), false, 'a standby does not ask');
+  t.equal(asksPeers(holding({ released: true }), 'unreachable'), false, 'a released lease: no');
+  t.equal(asksPeers(stepDown(held), 'unreachable'), false, 'after a step-down: no');
+  t.equal(asksPeers(fresh(), 'unreachable'), false, 'no record: no');
+  t.equal(asksPeers({ ...held, stale: true }, 'unreachable'), false, 'a stale record: no');
 });

@@ -1,15 +1,16 @@
 import t from 'tap';
 import fc from 'fast-check';
 import {
-  acquire,
+  acquire as acquireCore,
   atRestart,
   check,
   emptyLease,
-  heartbeat,
+  heartbeat as heartbeatCore,
   isCandidate,
   lockDelayUntil,
   newBoot,
-  noteReport,
+  noteReport as noteReportCore,
+  reportDue,
   promotee,
   release,
   renew,
@@ -19,7 +20,17 @@ import {
   toRecord,
   transfer,
 } from '../../packages/lease-core/src/index.js';
-import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseState, Observer, Step } from '../../packages/lease-core/src/index.js';
+import type { AcquireInput, ArbiterSettings, ArbiterState, Boot, Context, HeartbeatInput, LeaseState, Observer, Step } from '../../packages/lease-core/src/index.js';
+
+/**
+ * The agents' request timeout is theirs (S6): every request declares it, and the arbiter counts
+ * a report for S2.3/S2.4 only with it. These tests send 5 s unless a case says otherwise.
+ */
+const RT = 5;
+const acquire = (s: ArbiterState, c: Context, i: AcquireInput) => acquireCore(s, c, { requestTimeoutSeconds: RT, ...i });
+const heartbeat = (s: ArbiterState, c: Context, i: HeartbeatInput) => heartbeatCore(s, c, { requestTimeoutSeconds: RT, ...i });
+const noteReport = (s: ArbiterState, c: Context, b: Boot, host: string, seen: number | undefined, generation: number | undefined, rt: number | null = RT) =>
+  noteReportCore(s, c, b, host, seen, generation, rt ?? undefined);
 
 // ttl 100, margin 10: a lock-delay is expiresAt + 10, a start wait is startAt + 110, and a
 // report counts from startAt + 2 × 5. WARM is a boot long past both waits.
@@ -30,7 +41,6 @@ const S: ArbiterSettings = {
   safetyMarginSeconds: 10,
   promoteAfterChecks: 2,
   viewFreshSeconds: 50,
-  requestTimeoutSeconds: 5,
 };
 const S3: ArbiterSettings = { ...S, candidates: ['mbp', 'node-b', 'node-c'] };
 const WARM: Boot = newBoot(0);
@@ -41,7 +51,7 @@ function ctx(now: number, boot: Boot = WARM, settings: ArbiterSettings = S): Con
   return { now, boot, settings };
 }
 
-const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null };
+const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null, refreshSeconds: null, requestTimeoutSeconds: null };
 
 function state(lease: Partial<LeaseState> = {}, observers: ReadonlyArray<readonly [string, Partial<Observer>]> = [], floor = 0): ArbiterState {
   return {
@@ -256,9 +266,9 @@ t.test("floorPending: the holder's own heartbeat at the raised generation is ref
   const s = state({ ...HELD, generation: 6, floorPending: true }, [], 5);
   const step = heartbeat(s, ctx(1020, young([['node-b', 5]])), { host: 'mbp', generation: 6, seenGeneration: 6 });
   t.match(step.next.lease, { generation: 7, floorPending: false }, 'raised once more and complete');
-  t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation' }, 'the holder learns the new generation');
+  t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation', reportInSeconds: null }, 'the holder learns the new generation');
   const again = heartbeat(step.next, ctx(1021, step.boot), { host: 'mbp', generation: 7, seenGeneration: 7 });
-  t.same(again.answer, { outcome: 'renewed', reason: null }, 'the next heartbeat at 7 renews');
+  t.same(again.answer, { outcome: 'renewed', reason: null, reportInSeconds: null }, 'the next heartbeat at 7 renews');
   t.equal(again.next.lease.generation, 7, 'no further raise once complete');
 });
 
@@ -329,7 +339,7 @@ const view = { target: 'mbp', reachable: false, ping: false, health: false };
 t.test('heartbeat', async (t) => {
   t.test('the holder heartbeat renews and keeps generation', async (t) => {
     const step = heartbeat(held(), ctx(1000), { host: 'mbp', generation: 3, seenGeneration: 3, heartbeatSeconds: 10 });
-    t.same(step.answer, { outcome: 'renewed', reason: null }, 'renewed');
+    t.same(step.answer, { outcome: 'renewed', reason: null, reportInSeconds: null }, 'renewed');
     t.match(step.next.lease, { generation: 3, expiresAt: 1100, renewedAt: 1000 }, 'renewal');
     t.same(step.events.map((e) => [e.event, e.data]), [['renewed', { generation: 3, via: 'heartbeat' }]], 'event');
     t.match(step.next.observers.get('mbp'), { lastHeartbeatAt: 1000, heartbeatSeconds: 10 }, 'the holder is an observer too');
@@ -344,13 +354,13 @@ t.test('heartbeat', async (t) => {
   });
   t.test('the holder heartbeat with a stale generation is refused but still recorded', async (t) => {
     const step = heartbeat(held(), ctx(1000), { host: 'mbp', generation: 2, heartbeatSeconds: 10 });
-    t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation' }, 'refused');
+    t.same(step.answer, { outcome: 'renew-refused', reason: 'stale-generation', reportInSeconds: null }, 'refused');
     t.same(step.next.lease, { ...held().lease, revision: held().lease.revision + 1 }, 'no renewal written: only the revision moves (the heartbeat was recorded)');
     t.equal(step.next.observers.get('mbp')?.lastHeartbeatAt, 1000, 'heartbeat time recorded');
     t.same(step.events.map((e) => [e.event, e.data]), [['renew-refused', { reason: 'stale-generation', generation: 3 }]], 'event');
   });
   t.test('the holder heartbeat of a released lease is refused as expired', async (t) => {
-    t.same(heartbeat(held({ released: true }), ctx(1000), { host: 'mbp', generation: 3 }).answer, { outcome: 'renew-refused', reason: 'expired' }, 'refused');
+    t.same(heartbeat(held({ released: true }), ctx(1000), { host: 'mbp', generation: 3 }).answer, { outcome: 'renew-refused', reason: 'expired', reportInSeconds: null }, 'refused');
   });
   t.test("a standby heartbeat records its view, confirmation and interval, and answers standby", async (t) => {
     const step = heartbeat(held(), ctx(1000), {
@@ -360,10 +370,10 @@ t.test('heartbeat', async (t) => {
       confirmation: { holder: 'mbp', generation: 3, ageSeconds: 7 },
       heartbeatSeconds: 10,
     });
-    t.same(step.answer, { outcome: 'standby', reason: null }, 'standby');
+    t.same(step.answer, { outcome: 'standby', reason: null, reportInSeconds: null }, 'standby');
     t.same(
       step.next.observers.get('node-b'),
-      { view: { ...view, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 993 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10 },
+      { view: { ...view, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 993 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10, refreshSeconds: null, requestTimeoutSeconds: RT },
       'the view is stamped with the receive time; the confirmation at receive − age',
     );
     t.same(step.events.map((e) => [e.event, e.data]), [['standby', { holder: 'mbp', generation: 3, reachable: false }]], 'event');
@@ -374,14 +384,14 @@ t.test('heartbeat', async (t) => {
     const step = heartbeat(before, ctx(1000), { host: 'node-b' });
     t.same(
       step.next.observers.get('node-b'),
-      { view: { ...view, at: 990 }, confirmation: { holder: 'mbp', generation: 3, at: 980 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10 },
+      { view: { ...view, at: 990 }, confirmation: { holder: 'mbp', generation: 3, at: 980 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10, refreshSeconds: null, requestTimeoutSeconds: RT },
       'kept, only the heartbeat time moves',
     );
     t.same(step.events[0]?.data, { holder: 'mbp', generation: 3, reachable: false }, 'the kept view is reported');
   });
   t.test('a first heartbeat without a view reports reachable null', async (t) => {
     const step = heartbeat(held(), ctx(1000), { host: 'node-b' });
-    t.same(step.next.observers.get('node-b'), { view: null, confirmation: null, lastHeartbeatAt: 1000, heartbeatSeconds: null }, 'nothing but the time');
+    t.same(step.next.observers.get('node-b'), { view: null, confirmation: null, lastHeartbeatAt: 1000, heartbeatSeconds: null, refreshSeconds: null, requestTimeoutSeconds: RT }, 'nothing but the time');
     t.same(step.events[0]?.data, { holder: 'mbp', generation: 3, reachable: null }, 'no view');
   });
   t.test('a negative confirmation age is taken as 0 (never earlier than the receive time)', async (t) => {
@@ -390,13 +400,13 @@ t.test('heartbeat', async (t) => {
   });
   t.test('a heartbeat without a lease answers no-lease', async (t) => {
     const step = heartbeat(state(), ctx(1000), { host: 'node-b', seenGeneration: 0 });
-    t.same(step.answer, { outcome: 'no-lease', reason: null }, 'no-lease');
+    t.same(step.answer, { outcome: 'no-lease', reason: null, reportInSeconds: null }, 'no-lease');
     t.same(events(step), ['no-lease'], 'event');
   });
   t.test('a non-candidate heartbeat is refused and changes nothing', async (t) => {
     const s = held();
     const step = heartbeat(s, ctx(1000), { host: 'cloud-vm', seenGeneration: 99, view });
-    t.same(step.answer, { outcome: 'renew-refused', reason: 'not-candidate' }, 'refused');
+    t.same(step.answer, { outcome: 'renew-refused', reason: 'not-candidate', reportInSeconds: null }, 'refused');
     t.equal(step.next, s, 'same state');
     t.equal(step.boot, WARM, 'same boot');
     t.same(step.events.map((e) => [e.event, e.host, e.data]), [['renew-refused', 'cloud-vm', { reason: 'not-candidate' }]], 'event');
@@ -634,7 +644,7 @@ t.test('atRestart clamps every stored time to the start (a clock that jumped bac
   t.match(r.lease, { holder: 'mbp', generation: 3, revision: 6, acquiredAt: 1000, renewedAt: 1000, lastCheckAt: 1000, expiresAt: 1100, notBefore: 1110 }, 'lease times capped; holder and generation kept');
   t.same(
     r.observers.get('node-b'),
-    { view: { target: 'mbp', reachable: false, ping: false, health: false, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 1000 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10 },
+    { view: { target: 'mbp', reachable: false, ping: false, health: false, at: 1000 }, confirmation: { holder: 'mbp', generation: 3, at: 1000 }, lastHeartbeatAt: 1000, heartbeatSeconds: 10, refreshSeconds: null, requestTimeoutSeconds: null },
     'observer times capped',
   );
   t.same(r.observers.get('cloud-vm'), NO_OBSERVER, 'empty observers stay empty');
@@ -846,4 +856,76 @@ t.test('property: once the floor is complete, no two holders ever share a genera
     { numRuns: 200 },
   );
   t.pass('no generation shared by two holders in 200 multi-life schedules');
+});
+
+// ---------------------------------------------------------------------------------------
+// S6: the request timeout is the agents'; the arbiter asks for the report it needs
+
+t.test('a report counts for S2.3 only with the request timeout the request declares (S6)', async (t) => {
+  const s = state();
+  const none = noteReport(s, ctx(START + 60, young()), young(), 'mbp', 0, undefined, null);
+  t.equal(none.boot.reports.has('mbp'), false, 'no declared timeout: the arbiter assumes none and does not count it');
+  const early = noteReport(s, ctx(START + 9, young()), young(), 'mbp', 0, undefined, 5);
+  t.equal(early.boot.reports.has('mbp'), false, 'received before start + 2 × its own timeout: not counted');
+  const late = noteReport(s, ctx(START + 10, young()), young(), 'mbp', 0, undefined, 5);
+  t.equal(late.boot.reports.get('mbp'), 0, 'at start + 2 × its own timeout: counted');
+  const longer = noteReport(s, ctx(START + 10, young()), young(), 'mbp', 0, undefined, 30);
+  t.equal(longer.boot.reports.has('mbp'), false, 'an agent with a 30 s timeout counts only from start + 60');
+});
+
+t.test('reportDue asks a candidate to report again the moment its report can count', async (t) => {
+  const fresh = state({ floorPending: true });
+  t.equal(reportDue(ctx(START + 1, young()), young(), fresh, 'mbp', 5), 9.25, 'start + 2 × 5 − now, and a little');
+  t.equal(reportDue(ctx(START + 20, young()), young(), fresh, 'mbp', 5), 0.25, 'past the line: at once');
+  t.equal(reportDue(ctx(START + 1, young([['mbp', 0]])), young([['mbp', 0]]), fresh, 'mbp', 5), null, 'already counted: nothing to ask');
+  t.equal(reportDue(ctx(START + 1, young()), young(), fresh, 'mbp', undefined), null, 'no declared timeout: nothing to compute');
+  t.equal(reportDue(ctx(START + 1, young()), young(), fresh, 'laptop', 5), null, 'not a candidate');
+  t.equal(reportDue(ctx(START + 500, young()), young(), state(), 'mbp', 5), null, 'past the start wait with the floor known: nothing waits');
+  const answer = heartbeat(fresh, ctx(START + 1, young()), { host: 'mbp', seenGeneration: 0 }).answer;
+  t.equal(answer.reportInSeconds, 9.25, 'the heartbeat answer carries it');
+});
+
+t.test('at the defaults, a new installation grants a running lease as soon as both candidates reported (issue: 25 min wait)', async (t) => {
+  const D: ArbiterSettings = { ...S, ttlSeconds: 1500, safetyMarginSeconds: 30, viewFreshSeconds: 1500 };
+  let s = state({ floorPending: true });
+  let boot = young();
+  // Both agents' start-up heartbeats come right after the start: too early to count; each is
+  // told when to report again, and does.
+  for (const host of ['mbp', 'node-b']) {
+    const first = heartbeatCore(s, ctx(START + 1, boot, D), { host, seenGeneration: 0, requestTimeoutSeconds: 5 });
+    t.equal(first.answer.reportInSeconds, 9.25, `${host} is asked to report again in 9.25 s`);
+    s = first.next;
+    boot = first.boot;
+  }
+  for (const host of ['mbp', 'node-b']) {
+    const again = heartbeatCore(s, ctx(START + 10.25, boot, D), { host, seenGeneration: 0, requestTimeoutSeconds: 5 });
+    s = again.next;
+    boot = again.boot;
+  }
+  t.equal(s.lease.floorPending, false, 'the floor is complete');
+  const got = acquireCore(s, ctx(START + 12, boot, D), { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 5 });
+  t.match(got.next.lease, { holder: 'mbp', generation: 1, notBefore: START + 12 }, 'generation 1, runnable at once: no start wait');
+});
+
+t.test('a renewal by the holder ends a dual-unreachable streak: a holder that renewed since the last check is alive', async (t) => {
+  const observers: ReadonlyArray<readonly [string, Partial<Observer>]> = [['node-b', { ...unreachableView('mbp', 995), lastHeartbeatAt: 995 }]];
+  const s1 = check(held({ acquiredAt: 900 }, observers), ctx(1000), { ping: false, health: false });
+  t.equal(s1.next.lease.dualUnreachableStreak, 1, 'the first check counts 1');
+  const r = heartbeat(s1.next, ctx(1001), { host: 'mbp', generation: 3, seenGeneration: 3 });
+  t.equal(r.next.lease.dualUnreachableStreak, 0, 'the renewal resets it');
+  const s2 = check(r.next, ctx(1002), { ping: false, health: false });
+  t.equal(s2.answer.promoted, false, 'so the next check does not promote');
+  t.equal(s2.next.lease.dualUnreachableStreak, 1, 'it counts from 1 again');
+  const viaRenew = renew(s1.next, ctx(1001), { host: 'mbp', generation: 3 });
+  t.equal(viaRenew.next.lease.dualUnreachableStreak, 0, 'POST /v1/lease/renew resets it too');
+  const viaAcquire = acquire(s1.next, ctx(1001), { host: 'mbp' });
+  t.equal(viaAcquire.next.lease.dualUnreachableStreak, 0, 're-acquiring by the holder too');
+});
+
+t.test('grants and renewals write the arbiter margin into the record (agents read it there, S6)', async (t) => {
+  const g = acquire(state(), ctx(1000), { host: 'mbp', seenGeneration: 0 });
+  t.equal(g.next.lease.safetyMarginSeconds, 10, 'the grant carries the margin');
+  t.equal(toRecord(g.next.lease, g.next.observers, 1000).safetyMarginSeconds, 10, 'and so does the API record');
+  const changed = renew(g.next, ctx(1010, WARM, { ...S, safetyMarginSeconds: 20 }), { host: 'mbp', generation: g.next.lease.generation });
+  t.equal(changed.next.lease.safetyMarginSeconds, 20, 'a renewal after a config change carries the new margin');
 });

@@ -14,6 +14,7 @@ t.test('emptyLease is the never-granted record', async (t) => {
       acquiredAt: null,
       renewedAt: null,
       ttlSeconds: 1500,
+      safetyMarginSeconds: 0,
       expiresAt: null,
       released: false,
       notBefore: null,
@@ -125,6 +126,7 @@ const good = {
   generation: 3,
   revision: 7,
   ttlSeconds: 6,
+  safetyMarginSeconds: 1,
   expired: false,
   released: false,
   notBefore: 100,
@@ -136,7 +138,7 @@ const good = {
 
 t.test('parseRecord accepts an API record and keeps what the agent needs', async (t) => {
   const got = parseRecord(good);
-  const expected: RecordSummary = { holder: 'mbp', generation: 3, revision: 7, ttlSeconds: 6, expired: false, released: false, notBefore: 100, floorPending: false, now: 110 };
+  const expected: RecordSummary = { holder: 'mbp', generation: 3, revision: 7, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: 100, floorPending: false, now: 110 };
   t.same(got, { ok: true, value: expected }, 'summary without extra fields');
 });
 
@@ -174,6 +176,9 @@ const problems: ReadonlyArray<readonly [string, unknown, string]> = [
   ['a zero ttl is refused', { ...good, ttlSeconds: 0 }, 'record.ttlSeconds must be a positive number'],
   ['a NaN ttl is refused', { ...good, ttlSeconds: Number.NaN }, 'record.ttlSeconds must be a positive number'],
   ['a ttl as a string is refused', { ...good, ttlSeconds: '6' }, 'record.ttlSeconds must be a positive number'],
+  ['a missing margin is refused (agents read it from the record, S6)', { ...good, safetyMarginSeconds: undefined }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
+  ['a negative margin is refused', { ...good, safetyMarginSeconds: -1 }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
+  ['a margin as long as the ttl is refused (no validity left)', { ...good, safetyMarginSeconds: 6 }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
   ['a missing expired is refused', { ...good, expired: undefined }, 'record.expired must be a boolean'],
   ['an expired of 0 is refused', { ...good, expired: 0 }, 'record.expired must be a boolean'],
   ['a missing notBefore is refused', { ...good, notBefore: undefined }, 'record.notBefore must be a time or null'],

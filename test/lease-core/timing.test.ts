@@ -1,106 +1,126 @@
 import t from 'tap';
-import { checkTiming, failoverSeconds, lockDelaySeconds, MAX_DRIFT_RATE, RENEW_FACTOR } from '../../packages/lease-core/src/index.js';
-import type { Timing } from '../../packages/lease-core/src/index.js';
+import {
+  checkCadence,
+  checkLeaseTiming,
+  checkTiming,
+  crossTiming,
+  describeFailover,
+  failover,
+  humanSeconds,
+  lockDelaySeconds,
+  renewEverySeconds,
+  MAX_DRIFT_RATE,
+  RENEWALS_PER_VALIDITY,
+} from '../../packages/lease-core/src/index.js';
+import type { Cadence, LeaseTiming } from '../../packages/lease-core/src/index.js';
 
-const DEFAULTS: Timing = {
-  ttlSeconds: 1500,
-  heartbeatSeconds: 600,
-  checkSeconds: 600,
-  viewFreshSeconds: 1500,
-  probeTimeoutSeconds: 5,
-  refreshSeconds: 60,
-  safetyMarginSeconds: 30,
-  promoteAfterChecks: 2,
-};
+// Each side's defaults, owned by that side (S6).
+const ARBITER: LeaseTiming = { ttlSeconds: 1500, safetyMarginSeconds: 30, checkSeconds: 600, viewFreshSeconds: 1500, promoteAfterChecks: 2, probeTimeoutSeconds: 5 };
+const AGENT: Cadence = { heartbeatSeconds: 600, refreshSeconds: 60, probeTimeoutSeconds: 5, requestTimeoutSeconds: 5 };
+// L1's fast test settings, each given only to its owner.
+const FAST_ARBITER: LeaseTiming = { ttlSeconds: 6, safetyMarginSeconds: 1, checkSeconds: 1, viewFreshSeconds: 6, promoteAfterChecks: 2, probeTimeoutSeconds: 0.5 };
+const FAST_AGENT: Cadence = { heartbeatSeconds: 1, refreshSeconds: 1, probeTimeoutSeconds: 0.5, requestTimeoutSeconds: 1 };
 
-// L1's fast test settings.
-const FAST: Timing = {
-  ttlSeconds: 6,
-  heartbeatSeconds: 1,
-  checkSeconds: 1,
-  viewFreshSeconds: 1,
-  probeTimeoutSeconds: 0.5,
-  refreshSeconds: 1,
-  safetyMarginSeconds: 1,
-  promoteAfterChecks: 2,
-};
-
-t.test('the S6 constants are the ones SPEC names', async (t) => {
-  t.equal(RENEW_FACTOR, 1.2, 'heartbeat interval × 1.2 < ttl');
+t.test('the S6 constants', async (t) => {
   t.equal(MAX_DRIFT_RATE, 0.01, '1 % clock-rate drift');
+  t.equal(RENEWALS_PER_VALIDITY, 3, 'the holder renews three times per validity');
 });
 
-t.test('the defaults pass with a failover of 1860 s and a lock-delay of 1530 s', async (t) => {
-  t.same(checkTiming(DEFAULTS), { ok: true, failoverSeconds: 1860, lockDelaySeconds: 1530 }, 'defaults accepted');
+t.test('each side checks only its own keys: defaults and fast settings pass on both sides', async (t) => {
+  t.same(checkLeaseTiming(ARBITER), { ok: true }, 'arbiter defaults');
+  t.same(checkLeaseTiming(FAST_ARBITER), { ok: true }, 'arbiter fast settings');
+  t.same(checkCadence(AGENT), { ok: true }, 'agent defaults');
+  t.same(checkCadence(FAST_AGENT), { ok: true }, 'agent fast settings');
+  // The issue: each side refused the other's settings against a default it assumed.
+  t.same(checkLeaseTiming({ ...FAST_ARBITER }), { ok: true }, 'an arbiter with ttl 6 no longer compares it with a heartbeat it does not own');
+  t.same(checkCadence({ ...FAST_AGENT }), { ok: true }, 'an agent no longer compares a margin it does not own with a TTL it does not own');
+  t.same(crossTiming('cloud-vm', ARBITER, 'mbp', AGENT), [], 'the defaults across the sides: no problem');
+  t.same(crossTiming('cloud-vm', FAST_ARBITER, 'mbp', FAST_AGENT), [], 'the fast settings across the sides: no problem');
+  t.same(checkTiming({ ...FAST_ARBITER, ...FAST_AGENT, probeTimeoutSeconds: 0.5 }), { ok: true }, 'both sides together');
 });
 
-t.test('the fast test settings pass and fail over well under 15 s (L1)', async (t) => {
-  const got = checkTiming(FAST);
-  t.same(got, { ok: true, failoverSeconds: 8, lockDelaySeconds: 7 }, 'fast settings accepted');
-  t.ok(got.ok && got.failoverSeconds < 15, 'L1 bound');
-  t.ok(checkTiming({ ...FAST, viewFreshSeconds: 6 }).ok, 'a longer viewFresh passes too');
-});
-
-const failovers: ReadonlyArray<readonly [string, Partial<Timing>, number]> = [
-  ['the promotion path wins when checks are slow', { checkSeconds: 1000, probeTimeoutSeconds: 5 }, 2 * 1000 + 600 + 60],
-  ['the lock-delay wins when checks are fast', { checkSeconds: 60, heartbeatSeconds: 60, viewFreshSeconds: 60 }, 1530 + 60],
-  ['the heartbeat bounds the refresh term when it is shorter', { heartbeatSeconds: 30, refreshSeconds: 60, viewFreshSeconds: 30 }, Math.max(2 * 600 + 30, 1530) + 30],
-  ['more checks before promotion lengthen failover', { promoteAfterChecks: 5 }, 5 * 600 + 600 + 60],
+// [name, timing patch, key, message pattern]
+const arbiterRefusals: ReadonlyArray<readonly [string, Partial<LeaseTiming>, string, RegExp]> = [
+  ['a zero ttl', { ttlSeconds: 0 }, 'ttlSeconds', /ttlSeconds must be a positive number of seconds \(got 0\)/],
+  ['a negative margin', { safetyMarginSeconds: -1 }, 'safetyMarginSeconds', /must be ≥ 0 \(got -1\)/],
+  ['a fractional promoteAfterChecks', { promoteAfterChecks: 1.5 }, 'promoteAfterChecks', /an integer ≥ 1 \(got 1.5\)/],
+  ['a probe as long as the check interval', { probeTimeoutSeconds: 600 }, 'probeTimeoutSeconds', /probeTimeoutSeconds \(600\) must be shorter than the check interval of checkCron \(600\)/],
+  ['a margin below 1 % of the ttl', { safetyMarginSeconds: 14 }, 'safetyMarginSeconds', /must cover 1% clock-rate drift of ttlSeconds \(1500 × 0.01 = 15\)/],
+  ['a margin of half the ttl', { safetyMarginSeconds: 750 }, 'safetyMarginSeconds', /less than half of ttlSeconds \(1500\)/],
 ];
-
-for (const [name, patch, expected] of failovers) {
-  t.test(name, async (t) => {
-    const timing = { ...DEFAULTS, ...patch };
-    t.equal(failoverSeconds(timing), expected, 'failoverSeconds');
-    const got = checkTiming(timing);
-    t.ok(got.ok, 'the settings pass');
-    if (got.ok) t.equal(got.failoverSeconds, expected, 'checkTiming reports the same failover');
-  });
-}
-
-t.test('lockDelaySeconds is ttl plus one margin', async (t) => {
-  t.equal(lockDelaySeconds({ ttlSeconds: 6, safetyMarginSeconds: 1 }), 7, 'fast');
-  t.equal(lockDelaySeconds({ ttlSeconds: 1500, safetyMarginSeconds: 0 }), 1500, 'no margin');
-});
-
-// [name, change, key, message pattern (names the numbers)]
-const refusals: ReadonlyArray<readonly [string, Partial<Timing>, string, RegExp]> = [
-  ['a zero ttl is refused', { ttlSeconds: 0 }, 'ttlSeconds', /^ttlSeconds must be a positive number of seconds \(got 0\)$/],
-  ['a negative heartbeat interval is refused under its cron key', { heartbeatSeconds: -1 }, 'heartbeatCron', /heartbeatCron must be a positive number of seconds \(got -1\)/],
-  ['a NaN check interval is refused under its cron key', { checkSeconds: Number.NaN }, 'checkCron', /checkCron .*\(got NaN\)/],
-  ['an infinite viewFresh is refused', { viewFreshSeconds: Infinity }, 'viewFreshSeconds', /viewFreshSeconds .*\(got Infinity\)/],
-  ['a zero probe timeout is refused', { probeTimeoutSeconds: 0 }, 'probeTimeoutSeconds', /probeTimeoutSeconds must be a positive/],
-  ['a zero refresh is refused', { refreshSeconds: 0 }, 'refreshSeconds', /refreshSeconds must be a positive/],
-  ['a negative margin is refused', { safetyMarginSeconds: -0.5 }, 'safetyMarginSeconds', /safetyMarginSeconds must be ≥ 0 \(got -0.5\)/],
-  ['a NaN margin is refused', { safetyMarginSeconds: Number.NaN }, 'safetyMarginSeconds', /safetyMarginSeconds must be ≥ 0 \(got NaN\)/],
-  ['zero promoteAfterChecks is refused', { promoteAfterChecks: 0 }, 'promoteAfterChecks', /promoteAfterChecks must be an integer ≥ 1 \(got 0\)/],
-  ['a fractional promoteAfterChecks is refused', { promoteAfterChecks: 1.5 }, 'promoteAfterChecks', /\(got 1.5\)/],
-  [
-    'a heartbeat of exactly ttl / 1.2 is refused with the product',
-    { heartbeatSeconds: 1250 },
-    'ttlSeconds',
-    /ttlSeconds \(1500\) must exceed the heartbeat interval × 1.2 \(1250 × 1.2 = 1500\)/,
-  ],
-  ['a heartbeat longer than the ttl is refused', { ttlSeconds: 500, viewFreshSeconds: 1500 }, 'ttlSeconds', /ttlSeconds \(500\).*600 × 1.2 = 720/],
-  ['a viewFresh shorter than one heartbeat is refused', { viewFreshSeconds: 599 }, 'viewFreshSeconds', /viewFreshSeconds \(599\) must cover at least one heartbeat interval \(600\)/],
-  ['a probe timeout equal to the check interval is refused', { probeTimeoutSeconds: 600 }, 'probeTimeoutSeconds', /probeTimeoutSeconds \(600\) must be shorter than the check interval \(600\)/],
-  ['a refresh as long as the ttl is refused', { refreshSeconds: 1500 }, 'refreshSeconds', /refreshSeconds \(1500\) must be shorter than ttlSeconds \(1500\)/],
-  ['a margin below 1 % of the ttl is refused', { safetyMarginSeconds: 14.9 }, 'safetyMarginSeconds', /safetyMarginSeconds \(14.9\) must cover 1% clock-rate drift of ttlSeconds \(1500 × 0.01 = 15\)/],
-  ['a zero margin is refused by the drift rule', { safetyMarginSeconds: 0 }, 'safetyMarginSeconds', /must cover 1% clock-rate drift/],
-  ['a margin of half the ttl is refused', { safetyMarginSeconds: 750 }, 'safetyMarginSeconds', /safetyMarginSeconds \(750\) must be less than half of ttlSeconds \(1500\)/],
-  ['the fast settings with a 3 s margin are refused (half of 6)', { ...FAST, safetyMarginSeconds: 3 }, 'safetyMarginSeconds', /\(3\) must be less than half of ttlSeconds \(6\)/],
-  ['numbers in messages are rounded to milliseconds', { ...FAST, heartbeatSeconds: 1 / 3, viewFreshSeconds: 0.1 }, 'viewFreshSeconds', /\(0.1\).*\(0.333\)/],
-];
-
-for (const [name, patch, key, pattern] of refusals) {
-  t.test(name, async (t) => {
-    const got = checkTiming({ ...DEFAULTS, ...patch });
+for (const [name, patch, key, message] of arbiterRefusals) {
+  t.test(`the arbiter refuses ${name}`, async (t) => {
+    const got = checkLeaseTiming({ ...ARBITER, ...patch });
     t.equal(got.ok, false, 'refused');
     if (!got.ok) {
       t.equal(got.key, key, 'names the key');
-      t.match(got.message, pattern, 'the message names the key and the numbers');
-      t.ok(got.message.startsWith(key), 'the one line starts with the key');
-      t.notMatch(got.message, /\n/, 'one line');
+      t.match(got.message, message, 'with the numbers');
     }
   });
 }
+
+const agentRefusals: ReadonlyArray<readonly [string, Partial<Cadence>, string, RegExp]> = [
+  ['a zero refresh', { refreshSeconds: 0 }, 'refreshSeconds', /positive number/],
+  ['a NaN request timeout', { requestTimeoutSeconds: Number.NaN }, 'requestTimeoutSeconds', /positive number/],
+  ['a probe as long as the heartbeat interval', { heartbeatSeconds: 5 }, 'probeTimeoutSeconds', /probeTimeoutSeconds \(5\) must be shorter than the heartbeat interval of heartbeatCron \(5\)/],
+];
+for (const [name, patch, key, message] of agentRefusals) {
+  t.test(`an agent refuses ${name}`, async (t) => {
+    const got = checkCadence({ ...AGENT, ...patch });
+    t.equal(got.ok, false, 'refused');
+    if (!got.ok) {
+      t.equal(got.key, key, 'names the key');
+      t.match(got.message, message, 'with the numbers');
+    }
+  });
+}
+
+t.test('the relations across the sides name both keys, both hosts and the numbers (S6)', async (t) => {
+  const slow = crossTiming('cloud-vm', { ...ARBITER, ttlSeconds: 10, safetyMarginSeconds: 1, viewFreshSeconds: 10 }, 'mbp', { heartbeatSeconds: 20, refreshSeconds: 60, requestTimeoutSeconds: 12 });
+  t.same(
+    slow.map((p) => [p.host, p.arbiterKey, p.agentKey]),
+    [
+      ['mbp', 'viewFreshSeconds', 'heartbeatCron'],
+      ['mbp', 'ttlSeconds', 'refreshSeconds'],
+      ['mbp', 'ttlSeconds', 'requestTimeoutSeconds'],
+    ],
+    'three problems, each a pair of keys',
+  );
+  t.match(slow[0]?.message, /viewFreshSeconds \(10 s, arbiter cloud-vm\) must cover the heartbeat interval of heartbeatCron on mbp \(20 s\)/, 'view freshness');
+  t.match(slow[1]?.message, /refreshSeconds \(60 s on mbp\) must be shorter than ttlSeconds \(10 s, arbiter cloud-vm\)/, 'refresh');
+  t.match(slow[2]?.message, /requestTimeoutSeconds \(12 s on mbp\) must be shorter than the validity ttlSeconds − safetyMarginSeconds \(10 − 1 = 9 s, arbiter cloud-vm\)/, 'request timeout');
+  t.same(crossTiming('cloud-vm', ARBITER, 'mbp', {}), [], 'a report without a cadence (an older agent) breaks nothing it did not state');
+  const both = checkTiming({ ...ARBITER, ...AGENT, viewFreshSeconds: 300 });
+  t.same(both.ok ? null : both.key, 'heartbeatCron', 'checkTiming reports the first cross problem by its agent key');
+  t.same(checkTiming({ ...ARBITER, ...AGENT, ttlSeconds: 0 }).ok, false, 'and the arbiter side first');
+  t.same(checkTiming({ ...ARBITER, ...AGENT, refreshSeconds: 0 }).ok, false, 'then the agent side');
+});
+
+t.test('the worst-case failover is one function (the issue: 2400 s on one page, 31 min on another)', async (t) => {
+  const f = failover(ARBITER, 600);
+  t.same(
+    { seconds: f.seconds, promotion: f.promotionSeconds, lockDelay: f.lockDelaySeconds },
+    { seconds: 1800, promotion: 2 * 600 + 600, lockDelay: 1530 },
+    'defaults: the later of 2 checks × 10 min + one heartbeat 10 min = 30 min, and the lock-delay 25.5 min',
+  );
+  t.equal(describeFailover(f), '30 min worst case: the later of 2 checks × 10 min + one heartbeat 10 min = 30 min, and lock-delay 25.5 min', 'the sentence adds up');
+  const fast = failover(FAST_ARBITER, 1);
+  t.equal(fast.seconds, 7, 'fast: lock-delay 6 + 1 beats 2 × 1 + 1');
+  t.ok(fast.seconds < 15, 'L1 bound');
+  const unknown = failover(ARBITER, null);
+  t.equal(unknown.seconds, 1530, 'no standby reported yet: the heartbeat term counts 0');
+  t.match(describeFailover(unknown), /one standby heartbeat \(not reported yet\)/, 'and says so');
+  const yearly = failover({ ...ARBITER, checkSeconds: 366 * 86_400 }, 600);
+  t.match(describeFailover(yearly), /^732 d worst case/, 'a check once a year says about two years (two checks)');
+  t.equal(lockDelaySeconds({ ttlSeconds: 6, safetyMarginSeconds: 1 }), 7, 'lock-delay is ttl + margin');
+});
+
+t.test('humanSeconds reads as a person would', async (t) => {
+  t.same([humanSeconds(7), humanSeconds(600), humanSeconds(1530), humanSeconds(7200), humanSeconds(3 * 86_400)], ['7 s', '10 min', '25.5 min', '2 h', '3 d'], 'units');
+});
+
+t.test('the holder renews on the TTL it holds, whatever its cron says (S6)', async (t) => {
+  t.equal(renewEverySeconds(1500, 30, 600), 490, 'defaults: every (1500 − 30) / 3 = 490 s, sooner than the 600 s cron');
+  t.equal(renewEverySeconds(6, 1, 1), 1, 'fast: the 1 s cron is sooner');
+  t.equal(renewEverySeconds(10, 1, 20), 3, 'the issue: a 20 s cron in front of a 10 s TTL renews every 3 s');
+});

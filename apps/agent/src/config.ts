@@ -1,7 +1,10 @@
 /**
- * The agent's configuration (SPEC §3): one JSON file, validated strictly with TypeBox (unknown
- * keys refused, no coercion), defaults filled in one place, and the timing relationships of S6
- * checked with lease-core's `checkTiming`. Every problem is one line that names the key.
+ * The agent's configuration: one JSON file, validated strictly with TypeBox (unknown keys
+ * refused, no coercion; a key the arbiter owns is refused naming its owner), defaults filled in
+ * one place, and the agent's own cadence relations checked with lease-core's `checkCadence`.
+ * The lease timing (`ttlSeconds`, `safetyMarginSeconds`) and the candidates are the arbiter's:
+ * the agent reads them from the arbiter's answers, never from this file (S6: one owner per
+ * setting). Every problem is one line that names the key and the file.
  *
  * Lookup, shared by `hq` and `hq-agent`: `--config PATH`, else `$HQ_CONFIG`, else
  * `~/.hq/agent.json`, else `/etc/hq/agent.json`; none of them → every default.
@@ -16,7 +19,8 @@ import { execFile } from 'node:child_process';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from './config-file.js';
-import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkTiming, cronIntervalSeconds, hostProblem, isHost } from '@hq/lease-core';
+import { cronGapSeconds } from '@hq/runtime';
+import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 
 const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
 const Host = Type.String({ pattern: HOST });
@@ -29,10 +33,6 @@ export const AgentConfigSchema = Type.Object(
     hostName: Type.Optional(Host),
     arbiter: Type.Optional(Host),
     arbiterUrl: Type.Optional(Url),
-    candidates: Type.Optional(Type.Array(Host, { minItems: 1 })),
-    standby: Type.Optional(Host),
-    ttlSeconds: Type.Optional(Seconds),
-    safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0 })),
     heartbeatCron: Type.Optional(Type.String()),
     refreshSeconds: Type.Optional(Seconds),
     failOpenRoles: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
@@ -64,12 +64,10 @@ export type AgentConfigFile = Static<typeof AgentConfigSchema>;
 /** Every default, with why. */
 export const DEFAULTS = Object.freeze({
   arbiter: 'cloud-vm',
-  candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
-  /** Only for the S6 check at load and the start guard; the record's TTL wins once known. */
-  ttlSeconds: 1500,
-  /** Covers 2 % clock-rate drift of the default TTL (S6 asks for 1 %); too small risks overlap under drift. */
-  safetyMarginSeconds: 30,
-  /** Every 10 minutes: × 1.2 stays well inside the 1500 s TTL. */
+  /**
+   * Every 10 minutes: how fresh this host's views and reports are. The holder renews more often
+   * when the lease it holds needs it (three times per validity, S6), whatever this says.
+   */
   heartbeatCron: '*/10 * * * *',
   /** A forced transfer or promotion reaches the agent within a minute. */
   refreshSeconds: 60,
@@ -89,10 +87,10 @@ export interface AgentConfig {
   readonly arbiter: string;
   /** null until `resolveNetwork` (needs tailnetDomain when unset). */
   readonly arbiterUrl: string | null;
+  /** This host and its configured peers: the candidates as far as this host knows them. */
   readonly candidates: readonly string[];
-  readonly standby: string | null;
-  readonly ttlSeconds: number;
-  readonly safetyMarginSeconds: number;
+  /** True when `peers` was given; otherwise peers follow the arbiter's candidates (tailnetDomain). */
+  readonly peersConfigured: boolean;
   readonly heartbeatCron: string;
   readonly heartbeatSeconds: number;
   readonly refreshSeconds: number;
@@ -110,8 +108,6 @@ export interface AgentConfig {
   /** The other candidates' peer listeners (explicit `peers`, or derived from tailnetDomain). */
   readonly peers: ReadonlyMap<string, string>;
   readonly peerTokenFile: string;
-  readonly failoverSeconds: number;
-  readonly lockDelaySeconds: number;
   /** The raw `replication` block (undefined when absent); the daemon validates it at start. */
   readonly replication: unknown;
 }
@@ -132,7 +128,8 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
     const first = unknown ?? errors[0];
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
     const key = keyOf(first.instancePath);
-    const message = unknown !== undefined ? 'is not a known key' : first.message;
+    const owned = unknown !== undefined && !key.includes('.') ? wrongDaemon(key, 'hq-agent') : null;
+    const message = unknown !== undefined ? (owned ?? 'is not a known key') : first.message;
     throw new ConfigError(key, `${key}: ${message}`);
   }
   const c = input as AgentConfigFile;
@@ -201,12 +198,10 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
       hostName = os;
     }
   }
-  const candidates = c.candidates ?? DEFAULTS.candidates;
   const arbiter = c.arbiter ?? DEFAULTS.arbiter;
-  if (candidates.includes(arbiter)) throw new ConfigError('candidates', `candidates: the arbiter host "${arbiter}" is never a candidate`);
-  if (new Set(candidates).size !== candidates.length) throw new ConfigError('candidates', 'candidates: a host is listed twice');
+  if (hostName === arbiter) throw new ConfigError('hostName', `hostName: "${hostName}" is the arbiter's host, which is never a candidate`);
   const heartbeatCron = c.heartbeatCron ?? DEFAULTS.heartbeatCron;
-  const cron = cronIntervalSeconds(heartbeatCron);
+  const cron = cronGapSeconds(heartbeatCron);
   if (!cron.ok) throw new ConfigError('heartbeatCron', `heartbeatCron: ${cron.message}`);
   const failOpenRoles = c.failOpenRoles ?? [];
   if (failOpenRoles.includes(NEVER_FAIL_OPEN)) {
@@ -215,45 +210,24 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   const roles = c.roles ?? DEFAULT_ROLES;
   const unknownFailOpen = failOpenRoles.find((r) => !roles.includes(r));
   if (unknownFailOpen !== undefined) throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
-  const ttlSeconds = c.ttlSeconds ?? DEFAULTS.ttlSeconds;
-  const safetyMarginSeconds = c.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds;
   const refreshSeconds = c.refreshSeconds ?? DEFAULTS.refreshSeconds;
   const probeTimeoutSeconds = c.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, cron.seconds / 2);
   const requestTimeoutSeconds = c.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
-  // The agent's side of S6. The check interval and viewFreshSeconds belong to the arbiter; the
-  // agent's probe must end inside its own heartbeat interval, and promotion is assumed at the
-  // arbiter's default of 2 checks one heartbeat apart (only for the printed failover time).
-  const timing = checkTiming({
-    ttlSeconds,
-    heartbeatSeconds: cron.seconds,
-    checkSeconds: cron.seconds,
-    viewFreshSeconds: cron.seconds,
-    probeTimeoutSeconds,
-    refreshSeconds,
-    safetyMarginSeconds,
-    promoteAfterChecks: 2,
-  });
-  if (!timing.ok) {
-    const key = timing.key === 'checkCron' ? 'heartbeatCron' : timing.key;
-    throw new ConfigError(key, timing.message.replace('the check interval', 'the heartbeat interval'));
-  }
+  // The agent's own side of S6; the pairs across the sides are the arbiter's to check (it gets
+  // this cadence with every heartbeat and says loudly when a pair cannot work).
+  const timing = checkCadence({ heartbeatSeconds: cron.seconds, refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds });
+  if (!timing.ok) throw new ConfigError(timing.key, timing.message);
   const tailnetDomain = c.tailnetDomain ?? null;
-  const standby = c.standby ?? null;
-  if (standby !== null && !candidates.includes(standby)) throw new ConfigError('standby', `standby: "${standby}" is not one of candidates`);
   const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
   if (peers.has(hostName)) throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
-  if (c.peers === undefined && tailnetDomain !== null) {
-    for (const h of candidates) if (h !== hostName) peers.set(h, `http://${h}.${tailnetDomain}:${DEFAULTS.listenPort}`);
-  }
+  if (peers.has(arbiter)) throw new ConfigError(`peers.${arbiter}`, `peers.${arbiter}: the arbiter's host is never a candidate, so never a peer`);
   return {
     file,
     hostName,
     arbiter,
     arbiterUrl: c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
-    candidates,
-    standby,
-    ttlSeconds,
-    safetyMarginSeconds,
+    candidates: [hostName, ...peers.keys()],
+    peersConfigured: c.peers !== undefined,
     heartbeatCron,
     heartbeatSeconds: cron.seconds,
     refreshSeconds,
@@ -270,8 +244,6 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     tokenFile: resolve(expandHome(c.tokenFile ?? join(stateDir, 'token'))),
     peers,
     peerTokenFile: resolve(expandHome(c.peerTokenFile ?? join(stateDir, 'peer-token'))),
-    failoverSeconds: timing.failoverSeconds,
-    lockDelaySeconds: timing.lockDelaySeconds,
     replication: c.replication,
   };
 }
@@ -303,9 +275,18 @@ export async function resolveNetwork(config: AgentConfig): Promise<AgentConfig &
   if (domain === null) {
     throw new ConfigError('arbiterUrl', 'arbiterUrl: not set, and without tailnetDomain (or a working tailscale) it has no default');
   }
-  const peers = new Map(config.peers);
-  if (peers.size === 0) for (const h of config.candidates) if (h !== config.hostName) peers.set(h, `http://${h}.${domain}:${DEFAULTS.listenPort}`);
-  return { ...config, tailnetDomain: domain, arbiterUrl: `http://${config.arbiter}.${domain}:${DEFAULTS.arbiterPort}`, peers };
+  return { ...config, tailnetDomain: domain, arbiterUrl: `http://${config.arbiter}.${domain}:${DEFAULTS.arbiterPort}` };
+}
+
+/**
+ * The peers when `peers` is not configured: the other candidates the arbiter names, at their
+ * tailnet addresses. Empty without a tailnet domain (then `peers` must be configured).
+ */
+export function peersFromCandidates(config: AgentConfig, candidates: readonly string[]): Map<string, string> {
+  const peers = new Map<string, string>();
+  if (config.peersConfigured || config.tailnetDomain === null) return new Map(config.peers);
+  for (const h of candidates) if (h !== config.hostName && isHost(h)) peers.set(h, `http://${h}.${config.tailnetDomain}:${DEFAULTS.listenPort}`);
+  return peers;
 }
 
 /** The health URL of a host (SPEC §3 probe), or null when it has none. */

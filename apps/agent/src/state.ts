@@ -37,7 +37,7 @@ export function parsePersisted(text: string): Persisted | string {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'is not a JSON object';
   const o = v as { [k: string]: unknown };
-  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'gaveConfirmation', 'lockDelayPending']);
+  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending']);
   for (const k of Object.keys(o)) if (!known.has(k)) return `has an unknown field ${JSON.stringify(k)}`;
   const holder = o['holder'];
   if (holder !== null && !isHost(holder)) return 'holder must be a host or null';
@@ -47,6 +47,9 @@ export function parsePersisted(text: string): Persisted | string {
   if (confirmedAt !== null && !isNum(confirmedAt)) return 'confirmedAt must be a number or null';
   const ttl = o['ttlSeconds'];
   if (!isNum(ttl) || ttl < 0) return 'ttlSeconds must be a number ≥ 0';
+  // Absent in files written before the record carried the margin: the TTL alone then.
+  const margin = o['safetyMarginSeconds'] ?? 0;
+  if (!isNum(margin) || margin < 0) return 'safetyMarginSeconds must be a number ≥ 0';
   const gave = o['gaveConfirmation'];
   let gaveConfirmation: Persisted['gaveConfirmation'] = null;
   if (gave !== null) {
@@ -62,7 +65,7 @@ export function parsePersisted(text: string): Persisted | string {
   }
   const lockDelayPending = o['lockDelayPending'];
   if (typeof lockDelayPending !== 'boolean') return 'lockDelayPending must be a boolean';
-  return { holder, generation, confirmedAt, ttlSeconds: ttl, gaveConfirmation, lockDelayPending };
+  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending };
 }
 
 export async function loadPersisted(path: string): Promise<Loaded<Persisted>> {

@@ -3,7 +3,7 @@
  * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
-import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step } from '@hq/lease-core';
+import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step, TimingProblem } from '@hq/lease-core';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
@@ -11,6 +11,7 @@ import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
 import type { EventInput, EventRow, LeaseStore } from './store/store.js';
+import { TimingNotes, failoverOf } from './timing.js';
 
 /** A lost compare-and-swap: an answer (412), not a fault, so it carries no stack trace. */
 export class PreconditionFailed extends Error {
@@ -84,7 +85,6 @@ export function settingsOf(config: ArbiterConfig): ArbiterSettings {
     safetyMarginSeconds: config.safetyMarginSeconds,
     promoteAfterChecks: config.promoteAfterChecks,
     viewFreshSeconds: config.viewFreshSeconds,
-    requestTimeoutSeconds: config.requestTimeoutSeconds,
   };
 }
 
@@ -195,6 +195,23 @@ export class Arbiter {
   restart(): void {
     const ctx = this.context();
     this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+  }
+
+  private readonly timingNotes = new TimingNotes();
+  private lastFailover: string | null = null;
+
+  /**
+   * After a report: a change of `host`'s cross-side problems is recorded once (event, warn log,
+   * hook), and a change of the worst-case failover it implies is logged once.
+   */
+  noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): void {
+    const change = this.timingNotes.change(host, problems);
+    if (change !== null) this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]);
+    const f = failoverOf(this.config, state);
+    if (f.text !== this.lastFailover) {
+      this.lastFailover = f.text;
+      this.deps.sink.say({ event: 'failover-estimate', failoverSeconds: f.seconds, failover: f.text }, 'worst-case failover');
+    }
   }
 
   /** Shell-side events (agent silence): one row each, then log and hooks. */

@@ -217,7 +217,11 @@ export class Checker {
     return result;
   }
 
-  /** Agent silence: no heartbeat from a candidate for more than 2 × its reported interval. */
+  /**
+   * Agent silence: no heartbeat from a candidate for more than 2 × the interval it reported. A
+   * candidate never heard from has reported none: it is silent after two of the arbiter's own
+   * check intervals (the arbiter assumes no agent cadence, S6).
+   */
   private noteSilence(state: ArbiterState): void {
     const { arbiter } = this.deps;
     const now = arbiter.now();
@@ -225,7 +229,7 @@ export class Checker {
     for (const host of this.config.candidates) {
       const o = state.observers.get(host);
       const since = o?.lastHeartbeatAt ?? arbiter.boot.startAt;
-      const interval = o?.heartbeatSeconds ?? this.config.heartbeatSeconds;
+      const interval = o?.heartbeatSeconds ?? this.config.checkSeconds;
       if (now - since > 2 * interval) {
         if (this.silent.get(host) !== since) {
           this.silent.set(host, since);

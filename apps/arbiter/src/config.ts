@@ -1,15 +1,18 @@
 /**
- * hq-arbiter configuration (SPEC §3): one JSON file, validated once at start by `validateConfig`
- * — shape (TypeBox, unknown keys refused), host names, URLs, and the timing relationships of S6
- * (lease-core `checkTiming`). An invalid file stops the daemon with one line naming the key.
+ * hq-arbiter configuration: one JSON file, validated once at start by `validateConfig` — shape
+ * (TypeBox, unknown keys refused; a key the agent owns is refused naming its owner), host names,
+ * URLs, and the arbiter's own timing relations (lease-core `checkLeaseTiming`). The agents'
+ * cadence is not the arbiter's to configure: it arrives with their heartbeats and the arbiter
+ * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
+ * daemon with one line naming the key.
  */
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { validate as cronValidate } from 'node-cron';
-import { checkTiming, cronIntervalSeconds, hostProblem, isHost } from '@hq/lease-core';
+import { cronGapSeconds } from '@hq/runtime';
+import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 // Before the registry schemas: they import HOST_SCHEMA_PATTERN back from this module.
 import { HOST_SCHEMA_PATTERN } from './host-pattern.js';
 import { PortBandsConfig } from './registry/schemas.js';
@@ -30,12 +33,10 @@ export const ConfigSchema = Type.Object(
     promoteAfterChecks: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
     checkCron: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    heartbeatCron: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     healthUrls: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1, maxLength: 2048 }))),
     tailnetDomain: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$' })),
     tailscaleBin: Type.Optional(Type.String({ maxLength: 4096 })),
     probeTimeoutSeconds: Type.Optional(Seconds),
-    requestTimeoutSeconds: Type.Optional(Seconds),
     listen: Type.Optional(
       Type.Object(
         {
@@ -74,23 +75,18 @@ export interface ArbiterConfig {
   readonly promoteAfterChecks: number;
   readonly safetyMarginSeconds: number;
   readonly checkCron: string;
-  readonly heartbeatCron: string;
   readonly healthUrls: ReadonlyMap<string, string>;
   readonly tailnetDomain: string | null;
   readonly tailscaleBin: string;
   readonly probeTimeoutSeconds: number;
-  readonly requestTimeoutSeconds: number;
   readonly listen: { readonly host: string; readonly port: number };
   readonly dataDir: string;
   readonly auth: { readonly openReads: boolean };
   readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
   /** SPEC §8 port bands, defaults filled in (registry/decide.ts). */
   readonly portBands: Bands;
-  /** Derived: the largest gap of `checkCron` / `heartbeatCron`, seconds. */
+  /** Derived: the largest gap of `checkCron`, seconds. */
   readonly checkSeconds: number;
-  readonly heartbeatSeconds: number;
-  /** Derived (S6): the worst-case failover the settings imply, seconds. */
-  readonly failoverSeconds: number;
 }
 
 /**
@@ -103,7 +99,7 @@ export const DEFAULTS = Object.freeze({
   candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
   /** Lease TTL. Too small: holders lose the lease on a slow network; too large: slow failover. */
   ttlSeconds: 1500,
-  /** A view older than this is no evidence. Must cover one heartbeat (S6), else failover never happens. */
+  /** A view older than this is no evidence. Must cover each agent's heartbeat interval (checked on every report), else that agent is never promoted. */
   viewFreshSeconds: 1500,
   /** Consecutive dual-unreachable checks before promotion. 1 promotes on a single lost probe. */
   promoteAfterChecks: 2,
@@ -112,16 +108,12 @@ export const DEFAULTS = Object.freeze({
    * of ttlSeconds (S6) and < ttlSeconds / 2; 30 s is 2 % of the default TTL.
    */
   safetyMarginSeconds: 30,
-  /** The arbiter's check schedule (node-cron; 6 fields = seconds). */
+  /** The arbiter's check schedule (node-cron; 6 fields = seconds); any valid expression. */
   checkCron: '*/10 * * * *',
-  /** The agents' heartbeat schedule, used only for the S6 check and for agent silence. */
-  heartbeatCron: '*/10 * * * *',
   /** `""` disables `tailscale ping` (health alone decides). */
   tailscaleBin: 'tailscale',
   /** Probe timeout: 5 s, or half the check interval when that is shorter (a check ends before the next). */
   probeTimeoutSeconds: 5,
-  /** The agents' request timeout; the arbiter's must not be smaller than theirs (S2.3). */
-  requestTimeoutSeconds: 5,
   listen: Object.freeze({ host: '127.0.0.1', port: 8470 }),
   /** Holds hq.db and admin.token; relative paths are resolved against the working directory. */
   dataDir: './var',
@@ -172,7 +164,8 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
     if (extra !== undefined) {
       const name = extra.params.additionalProperties?.[0] ?? '?';
       const key = extra.instancePath === '' ? name : `${keyOf(extra.instancePath)}.${name}`;
-      return fail(key, 'is not a known key');
+      const owned = extra.instancePath === '' ? wrongDaemon(name, 'hq-arbiter') : null;
+      return fail(key, owned ?? 'is not a known key');
     }
     const first = errors.find((e) => e.keyword !== 'boolean') ?? errors[0];
     if (first === undefined) return fail('(root)', 'does not match the schema');
@@ -206,42 +199,20 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   }
 
   const checkCron = file.checkCron ?? DEFAULTS.checkCron;
-  const heartbeatCron = file.heartbeatCron ?? DEFAULTS.heartbeatCron;
-  const crons: Array<readonly [string, string]> = [
-    ['checkCron', checkCron],
-    ['heartbeatCron', heartbeatCron],
-  ];
-  const gaps = new Map<string, number>();
-  for (const [key, expr] of crons) {
-    if (!cronValidate(expr)) return fail(key, `"${expr}" is not a valid cron expression`);
-    const gap = cronIntervalSeconds(expr);
-    if (!gap.ok) return fail(key, gap.message);
-    gaps.set(key, gap.seconds);
-  }
-  const checkSeconds = gaps.get('checkCron') as number;
-  const heartbeatSeconds = gaps.get('heartbeatCron') as number;
+  const gap = cronGapSeconds(checkCron);
+  if (!gap.ok) return fail('checkCron', gap.message);
+  const checkSeconds = gap.seconds;
 
   const ttlSeconds = file.ttlSeconds ?? DEFAULTS.ttlSeconds;
   const viewFreshSeconds = file.viewFreshSeconds ?? DEFAULTS.viewFreshSeconds;
   const promoteAfterChecks = file.promoteAfterChecks ?? DEFAULTS.promoteAfterChecks;
   const safetyMarginSeconds = file.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds;
   const probeTimeoutSeconds = file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2);
-  const requestTimeoutSeconds = file.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
 
   const bands = bandsFromConfig(file.portBands);
   if (!bands.ok) return fail(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
 
-  const timing = checkTiming({
-    ttlSeconds,
-    heartbeatSeconds,
-    checkSeconds,
-    viewFreshSeconds,
-    probeTimeoutSeconds,
-    // The arbiter has no cache; agents refresh at least on every heartbeat.
-    refreshSeconds: heartbeatSeconds,
-    safetyMarginSeconds,
-    promoteAfterChecks,
-  });
+  const timing = checkLeaseTiming({ ttlSeconds, checkSeconds, viewFreshSeconds, probeTimeoutSeconds, safetyMarginSeconds, promoteAfterChecks });
   if (!timing.ok) return fail(timing.key, timing.message);
   return {
     ok: true,
@@ -254,20 +225,16 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       promoteAfterChecks,
       safetyMarginSeconds,
       checkCron,
-      heartbeatCron,
       healthUrls,
       tailnetDomain: file.tailnetDomain ?? null,
       tailscaleBin: file.tailscaleBin ?? DEFAULTS.tailscaleBin,
       probeTimeoutSeconds,
-      requestTimeoutSeconds,
       listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
       dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
       auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
       hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
       portBands: bands.bands,
       checkSeconds,
-      heartbeatSeconds,
-      failoverSeconds: timing.failoverSeconds,
     },
   };
 }

@@ -16,6 +16,7 @@ export function wantsHook(e: EventRow): boolean {
     case 'renew-refused':
     case 'maintenance':
     case 'agent-silent':
+    case 'timing-problem':
       return true;
     case 'arbiter-check':
       return typeof e.data['streak'] === 'number' && e.data['streak'] > 0;
@@ -132,6 +133,9 @@ export class Hooks {
   }
 }
 
+/** Events logged at warn: each says something is wrong that only an operator can fix. */
+const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'agent-silent', 'renew-refused']);
+
 export class EventSink {
   constructor(
     private readonly log: Logger,
@@ -143,10 +147,17 @@ export class EventSink {
   /** One pino line per committed event, then hooks. Call only after commit. */
   emit(rows: readonly EventRow[]): void {
     for (const e of rows) {
-      // Event data first so the fixed fields below cannot be overwritten by it.
-      this.log.info({ ...e.data, category: e.category, event: e.event, host: e.host, eventId: e.id, at: e.at }, 'hq event');
+      // Event data first so the fixed fields below cannot be overwritten by it. A problem an
+      // operator must act on is a warning, not one more info line.
+      const level = LOUD_EVENTS.has(e.event) ? 'warn' : 'info';
+      this.log[level]({ ...e.data, category: e.category, event: e.event, host: e.host, eventId: e.id, at: e.at }, 'hq event');
       if (this.hooks !== null && wantsHook(e)) this.hooks.deliver(e);
     }
     if (rows.length > 0 && this.committed !== null) this.committed(rows);
+  }
+
+  /** A log line that is no event row (the failover estimate). */
+  say(fields: Record<string, unknown>, msg: string): void {
+    this.log.info({ category: 'control', ...fields }, msg);
   }
 }

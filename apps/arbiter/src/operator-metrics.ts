@@ -5,23 +5,29 @@
  *  - `hq_lease_ttl_seconds` — the record's TTL (alert: validity below a quarter of it);
  *  - `hq_agent_heartbeat_interval_seconds{host}` — the interval each agent reports (alert: silent
  *    for three intervals);
- *  - `hq_failover_worst_case_seconds` — what the settings imply (S6), for the dashboard.
+ *  - `hq_failover_worst_case_seconds` — what the settings and the agents' reported cadence
+ *    imply (S6, lease-core `failover`: the same number the log, the page and the CLI print);
+ *  - `hq_timing_problem{host,arbiter_key,agent_key}` — 1 for each relation across the two
+ *    sides that the host's last report breaks (S6: never silent).
  *
  * Wiring (runtime.ts, after `new Metrics(...)`):
- *     registerOperatorMetrics(metrics.registry, () => store.read(), config.failoverSeconds);
+ *     registerOperatorMetrics(metrics.registry, () => store.read(), config);
  */
 import { Gauge, type Registry } from 'prom-client';
 import type { ArbiterState } from '@hq/lease-core';
+import type { ArbiterConfig } from './config.js';
+import { failoverOf, timingProblems } from './timing.js';
 
 export const OPERATOR_METRICS = Object.freeze([
   'hq_maintenance_enabled',
   'hq_lease_ttl_seconds',
   'hq_agent_heartbeat_interval_seconds',
   'hq_failover_worst_case_seconds',
+  'hq_timing_problem',
 ] as const);
 
 /** Registers the gauges once per registry (a second call does nothing). */
-export function registerOperatorMetrics(registry: Registry, read: () => ArbiterState, failoverSeconds: number | null): void {
+export function registerOperatorMetrics(registry: Registry, read: () => ArbiterState, config: ArbiterConfig): void {
   if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
   // One read per scrape: the first collect reads, the others reuse it within the same tick.
   let cached: { at: number; state: ArbiterState } | null = null;
@@ -58,10 +64,20 @@ export function registerOperatorMetrics(registry: Registry, read: () => ArbiterS
   });
   new Gauge({
     name: 'hq_failover_worst_case_seconds',
-    help: 'The worst-case failover time the settings imply (SPEC S6).',
+    help: "The worst-case failover time the arbiter's settings and the agents' reported heartbeats imply.",
     registers: [registry],
     collect() {
-      if (failoverSeconds !== null) this.set(failoverSeconds);
+      this.set(failoverOf(config, state()).seconds);
+    },
+  });
+  new Gauge({
+    name: 'hq_timing_problem',
+    help: "1 for each relation between the arbiter's lease timing and a host's reported cadence that does not hold.",
+    labelNames: ['host', 'arbiter_key', 'agent_key'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const p of timingProblems(config, state())) this.set({ host: p.host, arbiter_key: p.arbiterKey, agent_key: p.agentKey }, 1);
     },
   });
 }

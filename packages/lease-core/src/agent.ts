@@ -15,7 +15,11 @@
  *      validity has passed (ttl + margin after it gave it), and an agent started with a
  *      confirmation or a lock-delay on record runs nothing before ttl + margin (S2.1, S2.2).
  *  A5  Without a fresh confirmation nothing runs (a restart forgets every validity), except
- *      fail-open roles of the last known holder; `ledger-cli` is never fail-open.
+ *      fail-open roles of the last known holder; `ledger-cli` is never fail-open; and nothing
+ *      at all, fail-open roles included, once a higher generation than the known one was seen.
+ *  A6  The lease timing (`ttlSeconds`, `safetyMarginSeconds`) is the arbiter's (S6): it comes
+ *      from the record, never from the agent's own configuration; `local.json` keeps the last
+ *      values so the start guard (A4) waits as long as the lease that was confirmed.
  */
 import type { Host, RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
@@ -46,11 +50,14 @@ export const DEFAULT_ROLES: readonly string[] = Object.freeze([
 
 export interface AgentSettings {
   readonly host: Host;
-  readonly safetyMarginSeconds: number;
-  /** Used until an arbiter answer tells the real TTL (and for the start guard). */
-  readonly ttlSeconds: number;
   readonly requestTimeoutSeconds: number;
   readonly failOpenRoles: readonly string[];
+}
+
+/** The lease timing as the arbiter's record states it (A6). */
+export interface LeaseTimes {
+  readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
 }
 
 /** A window in which this host may run: from `startMono` until `ttl − margin` after `sent`. */
@@ -69,6 +76,7 @@ export interface Known {
   readonly released: boolean;
   readonly floorPending: boolean;
   readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
 }
 
 export interface Gave {
@@ -76,12 +84,18 @@ export interface Gave {
   readonly generation: number;
   readonly at: Stamp;
   readonly untilMono: number;
+  /** The lease timing the wait was computed with (kept for the start guard, A4). */
+  readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
 }
 
 export interface AgentState {
   readonly host: Host;
   readonly started: Stamp;
-  /** A4: set when local.json had a flag at start; nothing runs before it. */
+  /**
+   * A4: set when local.json had a flag at start; nothing runs before it. Infinity while the
+   * flag's lease timing is unknown (a refused state file): the first record then sets it.
+   */
   readonly startGuardUntilMono: number | null;
   readonly seen: number;
   readonly known: Known | null;
@@ -104,18 +118,24 @@ export interface Persisted {
   readonly generation: number;
   /** Wall time of the send of the last confirming request, or null. */
   readonly confirmedAt: number | null;
+  /** The lease timing last learned (record or peer request); 0 when none was ever learned. */
   readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
   readonly gaveConfirmation: { readonly holder: Host; readonly generation: number; readonly at: number } | null;
   readonly lockDelayPending: boolean;
 }
 
+/** The start guard's length from what local.json kept (A4, A6); Infinity when it kept none. */
+export function startGuardSeconds(p: Pick<Persisted, 'ttlSeconds' | 'safetyMarginSeconds'>): number {
+  return p.ttlSeconds > 0 ? p.ttlSeconds + p.safetyMarginSeconds : Infinity;
+}
+
 export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
   const flagged = persisted !== null && (persisted.gaveConfirmation !== null || persisted.lockDelayPending);
-  const ttl = persisted?.ttlSeconds ?? settings.ttlSeconds;
   return {
     host: settings.host,
     started,
-    startGuardUntilMono: flagged ? started.mono + Math.max(ttl, settings.ttlSeconds) + settings.safetyMarginSeconds : null,
+    startGuardUntilMono: flagged ? started.mono + startGuardSeconds(persisted) : null,
     seen: Math.max(seen, persisted?.generation ?? 0),
     known: null,
     stale: false,
@@ -160,7 +180,10 @@ export function persisted(state: AgentState, now: Stamp): Persisted {
     holder: state.known?.holder ?? null,
     generation: state.known?.generation ?? state.seen,
     confirmedAt: latest === null ? null : latest.sent.wall,
-    ttlSeconds: state.known?.ttlSeconds ?? 0,
+    // The longer of the record's and the given confirmation's timing: the start guard must
+    // outlast whichever of them a validity still running elsewhere was computed with.
+    ttlSeconds: Math.max(state.known?.ttlSeconds ?? 0, state.gave?.ttlSeconds ?? 0),
+    safetyMarginSeconds: Math.max(state.known?.safetyMarginSeconds ?? 0, state.gave?.safetyMarginSeconds ?? 0),
     gaveConfirmation: state.gave === null ? null : { holder: state.gave.holder, generation: state.gave.generation, at: state.gave.at.wall },
     lockDelayPending: waiting || state.startGuardUntilMono !== null,
   };
@@ -215,7 +238,12 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     released,
     floorPending: r.floorPending,
     ttlSeconds: r.ttlSeconds,
+    safetyMarginSeconds: r.safetyMarginSeconds,
   };
+  // A start guard whose timing local.json could not tell (A4, A6) is measured with this record's.
+  if (state.startGuardUntilMono === Infinity) {
+    state = { ...state, startGuardUntilMono: state.started.mono + r.ttlSeconds + r.safetyMarginSeconds };
+  }
   const sameTenure = state.known !== null && state.known.holder === r.holder && state.known.generation === r.generation;
   const mine = r.holder === state.host;
   // A pending record (S2.4) vouches for nothing yet, even under the same number: no grant survives it.
@@ -233,7 +261,7 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     const grant: Grant = {
       generation: r.generation,
       sent,
-      seconds: r.ttlSeconds - settings.safetyMarginSeconds,
+      seconds: r.ttlSeconds - r.safetyMarginSeconds,
       startMono: Math.max(waitUntilMono, holdUntil, received.mono),
       source: 'arbiter',
     };
@@ -258,13 +286,16 @@ export function onArbiterFailure(state: AgentState): AgentStep {
 export interface ConfirmRequest {
   readonly host: Host;
   readonly generation: number;
+  /** The lease timing of the requester's record: its validity, which this confirmation extends. */
+  readonly ttlSeconds?: number;
+  readonly safetyMarginSeconds?: number;
 }
 
 export interface ConfirmAnswer {
   readonly confirmed: boolean;
   /** This agent's seen generation: a higher one than the requester's blocks it. */
   readonly generation: number;
-  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding';
+  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding' | 'unknown-timing';
 }
 
 /**
@@ -286,15 +317,30 @@ export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, receiv
     return refuse('other-holder');
   }
   if (active(state.current, received) || active(state.pending, received)) return refuse('holding');
+  // The wait this confirmation imposes covers the requester's validity (A4): the longer of the
+  // timing it states and the one this agent knows (else the last one it confirmed with); with
+  // none there is nothing to wait by, and it confirms nothing.
+  const stated = Math.max(req.ttlSeconds ?? 0, state.known?.ttlSeconds ?? 0);
+  const ttl = stated > 0 ? stated : (state.gave?.ttlSeconds ?? 0);
+  const margin = stated > 0 ? Math.max(req.safetyMarginSeconds ?? 0, state.known?.safetyMarginSeconds ?? 0) : (state.gave?.safetyMarginSeconds ?? 0);
+  if (!(ttl > 0)) return refuse('unknown-timing');
   const events: LeaseEvent[] = [];
   let next = adoptSeen(state, req.generation, events, 'peer');
-  const ttl = Math.max(next.known?.ttlSeconds ?? 0, settings.ttlSeconds);
-  const untilMono = received.mono + ttl + settings.safetyMarginSeconds;
+  const untilMono = received.mono + ttl + margin;
   next = {
     ...next,
     current: null,
     pending: null,
-    gave: { holder: req.host, generation: req.generation, at: received, untilMono: Math.max(untilMono, next.gave?.untilMono ?? -Infinity) },
+    gave: {
+      holder: req.host,
+      generation: req.generation,
+      at: received,
+      untilMono: Math.max(untilMono, next.gave?.untilMono ?? -Infinity),
+      // An earlier confirmation's longer wait is kept, and so is the timing it was computed
+      // with: local.json's start guard must cover both (A4).
+      ttlSeconds: Math.max(ttl, next.gave?.ttlSeconds ?? 0),
+      safetyMarginSeconds: Math.max(margin, next.gave?.safetyMarginSeconds ?? 0),
+    },
   };
   events.push(leaseEvent('confirmation-given', state.host, { holder: req.host, generation: req.generation }));
   return { state: next, events, answer: { confirmed: true, generation: next.seen, reason: 'confirmed' } };
@@ -344,7 +390,7 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
   const grant: Grant = {
     generation: known.generation,
     sent,
-    seconds: known.ttlSeconds - settings.safetyMarginSeconds,
+    seconds: known.ttlSeconds - known.safetyMarginSeconds,
     startMono: Math.max(received.mono, state.waitUntilMono),
     source: 'peer',
   };
@@ -352,6 +398,18 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
   if (grant.startMono <= received.mono) state = { ...state, current: grant };
   else if (!active(state.current, received)) state = { ...state, current: null, pending: grant };
   return { state: settle(state, received), events };
+}
+
+/**
+ * Whether the holder asks its peers to confirm it after an arbiter exchange (rule ③, L2): when
+ * the arbiter could not be reached, or renewed behind a hold (S2.3). Never for a record whose
+ * floor is pending (S2.4): such a grant makes no validity from peers anyway, and a peer that
+ * adopted its generation as seen would report it back and raise the grant above itself.
+ */
+export function asksPeers(state: AgentState, trigger: 'unreachable' | 'held-renewal' | 'other'): boolean {
+  if (trigger === 'other') return false;
+  const k = state.known;
+  return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
 }
 
 /** Step down before a release or handover: nothing of this generation runs any more. */
@@ -405,6 +463,8 @@ export function fence(state0: AgentState, role: string, now: Stamp, settings: Ag
   const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
   const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });
   if (state.stale) return no('stale-generation');
+  // A5: a higher generation seen (a peer reported it) ends everything, fail-open roles included.
+  if (known !== null && known.generation < state.seen) return no('stale-generation');
   if (known === null || known.holder === null) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
   if (known.holder !== state.host) return no('not-holder');
   if (known.released) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');

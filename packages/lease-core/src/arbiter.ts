@@ -37,16 +37,16 @@ export interface ArbiterSettings {
   readonly safetyMarginSeconds: number;
   readonly promoteAfterChecks: number;
   readonly viewFreshSeconds: number;
-  /** The agents' request timeout: a request is never acted on after it (S2.3, S2.4). */
-  readonly requestTimeoutSeconds: number;
 }
 
 /**
  * What the arbiter knows about its own life, in memory only.
  * `reports` holds, per candidate, the highest seen generation it reported in a request that
- * counts for S2.3/S2.4: one received at least 2 × requestTimeout after the start. A request
- * is never delivered more than requestTimeout after it was sent (its sender has given up and
- * discards the answer), so such a request was sent at least requestTimeout after the start.
+ * counts for S2.3/S2.4: one received at least 2 × requestTimeout after the start, with the
+ * request timeout the request itself declares (the sender's own setting, S6: the arbiter never
+ * assumes it; a request that declares none never counts). A request is never delivered more
+ * than requestTimeout after it was sent (its sender has given up and discards the answer), so
+ * such a request was sent at least requestTimeout after the start.
  */
 export interface Boot {
   readonly startAt: number;
@@ -76,7 +76,10 @@ export interface Step<A> {
 
 export type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: LeaseRefusal };
 
-const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null };
+const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null, refreshSeconds: null, requestTimeoutSeconds: null };
+
+/** Added to a report-again delay so the report lands just past the line, not on it. */
+const REPORT_SLACK_SECONDS = 0.25;
 
 export function newBoot(startAt: number): Boot {
   return { startAt, reports: new Map() };
@@ -92,6 +95,26 @@ function allReported(ctx: Context, boot: Boot): boolean {
 
 function allNeverSeen(ctx: Context, boot: Boot): boolean {
   return allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0);
+}
+
+/** True when a report sent now with this request timeout counts for S2.3/S2.4. */
+function reportCounts(ctx: Context, boot: Boot, requestTimeoutSeconds: number | undefined): boolean {
+  return requestTimeoutSeconds !== undefined && ctx.now >= boot.startAt + 2 * requestTimeoutSeconds;
+}
+
+/**
+ * When `host` should report again (seconds from now), or null when nothing waits for it. On a
+ * new installation every candidate's start-up heartbeat comes too early after the arbiter's
+ * start to count (S2.3), and the next one would come a whole cron interval later: the first
+ * holder would sit behind the start wait for half an hour at the default settings. Instead the
+ * answer asks the agent to report again the moment its report can count, while the start wait
+ * or the floor (S2.4) still waits for it.
+ */
+export function reportDue(ctx: Context, boot: Boot, state: ArbiterState, host: Host, requestTimeoutSeconds: number | undefined): number | null {
+  if (requestTimeoutSeconds === undefined || !isCandidate(ctx.settings, host) || boot.reports.has(host)) return null;
+  const waiting = state.lease.floorPending || ctx.now < boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
+  if (!waiting) return null;
+  return Math.max(0, boot.startAt + 2 * requestTimeoutSeconds - ctx.now) + REPORT_SLACK_SECONDS;
 }
 
 /** S2.3: the arbiter time before which no grant of this life may let its holder run. */
@@ -147,6 +170,7 @@ export function noteReport(
   host: Host,
   seen: number | undefined,
   generation: number | undefined,
+  requestTimeoutSeconds?: number,
 ): { state: ArbiterState; boot: Boot; events: LeaseEvent[] } {
   const events: LeaseEvent[] = [];
   // While the floor is pending, a request's `generation` may echo this life's pending grant
@@ -155,8 +179,7 @@ export function noteReport(
   const reported = Math.max(seen ?? 0, state.lease.floorPending ? 0 : (generation ?? 0));
   const floor = Math.max(state.floor, reported);
   let nextBoot = boot;
-  const counts = ctx.now >= boot.startAt + 2 * ctx.settings.requestTimeoutSeconds;
-  if (seen !== undefined && counts && isCandidate(ctx.settings, host)) {
+  if (seen !== undefined && reportCounts(ctx, boot, requestTimeoutSeconds) && isCandidate(ctx.settings, host)) {
     const reports = new Map(boot.reports);
     reports.set(host, Math.max(reports.get(host) ?? 0, seen));
     nextBoot = { startAt: boot.startAt, reports };
@@ -197,6 +220,7 @@ function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBef
     acquiredAt: now,
     renewedAt: now,
     ttlSeconds: settings.ttlSeconds,
+    safetyMarginSeconds: settings.safetyMarginSeconds,
     expiresAt: start + settings.ttlSeconds,
     released: false,
     notBefore: start,
@@ -205,9 +229,20 @@ function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBef
   });
 }
 
+/**
+ * A renewal by the holder. It also ends a dual-unreachable streak: a holder whose renewal the
+ * arbiter accepted since the last check is alive, whatever the probes said (its health port
+ * may be firewalled with ping off), so the next check starts counting from zero.
+ */
 function renewed(lease: LeaseState, ctx: Context): LeaseState {
   const start = Math.max(ctx.now, lease.notBefore ?? -Infinity);
-  return write(lease, { renewedAt: ctx.now, expiresAt: start + ctx.settings.ttlSeconds, ttlSeconds: ctx.settings.ttlSeconds });
+  return write(lease, {
+    renewedAt: ctx.now,
+    expiresAt: start + ctx.settings.ttlSeconds,
+    ttlSeconds: ctx.settings.ttlSeconds,
+    safetyMarginSeconds: ctx.settings.safetyMarginSeconds,
+    dualUnreachableStreak: 0,
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -240,6 +275,8 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
       confirmation: o.confirmation === null ? null : { ...o.confirmation, at: Math.min(o.confirmation.at, start) },
       lastHeartbeatAt: cap(o.lastHeartbeatAt, start),
       heartbeatSeconds: o.heartbeatSeconds,
+      refreshSeconds: o.refreshSeconds ?? null,
+      requestTimeoutSeconds: o.requestTimeoutSeconds ?? null,
     });
   }
   const changed =
@@ -257,6 +294,8 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
 export interface AcquireInput {
   readonly host: Host;
   readonly seenGeneration?: number;
+  /** The sender's request timeout (the `hq` CLI sends its own), for S2.3's counting. */
+  readonly requestTimeoutSeconds?: number;
 }
 
 /**
@@ -269,7 +308,7 @@ export function acquire(state0: ArbiterState, ctx: Context, input: AcquireInput)
   if (!isCandidate(ctx.settings, input.host)) {
     return refuse(state0, ctx.boot, 'not-candidate', 'acquire-refused', input.host, []);
   }
-  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, undefined);
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, undefined, input.requestTimeoutSeconds);
   const state = noted.state;
   const lease = state.lease;
   if (lease.holder === input.host && !lease.released) {
@@ -338,7 +377,10 @@ export interface HeartbeatInput {
   readonly seenGeneration?: number;
   readonly view?: ReportedView;
   readonly confirmation?: ReportedConfirmation;
+  /** The agent's cadence (S6: it owns it and reports it with every heartbeat). */
   readonly heartbeatSeconds?: number;
+  readonly refreshSeconds?: number;
+  readonly requestTimeoutSeconds?: number;
 }
 
 export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused';
@@ -346,6 +388,8 @@ export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refus
 export interface HeartbeatAnswer {
   readonly outcome: HeartbeatOutcome;
   readonly reason: LeaseRefusal | null;
+  /** Seconds after which the agent should heartbeat again (see `reportDue`), or null. */
+  readonly reportInSeconds: number | null;
 }
 
 /**
@@ -357,9 +401,9 @@ export interface HeartbeatAnswer {
 export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatInput): Step<HeartbeatAnswer> {
   if (!isCandidate(ctx.settings, input.host)) {
     const events = [leaseEvent('renew-refused', input.host, { reason: 'not-candidate' })];
-    return { next: state0, boot: ctx.boot, events, answer: { outcome: 'renew-refused', reason: 'not-candidate' } };
+    return { next: state0, boot: ctx.boot, events, answer: { outcome: 'renew-refused', reason: 'not-candidate', reportInSeconds: null } };
   }
-  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, input.generation);
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, input.generation, input.requestTimeoutSeconds);
   const before = noted.state.observers.get(input.host) ?? NO_OBSERVER;
   const view: View | null = input.view === undefined ? before.view : { ...input.view, at: ctx.now };
   const confirmation: Confirmation | null =
@@ -376,28 +420,31 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatIn
     confirmation,
     lastHeartbeatAt: ctx.now,
     heartbeatSeconds: input.heartbeatSeconds ?? before.heartbeatSeconds,
+    refreshSeconds: input.refreshSeconds ?? before.refreshSeconds ?? null,
+    requestTimeoutSeconds: input.requestTimeoutSeconds ?? before.requestTimeoutSeconds ?? null,
   });
   // Recording the view is a write of the record too: its revision (the ETag) moves with it.
   const state: ArbiterState = { ...noted.state, observers, lease: write(noted.state.lease, {}) };
   const lease = state.lease;
   const events = [...noted.events];
+  const reportInSeconds = reportDue(ctx, noted.boot, state, input.host, input.requestTimeoutSeconds);
   if (lease.holder === input.host) {
     let reason: LeaseRefusal | null = null;
     if (lease.released) reason = 'expired';
     else if (input.generation !== undefined && input.generation !== lease.generation) reason = 'stale-generation';
     if (reason !== null) {
       events.push(leaseEvent('renew-refused', input.host, { reason, generation: lease.generation }));
-      return { next: state, boot: noted.boot, events, answer: { outcome: 'renew-refused', reason } };
+      return { next: state, boot: noted.boot, events, answer: { outcome: 'renew-refused', reason, reportInSeconds } };
     }
     events.push(leaseEvent('renewed', input.host, { generation: lease.generation, via: 'heartbeat' }));
-    return { next: { ...state, lease: renewed(noted.state.lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null } };
+    return { next: { ...state, lease: renewed(noted.state.lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null, reportInSeconds } };
   }
   if (lease.holder === null) {
     events.push(leaseEvent('no-lease', input.host, {}));
-    return { next: state, boot: noted.boot, events, answer: { outcome: 'no-lease', reason: null } };
+    return { next: state, boot: noted.boot, events, answer: { outcome: 'no-lease', reason: null, reportInSeconds } };
   }
   events.push(leaseEvent('standby', input.host, { holder: lease.holder, generation: lease.generation, reachable: view?.reachable ?? null }));
-  return { next: state, boot: noted.boot, events, answer: { outcome: 'standby', reason: null } };
+  return { next: state, boot: noted.boot, events, answer: { outcome: 'standby', reason: null, reportInSeconds } };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,58 +1,116 @@
 /**
- * The largest gap between two firings of a node-cron expression, in seconds, so the timing
- * rule (S6) can be checked on `heartbeatCron` and `checkCron`. Five fields are minute-based,
- * six fields start with seconds (node-cron's convention). Supported per field: `*`, numbers,
- * ranges `a-b`, steps `*\/n` and `a-b/n`, and comma lists. Day-of-month, month and weekday
- * must be `*`: a schedule that skips days cannot keep a lease alive and is refused by S6 anyway.
+ * The largest gap between two firings of a cron schedule, in seconds, so the timing rules (S6)
+ * and the worst-case failover are computed from what a schedule really does: any valid
+ * node-cron expression is accepted — a check once a year is legal, and its failover says a year.
+ *
+ * The expression is parsed by node-cron in the shell (one parser, the one that schedules); this
+ * module gets its fields and measures them. node-cron's day rule is an AND: a day fires when its
+ * month, its day of month and its weekday all match (`L`, `LW`, `15W`, `L-3`, `5L`, `1#2` as
+ * node-cron reads them). The Gregorian calendar repeats every 400 years (146,097 days, a whole
+ * number of weeks), so one cycle holds every gap there is. Days are UTC days: a daylight-saving
+ * change can make a local-time gap that spans midnight up to one hour longer.
  */
 
 export type CronResult = { readonly ok: true; readonly seconds: number } | { readonly ok: false; readonly message: string };
 
-function parseField(text: string, min: number, max: number): Set<number> | string {
-  const out = new Set<number>();
-  for (const part of text.split(',')) {
-    const m = /^(\*|(\d+)(?:-(\d+))?)(?:\/(\d+))?$/.exec(part);
-    if (m === null) return `"${part}" is not a cron field`;
-    let lo = min;
-    let hi = max;
-    if (m[1] !== '*') {
-      lo = Number(m[2]);
-      hi = m[3] === undefined ? (m[4] === undefined ? lo : max) : Number(m[3]);
-    }
-    const step = m[4] === undefined ? 1 : Number(m[4]);
-    if (lo < min || hi > max || lo > hi || step < 1) return `"${part}" is out of range ${min}-${max}`;
-    for (let v = lo; v <= hi; v += step) out.add(v);
-  }
-  return out;
+/** node-cron's parsed fields (its `parse`): numbers, and the day tokens above as strings. */
+export interface CronFields {
+  readonly second: readonly number[];
+  readonly minute: readonly number[];
+  readonly hour: readonly number[];
+  readonly dayOfMonth: ReadonlyArray<number | string>;
+  readonly month: readonly number[];
+  readonly dayOfWeek: ReadonlyArray<number | string>;
 }
 
-export function cronIntervalSeconds(expr: string): CronResult {
-  const fields = expr.trim().split(/\s+/);
-  if (fields.length !== 5 && fields.length !== 6) {
-    return { ok: false, message: `"${expr}" must have 5 fields (6 with seconds)` };
+const DAY = 86_400;
+/** Days in 400 Gregorian years; 2000-03-01 starts a cycle on any day, so any start does. */
+const CYCLE_DAYS = 146_097;
+const CYCLE_START = Date.UTC(2001, 0, 1) / 1000 / DAY;
+
+function lastDayOfMonth(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+function weekdayOf(year: number, month: number, day: number): number {
+  return new Date(Date.UTC(year, month - 1, day)).getUTCDay();
+}
+
+/** The weekday (Mon–Fri) nearest to `target` within its month, as node-cron's `W`. */
+function nearestWeekday(year: number, month: number, target: number): number {
+  const last = lastDayOfMonth(year, month);
+  if (target < 1 || target > last) return -1;
+  const weekday = weekdayOf(year, month, target);
+  if (weekday === 6) return target === 1 ? target + 2 : target - 1;
+  if (weekday === 0) return target === last ? target - 2 : target + 1;
+  return target;
+}
+
+function matchesDayOfMonth(field: CronFields['dayOfMonth'], year: number, month: number, day: number): boolean {
+  const last = lastDayOfMonth(year, month);
+  for (const value of field) {
+    if (value === day) return true;
+    if (typeof value !== 'string') continue;
+    if (value === 'L' && day === last) return true;
+    const w = /^(L|\d{1,2})W$/i.exec(value);
+    if (w !== null && nearestWeekday(year, month, w[1] === 'L' ? last : Number(w[1])) === day) return true;
+    const offset = /^L-(\d{1,2})$/i.exec(value);
+    if (offset !== null && last - Number(offset[1]) === day) return true;
   }
-  const withSeconds = fields.length === 6;
-  const [secText, minText, hourText, ...days] = withSeconds ? fields : ['0', ...fields];
-  if (days.some((d) => d !== '*')) {
-    return { ok: false, message: `"${expr}" must run every day (day-of-month, month and weekday must be *)` };
+  return false;
+}
+
+function matchesDayOfWeek(field: CronFields['dayOfWeek'], year: number, month: number, day: number): boolean {
+  const weekday = weekdayOf(year, month, day);
+  for (const value of field) {
+    if (value === weekday || value === weekday + 7) return true;
+    if (typeof value !== 'string') continue;
+    const lastOf = /^([0-7])L$/i.exec(value);
+    if (lastOf !== null && Number(lastOf[1]) % 7 === weekday && day + 7 > lastDayOfMonth(year, month)) return true;
+    const nth = /^([0-7])#([1-5])$/.exec(value);
+    if (nth !== null && Number(nth[1]) % 7 === weekday && Math.floor((day - 1) / 7) + 1 === Number(nth[2])) return true;
   }
-  const seconds = parseField(secText as string, 0, 59);
-  const minutes = parseField(minText as string, 0, 59);
-  const hours = parseField(hourText as string, 0, 23);
-  for (const f of [seconds, minutes, hours]) {
-    if (typeof f === 'string') return { ok: false, message: `"${expr}": ${f}` };
-  }
-  const firings: number[] = [];
-  for (const h of [...(hours as Set<number>)].sort((a, b) => a - b)) {
-    for (const m of [...(minutes as Set<number>)].sort((a, b) => a - b)) {
-      for (const s of [...(seconds as Set<number>)].sort((a, b) => a - b)) firings.push(h * 3600 + m * 60 + s);
-    }
-  }
+  return false;
+}
+
+/** True when every day fires: no day-level restriction at all (the common case, no walk). */
+function everyDay(f: CronFields): boolean {
+  const dom = new Set(f.dayOfMonth);
+  const dow = new Set(f.dayOfWeek.map((d) => (typeof d === 'number' ? d % 7 : d)));
+  const months = new Set(f.month);
+  for (let d = 1; d <= 31; d++) if (!dom.has(d)) return false;
+  for (let d = 0; d <= 6; d++) if (!dow.has(d)) return false;
+  for (let m = 1; m <= 12; m++) if (!months.has(m)) return false;
+  return true;
+}
+
+/** The largest gap between two consecutive firings of the schedule, over a whole 400-year cycle. */
+export function largestGapSeconds(f: CronFields): CronResult {
+  const times = new Set<number>();
+  for (const h of f.hour) for (const m of f.minute) for (const s of f.second) times.add(h * 3600 + m * 60 + s);
+  const inDay = [...times].filter((t) => Number.isInteger(t) && t >= 0 && t < DAY).sort((a, b) => a - b);
+  const first = inDay[0];
+  const last = inDay[inDay.length - 1];
+  if (first === undefined || last === undefined) return { ok: false, message: 'never fires (no time of day matches)' };
   let gap = 0;
-  for (let i = 0; i < firings.length; i++) {
-    const here = firings[i] as number;
-    const next = i + 1 < firings.length ? (firings[i + 1] as number) : (firings[0] as number) + 86400;
-    gap = Math.max(gap, next - here);
+  for (let i = 1; i < inDay.length; i++) gap = Math.max(gap, (inDay[i] as number) - (inDay[i - 1] as number));
+  if (everyDay(f)) return { ok: true, seconds: Math.max(gap, DAY - last + first) };
+  const months = new Set(f.month);
+  let firstDay = -1;
+  let previous = -1;
+  let dayGap = 0;
+  for (let i = 0; i < CYCLE_DAYS; i++) {
+    const date = new Date((CYCLE_START + i) * DAY * 1000);
+    const year = date.getUTCFullYear();
+    const month = date.getUTCMonth() + 1;
+    const day = date.getUTCDate();
+    if (!months.has(month) || !matchesDayOfMonth(f.dayOfMonth, year, month, day) || !matchesDayOfWeek(f.dayOfWeek, year, month, day)) continue;
+    if (firstDay < 0) firstDay = i;
+    else dayGap = Math.max(dayGap, i - previous);
+    previous = i;
   }
-  return { ok: true, seconds: gap };
+  if (firstDay < 0) return { ok: false, message: 'never fires (no day of the calendar matches)' };
+  // The cycle wraps: the last firing day is followed by the first one, one cycle later.
+  dayGap = Math.max(dayGap, firstDay + CYCLE_DAYS - previous);
+  return { ok: true, seconds: Math.max(gap, (dayGap - 1) * DAY + (DAY - last + first)) };
 }

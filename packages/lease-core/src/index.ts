@@ -7,6 +7,7 @@ export * from './errors.js';
 export * from './events.js';
 export * from './record.js';
 export * from './timing.js';
+export * from './keys.js';
 export * from './cron.js';
 export * from './arbiter.js';
 export * from './agent.js';

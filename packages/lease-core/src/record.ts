@@ -38,6 +38,9 @@ export interface Observer {
   readonly lastHeartbeatAt: number | null;
   /** The heartbeat interval the agent reported, seconds (S6: a view can be fresh). */
   readonly heartbeatSeconds: number | null;
+  /** The rest of the cadence it reported (S6: the arbiter checks the pairs across the sides). */
+  readonly refreshSeconds?: number | null;
+  readonly requestTimeoutSeconds?: number | null;
 }
 
 /** The stored lease row: everything but views, which live per observer. */
@@ -50,6 +53,8 @@ export interface LeaseState {
   readonly acquiredAt: number | null;
   readonly renewedAt: number | null;
   readonly ttlSeconds: number;
+  /** The arbiter's margin when it last wrote the grant or renewal: agents shave it off validity (S6). */
+  readonly safetyMarginSeconds: number;
   readonly expiresAt: number | null;
   /** Set by release: the holder stepped down; the record stays, marked expired. */
   readonly released: boolean;
@@ -76,6 +81,7 @@ export interface LeaseRecord {
   readonly acquiredAt: number | null;
   readonly renewedAt: number | null;
   readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
   readonly expiresAt: number | null;
   readonly expired: boolean;
   /** True after a release: the holder stepped down (expired is then true too). */
@@ -90,7 +96,7 @@ export interface LeaseRecord {
   readonly now: number;
 }
 
-export function emptyLease(ttlSeconds: number): LeaseState {
+export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseState {
   return {
     holder: null,
     generation: 0,
@@ -98,6 +104,7 @@ export function emptyLease(ttlSeconds: number): LeaseState {
     acquiredAt: null,
     renewedAt: null,
     ttlSeconds,
+    safetyMarginSeconds,
     expiresAt: null,
     released: false,
     notBefore: null,
@@ -136,6 +143,7 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
     acquiredAt: lease.acquiredAt,
     renewedAt: lease.renewedAt,
     ttlSeconds: lease.ttlSeconds,
+    safetyMarginSeconds: lease.safetyMarginSeconds,
     expiresAt: lease.expiresAt,
     expired: isExpired(lease, now),
     released: lease.released,
@@ -168,6 +176,8 @@ export interface RecordSummary {
   readonly generation: number;
   readonly revision: number;
   readonly ttlSeconds: number;
+  /** The arbiter's margin: the agent's validity is `ttl − margin` from the send time (S6). */
+  readonly safetyMarginSeconds: number;
   readonly expired: boolean;
   readonly released: boolean;
   readonly notBefore: number | null;
@@ -188,6 +198,10 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   if (!isGeneration(r['revision'])) return { ok: false, problem: 'record.revision must be a safe integer ≥ 0' };
   const ttl = r['ttlSeconds'];
   if (!isTime(ttl) || ttl <= 0) return { ok: false, problem: 'record.ttlSeconds must be a positive number' };
+  const margin = r['safetyMarginSeconds'];
+  if (!isTime(margin) || margin < 0 || margin >= ttl) {
+    return { ok: false, problem: 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds' };
+  }
   if (typeof r['expired'] !== 'boolean') return { ok: false, problem: 'record.expired must be a boolean' };
   const notBefore = r['notBefore'];
   if (notBefore !== null && !isTime(notBefore)) return { ok: false, problem: 'record.notBefore must be a time or null' };
@@ -206,6 +220,7 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
       generation: r['generation'],
       revision: r['revision'],
       ttlSeconds: ttl,
+      safetyMarginSeconds: margin,
       expired: r['expired'],
       released,
       notBefore,

@@ -1,106 +1,95 @@
 /**
- * S6 — the configuration cannot make S2 or L1 impossible.
+ * S6 — the configuration cannot make S2 or L1 impossible, and every setting has one owner.
  *
- * Safety never rests on these numbers (lock-delay makes a promoted host wait for the old
- * holder's validity to end whatever they are); they decide whether failover *can* happen and
- * how long it takes. `checkTiming` is the one place the relationships are written down; both
- * daemons call it at load and refuse to start with its one-line message.
+ * The arbiter owns the lease timing (`ttlSeconds`, `safetyMarginSeconds`, `viewFreshSeconds`,
+ * `promoteAfterChecks`, `checkCron`); an agent owns its cadence (`heartbeatCron`,
+ * `refreshSeconds`, `probeTimeoutSeconds`, `requestTimeoutSeconds`). Neither checks the other's
+ * keys against a default it assumed:
+ *  - `checkLeaseTiming` — the arbiter's own relations, at its load (refused: exit 2);
+ *  - `checkCadence` — an agent's own relations, at its load (refused: exit 2);
+ *  - `crossTiming` — the relations that span both, checked by the arbiter on every report with
+ *    the cadence the agent sent and its own timing; a broken one is a problem report naming both
+ *    keys, both hosts and the numbers, never a refusal (the lease keeps working as well as the
+ *    numbers allow, and every place an operator looks says so).
+ * Agents learn `ttlSeconds` and `safetyMarginSeconds` from the record. Safety never rests on
+ * these numbers: lock-delay makes a promoted host wait for the old holder's validity whatever
+ * they are; they decide whether failover *can* happen and how long it takes.
  */
 
-export interface Timing {
-  /** Lease TTL, seconds. */
+/** The lease timing, owned by the arbiter. */
+export interface LeaseTiming {
   readonly ttlSeconds: number;
-  /** Seconds between heartbeats (the largest gap of `heartbeatCron`). */
-  readonly heartbeatSeconds: number;
+  readonly safetyMarginSeconds: number;
   /** Seconds between arbiter checks (the largest gap of `checkCron`). */
   readonly checkSeconds: number;
   readonly viewFreshSeconds: number;
-  readonly probeTimeoutSeconds: number;
-  /** The agent's cache refresh between heartbeats. */
-  readonly refreshSeconds: number;
-  readonly safetyMarginSeconds: number;
   readonly promoteAfterChecks: number;
+  /** The arbiter's own probe timeout. */
+  readonly probeTimeoutSeconds: number;
 }
+
+/** An agent's cadence, owned by that agent and reported with every heartbeat. */
+export interface Cadence {
+  /** Seconds between heartbeats (the largest gap of `heartbeatCron`). */
+  readonly heartbeatSeconds: number;
+  readonly refreshSeconds: number;
+  readonly probeTimeoutSeconds: number;
+  readonly requestTimeoutSeconds: number;
+}
+
+/** Both sides at once (the simulator, the benches and the example configs' test). */
+export type Timing = LeaseTiming & Cadence;
 
 /** The largest clock-rate error the margin must absorb over one TTL (S6: 1 %). */
 export const MAX_DRIFT_RATE = 0.01;
 
-/** The holder must renew this much faster than the TTL (S6: interval × 1.2 < ttl). */
-export const RENEW_FACTOR = 1.2;
+/** The holder renews this many times per validity, whatever its cron says (S6). */
+export const RENEWALS_PER_VALIDITY = 3;
 
-export type TimingResult =
-  | { readonly ok: true; readonly failoverSeconds: number; readonly lockDelaySeconds: number }
-  | { readonly ok: false; readonly key: string; readonly message: string };
+export type TimingResult = { readonly ok: true } | { readonly ok: false; readonly key: string; readonly message: string };
+
+/** A relation across the two sides that does not hold, as the arbiter reports it. */
+export interface TimingProblem {
+  /** The agent whose report broke it. */
+  readonly host: string;
+  /** The arbiter's key and the agent's key of the pair. */
+  readonly arbiterKey: string;
+  readonly agentKey: string;
+  /** One line naming both keys, both hosts and the numbers. */
+  readonly message: string;
+}
 
 function num(n: number): string {
   return String(Math.round(n * 1000) / 1000);
 }
 
-/**
- * Lock-delay after the holder's last renewal: its validity (ttl − margin, measured on its
- * clock) plus one margin for the arbiter's and the promotee's clocks — see `lockDelayUntil`.
- */
-export function lockDelaySeconds(t: Pick<Timing, 'ttlSeconds' | 'safetyMarginSeconds'>): number {
-  return t.ttlSeconds + t.safetyMarginSeconds;
+function positive(pairs: ReadonlyArray<readonly [string, number]>): TimingResult {
+  for (const [key, value] of pairs) {
+    if (!Number.isFinite(value) || value <= 0) return { ok: false, key, message: `${key} must be a positive number of seconds (got ${num(value)})` };
+  }
+  return { ok: true };
 }
 
-/**
- * Worst-case failover (SPEC S6): the later of the promotion path (`promoteAfterChecks` checks
- * plus one heartbeat for the standby's view to be fresh) and the lock-delay, plus one cache
- * refresh for the promoted agent to hear of it.
- */
-export function failoverSeconds(t: Timing): number {
-  const promotion = t.promoteAfterChecks * t.checkSeconds + t.heartbeatSeconds;
-  return Math.max(promotion, lockDelaySeconds(t)) + Math.min(t.refreshSeconds, t.heartbeatSeconds);
-}
-
-/** Checks every relationship of S6; the first broken one is reported with its numbers. */
-export function checkTiming(t: Timing): TimingResult {
-  const positive: ReadonlyArray<readonly [string, number]> = [
+/** The arbiter's own relations (checked at its load). */
+export function checkLeaseTiming(t: LeaseTiming): TimingResult {
+  const p = positive([
     ['ttlSeconds', t.ttlSeconds],
-    ['heartbeatCron', t.heartbeatSeconds],
     ['checkCron', t.checkSeconds],
     ['viewFreshSeconds', t.viewFreshSeconds],
     ['probeTimeoutSeconds', t.probeTimeoutSeconds],
-    ['refreshSeconds', t.refreshSeconds],
-  ];
-  for (const [key, value] of positive) {
-    if (!Number.isFinite(value) || value <= 0) {
-      return { ok: false, key, message: `${key} must be a positive number of seconds (got ${num(value)})` };
-    }
-  }
+  ]);
+  if (!p.ok) return p;
   if (!Number.isFinite(t.safetyMarginSeconds) || t.safetyMarginSeconds < 0) {
     return { ok: false, key: 'safetyMarginSeconds', message: `safetyMarginSeconds must be ≥ 0 (got ${num(t.safetyMarginSeconds)})` };
   }
   if (!Number.isSafeInteger(t.promoteAfterChecks) || t.promoteAfterChecks < 1) {
     return { ok: false, key: 'promoteAfterChecks', message: `promoteAfterChecks must be an integer ≥ 1 (got ${num(t.promoteAfterChecks)})` };
   }
-  if (t.heartbeatSeconds * RENEW_FACTOR >= t.ttlSeconds) {
-    return {
-      ok: false,
-      key: 'ttlSeconds',
-      message: `ttlSeconds (${num(t.ttlSeconds)}) must exceed the heartbeat interval × ${RENEW_FACTOR} (${num(t.heartbeatSeconds)} × ${RENEW_FACTOR} = ${num(t.heartbeatSeconds * RENEW_FACTOR)}), or the holder cannot renew in time`,
-    };
-  }
-  if (t.viewFreshSeconds < t.heartbeatSeconds) {
-    return {
-      ok: false,
-      key: 'viewFreshSeconds',
-      message: `viewFreshSeconds (${num(t.viewFreshSeconds)}) must cover at least one heartbeat interval (${num(t.heartbeatSeconds)}), or no view is ever fresh and failover never happens`,
-    };
-  }
   if (t.probeTimeoutSeconds >= t.checkSeconds) {
     return {
       ok: false,
       key: 'probeTimeoutSeconds',
-      message: `probeTimeoutSeconds (${num(t.probeTimeoutSeconds)}) must be shorter than the check interval (${num(t.checkSeconds)}), or a check runs into the next one`,
-    };
-  }
-  if (t.refreshSeconds >= t.ttlSeconds) {
-    return {
-      ok: false,
-      key: 'refreshSeconds',
-      message: `refreshSeconds (${num(t.refreshSeconds)}) must be shorter than ttlSeconds (${num(t.ttlSeconds)}), or a transfer reaches the agent too late`,
+      message: `probeTimeoutSeconds (${num(t.probeTimeoutSeconds)}) must be shorter than the check interval of checkCron (${num(t.checkSeconds)}), or a check runs into the next one`,
     };
   }
   if (t.safetyMarginSeconds < t.ttlSeconds * MAX_DRIFT_RATE) {
@@ -117,5 +106,137 @@ export function checkTiming(t: Timing): TimingResult {
       message: `safetyMarginSeconds (${num(t.safetyMarginSeconds)}) must be less than half of ttlSeconds (${num(t.ttlSeconds)}), or the holder's validity (ttl − margin) is too short to renew within`,
     };
   }
-  return { ok: true, failoverSeconds: failoverSeconds(t), lockDelaySeconds: lockDelaySeconds(t) };
+  return { ok: true };
+}
+
+/** An agent's own relations (checked at its load). */
+export function checkCadence(c: Cadence): TimingResult {
+  const p = positive([
+    ['heartbeatCron', c.heartbeatSeconds],
+    ['refreshSeconds', c.refreshSeconds],
+    ['probeTimeoutSeconds', c.probeTimeoutSeconds],
+    ['requestTimeoutSeconds', c.requestTimeoutSeconds],
+  ]);
+  if (!p.ok) return p;
+  if (c.probeTimeoutSeconds >= c.heartbeatSeconds) {
+    return {
+      ok: false,
+      key: 'probeTimeoutSeconds',
+      message: `probeTimeoutSeconds (${num(c.probeTimeoutSeconds)}) must be shorter than the heartbeat interval of heartbeatCron (${num(c.heartbeatSeconds)}), or a heartbeat runs into the next one`,
+    };
+  }
+  return { ok: true };
+}
+
+/**
+ * The relations across the two sides, for one agent's report (`cadence` as far as it sent it):
+ *  1. its views can be fresh: `viewFreshSeconds` covers its heartbeat interval, else a view it
+ *     reports is stale before the next one and the arbiter never promotes it (L1 impossible);
+ *  2. its refresh is shorter than the TTL, else a transfer or promotion reaches it late;
+ *  3. its request timeout is shorter than the validity `ttl − margin`, else an answer it still
+ *     accepts may come when the validity it grants is already over.
+ */
+export function crossTiming(arbiter: string, t: LeaseTiming, host: string, cadence: Partial<Cadence>): TimingProblem[] {
+  const out: TimingProblem[] = [];
+  const problem = (arbiterKey: string, agentKey: string, message: string): void => {
+    out.push({ host, arbiterKey, agentKey, message });
+  };
+  const { heartbeatSeconds: hb, refreshSeconds: refresh, requestTimeoutSeconds: rt } = cadence;
+  if (hb !== undefined && t.viewFreshSeconds < hb) {
+    problem(
+      'viewFreshSeconds',
+      'heartbeatCron',
+      `viewFreshSeconds (${num(t.viewFreshSeconds)} s, arbiter ${arbiter}) must cover the heartbeat interval of heartbeatCron on ${host} (${num(hb)} s): its views go stale before the next one, so ${host} can never be promoted`,
+    );
+  }
+  if (refresh !== undefined && refresh >= t.ttlSeconds) {
+    problem(
+      'ttlSeconds',
+      'refreshSeconds',
+      `refreshSeconds (${num(refresh)} s on ${host}) must be shorter than ttlSeconds (${num(t.ttlSeconds)} s, arbiter ${arbiter}): a transfer or promotion reaches ${host} too late`,
+    );
+  }
+  const validity = t.ttlSeconds - t.safetyMarginSeconds;
+  if (rt !== undefined && rt >= validity) {
+    problem(
+      'ttlSeconds',
+      'requestTimeoutSeconds',
+      `requestTimeoutSeconds (${num(rt)} s on ${host}) must be shorter than the validity ttlSeconds − safetyMarginSeconds (${num(t.ttlSeconds)} − ${num(t.safetyMarginSeconds)} = ${num(validity)} s, arbiter ${arbiter})`,
+    );
+  }
+  return out;
+}
+
+/** Both sides together: the arbiter's relations, the agent's, then the cross ones. */
+export function checkTiming(t: Timing): TimingResult {
+  const lease = checkLeaseTiming(t);
+  if (!lease.ok) return lease;
+  const cadence = checkCadence(t);
+  if (!cadence.ok) return cadence;
+  const [cross] = crossTiming('arbiter', t, 'agent', t);
+  return cross === undefined ? { ok: true } : { ok: false, key: cross.agentKey, message: cross.message };
+}
+
+/**
+ * Lock-delay after the holder's last renewal: its validity (ttl − margin, measured on its
+ * clock) plus one margin for the arbiter's and the promotee's clocks — see `lockDelayUntil`.
+ */
+export function lockDelaySeconds(t: Pick<LeaseTiming, 'ttlSeconds' | 'safetyMarginSeconds'>): number {
+  return t.ttlSeconds + t.safetyMarginSeconds;
+}
+
+/** What the worst-case failover is made of, and the result (SPEC S6: one function, every place prints it). */
+export interface Failover {
+  readonly seconds: number;
+  readonly promoteAfterChecks: number;
+  readonly checkSeconds: number;
+  /** The promotee's heartbeat interval as it reported it; null while no standby has reported. */
+  readonly heartbeatSeconds: number | null;
+  readonly promotionSeconds: number;
+  readonly lockDelaySeconds: number;
+}
+
+/**
+ * Worst-case failover: the later of the promotion path (`promoteAfterChecks` checks plus one
+ * heartbeat of the promotee for its view to be fresh) and the lock-delay. `heartbeatSeconds`
+ * is the slowest reporting standby's interval (null: none reported yet, counted as 0).
+ */
+export function failover(t: Pick<LeaseTiming, 'ttlSeconds' | 'safetyMarginSeconds' | 'checkSeconds' | 'promoteAfterChecks'>, heartbeatSeconds: number | null): Failover {
+  const promotionSeconds = t.promoteAfterChecks * t.checkSeconds + (heartbeatSeconds ?? 0);
+  const lockDelay = lockDelaySeconds(t);
+  return {
+    seconds: Math.max(promotionSeconds, lockDelay),
+    promoteAfterChecks: t.promoteAfterChecks,
+    checkSeconds: t.checkSeconds,
+    heartbeatSeconds,
+    promotionSeconds,
+    lockDelaySeconds: lockDelay,
+  };
+}
+
+/** Seconds as a person reads them: `7 s`, `10 min`, `25.5 min`, `2 h`, `365 d`. */
+export function humanSeconds(s: number): string {
+  const r = (n: number): string => String(Math.round(n * 10) / 10);
+  if (s < 120) return `${r(s)} s`;
+  if (s < 7200) return `${r(s / 60)} min`;
+  if (s < 172_800) return `${r(s / 3600)} h`;
+  return `${r(s / 86_400)} d`;
+}
+
+/** The one sentence every place prints (log, status page, `hq lease status`, `hq doctor`). */
+export function describeFailover(f: Failover): string {
+  const hb = f.heartbeatSeconds === null ? 'one standby heartbeat (not reported yet)' : `one heartbeat ${humanSeconds(f.heartbeatSeconds)}`;
+  return (
+    `${humanSeconds(f.seconds)} worst case: the later of ${f.promoteAfterChecks} checks × ${humanSeconds(f.checkSeconds)} + ${hb}` +
+    ` = ${humanSeconds(f.promotionSeconds)}, and lock-delay ${humanSeconds(f.lockDelaySeconds)}`
+  );
+}
+
+/**
+ * How often the holder renews (S6): on its cron, but never less often than
+ * `RENEWALS_PER_VALIDITY` times per validity of the lease it holds, so a long cron cannot let a
+ * held lease lapse.
+ */
+export function renewEverySeconds(ttlSeconds: number, safetyMarginSeconds: number, heartbeatSeconds: number): number {
+  return Math.min(heartbeatSeconds, (ttlSeconds - safetyMarginSeconds) / RENEWALS_PER_VALIDITY);
 }

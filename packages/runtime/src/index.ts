@@ -1,1 +1,2 @@
 export * from './schedule.js';
+export * from './cron-gap.js';

@@ -6,7 +6,9 @@
  * schedule's largest gap. It wakes twice per interval at most: no busy timer when idle.
  */
 import cron from 'node-cron';
-import { cronIntervalSeconds } from '@hq/lease-core';
+import { cronGapSeconds } from './cron-gap.js';
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface Schedule {
   stop(): Promise<void>;
@@ -26,7 +28,7 @@ export interface ScheduleDeps {
 const DEPS: ScheduleDeps = { now: monotonicSeconds, cronSchedule: (e, f, o) => cron.schedule(e, f, o) };
 
 export function scheduleCron(expr: string, name: string, job: () => void | Promise<void>, deps: ScheduleDeps = DEPS): Schedule {
-  const parsed = cronIntervalSeconds(expr);
+  const parsed = cronGapSeconds(expr);
   // The config was validated at load; a schedule we cannot measure gets no watchdog.
   const interval = parsed.ok ? parsed.seconds : Infinity;
   let last = deps.now();
@@ -38,7 +40,9 @@ export function scheduleCron(expr: string, name: string, job: () => void | Promi
   const watchdog = Number.isFinite(interval)
     ? setInterval(() => {
         if (deps.now() - last > interval * 1.5) fire();
-      }, Math.max(250, (interval * 1000) / 2))
+        // setInterval takes at most 2^31 − 1 ms (a longer delay fires after 1 ms): a yearly
+        // schedule's watchdog looks every ~24 days and still fires only after 1.5 × its gap.
+      }, Math.min(MAX_TIMER_MS, Math.max(250, (interval * 1000) / 2)))
     : null;
   return {
     async stop() {

@@ -138,6 +138,7 @@ export function runSchedule(seed: number, opts: RunOptions = {}): Result {
     viewFreshSeconds: cfg.viewFreshSeconds,
     probeTimeoutSeconds: 0.5,
     refreshSeconds: cfg.refreshSeconds,
+    requestTimeoutSeconds: cfg.requestTimeoutSeconds,
     safetyMarginSeconds: cfg.safetyMarginSeconds,
     promoteAfterChecks: cfg.promoteAfterChecks,
   });

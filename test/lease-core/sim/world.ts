@@ -279,14 +279,11 @@ export class World {
       safetyMarginSeconds: cfg.safetyMarginSeconds,
       promoteAfterChecks: cfg.promoteAfterChecks,
       viewFreshSeconds: cfg.viewFreshSeconds,
-      requestTimeoutSeconds: cfg.requestTimeoutSeconds,
     };
     this.agentSettings = new Map();
     for (const h of cfg.candidates) {
       const s: AgentSettings = {
         host: h,
-        safetyMarginSeconds: cfg.safetyMarginSeconds,
-        ttlSeconds: cfg.ttlSeconds,
         requestTimeoutSeconds: cfg.requestTimeoutSeconds,
         failOpenRoles: [],
       };
@@ -559,6 +556,8 @@ export class World {
       host: a.host,
       seenGeneration: st.seen,
       heartbeatSeconds: this.cfg.heartbeatSeconds,
+      refreshSeconds: this.cfg.refreshSeconds,
+      requestTimeoutSeconds: this.cfg.requestTimeoutSeconds,
     };
     if (holder === a.host) body.generation = st.known?.generation ?? 0;
     else if (holder !== null) {
@@ -604,11 +603,11 @@ export class World {
 
   private startPeerRound(a: Agent): void {
     const known = a.state.known;
-    if (known === null || known.holder !== a.host || known.floorPending || a.round !== null) return;
+    if (!this.d.core.asksPeers(a.state, 'unreachable') || known === null || a.round !== null) return;
     const id = this.id();
     a.round = { id, sent: a.stamp(), results: new Map() };
     for (const peer of this.cfg.candidates) {
-      if (peer !== a.host) this.send(a.host, peer, { kind: 'confirm', id, body: { host: a.host, generation: known.generation } });
+      if (peer !== a.host) this.send(a.host, peer, { kind: 'confirm', id, body: { host: a.host, generation: known.generation, ttlSeconds: known.ttlSeconds, safetyMarginSeconds: known.safetyMarginSeconds } });
     }
   }
 
@@ -681,7 +680,7 @@ export class World {
     const id = this.id();
     this.operatorInflight = { id, sentAt: this.t };
     this.operatorNext = this.t + 2;
-    this.send(who, ARBITER, { kind: 'acquire', id, body: { host: who, seenGeneration: a.disk.seen }, operator: true });
+    this.send(who, ARBITER, { kind: 'acquire', id, body: { host: who, seenGeneration: a.disk.seen, requestTimeoutSeconds: this.cfg.requestTimeoutSeconds }, operator: true });
   }
 
   /** Asks the operator to acquire again (after the faults, if no one holds a live lease). */

@@ -172,9 +172,9 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   const home = ctx.home ?? homedir();
   const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
   const out: CheckResult[] = [];
-  const NEEDS_CONFIG = ['arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'tailscale', 'socket'];
+  const NEEDS_CONFIG = ['arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
 
-  // 1. The config, with the S6 timing relationships (resolveConfig runs checkTiming).
+  // 1. The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
   let c: AgentConfig;
   try {
     c = loadConfig(configFlag, ctx.env ?? process.env);
@@ -186,7 +186,9 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
     out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
     return out;
   }
-  out.push(pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName}; timing rule holds (worst-case failover ${secs(c.failoverSeconds)}, lock-delay ${secs(c.lockDelaySeconds)})`));
+  out.push(
+    pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName} (heartbeat every ${secs(c.heartbeatSeconds)}, refresh ${secs(c.refreshSeconds)}, request timeout ${secs(c.requestTimeoutSeconds)})`),
+  );
 
   // 2. The network settings (arbiterUrl may come from the tailnet).
   let url: string | null = null;
@@ -242,6 +244,27 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
           } else out.push(pass('clock', line));
         }
       }
+    }
+  }
+
+  // 4b. The timing across the sides (S6): the arbiter checks this host's reported cadence against
+  // its lease timing on every heartbeat; doctor shows what it found and the failover it implies.
+  if (url === null) out.push(skip('timing', 'no arbiter URL'));
+  else {
+    const token = await readToken(c.tokenFile);
+    const st = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/status'), token: token.ok ? token.token : null, timeoutSeconds: c.requestTimeoutSeconds });
+    const b = st.kind === 'answer' && st.status === 200 ? (st.body as { failover?: { text?: unknown }; timingProblems?: unknown } | null) : null;
+    if (b === null) out.push(skip('timing', `${url}/v1/status: ${answerLine(st)}`));
+    else {
+      const problems = (Array.isArray(b.timingProblems) ? b.timingProblems : [])
+        .map((p) => p as { host?: unknown; message?: unknown } | null)
+        .filter((p) => p !== null && typeof p.message === 'string');
+      const mine = problems.filter((p) => p?.host === c.hostName).map((p) => String(p?.message));
+      const others = problems.filter((p) => p?.host !== c.hostName).map((p) => String(p?.message));
+      const failover = typeof b.failover?.text === 'string' ? b.failover.text : 'unknown';
+      if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
+      else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
+      else out.push(pass('timing', `the arbiter reports no timing problem; worst-case failover ${failover}`));
     }
   }
 

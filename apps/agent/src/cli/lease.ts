@@ -2,7 +2,7 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { checkTiming, isHost } from '@hq/lease-core';
+import { isHost } from '@hq/lease-core';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, network, out, seenGeneration, sleep, type Resolved } from './context.js';
 
@@ -28,19 +28,27 @@ interface View {
   at: number;
 }
 
-function failoverOf(c: Resolved, ttlSeconds: number): { failoverSeconds: number | null; lockDelaySeconds: number | null; note: string } {
-  const t = checkTiming({
-    ttlSeconds,
-    heartbeatSeconds: c.heartbeatSeconds,
-    checkSeconds: c.heartbeatSeconds,
-    viewFreshSeconds: Math.max(c.heartbeatSeconds, ttlSeconds),
-    probeTimeoutSeconds: Math.min(c.probeTimeoutSeconds, c.heartbeatSeconds / 2),
-    refreshSeconds: c.refreshSeconds,
-    safetyMarginSeconds: c.safetyMarginSeconds,
-    promoteAfterChecks: 2,
-  });
-  const note = `assumes promoteAfterChecks 2 and arbiter checks as often as heartbeats (${c.heartbeatSeconds} s)`;
-  return t.ok ? { failoverSeconds: t.failoverSeconds, lockDelaySeconds: t.lockDelaySeconds, note } : { failoverSeconds: null, lockDelaySeconds: null, note: t.message };
+interface ArbiterTiming {
+  failoverSeconds: number | null;
+  lockDelaySeconds: number | null;
+  /** The arbiter's own sentence (lease-core `describeFailover`): the CLI computes nothing itself (S6). */
+  failover: string;
+  /** The cross-side relations the agents' reports break, as the arbiter states them. */
+  timingProblems: string[];
+}
+
+/** The worst-case failover and the timing problems, from the arbiter's `GET /v1/status`. */
+async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTiming> {
+  const r = await arbiter(c, 'GET', '/v1/status', undefined, token);
+  const b = r.kind === 'answer' && r.status === 200 ? (r.body as { failover?: { seconds?: unknown; lockDelaySeconds?: unknown; text?: unknown }; timingProblems?: unknown } | null) : null;
+  const f = b?.failover;
+  const problems = Array.isArray(b?.timingProblems) ? b.timingProblems.map((p) => (p as { message?: unknown } | null)?.message).filter((m): m is string => typeof m === 'string') : [];
+  return {
+    failoverSeconds: typeof f?.seconds === 'number' ? f.seconds : null,
+    lockDelaySeconds: typeof f?.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
+    failover: typeof f?.text === 'string' ? f.text : 'unknown (the arbiter does not serve /v1/status)',
+    timingProblems: problems,
+  };
 }
 
 export async function leaseStatus(p: Parsed): Promise<number> {
@@ -72,7 +80,7 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   const validFor = rec.expiresAt === null || rec.expired ? 0 : Math.max(0, rec.expiresAt - now);
   const lockDelay = rec.notBefore === null ? 0 : Math.max(0, rec.notBefore - now);
   const views = Object.entries(rec.views ?? {}).map(([observer, v]) => ({ observer, ...v, ageSeconds: now - v.at }));
-  const fo = failoverOf(c, rec.ttlSeconds);
+  const fo = await timingOf(c, token);
   if (flagBool(p, 'json')) {
     out(true, { lease: rec, validForSeconds: validFor, lockDelayLeftSeconds: lockDelay, views, maintenance: rec.maintenance ?? false, ...fo }, '');
     return 0;
@@ -84,7 +92,8 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     `generation   ${rec.generation} (revision ${rec.revision}${rec.promotedFrom !== null ? `, promoted from ${rec.promotedFrom}` : ''})`,
     `validity     ${validity} (ttl ${rec.ttlSeconds} s${lockDelayNote === null ? '' : `; ${lockDelayNote}`})`,
     `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
-    `failover     worst case ${fo.failoverSeconds === null ? 'unknown' : fmtAge(fo.failoverSeconds)} (lock-delay ${fo.lockDelaySeconds === null ? '?' : fmtAge(fo.lockDelaySeconds)}; ${fo.note})`,
+    `failover     ${fo.failover}`,
+    ...fo.timingProblems.map((m, i) => `${i === 0 ? 'timing' : '      '}       PROBLEM: ${m}`),
     ...(rec.dualUnreachableStreak > 0 ? [`streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)`] : []),
     '',
     ...(views.length === 0
@@ -110,7 +119,13 @@ export async function leaseAcquire(p: Parsed): Promise<number> {
   const json = flagBool(p, 'json');
   for (;;) {
     const seen = await seenGeneration(c);
-    const r = await arbiter(c, 'POST', '/v1/lease/acquire', { host: c.hostName, seenGeneration: seen.generation }, token);
+    const r = await arbiter(
+      c,
+      'POST',
+      '/v1/lease/acquire',
+      { host: c.hostName, seenGeneration: seen.generation, requestTimeoutSeconds: c.requestTimeoutSeconds },
+      token,
+    );
     if (r.kind === 'answer' && r.status === 200) {
       await pokeAgent(c);
       const lease = (r.body as { lease?: { generation?: number; notBefore?: number | null; now?: number } } | null)?.lease;

@@ -10,7 +10,9 @@
  */
 import { scheduleCron, type Schedule } from '@hq/runtime';
 import {
+  asksPeers,
   fence,
+  renewEverySeconds,
   initialAgent,
   onArbiterAnswer,
   onArbiterFailure,
@@ -25,6 +27,7 @@ import {
   type AgentState,
   type AgentStep,
   type ConfirmAnswer,
+  type ConfirmRequest,
   type FenceDecision,
   type LeaseEvent,
   type PeerResult,
@@ -32,7 +35,7 @@ import {
   type Stamp,
 } from '@hq/lease-core';
 import type { AgentConfig } from '../config.js';
-import { healthUrlOf } from '../config.js';
+import { healthUrlOf, peersFromCandidates } from '../config.js';
 import type { Clock } from '../clock.js';
 import { joinUrl, requestJson, type HttpResult } from '../http.js';
 import { probe as probeHost, type ProbeResult } from '../probe.js';
@@ -76,6 +79,10 @@ export interface HeartbeatReport {
   readonly generation: number;
   readonly peerConfirmation: 'confirmed' | 'not-confirmed' | null;
   readonly at: number;
+  /** What the arbiter said about this host's cadence against its lease timing (S6). */
+  readonly timingProblems: readonly string[];
+  /** The arbiter's worst-case failover sentence, as it prints it everywhere. */
+  readonly failover: string | null;
 }
 
 interface GivenRecord {
@@ -99,6 +106,11 @@ export class Agent {
   private given: GivenRecord | null;
   private task: Schedule | null = null;
   private refreshTimer: NodeJS.Timeout | null = null;
+  /** An extra heartbeat before the next cron tick: a renewal the TTL needs, or a report the arbiter asked for. */
+  private soonTimer: { readonly timer: NodeJS.Timeout; readonly atMono: number } | null = null;
+  /** The peers: configured, or the other candidates the arbiter names (tailnet addresses). */
+  private peers: ReadonlyMap<string, string>;
+  private lastTimingKey = '';
   private stopped = false;
   lastHeartbeat: HeartbeatReport | null = null;
   private readonly lastFence = new Map<string, string>();
@@ -111,13 +123,8 @@ export class Agent {
     given: GivenRecord | null,
   ) {
     const c = opts.config;
-    this.settings = {
-      host: c.hostName,
-      safetyMarginSeconds: c.safetyMarginSeconds,
-      ttlSeconds: c.ttlSeconds,
-      requestTimeoutSeconds: c.requestTimeoutSeconds,
-      failOpenRoles: c.failOpenRoles,
-    };
+    this.settings = { host: c.hostName, requestTimeoutSeconds: c.requestTimeoutSeconds, failOpenRoles: c.failOpenRoles };
+    this.peers = c.peers;
     this.paths = statePaths(c.stateDir);
     this.token = new TokenFile(c.tokenFile);
     this.peerToken = new TokenFile(c.peerTokenFile);
@@ -153,29 +160,31 @@ export class Agent {
     }
     if (failClosed) {
       // Fail closed: behave as if a confirmation and a lock-delay were on record.
+      // Fail closed: behave as if a confirmation and a lock-delay were on record. The lease
+      // timing is the arbiter's (S6): what the file kept, else the first record's (lease-core).
       fromDisk = {
         holder: fromDisk?.holder ?? null,
         generation: fromDisk?.generation ?? 0,
         confirmedAt: null,
-        ttlSeconds: Math.max(fromDisk?.ttlSeconds ?? 0, c.ttlSeconds),
+        ttlSeconds: fromDisk?.ttlSeconds ?? 0,
+        safetyMarginSeconds: fromDisk?.safetyMarginSeconds ?? 0,
         gaveConfirmation: fromDisk?.gaveConfirmation ?? null,
         lockDelayPending: true,
       };
     }
-    const settings: AgentSettings = {
-      host: c.hostName,
-      safetyMarginSeconds: c.safetyMarginSeconds,
-      ttlSeconds: c.ttlSeconds,
-      requestTimeoutSeconds: c.requestTimeoutSeconds,
-      failOpenRoles: c.failOpenRoles,
-    };
+    const settings: AgentSettings = { host: c.hostName, requestTimeoutSeconds: c.requestTimeoutSeconds, failOpenRoles: c.failOpenRoles };
     const state = initialAgent(settings, started, seen, fromDisk);
     const gave = fromDisk?.gaveConfirmation ?? null;
     const given = gave === null ? null : { holder: gave.holder, generation: gave.generation, atMono: started.mono };
     const agent = new Agent(opts, state, seenFile.kind === 'ok' ? seenFile.value : -1, given);
     if (state.startGuardUntilMono !== null) {
       opts.log.warn(
-        { category: 'hq.lease', event: 'start-guard', host: c.hostName, seconds: state.startGuardUntilMono - started.mono },
+        {
+          category: 'hq.lease',
+          event: 'start-guard',
+          host: c.hostName,
+          seconds: Number.isFinite(state.startGuardUntilMono) ? state.startGuardUntilMono - started.mono : 'until the first record states the lease timing',
+        },
         'a confirmation or lock-delay was on record: nothing runs before the start guard ends',
       );
     }
@@ -292,7 +301,11 @@ export class Agent {
       stale: s.stale,
       lockDelaySeconds: s.waitUntilMono === Infinity ? null : Math.max(0, s.waitUntilMono - now.mono),
       floorPending: s.known?.floorPending ?? false,
-      startGuardSeconds: s.startGuardUntilMono === null ? 0 : Math.max(0, s.startGuardUntilMono - now.mono),
+      startGuardSeconds: s.startGuardUntilMono === null ? 0 : Number.isFinite(s.startGuardUntilMono) ? Math.max(0, s.startGuardUntilMono - now.mono) : null,
+      leaseTiming: s.known === null ? null : { ttlSeconds: s.known.ttlSeconds, safetyMarginSeconds: s.known.safetyMarginSeconds },
+      cadence: this.cadence(),
+      timingProblems: this.lastHeartbeat?.timingProblems ?? [],
+      failover: this.lastHeartbeat?.failover ?? null,
       gaveConfirmation:
         s.gave === null
           ? null
@@ -301,7 +314,7 @@ export class Agent {
       grant: s.current === null ? null : { generation: s.current.generation, source: s.current.source },
       pending: s.pending === null ? null : { generation: s.pending.generation, startsInSeconds: Math.max(0, s.pending.startMono - now.mono) },
       lastHeartbeat: this.lastHeartbeat === null ? null : { ...this.lastHeartbeat, ageSeconds: now.wall - this.lastHeartbeat.at },
-      peers: [...this.config.peers.keys()],
+      peers: [...this.peers.keys()],
       uptimeSeconds: now.mono - s.started.mono,
     };
   }
@@ -379,12 +392,18 @@ export class Agent {
     return null;
   }
 
+  /** This agent's cadence, as it reports it with every heartbeat (S6: the agent owns it). */
+  cadence(): { heartbeatSeconds: number; refreshSeconds: number; requestTimeoutSeconds: number } {
+    const c = this.config;
+    return { heartbeatSeconds: c.heartbeatSeconds, refreshSeconds: c.refreshSeconds, requestTimeoutSeconds: c.requestTimeoutSeconds };
+  }
+
   private async doHeartbeat(): Promise<HeartbeatReport> {
     const s0 = this.state;
     const known = s0.known;
     const host = this.host;
     const holderHere = known !== null && known.holder === host;
-    const body: { [k: string]: unknown } = { host, seenGeneration: s0.seen, heartbeatSeconds: this.config.heartbeatSeconds };
+    const body: { [k: string]: unknown } = { host, seenGeneration: s0.seen, ...this.cadence() };
     if (holderHere) {
       body['generation'] = known.generation;
     } else {
@@ -402,15 +421,61 @@ export class Agent {
     const report = await this.absorb(res, sent, received, 'heartbeat');
     this.lastHeartbeat = report;
     this.opts.observer?.heartbeat?.(report.outcome);
+    this.noteTiming(report);
     this.scheduleRefresh();
+    this.scheduleSoon(res, 'heartbeat');
     return report;
+  }
+
+  /** The arbiter's word on this host's cadence: a change is a warning once (S6: never silent). */
+  private noteTiming(report: HeartbeatReport): void {
+    const key = report.timingProblems.join('\n');
+    if (key === this.lastTimingKey || report.status !== 200) return;
+    this.lastTimingKey = key;
+    if (key === '') this.opts.log.info({ category: 'control', event: 'timing-ok', host: this.host }, 'the arbiter reports no timing problem');
+    else this.opts.log.warn({ category: 'control', event: 'timing-problem', host: this.host, problems: report.timingProblems }, 'the arbiter reports a timing problem');
+  }
+
+  /**
+   * An extra heartbeat before the next cron tick, the earliest of: the arbiter asked for a
+   * report (`reportInSeconds`: its start wait needs one that counts), and — while this host holds
+   * the lease — the renewal the TTL needs (three per validity, S6), whatever the cron says.
+   */
+  private scheduleSoon(res: HttpResult, via: 'heartbeat' | 'refresh'): void {
+    if (this.stopped) return;
+    const waits: number[] = [];
+    if (via === 'heartbeat' && res.kind === 'answer' && res.status === 200) {
+      const b = res.body as { reportInSeconds?: unknown; candidates?: unknown } | null;
+      if (typeof b?.reportInSeconds === 'number' && Number.isFinite(b.reportInSeconds) && b.reportInSeconds >= 0) waits.push(b.reportInSeconds);
+      if (Array.isArray(b?.candidates) && b.candidates.every((h) => typeof h === 'string')) this.peers = peersFromCandidates(this.config, b.candidates as string[]);
+    }
+    const k = this.state.known;
+    if (k !== null && k.holder === this.host && !k.released) {
+      const every = renewEverySeconds(k.ttlSeconds, k.safetyMarginSeconds, this.config.heartbeatSeconds);
+      if (every < this.config.heartbeatSeconds) waits.push(every);
+      // A refresh that shows this host promoted (or handed the lease): only a heartbeat's
+      // renewal confirms it, so that heartbeat comes now rather than at the next cron tick.
+      if (via === 'refresh' && this.state.current === null && this.state.pending === null && !k.floorPending) waits.push(0);
+    }
+    if (waits.length === 0) return;
+    const seconds = Math.min(...waits);
+    const atMono = this.now().mono + seconds;
+    if (this.soonTimer !== null) {
+      if (this.soonTimer.atMono <= atMono) return;
+      clearTimeout(this.soonTimer.timer);
+    }
+    const timer = setTimeout(() => {
+      this.soonTimer = null;
+      this.tick();
+    }, Math.min(2 ** 31 - 1, Math.ceil(seconds * 1000)));
+    this.soonTimer = { timer, atMono };
   }
 
   /** Folds an arbiter answer (heartbeat or refresh) into the state; asks the peers when needed. */
   private async absorb(res: HttpResult, sent: Stamp, received: Stamp, via: 'heartbeat' | 'refresh'): Promise<HeartbeatReport> {
-    const base = { status: null as number | null, problem: null as string | null, at: received.wall };
+    const base = { status: null as number | null, problem: null as string | null, at: received.wall, timingProblems: [] as string[], failover: null as string | null };
     let outcome: HeartbeatOutcome;
-    let askPeers = false;
+    let trigger: 'unreachable' | 'held-renewal' | 'other' = 'other';
     let status: number | null = null;
     let problem: string | null = null;
     if (res.kind === 'unreachable') {
@@ -418,7 +483,7 @@ export class Agent {
       problem = res.problem;
       const wasOk = this.state.arbiterOk;
       await this.commit((s) => onArbiterFailure(s));
-      askPeers = true;
+      trigger = 'unreachable';
       // lease-core logs the transition (arbiter-unreachable); repeats go to debug.
       (wasOk ? this.opts.log.warn : this.opts.log.debug).call(this.opts.log, { category: 'hq.lease', via, problem }, 'arbiter request failed');
     } else if (res.status !== 200) {
@@ -426,12 +491,19 @@ export class Agent {
       const b = res.body as { error?: unknown; message?: unknown } | null;
       problem = typeof b?.message === 'string' ? b.message : `HTTP ${res.status}`;
       outcome = res.status >= 500 ? 'unreachable' : 'refused';
-      askPeers = res.status >= 500;
+      if (res.status >= 500) trigger = 'unreachable';
       await this.commit((s) => onArbiterFailure(s));
       this.opts.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status, error: b?.error ?? null, problem }, 'arbiter refused the request');
     } else {
       status = 200;
-      const b = res.body as { outcome?: unknown; lease?: unknown; hold?: unknown } | null;
+      const b = res.body as { outcome?: unknown; lease?: unknown; hold?: unknown; timingProblems?: unknown; failover?: unknown } | null;
+      if (via === 'heartbeat' && Array.isArray(b?.timingProblems)) {
+        for (const p of b.timingProblems) {
+          const m = (p as { message?: unknown } | null)?.message;
+          if (typeof m === 'string') base.timingProblems.push(m);
+        }
+      }
+      if (via === 'heartbeat' && typeof b?.failover === 'string') base.failover = b.failover;
       const leaseInput = via === 'refresh' ? b : b?.lease;
       const parsed = parseRecord(leaseInput);
       const hold = typeof b?.hold === 'number' && Number.isFinite(b.hold) ? b.hold : null;
@@ -446,13 +518,13 @@ export class Agent {
         outcome = via === 'refresh' ? (record.holder === this.host ? 'renewed' : 'standby') : (o as HeartbeatOutcome);
         const confirms = via === 'heartbeat' && o === 'renewed';
         await this.commit((s) => onArbiterAnswer(s, { record, confirms, hold: confirms ? hold : null }, sent, received, this.settings));
-        askPeers = confirms && hold !== null && hold > record.now;
+        if (confirms && hold !== null && hold > record.now) trigger = 'held-renewal';
       }
     }
     let peerConfirmation: HeartbeatReport['peerConfirmation'] = null;
     const k = this.state.known;
-    if (askPeers && via === 'heartbeat' && k !== null && k.holder === this.host && !k.released) {
-      peerConfirmation = (await this.askPeers(k.generation)) ? 'confirmed' : 'not-confirmed';
+    if (via === 'heartbeat' && k !== null && asksPeers(this.state, trigger)) {
+      peerConfirmation = (await this.askPeers(k.generation, k.ttlSeconds, k.safetyMarginSeconds)) ? 'confirmed' : 'not-confirmed';
     }
     const after = this.state.known;
     return {
@@ -470,8 +542,8 @@ export class Agent {
    * Rule ③ (L2): the arbiter is down and this host holds the lease; every standby peer is
    * asked to confirm it. lease-core decides whether the answers make a validity.
    */
-  private async askPeers(generation: number): Promise<boolean> {
-    const peers = [...this.config.peers.entries()];
+  private async askPeers(generation: number, ttlSeconds: number, safetyMarginSeconds: number): Promise<boolean> {
+    const peers = [...this.peers.entries()];
     const hosts = peers.map(([h]) => h);
     const t = await this.peerToken.get();
     if (!t.ok) this.opts.log.warn({ category: 'hq.lease', event: 'peer-token-unavailable', problem: t.problem }, 'peer token unavailable');
@@ -482,7 +554,7 @@ export class Agent {
         const r = await requestJson({
           method: 'POST',
           url: joinUrl(url, '/v1/peer/confirm'),
-          body: { host: this.host, generation },
+          body: { host: this.host, generation, ttlSeconds, safetyMarginSeconds },
           token: t.token,
           timeoutSeconds: this.config.requestTimeoutSeconds,
         });
@@ -518,6 +590,7 @@ export class Agent {
       const received = this.now();
       const report = await this.absorb(res, sent, received, 'refresh');
       this.scheduleRefresh();
+      this.scheduleSoon(res, 'refresh');
       return report;
     });
   }
@@ -537,7 +610,7 @@ export class Agent {
   // peer confirmation asked of this agent
 
   /** Decides, persists `gaveConfirmation` (fsync), and only then returns the answer (S2.2). */
-  async confirm(req: { host: string; generation: number }): Promise<ConfirmAnswer> {
+  async confirm(req: ConfirmRequest): Promise<ConfirmAnswer> {
     let answer: ConfirmAnswer | null = null;
     const step = await this.commit((s) => {
       const r = onConfirmRequest(s, req, this.now(), this.settings);
@@ -579,6 +652,8 @@ export class Agent {
     this.task = null;
     if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
+    if (this.soonTimer !== null) clearTimeout(this.soonTimer.timer);
+    this.soonTimer = null;
     await this.exchanges.catch(() => undefined);
     await this.commits.catch(() => undefined);
   }

@@ -216,7 +216,14 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
       preHandler: requirePeer,
       schema: {
         body: Type.Object(
-          { host: Type.String({ pattern: HOST }), generation: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }) },
+          {
+            host: Type.String({ pattern: HOST }),
+            generation: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+            // The lease timing of the holder's record (S6: the arbiter's), so the wait this
+            // confirmation imposes covers the validity it extends.
+            ttlSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
+            safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
+          },
           { additionalProperties: false },
         ),
         response: {
@@ -228,7 +235,13 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     },
     async (req, reply) => {
       if (!isHost(req.body.host)) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: 'host must be a host name' });
-      const answer = await agent.confirm({ host: req.body.host, generation: req.body.generation });
+      const b = req.body;
+      const answer = await agent.confirm({
+        host: b.host,
+        generation: b.generation,
+        ...(b.ttlSeconds !== undefined ? { ttlSeconds: b.ttlSeconds } : {}),
+        ...(b.safetyMarginSeconds !== undefined ? { safetyMarginSeconds: b.safetyMarginSeconds } : {}),
+      });
       return { confirmed: answer.confirmed, generation: answer.generation, reason: answer.reason };
     },
   );

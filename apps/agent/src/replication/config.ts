@@ -14,7 +14,8 @@ import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from '../config-file.js';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
-import { cronIntervalSeconds, isHost } from '@hq/lease-core';
+import { isHost } from '@hq/lease-core';
+import { cronGapSeconds } from '@hq/runtime';
 import { relPathProblem, TIERS, type Tier } from './manifest.js';
 
 const RelPath = Type.String({ minLength: 1, maxLength: 1024 });
@@ -187,7 +188,7 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
   };
   const cron = { ...REPLICATION_DEFAULTS.cron, ...(c.cron ?? {}) } as Record<Tier, string>;
   for (const t of TIERS) {
-    const r = cronIntervalSeconds(cron[t]);
+    const r = cronGapSeconds(cron[t]);
     if (!r.ok) throw new ConfigError(`replication.cron.${t}`, `replication.cron.${t}: ${r.message}`);
   }
   for (const h of c.pushTo ?? []) if (!isHost(h)) throw new ConfigError('replication.pushTo', `replication.pushTo: "${h}" is not a host`);

@@ -1,17 +1,32 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { heartbeat } from '@hq/lease-core';
+import { crossTiming, heartbeat } from '@hq/lease-core';
 import { actFor } from '../server/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/index.js';
+import { failoverOf, leaseTimingOf } from '../timing.js';
 
 export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { arbiter } = app.hq;
+  const { arbiter, config } = app.hq;
+  const timing = leaseTimingOf(config);
   app.post(
     '/v1/heartbeat',
     { config: { scope: 'heartbeat' }, schema: { body: HeartbeatBody, response: { 200: HeartbeatAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
     async (req) => {
-      actFor(req, req.body.host);
-      const d = await arbiter.submit('heartbeat', req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, req.body), (a) => a.outcome);
-      return { outcome: d.answer.outcome, reason: d.answer.reason, lease: arbiter.record(d.state, d.now), hold: arbiter.hold(d) };
+      const body = req.body;
+      actFor(req, body.host);
+      const d = await arbiter.submit('heartbeat', req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, body), (a) => a.outcome);
+      // S6: the pairs across the sides, from the cadence this very report states.
+      const problems = config.candidates.includes(body.host) ? crossTiming(config.arbiter, timing, body.host, body) : [];
+      arbiter.noteTiming(body.host, problems, d.state);
+      return {
+        outcome: d.answer.outcome,
+        reason: d.answer.reason,
+        lease: arbiter.record(d.state, d.now),
+        hold: arbiter.hold(d),
+        reportInSeconds: d.answer.reportInSeconds,
+        timingProblems: problems,
+        failover: failoverOf(config, d.state).text,
+        candidates: [...config.candidates],
+      };
     },
   );
 };

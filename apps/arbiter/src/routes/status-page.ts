@@ -22,8 +22,9 @@
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { checkTiming, type ArbiterState, type LeaseRecord } from '@hq/lease-core';
+import type { ArbiterState, LeaseRecord, TimingProblem } from '@hq/lease-core';
 import type { ArbiterConfig } from '../config.js';
+import { failoverOf, timingProblems } from '../timing.js';
 import type { HqContext } from '../server/context.js';
 import type { EventRow } from '../store/store.js';
 import { ErrorBody } from '../schemas/index.js';
@@ -43,12 +44,17 @@ export interface StatusSettings {
   readonly candidates: readonly string[];
   readonly ttlSeconds: number;
   readonly checkSeconds: number;
-  readonly heartbeatSeconds: number;
+  /** The slowest standby heartbeat reported (null: none yet). */
+  readonly heartbeatSeconds: number | null;
   readonly promoteAfterChecks: number;
-  /** Worst-case failover (lease-core `failoverSeconds`), null when the timing is invalid. */
+  /** Worst-case failover (lease-core `failover`, the number every place prints). */
   readonly failoverSeconds: number | null;
   readonly lockDelaySeconds: number | null;
-  /** `checkTiming`'s one line when the settings break S6, else null. */
+  /** lease-core `describeFailover`: the sentence every place prints. */
+  readonly failoverText?: string;
+  /** The cross-side relations (S6) the agents' last reports break, one line each. */
+  readonly timingProblems?: readonly TimingProblem[];
+  /** The first of them, or null (kept for the footer and older readers). */
   readonly timingProblem: string | null;
 }
 
@@ -61,7 +67,7 @@ export interface StatusPageOptions {
   readonly listEvents: (after: number, limit: number) => readonly EventRow[];
   /** The newest `limit` events, ascending. When absent, found by paging through `listEvents`. */
   readonly recentEvents?: (limit: number) => readonly EventRow[];
-  readonly settings: () => StatusSettings;
+  readonly settings: (state: ArbiterState) => StatusSettings;
   /** The registry's load for a host, when the registry is there. */
   readonly load?: (host: string) => HostLoad | null;
   /** Seconds between the page's refreshes. Default 3. */
@@ -73,39 +79,32 @@ export interface StatusPageOptions {
 /** Events shown in the timeline. */
 export const TIMELINE_EVENTS = 50;
 
-/** The settings the page shows, from the arbiter's config (the same numbers `validateConfig` checked). */
-export function statusSettings(config: ArbiterConfig): StatusSettings {
-  const t = checkTiming({
-    ttlSeconds: config.ttlSeconds,
-    heartbeatSeconds: config.heartbeatSeconds,
-    checkSeconds: config.checkSeconds,
-    viewFreshSeconds: config.viewFreshSeconds,
-    probeTimeoutSeconds: config.probeTimeoutSeconds,
-    refreshSeconds: config.heartbeatSeconds,
-    safetyMarginSeconds: config.safetyMarginSeconds,
-    promoteAfterChecks: config.promoteAfterChecks,
-  });
+/** The settings the page shows: the arbiter's config and what the agents' reports imply (S6). */
+export function statusSettings(config: ArbiterConfig, state: ArbiterState): StatusSettings {
+  const f = failoverOf(config, state);
+  const problems = timingProblems(config, state);
   return {
     arbiter: config.arbiter,
     candidates: config.candidates,
     ttlSeconds: config.ttlSeconds,
     checkSeconds: config.checkSeconds,
-    heartbeatSeconds: config.heartbeatSeconds,
+    heartbeatSeconds: f.heartbeatSeconds,
     promoteAfterChecks: config.promoteAfterChecks,
-    failoverSeconds: t.ok ? t.failoverSeconds : null,
-    lockDelaySeconds: t.ok ? t.lockDelaySeconds : null,
-    timingProblem: t.ok ? null : t.message,
+    failoverSeconds: f.seconds,
+    lockDelaySeconds: f.lockDelaySeconds,
+    failoverText: f.text,
+    timingProblems: problems,
+    timingProblem: problems[0]?.message ?? null,
   };
 }
 
 /** The options from the app's context: `app.register(statusPage, statusPageOptions(app.hq))`. */
 export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageOptions, 'load' | 'recentEvents' | 'refreshSeconds' | 'title'>> = {}): StatusPageOptions {
-  const settings = statusSettings(hq.config);
   return {
     state: () => hq.arbiter.read(),
     record: (s) => hq.arbiter.record(s),
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
-    settings: () => settings,
+    settings: (state) => statusSettings(hq.config, state),
     ...extra,
   };
 }
@@ -183,9 +182,11 @@ export const StatusAnswer = Type.Object({
     lockDelaySeconds: Num,
     promoteAfterChecks: Type.Integer(),
     checkSeconds: Type.Number(),
-    heartbeatSeconds: Type.Number(),
+    heartbeatSeconds: Num,
+    text: Type.String(),
     problem: Type.Union([Type.String(), Type.Null()]),
   }),
+  timingProblems: Type.Array(Type.Object({ host: Type.String(), arbiterKey: Type.String(), agentKey: Type.String(), message: Type.String() })),
   hosts: Type.Array(HostStatus),
 });
 export type StatusAnswerT = Static<typeof StatusAnswer>;
@@ -240,8 +241,10 @@ export function statusModel(state: ArbiterState, record: LeaseRecord, settings: 
       promoteAfterChecks: settings.promoteAfterChecks,
       checkSeconds: settings.checkSeconds,
       heartbeatSeconds: settings.heartbeatSeconds,
+      text: settings.failoverText ?? (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
       problem: settings.timingProblem,
     },
+    timingProblems: [...(settings.timingProblems ?? [])],
     hosts,
   };
 }
@@ -334,9 +337,7 @@ function loadCell(h: HostStatusT): string {
 }
 
 function failoverText(m: StatusAnswerT): string {
-  const f = m.failover;
-  if (f.seconds === null) return `unknown (${f.problem ?? 'invalid timing'})`;
-  return `${fmtSeconds(f.seconds)} worst case (${f.promoteAfterChecks} checks × ${fmtSeconds(f.checkSeconds)} + one heartbeat ${fmtSeconds(f.heartbeatSeconds)}, or lock-delay ${fmtSeconds(f.lockDelaySeconds)}, whichever is later)`;
+  return m.failover.text;
 }
 
 function hostRow(h: HostStatusT): string {
@@ -468,7 +469,10 @@ const SCRIPT = `
     b.hidden = !s.maintenance.enabled;
     set($('banner-text'), s.maintenance.enabled ? 'Maintenance is on: checks record views but never promote.' + (s.maintenance.reason ? ' Reason: ' + s.maintenance.reason : '') : '');
     var f = s.failover;
-    set($('failover'), f.seconds === null ? 'unknown (' + (f.problem || 'invalid timing') + ')' : fmt(f.seconds) + ' worst case (' + f.promoteAfterChecks + ' checks \\u00d7 ' + fmt(f.checkSeconds) + ' + one heartbeat ' + fmt(f.heartbeatSeconds) + ', or lock-delay ' + fmt(f.lockDelaySeconds) + ', whichever is later)');
+    set($('failover'), f.text);
+    var tp = $('timing');
+    tp.hidden = s.timingProblems.length === 0;
+    tp.replaceChildren.apply(tp, s.timingProblems.map(function(p){ return el('li', 'bad', p.message); }));
     var body = $('hosts-body');
     var rows = [];
     s.hosts.forEach(function(h){
@@ -561,7 +565,7 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
   <div style="flex-basis:100%"><span id="revision" class="label">${esc(`revision ${r.revision}${r.promotedFrom !== null ? `, promoted from ${r.promotedFrom}` : ''}`)}</span>
     <span id="streak" class="bad">${esc(r.dualUnreachableStreak > 0 ? `dual-unreachable streak: ${r.dualUnreachableStreak}` : '')}</span></div>
 </section>
-<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(failoverText(m))}</div></section>
+<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(failoverText(m))}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
 <section class="card" aria-label="hosts"><div class="label">hosts</div>
 <table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>
@@ -591,7 +595,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     async (_req, reply) => {
       const state = opts.state();
       const record = opts.record(state);
-      const model = statusModel(state, record, opts.settings(), opts.load);
+      const model = statusModel(state, record, opts.settings(state), opts.load);
       const events = opts.recentEvents !== undefined ? [...opts.recentEvents(TIMELINE_EVENTS)] : tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
@@ -610,7 +614,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     async (_req, reply) => {
       const state = opts.state();
       reply.header('cache-control', 'no-store');
-      return statusModel(state, opts.record(state), opts.settings(), opts.load);
+      return statusModel(state, opts.record(state), opts.settings(state), opts.load);
     },
   );
 };

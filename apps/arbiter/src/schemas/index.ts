@@ -2,7 +2,12 @@ import Type, { type Static } from 'typebox';
 import { HOST_SCHEMA_PATTERN } from '../host-pattern.js';
 
 export const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN, maxLength: 32 });
+/** A seen generation: 0 = never seen anything. */
 export const Generation = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+/** A generation named in a request is a grant's fencing token: ≥ 1 (0 was never granted). */
+export const GrantedGeneration = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
+/** A cadence figure an agent reports (seconds, up to a year). */
+const CadenceSeconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
 const Time = Type.Number();
 const NullableTime = Type.Union([Type.Number(), Type.Null()]);
 
@@ -25,6 +30,7 @@ export const LeaseRecord = Type.Object({
   acquiredAt: NullableTime,
   renewedAt: NullableTime,
   ttlSeconds: Time,
+  safetyMarginSeconds: Time,
   expiresAt: NullableTime,
   expired: Type.Boolean(),
   released: Type.Boolean(),
@@ -50,10 +56,13 @@ export const Conflict = Type.Object({
   message: Type.String(),
 });
 
-export const AcquireBody = Type.Object({ host: Host, seenGeneration: Type.Optional(Generation) }, { additionalProperties: false });
-export const RenewBody = Type.Object({ host: Host, generation: Generation }, { additionalProperties: false });
+export const AcquireBody = Type.Object(
+  { host: Host, seenGeneration: Type.Optional(Generation), requestTimeoutSeconds: Type.Optional(CadenceSeconds) },
+  { additionalProperties: false },
+);
+export const RenewBody = Type.Object({ host: Host, generation: GrantedGeneration }, { additionalProperties: false });
 export const ReleaseBody = Type.Object(
-  { host: Host, generation: Type.Optional(Generation), handoverTo: Type.Optional(Host) },
+  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host) },
   { additionalProperties: false },
 );
 export const ViewIn = Type.Object(
@@ -61,26 +70,43 @@ export const ViewIn = Type.Object(
   { additionalProperties: false },
 );
 export const ConfirmationIn = Type.Object(
-  { holder: Host, generation: Generation, ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
+  { holder: Host, generation: GrantedGeneration, ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
   { additionalProperties: false },
 );
 export const HeartbeatBody = Type.Object(
   {
     host: Host,
-    generation: Type.Optional(Generation),
+    generation: Type.Optional(GrantedGeneration),
     seenGeneration: Type.Optional(Generation),
     view: Type.Optional(ViewIn),
     confirmation: Type.Optional(ConfirmationIn),
-    heartbeatSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
+    // The agent's cadence (it owns it; the arbiter checks the pairs across the sides).
+    heartbeatSeconds: Type.Optional(CadenceSeconds),
+    refreshSeconds: Type.Optional(CadenceSeconds),
+    requestTimeoutSeconds: Type.Optional(CadenceSeconds),
   },
   { additionalProperties: false },
 );
 export type HeartbeatBodyT = Static<typeof HeartbeatBody>;
+export const TimingProblemOut = Type.Object({
+  host: Type.String(),
+  arbiterKey: Type.String(),
+  agentKey: Type.String(),
+  message: Type.String(),
+});
 export const HeartbeatAnswer = Type.Object({
   outcome: Type.Union([Type.Literal('renewed'), Type.Literal('standby'), Type.Literal('no-lease'), Type.Literal('renew-refused')]),
   reason: Type.Union([Type.String(), Type.Null()]),
   lease: LeaseRecord,
   hold: Hold,
+  /** Heartbeat again after this many seconds (the start wait needs this report), or null. */
+  reportInSeconds: Type.Union([Type.Number(), Type.Null()]),
+  /** The relations across the sides that this report breaks (empty when none). */
+  timingProblems: Type.Array(TimingProblemOut),
+  /** The worst-case failover now, as every place prints it. */
+  failover: Type.String(),
+  /** The candidates in promotion order (agents without configured peers find theirs here). */
+  candidates: Type.Array(Type.String()),
 });
 
 export const TransferBody = Type.Object({ to: Host }, { additionalProperties: false });

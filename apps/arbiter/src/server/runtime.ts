@@ -89,7 +89,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
   const arbiter = new Arbiter({ config, store, clock, sink, metrics });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
-  registerOperatorMetrics(metrics.registry, () => store.read(), config.failoverSeconds);
+  registerOperatorMetrics(metrics.registry, () => store.read(), config);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
   if (opts.restart === true) arbiter.restart();
   let adminTokenPath: string | null = null;

@@ -5,6 +5,13 @@
 import closeWithGrace from 'close-with-grace';
 import type { ArbiterConfig } from '../config.js';
 import { createRuntime, type Runtime } from './runtime.js';
+import { failoverOf } from '../timing.js';
+import type { ArbiterState } from '@hq/lease-core';
+
+function failoverFields(config: ArbiterConfig, state: ArbiterState): { failoverSeconds: number; failover: string } {
+  const f = failoverOf(config, state);
+  return { failoverSeconds: f.seconds, failover: f.text };
+}
 
 /** Graceful close must end before a supervisor's patience (systemd's default is 90 s; ours 10 s). */
 export const CLOSE_GRACE_MS = 9_000;
@@ -25,7 +32,7 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
   }, 3_600_000);
   sweeps.unref();
   rt.log.info(
-    { address, port, dataDir: config.dataDir, candidates: config.candidates, failoverSeconds: config.failoverSeconds },
+    { address, port, dataDir: config.dataDir, candidates: config.candidates, ...failoverFields(config, rt.store.read()) },
     'hq-arbiter listening',
   );
   closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {

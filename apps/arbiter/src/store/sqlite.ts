@@ -66,6 +66,13 @@ const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX tokens_machine ON tokens (machine);
   `,
+  // 2: each setting has one owner (S6) — the record carries the arbiter's margin beside its TTL,
+  // and each observer's reported cadence is kept for the cross-side checks.
+  `
+  ALTER TABLE lease ADD COLUMN safety_margin_seconds REAL NOT NULL DEFAULT 0;
+  ALTER TABLE observers ADD COLUMN refresh_seconds REAL;
+  ALTER TABLE observers ADD COLUMN request_timeout_seconds REAL;
+  `,
 ];
 
 interface LeaseRow {
@@ -75,6 +82,7 @@ interface LeaseRow {
   acquired_at: number | null;
   renewed_at: number | null;
   ttl_seconds: number;
+  safety_margin_seconds: number;
   expires_at: number | null;
   released: number;
   not_before: number | null;
@@ -99,6 +107,8 @@ interface ObserverRow {
   conf_at: number | null;
   last_heartbeat_at: number | null;
   heartbeat_seconds: number | null;
+  refresh_seconds: number | null;
+  request_timeout_seconds: number | null;
 }
 
 interface EventDbRow {
@@ -131,6 +141,7 @@ function leaseFromRow(r: LeaseRow): LeaseState {
     acquiredAt: r.acquired_at,
     renewedAt: r.renewed_at,
     ttlSeconds: r.ttl_seconds,
+    safetyMarginSeconds: r.safety_margin_seconds,
     expiresAt: r.expires_at,
     released: r.released === 1,
     notBefore: r.not_before,
@@ -151,6 +162,7 @@ function leaseParams(l: LeaseState, floor: number): Record<string, string | numb
     acquired_at: l.acquiredAt,
     renewed_at: l.renewedAt,
     ttl_seconds: l.ttlSeconds,
+    safety_margin_seconds: l.safetyMarginSeconds,
     expires_at: l.expiresAt,
     released: l.released ? 1 : 0,
     not_before: l.notBefore,
@@ -180,6 +192,8 @@ function observerFromRow(r: ObserverRow): Observer {
       r.conf_holder === null ? null : { holder: r.conf_holder, generation: r.conf_generation ?? 0, at: r.conf_at ?? 0 },
     lastHeartbeatAt: r.last_heartbeat_at,
     heartbeatSeconds: r.heartbeat_seconds,
+    refreshSeconds: r.refresh_seconds,
+    requestTimeoutSeconds: r.request_timeout_seconds,
   };
 }
 
@@ -196,6 +210,8 @@ function observerParams(name: string, o: Observer): ObserverRow {
     conf_at: o.confirmation?.at ?? null,
     last_heartbeat_at: o.lastHeartbeatAt,
     heartbeat_seconds: o.heartbeatSeconds,
+    refresh_seconds: o.refreshSeconds ?? null,
+    request_timeout_seconds: o.requestTimeoutSeconds ?? null,
   };
 }
 
@@ -269,7 +285,7 @@ export class SqliteStore implements LeaseStore {
           this.db.exec(MIGRATIONS[v] as string);
           if (v === 0) {
             // S2.4: a database created at this start does not know the generation floor yet.
-            const lease = { ...emptyLease(ttlSeconds), floorPending: true };
+            const { safety_margin_seconds: _margin, ...params } = leaseParams({ ...emptyLease(ttlSeconds), floorPending: true }, 0);
             this.db
               .prepare(
                 `INSERT INTO lease VALUES (
@@ -277,7 +293,7 @@ export class SqliteStore implements LeaseStore {
                   @not_before, @floor_pending, @dual_unreachable_streak, @last_check_at, @promoted_from, @maintenance,
                   @maintenance_reason, @floor)`,
               )
-              .run(leaseParams(lease, 0));
+              .run(params);
           }
           this.db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(v + 1));
         }
@@ -475,7 +491,8 @@ function prepare(db: Database.Database) {
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
     writeLease: db.prepare(
       `UPDATE lease SET holder = @holder, generation = @generation, revision = @revision, acquired_at = @acquired_at,
-        renewed_at = @renewed_at, ttl_seconds = @ttl_seconds, expires_at = @expires_at, released = @released,
+        renewed_at = @renewed_at, ttl_seconds = @ttl_seconds, safety_margin_seconds = @safety_margin_seconds,
+        expires_at = @expires_at, released = @released,
         not_before = @not_before, floor_pending = @floor_pending, dual_unreachable_streak = @dual_unreachable_streak,
         last_check_at = @last_check_at, promoted_from = @promoted_from, maintenance = @maintenance,
         maintenance_reason = @maintenance_reason, floor = @floor
@@ -483,12 +500,15 @@ function prepare(db: Database.Database) {
     ),
     readObservers: db.prepare('SELECT * FROM observers ORDER BY observer'),
     upsertObserver: db.prepare(
-      `INSERT INTO observers VALUES (@observer, @view_target, @view_reachable, @view_ping, @view_health, @view_at,
-         @conf_holder, @conf_generation, @conf_at, @last_heartbeat_at, @heartbeat_seconds)
+      `INSERT INTO observers (observer, view_target, view_reachable, view_ping, view_health, view_at,
+         conf_holder, conf_generation, conf_at, last_heartbeat_at, heartbeat_seconds, refresh_seconds, request_timeout_seconds)
+       VALUES (@observer, @view_target, @view_reachable, @view_ping, @view_health, @view_at,
+         @conf_holder, @conf_generation, @conf_at, @last_heartbeat_at, @heartbeat_seconds, @refresh_seconds, @request_timeout_seconds)
        ON CONFLICT (observer) DO UPDATE SET view_target = excluded.view_target, view_reachable = excluded.view_reachable,
          view_ping = excluded.view_ping, view_health = excluded.view_health, view_at = excluded.view_at,
          conf_holder = excluded.conf_holder, conf_generation = excluded.conf_generation, conf_at = excluded.conf_at,
-         last_heartbeat_at = excluded.last_heartbeat_at, heartbeat_seconds = excluded.heartbeat_seconds`,
+         last_heartbeat_at = excluded.last_heartbeat_at, heartbeat_seconds = excluded.heartbeat_seconds,
+         refresh_seconds = excluded.refresh_seconds, request_timeout_seconds = excluded.request_timeout_seconds`,
     ),
     insertEvent: db.prepare('INSERT INTO events (at, category, event, host, data) VALUES (?, ?, ?, ?, ?)'),
     listEvents: db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id ASC LIMIT ?'),

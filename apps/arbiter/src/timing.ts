@@ -1,0 +1,81 @@
+/**
+ * The arbiter's side of S6 at run time. The arbiter owns the lease timing; each agent reports
+ * its cadence with every heartbeat, and the observers table keeps the last report. From that
+ * one state everything here is derived — the cross-side problems (lease-core `crossTiming`) and
+ * the worst-case failover (lease-core `failover`, the one function every place prints) — so the
+ * heartbeat answer, the metrics, the status page, `hq lease status` and `hq doctor` can never
+ * disagree. What changes is also said once, as an event (`timing-problem` / `timing-ok`).
+ */
+import {
+  crossTiming,
+  describeFailover,
+  failover,
+  type ArbiterState,
+  type Cadence,
+  type Failover,
+  type LeaseTiming,
+  type Observer,
+  type TimingProblem,
+} from '@hq/lease-core';
+import type { ArbiterConfig } from './config.js';
+
+export function leaseTimingOf(config: ArbiterConfig): LeaseTiming {
+  return {
+    ttlSeconds: config.ttlSeconds,
+    safetyMarginSeconds: config.safetyMarginSeconds,
+    checkSeconds: config.checkSeconds,
+    viewFreshSeconds: config.viewFreshSeconds,
+    promoteAfterChecks: config.promoteAfterChecks,
+    probeTimeoutSeconds: config.probeTimeoutSeconds,
+  };
+}
+
+/** The cadence an observer last reported (only what it sent). */
+export function cadenceOf(o: Observer | undefined): Partial<Cadence> {
+  const out: { -readonly [K in keyof Cadence]?: number } = {};
+  if (o === undefined) return out;
+  if (o.heartbeatSeconds !== null) out.heartbeatSeconds = o.heartbeatSeconds;
+  if (o.refreshSeconds != null) out.refreshSeconds = o.refreshSeconds;
+  if (o.requestTimeoutSeconds != null) out.requestTimeoutSeconds = o.requestTimeoutSeconds;
+  return out;
+}
+
+/** Every cross-side problem of the candidates' last reports, in candidate order. */
+export function timingProblems(config: ArbiterConfig, state: ArbiterState): TimingProblem[] {
+  const t = leaseTimingOf(config);
+  return config.candidates.flatMap((host) => crossTiming(config.arbiter, t, host, cadenceOf(state.observers.get(host))));
+}
+
+/**
+ * The worst-case failover now: the promotion path uses the slowest heartbeat interval a standby
+ * (a candidate other than the holder) reported, since any of them may be the promotee.
+ */
+export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover & { readonly text: string } {
+  let hb: number | null = null;
+  for (const host of config.candidates) {
+    if (host === state.lease.holder) continue;
+    const s = state.observers.get(host)?.heartbeatSeconds ?? null;
+    if (s !== null) hb = Math.max(hb ?? 0, s);
+  }
+  const f = failover(leaseTimingOf(config), hb);
+  return { ...f, text: describeFailover(f) };
+}
+
+/** Remembers each host's last problem set, so a change is said once (event + warn log). */
+export class TimingNotes {
+  private readonly last = new Map<string, string>();
+
+  /** The problems of `host` changed since the last call: the event to record, else null. */
+  change(host: string, problems: readonly TimingProblem[]): { event: 'timing-problem' | 'timing-ok'; data: Record<string, string | number | boolean | null> } | null {
+    const key = problems.map((p) => p.message).join('\n');
+    const before = this.last.get(host);
+    if (before === key || (before === undefined && key === '')) return null;
+    this.last.set(host, key);
+    if (key === '') return { event: 'timing-ok', data: {} };
+    const first = problems[0] as TimingProblem;
+    return {
+      event: 'timing-problem',
+      data: { count: problems.length, arbiterKey: first.arbiterKey, agentKey: first.agentKey, message: problems.map((p) => p.message).join('; ') },
+    };
+  }
+}
