@@ -67,7 +67,7 @@ t.test('renew extends the lease for the holder and refuses stale generations and
   t.equal(r.statusCode, 200, 'renew is 200');
   t.equal(r.json().lease.expiresAt, r.json().lease.now + 6, 'expiresAt is now + ttl');
   t.equal(r.json().hold, null, 'hold is null');
-  const stale = await h.post('/v1/lease/renew', { host: 'mbp', generation: 0 }, h.tokens.mbp);
+  const stale = await h.post('/v1/lease/renew', { host: 'mbp', generation: 99 }, h.tokens.mbp);
   t.equal(stale.statusCode, 409, 'stale renew is 409');
   t.equal(stale.json().reason, 'stale-generation', 'reason stale-generation');
   t.equal(stale.json().error, 'HQ_ERR_STALE_GENERATION', 'code');

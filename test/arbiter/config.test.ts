@@ -42,8 +42,11 @@ const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
   ['a bad health URL', { healthUrls: { mbp: 'ftp://x' } }, 'healthUrls.mbp', /http/],
   ['a health URL for a reserved name', { healthUrls: { prototype: 'http://127.0.0.1/' } }, 'healthUrls.prototype', /reserved/],
   ['a bad cron', { checkCron: 'every minute' }, 'checkCron', /cron/],
-  ['a ttl too short for the heartbeat', { ttlSeconds: 700 }, 'ttlSeconds', /heartbeat interval × 1\.2/],
-  ['a view that can never be fresh', { viewFreshSeconds: 60 }, 'viewFreshSeconds', /heartbeat interval/],
+  // S6: a key the agent owns is refused naming its owner (the arbiter learns the cadence from heartbeats).
+  ['an agent key, heartbeatCron', { heartbeatCron: '* * * * * *' }, 'heartbeatCron', /is a key of hq-agent's config, not of hq-arbiter's/],
+  ['an agent key, requestTimeoutSeconds', { requestTimeoutSeconds: 1 }, 'requestTimeoutSeconds', /is a key of hq-agent's config/],
+  ['an agent key, refreshSeconds', { refreshSeconds: 1 }, 'refreshSeconds', /is a key of hq-agent's config/],
+  ['a cron that never fires', { checkCron: '0 0 30 2 *' }, 'checkCron', /cron/],
   ['a probe timeout as long as the check interval', { ...FAST, probeTimeoutSeconds: 1 }, 'probeTimeoutSeconds', /shorter than the check interval/],
   ['a margin below 1 % of the ttl', { safetyMarginSeconds: 10 }, 'safetyMarginSeconds', /1% clock-rate drift/],
   ['a fast ttl with the default margin', { ...FAST, safetyMarginSeconds: undefined }, 'safetyMarginSeconds', /half of ttlSeconds/],
@@ -90,7 +93,7 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
   const dir = t.testdir();
   const cases: Array<[string, string, RegExp]> = [
     ['unknown.json', JSON.stringify({ ttlSecond: 5 }), /ttlSecond is not a known key/],
-    ['timing.json', JSON.stringify({ ...FAST, probeTimeoutSeconds: 2 }), /probeTimeoutSeconds \(2\) must be shorter than the check interval \(1\)/],
+    ['timing.json', JSON.stringify({ ...FAST, probeTimeoutSeconds: 2 }), /probeTimeoutSeconds \(2\) must be shorter than the check interval of checkCron \(1\)/],
     ['broken.json', '{"ttlSeconds": ', /not valid JSON/],
   ];
   const runs = cases.flatMap(([name, text, problem], i) => {
@@ -113,4 +116,16 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
   ]);
   t.equal(missing.code, 2, 'a missing file is exit 2');
   t.equal(env.code, 2, '$HQ_ARBITER_CONFIG is read');
+});
+
+t.test('an arbiter given only its own keys at the fast settings starts (the issue: it demanded the agents\' heartbeatCron)', async (t) => {
+  const r = validateConfig({ ttlSeconds: 6, safetyMarginSeconds: 1, checkCron: '*/1 * * * * *', probeTimeoutSeconds: 0.5 });
+  t.equal(r.ok, true, 'accepted');
+  t.equal(r.ok && r.config.checkSeconds, 1, 'checks every second');
+});
+
+t.test('any valid node-cron check schedule is accepted, a yearly one too, with its real gap', async (t) => {
+  const r = validateConfig({ checkCron: '0 0 1 1 *' });
+  t.equal(r.ok, true, 'once a year is legal');
+  t.equal(r.ok && r.config.checkSeconds, 366 * 86_400, 'its largest gap is a leap year');
 });

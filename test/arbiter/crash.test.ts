@@ -39,7 +39,7 @@ t.test('kill -9 in the middle of acknowledged renewals loses no acknowledged wri
   // Complete the floor of this new database (S2.4): both candidates report after 2 × requestTimeout.
   await new Promise((r) => setTimeout(r, Math.max(0, 2300 - (Date.now() - started))));
   for (const [host, member] of Object.entries(members)) {
-    const hb = await post(a.base, '/v1/heartbeat', { host, seenGeneration: 0 }, member);
+    const hb = await post(a.base, '/v1/heartbeat', { host, seenGeneration: 0, requestTimeoutSeconds: 1 }, member);
     t.equal(hb.status, 200, `${host} heartbeats`);
   }
   const acq = await post(a.base, '/v1/lease/acquire', { host: 'mbp' });

@@ -85,7 +85,7 @@ t.test('404 for unknown routes and methods', async (t) => {
 
 t.test('409 carries the record and the catalog code', async (t) => {
   const h = await harness(t);
-  const res = await h.post('/v1/lease/renew', { host: 'mbp', generation: 0 }, h.tokens.mbp);
+  const res = await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
   isError(t, res, 409, 'HQ_ERR_NOT_HOLDER', 'renew without a lease');
   t.equal(res.json().ok, false, 'ok false');
   t.equal(res.json().reason, 'not-holder', 'reason');

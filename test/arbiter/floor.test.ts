@@ -25,9 +25,9 @@ t.test('after the database is wiped, generations continue above what agents repo
   t.equal(fresh.floorPending, true, 'a database created at this start has floorPending');
 
   // A report before 2 × requestTimeout still raises the floor, but does not count as complete.
-  const early = await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 3 }, h.tokens.mbp);
+  const early = await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 3, requestTimeoutSeconds: 1 }, h.tokens.mbp);
   t.equal(early.json().outcome, 'no-lease', 'no lease yet');
-  const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 3 }, h.tokens.mbp);
+  const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 3, requestTimeoutSeconds: 1 }, h.tokens.mbp);
   t.equal(a.statusCode, 200, 'the grant is answered');
   const granted = a.json().lease;
   t.equal(granted.generation, 4, 'the grant is above the reported generation 3, never a repeat');
@@ -37,11 +37,11 @@ t.test('after the database is wiped, generations continue above what agents repo
 
   // node-b reports (in a request that counts) a generation above the grant: it is raised.
   h.clock.advance(2.5);
-  const nb = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 5 }, h.tokens.nodeb);
+  const nb = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 5, requestTimeoutSeconds: 1 }, h.tokens.nodeb);
   t.equal(nb.json().lease.generation, 6, 'the pending grant is raised above the report of 5');
   t.equal(nb.json().lease.holder, 'mbp', 'the holder stays');
   t.equal(nb.json().lease.floorPending, true, 'still pending: mbp has not reported in a request that counts');
-  const mb = await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 4 }, h.tokens.mbp);
+  const mb = await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 4, requestTimeoutSeconds: 1 }, h.tokens.mbp);
   t.equal(mb.json().lease.floorPending, false, 'every candidate reported: the floor is complete');
   t.equal(mb.json().lease.generation, 6, 'the generation stays above every report');
 
@@ -63,7 +63,7 @@ t.test('after a restart, a lease that was live is not granted to another host be
   const start = h.clock.now();
   t.equal((await h.get('/v1/lease')).json().floorPending, false, 'a database that survived has no pending floor');
   h.clock.advance(7);
-  const a = await h.post('/v1/lease/acquire', { host: 'node-b', seenGeneration: 1 }, h.tokens.nodeb);
+  const a = await h.post('/v1/lease/acquire', { host: 'node-b', seenGeneration: 1, requestTimeoutSeconds: 1 }, h.tokens.nodeb);
   t.equal(a.statusCode, 200, 'the expired lease is granted');
   t.equal(a.json().lease.generation, 2, 'at the next generation');
   t.ok(a.json().lease.notBefore >= start + 6 + 1, 'not before ttl + margin after the restart');
@@ -83,7 +83,7 @@ t.test('a restart after the wall clock went back clamps the previous life times,
   t.ok(lease.renewedAt <= start, 'renewedAt is clamped to the start');
   t.ok(lease.views['node-b'] === undefined || lease.views['node-b'].at <= start, 'views are not from the future');
   h.clock.advance(8);
-  const a = await h.post('/v1/lease/acquire', { host: 'node-b', seenGeneration: 1 }, h.tokens.nodeb);
+  const a = await h.post('/v1/lease/acquire', { host: 'node-b', seenGeneration: 1, requestTimeoutSeconds: 1 }, h.tokens.nodeb);
   t.equal(a.statusCode, 200, 'the lease can be granted once the clamped lease expired');
   t.ok(a.json().lease.notBefore >= start + 7, 'still behind the start wait');
 });

@@ -9,16 +9,17 @@ import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/confi
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import type { Prober } from '../../apps/arbiter/src/checks.js';
 
-/** The fast test settings of L1 (checks and heartbeats every second, ttl 6, margin 1). */
+/** The arbiter's own keys at the fast test settings of L1 (checks every second, ttl 6, margin 1). */
 export const FAST = {
   checkCron: '* * * * * *',
-  heartbeatCron: '* * * * * *',
   ttlSeconds: 6,
   safetyMarginSeconds: 1,
   viewFreshSeconds: 6,
-  requestTimeoutSeconds: 1,
   tailscaleBin: '',
 } as const;
+
+/** The agents' request timeout at the fast settings: theirs, declared in each request (S6). */
+export const AGENT_REQUEST_TIMEOUT = 1;
 
 export function fastConfig(dataDir: string, extra: Record<string, unknown> = {}): ArbiterConfig {
   const r = validateConfig({ ...FAST, dataDir, ...extra });
@@ -80,9 +81,9 @@ export async function harness(t: Test, extra: Record<string, unknown> = {}, opts
       }),
     get: (url, token = null) => app.inject({ method: 'GET', url, headers: token === null ? {} : { authorization: `Bearer ${token}` } }),
     async settle() {
-      clock.advance(2 * config.requestTimeoutSeconds + 0.5);
-      await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0 }, tokens.mbp);
-      await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0 }, tokens.nodeb);
+      clock.advance(2 * AGENT_REQUEST_TIMEOUT + 0.5);
+      await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT }, tokens.mbp);
+      await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT }, tokens.nodeb);
     },
   };
   return h;

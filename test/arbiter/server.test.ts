@@ -69,7 +69,7 @@ t.test('SIGTERM finishes the in-flight request, closes the database and exits 0 
   slow.on('request', () => probed());
   const url = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/v1/health`;
   // Checks only on request (a schedule that never fires in this test: 23:59:59 would, so use the request path only).
-  const config = writeConfig(dir, { healthUrls: { mbp: url }, checkCron: '*/30 * * * * *', heartbeatCron: '*/30 * * * * *', ttlSeconds: 60, viewFreshSeconds: 60 });
+  const config = writeConfig(dir, { healthUrls: { mbp: url }, checkCron: '*/30 * * * * *', ttlSeconds: 60, viewFreshSeconds: 60 });
   const a = await startArbiter(t, config);
   const token = readFileSync(join(dir, 'var', 'admin.token'), 'utf8').trim();
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };

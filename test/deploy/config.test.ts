@@ -7,7 +7,8 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkTiming, cronIntervalSeconds } from '../../packages/lease-core/src/index.js';
+import { checkCadence, checkLeaseTiming, crossTiming, describeFailover, failover, wrongDaemon } from '../../packages/lease-core/src/index.js';
+import { cronGapSeconds } from '../../packages/runtime/src/index.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DOMAIN = 'example-tailnet.ts.net';
@@ -95,26 +96,33 @@ t.test('each agent config names its host, the arbiter, its peer and the same hea
   }
 });
 
-t.test('the arbiter and each agent together satisfy the timing rules of S6', async (t) => {
+t.test('each example config holds only the keys its daemon owns, and the pair satisfies S6', async (t) => {
   const a = load('arbiter.json');
-  const check = cronIntervalSeconds(String(a.checkCron));
+  for (const key of Object.keys(a)) t.equal(wrongDaemon(key, 'hq-arbiter'), null, `arbiter.json: ${key} is the arbiter's`);
+  const check = cronGapSeconds(String(a.checkCron));
   t.ok(check.ok, `checkCron "${String(a.checkCron)}" parses`);
+  const lease = {
+    ttlSeconds: Number(a.ttlSeconds),
+    safetyMarginSeconds: Number(a.safetyMarginSeconds),
+    checkSeconds: check.ok ? check.seconds : NaN,
+    viewFreshSeconds: Number(a.viewFreshSeconds),
+    promoteAfterChecks: Number(a.promoteAfterChecks),
+    probeTimeoutSeconds: Number(a.probeTimeoutSeconds),
+  };
+  t.same(checkLeaseTiming(lease), { ok: true }, "arbiter.json passes the arbiter's own relations");
   for (const [name] of AGENTS) {
     const c = load(name);
-    const heartbeat = cronIntervalSeconds(String(c.heartbeatCron));
+    for (const key of Object.keys(c)) t.equal(wrongDaemon(key, 'hq-agent'), null, `${name}: ${key} is the agent's`);
+    const heartbeat = cronGapSeconds(String(c.heartbeatCron));
     t.ok(heartbeat.ok, `${name}: heartbeatCron "${String(c.heartbeatCron)}" parses`);
-    t.equal(c.safetyMarginSeconds, a.safetyMarginSeconds, `${name} uses the arbiter's safetyMarginSeconds`);
-    const timing = checkTiming({
-      ttlSeconds: Number(a.ttlSeconds),
+    const cadence = {
       heartbeatSeconds: heartbeat.ok ? heartbeat.seconds : NaN,
-      checkSeconds: check.ok ? check.seconds : NaN,
-      viewFreshSeconds: Number(a.viewFreshSeconds),
-      probeTimeoutSeconds: Math.max(Number(a.probeTimeoutSeconds), Number(c.probeTimeoutSeconds)),
       refreshSeconds: Number(c.refreshSeconds),
-      safetyMarginSeconds: Number(c.safetyMarginSeconds),
-      promoteAfterChecks: Number(a.promoteAfterChecks),
-    });
-    t.same(timing.ok ? null : timing.message, null, `arbiter.json with ${name} passes checkTiming`);
-    if (timing.ok) t.comment(`${name}: worst-case failover ${timing.failoverSeconds} s, lock-delay ${timing.lockDelaySeconds} s`);
+      probeTimeoutSeconds: Number(c.probeTimeoutSeconds),
+      requestTimeoutSeconds: Number(c.requestTimeoutSeconds),
+    };
+    t.same(checkCadence(cadence), { ok: true }, `${name} passes the agent's own relations`);
+    t.same(crossTiming(String(a.arbiter), lease, String(c.hostName), cadence), [], `arbiter.json with ${name}: no problem across the sides`);
+    t.comment(`${name}: ${describeFailover(failover(lease, cadence.heartbeatSeconds))}`);
   }
 });

@@ -355,15 +355,14 @@ export class NetnsCluster {
       this.arbiterConfig,
       JSON.stringify({
         candidates: [...HOSTS],
+        // The arbiter's own keys only (S6: one owner per setting).
         ttlSeconds: FAST.ttlSeconds,
         safetyMarginSeconds: FAST.safetyMarginSeconds,
         checkCron: FAST.checkCron,
-        heartbeatCron: FAST.heartbeatCron,
         viewFreshSeconds: FAST.viewFreshSeconds,
         promoteAfterChecks: FAST.promoteAfterChecks,
         tailscaleBin: '',
         probeTimeoutSeconds: FAST.probeTimeoutSeconds,
-        requestTimeoutSeconds: FAST.requestTimeoutSeconds,
         listen: { host: '0.0.0.0', port: ARBITER_PORT },
         dataDir: join(this.dir, 'arbiter'),
         healthUrls: Object.fromEntries(HOSTS.map((h) => [h, `http://${this.arbLinkIp(h)}:${PEER_PORT}/v1/health`])),
@@ -381,9 +380,8 @@ export class NetnsCluster {
           stateDir: this.stateDir(h),
           socketPath: this.socket(h),
           listen: { host: '0.0.0.0', port: PEER_PORT },
+          // The agent's own keys only: it reads the lease timing from the record.
           heartbeatCron: FAST.heartbeatCron,
-          ttlSeconds: FAST.ttlSeconds,
-          safetyMarginSeconds: FAST.safetyMarginSeconds,
           refreshSeconds: FAST.refreshSeconds,
           requestTimeoutSeconds: FAST.requestTimeoutSeconds,
           probeTimeoutSeconds: FAST.probeTimeoutSeconds,

@@ -68,13 +68,10 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   const config: Record<string, unknown> = {
     hostName: 'mbp',
     arbiterUrl: `http://127.0.0.1:${arbiterPort}`,
-    candidates: ['mbp', 'node-b'],
     stateDir,
     peers: { 'node-b': `http://127.0.0.1:${(peer.address() as { port: number }).port}` },
     tailscaleBin: tailscale,
     heartbeatCron: '* * * * * *',
-    ttlSeconds: 6,
-    safetyMarginSeconds: 1,
     refreshSeconds: 1,
     requestTimeoutSeconds: 1,
   };
@@ -175,7 +172,7 @@ t.test('an invalid config fails first and skips what needs it', async (t) => {
   w.write({ ttlSeconds: 1 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'config'), /^✖ config .*ttlSeconds \(1\) must exceed the heartbeat interval .* — fix: fix "ttlSeconds"/, 'the config line names the key and the timing rule');
+  t.match(line(r.out, 'config'), /^✖ config .*ttlSeconds: is a key of hq-arbiter's config, not of hq-agent's.* — fix: fix "ttlSeconds"/, "the config line names the key and its owner (S6: agents read the lease timing from the record)");
   t.match(line(r.out, 'token'), /^– token\s+needs a valid config/, 'checks that need the config are skipped');
   t.match(line(r.out, 'unit'), /^✔ unit /, 'the unit is still checked');
 });

@@ -1,8 +1,10 @@
 /**
  * A real cluster on loopback for the system tests: one arbiter (`apps/arbiter/dist/cli.js
- * serve`) and two agents (`apps/agent/dist/daemon-cli.js`), spawned as processes, with the fast
- * settings of SPEC L1 (checks and heartbeats every second, ttl 6 s, margin 1 s, refresh 1 s),
- * `tailscaleBin: ""`, and health URLs pinned to each agent's peer listener.
+ * serve`) and two agents (`apps/agent/dist/daemon-cli.js`), spawned as processes, each configured
+ * as a user would — with the keys it owns only (S6) — at the fast settings of L1 (checks and
+ * heartbeats every second, ttl 6 s, margin 1 s, refresh 1 s) or at the defaults (production
+ * cadence: every key left out), `tailscaleBin: ""`, health URLs pinned to each agent's peer
+ * listener.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -58,6 +60,32 @@ export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}, ti
   });
 }
 
+/** The arbiter's own keys at L1's fast settings. */
+export const FAST_ARBITER = Object.freeze({
+  ttlSeconds: 6,
+  safetyMarginSeconds: 1,
+  checkCron: '* * * * * *',
+  viewFreshSeconds: 6,
+  promoteAfterChecks: 2,
+  probeTimeoutSeconds: 0.5,
+});
+
+/** An agent's own keys at L1's fast settings. */
+export const FAST_AGENT = Object.freeze({
+  heartbeatCron: '* * * * * *',
+  refreshSeconds: 1,
+  requestTimeoutSeconds: 1,
+  probeTimeoutSeconds: 0.5,
+});
+
+export interface ClusterOptions {
+  /** `fast` (default): L1's settings; `defaults`: nothing but the wiring, every timing key left to its default. */
+  readonly settings?: 'fast' | 'defaults';
+  /** Extra keys for the arbiter's file / each agent's file (a test of a mismatch). */
+  readonly arbiter?: Record<string, unknown>;
+  readonly agent?: Record<string, unknown>;
+}
+
 export class Cluster {
   readonly procs = new Map<string, ChildProcess>();
   readonly logs = new Map<string, string>();
@@ -67,15 +95,16 @@ export class Cluster {
     readonly dir: string,
     readonly arbiterPort: number,
     readonly peerPorts: ReadonlyMap<HostName, number>,
+    readonly options: ClusterOptions = {},
   ) {}
 
   /** The cluster lives in a short temp dir (unix socket paths are limited to ~104 bytes). */
-  static async create(): Promise<Cluster> {
+  static async create(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'hq-sys-'));
     const arbiterPort = await freePort();
     const peerPorts = new Map<HostName, number>();
     for (const h of HOSTS) peerPorts.set(h, await freePort());
-    const c = new Cluster(dir, arbiterPort, peerPorts);
+    const c = new Cluster(dir, arbiterPort, peerPorts, options);
     c.writeConfigs();
     for (const h of HOSTS) {
       const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
@@ -113,22 +142,17 @@ export class Cluster {
 
   private writeConfigs(): void {
     const healthUrls = Object.fromEntries(HOSTS.map((h) => [h, this.healthUrl(h)]));
+    const fast = (this.options.settings ?? 'fast') === 'fast';
     writeFileSync(
       this.arbiterConfig,
       JSON.stringify({
         candidates: [...HOSTS],
-        ttlSeconds: 6,
-        safetyMarginSeconds: 1,
-        checkCron: '* * * * * *',
-        heartbeatCron: '* * * * * *',
-        viewFreshSeconds: 6,
-        promoteAfterChecks: 2,
+        ...(fast ? FAST_ARBITER : {}),
         tailscaleBin: '',
-        probeTimeoutSeconds: 0.5,
-        requestTimeoutSeconds: 1,
         listen: { host: '127.0.0.1', port: this.arbiterPort },
         dataDir: join(this.dir, 'arbiter'),
         healthUrls,
+        ...(this.options.arbiter ?? {}),
       }),
     );
     for (const h of HOSTS) {
@@ -143,15 +167,11 @@ export class Cluster {
           stateDir: this.stateDir(h),
           socketPath: this.socket(h),
           listen: { host: '127.0.0.1', port: this.peerPorts.get(h) },
-          heartbeatCron: '* * * * * *',
-          ttlSeconds: 6,
-          safetyMarginSeconds: 1,
-          refreshSeconds: 1,
-          requestTimeoutSeconds: 1,
-          probeTimeoutSeconds: 0.5,
+          ...(fast ? FAST_AGENT : {}),
           tailscaleBin: '',
           peers: { [o]: `http://127.0.0.1:${this.peerPorts.get(o)}` },
           healthUrls: { [o]: this.healthUrl(o) },
+          ...(this.options.agent ?? {}),
         }),
       );
     }
