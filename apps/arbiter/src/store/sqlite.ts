@@ -417,6 +417,23 @@ export class SqliteStore implements LeaseStore {
     return row;
   }
 
+  /** One transaction: revoke `machine`'s active `scope` tokens, then insert the new one. Returns how many were revoked. */
+  replaceToken(machine: string, scope: Scope, sha256: string, created: number): number {
+    this.tokens.clear();
+    return this.db
+      .transaction(() => {
+        const n = this.q.revokeScopeTokens.run(created, machine, scope).changes;
+        this.q.insertToken.run(machine, scope, sha256, created);
+        return n;
+      })
+      .immediate();
+  }
+
+  revokeToken(machine: string, id: number, at: number): number {
+    this.tokens.clear();
+    return this.q.revokeTokenById.run(at, machine, id).changes;
+  }
+
   revokeTokens(machine: string, at: number): number {
     this.tokens.clear();
     return this.q.revokeTokens.run(at, machine).changes;
@@ -495,6 +512,8 @@ function prepare(db: Database.Database) {
     insertToken: db.prepare('INSERT INTO tokens (machine, scope, sha256, created) VALUES (?, ?, ?, ?)'),
     findToken: db.prepare('SELECT * FROM tokens WHERE sha256 = ?'),
     revokeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND revoked IS NULL'),
+    revokeTokenById: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND id = ? AND revoked IS NULL'),
+    revokeScopeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND scope = ? AND revoked IS NULL'),
     listTokens: db.prepare('SELECT * FROM tokens ORDER BY id'),
     activeAdmin: db.prepare("SELECT 1 FROM tokens WHERE scope = 'admin' AND revoked IS NULL LIMIT 1"),
     readMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),

@@ -69,7 +69,11 @@ export interface LeaseStore {
   listEvents(after: number, limit: number): readonly EventRow[];
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void;
   findToken(sha256: string): TokenRow | undefined;
+  /** Revokes `machine`'s active tokens of `scope` and inserts the new one, in one transaction; returns how many were revoked. */
+  replaceToken(machine: string, scope: Scope, sha256: string, created: number): number;
   revokeTokens(machine: string, at: number): number;
+  /** Revokes one active token of `machine` by id; 0 when there is none. */
+  revokeToken(machine: string, id: number, at: number): number;
   listTokens(): readonly TokenRow[];
   hasActiveAdmin(): boolean;
   /**
