@@ -140,11 +140,11 @@ export const COMMANDS: readonly Command[] = [
     spec: {
       name: 'guard',
       summary:
-        'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
+        'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen when the arbiter answers that no lease record exists, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
       flags: [
         CONFIG_FLAG,
         { name: 'command', kind: 'string', value: 'NAME', help: 'The ledger command about to write (logged with the decision). Required.', required: true },
-        { name: 'override', kind: 'boolean', help: 'Allows the write whatever the fence says, and logs a cli-override event. Default: off.' },
+        { name: 'override', kind: 'boolean', help: 'Allows a refused write, and logs a cli-override event naming the command and the refusal it overrode (reason, holder, generation). Default: off.' },
         { name: 'write-root', kind: 'string', value: 'P', help: 'The directory the command writes to. Default: none (only the fence and the seen generation decide).' },
         { name: 'instance-root', kind: 'string', value: 'I', help: 'The root of the instance the command runs in; required with --write-root.' },
         { name: 'operational-root', kind: 'string', value: 'O', help: 'The root of the operational (live) instance; required with --write-root.' },
