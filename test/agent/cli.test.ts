@@ -138,6 +138,9 @@ t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
   writeFileSync(join(dir, 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
   const acquire3 = await hq(['lease', 'acquire', '--config', config]);
   t.equal(acquire3.code, 3, 'acquire with the arbiter unreachable exits 3');
+  const force = await hq(['lease', 'release', '--force', '--config', config]);
+  t.equal(force.code, 2, 'release --force without --handover-to is a usage error');
+  t.equal(force.stderr, 'hq: lease release: --force applies only with --handover-to\n', 'and says so in one line');
 });
 
 t.test('hq host set writes the host file atomically with mode 0600', async (t) => {

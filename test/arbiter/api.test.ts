@@ -143,6 +143,36 @@ t.test('transfer moves the lease behind the old holder lock-delay and maintenanc
   t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
 });
 
+t.test('a handover or transfer to a host not heard from within its interval is 409 target-silent unless force', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, heartbeatSeconds: 2 }, h.tokens.nodeb);
+  const heardAt = h.clock.now();
+  h.clock.advance(8.5); // 2 × 1.5 + 5 = 8 s of grace
+  await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
+  const ho = await h.post('/v1/lease/release', { host: 'mbp', generation: 1, handoverTo: 'node-b' }, h.tokens.mbp);
+  t.equal(ho.statusCode, 409, 'a handover to a silent host is 409');
+  t.equal(ho.json().error, 'HQ_ERR_TARGET_SILENT', 'with the catalog code');
+  t.equal(ho.json().reason, 'target-silent', 'and the reason');
+  t.equal(ho.json().message, `node-b was last heard 9 s ago (${new Date(heardAt * 1000).toISOString()}), longer than its heartbeat interval 2 s × 1.5 + 5 s; is its agent running? force overrides`, 'the message says when it was last heard');
+  t.equal(ho.json().lease.holder, 'mbp', 'mbp still holds');
+  t.equal(ho.json().lease.released, false, 'nothing was released');
+  const tr = await h.post('/v1/lease/transfer', { to: 'node-b' });
+  t.equal(tr.statusCode, 409, 'a transfer to a silent host is 409');
+  t.equal(tr.json().error, 'HQ_ERR_TARGET_SILENT', 'target-silent');
+  const badForce = await h.post('/v1/lease/transfer', { to: 'node-b', force: 'yes' });
+  t.equal(badForce.statusCode, 400, 'force must be a boolean');
+  const forced = await h.post('/v1/lease/release', { host: 'mbp', generation: 1, handoverTo: 'node-b', force: true }, h.tokens.mbp);
+  t.equal(forced.statusCode, 200, 'force: true overrides');
+  t.equal(forced.json().lease.holder, 'node-b', 'node-b holds');
+  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 1, heartbeatSeconds: 2 }, h.tokens.mbp);
+  const back = await h.post('/v1/lease/transfer', { to: 'mbp' });
+  t.equal(back.statusCode, 200, 'a transfer to a host that just heartbeat is accepted');
+  const events = (await h.get('/v1/events?limit=1000')).json().events as Array<{ event: string; data: Record<string, unknown> }>;
+  t.match(events.find((e) => e.event === 'release-refused'), { data: { reason: 'target-silent', handoverTo: 'node-b', lastHeartbeatAt: heardAt, heartbeatSeconds: 2, graceSeconds: 8 } }, 'the refusal is in the event log with the last heartbeat');
+});
+
 t.test('a check with a reachable holder keeps the streak at zero', async (t) => {
   const h = await harness(t);
   await h.settle();

@@ -149,6 +149,8 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const token = await memberToken(c);
   const handoverTo = flagString(p, 'handover-to');
   if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
+  const force = flagBool(p, 'force');
+  if (force && handoverTo === undefined) throw new CliError(2, 'lease release: --force applies only with --handover-to');
   // 1. Step down locally first: nothing of this generation runs past this point.
   const down = await agent(c, 'POST', '/v1/step-down');
   const agentUp = down.kind === 'answer' && down.status === 200;
@@ -164,6 +166,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const body: { [k: string]: unknown } = { host: c.hostName };
   if (generation !== undefined) body['generation'] = generation;
   if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  if (force) body['force'] = true;
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
     if (agentUp) await pokeAgent(c);
@@ -277,7 +280,7 @@ export async function failover(p: Parsed): Promise<number> {
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
   const token = await adminToken(c, p);
-  const r = await arbiter(c, 'POST', '/v1/lease/transfer', { to }, token);
+  const r = await arbiter(c, 'POST', '/v1/lease/transfer', flagBool(p, 'force') ? { to, force: true } : { to }, token);
   if (r.kind === 'answer' && r.status === 200) {
     const lease = (r.body as { lease?: { generation?: number } } | null)?.lease;
     out(flagBool(p, 'json'), r.body, `transferred to ${to} at generation ${lease?.generation ?? '?'}`);

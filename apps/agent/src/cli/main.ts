@@ -64,8 +64,9 @@ export const COMMANDS: readonly Command[] = [
           name: 'handover-to',
           kind: 'string',
           value: 'H',
-          help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). Default: none, the lease is only released.',
+          help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). The arbiter refuses a target not heard from within its heartbeat interval × 1.5 + 5 s. Default: none, the lease is only released.',
         },
+        { name: 'force', kind: 'boolean', help: 'With --handover-to: hands over even to a target the arbiter has not heard from recently. Default: off.' },
         JSON_FLAG,
       ],
       exits: ARBITER_EXITS,
@@ -112,7 +113,8 @@ export const COMMANDS: readonly Command[] = [
       summary: 'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay.',
       flags: [
         CONFIG_FLAG,
-        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease. Required.', required: true },
+        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease; the arbiter refuses one not heard from within its heartbeat interval × 1.5 + 5 s. Required.', required: true },
+        { name: 'force', kind: 'boolean', help: 'Transfers even to a target the arbiter has not heard from recently. Default: off.' },
         {
           name: 'token-file',
           kind: 'string',

@@ -53,7 +53,7 @@ export const Conflict = Type.Object({
 export const AcquireBody = Type.Object({ host: Host, seenGeneration: Type.Optional(Generation) }, { additionalProperties: false });
 export const RenewBody = Type.Object({ host: Host, generation: Generation }, { additionalProperties: false });
 export const ReleaseBody = Type.Object(
-  { host: Host, generation: Type.Optional(Generation), handoverTo: Type.Optional(Host) },
+  { host: Host, generation: Type.Optional(Generation), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
 );
 export const ViewIn = Type.Object(
@@ -83,7 +83,7 @@ export const HeartbeatAnswer = Type.Object({
   hold: Hold,
 });
 
-export const TransferBody = Type.Object({ to: Host }, { additionalProperties: false });
+export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 export const MaintenanceBody = Type.Object(
   { enabled: Type.Boolean(), reason: Type.Optional(Type.String({ maxLength: 500 })) },
   { additionalProperties: false },
