@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { isHost } from '@hq/lease-core';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
+import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
 
 // Heavy modules (Fastify, undici, prom-client) load only for the commands that need them.
@@ -294,7 +295,7 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
   try {
     return await dispatch(argv, io);
   } catch (err) {
-    if (err instanceof UsageError || err instanceof ConfigError) {
+    if (err instanceof UsageError || err instanceof ConfigError || err instanceof LockError) {
       io.err(`hq-arbiter: ${err.message}\n`);
       return 2;
     }
