@@ -6,7 +6,8 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { harness } from './helper.js';
-import { CLI, childEnv, startArbiter, writeConfig } from './child.js';
+import { CLI, ROOT, childEnv, startArbiter, writeConfig } from './child.js';
+import { SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
 import { LockError, takeServeLock } from '../../apps/arbiter/src/serve-lock.js';
 
 /** The built bin, as an operator runs it. */
@@ -166,4 +167,62 @@ t.test('takeServeLock: alive holder refused, own or dead PID taken over, garbage
   takeServeLock(dir, { pid: 555, alive }).release();
   t.notOk(existsSync(path), 'a garbage lock is replaced (and released)');
   t.same(readdirSync(dir), [], 'nothing left aside');
+});
+
+t.test('the daemon sweeps old events at start; its stream starts at the tail; hq events --tail and --since', async (t) => {
+  const dir = t.testdir();
+  // Default timings and a daily check twelve hours from now: no background write adds events under the comparisons.
+  const hour = (new Date().getUTCHours() + 12) % 24;
+  const config = writeConfig(dir, { checkCron: `0 ${hour} * * *`, heartbeatCron: '*/10 * * * *', ttlSeconds: 1500, viewFreshSeconds: 1500, safetyMarginSeconds: 30, requestTimeoutSeconds: 5, events: { maxAgeDays: 30, maxCount: 100 } });
+  const now = Date.now() / 1000;
+  const pre = new SqliteStore({ dataDir: join(dir, 'var'), ttlSeconds: 60 });
+  pre.appendEvents(Array.from({ length: 20 }, (_, i) => ({ at: now - 40 * 86_400 + i, category: 'control', event: 'ancient', host: null, data: {} })));
+  pre.appendEvents(Array.from({ length: 150 }, (_, i) => ({ at: now - 3600 + i * 10, category: 'control', event: `recent-${i}`, host: null, data: {} })));
+  pre.close();
+  const a = await startArbiter(t, config);
+  const all = ((await (await fetch(`${a.base}/v1/events?after=0&limit=1000`)).json()) as { events: Array<{ id: number; at: number; event: string }> }).events;
+  t.notOk(all.some((e) => e.event === 'ancient'), 'events older than maxAgeDays were swept at start');
+  t.ok(all.length <= 100 + 5, `at most maxCount kept, plus what the start wrote after the sweep (${all.length})`);
+  t.notOk(all.some((e) => e.event === 'recent-0'), 'beyond maxCount the oldest went first');
+
+  const agentConfig = join(dir, 'agent.json');
+  writeFileSync(agentConfig, JSON.stringify({ hostName: 'mbp', arbiterUrl: a.base, stateDir: join(dir, 'state'), socketPath: join(dir, 'agent.sock'), tailscaleBin: '' }));
+  const hq = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [join(ROOT, 'apps/agent/dist/cli.js'), 'events', '--config', agentConfig, ...args], { env: childEnv(), timeout: 60_000 }, (err, stdout, stderr) => {
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+      });
+    });
+  const newest = all.slice(-3).map((e) => e.id);
+  const tail = await hq(['--tail', '3', '--json']);
+  t.equal(tail.code, 0, `hq events --tail 3 exits 0 (${tail.stderr.trim()})`);
+  t.same((JSON.parse(tail.stdout) as { events: Array<{ id: number }> }).events.map((e) => e.id), newest, 'the newest three events');
+  const cut = all[all.length - 10]!;
+  const since = await hq(['--since', String(cut.at), '--json']);
+  t.same((JSON.parse(since.stdout) as { events: Array<{ id: number }> }).events.map((e) => e.id), all.slice(-10).map((e) => e.id), '--since epoch seconds: the events at or after it');
+  const iso = await hq(['--since', new Date(Math.floor(cut.at) * 1000).toISOString()]);
+  t.equal(iso.code, 0, '--since takes an ISO time');
+  t.ok(iso.stdout.trim().split('\n').length >= 10, 'and prints the events from then on, one a line');
+  for (const [args, msg] of [
+    [['--tail', '0'], 'hq: events: --tail must be an integer from 1 to 1000 (got 0)\n'],
+    [['--tail', '5', '--since', '1'], 'hq: events: give at most one of --after, --tail and --since\n'],
+    [['--since', 'yesterday'], 'hq: events: --since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got "yesterday"\n'],
+  ] as const) {
+    const r = await hq([...args]);
+    t.equal(r.code, 2, `${args.join(' ')} exits 2`);
+    t.equal(r.stderr, msg, `${args.join(' ')} says what to fix in one line`);
+  }
+
+  // The daemon's own stream (app.ts wiring): without after or Last-Event-ID, the newest 20.
+  const ctl = new AbortController();
+  const res = await fetch(`${a.base}/v1/events/stream`, { signal: ctl.signal });
+  const reader = res.body!.getReader();
+  let text = '';
+  const want = all[all.length - 1]!.id;
+  while (!new RegExp(`^id: ${want}$`, 'm').test(text)) text += new TextDecoder().decode((await reader.read()).value);
+  ctl.abort();
+  const got = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+  t.same(got, all.slice(-20).map((e) => e.id), 'the stream without after starts with the newest 20');
+  a.proc.kill('SIGTERM');
+  await a.exited;
 });

@@ -76,11 +76,13 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'events',
-      summary: "Prints the arbiter's event log (oldest first).",
+      summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [
         CONFIG_FLAG,
         { name: 'follow', kind: 'boolean', help: 'Keeps polling for new events once a second until interrupted. Default: off, print and exit.' },
-        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning.' },
+        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history.' },
+        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event.' },
+        { name: 'since', kind: 'string', value: 'T', help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.' },
         JSON_FLAG,
       ],
       exits: '0 ok, 2 usage or config error, 3 arbiter unreachable.',

@@ -108,6 +108,10 @@ export const EventsQuery = Type.Object(
   {
     after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    /** The newest N events (1–1000), oldest first. */
+    tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    /** Events at or after this arbiter time (epoch seconds, may be fractional). */
+    since: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}(\\.[0-9]{1,9})?$' })),
   },
   { additionalProperties: false },
 );

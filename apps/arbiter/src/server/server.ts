@@ -26,6 +26,14 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
   }
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
   rt.checker.start();
+  const sweepEvents = (): void => {
+    try {
+      rt.sweepEvents();
+    } catch (err) {
+      rt.log.error({ err }, 'event sweep failed');
+    }
+  };
+  sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
   // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
   const sweeps = setInterval(() => {
     try {
@@ -33,6 +41,7 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
     } catch (err) {
       rt.log.error({ err }, 'registry sweep failed');
     }
+    sweepEvents();
   }, 3_600_000);
   sweeps.unref();
   rt.log.info(
