@@ -174,7 +174,8 @@ async function main(): Promise<void> {
   let sampler: Sampler | null = null;
   try {
     const config = join(dir, 'arbiter.json');
-    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', portBands: { test: BAND } }));
+    // The registry's machines are the candidates: a member token is issued for a candidate only.
+    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', portBands: { test: BAND }, candidates: Array.from({ length: MACHINES }, (_, m) => machineName(m)) }));
     const tokens = Array.from({ length: MACHINES }, (_, m) =>
       execFileSync(process.execPath, [CLI, 'token', 'issue', machineName(m), '--scope', 'member', '--config', config], { encoding: 'utf8' }).trim(),
     );

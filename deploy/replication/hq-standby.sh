@@ -2,9 +2,10 @@
 # hq-standby.sh TIER — one replication run of TIER (core | big | obs), the same body on every
 # candidate host. `hq standby role` decides how it runs (SPEC §6, the seeds' standby-role):
 #   direct → no lease yet and this host is the default source: snapshot and push now;
-#   fenced → a lease exists: snapshot under `hq fence run --role cron`, so only the holder copies;
-#   skip   → nothing (not the default source before the first lease, a seen generation without
-#            a lease, or the lease cannot be read).
+#   fenced → a lease exists, or the arbiter cannot be read: snapshot under `hq fence run --role
+#            cron`, so only the holder copies (during an outage its fence says quorum-standby);
+#   skip   → nothing (not the default source before the first lease, or a seen generation
+#            without a lease).
 # Environment: HQ_CONFIG (the agent config, with its replication block) and
 # HQ_REP_DEFAULT_SOURCE (the pre-lease source and its aliases, e.g. "mbp,macbookprom5"); set
 # HQ_REP_SURVIVAL=1 to also send the survival subset to the arbiter (--survival).

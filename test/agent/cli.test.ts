@@ -8,7 +8,8 @@ import { createServer } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
-import { AGENT_CLI, FakeArbiter, ROOT, hq, run, shortDir, sleep, writeConfig } from './helpers.js';
+import type { AddressInfo } from 'node:net';
+import { AGENT_CLI, FakeArbiter, ROOT, hq, record, run, shortDir, sleep, writeConfig } from './helpers.js';
 
 function oneLine(t: Parameters<Parameters<typeof t.test>[1]>[0], stderr: string, what: string): void {
   const lines = stderr.trim().split('\n');
@@ -138,6 +139,9 @@ t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
   writeFileSync(join(dir, 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
   const acquire3 = await hq(['lease', 'acquire', '--config', config]);
   t.equal(acquire3.code, 3, 'acquire with the arbiter unreachable exits 3');
+  const force = await hq(['lease', 'release', '--force', '--config', config]);
+  t.equal(force.code, 2, 'release --force without --handover-to is a usage error');
+  t.equal(force.stderr, 'hq: lease release: --force applies only with --handover-to\n', 'and says so in one line');
 });
 
 t.test('hq host set writes the host file atomically with mode 0600', async (t) => {
@@ -300,4 +304,40 @@ t.test('hq lease status prints a header block and one table row per observer; --
   const v = JSON.parse(j.stdout) as { [k: string]: unknown };
   t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'note'], '--json keeps its keys');
   t.match(v, { lease: { holder: 'node-b', generation: 4 }, maintenance: true, views: [{ observer: 'node-b', target: 'mbp', reachable: false }, { observer: 'mbp', target: 'node-b', reachable: true }] }, '--json keeps its content');
+});
+
+t.test('hq failover and hq lease release --handover-to pass --force as force: true, and show a target-silent refusal', async (t) => {
+  const dir = shortDir(t);
+  const bodies: Array<{ url: string; body: unknown }> = [];
+  let refuse = true;
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      bodies.push({ url: req.url ?? '', body: JSON.parse(text || 'null') });
+      res.setHeader('content-type', 'application/json');
+      const lease = record({ holder: 'mbp', generation: 1 });
+      if (refuse) {
+        res.statusCode = 409;
+        res.end(JSON.stringify({ ok: false, reason: 'target-silent', lease, error: 'HQ_ERR_TARGET_SILENT', message: 'node-b was last heard 300 s ago (2026-12-01T10:00:00.000Z), longer than its heartbeat interval 60 s × 1.5 + 5 s; is its agent running? force overrides' }));
+      } else res.end(JSON.stringify({ ok: true, lease: record({ holder: 'node-b', generation: 2 }) }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });
+  writeFileSync(join(dir, 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+  const env = { env: { HQ_ADMIN_TOKEN: 'cd'.repeat(32) } };
+  const refused = await hq(['failover', '--to', 'node-b', '--config', config], env);
+  t.equal(refused.code, 1, 'a target-silent refusal exits 1');
+  t.match(refused.stderr, /^hq: failover: refused \(HTTP 409, target-silent: HQ_ERR_TARGET_SILENT: node-b was last heard 300 s ago/, 'and says when the target was last heard');
+  t.same(bodies.at(-1), { url: '/v1/lease/transfer', body: { to: 'node-b' } }, 'without --force no force field');
+  refuse = false;
+  const forced = await hq(['failover', '--to', 'node-b', '--force', '--config', config], env);
+  t.equal(forced.code, 0, 'failover --force exits 0');
+  t.same(bodies.at(-1), { url: '/v1/lease/transfer', body: { to: 'node-b', force: true } }, '--force sends force: true');
+  const handover = await hq(['lease', 'release', '--handover-to', 'node-b', '--force', '--config', config]);
+  t.equal(handover.code, 0, `release --handover-to --force exits 0 (${handover.stderr.trim()})`);
+  t.same(bodies.at(-1), { url: '/v1/lease/release', body: { host: 'mbp', handoverTo: 'node-b', force: true } }, 'the handover carries force: true');
 });

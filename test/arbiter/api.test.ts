@@ -143,6 +143,36 @@ t.test('transfer moves the lease behind the old holder lock-delay and maintenanc
   t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
 });
 
+t.test('a handover or transfer to a host not heard from within its interval is 409 target-silent unless force', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, heartbeatSeconds: 2 }, h.tokens.nodeb);
+  const heardAt = h.clock.now();
+  h.clock.advance(8.5); // 2 × 1.5 + 5 = 8 s of grace
+  await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
+  const ho = await h.post('/v1/lease/release', { host: 'mbp', generation: 1, handoverTo: 'node-b' }, h.tokens.mbp);
+  t.equal(ho.statusCode, 409, 'a handover to a silent host is 409');
+  t.equal(ho.json().error, 'HQ_ERR_TARGET_SILENT', 'with the catalog code');
+  t.equal(ho.json().reason, 'target-silent', 'and the reason');
+  t.equal(ho.json().message, `node-b was last heard 9 s ago (${new Date(heardAt * 1000).toISOString()}), longer than its heartbeat interval 2 s × 1.5 + 5 s; is its agent running? force overrides`, 'the message says when it was last heard');
+  t.equal(ho.json().lease.holder, 'mbp', 'mbp still holds');
+  t.equal(ho.json().lease.released, false, 'nothing was released');
+  const tr = await h.post('/v1/lease/transfer', { to: 'node-b' });
+  t.equal(tr.statusCode, 409, 'a transfer to a silent host is 409');
+  t.equal(tr.json().error, 'HQ_ERR_TARGET_SILENT', 'target-silent');
+  const badForce = await h.post('/v1/lease/transfer', { to: 'node-b', force: 'yes' });
+  t.equal(badForce.statusCode, 400, 'force must be a boolean');
+  const forced = await h.post('/v1/lease/release', { host: 'mbp', generation: 1, handoverTo: 'node-b', force: true }, h.tokens.mbp);
+  t.equal(forced.statusCode, 200, 'force: true overrides');
+  t.equal(forced.json().lease.holder, 'node-b', 'node-b holds');
+  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 1, heartbeatSeconds: 2 }, h.tokens.mbp);
+  const back = await h.post('/v1/lease/transfer', { to: 'mbp' });
+  t.equal(back.statusCode, 200, 'a transfer to a host that just heartbeat is accepted');
+  const events = (await h.get('/v1/events?limit=1000')).json().events as Array<{ event: string; data: Record<string, unknown> }>;
+  t.match(events.find((e) => e.event === 'release-refused'), { data: { reason: 'target-silent', handoverTo: 'node-b', lastHeartbeatAt: heardAt, heartbeatSeconds: 2, graceSeconds: 8 } }, 'the refusal is in the event log with the last heartbeat');
+});
+
 t.test('a check with a reachable holder keeps the streak at zero', async (t) => {
   const h = await harness(t);
   await h.settle();
@@ -178,6 +208,48 @@ t.test('events page in ascending order with after and limit', async (t) => {
     t.equal(r.json().error, 'HQ_ERR_BAD_REQUEST', `?${q} has the catalog code`);
   }
   t.equal((await h.get('/v1/events?limit=1000')).statusCode, 200, 'limit 1000 is allowed');
+});
+
+t.test('events: tail N gives the newest N, since T the events at or after T; one start at a time', async (t) => {
+  const h = await harness(t);
+  const base = h.clock.now();
+  h.rt.store.appendEvents(Array.from({ length: 30 }, (_, i) => ({ at: base + i, category: 'control', event: `t${i}`, host: null, data: {} })));
+  const all = h.rt.store.listEvents(0, 1000);
+  const tail = (await h.get('/v1/events?tail=5')).json().events as Array<{ id: number; event: string }>;
+  t.same(tail.map((e) => e.id), all.slice(-5).map((e) => e.id), 'tail=5 is the newest five, oldest first');
+  const since = (await h.get(`/v1/events?since=${base + 27}`)).json().events as Array<{ event: string }>;
+  t.same(since.map((e) => e.event), ['t27', 't28', 't29'], 'since T starts at the first event at or after T');
+  const frac = (await h.get(`/v1/events?since=${base + 26.5}&limit=1`)).json().events as Array<{ event: string }>;
+  t.same(frac.map((e) => e.event), ['t27'], 'since takes fractional seconds and limit pages it');
+  for (const [q, msg] of [
+    ['tail=0', 'tail must be an integer from 1 to 1000'],
+    ['tail=1001', 'tail must be an integer from 1 to 1000'],
+    ['tail=3&after=1', 'give at most one of after, tail and since'],
+    ['since=1&tail=2', 'give at most one of after, tail and since'],
+    ['tail=3&limit=2', 'tail sets the count; leave out limit'],
+  ] as const) {
+    const r = await h.get(`/v1/events?${q}`);
+    t.equal(r.statusCode, 400, `?${q} is 400`);
+    t.equal(r.json().message, msg, `?${q} says what to fix`);
+  }
+  for (const q of ['since=abc', 'since=-5', 'since=1e9']) t.equal((await h.get(`/v1/events?${q}`)).statusCode, 400, `?${q} is 400`);
+});
+
+t.test('sweepEvents keeps events younger than events.maxAgeDays and at most events.maxCount', async (t) => {
+  const h = await harness(t, { events: { maxAgeDays: 1, maxCount: 100 } });
+  t.same(h.rt.config.events, { maxAgeDays: 1, maxCount: 100 }, 'the config carries the bounds');
+  const now = h.clock.now();
+  h.rt.store.appendEvents(Array.from({ length: 10 }, (_, i) => ({ at: now - 2 * 86_400 + i, category: 'control', event: 'old', host: null, data: {} })));
+  h.rt.store.appendEvents(Array.from({ length: 150 }, (_, i) => ({ at: now - 3600 + i, category: 'control', event: 'new', host: null, data: {} })));
+  const before = h.rt.store.listEvents(0, 1000);
+  const swept = h.rt.sweepEvents();
+  const after = h.rt.store.listEvents(0, 1000);
+  t.equal(after.length, 100, 'at most maxCount stay');
+  t.equal(swept, before.length - 100, 'the sweep says how many went');
+  t.ok(after.every((e) => e.event === 'new'), 'the old ones went first');
+  t.same(after.map((e) => e.id), before.slice(-100).map((e) => e.id), 'the newest stay');
+  h.clock.advance(2 * 86_400);
+  t.equal(h.rt.sweepEvents(), 100, 'two days later (the driven clock) every one is past maxAgeDays');
 });
 
 t.test('metrics expose the SPEC names computed from the store', async (t) => {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, buildDist, childEnv, writeConfig } from './child.js';
 import { main } from '../../apps/arbiter/src/commands.js';
@@ -85,6 +85,72 @@ t.test('token issue prints the token alone once, list shows no secrets, revoke d
   const table = await run(['token', 'list', '--config', config]);
   t.match(table.stdout, /^ID\tMACHINE\tSCOPE/, 'a table by default');
   t.match(table.stdout, /\n1\tmbp\tmember\t\S+\t\d{4}-/, 'the revocation time is listed');
+});
+
+t.test('token issue replaces the machine\'s token of that scope unless --keep-old; revoke --id ends an overlap', async (t) => {
+  const dir = t.testdir();
+  const config = writeConfig(dir);
+  const { authenticate } = await import('../../apps/arbiter/src/auth.js');
+  const { SqliteStore } = await import('../../apps/arbiter/src/store/sqlite.js');
+  const valid = (token: string): boolean => {
+    const store = new SqliteStore({ dataDir: join(dir, 'var'), ttlSeconds: 1500 });
+    try {
+      return authenticate(store, ['Authorization', `Bearer ${token}`]).ok;
+    } finally {
+      store.close();
+    }
+  };
+  const first = await run(['token', 'issue', 'mbp', '--config', config]);
+  t.equal(first.code, 0, 'the first issue exits 0');
+  t.equal(first.stderr, '', 'nothing replaced, nothing said');
+  const old = first.stdout.trim();
+  const ops = (await run(['token', 'issue', 'ops', '--scope', 'admin', '--config', config])).stdout.trim();
+  const second = await run(['token', 'issue', 'mbp', '--config', config]);
+  t.equal(second.code, 0, 'reissue exits 0');
+  t.match(second.stdout, /^[0-9a-f]{64}\n$/, 'the new token alone on stdout');
+  t.equal(second.stderr, 'hq-arbiter: replaced 1 earlier member token(s) of mbp; they fail from the next request on\n', 'stderr says what was replaced');
+  t.notOk(valid(old), 'the old token fails from the next request on');
+  t.ok(valid(second.stdout.trim()), 'the new token works');
+  t.ok(valid(ops), "another machine's token is untouched");
+  const overlap = await run(['token', 'issue', 'mbp', '--keep-old', '--config', config]);
+  t.equal(overlap.code, 0, '--keep-old exits 0');
+  t.equal(overlap.stderr, '', '--keep-old replaces nothing');
+  t.ok(valid(second.stdout.trim()) && valid(overlap.stdout.trim()), 'with --keep-old both tokens are valid (a rotation overlap)');
+  const rows = JSON.parse((await run(['token', 'list', '--json', '--config', config])).stdout) as Array<{ id: number; machine: string; revoked: number | null }>;
+  const secondId = rows.filter((r) => r.machine === 'mbp' && r.revoked === null)[0]!.id;
+  const one = await run(['token', 'revoke', 'mbp', '--id', String(secondId), '--config', config]);
+  t.equal(one.code, 0, 'revoke --id exits 0');
+  t.equal(one.stdout, `revoked 1 token(s) of mbp with id ${secondId}\n`, 'revoke --id says what it did');
+  t.notOk(valid(second.stdout.trim()), 'the revoked id fails');
+  t.ok(valid(overlap.stdout.trim()), 'the other token of mbp stays valid');
+  const none = await run(['token', 'revoke', 'node-b', '--id', String(secondId), '--config', config]);
+  t.equal(none.code, 1, "an id of another machine's token revokes nothing (exit 1)");
+  const badId = await run(['token', 'revoke', 'mbp', '--id', 'x1', '--config', config]);
+  t.equal(badId.code, 2, 'a bad --id exits 2');
+  t.equal(badId.stderr, 'hq-arbiter: --id must be a token id from "token list" (a positive integer)\n', 'and says what to fix');
+});
+
+t.test('token issue refuses a name the scope cannot belong to: one line, exit 2, nothing written', async (t) => {
+  const dir = t.testdir();
+  const config = writeConfig(dir);
+  const cases: Array<[string, string[], RegExp]> = [
+    ['a member token for a host that is not a candidate', ['laptop'], /^hq-arbiter: token issue: "laptop" is not a candidate \(candidates: mbp, node-b\); a member token acts for a candidate only/],
+    ['a member token for the arbiter host', ['cloud-vm', '--scope', 'member'], /"cloud-vm" is not a candidate/],
+    ['an admin token named after a candidate', ['mbp', '--scope', 'admin'], /^hq-arbiter: token issue: "mbp" is a candidate, whose token is member scope; name an admin token after its user \(the arbiter "cloud-vm"/],
+    ['a query token named after a candidate', ['node-b', '--scope', 'query'], /"node-b" is a candidate.*name a query token/],
+  ];
+  for (const [name, args, msg] of cases) {
+    const r = await run(['token', 'issue', ...args, '--config', config]);
+    t.equal(r.code, 2, `${name} exits 2`);
+    t.equal(r.stdout, '', `${name} prints no token`);
+    t.equal(r.stderr.split('\n').length, 2, `${name} is one line`);
+    t.match(r.stderr, msg, `${name} says why and what to do`);
+  }
+  t.notOk(existsSync(join(dir, 'var', 'hq.db')), 'nothing was written (not even the database)');
+  const arb = await run(['token', 'issue', 'cloud-vm', '--scope', 'admin', '--config', config]);
+  t.equal(arb.code, 0, 'an admin token for the arbiter host is issued');
+  const dash = await run(['token', 'issue', 'grafana', '--scope', 'query', '--config', config]);
+  t.equal(dash.code, 0, 'a query token for a dashboard is issued');
 });
 
 t.test('check runs one check against the database and backup writes an intact copy', async (t) => {

@@ -23,6 +23,7 @@ t.test('the built-in defaults pass validation and resolve every key', async (t) 
   t.equal(c.dataDir, '/srv/var', 'dataDir is resolved against the working directory');
   t.equal(c.auth.openReads, true, 'open reads');
   t.equal(c.tailscaleBin, DEFAULTS.tailscaleBin, 'tailscale');
+  t.same(c.events, { maxAgeDays: 90, maxCount: 100_000 }, 'the event log keeps 90 days, at most 100 000 rows');
 });
 
 t.test('the fast test settings pass, with a probe timeout of half the check interval', async (t) => {
@@ -52,6 +53,10 @@ const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
   ['a fast ttl with the default margin', { ...FAST, safetyMarginSeconds: undefined }, 'safetyMarginSeconds', /half of ttlSeconds/],
   ['a port out of range', { listen: { port: 70000 } }, 'listen.port', /65535/],
   ['an empty hook command', { hooks: { command: [] } }, 'hooks.command', /1/],
+  ['an event history of no days', { events: { maxAgeDays: 0 } }, 'events.maxAgeDays', /0/],
+  ['an event history of a handful of rows', { events: { maxCount: 5 } }, 'events.maxCount', /100/],
+  ['a fractional event count', { events: { maxCount: 1000.5 } }, 'events.maxCount', /integer/],
+  ['an unknown events key', { events: { keepDays: 3 } }, 'events.keepDays', /./],
 ];
 
 for (const [what, input, key, problem] of invalid) {

@@ -150,3 +150,24 @@ t.test('transactAll: one transaction, each decision on the state the one before 
   t.match(store.read().lease, { generation: 3, revision: 2 }, 'and nothing of it was written');
   t.equal(store.listEvents(0, 10).length, 2, 'not even the first one\'s event');
 });
+
+t.test('the event log: tailAfter and sinceAfter find where to start, sweepEvents bounds age and count without reusing ids', async (t) => {
+  const dir = t.testdir();
+  const store = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.teardown(() => store.close());
+  t.equal(store.tailAfter(20), 0, 'an empty log: the tail starts at 0');
+  t.equal(store.sinceAfter(100), 0, 'an empty log: since starts at 0');
+  store.appendEvents(Array.from({ length: 10 }, (_, i) => ({ at: 1000 + i * 10, category: 'control', event: `e${i + 1}`, host: null, data: {} })));
+  t.same(store.listEvents(store.tailAfter(3), 3).map((e) => e.id), [8, 9, 10], 'the tail of 3 is the newest three, oldest first');
+  t.equal(store.tailAfter(50), 0, 'a tail longer than the log starts at 0');
+  t.same(store.listEvents(store.sinceAfter(1035), 100).map((e) => e.id), [5, 6, 7, 8, 9, 10], 'since 1035 starts at the first event at or after it');
+  t.same(store.listEvents(store.sinceAfter(1040), 100).map((e) => e.id), [5, 6, 7, 8, 9, 10], 'an event exactly at T is included');
+  t.equal(store.sinceAfter(5000), 10, 'since after the newest event starts after it (nothing yet)');
+  t.equal(store.sweepEvents(1020, 1000), 2, 'two events older than 1020 are swept');
+  t.same(store.listEvents(0, 100).map((e) => e.id), [3, 4, 5, 6, 7, 8, 9, 10], 'the rest stays');
+  t.equal(store.sweepEvents(0, 5), 3, 'the count bound keeps the newest five');
+  t.same(store.listEvents(0, 100).map((e) => e.id), [6, 7, 8, 9, 10], 'the newest five');
+  t.equal(store.sweepEvents(1e12, 5), 5, 'everything older than the cut goes');
+  const [next] = store.appendEvents([{ at: 2000, category: 'control', event: 'after-sweep', host: null, data: {} }]);
+  t.equal(next?.id, 11, 'ids are never reused after a sweep (an SSE client resuming at 10 misses nothing)');
+});

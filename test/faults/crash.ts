@@ -154,7 +154,8 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
           const x = r();
           const other = holder === 'mbp' ? 'node-b' : 'mbp';
           const [op, path, body, token] =
-            x < 0.03 ? (['transfer', '/v1/lease/transfer', { to: other }, admin] as const)
+            // force: no agent heartbeats here, and the target's liveness is not what this run tests.
+            x < 0.03 ? (['transfer', '/v1/lease/transfer', { to: other, force: true }, admin] as const)
             : x < 0.15 ? (['acquire', '/v1/lease/acquire', { host: holder, seenGeneration: generation }, member[holder]!] as const)
             : (['renew', '/v1/lease/renew', { host: holder, generation }, member[holder]!] as const);
           let a: { status: number; body: any };

@@ -17,6 +17,7 @@ import {
   renewHold,
   setMaintenance,
   startWaitUntil,
+  targetSilence,
   toRecord,
   transfer,
 } from '../../packages/lease-core/src/index.js';
@@ -68,6 +69,8 @@ const held = (patch: Partial<LeaseState> = {}, observers: ReadonlyArray<readonly
 
 const unreachableView = (target: string, at: number) => ({ view: { target, reachable: false, ping: false, health: false, at } });
 const confirmation = (holder: string, at: number, generation = 3) => ({ confirmation: { holder, generation, at } });
+/** An observer last heard at `at`, reporting a 10 s heartbeat (alive for 10 × 1.5 + 5 = 20 s). */
+const alive = (host: string, at: number) => [host, { lastHeartbeatAt: at, heartbeatSeconds: 10 }] as const;
 
 function events(step: Step<unknown>): string[] {
   return step.events.map((e) => e.event);
@@ -431,35 +434,72 @@ runTable('release', release, [
   ['a release with an older generation is refused as stale', held(), ctx(1000), { host: 'mbp', generation: 2 }, { ok: false, reason: 'stale-generation', unchanged: true }],
   [
     'a handover grants the target at once: no lock-delay (the old holder stepped down first)',
-    held(),
+    held({}, [alive('node-b', 995)]),
     ctx(1000),
     { host: 'mbp', generation: 3, handoverTo: 'node-b' },
     { ok: true, lease: { holder: 'node-b', generation: 4, notBefore: 1000, expiresAt: 1100, acquiredAt: 1000, promotedFrom: 'mbp', released: false }, events: ['released', 'acquired'] },
   ],
   [
     'a handover ignores confirmations given to the old holder',
-    held({}, [['node-c', confirmation('mbp', 990)]]),
+    held({}, [['node-c', confirmation('mbp', 990)], alive('node-b', 995)]),
     ctx(1000),
     { host: 'mbp', handoverTo: 'node-b' },
     { ok: true, lease: { notBefore: 1000 } },
   ],
-  ['a handover still waits for the start wait (S2.3)', held(), ctx(1020, young()), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b', notBefore: 1110 } }],
-  ['a handover is above the floor', state({ ...HELD, holder: 'mbp', generation: 8 }, [], 8), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { generation: 9 } }],
+  ['a handover still waits for the start wait (S2.3)', held({}, [alive('node-b', 1015)]), ctx(1020, young()), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b', notBefore: 1110 } }],
+  ['a handover is above the floor', state({ ...HELD, holder: 'mbp', generation: 8 }, [alive('node-b', 995)], 8), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { generation: 9 } }],
   [
     'a handover from a record below the floor repairs it first, then grants above it',
-    held({}, [], 8),
+    held({}, [alive('node-b', 995)], 8),
     ctx(1000),
     { host: 'mbp', handoverTo: 'node-b' },
     { ok: true, lease: { holder: 'node-b', generation: 10 }, events: ['generation-raised', 'released', 'acquired'] },
   ],
-  ['a handover after a plain release still hands over', held({ released: true }), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b', generation: 4, released: false } }],
+  ['a handover after a plain release still hands over', held({ released: true }, [alive('node-b', 995)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b', generation: 4, released: false } }],
   ['a handover to a non-candidate is refused', held(), ctx(1000), { host: 'mbp', handoverTo: 'cloud-vm' }, { ok: false, reason: 'not-candidate', unchanged: true }],
   ['a handover to itself is refused as same-holder', held(), ctx(1000), { host: 'mbp', handoverTo: 'mbp' }, { ok: false, reason: 'same-holder', unchanged: true }],
   ['a handover by a non-holder is refused as not-holder', held(), ctx(1000), { host: 'node-b', handoverTo: 'node-b' }, { ok: false, reason: 'not-holder' }],
+  ['a handover to a target that never heartbeat is refused as target-silent', held(), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: false, reason: 'target-silent', events: ['release-refused'], unchanged: true }],
+  ['a handover to a target heard just beyond interval × 1.5 + 5 s is refused', held({}, [alive('node-b', 979.9)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: false, reason: 'target-silent', unchanged: true }],
+  ['a handover to a target heard exactly interval × 1.5 + 5 s ago is accepted', held({}, [alive('node-b', 980)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b' } }],
+  ['a handover with force goes to a silent target', held(), ctx(1000), { host: 'mbp', handoverTo: 'node-b', force: true }, { ok: true, lease: { holder: 'node-b', generation: 4 } }],
+  ['a target that never reported its interval is alive within viewFreshSeconds', held({}, [['node-b', { lastHeartbeatAt: 950 }]]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b' } }],
+  ['a target that never reported its interval is silent beyond viewFreshSeconds', held({}, [['node-b', { lastHeartbeatAt: 949 }]]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: false, reason: 'target-silent' }],
 ]);
 
+t.test('a refusal for a silent target says when it was last heard, in its event', async (t) => {
+  const step = release(held({}, [alive('node-b', 700)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' });
+  t.same(
+    step.events.map((e) => [e.event, e.host, e.data]),
+    [
+      [
+        'release-refused',
+        'mbp',
+        {
+          reason: 'target-silent',
+          handoverTo: 'node-b',
+          lastHeartbeatAt: 700,
+          heartbeatSeconds: 10,
+          graceSeconds: 20,
+          message: 'node-b was last heard 300 s ago (1970-01-01T00:11:40.000Z), longer than its heartbeat interval 10 s × 1.5 + 5 s; is its agent running? force overrides',
+        },
+      ],
+    ],
+    'the event carries the target, its last heartbeat, its interval, the grace and the line',
+  );
+  const never = transfer(held(), ctx(1000), { to: 'node-b' });
+  t.same(
+    never.events[0]?.data,
+    { reason: 'target-silent', via: 'transfer', to: 'node-b', lastHeartbeatAt: null, heartbeatSeconds: null, graceSeconds: null, message: 'node-b has never sent a heartbeat to this arbiter; start its agent, or force' },
+    'a target never heard from says so',
+  );
+  const noInterval = release(held({}, [['node-b', { lastHeartbeatAt: 900 }]]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' });
+  t.match(noInterval.events[0]?.data, { graceSeconds: 50, message: /last heard 100 s ago .*longer than viewFreshSeconds 50 s/ }, 'without a reported interval the rule is viewFreshSeconds');
+  t.equal(targetSilence(held({}, [alive('node-b', 995)]), ctx(1000), 'node-b'), null, 'a target heard 5 s ago is alive');
+});
+
 t.test('a handover event names from, via and the new generation', async (t) => {
-  const step = release(held(), ctx(1000), { host: 'mbp', handoverTo: 'node-b' });
+  const step = release(held({}, [alive('node-b', 995)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' });
   t.same(
     step.events.map((e) => [e.event, e.host, e.data]),
     [
@@ -477,18 +517,21 @@ t.test('a handover event names from, via and the new generation', async (t) => {
 runTable('transfer', transfer, [
   [
     "a transfer gives the target generation + 1 behind the old holder's lock-delay",
-    held(),
+    held({}, [alive('node-b', 995)]),
     ctx(1000),
     { to: 'node-b' },
     { ok: true, lease: { holder: 'node-b', generation: 4, notBefore: 1060, expiresAt: 1160, promotedFrom: 'mbp', acquiredAt: 1000 }, events: ['promoted'] },
   ],
-  ['a transfer waits for confirmations given to the old holder', held({}, [['node-b', confirmation('mbp', 1020)]]), ctx(1000), { to: 'node-b' }, { ok: true, lease: { notBefore: 1130 } }],
+  ['a transfer waits for confirmations given to the old holder', held({}, [['node-b', { ...confirmation('mbp', 1020), lastHeartbeatAt: 995, heartbeatSeconds: 10 }]]), ctx(1000), { to: 'node-b' }, { ok: true, lease: { notBefore: 1130 } }],
   ['a transfer to the live holder is refused as same-holder', held(), ctx(1000), { to: 'mbp' }, { ok: false, reason: 'same-holder', events: ['acquire-refused'], unchanged: true }],
-  ['a transfer to the holder of an expired lease re-grants it without lock-delay', held(), ctx(1100), { to: 'mbp' }, { ok: true, lease: { holder: 'mbp', generation: 4, notBefore: 1100, promotedFrom: null } }],
-  ['a transfer to the holder of a released lease re-grants it', held({ released: true }), ctx(1000), { to: 'mbp' }, { ok: true, lease: { holder: 'mbp', generation: 4, released: false } }],
+  ['a transfer to the holder of an expired lease re-grants it without lock-delay', held({}, [alive('mbp', 1095)]), ctx(1100), { to: 'mbp' }, { ok: true, lease: { holder: 'mbp', generation: 4, notBefore: 1100, promotedFrom: null } }],
+  ['a transfer to the holder of a released lease re-grants it', held({ released: true }, [alive('mbp', 995)]), ctx(1000), { to: 'mbp' }, { ok: true, lease: { holder: 'mbp', generation: 4, released: false } }],
   ['a transfer to a non-candidate is refused', held(), ctx(1000), { to: 'cloud-vm' }, { ok: false, reason: 'not-candidate', unchanged: true }],
-  ['a transfer without a holder grants at once', state({ generation: 2 }), ctx(1000), { to: 'node-b' }, { ok: true, lease: { holder: 'node-b', generation: 3, notBefore: 1000, promotedFrom: null } }],
-  ['a transfer is above the floor', held({}, [], 11), ctx(1000), { to: 'node-b' }, { ok: true, lease: { generation: 12 } }],
+  ['a transfer without a holder grants at once', state({ generation: 2 }, [alive('node-b', 995)]), ctx(1000), { to: 'node-b' }, { ok: true, lease: { holder: 'node-b', generation: 3, notBefore: 1000, promotedFrom: null } }],
+  ['a transfer is above the floor', held({}, [alive('node-b', 995)], 11), ctx(1000), { to: 'node-b' }, { ok: true, lease: { generation: 12 } }],
+  ['a transfer to a target that never heartbeat is refused as target-silent', held(), ctx(1000), { to: 'node-b' }, { ok: false, reason: 'target-silent', events: ['acquire-refused'], unchanged: true }],
+  ['a transfer to a target silent beyond its interval is refused', held({}, [alive('node-b', 900)]), ctx(1000), { to: 'node-b' }, { ok: false, reason: 'target-silent', unchanged: true }],
+  ['a transfer with force goes to a silent target', held(), ctx(1000), { to: 'node-b', force: true }, { ok: true, lease: { holder: 'node-b', generation: 4 } }],
 ]);
 
 t.test('maintenance on and off', async (t) => {
@@ -651,7 +694,7 @@ t.test('atRestart clamps every stored time to the start (a clock that jumped bac
   t.equal(r.floor, 3, 'floor kept');
   t.equal(lockDelayUntil(r, c, 'mbp'), 1110, 'the lock-delay of the old holder is at most start + ttl + margin');
   t.equal(promotee(r, ctx(1020, young())), null, "the previous life's view is no evidence");
-  const grant = transfer(r, ctx(1020, young()), { to: 'node-b' });
+  const grant = transfer(r, ctx(1020, young()), { to: 'node-b', force: true });
   t.equal(grant.next.lease.notBefore, 1110, 'a transfer right after the start waits for the start wait, no longer');
 });
 
@@ -779,11 +822,12 @@ function play(ops: readonly Op[]): World {
         break;
       }
       case 'release':
-        step = release(w.state, c, { host: op.host, generation: seenOf(op.host), ...(op.handover === null ? {} : { handoverTo: op.handover }) });
+        // force: the liveness check of a handover target is not a safety rule; the properties cover every grant.
+        step = release(w.state, c, { host: op.host, generation: seenOf(op.host), ...(op.handover === null ? {} : { handoverTo: op.handover, force: true }) });
         [host, lose] = [op.host, op.lose];
         break;
       case 'transfer':
-        step = transfer(w.state, c, { to: op.to });
+        step = transfer(w.state, c, { to: op.to, force: true });
         break;
       case 'check':
         step = check(w.state, c, { ping: op.ping, health: op.health });

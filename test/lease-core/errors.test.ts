@@ -16,6 +16,7 @@ const catalog: ReadonlyArray<readonly [ErrorName, string, number]> = [
   ['EXPIRED', 'HQ_ERR_EXPIRED', 409],
   ['NOT_CANDIDATE', 'HQ_ERR_NOT_CANDIDATE', 409],
   ['SAME_HOLDER', 'HQ_ERR_SAME_HOLDER', 409],
+  ['TARGET_SILENT', 'HQ_ERR_TARGET_SILENT', 409],
   ['CONFLICT', 'HQ_ERR_CONFLICT', 409],
   ['PRECONDITION', 'HQ_ERR_PRECONDITION', 412],
   ['TOO_LARGE', 'HQ_ERR_TOO_LARGE', 413],
@@ -54,6 +55,7 @@ const refusals: ReadonlyArray<readonly [string, LeaseRefusal, CatalogEntry]> = [
   ['an expired lease maps to EXPIRED', 'expired', ERRORS.EXPIRED],
   ['a non-candidate maps to NOT_CANDIDATE', 'not-candidate', ERRORS.NOT_CANDIDATE],
   ['the same holder maps to SAME_HOLDER', 'same-holder', ERRORS.SAME_HOLDER],
+  ['a handover or transfer target not heard from maps to TARGET_SILENT', 'target-silent', ERRORS.TARGET_SILENT],
   ['no holder maps to CONFLICT', 'no-holder', ERRORS.CONFLICT],
 ];
 

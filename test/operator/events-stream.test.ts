@@ -186,3 +186,20 @@ t.test('the stream app.ts mounts at /v1/events/stream delivers committed events'
   await s.until((x) => /"event":"acquired"/.test(x), 5000);
   t.pass('the acquire arrived');
 });
+
+t.test('a stream without after and without Last-Event-ID starts at the tail: the newest 20', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  h.rt.store.appendEvents(Array.from({ length: 40 }, (_, i) => ({ at: h.clock.now(), category: 'control', event: `bulk-${i}`, host: null, data: {} })));
+  const rows = h.rt.store.listEvents(0, 1000);
+  const newest = rows.slice(-20).map((e) => e.id);
+  const port = await listen(h);
+  const s = await open(port, '/v1/events/stream');
+  t.teardown(() => s.close());
+  await s.until((x) => ids(x).includes(newest[newest.length - 1]!), 5000);
+  t.same(ids(s.text()), newest, 'exactly the newest 20 events, oldest first, not the history from id 1');
+  const all = await open(port, '/v1/events/stream?after=0');
+  t.teardown(() => all.close());
+  await all.until((x) => ids(x).includes(newest[newest.length - 1]!), 5000);
+  t.equal(ids(all.text())[0], rows[0]!.id, 'after=0 still asks for the whole kept history');
+});

@@ -71,6 +71,7 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
   const status = { ...statusPageOptions(h.app.hq), ...opts.status };
   const stream = {
     listEvents: (a: number, l: number) => h.rt.store.listEvents(a, l),
+    tailAfter: (n: number) => h.rt.store.tailAfter(n),
     waiters,
     pollMs: opts.streamPollMs ?? 1000,
     keepAliveMs: opts.keepAliveMs,

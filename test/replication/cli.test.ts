@@ -246,7 +246,7 @@ t.test('hq standby role answers from the arbiter record and the seen generation'
   const down = cfg('http://127.0.0.1:9');
   const r5 = await hq(['role', '--default-source', 'mbp', '--config', down, '--json']);
   t.equal((JSON.parse(r5.stdout) as { role: string; reason: string }).reason, 'lease-unreadable', 'an unreachable arbiter is an unreadable lease');
-  t.equal((JSON.parse(r5.stdout) as { role: string }).role, 'skip', 'and skips');
+  t.equal((JSON.parse(r5.stdout) as { role: string }).role, 'fenced', 'and runs the copy fenced: the fence decides from the cache during an outage');
 });
 
 t.test('usage and configuration errors exit 2 with one line', async (t) => {
@@ -284,8 +284,8 @@ const table: readonly [string, string, readonly string[], Lease, number, string,
   ['a lease held by this host runs the copy fenced', 'mbp', ['mbp'], { holder: 'mbp', generation: 3 }, 3, 'fenced', 'lease-exists'],
   ['a lease held by the other host runs the copy fenced (the fence skips it)', 'mbp', ['mbp'], { holder: 'node-b', generation: 4 }, 4, 'fenced', 'lease-exists'],
   ['a released lease (no holder, generation 5) still runs fenced', 'node-b', ['mbp'], { holder: null, generation: 5 }, 5, 'fenced', 'lease-exists'],
-  ['an unreadable lease skips: never copy blind', 'mbp', ['mbp'], null, 0, 'skip', 'lease-unreadable'],
-  ['an unreadable lease skips even on the default source after a generation was seen', 'mbp', ['mbp'], null, 7, 'skip', 'lease-unreadable'],
+  ['an unreadable lease (arbiter outage) runs fenced: the fence decides from its cache', 'mbp', ['mbp'], null, 0, 'fenced', 'lease-unreadable'],
+  ['an unreadable lease runs fenced after a generation was seen too (the holder keeps replicating)', 'mbp', ['mbp'], null, 7, 'fenced', 'lease-unreadable'],
   ['no lease yet on the default source copies directly', 'mbp', ['mbp'], { holder: null, generation: 0 }, 0, 'direct', 'no-lease-default-source'],
   ['no lease yet on an alias of the default source copies directly', 'macbookprom5', ['mbp', 'macbookprom5'], { holder: null, generation: 0 }, 0, 'direct', 'no-lease-default-source'],
   ['no lease yet on another host skips', 'node-b', ['mbp', 'macbookprom5'], { holder: null, generation: 0 }, 0, 'skip', 'no-lease-not-default'],

@@ -67,6 +67,35 @@ export function issueToken(store: LeaseStore, machine: string, scope: Scope, now
   return token;
 }
 
+/**
+ * `token issue` without `--keep-old`: the new token replaces `machine`'s active tokens of the
+ * same scope (they fail from the next request on). Returns the token and how many it replaced.
+ */
+export function reissueToken(store: LeaseStore, machine: string, scope: Scope, now: number): { token: string; replaced: number } {
+  const token = newToken();
+  return { token, replaced: store.replaceToken(machine, scope, sha256Hex(token), now) };
+}
+
+/**
+ * Which names may hold which scope (`token issue` refuses anything else, writing nothing):
+ *  - `member` acts for one machine in the lease, so only for a candidate (a member token for
+ *    any other name could never acquire, renew or heartbeat: a typo, not a machine);
+ *  - `admin` and `query` belong to whoever uses them — the arbiter host, an operator, a
+ *    dashboard — and never to a candidate's name, so that `token revoke mbp` (every token of mbp)
+ *    and a member token's reissue never touch an operator's token by accident.
+ * Returns the problem as one line, or null.
+ */
+export function tokenNameProblem(machine: string, scope: Scope, cfg: { readonly candidates: readonly string[]; readonly arbiter: string }): string | null {
+  const isCandidate = cfg.candidates.includes(machine);
+  if (scope === 'member' && !isCandidate) {
+    return `token issue: "${machine}" is not a candidate (candidates: ${cfg.candidates.join(', ')}); a member token acts for a candidate only — add it to candidates, or use --scope admin|query for the arbiter, an operator or a dashboard`;
+  }
+  if (scope !== 'member' && isCandidate) {
+    return `token issue: "${machine}" is a candidate, whose token is member scope; name ${scope === 'admin' ? 'an admin' : 'a query'} token after its user (the arbiter "${cfg.arbiter}", an operator, a dashboard)`;
+  }
+  return null;
+}
+
 /** `token list` without secrets. */
 export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; machine: string; scope: Scope; created: number; revoked: number | null }> {
   return rows.map((r) => ({ id: r.id, machine: r.machine, scope: r.scope, created: r.created, revoked: r.revoked }));

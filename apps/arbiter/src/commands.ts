@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { isHost } from '@hq/lease-core';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
+import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
 
 // Heavy modules (Fastify, undici, prom-client) load only for the commands that need them.
@@ -47,17 +48,25 @@ exits 0. On first start it writes an admin token to {dataDir}/admin.token (mode 
 
 Options:
 ${CONFIG_HELP}`,
-  token: `Usage: hq-arbiter token issue MACHINE [--scope member|admin|query] [--config PATH]
-       hq-arbiter token revoke MACHINE [--config PATH]
+  token: `Usage: hq-arbiter token issue MACHINE [--scope member|admin|query] [--keep-old] [--config PATH]
+       hq-arbiter token revoke MACHINE [--id N] [--config PATH]
        hq-arbiter token list [--json] [--config PATH]
 
 issue prints a new 64-hex-character token alone on one line of stdout; only its sha256 is stored,
-so it cannot be shown again. revoke disables every token of MACHINE from the next request on
-(exit 1 when MACHINE had none). list prints id, machine, scope, created and revoked, never secrets.
+so it cannot be shown again. The new token replaces MACHINE's tokens of the same scope (they fail
+from the next request on) unless --keep-old is given. A member token is issued only for one of
+the candidates; an admin or query token only for a name that is not a candidate (the arbiter
+host, an operator, a dashboard); anything else is refused with exit 2 and nothing written.
+revoke disables every token of MACHINE (or only token N) from the next request on (exit 1 when
+there was none to revoke). list prints id, machine, scope, created and revoked, never secrets.
 
 Options:
   --scope SCOPE   The token's scope: member (acts only for MACHINE; the default), admin (every
                   verb, for operators) or query (reads only, for dashboards).
+  --keep-old      Keep MACHINE's earlier tokens of this scope valid, for a rotation overlap:
+                  install the new token, then "token revoke MACHINE --id N" the old one (ids from
+                  "token list"). Off by default: issue replaces.
+  --id N          Revoke only the token with id N, when it belongs to MACHINE (default: all).
   --json          Print the list as one JSON array instead of a table.
 ${CONFIG_HELP}`,
   check: `Usage: hq-arbiter check [--config PATH]
@@ -85,8 +94,8 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['config', 'scope', 'to']);
-const BOOL_FLAGS = new Set(['json', 'help']);
+const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id']);
+const BOOL_FLAGS = new Set(['json', 'help', 'keep-old']);
 
 function parseArgs(argv: readonly string[]): Parsed {
   const positional: string[] = [];
@@ -160,28 +169,41 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       const [verb, machine, ...extra] = rest;
       if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
       if (verb === 'issue') {
-        allowOnly(p, ['scope']);
+        allowOnly(p, ['scope', 'keep-old']);
         if (machine === undefined || !isHost(machine)) throw new UsageError('token issue needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
         const scope = (p.flags.get('scope') ?? 'member') as string;
         if (!(SCOPES as readonly string[]).includes(scope)) throw new UsageError('--scope must be member, admin or query');
         const cfg = config(p);
+        const { issueToken, reissueToken, tokenNameProblem } = await import('./auth.js');
+        const problem = tokenNameProblem(machine, scope as Scope, cfg);
+        if (problem !== null) throw new UsageError(problem);
         const store = await openStore(cfg);
-        const { issueToken } = await import('./auth.js');
         try {
-          io.out(`${issueToken(store, machine, scope as Scope, Date.now() / 1000)}\n`);
+          const now = Date.now() / 1000;
+          if (p.flags.has('keep-old')) {
+            io.out(`${issueToken(store, machine, scope as Scope, now)}\n`);
+          } else {
+            const { token, replaced } = reissueToken(store, machine, scope as Scope, now);
+            io.out(`${token}\n`);
+            if (replaced > 0) io.err(`hq-arbiter: replaced ${replaced} earlier ${scope} token(s) of ${machine}; they fail from the next request on\n`);
+          }
         } finally {
           store.close();
         }
         return 0;
       }
       if (verb === 'revoke') {
-        allowOnly(p, []);
+        allowOnly(p, ['id']);
         if (machine === undefined || !isHost(machine)) throw new UsageError('token revoke needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
+        const idFlag = p.flags.get('id');
+        const id = typeof idFlag === 'string' ? Number(idFlag) : null;
+        if (id !== null && (!/^[1-9][0-9]*$/.test(idFlag as string) || !Number.isSafeInteger(id))) throw new UsageError('--id must be a token id from "token list" (a positive integer)');
         const cfg = config(p);
         const store = await openStore(cfg);
         try {
-          const n = store.revokeTokens(machine, Date.now() / 1000);
-          io.out(`revoked ${n} token(s) of ${machine}\n`);
+          const now = Date.now() / 1000;
+          const n = id === null ? store.revokeTokens(machine, now) : store.revokeToken(machine, id, now);
+          io.out(id === null ? `revoked ${n} token(s) of ${machine}\n` : `revoked ${n} token(s) of ${machine} with id ${id}\n`);
           return n > 0 ? 0 : 1;
         } finally {
           store.close();
@@ -273,7 +295,7 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
   try {
     return await dispatch(argv, io);
   } catch (err) {
-    if (err instanceof UsageError || err instanceof ConfigError) {
+    if (err instanceof UsageError || err instanceof ConfigError || err instanceof LockError) {
       io.err(`hq-arbiter: ${err.message}\n`);
       return 2;
     }

@@ -50,6 +50,16 @@ export const ConfigSchema = Type.Object(
     auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
     /** SPEC §8 port bands (see registry/README.md). */
     portBands: Type.Optional(PortBandsConfig),
+    /** The event log's bounded history (swept hourly and at start). */
+    events: Type.Optional(
+      Type.Object(
+        {
+          maxAgeDays: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 36_500 })),
+          maxCount: Type.Optional(Type.Integer({ minimum: 100, maximum: 10_000_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     hooks: Type.Optional(
       Type.Object(
         {
@@ -83,6 +93,8 @@ export interface ArbiterConfig {
   readonly dataDir: string;
   readonly auth: { readonly openReads: boolean };
   readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
+  /** The event log keeps rows younger than maxAgeDays and at most the newest maxCount. */
+  readonly events: { readonly maxAgeDays: number; readonly maxCount: number };
   /** SPEC §8 port bands, defaults filled in (registry/decide.ts). */
   readonly portBands: Bands;
   /** Derived: the largest gap of `checkCron`, seconds. */
@@ -118,6 +130,13 @@ export const DEFAULTS = Object.freeze({
   /** Holds hq.db and admin.token; relative paths are resolved against the working directory. */
   dataDir: './var',
   auth: Object.freeze({ openReads: true }),
+  /**
+   * The event log's history, swept hourly and at start: rows older than maxAgeDays go, then all
+   * but the newest maxCount. A few hundred events a day at the default schedules, so 90 days
+   * stay well under 100 000 rows (tens of MB). Too small: the history of an incident is gone
+   * before anyone reads it; too large: the database (and every backup) grows for nothing.
+   */
+  events: Object.freeze({ maxAgeDays: 90, maxCount: 100_000 }),
 });
 
 export type ConfigResult =
@@ -233,6 +252,7 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
       auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
       hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
+      events: { maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays, maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount },
       portBands: bands.bands,
       checkSeconds,
     },

@@ -454,6 +454,49 @@ export interface ReleaseInput {
   readonly host: Host;
   readonly generation?: number;
   readonly handoverTo?: Host;
+  /** Hand over even to a target not heard from within its heartbeat interval. */
+  readonly force?: boolean;
+}
+
+/**
+ * A handover or transfer target must be alive: heard from (a heartbeat) within its reported
+ * interval × SILENCE_FACTOR + SILENCE_SLACK_SECONDS. The factor covers a missed cron tick's
+ * jitter and a slow heartbeat; the slack, request latency. Too small refuses a healthy target
+ * between two heartbeats; too large hands the lease to a host that just died.
+ */
+export const SILENCE_FACTOR = 1.5;
+export const SILENCE_SLACK_SECONDS = 5;
+
+export interface Silence {
+  readonly lastHeartbeatAt: number | null;
+  readonly heartbeatSeconds: number | null;
+  /** How long a silence is tolerated; null when the target was never heard from. */
+  readonly graceSeconds: number | null;
+  readonly message: string;
+}
+
+/**
+ * Null when `host` was heard from recently enough to receive the lease, else why not (with
+ * when it was last heard). An agent that never reported its interval gets `viewFreshSeconds`
+ * (the age beyond which the arbiter takes nothing an agent said as evidence).
+ */
+export function targetSilence(state: ArbiterState, ctx: Context, host: Host): Silence | null {
+  const o = state.observers.get(host) ?? NO_OBSERVER;
+  const last = o.lastHeartbeatAt;
+  const interval = o.heartbeatSeconds;
+  if (last === null) {
+    return { lastHeartbeatAt: null, heartbeatSeconds: interval, graceSeconds: null, message: `${host} has never sent a heartbeat to this arbiter; start its agent, or force` };
+  }
+  const grace = interval === null ? ctx.settings.viewFreshSeconds : interval * SILENCE_FACTOR + SILENCE_SLACK_SECONDS;
+  const age = ctx.now - last;
+  if (age <= grace) return null;
+  const rule = interval === null ? `viewFreshSeconds ${ctx.settings.viewFreshSeconds} s` : `its heartbeat interval ${interval} s × ${SILENCE_FACTOR} + ${SILENCE_SLACK_SECONDS} s`;
+  return {
+    lastHeartbeatAt: last,
+    heartbeatSeconds: interval,
+    graceSeconds: grace,
+    message: `${host} was last heard ${Math.round(age)} s ago (${new Date(last * 1000).toISOString()}), longer than ${rule}; is its agent running? force overrides`,
+  };
 }
 
 /**
@@ -478,6 +521,10 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseInput)
     if (input.handoverTo === input.host) {
       return refuse(state, noted.boot, 'same-holder', 'release-refused', input.host, noted.events);
     }
+    const silent = input.force === true ? null : targetSilence(state, ctx, input.handoverTo);
+    if (silent !== null) {
+      return refuse(state, noted.boot, 'target-silent', 'release-refused', input.host, noted.events, silenceData(input.handoverTo, silent, 'handoverTo'));
+    }
     const next = grant(state, ctx, noted.boot, input.handoverTo, ctx.now, input.host);
     return ok({ ...state, lease: next }, noted.boot, [
       ...noted.events,
@@ -495,8 +542,11 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseInput)
 // ---------------------------------------------------------------------------------------
 // forced transfer and maintenance (admin)
 
-/** Forced failover: `to` gets generation + 1 behind the old holder's lock-delay. */
-export function transfer(state: ArbiterState, ctx: Context, input: { readonly to: Host }): Step<Verdict> {
+/**
+ * Forced failover: `to` gets generation + 1 behind the old holder's lock-delay. A target not
+ * heard from within its heartbeat interval is refused (`target-silent`) unless `force`.
+ */
+export function transfer(state: ArbiterState, ctx: Context, input: { readonly to: Host; readonly force?: boolean }): Step<Verdict> {
   const lease = state.lease;
   if (!isCandidate(ctx.settings, input.to)) {
     return refuse(state, ctx.boot, 'not-candidate', 'acquire-refused', input.to, [], { via: 'transfer' });
@@ -504,11 +554,20 @@ export function transfer(state: ArbiterState, ctx: Context, input: { readonly to
   if (lease.holder === input.to && !isExpired(lease, ctx.now)) {
     return refuse(state, ctx.boot, 'same-holder', 'acquire-refused', input.to, [], { via: 'transfer' });
   }
+  const silent = input.force === true ? null : targetSilence(state, ctx, input.to);
+  if (silent !== null) {
+    return refuse(state, ctx.boot, 'target-silent', 'acquire-refused', input.to, [], { via: 'transfer', ...silenceData(input.to, silent, 'to') });
+  }
   const from = lease.holder === input.to ? null : lease.holder;
   const next = grant(state, ctx, ctx.boot, input.to, lockDelayUntil(state, ctx, from), from);
   return ok({ ...state, lease: next }, ctx.boot, [
     leaseEvent('promoted', input.to, { generation: next.generation, from, notBefore: next.notBefore, via: 'transfer' }),
   ]);
+}
+
+/** The refusal event's data for a silent target; `message` is what the HTTP answer says. */
+function silenceData(target: Host, s: Silence, key: 'handoverTo' | 'to'): LeaseEvent['data'] {
+  return { [key]: target, lastHeartbeatAt: s.lastHeartbeatAt, heartbeatSeconds: s.heartbeatSeconds, graceSeconds: s.graceSeconds, message: s.message };
 }
 
 export function setMaintenance(state: ArbiterState, ctx: Context, input: { readonly enabled: boolean; readonly reason?: string }): Step<Verdict> {

@@ -27,6 +27,7 @@ export const ERRORS = Object.freeze({
   EXPIRED: entry('HQ_ERR_EXPIRED', 409, 'the lease is expired or released'),
   NOT_CANDIDATE: entry('HQ_ERR_NOT_CANDIDATE', 409, 'the host is not a candidate'),
   SAME_HOLDER: entry('HQ_ERR_SAME_HOLDER', 409, 'the host already holds the lease'),
+  TARGET_SILENT: entry('HQ_ERR_TARGET_SILENT', 409, 'the target has not heartbeat within its interval (force overrides)'),
   CONFLICT: entry('HQ_ERR_CONFLICT', 409, 'the request conflicts with the current state'),
   PRECONDITION: entry('HQ_ERR_PRECONDITION', 412, 'If-Match does not match the current revision'),
   TOO_LARGE: entry('HQ_ERR_TOO_LARGE', 413, 'the body is larger than 64 KiB'),
@@ -45,6 +46,7 @@ export type LeaseRefusal =
   | 'expired'
   | 'not-candidate'
   | 'same-holder'
+  | 'target-silent'
   | 'no-holder';
 
 // Keys are a closed set of literals (never host names), so a frozen object is safe here.
@@ -55,6 +57,7 @@ const REFUSALS: { readonly [K in LeaseRefusal]: CatalogEntry } = Object.freeze({
   expired: ERRORS.EXPIRED,
   'not-candidate': ERRORS.NOT_CANDIDATE,
   'same-holder': ERRORS.SAME_HOLDER,
+  'target-silent': ERRORS.TARGET_SILENT,
   'no-holder': ERRORS.CONFLICT,
 });
 

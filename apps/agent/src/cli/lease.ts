@@ -164,6 +164,8 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const token = await memberToken(c);
   const handoverTo = flagString(p, 'handover-to');
   if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
+  const force = flagBool(p, 'force');
+  if (force && handoverTo === undefined) throw new CliError(2, 'lease release: --force applies only with --handover-to');
   // 1. Step down locally first: nothing of this generation runs past this point.
   const down = await agent(c, 'POST', '/v1/step-down');
   const agentUp = down.kind === 'answer' && down.status === 200;
@@ -179,6 +181,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const body: { [k: string]: unknown } = { host: c.hostName };
   if (generation !== undefined) body['generation'] = generation;
   if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  if (force) body['force'] = true;
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
     if (agentUp) await pokeAgent(c);
@@ -202,12 +205,43 @@ interface EventRow {
   data: unknown;
 }
 
+/**
+ * `--tail N` / `--since T` → the first page's query (null: from `--after`). At most one of
+ * `--after`, `--tail`, `--since`; T is epoch seconds or an ISO 8601 time.
+ */
+export function eventsStart(p: Parsed): string | null {
+  const tail = flagNumber(p, 'tail');
+  const since = flagString(p, 'since');
+  const given = [p.flags.has('after'), tail !== undefined, since !== undefined].filter(Boolean).length;
+  if (given > 1) throw new CliError(2, 'events: give at most one of --after, --tail and --since');
+  if (tail !== undefined) {
+    if (!Number.isSafeInteger(tail) || tail < 1 || tail > 1000) throw new CliError(2, `events: --tail must be an integer from 1 to 1000 (got ${tail})`);
+    return `tail=${tail}`;
+  }
+  if (since === undefined) return null;
+  const at = parseSince(since);
+  if (at === null) throw new CliError(2, `events: --since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got ${JSON.stringify(since)}`);
+  return `since=${at}&limit=1000`;
+}
+
+/** Epoch seconds ("1764600000", "1764600000.5") or an ISO time with a date → epoch seconds; else null. */
+export function parseSince(text: string): number | null {
+  if (/^[0-9]{1,12}(\.[0-9]{1,9})?$/.test(text)) return Number(text);
+  if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?)?$/.test(text)) return null;
+  const ms = Date.parse(text);
+  if (!Number.isFinite(ms) || ms < 0) return null;
+  return ms / 1000;
+}
+
 export async function events(p: Parsed): Promise<number> {
   const c = await network(p);
   const token = await memberToken(c).catch(() => null);
   const follow = flagBool(p, 'follow');
   const json = flagBool(p, 'json');
+  const start = eventsStart(p);
   let after = flagNumber(p, 'after') ?? 0;
+  // The first page may be the tail or a time; every later page continues after the last id.
+  let query = start ?? `after=${after}&limit=1000`;
   let stop = false;
   if (follow) {
     process.once('SIGINT', () => (stop = true));
@@ -221,7 +255,7 @@ export async function events(p: Parsed): Promise<number> {
     else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
   };
   while (!stop) {
-    const r = await arbiter(c, 'GET', `/v1/events?after=${after}&limit=1000`, undefined, token);
+    const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
     if (r.kind !== 'answer' || r.status !== 200) {
       const f = failure(r, 'events');
       if (!follow || first) {
@@ -234,17 +268,25 @@ export async function events(p: Parsed): Promise<number> {
     }
     first = false;
     const rows = ((r.body as { events?: EventRow[] } | null)?.events ?? []) as EventRow[];
+    const wasTail = query.startsWith('tail=');
     for (const e of rows) {
       after = Math.max(after, e.id);
       if (json && !follow) all.push(e);
       else print(e);
     }
+    if (start !== null && rows.length === 0 && !wasTail) {
+      // --since with nothing after T: follow from the newest event on (never from id 1).
+      const last = await arbiter(c, 'GET', '/v1/events?tail=1', undefined, token);
+      const newest = last.kind === 'answer' && last.status === 200 ? ((last.body as { events?: EventRow[] } | null)?.events ?? [])[0] : undefined;
+      if (newest !== undefined) after = Math.max(after, newest.id);
+    }
+    query = `after=${after}&limit=1000`;
     if (!follow) {
-      if (rows.length === 1000) continue;
+      if (rows.length === 1000 && !wasTail) continue;
       if (json) out(true, { events: all }, '');
       return 0;
     }
-    if (rows.length === 1000) continue;
+    if (rows.length === 1000 && !wasTail) continue;
     if (!triedStream) {
       // The backlog is printed: follow the arbiter's SSE stream; poll only when it has none.
       triedStream = true;
@@ -292,7 +334,7 @@ export async function failover(p: Parsed): Promise<number> {
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
   const token = await adminToken(c, p);
-  const r = await arbiter(c, 'POST', '/v1/lease/transfer', { to }, token);
+  const r = await arbiter(c, 'POST', '/v1/lease/transfer', flagBool(p, 'force') ? { to, force: true } : { to }, token);
   if (r.kind === 'answer' && r.status === 200) {
     const lease = (r.body as { lease?: { generation?: number } } | null)?.lease;
     out(flagBool(p, 'json'), r.body, `transferred to ${to} at generation ${lease?.generation ?? '?'}`);

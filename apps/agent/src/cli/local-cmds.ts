@@ -2,10 +2,13 @@
  * The local verbs of `hq`: heartbeat, seen, host set, primary, guard.
  */
 import { hostProblem, leaseEvent } from '@hq/lease-core';
+import { resolveNetwork, type AgentConfig } from '../config.js';
 import { lightPaths } from '../config-file.js';
 import { ensureDir } from '../files.js';
 import { physicalPath, isInside } from '../guard-path.js';
+import { leaseOf } from '../replication/role.js';
 import { statePaths, writeHost } from '../state.js';
+import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
 import { isFenceAnswer } from './local.js';
@@ -90,6 +93,79 @@ function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: strin
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: e.category, event: e.event, host: e.host, ...e.data })}\n`);
 }
 
+type GuardData = { [k: string]: string | number | boolean | null };
+type GuardVerdict = { readonly allowed: boolean; readonly reason: string; readonly data: GuardData };
+
+/**
+ * The bootstrap path of `hq guard` ("never seen a generation"): allowed only when the arbiter
+ * answered that no lease record exists yet (generation 0, no holder). An agent that is down, an
+ * arbiter that cannot be reached or answers oddly, or any record with a generation is a refusal:
+ * another host may hold the lease, and this host would not know (fail closed).
+ */
+async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: string; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
+  try {
+    const n = await resolveNetwork(c);
+    const { joinUrl, requestJson } = await import('../http.js');
+    const tok = await readToken(n.tokenFile);
+    const r = await requestJson({ method: 'GET', url: joinUrl(n.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
+    if (r.kind !== 'answer') return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: r.problem };
+    if (r.status !== 200) return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: `HTTP ${r.status}` };
+    const lease = leaseOf(r.body);
+    if (lease === null) return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: 'the answer is not a lease record' };
+    if (lease.holder === null && lease.generation === 0) return { none: true };
+    return { none: false, reason: 'never-seen-lease-exists', holder: lease.holder, generation: lease.generation };
+  } catch (err) {
+    return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: (err as Error).message };
+  }
+}
+
+/** What `hq guard` decides without `--override`. */
+async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string }): Promise<GuardVerdict> {
+  const f = await agent(c, 'GET', '/v1/fence?role=ledger-cli', 2);
+  let reason = 'agent-unreachable';
+  let generation: number | null = null;
+  let holder: string | null = null;
+  if (f.kind === 'answer' && f.status === 200 && isFenceAnswer(f.body)) {
+    if (f.body.run) return { allowed: true, reason: 'fence', data: { generation: f.body.generation, holder: f.body.holder } };
+    reason = f.body.reason;
+    generation = f.body.generation;
+    holder = f.body.holder;
+  }
+  let seenGen: number;
+  try {
+    seenGen = (await seenGeneration(c)).generation;
+  } catch {
+    seenGen = Number.MAX_SAFE_INTEGER; // an unreadable floor counts as seen (fail closed)
+  }
+  const extra: GuardData = {};
+  if (seenGen === 0) {
+    const a = await arbiterHasNoLease(c);
+    if (a.none) return { allowed: true, reason: 'never-seen', data: { generation: 0, holder: null } };
+    // The arbiter's word on holder and generation is fresher than the agent's cache.
+    extra['fence'] = reason;
+    reason = a.reason;
+    if (a.generation !== null) generation = a.generation;
+    if (a.holder !== null) holder = a.holder;
+    if (a.problem !== undefined) extra['problem'] = a.problem;
+  }
+  const { writeRoot, instanceRoot, operationalRoot } = roots;
+  if (writeRoot !== undefined && instanceRoot !== undefined && operationalRoot !== undefined) {
+    const [pr, ir, or] = await Promise.all([physicalPath(writeRoot), physicalPath(instanceRoot), physicalPath(operationalRoot)]);
+    const nonOperational = !isInside(ir, or) && !isInside(or, ir);
+    if (nonOperational && isInside(pr, ir)) return { allowed: true, reason: 'non-operational-instance', data: { writeRoot: pr, instanceRoot: ir } };
+    return { allowed: false, reason: nonOperational ? 'outside-instance-root' : 'operational-instance', data: { writeRoot: pr, instanceRoot: ir, operationalRoot: or, fence: reason, holder, generation, ...extra } };
+  }
+  return { allowed: false, reason, data: { holder, generation, ...extra } };
+}
+
+/** `(not-holder; holder node-b, generation 7)` for a refusal's line. */
+function refusalDetail(v: GuardVerdict): string {
+  const h = v.data['holder'];
+  const g = v.data['generation'];
+  const problem = v.data['problem'];
+  return `${v.reason}; holder ${typeof h === 'string' ? h : 'unknown'}, generation ${typeof g === 'number' ? g : 'unknown'}${typeof problem === 'string' ? `; ${problem}` : ''}`;
+}
+
 export async function guard(p: Parsed): Promise<number> {
   const c = config(p);
   const command = flagString(p, 'command') as string;
@@ -100,34 +176,20 @@ export async function guard(p: Parsed): Promise<number> {
     throw new CliError(2, 'guard: --write-root needs --instance-root and --operational-root');
   }
   const json = flagBool(p, 'json');
-  const decide = (allowed: boolean, reason: string, extra: { [k: string]: string | number | boolean | null } = {}): number => {
-    const data = { command, reason, ...extra };
-    if (reason === 'override') logEvent('cli-override', c.hostName, data);
-    else if (!allowed) logEvent('cli-refused', c.hostName, data);
-    out(json, { allowed, ...data }, `${allowed ? 'allowed' : 'refused'}: ${command} (${reason})`);
-    return allowed ? 0 : 4;
-  };
-  if (flagBool(p, 'override')) return decide(true, 'override');
-  const f = await agent(c, 'GET', '/v1/fence?role=ledger-cli', 2);
-  let fenceReason = 'agent-unreachable';
-  let generation: number | null = null;
-  if (f.kind === 'answer' && f.status === 200 && isFenceAnswer(f.body)) {
-    if (f.body.run) return decide(true, 'fence', { generation: f.body.generation });
-    fenceReason = f.body.reason;
-    generation = f.body.generation;
+  const v = await guardVerdict(c, { ...(writeRoot === undefined ? {} : { writeRoot }), ...(instanceRoot === undefined ? {} : { instanceRoot }), ...(operationalRoot === undefined ? {} : { operationalRoot }) });
+  if (v.allowed) {
+    out(json, { allowed: true, command, reason: v.reason, ...v.data }, `allowed: ${command} (${v.reason})`);
+    return 0;
   }
-  let seenGen: number;
-  try {
-    seenGen = (await seenGeneration(c)).generation;
-  } catch {
-    seenGen = Number.MAX_SAFE_INTEGER; // an unreadable floor counts as seen (fail closed)
+  if (flagBool(p, 'override')) {
+    // The audit line says what was overridden: the refusal's reason, holder and generation.
+    const data = { command, reason: 'override', overridden: v.reason, ...v.data };
+    logEvent('cli-override', c.hostName, data);
+    out(json, { allowed: true, ...data }, `allowed: ${command} (override of ${refusalDetail(v)})`);
+    return 0;
   }
-  if (seenGen === 0) return decide(true, 'never-seen');
-  if (writeRoot !== undefined && instanceRoot !== undefined && operationalRoot !== undefined) {
-    const [pr, ir, or] = await Promise.all([physicalPath(writeRoot), physicalPath(instanceRoot), physicalPath(operationalRoot)]);
-    const nonOperational = !isInside(ir, or) && !isInside(or, ir);
-    if (nonOperational && isInside(pr, ir)) return decide(true, 'non-operational-instance', { writeRoot: pr, instanceRoot: ir });
-    return decide(false, nonOperational ? 'outside-instance-root' : 'operational-instance', { writeRoot: pr, instanceRoot: ir, operationalRoot: or, fence: fenceReason, generation });
-  }
-  return decide(false, fenceReason, { generation });
+  const data = { command, reason: v.reason, ...v.data };
+  logEvent('cli-refused', c.hostName, data);
+  out(json, { allowed: false, ...data }, `refused: ${command} (${refusalDetail(v)})`);
+  return 4;
 }

@@ -64,8 +64,9 @@ export const COMMANDS: readonly Command[] = [
           name: 'handover-to',
           kind: 'string',
           value: 'H',
-          help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). Default: none, the lease is only released.',
+          help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). The arbiter refuses a target not heard from within its heartbeat interval × 1.5 + 5 s. Default: none, the lease is only released.',
         },
+        { name: 'force', kind: 'boolean', help: 'With --handover-to: hands over even to a target the arbiter has not heard from recently. Default: off.' },
         JSON_FLAG,
       ],
       exits: ARBITER_EXITS,
@@ -75,11 +76,13 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'events',
-      summary: "Prints the arbiter's event log (oldest first).",
+      summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [
         CONFIG_FLAG,
         { name: 'follow', kind: 'boolean', help: 'Keeps polling for new events once a second until interrupted. Default: off, print and exit.' },
-        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning.' },
+        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history.' },
+        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event.' },
+        { name: 'since', kind: 'string', value: 'T', help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.' },
         JSON_FLAG,
       ],
       exits: '0 ok, 2 usage or config error, 3 arbiter unreachable.',
@@ -112,7 +115,8 @@ export const COMMANDS: readonly Command[] = [
       summary: 'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay.',
       flags: [
         CONFIG_FLAG,
-        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease. Required.', required: true },
+        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease; the arbiter refuses one not heard from within its heartbeat interval × 1.5 + 5 s. Required.', required: true },
+        { name: 'force', kind: 'boolean', help: 'Transfers even to a target the arbiter has not heard from recently. Default: off.' },
         {
           name: 'token-file',
           kind: 'string',
@@ -140,11 +144,11 @@ export const COMMANDS: readonly Command[] = [
     spec: {
       name: 'guard',
       summary:
-        'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
+        'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen when the arbiter answers that no lease record exists, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
       flags: [
         CONFIG_FLAG,
         { name: 'command', kind: 'string', value: 'NAME', help: 'The ledger command about to write (logged with the decision). Required.', required: true },
-        { name: 'override', kind: 'boolean', help: 'Allows the write whatever the fence says, and logs a cli-override event. Default: off.' },
+        { name: 'override', kind: 'boolean', help: 'Allows a refused write, and logs a cli-override event naming the command and the refusal it overrode (reason, holder, generation). Default: off.' },
         { name: 'write-root', kind: 'string', value: 'P', help: 'The directory the command writes to. Default: none (only the fence and the seen generation decide).' },
         { name: 'instance-root', kind: 'string', value: 'I', help: 'The root of the instance the command runs in; required with --write-root.' },
         { name: 'operational-root', kind: 'string', value: 'O', help: 'The root of the operational (live) instance; required with --write-root.' },

@@ -3,8 +3,8 @@
  * `replicationRole` (the seeds' standby-role rules) from what the shell gathers: the arbiter's
  * record (or null when it cannot be read) and this host's seen generation.
  *
- * One difference from the seeds, on purpose: an unreadable lease is `skip`, not `fenced`
- * (lease-core: never copy blind). The fenced job would skip anyway without a fence answer.
+ * An unreadable lease (arbiter outage) is `fenced`, as in the seeds: the fence decides from the
+ * agent's cache, so the holder keeps replicating on `quorum-standby` and every other host skips.
  */
 import { isHost, replicationRole, type ReplicationRole, type RoleReason } from '@hq/lease-core';
 

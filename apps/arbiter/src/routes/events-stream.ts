@@ -80,6 +80,8 @@ export class EventWaiters {
 export interface EventStreamOptions {
   /** The store's `listEvents(after, limit)`: ascending ids above `after`. */
   readonly listEvents: (after: number, limit: number) => readonly EventRow[];
+  /** The store's `tailAfter(n)`: where a stream without `after` or Last-Event-ID starts. */
+  readonly tailAfter: (n: number) => number;
   /** Woken by the arbiter after each commit. */
   readonly waiters: EventWaiters;
   /** Backup poll when no notify comes. Default 1000 ms. */
@@ -89,6 +91,12 @@ export interface EventStreamOptions {
   /** Streams open at once; one more gets 503. Default 64 (an operator's phone, a CLI or two). */
   readonly maxStreams?: number;
 }
+
+/**
+ * A stream opened without `after` and without Last-Event-ID starts with the newest STREAM_TAIL
+ * events (context for a fresh dashboard), not the whole history; `after=0` asks for all of it.
+ */
+export const STREAM_TAIL = 20;
 
 /** Not (yet) in the lease-core catalog: the stream limit is reached. */
 export const TOO_MANY_STREAMS = Object.freeze({ code: 'HQ_ERR_TOO_MANY_STREAMS', status: 503, message: 'too many event streams are open; try again later' });
@@ -100,9 +108,9 @@ export function sseFrame(e: EventRow): string {
   return `id: ${e.id}\nevent: hq\ndata: ${JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data })}\n\n`;
 }
 
-function startId(query: string | undefined, lastEventId: string | string[] | undefined): number {
+function startId(query: string | undefined, lastEventId: string | string[] | undefined, tail: () => number): number {
   const raw = typeof lastEventId === 'string' && /^[0-9]{1,16}$/.test(lastEventId.trim()) ? lastEventId.trim() : query;
-  if (raw === undefined) return 0;
+  if (raw === undefined) return tail();
   const n = Number(raw);
   if (!Number.isSafeInteger(n)) throw new HttpError(ERRORS.BAD_REQUEST, 'after must be a safe integer ≥ 0');
   return n;
@@ -124,13 +132,13 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
       config: { scope: 'read' },
       schema: {
         description:
-          'The event log as Server-Sent Events (text/event-stream): every row after `after` (or the Last-Event-ID header), then each new one as it is committed; `: keep-alive` comments in between.',
+          'The event log as Server-Sent Events (text/event-stream): every row after `after` (or the Last-Event-ID header; with neither, the newest 20), then each new one as it is committed; `: keep-alive` comments in between.',
         querystring: EventStreamQuery,
         response: { 200: Type.String({ description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`' }), 400: ErrorBody, 401: ErrorBody, 503: ErrorBody },
       },
     },
     async (req, reply) => {
-      let after = startId(req.query.after, req.headers['last-event-id']);
+      let after = startId(req.query.after, req.headers['last-event-id'], () => opts.tailAfter(STREAM_TAIL));
       if (open.size >= maxStreams) {
         return reply.code(503).send({ error: TOO_MANY_STREAMS.code, message: TOO_MANY_STREAMS.message });
       }

@@ -15,7 +15,9 @@ export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold
   if (d.answer.ok) return reply.code(200).send(withHold ? { ok: true, lease, hold } : { ok: true, lease });
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);
-  return reply.code(entry.status).send({ ok: false, reason, lease, error: entry.code, message: entry.message });
+  // A refusal event may carry a more precise line (a silent target: when it was last heard).
+  const said = d.events.find((e) => e.data['reason'] === reason && typeof e.data['message'] === 'string')?.data['message'];
+  return reply.code(entry.status).send({ ok: false, reason, lease, error: entry.code, message: typeof said === 'string' ? said : entry.message });
 }
 
 const mutationResponses = { 200: OkLease, 409: Conflict, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };

@@ -62,7 +62,7 @@ export const AcquireBody = Type.Object(
 );
 export const RenewBody = Type.Object({ host: Host, generation: GrantedGeneration }, { additionalProperties: false });
 export const ReleaseBody = Type.Object(
-  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host) },
+  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
 );
 export const ViewIn = Type.Object(
@@ -109,7 +109,7 @@ export const HeartbeatAnswer = Type.Object({
   candidates: Type.Array(Type.String()),
 });
 
-export const TransferBody = Type.Object({ to: Host }, { additionalProperties: false });
+export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 export const MaintenanceBody = Type.Object(
   { enabled: Type.Boolean(), reason: Type.Optional(Type.String({ maxLength: 500 })) },
   { additionalProperties: false },
@@ -134,6 +134,10 @@ export const EventsQuery = Type.Object(
   {
     after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    /** The newest N events (1–1000), oldest first. */
+    tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    /** Events at or after this arbiter time (epoch seconds, may be fractional). */
+    since: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}(\\.[0-9]{1,9})?$' })),
   },
   { additionalProperties: false },
 );

@@ -141,6 +141,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await app.register(statusPage, statusPageOptions(opts.hq));
     await app.register(eventStreamRoutes, {
       listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
+      tailAfter: (n) => opts.hq.store.tailAfter(n),
       waiters: opts.operator.waiters,
     });
     // Survival copies of the holder's state (SPEC §6), under {dataDir}/survival.

@@ -68,6 +68,11 @@ export interface Runtime {
    * return expired rows; this only keeps the tables from growing). The daemon runs it hourly.
    */
   sweepRegistry(): { resources: number; leases: number };
+  /**
+   * Bounds the event log: deletes events older than `events.maxAgeDays`, then all but the newest
+   * `events.maxCount`. The daemon runs it at start and hourly. Returns how many rows went.
+   */
+  sweepEvents(): number;
   app(): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
@@ -119,6 +124,13 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       const swept = registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
       if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
       return swept;
+    },
+    sweepEvents() {
+      if (closed) return 0;
+      const { maxAgeDays, maxCount } = config.events;
+      const n = store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
+      if (n > 0) log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');
+      return n;
     },
     async app() {
       if (app === null) {

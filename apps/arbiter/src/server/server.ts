@@ -4,6 +4,7 @@
  */
 import closeWithGrace from 'close-with-grace';
 import type { ArbiterConfig } from '../config.js';
+import { takeServeLock } from '../serve-lock.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { failoverOf } from '../timing.js';
 import type { ArbiterState } from '@hq/lease-core';
@@ -17,11 +18,29 @@ function failoverFields(config: ArbiterConfig, state: ArbiterState): { failoverS
 export const CLOSE_GRACE_MS = 9_000;
 
 export async function serve(config: ArbiterConfig): Promise<Runtime> {
-  const rt = createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true });
-  const app = await rt.app();
-  const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  // One daemon per database, for the daemon's whole life (throws LockError: exit 2).
+  const lock = takeServeLock(config.dataDir);
+  let rt: Runtime;
+  let address: string;
+  let app: Awaited<ReturnType<Runtime['app']>>;
+  try {
+    rt = createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true });
+    app = await rt.app();
+    address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
   rt.checker.start();
+  const sweepEvents = (): void => {
+    try {
+      rt.sweepEvents();
+    } catch (err) {
+      rt.log.error({ err }, 'event sweep failed');
+    }
+  };
+  sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
   // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
   const sweeps = setInterval(() => {
     try {
@@ -29,17 +48,20 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
     } catch (err) {
       rt.log.error({ err }, 'registry sweep failed');
     }
+    sweepEvents();
   }, 3_600_000);
   sweeps.unref();
   rt.log.info(
     { address, port, dataDir: config.dataDir, candidates: config.candidates, ...failoverFields(config, rt.store.read()) },
     'hq-arbiter listening',
   );
+  rt.log.info({ path: lock.path, pid: process.pid }, 'serve lock held');
   closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {
     if (err !== undefined) rt.log.error({ err }, 'closing after an error');
     else rt.log.info({ signal }, 'closing');
     clearInterval(sweeps);
     await rt.close();
+    lock.release();
     rt.log.info({}, 'closed');
   });
   return rt;

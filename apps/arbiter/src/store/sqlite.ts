@@ -414,6 +414,28 @@ export class SqliteStore implements LeaseStore {
     return (this.q.listEvents.all(after, limit) as EventDbRow[]).map(eventFromRow);
   }
 
+  tailAfter(n: number): number {
+    const row = this.q.nthNewestEvent.get(n - 1) as { id: number } | undefined;
+    return row === undefined ? 0 : row.id - 1;
+  }
+
+  sinceAfter(at: number): number {
+    const row = this.q.firstEventAt.get(at) as { id: number } | undefined;
+    if (row !== undefined) return row.id - 1;
+    return (this.q.lastEventId.get() as { id: number | null }).id ?? 0;
+  }
+
+  /** One short transaction; AUTOINCREMENT keeps ids from being reused after a sweep (SSE resumption). */
+  sweepEvents(olderThan: number, keep: number): number {
+    return this.db
+      .transaction(() => {
+        const byAge = this.q.sweepEventsByAge.run(olderThan).changes;
+        const byCount = this.q.sweepEventsByCount.run(keep).changes;
+        return byAge + byCount;
+      })
+      .immediate();
+  }
+
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void {
     this.tokens.clear();
     this.q.insertToken.run(machine, scope, sha256, created);
@@ -431,6 +453,23 @@ export class SqliteStore implements LeaseStore {
     const row = this.q.findToken.get(sha256) as TokenRow | undefined;
     if (row !== undefined && this.tokens.size < 1024) this.tokens.set(sha256, row);
     return row;
+  }
+
+  /** One transaction: revoke `machine`'s active `scope` tokens, then insert the new one. Returns how many were revoked. */
+  replaceToken(machine: string, scope: Scope, sha256: string, created: number): number {
+    this.tokens.clear();
+    return this.db
+      .transaction(() => {
+        const n = this.q.revokeScopeTokens.run(created, machine, scope).changes;
+        this.q.insertToken.run(machine, scope, sha256, created);
+        return n;
+      })
+      .immediate();
+  }
+
+  revokeToken(machine: string, id: number, at: number): number {
+    this.tokens.clear();
+    return this.q.revokeTokenById.run(at, machine, id).changes;
   }
 
   revokeTokens(machine: string, at: number): number {
@@ -512,9 +551,16 @@ function prepare(db: Database.Database) {
     ),
     insertEvent: db.prepare('INSERT INTO events (at, category, event, host, data) VALUES (?, ?, ?, ?, ?)'),
     listEvents: db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id ASC LIMIT ?'),
+    nthNewestEvent: db.prepare('SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?'),
+    firstEventAt: db.prepare('SELECT id FROM events WHERE at >= ? ORDER BY id ASC LIMIT 1'),
+    lastEventId: db.prepare('SELECT max(id) AS id FROM events'),
+    sweepEventsByAge: db.prepare('DELETE FROM events WHERE at < ?'),
+    sweepEventsByCount: db.prepare('DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?)'),
     insertToken: db.prepare('INSERT INTO tokens (machine, scope, sha256, created) VALUES (?, ?, ?, ?)'),
     findToken: db.prepare('SELECT * FROM tokens WHERE sha256 = ?'),
     revokeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND revoked IS NULL'),
+    revokeTokenById: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND id = ? AND revoked IS NULL'),
+    revokeScopeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND scope = ? AND revoked IS NULL'),
     listTokens: db.prepare('SELECT * FROM tokens ORDER BY id'),
     activeAdmin: db.prepare("SELECT 1 FROM tokens WHERE scope = 'admin' AND revoked IS NULL LIMIT 1"),
     readMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),

@@ -67,9 +67,19 @@ export interface LeaseStore {
   transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[];
   appendEvents(events: readonly EventInput[]): readonly EventRow[];
   listEvents(after: number, limit: number): readonly EventRow[];
+  /** The `after` that lists the newest `n` events (0 when there are fewer). */
+  tailAfter(n: number): number;
+  /** The `after` that lists the events at or after arbiter time `at` (the last id when none). */
+  sinceAfter(at: number): number;
+  /** Deletes events older than `olderThan`, then all but the newest `keep`; returns how many went. */
+  sweepEvents(olderThan: number, keep: number): number;
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void;
   findToken(sha256: string): TokenRow | undefined;
+  /** Revokes `machine`'s active tokens of `scope` and inserts the new one, in one transaction; returns how many were revoked. */
+  replaceToken(machine: string, scope: Scope, sha256: string, created: number): number;
   revokeTokens(machine: string, at: number): number;
+  /** Revokes one active token of `machine` by id; 0 when there is none. */
+  revokeToken(machine: string, id: number, at: number): number;
   listTokens(): readonly TokenRow[];
   hasActiveAdmin(): boolean;
   /**
