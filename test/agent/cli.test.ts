@@ -57,13 +57,15 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
   const cases: [string, { [k: string]: unknown }, RegExp][] = [
     ['an unknown key', { colour: 'blue' }, /colour: is not a known key/],
     ['a nested unknown key', { listen: { host: '127.0.0.1', prot: 1 } }, /listen\.prot: is not a known key/],
-    ['a string where a number belongs', { ttlSeconds: '6' }, /ttlSeconds/],
+    ['a string where a number belongs', { refreshSeconds: '6' }, /refreshSeconds/],
     ['ledger-cli as fail-open', { failOpenRoles: ['ledger-cli'] }, /failOpenRoles: "ledger-cli" can never be fail-open/],
-    ['a heartbeat too slow for the TTL', { ttlSeconds: 6, heartbeatCron: '*/10 * * * * *' }, /ttlSeconds \(6\) must exceed the heartbeat interval/],
-    ['a margin below 1 % of the TTL', { ttlSeconds: 1500, safetyMarginSeconds: 1 }, /safetyMarginSeconds \(1\) must cover 1% clock-rate drift/],
-    ['a refresh as long as the TTL', { refreshSeconds: 6 }, /refreshSeconds \(6\) must be shorter than ttlSeconds/],
+    // S6: the lease timing and the candidates are the arbiter's; an agent refuses them naming the owner.
+    ['the arbiter\'s ttlSeconds', { ttlSeconds: 6 }, /ttlSeconds: is a key of hq-arbiter's config, not of hq-agent's/],
+    ['the arbiter\'s safetyMarginSeconds', { safetyMarginSeconds: 1 }, /safetyMarginSeconds: is a key of hq-arbiter's config/],
+    ['the arbiter\'s candidates', { candidates: ['mbp', 'node-b'] }, /candidates: is a key of hq-arbiter's config/],
+    ['a probe as long as its own heartbeat', { heartbeatCron: '*/2 * * * * *', probeTimeoutSeconds: 2 }, /probeTimeoutSeconds \(2\) must be shorter than the heartbeat interval of heartbeatCron \(2\)/],
     ['a reserved host name in peers', { peers: { constructor: 'http://127.0.0.1:1' } }, /peers\.constructor/],
-    ['a cron that skips days', { heartbeatCron: '* * * * 1' }, /heartbeatCron/],
+    ['a cron that never fires', { heartbeatCron: '0 0 30 2 *' }, /heartbeatCron/],
   ];
   const { loadConfig } = await import('../../apps/agent/src/config.js');
   for (const [name, extra, pattern] of cases) {
@@ -76,11 +78,16 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
   t.equal(a.code, 2, 'hq: an invalid config exits 2');
   t.match(a.stderr, /colour: is not a known key/, 'hq: the key is named');
   oneLine(t, a.stderr, 'hq: an invalid config');
-  const slow = writeConfig(join(dir), { ttlSeconds: 6, heartbeatCron: '*/10 * * * * *' });
+  const slow = writeConfig(join(dir), { heartbeatCron: '*/2 * * * * *', probeTimeoutSeconds: 2 });
   const b = await run([AGENT_CLI, '--config', slow]);
-  t.equal(b.code, 2, 'hq-agent: an impossible timing exits 2');
-  t.match(b.stderr, /ttlSeconds \(6\) must exceed the heartbeat interval × 1\.2 \(10 × 1\.2 = 12\)/, 'hq-agent: the key and the numbers are named');
-  oneLine(t, b.stderr, 'hq-agent: an impossible timing');
+  t.equal(b.code, 2, 'hq-agent: an impossible cadence exits 2');
+  t.match(b.stderr, /probeTimeoutSeconds \(2\) must be shorter than the heartbeat interval of heartbeatCron \(2\)/, 'hq-agent: the key and the numbers are named');
+  oneLine(t, b.stderr, 'hq-agent: an impossible cadence');
+  const owned = writeConfig(join(dir), { ttlSeconds: 1500 });
+  const c = await run([AGENT_CLI, '--config', owned]);
+  t.equal(c.code, 2, "hq-agent: the arbiter's key exits 2");
+  t.match(c.stderr, /ttlSeconds: is a key of hq-arbiter's config, not of hq-agent's/, 'naming its owner');
+  oneLine(t, c.stderr, "hq-agent: the arbiter's key");
   const missing = await hq(['seen', '--config', join(dir, 'nope.json')]);
   t.equal(missing.code, 2, 'a missing --config file exits 2');
   writeFileSync(join(dir, 'broken.json'), '{');
@@ -92,18 +99,22 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
 t.test('the fast test settings and the defaults both pass the timing checks', async (t) => {
   const { resolveConfig } = await import('../../apps/agent/src/config.js');
   const dir = shortDir(t);
-  const fast = resolveConfig({ hostName: 'mbp', stateDir: dir, heartbeatCron: '* * * * * *', ttlSeconds: 6, safetyMarginSeconds: 1, refreshSeconds: 1 }, null);
+  const fast = resolveConfig({ hostName: 'mbp', stateDir: dir, heartbeatCron: '* * * * * *', refreshSeconds: 1 }, null);
   t.equal(fast.heartbeatSeconds, 1, 'six fields are seconds');
   t.equal(fast.probeTimeoutSeconds, 0.5, 'the probe timeout defaults to half the heartbeat interval when that is shorter than 5 s');
   const defaults = resolveConfig({ hostName: 'mbp', stateDir: dir }, null);
   t.equal(defaults.heartbeatSeconds, 600, 'the default heartbeat is every 10 minutes');
-  t.equal(defaults.ttlSeconds, 1500, 'the default TTL is 1500 s');
-  t.equal(defaults.safetyMarginSeconds, 30, 'the default margin is 30 s');
+  t.equal(defaults.refreshSeconds, 60, 'the default refresh is a minute');
+  t.equal(defaults.requestTimeoutSeconds, 5, 'the default request timeout is 5 s');
   t.equal(defaults.socketPath, join(dir, 'agent.sock'), 'the socket defaults into the state dir');
   t.equal(defaults.arbiterUrl, null, 'without tailnetDomain the arbiter URL waits for tailscale');
   const tailnet = resolveConfig({ hostName: 'mbp', stateDir: dir, tailnetDomain: 'example.ts.net' }, null);
   t.equal(tailnet.arbiterUrl, 'http://cloud-vm.example.ts.net:8470', 'the arbiter URL is derived from the tailnet');
-  t.same([...tailnet.peers], [['node-b', 'http://node-b.example.ts.net:8471']], 'peers are the other candidates');
+  t.same([...tailnet.peers], [], 'without configured peers, they come from the candidates the arbiter names');
+  const { peersFromCandidates } = await import('../../apps/agent/src/config.js');
+  t.same([...peersFromCandidates(tailnet, ['mbp', 'node-b'])], [['node-b', 'http://node-b.example.ts.net:8471']], "the arbiter's other candidates at their tailnet addresses");
+  const configured = resolveConfig({ hostName: 'mbp', stateDir: dir, peers: { 'node-b': 'http://127.0.0.1:1' } }, null);
+  t.same([...peersFromCandidates(configured, ['mbp', 'node-b', 'node-c'])], [['node-b', 'http://127.0.0.1:1']], 'configured peers stay as configured');
   mkdirSync(join(dir, 'h'), { recursive: true });
   writeFileSync(join(dir, 'h', 'host'), 'node-b\n');
   t.equal(resolveConfig({ stateDir: join(dir, 'h') }, null).hostName, 'node-b', 'the host file names the host');
@@ -293,7 +304,7 @@ t.test('hq lease status prints a header block and one table row per observer; --
   t.match(lines[1], /^generation\s+4 \(revision 11, promoted from mbp\)$/, 'then the generation');
   t.match(lines[2], /^validity\s+\d+\.\d s left \(ttl 6 s\)$/, 'then the validity left');
   t.match(lines[3], /^maintenance\s+on$/, 'then the maintenance flag');
-  t.match(lines[4], /^failover\s+worst case \d/, 'then the worst-case failover time');
+  t.match(lines[4], /^failover\s+(\S+ \S+ worst case|unknown)/, "then the arbiter's worst-case failover sentence");
   t.equal(lines[5], '', 'a blank line ends the header block');
   t.match(lines[6], /^observer {2}target {2}reachable {2}ping {2}health {2}age$/, 'the table header names the columns');
   t.match(lines[7], /^node-b {4}mbp {5}no {9}no {4}no {6}\d+\.\d s$/, "node-b's row, columns aligned");
@@ -302,7 +313,7 @@ t.test('hq lease status prints a header block and one table row per observer; --
   const j = await hq(['lease', 'status', '--json', '--config', config]);
   t.equal(j.code, 0, 'lease status --json exits 0');
   const v = JSON.parse(j.stdout) as { [k: string]: unknown };
-  t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'note'], '--json keeps its keys');
+  t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'failover', 'timingProblems'], '--json keeps its keys');
   t.match(v, { lease: { holder: 'node-b', generation: 4 }, maintenance: true, views: [{ observer: 'node-b', target: 'mbp', reachable: false }, { observer: 'mbp', target: 'node-b', reachable: true }] }, '--json keeps its content');
 });
 

@@ -75,7 +75,7 @@ t.test('readSecure refuses what could have been planted', async (t) => {
 });
 
 t.test('parsePersisted refuses every malformed local.json', async (t) => {
-  const good = { holder: 'mbp', generation: 2, confirmedAt: 1, ttlSeconds: 6, gaveConfirmation: null, lockDelayPending: false };
+  const good = { holder: 'mbp', generation: 2, confirmedAt: 1, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
   t.same(parsePersisted(JSON.stringify(good)), good, 'a well-formed file is accepted');
   const bad: [string, string][] = [
     ['not JSON', '{'],
@@ -173,7 +173,7 @@ t.test('a confirmation on record at start holds the agent back for ttl + margin'
   mkdirSync(join(dir, 'state'), { mode: 0o700 });
   writeFileSync(
     join(dir, 'state', 'local.json'),
-    JSON.stringify({ holder: 'node-b', generation: 1, confirmedAt: null, ttlSeconds: 6, gaveConfirmation: { holder: 'node-b', generation: 1, at: Date.now() / 1000 }, lockDelayPending: false }),
+    JSON.stringify({ holder: 'node-b', generation: 1, confirmedAt: null, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: { holder: 'node-b', generation: 1, at: Date.now() / 1000 }, lockDelayPending: false }),
     { mode: 0o600 },
   );
   writeFileSync(join(dir, 'state', 'seen-generation'), '1\n', { mode: 0o600 });

@@ -110,7 +110,7 @@ t.test('SIGTERM finishes the in-flight request, closes the database and exits 0 
 
 t.test('a second serve on the same database is refused while check and token keep working; a stale lock is taken over', async (t) => {
   const dir = t.testdir();
-  const config = writeConfig(dir, { checkCron: '*/30 * * * * *', heartbeatCron: '*/30 * * * * *', ttlSeconds: 60, viewFreshSeconds: 60 });
+  const config = writeConfig(dir, { checkCron: '*/30 * * * * *', ttlSeconds: 60, viewFreshSeconds: 60 });
   const lockPath = join(dir, 'var', 'arbiter.lock');
   const a = await startArbiter(t, config);
   t.equal(readFileSync(lockPath, 'utf8'), `${a.proc.pid}\n`, 'the daemon holds the lock with its PID');
@@ -173,7 +173,7 @@ t.test('the daemon sweeps old events at start; its stream starts at the tail; hq
   const dir = t.testdir();
   // Default timings and a daily check twelve hours from now: no background write adds events under the comparisons.
   const hour = (new Date().getUTCHours() + 12) % 24;
-  const config = writeConfig(dir, { checkCron: `0 ${hour} * * *`, heartbeatCron: '*/10 * * * *', ttlSeconds: 1500, viewFreshSeconds: 1500, safetyMarginSeconds: 30, requestTimeoutSeconds: 5, events: { maxAgeDays: 30, maxCount: 100 } });
+  const config = writeConfig(dir, { checkCron: `0 ${hour} * * *`, ttlSeconds: 1500, viewFreshSeconds: 1500, safetyMarginSeconds: 30, events: { maxAgeDays: 30, maxCount: 100 } });
   const now = Date.now() / 1000;
   const pre = new SqliteStore({ dataDir: join(dir, 'var'), ttlSeconds: 60 });
   pre.appendEvents(Array.from({ length: 20 }, (_, i) => ({ at: now - 40 * 86_400 + i, category: 'control', event: 'ancient', host: null, data: {} })));

@@ -99,9 +99,7 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
       ttlSeconds: 6,
       safetyMarginSeconds: 1,
       checkCron: '* * * * * *',
-      heartbeatCron: '* * * * * *',
       viewFreshSeconds: 3,
-      requestTimeoutSeconds: 0.5,
       tailscaleBin: '',
       candidates: ['mbp', 'node-b'],
       listen: { host: '127.0.0.1', port: 0 },
@@ -123,10 +121,10 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
     // First life: both candidates report (never seen a generation) so the first grant is not held back.
     life = await startArbiter(config);
     await sleep(1200);
-    for (const h of ['mbp', 'node-b']) await call(life.base, 'POST', '/v1/heartbeat', { host: h, seenGeneration: 0 }, member[h]!);
+    for (const h of ['mbp', 'node-b']) await call(life.base, 'POST', '/v1/heartbeat', { host: h, seenGeneration: 0, requestTimeoutSeconds: 0.5 }, member[h]!);
     let granted = false;
     for (let i = 0; i < 100 && !granted; i++) {
-      const a = await call(life.base, 'POST', '/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, member.mbp!);
+      const a = await call(life.base, 'POST', '/v1/lease/acquire', { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 0.5 }, member.mbp!);
       if (a.status === 200) {
         granted = true;
         maxGen = a.body.lease.generation;

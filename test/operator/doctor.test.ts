@@ -121,7 +121,7 @@ t.test('a healthy host passes every check and exits 0', async (t) => {
   for (const name of ['config', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'tailscale', 'socket', 'unit']) {
     t.match(line(r.out, name), /^✔ /, `${name} passes`);
   }
-  t.match(line(r.out, 'config'), /timing rule holds \(worst-case failover/, 'the config line states the timing rule and the failover time');
+  t.match(line(r.out, 'config'), /valid for host mbp \(heartbeat every \S+ s, refresh \S+ s, request timeout \S+ s\)/, "the config line states this host's own cadence (the lease timing is the arbiter's)");
   t.match(line(r.out, 'clock'), /clock is [\d.]+ s (behind|ahead of) the arbiter's/, 'the clock line states the offset');
   t.notMatch(r.out, /fix:/, 'no fixes are suggested');
 });
@@ -191,7 +191,7 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   t.equal(r.code, 0, 'exit 0');
   const doc = JSON.parse(r.out) as { ok: boolean; checks: CheckResult[] };
   t.equal(doc.ok, true, 'ok is true');
-  t.equal(doc.checks.length, 11, 'eleven checks');
+  t.equal(doc.checks.length, 12, 'twelve checks (timing: the arbiter\'s word on this cadence)');
   t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');
   const help = await doctor(w, ['--help']);
   t.equal(help.code, 0, '--help exits 0');
