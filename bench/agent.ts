@@ -330,7 +330,6 @@ async function footprintPart(): Promise<void> {
       agentConfig,
       JSON.stringify({
         hostName: 'mbp',
-        candidates: ['mbp'],
         arbiterUrl: arb.base,
         stateDir: state,
         socketPath: join(dir, 'mbp.sock'),

@@ -57,7 +57,6 @@ t.test('snapshot, push, verify and promote work end to end between two agents, a
       file,
       JSON.stringify({
         hostName: host,
-        candidates: ['mbp', 'node-b'],
         stateDir: hqDir,
         arbiterUrl: 'http://127.0.0.1:9',
         tailscaleBin: '',
