@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { isHost } from '@hq/lease-core';
+import { VERSION } from '@hq/lease-core/version';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
 import type { Scope } from './store/store.js';
 
@@ -20,7 +21,8 @@ class UsageError extends Error {}
 const CONFIG_HELP = `  --config PATH   Read the configuration from PATH. Without it, $HQ_ARBITER_CONFIG is used, then
                   ~/.hq/arbiter.json, then /etc/hq/arbiter.json, and when none exists the built-in
                   defaults (listen on 127.0.0.1:8470, database under ./var).
-  --help          Print this help and exit.`;
+  --help          Print this help and exit.
+  --version       Print hq's version (the same for hq, hq-agent and hq-arbiter) and exit.`;
 
 const HELP: Record<string, string> = {
   main: `Usage: hq-arbiter [COMMAND] [--config PATH]
@@ -86,7 +88,7 @@ interface Parsed {
 }
 
 const VALUE_FLAGS = new Set(['config', 'scope', 'to']);
-const BOOL_FLAGS = new Set(['json', 'help']);
+const BOOL_FLAGS = new Set(['json', 'help', 'version']);
 
 function parseArgs(argv: readonly string[]): Parsed {
   const positional: string[] = [];
@@ -140,6 +142,10 @@ async function stderrLog() {
 
 async function dispatch(argv: readonly string[], io: Io): Promise<number> {
   const p = parseArgs(argv);
+  if (p.flags.has('version')) {
+    io.out(`${VERSION}\n`);
+    return 0;
+  }
   const [command = 'serve', ...rest] = p.positional;
   const help = p.flags.has('help');
   switch (command) {

@@ -12,3 +12,4 @@ export * from './arbiter.js';
 export * from './agent.js';
 export * from './role.js';
 export * from './guard.js';
+export * from './version.js';

@@ -194,13 +194,19 @@ ${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.
   doctor         Checks this host's side of hq, one line each with the fix (see hq doctor --help).
   standby        Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).
 
-Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options.
+Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options;
+"hq --version" prints hq's version.
 `;
 
 export async function main(argv: readonly string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     process.stdout.write(TOP_HELP);
     return argv.length === 0 ? 2 : 0;
+  }
+  if (argv[0] === '--version' || argv[0] === '-V') {
+    const { VERSION } = await import('@hq/lease-core/version');
+    process.stdout.write(`${VERSION}\n`);
+    return 0;
   }
   if (argv[0] === 'doctor') {
     // `hq doctor` checks this host's side of hq (its module loads the full config).

@@ -22,7 +22,7 @@ Options:
   --config PATH  The agent's JSON config. Default: $HQ_CONFIG, else ~/.hq/agent.json, else
                  /etc/hq/agent.json, else every default.
   --help         Prints this help and exits 0.
-  --version      Prints the version and exits 0.
+  --version      Prints hq's version (the same for hq, hq-agent and hq-arbiter) and exits 0.
 `;
 
 export interface DaemonHandle {
