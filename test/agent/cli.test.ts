@@ -51,6 +51,24 @@ t.test('usage errors exit 2 with one line', async (t) => {
   t.match(help.stdout, /--grace G\s+Seconds between SIGTERM and SIGKILL/, '--help describes the flags');
 });
 
+t.test('usage errors name the command once and suggest the nearest flag or command', async (t) => {
+  const cases: [string, string[], string][] = [
+    ['a bad positional', ['maintenance', 'maybe'], 'hq maintenance: on|off must be one of on, off (got "maybe")\n'],
+    ['a typo of a flag', ['fence', 'check', '--rol', 'cron'], 'hq fence check: unknown flag --rol (did you mean --role?)\n'],
+    ['a prefix of a flag', ['lease', 'release', '--handover', 'node-b'], 'hq lease release: unknown flag --handover (did you mean --handover-to?)\n'],
+    ['an unrelated flag', ['seen', '--colour'], 'hq seen: unknown flag --colour (see --help)\n'],
+    ['a typo of a command', ['lese', 'status'], 'hq: unknown command "lese" (did you mean lease?)\n'],
+    ['a typo of a subcommand', ['lease', 'stauts'], 'hq: unknown command "lease stauts" (did you mean lease status?)\n'],
+    ['a missing required flag', ['failover'], 'hq failover: --to is required (see --help)\n'],
+  ];
+  for (const [name, args, line] of cases) {
+    const r = await hq(args);
+    t.equal(r.code, 2, `${name} exits 2`);
+    t.equal(r.stderr, line, `${name}: ${line.trim()}`);
+    t.notMatch(r.stderr, /hq: hq |hq [a-z ]+: hq /, `${name}: no doubled prefix`);
+  }
+});
+
 t.test('config errors exit 2 with one line naming the key, for hq and hq-agent', async (t) => {
   const dir = shortDir(t);
   const cases: [string, { [k: string]: unknown }, RegExp][] = [

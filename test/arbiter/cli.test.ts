@@ -47,6 +47,22 @@ t.test('--help for every command prints full-sentence help and exits 0', async (
   }
 });
 
+t.test('an unknown flag or command names the nearest known one', async (t) => {
+  const cases: [string[], string][] = [
+    [['--confg', 'x'], 'hq-arbiter: unknown flag --confg (did you mean --config?)\n'],
+    [['chek'], 'hq-arbiter: unknown command "chek" (did you mean check?)\n'],
+    [['token', 'isue', 'mbp'], 'hq-arbiter: unknown token command "isue" (did you mean issue?)\n'],
+    [['frobnicate'], 'hq-arbiter: unknown command "frobnicate" (try --help)\n'],
+  ];
+  for (const [args, line] of cases) {
+    const r = await run(args);
+    t.equal(r.code, 2, `${args.join(' ')} exits 2`);
+    t.equal(r.stderr, line, `${args.join(' ')}: ${line.trim()}`);
+  }
+  const v = await run(['--version']);
+  t.match(v, { code: 0, stdout: /^\d+\.\d+\.\d+\n$/, stderr: '' }, '--version prints the version alone');
+});
+
 t.test('usage errors print one line and exit 2', async (t) => {
   const all = [['frobnicate'], ['--nope'], ['token', 'issue', 'Bad_Name'], ['token', 'issue', 'mbp', '--scope', 'root'], ['backup'], ['check', '--to', 'x']];
   const results = await Promise.all(all.map((args) => run(args)));

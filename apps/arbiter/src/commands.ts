@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { isHost } from '@hq/lease-core';
+import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
 import type { Scope } from './store/store.js';
@@ -114,7 +115,7 @@ function parseArgs(argv: readonly string[]): Parsed {
         if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
         flags.set(name, value);
       } else {
-        throw new UsageError(`unknown flag --${name}`);
+        throw new UsageError(`unknown flag --${name}${didYouMean(name, [...VALUE_FLAGS, ...BOOL_FLAGS], (n) => `--${n}`)}`);
       }
       continue;
     }
@@ -214,7 +215,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         }
         return 0;
       }
-      throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"`);
+      throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"${didYouMean(verb, ['issue', 'revoke', 'list'])}`);
     }
     case 'check': {
       if (help) return print(io, 'check');
@@ -254,7 +255,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
     }
     default:
       if (help) return print(io, 'main');
-      throw new UsageError(`unknown command "${command}" (try --help)`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'help']) || ' (try --help)'}`);
   }
 }
 
