@@ -69,6 +69,28 @@ t.test('usage errors name the command once and suggest the nearest flag or comma
   }
 });
 
+t.test('with no agent config at all, the read-only commands ask the arbiter at its own default and say so', async (t) => {
+  if (existsSync('/etc/hq/agent.json')) {
+    t.skip('/etc/hq/agent.json exists on this machine, so there is a config');
+    return;
+  }
+  const home = shortDir(t);
+  const line = 'hq: no agent config (--config, $HQ_CONFIG, ~/.hq/agent.json, /etc/hq/agent.json): asking the arbiter at its default http://127.0.0.1:8470\n';
+  for (const args of [['lease', 'status'], ['events']]) {
+    const r = await hq(args, { env: { HOME: home, HQ_CONFIG: '' } });
+    // Whatever listens on 8470 here (nothing, or an arbiter): never the "not set" config error.
+    t.ok(r.code === 0 || r.code === 3, `hq ${args.join(' ')} exits 0 or 3, not 2 (${r.code}: ${r.stderr.trim()})`);
+    t.equal(r.stderr.split('\n')[0] + '\n', line, `hq ${args.join(' ')}: the first line names the URL and why`);
+    t.notMatch(r.stderr, /arbiterUrl: not set/, `hq ${args.join(' ')}: no config error`);
+    if (r.code === 3) t.match(r.stderr, /127\.0\.0\.1:8470|unreachable/, 'an unreachable default is reported as unreachable');
+  }
+  const cfg = join(home, 'agent.json');
+  writeFileSync(cfg, JSON.stringify({ hostName: 'mbp', tailscaleBin: '' }));
+  const named = await hq(['lease', 'status', '--config', cfg], { env: { HOME: home, HQ_CONFIG: '' } });
+  t.equal(named.code, 2, 'a config that exists without an arbiterUrl is still a config error');
+  t.match(named.stderr, /arbiterUrl: not set/, 'naming the key');
+});
+
 t.test('config errors exit 2 with one line naming the key, for hq and hq-agent', async (t) => {
   const dir = shortDir(t);
   const cases: [string, { [k: string]: unknown }, RegExp][] = [

@@ -4,7 +4,7 @@
  */
 import { checkTiming, isHost } from '@hq/lease-core';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
-import { adminToken, agent, arbiter, failure, memberToken, network, out, seenGeneration, sleep, type Resolved } from './context.js';
+import { adminToken, agent, arbiter, failure, memberToken, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
 function fmtAge(s: number): string {
   if (!Number.isFinite(s)) return '?';
@@ -44,7 +44,7 @@ function failoverOf(c: Resolved, ttlSeconds: number): { failoverSeconds: number 
 }
 
 export async function leaseStatus(p: Parsed): Promise<number> {
-  const c = await network(p);
+  const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
   if (r.kind !== 'answer' || r.status !== 200) {
@@ -188,7 +188,7 @@ interface EventRow {
 }
 
 export async function events(p: Parsed): Promise<number> {
-  const c = await network(p);
+  const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const follow = flagBool(p, 'follow');
   const json = flagBool(p, 'json');
