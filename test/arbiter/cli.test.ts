@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, buildDist, childEnv, writeConfig } from './child.js';
+import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
 import { main } from '../../apps/arbiter/src/commands.js';
 
 /** In-process: the same `main` the bin runs, with stdout and stderr captured. */
@@ -118,4 +118,19 @@ t.test('check runs one check against the database and backup writes an intact co
   const events = db.prepare("SELECT count(*) AS n FROM events WHERE event = 'arbiter-check'").get() as { n: number };
   t.equal(events.n, 1, 'the check left its event in the database');
   db.close();
+});
+
+t.test("the first start's admin-token line says how to install the token for the CLI", async (t) => {
+  const dir = t.testdir();
+  const a = await startArbiter(t, writeConfig(dir));
+  const path = join(dir, 'var', 'admin.token');
+  const line = a.lines.find((l) => l['msg'] === 'admin token written');
+  t.equal(line?.['path'], path, 'the line names {dataDir}/admin.token');
+  t.equal(
+    line?.['install'],
+    `install -m 0600 ${path} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${path})", for hq maintenance and hq failover`,
+    'and where hq maintenance and hq failover look for it',
+  );
+  a.proc.kill('SIGTERM');
+  t.match(await a.exited, { code: 0 }, 'the arbiter stops on SIGTERM');
 });

@@ -91,7 +91,12 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   let adminTokenPath: string | null = null;
   if (opts.ensureAdmin === true) {
     adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
-    if (adminTokenPath !== null) log.info({ path: adminTokenPath }, 'admin token written');
+    if (adminTokenPath !== null) {
+      // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
+      // {stateDir}/admin-token), so the line says how to install it there.
+      const install = `install -m 0600 ${adminTokenPath} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${adminTokenPath})", for hq maintenance and hq failover`;
+      log.info({ path: adminTokenPath, install }, 'admin token written');
+    }
   }
   if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
