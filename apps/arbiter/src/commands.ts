@@ -49,6 +49,10 @@ SIGTERM or SIGINT stops accepting requests, finishes those in flight, closes the
 exits 0. On first start it writes an admin token to {dataDir}/admin.token (mode 0600).
 
 Options:
+  --exit-with-parent
+                  Stop, as on SIGTERM, when the process that started the daemon exits (checked
+                  every second). npm start uses it, so that killing npm never leaves the arbiter
+                  running on its own. Default: off (a supervisor such as systemd is the parent).
 ${CONFIG_HELP}`,
   token: `Usage: hq-arbiter token issue MACHINE [--scope member|admin|query] [--config PATH]
        hq-arbiter token revoke MACHINE [--config PATH]
@@ -89,7 +93,7 @@ interface Parsed {
 }
 
 const VALUE_FLAGS = new Set(['config', 'scope', 'to']);
-const BOOL_FLAGS = new Set(['json', 'help', 'version']);
+const BOOL_FLAGS = new Set(['json', 'help', 'version', 'exit-with-parent']);
 
 function parseArgs(argv: readonly string[]): Parsed {
   const positional: string[] = [];
@@ -155,11 +159,11 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       return 0;
     case 'serve': {
       if (help) return print(io, p.positional.length === 0 ? 'main' : 'serve');
-      allowOnly(p, []);
+      allowOnly(p, ['exit-with-parent']);
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
       const cfg = config(p);
       const { serve } = await import('./server/server.js');
-      await serve(cfg);
+      await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent') });
       return -1; // keep running
     }
     case 'token': {
