@@ -19,6 +19,8 @@ import { VERSION } from '../../packages/lease-core/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CI = process.env['CI'] === 'true';
+// Longer than the suite's 300 s per file: a compile of better-sqlite3 alone can take minutes.
+t.setTimeout(20 * 60_000);
 
 /** The environment of a user's shell: no npm_* of the test runner, no tap hooks, PATH = the prefix and node. */
 function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
