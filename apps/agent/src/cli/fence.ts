@@ -97,7 +97,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
     if (json) {
       process.stdout.write(`${JSON.stringify({ run: false, reason: 'agent-unreachable', generation: null, holder: null, role, validForSeconds: null })}\n`);
     }
-    process.stderr.write(`hq: skip: ${r.problem}; nothing runs without the agent\n`);
+    process.stderr.write(`hq fence check: skip: ${r.problem}; nothing runs without the agent\n`);
     return 1;
   }
   const f = r.fence;
