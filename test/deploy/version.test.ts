@@ -6,7 +6,7 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { VERSION } from '../../packages/lease-core/src/version.js';
+import { VERSION } from '../../packages/lease-core/src/index.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PACKAGES = ['.', 'packages/lease-core', 'packages/runtime', 'apps/arbiter', 'apps/agent'];
