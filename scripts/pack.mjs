@@ -87,7 +87,10 @@ for (const app of APPS) {
     // `$(npm root -g)/@hq/…/deploy`, so a host needs no clone.
     cpSync(join(root, 'deploy'), join(stage, 'deploy'), { recursive: true });
     const files = [...(pkg.files ?? []), 'CHANGELOG.md', 'deploy'];
-    writeFileSync(join(stage, 'package.json'), `${JSON.stringify({ ...pkg, files, bundleDependencies: bundled }, null, 2)}\n`);
+    // `private` guards the workspace against an accidental `npm publish`; the tarball is the
+    // thing that would be published, so it goes without.
+    const { private: _private, ...published } = pkg;
+    writeFileSync(join(stage, 'package.json'), `${JSON.stringify({ ...published, files, bundleDependencies: bundled }, null, 2)}\n`);
     const name = execFileSync(npm, ['pack', '--silent', '--pack-destination', out], { cwd: stage, encoding: 'utf8' }).trim().split('\n').pop();
     process.stdout.write(`${join(out, name)}\n`);
   } finally {
