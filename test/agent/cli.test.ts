@@ -67,6 +67,9 @@ t.test('usage errors name the command once and suggest the nearest flag or comma
     t.equal(r.stderr, line, `${name}: ${line.trim()}`);
     t.notMatch(r.stderr, /hq: hq |hq [a-z ]+: hq /, `${name}: no doubled prefix`);
   }
+  const daemon = await run([AGENT_CLI, '--confg', 'x.json']);
+  t.equal(daemon.code, 2, 'hq-agent with a mistyped flag exits 2');
+  t.equal(daemon.stderr, 'hq-agent: unknown argument "--confg" (did you mean --config?)\n', 'and names the nearest flag');
 });
 
 t.test('with no agent config at all, the read-only commands ask the arbiter at its own default and say so', async (t) => {
