@@ -24,7 +24,10 @@ const HOSTS = ['mbp', 'node-b'];
 // ── The per-daemon config keys: the one place to change them ─────────────────────────────────
 // Each daemon's file holds only the keys that daemon owns. TRANSITIONAL_* are keys the current
 // validators still want on the other side for the fast timings; once the arbiter publishes its
-// timings to the agents (config ownership), delete them and nothing else changes.
+// timings to the agents (config ownership), delete them and nothing else changes. (Today an
+// agent without ttlSeconds/safetyMarginSeconds answers its own holder "no-quorum-expired", and
+// the arbiter refuses ttlSeconds 6 against the default heartbeatCron; test/scripts/try.test.ts
+// checks that the holder's fence says run.)
 const TRANSITIONAL_ARBITER = { heartbeatCron: '*/1 * * * * *', requestTimeoutSeconds: 1 };
 const TRANSITIONAL_AGENT = { ttlSeconds: 6, safetyMarginSeconds: 1 };
 

@@ -73,6 +73,15 @@ t.test('npm run try starts three daemons, its printed commands work, and Ctrl-C 
   const r = await sh(acquire);
   t.equal(r.code, 0, `the printed acquire works as printed (${r.stderr.trim()})`);
   t.match(r.stdout, /^acquired: mbp holds generation 1/, 'mbp is HQ');
+  // The holder's own agent learns of its lease on its next heartbeat (every second here).
+  const holderFence = printed(/fence check --role cron --config \S+mbp\.json/);
+  let h = await sh(holderFence);
+  for (let i = 0; i < 50 && h.code !== 0; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    h = await sh(holderFence);
+  }
+  t.equal(h.code, 0, `mbp's fence says run (${h.stdout.trim()})`);
+  t.match(h.stdout, /^run: holder/, 'as the holder');
   const fence = printed(/fence check --role cron --config \S+node-b\.json/);
   const f = await sh(fence);
   t.equal(f.code, 1, `node-b's fence says skip (${f.stdout.trim()})`);
