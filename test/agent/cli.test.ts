@@ -60,6 +60,9 @@ t.test('usage errors name the command once and suggest the nearest flag or comma
     ['a typo of a command', ['lese', 'status'], 'hq: unknown command "lese" (did you mean lease?)\n'],
     ['a typo of a subcommand', ['lease', 'stauts'], 'hq: unknown command "lease stauts" (did you mean lease status?)\n'],
     ['a missing required flag', ['failover'], 'hq failover: --to is required (see --help)\n'],
+    ['a typo of a doctor flag', ['doctor', '--jsn'], 'hq doctor: unknown flag --jsn (did you mean --json?)\n'],
+    ['a typo of a standby command', ['standby', 'snapshto'], 'hq: unknown command "standby snapshto" (did you mean standby snapshot?)\n'],
+    ['an unknown standby flag', ['standby', 'role', '--bogus'], 'hq standby role: unknown flag --bogus (see --help)\n'],
   ];
   for (const [name, args, line] of cases) {
     const r = await hq(args);

@@ -1,5 +1,5 @@
 /**
- * A small, strict argument parser for `hq` (no dependency: the fence path must stay light).
+ * A small, strict argument parser for `hq` (no third-party dependency: the fence path must stay light).
  * Every flag has a full-sentence help that states its default; an unknown flag, a missing
  * value or a bad number is a usage error (exit 2, one line: `hq COMMAND: problem`), with the
  * nearest known flag when the unknown one looks like a typo.
