@@ -52,6 +52,52 @@ t.test('usage errors exit 2 with one line', async (t) => {
   t.match(help.stdout, /--grace G\s+Seconds between SIGTERM and SIGKILL/, '--help describes the flags');
 });
 
+t.test('usage errors name the command once and suggest the nearest flag or command', async (t) => {
+  const cases: [string, string[], string][] = [
+    ['a bad positional', ['maintenance', 'maybe'], 'hq maintenance: on|off must be one of on, off (got "maybe")\n'],
+    ['a typo of a flag', ['fence', 'check', '--rol', 'cron'], 'hq fence check: unknown flag --rol (did you mean --role?)\n'],
+    ['a prefix of a flag', ['lease', 'release', '--handover', 'node-b'], 'hq lease release: unknown flag --handover (did you mean --handover-to?)\n'],
+    ['an unrelated flag', ['seen', '--colour'], 'hq seen: unknown flag --colour (see --help)\n'],
+    ['a typo of a command', ['lese', 'status'], 'hq: unknown command "lese" (did you mean lease?)\n'],
+    ['a typo of a subcommand', ['lease', 'stauts'], 'hq: unknown command "lease stauts" (did you mean lease status?)\n'],
+    ['a missing required flag', ['failover'], 'hq failover: --to is required (see --help)\n'],
+    ['a typo of a doctor flag', ['doctor', '--jsn'], 'hq doctor: unknown flag --jsn (did you mean --json?)\n'],
+    ['a typo of a standby command', ['standby', 'snapshto'], 'hq: unknown command "standby snapshto" (did you mean standby snapshot?)\n'],
+    ['an unknown standby flag', ['standby', 'role', '--bogus'], 'hq standby role: unknown flag --bogus (see --help)\n'],
+  ];
+  for (const [name, args, line] of cases) {
+    const r = await hq(args);
+    t.equal(r.code, 2, `${name} exits 2`);
+    t.equal(r.stderr, line, `${name}: ${line.trim()}`);
+    t.notMatch(r.stderr, /hq: hq |hq [a-z ]+: hq /, `${name}: no doubled prefix`);
+  }
+  const daemon = await run([AGENT_CLI, '--confg', 'x.json']);
+  t.equal(daemon.code, 2, 'hq-agent with a mistyped flag exits 2');
+  t.equal(daemon.stderr, 'hq-agent: unknown argument "--confg" (did you mean --config?)\n', 'and names the nearest flag');
+});
+
+t.test('with no agent config at all, the read-only commands ask the arbiter at its own default and say so', async (t) => {
+  if (existsSync('/etc/hq/agent.json')) {
+    t.skip('/etc/hq/agent.json exists on this machine, so there is a config');
+    return;
+  }
+  const home = shortDir(t);
+  const line = 'hq: no agent config (--config, $HQ_CONFIG, ~/.hq/agent.json, /etc/hq/agent.json): asking the arbiter at its default http://127.0.0.1:8470\n';
+  for (const args of [['lease', 'status'], ['events']]) {
+    const r = await hq(args, { env: { HOME: home, HQ_CONFIG: '' } });
+    // Whatever listens on 8470 here (nothing, or an arbiter): never the "not set" config error.
+    t.ok(r.code === 0 || r.code === 3, `hq ${args.join(' ')} exits 0 or 3, not 2 (${r.code}: ${r.stderr.trim()})`);
+    t.equal(r.stderr.split('\n')[0] + '\n', line, `hq ${args.join(' ')}: the first line names the URL and why`);
+    t.notMatch(r.stderr, /arbiterUrl: not set/, `hq ${args.join(' ')}: no config error`);
+    if (r.code === 3) t.match(r.stderr, /127\.0\.0\.1:8470|unreachable/, 'an unreachable default is reported as unreachable');
+  }
+  const cfg = join(home, 'agent.json');
+  writeFileSync(cfg, JSON.stringify({ hostName: 'mbp', tailscaleBin: '' }));
+  const named = await hq(['lease', 'status', '--config', cfg], { env: { HOME: home, HQ_CONFIG: '' } });
+  t.equal(named.code, 2, 'a config that exists without an arbiterUrl is still a config error');
+  t.match(named.stderr, /arbiterUrl: not set/, 'naming the key');
+});
+
 t.test('config errors exit 2 with one line naming the key, for hq and hq-agent', async (t) => {
   const dir = shortDir(t);
   const cases: [string, { [k: string]: unknown }, RegExp][] = [

@@ -28,7 +28,34 @@ t.test('a skip answer does not run the command and exits 0, or the --skip-exit c
   const b = await hq(['fence', 'run', '--role', 'cron', '--skip-exit', '9', '--config', config, ...child]);
   t.equal(b.code, 9, 'a skip exits with --skip-exit');
   t.notOk(existsSync(marker), 'the command never ran');
-  t.match(a.stderr, /"event":"skipped"/, 'the skip is logged');
+  t.equal(a.stderr, '', 'a skip prints nothing (a crontab line must not mail every standby)');
+  t.equal(a.stdout, '', 'and nothing on stdout either');
+  const v = await hq(['fence', 'run', '--verbose', '--role', 'cron', '--config', config, ...child]);
+  t.equal(v.code, 0, '--verbose changes no exit code');
+  t.match(v.stderr, /"event":"skipped","role":"cron","reason":"not-holder"/, '--verbose logs the skip as one JSON line');
+});
+
+t.test('a normal run prints nothing; --verbose shows allowed', async (t) => {
+  const { config } = await setup(t);
+  const quiet = await hq(['fence', 'run', '--role', 'cron', '--config', config, '--', node, '-e', '']);
+  t.equal(quiet.code, 0, 'the child ran and exited 0');
+  t.equal(quiet.stderr, '', 'nothing on stderr for a normal run');
+  const loud = await hq(['fence', 'run', '--verbose', '--role', 'cron', '--config', config, '--', node, '-e', '']);
+  t.match(loud.stderr, /"event":"allowed","role":"cron","generation":3,"holder":"mbp"/, '--verbose logs the decision');
+});
+
+t.test('the CMD without -- gets one line saying where the -- goes', async (t) => {
+  const { dir, config } = await setup(t);
+  const r = await hq(['fence', 'run', '--role', 'cron', '--config', config, 'echo', 'hi', "it's"]);
+  t.equal(r.code, 2, 'a usage error, exit 2');
+  t.equal(
+    r.stderr,
+    `hq fence run: unexpected argument "echo": put the command after -- (hq fence run --role cron --config ${config} -- echo hi 'it'\\''s')\n`,
+    'one line with the corrected command, quoted for a shell',
+  );
+  const flag = await hq(['fence', 'run', '--role', 'cron', '--config', config, 'ls', '--all']);
+  t.match(flag.stderr, /^hq fence run: unexpected argument "ls": put the command after --/, "CMD's own flags are not taken for unknown flags of ours");
+  t.notOk(existsSync(join(dir, 'ran')), 'nothing ran');
 });
 
 t.test("the child's exit code is passed through and it gets HQ_GENERATION, HQ_HOLDER and HQ_ROLE", async (t) => {
@@ -58,6 +85,7 @@ t.test('a missing command exits 127', async (t) => {
   const { config } = await setup(t);
   const r = await hq(['fence', 'run', '--role', 'cron', '--config', config, '--', '/nonexistent/command']);
   t.equal(r.code, 127, 'ENOENT gives 127');
+  t.equal(r.stderr, 'hq fence run: cannot start "/nonexistent/command": ENOENT\n', 'one line naming the command');
 });
 
 t.test('losing the fence sends SIGTERM to the child and exits 75', async (t) => {
@@ -72,7 +100,7 @@ t.test('losing the fence sends SIGTERM to the child and exits 75', async (t) => 
   const r = await p;
   t.equal(r.code, 75, 'the supervisor exits 75 when it stopped the child');
   t.equal(readFileSync(marker, 'utf8'), 'TERM', 'the child got SIGTERM');
-  t.match(r.stderr, /"event":"lost","role":"cron","reason":"not-holder"/, 'the loss is logged with its reason');
+  t.equal(r.stderr, 'hq fence run: lost the fence for role cron (not-holder, generation 3): stopping CMD with SIGTERM, SIGKILL after 3 s\n', 'the loss is one line with its reason, without --verbose');
 });
 
 t.test('a change of generation counts as a loss even when the answer still says run', async (t) => {
@@ -90,7 +118,7 @@ t.test('a child that ignores SIGTERM gets SIGKILL after the grace', async (t) =>
   const { dir, config, agent } = await setup(t);
   const started = join(dir, 'started');
   const code = `process.on('SIGTERM', () => {}); require('fs').writeFileSync(${JSON.stringify(started)}, 'x'); setInterval(() => {}, 1000);`;
-  const p = hq(['fence', 'run', '--role', 'cron', '--recheck', '0.3', '--grace', '1', '--config', config, '--', node, '-e', code]);
+  const p = hq(['fence', 'run', '--verbose', '--role', 'cron', '--recheck', '0.3', '--grace', '1', '--config', config, '--', node, '-e', code]);
   while (!existsSync(started)) await sleep(50);
   const lostAt = Date.now();
   agent.answer = { run: false, reason: 'no-quorum-expired', generation: 3, holder: 'mbp', validForSeconds: null };
@@ -136,7 +164,7 @@ t.test('TERM sent to the supervisor is forwarded to the child, whose exit code i
   const started = join(dir, 'started');
   const code = `process.on('SIGTERM', () => process.exit(3)); require('fs').writeFileSync(${JSON.stringify(started)}, 'x'); setInterval(() => {}, 1000);`;
   let pid = 0;
-  const p = hq(['fence', 'run', '--role', 'cron', '--config', config, '--', node, '-e', code], { onSpawn: (n) => (pid = n) });
+  const p = hq(['fence', 'run', '--verbose', '--role', 'cron', '--config', config, '--', node, '-e', code], { onSpawn: (n) => (pid = n) });
   while (!existsSync(started)) await sleep(50);
   process.kill(pid, 'SIGTERM');
   const r = await p;
@@ -151,5 +179,6 @@ t.test('an unknown role exits 2 and a missing agent is a skip', async (t) => {
   await agent.close();
   const down = await hq(['fence', 'run', '--role', 'cron', '--skip-exit', '5', '--config', config, '--', node, '-e', `require('fs').writeFileSync(${JSON.stringify(join(dir, 'x'))}, 'x')`]);
   t.equal(down.code, 5, 'no agent → skip');
+  t.match(down.stderr, /^hq fence run: skip: the agent is not answering on .*; nothing runs without the agent\n$/, 'an unreachable agent is one line even without --verbose');
   t.notOk(existsSync(join(dir, 'x')), 'nothing ran without the agent');
 });

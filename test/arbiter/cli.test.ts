@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, buildDist, childEnv, writeConfig } from './child.js';
+import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
 import { main } from '../../apps/arbiter/src/commands.js';
 
 /** In-process: the same `main` the bin runs, with stdout and stderr captured. */
@@ -45,6 +45,22 @@ t.test('--help for every command prints full-sentence help and exits 0', async (
     t.match(r.stdout, /^Usage: hq-arbiter/, `${args.join(' ')} starts with usage`);
     t.match(r.stdout, /--config PATH\s+Read the configuration from PATH\./, `${args.join(' ')} explains --config in a sentence`);
   }
+});
+
+t.test('an unknown flag or command names the nearest known one', async (t) => {
+  const cases: [string[], string][] = [
+    [['--confg', 'x'], 'hq-arbiter: unknown flag --confg (did you mean --config?)\n'],
+    [['chek'], 'hq-arbiter: unknown command "chek" (did you mean check?)\n'],
+    [['token', 'isue', 'mbp'], 'hq-arbiter: unknown token command "isue" (did you mean issue?)\n'],
+    [['frobnicate'], 'hq-arbiter: unknown command "frobnicate" (try --help)\n'],
+  ];
+  for (const [args, line] of cases) {
+    const r = await run(args);
+    t.equal(r.code, 2, `${args.join(' ')} exits 2`);
+    t.equal(r.stderr, line, `${args.join(' ')}: ${line.trim()}`);
+  }
+  const v = await run(['--version']);
+  t.match(v, { code: 0, stdout: /^\d+\.\d+\.\d+\n$/, stderr: '' }, '--version prints the version alone');
 });
 
 t.test('usage errors print one line and exit 2', async (t) => {
@@ -168,4 +184,19 @@ t.test('check runs one check against the database and backup writes an intact co
   const events = db.prepare("SELECT count(*) AS n FROM events WHERE event = 'arbiter-check'").get() as { n: number };
   t.equal(events.n, 1, 'the check left its event in the database');
   db.close();
+});
+
+t.test("the first start's admin-token line says how to install the token for the CLI", async (t) => {
+  const dir = t.testdir();
+  const a = await startArbiter(t, writeConfig(dir));
+  const path = join(dir, 'var', 'admin.token');
+  const line = a.lines.find((l) => l['msg'] === 'admin token written');
+  t.equal(line?.['path'], path, 'the line names {dataDir}/admin.token');
+  t.equal(
+    line?.['install'],
+    `install -m 0600 ${path} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${path})", for hq maintenance and hq failover`,
+    'and where hq maintenance and hq failover look for it',
+  );
+  a.proc.kill('SIGTERM');
+  t.match(await a.exited, { code: 0 }, 'the arbiter stops on SIGTERM');
 });

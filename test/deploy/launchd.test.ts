@@ -219,7 +219,7 @@ t.test('ProgramArguments run node on the agent daemon with --config ~/.hq/agent.
   const daemon = 'apps/agent/dist/daemon-cli.js';
   t.equal(list.length, 4, 'four arguments: node, the daemon, --config, the file');
   t.match(list[0] ?? '', /^\/.*\/node$/, 'the first argument is an absolute path to node');
-  t.equal(list[1], `${HOME}/hq/${daemon}`, `the daemon is ${daemon} in the clone`);
+  t.equal(list[1], `/opt/homebrew/lib/node_modules/@hq/agent/${daemon.slice('apps/agent/'.length)}`, `the daemon is ${daemon} as npm install -g puts it under Homebrew's prefix`);
   t.ok(existsSync(join(root, 'apps/agent/src/daemon-cli.ts')), `${daemon} is built from apps/agent/src/daemon-cli.ts, which exists`);
   t.equal(list[2], '--config', 'the config is passed with --config');
   t.equal(list[3], `${HOME}/.hq/agent.json`, 'the config is ~/.hq/agent.json, spelled out');

@@ -165,7 +165,7 @@ function sourceOf(pkgDir: string, built: string): string {
   return rel.startsWith(`${outDir}/`) ? join(pkgDir, rootDir, rel.slice(outDir.length + 1).replace(/\.js$/, '.ts')) : '';
 }
 
-t.test('each daemon starts its package’s built CLI under /opt/hq through /usr/bin/env node', async (t) => {
+t.test('each daemon starts its package’s built CLI, installed globally under /usr/local, through /usr/bin/env node', async (t) => {
   const cases = [
     ['hq-arbiter.service', 'apps/arbiter', 'apps/arbiter/dist/cli.js', ['serve', '--config', '/etc/hq/arbiter.json']],
     ['hq-agent.service', 'apps/agent', 'apps/agent/dist/daemon-cli.js', ['--config', '/etc/hq/agent.json']],
@@ -173,7 +173,9 @@ t.test('each daemon starts its package’s built CLI under /opt/hq through /usr/
   for (const [name, pkgDir, built, rest] of cases) {
     const exec = (one(unit(name), 'Service', 'ExecStart') ?? '').split(/\s+/);
     t.same(exec.slice(0, 2), ['/usr/bin/env', 'node'], `${name} runs node found by /usr/bin/env`);
-    t.equal(exec[2], `/opt/hq/${built}`, `${name} runs /opt/hq/${built}`);
+    const pkgName = (readJson(`${pkgDir}/package.json`) as { name: string }).name;
+    const installed = `/usr/local/lib/node_modules/${pkgName}/${built.slice(pkgDir.length + 1)}`;
+    t.equal(exec[2], installed, `${name} runs ${installed} (npm install -g of the tarball)`);
     const source = sourceOf(pkgDir, built);
     t.ok(source !== '' && existsSync(join(root, source)), `${built} is built from ${source}, which exists`);
     t.same(exec.slice(3), [...rest], `${name} passes ${rest.join(' ')}`);

@@ -573,7 +573,7 @@ export class NetnsCluster {
     const p = this.spawnIn(
       NODE_OF[h],
       `fence-${h}`,
-      [HQ_CLI_(), 'fence', 'run', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
+      [HQ_CLI_(), 'fence', 'run', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
       env,
       false,
     );

@@ -5,6 +5,8 @@
  */
 import { existsSync } from 'node:fs';
 import { isHost } from '@hq/lease-core';
+import { didYouMean } from '@hq/lease-core/suggest';
+import { VERSION } from '@hq/lease-core/version';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
@@ -21,7 +23,8 @@ class UsageError extends Error {}
 const CONFIG_HELP = `  --config PATH   Read the configuration from PATH. Without it, $HQ_ARBITER_CONFIG is used, then
                   ~/.hq/arbiter.json, then /etc/hq/arbiter.json, and when none exists the built-in
                   defaults (listen on 127.0.0.1:8470, database under ./var).
-  --help          Print this help and exit.`;
+  --help          Print this help and exit.
+  --version       Print hq's version (the same for hq, hq-agent and hq-arbiter) and exit.`;
 
 const HELP: Record<string, string> = {
   main: `Usage: hq-arbiter [COMMAND] [--config PATH]
@@ -47,6 +50,10 @@ SIGTERM or SIGINT stops accepting requests, finishes those in flight, closes the
 exits 0. On first start it writes an admin token to {dataDir}/admin.token (mode 0600).
 
 Options:
+  --exit-with-parent
+                  Stop, as on SIGTERM, when the process that started the daemon exits (checked
+                  every second). npm start uses it, so that killing npm never leaves the arbiter
+                  running on its own. Default: off (a supervisor such as systemd is the parent).
 ${CONFIG_HELP}`,
   token: `Usage: hq-arbiter token issue MACHINE [--scope member|admin|query] [--keep-old] [--config PATH]
        hq-arbiter token revoke MACHINE [--id N] [--config PATH]
@@ -95,7 +102,7 @@ interface Parsed {
 }
 
 const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id']);
-const BOOL_FLAGS = new Set(['json', 'help', 'keep-old']);
+const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent']);
 
 function parseArgs(argv: readonly string[]): Parsed {
   const positional: string[] = [];
@@ -121,7 +128,7 @@ function parseArgs(argv: readonly string[]): Parsed {
         if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
         flags.set(name, value);
       } else {
-        throw new UsageError(`unknown flag --${name}`);
+        throw new UsageError(`unknown flag --${name}${didYouMean(name, [...VALUE_FLAGS, ...BOOL_FLAGS], (n) => `--${n}`)}`);
       }
       continue;
     }
@@ -149,6 +156,10 @@ async function stderrLog() {
 
 async function dispatch(argv: readonly string[], io: Io): Promise<number> {
   const p = parseArgs(argv);
+  if (p.flags.has('version')) {
+    io.out(`${VERSION}\n`);
+    return 0;
+  }
   const [command = 'serve', ...rest] = p.positional;
   const help = p.flags.has('help');
   switch (command) {
@@ -157,11 +168,11 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       return 0;
     case 'serve': {
       if (help) return print(io, p.positional.length === 0 ? 'main' : 'serve');
-      allowOnly(p, []);
+      allowOnly(p, ['exit-with-parent']);
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
       const cfg = config(p);
       const { serve } = await import('./server/server.js');
-      await serve(cfg);
+      await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent') });
       return -1; // keep running
     }
     case 'token': {
@@ -230,7 +241,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         }
         return 0;
       }
-      throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"`);
+      throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"${didYouMean(verb, ['issue', 'revoke', 'list'])}`);
     }
     case 'check': {
       if (help) return print(io, 'check');
@@ -270,7 +281,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
     }
     default:
       if (help) return print(io, 'main');
-      throw new UsageError(`unknown command "${command}" (try --help)`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'help']) || ' (try --help)'}`);
   }
 }
 

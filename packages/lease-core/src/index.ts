@@ -13,3 +13,5 @@ export * from './arbiter.js';
 export * from './agent.js';
 export * from './role.js';
 export * from './guard.js';
+export * from './version.js';
+export * from './suggest.js';

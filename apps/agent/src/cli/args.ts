@@ -1,8 +1,10 @@
 /**
- * A small, strict argument parser for `hq` (no dependency: the fence path must stay light).
+ * A small, strict argument parser for `hq` (no third-party dependency: the fence path must stay light).
  * Every flag has a full-sentence help that states its default; an unknown flag, a missing
- * value or a bad number is a usage error (exit 2, one line).
+ * value or a bad number is a usage error (exit 2, one line: `hq COMMAND: problem`), with the
+ * nearest known flag when the unknown one looks like a typo.
  */
+import { didYouMean } from '@hq/lease-core/suggest';
 
 export class CliError extends Error {
   constructor(
@@ -12,6 +14,20 @@ export class CliError extends Error {
     super(message);
     this.name = 'CliError';
   }
+}
+
+/** A word as a POSIX shell would need it written (for the commands an error suggests). */
+export function shellWord(w: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * One error line of `hq COMMAND`: `hq COMMAND: message`. The command is named once: a message
+ * that already starts with `hq …:` or `hq:` (thrown deeper down) keeps only its own text.
+ */
+export function errorLine(command: string, message: string): string {
+  const own = message.replace(new RegExp(`^hq(?: ${command.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')})?: `), '');
+  return `hq ${command}: ${own.replace(/\s*\n\s*/g, ' ')}\n`;
 }
 
 export function usage(message: string): CliError {
@@ -66,7 +82,7 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[]): Parsed {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (a === '--') {
-      if (spec.rest === undefined) throw usage(`hq ${spec.name} takes no command after --`);
+      if (spec.rest === undefined) throw usage('takes no command after --');
       rest = argv.slice(i + 1) as string[];
       break;
     }
@@ -78,9 +94,12 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[]): Parsed {
       const eq = a.indexOf('=');
       const name = eq === -1 ? a.slice(2) : a.slice(2, eq);
       const f = byName.get(name);
-      if (f === undefined) throw usage(`hq ${spec.name}: unknown flag --${name} (see --help)`);
+      if (f === undefined) {
+        const hint = didYouMean(name, [...spec.flags.map((x) => x.name), 'help'], (n) => `--${n}`);
+        throw usage(`unknown flag --${name}${hint === '' ? ' (see --help)' : hint}`);
+      }
       if (f.kind === 'boolean') {
-        if (eq !== -1) throw usage(`hq ${spec.name}: --${name} takes no value`);
+        if (eq !== -1) throw usage(`--${name} takes no value`);
         flags.set(name, true);
         continue;
       }
@@ -90,26 +109,33 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[]): Parsed {
         v = argv[i + 1];
         i++;
       }
-      if (v === undefined) throw usage(`hq ${spec.name}: --${name} needs a value`);
+      if (v === undefined) throw usage(`--${name} needs a value`);
       if (f.kind === 'number') {
         const n = Number(v);
-        if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw usage(`hq ${spec.name}: --${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
+        if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw usage(`--${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
         flags.set(name, n);
       } else flags.set(name, v);
       continue;
     }
+    // A command that takes `-- CMD…` and got a word it has no place for: the CMD without its
+    // `--` (`hq fence run --role cron echo hi`). Say where the -- goes, before a flag of CMD's
+    // (`ls --all`) is taken for one of ours.
+    if (spec.rest !== undefined && positionals.length >= (spec.positionals ?? []).length) {
+      const fixed = [...argv.slice(0, i), '--', ...argv.slice(i)].map(shellWord).join(' ');
+      throw usage(`unexpected argument ${JSON.stringify(a)}: put the command after -- (hq ${spec.name} ${fixed})`);
+    }
     positionals.push(a);
   }
   if (!help) {
-    for (const f of spec.flags) if (f.required === true && !flags.has(f.name)) throw usage(`hq ${spec.name}: --${f.name} is required (see --help)`);
+    for (const f of spec.flags) if (f.required === true && !flags.has(f.name)) throw usage(`--${f.name} is required (see --help)`);
     const want = spec.positionals ?? [];
-    if (positionals.length > want.length) throw usage(`hq ${spec.name}: unexpected argument ${JSON.stringify(positionals[want.length])}`);
+    if (positionals.length > want.length) throw usage(`unexpected argument ${JSON.stringify(positionals[want.length])}`);
     want.forEach((p, idx) => {
       const v = positionals[idx];
-      if (v === undefined) throw usage(`hq ${spec.name}: ${p.name} is required (see --help)`);
-      if (p.choices !== undefined && !p.choices.includes(v)) throw usage(`hq ${spec.name}: ${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})`);
+      if (v === undefined) throw usage(`${p.name} is required (see --help)`);
+      if (p.choices !== undefined && !p.choices.includes(v)) throw usage(`${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})${didYouMean(v, p.choices)}`);
     });
-    if (spec.rest !== undefined && rest.length === 0) throw usage(`hq ${spec.name}: give the command after -- (see --help)`);
+    if (spec.rest !== undefined && rest.length === 0) throw usage('give the command after -- (see --help)');
   }
   return { flags, positionals, rest, help };
 }
@@ -179,11 +205,11 @@ export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Pars
     return await run(parsed);
   } catch (err) {
     if (err instanceof CliError) {
-      process.stderr.write(`hq: ${err.message}\n`);
+      process.stderr.write(errorLine(spec.name, err.message));
       return err.exitCode;
     }
     const e = err as { name?: string; message?: string };
-    process.stderr.write(`hq: ${e.message ?? String(err)}\n`);
+    process.stderr.write(errorLine(spec.name, e.message ?? String(err)));
     return e.name === 'ConfigError' ? 2 : 1;
   }
 }

@@ -20,6 +20,25 @@ export function network(p: Parsed): Promise<Resolved> {
   return resolveNetwork(config(p));
 }
 
+/** Where the arbiter listens by its own default (its `listen`: 127.0.0.1:8470). */
+export const ARBITER_DEFAULT_URL = 'http://127.0.0.1:8470';
+
+/**
+ * The arbiter for a read-only command (`lease status`, `events`, `fleet`). With no agent config
+ * at all (no --config, no $HQ_CONFIG, no ~/.hq/agent.json, no /etc/hq/agent.json) and no
+ * arbiterUrl, that is the arbiter's own default on loopback — what `npm start` runs — and one
+ * line on stderr says so. A config that exists but names no arbiter still gets the error: it
+ * was meant for somewhere else.
+ */
+export function networkForReading(p: Parsed): Promise<Resolved> {
+  const c = config(p);
+  if (c.file === null && c.arbiterUrl === null) {
+    process.stderr.write(`hq: no agent config (--config, $HQ_CONFIG, ~/.hq/agent.json, /etc/hq/agent.json): asking the arbiter at its default ${ARBITER_DEFAULT_URL}\n`);
+    return Promise.resolve({ ...c, arbiterUrl: ARBITER_DEFAULT_URL });
+  }
+  return resolveNetwork(c);
+}
+
 export async function memberToken(c: AgentConfig): Promise<string> {
   const t = await readToken(c.tokenFile);
   if (!t.ok) throw new CliError(2, `${t.problem} (the member token, tokenFile)`);

@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
 import { joinUrl, requestJson, type HttpResult } from '../http.js';
-import { CONFIG_FLAG, JSON_FLAG, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
+import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
 
 export const DOCTOR_SPEC: CommandSpec = {
@@ -354,7 +354,7 @@ export async function doctorCommand(argv: readonly string[], ctx: DoctorContext 
     p = parseArgs(DOCTOR_SPEC, argv);
   } catch (e) {
     if (e instanceof CliError) {
-      err(`hq: ${e.message}\n`);
+      err(errorLine(DOCTOR_SPEC.name, e.message));
       return e.exitCode;
     }
     throw e;

@@ -27,6 +27,11 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
     { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
     { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
+    {
+      name: 'verbose',
+      kind: 'boolean',
+      help: 'Writes every decision of the supervisor (allowed, skipped, stopped, signal-forwarded, lost, killed) as one JSON line on stderr. Default: off, nothing on a normal run or skip (the agent logs each fence decision); a lost fence, an unreachable agent or a CMD that cannot start is one line on stderr either way.',
+    },
   ],
   rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
   exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
@@ -38,6 +43,28 @@ export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'hq.fence', event, ...data })}\n`);
+}
+
+/**
+ * What `hq fence run` says without --verbose: nothing for a run or a skip (a crontab line must
+ * not mail both hosts every five minutes), one line for what an operator must hear of — the
+ * fence lost under CMD, no agent to ask, CMD not startable. `killed` follows a `lost` whose line
+ * already said SIGKILL comes after the grace, so it adds nothing.
+ */
+export function quietLine(event: string, data: { readonly [k: string]: unknown }): string | null {
+  const p = 'hq fence run: ';
+  if (event === 'lost') {
+    const g = data['generation'] === undefined ? '' : `, generation ${String(data['generation'])}`;
+    return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(data['graceSeconds'])} s\n`;
+  }
+  if (event === 'skipped' && data['reason'] === 'agent-unreachable') return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
+  if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
+  return null;
+}
+
+function quietLog(event: string, data: { [k: string]: unknown }): void {
+  const line = quietLine(event, data);
+  if (line !== null) process.stderr.write(line);
 }
 
 async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<CheckResult> {
@@ -70,7 +97,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
     if (json) {
       process.stdout.write(`${JSON.stringify({ run: false, reason: 'agent-unreachable', generation: null, holder: null, role, validForSeconds: null })}\n`);
     }
-    process.stderr.write(`hq: skip: ${r.problem}; nothing runs without the agent\n`);
+    process.stderr.write(`hq fence check: skip: ${r.problem}; nothing runs without the agent\n`);
     return 1;
   }
   const f = r.fence;
@@ -88,8 +115,8 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const recheck = flagNumber(p, 'recheck') ?? 30;
   const grace = flagNumber(p, 'grace') ?? 5;
   const skipExit = flagNumber(p, 'skip-exit') ?? 0;
-  if (recheck <= 0) throw new CliError(2, 'hq fence run: --recheck must be above 0');
-  if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, 'hq fence run: --skip-exit must be an integer from 0 to 255');
+  if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
+  if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
   const { superviseFence, CHECK_TIMEOUT_SECONDS } = await import('../fence-run.js');
   let first = true;
@@ -101,7 +128,8 @@ export async function fenceRun(p: Parsed): Promise<number> {
     if (r.kind === 'down' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
-  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, log: logLine });
+  const log = flagBool(p, 'verbose') ? logLine : quietLog;
+  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, log });
   if (code === -2) {
     const again = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
     throw new CliError(2, again.kind === 'bad-role' ? again.message : `unknown role "${role}"`);

@@ -88,8 +88,8 @@ export function fleetTable(rows: readonly FleetRow[]): string {
 }
 
 export async function fleet(p: Parsed): Promise<number> {
-  const { arbiter, failure, memberToken, network, out } = await import('./context.js');
-  const c = await network(p);
+  const { arbiter, failure, memberToken, networkForReading, out } = await import('./context.js');
+  const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const [r, l] = await Promise.all([arbiter(c, 'GET', '/v1/resources?kind=machine', undefined, token), arbiter(c, 'GET', '/v1/lease', undefined, token)]);
   if (r.kind !== 'answer' || r.status !== 200) {

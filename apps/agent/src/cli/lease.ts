@@ -4,7 +4,7 @@
  */
 import { isHost } from '@hq/lease-core';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
-import { adminToken, agent, arbiter, failure, memberToken, network, out, seenGeneration, sleep, type Resolved } from './context.js';
+import { adminToken, agent, arbiter, failure, memberToken, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
 function fmtAge(s: number): string {
   if (!Number.isFinite(s)) return '?';
@@ -52,7 +52,7 @@ async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTimin
 }
 
 export async function leaseStatus(p: Parsed): Promise<number> {
-  const c = await network(p);
+  const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
   if (r.kind !== 'answer' || r.status !== 200) {
@@ -234,7 +234,7 @@ export function parseSince(text: string): number | null {
 }
 
 export async function events(p: Parsed): Promise<number> {
-  const c = await network(p);
+  const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const follow = flagBool(p, 'follow');
   const json = flagBool(p, 'json');

@@ -2,6 +2,7 @@
  * `hq` — the command table (SPEC §5). Each command's code is imported only when it runs, so
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
+import { didYouMean } from '@hq/lease-core/suggest';
 import { CONFIG_FLAG, JSON_FLAG, runCommand, type CommandSpec, type Parsed } from './args.js';
 // Light modules: they import only args.js (fence.js: node built-ins and the light config
 // reader) until their command runs.
@@ -198,13 +199,19 @@ ${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.
   doctor         Checks this host's side of hq, one line each with the fix (see hq doctor --help).
   standby        Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).
 
-Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options.
+Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options;
+"hq --version" prints hq's version.
 `;
 
 export async function main(argv: readonly string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     process.stdout.write(TOP_HELP);
     return argv.length === 0 ? 2 : 0;
+  }
+  if (argv[0] === '--version' || argv[0] === '-V') {
+    const { VERSION } = await import('@hq/lease-core/version');
+    process.stdout.write(`${VERSION}\n`);
+    return 0;
   }
   if (argv[0] === 'doctor') {
     // `hq doctor` checks this host's side of hq (its module loads the full config).
@@ -230,10 +237,12 @@ export async function main(argv: readonly string[]): Promise<number> {
         process.stdout.write(`Usage: ${group.map((g) => `hq ${g.spec.name}`).join(' | ')}\n`);
         return argv[1] === '--help' ? 0 : 2;
       }
-      process.stderr.write(`hq: unknown command "${argv[0]} ${argv[1]}" (one of: ${group.map((g) => g.spec.name).join(', ')})\n`);
+      const hint = didYouMean(argv[1], group.map((g) => g.spec.name.split(' ')[1] as string), (w) => `${argv[0]} ${w}`);
+      process.stderr.write(`hq: unknown command "${argv[0]} ${argv[1]}"${hint || ` (one of: ${group.map((g) => g.spec.name).join(', ')})`}\n`);
       return 2;
     }
-    process.stderr.write(`hq: unknown command "${argv[0]}" (see hq --help)\n`);
+    const words = [...new Set([...COMMANDS.map((c) => c.spec.name.split(' ')[0] as string), 'doctor', 'standby'])];
+    process.stderr.write(`hq: unknown command "${argv[0]}"${didYouMean(argv[0] as string, words) || ' (see hq --help)'}\n`);
     return 2;
   }
   return runCommand(cmd.spec, cmd.load, rest);

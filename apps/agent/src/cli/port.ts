@@ -37,9 +37,9 @@ function logLine(event: string, data: { [k: string]: unknown }): void {
 
 export async function portRun(p: Parsed): Promise<number> {
   const purpose = flagString(p, 'purpose') as string;
-  if (!PURPOSE.test(purpose)) throw new CliError(2, `hq port run: --purpose must match ^[a-z0-9][a-z0-9-]{0,63}$ (got ${JSON.stringify(purpose)})`);
+  if (!PURPOSE.test(purpose)) throw new CliError(2, `--purpose must match ^[a-z0-9][a-z0-9-]{0,63}$ (got ${JSON.stringify(purpose)})`);
   const ttl = flagNumber(p, 'ttl') ?? DEFAULT_TTL_SECONDS;
-  if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `hq port run: --ttl must be at least ${MIN_TTL_SECONDS} seconds`);
+  if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `--ttl must be at least ${MIN_TTL_SECONDS} seconds`);
   const grace = flagNumber(p, 'grace') ?? 5;
   const { network, memberToken } = await import('./context.js');
   const { runWithPort } = await import('../registry/port-run.js');

@@ -42,7 +42,9 @@ import { probe as probeHost, type ProbeResult } from '../probe.js';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
 
-export const VERSION = '0.1.0';
+import { VERSION } from '@hq/lease-core/version';
+
+export { VERSION };
 
 export interface Log {
   info(obj: object, msg: string): void;

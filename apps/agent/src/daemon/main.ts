@@ -9,6 +9,7 @@ import { ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
+import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent.js';
 import { createMetrics } from './metrics.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
@@ -22,7 +23,7 @@ Options:
   --config PATH  The agent's JSON config. Default: $HQ_CONFIG, else ~/.hq/agent.json, else
                  /etc/hq/agent.json, else every default.
   --help         Prints this help and exits 0.
-  --version      Prints the version and exits 0.
+  --version      Prints hq's version (the same for hq, hq-agent and hq-arbiter) and exits 0.
 `;
 
 export interface DaemonHandle {
@@ -138,7 +139,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       continue;
     }
     if (a === 'run' || a === 'serve') continue;
-    process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)} (see --help)\n`);
+    const hint = a.startsWith('--') ? didYouMean(a.slice(2).split('=')[0] as string, ['config', 'help', 'version'], (n) => `--${n}`) : '';
+    process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)}${hint || ' (see --help)'}\n`);
     return 2;
   }
   // Signals are caught from the first moment: one arriving during start-up stops the daemon

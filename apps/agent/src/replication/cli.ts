@@ -11,7 +11,7 @@
  */
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
-import { CliError, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
+import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
 import { seenGeneration } from '../cli/context.js';
 import { callAgent } from '../cli/local.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
@@ -26,6 +26,7 @@ import { pushSurvival, type SurvivalResult } from './survival.js';
 import { readLatest } from './fsx.js';
 import { decideRole, leaseOf, parseDefaultSource } from './role.js';
 import { buildSnapshot, SnapshotError } from './snapshot.js';
+import { didYouMean } from '@hq/lease-core/suggest';
 import { STANDBY_SPECS } from './specs.js';
 import { formatVerification, verifyTier } from './verify.js';
 
@@ -286,7 +287,8 @@ export async function standbyCommand(argv: readonly string[], context: StandbyCo
       ctx.stdout(`Usage: hq standby ${names} [options]\n`);
       return sub === undefined ? 2 : 0;
     }
-    ctx.stderr(`hq: unknown command "standby ${sub}" (one of: ${names})\n`);
+    const hint = didYouMean(sub, STANDBY_COMMANDS.map((c) => c.spec.name.slice('standby '.length)), (w) => `standby ${w}`);
+    ctx.stderr(`hq: unknown command "standby ${sub}"${hint || ` (one of: ${names})`}\n`);
     return 2;
   }
   try {
@@ -298,15 +300,15 @@ export async function standbyCommand(argv: readonly string[], context: StandbyCo
     return await cmd.run(parsed, ctx);
   } catch (err) {
     if (err instanceof CliError) {
-      ctx.stderr(`hq: ${err.message}\n`);
+      ctx.stderr(errorLine(cmd.spec.name, err.message));
       return err.exitCode;
     }
     const e = err as { name?: string; message?: string };
     if (e.name === 'ConfigError') {
-      ctx.stderr(`hq: ${e.message ?? 'invalid config'}\n`);
+      ctx.stderr(errorLine(cmd.spec.name, e.message ?? 'invalid config'));
       return 2;
     }
-    ctx.stderr(`hq: ${e.message ?? String(err)}\n`);
+    ctx.stderr(errorLine(cmd.spec.name, e.message ?? String(err)));
     return 1;
   }
 }

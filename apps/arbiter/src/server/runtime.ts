@@ -2,7 +2,6 @@
  * Wires one arbiter from a config: store → arbiter shell → checker → app. The daemon, the
  * one-shot commands and the tests all build it here (tests inject the clock and the prober).
  */
-import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { Arbiter } from '../arbiter.js';
@@ -12,6 +11,7 @@ import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
+import { VERSION } from '@hq/lease-core/version';
 import { Metrics } from '../metrics.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { buildApp } from './app.js';
@@ -21,13 +21,9 @@ import { registryRoutes } from '../registry/routes.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { RegistryStore, openRegistryDatabase } from '../registry/store.js';
 
+/** hq's version (one source: @hq/lease-core/version). */
 export function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
+  return VERSION;
 }
 
 export interface RuntimeOptions {
@@ -100,7 +96,12 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   let adminTokenPath: string | null = null;
   if (opts.ensureAdmin === true) {
     adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
-    if (adminTokenPath !== null) log.info({ path: adminTokenPath }, 'admin token written');
+    if (adminTokenPath !== null) {
+      // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
+      // {stateDir}/admin-token), so the line says how to install it there.
+      const install = `install -m 0600 ${adminTokenPath} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${adminTokenPath})", for hq maintenance and hq failover`;
+      log.info({ path: adminTokenPath, install }, 'admin token written');
+    }
   }
   if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);

@@ -17,7 +17,20 @@ function failoverFields(config: ArbiterConfig, state: ArbiterState): { failoverS
 /** Graceful close must end before a supervisor's patience (systemd's default is 90 s; ours 10 s). */
 export const CLOSE_GRACE_MS = 9_000;
 
-export async function serve(config: ArbiterConfig): Promise<Runtime> {
+/** How often `--exit-with-parent` looks at the parent: a second is fast next to a failover. */
+export const PARENT_POLL_MS = 1_000;
+
+export interface ServeOptions {
+  /**
+   * Stop (as on SIGTERM) once the process that started the daemon is gone, i.e. when this
+   * process is re-parented. `npm start` passes it (and `exec`s node, so that npm itself is the
+   * parent): killing npm, even with SIGKILL, then stops the arbiter instead of orphaning it.
+   */
+  readonly exitWithParent?: boolean;
+}
+
+export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Promise<Runtime> {
+  const parent = process.ppid;
   // One daemon per database, for the daemon's whole life (throws LockError: exit 2).
   const lock = takeServeLock(config.dataDir);
   let rt: Runtime;
@@ -64,5 +77,14 @@ export async function serve(config: ArbiterConfig): Promise<Runtime> {
     lock.release();
     rt.log.info({}, 'closed');
   });
+  if (opts.exitWithParent === true) {
+    const watch = setInterval(() => {
+      if (process.ppid === parent) return;
+      clearInterval(watch);
+      rt.log.info({ parent, now: process.ppid }, 'parent exited; stopping');
+      process.kill(process.pid, 'SIGTERM');
+    }, PARENT_POLL_MS);
+    watch.unref();
+  }
   return rt;
 }
