@@ -973,3 +973,31 @@ t.test('grants and renewals write the arbiter margin into the record (agents rea
   const changed = renew(g.next, ctx(1010, WARM, { ...S, safetyMarginSeconds: 20 }), { host: 'mbp', generation: g.next.lease.generation });
   t.equal(changed.next.lease.safetyMarginSeconds, 20, 'a renewal after a config change carries the new margin');
 });
+
+t.test('a first grant made during the start wait may start once every candidate reported never having seen a generation (S2.3)', async (t) => {
+  const D: ArbiterSettings = { ...S, ttlSeconds: 1500, safetyMarginSeconds: 30, viewFreshSeconds: 1500 };
+  const fresh = state({ floorPending: true });
+  // `hq lease acquire` right after the agents started: their reports do not count yet.
+  const early = acquireCore(fresh, ctx(START + 3, young(), D), { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 5 });
+  t.match(early.next.lease, { holder: 'mbp', generation: 1, notBefore: START + 1530, floorPending: true }, 'granted behind the start wait');
+  let s = early.next;
+  let boot = early.boot;
+  const a = heartbeatCore(s, ctx(START + 10.25, boot, D), { host: 'mbp', generation: 1, seenGeneration: 0, requestTimeoutSeconds: 5 });
+  s = a.next;
+  boot = a.boot;
+  t.equal(s.lease.notBefore, START + 1530, 'one report is not all of them');
+  const b = heartbeatCore(s, ctx(START + 10.5, boot, D), { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: 5 });
+  t.match(b.next.lease, { generation: 1, floorPending: false, notBefore: START + 10.5, expiresAt: START + 10.5 + 1500 }, 'the last never-seen report lifts the start wait');
+  t.same(b.events.map((e) => e.event).filter((e) => e === 'floor-complete' || e === 'start-wait-lifted'), ['floor-complete', 'start-wait-lifted'], 'and says so');
+
+  const seen = heartbeatCore(s, ctx(START + 10.5, boot, D), { host: 'node-b', seenGeneration: 4, requestTimeoutSeconds: 5 });
+  t.equal(seen.next.lease.notBefore, START + 1530, 'a candidate that saw a generation before keeps the full wait (an earlier life may still run)');
+  const transferred = transfer(early.next, ctx(START + 4, young(), D), { to: 'node-b', force: true });
+  t.equal(transferred.answer.ok, true, 'the forced transfer is made');
+  const afterTransfer = heartbeatCore(
+    heartbeatCore(transferred.next, ctx(START + 10.25, young(), D), { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 5 }).next,
+    ctx(START + 10.5, young([['mbp', 0]]), D),
+    { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: 5 },
+  );
+  t.equal(afterTransfer.next.lease.notBefore, transferred.next.lease.notBefore, "a grant that carries an old holder's lock-delay is not lifted");
+});

@@ -67,12 +67,10 @@ t.test('default settings, own keys only: the first holder runs within 30 s of hq
   await c.startArbiter();
   await c.startAgent('mbp');
   await c.startAgent('node-b');
-  // The agents' start-up heartbeats came too early after the arbiter's start to count for its
-  // start wait; the arbiter asked each to report again (reportInSeconds), so nobody waits for the
-  // next cron ten minutes later. (An acquire made before those reports land still gets the full
-  // start wait: its grant's notBefore never moves back — see the closing note of the issue.)
-  const floorAt = await c.waitFor(async () => ((await getJson(c, '/v1/lease')) as { floorPending: boolean }).floorPending === false, 30_000, 'both reports counted');
-  t.ok(floorAt <= 30, `the floor completed ${floorAt.toFixed(1)} s after the agents started, with crons every 10 minutes`);
+  // `hq lease acquire` at once, as a newcomer following the guide does. The agents' start-up
+  // heartbeats came too early after the arbiter's start to count for its start wait; the
+  // arbiter asks each to report again (reportInSeconds) instead of waiting for the next cron ten
+  // minutes later, and the last never-seen report lifts the start wait from this first grant.
   const t0 = Date.now();
   const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '25', '--json']);
   t.equal(acq.code, 0, `acquire exits 0 (${acq.stderr.trim()})`);
@@ -82,6 +80,12 @@ t.test('default settings, own keys only: the first holder runs within 30 s of hq
   t.ok(seconds <= 30, `mbp ran ${seconds.toFixed(1)} s after hq lease acquire`);
   const d = await c.fence('mbp');
   t.same([d?.reason, d?.generation], ['holder', 1], 'as the holder of generation 1');
+  const lifted = (await events(c)).filter((e) => e.event === 'start-wait-lifted' || e.event === 'floor-complete').map((e) => e.event);
+  // Whether the acquire came before the last report (then the start wait is lifted from the
+  // grant: `start-wait-lifted`) or after it (then none applied) depends on this machine's speed;
+  // either way the floor completed within seconds, not at the next cron tick. The lift itself
+  // is tested in test/lease-core/arbiter.test.ts.
+  t.ok(lifted.includes('floor-complete'), `the floor completed (events: ${lifted.join(', ')})`);
   const status = (await getJson(c, '/v1/status')) as { timingProblems: unknown[]; failover: { text: string } };
   t.same(status.timingProblems, [], 'no timing problem at the defaults');
   t.match(status.failover.text, /^30 min worst case: the later of 2 checks × 10 min \+ one heartbeat 10 min = 30 min, and lock-delay 25.5 min$/, 'the failover sentence adds up');

@@ -194,6 +194,25 @@ export function noteReport(
     if (allReported(ctx, nextBoot)) {
       events.push(leaseEvent('floor-complete', null, { floor }, 'control'));
       lease = write(lease, { floorPending: false });
+      // S2.3's own exception: every candidate reported never having seen a generation, so no
+      // validity of an earlier life can be running anywhere. A grant of this life to a first
+      // holder (no old holder whose lock-delay it carries) was held back by the start wait
+      // alone: it may start now. Agents take the record's notBefore afresh once the floor is
+      // complete (they held no finite wait for a pending record), so the holder runs at once
+      // instead of waiting out ttl + margin (the issue: 25.5 minutes at the defaults).
+      const l = lease;
+      if (
+        allNeverSeen(ctx, nextBoot) &&
+        l.holder !== null &&
+        l.promotedFrom === null &&
+        l.acquiredAt !== null &&
+        l.acquiredAt >= boot.startAt &&
+        l.notBefore !== null &&
+        l.notBefore > ctx.now
+      ) {
+        events.push(leaseEvent('start-wait-lifted', l.holder, { generation: l.generation, notBefore: ctx.now, was: l.notBefore }, 'control'));
+        lease = write(l, { notBefore: ctx.now, expiresAt: ctx.now + ctx.settings.ttlSeconds });
+      }
     }
   } else if (lease.holder !== null && floor > lease.generation) {
     // A record older than a generation an agent saw (restored backup): re-grant to the same

@@ -15,6 +15,7 @@ export type EventName =
   | 'generation-adopted'
   | 'generation-raised'
   | 'floor-complete'
+  | 'start-wait-lifted'
   | 'expired-seen'
   | 'promoted'
   | 'arbiter-check'
