@@ -185,7 +185,10 @@ t.test('onArbiterAnswer', async (t) => {
   t.test('a released record drops the grant and confirms nothing', async (t) => {
     const step = onArbiterAnswer(holding(), confirming({ released: true, expired: true }), at(11), at(11.1), A);
     t.same([step.state.current, step.state.pending], [null, null], 'dropped');
-    t.same(step.events.map((e) => [e.event, e.data]), [['expired-seen', { generation: 3, released: true }]], 'event');
+    t.same(step.events.map((e) => [e.event, e.data]), [['expired-seen', { holder: 'mbp', generation: 3, released: true }]], 'event');
+    const standbySees = onArbiterAnswer(standby(), telling({ expired: true }), at(11), at(11.1), B);
+    t.same(standbySees.events.map((e) => [e.event, e.data]), [['expired-seen', { holder: 'mbp', generation: 3, released: false }]], "the standby logs the holder's expiry too");
+    t.same(onArbiterAnswer(standbySees.state, telling({ expired: true }), at(12), at(12.1), B).events, [], 'once per tenure');
     t.same(reason(step.state, at(11.2), 'telegram-poller'), [false, 'no-lease-after-seen'], 'released: no lease, no fail-open');
   });
   t.test('a released record at generation 0 says no-lease', async (t) => {

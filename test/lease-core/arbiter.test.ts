@@ -1001,3 +1001,16 @@ t.test('a first grant made during the start wait may start once every candidate 
   );
   t.equal(afterTransfer.next.lease.notBefore, transferred.next.lease.notBefore, "a grant that carries an old holder's lock-delay is not lifted");
 });
+
+t.test('the configured standby is the preferred promotee; the others follow in candidates order (the issue: it was validated, then unused)', async (t) => {
+  const views: ReadonlyArray<readonly [string, Partial<Observer>]> = [
+    ['node-b', { ...unreachableView('mbp', 995) }],
+    ['node-c', { ...unreachableView('mbp', 995) }],
+  ];
+  const s = held({}, views);
+  t.equal(promotee(s, ctx(1000, WARM, S3)), 'node-b', 'without standby: the first eligible in candidates order');
+  t.equal(promotee(s, ctx(1000, WARM, { ...S3, standby: 'node-c' })), 'node-c', 'with standby node-c: node-c first');
+  const cOnlyStale = held({}, [['node-b', { ...unreachableView('mbp', 995) }], ['node-c', { ...unreachableView('mbp', 900) }]]);
+  t.equal(promotee(cOnlyStale, ctx(1000, WARM, { ...S3, standby: 'node-c' })), 'node-b', 'a standby with no fresh evidence gives way to the next eligible candidate');
+  t.equal(promotee(s, ctx(1000, WARM, { ...S3, standby: 'laptop' })), 'node-b', 'a standby that is no candidate is ignored');
+});

@@ -81,6 +81,7 @@ export function settingsOf(config: ArbiterConfig): ArbiterSettings {
   return {
     arbiter: config.arbiter,
     candidates: config.candidates,
+    standby: config.standby,
     ttlSeconds: config.ttlSeconds,
     safetyMarginSeconds: config.safetyMarginSeconds,
     promoteAfterChecks: config.promoteAfterChecks,

@@ -107,7 +107,7 @@ export interface ArbiterConfig {
 export const DEFAULTS = Object.freeze({
   /** This arbiter's own host name: the observer name of its views; never a candidate. */
   arbiter: 'cloud-vm',
-  /** Promotion priority: the first eligible standby in this order is promoted. */
+  /** Promotion priority: the first eligible standby in this order is promoted (after `standby`, when set). */
   candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
   /** Lease TTL. Too small: holders lose the lease on a slow network; too large: slow failover. */
   ttlSeconds: 1500,

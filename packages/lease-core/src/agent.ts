@@ -251,7 +251,10 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     state = { ...state, current: null, pending: null };
   }
   if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
-  if (r.expired && mine && !state0.known?.expired) events.push(leaseEvent('expired-seen', state.host, { generation: r.generation, released }));
+  // The holder and the standby both say when they see the lease expired (the old system's
+  // rule: the standby logs `expired-seen {holder, generation}`), once per tenure.
+  const wasExpired = state0.known !== null && state0.known.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
+  if (r.expired && r.holder !== null && !wasExpired) events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
   // Lock-delay of this generation, measured from receipt on the monotonic clock (A2).
   const lockDelay = r.floorPending ? Infinity : received.mono + Math.max(0, (r.notBefore ?? r.now) - r.now);
   const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity ? lockDelay : Math.max(state.waitUntilMono, lockDelay);

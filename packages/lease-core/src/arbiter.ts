@@ -33,6 +33,11 @@ export interface ArbiterSettings {
   readonly arbiter: Host;
   /** Promotion priority. */
   readonly candidates: readonly Host[];
+  /**
+   * The preferred promotee (the seeds' `standby` key): when set and eligible it is promoted
+   * first, then the other candidates in `candidates` order.
+   */
+  readonly standby?: Host | null;
   readonly ttlSeconds: number;
   readonly safetyMarginSeconds: number;
   readonly promoteAfterChecks: number;
@@ -621,7 +626,9 @@ export interface CheckAnswer {
 export function promotee(state: ArbiterState, ctx: Context): Host | null {
   const { lease } = state;
   if (lease.holder === null) return null;
-  for (const candidate of ctx.settings.candidates) {
+  const preferred = ctx.settings.standby ?? null;
+  const order = preferred !== null && ctx.settings.candidates.includes(preferred) ? [preferred, ...ctx.settings.candidates.filter((c) => c !== preferred)] : ctx.settings.candidates;
+  for (const candidate of order) {
     if (candidate === lease.holder) continue;
     const o = state.observers.get(candidate);
     if (o === undefined || o.view === null) continue;
