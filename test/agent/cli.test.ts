@@ -3,7 +3,7 @@
  * full-sentence help with defaults, and the light import graph of `hq fence check`.
  */
 import t from 'tap';
-import { readFileSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
@@ -112,6 +112,9 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
     ['a probe as long as its own heartbeat', { heartbeatCron: '*/2 * * * * *', probeTimeoutSeconds: 2 }, /probeTimeoutSeconds \(2\) must be shorter than the heartbeat interval of heartbeatCron \(2\)/],
     ['a reserved host name in peers', { peers: { constructor: 'http://127.0.0.1:1' } }, /peers\.constructor/],
     ['a cron that never fires', { heartbeatCron: '0 0 30 2 *' }, /heartbeatCron/],
+    // The member token is sent to arbiterUrl: a bare origin only (#16 item 13).
+    ['credentials in arbiterUrl', { arbiterUrl: 'http://user:pass@127.0.0.1:8470' }, /arbiterUrl: .* must not carry credentials/],
+    ['a path in arbiterUrl', { arbiterUrl: 'http://127.0.0.1:8470/hq' }, /arbiterUrl: .* must be a bare origin without a path \(use http:\/\/127\.0\.0\.1:8470\)/],
   ];
   const { loadConfig } = await import('../../apps/agent/src/config.js');
   for (const [name, extra, pattern] of cases) {
@@ -198,7 +201,7 @@ t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
   t.equal(acquire3.code, 3, 'acquire with the arbiter unreachable exits 3');
   const force = await hq(['lease', 'release', '--force', '--config', config]);
   t.equal(force.code, 2, 'release --force without --handover-to is a usage error');
-  t.equal(force.stderr, 'hq: lease release: --force applies only with --handover-to\n', 'and says so in one line');
+  t.equal(force.stderr, 'hq lease release: --force applies only with --handover-to\n', 'and says so in one line');
 });
 
 t.test('hq host set writes the host file atomically with mode 0600', async (t) => {
@@ -218,6 +221,7 @@ t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => 
   await arb.listen();
   t.teardown(() => arb.close());
   const config = writeConfig(dir, { arbiterUrl: arb.url });
+  writeToken(dir);
   let pid = 0;
   const p = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
   const sock = join(dir, 'agent.sock');
@@ -397,4 +401,70 @@ t.test('hq failover and hq lease release --handover-to pass --force as force: tr
   const handover = await hq(['lease', 'release', '--handover-to', 'node-b', '--force', '--config', config]);
   t.equal(handover.code, 0, `release --handover-to --force exits 0 (${handover.stderr.trim()})`);
   t.same(bodies.at(-1), { url: '/v1/lease/release', body: { host: 'mbp', handoverTo: 'node-b', force: true } }, 'the handover carries force: true');
+});
+
+/** A member token in the state dir of a `writeConfig` config (0600, dir 0700). */
+function writeToken(dir: string, mode = 0o600): string {
+  mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });
+  const path = join(dir, 'state', 'token');
+  writeFileSync(path, `${'ab'.repeat(32)}\n`, { mode });
+  chmodSync(path, mode);
+  return path;
+}
+
+t.test('an agent whose configuration can never work exits 2 at start with the fix (#16 item 14)', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  const missing = await run([AGENT_CLI, '--config', config]);
+  t.equal(missing.code, 2, 'no token file: exit 2');
+  t.match(missing.stderr, /tokenFile: .*token: .*hq-arbiter token issue mbp --scope member/, 'names the file and the fix');
+  oneLine(t, missing.stderr, 'a missing token file');
+  writeToken(dir, 0o640);
+  const open = await run([AGENT_CLI, '--config', config]);
+  t.equal(open.code, 2, 'a group-readable token file: exit 2');
+  t.match(open.stderr, /tokenFile: .*0600/, 'says the mode it needs');
+
+  // An arbiter that refuses the token for this host (a hostName that is not the token's machine).
+  const refusing = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.statusCode = 403;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ error: 'HQ_ERR_WRONG_HOST', message: 'this member token belongs to "node-b", not "mbp"' }));
+    });
+  });
+  await new Promise<void>((done) => refusing.listen(0, '127.0.0.1', done));
+  t.teardown(() => refusing.close());
+  const port = (refusing.address() as { port: number }).port;
+  writeToken(dir);
+  const wrongHost = await run([AGENT_CLI, '--config', writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${port}` })]);
+  t.equal(wrongHost.code, 2, "a hostName that is not the token's machine: exit 2");
+  t.match(wrongHost.stderr, /hostName: the arbiter refuses "mbp" .*belongs to "node-b".*set hostName to the token's machine/, 'names both hosts and the fix');
+  oneLine(t, wrongHost.stderr, 'a wrong host');
+  t.notOk(existsSync(join(dir, 'agent.sock')), 'and leaves no socket behind');
+});
+
+t.test('a hostName that differs from the host file: the config wins, logged at start and shown by hq doctor (#16 item 9)', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  writeToken(dir);
+  writeFileSync(join(dir, 'state', 'host'), 'node-b\n', { mode: 0o600 });
+  let pid = 0;
+  const p = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  for (let i = 0; i < 600 && !existsSync(join(dir, 'agent.sock')); i++) await sleep(50);
+  process.kill(pid, 'SIGTERM');
+  const r = await p;
+  const line = r.stdout.split('\n').find((l) => l.includes('hostname-mismatch'));
+  t.ok(line !== undefined, 'logged at start');
+  t.match(JSON.parse(line ?? '{}'), { event: 'hostname-mismatch', hostName: 'mbp', hostFileName: 'node-b', wins: 'config' }, 'with both values and which wins');
+  const doc = await hq(['doctor', '--json', '--config', config]);
+  const checks = (JSON.parse(doc.stdout) as { checks: Array<{ name: string; status: string; detail: string }> }).checks;
+  const host = checks.find((c) => c.name === 'hostname');
+  t.match(host, { status: 'fail', detail: /hostName "mbp" in the config, but .*host says "node-b"; the config wins/ }, 'hq doctor shows it');
 });

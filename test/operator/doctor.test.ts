@@ -191,7 +191,7 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   t.equal(r.code, 0, 'exit 0');
   const doc = JSON.parse(r.out) as { ok: boolean; checks: CheckResult[] };
   t.equal(doc.ok, true, 'ok is true');
-  t.equal(doc.checks.length, 12, 'twelve checks (timing: the arbiter\'s word on this cadence)');
+  t.equal(doc.checks.length, 13, 'thirteen checks (hostname; timing: the arbiter\'s word on this cadence)');
   t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');
   const help = await doctor(w, ['--help']);
   t.equal(help.code, 0, '--help exits 0');

@@ -91,6 +91,8 @@ export interface AgentConfig {
   readonly candidates: readonly string[];
   /** True when `peers` was given; otherwise peers follow the arbiter's candidates (tailnetDomain). */
   readonly peersConfigured: boolean;
+  /** The host file names another host than `hostName` (the config wins), else null. */
+  readonly hostMismatch: { readonly file: string; readonly name: string } | null;
   readonly heartbeatCron: string;
   readonly heartbeatSeconds: number;
   readonly refreshSeconds: number;
@@ -184,6 +186,13 @@ export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.e
 export function resolveConfig(c: AgentConfigFile, file: string | null): AgentConfig {
   const stateDir = resolve(expandHome(c.stateDir ?? '~/.hq'));
   let hostName = c.hostName;
+  // The host file and hostName both name this host; the config wins, and a difference is said
+  // (logged at start, shown by hq doctor).
+  let hostMismatch: { file: string; name: string } | null = null;
+  if (hostName !== undefined) {
+    const fromFile = readHostFile(stateDir);
+    if (fromFile !== null && fromFile !== hostName) hostMismatch = { file: join(stateDir, 'host'), name: fromFile };
+  }
   if (hostName === undefined) {
     const fromFile = readHostFile(stateDir);
     if (fromFile !== null) {
@@ -217,6 +226,10 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   // this cadence with every heartbeat and says loudly when a pair cannot work).
   const timing = checkCadence({ heartbeatSeconds: cron.seconds, refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds });
   if (!timing.ok) throw new ConfigError(timing.key, timing.message);
+  if (c.arbiterUrl !== undefined) {
+    const problem = bareOriginProblem(c.arbiterUrl);
+    if (problem !== null) throw new ConfigError('arbiterUrl', `arbiterUrl: "${c.arbiterUrl}" ${problem}`);
+  }
   const tailnetDomain = c.tailnetDomain ?? null;
   const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
   if (peers.has(hostName)) throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
@@ -228,6 +241,7 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     arbiterUrl: c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
     candidates: [hostName, ...peers.keys()],
     peersConfigured: c.peers !== undefined,
+    hostMismatch,
     heartbeatCron,
     heartbeatSeconds: cron.seconds,
     refreshSeconds,
@@ -246,6 +260,23 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     peerTokenFile: resolve(expandHome(c.peerTokenFile ?? join(stateDir, 'peer-token'))),
     replication: c.replication,
   };
+}
+
+/**
+ * The arbiter URL must be a bare origin (`http(s)://host[:port]`): the member token is sent to
+ * it, so credentials in the URL are refused, and so is a path (hq adds its own `/v1/…`).
+ */
+export function bareOriginProblem(value: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return 'is not a URL';
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'must be an http or https URL';
+  if (u.username !== '' || u.password !== '') return 'must not carry credentials (the member token is the credential)';
+  if (u.pathname !== '/' || u.search !== '' || u.hash !== '') return `must be a bare origin without a path (use ${u.origin})`;
+  return null;
 }
 
 /** Asks `tailscale status --json` for the MagicDNS suffix; null when it cannot. */

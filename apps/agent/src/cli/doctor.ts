@@ -172,7 +172,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   const home = ctx.home ?? homedir();
   const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
   const out: CheckResult[] = [];
-  const NEEDS_CONFIG = ['arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
+  const NEEDS_CONFIG = ['hostname', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
 
   // 1. The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
   let c: AgentConfig;
@@ -189,6 +189,11 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   out.push(
     pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName} (heartbeat every ${secs(c.heartbeatSeconds)}, refresh ${secs(c.refreshSeconds)}, request timeout ${secs(c.requestTimeoutSeconds)})`),
   );
+
+  // 1b. The host's name: the config's hostName wins over the host file; a difference is a mistake.
+  if (c.hostMismatch !== null) {
+    out.push(fail('hostname', `hostName "${c.hostName}" in the config, but ${c.hostMismatch.file} says "${c.hostMismatch.name}"; the config wins`, `make them agree: hq host set ${c.hostName}, or remove hostName from the config`));
+  } else out.push(pass('hostname', c.hostName));
 
   // 2. The network settings (arbiterUrl may come from the tailnet).
   let url: string | null = null;

@@ -165,7 +165,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const handoverTo = flagString(p, 'handover-to');
   if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
   const force = flagBool(p, 'force');
-  if (force && handoverTo === undefined) throw new CliError(2, 'lease release: --force applies only with --handover-to');
+  if (force && handoverTo === undefined) throw new CliError(2, '--force applies only with --handover-to');
   // 1. Step down locally first: nothing of this generation runs past this point.
   const down = await agent(c, 'POST', '/v1/step-down');
   const agentUp = down.kind === 'answer' && down.status === 200;

@@ -115,6 +115,8 @@ export class Agent {
   private lastTimingKey = '';
   private stopped = false;
   lastHeartbeat: HeartbeatReport | null = null;
+  /** Why the member token does not work right now (unreadable, or refused by the arbiter), else null. */
+  tokenProblem: string | null = null;
   private readonly lastFence = new Map<string, string>();
   readonly startedWall: number;
 
@@ -307,6 +309,7 @@ export class Agent {
       leaseTiming: s.known === null ? null : { ttlSeconds: s.known.ttlSeconds, safetyMarginSeconds: s.known.safetyMarginSeconds },
       cadence: this.cadence(),
       timingProblems: this.lastHeartbeat?.timingProblems ?? [],
+      tokenProblem: this.tokenProblem,
       failover: this.lastHeartbeat?.failover ?? null,
       gaveConfirmation:
         s.gave === null
@@ -357,7 +360,8 @@ export class Agent {
   private async memberToken(): Promise<string | null> {
     const t = await this.token.get();
     if (!t.ok) {
-      this.opts.log.warn({ category: 'hq.lease', event: 'token-unavailable', problem: t.problem }, 'member token unavailable');
+      // Loud: without its token this host can neither renew nor report (rotation gone wrong).
+      this.noteTokenProblem(`${this.config.tokenFile}: ${t.problem}`);
       return null;
     }
     return t.token;
@@ -422,11 +426,24 @@ export class Agent {
     const received = this.now();
     const report = await this.absorb(res, sent, received, 'heartbeat');
     this.lastHeartbeat = report;
+    if (report.status === 401 || report.status === 403) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
+    else if (report.status === 200 && this.tokenProblem !== null) {
+      this.tokenProblem = null;
+      this.opts.log.info({ category: 'hq.lease', event: 'token-ok', host: this.host }, 'the member token works again');
+    }
     this.opts.observer?.heartbeat?.(report.outcome);
     this.noteTiming(report);
     this.scheduleRefresh();
     this.scheduleSoon(res, 'heartbeat');
     return report;
+  }
+
+  /** A broken member token: an error line on each change, the metric, `status()` (hq doctor). */
+  private noteTokenProblem(problem: string): void {
+    if (this.tokenProblem !== problem) {
+      this.opts.log.error({ category: 'hq.lease', event: 'token-unavailable', host: this.host, problem }, 'member token does not work');
+    }
+    this.tokenProblem = problem;
   }
 
   /** The arbiter's word on this host's cadence: a change is a warning once (S6: never silent). */

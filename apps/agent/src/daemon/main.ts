@@ -7,7 +7,7 @@ import { unlink } from 'node:fs/promises';
 import pino from 'pino';
 import { ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
-import { bearer, tokensEqual } from '../tokens.js';
+import { TokenFile, bearer, tokensEqual } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent.js';
@@ -37,6 +37,20 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   const log = pino({ base: { host: config.hostName, pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime });
   const dirProblem = await ensureDir(config.stateDir, 0o700);
   if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
+  // A configuration that can never work stops here with the fix (exit 2): first the token file.
+  const token = await new TokenFile(config.tokenFile).get();
+  if (!token.ok) {
+    throw new ConfigError(
+      'tokenFile',
+      `tokenFile: ${config.tokenFile}: ${token.problem}; on the arbiter run "hq-arbiter token issue ${config.hostName} --scope member", write the token to ${config.tokenFile} and chmod 600 it`,
+    );
+  }
+  if (config.hostMismatch !== null) {
+    log.warn(
+      { category: 'control', event: 'hostname-mismatch', hostName: config.hostName, hostFile: config.hostMismatch.file, hostFileName: config.hostMismatch.name, wins: 'config' },
+      'hostName in the config differs from the host file; the config wins',
+    );
+  }
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock, log: log.child({ component: 'agent' }), observer: metrics });
   metrics.attach(agent);
@@ -81,6 +95,25 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     { category: 'hq.lease', event: 'agent-started', version: VERSION, socket: config.socketPath, peerPort, arbiterUrl: config.arbiterUrl, heartbeatCron: config.heartbeatCron },
     'agent started',
   );
+  // Then the token against the arbiter: a hostName that is not the token's machine (403) or a
+  // token the arbiter does not know (401) can never work. An arbiter that cannot be reached now
+  // proves nothing (L2: the agent runs on its peers); the check is then the running one.
+  const first = await agent.heartbeat();
+  if (first.status === 401 || first.status === 403) {
+    await agent.stop();
+    await Promise.allSettled([socket.close(), peer.close()]);
+    await unlink(config.socketPath).catch(() => undefined);
+    if (first.status === 403) {
+      throw new ConfigError(
+        'hostName',
+        `hostName: the arbiter refuses "${config.hostName}" with the member token in ${config.tokenFile} (${first.problem ?? 'HTTP 403'}); set hostName to the token's machine, or issue a token for ${config.hostName}`,
+      );
+    }
+    throw new ConfigError(
+      'tokenFile',
+      `tokenFile: the arbiter does not accept the token in ${config.tokenFile} (${first.problem ?? 'HTTP 401'}); issue one with "hq-arbiter token issue ${config.hostName} --scope member"`,
+    );
+  }
   agent.start();
   // SPEC §8: the machine registers itself in the arbiter's registry with its load and duties.
   const member = new Member({

@@ -66,6 +66,16 @@ export function createMetrics(): AgentMetrics {
     },
   });
   new Gauge({
+    name: 'hq_agent_member_token_ok',
+    help: "1 while this host's member token is readable and the arbiter accepts it; 0 once either breaks (rotation gone wrong).",
+    labelNames: ['host'] as const,
+    registers: [registry],
+    collect() {
+      if (agent === null) return;
+      this.set({ host: agent.host }, agent.tokenProblem === null ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'hq_agent_last_heartbeat_age_seconds',
     help: 'Seconds since the last heartbeat answer (or failure).',
     labelNames: ['host'] as const,
