@@ -204,9 +204,9 @@ t.test('the daemon sweeps old events at start; its stream starts at the tail; hq
   t.equal(iso.code, 0, '--since takes an ISO time');
   t.ok(iso.stdout.trim().split('\n').length >= 10, 'and prints the events from then on, one a line');
   for (const [args, msg] of [
-    [['--tail', '0'], 'hq: events: --tail must be an integer from 1 to 1000 (got 0)\n'],
-    [['--tail', '5', '--since', '1'], 'hq: events: give at most one of --after, --tail and --since\n'],
-    [['--since', 'yesterday'], 'hq: events: --since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got "yesterday"\n'],
+    [['--tail', '0'], 'hq events: --tail must be an integer from 1 to 1000 (got 0)\n'],
+    [['--tail', '5', '--since', '1'], 'hq events: give at most one of --after, --tail and --since\n'],
+    [['--since', 'yesterday'], 'hq events: --since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got "yesterday"\n'],
   ] as const) {
     const r = await hq([...args]);
     t.equal(r.code, 2, `${args.join(' ')} exits 2`);

@@ -51,7 +51,7 @@ t.test('an arbiter outage is no outage, and a forced transfer stops the fenced c
       process.on('SIGTERM', () => {});
       require('fs').writeFileSync(${JSON.stringify(marker)}, JSON.stringify({ pid: process.pid, generation: process.env.HQ_GENERATION, holder: process.env.HQ_HOLDER, role: process.env.HQ_ROLE }));
       setInterval(() => {}, 1000);`;
-    const run = spawn(process.execPath, [HQ_CLI, 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', c.agentConfig('mbp'), '--', process.execPath, '-e', childCode], {
+    const run = spawn(process.execPath, [HQ_CLI, 'fence', 'run', '--verbose', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', c.agentConfig('mbp'), '--', process.execPath, '-e', childCode], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';

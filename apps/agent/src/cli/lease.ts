@@ -213,14 +213,14 @@ export function eventsStart(p: Parsed): string | null {
   const tail = flagNumber(p, 'tail');
   const since = flagString(p, 'since');
   const given = [p.flags.has('after'), tail !== undefined, since !== undefined].filter(Boolean).length;
-  if (given > 1) throw new CliError(2, 'events: give at most one of --after, --tail and --since');
+  if (given > 1) throw new CliError(2, 'give at most one of --after, --tail and --since');
   if (tail !== undefined) {
-    if (!Number.isSafeInteger(tail) || tail < 1 || tail > 1000) throw new CliError(2, `events: --tail must be an integer from 1 to 1000 (got ${tail})`);
+    if (!Number.isSafeInteger(tail) || tail < 1 || tail > 1000) throw new CliError(2, `--tail must be an integer from 1 to 1000 (got ${tail})`);
     return `tail=${tail}`;
   }
   if (since === undefined) return null;
   const at = parseSince(since);
-  if (at === null) throw new CliError(2, `events: --since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got ${JSON.stringify(since)}`);
+  if (at === null) throw new CliError(2, `--since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got ${JSON.stringify(since)}`);
   return `since=${at}&limit=1000`;
 }
 
