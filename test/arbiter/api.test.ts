@@ -290,3 +290,25 @@ t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', as
   t.equal((await h.get('/v1/resources')).json().resources.length, 1, 'and is listed');
   t.match((await h.get('/metrics')).body, /hq_fleet_member_up\{machine="mbp"\} 1/, 'fleet gauges are on the arbiter registry');
 });
+
+t.test('a generation named in a request is a safe integer ≥ 1: 0 and -0 are 400 and write nothing (the issue: they renewed)', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const acq = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 1 }, h.tokens.mbp);
+  t.equal(acq.statusCode, 200, 'acquired');
+  const before = (await h.get('/v1/lease')).json() as { revision: number };
+  for (const [path, body] of [
+    ['/v1/heartbeat', '{"host":"mbp","generation":0}'],
+    ['/v1/heartbeat', '{"host":"mbp","generation":-0}'],
+    ['/v1/lease/renew', '{"host":"mbp","generation":0}'],
+    ['/v1/lease/release', '{"host":"mbp","generation":0}'],
+  ] as const) {
+    const r = await h.post(path, body, h.tokens.mbp);
+    t.equal(r.statusCode, 400, `${path} ${body} is 400`);
+    t.match(r.json(), { error: 'HQ_ERR_BAD_REQUEST' }, 'a schema refusal');
+  }
+  const after = (await h.get('/v1/lease')).json() as { revision: number };
+  t.equal(after.revision, before.revision, 'the record was not written');
+  const ok = await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  t.equal(ok.statusCode, 200, 'a seen generation of 0 (never seen) is still fine');
+});
