@@ -1,0 +1,223 @@
+#!/usr/bin/env node
+// Writes docs/REFERENCE.md: every `hq` command and flag (from the CLI's own command specs, the
+// same text `--help` prints), every config key of both daemons with its owner, default and
+// meaning (the key lists come from the TypeBox schemas the daemons validate with, so a key added
+// without a line here fails `test/deploy/reference.test.ts`), the endpoints, exit codes, metrics
+// and events. Run after `npm run build`: `node scripts/reference.mjs` (or `--check` to compare).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = (p) => import(join(root, p));
+
+const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
+const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
+const { STANDBY_SPECS } = await dist('apps/agent/dist/replication/specs.js');
+const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
+const { ConfigSchema } = await dist('apps/arbiter/dist/config.js');
+const { ARBITER_ONLY_KEYS, AGENT_ONLY_KEYS } = await dist('packages/lease-core/dist/index.js');
+
+/** Every config key: default and meaning. Owner comes from lease-core's keys.ts. */
+export const KEYS = {
+  arbiter: ['`cloud-vm`', "the arbiter's host name (the observer name of its views); never a candidate"],
+  candidates: ['`["mbp","node-b"]`', 'the hosts that may hold the lease, in promotion priority; agents learn them from heartbeat answers'],
+  standby: ['—', 'the preferred promotee: promoted first when eligible, then the others in `candidates` order'],
+  ttlSeconds: ['`1500`', 'lease TTL; agents read it from the record; the holder renews three times per validity'],
+  viewFreshSeconds: ['`1500`', "a view older than this is no evidence; must cover each agent's reported heartbeat interval (checked on every report)"],
+  promoteAfterChecks: ['`2`', 'consecutive dual-unreachable checks before a promotion'],
+  safetyMarginSeconds: ['`30`', 'clock-rate allowance shaved off every validity and added to every lock-delay; ≥ 1 % of the TTL and < half of it; agents read it from the record'],
+  checkCron: ['`*/10 * * * *`', 'node-cron schedule of checks (6 fields = seconds); any valid expression, its real largest gap is used'],
+  heartbeatCron: ['`*/10 * * * *`', "the agent's heartbeat schedule; reported to the arbiter with every heartbeat"],
+  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats; must be shorter than the TTL (checked by the arbiter)'],
+  requestTimeoutSeconds: ['`5`', 'an answer later than this is discarded, never acted on; declared in every request (the arbiter counts start-wait reports with it)'],
+  probeTimeoutSeconds: ['5, or half the check / heartbeat interval when shorter', "each daemon's own probe timeout; must be shorter than its own check / heartbeat interval"],
+  hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],
+  arbiterUrl: ['`http://{arbiter}.{tailnetDomain}:8470`', "where the agent talks to the arbiter; a bare origin (no credentials, no path); `hq`'s read-only commands without any config use `http://127.0.0.1:8470`"],
+  failOpenRoles: ['`[]`', 'roles that run when quorum is lost (never `ledger-cli`; never once a higher generation was seen)'],
+  roles: ['`telegram-poller, cron, seat-loop, release-run, conatus, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
+  healthUrls: ['—', 'pinned health URL per host (`{host: url}`); default `http://HOST.{tailnetDomain}:8471/v1/health`'],
+  tailnetDomain: ['`tailscale status --json` → MagicDNSSuffix', 'derives the default URLs'],
+  tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
+  listen: ['arbiter `127.0.0.1:8470`, agent `0.0.0.0:8471`', '`{host, port}` of the API / the peer listener'],
+  dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
+  store: ['`{kind: "sqlite"}`', 'where the state lives (the SQLite file in `dataDir`)'],
+  auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
+  hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence and timing problems'],
+  portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],
+  events: ['`{maxAgeDays: 90, maxCount: 100000}`', 'the bounded event history, swept at start and hourly'],
+  stateDir: ['`~/.hq`', 'holds `local.json`, `seen-generation`, `host`, the tokens (dir 0700)'],
+  socketPath: ['`{stateDir}/agent.sock`', 'the fence socket (mode 0660)'],
+  tokenFile: ['`{stateDir}/token`', 'the member token (mode 0600); checked at start (exit 2 when missing, insecure, or refused by the arbiter)'],
+  peers: ['from the candidates the arbiter names, with `tailnetDomain`', '`{host: url}` of the other agents'],
+  peerTokenFile: ['`{stateDir}/peer-token`', 'the shared secret for agent ↔ agent calls (mode 0600)'],
+  replication: ['—', 'standby replication: see deploy/replication/README.md'],
+  arbiterUrls: ['`[arbiterUrl]`', 'several arbiters (etcd store), tried in order'],
+  handoverOnStop: ['`false`', 'on SIGTERM the holder hands over to a standby heard from recently, then exits'],
+};
+
+function owner(key) {
+  const inArbiter = Object.hasOwn(ConfigSchema.properties, key);
+  const inAgent = Object.hasOwn(AgentConfigSchema.properties, key);
+  if (ARBITER_ONLY_KEYS.includes(key)) return inArbiter ? 'hq-arbiter' : 'hq-arbiter (planned)';
+  if (AGENT_ONLY_KEYS.includes(key)) return inAgent ? 'hq-agent' : 'hq-agent (planned)';
+  return 'both (each its own)';
+}
+
+export function keyRows() {
+  const keys = [...new Set([...Object.keys(ConfigSchema.properties), ...Object.keys(AgentConfigSchema.properties)])];
+  return keys.map((k) => {
+    const entry = KEYS[k];
+    if (entry === undefined) throw new Error(`scripts/reference.mjs: config key "${k}" has no line in KEYS`);
+    return `| \`${k}\` | ${owner(k)} | ${entry[0]} | ${entry[1]} |`;
+  });
+}
+
+const cell = (s) => String(s).replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+function commandSection(spec, prefix = 'hq') {
+  const pos = (spec.positionals ?? []).map((p) => ` ${p.name}`).join('');
+  const rest = spec.rest === undefined ? '' : ` -- ${spec.rest.name}`;
+  const lines = [`### \`${prefix} ${spec.name}${pos}${rest}\``, '', cell(spec.summary), ''];
+  if (spec.flags.length > 0) {
+    lines.push('| flag | meaning |', '|---|---|');
+    for (const f of spec.flags) lines.push(`| \`--${f.name}${f.value === undefined ? '' : ` ${f.value}`}\` | ${cell(f.help)} |`);
+    lines.push('');
+  }
+  lines.push(`Exit: ${cell(spec.exits)}`, '');
+  return lines.join('\n');
+}
+
+export function render() {
+  const standby = Object.values(STANDBY_SPECS);
+  return `# hq reference
+
+Generated by \`node scripts/reference.mjs\` from the code (the command specs \`--help\` prints, the
+config schemas the daemons validate with); \`test/deploy/reference.test.ts\` fails when it is stale.
+The behaviour behind it: [PROTOCOL.md](PROTOCOL.md) and [SAFETY.md](SAFETY.md).
+
+## Configuration keys
+
+One JSON file per daemon, validated at start; an invalid file stops it with one line naming the key
+(exit 2). Each setting has one owner: a key in the wrong daemon's file is refused naming its owner.
+Agents read the lease timing (\`ttlSeconds\`, \`safetyMarginSeconds\`) from the lease record and
+report their cadence with every heartbeat; the arbiter checks the pairs across the two sides on
+every report and reports a broken one everywhere (heartbeat answer, \`timing-problem\` event,
+\`hq_timing_problem\` metric, status page, \`hq lease status\`, \`hq doctor\`).
+\`hq\` reads the agent's file: \`--config PATH\`, else \`$HQ_CONFIG\`, else \`~/.hq/agent.json\`, else
+\`/etc/hq/agent.json\`. \`hq-arbiter\`: \`--config\`, \`$HQ_ARBITER_CONFIG\`, \`~/.hq/arbiter.json\`,
+\`/etc/hq/arbiter.json\`, else the defaults.
+
+| key | owner | default | meaning |
+|---|---|---|---|
+${keyRows().join('\n')}
+
+## \`hq-arbiter\`
+
+| command | does | exit |
+|---|---|---|
+| \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
+| \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
+| \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |
+| \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
+| \`hq-arbiter check\` | one check against the database (for a system cron) | 0 / 1 / 2 |
+| \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
+| \`--help\`, \`--version\` | everywhere | 0 |
+
+## \`hq-agent [--config F]\`
+
+The agent daemon. Exit 2 with one line when the config is invalid, the token file is missing or
+insecure, or the arbiter refuses the token for this host.
+
+## \`hq\`
+
+${COMMANDS.map((c) => commandSection(c.spec)).join('\n')}
+${commandSection(DOCTOR_SPEC)}
+${standby.map((s) => commandSection(s)).join('\n')}
+## Exit codes
+
+| code | meaning |
+|---|---|
+| 0 | ok; \`fence check\`: may run; \`fence run\`: the skip (or \`--skip-exit N\`) |
+| 1 | refused (the arbiter said no), \`fence check\`: skip, \`doctor\`: a check failed |
+| 2 | usage or configuration error (one line naming the key or flag) |
+| 3 | unreachable (the arbiter or the agent did not answer) |
+| 4 | \`hq guard\`: the write is refused |
+| 75 | \`hq fence run\` / \`hq port run\`: the fence or the port was lost and CMD stopped |
+
+## Arbiter HTTP API (port 8470)
+
+JSON in and out, times in epoch seconds on the arbiter's clock, bodies validated strictly (unknown
+fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400, 401, 403, 404, 409,
+412, 413, 415 — never a 5xx for bad input. The full document: \`GET /v1/openapi.json\`.
+
+| method, path | scope | what |
+|---|---|---|
+| \`GET /v1/health\` | none | \`{status, role, host, version}\` |
+| \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\` |
+| \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
+| \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
+| \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?}\` |
+| \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?}\` → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates}\` |
+| \`POST /v1/check\` | admin | one check now |
+| \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
+| \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
+| \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
+| \`GET /v1/events?after=ID&limit=N\`, \`?tail=N\`, \`?since=T\` | read | \`{events: [...]}\` ascending |
+| \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
+| \`GET /v1/status\` | read | the status page's data: hosts, failover sentence, timing problems |
+| \`GET /\` | read | the status page |
+| \`GET /metrics\` | read | Prometheus text |
+| \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases |
+| \`PUT /v1/survival/…\`, \`GET /v1/survival\` | member / read | survival copies |
+
+## Agent socket and peer listener
+
+Socket: \`GET /v1/fence?role=R\`, \`GET /v1/status\`, \`GET /v1/seen\`, \`GET /v1/primary\`,
+\`POST /v1/heartbeat\`, \`POST /v1/step-down\`, \`POST /v1/resume\`. Peer listener (port 8471):
+\`GET /v1/health\`, \`GET /v1/primary\`, \`GET /metrics\` (no auth); \`POST /v1/peer/confirm\`
+\`{host, generation, ttlSeconds?, safetyMarginSeconds?}\` and \`GET /v1/peer\` with the peer token;
+\`/v1/standby/…\` replication pushes.
+
+Fence reasons: \`holder, quorum-standby, within-ttl, lock-delay, not-holder, stale-generation,
+no-quorum-expired, no-lease, no-lease-after-seen, fail-open\`.
+
+## Metrics
+
+Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_in_seconds\`,
+\`hq_lease_dual_unreachable_streak\`, \`hq_view_reachable{observer,target}\`,
+\`hq_view_age_seconds{observer}\`, \`hq_checks_total{result}\`, \`hq_probe_total{kind,result}\`,
+\`hq_promotions_total\`, \`hq_lease_operations_total{op,outcome}\`,
+\`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
+\`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
+\`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
+\`hq_fleet_member_up\`, \`hq_port_leases\`.
+Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
+\`hq_agent_peer_confirmations_total\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
+\`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,
+\`hq_agent_member_token_ok{host}\`, \`hq_http_request_duration_seconds\`.
+
+## Events
+
+Logs are pino JSON lines with \`category\` (\`hq.lease\`, \`hq.fence\`, \`hq.standby\`, \`control\`) and
+\`event\`; the arbiter keeps its events in a bounded table (\`GET /v1/events\`). Lease events:
+\`acquired, renewed, released, acquire-refused, renew-refused, release-refused, standby,
+quorum-standby, arbiter-unreachable, no-lease, generation-adopted, generation-raised,
+floor-complete, start-wait-lifted, expired-seen, promoted, arbiter-check, maintenance,
+confirmation-given, confirmation-refused, stale-generation\`; fence: \`allowed, skipped\`; guard:
+\`cli-override, cli-refused\`; control: \`agent-silent, timing-problem, timing-ok,
+hostname-mismatch, token-unavailable, token-ok, start-guard, state-refused\`.
+`;
+}
+
+const out = join(root, 'docs/REFERENCE.md');
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const text = render();
+  if (process.argv.includes('--check')) {
+    const now = readFileSync(out, 'utf8');
+    if (now !== text) {
+      process.stderr.write('docs/REFERENCE.md is stale: run node scripts/reference.mjs\n');
+      process.exit(1);
+    }
+  } else writeFileSync(out, text);
+}
