@@ -392,7 +392,7 @@ t.test('hq failover and hq lease release --handover-to pass --force as force: tr
   const env = { env: { HQ_ADMIN_TOKEN: 'cd'.repeat(32) } };
   const refused = await hq(['failover', '--to', 'node-b', '--config', config], env);
   t.equal(refused.code, 1, 'a target-silent refusal exits 1');
-  t.match(refused.stderr, /^hq: failover: refused \(HTTP 409, target-silent: HQ_ERR_TARGET_SILENT: node-b was last heard 300 s ago/, 'and says when the target was last heard');
+  t.match(refused.stderr, /^hq failover: refused \(HTTP 409, target-silent: HQ_ERR_TARGET_SILENT: node-b was last heard 300 s ago/, 'and says when the target was last heard');
   t.same(bodies.at(-1), { url: '/v1/lease/transfer', body: { to: 'node-b' } }, 'without --force no force field');
   refuse = false;
   const forced = await hq(['failover', '--to', 'node-b', '--force', '--config', config], env);
@@ -467,4 +467,32 @@ t.test('a hostName that differs from the host file: the config wins, logged at s
   const checks = (JSON.parse(doc.stdout) as { checks: Array<{ name: string; status: string; detail: string }> }).checks;
   const host = checks.find((c) => c.name === 'hostname');
   t.match(host, { status: 'fail', detail: /hostName "mbp" in the config, but .*host says "node-b"; the config wins/ }, 'hq doctor shows it');
+});
+
+t.test('errors name what they used: the URL and the file it came from, a server that is no arbiter, the config file; --json errors are JSON on stdout (#17)', async (t) => {
+  const dir = shortDir(t);
+  const down = writeConfig(dir, { arbiterUrl: 'http://127.0.0.1:9' });
+  const a = await hq(['lease', 'status', '--config', down]);
+  t.equal(a.code, 3, 'unreachable exits 3');
+  t.match(a.stderr, /^hq lease status: the arbiter at http:\/\/127\.0\.0\.1:9 is unreachable \(ECONNREFUSED\) \(arbiterUrl from .*agent\.json\)\n$/, 'names the URL and the config file');
+  const j = await hq(['lease', 'status', '--config', down, '--json']);
+  t.match(JSON.parse(j.stdout), { ok: false, error: 'unreachable', exitCode: 3 }, 'with --json the error is JSON on stdout too');
+
+  const other = createServer((_req, res) => {
+    res.statusCode = 404;
+    res.end('<html>not found</html>');
+  });
+  await new Promise<void>((done) => other.listen(0, '127.0.0.1', done));
+  t.teardown(() => other.close());
+  const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+  const b = await hq(['lease', 'status', '--config', writeConfig(dir, { arbiterUrl: url })]);
+  t.equal(b.code, 3, 'a server that is not an arbiter exits 3');
+  t.match(b.stderr, new RegExp(`^hq lease status: ${url.replaceAll('.', '\\.')} answered HTTP 404 but is not an hq arbiter \\(arbiterUrl from `), 'says so');
+
+  const bad = writeConfig(dir, { colour: 'blue' });
+  const c = await hq(['lease', 'status', '--config', bad]);
+  t.equal(c.code, 2, 'a bad config exits 2');
+  t.ok(c.stderr.includes(`${bad}: colour: is not a known key`), `the config error names the file (${c.stderr.trim()})`);
+  const cj = await hq(['lease', 'status', '--config', bad, '--json']);
+  t.match(JSON.parse(cj.stdout), { ok: false, error: 'config', exitCode: 2 }, 'a config error is JSON on stdout with --json');
 });

@@ -179,7 +179,13 @@ export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.e
       throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
     }
   }
-  return resolveConfig(validateConfigFile(raw), file);
+  try {
+    return resolveConfig(validateConfigFile(raw), file);
+  } catch (err) {
+    // Every problem names the file it is in (the arbiter's errors do too).
+    if (err instanceof ConfigError && file !== null && !err.message.includes(file)) throw new ConfigError(err.key, `${file}: ${err.message}`);
+    throw err;
+  }
 }
 
 /** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */

@@ -204,13 +204,13 @@ export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Pars
     const run = await load();
     return await run(parsed);
   } catch (err) {
-    if (err instanceof CliError) {
-      process.stderr.write(errorLine(spec.name, err.message));
-      return err.exitCode;
-    }
     const e = err as { name?: string; message?: string };
-    process.stderr.write(errorLine(spec.name, e.message ?? String(err)));
-    return e.name === 'ConfigError' ? 2 : 1;
+    const code = err instanceof CliError ? err.exitCode : e.name === 'ConfigError' ? 2 : 1;
+    const message = e.message ?? String(err);
+    process.stderr.write(errorLine(spec.name, message));
+    // A script that asked for --json reads the error as JSON on stdout too.
+    if (argv.includes('--json')) process.stdout.write(`${JSON.stringify({ ok: false, error: e.name === 'ConfigError' ? 'config' : code === 2 ? 'usage' : 'failed', message, exitCode: code })}\n`);
+    return code;
   }
 }
 

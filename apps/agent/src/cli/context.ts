@@ -83,12 +83,32 @@ export async function seenGeneration(c: AgentConfig): Promise<{ generation: numb
 }
 
 /** The exit code and one line for an arbiter answer that is not a 200. */
-export function failure(r: HttpResult, what: string): { code: number; line: string } {
-  if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter is unreachable (${r.problem})` };
+/** Where the arbiter URL came from, for error lines (the file a user must edit). */
+function urlSource(c: Resolved | undefined): string {
+  if (c === undefined) return '';
+  return c.file === null ? ' (arbiterUrl: no config file, the built-in default)' : ` (arbiterUrl from ${c.file})`;
+}
+
+export function failure(r: HttpResult, what: string, c?: Resolved): { code: number; line: string } {
+  const at = c === undefined ? '' : ` at ${c.arbiterUrl}`;
+  if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter${at} is unreachable (${r.problem})${urlSource(c)}` };
   const b = r.body as { error?: unknown; message?: unknown; reason?: unknown } | null;
   const detail = [b?.reason, b?.error, b?.message].filter((x) => typeof x === 'string').join(': ');
+  // An hq arbiter answers every refusal with an HQ_ERR_ code; anything else is another server.
+  if (r.status >= 400 && !(typeof b?.error === 'string' && b.error.startsWith('HQ_ERR_'))) {
+    return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}` };
+  }
   if (r.status >= 500) return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
   return { code: 1, line: `${what}: refused (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
+}
+
+/**
+ * A failed arbiter call: one line on stderr (`hq COMMAND: …`), and with --json the same as JSON
+ * on stdout, so a script reading stdout learns why too.
+ */
+export function reportFailure(f: { code: number; line: string }, p: { flags: ReadonlyMap<string, unknown> }): void {
+  process.stderr.write(`hq ${f.line}\n`);
+  if (p.flags.has('json')) process.stdout.write(`${JSON.stringify({ ok: false, error: f.code === 3 ? 'unreachable' : 'refused', message: f.line, exitCode: f.code })}\n`);
 }
 
 export function out(json: boolean, value: unknown, text: string): void {

@@ -88,13 +88,13 @@ export function fleetTable(rows: readonly FleetRow[]): string {
 }
 
 export async function fleet(p: Parsed): Promise<number> {
-  const { arbiter, failure, memberToken, networkForReading, out } = await import('./context.js');
+  const { arbiter, failure, memberToken, networkForReading, out, reportFailure } = await import('./context.js');
   const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
   const [r, l] = await Promise.all([arbiter(c, 'GET', '/v1/resources?kind=machine', undefined, token), arbiter(c, 'GET', '/v1/lease', undefined, token)]);
   if (r.kind !== 'answer' || r.status !== 200) {
-    const f = failure(r, 'fleet');
-    process.stderr.write(`hq: ${f.line}\n`);
+    const f = failure(r, 'fleet', c);
+    reportFailure(f, p);
     return f.code;
   }
   const body = r.body as { resources?: ResourceIn[]; now?: number } | null;

@@ -4,7 +4,7 @@
  */
 import { isHost } from '@hq/lease-core';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
-import { adminToken, agent, arbiter, failure, memberToken, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
+import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
 function fmtAge(s: number): string {
   if (!Number.isFinite(s)) return '?';
@@ -56,8 +56,8 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   const token = await memberToken(c).catch(() => null);
   const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
   if (r.kind !== 'answer' || r.status !== 200) {
-    const f = failure(r, 'lease status');
-    process.stderr.write(`hq: ${f.line}\n`);
+    const f = failure(r, 'lease status', c);
+    reportFailure(f, p);
     return f.code;
   }
   const rec = r.body as {
@@ -134,9 +134,9 @@ export async function leaseAcquire(p: Parsed): Promise<number> {
     }
     const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
     if (!retryable || Date.now() + 1000 > deadline) {
-      const f = failure(r, 'lease acquire');
+      const f = failure(r, 'lease acquire', c);
       if (json && r.kind === 'answer') out(true, r.body, '');
-      process.stderr.write(`hq: ${f.line}\n`);
+      reportFailure(f, p);
       return f.code;
     }
     await sleep(1000);
@@ -153,9 +153,9 @@ export async function leaseRenew(p: Parsed): Promise<number> {
     out(flagBool(p, 'json'), r.body, `renewed: ${c.hostName} at generation ${seen.generation}`);
     return 0;
   }
-  const f = failure(r, 'lease renew');
+  const f = failure(r, 'lease renew', c);
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
-  process.stderr.write(`hq: ${f.line}\n`);
+  reportFailure(f, p);
   return f.code;
 }
 
@@ -190,9 +190,9 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   }
   // 3. Refused or unknown: undo the local step-down (the lease is still ours).
   if (agentUp) await agent(c, 'POST', '/v1/resume');
-  const f = failure(r, 'lease release');
+  const f = failure(r, 'lease release', c);
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
-  process.stderr.write(`hq: ${f.line}\n`);
+  reportFailure(f, p);
   return f.code;
 }
 
@@ -257,12 +257,12 @@ export async function events(p: Parsed): Promise<number> {
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
     if (r.kind !== 'answer' || r.status !== 200) {
-      const f = failure(r, 'events');
+      const f = failure(r, 'events', c);
       if (!follow || first) {
-        process.stderr.write(`hq: ${f.line}\n`);
+        reportFailure(f, p);
         return f.code === 1 ? 1 : 3;
       }
-      process.stderr.write(`hq: ${f.line}; retrying\n`);
+      process.stderr.write(`hq ${f.line}; retrying\n`);
       await sleep(1000);
       continue;
     }
@@ -324,8 +324,8 @@ export async function maintenance(p: Parsed): Promise<number> {
     out(flagBool(p, 'json'), r.body, `maintenance ${enabled ? 'on' : 'off'}`);
     return 0;
   }
-  const f = failure(r, 'maintenance');
-  process.stderr.write(`hq: ${f.line}\n`);
+  const f = failure(r, 'maintenance', c);
+  reportFailure(f, p);
   return f.code;
 }
 
@@ -340,8 +340,8 @@ export async function failover(p: Parsed): Promise<number> {
     out(flagBool(p, 'json'), r.body, `transferred to ${to} at generation ${lease?.generation ?? '?'}`);
     return 0;
   }
-  const f = failure(r, 'failover');
+  const f = failure(r, 'failover', c);
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
-  process.stderr.write(`hq: ${f.line}\n`);
+  reportFailure(f, p);
   return f.code;
 }
