@@ -11,7 +11,7 @@ import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
-import { isFenceAnswer } from './local.js';
+import { isFenceAnswer, reportEvent } from './local.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
@@ -85,6 +85,14 @@ export async function primary(p: Parsed): Promise<number> {
     { known: true, holder: r.holder, generation: r.generation, source, seenGeneration: r.floor, answers, mode: r.mode, url: r.url, floor: r.floor, asked: r.answers },
     `${r.holder} (generation ${r.generation}, from ${source})`,
   );
+  await reportEvent(c.socketPath, 'control', 'primary-resolved', {
+    holder: r.holder,
+    generation: r.generation,
+    source,
+    floor: r.floor,
+    asked: r.answers.length,
+    usable: r.answers.filter((a) => a.status === 'usable').length,
+  });
   return 0;
 }
 
