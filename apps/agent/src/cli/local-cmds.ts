@@ -77,6 +77,13 @@ export async function primary(p: Parsed): Promise<number> {
     process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
     return 3;
   }
+  const joinPath = flagString(p, 'write-join');
+  if (joinPath !== undefined) {
+    const { writeJoin } = await import('../join.js');
+    const w = await writeJoin(c, joinPath, { holder: r.holder, generation: r.generation, url: r.url });
+    if (!w.ok) throw new CliError(2, `primary: --write-join: ${w.problem}`);
+    if (!json) process.stderr.write(`hq: primary: join file ${w.path} written (${w.tokenScope} token)\n`);
+  }
   // The winner is the first usable answer at the winning generation (ties go to candidate order).
   const winner = r.answers.find((a) => a.status === 'usable' && a.generation === r.generation);
   const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
