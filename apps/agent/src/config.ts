@@ -53,6 +53,10 @@ export const AgentConfigSchema = Type.Object(
     tokenFile: Type.Optional(Type.String({ minLength: 1 })),
     peers: Type.Optional(HostMap(Url)),
     peerTokenFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** A `query`-scope arbiter token for `hq primary --write-join` (else the member token goes into the join file). */
+    queryTokenFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** How other hosts reach this agent's peer listener (a bare origin); see `advertisedUrl`. */
+    advertiseUrl: Type.Optional(Url),
     /** Standby replication (SPEC §6); validated by `replication/config.ts`, where it is used. */
     replication: Type.Optional(Type.Unknown()),
   },
@@ -110,6 +114,10 @@ export interface AgentConfig {
   /** The other candidates' peer listeners (explicit `peers`, or derived from tailnetDomain). */
   readonly peers: ReadonlyMap<string, string>;
   readonly peerTokenFile: string;
+  /** `queryTokenFile` resolved, or null when not configured (then `{stateDir}/query-token` is used if it exists). */
+  readonly queryTokenFile: string | null;
+  /** `advertiseUrl` as configured (checked: a bare origin), else null. */
+  readonly advertiseUrl: string | null;
   /** The raw `replication` block (undefined when absent); the daemon validates it at start. */
   readonly replication: unknown;
 }
@@ -236,6 +244,10 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     const problem = bareOriginProblem(c.arbiterUrl);
     if (problem !== null) throw new ConfigError('arbiterUrl', `arbiterUrl: "${c.arbiterUrl}" ${problem}`);
   }
+  if (c.advertiseUrl !== undefined) {
+    const problem = bareOriginProblem(c.advertiseUrl);
+    if (problem !== null) throw new ConfigError('advertiseUrl', `advertiseUrl: "${c.advertiseUrl}" ${problem}`);
+  }
   const tailnetDomain = c.tailnetDomain ?? null;
   const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
   if (peers.has(hostName)) throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
@@ -264,6 +276,8 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     tokenFile: resolve(expandHome(c.tokenFile ?? join(stateDir, 'token'))),
     peers,
     peerTokenFile: resolve(expandHome(c.peerTokenFile ?? join(stateDir, 'peer-token'))),
+    queryTokenFile: c.queryTokenFile === undefined ? null : resolve(expandHome(c.queryTokenFile)),
+    advertiseUrl: c.advertiseUrl === undefined ? null : new URL(c.advertiseUrl).origin,
     replication: c.replication,
   };
 }
@@ -283,6 +297,23 @@ export function bareOriginProblem(value: string): string | null {
   if (u.username !== '' || u.password !== '') return 'must not carry credentials (the member token is the credential)';
   if (u.pathname !== '/' || u.search !== '' || u.hash !== '') return `must be a bare origin without a path (use ${u.origin})`;
   return null;
+}
+
+const WILDCARD: ReadonlySet<string> = new Set(['0.0.0.0', '::', '[::]', '']);
+
+/**
+ * The URL other hosts reach this agent's peer listener at (the instance resource's endpoint, the
+ * join file's URL when this host holds the lease), first that applies: `advertiseUrl`; this host
+ * on the tailnet (`http://{host}.{tailnetDomain}:{port}`); `listen.host` when it is a specific
+ * address; else null (listening on every address, with no name others are known to resolve).
+ * `port` is the port actually bound (`listen.port` may be 0).
+ */
+export function advertisedUrl(config: AgentConfig, port: number = config.listen.port): string | null {
+  if (config.advertiseUrl !== null) return config.advertiseUrl;
+  if (config.tailnetDomain !== null) return `http://${config.hostName}.${config.tailnetDomain}:${port}`;
+  const h = config.listen.host;
+  if (WILDCARD.has(h)) return null;
+  return `http://${h.includes(':') && !h.startsWith('[') ? `[${h}]` : h}:${port}`;
 }
 
 /** Asks `tailscale status --json` for the MagicDNS suffix; null when it cannot. */

@@ -3,7 +3,9 @@
  *
  * Static mode (no lease consulted), first that applies:
  *  1. the configured URL (`configUrl`);
- *  2. the join file: JSON `{"url": "http(s)://…", "token"?: "…", "host"?: "…"}`, a regular file
+ *  2. the join file: JSON `{"url": "http(s)://…", "token"?: "…", "host"?: "…"}` (or the form
+ *     `hq primary --write-join` writes, which adds `generation`, `arbiterUrl` and `tokenScope` and
+ *     binds its token to `arbiterUrl`, so it never comes with `url`), a regular file
  *     owned by this user with mode 0600 (or stricter), no other keys — anything else is ignored
  *     (reported in `ignored`), never half-used;
  *  3. this host (`localUrl`).
@@ -100,7 +102,7 @@ export type PrimaryResolution =
     };
 
 const TOKEN = /^[A-Za-z0-9._~+/-]{16,256}$/;
-const JOIN_KEYS: ReadonlySet<string> = new Set(['url', 'token', 'host']);
+const JOIN_KEYS: ReadonlySet<string> = new Set(['url', 'token', 'host', 'generation', 'arbiterUrl', 'tokenScope']);
 
 function httpUrl(v: unknown): v is string {
   if (typeof v !== 'string') return false;
@@ -112,7 +114,20 @@ function httpUrl(v: unknown): v is string {
   }
 }
 
-export type JoinRead = { readonly ok: true; readonly url: string; readonly token: string | null; readonly host: string | null } | { readonly ok: false; readonly problem: string };
+export type JoinRead =
+  | {
+      readonly ok: true;
+      readonly url: string;
+      /** The token for `url`: null when the file binds its token to `arbiterUrl` instead. */
+      readonly token: string | null;
+      readonly host: string | null;
+      readonly generation: number | null;
+      readonly arbiterUrl: string | null;
+      /** The token issued for `arbiterUrl` (`hq primary --write-join`), with its scope. */
+      readonly arbiterToken: string | null;
+      readonly tokenScope: 'query' | 'member' | null;
+    }
+  | { readonly ok: false; readonly problem: string };
 
 /** Reads and checks a join file; any doubt is a refusal (the file is then ignored). */
 export async function readJoinFile(path: string): Promise<JoinRead> {
@@ -133,7 +148,24 @@ export async function readJoinFile(path: string): Promise<JoinRead> {
   if (token !== undefined && (typeof token !== 'string' || !TOKEN.test(token))) return { ok: false, problem: `${path}: token is not a token` };
   const host = o['host'];
   if (host !== undefined && !isHost(host)) return { ok: false, problem: `${path}: host is not a host name` };
-  return { ok: true, url: o['url'], token: token ?? null, host: host ?? null };
+  const generation = o['generation'];
+  if (generation !== undefined && (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)) return { ok: false, problem: `${path}: generation must be a positive integer` };
+  const arbiterUrl = o['arbiterUrl'];
+  if (arbiterUrl !== undefined && (!httpUrl(arbiterUrl) || new URL(arbiterUrl).pathname !== '/')) return { ok: false, problem: `${path}: arbiterUrl must be a bare http(s) origin` };
+  const scope = o['tokenScope'];
+  if (scope !== undefined && scope !== 'query' && scope !== 'member') return { ok: false, problem: `${path}: tokenScope must be query or member` };
+  // A file that names arbiterUrl issued its token for the arbiter: it never goes to `url`.
+  const bound = arbiterUrl !== undefined;
+  return {
+    ok: true,
+    url: o['url'],
+    token: bound ? null : (token ?? null),
+    host: host ?? null,
+    generation: generation ?? null,
+    arbiterUrl: arbiterUrl ?? null,
+    arbiterToken: bound ? (token ?? null) : null,
+    tokenScope: scope ?? null,
+  };
 }
 
 function parseAnswer(host: string, body: unknown, candidates: readonly PrimaryCandidate[], floor: number): PrimaryAnswer {

@@ -39,6 +39,8 @@ export const AGENT_ONLY_KEYS: readonly string[] = Object.freeze([
   'tokenFile',
   'peers',
   'peerTokenFile',
+  'queryTokenFile',
+  'advertiseUrl',
   'replication',
 ]);
 

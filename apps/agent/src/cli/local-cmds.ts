@@ -11,7 +11,7 @@ import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
-import { isFenceAnswer } from './local.js';
+import { isFenceAnswer, reportEvent } from './local.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
@@ -77,6 +77,13 @@ export async function primary(p: Parsed): Promise<number> {
     process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
     return 3;
   }
+  const joinPath = flagString(p, 'write-join');
+  if (joinPath !== undefined) {
+    const { writeJoin } = await import('../join.js');
+    const w = await writeJoin(c, joinPath, { holder: r.holder, generation: r.generation, url: r.url });
+    if (!w.ok) throw new CliError(2, `primary: --write-join: ${w.problem}`);
+    if (!json) process.stderr.write(`hq: primary: join file ${w.path} written (${w.tokenScope} token)\n`);
+  }
   // The winner is the first usable answer at the winning generation (ties go to candidate order).
   const winner = r.answers.find((a) => a.status === 'usable' && a.generation === r.generation);
   const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
@@ -85,6 +92,14 @@ export async function primary(p: Parsed): Promise<number> {
     { known: true, holder: r.holder, generation: r.generation, source, seenGeneration: r.floor, answers, mode: r.mode, url: r.url, floor: r.floor, asked: r.answers },
     `${r.holder} (generation ${r.generation}, from ${source})`,
   );
+  await reportEvent(c.socketPath, 'control', 'primary-resolved', {
+    holder: r.holder,
+    generation: r.generation,
+    source,
+    floor: r.floor,
+    asked: r.answers.length,
+    usable: r.answers.filter((a) => a.status === 'usable').length,
+  });
   return 0;
 }
 

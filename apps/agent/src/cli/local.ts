@@ -2,12 +2,14 @@
  * The local agent over its unix socket, with node:http only (light: no Fastify, no undici).
  */
 import { request } from 'node:http';
+import { REPORTED_DATA_LIMITS, type ReportedCategory, type ReportedEvent } from '@hq/lease-core';
 
 export type LocalResult =
   | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
   | { readonly kind: 'down'; readonly problem: string };
 
-export function callAgent(socketPath: string, method: 'GET' | 'POST', path: string, timeoutSeconds: number): Promise<LocalResult> {
+export function callAgent(socketPath: string, method: 'GET' | 'POST', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
+  const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
   return new Promise((done) => {
     let settled = false;
     const finish = (r: LocalResult): void => {
@@ -16,7 +18,9 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
       clearTimeout(timer);
       done(r);
     };
-    const req = request({ socketPath, method, path, headers: method === 'POST' ? { 'content-length': '0' } : {} }, (res) => {
+    const headers: { [k: string]: string } =
+      payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method === 'POST' ? { 'content-length': '0' } : {};
+    const req = request({ socketPath, method, path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', (err) => finish({ kind: 'down', problem: err.message }));
@@ -35,8 +39,27 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
       finish({ kind: 'down', problem: `no answer within ${timeoutSeconds} s` });
     }, Math.max(1, timeoutSeconds * 1000));
     req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'down', problem: err.code ?? err.message }));
-    req.end();
+    req.end(payload ?? undefined);
   });
+}
+
+/** How long a command waits for the agent to take a reported event: a wedged agent costs no more. */
+export const REPORT_TIMEOUT_SECONDS = 0.5;
+
+/**
+ * Reports an event to the local agent (`POST /v1/events`), which logs it beside its own. Best
+ * effort: an agent that is down (no socket: an immediate error) or slow (REPORT_TIMEOUT_SECONDS)
+ * or refusing is ignored — the command's output and exit code never depend on it.
+ */
+export async function reportEvent<C extends ReportedCategory>(
+  socketPath: string,
+  category: C,
+  event: ReportedEvent<C>,
+  data: { readonly [k: string]: string | number | boolean | null } = {},
+): Promise<void> {
+  const max = REPORTED_DATA_LIMITS.maxString;
+  const clipped = Object.fromEntries(Object.entries(data).map(([k, v]) => [k, typeof v === 'string' && v.length > max ? `${v.slice(0, max - 1)}…` : v]));
+  await callAgent(socketPath, 'POST', '/v1/events', REPORT_TIMEOUT_SECONDS, { category, event, data: clipped }).catch(() => undefined);
 }
 
 export interface FenceAnswer {

@@ -183,8 +183,17 @@ export const COMMANDS: readonly Command[] = [
       name: 'primary',
       summary:
         "Asks every candidate's agent (/v1/primary, 5 s each; this host's own through its peer listener on 127.0.0.1) who holds the lease and takes the highest generation whose holder is a candidate, never one older than this host's seen generation.",
-      flags: [CONFIG_FLAG, JSON_FLAG],
-      exits: '0 known, 2 usage or config error, 3 no agent answered with a usable generation.',
+      flags: [
+        CONFIG_FLAG,
+        JSON_FLAG,
+        {
+          name: 'write-join',
+          kind: 'string',
+          value: 'FILE',
+          help: 'Also writes the join file FILE (atomic, mode 0600; a missing directory is created 0700): the holder, its generation and URL, the arbiter URL and the token to use there (queryTokenFile, else {stateDir}/query-token, else the member token). Default: no file is written.',
+        },
+      ],
+      exits: '0 known (and FILE written), 2 usage or config error (a URL that is not a bare origin, no usable token), 3 no agent answered with a usable generation.',
     },
     load: async () => (await import('./local-cmds.js')).primary,
   },

@@ -30,6 +30,8 @@ import {
   type ConfirmRequest,
   type FenceDecision,
   type LeaseEvent,
+  type ReportedCategory,
+  type ReportedEvent,
   type PeerResult,
   type Persisted,
   type Stamp,
@@ -245,6 +247,15 @@ export class Agent {
 
   private logEvent(e: LeaseEvent): void {
     this.opts.log.info({ ...e.data, category: e.category, event: e.event, host: e.host }, e.event);
+  }
+
+  /**
+   * An event a local `hq` command reports (`POST /v1/events`; the route has checked the pair
+   * against lease-core's REPORTED_EVENTS and the data's shape): one log line like the agent's own,
+   * with `via: "cli"` so a reader can tell who decided.
+   */
+  reportEvent(category: ReportedCategory, event: ReportedEvent, data: LeaseEvent['data']): void {
+    this.opts.log.info({ ...data, via: 'cli', category, event, host: this.host }, event);
   }
 
   // -------------------------------------------------------------------------------------

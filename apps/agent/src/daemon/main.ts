@@ -5,7 +5,7 @@
  */
 import { unlink } from 'node:fs/promises';
 import pino from 'pino';
-import { ConfigError, loadConfig, resolveNetwork } from '../config.js';
+import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
 import { TokenFile, bearer, tokensEqual } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -54,7 +54,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock, log: log.child({ component: 'agent' }), observer: metrics });
   metrics.attach(agent);
-  const { Member } = await import('../registry/member.js');
+  const { Member, instanceId } = await import('../registry/member.js');
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
@@ -128,13 +128,35 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     log: log.child({ component: 'registry', category: 'control' }),
   });
   member.start();
+  // Beside it, this agent as an instance: where other hosts reach its peer listener.
+  const endpoint = advertisedUrl(config, peerPort);
+  if (endpoint === null) {
+    log.warn(
+      { category: 'control', event: 'endpoint-unknown', listen: config.listen.host, peerPort },
+      'the instance resource has no endpoint: set advertiseUrl (the agent listens on every address and has no tailnet name)',
+    );
+  }
+  const instance = new Member({
+    arbiterUrl: config.arbiterUrl,
+    machine: config.hostName,
+    id: instanceId(config.hostName),
+    kind: 'instance',
+    attrs: () => ({ service: 'hq-agent', endpoint, version: VERSION }),
+    token: async () => {
+      const t = await agent.token.get();
+      return t.ok ? t.token : null;
+    },
+    requestTimeoutMs: config.requestTimeoutSeconds * 1000,
+    log: log.child({ component: 'registry', category: 'control' }),
+  });
+  instance.start();
   let stopping: Promise<void> | null = null;
   return {
     agent,
     peerPort,
     stop() {
       stopping ??= (async () => {
-        await Promise.allSettled([agent.stop(), member.stop()]);
+        await Promise.allSettled([agent.stop(), member.stop(), instance.stop()]);
         await Promise.allSettled([socket.close(), peer.close()]);
         await unlink(config.socketPath).catch(() => undefined);
         log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');

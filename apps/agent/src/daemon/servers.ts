@@ -3,7 +3,8 @@
  *  - the unix socket for local fenced jobs and `hq` (no auth: the file mode is the fence):
  *    `GET /v1/fence?role=R` answered from memory (by a plain node:http fast path in front of
  *    Fastify for the exact spelling of a known role), `/v1/status`, `/v1/seen`, `/v1/primary`,
- *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`;
+ *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`, and `POST /v1/events`
+ *    (an event a local `hq` command reports, logged like the agent's own);
  *  - the TCP peer listener: `GET /v1/health` (no auth), `GET /v1/primary`, `GET /metrics`,
  *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
  */
@@ -13,8 +14,8 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
-import { ERRORS, isHost } from '@hq/lease-core';
+import Type, { type Static } from 'typebox';
+import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/lease-core';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
@@ -56,6 +57,30 @@ function base(listener: string, metrics: AgentMetrics | null, serverFactory?: Fa
 
 // ---------------------------------------------------------------------------------------
 // the unix socket
+
+/**
+ * `POST /v1/events`: a category and one of its closed list of events (lease-core
+ * REPORTED_EVENTS), with flat scalar data. Keys are camelCase words, never one the log line
+ * sets itself (pino's and the event's own), so a report cannot forge another line's fields.
+ */
+const ReportedData = Type.Record(
+  Type.String({ pattern: '^[a-z][A-Za-z0-9]{0,31}$' }),
+  Type.Union([Type.String({ maxLength: REPORTED_DATA_LIMITS.maxString }), Type.Number(), Type.Boolean(), Type.Null()]),
+  { maxProperties: REPORTED_DATA_LIMITS.maxFields },
+);
+const reported = <C extends keyof typeof REPORTED_EVENTS>(category: C) =>
+  Type.Object(
+    {
+      category: Type.Literal(category),
+      event: Type.Union(REPORTED_EVENTS[category].map((e) => Type.Literal(e))),
+      data: Type.Optional(ReportedData),
+    },
+    { additionalProperties: false },
+  );
+export const ReportedEventBody = Type.Union([reported('hq.standby'), reported('control')]);
+export type ReportedEventBody = Static<typeof ReportedEventBody>;
+/** Fields every log line sets itself: a report's data may not carry them. */
+const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
 
 /** The query a fenced job sends for a role (roles are `[a-z0-9-]`: nothing to percent-decode). */
 const FENCE_URL = /^[a-z0-9-]+$/;
@@ -136,6 +161,13 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
   app.post('/v1/resume', async () => {
     await agent.resume();
     return { ok: true };
+  });
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorBody } } }, async (req, reply) => {
+    const data = req.body.data ?? {};
+    const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
+    if (taken !== undefined) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: `data.${taken} is a field the log line sets itself; rename it` });
+    agent.reportEvent(req.body.category, req.body.event, data);
+    return { ok: true as const };
   });
   return app as unknown as FastifyInstance;
 }

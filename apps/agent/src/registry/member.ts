@@ -12,6 +12,10 @@
  *  4. A failure reason is logged only when it differs from the previous one (no log storm while
  *     the arbiter is down); the first success after failures logs once that it recovered.
  *
+ * The same schedule keeps the agent's instance resource (`kind: "instance"`, id `{host}-agent`,
+ * attrs `{service, endpoint, version}`) beside the machine: one `Member` per resource, with
+ * `id`, `kind` and `attrs` given.
+ *
  * The token is read through `token()` on every exchange (rotation needs no restart) and sent only
  * to `arbiterUrl`. Clock and timers are injectable: tests drive time, nothing sleeps.
  */
@@ -26,6 +30,11 @@ export const MEMBER_REFRESH_MS = 300_000;
 export const MEMBER_MAX_BACKOFF_MS = 300_000;
 /** Record TTL: four missed heartbeats. Shorter flaps on a slow network; longer hides a dead machine. */
 export const MEMBER_TTL_MS = 120_000;
+
+/** The agent's instance resource id: `{host}-agent` (the registry's `{host}-{service}` form). */
+export function instanceId(host: string): string {
+  return `${host}-agent`;
+}
 
 export interface LoadSample {
   readonly loadAvg: readonly number[];
@@ -53,6 +62,12 @@ export interface MemberOptions {
   /** The duties / roles this machine serves (reported as `attrs.duties`). */
   readonly duties?: () => readonly string[];
   readonly name?: string;
+  /** The resource id (default: `machine`). */
+  readonly id?: string;
+  /** Default `machine`; an `instance` is a service on the machine. */
+  readonly kind?: 'machine' | 'instance';
+  /** The resource's attrs at `now` (default: the machine's load and duties). */
+  readonly attrs?: (now: number) => { [k: string]: unknown };
   readonly ttlMs?: number;
   readonly intervalMs?: number;
   readonly refreshMs?: number;
@@ -73,7 +88,14 @@ export type ExchangeOutcome =
 const silent: MemberLog = { info: () => undefined, warn: () => undefined };
 
 export class Member {
-  private readonly o: Required<Omit<MemberOptions, 'duties' | 'name' | 'log'>> & { duties: () => readonly string[]; name: string; log: MemberLog };
+  private readonly o: Required<Omit<MemberOptions, 'duties' | 'name' | 'log' | 'id' | 'kind' | 'attrs'>> & {
+    duties: () => readonly string[];
+    name: string;
+    log: MemberLog;
+    id: string;
+    kind: 'machine' | 'instance';
+    attrs: ((now: number) => { [k: string]: unknown }) | null;
+  };
   private registeredAt: number | null = null;
   private failures = 0;
   private lastReason: string | null = null;
@@ -87,7 +109,10 @@ export class Member {
       machine: opts.machine,
       token: opts.token,
       duties: opts.duties ?? (() => []),
-      name: opts.name ?? opts.machine,
+      name: opts.name ?? opts.id ?? opts.machine,
+      id: opts.id ?? opts.machine,
+      kind: opts.kind ?? 'machine',
+      attrs: opts.attrs ?? null,
       ttlMs: opts.ttlMs ?? MEMBER_TTL_MS,
       intervalMs: opts.intervalMs ?? MEMBER_INTERVAL_MS,
       refreshMs: opts.refreshMs ?? MEMBER_REFRESH_MS,
@@ -139,12 +164,13 @@ export class Member {
   }
 
   private attrs(now: number): { [k: string]: unknown } {
+    if (this.o.attrs !== null) return this.o.attrs(now);
     const l = this.o.load(now);
     return { loadAvg: [...l.loadAvg], cpuCount: l.cpuCount, freeMem: l.freeMem, totalMem: l.totalMem, observedAt: Math.round(l.observedAt), duties: [...this.o.duties()] };
   }
 
   private async register(token: string, now: number): Promise<HttpResult> {
-    const body = { id: this.o.machine, name: this.o.name, kind: 'machine', machine: this.o.machine, attrs: this.attrs(now), observedAt: Math.round(now), ttlMs: this.o.ttlMs };
+    const body = { id: this.o.id, name: this.o.name, kind: this.o.kind, machine: this.o.machine, attrs: this.attrs(now), observedAt: Math.round(now), ttlMs: this.o.ttlMs };
     return this.o.request({
       method: 'POST',
       url: joinUrl(this.o.arbiterUrl, '/v1/resources/register'),
@@ -171,7 +197,7 @@ export class Member {
     else {
       r = await this.o.request({
         method: 'POST',
-        url: joinUrl(this.o.arbiterUrl, `/v1/resources/${encodeURIComponent(this.o.machine)}/heartbeat`),
+        url: joinUrl(this.o.arbiterUrl, `/v1/resources/${encodeURIComponent(this.o.id)}/heartbeat`),
         body: { attrs: this.attrs(now) },
         token: { token, url: this.o.arbiterUrl },
         timeoutMs: this.o.requestTimeoutMs,
@@ -186,7 +212,7 @@ export class Member {
     }
     if (r.kind === 'answer' && r.status === 200) {
       if (action !== 'renewed') this.registeredAt = now;
-      if (this.lastReason !== null) this.o.log.info({ category: 'control', event: 'registry-ok', machine: this.o.machine, after: this.lastReason, failures: this.failures }, 'registry reachable again');
+      if (this.lastReason !== null) this.o.log.info({ category: 'control', event: 'registry-ok', machine: this.o.machine, resource: this.o.id, after: this.lastReason, failures: this.failures }, 'registry reachable again');
       this.failures = 0;
       this.lastReason = null;
       return { ok: true, action, nextInMs: this.o.intervalMs };
@@ -198,7 +224,7 @@ export class Member {
     this.failures++;
     const nextInMs = this.backoffMs(this.failures);
     if (reason !== this.lastReason) {
-      this.o.log.warn({ category: 'control', event: 'registry-failed', machine: this.o.machine, reason, retryInSeconds: nextInMs / 1000 }, 'registry exchange failed');
+      this.o.log.warn({ category: 'control', event: 'registry-failed', machine: this.o.machine, resource: this.o.id, reason, retryInSeconds: nextInMs / 1000 }, 'registry exchange failed');
       this.lastReason = reason;
     }
     return { ok: false, reason, nextInMs };

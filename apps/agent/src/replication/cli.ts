@@ -10,10 +10,10 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { parseGeneration } from '@hq/lease-core';
+import { parseGeneration, type ReportedEvent } from '@hq/lease-core';
 import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
 import { seenGeneration } from '../cli/context.js';
-import { callAgent } from '../cli/local.js';
+import { callAgent, reportEvent } from '../cli/local.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { requestJson, joinUrl } from '../http.js';
 import { readToken } from '../tokens.js';
@@ -56,6 +56,20 @@ function line(ctx: Io, json: boolean, value: unknown, text: string): void {
 
 function load(p: Parsed, ctx: StandbyContext): Loaded {
   return loadAgentWithReplication(flagString(p, 'config'), ctx.env ?? process.env);
+}
+
+/** The local agent's socket, for reporting events; null when no config can be loaded. */
+function socketOf(p: Parsed, ctx: StandbyContext): string | null {
+  try {
+    return load(p, ctx).agent.socketPath;
+  } catch {
+    return null;
+  }
+}
+
+/** Reports an `hq.standby` event to the local agent's log (best effort: see `reportEvent`). */
+async function report(socket: string | null, event: ReportedEvent<'hq.standby'>, data: { [k: string]: string | number | boolean | null }): Promise<void> {
+  if (socket !== null) await reportEvent(socket, 'hq.standby', event, data);
 }
 
 function needReplication(l: Loaded): ReplicationConfig {
@@ -116,6 +130,16 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     );
     return 0;
   }
+  try {
+    return await snapshotAndPush(p, ctx, l, cfg, tier, json);
+  } catch (err) {
+    // A snapshot that did not happen (refused, failed, nothing to push to) is a `failed` event.
+    if (!(err instanceof CliError) || err.exitCode === 1) await report(l.agent.socketPath, 'failed', { tier, problem: (err as Error).message });
+    throw err;
+  }
+}
+
+async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationConfig, tier: Tier, json: boolean): Promise<number> {
   const started = Date.now();
   const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
   let snap;
@@ -124,6 +148,9 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
   } catch (err) {
     if (err instanceof SnapshotError) throw new CliError(1, `standby ${tier} FAILED: ${err.message}`);
     throw err;
+  }
+  if (snap.hostLocalStripped.length > 0) {
+    await report(l.agent.socketPath, 'config-host-local-stripped', { tier, generation: snap.manifest.generation, keys: snap.hostLocalStripped.join(',') });
   }
   const pushed: { host: string; result: PushResult }[] = [];
   if (!flagBool(p, 'no-push')) {
@@ -189,10 +216,25 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
     summary,
     `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · survival ${survivalText} · ${seconds}s`,
   );
-  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) return 1;
-  if (survival !== null && !survival.ok && survival.status !== null) return 1;
-  if (pushed.some((x) => !x.result.ok) || (survival !== null && !survival.ok)) return 3;
-  return 0;
+  let code = 0;
+  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) code = 1;
+  else if (survival !== null && !survival.ok && survival.status !== null) code = 1;
+  else if (pushed.some((x) => !x.result.ok) || (survival !== null && !survival.ok)) code = 3;
+  await report(l.agent.socketPath, 'generation', {
+    tier,
+    generation: m.generation,
+    files: m.entries.length,
+    reused: snap.reused,
+    bytes: snap.bytes,
+    leaseGeneration: m.leaseGeneration,
+    holder: m.holder,
+    pushedTo: pushed.filter((x) => x.result.ok).map((x) => x.host).join(','),
+    pushFailed: pushed.filter((x) => !x.result.ok).map((x) => x.host).join(','),
+    survival: survivalSkipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
+    seconds,
+    exitCode: code,
+  });
+  return code;
 }
 
 export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Promise<number> {
@@ -234,11 +276,13 @@ export async function standbyPromote(p: Parsed, context: StandbyContext = {}): P
       ...(ctx.now === undefined ? {} : { now: ctx.now }),
     });
     line(ctx, json, s, formatPromote(s));
+    await report(socketOf(p, ctx), 'promoted', { to: s.to, tiers: Object.entries(s.tiers).map(([t, g]) => `${t}:${g}`).join(','), files: s.files, bytes: s.bytes, dryRun: s.dryRun, seconds: s.seconds });
     return 0;
   } catch (err) {
     if (err instanceof PromoteError) {
       if (json) ctx.stdout(`${JSON.stringify({ ok: false, refused: err.message })}\n`);
       ctx.stderr(`promotion refused: ${err.message}\n`);
+      await report(socketOf(p, ctx), 'promote-refused', { to: flagString(p, 'to') ?? null, tiers: tiers.join(','), problem: err.message });
       return 1;
     }
     throw err;
@@ -263,6 +307,7 @@ export async function standbyRole(p: Parsed, context: StandbyContext = {}): Prom
   const seen = await seenGeneration(l.agent);
   const answer = decideRole({ host: l.agent.hostName, defaultSource: ds, lease, seenGeneration: seen.generation });
   line(ctx, json, answer, answer.role);
+  await report(l.agent.socketPath, 'role', { role: answer.role, reason: answer.reason, defaultSource: answer.defaultSource.join(','), holder: answer.holder, generation: answer.generation, seenGeneration: answer.seenGeneration });
   return 0;
 }
 

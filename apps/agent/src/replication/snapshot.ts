@@ -56,6 +56,8 @@ export interface SnapshotResult {
   readonly reused: number;
   readonly skipped: Plan['skipped'];
   readonly survival: readonly string[];
+  /** The host-local keys removed from `config.json` in this generation (empty when none were there). */
+  readonly hostLocalStripped: readonly string[];
 }
 
 interface Fingerprint {
@@ -101,6 +103,16 @@ const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
 function stableBefore(fp: Fp, takenAtMs: number, stableMs: number): boolean {
   const limit = BigInt(Math.floor(takenAtMs - stableMs)) * 1_000_000n;
   return [fp.main, fp.wal, fp.journal].every((f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit));
+}
+
+/** Which of `keys` a `config.json` text holds at its top level. */
+function hostLocalKeysIn(text: string, keys: readonly string[]): string[] {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? keys.filter((k) => Object.hasOwn(v, k)) : [];
+  } catch {
+    return [];
+  }
 }
 
 /** `config.json` without the host-local keys; unparsable text (or not an object) unchanged. */
@@ -197,6 +209,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
   const fps: [string, Fp][] = [];
   const entries: ManifestEntry[] = [];
   const dirs = new Set<string>([building]);
+  const stripped: string[] = [];
   try {
     for (const item of plan.items) {
       const dest = join(building, item.path);
@@ -213,7 +226,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
         fps.push([item.path, fp]);
         continue;
       }
-      entries.push(await copyItem(cfg, item, dest));
+      entries.push(await copyItem(cfg, item, dest, stripped));
       fps.push([item.path, fp]);
     }
     const manifest: Manifest = {
@@ -242,6 +255,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
       reused: entries.filter((e) => e.reused).length,
       skipped: plan.skipped,
       survival: survivalSubset(manifest, plan, isSecret).map((e) => e.path),
+      hostLocalStripped: stripped,
     };
   } catch (err) {
     await removeTree(building);
@@ -275,7 +289,7 @@ async function tryReuse(
   return { path: item.path, bytes: old.bytes, sha256: old.sha256, kind: old.kind, reused: true };
 }
 
-async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string): Promise<ManifestEntry> {
+async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string, stripped: string[]): Promise<ManifestEntry> {
   if (item.kind === 'sqlite') {
     try {
       await backupSqlite(item.abs, dest);
@@ -288,6 +302,7 @@ async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string): Pr
   if (item.path === 'config.json') {
     const original = await readFile(item.abs, 'utf8');
     const text = stripHostLocal(original, cfg.hostLocalKeys);
+    if (text !== original) stripped.push(...hostLocalKeysIn(original, cfg.hostLocalKeys));
     if (text === original) {
       const h = await copyHashed(item.abs, dest);
       return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
