@@ -52,6 +52,8 @@ export const KEYS = {
   peers: ['from the candidates the arbiter names, with `tailnetDomain`', '`{host: url}` of the other agents'],
   peerTokenFile: ['`{stateDir}/peer-token`', 'the shared secret for agent ↔ agent calls (mode 0600)'],
   replication: ['—', 'standby replication: see deploy/replication/README.md'],
+  advertiseUrl: ['`http://{hostName}.{tailnetDomain}:{port}`, else a specific `listen.host`', "this agent's peer URL as others reach it (a bare origin), registered as its `instance` resource"],
+  queryTokenFile: ['`{stateDir}/query-token` when present', '`hq primary --write-join` puts this query-scope token in the join file (else the member token)'],
   arbiterUrls: ['`[arbiterUrl]`', 'several arbiters (etcd store), tried in order'],
   handoverOnStop: ['`false`', 'on SIGTERM the holder hands over to a standby heard from recently, then exits'],
 };
