@@ -127,3 +127,27 @@ t.test('registryLoad picks the newest machine resource of the host and ignores j
   t.equal(load('other'), null, 'an unknown host has no load');
   t.equal(calls, 1, 'the registry is read once per render');
 });
+
+t.test('a silent host and a refused token are problems on the host row (#16 item 14)', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, heartbeatSeconds: 1 }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, heartbeatSeconds: 1 }, h.tokens.nodeb);
+  let s = (await h.get('/v1/status')).json() as { hosts: Array<{ host: string; heartbeatText: string; heartbeatProblem: boolean }> };
+  t.match(s.hosts.find((x) => x.host === 'node-b'), { heartbeatText: /^0 s ago$|^\d+(\.\d)? s ago$/, heartbeatProblem: false }, 'a fresh heartbeat is no problem');
+  h.clock.advance(5);
+  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, heartbeatSeconds: 1 }, h.tokens.mbp);
+  s = (await h.get('/v1/status')).json() as typeof s;
+  t.match(s.hosts.find((x) => x.host === 'node-b'), { heartbeatText: /ago \(silent: it reports every 1(\.0)? s\)$/, heartbeatProblem: true }, 'past 2 × its interval the row says silent');
+  // node-b's agent now uses mbp's member token (a rotation gone wrong): 403, and the row says so.
+  const wrong = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0 }, h.tokens.mbp);
+  t.equal(wrong.statusCode, 403, 'the arbiter refuses it');
+  s = (await h.get('/v1/status')).json() as typeof s;
+  t.match(s.hosts.find((x) => x.host === 'node-b'), { heartbeatText: /^refused 0(\.0)? s ago: this member token belongs to "mbp", not "node-b"$/, heartbeatProblem: true }, 'the refusal is on its row');
+  const html = (await h.get(`${PREFIX}/`)).body;
+  t.match(html, /<td data-label="heartbeat" class="c-heartbeat bad">refused 0(\.0)? s ago: this member token belongs to &#34;mbp&#34;, not &#34;node-b&#34;<\/td>/, "and on the page, in red");
+  const ok = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, heartbeatSeconds: 1 }, h.tokens.nodeb);
+  t.equal(ok.statusCode, 200, 'the right token again');
+  s = (await h.get('/v1/status')).json() as typeof s;
+  t.match(s.hosts.find((x) => x.host === 'node-b'), { heartbeatProblem: false }, 'a good heartbeat after it clears the row');
+});

@@ -199,6 +199,17 @@ export class Arbiter {
   }
 
   private readonly timingNotes = new TimingNotes();
+  /** The last request refused for a host's name (in memory: the status page's row says so). */
+  private readonly refused = new Map<string, { at: number; message: string }>();
+
+  /** A member token of another machine acting for `host` (403 wrong host): the page shows it. */
+  noteRefused(host: string, message: string): void {
+    if (this.config.candidates.includes(host)) this.refused.set(host, { at: this.now(), message });
+  }
+
+  refusedFor(host: string): { at: number; message: string } | null {
+    return this.refused.get(host) ?? null;
+  }
   private lastFailover: string | null = null;
 
   /**

@@ -70,6 +70,8 @@ export interface StatusPageOptions {
   readonly settings: (state: ArbiterState) => StatusSettings;
   /** The registry's load for a host, when the registry is there. */
   readonly load?: (host: string) => HostLoad | null;
+  /** The last request refused for a host's name (a member token of another machine), when any. */
+  readonly refused?: (host: string) => { readonly at: number; readonly message: string } | null;
   /** Seconds between the page's refreshes. Default 3. */
   readonly refreshSeconds?: number;
   /** The page title. Default "hq". */
@@ -105,6 +107,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     record: (s) => hq.arbiter.record(s),
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
+    refused: (host) => hq.arbiter.refusedFor(host),
     ...extra,
   };
 }
@@ -157,6 +160,9 @@ export const HostStatus = Type.Object({
   role: Type.Union([Type.Literal('holder'), Type.Literal('standby'), Type.Literal('arbiter'), Type.Literal('observer')]),
   lastHeartbeatAgeSeconds: Num,
   heartbeatSeconds: Num,
+  /** The heartbeat cell as both renderers print it, and whether it is a problem (silent, refused). */
+  heartbeatText: Type.String(),
+  heartbeatProblem: Type.Boolean(),
   view: Type.Union([
     Type.Object({ target: Type.String(), reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean(), ageSeconds: Type.Number() }),
     Type.Null(),
@@ -207,7 +213,33 @@ function loadOf(l: HostLoad | null | undefined, now: number): HostStatusT['load'
 }
 
 /** One row per candidate (priority order), then the arbiter, then any other observer. */
-export function statusModel(state: ArbiterState, record: LeaseRecord, settings: StatusSettings, load?: (host: string) => HostLoad | null): StatusAnswerT {
+/**
+ * The heartbeat cell: never, N ago, N ago (silent: more than 2 × its interval), or the refusal of
+ * its last request when that came after its last good heartbeat (a token that broke).
+ */
+function heartbeatOf(
+  role: HostStatusT['role'],
+  o: { lastHeartbeatAt: number | null; heartbeatSeconds: number | null } | undefined,
+  refused: { at: number; message: string } | null,
+  now: number,
+): { text: string; problem: boolean } {
+  if (role === 'arbiter') return { text: '—', problem: false };
+  const last = o?.lastHeartbeatAt ?? null;
+  if (refused !== null && (last === null || refused.at > last)) return { text: `refused ${fmtSeconds(Math.max(0, now - refused.at))} ago: ${refused.message}`, problem: true };
+  if (last === null) return { text: 'never', problem: role === 'holder' || role === 'standby' };
+  const age = Math.max(0, now - last);
+  const interval = o?.heartbeatSeconds ?? null;
+  if (interval !== null && age > 2 * interval) return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
+  return { text: `${fmtSeconds(age)} ago`, problem: false };
+}
+
+export function statusModel(
+  state: ArbiterState,
+  record: LeaseRecord,
+  settings: StatusSettings,
+  load?: (host: string) => HostLoad | null,
+  refused?: (host: string) => { readonly at: number; readonly message: string } | null,
+): StatusAnswerT {
   const now = record.now;
   const names: string[] = [...settings.candidates];
   if (!names.includes(settings.arbiter)) names.push(settings.arbiter);
@@ -228,6 +260,10 @@ export function statusModel(state: ArbiterState, record: LeaseRecord, settings: 
       role,
       lastHeartbeatAgeSeconds: o?.lastHeartbeatAt == null ? null : Math.max(0, now - o.lastHeartbeatAt),
       heartbeatSeconds: o?.heartbeatSeconds ?? null,
+      ...((): { heartbeatText: string; heartbeatProblem: boolean } => {
+        const hb = heartbeatOf(role, o, refused?.(host) ?? null, now);
+        return { heartbeatText: hb.text, heartbeatProblem: hb.problem };
+      })(),
       view: v === null ? null : { target: v.target, reachable: v.reachable, ping: v.ping, health: v.health, ageSeconds: Math.max(0, now - v.at) },
       load: loadOf(l, now),
     };
@@ -317,8 +353,7 @@ function lockDelayText(r: LeaseRecord): string {
 }
 
 function heartbeatCell(h: HostStatusT): string {
-  if (h.role === 'arbiter') return '—';
-  return h.lastHeartbeatAgeSeconds === null ? 'never' : `${fmtSeconds(h.lastHeartbeatAgeSeconds)} ago`;
+  return h.heartbeatText;
 }
 
 function viewCell(h: HostStatusT): string {
@@ -346,7 +381,7 @@ function hostRow(h: HostStatusT): string {
     `<tr data-host="${esc(h.host)}" class="role-${esc(h.role)}">` +
     `<td data-label="host" class="c-host">${esc(h.host)}</td>` +
     `<td data-label="role" class="c-role">${esc(h.role)}</td>` +
-    `<td data-label="heartbeat" class="c-heartbeat">${esc(heartbeatCell(h))}</td>` +
+    `<td data-label="heartbeat" class="c-heartbeat${h.heartbeatProblem ? ' bad' : ''}">${esc(heartbeatCell(h))}</td>` +
     `<td data-label="view of holder" class="c-view ${viewCls}">${esc(viewCell(h))}</td>` +
     `<td data-label="load" class="c-load">${esc(loadCell(h))}</td></tr>`
   );
@@ -452,7 +487,7 @@ const SCRIPT = `
     validity();
   }
   function cells(h){
-    var hb = h.role === 'arbiter' ? '\\u2014' : (h.lastHeartbeatAgeSeconds === null ? 'never' : fmt(h.lastHeartbeatAgeSeconds) + ' ago');
+    var hb = h.heartbeatText;
     var view = h.view === null ? 'no view' : h.view.target + ' ' + (h.view.reachable ? 'reachable' : 'unreachable') + ' (ping ' + (h.view.ping ? 'ok' : 'no') + ', health ' + (h.view.health ? 'ok' : 'no') + '), ' + fmt(h.view.ageSeconds) + ' ago';
     var load = '\\u2014', l = h.load;
     if (l) {
@@ -462,7 +497,7 @@ const SCRIPT = `
       if (typeof l.freeMem === 'number' && typeof l.totalMem === 'number' && l.totalMem > 0) p.push('mem ' + Math.round((1 - l.freeMem / l.totalMem) * 100) + '%');
       if (p.length) load = p.join(', ');
     }
-    return [['host', 'c-host', h.host], ['role', 'c-role', h.role], ['heartbeat', 'c-heartbeat', hb], ['view of holder', 'c-view' + (h.view === null ? '' : h.view.reachable ? ' ok' : ' bad'), view], ['load', 'c-load', load]];
+    return [['host', 'c-host', h.host], ['role', 'c-role', h.role], ['heartbeat', 'c-heartbeat' + (h.heartbeatProblem ? ' bad' : ''), hb], ['view of holder', 'c-view' + (h.view === null ? '' : h.view.reachable ? ' ok' : ' bad'), view], ['load', 'c-load', load]];
   }
   function renderStatus(s){
     var b = $('banner');
@@ -595,7 +630,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     async (_req, reply) => {
       const state = opts.state();
       const record = opts.record(state);
-      const model = statusModel(state, record, opts.settings(state), opts.load);
+      const model = statusModel(state, record, opts.settings(state), opts.load, opts.refused);
       const events = opts.recentEvents !== undefined ? [...opts.recentEvents(TIMELINE_EVENTS)] : tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
@@ -614,7 +649,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     async (_req, reply) => {
       const state = opts.state();
       reply.header('cache-control', 'no-store');
-      return statusModel(state, opts.record(state), opts.settings(state), opts.load);
+      return statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused);
     },
   );
 };

@@ -50,7 +50,9 @@ export class HttpError extends Error {
 export function actFor(req: FastifyRequest, host: string): void {
   const p = req.principal;
   if (p !== null && p.scope === 'member' && p.machine !== host) {
-    throw new HttpError(ERRORS.WRONG_HOST, `this member token belongs to "${p.machine}", not "${host}"`);
+    const message = `this member token belongs to "${p.machine}", not "${host}"`;
+    req.server.hq.arbiter.noteRefused(host, message);
+    throw new HttpError(ERRORS.WRONG_HOST, message);
   }
 }
 
