@@ -147,9 +147,13 @@ t.test('the peer listener answers health without a token and confirmations only 
   await agent.heartbeat();
   t.equal(agent.fence('cron').reason, 'not-holder', 'the standby does not run');
   const metrics = await peer.inject({ method: 'GET', url: '/metrics' });
-  t.match(metrics.body, /hq_agent_fence_decisions_total\{role="cron",run="false",reason="not-holder"\} 1/, 'fence decisions are counted by role, run and reason');
-  t.match(metrics.body, /hq_agent_heartbeats_total\{outcome="standby"\} 2/, 'heartbeat outcomes are counted');
-  t.match(metrics.body, /hq_agent_validity_remaining_seconds 0/, 'validity remaining is exported');
+  t.match(metrics.body, /hq_agent_fence_decisions_total\{role="cron",run="false",reason="not-holder",host="mbp"\} 1/, 'fence decisions are counted by role, run and reason');
+  t.match(metrics.body, /hq_agent_heartbeats_total\{outcome="standby",host="mbp"\} 2/, 'heartbeat outcomes are counted');
+  t.match(metrics.body, /hq_agent_validity_remaining_seconds\{host="mbp"\} 0/, 'validity remaining is exported');
+  const series = metrics.body.split('\n').filter((l) => l.startsWith('hq_'));
+  t.ok(series.length > 5, `the agent exports series (${series.length})`);
+  for (const l of series) t.match(l, /\{(?:.*,)?host="mbp"[,}]/, `every agent series names its machine as host: ${l}`);
+  t.notMatch(metrics.body, /machine=/, 'no agent series uses a machine label');
 });
 
 t.test('a heartbeat sent while the arbiter is down asks the peers and logs no crash', async (t) => {

@@ -267,7 +267,7 @@ t.test('metrics expose the SPEC names computed from the store', async (t) => {
     'hq_lease_expires_in_seconds',
     'hq_lease_dual_unreachable_streak 0',
     'hq_view_reachable{observer="cloud-vm",target="mbp"} 0',
-    'hq_view_age_seconds{observer="cloud-vm"}',
+    'hq_view_age_seconds{observer="cloud-vm",target="mbp"}',
     'hq_checks_total{result="unreachable"} 1',
     'hq_promotions_total 0',
     'hq_lease_operations_total{op="acquire",outcome="ok"} 1',
@@ -288,7 +288,7 @@ t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', as
   const reg = await h.post('/v1/resources/register', { id: 'mbp', name: 'mbp', kind: 'machine', machine: 'mbp', attrs: { cpuCount: 8 }, observedAt: h.clock.now() * 1000, ttlMs: 120000 }, h.tokens.mbp);
   t.equal(reg.statusCode, 200, 'a machine registers');
   t.equal((await h.get('/v1/resources')).json().resources.length, 1, 'and is listed');
-  t.match((await h.get('/metrics')).body, /hq_fleet_member_up\{machine="mbp"\} 1/, 'fleet gauges are on the arbiter registry');
+  t.match((await h.get('/metrics')).body, /hq_fleet_member_up\{host="mbp"\} 1/, 'fleet gauges are on the arbiter registry, labelled host like every hq metric');
 });
 
 t.test('a generation named in a request is a safe integer ≥ 1: 0 and -0 are 400 and write nothing (the issue: they renewed)', async (t) => {

@@ -5,11 +5,12 @@
  * (collected with an `onRoute` hook) must be in the document with its scope and errors.
  */
 import t from 'tap';
-import { OPENAPI_PATH } from '../../apps/arbiter/src/server/openapi.js';
-import { operatorHarness } from './helper.js';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { OPENAPI_PATH, OPERATIONS } from '../../apps/arbiter/src/server/openapi.js';
+import { PREFIX, operatorHarness } from './helper.js';
 
-async function build(t: Tap.Test, extra: Record<string, unknown> = {}) {
-  const h = await operatorHarness(t, extra);
+async function build(t: Tap.Test, extra: Record<string, unknown> = {}, registry = false) {
+  const h = await operatorHarness(t, extra, { harness: { registry } });
   await h.app.ready();
   return { app: h.app, routes: h.routes, admin: h.tokens.admin };
 }
@@ -52,20 +53,78 @@ t.test('every route the real app registers is in the OpenAPI document with its s
 
 t.test('the document carries the TypeBox schemas and the error catalog codes', async (t) => {
   const { app } = await build(t);
-  const doc = (await app.inject({ method: 'GET', url: OPENAPI_PATH })).json() as Doc & { paths: Record<string, Record<string, { requestBody?: { content?: Record<string, { schema?: { properties?: Record<string, unknown>; additionalProperties?: unknown } }> }; responses: Record<string, { description?: string; content?: Record<string, { schema?: { properties?: Record<string, unknown> } }> }> }>> };
+  const doc = (await app.inject({ method: 'GET', url: OPENAPI_PATH })).json() as Doc & { components: { schemas: Record<string, { properties?: Record<string, unknown> }> }; paths: Record<string, Record<string, { requestBody?: { content?: Record<string, { schema?: { properties?: Record<string, unknown>; additionalProperties?: unknown } }> }; responses: Record<string, { description?: string; content?: Record<string, { schema?: { properties?: Record<string, unknown> } }> }> }>> };
   const acquire = doc.paths['/v1/lease/acquire']?.['post'];
   t.ok(acquire?.requestBody?.content?.['application/json']?.schema?.properties?.['host'] !== undefined, 'the acquire body schema names host');
   t.equal(acquire?.requestBody?.content?.['application/json']?.schema?.additionalProperties, false, 'the acquire body refuses unknown fields');
-  t.ok(acquire?.responses['409']?.content?.['application/json']?.schema?.properties?.['reason'] !== undefined, 'the 409 conflict answer has its reason');
+  const conflict = doc.components.schemas['LeaseConflict'];
+  t.same(acquire?.responses['409']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/LeaseConflict' }, 'the 409 answer is the shared conflict schema');
+  t.ok(conflict?.properties?.['reason'] !== undefined, 'the 409 conflict answer has its reason');
   t.match(acquire?.responses['412']?.description ?? '', /HQ_ERR_PRECONDITION/, 'the 412 answer names its catalog code');
   t.match(acquire?.responses['415']?.description ?? '', /HQ_ERR_UNSUPPORTED_MEDIA/, 'the 415 answer names its catalog code');
   t.match(acquire?.responses['403']?.description ?? '', /HQ_ERR_WRONG_HOST/, 'the 403 answer names the wrong-host code');
   const lease = doc.paths['/v1/lease']?.['get'];
-  t.ok(lease?.responses['200']?.content?.['application/json']?.schema?.properties?.['generation'] !== undefined, 'the lease record schema is in the document');
+  t.same(lease?.responses['200']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/LeaseRecord' }, 'GET /v1/lease answers the shared lease record');
+  t.ok(doc.components.schemas['LeaseRecord']?.properties?.['generation'] !== undefined, 'the lease record schema is in the document');
   t.ok(doc.paths['/metrics']?.['get']?.responses['200']?.content?.['text/plain; version=0.0.4'] !== undefined, '/metrics is documented as Prometheus text');
   t.ok(doc.paths['/']?.['get']?.responses['200']?.content?.['text/html'] !== undefined, 'the status page is documented as HTML');
   t.ok(doc.paths['/v1/events/stream']?.['get']?.responses['200']?.content?.['text/event-stream'] !== undefined, 'the event stream is documented as text/event-stream');
   t.same((doc.paths['/v1/health']?.['get'] as { security?: unknown })?.security, [], '/v1/health needs no token');
+});
+
+type FullOperation = {
+  operationId?: string;
+  summary?: string;
+  tags?: string[];
+  responses?: Record<string, { description?: string; content?: Record<string, { schema?: Record<string, unknown> }> }>;
+};
+
+t.test('the document is valid OpenAPI 3.1 that code generators and Swagger UI can use', async (t) => {
+  const { app, routes } = await build(t, {}, true);
+  const doc = (await app.inject({ method: 'GET', url: OPENAPI_PATH })).json() as {
+    tags: { name: string }[];
+    paths: Record<string, Record<string, FullOperation>>;
+    components: { schemas?: Record<string, { properties?: Record<string, unknown> }> };
+  };
+  const validator = new Validator();
+  const result = await validator.validate(structuredClone(doc)); // it resolves the $refs in its copy
+  t.ok(result.valid, `the OpenAPI 3.1 schema validator accepts the document (errors: ${JSON.stringify(result.errors)})`);
+  t.doesNotThrow(() => validator.resolveRefs(), 'every $ref resolves');
+
+  const tags = new Set(doc.tags.map((x) => x.name));
+  const ids = new Map<string, string>();
+  for (const [path, ops] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      const where = `${method.toUpperCase()} ${path}`;
+      t.match(op.operationId, /^[a-z][A-Za-z0-9]+$/, `${where} has an operationId`);
+      t.notOk(ids.has(op.operationId ?? ''), `${where}: operationId ${op.operationId} is unique (also on ${ids.get(op.operationId ?? '')})`);
+      ids.set(op.operationId ?? '', where);
+      t.ok(typeof op.summary === 'string' && op.summary.length > 0, `${where} has a summary`);
+      t.equal(op.tags?.length, 1, `${where} has one tag`);
+      t.ok(tags.has(op.tags?.[0] ?? ''), `${where}: its tag "${op.tags?.[0]}" is one of the document's tags`);
+      for (const [status, r] of Object.entries(op.responses ?? {})) {
+        t.ok(typeof r.description === 'string' && r.description !== '' && r.description !== 'Default Response', `${where} ${status} has a description of its own (${r.description})`);
+      }
+    }
+  }
+  const own = routes.filter((r) => r.method !== 'HEAD' && !r.url.startsWith(`${PREFIX}/`));
+  t.ok(own.some((r) => r.url === '/v1/resources/register'), 'the registry routes are part of this app');
+  for (const r of own) {
+    const key = `${String(r.method)} ${r.url}`;
+    t.ok(OPERATIONS[key] !== undefined, `${key} has its id, summary and tag in OPERATIONS (not the derived fallback)`);
+  }
+
+  const record = { $ref: '#/components/schemas/LeaseRecord' };
+  t.ok(doc.components.schemas?.['LeaseRecord']?.properties?.['generation'] !== undefined, 'the lease record is one shared component');
+  t.same(doc.paths['/v1/lease']?.['get']?.responses?.['200']?.content?.['application/json']?.schema, record, 'GET /v1/lease answers the shared lease record by $ref');
+  t.same(doc.components.schemas?.['LeaseConflict']?.properties?.['lease'], record, 'the conflict answer refers to the lease record too');
+  t.same(doc.paths['/v1/heartbeat']?.['post']?.responses?.['200']?.content?.['application/json']?.schema?.['properties'] !== undefined
+    ? (doc.paths['/v1/heartbeat']?.['post']?.responses?.['200']?.content?.['application/json']?.schema?.['properties'] as Record<string, unknown>)['lease']
+    : undefined, record, 'so does the heartbeat answer');
+  const text = JSON.stringify(doc.paths);
+  t.notOk(text.includes('"dualUnreachableStreak"'), 'the lease record is not repeated inline anywhere under paths');
+  t.same(doc.paths['/v1/lease/acquire']?.['post']?.responses?.['412']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' }, 'error answers share the error body');
+  t.equal(doc.paths['/v1/heartbeat']?.['post']?.tags?.[0], 'lease', '/v1/heartbeat is tagged lease (not with its scope name)');
 });
 
 t.test('with openReads false the document itself needs a token', async (t) => {

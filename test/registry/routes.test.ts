@@ -71,7 +71,7 @@ t.test('registry expiry: a heartbeat renews, an expired record is 404 and gone f
   const hb = await h.req('POST', '/v1/resources/mbp/heartbeat', { body: { attrs: { loadAvg: [1.25, 1, 1], cpuCount: 4 } } });
   t.equal(hb.statusCode, 200, 'a heartbeat inside the TTL is 200');
   t.equal(json(hb).expiresAt, h.nowMs() + 60_000, 'it extends the record by its TTL from now');
-  t.match(await h.metrics.metrics(), /hq_fleet_member_load1\{machine="mbp"\} 1\.25/, 'the load gauge shows the heartbeat attrs');
+  t.match(await h.metrics.metrics(), /hq_fleet_member_load1\{host="mbp"\} 1\.25/, 'the load gauge shows the heartbeat attrs');
   const stranger = await h.req('POST', '/v1/resources/mbp/heartbeat', { body: {}, token: h.tokens.nodeb });
   t.equal(stranger.statusCode, 403, "another machine's token may not renew it");
   h.clock.advance(61);
@@ -80,8 +80,8 @@ t.test('registry expiry: a heartbeat renews, an expired record is 404 and gone f
   const list = await h.req('GET', '/v1/resources?kind=machine', { token: null });
   t.same(json(list).resources.map((x: { id: string }) => x.id), ['node-b'], 'the expired machine is not listed');
   const text = await h.metrics.metrics();
-  t.notMatch(text, /machine="mbp"/, 'the expired machine is gone from the metrics');
-  t.match(text, /hq_fleet_member_up\{machine="node-b"\} 1/, 'the live machine is up');
+  t.notMatch(text, /host="mbp"/, 'the expired machine is gone from the metrics');
+  t.match(text, /hq_fleet_member_up\{host="node-b"\} 1/, 'the live machine is up');
   const again = await h.req('POST', '/v1/resources/register', { body: machineBody('mbp') });
   t.equal(again.statusCode, 200, 're-registering after expiry is 200');
   const filtered = await h.req('GET', '/v1/resources?machine=node-b', { token: null });

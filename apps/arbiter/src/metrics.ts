@@ -19,7 +19,7 @@ export class Metrics {
   readonly expiresIn = new Gauge({ name: 'hq_lease_expires_in_seconds', help: 'Seconds until the lease expires (negative once expired).', registers: [this.registry] });
   readonly streak = new Gauge({ name: 'hq_lease_dual_unreachable_streak', help: 'Consecutive checks in which the holder was unreachable for the arbiter and the promotee.', registers: [this.registry] });
   readonly viewReachable = new Gauge({ name: 'hq_view_reachable', help: "1 when the observer's latest view says the target is reachable.", labelNames: ['observer', 'target'], registers: [this.registry] });
-  readonly viewAge = new Gauge({ name: 'hq_view_age_seconds', help: "Age of the observer's latest view.", labelNames: ['observer'], registers: [this.registry] });
+  readonly viewAge = new Gauge({ name: 'hq_view_age_seconds', help: "Age of the observer's latest view.", labelNames: ['observer', 'target'], registers: [this.registry] });
   readonly heartbeatAge = new Gauge({ name: 'hq_agent_last_heartbeat_age_seconds', help: "Seconds since the candidate's last heartbeat.", labelNames: ['host'], registers: [this.registry] });
   readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
   readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
@@ -54,7 +54,7 @@ export class Metrics {
     for (const [name, o] of observers) {
       if (o.view !== null) {
         this.viewReachable.set({ observer: name, target: o.view.target }, o.view.reachable ? 1 : 0);
-        this.viewAge.set({ observer: name }, Math.max(0, s.now - o.view.at));
+        this.viewAge.set({ observer: name, target: o.view.target }, Math.max(0, s.now - o.view.at));
       }
       if (o.lastHeartbeatAt !== null) this.heartbeatAge.set({ host: name }, Math.max(0, s.now - o.lastHeartbeatAt));
     }

@@ -22,7 +22,8 @@ export interface FleetRow {
   readonly freeMem: number | null;
   readonly totalMem: number | null;
   readonly heartbeatAgeSeconds: number;
-  readonly role: 'holder' | 'standby' | 'arbiter' | '-';
+  /** From `GET /v1/lease` only (never the duties a machine last reported): `?` when unreadable. */
+  readonly role: 'holder' | 'standby' | 'arbiter' | '-' | '?';
   readonly duties: readonly string[];
   readonly expiresInSeconds: number;
 }
@@ -39,7 +40,12 @@ function num(v: unknown): number | null {
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
 }
 
-/** Pure: the rows of the table from the two answers. */
+/**
+ * Pure: the rows of the table from the two answers. The holder is the lease record's (`GET
+ * /v1/lease`, current the moment a failover commits), never read from the registry: the duties a
+ * machine reports lag by up to its registration interval (30 s) after a failover. With no
+ * readable lease (`null`) the role column says `?` rather than guessing.
+ */
 export function fleetRows(
   resources: readonly ResourceIn[],
   nowMs: number,
@@ -51,7 +57,7 @@ export function fleetRows(
     const load = r.attrs['loadAvg'];
     const duties = r.attrs['duties'] ?? r.attrs['roles'];
     const role: FleetRow['role'] =
-      lease !== null && lease.holder === r.machine && !lease.expired ? 'holder' : candidates.includes(r.machine) ? 'standby' : r.machine === arbiterHost ? 'arbiter' : '-';
+      r.machine === arbiterHost ? 'arbiter' : lease === null ? '?' : lease.holder === r.machine && !lease.expired ? 'holder' : candidates.includes(r.machine) ? 'standby' : '-';
     return {
       machine: r.machine,
       name: r.name,
@@ -101,6 +107,7 @@ export async function fleet(p: Parsed): Promise<number> {
   const resources = Array.isArray(body?.resources) ? body.resources : [];
   const nowMs = typeof body?.now === 'number' ? body.now : Date.now();
   const lease = l.kind === 'answer' && l.status === 200 ? (l.body as { holder: string | null; expired: boolean; generation?: number }) : null;
+  if (lease === null) process.stderr.write(`hq: fleet: ${failure(l, 'reading the lease').line} — the ROLE column shows ? (the holder comes from GET /v1/lease)\n`);
   const rows = fleetRows(resources, nowMs, lease, c.candidates, c.arbiter);
   out(flagBool(p, 'json'), { machines: rows, holder: lease?.holder ?? null, generation: lease?.generation ?? null, now: nowMs }, fleetTable(rows));
   return 0;

@@ -4,7 +4,7 @@
  * SIGTERM/SIGINT stop the timers, close the listeners, remove the socket and exit 0.
  */
 import { unlink } from 'node:fs/promises';
-import pino from 'pino';
+import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
 import { TokenFile, bearer, tokensEqual } from '../tokens.js';
@@ -34,7 +34,7 @@ export interface DaemonHandle {
 
 export async function startDaemon(configPath: string | undefined, clock: Clock = systemClock): Promise<DaemonHandle> {
   const config = await resolveNetwork(loadConfig(configPath));
-  const log = pino({ base: { host: config.hostName, pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime });
+  const log = agentLogger(config.hostName);
   const dirProblem = await ensureDir(config.stateDir, 0o700);
   if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
   // A configuration that can never work stops here with the fix (exit 2): first the token file.
@@ -52,7 +52,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     );
   }
   const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock, log: log.child({ component: 'agent' }), observer: metrics });
+  const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
   metrics.attach(agent);
   const { Member, instanceId } = await import('../registry/member.js');
   const socket = socketApp(agent, metrics);
@@ -64,7 +64,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     const receiver = await r.StandbyReceiver.open({
       standbyDir: block.standbyDir,
       keep: block.keep,
-      log: log.child({ component: 'standby', category: 'hq.standby' }),
+      log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
       seenGeneration: () => agent.snapshot().seen,
     });
     await peer.register(r.replicationPeerRoutes, {
@@ -125,7 +125,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
     },
     duties: () => agent.duties(),
     requestTimeoutMs: config.requestTimeoutSeconds * 1000,
-    log: log.child({ component: 'registry', category: 'control' }),
+    log: componentLogger(log, config.hostName, 'registry', 'control'),
   });
   member.start();
   // Beside it, this agent as an instance: where other hosts reach its peer listener.
@@ -147,7 +147,7 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
       return t.ok ? t.token : null;
     },
     requestTimeoutMs: config.requestTimeoutSeconds * 1000,
-    log: log.child({ component: 'registry', category: 'control' }),
+    log: componentLogger(log, config.hostName, 'registry', 'control'),
   });
   instance.start();
   let stopping: Promise<void> | null = null;

@@ -1,7 +1,9 @@
 /**
  * Prometheus metrics of the agent (served at `/metrics` on the peer listener): fence decisions
  * by role, run and reason; heartbeat outcomes; peer confirmations; validity remaining; the
- * known and seen generations; and the request-duration histogram.
+ * known and seen generations; and the request-duration histogram. Every series carries
+ * `host` (this machine, set when the agent is attached), the label the arbiter's metrics use for
+ * a machine too, so one Prometheus job scrapes every agent without relabelling.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FenceDecision } from '@hq/lease-core';
@@ -90,6 +92,7 @@ export function createMetrics(): AgentMetrics {
     httpDuration,
     attach(a) {
       agent = a;
+      registry.setDefaultLabels({ host: a.host });
     },
     fence(d: FenceDecision) {
       fenceDecisions.inc({ role: d.role, run: String(d.run), reason: d.reason });

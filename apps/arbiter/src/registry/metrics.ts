@@ -9,7 +9,8 @@ export interface FleetMetricsOptions {
 }
 
 /**
- * Registers `hq_fleet_member_up{machine}` and `hq_fleet_member_load1{machine}` on `registry`.
+ * Registers `hq_fleet_member_up{host}` and `hq_fleet_member_load1{host}` (`host`: the machine's name, the
+ * label every hq metric uses for a machine) on `registry`.
  * Both are computed from the store at scrape time: every live machine resource is 1 (up) with
  * its `attrs.loadAvg[0]`; an expired one is simply absent (the gauges are reset each scrape).
  */
@@ -24,24 +25,24 @@ export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptio
   const up = new Gauge({
     name: 'hq_fleet_member_up',
     help: '1 for every machine whose registry record is live (expired machines are absent).',
-    labelNames: ['machine'],
+    labelNames: ['host'],
     registers: [registry],
     collect() {
       this.reset();
-      for (const r of machines()) this.set({ machine: r.machine }, 1);
+      for (const r of machines()) this.set({ host: r.machine }, 1);
     },
   });
   const load1 = new Gauge({
     name: 'hq_fleet_member_load1',
     help: "The 1-minute load average each live machine last reported (attrs.loadAvg[0]).",
-    labelNames: ['machine'],
+    labelNames: ['host'],
     registers: [registry],
     collect() {
       this.reset();
       for (const r of machines()) {
         const load = r.attrs.get('loadAvg');
         const one = Array.isArray(load) ? load[0] : undefined;
-        if (typeof one === 'number' && Number.isFinite(one)) this.set({ machine: r.machine }, one);
+        if (typeof one === 'number' && Number.isFinite(one)) this.set({ host: r.machine }, one);
       }
     },
   });

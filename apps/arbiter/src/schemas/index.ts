@@ -11,7 +11,11 @@ const CadenceSeconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })
 const Time = Type.Number();
 const NullableTime = Type.Union([Type.Number(), Type.Null()]);
 
-export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
+/**
+ * A `title` names a schema that the OpenAPI document shares as `components.schemas[title]`
+ * (server/openapi.ts `SHARED_SCHEMAS`); validation and serialization ignore it.
+ */
+export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() }, { title: 'Error' });
 export type ErrorBodyT = Static<typeof ErrorBody>;
 
 export const ViewOut = Type.Object({
@@ -20,7 +24,7 @@ export const ViewOut = Type.Object({
   ping: Type.Boolean(),
   health: Type.Boolean(),
   at: Time,
-});
+}, { title: 'LeaseView' });
 
 export const LeaseRecord = Type.Object({
   name: Type.Literal('hq'),
@@ -42,19 +46,19 @@ export const LeaseRecord = Type.Object({
   maintenance: Type.Boolean(),
   floorPending: Type.Boolean(),
   now: Time,
-});
+}, { title: 'LeaseRecord' });
 export type LeaseRecordT = Static<typeof LeaseRecord>;
 
 const Hold = Type.Union([Type.Number(), Type.Null()]);
 
-export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) });
+export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) }, { title: 'LeaseGranted' });
 export const Conflict = Type.Object({
   ok: Type.Literal(false),
   reason: Type.String(),
   lease: LeaseRecord,
   error: Type.String(),
   message: Type.String(),
-});
+}, { title: 'LeaseConflict' });
 
 export const AcquireBody = Type.Object(
   { host: Host, seenGeneration: Type.Optional(Generation), requestTimeoutSeconds: Type.Optional(CadenceSeconds) },
@@ -148,5 +152,5 @@ export const EventOut = Type.Object({
   event: Type.String(),
   host: Type.Union([Type.String(), Type.Null()]),
   data: Type.Object({}, { additionalProperties: true }),
-});
+}, { title: 'Event' });
 export const EventsAnswer = Type.Object({ events: Type.Array(EventOut) });

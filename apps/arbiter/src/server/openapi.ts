@@ -16,6 +16,13 @@
  *    (routes with a body), 412 (mutations that take If-Match), 500 and 503 (closing) — besides
  *    whatever the route's own `response` schema declares (409 conflicts, …);
  *  - the media type of the answers that are not JSON (`/metrics`, the status page, the stream).
+ *  - from `OPERATIONS`: an `operationId` (unique, for code generators), a one-line `summary`, one
+ *    tag of `TAGS` and the description of the success answer; every other answer without a
+ *    description gets the catalog codes of its status (never @fastify/swagger's "Default Response");
+ * and, over the whole document (`shareSchemas`), every schema whose `title` is in `SHARED_SCHEMAS`
+ * (the lease record, the error body, …) becomes one `components.schemas` entry used by `$ref`.
+ * A route missing from `OPERATIONS` still gets an id and a summary derived from its method and
+ * URL (test/operator/openapi.test.ts fails on it for the app's own routes).
  * HEAD routes (Fastify adds one per GET) are left out: they answer like their GET.
  */
 import fastifySwagger from '@fastify/swagger';
@@ -40,6 +47,71 @@ const SCOPE_TEXT: Readonly<Record<RouteScope, string>> = Object.freeze({
   heartbeat: 'A member token acting for its own host.',
   admin: 'An admin token.',
 });
+
+/** The document's tags; every operation has exactly one of them. */
+export const TAGS = [
+  { name: 'lease', description: 'The lease record, its decisions and the agents\' heartbeats.' },
+  { name: 'admin', description: 'Operator verbs: a check now, forced transfer, maintenance.' },
+  { name: 'events', description: 'The event log.' },
+  { name: 'registry', description: 'The fleet registry: machines and port leases (SPEC §8).' },
+  { name: 'survival', description: 'Survival copies of the holder\'s state (SPEC §6).' },
+  { name: 'operator', description: 'Health, status page, metrics and this document.' },
+] as const;
+export type Tag = (typeof TAGS)[number]['name'];
+
+export interface OperationText {
+  readonly operationId: string;
+  readonly summary: string;
+  readonly tag: Tag;
+  /** The description of the 200 answer. */
+  readonly ok: string;
+}
+
+/** Every operation of the arbiter, by `METHOD url` (Fastify's URL, `:param`). */
+export const OPERATIONS: Readonly<Record<string, OperationText>> = Object.freeze({
+  'GET /v1/openapi.json': { operationId: 'getOpenApi', summary: 'This OpenAPI document', tag: 'operator', ok: 'The OpenAPI 3.1 document.' },
+  'GET /v1/health': { operationId: 'getHealth', summary: 'Liveness of the arbiter', tag: 'operator', ok: 'The arbiter is up.' },
+  'GET /metrics': { operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'operator', ok: 'Prometheus text exposition (SPEC §7).' },
+  'GET /': { operationId: 'getStatusPage', summary: 'The status page (HTML)', tag: 'operator', ok: 'The status page.' },
+  'GET /v1/status': { operationId: 'getStatus', summary: 'What the status page shows, as JSON', tag: 'operator', ok: 'The status model.' },
+  'GET /v1/lease': { operationId: 'getLease', summary: 'Read the lease record', tag: 'lease', ok: 'The lease record; the ETag header is its revision.' },
+  'GET /v1/primary': { operationId: 'getPrimary', summary: 'Which host holds the lease', tag: 'lease', ok: 'The holder and its generation, or known: false.' },
+  'POST /v1/lease/acquire': { operationId: 'acquireLease', summary: 'Acquire the lease for a host', tag: 'lease', ok: 'Granted (or renewed, when the host already holds it).' },
+  'POST /v1/lease/renew': { operationId: 'renewLease', summary: 'Renew the lease by its holder', tag: 'lease', ok: 'Renewed.' },
+  'POST /v1/lease/release': { operationId: 'releaseLease', summary: 'Release the lease, optionally handing it over', tag: 'lease', ok: 'Released (or handed over).' },
+  'POST /v1/heartbeat': { operationId: 'postHeartbeat', summary: "An agent's heartbeat: renew, or report its view", tag: 'lease', ok: 'The outcome and the lease record.' },
+  'POST /v1/check': { operationId: 'runCheck', summary: 'Run one check of the holder now', tag: 'admin', ok: 'What the check saw and whether it promoted.' },
+  'POST /v1/lease/transfer': { operationId: 'transferLease', summary: 'Force a failover to a host', tag: 'admin', ok: 'Transferred: the target holds generation + 1 after the lock-delay.' },
+  'PUT /v1/maintenance': { operationId: 'setMaintenance', summary: 'Turn maintenance on or off', tag: 'admin', ok: 'Maintenance set.' },
+  'GET /v1/events': { operationId: 'listEvents', summary: 'Read the event log', tag: 'events', ok: 'Events in ascending id.' },
+  'GET /v1/events/stream': { operationId: 'streamEvents', summary: 'Follow the event log (Server-Sent Events)', tag: 'events', ok: 'An event stream.' },
+  'POST /v1/resources/register': { operationId: 'registerResource', summary: 'Register (or re-register) a machine or instance', tag: 'registry', ok: 'The registered resource.' },
+  'POST /v1/resources/:id/heartbeat': { operationId: 'heartbeatResource', summary: 'Keep a registered resource alive', tag: 'registry', ok: 'The renewed resource.' },
+  'GET /v1/resources': { operationId: 'listResources', summary: 'List the live resources', tag: 'registry', ok: 'The live resources.' },
+  'DELETE /v1/resources/:id': { operationId: 'deleteResource', summary: 'Remove a resource', tag: 'registry', ok: 'Removed.' },
+  'POST /v1/leases/port': { operationId: 'leasePort', summary: 'Lease the lowest free test port', tag: 'registry', ok: 'The leased port and its lease id.' },
+  'GET /v1/leases/port': { operationId: 'listPortLeases', summary: 'List the live port leases', tag: 'registry', ok: 'The live port leases.' },
+  'POST /v1/leases/port/:port/heartbeat': { operationId: 'renewPortLease', summary: 'Renew a port lease', tag: 'registry', ok: 'Renewed.' },
+  'DELETE /v1/leases/port/:port': { operationId: 'releasePortLease', summary: 'Release a port lease', tag: 'registry', ok: 'Released.' },
+  'GET /v1/survival': { operationId: 'listSurvival', summary: 'List the survival copies', tag: 'survival', ok: 'The survival generations per tier.' },
+  'PUT /v1/survival/:tier/:generation/blobs/:sha256': { operationId: 'putSurvivalBlob', summary: 'Upload one blob of a survival copy', tag: 'survival', ok: 'Stored.' },
+  'PUT /v1/survival/:tier/:generation': { operationId: 'putSurvivalGeneration', summary: 'Commit a survival generation (manifest and sums)', tag: 'survival', ok: 'Committed.' },
+});
+
+/** Schemas (by their TypeBox `title`) that the document shares under `components.schemas`. */
+export const SHARED_SCHEMAS: ReadonlySet<string> = new Set(['LeaseRecord', 'LeaseView', 'LeaseGranted', 'LeaseConflict', 'Error', 'Event']);
+
+/** Catalog codes by HTTP status, for answers a route declares without a description. */
+function catalogText(status: number): string | undefined {
+  const entries = Object.values(ERRORS).filter((e) => e.status === status);
+  return entries.length === 0 ? undefined : entries.map((e) => `${e.code}: ${e.message}`).join('; ');
+}
+
+/** `GET /t/v1/x/:id` → `getTV1XId` (for routes missing from OPERATIONS). */
+function derivedId(method: string, url: string): string {
+  const words = url.split(/[^A-Za-z0-9]+/).filter((w) => w !== '');
+  return method.toLowerCase() + words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
+}
 
 /** Answers that are not JSON, by route URL. */
 const MEDIA: ReadonlyMap<string, string> = new Map([
@@ -93,19 +165,63 @@ export function transformRoute(openReads: boolean) {
     const scopeText = `Scope: ${scope}. ${SCOPE_TEXT[scope]}`;
     s['description'] = typeof s['description'] === 'string' ? `${s['description']}\n\n${scopeText}` : scopeText;
     s['security'] = scope === 'none' ? [] : scope === 'read' && openReads ? [{}, { bearer: [] }] : [{ bearer: [] }];
-    if (s['tags'] === undefined) s['tags'] = [url === '/' || url === '/metrics' || url === OPENAPI_PATH ? 'operator' : (url.split('/')[2] ?? 'other')];
+    const text = OPERATIONS[`${method} ${url}`];
+    s['operationId'] = text?.operationId ?? derivedId(method, url);
+    s['summary'] = text?.summary ?? `${method} ${url}`;
+    s['tags'] = [text?.tag ?? 'operator'];
     const response: Record<string, unknown> = { ...((s['response'] as Record<string, unknown> | undefined) ?? {}) };
-    if (response['200'] === undefined && response['2xx'] === undefined) response['200'] = { description: 'OK' };
-    for (const [status, body] of impliedErrors(url, method, scope, s['body'] !== undefined)) {
+    const okText = text?.ok ?? 'OK';
+    const ok = response['200'] as Record<string, unknown> | undefined;
+    if (ok === undefined && response['2xx'] === undefined) response['200'] = { description: okText };
+    else if (ok !== undefined && ok['description'] === undefined) response['200'] = { ...ok, description: okText };
+    const implied = impliedErrors(url, method, scope, s['body'] !== undefined);
+    for (const [status, body] of implied) {
       const declared = response[String(status)] as Record<string, unknown> | undefined;
       if (declared === undefined) response[String(status)] = body;
       else if (declared['description'] === undefined && typeof declared === 'object') response[String(status)] = { ...declared, description: body['description'] };
+    }
+    for (const [status, declared] of Object.entries(response)) {
+      const d = declared as Record<string, unknown>;
+      if (typeof d !== 'object' || d === null || d['description'] !== undefined) continue;
+      const fallback = status === '409' ? `Refused by the lease or registry state; the body says why. ${catalogText(409) ?? ''}`.trim() : (catalogText(Number(status)) ?? `HTTP ${status}`);
+      response[status] = { ...d, description: fallback };
     }
     s['response'] = response;
     const media = MEDIA.get(url);
     if (media !== undefined && s['produces'] === undefined) s['produces'] = [media, 'application/json'];
     return { schema: s, url };
   };
+}
+
+/**
+ * Moves every schema whose `title` is in `SHARED_SCHEMAS` to `components.schemas[title]` and puts
+ * `{$ref}` in its place (inner ones first, so the lease record inside a conflict is a `$ref` too).
+ * A description on the shared schema is dropped: @fastify/swagger copies the answer's description
+ * there, and the answer keeps it. Two different schemas with one title
+ * would be a programming error; the second stays inline rather than being misdescribed.
+ */
+export function shareSchemas(doc: Record<string, unknown>): Record<string, unknown> {
+  const shared = new Map<string, { json: string; schema: Record<string, unknown> }>();
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
+    if (node === null || typeof node !== 'object') return node;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(node)) out[k] = walk(v);
+    const title = out['title'];
+    if (typeof title !== 'string' || !SHARED_SCHEMAS.has(title)) return out;
+    const { description, ...schema } = out;
+    const json = JSON.stringify(schema);
+    const seen = shared.get(title);
+    if (seen === undefined) shared.set(title, { json, schema });
+    else if (seen.json !== json) return out;
+    void description;
+    return { $ref: `#/components/schemas/${title}` };
+  };
+  const paths = walk(doc['paths']);
+  const components = { ...((doc['components'] as Record<string, unknown> | undefined) ?? {}) };
+  const schemas = { ...((components['schemas'] as Record<string, unknown> | undefined) ?? {}) };
+  for (const [title, { schema }] of [...shared].sort(([a], [b]) => a.localeCompare(b))) schemas[title] = schema;
+  return { ...doc, paths, components: { ...components, schemas } };
 }
 
 /**
@@ -129,13 +245,10 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
           bearer: { type: 'http', scheme: 'bearer', description: 'A 64-hex token from `hq-arbiter token issue MACHINE --scope member|admin|query`.' },
         },
       },
-      tags: [
-        { name: 'lease', description: 'The lease record and its decisions.' },
-        { name: 'events', description: 'The event log.' },
-        { name: 'operator', description: 'Status page, metrics and this document.' },
-      ],
+      tags: TAGS.map((t) => ({ ...t })),
     },
     transform: transformRoute(openReads),
+    transformObject: (d) => shareSchemas(('openapiObject' in d ? d.openapiObject : d.swaggerObject) as Record<string, unknown>),
   });
   app.get(
     OPENAPI_PATH,

@@ -3,7 +3,8 @@
  * one-shot commands and the tests all build it here (tests inject the clock and the prober).
  */
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
@@ -78,7 +79,7 @@ export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config } = opts;
-  const log = opts.log ?? pino({ name: 'hq-arbiter', base: { pid: process.pid, host: undefined } });
+  const log = opts.log ?? arbiterLogger();
   const clock = opts.clock ?? systemClock();
   const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
   const metrics = new Metrics(opts.processMetrics ?? true);
