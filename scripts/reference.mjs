@@ -188,7 +188,7 @@ no-quorum-expired, no-lease, no-lease-after-seen, fail-open\`.
 
 Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_in_seconds\`,
 \`hq_lease_dual_unreachable_streak\`, \`hq_view_reachable{observer,target}\`,
-\`hq_view_age_seconds{observer}\`, \`hq_checks_total{result}\`, \`hq_probe_total{kind,result}\`,
+\`hq_view_age_seconds{observer,target}\`, \`hq_checks_total{result}\`, \`hq_probe_total{kind,result}\`,
 \`hq_promotions_total\`, \`hq_lease_operations_total{op,outcome}\`,
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
