@@ -11,7 +11,7 @@
  */
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -108,6 +108,9 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   t.match(health, { status: 'ok', version: VERSION }, 'the installed arbiter serves /v1/health with the version');
 
   const state = join(dir, 'state');
+  // The member token issued above, where the agent looks for it (it refuses to start without).
+  mkdirSync(state, { recursive: true, mode: 0o700 });
+  writeFileSync(join(state, 'token'), token.stdout, { mode: 0o600 });
   const agentConfig = join(dir, 'agent.json');
   writeFileSync(
     agentConfig,
