@@ -3,6 +3,7 @@
  * (start guard, "no confirmation") on a corrupt, insecure, foreign-owned or symlinked file.
  */
 import t from 'tap';
+import { missingTool } from '../missing-tool.js';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir, readSecure, writeAtomic } from '../../apps/agent/src/files.js';
@@ -67,7 +68,7 @@ t.test('readSecure refuses what could have been planted', async (t) => {
     chownSync(f, 12345, 12345);
     t.match(await readSecure(f), { kind: 'refused', problem: /owned by uid 12345/ }, 'a file owned by another user is refused');
   } else {
-    t.pass('foreign ownership needs root to set up; checked where the tests run as root (CI)');
+    missingTool(t, 'foreign ownership needs root to set up; checked where the tests run as root (CI)');
   }
   t.match(await readToken(write('tok', 0o640)), { ok: false, problem: /0600/ }, 'a group-readable token file is refused');
   writeFileSync(join(dir, 'tok2'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });

@@ -6,6 +6,7 @@
  * The full run (≥ 1,000 kill points) is `npm run test:faults -- --only crash`.
  */
 import t from 'tap';
+import { missingTool } from '../missing-tool.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { crashRun } from './crash.js';
@@ -16,7 +17,7 @@ const built = existsSync(join(resolve(import.meta.dirname, '../..'), 'apps/arbit
 
 if (!built) {
   t.comment('crash durability not run: apps/arbiter/dist is missing (npx tsc -b)');
-  t.pass('crash durability was skipped: the arbiter is not built');
+  missingTool(t, 'crash durability was skipped: the arbiter is not built');
 } else {
   t.setTimeout(900_000);
   t.test(`kill -9 at ${KILL_POINTS} points of acknowledged CAS streams loses nothing and leaves an intact database`, async (t) => {

@@ -5,6 +5,7 @@
  * The full run (`--requests 100000`) is `npm run test:faults -- --only hostile`.
  */
 import t from 'tap';
+import { missingTool } from '../missing-tool.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { catalogue, hostileRun } from './hostile.js';
@@ -24,7 +25,7 @@ t.test('the catalogue has at least 300 distinct cases over every route', async (
 
 if (!built) {
   t.comment('hostile input not run: apps/arbiter/dist is missing (npx tsc -b)');
-  t.pass('the hostile-input run was skipped: the arbiter is not built');
+  missingTool(t, 'the hostile-input run was skipped: the arbiter is not built');
 } else {
   t.setTimeout(900_000);
   t.test(`the catalogue and ${REQUESTS} fuzzed requests get no 5xx, no stack trace and change nothing when rejected`, async (t) => {

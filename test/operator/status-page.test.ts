@@ -11,6 +11,7 @@
 import { existsSync, mkdirSync, copyFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import t from 'tap';
+import { missingTool } from '../missing-tool.js';
 import { operatorHarness } from './helper.js';
 
 const CHROMIUM = process.env['HQ_CHROMIUM'] ?? '/usr/bin/chromium';
@@ -21,7 +22,7 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '
 t.test('the status page renders the holder and follows a promotion without a reload', { timeout: 120_000 }, async (t) => {
   if (!existsSync(CHROMIUM)) {
     t.comment(`browser test not run: ${CHROMIUM} is not installed (apt-get install -y chromium, or set HQ_CHROMIUM)`);
-    t.pass(`skipped: no Chromium at ${CHROMIUM}`);
+    missingTool(t, `no Chromium at ${CHROMIUM}`);
     return;
   }
   const { chromium } = await import('playwright-core');
