@@ -4,9 +4,12 @@ import { join } from 'node:path';
 import { buildSnapshot } from '../../apps/agent/src/replication/snapshot.js';
 import { pushGeneration } from '../../apps/agent/src/replication/push.js';
 import { formatPromote, promote, PromoteError } from '../../apps/agent/src/replication/promote.js';
-import { config, peer, tmp, TOKEN, write } from './helpers.js';
+import { config, peer, ROOT, tmp, TOKEN, write } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');
+/** The pollers the shipped example (the old system's configuration) turns off. */
+const EXAMPLE = JSON.parse(readFileSync(join(ROOT, 'deploy/replication/example-plan.json'), 'utf8')) as { replication: { pollersOff: string[] } };
+const POLLERS_OFF = EXAMPLE.replication.pollersOff;
 
 /** A standby folder with verified core and big generations, pushed once over a real peer server. */
 async function template(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
@@ -47,12 +50,13 @@ async function standby(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
 }
 const tap = t;
 
-t.test('promote copies the verified tiers with modes and times, turns pollers off and injects the host hq block', async (t) => {
+t.test("promote copies the verified tiers with modes and times, turns the example's pollers off and injects the host hq block", async (t) => {
   const s = await standby(t);
   const core = join(s.standbyDir, 'core', s.gens['core'] as string);
   chmodSync(join(core, 'ledger.txt'), 0o640);
   utimesSync(join(core, 'ledger.txt'), new Date('2026-01-02T03:04:05Z'), new Date('2026-01-02T03:04:05Z'));
-  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core', 'big'], hqConfig: s.hqConfig });
+  t.same(POLLERS_OFF, ['telegram', 'discord'], "the example lists the old system's pollers");
+  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core', 'big'], hqConfig: s.hqConfig, pollersOff: POLLERS_OFF });
   t.equal(readFileSync(join(s.to, 'ledger.txt'), 'utf8'), 'ledger\n', 'a core file is promoted');
   t.equal(readFileSync(join(s.to, 'huge.bin')).length, 200_000, 'a big file is promoted');
   t.equal(readFileSync(join(s.to, 'decisions/d1/one.md'), 'utf8'), 'one\n', 'a file of a planned directory is promoted');
@@ -63,6 +67,9 @@ t.test('promote copies the verified tiers with modes and times, turns pollers of
   t.same(cfg['telegram'], { enabled: false, token: 'x' }, 'telegram is turned off, its other keys kept');
   t.same(cfg['discord'], { enabled: false }, 'discord is turned off even when absent');
   t.same(cfg['hq'], { hostName: 'node-b', arbiter: 'cloud-vm' }, "the host's hq block is injected");
+  t.same(Object.keys(cfg).sort(), ['discord', 'hq', 'keep', 'telegram'], 'exactly those keys are written, nothing else');
+  t.equal(cfg['keep'] as unknown, 1, 'the other keys are as received');
+  t.same(summary.pollersOff, ['telegram', 'discord'], 'the summary names the keys turned off');
   const pre = JSON.parse(readFileSync(join(s.to, 'config.json.pre-promote'), 'utf8')) as Record<string, unknown>;
   t.same(pre['telegram'], { enabled: true, token: 'x' }, 'config.json.pre-promote keeps the copy as received');
   t.notOk('hq' in pre, 'the received copy never had the old host hq block');
@@ -70,18 +77,45 @@ t.test('promote copies the verified tiers with modes and times, turns pollers of
   t.equal(summary.hq, 'node-b', 'the summary names the host');
   t.match(
     formatPromote(summary),
-    new RegExp(`^promoted ${s.to} core=${s.gens['core']} big=${s.gens['big']} files=4 pollers=off hq=node-b [0-9.]+s$`),
+    new RegExp(`^promoted ${s.to} core=${s.gens['core']} big=${s.gens['big']} files=4 pollers-off=telegram,discord hq=node-b [0-9.]+s$`),
     "the one-line summary is the seeds' shape",
   );
   t.notOk(existsSync(join(s.to, 'MANIFEST.json')), 'index files are not part of the promoted state');
 });
 
+t.test('with no pollersOff configured, promotion turns nothing off, writes no poller key and says so', async (t) => {
+  const s = await standby(t);
+  const received = readFileSync(join(s.standbyDir, 'core', s.gens['core'] as string, 'config.json'), 'utf8');
+  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core', 'big'] });
+  t.equal(readFileSync(join(s.to, 'config.json'), 'utf8'), received, 'config.json is byte for byte the received copy');
+  t.notOk(existsSync(join(s.to, 'config.json.pre-promote')), 'no pre-promote copy: nothing changed');
+  t.same(summary.pollersOff, [], 'the summary lists no key turned off');
+  t.match(formatPromote(summary), / pollers-off=none hq=- /, 'the one line says no poller was turned off');
+  const withHq = await promote({ standbyDir: s.standbyDir, to: `${s.to}-hq`, tiers: ['core'], hqConfig: s.hqConfig, pollersOff: [] });
+  const cfg = JSON.parse(readFileSync(join(`${s.to}-hq`, 'config.json'), 'utf8')) as Record<string, unknown>;
+  t.same(cfg['telegram'], { enabled: true, token: 'x' }, 'with only the hq block injected, the poller stays as received');
+  t.notOk('discord' in cfg, 'and no poller key is added');
+  t.match(formatPromote(withHq), / pollers-off=none hq=node-b /, 'the line says so');
+});
+
+t.test('pollersOff key paths: nested objects, booleans and absent keys; a bad path refuses', async (t) => {
+  const s = await standby(t);
+  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core'], pollersOff: ['bots.slack', 'telegram.enabled'] });
+  const cfg = JSON.parse(readFileSync(join(s.to, 'config.json'), 'utf8')) as Record<string, unknown>;
+  t.same(cfg['bots'], { slack: { enabled: false } }, 'an absent nested key becomes {enabled: false}');
+  t.same(cfg['telegram'], { enabled: false, token: 'x' }, 'a boolean at the path becomes false');
+  t.same(summary.pollersOff, ['bots.slack', 'telegram.enabled'], 'the summary names them');
+  await t.rejects(promote({ standbyDir: s.standbyDir, to: `${s.to}-2`, tiers: ['core'], pollersOff: ['keep.x'] }), { name: 'PromoteError', message: /config.json keep is not an object \(pollersOff keep.x\)/ }, 'a path through a non-object refuses');
+  t.notOk(existsSync(`${s.to}-2`), 'and creates nothing');
+  await t.rejects(promote({ standbyDir: s.standbyDir, to: `${s.to}-3`, tiers: ['core'], pollersOff: ['__proto__.x'] }), { name: 'PromoteError', message: /not a key path/ }, 'a prototype path refuses');
+});
+
 t.test('a dry run verifies and plans but creates nothing', async (t) => {
   const s = await standby(t);
-  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core', 'big'], hqConfig: s.hqConfig, dryRun: true });
+  const summary = await promote({ standbyDir: s.standbyDir, to: s.to, tiers: ['core', 'big'], hqConfig: s.hqConfig, pollersOff: POLLERS_OFF, dryRun: true });
   t.equal(summary.dryRun, true, 'the summary says dry run');
   t.notOk(existsSync(s.to), 'DIR is not created');
-  t.equal(formatPromote(summary), `promotion plan ${s.to} core=${s.gens['core']} big=${s.gens['big']} files=4`, 'the plan line names the generations');
+  t.equal(formatPromote(summary), `promotion plan ${s.to} core=${s.gens['core']} big=${s.gens['big']} files=4 pollers-off=telegram,discord`, 'the plan line names the generations and the pollers it would turn off');
 });
 
 type Setup = Awaited<ReturnType<typeof standby>>;
@@ -172,7 +206,7 @@ for (const [name, tamper, reason] of catalogue) {
     const over = tamper(s) ?? {};
     const to = over.to ?? s.to;
     const preExisting = existsSync(to);
-    await t.rejects(promote({ standbyDir: s.standbyDir, to, tiers: ['core', 'big'], hqConfig: over.hqConfig ?? s.hqConfig }), { name: 'PromoteError', message: reason }, `the refusal says why (${reason.source})`);
+    await t.rejects(promote({ standbyDir: s.standbyDir, to, tiers: ['core', 'big'], hqConfig: over.hqConfig ?? s.hqConfig, pollersOff: POLLERS_OFF }), { name: 'PromoteError', message: reason }, `the refusal says why (${reason.source})`);
     t.equal(existsSync(to), preExisting, preExisting ? 'the existing DIR is left alone' : 'DIR was never created');
   });
 }

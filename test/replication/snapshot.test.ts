@@ -232,9 +232,10 @@ t.test('secrets are never in the survival subset, checked twice', async (t) => {
 
 const example = JSON.parse(readFileSync(join(ROOT, 'deploy/replication/example-plan.json'), 'utf8')) as { replication: Record<string, unknown> };
 
-t.test('the shipped example validates and mirrors the built-in seed plan and defaults', async (t) => {
+t.test("the shipped example (the old system's configuration) validates and mirrors the defaults", async (t) => {
   const c = resolveReplication(validateReplication(example.replication), '/var/lib/hq');
-  t.same(example.replication['plan'], DEFAULT_PLAN, 'the example plan is the default plan');
+  t.same(c.pollersOff, ['telegram', 'discord'], "the example turns the old system's two pollers off");
+  t.same(DEFAULT_PLAN, { files: [], dirs: [], obs: [] }, 'the built-in plan is empty: the example is not a default');
   t.same(example.replication['secretPatterns'], DEFAULT_SECRET_PATTERNS, 'the example secret patterns are the defaults');
   t.same(example.replication['keep'], REPLICATION_DEFAULTS.keep, 'the example keeps the default counts');
   t.same(example.replication['cron'], REPLICATION_DEFAULTS.cron, 'the example cron is the default cron');
@@ -253,7 +254,10 @@ t.test('defaults fill every key of a minimal block; relative folders live in the
   t.same(c.cron, { core: '*/10 * * * *', big: '15 */6 * * *', obs: '45 */6 * * *' }, 'core every 10 minutes, big and obs four times a day');
   t.same(c.hostLocalKeys, ['hq'], 'the host-local key is hq');
   t.equal(c.pushTo, null, 'pushTo defaults to every peer');
-  t.equal(c.files.length, DEFAULT_PLAN.files.length, 'the plan defaults to the seeds');
+  t.same([c.files, c.dirs, c.obs], [[], [], []], 'there is no built-in plan: nothing is protected until the plan says so');
+  t.same(c.pollersOff, [], 'no poller is turned off unless configured');
+  const src = readFileSync(join(ROOT, 'apps/agent/src/replication/config.ts'), 'utf8') + readFileSync(join(ROOT, 'apps/agent/src/replication/promote.ts'), 'utf8');
+  for (const name of ['conatus', 'elanous', "'telegram'", "'discord'"]) t.notOk(src.includes(name), `no ${name} in the replication code`);
 });
 
 const refusals: readonly [string, unknown, string][] = [
@@ -270,6 +274,12 @@ const refusals: readonly [string, unknown, string][] = [
   ['a standby folder inside the state it protects', { stateDir: '/a', standbyDir: '/a/standby' }, 'replication.standbyDir'],
   ['an outbox that contains the state', { stateDir: '/a/b', outboxDir: '/a' }, 'replication.outboxDir'],
   ['a pushTo that is not a host', { stateDir: '/a', pushTo: ['Node B'] }, 'replication.pushTo.0'],
+  ['a pollersOff that is not a list', { stateDir: '/a', pollersOff: 'telegram' }, 'replication.pollersOff'],
+  ['a pollersOff entry that is not text', { stateDir: '/a', pollersOff: ['telegram', 3] }, 'replication.pollersOff.1'],
+  ['a pollersOff entry that is not a key path', { stateDir: '/a', pollersOff: ['telegram', 'bots..discord'] }, 'replication.pollersOff.1'],
+  ['a pollersOff entry that reaches a prototype', { stateDir: '/a', pollersOff: ['__proto__.enabled'] }, 'replication.pollersOff.0'],
+  ['a pollersOff entry under a host-local key', { stateDir: '/a', pollersOff: ['hq.poller'] }, 'replication.pollersOff.0'],
+  ['a pollersOff entry listed twice', { stateDir: '/a', pollersOff: ['discord', 'discord'] }, 'replication.pollersOff.1'],
 ];
 
 for (const [name, block, key] of refusals) {

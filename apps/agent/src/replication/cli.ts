@@ -17,7 +17,8 @@ import { callAgent, reportEvent } from '../cli/local.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { requestJson, joinUrl } from '../http.js';
 import { readToken } from '../tokens.js';
-import { loadAgentWithReplication, type Loaded, type ReplicationConfig } from './config.js';
+import { findConfigFile } from '../config-file.js';
+import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from './config.js';
 import { isTier, TIERS, type Tier } from './manifest.js';
 import { planTier } from './plan.js';
 import { promote, formatPromote, PromoteError } from './promote.js';
@@ -83,6 +84,23 @@ function tiersOf(text: string, flag: string): Tier[] {
   return list as Tier[];
 }
 
+/**
+ * The poller key paths promotion turns off (`replication.pollersOff`); none when the config has
+ * no replication block, or when `--standby` is given and no config file exists at all.
+ */
+function pollersOffOf(p: Parsed, ctx: StandbyContext): readonly string[] {
+  if (flagString(p, 'standby') !== undefined && findConfigFile(flagString(p, 'config'), ctx.env ?? process.env) === null) return [];
+  return load(p, ctx).replication?.pollersOff ?? [];
+}
+
+/** Refuses a block whose plan lists nothing (there is no built-in plan). */
+function needPlan(cfg: ReplicationConfig): ReplicationConfig {
+  if (planIsEmpty(cfg)) {
+    throw new CliError(2, 'replication.plan: lists nothing to protect; add plan.files, plan.dirs or plan.obs (deploy/replication/example-plan.json is an example)');
+  }
+  return cfg;
+}
+
 function standbyDirOf(p: Parsed, ctx: StandbyContext): string {
   const explicit = flagString(p, 'standby');
   if (explicit !== undefined) return explicit;
@@ -117,7 +135,7 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
   const tier = flagString(p, 'tier') ?? '';
   if (!isTier(tier)) throw new CliError(2, `--tier must be one of ${TIERS.join(', ')} (got ${JSON.stringify(tier)})`);
   const l = load(p, ctx);
-  const cfg = needReplication(l);
+  const cfg = needPlan(needReplication(l));
   if (flagBool(p, 'dry-run')) {
     const plan = await planTier(cfg, tier);
     const bytes = plan.items.reduce((n, i) => n + i.bytes, 0);
@@ -266,16 +284,25 @@ export async function standbyPromote(p: Parsed, context: StandbyContext = {}): P
   const standbyDir = standbyDirOf(p, ctx);
   const tiers = tiersOf(flagString(p, 'tiers') ?? 'core,big', '--tiers');
   const hqConfig = flagString(p, 'hq-config');
+  const pollersOff = pollersOffOf(p, ctx);
   try {
     const s = await promote({
       standbyDir,
       to: flagString(p, 'to') as string,
       tiers,
+      pollersOff,
       ...(hqConfig === undefined ? {} : { hqConfig }),
       dryRun: flagBool(p, 'dry-run'),
       ...(ctx.now === undefined ? {} : { now: ctx.now }),
     });
     line(ctx, json, s, formatPromote(s));
+    if (!json && s.pollersOff.length === 0) {
+      ctx.stderr(
+        pollersOff.length === 0
+          ? 'note: replication.pollersOff is empty: promotion turned no poller off in config.json; turn them off yourself before starting the services\n'
+          : 'note: no config.json was promoted: promotion turned no poller off\n',
+      );
+    }
     await report(socketOf(p, ctx), 'promoted', { to: s.to, tiers: Object.entries(s.tiers).map(([t, g]) => `${t}:${g}`).join(','), files: s.files, bytes: s.bytes, dryRun: s.dryRun, seconds: s.seconds });
     return 0;
   } catch (err) {

@@ -57,6 +57,7 @@ export const ReplicationConfigSchema = Type.Object(
     pushTo: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }))),
     chunkBytes: Type.Optional(Type.Integer({ minimum: 4096, maximum: 256 * 1024 * 1024 })),
     keepLocal: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    pollersOff: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 256 }))),
   },
   { additionalProperties: false },
 );
@@ -77,35 +78,38 @@ export const DEFAULT_SECRET_PATTERNS: readonly string[] = Object.freeze([
   '(token|credential|password|session)[^/]*$',
 ]);
 
-const SQLITE_NAME = '\\.(db|sqlite|sqlite3)$';
+/**
+ * No built-in plan: what to protect is the application's business, so a block without `plan`
+ * protects nothing and `hq standby snapshot` refuses it (`replication.plan: lists nothing…`).
+ * `deploy/replication/example-plan.json` ships the old system's plan as an example.
+ */
+export const DEFAULT_PLAN = Object.freeze({ files: [] as readonly PlanItemFile[], dirs: [] as readonly PlanItemFile[], obs: [] as readonly PlanItemFile[] });
 
-/** The seeds' plan (HQ-REP ① canonical, ② observation). `deploy/replication/example-plan.json` mirrors it. */
-export const DEFAULT_PLAN = Object.freeze({
-  files: [
-    { path: 'release/features.sqlite', survival: true },
-    { path: 'schedules.db', survival: true },
-    { path: 'tasks/tasks.db' },
-    { path: 'directives/directives.db', survival: true },
-    { path: 'scheduler/scheduler.db' },
-    { path: 'task-cards/index.db' },
-    { path: 'knowledge.db' },
-    { path: 'memory/knowledge.db' },
-    { path: 'config.json' },
-  ],
-  dirs: [
-    { path: 'decisions', survival: true },
-    { path: 'budget' },
-    { path: 'seat-loop' },
-    { path: 'seat-requests' },
-    { path: 'test-diet' },
-    { path: 'consult-requests' },
-    { path: 'outputs' },
-    { path: 'hq-drill' },
-    { path: 'conatus', match: SQLITE_NAME },
-    { path: 'release', survival: true, match: '^[^/]+/(checklist|manifest)\\.json$' },
-  ],
-  obs: [{ path: 'logs/logs.db' }, { path: 'memory/surface_events.db' }],
-});
+type PlanItemFile = Static<typeof PlanItemSchema>;
+
+/** Does the plan list anything at all? */
+export function planIsEmpty(c: Pick<ReplicationConfig, 'files' | 'dirs' | 'obs'>): boolean {
+  return c.files.length === 0 && c.dirs.length === 0 && c.obs.length === 0;
+}
+
+/** One segment of a `pollersOff` key path: a plain JSON key (never one that reaches a prototype). */
+const KEY_SEGMENT = /^[A-Za-z0-9_$-]{1,64}$/;
+const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'prototype', 'constructor']);
+
+function pollerPaths(list: readonly string[], hostLocalKeys: readonly string[]): string[] {
+  const seen = new Set<string>();
+  return list.map((path, i) => {
+    const k = `replication.pollersOff.${i}`;
+    const parts = path.split('.');
+    if (parts.some((s) => !KEY_SEGMENT.test(s) || FORBIDDEN_SEGMENTS.has(s))) {
+      throw new ConfigError(k, `${k}: ${JSON.stringify(path)} is not a key path (dot-separated JSON keys of letters, digits, _ $ -, e.g. "telegram" or "bots.discord")`);
+    }
+    if (hostLocalKeys.includes(parts[0] as string)) throw new ConfigError(k, `${k}: ${JSON.stringify(path)} lies under the host-local key ${parts[0]}`);
+    if (seen.has(path)) throw new ConfigError(k, `${k}: ${JSON.stringify(path)} is listed twice`);
+    seen.add(path);
+    return path;
+  });
+}
 
 /** Every default, with why. */
 export const REPLICATION_DEFAULTS = Object.freeze({
@@ -139,6 +143,12 @@ export interface ReplicationConfig {
   readonly pushTo: readonly string[] | null;
   readonly chunkBytes: number;
   readonly keepLocal: number;
+  /**
+   * Key paths of the promoted `config.json` that promotion turns off (an object gets
+   * `enabled: false`, a boolean becomes false, an absent key becomes `{enabled: false}`).
+   * Default: none, promotion turns nothing off.
+   */
+  readonly pollersOff: readonly string[];
 }
 
 function keyOf(instancePath: string): string {
@@ -208,6 +218,7 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     pushTo: c.pushTo ?? null,
     chunkBytes: c.chunkBytes ?? REPLICATION_DEFAULTS.chunkBytes,
     keepLocal: c.keepLocal ?? REPLICATION_DEFAULTS.keepLocal,
+    pollersOff: pollerPaths(c.pollersOff ?? [], c.hostLocalKeys ?? REPLICATION_DEFAULTS.hostLocalKeys),
   };
   const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
   for (const [k, v] of [

@@ -11,6 +11,7 @@ export {
   ReplicationConfigSchema,
   REPLICATION_DEFAULTS,
   DEFAULT_PLAN,
+  planIsEmpty,
   DEFAULT_SECRET_PATTERNS,
   validateReplication,
   resolveReplication,

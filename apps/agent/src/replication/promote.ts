@@ -4,12 +4,16 @@
  *  1. Every check happens before DIR exists: each tier's `latest` verifies completely
  *     (verify.ts), DIR does not exist, its parent does, and DIR lies outside the standby folder
  *     and the folder of `--hq-config` (real paths); the hq config names `hq.hostName`; the
- *     promoted `config.json` (if any) is a JSON object with object (or absent) pollers.
+ *     promoted `config.json` (if any) is a JSON object and every `pollersOff` key path in it is an
+ *     object, a boolean or absent (with objects, or nothing, on the way).
  *  2. DIR is created 0700 and filled: files copied (hashed while they stream and compared with
  *     the manifest), with their modes and times; when a path is in several tiers, the newest
  *     generation wins.
- *  3. `config.json`: the copy is kept as `config.json.pre-promote`; pollers are turned off
- *     (`telegram`, `discord` → `enabled: false`) and the host's `hq` block is injected.
+ *  3. `config.json`: the configured pollers are turned off (`replication.pollersOff`, key paths:
+ *     an object gets `enabled: false`, a boolean becomes false, an absent key `{enabled: false}`;
+ *     none by default, and the summary says `pollers-off=none`) and the host's `hq` block is
+ *     injected. When that changes anything, the copy is kept as `config.json.pre-promote`;
+ *     otherwise `config.json` stays byte for byte as received.
  *  4. Any failure after DIR was created removes DIR.
  */
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
@@ -28,6 +32,8 @@ export interface PromoteOptions {
   readonly tiers: readonly Tier[];
   /** A JSON file with the host's `hq` block (a folder: its `config.json`). */
   readonly hqConfig?: string;
+  /** Key paths in the promoted `config.json` to turn off (`replication.pollersOff`). Default: none. */
+  readonly pollersOff?: readonly string[];
   readonly dryRun?: boolean;
   readonly now?: () => number;
   /** Called after every check passed, before DIR is created (tests use it to race a change). */
@@ -39,13 +45,12 @@ export interface PromoteSummary {
   readonly tiers: { readonly [t: string]: string };
   readonly files: number;
   readonly bytes: number;
-  readonly pollers: 'off';
+  /** The key paths turned off in the promoted `config.json` (empty: none configured, or no config.json). */
+  readonly pollersOff: readonly string[];
   readonly hq: string;
   readonly seconds: number;
   readonly dryRun: boolean;
 }
-
-export const POLLERS: readonly string[] = ['telegram', 'discord'];
 
 function inside(base: string, path: string): boolean {
   const rel = relative(base, path);
@@ -63,10 +68,25 @@ function objectOf(text: string, what: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-function pollerOff(value: unknown, key: string): Record<string, unknown> {
-  if (value === undefined) return { enabled: false };
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PromoteError(`config.json ${key} is not an object`);
-  return { ...(value as Record<string, unknown>), enabled: false };
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Turns the poller at key path `path` (`a.b.c`) of `config` off, in place. */
+function pollerOff(config: Record<string, unknown>, path: string): void {
+  const parts = path.split('.');
+  if (parts.some((x) => x === '' || x === '__proto__' || x === 'prototype' || x === 'constructor')) throw new PromoteError(`pollersOff ${JSON.stringify(path)} is not a key path`);
+  let node = config;
+  for (const [i, part] of parts.slice(0, -1).entries()) {
+    const next = Object.hasOwn(node, part) ? node[part] : undefined;
+    if (next === undefined) node[part] = {};
+    else if (!isObject(next)) throw new PromoteError(`config.json ${parts.slice(0, i + 1).join('.')} is not an object (pollersOff ${path})`);
+    node = node[part] as Record<string, unknown>;
+  }
+  const leaf = parts[parts.length - 1] as string;
+  const value = Object.hasOwn(node, leaf) ? node[leaf] : undefined;
+  if (value === undefined) node[leaf] = { enabled: false };
+  else if (typeof value === 'boolean') node[leaf] = false;
+  else if (isObject(value)) node[leaf] = { ...value, enabled: false };
+  else throw new PromoteError(`config.json ${path} is not an object or a boolean`);
 }
 
 async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; host: string; folder: string }> {
@@ -128,10 +148,11 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
     for (const f of v.files) chosen.set(f.path, { abs: f.abs, sha256: f.sha256, bytes: f.bytes, generation: v.generation as string });
   }
   let config: Record<string, unknown> | null = null;
+  const pollersOff = opts.pollersOff ?? [];
   const cfgSource = chosen.get('config.json');
-  if (cfgSource !== undefined) {
+  if (cfgSource !== undefined && (pollersOff.length > 0 || hq !== null)) {
     config = objectOf(await readFile(cfgSource.abs, 'utf8'), 'the promoted config.json');
-    for (const p of POLLERS) config[p] = pollerOff(config[p], p);
+    for (const p of pollersOff) pollerOff(config, p);
     if (hq !== null) config['hq'] = hq.block;
   }
   const summary: PromoteSummary = {
@@ -139,7 +160,7 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
     tiers: Object.fromEntries(verified.map((v) => [v.tier, v.generation as string])),
     files: chosen.size,
     bytes: [...chosen.values()].reduce((n, f) => n + f.bytes, 0),
-    pollers: 'off',
+    pollersOff: config === null ? [] : [...pollersOff],
     hq: hq?.host ?? '-',
     seconds: 0,
     dryRun: opts.dryRun === true,
@@ -171,7 +192,7 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
       await chmod(dest, st.mode & 0o7777);
       await utimes(dest, st.atime, st.mtime);
     }
-    // 3. config.json: keep the copy, write the promoted one.
+    // 3. config.json, when promotion changes it: keep the copy, write the promoted one.
     if (config !== null) {
       const cfgPath = join(target, 'config.json');
       const pre = join(target, 'config.json.pre-promote');
@@ -196,7 +217,8 @@ export function formatPromote(s: PromoteSummary): string {
   const tiers = Object.entries(s.tiers)
     .map(([t, g]) => `${t}=${g}`)
     .join(' ');
+  const off = s.pollersOff.length === 0 ? 'none' : s.pollersOff.join(',');
   return s.dryRun
-    ? `promotion plan ${s.to} ${tiers} files=${s.files}`
-    : `promoted ${s.to} ${tiers} files=${s.files} pollers=${s.pollers} hq=${s.hq} ${s.seconds}s`;
+    ? `promotion plan ${s.to} ${tiers} files=${s.files} pollers-off=${off}`
+    : `promoted ${s.to} ${tiers} files=${s.files} pollers-off=${off} hq=${s.hq} ${s.seconds}s`;
 }

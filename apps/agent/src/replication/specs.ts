@@ -17,7 +17,7 @@ export const STANDBY_SPECS = Object.freeze({
   snapshot: {
     name: 'standby snapshot',
     summary:
-      'Builds one generation of a tier from the replication plan (SQLite through the online backup API, other files byte for byte, config.json without host-local keys, unchanged files reused), then pushes it to every standby agent, sending only the blobs it lacks. Run it under "hq fence run --role cron" so only the holder snapshots.',
+      'Builds one generation of a tier from the replication plan (there is no built-in plan: a block without replication.plan is refused, exit 2; SQLite through the online backup API, other files byte for byte, config.json without host-local keys, unchanged files reused), then pushes it to every standby agent, sending only the blobs it lacks. Run it under "hq fence run --role cron" so only the holder snapshots.',
     flags: [
       CONFIG_FLAG,
       { name: 'tier', kind: 'string', value: 'core|big|obs', help: 'The tier to snapshot. Required.', required: true },
@@ -47,7 +47,7 @@ export const STANDBY_SPECS = Object.freeze({
   promote: {
     name: 'standby promote',
     summary:
-      "Verifies each tier's latest generation, then copies them (modes and times kept) into the new state directory DIR, turns the telegram and discord pollers off, keeps config.json.pre-promote and injects this host's hq block. DIR is removed again on any failure.",
+      "Verifies each tier's latest generation, then copies them (modes and times kept) into the new state directory DIR, turns off the pollers listed in replication.pollersOff (key paths of config.json; none by default, and the summary then says pollers-off=none), injects this host's hq block and keeps config.json.pre-promote when config.json changed. DIR is removed again on any failure.",
     flags: [
       CONFIG_FLAG,
       STANDBY_FLAG,
