@@ -61,7 +61,7 @@ t.test('snapshot, push, verify and promote work end to end between two agents, a
         arbiterUrl: 'http://127.0.0.1:9',
         tailscaleBin: '',
         peers: { [other]: url },
-        replication: { stateDir, standbyDir: join(dir, 'standby'), outboxDir: join(dir, 'outbox'), smallBytes: 100_000, plan },
+        replication: { stateDir, standbyDir: join(dir, 'standby'), outboxDir: join(dir, 'outbox'), smallBytes: 100_000, plan, pollersOff: ['telegram', 'discord'] },
       }),
     );
     return file;
@@ -132,6 +132,7 @@ t.test('snapshot, push, verify and promote work end to end between two agents, a
   t.equal(promotedCfg['telegram']?.enabled, false, 'the telegram poller is off');
   t.equal(promotedCfg['discord']?.enabled, false, 'the discord poller is off');
   t.equal(promotedCfg['hq']?.hostName, 'node-b', "node-b's own hq block is in place");
+  t.same((JSON.parse(pr.stdout) as { pollersOff: string[] }).pollersOff, ['telegram', 'discord'], 'the JSON summary names the keys turned off (replication.pollersOff)');
   const again = await hq(['promote', '--config', cfgB, '--to', appB, '--hq-config', hqB]);
   t.equal(again.code, 1, 'promoting onto an existing DIR exits 1');
   t.match(again.stderr, /^promotion refused: .*already exists\n$/, 'with one line saying why');
@@ -254,8 +255,14 @@ t.test('usage and configuration errors exit 2 with one line', async (t) => {
   writeFileSync(plain, JSON.stringify({ hostName: 'mbp', stateDir: join(base, 'hq') }));
   const bad = join(base, 'bad.json');
   writeFileSync(bad, JSON.stringify({ hostName: 'mbp', replication: { stateDir: join(base, 'x'), keep: { core: 0 } } }));
+  const noPlan = join(base, 'noplan.json');
+  writeFileSync(noPlan, JSON.stringify({ hostName: 'mbp', stateDir: join(base, 'hq'), replication: { stateDir: join(base, 'x') } }));
+  const badPollers = join(base, 'badpollers.json');
+  writeFileSync(badPollers, JSON.stringify({ hostName: 'mbp', stateDir: join(base, 'hq'), replication: { stateDir: join(base, 'x'), pollersOff: ['telegram', 'a..b'] } }));
   const cases: [string, string[], RegExp][] = [
     ['an unknown subcommand', ['explode'], /unknown command "standby explode"/],
+    ['a replication block without a plan', ['snapshot', '--tier', 'core', '--config', noPlan, '--no-push'], /replication\.plan: lists nothing to protect/],
+    ['a bad pollersOff', ['promote', '--to', join(base, 'p'), '--config', badPollers], /replication\.pollersOff\.1: "a\.\.b" is not a key path/],
     ['a missing --tier', ['snapshot', '--config', plain], /--tier is required/],
     ['a bad --tier', ['snapshot', '--tier', 'all', '--config', plain], /--tier must be one of core, big, obs/],
     ['a config without a replication block', ['snapshot', '--tier', 'core', '--config', plain], /has no replication block/],

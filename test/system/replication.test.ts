@@ -30,7 +30,7 @@ function addReplication(c: Cluster, h: HostName): void {
   const file = c.agentConfig(h);
   const cfg = JSON.parse(readFileSync(file, 'utf8')) as { [k: string]: unknown };
   // smallBytes well above what the writer can add while it runs, so the ledger stays in core.
-  cfg['replication'] = { stateDir: appDir(c, h), plan: PLAN, smallBytes: 512 * 1024 * 1024, keep: { core: 4 } };
+  cfg['replication'] = { stateDir: appDir(c, h), plan: PLAN, smallBytes: 512 * 1024 * 1024, keep: { core: 4 }, pollersOff: ['telegram'] };
   writeFileSync(file, JSON.stringify(cfg));
   mkdirSync(appDir(c, h), { recursive: true, mode: 0o700 });
 }
@@ -159,7 +159,7 @@ t.test('a snapshot of the holder reaches the standby agent, verifies and promote
     writeFileSync(join(hqDir, 'config.json'), JSON.stringify({ hq: { hostName: 'node-b', arbiterUrl: 'http://node-b.example:7700' } }));
     const r = await hq(c, 'node-b', ['standby', 'promote', '--to', promoted, '--tiers', 'core', '--hq-config', hqDir, '--json']);
     t.equal(r.code, 0, `promote exits 0 (${r.stdout.trim()} ${r.stderr.trim()})`);
-    t.match(json(r, 'promote'), { to: promoted, tiers: { core: snap?.generation }, files: 4, pollers: 'off', hq: 'node-b', dryRun: false }, 'the summary names the generation, the files and the host');
+    t.match(json(r, 'promote'), { to: promoted, tiers: { core: snap?.generation }, files: 4, pollersOff: ['telegram'], hq: 'node-b', dryRun: false }, 'the summary names the generation, the files and the host');
 
     // Before the ledger is opened here (opening a WAL database makes its -wal and -shm).
     t.same(readdirSync(promoted).sort(), ['config.json', 'config.json.pre-promote', 'ledger.db', 'notes.txt', 'secrets'], 'the promoted folder holds exactly the plan, no SQLite side file');
