@@ -156,7 +156,7 @@ t.test('the fast path records the request-duration metric like the route', async
   const s = await setup(t, 'mbp');
   const count = async (): Promise<number> => {
     const m = (await s.metrics.registry.getSingleMetricAsString('hq_http_request_duration_seconds')).match(
-      /hq_http_request_duration_seconds_count\{listener="socket",method="GET",route="\/v1\/fence",status="200"\} (\d+)/,
+      /hq_http_request_duration_seconds_count\{(?=[^}]*listener="socket")(?=[^}]*method="GET")(?=[^}]*route="\/v1\/fence")(?=[^}]*status="200")[^}]*\} (\d+)/,
     );
     return m === null ? 0 : Number(m[1]);
   };

@@ -11,7 +11,8 @@ import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
-import { isFenceAnswer, reportEvent } from './local.js';
+import { isFenceAnswer } from './local.js';
+import { reportEvent } from './report.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
