@@ -102,6 +102,7 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
   const dir = shortDir(t);
   const cases: [string, { [k: string]: unknown }, RegExp][] = [
     ['an unknown key', { colour: 'blue' }, /colour: is not a known key/],
+    ['a misspelt key, with the nearest one', { heartbeatCorn: '* * * * *' }, /heartbeatCorn: is not a known key \(did you mean heartbeatCron\?\)/],
     ['a nested unknown key', { listen: { host: '127.0.0.1', prot: 1 } }, /listen\.prot: is not a known key/],
     ['a string where a number belongs', { refreshSeconds: '6' }, /refreshSeconds/],
     ['ledger-cli as fail-open', { failOpenRoles: ['ledger-cli'] }, /failOpenRoles: "ledger-cli" can never be fail-open/],

@@ -44,6 +44,7 @@ const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
   ['a health URL for a reserved name', { healthUrls: { prototype: 'http://127.0.0.1/' } }, 'healthUrls.prototype', /reserved/],
   ['a bad cron', { checkCron: 'every minute' }, 'checkCron', /cron/],
   // S6: a key the agent owns is refused naming its owner (the arbiter learns the cadence from heartbeats).
+  ['a misspelt key, with the nearest one', { ttlSecond: 6 }, 'ttlSecond', /is not a known key \(did you mean ttlSeconds\?\)/],
   ['an agent key, heartbeatCron', { heartbeatCron: '* * * * * *' }, 'heartbeatCron', /is a key of hq-agent's config, not of hq-arbiter's/],
   ['an agent key, requestTimeoutSeconds', { requestTimeoutSeconds: 1 }, 'requestTimeoutSeconds', /is a key of hq-agent's config/],
   ['an agent key, refreshSeconds', { refreshSeconds: 1 }, 'refreshSeconds', /is a key of hq-agent's config/],

@@ -21,6 +21,7 @@ import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from './config-file.js';
 import { cronGapSeconds } from '@hq/runtime';
 import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
+import { didYouMean } from '@hq/lease-core/suggest';
 
 const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
 const Host = Type.String({ pattern: HOST });
@@ -139,7 +140,8 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
     const key = keyOf(first.instancePath);
     const owned = unknown !== undefined && !key.includes('.') ? wrongDaemon(key, 'hq-agent') : null;
-    const message = unknown !== undefined ? (owned ?? 'is not a known key') : first.message;
+    const hint = unknown !== undefined && !key.includes('.') ? didYouMean(key, Object.keys(AgentConfigSchema.properties)) : '';
+    const message = unknown !== undefined ? (owned ?? `is not a known key${hint}`) : first.message;
     throw new ConfigError(key, `${key}: ${message}`);
   }
   const c = input as AgentConfigFile;

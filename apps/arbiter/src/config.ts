@@ -13,6 +13,7 @@ import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { cronGapSeconds } from '@hq/runtime';
 import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
+import { didYouMean } from '@hq/lease-core/suggest';
 // Before the registry schemas: they import HOST_SCHEMA_PATTERN back from this module.
 import { HOST_SCHEMA_PATTERN } from './host-pattern.js';
 import { PortBandsConfig } from './registry/schemas.js';
@@ -184,7 +185,8 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       const name = extra.params.additionalProperties?.[0] ?? '?';
       const key = extra.instancePath === '' ? name : `${keyOf(extra.instancePath)}.${name}`;
       const owned = extra.instancePath === '' ? wrongDaemon(name, 'hq-arbiter') : null;
-      return fail(key, owned ?? 'is not a known key');
+      const known = extra.instancePath === '' ? Object.keys(ConfigSchema.properties) : [];
+      return fail(key, owned ?? `is not a known key${didYouMean(name, known)}`);
     }
     const first = errors.find((e) => e.keyword !== 'boolean') ?? errors[0];
     if (first === undefined) return fail('(root)', 'does not match the schema');
