@@ -497,3 +497,15 @@ t.test('errors name what they used: the URL and the file it came from, a server 
   const cj = await hq(['lease', 'status', '--config', bad, '--json']);
   t.match(JSON.parse(cj.stdout), { ok: false, error: 'config', exitCode: 2 }, 'a config error is JSON on stdout with --json');
 });
+
+t.test('help is wrapped to 80 columns: hq --help and every command, doctor and standby included (#17)', async (t) => {
+  const { DOCTOR_SPEC } = await import('../../apps/agent/src/cli/doctor.js');
+  const { STANDBY_SPECS } = await import('../../apps/agent/src/replication/specs.js');
+  const specs = [...COMMANDS.map((c) => c.spec), DOCTOR_SPEC, ...Object.values(STANDBY_SPECS)];
+  for (const spec of specs) {
+    const long = helpText(spec).split('\n').filter((l) => [...l].length > 80);
+    t.same(long, [], `hq ${spec.name} --help fits 80 columns`);
+  }
+  const top = await hq(['--help']);
+  t.same(top.stdout.split('\n').filter((l) => [...l].length > 80), [], 'hq --help fits 80 columns');
+});

@@ -140,7 +140,8 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[]): Parsed {
   return { flags, positionals, rest, help };
 }
 
-function wrap(text: string, indent: number, width = 100): string {
+/** Help is wrapped to 80 columns: the continuation lines start at `indent`. */
+export function wrap(text: string, indent: number, width = 80): string {
   const words = text.split(/\s+/);
   const lines: string[] = [];
   let line = '';
@@ -162,7 +163,7 @@ export function helpText(spec: CommandSpec): string {
     parts.push(f.required === true ? one : `[${one}]`);
   }
   if (spec.rest !== undefined) parts.push(`-- ${spec.rest.name}`);
-  const out = [`Usage: ${parts.join(' ')}`, '', wrap(spec.summary, 0), ''];
+  const out = [`Usage: ${wrap(parts.join(' '), 7)}`, '', wrap(spec.summary, 0), ''];
   const rows: [string, string][] = [];
   for (const p of spec.positionals ?? []) rows.push([p.choices !== undefined ? p.choices.join('|') : p.name, p.help]);
   if (spec.rest !== undefined) rows.push([`-- ${spec.rest.name}`, spec.rest.help]);
@@ -171,7 +172,7 @@ export function helpText(spec: CommandSpec): string {
   const w = Math.max(...rows.map((r) => r[0].length)) + 2;
   out.push('Options:');
   for (const [k, v] of rows) out.push(`  ${k.padEnd(w)}${wrap(v, w + 2)}`);
-  out.push('', `Exit codes: ${spec.exits}`, '');
+  out.push('', wrap(`Exit codes: ${spec.exits}`, 2), '');
   return out.join('\n');
 }
 

@@ -3,7 +3,7 @@
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
 import { didYouMean } from '@hq/lease-core/suggest';
-import { CONFIG_FLAG, JSON_FLAG, runCommand, type CommandSpec, type Parsed } from './args.js';
+import { CONFIG_FLAG, JSON_FLAG, runCommand, wrap, type CommandSpec, type Parsed } from './args.js';
 // Light modules: they import only args.js (fence.js: node built-ins and the light config
 // reader) until their command runs.
 import { FENCE_CHECK_COMMAND, FENCE_RUN_COMMAND } from './fence.js';
@@ -204,12 +204,16 @@ export const COMMANDS: readonly Command[] = [
 const TOP_HELP = `Usage: hq COMMAND [options]
 
 Commands:
-${COMMANDS.map((c) => `  ${c.spec.name.padEnd(15)}${c.spec.summary.split(/(?<=\.)\s/)[0]}`).join('\n')}
-  doctor         Checks this host's side of hq, one line each with the fix (see hq doctor --help).
-  standby        Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).
+${[
+  ...COMMANDS.map((c) => [c.spec.name, c.spec.summary.split(/(?<=\.)\s/)[0] as string] as const),
+  ['doctor', "Checks this host's side of hq, one line each with the fix (see hq doctor --help)."] as const,
+  ['standby', 'Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).'] as const,
+]
+  .map(([name, summary]) => `  ${name.padEnd(15)}${wrap(summary, 17)}`)
+  .join('\n')}
 
-Every command accepts --config PATH and --help. Run "hq COMMAND --help" for its options;
-"hq --version" prints hq's version.
+Every command accepts --config PATH and --help. Run "hq COMMAND --help" for
+its options; "hq --version" prints hq's version.
 `;
 
 export async function main(argv: readonly string[]): Promise<number> {
