@@ -927,6 +927,13 @@ t.test('reportDue asks a candidate to report again the moment its report can cou
   t.equal(reportDue(ctx(START + 500, young()), young(), state(), 'mbp', 5), null, 'past the start wait with the floor known: nothing waits');
   const answer = heartbeat(fresh, ctx(START + 1, young()), { host: 'mbp', seenGeneration: 0 }).answer;
   t.equal(answer.reportInSeconds, 9.25, 'the heartbeat answer carries it');
+  // The holder of a grant behind a pending floor: its own report counted, the others' not yet.
+  const held = state({ floorPending: true, holder: 'mbp', generation: 1, acquiredAt: START + 3, notBefore: START + 110 });
+  const counted = young([['mbp', 0]]);
+  t.equal(reportDue(ctx(START + 10.5, counted), counted, held, 'mbp', 5), 1, 'the holder comes back a second after the line');
+  t.equal(reportDue(ctx(START + 8, counted), counted, held, 'mbp', 5), 3, 'or a second after the line, when it is still ahead');
+  t.equal(reportDue(ctx(START + 40.5, counted), counted, held, 'mbp', 5), null, 'only within 30 s of the line (an absent candidate cannot make it spin)');
+  t.equal(reportDue(ctx(START + 10.5, counted), counted, held, 'node-b', 5), 0.25, 'the other candidate, not yet counted, as before');
 });
 
 t.test('at the defaults, a new installation grants a running lease as soon as both candidates reported (issue: 25 min wait)', async (t) => {

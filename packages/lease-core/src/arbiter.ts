@@ -85,6 +85,10 @@ const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt:
 
 /** Added to a report-again delay so the report lands just past the line, not on it. */
 const REPORT_SLACK_SECONDS = 0.25;
+/** The holder of a pending grant reports a second after the others may have (see `reportDue`)… */
+const HOLDER_REPORT_DELAY_SECONDS = 1;
+/** …and only this long after the line: a candidate that never reports cannot make it spin. */
+const HOLDER_REPORT_WINDOW_SECONDS = 30;
 
 export function newBoot(startAt: number): Boot {
   return { startAt, reports: new Map() };
@@ -116,10 +120,20 @@ function reportCounts(ctx: Context, boot: Boot, requestTimeoutSeconds: number | 
  * or the floor (S2.4) still waits for it.
  */
 export function reportDue(ctx: Context, boot: Boot, state: ArbiterState, host: Host, requestTimeoutSeconds: number | undefined): number | null {
-  if (requestTimeoutSeconds === undefined || !isCandidate(ctx.settings, host) || boot.reports.has(host)) return null;
-  const waiting = state.lease.floorPending || ctx.now < boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
-  if (!waiting) return null;
-  return Math.max(0, boot.startAt + 2 * requestTimeoutSeconds - ctx.now) + REPORT_SLACK_SECONDS;
+  if (requestTimeoutSeconds === undefined || !isCandidate(ctx.settings, host)) return null;
+  const line = boot.startAt + 2 * requestTimeoutSeconds;
+  if (!boot.reports.has(host)) {
+    const waiting = state.lease.floorPending || ctx.now < boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
+    return waiting ? Math.max(0, line - ctx.now) + REPORT_SLACK_SECONDS : null;
+  }
+  // The holder of a grant whose floor is pending learns that it may run only from an answer
+  // after the floor completed (a refresh never confirms): it comes back once the others'
+  // reports can have landed, for a short window after the line (then its refresh takes over).
+  const l = state.lease;
+  if (l.floorPending && l.holder === host && ctx.now < line + HOLDER_REPORT_WINDOW_SECONDS) {
+    return Math.max(0, line - ctx.now) + HOLDER_REPORT_DELAY_SECONDS;
+  }
+  return null;
 }
 
 /** S2.3: the arbiter time before which no grant of this life may let its holder run. */
