@@ -127,7 +127,8 @@ t.test('usage errors exit 2 and the help names every flag (in-process, no arbite
   t.equal(await portCommand(['--purpose', 'Bad Purpose', '--', node, '-e', '']), 2, 'a bad purpose is a usage error');
   t.equal(await portCommand(['--purpose', 'web']), 2, 'a missing command is a usage error');
   t.equal(await portCommand(['--purpose', 'web', '--ttl', '1', '--', node]), 2, 'a TTL under 3 s is a usage error');
-  const help = helpText(PORT_RUN_SPEC);
+  // Help is wrapped to 80 columns: read it as one line.
+  const help = helpText(PORT_RUN_SPEC).replace(/\s+/g, ' ');
   t.match(help, /Usage: hq port run \[--config PATH\] --purpose P \[--ttl S\] \[--grace G\] -- CMD…/, 'the usage line');
   t.match(help, /Exit codes: .*75 when the lease was lost/, 'the exit codes are documented');
   t.match(helpText(FLEET_SPEC), /Usage: hq fleet \[--config PATH\] \[--json\]/, 'hq fleet has its usage too');
