@@ -218,16 +218,7 @@ t.test('hq host set writes the host file atomically with mode 0600', async (t) =
 
 t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => {
   const dir = shortDir(t);
-  const arb = new FakeArbiter();
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = writeConfig(dir, { arbiterUrl: arb.url });
-  writeToken(dir);
-  let pid = 0;
-  const p = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
-  const sock = join(dir, 'agent.sock');
-  // Generous: a loaded machine can take many seconds to start node.
-  for (let i = 0; i < 600 && !existsSync(sock); i++) await sleep(50);
+  const { arb, pid, exited: p, sock } = await startAgentDaemon(t, dir);
   t.ok(existsSync(sock), 'the agent created its socket');
   for (let i = 0; i < 200 && arb.heartbeats.length === 0; i++) await sleep(50);
   t.ok(arb.heartbeats.length > 0, 'the agent heartbeats at start');
@@ -450,15 +441,7 @@ t.test('an agent whose configuration can never work exits 2 at start with the fi
 
 t.test('a hostName that differs from the host file: the config wins, logged at start and shown by hq doctor (#16 item 9)', async (t) => {
   const dir = shortDir(t);
-  const arb = new FakeArbiter();
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = writeConfig(dir, { arbiterUrl: arb.url });
-  writeToken(dir);
-  writeFileSync(join(dir, 'state', 'host'), 'node-b\n', { mode: 0o600 });
-  let pid = 0;
-  const p = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
-  for (let i = 0; i < 600 && !existsSync(join(dir, 'agent.sock')); i++) await sleep(50);
+  const { config, pid, exited: p } = await startAgentDaemon(t, dir, () => writeFileSync(join(dir, 'state', 'host'), 'node-b\n', { mode: 0o600 }));
   process.kill(pid, 'SIGTERM');
   const r = await p;
   const line = r.stdout.split('\n').find((l) => l.includes('hostname-mismatch'));
@@ -509,3 +492,22 @@ t.test('help is wrapped to 80 columns: hq --help and every command, doctor and s
   const top = await hq(['--help']);
   t.same(top.stdout.split('\n').filter((l) => [...l].length > 80), [], 'hq --help fits 80 columns');
 });
+
+/**
+ * A real hq-agent against a FakeArbiter, with a member token, started and waited for until its
+ * socket exists (`before` runs after the config and token are written, before the spawn).
+ */
+async function startAgentDaemon(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: string, before: () => void = () => undefined) {
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  writeToken(dir);
+  before();
+  let pid = 0;
+  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  const sock = join(dir, 'agent.sock');
+  // Generous: a loaded machine can take many seconds to start node.
+  for (let i = 0; i < 600 && !existsSync(sock); i++) await sleep(50);
+  return { arb, config, pid, exited, sock };
+}

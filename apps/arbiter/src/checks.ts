@@ -10,6 +10,7 @@
  * a lock row in SQLite's `meta` table, taken and released in immediate transactions, keeps
  * them apart: the one-shot command waits for it (bounded), a scheduled tick skips.
  */
+import { isSilent } from './timing.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
@@ -230,7 +231,7 @@ export class Checker {
       const o = state.observers.get(host);
       const since = o?.lastHeartbeatAt ?? arbiter.boot.startAt;
       const interval = o?.heartbeatSeconds ?? this.config.checkSeconds;
-      if (now - since > 2 * interval) {
+      if (isSilent(now - since, interval)) {
         if (this.silent.get(host) !== since) {
           this.silent.set(host, since);
           events.push({

@@ -61,6 +61,14 @@ export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover
   return { ...f, text: describeFailover(f) };
 }
 
+/** An agent is silent once no heartbeat came for more than this many of its reported intervals. */
+export const SILENT_AFTER_INTERVALS = 2;
+
+/** True when `ageSeconds` since the last heartbeat is past `SILENT_AFTER_INTERVALS` of its interval. */
+export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
+  return ageSeconds > SILENT_AFTER_INTERVALS * intervalSeconds;
+}
+
 /** Remembers each host's last problem set, so a change is said once (event + warn log). */
 export class TimingNotes {
   private readonly last = new Map<string, string>();

@@ -24,7 +24,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import type { ArbiterState, LeaseRecord, TimingProblem } from '@hq/lease-core';
 import type { ArbiterConfig } from '../config.js';
-import { failoverOf, timingProblems } from '../timing.js';
+import { failoverOf, isSilent, timingProblems } from '../timing.js';
 import type { HqContext } from '../server/context.js';
 import type { EventRow } from '../store/store.js';
 import { ErrorBody } from '../schemas/index.js';
@@ -229,7 +229,7 @@ function heartbeatOf(
   if (last === null) return { text: 'never', problem: role === 'holder' || role === 'standby' };
   const age = Math.max(0, now - last);
   const interval = o?.heartbeatSeconds ?? null;
-  if (interval !== null && age > 2 * interval) return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
+  if (interval !== null && isSilent(age, interval)) return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
   return { text: `${fmtSeconds(age)} ago`, problem: false };
 }
 
