@@ -188,7 +188,8 @@ export class Election {
             if (!this.live(s)) break;
             s.elected = true;
             s.electedAt = this.clock.now();
-            void this.watchOwnKey(s, r.revision + 1n);
+            // a failure here is a bug of ours: the term ends rather than go on unwatched
+            this.watchOwnKey(s, r.revision + 1n).catch(() => this.end(s, 'aborted'));
             return { elected: true, term: { key: s.key, createRevision: s.createRevision, lease: s.lease, electedAt: s.electedAt, ended: s.ended } };
           }
           await this.waitFor(older.key, false, r.revision + 1n, (e) => e === 'delete', s.stop.signal);
