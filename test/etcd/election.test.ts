@@ -9,13 +9,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Stamp } from '@hq/lease-core';
-import { cmp, EtcdClient, op } from '../../apps/arbiter/src/store/etcd/client.js';
+import { EtcdClient, op } from '../../apps/arbiter/src/store/etcd/client.js';
 import { Election, validFor, type Leader, type StampClock } from '../../apps/arbiter/src/store/etcd/election.js';
 import { childEnv } from '../arbiter/child.js';
 import { sleep } from '../system/harness.js';
 import { etcdMembers } from './members.js';
 
-const CAMPAIGNER = resolve(import.meta.dirname, 'campaigner.ts');
+const CAMPAIGNER = resolve(import.meta.dirname, 'fixtures/campaigner.ts');
 
 t.test('validFor: seconds left by our clock, elapsed = max(monotonic, wall)', async (t) => {
   const at = (wall: number, mono: number): Stamp => ({ wall, mono });
@@ -53,7 +53,7 @@ interface Child {
 }
 
 function campaigner(t: { teardown(fn: () => void): void }, endpoints: string[], prefix: string, value: string, ttl: number, margin: number): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CAMPAIGNER, JSON.stringify(endpoints), prefix, value, String(ttl), String(margin)], { env: childEnv(), stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, ['--import', 'tsx', CAMPAIGNER, JSON.stringify(endpoints), prefix, value, String(ttl), String(margin)], { env: childEnv(), stdio: ['pipe', 'pipe', 'inherit'] });
   t.teardown(() => {
     if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill('SIGCONT');

@@ -43,8 +43,9 @@ export interface ClusterOptions {
 /** Tests' timing: leader loss noticed within ~0.5 s, leases as short as 0.75 s allowed. */
 export const FAST_ETCD = Object.freeze({ heartbeatMs: 50, electionTimeoutMs: 500 });
 
-/** Every etcd this process started and has not seen exit: killed at exit whatever happened. */
+/** Every etcd this process started and has not seen exit, and the temp dirs it made: gone at exit whatever happened. */
 const live = new Set<ChildProcess>();
+const tempDirs = new Set<string>();
 let exitHooked = false;
 
 function killAllNow(): void {
@@ -55,6 +56,7 @@ function killAllNow(): void {
       // gone already
     }
   }
+  for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
 }
 
 /** Waits until the process has exited (after a kill -9 or a stop). */
@@ -199,7 +201,10 @@ export class EtcdCluster {
   /** Stops every member by PID and removes the temp dir this cluster made. */
   async stop(): Promise<void> {
     await Promise.all(this.members.map((m) => m.stop()));
-    if (this.ownDir !== null) rmSync(this.ownDir, { recursive: true, force: true });
+    if (this.ownDir !== null) {
+      rmSync(this.ownDir, { recursive: true, force: true });
+      tempDirs.delete(this.ownDir);
+    }
   }
 }
 
@@ -212,6 +217,7 @@ export async function startEtcdCluster(opts: ClusterOptions): Promise<EtcdCluste
     process.on('exit', killAllNow);
   }
   const ownDir = opts.dir === undefined ? mkdtempSync(join(tmpdir(), 'hq-etcd-')) : null;
+  if (ownDir !== null) tempDirs.add(ownDir);
   const dir = opts.dir ?? ownDir!;
   const prefix = opts.name ?? 'hq-etcd';
   const ports: number[] = [];
