@@ -14,8 +14,11 @@
  *      elapsed = max(monotonic, wall), so a sleep or a stop (SIGSTOP) of this process can only
  *      shorten it. etcd counts the TTL from its *receipt* of that keep-alive, later than our
  *      send: while `stillElected()` is true, etcd has not expired our key, so nobody else can
- *      be elected — as long as the rates of the two clocks differ by less than the margin over
- *      one TTL. The same holds for the grant: the first renewal is the grant request's send time.
+ *      be elected — as long as the margin covers (a) the rate difference of the two clocks over
+ *      one TTL and (b) etcd's election timeout: an etcd leader cut off from its followers still
+ *      renews leases in its memory until it notices (≤ about one election timeout after the
+ *      new leader, which restarts every TTL from its own promotion). The same holds for the
+ *      grant: the first renewal is the grant request's send time.
  *  E3  A term ends for good: the first time it is found lapsed (a check, or a keep-alive tick),
  *      when etcd says the lease is gone, when our key is gone, on resign or abort. It never comes
  *      back; the caller campaigns again for a new term, which the protocol treats as an arbiter
@@ -30,6 +33,7 @@
  * campaigner is elected within a bound — only that the next is elected once the key before it
  * is gone (etcd deletes an expired lease's keys within ~0.5 s of its expiry).
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { elapsed, type Stamp } from '@hq/lease-core';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
@@ -55,9 +59,10 @@ export interface ElectionOptions {
   readonly ttlSeconds?: number;
   /**
    * How long before send + ttl our side stops believing (default 2). Covers the rate difference
-   * of our clock and etcd's leader's over one TTL, and the time from a check to the decision's
-   * write. Too small: a fast etcd clock could expire us while we still decide; too large: each
-   * term ends that much before etcd would end it.
+   * of our clock and etcd's leader's over one TTL, etcd's election timeout (1 s by default: E2)
+   * and the time from a check to the decision's write. Too small: etcd could expire our key
+   * while we still decide (the guard then refuses our writes, E4); too large: each term ends
+   * that much before etcd would end it.
    */
   readonly marginSeconds?: number;
   /** Keep-alive period (default (ttl − margin) / 3): several tries fit in one validity. */
@@ -382,15 +387,7 @@ export class Election {
   }
 }
 
+/** Sleeps until `ms` passed or the signal aborted, whichever first; never rejects. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((res) => {
-    if (signal.aborted) return res();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      res();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+  return delay(ms, undefined, { signal }).catch(() => {});
 }
