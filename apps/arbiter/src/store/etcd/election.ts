@@ -158,13 +158,14 @@ export class Election {
    */
   async campaign(signal?: AbortSignal): Promise<CampaignResult> {
     if (this.session !== null && this.session.ending === null) throw new Error('this election is already campaigning or elected: resign first');
+    if (signal?.aborted === true) return { elected: false, reason: 'aborted' };
     // 1. a lease, valid from the grant's send time (E2)
     const sent = this.clock.now();
     const grant = await this.client.leaseGrant(this.ttlSeconds);
     const s = this.open(grant.id, { sent, ttlSeconds: Math.min(this.ttlSeconds, grant.ttlSeconds) });
     const onAbort = (): void => this.end(s, 'aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (signal?.aborted === true) this.end(s, 'aborted');
+    if (aborted(signal)) this.end(s, 'aborted');
     try {
       // 2. our key, created once: the guarded create may be repeated after an indeterminate answer
       while (s.ending === null && s.createRevision === 0n) {
@@ -386,6 +387,9 @@ export class Election {
     }
   }
 }
+
+/** A function, so that TypeScript does not narrow `signal.aborted` across awaits. */
+const aborted = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;
 
 /** Sleeps until `ms` passed or the signal aborted, whichever first; never rejects. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
