@@ -5,7 +5,9 @@
  */
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { esc, eventKind, fmtSeconds, registryLoad, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
+import { eventKind, fmtSeconds, tailEvents } from '../../apps/arbiter/src/routes/status-page/model.js';
+import { esc, STATUS_CSP } from '../../apps/arbiter/src/routes/status-page/render.js';
+import { registryLoad } from '../../apps/arbiter/src/routes/status-page/load.js';
 import type { EventRow } from '../../apps/arbiter/src/store/store.js';
 import { PREFIX, operatorHarness } from './helper.js';
 
@@ -118,10 +120,13 @@ t.test('registryLoad picks the newest machine resource of the host and ignores j
     { kind: 'machine', machine: 'mbp', attrs: new Map<string, unknown>([['loadAvg', [0.5, 'x', 0.1]], ['cpuCount', 8], ['freeMem', 'lots'], ['totalMem', 16]]), renewedAt: 2_000_000 },
     { kind: 'instance', machine: 'node-b', attrs: new Map<string, unknown>([['cpuCount', 2]]), renewedAt: 3_000_000 },
   ];
-  const load = registryLoad(() => {
-    calls++;
-    return rows;
-  });
+  const load = registryLoad(
+    () => {
+      calls++;
+      return rows;
+    },
+    () => 5_000_000,
+  );
   t.same(load('mbp'), { loadAvg: [0.5, 0.1], cpuCount: 8, freeMem: undefined, totalMem: 16, observedAt: 2000 }, 'the newest row wins, non-numbers are dropped, renewedAt is seconds');
   t.equal(load('node-b'), null, 'an instance resource is not a machine load');
   t.equal(load('other'), null, 'an unknown host has no load');

@@ -16,7 +16,7 @@ import { adminRoutes } from '../routes/admin.js';
 import { eventRoutes } from '../routes/events.js';
 import { metricsRoutes } from '../routes/metrics.js';
 import { registerOpenApi } from './openapi.js';
-import { statusPage, statusPageOptions } from '../routes/status-page.js';
+import { statusPage, statusPageOptions } from '../routes/status-page/index.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';

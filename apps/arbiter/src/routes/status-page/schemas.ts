@@ -1,0 +1,47 @@
+/** `GET /v1/status`: the status page's model, as the page's script and `hq lease status` read it. */
+import Type, { type Static } from 'typebox';
+import { TimingProblemOut } from '../../schemas/index.js';
+
+const Num = Type.Union([Type.Number(), Type.Null()]);
+
+export const HostStatus = Type.Object({
+  host: Type.String(),
+  role: Type.Union([Type.Literal('holder'), Type.Literal('standby'), Type.Literal('arbiter'), Type.Literal('observer')]),
+  lastHeartbeatAgeSeconds: Num,
+  heartbeatSeconds: Num,
+  /** The heartbeat cell as both renderers print it, and whether it is a problem (silent, refused). */
+  heartbeatText: Type.String(),
+  heartbeatProblem: Type.Boolean(),
+  view: Type.Union([
+    Type.Object({ target: Type.String(), reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean(), ageSeconds: Type.Number() }),
+    Type.Null(),
+  ]),
+  load: Type.Union([
+    Type.Object({
+      loadAvg: Type.Optional(Type.Array(Type.Number())),
+      cpuCount: Type.Optional(Type.Number()),
+      freeMem: Type.Optional(Type.Number()),
+      totalMem: Type.Optional(Type.Number()),
+      ageSeconds: Type.Optional(Type.Number()),
+    }),
+    Type.Null(),
+  ]),
+});
+export type HostStatusT = Static<typeof HostStatus>;
+
+export const StatusAnswer = Type.Object({
+  now: Type.Number(),
+  maintenance: Type.Object({ enabled: Type.Boolean(), reason: Type.Union([Type.String(), Type.Null()]) }),
+  failover: Type.Object({
+    seconds: Num,
+    lockDelaySeconds: Num,
+    promoteAfterChecks: Type.Integer(),
+    checkSeconds: Type.Number(),
+    heartbeatSeconds: Num,
+    text: Type.String(),
+    problem: Type.Union([Type.String(), Type.Null()]),
+  }),
+  timingProblems: Type.Array(TimingProblemOut),
+  hosts: Type.Array(HostStatus),
+});
+export type StatusAnswerT = Static<typeof StatusAnswer>;
