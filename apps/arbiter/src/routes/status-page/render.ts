@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { LeaseRecord } from '@hq/lease-core';
 import type { EventRow } from '../../store/store.js';
-import { TIMELINE_EVENTS, eventKind, fmtSeconds } from './model.js';
+import { TIMELINE_EVENTS, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 
 /** Escapes text for an HTML text node or a double-quoted attribute. */
@@ -16,72 +16,45 @@ export function esc(value: unknown): string {
   return String(value).replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-function dataSummary(data: EventRow['data']): string {
-  const parts: string[] = [];
-  for (const [k, v] of Object.entries(data)) parts.push(`${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
-  const s = parts.join(' ');
-  return s.length > 200 ? `${s.slice(0, 199)}…` : s;
-}
-
-function isoTime(at: number): string {
-  const d = new Date(at * 1000);
-  return Number.isNaN(d.getTime()) ? String(at) : d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
-}
-
-function validityText(r: LeaseRecord): { text: string; cls: string } {
+/**
+ * The validity cell. Green only while the holder reports and may run: a silent holder's is red,
+ * one that waits out lock-delay amber.
+ */
+function validityText(r: LeaseRecord, phase: StatusAnswerT['phase']): { text: string; cls: string } {
   if (r.holder === null) return { text: 'no lease', cls: 'bad' };
   if (r.released) return { text: 'released', cls: 'bad' };
   if (r.expired || r.expiresAt === null) return { text: 'expired', cls: 'bad' };
   const left = r.expiresAt - r.now;
-  return { text: `${fmtSeconds(left)} left`, cls: left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
+  if (phase.name === 'holder-silent') return { text: `${fmtSeconds(left)} left${r.renewedAt === null ? '' : `, not renewed for ${fmtSeconds(r.now - r.renewedAt)}`}`, cls: 'bad' };
+  return { text: `${fmtSeconds(left)} left`, cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
 }
 
 function lockDelayText(r: LeaseRecord): string {
   if (r.floorPending) return 'lock-delay: pending until every candidate reports its seen generation';
-  if (r.notBefore !== null && r.notBefore > r.now) return `lock-delay: ${fmtSeconds(r.notBefore - r.now)} left`;
+  if (r.notBefore !== null && r.notBefore > r.now) return `lock-delay: may run in ${fmtSeconds(r.notBefore - r.now)}`;
   return '';
 }
 
-function heartbeatCell(h: HostStatusT): string {
-  return h.heartbeatText;
-}
-
-function viewCell(h: HostStatusT): string {
-  if (h.view === null) return 'no view';
-  return `${h.view.target} ${h.view.reachable ? 'reachable' : 'unreachable'} (ping ${h.view.ping ? 'ok' : 'no'}, health ${h.view.health ? 'ok' : 'no'}), ${fmtSeconds(h.view.ageSeconds)} ago`;
-}
-
-function loadCell(h: HostStatusT): string {
-  const l = h.load;
-  if (l === null) return '—';
-  const parts: string[] = [];
-  if (l.loadAvg !== undefined && l.loadAvg.length > 0) parts.push(`load ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`);
-  if (l.cpuCount !== undefined) parts.push(`${l.cpuCount} cpu`);
-  if (l.freeMem !== undefined && l.totalMem !== undefined && l.totalMem > 0) parts.push(`mem ${Math.round((1 - l.freeMem / l.totalMem) * 100)}%`);
-  return parts.length === 0 ? '—' : parts.join(', ');
-}
-
-function failoverText(m: StatusAnswerT): string {
-  return m.failover.text;
+function streakText(r: LeaseRecord, promoteAfterChecks: number): string {
+  return r.dualUnreachableStreak > 0 ? `holder unreachable: check ${r.dualUnreachableStreak} of ${promoteAfterChecks} before a promotion` : '';
 }
 
 function hostRow(h: HostStatusT): string {
-  const viewCls = h.view === null ? '' : h.view.reachable ? 'ok' : 'bad';
   return (
-    `<tr data-host="${esc(h.host)}" class="role-${esc(h.role)}">` +
+    `<tr data-host="${esc(h.host)}" class="role-${esc(h.role)}${h.heartbeatProblem ? ' problem' : ''}">` +
     `<td data-label="host" class="c-host">${esc(h.host)}</td>` +
     `<td data-label="role" class="c-role">${esc(h.role)}</td>` +
-    `<td data-label="heartbeat" class="c-heartbeat${h.heartbeatProblem ? ' bad' : ''}">${esc(heartbeatCell(h))}</td>` +
-    `<td data-label="view of holder" class="c-view ${viewCls}">${esc(viewCell(h))}</td>` +
-    `<td data-label="load" class="c-load">${esc(loadCell(h))}</td></tr>`
+    `<td data-label="heartbeat" class="c-heartbeat${h.heartbeatProblem ? ' bad' : ''}">${esc(h.heartbeatText)}</td>` +
+    `<td data-label="view of holder" class="c-view ${esc(h.viewLevel)}">${esc(h.viewText)}</td>` +
+    `<td data-label="load" class="c-load">${esc(h.loadText)}</td></tr>`
   );
 }
 
 function eventItem(e: EventRow): string {
   return (
     `<li data-id="${esc(e.id)}" class="ev ev-${esc(eventKind(e.event))}">` +
-    `<span class="ev-at">${esc(isoTime(e.at))}</span> <span class="ev-name">${esc(e.event)}</span> ` +
-    `<span class="ev-host">${esc(e.host ?? '-')}</span> <span class="ev-data">${esc(dataSummary(e.data))}</span></li>`
+    `<span class="ev-at">${esc(clockTime(e.at))}</span> <span class="ev-name">${esc(e.event)}</span> ` +
+    `<span class="ev-host">${esc(e.host ?? '-')}</span> <span class="ev-data">${esc(eventData(e))}</span></li>`
   );
 }
 
@@ -99,8 +72,13 @@ main{max-width:980px;margin:0 auto;padding:12px}
 .hero{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:baseline}
 .big{font-size:clamp(2.4rem,11vw,4.5rem);font-weight:700;line-height:1.05;word-break:break-all}
 .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.05em}
-.ok{color:var(--ok)}.warn{color:var(--warn)}.bad{color:var(--bad)}
-#validity{font-size:1.6rem;font-weight:600}
+.ok{color:var(--ok)}.warn{color:var(--warn)}.bad{color:var(--bad)}.muted{color:var(--muted)}
+#validity{font-size:1.6rem;font-weight:600}#lockdelay.warn,#streak{font-weight:700}
+.phase{border-left:8px solid var(--line);font-size:1.1rem;font-weight:600}
+.phase-ok{border-left-color:var(--ok)}
+.phase-warn{border-left-color:var(--warn);background:color-mix(in srgb,var(--warn) 14%,var(--card))}
+.phase-bad{border-left-color:var(--bad);background:color-mix(in srgb,var(--bad) 14%,var(--card))}
+tr.problem td.c-host{color:var(--bad)}td.c-heartbeat.bad{font-weight:600}
 #banner{background:var(--warn);color:#000;font-weight:700;border-radius:12px;padding:12px 14px;margin:0 0 12px}
 #banner[hidden]{display:none}
 table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
@@ -138,10 +116,11 @@ export const STATUS_CSP = [
 
 export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnswerT; events: readonly EventRow[]; refreshSeconds: number; title: string }): string {
   const { record: r, model: m, events } = input;
-  const v = validityText(r);
+  const v = validityText(r, m.phase);
+  const ld = lockDelayText(r);
   const lastEventId = events.reduce((a, e) => Math.max(a, e.id), 0);
   const newestFirst = [...events].sort((a, b) => b.id - a.id);
-  const initial = { record: r, lastEventId, refreshSeconds: input.refreshSeconds, maxEvents: TIMELINE_EVENTS };
+  const initial = { record: r, phase: m.phase, promoteAfterChecks: m.failover.promoteAfterChecks, lastEventId, refreshSeconds: input.refreshSeconds, maxEvents: TIMELINE_EVENTS };
   const banner = m.maintenance.enabled
     ? `Maintenance is on: checks record views but never promote.${m.maintenance.reason !== null && m.maintenance.reason !== '' ? ` Reason: ${m.maintenance.reason}` : ''}`
     : '';
@@ -154,15 +133,16 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
 <style>${CSS}</style></head>
 <body><main>
 <div id="banner"${m.maintenance.enabled ? '' : ' hidden'} role="status"><span id="banner-text">${esc(banner)}</span></div>
+<section id="phase" class="card phase phase-${esc(m.phase.level)}" data-phase="${esc(m.phase.name)}" aria-label="state"><span id="phase-text">${esc(m.phase.text)}</span></section>
 <section class="card hero" aria-label="lease">
   <div><div class="label">holder</div><div id="holder" class="big">${esc(r.holder ?? 'none')}</div></div>
   <div><div class="label">generation</div><div id="generation" class="big">${esc(r.generation)}</div></div>
   <div><div class="label">validity</div><div id="validity" class="${esc(v.cls)}">${esc(v.text)}</div>
-    <div id="lockdelay">${esc(lockDelayText(r))}</div></div>
+    <div id="lockdelay" class="${ld === '' ? '' : 'warn'}">${esc(ld)}</div></div>
   <div style="flex-basis:100%"><span id="revision" class="label">${esc(`revision ${r.revision}${r.promotedFrom !== null ? `, promoted from ${r.promotedFrom}` : ''}`)}</span>
-    <span id="streak" class="bad">${esc(r.dualUnreachableStreak > 0 ? `dual-unreachable streak: ${r.dualUnreachableStreak}` : '')}</span></div>
+    <span id="streak" class="bad">${esc(streakText(r, m.failover.promoteAfterChecks))}</span></div>
 </section>
-<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(failoverText(m))}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
+<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
 <section class="card" aria-label="hosts"><div class="label">hosts</div>
 <table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>

@@ -16,6 +16,9 @@ export const HostStatus = Type.Object({
     Type.Object({ target: Type.String(), reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean(), ageSeconds: Type.Number() }),
     Type.Null(),
   ]),
+  /** The "view of holder" cell: what this host last said of the holder; ok/bad only for a view a check counts. */
+  viewText: Type.String(),
+  viewLevel: Type.Union([Type.Literal('ok'), Type.Literal('bad'), Type.Literal('muted')]),
   load: Type.Union([
     Type.Object({
       loadAvg: Type.Optional(Type.Array(Type.Number())),
@@ -26,6 +29,7 @@ export const HostStatus = Type.Object({
     }),
     Type.Null(),
   ]),
+  loadText: Type.String(),
 });
 export type HostStatusT = Static<typeof HostStatus>;
 
@@ -42,6 +46,20 @@ export const StatusAnswer = Type.Object({
     problem: Type.Union([Type.String(), Type.Null()]),
   }),
   timingProblems: Type.Array(TimingProblemOut),
+  /** What is going on, in one line: the top of the page. */
+  phase: Type.Object({
+    name: Type.Union([
+      Type.Literal('no-holder'),
+      Type.Literal('holder-silent'),
+      Type.Literal('lock-delay'),
+      Type.Literal('timing-problem'),
+      Type.Literal('failed-over'),
+      Type.Literal('standby-down'),
+      Type.Literal('healthy'),
+    ]),
+    level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')]),
+    text: Type.String(),
+  }),
   hosts: Type.Array(HostStatus),
 });
 export type StatusAnswerT = Static<typeof StatusAnswer>;
