@@ -238,8 +238,12 @@ export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], prom
   const row = hosts.find((h) => h.host === holder);
   const streak = record.dualUnreachableStreak;
   if ((row?.heartbeatProblem ?? false) || streak > 0) {
-    const age = row?.lastHeartbeatAgeSeconds ?? null;
-    const heard = row?.heartbeatProblem !== true ? 'unreachable (it still reports)' : age === null || row.heartbeatText.startsWith('refused') ? `silent (heartbeat: ${row.heartbeatText})` : `silent: no heartbeat for ${fmtSeconds(age)}`;
+    let heard = 'unreachable (it still reports)';
+    if (row?.heartbeatProblem === true) {
+      // Never heard from, or its last request refused: the cell says which; else how long.
+      const age = row.lastHeartbeatAgeSeconds;
+      heard = age === null || row.heartbeatText.startsWith('refused') ? `silent (heartbeat: ${row.heartbeatText})` : `silent: no heartbeat for ${fmtSeconds(age)}`;
+    }
     const checks = streak > 0 ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby` : '; its lease runs out unless it renews';
     return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
   }
