@@ -167,7 +167,7 @@ fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
 | \`GET /v1/events?after=ID&limit=N\`, \`?tail=N\`, \`?since=T\` | read | \`{events: [...]}\` ascending |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
-| \`GET /v1/status\` | read | the status page's data: hosts, failover sentence, timing problems |
+| \`GET /v1/status\` | read | the status page's data: the phase line, hosts, failover sentence, timing problems |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
 | \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases |

@@ -19,6 +19,7 @@ import { buildApp } from './app.js';
 import { EventWaiters } from '../routes/events-stream.js';
 import { registerOperatorMetrics } from '../operator-metrics.js';
 import { registryRoutes } from '../registry/routes.js';
+import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { RegistryStore, openRegistryDatabase } from '../registry/store.js';
 
@@ -109,6 +110,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const registryDb = opts.registry === true ? openRegistryDatabase(store.path) : null;
   const registry = registryDb === null ? null : new RegistryStore(registryDb, { bands: config.portBands });
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
+  // The status page's load column: the machines the agents register (SPEC §8).
+  const load = registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
   let app: FastifyInstance | null = null;
   let closed = false;
   return {
@@ -139,7 +142,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
         app = await buildApp({
           hq: { arbiter, checker, store, metrics, config, version: version() },
           log,
-          ...(opts.operator === true ? { operator: { waiters } } : {}),
+          ...(opts.operator === true ? { operator: { waiters, load } } : {}),
         });
         if (registry !== null) await app.register(registryRoutes, { store: registry, now: nowMs });
       }
