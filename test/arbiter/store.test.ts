@@ -16,7 +16,7 @@ t.test('the database opens with WAL, synchronous FULL, foreign keys, 0600/0700 m
   t.equal(statSync(join(dir, 'hq.db')).mode & 0o777, 0o600, 'hq.db 0600');
   const db = new Database(join(dir, 'hq.db'), { readonly: true });
   t.equal(db.pragma('journal_mode', { simple: true }), 'wal', 'WAL');
-  t.equal((db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string }).value, '2', 'schema version 2 (the record carries the margin, observers their cadence)');
+  t.equal((db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string }).value, '3', 'schema version 3 (the registry joined the numbered list)');
   db.close();
   const state = store.read();
   t.same(state.lease, { ...emptyLease(6), floorPending: true }, 'the first lease row has floorPending');

@@ -5,14 +5,15 @@
 import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import { GroupCommit } from '../../apps/arbiter/src/registry/group-commit.js';
-import { openRegistryDatabase, RegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { RegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { openDatabase } from '../../apps/arbiter/src/store/database.js';
 import type { Actor } from '../../apps/arbiter/src/registry/decide.js';
 
 const NOW = 1_800_000_000_000;
 const admin: Actor = { machine: 'ops', admin: true };
 
 function fresh(t: Test): RegistryStore {
-  const db = openRegistryDatabase(join(t.testdir(), 'hq.db'));
+  const db = openDatabase({ path: join(t.testdir(), 'hq.db') });
   t.teardown(() => db.close());
   return new RegistryStore(db);
 }
