@@ -6,7 +6,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { RegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { SqliteRegistryStore } from '../../apps/arbiter/src/registry/store.js';
 import { openDatabase } from '../../apps/arbiter/src/store/database.js';
 import { childEnv } from '../arbiter/child.js';
 
@@ -60,7 +60,7 @@ t.test('four processes allocating 20 ports each get 50 distinct ports and 30 ban
   t.ok(results.filter((r) => !r.ok).every((r) => r.reason === 'band-full'), 'every refusal is band-full');
   t.ok(new Set(granted.map((r) => r.machine)).size > 1, 'more than one worker got ports (they really raced)');
   const db = openDatabase({ path: dbPath });
-  const store = new RegistryStore(db);
+  const store = new SqliteRegistryStore(db);
   const live = store.listPortLeases(Date.now());
   db.close();
   t.equal(live.length, 50, 'the database holds 50 live leases');

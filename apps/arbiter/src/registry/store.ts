@@ -1,7 +1,8 @@
 /**
- * RegistryStore — resources and port leases in the arbiter's SQLite file, beside the lease
- * record (own tables, same file `{dataDir}/hq.db`, same numbered migration list: the connection
- * comes from `openDatabase` in ../store/database.ts, which has migrated it).
+ * SqliteRegistryStore — the registry seam (`RegistryStore`, ../store/store.ts) over resources
+ * and port leases in the arbiter's SQLite file, beside the lease record (own tables, same file
+ * `{dataDir}/hq.db`, same numbered migration list: the connection comes from `openDatabase`
+ * in ../store/database.ts, which has migrated it).
  *
  * Invariants:
  *  - Every write is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
@@ -39,6 +40,7 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from './decide.js';
+import type { AllocateRequest, RegistryStore, ResourceFilter } from '../store/store.js';
 
 interface ResourceDbRow {
   id: string;
@@ -144,19 +146,7 @@ export interface RegistryStoreOptions {
   readonly bands?: Bands;
 }
 
-export interface AllocateRequest {
-  readonly machine: string;
-  readonly purpose: string;
-  readonly ttlMs: number;
-  readonly excluded?: readonly number[];
-}
-
-export interface ResourceFilter {
-  readonly kind?: ResourceKind;
-  readonly machine?: string;
-}
-
-export class RegistryStore {
+export class SqliteRegistryStore implements RegistryStore {
   readonly bands: Bands;
   private readonly db: Database.Database;
   private readonly q: ReturnType<typeof prepare>;

@@ -20,7 +20,8 @@ import { EventWaiters } from '../routes/events-stream.js';
 import { registerOperatorMetrics } from '../operator-metrics.js';
 import { registryRoutes } from '../registry/routes.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
-import { RegistryStore } from '../registry/store.js';
+import { SqliteRegistryStore } from '../registry/store.js';
+import type { RegistryStore } from '../store/store.js';
 import { openDatabase } from '../store/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
@@ -108,7 +109,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
   const registryDb = opts.registry === true ? openDatabase({ path: store.path }) : null;
-  const registry = registryDb === null ? null : new RegistryStore(registryDb, { bands: config.portBands });
+  const registry = registryDb === null ? null : new SqliteRegistryStore(registryDb, { bands: config.portBands });
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
   let app: FastifyInstance | null = null;
   let closed = false;

@@ -1,5 +1,6 @@
 /**
- * SqliteStore — the lease record, observers, events and tokens in one SQLite file
+ * SqliteStore — the lease side's seams (store.ts: LeaseRecords, EventLog, TokenStore,
+ * CheckLock, StoreAdmin) over the lease record, observers, events and tokens in one SQLite file
  * (`{dataDir}/hq.db`), through better-sqlite3. The file is opened and migrated by
  * `openDatabase` (database.ts), the one opener of every connection to it.
  *
@@ -17,7 +18,7 @@ import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
-import type { Committed, Decision, EventInput, EventRow, LeaseStore, Outcome, Scope, TokenRow } from './store.js';
+import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from './store.js';
 import { DATABASE_FILE, openDatabase } from './database.js';
 
 interface LeaseRow {
@@ -63,13 +64,6 @@ interface EventDbRow {
   event: string;
   host: string | null;
   data: string;
-}
-
-export class CasError extends Error {
-  constructor() {
-    super('the lease row changed under the transaction (compare-and-swap failed)');
-    this.name = 'CasError';
-  }
 }
 
 /** Field-by-field equality (a decision may return an equal copy for "unchanged"). */

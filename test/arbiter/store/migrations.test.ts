@@ -8,12 +8,12 @@ import t, { type Test } from 'tap';
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { main } from '../../apps/arbiter/src/commands.js';
-import { MIGRATIONS } from '../../apps/arbiter/src/store/migrations.js';
-import { openDatabase, schemaVersion } from '../../apps/arbiter/src/store/database.js';
-import { SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
-import { RegistryStore } from '../../apps/arbiter/src/registry/store.js';
-import { writeConfig } from './child.js';
+import { main } from '../../../apps/arbiter/src/commands.js';
+import { MIGRATIONS } from '../../../apps/arbiter/src/store/migrations.js';
+import { openDatabase, schemaVersion } from '../../../apps/arbiter/src/store/database.js';
+import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite.js';
+import { SqliteRegistryStore } from '../../../apps/arbiter/src/registry/store.js';
+import { writeConfig } from '../child.js';
 
 const FIXTURES = join(import.meta.dirname, 'fixtures');
 const EVERY_TABLE = ['events', 'lease', 'meta', 'observers', 'port_leases', 'resources', 'sqlite_sequence', 'tokens'];
@@ -101,14 +101,14 @@ function schema(path: string): Map<string, unknown> {
   }
 }
 
-function open(t: Test, dir: string): { store: SqliteStore; registry: RegistryStore } {
+function open(t: Test, dir: string): { store: SqliteStore; registry: SqliteRegistryStore } {
   const store = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
   const db = openDatabase({ path: store.path });
   t.teardown(() => {
     db.close();
     store.close();
   });
-  return { store, registry: new RegistryStore(db) };
+  return { store, registry: new SqliteRegistryStore(db) };
 }
 
 t.test('the migration list is numbered 1, 2, 3, … with a reason each', async (t) => {
