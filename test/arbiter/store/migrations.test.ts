@@ -22,13 +22,20 @@ const SHA = (c: string): string => c.repeat(64);
 
 type Row = Record<string, unknown>;
 
-/** Makes `{dir}/hq.db` from a fixture as the earlier hq-arbiter did, with rows in every table it had. */
-function makeOld(dir: string, fixture: string, opts: { registry: boolean }): void {
+/**
+ * Makes `{dir}/hq.db` as hq-arbiter 4279e35 left it at schema `version` (1 or 2), its DDL from
+ * the fixtures (checked out from git), the registry's tables when a daemon had opened it, and
+ * rows in every table.
+ */
+function makeOld(dir: string, version: 1 | 2, opts: { registry: boolean }): void {
   const db = new Database(join(dir, 'hq.db'));
   db.pragma('journal_mode = WAL');
-  db.exec(readFileSync(join(FIXTURES, fixture), 'utf8'));
-  const v2 = schemaVersion(db) >= 2;
-  if (!opts.registry) db.exec('DROP TABLE IF EXISTS resources; DROP TABLE IF EXISTS port_leases');
+  const ddl = (name: string): string => readFileSync(join(FIXTURES, `4279e35-${name}.sql`), 'utf8');
+  db.exec(ddl('migration-1'));
+  if (version === 2) db.exec(ddl('migration-2'));
+  if (opts.registry) db.exec(ddl('registry'));
+  db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?)").run(String(version));
+  const v2 = version === 2;
   db.prepare(
     `INSERT INTO lease (name, holder, generation, revision, acquired_at, renewed_at, ttl_seconds, expires_at, released,
        not_before, floor_pending, dual_unreachable_streak, last_check_at, promoted_from, maintenance, maintenance_reason, floor)
@@ -132,16 +139,17 @@ t.test('a new file gets every table, the last schema version and the first lease
   t.equal(store.read().lease.floorPending, true, 'the first lease row has the floor pending (S2.4)');
 });
 
-const OLD: ReadonlyArray<readonly [string, string, { registry: boolean }]> = [
-  ['a version 2 database made by a daemon (registry tables present)', 'hq-db-v2.sql', { registry: true }],
-  ['a version 2 database made by hq-arbiter token before any daemon (no registry tables)', 'hq-db-v2.sql', { registry: false }],
-  ['a version 1 database (before the margin and cadence columns)', 'hq-db-v1.sql', { registry: false }],
+const OLD: ReadonlyArray<readonly [string, 1 | 2, { registry: boolean }]> = [
+  ['a version 2 database made by a daemon (registry tables present)', 2, { registry: true }],
+  ['a version 2 database made by hq-arbiter token before any daemon (no registry tables)', 2, { registry: false }],
+  ['a version 1 database (before the margin and cadence columns)', 1, { registry: false }],
+  ['a version 1 database a daemon of that time opened (registry tables present)', 1, { registry: true }],
 ];
 
-for (const [name, fixture, opts] of OLD) {
+for (const [name, version, opts] of OLD) {
   t.test(`${name} opens, migrates and keeps every row`, async (t) => {
     const dir = t.testdir();
-    makeOld(dir, fixture, opts);
+    makeOld(dir, version, opts);
     const path = join(dir, 'hq.db');
     const before = dump(path);
     const { store, registry } = open(t, dir);
@@ -160,7 +168,7 @@ for (const [name, fixture, opts] of OLD) {
     t.equal(schemaVersion(db), MIGRATIONS.length, `schema version ${MIGRATIONS.length}`);
     db.close();
 
-    const v2 = fixture === 'hq-db-v2.sql';
+    const v2 = version === 2;
     const state = store.read();
     t.match(
       state.lease,
