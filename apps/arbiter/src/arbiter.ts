@@ -10,7 +10,7 @@ import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
-import type { EventInput, EventRow, LeaseStore } from './store/store.js';
+import type { EventInput, EventLog, EventRow, LeaseRecords } from './store/store.js';
 import { TimingNotes, failoverOf } from './timing.js';
 
 /** A lost compare-and-swap: an answer (412), not a fault, so it carries no stack trace. */
@@ -61,7 +61,8 @@ export interface Decided<A> {
 
 export interface ArbiterDeps {
   readonly config: ArbiterConfig;
-  readonly store: LeaseStore;
+  /** The record CAS for decisions, the event log for shell-side events (`note`). */
+  readonly store: LeaseRecords & EventLog;
   readonly clock: Clock;
   readonly sink: EventSink;
   readonly metrics: Metrics;

@@ -21,7 +21,7 @@ import { check } from '@hq/lease-core';
 import type { Arbiter } from './arbiter.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
-import type { EventInput, LeaseStore } from './store/store.js';
+import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -131,7 +131,8 @@ class HolderChanged extends Error {}
 
 export interface CheckerDeps {
   readonly arbiter: Arbiter;
-  readonly store: LeaseStore;
+  /** Reads for a skipped check's answer; the lock that keeps two checks from overlapping. */
+  readonly store: LeaseRecords & CheckLock;
   readonly prober: Prober;
   readonly metrics: Metrics;
   readonly log: Logger;

@@ -2,7 +2,7 @@
  * Fleet registry and port leases (SPEC §8): the pure decisions. No I/O, no clock: every
  * function takes `now` (epoch milliseconds, the arbiter's clock) and the rows it decides on,
  * and returns a discriminated union — an expected refusal is `{ ok: false, reason }`, never a
- * throw. `RegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.
+ * throw. `SqliteRegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.
  *
  * Guarantees (given that the store serialises every allocation):
  *  - A port is handed to at most one live lease: a port is free only when it has no row or its

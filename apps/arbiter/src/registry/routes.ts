@@ -12,7 +12,8 @@ import { ERRORS, type CatalogEntry } from '@hq/lease-core';
 import { HttpError } from '../server/context.js';
 import { GroupCommit } from './group-commit.js';
 import { inBand, type Actor, type AttrValue, type Attrs, type ResourceRow } from './decide.js';
-import { attrsToObject, type RegistryStore } from './store.js';
+import { attrsToObject } from './store.js';
+import type { RegistryStore } from '../store/store.js';
 import {
   Deleted,
   ErrorBody,

@@ -7,7 +7,7 @@ import type { Arbiter } from '../arbiter.js';
 import type { Checker } from '../checks.js';
 import type { ArbiterConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
-import type { LeaseStore } from '../store/store.js';
+import type { EventLog, TokenStore } from '../store/store.js';
 import type { Principal } from '../auth.js';
 
 /** Who may call a route: nobody needs a token, any valid token (or none with openReads), … */
@@ -16,7 +16,8 @@ export type RouteScope = 'none' | 'read' | 'member' | 'heartbeat' | 'admin';
 export interface HqContext {
   readonly arbiter: Arbiter;
   readonly checker: Checker;
-  readonly store: LeaseStore;
+  /** What routes use directly: the event log and the tokens (lease state goes through `arbiter`). */
+  readonly store: EventLog & TokenStore;
   readonly metrics: Metrics;
   readonly config: ArbiterConfig;
   readonly version: string;
