@@ -483,7 +483,7 @@ t.test('errors name what they used: the URL and the file it came from, a server 
 
 t.test('help is wrapped to 80 columns: hq --help and every command, doctor and standby included (#17)', async (t) => {
   const { DOCTOR_SPEC } = await import('../../apps/agent/src/cli/doctor.js');
-  const { STANDBY_SPECS } = await import('../../apps/agent/src/replication/specs.js');
+  const { STANDBY_SPECS } = await import('../../apps/agent/src/cli/standby-specs.js');
   const specs = [...COMMANDS.map((c) => c.spec), DOCTOR_SPEC, ...Object.values(STANDBY_SPECS)];
   for (const spec of specs) {
     const long = helpText(spec).split('\n').filter((l) => [...l].length > 80);

@@ -3,7 +3,6 @@ import fc from 'fast-check';
 import {
   DEFAULT_ROLES,
   acquire,
-  asksPeers,
   check,
   emptyLease,
   heartbeat,
@@ -22,6 +21,7 @@ import {
   onConfirmRequest,
   onPeerResults,
   persisted,
+  queryFence,
   resume,
   settle,
   stepDown,
@@ -558,6 +558,16 @@ t.test('fence: validity from send time with elapsed = max(mono, wall) (A1)', asy
   }
 });
 
+t.test('queryFence settles once: the decision is the fence of the settled state, which it returns', async (t) => {
+  const s = holding();
+  const later = at(16); // the grant (valid until 15) is spent
+  const q = queryFence(s, 'cron', later, A);
+  t.same(q.state, settle(s, later), 'the settled state is returned for the shell to keep');
+  t.equal(q.state.current, null, 'with the spent grant dropped');
+  t.same(q.decision, fence(s, 'cron', later, A), 'the decision is the one fence gives');
+  t.same(queryFence(q.state, 'cron', later, A).state, q.state, 'settling a settled state changes nothing');
+});
+
 t.test('fence reads memory only: it does not change the state it is given', async (t) => {
   const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10), A).state;
   const copy = JSON.stringify(s);
@@ -906,19 +916,4 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
     { numRuns: 300 },
   );
   t.pass('no fence answer broke A1–A5 in 300 random agent histories');
-});
-
-t.test('asksPeers: the holder asks its peers after an unreachable arbiter or a held renewal, never for a pending floor', async (t) => {
-  const held = holding();
-  t.equal(asksPeers(held, 'unreachable'), true, 'arbiter unreachable: ask');
-  t.equal(asksPeers(held, 'held-renewal'), true, 'a renewal behind the start wait: ask');
-  t.equal(asksPeers(held, 'other'), false, 'a plain answer: no');
-  // The issue: node-b adopted a pending grant's generation through the confirm request and its
-  // report raised the floor above the grant that produced it (generation 1 became 2, then 4).
-  t.equal(asksPeers(holding({ floorPending: true }), 'unreachable'), false, 'a record whose floor is pending: never');
-  t.equal(asksPeers(standby(), 'unreachable'), false, 'a standby does not ask');
-  t.equal(asksPeers(holding({ released: true }), 'unreachable'), false, 'a released lease: no');
-  t.equal(asksPeers(stepDown(held), 'unreachable'), false, 'after a step-down: no');
-  t.equal(asksPeers(fresh(), 'unreachable'), false, 'no record: no');
-  t.equal(asksPeers({ ...held, stale: true }, 'unreachable'), false, 'a stale record: no');
 });

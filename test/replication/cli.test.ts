@@ -10,7 +10,7 @@ import { chmodSync, existsSync, readFileSync, readlinkSync, writeFileSync } from
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { standbyCommand } from '../../apps/agent/src/replication/cli.js';
+import { standbyCommand } from '../../apps/agent/src/cli/standby.js';
 import Fastify from 'fastify';
 import { readdirSync } from 'node:fs';
 import { survivalRoutes } from '../../apps/arbiter/src/routes/survival.js';

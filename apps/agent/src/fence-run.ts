@@ -16,7 +16,16 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import type { FenceAnswer } from './cli/local.js';
+
+/** The agent's fence answer as the supervisor acts on it (`GET /v1/fence`, read by cli/local.ts). */
+export interface FenceAnswer {
+  readonly run: boolean;
+  readonly reason: string;
+  readonly generation: number;
+  readonly holder: string | null;
+  readonly role: string;
+  readonly validForSeconds: number | null;
+}
 
 export type CheckResult =
   | { readonly kind: 'answer'; readonly fence: FenceAnswer }

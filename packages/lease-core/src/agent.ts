@@ -403,18 +403,6 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
   return { state: settle(state, received), events };
 }
 
-/**
- * Whether the holder asks its peers to confirm it after an arbiter exchange (rule ③, L2): when
- * the arbiter could not be reached, or renewed behind a hold (S2.3). Never for a record whose
- * floor is pending (S2.4): such a grant makes no validity from peers anyway, and a peer that
- * adopted its generation as seen would report it back and raise the grant above itself.
- */
-export function asksPeers(state: AgentState, trigger: 'unreachable' | 'held-renewal' | 'other'): boolean {
-  if (trigger === 'other') return false;
-  const k = state.known;
-  return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
-}
-
 /** Step down before a release or handover: nothing of this generation runs any more. */
 export function stepDown(state: AgentState): AgentState {
   return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, state.known?.generation ?? 0) };
@@ -461,7 +449,22 @@ export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role:
  * otherwise fail-open for fail-open roles, else no-quorum-expired (or no-lease once released).
  */
 export function fence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
+  return decideFence(settle(state0, now), role, now, settings);
+}
+
+/**
+ * The fence query as the shell answers it: settled once, the decision on that settled state,
+ * and the settled state for the shell to keep in memory (a validity once seen over stays over,
+ * so a later backward wall jump cannot revive it; settling only drops grants and flags, so the
+ * disk stays the more cautious copy until the next commit writes it).
+ */
+export function queryFence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): { readonly state: AgentState; readonly decision: FenceDecision } {
   const state = settle(state0, now);
+  return { state, decision: decideFence(state, role, now, settings) };
+}
+
+/** `fence` on a state already settled at `now`. */
+function decideFence(state: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
   const known = state.known;
   const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
   const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });

@@ -11,6 +11,7 @@ export * from './keys.js';
 export * from './cron.js';
 export * from './arbiter.js';
 export * from './agent.js';
+export * from './heartbeat.js';
 export * from './role.js';
 export * from './guard.js';
 export * from './version.js';

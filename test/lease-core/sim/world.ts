@@ -603,7 +603,7 @@ export class World {
 
   private startPeerRound(a: Agent): void {
     const known = a.state.known;
-    if (!this.d.core.asksPeers(a.state, 'unreachable') || known === null || a.round !== null) return;
+    if (!this.d.core.asksPeers(a.state, { kind: 'no-answer' }) || known === null || a.round !== null) return;
     const id = this.id();
     a.round = { id, sent: a.stamp(), results: new Map() };
     for (const peer of this.cfg.candidates) {

@@ -2,6 +2,7 @@
  * The local agent over its unix socket, with node:http only (light: no Fastify, no undici).
  */
 import { request } from 'node:http';
+import type { FenceAnswer } from '../fence-run.js';
 
 export type LocalResult =
   | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
@@ -40,15 +41,6 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
     req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'down', problem: err.code ?? err.message }));
     req.end(payload ?? undefined);
   });
-}
-
-export interface FenceAnswer {
-  readonly run: boolean;
-  readonly reason: string;
-  readonly generation: number;
-  readonly holder: string | null;
-  readonly role: string;
-  readonly validForSeconds: number | null;
 }
 
 export function isFenceAnswer(v: unknown): v is FenceAnswer {

@@ -232,8 +232,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     return doctorCommand(argv.slice(1));
   }
   if (argv[0] === 'standby') {
-    // `hq standby …` (SPEC §6) has its own table in replication/.
-    const { standbyCommand } = await import('../replication/index.js');
+    // `hq standby …` (SPEC §6) has its own table in standby.ts.
+    const { standbyCommand } = await import('./standby.js');
     return standbyCommand(argv.slice(1));
   }
   const two = argv.slice(0, 2).join(' ');
