@@ -7,14 +7,14 @@ import { buildSnapshot, survivalSubset, stripHostLocal, SnapshotError } from '..
 import { planTier } from '../../apps/agent/src/replication/plan.js';
 import {
   DEFAULT_PLAN,
-  DEFAULT_SECRET_PATTERNS,
   REPLICATION_DEFAULTS,
-  isSecretPath,
   resolveReplication,
   validateReplication,
 } from '../../apps/agent/src/replication/config.js';
 import { ConfigError } from '../../apps/agent/src/config-file.js';
-import { generationId, parseManifest, parseSums, sha256File, sumsDisagreement } from '../../apps/agent/src/replication/manifest.js';
+import { sha256File } from '../../apps/agent/src/replication/manifest.js';
+import { DEFAULT_SECRET_PATTERNS, generationId, isSecretPath, parseSums, sumsDisagreement } from '../../packages/protocol/src/index.js';
+import { parseManifest } from '../../packages/protocol/src/schemas/index.js';
 import { config, ROOT, tmp, write, writer } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');

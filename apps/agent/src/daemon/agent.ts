@@ -26,16 +26,24 @@ import {
   type AgentSettings,
   type AgentState,
   type AgentStep,
-  type ConfirmAnswer,
-  type ConfirmRequest,
-  type FenceDecision,
   type LeaseEvent,
-  type ReportedCategory,
-  type ReportedEvent,
   type PeerResult,
   type Persisted,
   type Stamp,
 } from '@hq/lease-core';
+import {
+  isHeartbeatOutcome,
+  type AgentHeartbeatOutcome,
+  type AgentStatus,
+  type ConfirmAnswer,
+  type ConfirmRequest,
+  type FenceDecision,
+  type HeartbeatReport,
+  type PeerInfo,
+  type PrimaryAnswer,
+  type ReportedCategory,
+  type ReportedEvent,
+} from '@hq/protocol';
 import type { AgentConfig } from '../config.js';
 import { healthUrlOf, peersFromCandidates } from '../config.js';
 import type { Clock } from '../clock.js';
@@ -71,22 +79,6 @@ export interface AgentOptions {
   readonly observer?: AgentObserver;
   /** Replaces the ping ⊕ health probe (tests). */
   readonly probe?: (target: string) => Promise<ProbeResult>;
-}
-
-export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused' | 'unreachable' | 'refused' | 'invalid-answer';
-
-export interface HeartbeatReport {
-  readonly outcome: HeartbeatOutcome;
-  readonly status: number | null;
-  readonly problem: string | null;
-  readonly holder: string | null;
-  readonly generation: number;
-  readonly peerConfirmation: 'confirmed' | 'not-confirmed' | null;
-  readonly at: number;
-  /** What the arbiter said about this host's cadence against its lease timing (S6). */
-  readonly timingProblems: readonly string[];
-  /** The arbiter's worst-case failover sentence, as it prints it everywhere. */
-  readonly failover: string | null;
 }
 
 interface GivenRecord {
@@ -298,7 +290,7 @@ export class Agent {
     return d.run && d.validForSeconds !== null ? Math.max(0, d.validForSeconds) : 0;
   }
 
-  status(): object {
+  status(): AgentStatus {
     const now = this.now();
     const s = settle(this.state, now);
     const d = fence(s, 'ledger-cli', now, this.settings);
@@ -335,12 +327,12 @@ export class Agent {
     };
   }
 
-  primary(): { known: boolean; holder: string | null; generation: number } {
+  primary(): PrimaryAnswer {
     const k = this.state.known;
     return { known: k !== null && k.holder !== null, holder: k?.holder ?? null, generation: k?.generation ?? this.state.seen };
   }
 
-  peerInfo(): object {
+  peerInfo(): PeerInfo {
     const s = settle(this.state, this.now());
     return {
       host: this.host,
@@ -504,7 +496,7 @@ export class Agent {
   /** Folds an arbiter answer (heartbeat or refresh) into the state; asks the peers when needed. */
   private async absorb(res: HttpResult, sent: Stamp, received: Stamp, via: 'heartbeat' | 'refresh'): Promise<HeartbeatReport> {
     const base = { status: null as number | null, problem: null as string | null, at: received.wall, timingProblems: [] as string[], failover: null as string | null };
-    let outcome: HeartbeatOutcome;
+    let outcome: AgentHeartbeatOutcome;
     let trigger: 'unreachable' | 'held-renewal' | 'other' = 'other';
     let status: number | null = null;
     let problem: string | null = null;
@@ -538,14 +530,14 @@ export class Agent {
       const parsed = parseRecord(leaseInput);
       const hold = typeof b?.hold === 'number' && Number.isFinite(b.hold) ? b.hold : null;
       const o = via === 'refresh' ? 'refresh' : b?.outcome;
-      if (!parsed.ok || (via === 'heartbeat' && (typeof o !== 'string' || !['renewed', 'standby', 'no-lease', 'renew-refused'].includes(o)))) {
+      if (!parsed.ok || (via === 'heartbeat' && !isHeartbeatOutcome(o))) {
         outcome = 'invalid-answer';
         problem = parsed.ok ? 'outcome missing or unknown' : parsed.problem;
         await this.commit((s) => onArbiterFailure(s));
         this.opts.log.warn({ category: 'hq.lease', event: 'arbiter-invalid-answer', via, problem }, 'arbiter answer refused');
       } else {
         const record = parsed.value;
-        outcome = via === 'refresh' ? (record.holder === this.host ? 'renewed' : 'standby') : (o as HeartbeatOutcome);
+        outcome = via === 'refresh' ? (record.holder === this.host ? 'renewed' : 'standby') : (o as AgentHeartbeatOutcome);
         const confirms = via === 'heartbeat' && o === 'renewed';
         await this.commit((s) => onArbiterAnswer(s, { record, confirms, hold: confirms ? hold : null }, sent, received, this.settings));
         if (confirms && hold !== null && hold > record.now) trigger = 'held-renewal';

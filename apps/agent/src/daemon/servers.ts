@@ -14,16 +14,12 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Type, { type Static } from 'typebox';
-import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/lease-core';
+import { ERRORS, isHost, type SeenAnswer, type SteppedDownAnswer } from '@hq/protocol';
+import { ConfirmAnswer, ConfirmBody, ErrorBody, FenceQuery, OkAnswer, ReportedEventBody } from '@hq/protocol/schemas';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
 import type { AgentMetrics } from './metrics.js';
-
-const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
-
-const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
 function base(listener: string, metrics: AgentMetrics | null, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
@@ -59,27 +55,10 @@ function base(listener: string, metrics: AgentMetrics | null, serverFactory?: Fa
 // the unix socket
 
 /**
- * `POST /v1/events`: a category and one of its closed list of events (lease-core
- * REPORTED_EVENTS), with flat scalar data. Keys are camelCase words, never one the log line
- * sets itself (pino's and the event's own), so a report cannot forge another line's fields.
+ * `POST /v1/events` (the protocol's REPORTED_EVENTS, flat scalar data under camelCase keys):
+ * a data key is never one the log line sets itself (pino's and the event's own), so a report
+ * cannot forge another line's fields.
  */
-const ReportedData = Type.Record(
-  Type.String({ pattern: '^[a-z][A-Za-z0-9]{0,31}$' }),
-  Type.Union([Type.String({ maxLength: REPORTED_DATA_LIMITS.maxString }), Type.Number(), Type.Boolean(), Type.Null()]),
-  { maxProperties: REPORTED_DATA_LIMITS.maxFields },
-);
-const reported = <C extends keyof typeof REPORTED_EVENTS>(category: C) =>
-  Type.Object(
-    {
-      category: Type.Literal(category),
-      event: Type.Union(REPORTED_EVENTS[category].map((e) => Type.Literal(e))),
-      data: Type.Optional(ReportedData),
-    },
-    { additionalProperties: false },
-  );
-export const ReportedEventBody = Type.Union([reported('hq.standby'), reported('control')]);
-export type ReportedEventBody = Static<typeof ReportedEventBody>;
-/** Fields every log line sets itself: a report's data may not carry them. */
 const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
 
 /** The query a fenced job sends for a role (roles are `[a-z0-9-]`: nothing to percent-decode). */
@@ -140,7 +119,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       done();
     });
   }
-  app.get('/v1/fence', { schema: { querystring: Type.Object({ role: Type.String() }, { additionalProperties: false }) } }, async (req, reply) => {
+  app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
     const role = req.query.role;
     if (!agent.isRole(role)) {
       return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${role}": not one of ${agent.config.roles.join(', ')}` });
@@ -148,13 +127,13 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     return agent.fence(role);
   });
   app.get('/v1/status', async () => agent.status());
-  app.get('/v1/seen', async () => {
+  app.get('/v1/seen', async (): Promise<SeenAnswer> => {
     const seen = agent.snapshot().seen;
     return { seen: seen > 0, generation: seen };
   });
   app.get('/v1/primary', async () => agent.primary());
   app.post('/v1/heartbeat', async () => agent.heartbeat());
-  app.post('/v1/step-down', async () => {
+  app.post('/v1/step-down', async (): Promise<SteppedDownAnswer> => {
     await agent.stepDown();
     return { ok: true, steppedDown: agent.snapshot().steppedDown };
   });
@@ -162,7 +141,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     await agent.resume();
     return { ok: true };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorBody } } }, async (req, reply) => {
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } }, async (req, reply) => {
     const data = req.body.data ?? {};
     const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
     if (taken !== undefined) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: `data.${taken} is a field the log line sets itself; rename it` });
@@ -247,22 +226,8 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     {
       preHandler: requirePeer,
       schema: {
-        body: Type.Object(
-          {
-            host: Type.String({ pattern: HOST }),
-            generation: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
-            // The lease timing of the holder's record (S6: the arbiter's), so the wait this
-            // confirmation imposes covers the validity it extends.
-            ttlSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
-            safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
-          },
-          { additionalProperties: false },
-        ),
-        response: {
-          200: Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Type.String() }),
-          400: ErrorBody,
-          401: ErrorBody,
-        },
+        body: ConfirmBody,
+        response: { 200: ConfirmAnswer, 400: ErrorBody, 401: ErrorBody },
       },
     },
     async (req, reply) => {

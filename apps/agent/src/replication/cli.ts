@@ -10,7 +10,7 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { parseGeneration, type ReportedEvent } from '@hq/lease-core';
+import { parseGeneration } from '@hq/lease-core';
 import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
 import { seenGeneration } from '../cli/context.js';
 import { callAgent } from '../cli/local.js';
@@ -20,7 +20,7 @@ import { requestJson, joinUrl } from '../http.js';
 import { readToken } from '../tokens.js';
 import { findConfigFile } from '../config-file.js';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from './config.js';
-import { isTier, TIERS, type Tier } from './manifest.js';
+import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
 import { planTier } from './plan.js';
 import { promote, formatPromote, PromoteError } from './promote.js';
 import { pushGeneration, type PushResult } from './push.js';

@@ -12,11 +12,9 @@ export {
   REPLICATION_DEFAULTS,
   DEFAULT_PLAN,
   planIsEmpty,
-  DEFAULT_SECRET_PATTERNS,
   validateReplication,
   resolveReplication,
   loadAgentWithReplication,
-  isSecretPath,
   type ReplicationConfig,
   type ReplicationConfigFile,
 } from './config.js';
@@ -27,5 +25,4 @@ export { pushSurvival, type SurvivalResult } from './survival.js';
 export { verifyTier, checkGenerationDir, formatVerification, type TierVerification } from './verify.js';
 export { promote, formatPromote, PromoteError, type PromoteSummary } from './promote.js';
 export { decideRole, parseDefaultSource } from './role.js';
-export { REPLICATION_ERRORS } from './errors.js';
 export * from './manifest.js';

@@ -25,19 +25,9 @@ import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { fsyncDir, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
 import { refuse, type Refusal } from './errors.js';
-import {
-  checkManifest,
-  formatManifest,
-  GENERATION_RE,
-  parseManifest,
-  parseSums,
-  SHA256_RE,
-  sha256File,
-  sumsDisagreement,
-  TIERS,
-  type Manifest,
-  type Tier,
-} from './manifest.js';
+import { formatManifest, GENERATION_RE, parseSums, SHA256_RE, sumsDisagreement, TIERS, type Manifest, type Tier } from '@hq/protocol';
+import { checkManifest, parseManifest } from '@hq/protocol/schemas';
+import { sha256File } from './manifest.js';
 import { checkGenerationDir } from './verify.js';
 
 export interface ReceiverLog {

@@ -22,12 +22,13 @@
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import type { ArbiterState, LeaseRecord, TimingProblem } from '@hq/lease-core';
+import type { ArbiterState } from '@hq/lease-core';
+import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from '../config.js';
 import { failoverOf, isSilent, timingProblems } from '../timing.js';
 import type { HqContext } from '../server/context.js';
 import type { EventRow } from '../store/store.js';
-import { ErrorBody } from '../schemas/index.js';
+import { ErrorBody } from '@hq/protocol/schemas';
 
 /** What the registry knows about a machine's load (SPEC §8); every field optional. */
 export interface HostLoad {
