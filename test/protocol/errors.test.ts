@@ -78,41 +78,34 @@ t.test('no status is a 5xx except the internal error and a full capacity', async
   t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL', 'HQ_ERR_TOO_MANY_PUSHES', 'HQ_ERR_TOO_MANY_STREAMS'], 'bad input never maps to a 5xx');
 });
 
-const refusals: ReadonlyArray<readonly [string, LeaseRefusal, CatalogEntry]> = [
-  ['a held lease maps to HELD', 'held', ERRORS.HELD],
-  ['a non-holder maps to NOT_HOLDER', 'not-holder', ERRORS.NOT_HOLDER],
-  ['a stale generation maps to STALE_GENERATION', 'stale-generation', ERRORS.STALE_GENERATION],
-  ['an expired lease maps to EXPIRED', 'expired', ERRORS.EXPIRED],
-  ['a non-candidate maps to NOT_CANDIDATE', 'not-candidate', ERRORS.NOT_CANDIDATE],
-  ['the same holder maps to SAME_HOLDER', 'same-holder', ERRORS.SAME_HOLDER],
-  ['a handover or transfer target not heard from maps to TARGET_SILENT', 'target-silent', ERRORS.TARGET_SILENT],
-  ['no holder maps to CONFLICT', 'no-holder', ERRORS.CONFLICT],
+// A refusal reason of a decision → its entry: [why, the lease or registry reason, the entry].
+const refusals: ReadonlyArray<readonly [string, { readonly lease: LeaseRefusal } | { readonly registry: RegistryRefusal }, CatalogEntry]> = [
+  ['a held lease maps to HELD', { lease: 'held' }, ERRORS.HELD],
+  ['a non-holder maps to NOT_HOLDER', { lease: 'not-holder' }, ERRORS.NOT_HOLDER],
+  ['a stale generation maps to STALE_GENERATION', { lease: 'stale-generation' }, ERRORS.STALE_GENERATION],
+  ['an expired lease maps to EXPIRED', { lease: 'expired' }, ERRORS.EXPIRED],
+  ['a non-candidate maps to NOT_CANDIDATE', { lease: 'not-candidate' }, ERRORS.NOT_CANDIDATE],
+  ['the same holder maps to SAME_HOLDER', { lease: 'same-holder' }, ERRORS.SAME_HOLDER],
+  ['a handover or transfer target not heard from maps to TARGET_SILENT', { lease: 'target-silent' }, ERRORS.TARGET_SILENT],
+  ['no holder maps to CONFLICT', { lease: 'no-holder' }, ERRORS.CONFLICT],
+  ['a member token acting for another machine maps to WRONG_HOST', { registry: 'wrong-host' }, ERRORS.WRONG_HOST],
+  ['a lease of another machine maps to WRONG_HOST', { registry: 'wrong-owner' }, ERRORS.WRONG_HOST],
+  ['a resource id another machine holds maps to CONFLICT', { registry: 'id-taken' }, ERRORS.CONFLICT],
+  ['a wrong lease id maps to CONFLICT', { registry: 'wrong-id' }, ERRORS.CONFLICT],
+  ['an unknown or expired lease or resource maps to NOT_FOUND', { registry: 'not-found' }, ERRORS.NOT_FOUND],
+  ['a full band maps to BAND_FULL', { registry: 'band-full' }, ERRORS.BAND_FULL],
+  ['an excluded port outside the band maps to BAD_REQUEST', { registry: 'excluded-outside-band' }, ERRORS.BAD_REQUEST],
 ];
 
 for (const [name, reason, expected] of refusals) {
   t.test(name, async (t) => {
-    const e = refusalError(reason);
-    t.equal(e, expected, `refusalError('${reason}') is the catalog entry itself`);
-    t.equal(e.status, 409, 'every lease refusal is a 409 conflict');
+    const e = 'lease' in reason ? refusalError(reason.lease) : registryError(reason.registry);
+    t.equal(e, expected, 'the catalog entry itself');
+    if ('lease' in reason) t.equal(e.status, 409, 'every lease refusal is a 409 conflict');
   });
 }
 
 t.test('LEASE_REFUSALS lists every lease refusal of the table', async (t) => {
-  t.same([...LEASE_REFUSALS].sort(), refusals.map(([, r]) => r).sort(), 'the list');
+  const lease = refusals.flatMap(([, r]) => ('lease' in r ? [r.lease] : []));
+  t.same([...LEASE_REFUSALS].sort(), lease.sort(), 'the list');
 });
-
-const registry: ReadonlyArray<readonly [string, RegistryRefusal, CatalogEntry]> = [
-  ["a member token acting for another machine is WRONG_HOST", 'wrong-host', ERRORS.WRONG_HOST],
-  ["a lease of another machine is WRONG_HOST", 'wrong-owner', ERRORS.WRONG_HOST],
-  ["a resource id another machine holds is CONFLICT", 'id-taken', ERRORS.CONFLICT],
-  ["a wrong lease id is CONFLICT", 'wrong-id', ERRORS.CONFLICT],
-  ['an unknown or expired lease or resource is NOT_FOUND', 'not-found', ERRORS.NOT_FOUND],
-  ['a full band is BAND_FULL', 'band-full', ERRORS.BAND_FULL],
-  ['an excluded port outside the band is BAD_REQUEST', 'excluded-outside-band', ERRORS.BAD_REQUEST],
-];
-
-for (const [name, reason, expected] of registry) {
-  t.test(name, async (t) => {
-    t.equal(registryError(reason), expected, `registryError('${reason}') is the catalog entry itself`);
-  });
-}

@@ -14,6 +14,8 @@ import {
   sumsDisagreement,
   type Manifest,
 } from '../../packages/protocol/src/index.js';
+import Value from 'typebox/value';
+import { ManifestSchema, checkManifest, parseManifest } from '../../packages/protocol/src/schemas/index.js';
 
 const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);
@@ -110,4 +112,25 @@ t.test('secret names: the defaults, lower-cased, and any patterns given', async 
   for (const p of ['decisions/keep.md', 'config.json', 'keys/readme.md']) t.notOk(isSecretPath(p), `${p} is not`);
   t.ok(isSecretPath('notes/private.md', [/private/]), 'the patterns given replace the defaults');
   t.notOk(isSecretPath('auth.json', []), 'no patterns, no secrets');
+});
+
+const bad: ReadonlyArray<readonly [string, unknown, RegExp]> = [
+  ['not an object', 7, /^manifest \(top level\) /],
+  ['a reserved host', { ...manifest, host: 'constructor' }, /^manifest \/host /],
+  ['a reserved holder', { ...manifest, holder: 'prototype' }, /^manifest \/holder /],
+  ['an unknown tier', { ...manifest, tier: 'all' }, /^manifest \/tier /],
+  ['an unknown field', { ...manifest, extra: 1 }, /^manifest /],
+  ['a date that is none', { ...manifest, createdAt: 'yesterday' }, /createdAt is not a date/],
+  ['an unsafe path', { ...manifest, entries: [{ ...manifest.entries[0], path: '../x' }] }, /path "\.\.\/x" may not hold/],
+  ['a path twice', { ...manifest, entries: [manifest.entries[0], manifest.entries[0]] }, /lists "a\.db" twice/],
+  ['a file under a file', { ...manifest, entries: [manifest.entries[0], { ...manifest.entries[1], path: 'a.db/x' }] }, /"a\.db\/x" lies under a listed file/],
+];
+
+t.test('checkManifest: the one reader of every side', async (t) => {
+  t.equal(checkManifest(manifest), manifest, 'a manifest is returned as is');
+  t.ok(Value.Check(ManifestSchema, manifest), 'and matches the schema');
+  t.same(checkManifest({ ...manifest, holder: null }), { ...manifest, holder: null }, 'a manifest made before any lease has no holder');
+  for (const [name, v, problem] of bad) t.match(checkManifest(v), problem, `${name} is refused, saying why`);
+  t.same(parseManifest(formatManifest(manifest)), manifest, 'parseManifest reads what formatManifest wrote');
+  t.equal(parseManifest('{'), 'MANIFEST.json is not valid JSON', 'text that is not JSON');
 });

@@ -6,10 +6,8 @@ import {
   HEARTBEAT_OUTCOMES,
   REPORTED_EVENTS,
   RESOURCE_ID_PATTERN,
-  formatSums,
   isHeartbeatOutcome,
   isResourceId,
-  type Manifest,
 } from '../../packages/protocol/src/index.js';
 import {
   AcquireBody,
@@ -20,11 +18,8 @@ import {
   HeartbeatBody,
   LeaseRecord,
   Literals,
-  ManifestSchema,
   RegisterBody,
   ReportedEventBody,
-  checkManifest,
-  parseManifest,
 } from '../../packages/protocol/src/schemas/index.js';
 
 const record = {
@@ -86,39 +81,4 @@ t.test('resource ids: the host rule, 64 characters', async (t) => {
   t.equal(RESOURCE_ID_PATTERN.source, '^[a-z0-9][a-z0-9-]{0,63}$', 'the pattern');
   t.ok(isResourceId('mbp-web-1') && isResourceId('a'.repeat(64)), 'ids');
   for (const v of ['constructor', 'prototype', '__proto__', 'a'.repeat(65), 'Web', 1]) t.notOk(isResourceId(v), `${String(v)} is not an id`);
-});
-
-const A = 'a'.repeat(64);
-const manifest: Manifest = {
-  generation: '20261201T070000Z',
-  tier: 'core',
-  createdAt: '2026-12-01T07:00:00.000Z',
-  source: '/srv/app',
-  host: 'mbp',
-  leaseGeneration: 3,
-  holder: null,
-  entries: [
-    { path: 'd/a.md', bytes: 4, sha256: A, kind: 'file', reused: false },
-    { path: 'b.db', bytes: 4, sha256: A, kind: 'sqlite', reused: true },
-  ],
-};
-
-const bad: ReadonlyArray<readonly [string, unknown, RegExp]> = [
-  ['not an object', 7, /^manifest \(top level\) /],
-  ['a reserved host', { ...manifest, host: 'constructor' }, /^manifest \/host /],
-  ['an unknown tier', { ...manifest, tier: 'all' }, /^manifest \/tier /],
-  ['an unknown field', { ...manifest, extra: 1 }, /^manifest /],
-  ['a date that is none', { ...manifest, createdAt: 'yesterday' }, /createdAt is not a date/],
-  ['an unsafe path', { ...manifest, entries: [{ ...manifest.entries[0], path: '../x' }] }, /path "\.\.\/x" may not hold/],
-  ['a path twice', { ...manifest, entries: [manifest.entries[0], manifest.entries[0]] }, /lists "d\/a\.md" twice/],
-  ['a file under a file', { ...manifest, entries: [manifest.entries[0], { ...manifest.entries[1], path: 'd/a.md/x' }] }, /"d\/a\.md\/x" lies under a listed file/],
-];
-
-t.test('checkManifest: the one reader of every side', async (t) => {
-  t.equal(checkManifest(manifest), manifest, 'a manifest is returned as is');
-  t.ok(Value.Check(ManifestSchema, manifest), 'and matches the schema');
-  for (const [name, v, problem] of bad) t.match(checkManifest(v), problem, `${name} is refused, saying why`);
-  t.same(parseManifest(JSON.stringify(manifest)), manifest, 'and gives the manifest');
-  t.equal(parseManifest('{'), 'MANIFEST.json is not valid JSON', 'text that is not JSON');
-  t.equal(formatSums(manifest.entries), `${A}  d/a.md\n${A}  b.db\n`, 'its sums');
 });

@@ -274,6 +274,7 @@ const refusals: readonly [string, unknown, string][] = [
   ['a standby folder inside the state it protects', { stateDir: '/a', standbyDir: '/a/standby' }, 'replication.standbyDir'],
   ['an outbox that contains the state', { stateDir: '/a/b', outboxDir: '/a' }, 'replication.outboxDir'],
   ['a pushTo that is not a host', { stateDir: '/a', pushTo: ['Node B'] }, 'replication.pushTo.0'],
+  ['a pushTo that is a reserved name', { stateDir: '/a', pushTo: ['mbp', 'constructor'] }, 'replication.pushTo.1'],
   ['a pollersOff that is not a list', { stateDir: '/a', pollersOff: 'telegram' }, 'replication.pollersOff'],
   ['a pollersOff entry that is not text', { stateDir: '/a', pollersOff: ['telegram', 3] }, 'replication.pollersOff.1'],
   ['a pollersOff entry that is not a key path', { stateDir: '/a', pollersOff: ['telegram', 'bots..discord'] }, 'replication.pollersOff.1'],

@@ -1,8 +1,7 @@
 /** The agent's listeners (SPEC §5): the bodies its routes validate and the answers they declare. */
-import Type, { type Static } from 'typebox';
-import type * as P from '../agent.js';
+import Type from 'typebox';
 import { CONFIRM_REASONS, REPORTED_DATA_LIMITS, REPORTED_EVENTS, REPORTED_KEY_PATTERN, type ReportedCategory } from '../agent.js';
-import { CadenceSeconds, GrantedGeneration, Host, Literals, type Assert, type Same } from './common.js';
+import { CadenceSeconds, GrantedGeneration, Host, Literals } from './common.js';
 
 /** `GET /v1/fence?role=R`: the role is checked against the configured ones by the route. */
 export const FenceQuery = Type.Object({ role: Type.String() }, { additionalProperties: false });
@@ -29,12 +28,3 @@ export const ConfirmBody = Type.Object(
   { additionalProperties: false },
 );
 export const ConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Literals(CONFIRM_REASONS) });
-
-/** Each schema is the contract's type, checked by the compiler. */
-type Checked = [
-  Assert<Same<Static<typeof FenceQuery>, { role: string }>>,
-  Assert<Same<Static<typeof ReportedEventBody>, P.ReportedEventBody>>,
-  Assert<Same<Static<typeof OkAnswer>, P.OkAnswer>>,
-  Assert<Same<Static<typeof ConfirmBody>, P.ConfirmRequest>>,
-  Assert<Same<Static<typeof ConfirmAnswer>, P.ConfirmAnswer>>,
-];

@@ -1,9 +1,9 @@
 /** The arbiter's lease API (SPEC §4): request bodies, answers, the record. */
-import Type, { type Static } from 'typebox';
+import Type from 'typebox';
 import { LEASE_REFUSALS } from '../errors.js';
 import type * as P from '../lease.js';
 import { HEARTBEAT_OUTCOMES } from '../lease.js';
-import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time, type Assert, type Same } from './common.js';
+import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time } from './common.js';
 
 export const ViewOut = Type.Object(
   {
@@ -149,28 +149,3 @@ export const EventOut = Type.Object(
   { title: 'Event' },
 );
 export const EventsAnswer = Type.Object({ events: Type.Array(EventOut) });
-
-/** Each schema is the contract's type, checked by the compiler. */
-type Checked = [
-  Assert<Same<Static<typeof ViewOut>, P.View>>,
-  Assert<Same<Static<typeof LeaseRecord>, P.LeaseRecord>>,
-  Assert<Same<Static<typeof OkLease>, P.LeaseGranted>>,
-  Assert<Same<Static<typeof Conflict>, P.LeaseConflict>>,
-  Assert<Same<Static<typeof AcquireBody>, P.AcquireRequest>>,
-  Assert<Same<Static<typeof RenewBody>, P.RenewRequest>>,
-  Assert<Same<Static<typeof ReleaseBody>, P.ReleaseRequest>>,
-  Assert<Same<Static<typeof ViewIn>, P.ViewReport>>,
-  Assert<Same<Static<typeof ConfirmationIn>, P.ConfirmationReport>>,
-  Assert<Same<Static<typeof HeartbeatBody>, P.HeartbeatRequest>>,
-  Assert<Same<Static<typeof TimingProblemOut>, P.TimingProblem>>,
-  Assert<Same<Static<typeof HeartbeatAnswer>, P.HeartbeatAnswer>>,
-  Assert<Same<Static<typeof TransferBody>, P.TransferRequest>>,
-  Assert<Same<Static<typeof MaintenanceBody>, P.MaintenanceRequest>>,
-  Assert<Same<Static<typeof CheckAnswer>, P.CheckAnswer>>,
-  Assert<Same<Static<typeof Health>, P.HealthAnswer<'arbiter'>>>,
-  Assert<Same<Static<typeof Primary>, P.PrimaryAnswer>>,
-  Assert<Same<Static<typeof EventsQuery>, P.EventsQuery>>,
-  Assert<Same<Static<typeof EventStreamQuery>, Pick<P.EventsQuery, 'after'>>>,
-  Assert<Same<Static<typeof EventOut>, P.EventRecord>>,
-  Assert<Same<Static<typeof EventsAnswer>, P.EventsAnswer>>,
-];

@@ -1,8 +1,8 @@
 /** The fleet registry and port leases (SPEC §8). */
-import Type, { type Static } from 'typebox';
+import Type from 'typebox';
 import type * as P from '../registry.js';
 import { LEASE_ID_SCHEMA_PATTERN, MIN_TTL_MS, PORT_LEASE_ID_HEADER, RESOURCE_ID_MAX_LENGTH, RESOURCE_ID_SCHEMA_PATTERN } from '../registry.js';
-import { Host, type Assert, type Same } from './common.js';
+import { Host } from './common.js';
 
 export const ResourceId = Type.String({ pattern: RESOURCE_ID_SCHEMA_PATTERN, maxLength: RESOURCE_ID_MAX_LENGTH });
 export const Purpose = Type.String({ pattern: RESOURCE_ID_SCHEMA_PATTERN, maxLength: RESOURCE_ID_MAX_LENGTH });
@@ -75,17 +75,3 @@ export const PortLeasesAnswer = Type.Object({
   bands: Type.Object({ reserved: Type.Array(Type.Integer()), test: Range, offline: Range }),
   now: Type.Number(),
 });
-
-/** Each schema is the contract's type, checked by the compiler. */
-type Checked = [
-  Assert<Same<Static<typeof RegisterBody>, P.RegisterRequest>>,
-  Assert<Same<Static<typeof ResourceHeartbeatBody>, P.ResourceHeartbeatRequest>>,
-  Assert<Same<Static<typeof ResourcesQuery>, P.ResourcesQuery>>,
-  Assert<Same<Static<typeof ResourceOut>, P.Resource>>,
-  Assert<Same<Static<typeof ResourcesAnswer>, P.ResourcesAnswer>>,
-  Assert<Same<Static<typeof Deleted>, P.ResourceDeleted>>,
-  Assert<Same<Static<typeof PortLeaseBody>, P.PortLeaseRequest>>,
-  Assert<Same<Static<typeof PortLeaseAnswer>, P.PortLeaseAnswer>>,
-  Assert<Same<Static<typeof PortReleased>, P.PortReleased>>,
-  Assert<Same<Static<typeof PortLeasesAnswer>, P.PortLeasesAnswer>>,
-];

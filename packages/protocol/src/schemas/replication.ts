@@ -3,11 +3,10 @@
  * agent building and receiving generations, the arbiter taking survival copies) — and the
  * bodies of the standby's and the survival route's push endpoints.
  */
-import Type, { type Static } from 'typebox';
+import Type from 'typebox';
 import Value from 'typebox/value';
-import type * as P from '../replication.js';
 import { GENERATION_RE, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
-import { Host, Literals, type Assert, type Same } from './common.js';
+import { Host, Literals } from './common.js';
 
 const Tier = Literals(TIERS);
 const GenerationId = Type.String({ pattern: GENERATION_RE.source });
@@ -86,14 +85,3 @@ export const PushCommitted = Type.Object({ tier: Type.String(), generation: Type
 export const SurvivalParams = Type.Object({ tier: Tier, generation: GenerationId }, { additionalProperties: false });
 /** `PUT /v1/survival/:tier/:generation/blobs/:sha256`. */
 export const SurvivalBlobParams = Type.Object({ tier: Tier, generation: GenerationId, sha256: Sha256 }, { additionalProperties: false });
-
-/** Each schema is the contract's type, checked by the compiler. */
-type Checked = [
-  Assert<Same<Static<typeof ManifestEntrySchema>, P.ManifestEntry>>,
-  Assert<Same<Static<typeof ManifestSchema>, P.Manifest>>,
-  Assert<Same<Static<typeof PushBody>, P.PushRequest>>,
-  Assert<Same<Static<typeof PushBegun>, P.PushBegun>>,
-  Assert<Same<Static<typeof ChunkReceived>, P.ChunkReceived>>,
-  Assert<Same<Static<typeof PushCommitted>, P.PushCommitted>>,
-  Assert<Same<Static<typeof OffsetHeaders>, { [P.OFFSET_HEADER]?: string }>>,
-];
