@@ -14,7 +14,7 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ERRORS, isHost, type SeenAnswer, type SteppedDownAnswer } from '@hq/protocol';
+import { ERRORS, isHost, type HealthAnswer, type OkAnswer as Ok, type SeenAnswer, type SteppedDownAnswer } from '@hq/protocol';
 import { ConfirmAnswer, ConfirmBody, ErrorBody, FenceQuery, OkAnswer, ReportedEventBody } from '@hq/protocol/schemas';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
@@ -137,7 +137,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     await agent.stepDown();
     return { ok: true, steppedDown: agent.snapshot().steppedDown };
   });
-  app.post('/v1/resume', async () => {
+  app.post('/v1/resume', async (): Promise<Ok> => {
     await agent.resume();
     return { ok: true };
   });
@@ -213,7 +213,7 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     }
     return undefined;
   };
-  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
+  app.get('/v1/health', async (): Promise<HealthAnswer<'agent'>> => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
   app.get('/v1/primary', async () => agent.primary());
   app.get('/metrics', async (_req, reply) => {
     if (metrics === null) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: 'metrics are off' });

@@ -25,7 +25,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
-import { ERRORS, GENERATION_RE, type CatalogEntry, REPLICATION_ERRORS, TIERS, formatManifest, formatSums, isHost, isSecretPath, type Manifest, type Tier } from '@hq/protocol';
+import { ERRORS, GENERATION_RE, type CatalogEntry, REPLICATION_ERRORS, TIERS, formatManifest, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
 import { PushBody, SurvivalBlobParams, SurvivalParams, checkManifest } from '@hq/protocol/schemas';
 
 export interface SurvivalRoutesOptions {
@@ -166,7 +166,8 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
         return fail(reply, REPLICATION_ERRORS.CHECKSUM, 'the blob does not match its sha256');
       }
       await rename(part, join(staging, req.params.sha256));
-      return { stored: true, bytes };
+      const stored: SurvivalBlobStored = { stored: true, bytes };
+      return stored;
     },
   );
 
@@ -238,11 +239,12 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
         const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
         for (const n of names.slice(0, Math.max(0, names.length - keep[tier]))) if (n !== generation) await rm(join(tierRoot, n), { recursive: true, force: true });
         for (const e of m.entries) await unlink(join(blobs, e.sha256)).catch(() => undefined);
-        return { generation, files: m.entries.length };
+        const committed: SurvivalCommitted = { generation, files: m.entries.length };
+        return committed;
       }),
   );
 
-  app.get('/v1/survival', { config: { scope: 'read' } }, async () => {
+  app.get('/v1/survival', { config: { scope: 'read' } }, async (): Promise<SurvivalList> => {
     const machines = [];
     for (const machine of (await readdir(root).catch(() => [] as string[])).filter((n) => isHost(n)).sort()) {
       const tiers = [];
