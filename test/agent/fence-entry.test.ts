@@ -81,6 +81,9 @@ t.test('the fence entry loads only args, fence, the light config reader and the 
   const names = [...local].map((f) => f.slice(src.length + 1)).sort();
   t.same(names, ['cli/args.ts', 'cli/fence-entry.ts', 'cli/fence.ts', 'cli/local.ts', 'config-file.ts'], 'five modules, no command table, no supervisor');
   // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
-  // a subpath export that does not load lease-core's decisions.
-  t.same([...externals].filter((e) => !e.startsWith('node:')), ['@hq/lease-core/suggest'], 'and node built-ins only, besides the suggester');
+  // a subpath export that does not load lease-core's decisions; @hq/protocol/fence is the fence
+  // answer and its reasons, one file of the contract that does not load the rest of it.
+  t.same([...externals].filter((e) => !e.startsWith('node:')).sort(), ['@hq/lease-core/suggest', '@hq/protocol/fence'], 'and node built-ins only, besides the suggester and the fence contract');
+  const fence = readFileSync(join(ROOT, 'packages/protocol/src/fence.ts'), 'utf8');
+  t.same([...fence.matchAll(/^import\s+(?!type\b)/gm)], [], '@hq/protocol/fence imports nothing');
 });

@@ -3,7 +3,8 @@
  * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
-import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step, TimingProblem } from '@hq/lease-core';
+import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
+import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';

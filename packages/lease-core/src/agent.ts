@@ -21,7 +21,9 @@
  *      from the record, never from the agent's own configuration; `local.json` keeps the last
  *      values so the start guard (A4) waits as long as the lease that was confirmed.
  */
-import type { Host, RecordSummary } from './record.js';
+import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
+import { NEVER_FAIL_OPEN } from '@hq/protocol';
+import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
 
@@ -35,18 +37,6 @@ export interface Stamp {
 export function elapsed(from: Stamp, to: Stamp): number {
   return Math.max(to.mono - from.mono, to.wall - from.wall);
 }
-
-export const NEVER_FAIL_OPEN = 'ledger-cli';
-
-export const DEFAULT_ROLES: readonly string[] = Object.freeze([
-  'telegram-poller',
-  'cron',
-  'seat-loop',
-  'release-run',
-  'conatus',
-  'git-push',
-  'ledger-cli',
-]);
 
 export interface AgentSettings {
   readonly host: Host;
@@ -69,15 +59,8 @@ export interface Grant {
   readonly source: 'arbiter' | 'peer';
 }
 
-export interface Known {
-  readonly holder: Host | null;
-  readonly generation: number;
-  readonly expired: boolean;
-  readonly released: boolean;
-  readonly floorPending: boolean;
-  readonly ttlSeconds: number;
-  readonly safetyMarginSeconds: number;
-}
+/** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
+export type Known = KnownLease;
 
 export interface Gave {
   readonly holder: Host;
@@ -286,21 +269,6 @@ export function onArbiterFailure(state: AgentState): AgentStep {
 // ---------------------------------------------------------------------------------------
 // peer confirmation (rule ③, L2)
 
-export interface ConfirmRequest {
-  readonly host: Host;
-  readonly generation: number;
-  /** The lease timing of the requester's record: its validity, which this confirmation extends. */
-  readonly ttlSeconds?: number;
-  readonly safetyMarginSeconds?: number;
-}
-
-export interface ConfirmAnswer {
-  readonly confirmed: boolean;
-  /** This agent's seen generation: a higher one than the requester's blocks it. */
-  readonly generation: number;
-  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding' | 'unknown-timing';
-}
-
 /**
  * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
  * for a generation below the seen one, for a holder other than the one it knows at that
@@ -415,28 +383,6 @@ export function resume(state: AgentState): AgentState {
 
 // ---------------------------------------------------------------------------------------
 // the fence
-
-export type FenceReason =
-  | 'holder'
-  | 'quorum-standby'
-  | 'within-ttl'
-  | 'lock-delay'
-  | 'not-holder'
-  | 'stale-generation'
-  | 'no-quorum-expired'
-  | 'no-lease'
-  | 'no-lease-after-seen'
-  | 'fail-open';
-
-export interface FenceDecision {
-  readonly run: boolean;
-  readonly reason: FenceReason;
-  readonly generation: number;
-  readonly holder: Host | null;
-  readonly role: string;
-  /** Seconds of validity left when `run` (null for fail-open: no bound). */
-  readonly validForSeconds: number | null;
-}
 
 export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role: string): boolean {
   return role !== NEVER_FAIL_OPEN && settings.failOpenRoles.includes(role);

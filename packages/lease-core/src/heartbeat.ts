@@ -14,8 +14,7 @@
  *      behind a hold (S2.3), and never for a record whose floor is pending (S2.4).
  */
 import type { AgentState, ArbiterAnswer, Stamp } from './agent.js';
-import type { HeartbeatInput, ReportedConfirmation, ReportedView } from './arbiter.js';
-import type { Host } from './record.js';
+import type { ConfirmationReport, HeartbeatRequest, Host, ViewReport } from '@hq/protocol';
 import type { Cadence } from './timing.js';
 
 /** The part of this agent's cadence a heartbeat reports (S6: the agent owns it; the probe timeout stays home). */
@@ -39,7 +38,7 @@ export function heartbeatProbe(state: AgentState): Host | null {
 }
 
 /** The confirmation to report (H2): the one whose wait still runs, else the last one remembered. */
-export function confirmationToReport(state: AgentState, given: GivenConfirmation | null, now: Stamp): ReportedConfirmation | null {
+export function confirmationToReport(state: AgentState, given: GivenConfirmation | null, now: Stamp): ConfirmationReport | null {
   if (state.gave !== null) return { holder: state.gave.holder, generation: state.gave.generation, ageSeconds: Math.max(0, now.mono - state.gave.at.mono) };
   if (given !== null) return { holder: given.holder, generation: given.generation, ageSeconds: Math.max(0, now.mono - given.atMono) };
   return null;
@@ -50,7 +49,7 @@ export function confirmationToReport(state: AgentState, given: GivenConfirmation
  * 1. the holder: the generation it renews; 2. a standby: its view of the holder (when it probed
  * one) and the last confirmation it gave (when there is one).
  */
-export function heartbeatContent(state: AgentState, cadence: ReportedCadence, view: ReportedView | null, confirmation: ReportedConfirmation | null): HeartbeatInput {
+export function heartbeatContent(state: AgentState, cadence: ReportedCadence, view: ViewReport | null, confirmation: ConfirmationReport | null): HeartbeatRequest {
   const base = { host: state.host, seenGeneration: state.seen, ...cadence };
   const known = state.known;
   if (known !== null && known.holder === state.host) return { ...base, generation: known.generation };

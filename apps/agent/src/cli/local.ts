@@ -2,7 +2,6 @@
  * The local agent over its unix socket, with node:http only (light: no Fastify, no undici).
  */
 import { request } from 'node:http';
-import type { FenceAnswer } from '../fence-run.js';
 
 export type LocalResult =
   | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
@@ -41,17 +40,4 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
     req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'down', problem: err.code ?? err.message }));
     req.end(payload ?? undefined);
   });
-}
-
-export function isFenceAnswer(v: unknown): v is FenceAnswer {
-  if (typeof v !== 'object' || v === null) return false;
-  const o = v as { [k: string]: unknown };
-  return (
-    typeof o['run'] === 'boolean' &&
-    typeof o['reason'] === 'string' &&
-    typeof o['generation'] === 'number' &&
-    (o['holder'] === null || typeof o['holder'] === 'string') &&
-    typeof o['role'] === 'string' &&
-    (o['validForSeconds'] === null || typeof o['validForSeconds'] === 'number')
-  );
 }

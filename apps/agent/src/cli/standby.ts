@@ -11,7 +11,7 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { parseGeneration, type ReportedEvent } from '@hq/lease-core';
+import { parseGeneration } from '@hq/lease-core';
 import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
 import { seenGeneration } from './context.js';
 import { callAgent } from './local.js';
@@ -21,7 +21,7 @@ import { requestJson, joinUrl } from '../http.js';
 import { readToken } from '../tokens.js';
 import { findConfigFile } from '../config-file.js';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
-import { isTier, TIERS, type Tier } from '../replication/manifest.js';
+import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
 import { planTier } from '../replication/plan.js';
 import { promote, formatPromote, PromoteError } from '../replication/promote.js';
 import { pushGeneration, type PushResult } from '../replication/push.js';

@@ -8,7 +8,8 @@
  * This class opens them in order, starts and stops them, and answers the summaries the
  * listeners serve (status, primary, peer info) from memory.
  */
-import { queryFence, resume, settle, stepDown, type AgentSettings, type AgentState, type ConfirmAnswer, type ConfirmRequest, type FenceDecision, type LeaseEvent, type ReportedCategory, type ReportedEvent, type Stamp } from '@hq/lease-core';
+import { queryFence, resume, settle, stepDown, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
+import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent } from '@hq/protocol';
 import { VERSION } from '@hq/lease-core/version';
 import type { AgentConfig } from '../config.js';
 import type { Clock } from '../clock.js';

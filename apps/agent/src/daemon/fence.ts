@@ -12,7 +12,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyServerFactory } from 'fastify';
-import { ERRORS, fence, queryFence, type AgentSettings, type AgentState, type FenceDecision } from '@hq/lease-core';
+import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
+import { ERRORS, type FenceDecision } from '@hq/protocol';
 import type { Clock } from '../clock.js';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';

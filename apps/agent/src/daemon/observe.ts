@@ -2,7 +2,7 @@
  * How the daemon's parts tell what they did: the log each is given (a pino child logger in the
  * daemon, a recorder in tests) and the hooks the metrics module observes. Types only.
  */
-import type { FenceDecision } from '@hq/lease-core';
+import type { FenceDecision } from '@hq/protocol';
 
 export interface Log {
   info(obj: object, msg: string): void;

@@ -7,16 +7,8 @@
  *    `gaveConfirmation` (fsync), and only then is the answer returned (S2.2).
  * The peers are the configured ones, or the other candidates the arbiter names.
  */
-import {
-  onConfirmRequest,
-  onPeerResults,
-  type AgentSettings,
-  type ConfirmAnswer,
-  type ConfirmRequest,
-  type GivenConfirmation,
-  type Known,
-  type PeerResult,
-} from '@hq/lease-core';
+import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
+import type { ConfirmAnswer, ConfirmRequest } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
 import type { Clock } from '../clock.js';
 import { joinUrl, requestJson } from '../http.js';

@@ -15,7 +15,7 @@ import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/lease-core';
+import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';

@@ -1,8 +1,7 @@
 /** The one shared capability every route uses: the arbiter shell, its checker and its store. */
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { CatalogEntry } from '@hq/lease-core';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS, type CatalogEntry } from '@hq/protocol';
 import type { Arbiter } from '../arbiter.js';
 import type { Checker } from '../checks.js';
 import type { ArbiterConfig } from '../config.js';
