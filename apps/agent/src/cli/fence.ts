@@ -10,6 +10,7 @@ import type { CheckResult } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent } from './local.js';
+import { writeCliLine } from './log-line.js';
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
   name: 'fence check',
@@ -43,7 +44,7 @@ export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Pro
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'hq.fence', event, ...data })}\n`);
+  writeCliLine('hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
 }
 
 /**

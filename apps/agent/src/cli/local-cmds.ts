@@ -14,6 +14,7 @@ import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
 import { reportEvent } from './report.js';
+import { writeCliLine } from './log-line.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
@@ -107,7 +108,7 @@ export async function primary(p: Parsed): Promise<number> {
 
 function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: string, data: { [k: string]: string | number | boolean | null }): void {
   const e = leaseEvent(event, host, data, 'hq.fence');
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: e.category, event: e.event, host: e.host, ...e.data })}\n`);
+  writeCliLine(e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
 }
 
 type GuardData = { [k: string]: string | number | boolean | null };

@@ -6,6 +6,7 @@
  */
 import { RESOURCE_ID_PATTERN, isResourceId } from '@hq/protocol';
 import { CONFIG_FLAG, CliError, flagNumber, flagString, runCommand, type CommandSpec, type Parsed } from './args.js';
+import { writeCliLine } from './log-line.js';
 
 /** Default lease TTL: a crashed `hq port run` frees its port within two minutes. */
 export const DEFAULT_TTL_SECONDS = 120;
@@ -32,7 +33,7 @@ export const PORT_RUN_SPEC: CommandSpec = {
 };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'control', event, ...data })}\n`);
+  writeCliLine('control', event, data, event === 'lost' || event === 'killed' ? 'warn' : 'info');
 }
 
 export async function portRun(p: Parsed): Promise<number> {
