@@ -1,0 +1,241 @@
+#!/usr/bin/env node
+/**
+ * `npm run model`: checks model/hq.pml with spin (issue #18, item 2; docs/SAFETY.md, "The model
+ * check"). Every configuration is searched exhaustively for S1, S2 and S2w (errors must be 0);
+ * then every mutant — the model with one mechanism removed by one -D switch — must give a
+ * counterexample in its configuration. Prints a table; exit 1 when anything is not as expected.
+ *
+ *   node scripts/model.mjs            the big configurations (3 candidates, deeper bounds)
+ *   node scripts/model.mjs --small    the small ones (test/model/spin.test.ts runs these)
+ *   node scripts/model.mjs --all      both
+ *   node scripts/model.mjs --only NAME[,NAME…]   some configurations by name
+ *   node scripts/model.mjs --json     one JSON line per run instead of the table
+ *
+ * Each run builds its own pan in a fresh temporary directory (spin writes pan.c and trail
+ * files into the working directory) and removes it afterwards; nothing is written elsewhere.
+ * Needs `spin` (Debian package spin) and a C compiler (`cc`).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const MODEL = resolve(dirname(fileURLToPath(import.meta.url)), '../model/hq.pml');
+
+/** Faults a configuration leaves out (the model's size switches), in the table's words. */
+const OFF = {
+  DRIFT: 'NO_DRIFT',
+  SLEEP: 'NO_SLEEP',
+  JUMPS: 'NO_JUMPS',
+  READS: 'NO_READS',
+  ARBITER_RESTART: 'NO_ARBITER_RESTART',
+  AGENT_RESTART: 'NO_AGENT_RESTART',
+  ROUNDS: 'NO_ROUNDS',
+  STEP_DOWN: 'NO_STEP_DOWN',
+};
+
+/**
+ * The configurations. `on` lists the faults a configuration includes beyond the ones every
+ * configuration has (lost messages, answers delayed up to RT, pauses, forced transfers and
+ * promotions at any moment, the operator's acquire); everything else is switched off.
+ * `budget` bounds restarts per run. `states` is the order of magnitude of the exhaustive
+ * search (the test holds the small ones to it: a model change that shrinks or blows up the
+ * search shows). `mutants` must each give a counterexample here.
+ */
+export const CONFIGS = [
+  {
+    name: 'step-down',
+    small: true,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0 },
+    on: ['STEP_DOWN'],
+    states: 5e5,
+    mutants: ['NO_LOCK_DELAY', 'ACK_BEFORE_PERSIST', 'ACK_BEFORE_CHILDREN_GONE', 'ACCEPT_FORGED_ACK'],
+  },
+  {
+    name: 'outage',
+    small: true,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0 },
+    on: ['ROUNDS', 'AGENT_RESTART'],
+    states: 2e6,
+    mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
+  },
+  {
+    name: 'database-loss',
+    small: true,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
+    on: ['ARBITER_RESTART'],
+    states: 2e6,
+    mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
+  },
+  {
+    name: 'clocks',
+    small: true,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0 },
+    on: ['DRIFT', 'SLEEP'],
+    states: 1e6,
+    mutants: ['NO_SAFETY_MARGIN', 'MONO_VALIDITY'],
+  },
+  {
+    name: 'delays-jumps',
+    defs: { N: 2, G: 2, TTL: 3, RT: 1 },
+    on: ['DRIFT', 'JUMPS', 'READS'],
+    states: 1e7,
+    mutants: ['VALIDITY_FROM_RECEIVE', 'WALL_WAITS'],
+  },
+  {
+    name: 'restart-jump',
+    defs: { N: 2, G: 2, TTL: 4, RT: 1, ARBITER_RESTARTS: 1 },
+    on: ['ARBITER_RESTART'],
+    states: 1e7,
+    mutants: ['NO_START_WAIT', 'RESTART_KEEPS_NB'],
+  },
+  {
+    name: 'step-down-crash',
+    defs: { N: 2, G: 2, TTL: 2, RT: 0 },
+    on: ['STEP_DOWN', 'AGENT_RESTART'],
+    states: 4e6,
+    mutants: ['SD_IN_MEMORY'],
+  },
+  {
+    name: 'step-down-4',
+    defs: { N: 2, G: 4, TTL: 2, RT: 0 },
+    on: ['STEP_DOWN'],
+    states: 1e7,
+    mutants: ['ACCEPT_ANY_GEN_ACK'],
+  },
+  {
+    name: 'step-down-3c',
+    defs: { N: 3, G: 3, TTL: 2, RT: 0 },
+    on: ['STEP_DOWN'],
+    states: 1e8,
+    mutants: ['ACK_ENDS_WHOLE_DELAY'],
+  },
+  {
+    name: 'outage-3c',
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, AGENT_RESTARTS: 1 },
+    on: ['ROUNDS', 'AGENT_RESTART'],
+    states: 1e8,
+    mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
+  },
+  {
+    name: 'database-loss-3c',
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
+    on: ['ARBITER_RESTART'],
+    states: 1e8,
+    mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
+  },
+];
+
+/** The -D flags of a configuration (plus extra switches, e.g. one mutant). */
+export function flags(config, extra = []) {
+  const out = Object.entries(config.defs).map(([k, v]) => `-D${k}=${v}`);
+  for (const [fault, sw] of Object.entries(OFF)) if (!config.on.includes(fault)) out.push(`-D${sw}`);
+  return [...out, ...extra.map((m) => `-D${m}`)];
+}
+
+function run(cmd, args, cwd, timeoutMs) {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+  return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, error: r.error };
+}
+
+/** True when spin and a C compiler are on PATH. */
+export function toolsPresent() {
+  const spin = spawnSync('spin', ['-V'], { encoding: 'utf8' });
+  const cc = spawnSync('cc', ['--version'], { encoding: 'utf8' });
+  return spin.status === 0 && cc.status === 0;
+}
+
+/**
+ * Builds and runs pan for one configuration (optionally with one mutant) in a fresh temporary
+ * directory. Returns what pan said: errors, states stored, depth, seconds, whether the search
+ * was complete, the property violated and whether a trail file was written.
+ */
+export function check(config, mutant = null, { optimize = '-O2', memoryMb = 6000, timeoutMs = 3 * 3600 * 1000, keep = false } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'hq-model-'));
+  try {
+    const f = flags(config, mutant === null ? [] : [mutant]);
+    const gen = run('spin', ['-a', ...f, MODEL], dir, 120_000);
+    if (gen.code !== 0 || !existsSync(join(dir, 'pan.c'))) throw new Error(`spin -a ${f.join(' ')} failed: ${gen.out.trim()}`);
+    const cc = run('cc', [optimize, '-w', '-DSAFETY', '-DCOLLAPSE', `-DMEMLIM=${memoryMb}`, '-o', 'pan', 'pan.c'], dir, 600_000);
+    if (cc.code !== 0) throw new Error(`cc pan.c failed: ${cc.out.trim().slice(0, 2000)}`);
+    const started = Date.now();
+    // -m: search depth (runs never come close); -w: hash table 2^w slots.
+    const pan = run('./pan', ['-m1000000', `-w${config.defs.N === 3 ? 26 : 24}`], dir, timeoutMs);
+    const out = pan.out;
+    const num = (re) => {
+      const m = re.exec(out);
+      return m === null ? null : Number(m[1]);
+    };
+    const violated = /assertion violated (\S+)/.exec(out)?.[1] ?? null;
+    const result = {
+      config: config.name,
+      mutant,
+      flags: f.join(' '),
+      errors: num(/errors: (\d+)/),
+      states: num(/(\d+) states, stored/),
+      depth: num(/depth reached (\d+)/),
+      seconds: num(/elapsed time ([\d.e+]+) seconds/) ?? (Date.now() - started) / 1000,
+      memoryMb: num(/([\d.]+)\s+total actual memory usage/),
+      complete: !/max search depth too small|out of memory|reached -DMEMLIM|Search not completed/.test(out) && pan.code === 0,
+      violated: violated === null ? null : ({ ok1: 'S1 (worker generation)', ok2: 'S2', ok3: 'S2w' }[violated] ?? violated),
+      trail: existsSync(join(dir, 'hq.pml.trail')),
+      dir: keep ? dir : null,
+      output: out,
+    };
+    if (/assertion violated .*owner|assertion violated .*maxobs/.test(out)) result.violated = 'S1';
+    return result;
+  } finally {
+    if (!keep) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The machine a run was on, for SAFETY.md's numbers. */
+export function machine() {
+  const cpu = /model name\s*:\s*(.+)/.exec(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '')?.[1] ?? 'unknown cpu';
+  const spin = spawnSync('spin', ['-V'], { encoding: 'utf8' }).stdout.trim();
+  return `${cpu}; ${spin}`;
+}
+
+function faultsOf(config) {
+  const b = [];
+  if (config.defs.ARBITER_RESTARTS !== undefined) b.push(`≤${config.defs.ARBITER_RESTARTS} arbiter restart`);
+  if (config.defs.AGENT_RESTARTS !== undefined) b.push(`≤${config.defs.AGENT_RESTARTS} agent restart`);
+  const on = config.on.map((f) => f.toLowerCase().replace('_', '-'));
+  return [...on, ...b].join(', ');
+}
+
+function main(argv) {
+  const json = argv.includes('--json');
+  const only = argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : null;
+  const pick = argv.includes('--all') ? CONFIGS : argv.includes('--small') ? CONFIGS.filter((c) => c.small) : CONFIGS.filter((c) => !c.small);
+  const configs = only === null ? pick : CONFIGS.filter((c) => only.includes(c.name));
+  if (!toolsPresent()) {
+    process.stderr.write('spin or cc is missing (Debian: apt-get install spin gcc)\n');
+    return 2;
+  }
+  let bad = 0;
+  const rows = [];
+  const say = (r, expect) => {
+    const ok = expect === 'pass' ? r.complete && r.errors === 0 : (r.errors ?? 0) >= 1 && r.trail;
+    if (!ok) bad++;
+    if (json) process.stdout.write(`${JSON.stringify({ ...r, output: undefined, expect, ok })}\n`);
+    else {
+      const what = r.mutant === null ? `checked: ${r.errors === 0 && r.complete ? 'no error' : `errors ${r.errors}${r.complete ? '' : ' (incomplete)'}`}` : `-D${r.mutant}: ${r.errors ? `counterexample, ${r.violated} at depth ${r.depth}` : 'NO counterexample'}`;
+      rows.push(r);
+      process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${r.config.padEnd(17)} ${what.padEnd(58)} ${String(r.states ?? '?').padStart(11)} states ${r.seconds.toFixed(1).padStart(8)} s\n`);
+    }
+  };
+  if (!json) process.stdout.write(`model/hq.pml on ${machine()}\n`);
+  for (const c of configs) {
+    if (!json) process.stdout.write(`# ${c.name}: N=${c.defs.N} G=${c.defs.G} TTL=${c.defs.TTL} RT=${c.defs.RT}; ${faultsOf(c) || 'no optional faults'}\n`);
+    say(check(c), 'pass');
+    for (const m of c.mutants) say(check(c, m), 'cex');
+  }
+  if (!json) process.stdout.write(bad === 0 ? 'all as expected\n' : `${bad} not as expected\n`);
+  return bad === 0 ? 0 : 1;
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = main(process.argv.slice(2));
+}
