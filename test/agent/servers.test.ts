@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
-import { ensureDir } from '../../apps/agent/src/files.js';
+import { ensureDir } from '../../packages/runtime/src/files.js';
 import { systemClock } from '../../apps/agent/src/clock.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';

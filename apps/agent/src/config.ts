@@ -19,7 +19,7 @@ import { execFile } from 'node:child_process';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from './config-file.js';
-import { cronGapSeconds } from '@hq/runtime';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
 

@@ -1,6 +1,6 @@
 export * from './config.js';
 export * from './clock.js';
-export * from './files.js';
+export * from '@hq/runtime/files';
 export * from './state.js';
 export * from './tokens.js';
 export * from './guard-path.js';

@@ -25,7 +25,7 @@
 import { join } from 'node:path';
 import { isHost } from '@hq/lease-core';
 import type { AgentConfig } from './config.js';
-import { readSecure } from './files.js';
+import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
 import { httpRequest, joinUrl, type Requester } from './registry/http.js';
 

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { isHost, parseGeneration, type Persisted } from '@hq/lease-core';
-import { readSecure, writeAtomic } from './files.js';
+import { readSecure, writeAtomic } from '@hq/runtime/files';
 
 export interface StatePaths {
   readonly local: string;

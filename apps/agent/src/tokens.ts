@@ -5,7 +5,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { readSecure } from './files.js';
+import { readSecure } from '@hq/runtime/files';
 
 export type TokenRead = { readonly ok: true; readonly token: string } | { readonly ok: false; readonly problem: string };
 

@@ -14,7 +14,7 @@ import { isSilent } from './timing.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { scheduleCron, type Schedule } from '@hq/runtime';
+import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
 import type { Logger } from 'pino';
 import type { ArbiterState, CheckAnswer, Probe } from '@hq/lease-core';
 import { check } from '@hq/lease-core';

@@ -11,7 +11,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { cronGapSeconds } from '@hq/runtime';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
 // Before the registry schemas: they import HOST_SCHEMA_PATTERN back from this module.

@@ -8,6 +8,8 @@
 import cron from 'node-cron';
 import { cronGapSeconds } from './cron-gap.js';
 
+export { cronGapSeconds };
+
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface Schedule {

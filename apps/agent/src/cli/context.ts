@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
-import { readSecure } from '../files.js';
+import { readSecure } from '@hq/runtime/files';
 import type { HttpResult } from '../http.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagString, type Parsed } from './args.js';

@@ -4,7 +4,7 @@
 import { hostProblem, leaseEvent } from '@hq/lease-core';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { lightPaths } from '../config-file.js';
-import { ensureDir } from '../files.js';
+import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
 import { leaseOf } from '../replication/role.js';
 import { statePaths, writeHost } from '../state.js';

@@ -8,7 +8,7 @@
  * are serialized separately (`commit`) so a peer confirmation arriving during a heartbeat
  * decides on the newest state, never on a copy the heartbeat took before it sent.
  */
-import { scheduleCron, type Schedule } from '@hq/runtime';
+import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
 import {
   asksPeers,
   fence,

@@ -6,7 +6,7 @@
 import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
-import { ensureDir } from '../files.js';
+import { ensureDir } from '@hq/runtime/files';
 import { TokenFile, bearer, tokensEqual } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
 import { didYouMean } from '@hq/lease-core/suggest';

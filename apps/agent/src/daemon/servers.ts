@@ -16,7 +16,7 @@ import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFac
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/lease-core';
-import { ensureDir } from '../files.js';
+import { ensureDir } from '@hq/runtime/files';
 import { bearer, tokensEqual } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
 import type { AgentMetrics } from './metrics.js';

@@ -15,7 +15,7 @@ import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from '../config-file.js';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
 import { isHost } from '@hq/lease-core';
-import { cronGapSeconds } from '@hq/runtime';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 import { relPathProblem, TIERS, type Tier } from './manifest.js';
 
 const RelPath = Type.String({ minLength: 1, maxLength: 1024 });

@@ -17,7 +17,7 @@
  * `authorize(rawHeaders)` returns the machine of a valid member (or admin) token, or null.
  */
 import { constants } from 'node:fs';
-import { chmod, link, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { link, lstat, open, readdir, readFile, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -25,6 +25,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { checkGeneration, ERRORS, isHost, parseGeneration } from '@hq/lease-core';
+import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 
 export interface SurvivalRoutesOptions {
   readonly dataDir: string;
@@ -90,33 +91,6 @@ function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; e
     entries.push({ path, bytes: x['bytes'] as number, sha256: x['sha256'] as string });
   }
   return { ok: true, entries, holder: m['holder'] as string, leaseGeneration: lg };
-}
-
-async function mkdirPrivate(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await chmod(dir, 0o700);
-}
-
-async function fsyncPath(path: string): Promise<void> {
-  const fh = await open(path, constants.O_RDONLY);
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-async function writeAtomic(path: string, data: string): Promise<void> {
-  const tmp = `${path}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  await fsyncPath(dirname(path));
 }
 
 async function hashFile(path: string): Promise<string> {
@@ -269,11 +243,11 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
           await writeAtomic(join(building, 'SHA256SUMS'), sums);
           if (m.leaseGeneration > mark) await writeAtomic(markFile, `${m.leaseGeneration}\n`);
           await rename(building, final);
-          await fsyncPath(tierRoot);
+          await fsyncDir(tierRoot);
           const tmpLink = join(tierRoot, `.latest-${randomBytes(4).toString('hex')}`);
           await symlink(generation, tmpLink);
           await rename(tmpLink, join(tierRoot, 'latest'));
-          await fsyncPath(tierRoot);
+          await fsyncDir(tierRoot);
         } catch (err) {
           await rm(building, { recursive: true, force: true });
           throw err;
