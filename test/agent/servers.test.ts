@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { ensureDir } from '../../packages/runtime/src/files.js';
-import { systemClock } from '../../apps/agent/src/clock.js';
+import { stampClock } from '../../packages/runtime/src/clock.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
@@ -41,7 +41,7 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
   writeFileSync(config.peerTokenFile, `${PEER_TOKEN}\n`, { mode: 0o600 });
   const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock: systemClock, log: silent, observer: metrics });
+  const agent = await Agent.open({ config, clock: stampClock, log: silent, observer: metrics });
   metrics.attach(agent);
   const socket = socketApp(agent, metrics);
   await listenSocket(socket, config.socketPath, config.stateDir);

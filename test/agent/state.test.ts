@@ -10,7 +10,7 @@ import { ensureDir } from '../../packages/runtime/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer } from '../../apps/agent/src/tokens.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
-import { systemClock } from '../../apps/agent/src/clock.js';
+import { stampClock } from '../../packages/runtime/src/clock.js';
 import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
@@ -53,7 +53,7 @@ async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: st
   const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'a.sock'));
   await ensureDir(config.stateDir, 0o700);
   writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
-  const agent = await Agent.open({ config, clock: systemClock, log });
+  const agent = await Agent.open({ config, clock: stampClock, log });
   t.teardown(() => agent.stop());
   return { agent, arb, config };
 }

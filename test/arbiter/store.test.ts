@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { emptyLease } from '@hq/lease-core';
 import { CasError, SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
 import { authenticate, ensureAdminToken, sha256Hex } from '../../apps/arbiter/src/auth.js';
-import { systemClock } from '../../apps/arbiter/src/clock.js';
+import { steadyClock } from '../../packages/runtime/src/clock.js';
 
 t.test('the database opens with WAL, synchronous FULL, foreign keys, 0600/0700 modes and a schema version', async (t) => {
   const dir = join(t.testdir(), 'data');
@@ -89,7 +89,7 @@ t.test('the first start writes an admin token file 0600, replaces a stale one, a
 });
 
 t.test('the system clock is wall at start plus monotonic elapsed', async (t) => {
-  const clock = systemClock();
+  const clock = steadyClock();
   const a = clock.now();
   t.ok(Math.abs(a - Date.now() / 1000) < 1, 'close to the wall clock at start');
   const b = clock.now();

@@ -16,17 +16,13 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
+import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';
 import type { FenceAnswer } from './cli/local.js';
 
 export type CheckResult =
   | { readonly kind: 'answer'; readonly fence: FenceAnswer }
   | { readonly kind: 'down'; readonly problem: string }
   | { readonly kind: 'bad-role'; readonly message: string };
-
-interface Stamp {
-  readonly wall: number;
-  readonly mono: number;
-}
 
 export interface SupervisorOptions {
   readonly role: string;
@@ -54,21 +50,13 @@ const MIN_GAP = 0.2;
 
 const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
-function systemNow(): Stamp {
-  return { wall: Date.now() / 1000, mono: Number(process.hrtime.bigint()) / 1e9 };
-}
-
-function elapsed(from: Stamp, to: Stamp): number {
-  return Math.max(to.mono - from.mono, to.wall - from.wall);
-}
-
 interface Validity {
   readonly from: Stamp;
   readonly seconds: number; // Infinity for fail-open
 }
 
 export function superviseFence(opts: SupervisorOptions): Promise<number> {
-  const now = opts.now ?? systemNow;
+  const now = opts.now ?? stampClock.now;
   const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
   return (async () => {
     const asked = now();

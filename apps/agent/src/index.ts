@@ -1,5 +1,5 @@
 export * from './config.js';
-export * from './clock.js';
+export { stampClock, type StampClock } from '@hq/runtime/clock';
 export * from '@hq/runtime/files';
 export * from './state.js';
 export * from './tokens.js';

@@ -7,6 +7,7 @@
  */
 import cron from 'node-cron';
 import { cronGapSeconds } from './cron-gap.js';
+import { monotonicSeconds } from './clock.js';
 
 export { cronGapSeconds };
 
@@ -15,8 +16,6 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export interface Schedule {
   stop(): Promise<void>;
 }
-
-const monotonicSeconds = (): number => Number(process.hrtime.bigint()) / 1e9;
 
 export interface ScheduleDeps {
   readonly now: () => number;

@@ -38,7 +38,7 @@ import {
 } from '@hq/lease-core';
 import type { AgentConfig } from '../config.js';
 import { healthUrlOf, peersFromCandidates } from '../config.js';
-import type { Clock } from '../clock.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '../http.js';
 import { probe as probeHost, type ProbeResult } from '../probe.js';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';

@@ -82,21 +82,3 @@ export function describe(r: HttpResult): string {
   const b = r.body as { error?: unknown } | null;
   return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}`;
 }
-
-/** Timers, injectable so tests drive time without sleeping. */
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (h) => clearTimeout(h as NodeJS.Timeout),
-};
-
-/** A clock in epoch ms that neither a backward wall jump nor a stopped monotonic clock can slow down. */
-export function sleepSafeClock(): { now(): number } {
-  const wall0 = Date.now();
-  const mono0 = performance.now();
-  return { now: () => wall0 + Math.max(performance.now() - mono0, Date.now() - wall0) };
-}

@@ -20,7 +20,8 @@
  * to `arbiterUrl`. Clock and timers are injectable: tests drive time, nothing sleeps.
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
-import { describe, httpRequest, joinUrl, realTimers, type HttpResult, type Requester, type Timers } from './http.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
+import { describe, httpRequest, joinUrl, type HttpResult, type Requester } from './http.js';
 
 /** Heartbeat period: the seeds' 30 s. */
 export const MEMBER_INTERVAL_MS = 30_000;

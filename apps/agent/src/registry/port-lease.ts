@@ -18,7 +18,8 @@
  * The margin is 10 s, or a third of the TTL when that is shorter (a 3 s test TTL still works).
  * Clock (epoch ms, sleep-safe by default) and timers are injectable: tests drive time.
  */
-import { describe, httpRequest, joinUrl, realTimers, sleepSafeClock, type Requester, type Timers } from './http.js';
+import { realTimers, sleepSafeClockMs, type Timers } from '@hq/runtime/clock';
+import { describe, httpRequest, joinUrl, type Requester } from './http.js';
 
 export const RENEW_EVERY_MS = 30_000;
 export const RETRY_EVERY_MS = 5_000;
@@ -70,7 +71,7 @@ export class PortLeaseKeeper {
   private failures = 0;
 
   constructor(private readonly o: PortLeaseOptions) {
-    this.clock = o.clock ?? sleepSafeClock();
+    this.clock = o.clock ?? sleepSafeClockMs();
     this.timers = o.timers ?? realTimers;
     this.request = o.request ?? httpRequest;
     this.ttlMs = o.ttlMs;

@@ -13,7 +13,8 @@
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { constants } from 'node:os';
-import { httpRequest, joinUrl, describe, sleepSafeClock, type Requester } from './http.js';
+import { sleepSafeClockMs } from '@hq/runtime/clock';
+import { httpRequest, joinUrl, describe, type Requester } from './http.js';
 import { PortLeaseKeeper, type LeaseLoss } from './port-lease.js';
 
 /** EX_TEMPFAIL: the supervisor stopped CMD because the lease was lost (as `hq fence run`). */
@@ -96,7 +97,7 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
 
 /** The whole command; resolves to the exit code. */
 export async function runWithPort(o: PortRunOptions): Promise<number | LeaseFailure> {
-  const clock = sleepSafeClock();
+  const clock = sleepSafeClockMs();
   const leased = await leaseBindablePort(o, clock);
   if (!leased.ok) return leased;
   const { port, leaseId } = leased;

@@ -8,8 +8,7 @@ import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { steadyClock, type Clock } from '@hq/runtime/clock';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
 import { VERSION } from '@hq/lease-core/version';
@@ -80,7 +79,7 @@ export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config } = opts;
   const log = opts.log ?? arbiterLogger();
-  const clock = opts.clock ?? systemClock();
+  const clock = opts.clock ?? steadyClock();
   const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
