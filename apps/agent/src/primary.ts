@@ -27,7 +27,7 @@ import { isHost } from '@hq/lease-core';
 import type { AgentConfig } from './config.js';
 import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
-import { httpRequest, joinUrl, type Requester } from './registry/http.js';
+import { joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 
 /** The seeds' per-candidate timeout. */
 export const PRIMARY_TIMEOUT_MS = 5000;
@@ -198,7 +198,7 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
 
   const candidates = opts.candidates ?? [];
   const floor = Math.max(opts.seenGeneration ?? 0, opts.floor?.value ?? 0);
-  const request = opts.request ?? httpRequest;
+  const request = opts.request ?? requestJson;
   const timeoutMs = opts.timeoutMs ?? PRIMARY_TIMEOUT_MS;
   const answers = await Promise.all(
     candidates.map(async (c): Promise<PrimaryAnswer> => {
@@ -206,7 +206,7 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
         method: 'GET',
         url: joinUrl(c.url, '/v1/primary'),
         token: c.token === undefined || c.token === null ? null : { token: c.token, url: c.url },
-        timeoutMs,
+        timeoutSeconds: timeoutMs / 1000,
       });
       if (r.kind === 'unreachable') return { host: c.host, status: 'unreachable', holder: null, generation: null, problem: r.problem };
       if (r.status !== 200) return { host: c.host, status: 'invalid', holder: null, generation: null, problem: `HTTP ${r.status}` };

@@ -3,7 +3,7 @@
  * health. `reachable = ping || health`. Never ssh, never a shell: the ping is an argv.
  */
 import { execFile } from 'node:child_process';
-import { requestJson } from './http.js';
+import { requestJson } from '@hq/runtime/http';
 
 export interface ProbeResult {
   readonly target: string;

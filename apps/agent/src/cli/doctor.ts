@@ -27,7 +27,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
-import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
 

@@ -121,7 +121,7 @@ type GuardVerdict = { readonly allowed: boolean; readonly reason: string; readon
 async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: string; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
   try {
     const n = await resolveNetwork(c);
-    const { joinUrl, requestJson } = await import('../http.js');
+    const { joinUrl, requestJson } = await import('@hq/runtime/http');
     const tok = await readToken(n.tokenFile);
     const r = await requestJson({ method: 'GET', url: joinUrl(n.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
     if (r.kind !== 'answer') return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: r.problem };

@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { constants } from 'node:os';
 import { sleepSafeClockMs } from '@hq/runtime/clock';
-import { httpRequest, joinUrl, describe, type Requester } from './http.js';
+import { describe, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 import { PortLeaseKeeper, type LeaseLoss } from './port-lease.js';
 
 /** EX_TEMPFAIL: the supervisor stopped CMD because the lease was lost (as `hq fence run`). */
@@ -60,7 +60,7 @@ export type LeaseFailure = { readonly ok: false; readonly code: number; readonly
 
 /** Steps 1–2: a leased port this host can bind, or the exit code and one line. */
 export async function leaseBindablePort(o: PortRunOptions, clock: { now(): number }): Promise<Leased | LeaseFailure> {
-  const request = o.request ?? httpRequest;
+  const request = o.request ?? requestJson;
   const probe = o.probe ?? ((p: number) => canBind(p, o.probeHost));
   const excluded: number[] = [];
   const token = { token: o.token, url: o.arbiterUrl };
@@ -71,7 +71,7 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       url: joinUrl(o.arbiterUrl, '/v1/leases/port'),
       body: { machine: o.machine, purpose: o.purpose, ttlMs: o.ttlMs, ...(excluded.length > 0 ? { excluded } : {}) },
       token,
-      timeoutMs: o.requestTimeoutMs,
+      timeoutSeconds: o.requestTimeoutMs / 1000,
     });
     if (r.kind === 'unreachable') return { ok: false, code: 3, line: `port run: the arbiter is unreachable (${r.problem})` };
     const b = r.body as { port?: unknown; leaseId?: unknown; ttlMs?: unknown; message?: unknown } | null;
@@ -89,7 +89,7 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       url: joinUrl(o.arbiterUrl, `/v1/leases/port/${b.port}`),
       headers: { 'x-port-lease-id': b.leaseId },
       token,
-      timeoutMs: o.requestTimeoutMs,
+      timeoutSeconds: o.requestTimeoutMs / 1000,
     });
   }
   return { ok: false, code: 1, line: `port run: none of the leased ports could be bound here (${excluded.join(', ')})` };

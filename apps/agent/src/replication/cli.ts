@@ -16,7 +16,7 @@ import { seenGeneration } from '../cli/context.js';
 import { callAgent } from '../cli/local.js';
 import { reportEvent } from '../cli/report.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
-import { requestJson, joinUrl } from '../http.js';
+import { requestJson, joinUrl } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';
 import { findConfigFile } from '../config-file.js';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from './config.js';
