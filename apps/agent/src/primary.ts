@@ -28,6 +28,7 @@ import type { AgentConfig } from './config.js';
 import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
 import { joinUrl, requestJson, type Requester } from '@hq/runtime/http';
+import { PEER_PORT } from '@hq/runtime/probe';
 
 /** The seeds' per-candidate timeout. */
 export const PRIMARY_TIMEOUT_MS = 5000;
@@ -193,7 +194,7 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
       if (j.ok) return { mode: 'static', source: 'join-file', url: j.url, token: j.token, host: j.host, ignored: null };
       ignored = j.problem;
     }
-    return { mode: 'static', source: 'local', url: opts.localUrl ?? 'http://127.0.0.1:8471', token: null, host: null, ignored };
+    return { mode: 'static', source: 'local', url: opts.localUrl ?? `http://127.0.0.1:${PEER_PORT}`, token: null, host: null, ignored };
   }
 
   const candidates = opts.candidates ?? [];

@@ -40,7 +40,7 @@ import type { AgentConfig } from '../config.js';
 import { healthUrlOf, peersFromCandidates } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
-import { probe as probeHost, type ProbeResult } from '../probe.js';
+import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
 
