@@ -1,29 +1,16 @@
 /**
- * Finding the config file and reading the few paths the fence hot path needs, without TypeBox
- * (loading the validator costs more than the whole fence query). `hq fence check|run` ask the
- * running agent, which validated the same file at its start; when the agent does not answer
- * they fall back to the full validation of `config.ts`.
+ * Finding the agent's config file, reading it as a JSON object, and the few paths the fence hot
+ * path needs, without TypeBox (loading the validator costs more than the whole fence query).
+ * `hq fence check|run` ask the running agent, which validated the same file at its start; when
+ * the agent does not answer they fall back to the full validation of `config.ts`. Every problem
+ * is a ConfigError whose line names the file.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { ConfigError, expandHome, readConfigFile } from '@hq/runtime/config-file';
 
-/** A configuration problem: one line naming the key. The CLIs print it and exit 2. */
-export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
-
-export function expandHome(p: string): string {
-  if (p === '~') return homedir();
-  if (p.startsWith('~/')) return join(homedir(), p.slice(2));
-  return p;
-}
+export { ConfigError, expandHome };
 
 /** The config file to use, or null when none exists (every default). */
 export function findConfigFile(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): string | null {
@@ -42,6 +29,28 @@ export function findConfigFile(explicit: string | undefined, env: NodeJS.Process
   return null;
 }
 
+/** The file's content as a JSON object; `{}` without a file (every default). */
+export function readAgentConfigFile(file: string | null): { [k: string]: unknown } {
+  if (file === null) return {};
+  const r = readConfigFile(file);
+  if (!r.ok) {
+    if (r.problem === 'unreadable') throw new ConfigError('--config', `cannot read config file ${file}: ${r.message}`);
+    throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${r.message}`);
+  }
+  if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value)) throw new ConfigError('(top level)', `${file}: the config must be a JSON object`);
+  return r.value as { [k: string]: unknown };
+}
+
+/** Runs the validation of `file`'s content; a problem it finds is said with the file's name. */
+export function namingFile<T>(file: string | null, validate: () => T): T {
+  try {
+    return validate();
+  } catch (err) {
+    if (err instanceof ConfigError && file !== null && !err.message.includes(file)) throw new ConfigError(err.key, `${file}: ${err.message}`);
+    throw err;
+  }
+}
+
 export interface LightPaths {
   readonly file: string | null;
   readonly stateDir: string;
@@ -52,17 +61,7 @@ export interface LightPaths {
 /** The socket path and state dir from the config, checked only as far as it needs them. */
 export function lightPaths(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): LightPaths {
   const file = findConfigFile(explicit, env);
-  let raw: { [k: string]: unknown } = {};
-  if (file !== null) {
-    try {
-      const v: unknown = JSON.parse(readFileSync(file, 'utf8'));
-      if (typeof v === 'object' && v !== null && !Array.isArray(v)) raw = v as { [k: string]: unknown };
-      else throw new ConfigError('(top level)', 'the config must be a JSON object');
-    } catch (err) {
-      if (err instanceof ConfigError) throw err;
-      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
-    }
-  }
+  const raw = readAgentConfigFile(file);
   const str = (k: string): string | undefined => {
     const v = raw[k];
     if (v === undefined) return undefined;

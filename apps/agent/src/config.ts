@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
-import { ConfigError, expandHome, findConfigFile } from './config-file.js';
+import { ConfigError, expandHome, findConfigFile, namingFile, readAgentConfigFile } from './config-file.js';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
@@ -175,27 +175,8 @@ function readHostFile(stateDir: string): string | null {
 /** Loads, validates and fills defaults. Throws ConfigError. */
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const file = findConfigFile(explicit, env);
-  let raw: unknown = {};
-  if (file !== null) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      throw new ConfigError('--config', `cannot read config file ${file}: ${(err as Error).message}`);
-    }
-    try {
-      raw = JSON.parse(text);
-    } catch (err) {
-      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
-    }
-  }
-  try {
-    return resolveConfig(validateConfigFile(raw), file);
-  } catch (err) {
-    // Every problem names the file it is in (the arbiter's errors do too).
-    if (err instanceof ConfigError && file !== null && !err.message.includes(file)) throw new ConfigError(err.key, `${file}: ${err.message}`);
-    throw err;
-  }
+  const raw = readAgentConfigFile(file);
+  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
 }
 
 /** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */

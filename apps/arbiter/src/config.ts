@@ -6,11 +6,11 @@
  * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
  * daemon with one line naming the key.
  */
-import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
+import { ConfigError, readConfigFile } from '@hq/runtime/config-file';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
@@ -272,35 +272,23 @@ export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = pr
   return null;
 }
 
-export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    readonly problem: string,
-    readonly path: string | null,
-  ) {
-    const text = problem.startsWith(key) ? problem : `${key} ${problem}`;
-    super(`invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
-    this.name = 'ConfigError';
-  }
+export { ConfigError };
+
+/** The arbiter's line for a config problem: `invalid config PATH: key problem`, on one line. */
+function invalidConfig(key: string, problem: string, path: string | null): ConfigError {
+  const text = problem.startsWith(key) ? problem : `${key} ${problem}`;
+  return new ConfigError(key, `invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
 }
 
 /** Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError. */
 export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
   let input: unknown = {};
   if (path !== null) {
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw new ConfigError('(file)', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, path);
-    }
-    try {
-      input = JSON.parse(text);
-    } catch (err) {
-      throw new ConfigError('(file)', `is not valid JSON (${(err as Error).message})`, path);
-    }
+    const r = readConfigFile(path);
+    if (!r.ok) throw invalidConfig('(file)', r.problem === 'unreadable' ? `cannot be read (${r.code})` : `is not valid JSON (${r.message})`, path);
+    input = r.value;
   }
   const result = validateConfig(input, cwd);
-  if (!result.ok) throw new ConfigError(result.key, result.message, path);
+  if (!result.ok) throw invalidConfig(result.key, result.message, path);
   return result.config;
 }
