@@ -5,6 +5,7 @@ export * from './state.js';
 export * from './tokens.js';
 export * from './guard-path.js';
 export * from './primary.js';
-export { superviseFence, EXIT_LOST } from './fence-run.js';
+export { superviseFence } from './fence-run.js';
+export { EXIT_LOST } from '@hq/runtime/supervise';
 export { Agent, VERSION } from './daemon/agent.js';
 export { startDaemon } from './daemon/main.js';
