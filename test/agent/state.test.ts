@@ -8,7 +8,7 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, sym
 import { join } from 'node:path';
 import { ensureDir } from '../../packages/runtime/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
-import { readToken, TokenFile, tokensEqual, bearer } from '../../apps/agent/src/tokens.js';
+import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
@@ -159,4 +159,19 @@ t.test('a token file is re-read when it changes, so rotation needs no restart', 
   t.notOk(tokensEqual('x'.repeat(64), 'x'.repeat(63)), 'different lengths compare unequal without throwing');
   t.equal(bearer('bEaReR abc'), 'abc', 'the scheme is case-insensitive');
   t.equal(bearer('Basic abc'), null, 'another scheme is no bearer token');
+});
+
+t.test('the peer-token check: the bearer token must be the peer token, read anew each time', async (t) => {
+  const dir = shortDir(t);
+  const path = join(dir, 'peer-token');
+  writeFileSync(path, `${'cc'.repeat(32)}\n`, { mode: 0o600 });
+  const tf = new TokenFile(path);
+  t.ok(await peerTokenMatches(tf, `Bearer ${'cc'.repeat(32)}`), 'the peer token matches');
+  t.notOk(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'another token does not');
+  t.notOk(await peerTokenMatches(tf, undefined), 'no header does not');
+  t.notOk(await peerTokenMatches(tf, [`Bearer ${'cc'.repeat(32)}`, 'Bearer x']), 'two headers do not');
+  writeFileSync(path, `${'dd'.repeat(32)}\n`, { mode: 0o600 });
+  t.ok(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'a rotated token matches without a restart');
+  chmodSync(path, 0o644);
+  t.notOk(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'an unsafe token file matches nothing');
 });

@@ -45,6 +45,18 @@ export function tokensEqual(a: string, b: string): boolean {
   return timingSafeEqual(ha, hb);
 }
 
+/**
+ * The one peer-token check (agent ↔ agent: the peer listener, replication pushes): the
+ * Authorization header carries the peer token, re-read through `file` on every call (a rotation
+ * needs no restart) and compared in constant time. Without a readable token nothing matches.
+ */
+export async function peerTokenMatches(file: { get(): Promise<TokenRead> }, authorization: string | string[] | undefined): Promise<boolean> {
+  const given = bearer(authorization);
+  if (given === null) return false;
+  const t = await file.get();
+  return t.ok && tokensEqual(given, t.token);
+}
+
 /** The bearer token of an Authorization header value (scheme case-insensitive), or null. */
 export function bearer(header: string | string[] | undefined): string | null {
   if (typeof header !== 'string') return null;

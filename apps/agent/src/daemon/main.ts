@@ -7,7 +7,7 @@ import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
-import { TokenFile, bearer, tokensEqual } from '../tokens.js';
+import { TokenFile, peerTokenMatches } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent.js';
@@ -69,11 +69,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
     });
     await peer.register(r.replicationPeerRoutes, {
       receiver,
-      verifyPeer: async (header) => {
-        const t = await agent.peerToken.get();
-        const given = bearer(header);
-        return t.ok && given !== null && tokensEqual(given, t.token);
-      },
+      verifyPeer: (header) => peerTokenMatches(agent.peerToken, header),
     });
   }
   try {

@@ -8,7 +8,7 @@
  * The peer token is re-read through the agent's `TokenFile` on every request (rotation needs no
  * restart) and compared in constant time; the agent's seen generation is the receiver's floor.
  */
-import { bearer, tokensEqual, type TokenRead } from '../tokens.js';
+import { peerTokenMatches, type TokenRead } from '../tokens.js';
 import type { ReplicationConfig } from './config.js';
 import { StandbyReceiver, type ReceiverLog } from './receiver.js';
 import type { ReplicationPeerRoutesOptions } from './routes.js';
@@ -27,11 +27,6 @@ export async function standbyPeerOptions(input: {
   });
   return {
     receiver,
-    verifyPeer: async (authorization) => {
-      const given = bearer(authorization);
-      if (given === null) return false;
-      const t = await input.peerToken.get();
-      return t.ok && tokensEqual(given, t.token);
-    },
+    verifyPeer: (authorization) => peerTokenMatches(input.peerToken, authorization),
   };
 }
