@@ -84,8 +84,8 @@ t.test('the fence entry loads only args, fence, the light config reader and the 
   const names = [...local].map((f) => f.slice(ROOT.length + 1)).sort();
   t.same(
     names,
-    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/config-file.ts', 'packages/runtime/src/config-file.ts'],
-    'six modules (the config reader is the shell library\'s), no command table, no supervisor',
+    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'packages/runtime/src/config-file.ts'],
+    'five modules (the config reader is the shell library\'s), no command table, no supervisor',
   );
   // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
   // a subpath export that does not load lease-core's decisions.

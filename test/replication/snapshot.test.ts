@@ -13,7 +13,8 @@ import {
   resolveReplication,
   validateReplication,
 } from '../../apps/agent/src/replication/config.js';
-import { ConfigError } from '../../apps/agent/src/config-file.js';
+// The class the app code gets (the built package), so instanceof holds.
+import { ConfigError } from '@hq/runtime/config-file';
 import { generationId, parseManifest, parseSums, sha256File, sumsDisagreement } from '../../apps/agent/src/replication/manifest.js';
 import { config, ROOT, tmp, write, writer } from './helpers.js';
 

@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
-import { ConfigError, expandHome, findConfigFile, namingFile, readAgentConfigFile } from './config-file.js';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
@@ -174,8 +174,8 @@ function readHostFile(stateDir: string): string | null {
 
 /** Loads, validates and fills defaults. Throws ConfigError. */
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const file = findConfigFile(explicit, env);
-  const raw = readAgentConfigFile(file);
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const raw = readConfigObject(file);
   return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
 }
 
@@ -328,4 +328,4 @@ export function healthUrlOf(config: AgentConfig, host: string): string | null {
   return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? tailnetHealthUrl(host, config.tailnetDomain, DEFAULTS.listenPort) : null);
 }
 
-export { ConfigError, findConfigFile } from './config-file.js';
+export { ConfigError };

@@ -6,11 +6,10 @@
  * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
  * daemon with one line naming the key.
  */
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { ConfigError, readConfigFile } from '@hq/runtime/config-file';
+import { ARBITER_CONFIG, ConfigError, defaultConfigPaths, readConfigFile } from '@hq/runtime/config-file';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
@@ -264,9 +263,9 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
 /** Where the config comes from: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`, else none. */
 export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists: (p: string) => boolean): string | null {
   if (flag !== undefined) return flag;
-  const fromEnv = env['HQ_ARBITER_CONFIG'];
+  const fromEnv = env[ARBITER_CONFIG.envVar];
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  for (const p of [join(homedir(), '.hq', 'arbiter.json'), '/etc/hq/arbiter.json']) {
+  for (const p of defaultConfigPaths(ARBITER_CONFIG)) {
     if (exists(p)) return p;
   }
   return null;

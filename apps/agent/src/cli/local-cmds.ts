@@ -3,7 +3,6 @@
  */
 import { hostProblem, leaseEvent } from '@hq/lease-core';
 import { resolveNetwork, type AgentConfig } from '../config.js';
-import { lightPaths } from '../config-file.js';
 import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
 import { leaseOf } from '../replication/role.js';
@@ -11,7 +10,7 @@ import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
-import { isFenceAnswer } from './local.js';
+import { isFenceAnswer, lightPaths } from './local.js';
 import { reportEvent } from './report.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {

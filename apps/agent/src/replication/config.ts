@@ -11,7 +11,7 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
-import { ConfigError, expandHome, findConfigFile, namingFile, readAgentConfigFile } from '../config-file.js';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
 import { isHost } from '@hq/lease-core';
 import { cronGapSeconds } from '@hq/runtime/schedule';
@@ -251,8 +251,8 @@ export interface Loaded {
  * both parts. Throws ConfigError.
  */
 export function loadAgentWithReplication(explicit?: string, env: NodeJS.ProcessEnv = process.env): Loaded {
-  const file = findConfigFile(explicit, env);
-  const { replication, ...rest } = readAgentConfigFile(file);
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const { replication, ...rest } = readConfigObject(file);
   return namingFile(file, () => {
     const agent = resolveConfig(validateConfigFile(rest), file);
     const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
