@@ -16,13 +16,13 @@
  * Ours binds 127.0.0.1 only, keeps its data in a temp dir, and is stopped by PID at the end,
  * on error and on SIGINT/SIGTERM, like the arbiter.
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { onPath, startEtcdCluster } from '../test/etcd/members.js';
 import { jsonHeaders, startArbiter, type HqArbiter } from './hq-arbiter.js';
-import { load, machineLine, median, sleep, statusText, stopProc, table, writeSection, type Req } from './lib.js';
+import { load, machineLine, median, statusText, table, writeSection, type Req } from './lib.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
@@ -57,19 +57,6 @@ function track(stop: () => Promise<void>): void {
 }
 // ---------------------------------------------------------------------------------------
 // etcd: install, start, talk
-
-function onPath(bin: string): string | null {
-  for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
-    const p = join(dir, bin);
-    try {
-      accessSync(p, constants.X_OK);
-      return p;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 /** PIDs of running processes whose command name is `etcd`. */
 function etcdPids(): number[] {
@@ -124,68 +111,6 @@ function ensureEtcd(): string {
   const bin = onPath('etcd');
   if (bin === null) throw new Error('etcd-server installed but no etcd on PATH');
   return bin;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      s.close(() => (typeof addr === 'object' && addr !== null ? res(addr.port) : rej(new Error('no port'))));
-    });
-  });
-}
-
-interface Etcd {
-  proc: ChildProcess;
-  base: string;
-  version: string;
-  log: string;
-}
-
-async function startEtcd(bin: string, dir: string): Promise<Etcd> {
-  const client = await freePort();
-  let peer = await freePort();
-  while (peer === client) peer = await freePort();
-  const base = `http://127.0.0.1:${client}`;
-  const peerUrl = `http://127.0.0.1:${peer}`;
-  const log = join(dir, 'etcd.log');
-  const fd = openSync(log, 'a');
-  // ETCD_* variables would override flags (and could name other addresses): none reach ours.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_')));
-  const proc = spawn(
-    bin,
-    [
-      '--name', 'hq-bench',
-      '--data-dir', join(dir, 'data'),
-      '--listen-client-urls', base,
-      '--advertise-client-urls', base,
-      '--listen-peer-urls', peerUrl,
-      '--initial-advertise-peer-urls', peerUrl,
-      '--initial-cluster', `hq-bench=${peerUrl}`,
-      '--initial-cluster-state', 'new',
-      '--logger', 'zap',
-    ],
-    { stdio: ['ignore', fd, fd], env },
-  );
-  closeSync(fd);
-  track(() => stopProc(proc));
-  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.match(/etcd Version: (\S+)/)?.[1] ?? '?';
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`etcd exited ${proc.exitCode}; log ${log}:\n${readFileSync(log, 'utf8').slice(-2000)}`);
-    try {
-      const res = await fetch(`${base}/health`);
-      const text = await res.text();
-      if (res.ok && text.includes('"health":"true"')) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`etcd not healthy after 30 s; log ${log}`);
-    await sleep(100);
-  }
-  return { proc, base, version, log };
 }
 
 const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
@@ -483,8 +408,12 @@ async function main(): Promise<void> {
   const bin = ensureEtcd();
   const dir = mkdtempSync(join(tmpdir(), 'hq-bench-etcd-'));
   track(async () => rmSync(dir, { recursive: true, force: true }));
-  const etcd = await startEtcd(bin, dir);
-  process.stderr.write(`etcd ${etcd.version} (pid ${etcd.proc.pid}) on ${etcd.base}, log ${etcd.log}\n`);
+  // one member at etcd's default timing, stopped by PID with everything else the bench started
+  const cluster = await startEtcdCluster({ size: 1, dir, name: 'hq-bench', bin });
+  track(() => cluster.stop());
+  const member = cluster.members[0]!;
+  const etcd = { base: member.clientUrl, version: cluster.version };
+  process.stderr.write(`etcd ${etcd.version} (pid ${member.pid}) on ${etcd.base}, log ${member.log}\n`);
   const profileArgs = PROFILE_DIR !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
   const hq = await startArbiter({ nodeArgs: profileArgs, onStop: track });
   process.stderr.write(`hq-arbiter (pid ${hq.daemon.proc.pid}) on ${hq.base}\n`);

@@ -122,7 +122,8 @@ export async function startArbiter(opts: ArbiterOptions = {}): Promise<HqArbiter
     await sleep(10_500);
     live();
     for (const [host, token] of [['mbp', mbp], ['node-b', nodeb]] as const) {
-      await post(daemon.base, '/v1/heartbeat', token, { host, seenGeneration: 0 });
+      // Each report declares the agent's default request timeout: only such a report counts for the start wait.
+      await post(daemon.base, '/v1/heartbeat', token, { host, seenGeneration: 0, requestTimeoutSeconds: 5 });
     }
     const acq = JSON.parse(await post(daemon.base, '/v1/lease/acquire', mbp, { host: 'mbp' })) as { lease: { generation: number } };
     const p = new Pool(daemon.base);

@@ -13,7 +13,7 @@ const dist = (p) => import(join(root, p));
 
 const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
 const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
-const { STANDBY_SPECS } = await dist('apps/agent/dist/replication/specs.js');
+const { STANDBY_SPECS } = await dist('apps/agent/dist/cli/standby-specs.js');
 const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
 const { ConfigSchema } = await dist('apps/arbiter/dist/config.js');
 const { ARBITER_ONLY_KEYS, AGENT_ONLY_KEYS } = await dist('packages/lease-core/dist/index.js');
@@ -167,7 +167,7 @@ fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
 | \`GET /v1/events?after=ID&limit=N\`, \`?tail=N\`, \`?since=T\` | read | \`{events: [...]}\` ascending |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
-| \`GET /v1/status\` | read | the status page's data: hosts, failover sentence, timing problems |
+| \`GET /v1/status\` | read | the status page's data: the phase line, hosts, failover sentence, timing problems |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
 | \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases |

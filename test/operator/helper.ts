@@ -17,7 +17,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { Test } from 'tap';
 import { harness, type Harness } from '../arbiter/helper.js';
 import { registerOpenApi } from '../../apps/arbiter/src/server/openapi.js';
-import { statusPage, statusPageOptions, type StatusPageOptions } from '../../apps/arbiter/src/routes/status-page.js';
+import { statusPage, statusPageOptions, type StatusPageOptions } from '../../apps/arbiter/src/routes/status-page/index.js';
 import { EventWaiters, eventStreamRoutes } from '../../apps/arbiter/src/routes/events-stream.js';
 import { registerOperatorMetrics } from '../../apps/arbiter/src/operator-metrics.js';
 

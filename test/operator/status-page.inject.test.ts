@@ -4,8 +4,16 @@
  * routes honour `auth.openReads` like the other GETs.
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import pino from 'pino';
 import t from 'tap';
-import { esc, eventKind, fmtSeconds, registryLoad, STATUS_CSP, tailEvents } from '../../apps/arbiter/src/routes/status-page.js';
+import { issueToken } from '../../apps/arbiter/src/auth.js';
+import { manualClock } from '../../packages/runtime/src/clock.js';
+import { createRuntime } from '../../apps/arbiter/src/server/runtime.js';
+import { FakeProber, fastConfig } from '../arbiter/helper.js';
+import { eventKind, fmtSeconds, tailEvents } from '../../apps/arbiter/src/routes/status-page/model.js';
+import { esc, STATUS_CSP } from '../../apps/arbiter/src/routes/status-page/render.js';
+import { registryLoad } from '../../apps/arbiter/src/routes/status-page/load.js';
 import type { EventRow } from '../../apps/arbiter/src/store/store.js';
 import { PREFIX, operatorHarness } from './helper.js';
 
@@ -31,6 +39,10 @@ t.test('the page renders the holder, generation, hosts, failover and events', as
   t.match(html, /load 0\.50 0\.25 0\.10, 8 cpu, mem 75%/, 'the registry load is shown for mbp');
   t.match(html, /id="failover">[^<]*worst case/, 'the worst-case failover is printed');
   t.match(html, /<li data-id="\d+" class="ev ev-plain">.*acquired/, 'the acquire is in the timeline');
+  t.match(html, /<section id="phase" class="card phase phase-ok" data-phase="healthy" aria-label="state"><span id="phase-text">mbp holds the lease and runs; node-b stands by<\/span>/, 'the phase line is rendered, green');
+  t.match(html, /<td data-label="view of holder" class="c-view muted">it is the holder<\/td>/, 'the holder row has no view of itself');
+  t.match(html, /notBefore=\d\d:\d\d:\d\d(\.\d)?Z \(\+0\.0 s\)/, 'the acquire\'s notBefore is a time, not an epoch');
+  t.notMatch(html, /notBefore=1\d{9}/, 'no raw epoch in the timeline');
   t.match(html, /<div id="banner" hidden/, 'the maintenance banner is hidden while maintenance is off');
   t.notMatch(html, /src=["']?https?:/, 'nothing is loaded from another origin');
   t.notMatch(html, /<link rel="stylesheet"/, 'no external stylesheet');
@@ -49,6 +61,8 @@ t.test('the inline script is the one script the Content-Security-Policy allows',
   const hash = createHash('sha256').update(scripts[0] as string, 'utf8').digest('base64');
   t.ok(csp.includes(`'sha256-${hash}'`), 'the CSP allows that script by its hash');
   t.notMatch(scripts[0] as string, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, 'the script never parses data as HTML');
+  const file = readFileSync(new URL('../../apps/arbiter/src/routes/status-page/browser.js', import.meta.url), 'utf8');
+  t.equal(scripts[0], file, 'the inline script is browser.js as it is on disk (its hash computed when the module loaded)');
   t.equal(res.headers['x-content-type-options'], 'nosniff', 'nosniff is set');
 });
 
@@ -103,6 +117,8 @@ t.test('helpers: seconds, event kinds, escaping and the event tail', async (t) =
   t.equal(eventKind('promoted'), 'promotion', 'promotions are highlighted');
   t.equal(eventKind('renew-refused'), 'refusal', 'refusals are highlighted');
   t.equal(eventKind('renewed'), 'plain', 'other events are plain');
+  t.equal(eventKind('agent-silent'), 'refusal', 'a silent agent is highlighted like a refusal');
+  t.equal(eventKind('timing-problem'), 'refusal', 'so is a timing problem');
   t.equal(esc(`<a href="x">'&\``), '&#60;a href=&#34;x&#34;&#62;&#39;&#38;&#96;', 'all five dangerous characters are escaped');
   const rows: EventRow[] = Array.from({ length: 2345 }, (_, i) => ({ id: i + 1, at: i, category: 'hq.lease', event: 'renewed', host: 'mbp', data: {} }));
   const tail = tailEvents((after, limit) => rows.filter((r) => r.id > after).slice(0, limit), 50);
@@ -118,10 +134,13 @@ t.test('registryLoad picks the newest machine resource of the host and ignores j
     { kind: 'machine', machine: 'mbp', attrs: new Map<string, unknown>([['loadAvg', [0.5, 'x', 0.1]], ['cpuCount', 8], ['freeMem', 'lots'], ['totalMem', 16]]), renewedAt: 2_000_000 },
     { kind: 'instance', machine: 'node-b', attrs: new Map<string, unknown>([['cpuCount', 2]]), renewedAt: 3_000_000 },
   ];
-  const load = registryLoad(() => {
-    calls++;
-    return rows;
-  });
+  const load = registryLoad(
+    () => {
+      calls++;
+      return rows;
+    },
+    () => 5_000_000,
+  );
   t.same(load('mbp'), { loadAvg: [0.5, 0.1], cpuCount: 8, freeMem: undefined, totalMem: 16, observedAt: 2000 }, 'the newest row wins, non-numbers are dropped, renewedAt is seconds');
   t.equal(load('node-b'), null, 'an instance resource is not a machine load');
   t.equal(load('other'), null, 'an unknown host has no load');
@@ -150,4 +169,43 @@ t.test('a silent host and a refused token are problems on the host row (#16 item
   t.equal(ok.statusCode, 200, 'the right token again');
   s = (await h.get('/v1/status')).json() as typeof s;
   t.match(s.hosts.find((x) => x.host === 'node-b'), { heartbeatProblem: false }, 'a good heartbeat after it clears the row');
+});
+
+t.test('the daemon fills the load column from the machines the agents register', async (t) => {
+  const clock = manualClock();
+  const rt = createRuntime({ config: fastConfig(t.testdir()), clock, log: pino({ level: 'silent' }), prober: new FakeProber(), processMetrics: false, registry: true, operator: true });
+  t.teardown(() => rt.close());
+  const app = await rt.app();
+  const token = issueToken(rt.store, 'mbp', 'member', clock.now());
+  const reg = await app.inject({
+    method: 'POST',
+    url: '/v1/resources/register',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    payload: JSON.stringify({ id: 'mbp', name: 'mbp', kind: 'machine', machine: 'mbp', attrs: { loadAvg: [0.5, 0.25, 0.1], cpuCount: 8, freeMem: 4e9, totalMem: 16e9 }, observedAt: 1, ttlMs: 90_000 }),
+  });
+  t.equal(reg.statusCode, 200, 'mbp registers its machine');
+  const s = (await app.inject({ method: 'GET', url: '/v1/status' })).json() as { hosts: Array<{ host: string; loadText: string }> };
+  t.equal(s.hosts.find((h) => h.host === 'mbp')?.loadText, 'load 0.50 0.25 0.10, 8 cpu, mem 75%', "mbp's row shows its load");
+  t.equal(s.hosts.find((h) => h.host === 'node-b')?.loadText, '—', 'node-b, not registered, shows a dash');
+  const html = (await app.inject({ method: 'GET', url: '/' })).body;
+  t.match(html, /<td data-label="load" class="c-load">load 0\.50 0\.25 0\.10, 8 cpu, mem 75%<\/td>/, 'and so does the page');
+});
+
+t.test('the server renders a silent holder: the phase line and the validity in red, the lock-delay marked', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'mbp', generation: 1, seenGeneration: 1, heartbeatSeconds: 1 }, h.tokens.mbp);
+  h.clock.advance(3);
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 1, heartbeatSeconds: 1 }, h.tokens.nodeb);
+  let html = (await h.get('/')).body;
+  t.match(html, /data-phase="holder-silent"/, 'the phase is holder-silent');
+  t.match(html, /<div id="validity" class="bad">3\.0 s left, not renewed for 3\.0 s<\/div>/, "the silent holder's validity is red and says since when");
+  t.match(html, /<tr data-host="mbp" class="role-holder problem">/, "the holder's row is marked");
+  const x = await h.post('/v1/lease/transfer', { to: 'node-b' });
+  t.equal(x.statusCode, 200, 'a forced transfer promotes node-b behind lock-delay');
+  html = (await h.get('/')).body;
+  t.match(html, /data-phase="lock-delay"/, 'the phase is lock-delay');
+  t.match(html, /<div id="validity" class="warn">/, 'the validity of a holder that may not run yet is amber');
+  t.match(html, /<div id="lockdelay" class="warn">lock-delay: may run in \d+(\.\d)? s<\/div>/, 'the lock-delay is marked');
 });

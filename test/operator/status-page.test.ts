@@ -1,31 +1,23 @@
 /**
- * The status page in a real headless Chromium (Debian's `chromium`, driven by playwright-core;
- * no browser is ever downloaded): a real arbiter app listens on 127.0.0.1, the page renders the
- * holder, a forced transfer (a promotion) changes it, and the page updates in place — no
- * reload — within a few refreshes. A phone-sized screenshot goes to docs/status-page.png (the
- * README shows it) and to .tap/artifacts/status-page.png (the CI artifact).
- *
- * Where /usr/bin/chromium (or $HQ_CHROMIUM) is missing the test says so and passes; it never
- * leaves a skip behind.
+ * The status page in a real headless Chromium (./browser.ts): a real arbiter app listens on
+ * 127.0.0.1, the page renders the holder, a forced transfer (a promotion) changes it, and the
+ * page updates in place — no reload — within a few refreshes. A screenshot goes to
+ * .tap/artifacts/status-page.png (the CI artifact); the screenshots the README shows, one per
+ * phase, are status-page.phases.test.ts's.
  */
-import { existsSync, mkdirSync, copyFileSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import t from 'tap';
-import { missingTool } from '../missing-tool.js';
+import { openPage } from './browser.js';
 import { operatorHarness } from './helper.js';
 
-const CHROMIUM = process.env['HQ_CHROMIUM'] ?? '/usr/bin/chromium';
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const ARTIFACTS = resolve(ROOT, process.env['HQ_ARTIFACTS'] ?? '.tap/artifacts');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
 
 t.test('the status page renders the holder and follows a promotion without a reload', { timeout: 120_000 }, async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    t.comment(`browser test not run: ${CHROMIUM} is not installed (apt-get install -y chromium, or set HQ_CHROMIUM)`);
-    missingTool(t, `no Chromium at ${CHROMIUM}`);
-    return;
-  }
-  const { chromium } = await import('playwright-core');
+  const browser = await openPage(t);
+  if (browser === null) return;
+  const { page, errors } = browser;
   const h = await operatorHarness(t, {}, { status: { refreshSeconds: 1 } });
   await h.settle();
   const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
@@ -40,24 +32,6 @@ t.test('the status page renders the holder and follows a promotion without a rel
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const port = (h.app.server.address() as { port: number }).port;
   const url = `http://127.0.0.1:${port}/`;
-
-  const profile = join(t.testdir(), 'chromium-profile');
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    viewport: { width: 390, height: 844 },
-    deviceScaleFactor: 2,
-    timeout: 30_000,
-  });
-  t.teardown(() => context.close());
-  const page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(15_000);
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
 
   const nav = await page.goto(url, { waitUntil: 'load' });
   t.equal(nav?.status(), 200, 'the page loads');
@@ -89,7 +63,4 @@ t.test('the status page renders the holder and follows a promotion without a rel
   const artifact = join(ARTIFACTS, 'status-page.png');
   await page.screenshot({ path: artifact, fullPage: true });
   t.ok(statSync(artifact).size > 10_000, `a screenshot was written to ${artifact}`);
-  mkdirSync(join(ROOT, 'docs'), { recursive: true });
-  copyFileSync(artifact, join(ROOT, 'docs', 'status-page.png'));
-  t.ok(existsSync(join(ROOT, 'docs', 'status-page.png')), 'docs/status-page.png is updated for the README');
 });

@@ -21,24 +21,14 @@
  *      from the record, never from the agent's own configuration; `local.json` keeps the last
  *      values so the start guard (A4) waits as long as the lease that was confirmed.
  */
-import type { Host, RecordSummary } from './record.js';
+import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
+import { NEVER_FAIL_OPEN } from '@hq/protocol';
+import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
 import { elapsed, type Stamp } from './stamp.js';
 
 export { elapsed, type Stamp } from './stamp.js';
-
-export const NEVER_FAIL_OPEN = 'ledger-cli';
-
-export const DEFAULT_ROLES: readonly string[] = Object.freeze([
-  'telegram-poller',
-  'cron',
-  'seat-loop',
-  'release-run',
-  'conatus',
-  'git-push',
-  'ledger-cli',
-]);
 
 export interface AgentSettings {
   readonly host: Host;
@@ -61,15 +51,8 @@ export interface Grant {
   readonly source: 'arbiter' | 'peer';
 }
 
-export interface Known {
-  readonly holder: Host | null;
-  readonly generation: number;
-  readonly expired: boolean;
-  readonly released: boolean;
-  readonly floorPending: boolean;
-  readonly ttlSeconds: number;
-  readonly safetyMarginSeconds: number;
-}
+/** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
+export type Known = KnownLease;
 
 export interface Gave {
   readonly holder: Host;
@@ -278,21 +261,6 @@ export function onArbiterFailure(state: AgentState): AgentStep {
 // ---------------------------------------------------------------------------------------
 // peer confirmation (rule ③, L2)
 
-export interface ConfirmRequest {
-  readonly host: Host;
-  readonly generation: number;
-  /** The lease timing of the requester's record: its validity, which this confirmation extends. */
-  readonly ttlSeconds?: number;
-  readonly safetyMarginSeconds?: number;
-}
-
-export interface ConfirmAnswer {
-  readonly confirmed: boolean;
-  /** This agent's seen generation: a higher one than the requester's blocks it. */
-  readonly generation: number;
-  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding' | 'unknown-timing';
-}
-
 /**
  * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
  * for a generation below the seen one, for a holder other than the one it knows at that
@@ -395,18 +363,6 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
   return { state: settle(state, received), events };
 }
 
-/**
- * Whether the holder asks its peers to confirm it after an arbiter exchange (rule ③, L2): when
- * the arbiter could not be reached, or renewed behind a hold (S2.3). Never for a record whose
- * floor is pending (S2.4): such a grant makes no validity from peers anyway, and a peer that
- * adopted its generation as seen would report it back and raise the grant above itself.
- */
-export function asksPeers(state: AgentState, trigger: 'unreachable' | 'held-renewal' | 'other'): boolean {
-  if (trigger === 'other') return false;
-  const k = state.known;
-  return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
-}
-
 /** Step down before a release or handover: nothing of this generation runs any more. */
 export function stepDown(state: AgentState): AgentState {
   return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, state.known?.generation ?? 0) };
@@ -420,28 +376,6 @@ export function resume(state: AgentState): AgentState {
 // ---------------------------------------------------------------------------------------
 // the fence
 
-export type FenceReason =
-  | 'holder'
-  | 'quorum-standby'
-  | 'within-ttl'
-  | 'lock-delay'
-  | 'not-holder'
-  | 'stale-generation'
-  | 'no-quorum-expired'
-  | 'no-lease'
-  | 'no-lease-after-seen'
-  | 'fail-open';
-
-export interface FenceDecision {
-  readonly run: boolean;
-  readonly reason: FenceReason;
-  readonly generation: number;
-  readonly holder: Host | null;
-  readonly role: string;
-  /** Seconds of validity left when `run` (null for fail-open: no bound). */
-  readonly validForSeconds: number | null;
-}
-
 export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role: string): boolean {
   return role !== NEVER_FAIL_OPEN && settings.failOpenRoles.includes(role);
 }
@@ -453,7 +387,22 @@ export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role:
  * otherwise fail-open for fail-open roles, else no-quorum-expired (or no-lease once released).
  */
 export function fence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
+  return decideFence(settle(state0, now), role, now, settings);
+}
+
+/**
+ * The fence query as the shell answers it: settled once, the decision on that settled state,
+ * and the settled state for the shell to keep in memory (a validity once seen over stays over,
+ * so a later backward wall jump cannot revive it; settling only drops grants and flags, so the
+ * disk stays the more cautious copy until the next commit writes it).
+ */
+export function queryFence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): { readonly state: AgentState; readonly decision: FenceDecision } {
   const state = settle(state0, now);
+  return { state, decision: decideFence(state, role, now, settings) };
+}
+
+/** `fence` on a state already settled at `now`. */
+function decideFence(state: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
   const known = state.known;
   const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
   const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });

@@ -20,11 +20,12 @@ import type {
   ArbiterSettings,
   ArbiterState,
   Boot,
-  Host,
   LeaseEvent,
   Persisted,
   Stamp,
 } from '../../../packages/lease-core/src/index.js';
+import type * as protocol from '../../../packages/protocol/src/index.js';
+import type { Host } from '../../../packages/protocol/src/index.js';
 import { Rng } from './rng.js';
 
 export const DT = 0.1;
@@ -105,12 +106,12 @@ class HostClock {
 // ----------------------------------------------------------------------------- network
 
 type Payload =
-  | { kind: 'heartbeat'; id: number; body: core.HeartbeatInput }
-  | { kind: 'acquire'; id: number; body: core.AcquireInput; operator: true }
+  | { kind: 'heartbeat'; id: number; body: protocol.HeartbeatRequest }
+  | { kind: 'acquire'; id: number; body: protocol.AcquireRequest; operator: true }
   | { kind: 'read'; id: number }
-  | { kind: 'answer'; id: number; record: core.LeaseRecord; confirms: boolean; hold: number | null }
-  | { kind: 'confirm'; id: number; body: core.ConfirmRequest }
-  | { kind: 'confirm-answer'; id: number; answer: core.ConfirmAnswer };
+  | { kind: 'answer'; id: number; record: protocol.LeaseRecord; confirms: boolean; hold: number | null }
+  | { kind: 'confirm'; id: number; body: protocol.ConfirmRequest }
+  | { kind: 'confirm-answer'; id: number; answer: protocol.ConfirmAnswer };
 
 interface Message {
   readonly from: Host;
@@ -413,7 +414,7 @@ export class World {
 
   // --------------------------------------------------------------------------- arbiter
 
-  private arbiterRecord(): core.LeaseRecord {
+  private arbiterRecord(): protocol.LeaseRecord {
     return this.d.core.toRecord(this.db.lease, this.db.observers, this.arbiterNow());
   }
 
@@ -552,7 +553,7 @@ export class World {
     const id = this.id();
     a.inflight = { id, kind: 'heartbeat', sent: now };
     const holder = st.known?.holder ?? null;
-    const body: { -readonly [K in keyof core.HeartbeatInput]: core.HeartbeatInput[K] } = {
+    const body: { -readonly [K in keyof protocol.HeartbeatRequest]: protocol.HeartbeatRequest[K] } = {
       host: a.host,
       seenGeneration: st.seen,
       heartbeatSeconds: this.cfg.heartbeatSeconds,
@@ -603,7 +604,7 @@ export class World {
 
   private startPeerRound(a: Agent): void {
     const known = a.state.known;
-    if (!this.d.core.asksPeers(a.state, 'unreachable') || known === null || a.round !== null) return;
+    if (!this.d.core.asksPeers(a.state, { kind: 'no-answer' }) || known === null || a.round !== null) return;
     const id = this.id();
     a.round = { id, sent: a.stamp(), results: new Map() };
     for (const peer of this.cfg.candidates) {

@@ -20,7 +20,7 @@ import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fsyncDir } from '@hq/runtime/files';
 import { copyHashed, writeFileNew } from './fsx.js';
-import type { Tier } from './manifest.js';
+import type { Tier } from '@hq/protocol';
 import { verifyTier, type TierVerification } from './verify.js';
 
 export class PromoteError extends Error {

@@ -21,17 +21,9 @@ import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { copyHashed, fsyncFile, rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
-import {
-  formatManifest,
-  formatSums,
-  generationId,
-  GENERATION_RE,
-  parseManifest,
-  sha256File,
-  type Manifest,
-  type ManifestEntry,
-  type Tier,
-} from './manifest.js';
+import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
+import { parseManifest } from '@hq/protocol/schemas';
+import { sha256File } from './manifest.js';
 import { planTier, type Plan, type Planned } from './plan.js';
 
 export class SnapshotError extends Error {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { crossTiming, heartbeat } from '@hq/lease-core';
 import { actFor } from '../server/context.js';
-import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/index.js';
+import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '@hq/protocol/schemas';
 import { failoverOf, leaseTimingOf } from '../timing.js';
 
 export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {

@@ -5,7 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, HttpError, type HqContext } from './context.js';
 import { PreconditionFailed } from '../arbiter.js';
@@ -16,7 +16,8 @@ import { adminRoutes } from '../routes/admin.js';
 import { eventRoutes } from '../routes/events.js';
 import { metricsRoutes } from '../routes/metrics.js';
 import { registerOpenApi } from './openapi.js';
-import { statusPage, statusPageOptions } from '../routes/status-page.js';
+import { statusPage, statusPageOptions } from '../routes/status-page/index.js';
+import type { HostLoad } from '../routes/status-page/model.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';
@@ -38,7 +39,7 @@ export interface AppOptions {
    * every commit. The daemon serves them; tests that register them with their own options
    * (test/operator) leave this out.
    */
-  readonly operator?: { readonly waiters: EventWaiters };
+  readonly operator?: { readonly waiters: EventWaiters; readonly load?: ((host: string) => HostLoad | null) | undefined };
   /** `GET /v1/lease` answered in front of Fastify (default true; false = the route only, for tests that compare). */
   readonly fastPath?: boolean;
 }
@@ -138,7 +139,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(eventRoutes);
   await app.register(metricsRoutes);
   if (opts.operator !== undefined) {
-    await app.register(statusPage, statusPageOptions(opts.hq));
+    await app.register(statusPage, statusPageOptions(opts.hq, { load: opts.operator.load }));
     await app.register(eventStreamRoutes, {
       listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
       tailAfter: (n) => opts.hq.store.tailAfter(n),

@@ -1,0 +1,106 @@
+/**
+ * The status page (`GET /`): one server-rendered HTML document for an operator's phone — the
+ * holder and generation large, the validity counting down, the maintenance banner, one row per
+ * host, the last 50 events and the worst-case failover time. No build, no CDN: the CSS and a
+ * small script are inline, and a Content-Security-Policy allows nothing else (the script by its
+ * hash, `connect-src 'self'`).
+ *
+ * The script refreshes the page in place every `refreshSeconds`: it fetches `v1/lease`,
+ * `v1/status` (what the page adds to the record: heartbeat ages, load, the maintenance reason,
+ * failover) and `v1/events?after=<last id>`, and rebuilds only the parts that changed, with
+ * `textContent` and `createElement` — never `innerHTML` — so no value from the arbiter is ever
+ * parsed as HTML. The server side escapes every value it prints (`esc`). URLs are relative, so
+ * the page also works behind a reverse proxy under a sub-path.
+ *
+ * Access: both routes have scope `read`, like the other GETs — open when `auth.openReads` is
+ * true (the tailnet is the fence), a bearer token otherwise (a browser cannot send one, so with
+ * `openReads: false` the page is for `curl` or a proxy that adds the header).
+ *
+ * The plugin reads everything through its options, so it depends on no arbiter internals;
+ * `statusPageOptions(app.hq)` builds them from the app's context. The folder: `model` (pure:
+ * what both renderers show), `schemas` (`GET /v1/status`), `render` (HTML, CSS, CSP),
+ * `browser.js` (the script, a real file inlined by hash), `load` (the registry's load column),
+ * and this file, the routes.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import type { ArbiterState } from '@hq/lease-core';
+import type { LeaseRecord } from '@hq/protocol';
+import type { HqContext } from '../../server/context.js';
+import type { EventRow } from '../../store/store.js';
+import { ErrorBody } from '@hq/protocol/schemas';
+import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type HostLoad, type Refusal, type StatusSettings } from './model.js';
+import { STATUS_CSP, renderStatusPage } from './render.js';
+import { StatusAnswer } from './schemas.js';
+
+export interface StatusPageOptions {
+  /** One consistent read of the arbiter state (`arbiter.read()`). */
+  readonly state: () => ArbiterState;
+  /** The API record of that state (`(s) => arbiter.record(s)`). */
+  readonly record: (state: ArbiterState) => LeaseRecord;
+  /** `store.listEvents(after, limit)`: ascending ids above `after`. */
+  readonly listEvents: (after: number, limit: number) => readonly EventRow[];
+  /** The newest `limit` events, ascending. When absent, found by paging through `listEvents`. */
+  readonly recentEvents?: (limit: number) => readonly EventRow[];
+  readonly settings: (state: ArbiterState) => StatusSettings;
+  /** The registry's load for a host, when the registry is there. */
+  readonly load?: (host: string) => HostLoad | null;
+  /** The last request refused for a host's name (a member token of another machine), when any. */
+  readonly refused?: (host: string) => Refusal | null;
+  /** Seconds between the page's refreshes. Default 3. */
+  readonly refreshSeconds?: number;
+  /** The page title. Default "hq". */
+  readonly title?: string;
+}
+
+/** The options from the app's context: `app.register(statusPage, statusPageOptions(app.hq))`. */
+export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageOptions, 'load' | 'recentEvents' | 'refreshSeconds' | 'title'>> = {}): StatusPageOptions {
+  return {
+    state: () => hq.arbiter.read(),
+    record: (s) => hq.arbiter.record(s),
+    listEvents: (after, limit) => hq.store.listEvents(after, limit),
+    settings: (state) => statusSettings(hq.config, state),
+    refused: (host) => hq.arbiter.refusedFor(host),
+    ...extra,
+  };
+}
+
+export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (app, opts) => {
+  const refreshSeconds = opts.refreshSeconds ?? 3;
+  const title = opts.title ?? 'hq';
+
+  app.get(
+    '/',
+    {
+      config: { scope: 'read' },
+      schema: {
+        description: 'The status page (HTML): holder, generation, validity, maintenance, hosts, the last 50 events and the worst-case failover; refreshes itself.',
+        response: { 200: Type.String({ description: 'text/html' }), 401: ErrorBody },
+      },
+    },
+    async (_req, reply) => {
+      const state = opts.state();
+      const record = opts.record(state);
+      const model = statusModel(state, record, opts.settings(state), opts.load, opts.refused);
+      const events = opts.recentEvents !== undefined ? [...opts.recentEvents(TIMELINE_EVENTS)] : tailEvents(opts.listEvents, TIMELINE_EVENTS);
+      reply
+        .type('text/html; charset=utf-8')
+        .header('cache-control', 'no-store')
+        .header('content-security-policy', STATUS_CSP)
+        .header('x-content-type-options', 'nosniff')
+        .header('referrer-policy', 'no-referrer')
+        .header('x-frame-options', 'DENY');
+      return renderStatusPage({ record, model, events: events.slice(-TIMELINE_EVENTS), refreshSeconds, title });
+    },
+  );
+
+  app.get(
+    '/v1/status',
+    { config: { scope: 'read' }, schema: { response: { 200: StatusAnswer, 401: ErrorBody } } },
+    async (_req, reply) => {
+      const state = opts.state();
+      reply.header('cache-control', 'no-store');
+      return statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused);
+    },
+  );
+};

@@ -1,0 +1,45 @@
+/**
+ * The load column from the registry (SPEC §8): each agent registers its machine with
+ * `loadAvg, cpuCount, freeMem, totalMem` every 30 s; the page shows the newest live one.
+ */
+import type { HostLoad } from './model.js';
+
+/** What `registryLoad` needs of a registry row (SPEC §8 machine resources). */
+export interface MachineRow {
+  readonly kind: string;
+  readonly machine: string;
+  readonly attrs: ReadonlyMap<string, unknown>;
+  /** Arbiter time of the last register/heartbeat, milliseconds. */
+  readonly renewedAt: number;
+}
+
+/** One render asks for every host: the registry is read once per this many milliseconds. */
+const MEMO_MS = 100;
+
+/**
+ * A `load` option from the registry: the newest live `machine` resource of the host, its
+ * `loadAvg, cpuCount, freeMem, totalMem` attributes, aged by its last renewal. `list` is called
+ * once per page render or /v1/status answer (memoised for 100 ms of `nowMs`).
+ */
+export function registryLoad(list: () => readonly MachineRow[], nowMs: () => number): (host: string) => HostLoad | null {
+  let cache: { at: number; rows: readonly MachineRow[] } | null = null;
+  return (host) => {
+    const t = nowMs();
+    if (cache === null || t - cache.at > MEMO_MS || t < cache.at) cache = { at: t, rows: list() };
+    let best: MachineRow | null = null;
+    for (const r of cache.rows) if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
+    if (best === null) return null;
+    const num = (k: string): number | undefined => {
+      const v = best?.attrs.get(k);
+      return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+    };
+    const la = best.attrs.get('loadAvg');
+    return {
+      loadAvg: Array.isArray(la) ? la.filter((x): x is number => typeof x === 'number' && Number.isFinite(x)) : undefined,
+      cpuCount: num('cpuCount'),
+      freeMem: num('freeMem'),
+      totalMem: num('totalMem'),
+      observedAt: best.renewedAt / 1000,
+    };
+  };
+}

@@ -1,0 +1,322 @@
+/**
+ * The status page's model: what both the HTML and `GET /v1/status` are made of. Pure — the
+ * state, the record and the settings in, the answer out; no clock, no I/O. Every cell's text and
+ * colour is decided here, once, so the server's HTML and the browser script (which only prints
+ * the strings) cannot disagree; the script computes nothing but the countdowns.
+ *
+ * The phase (`phaseOf`) is the one line at the top that says what is going on, in this order of
+ * precedence: no holder → holder silent (or unreachable) → lock-delay → timing problem → a
+ * silent standby (after a failover: the old holder) → healthy.
+ */
+import type { ArbiterState } from '@hq/lease-core';
+import type { LeaseRecord, TimingProblem } from '@hq/protocol';
+import type { ArbiterConfig } from '../../config.js';
+import { failoverOf, isSilent, timingProblems } from '../../timing.js';
+import type { EventRow } from '../../store/store.js';
+import type { HostStatusT, StatusAnswerT } from './schemas.js';
+
+/** What the registry knows about a machine's load (SPEC §8); every field optional. */
+export interface HostLoad {
+  readonly loadAvg?: readonly number[];
+  readonly cpuCount?: number;
+  readonly freeMem?: number;
+  readonly totalMem?: number;
+  /** Arbiter time of the observation. */
+  readonly observedAt?: number;
+}
+
+export interface StatusSettings {
+  readonly arbiter: string;
+  readonly candidates: readonly string[];
+  readonly ttlSeconds: number;
+  /** A view older than this is not counted by a check (S5): the page marks it stale. */
+  readonly viewFreshSeconds: number;
+  readonly checkSeconds: number;
+  /** The slowest standby heartbeat reported (null: none yet). */
+  readonly heartbeatSeconds: number | null;
+  readonly promoteAfterChecks: number;
+  /** Worst-case failover (lease-core `failover`, the number every place prints). */
+  readonly failoverSeconds: number | null;
+  readonly lockDelaySeconds: number | null;
+  /** lease-core `describeFailover`: the sentence every place prints. */
+  readonly failoverText?: string;
+  /** The cross-side relations (S6) the agents' last reports break, one line each. */
+  readonly timingProblems?: readonly TimingProblem[];
+  /** The first of them, or null (kept for the footer and older readers). */
+  readonly timingProblem: string | null;
+}
+
+/** The last request refused for a host's name (a member token of another machine). */
+export interface Refusal {
+  readonly at: number;
+  readonly message: string;
+}
+
+/** Events shown in the timeline. */
+export const TIMELINE_EVENTS = 50;
+
+/**
+ * The settings the page shows: the arbiter's config (its own timing was checked when it was
+ * loaded) and what the agents' last reports imply across the sides (S6, ../../timing.ts).
+ */
+export function statusSettings(config: ArbiterConfig, state: ArbiterState): StatusSettings {
+  const f = failoverOf(config, state);
+  const problems = timingProblems(config, state);
+  return {
+    arbiter: config.arbiter,
+    candidates: config.candidates,
+    ttlSeconds: config.ttlSeconds,
+    viewFreshSeconds: config.viewFreshSeconds,
+    checkSeconds: config.checkSeconds,
+    heartbeatSeconds: f.heartbeatSeconds,
+    promoteAfterChecks: config.promoteAfterChecks,
+    failoverSeconds: f.seconds,
+    lockDelaySeconds: f.lockDelaySeconds,
+    failoverText: f.text,
+    timingProblems: problems,
+    timingProblem: problems[0]?.message ?? null,
+  };
+}
+
+/** Seconds as the page shows them: "4.2 s", "3.5 min", "2.0 h". */
+export function fmtSeconds(s: number | null): string {
+  if (s === null || !Number.isFinite(s)) return '—';
+  const a = Math.abs(s);
+  if (a < 120) return `${s.toFixed(a < 10 ? 1 : 0)} s`;
+  if (a < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (a < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+/** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem → "refusal" (red); maintenance → "maintenance". */
+export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
+  if (event === 'promoted') return 'promotion';
+  if (event.endsWith('-refused') || event === 'stale-generation' || event === 'agent-silent' || event === 'timing-problem') return 'refusal';
+  if (event === 'maintenance') return 'maintenance';
+  return 'plain';
+}
+
+function finite(n: unknown): n is number {
+  return typeof n === 'number' && Number.isFinite(n);
+}
+
+function loadOf(l: HostLoad | null | undefined, now: number): HostStatusT['load'] {
+  if (l === null || l === undefined) return null;
+  const out: { loadAvg?: number[]; cpuCount?: number; freeMem?: number; totalMem?: number; ageSeconds?: number } = {};
+  if (Array.isArray(l.loadAvg)) out.loadAvg = l.loadAvg.filter(finite).slice(0, 3);
+  if (finite(l.cpuCount)) out.cpuCount = l.cpuCount;
+  if (finite(l.freeMem)) out.freeMem = l.freeMem;
+  if (finite(l.totalMem)) out.totalMem = l.totalMem;
+  if (finite(l.observedAt)) out.ageSeconds = Math.max(0, now - l.observedAt);
+  return out;
+}
+
+/** The load cell: "load 0.50 0.25 0.10, 8 cpu, mem 75%", or a dash. */
+function loadText(l: HostStatusT['load']): string {
+  if (l === null) return '—';
+  const parts: string[] = [];
+  if (l.loadAvg !== undefined && l.loadAvg.length > 0) parts.push(`load ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`);
+  if (l.cpuCount !== undefined) parts.push(`${l.cpuCount} cpu`);
+  if (l.freeMem !== undefined && l.totalMem !== undefined && l.totalMem > 0) parts.push(`mem ${Math.round((1 - l.freeMem / l.totalMem) * 100)}%`);
+  return parts.length === 0 ? '—' : parts.join(', ');
+}
+
+/**
+ * The "view of holder" cell: what this host last said of the current holder. Green or red only
+ * for a view a check would count — about this holder, taken during its tenure, fresher than
+ * `viewFreshSeconds`, from a host that still reports; anything else is grey and says why. The
+ * holder's own row has no view of the holder (its view is of its peer, said on the peer's row).
+ */
+function viewOf(
+  role: HostStatusT['role'],
+  v: { target: string; reachable: boolean; ping: boolean; health: boolean; at: number } | null,
+  record: LeaseRecord,
+  settings: StatusSettings,
+  silent: boolean,
+): { text: string; level: HostStatusT['viewLevel'] } {
+  if (role === 'holder') return { text: 'it is the holder', level: 'muted' };
+  if (v === null) return { text: 'no view', level: 'muted' };
+  const age = Math.max(0, record.now - v.at);
+  const seen = `${v.target} ${v.reachable ? 'reachable' : 'unreachable'} (ping ${v.ping ? 'ok' : 'no'}, health ${v.health ? 'ok' : 'no'}), ${fmtSeconds(age)} ago`;
+  const holder = record.holder;
+  if (holder === null) return { text: `${seen} (no holder now)`, level: 'muted' };
+  if (v.target !== holder) return { text: `no view of ${holder} yet (last: ${seen})`, level: 'muted' };
+  if (record.acquiredAt !== null && v.at < record.acquiredAt) return { text: `${seen} (from before ${holder} held the lease)`, level: 'muted' };
+  if (silent) return { text: `${seen} (stale: this host is silent)`, level: 'muted' };
+  if (age > settings.viewFreshSeconds) return { text: `${seen} (stale: older than viewFreshSeconds ${fmtSeconds(settings.viewFreshSeconds)})`, level: 'muted' };
+  return { text: seen, level: v.reachable ? 'ok' : 'bad' };
+}
+
+/**
+ * The heartbeat cell: never, N ago, N ago (silent: more than 2 × its interval), or the refusal of
+ * its last request when that came after its last good heartbeat (a token that broke).
+ */
+function heartbeatOf(
+  role: HostStatusT['role'],
+  o: { lastHeartbeatAt: number | null; heartbeatSeconds: number | null } | undefined,
+  refused: Refusal | null,
+  now: number,
+): { text: string; problem: boolean } {
+  if (role === 'arbiter') return { text: '—', problem: false };
+  const last = o?.lastHeartbeatAt ?? null;
+  if (refused !== null && (last === null || refused.at > last)) return { text: `refused ${fmtSeconds(Math.max(0, now - refused.at))} ago: ${refused.message}`, problem: true };
+  if (last === null) return { text: 'never', problem: role === 'holder' || role === 'standby' };
+  const age = Math.max(0, now - last);
+  const interval = o?.heartbeatSeconds ?? null;
+  if (interval !== null && isSilent(age, interval)) return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
+  return { text: `${fmtSeconds(age)} ago`, problem: false };
+}
+
+/** One row per candidate (priority order), then the arbiter, then any other observer. */
+export function statusModel(
+  state: ArbiterState,
+  record: LeaseRecord,
+  settings: StatusSettings,
+  load?: (host: string) => HostLoad | null,
+  refused?: (host: string) => Refusal | null,
+): StatusAnswerT {
+  const now = record.now;
+  const names: string[] = [...settings.candidates];
+  if (!names.includes(settings.arbiter)) names.push(settings.arbiter);
+  for (const name of state.observers.keys()) if (!names.includes(name)) names.push(name);
+  const hosts = names.map((host): HostStatusT => {
+    const o = state.observers.get(host);
+    const v = o?.view ?? null;
+    const role: HostStatusT['role'] =
+      host === settings.arbiter ? 'arbiter' : record.holder === host ? 'holder' : settings.candidates.includes(host) ? 'standby' : 'observer';
+    let l: HostLoad | null = null;
+    try {
+      l = load === undefined ? null : load(host);
+    } catch {
+      l = null;
+    }
+    const hb = heartbeatOf(role, o, refused?.(host) ?? null, now);
+    const view = viewOf(role, v, record, settings, hb.problem);
+    const hostLoad = loadOf(l, now);
+    return {
+      host,
+      role,
+      lastHeartbeatAgeSeconds: o?.lastHeartbeatAt == null ? null : Math.max(0, now - o.lastHeartbeatAt),
+      heartbeatSeconds: o?.heartbeatSeconds ?? null,
+      heartbeatText: hb.text,
+      heartbeatProblem: hb.problem,
+      view: v === null ? null : { target: v.target, reachable: v.reachable, ping: v.ping, health: v.health, ageSeconds: Math.max(0, now - v.at) },
+      viewText: view.text,
+      viewLevel: view.level,
+      load: hostLoad,
+      loadText: loadText(hostLoad),
+    };
+  });
+  const problems = [...(settings.timingProblems ?? [])];
+  return {
+    now,
+    maintenance: { enabled: state.lease.maintenance, reason: state.lease.maintenanceReason },
+    failover: {
+      seconds: settings.failoverSeconds,
+      lockDelaySeconds: settings.lockDelaySeconds,
+      promoteAfterChecks: settings.promoteAfterChecks,
+      checkSeconds: settings.checkSeconds,
+      heartbeatSeconds: settings.heartbeatSeconds,
+      text: settings.failoverText ?? (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
+      problem: settings.timingProblem,
+    },
+    timingProblems: problems,
+    phase: phaseOf(record, hosts, settings.promoteAfterChecks, problems),
+    hosts,
+  };
+}
+
+/** What is going on, in one line and one colour (the top of the page). */
+export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], promoteAfterChecks: number, problems: readonly TimingProblem[]): StatusAnswerT['phase'] {
+  const holder = record.holder;
+  // 1. Nobody may run.
+  if (holder === null || record.released || record.expired || record.expiresAt === null) {
+    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no holder: a new database waits until every candidate reports the generation it has seen' };
+    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no holder: nothing runs until a candidate acquires the lease' };
+    return { name: 'no-holder', level: 'bad', text: `no holder: ${holder}'s lease ${record.released ? 'was released' : 'expired'}; nothing runs until a candidate acquires it` };
+  }
+  // 2. The holder does not report, or the arbiter and a standby cannot reach it.
+  const row = hosts.find((h) => h.host === holder);
+  const streak = record.dualUnreachableStreak;
+  if ((row?.heartbeatProblem ?? false) || streak > 0) {
+    let heard = 'unreachable (it still reports)';
+    if (row?.heartbeatProblem === true) {
+      // Never heard from, or its last request refused: the cell says which; else how long.
+      const age = row.lastHeartbeatAgeSeconds;
+      heard = age === null || row.heartbeatText.startsWith('refused') ? `silent (heartbeat: ${row.heartbeatText})` : `silent: no heartbeat for ${fmtSeconds(age)}`;
+    }
+    const checks = streak > 0 ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby` : '; its lease runs out unless it renews';
+    return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
+  }
+  // 3. Granted, but not yet allowed to run.
+  if (record.floorPending) return { name: 'lock-delay', level: 'warn', text: `${holder} holds the lease but may not run yet: a new database waits until every candidate reports its seen generation` };
+  if (record.notBefore !== null && record.notBefore > record.now) {
+    const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
+    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: lock-delay waits out the old holder's validity` };
+  }
+  // 4. The settings across the sides break failover.
+  const first = problems[0];
+  if (first !== undefined) return { name: 'timing-problem', level: 'bad', text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}` };
+  // 5. The holder runs, but a standby is gone: no failover to it until it is back.
+  const standbys = hosts.filter((h) => h.role === 'standby');
+  const gone = standbys.filter((h) => h.heartbeatProblem).map((h) => h.host);
+  const live = standbys.filter((h) => !h.heartbeatProblem).map((h) => h.host);
+  const by = (names: readonly string[]): string => `${names.join(', ')} ${names.length === 1 ? 'stands' : 'stand'} by`;
+  if (gone.length > 0) {
+    const silent = `${gone.join(', ')} ${gone.length === 1 ? 'is' : 'are'} silent`;
+    const rest = live.length === 0 ? `so there is no standby until ${gone.length === 1 ? 'it is' : 'they are'} back` : by(live);
+    if (record.promotedFrom !== null && gone.includes(record.promotedFrom)) {
+      return { name: 'failed-over', level: 'warn', text: `${holder} took over from ${record.promotedFrom} (generation ${record.generation}) and runs; ${silent}, ${rest}` };
+    }
+    return { name: 'standby-down', level: 'warn', text: `${holder} holds the lease and runs; standby ${silent}, ${rest}` };
+  }
+  return { name: 'healthy', level: 'ok', text: `${holder} holds the lease and runs${live.length > 0 ? `; ${by(live)}` : ''}` };
+}
+
+/** Event data keys that hold an arbiter time (seconds since the epoch). */
+function isTimeKey(key: string): boolean {
+  return key === 'notBefore' || key === 'was' || key.endsWith('At');
+}
+
+/** An arbiter time as the timeline prints it: "2027-01-15 08:00:10.5Z" (tenths only when there are any). */
+export function clockTime(at: number): string {
+  const d = new Date(at * 1000);
+  if (Number.isNaN(d.getTime())) return String(at);
+  const tenths = Math.floor(d.getUTCMilliseconds() / 100);
+  return `${d.toISOString().slice(0, 10)} ${d.toISOString().slice(11, 19)}${tenths === 0 ? '' : `.${tenths}`}Z`;
+}
+
+/** A time in an event's data: "08:00:10.5Z (+3.0 s)" — the time (its date only if another day) and how far from the event. */
+export function eventTime(at: number, eventAt: number): string {
+  const full = clockTime(at);
+  if (full === String(at)) return full;
+  const time = full.slice(0, 10) === clockTime(eventAt).slice(0, 10) ? full.slice(11) : full;
+  const delta = at - eventAt;
+  return `${time} (${delta >= 0 ? '+' : ''}${fmtSeconds(delta)})`;
+}
+
+/** An event's data as one line, times readable ("notBefore=08:00:10.5Z (+7.0 s)"), at most 200 characters. */
+export function eventData(e: Pick<EventRow, 'at' | 'data'>): string {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(e.data)) {
+    const text = typeof v === 'number' && isTimeKey(k) && v > 1e9 ? eventTime(v, e.at) : typeof v === 'string' ? v : JSON.stringify(v);
+    parts.push(`${k}=${text}`);
+  }
+  const s = parts.join(' ');
+  return s.length > 200 ? `${s.slice(0, 199)}…` : s;
+}
+
+/** The newest `limit` rows by paging through `listEvents` (used when no `recentEvents` is given). */
+export function tailEvents(listEvents: (after: number, limit: number) => readonly EventRow[], limit: number): EventRow[] {
+  const page = 1000;
+  let tail: EventRow[] = [];
+  let after = 0;
+  for (;;) {
+    const rows = listEvents(after, page);
+    if (rows.length === 0) break;
+    tail = tail.concat(rows).slice(-limit);
+    after = (rows[rows.length - 1] as EventRow).id;
+    if (rows.length < page) break;
+  }
+  return tail;
+}

@@ -1,0 +1,65 @@
+/** `GET /v1/status`: the status page's model, as the page's script and `hq lease status` read it. */
+import Type, { type Static } from 'typebox';
+import { TimingProblemOut } from '@hq/protocol/schemas';
+
+const Num = Type.Union([Type.Number(), Type.Null()]);
+
+export const HostStatus = Type.Object({
+  host: Type.String(),
+  role: Type.Union([Type.Literal('holder'), Type.Literal('standby'), Type.Literal('arbiter'), Type.Literal('observer')]),
+  lastHeartbeatAgeSeconds: Num,
+  heartbeatSeconds: Num,
+  /** The heartbeat cell as both renderers print it, and whether it is a problem (silent, refused). */
+  heartbeatText: Type.String(),
+  heartbeatProblem: Type.Boolean(),
+  view: Type.Union([
+    Type.Object({ target: Type.String(), reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean(), ageSeconds: Type.Number() }),
+    Type.Null(),
+  ]),
+  /** The "view of holder" cell: what this host last said of the holder; ok/bad only for a view a check counts. */
+  viewText: Type.String(),
+  viewLevel: Type.Union([Type.Literal('ok'), Type.Literal('bad'), Type.Literal('muted')]),
+  load: Type.Union([
+    Type.Object({
+      loadAvg: Type.Optional(Type.Array(Type.Number())),
+      cpuCount: Type.Optional(Type.Number()),
+      freeMem: Type.Optional(Type.Number()),
+      totalMem: Type.Optional(Type.Number()),
+      ageSeconds: Type.Optional(Type.Number()),
+    }),
+    Type.Null(),
+  ]),
+  loadText: Type.String(),
+});
+export type HostStatusT = Static<typeof HostStatus>;
+
+export const StatusAnswer = Type.Object({
+  now: Type.Number(),
+  maintenance: Type.Object({ enabled: Type.Boolean(), reason: Type.Union([Type.String(), Type.Null()]) }),
+  failover: Type.Object({
+    seconds: Num,
+    lockDelaySeconds: Num,
+    promoteAfterChecks: Type.Integer(),
+    checkSeconds: Type.Number(),
+    heartbeatSeconds: Num,
+    text: Type.String(),
+    problem: Type.Union([Type.String(), Type.Null()]),
+  }),
+  timingProblems: Type.Array(TimingProblemOut),
+  /** What is going on, in one line: the top of the page. */
+  phase: Type.Object({
+    name: Type.Union([
+      Type.Literal('no-holder'),
+      Type.Literal('holder-silent'),
+      Type.Literal('lock-delay'),
+      Type.Literal('timing-problem'),
+      Type.Literal('failed-over'),
+      Type.Literal('standby-down'),
+      Type.Literal('healthy'),
+    ]),
+    level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')]),
+    text: Type.String(),
+  }),
+  hosts: Type.Array(HostStatus),
+});
+export type StatusAnswerT = Static<typeof StatusAnswer>;

@@ -1,0 +1,151 @@
+/** The arbiter's lease API (SPEC §4): request bodies, answers, the record. */
+import Type from 'typebox';
+import { LEASE_REFUSALS } from '../errors.js';
+import type * as P from '../lease.js';
+import { HEARTBEAT_OUTCOMES } from '../lease.js';
+import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time } from './common.js';
+
+export const ViewOut = Type.Object(
+  {
+    target: Type.String(),
+    reachable: Type.Boolean(),
+    ping: Type.Boolean(),
+    health: Type.Boolean(),
+    at: Time,
+  },
+  { title: 'LeaseView' },
+);
+
+export const LeaseRecord = Type.Object(
+  {
+    name: Type.Literal('hq'),
+    holder: Type.Union([Type.String(), Type.Null()]),
+    generation: Type.Integer(),
+    revision: Type.Integer(),
+    acquiredAt: NullableTime,
+    renewedAt: NullableTime,
+    ttlSeconds: Time,
+    safetyMarginSeconds: Time,
+    expiresAt: NullableTime,
+    expired: Type.Boolean(),
+    released: Type.Boolean(),
+    notBefore: NullableTime,
+    // An object of views by observer name (TypeBox does not type additionalProperties).
+    views: Type.Unsafe<P.LeaseRecord['views']>(Type.Object({}, { additionalProperties: ViewOut })),
+    dualUnreachableStreak: Type.Integer(),
+    lastCheckAt: NullableTime,
+    promotedFrom: Type.Union([Type.String(), Type.Null()]),
+    maintenance: Type.Boolean(),
+    floorPending: Type.Boolean(),
+    now: Time,
+  },
+  { title: 'LeaseRecord' },
+);
+
+const Hold = Type.Union([Type.Number(), Type.Null()]);
+const Refusal = Literals(LEASE_REFUSALS);
+
+export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) }, { title: 'LeaseGranted' });
+export const Conflict = Type.Object(
+  {
+    ok: Type.Literal(false),
+    reason: Refusal,
+    lease: LeaseRecord,
+    error: Type.String(),
+    message: Type.String(),
+  },
+  { title: 'LeaseConflict' },
+);
+
+export const AcquireBody = Type.Object(
+  { host: Host, seenGeneration: Type.Optional(Generation), requestTimeoutSeconds: Type.Optional(CadenceSeconds) },
+  { additionalProperties: false },
+);
+export const RenewBody = Type.Object({ host: Host, generation: GrantedGeneration }, { additionalProperties: false });
+export const ReleaseBody = Type.Object(
+  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
+export const ViewIn = Type.Object(
+  { target: Host, reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean() },
+  { additionalProperties: false },
+);
+export const ConfirmationIn = Type.Object(
+  { holder: Host, generation: GrantedGeneration, ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
+  { additionalProperties: false },
+);
+export const HeartbeatBody = Type.Object(
+  {
+    host: Host,
+    generation: Type.Optional(GrantedGeneration),
+    seenGeneration: Type.Optional(Generation),
+    view: Type.Optional(ViewIn),
+    confirmation: Type.Optional(ConfirmationIn),
+    // The agent's cadence (it owns it; the arbiter checks the pairs across the sides).
+    heartbeatSeconds: Type.Optional(CadenceSeconds),
+    refreshSeconds: Type.Optional(CadenceSeconds),
+    requestTimeoutSeconds: Type.Optional(CadenceSeconds),
+  },
+  { additionalProperties: false },
+);
+export const TimingProblemOut = Type.Object({
+  host: Type.String(),
+  arbiterKey: Type.String(),
+  agentKey: Type.String(),
+  message: Type.String(),
+});
+export const HeartbeatAnswer = Type.Object({
+  outcome: Literals(HEARTBEAT_OUTCOMES),
+  reason: Type.Union([Refusal, Type.Null()]),
+  lease: LeaseRecord,
+  hold: Hold,
+  reportInSeconds: Type.Union([Type.Number(), Type.Null()]),
+  timingProblems: Type.Array(TimingProblemOut),
+  failover: Type.String(),
+  candidates: Type.Array(Type.String()),
+});
+
+export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+export const MaintenanceBody = Type.Object(
+  { enabled: Type.Boolean(), reason: Type.Optional(Type.String({ maxLength: 500 })) },
+  { additionalProperties: false },
+);
+
+export const CheckAnswer = Type.Object({
+  promoted: Type.Boolean(),
+  streak: Type.Integer(),
+  holder: Type.Union([Type.String(), Type.Null()]),
+  generation: Type.Integer(),
+  ping: Type.Boolean(),
+  health: Type.Boolean(),
+  promotee: Type.Union([Type.String(), Type.Null()]),
+  skipped: Type.Optional(Type.String()),
+});
+
+export const Health = Type.Object({ status: Type.Literal('ok'), role: Type.Literal('arbiter'), host: Type.String(), version: Type.String() });
+export const Primary = Type.Object({ known: Type.Boolean(), holder: Type.Union([Type.String(), Type.Null()]), generation: Type.Integer() });
+
+/** Query strings are strings (no coercion): digits only, checked for range in the handler. */
+export const EventsQuery = Type.Object(
+  {
+    after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    since: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}(\\.[0-9]{1,9})?$' })),
+  },
+  { additionalProperties: false },
+);
+/** `GET /v1/events/stream?after=ID` (or `Last-Event-ID`). */
+export const EventStreamQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })) }, { additionalProperties: false });
+export const EventOut = Type.Object(
+  {
+    id: Type.Integer(),
+    at: Time,
+    category: Type.String(),
+    event: Type.String(),
+    host: Type.Union([Type.String(), Type.Null()]),
+    data: Type.Unsafe<P.EventRecord['data']>(Type.Object({}, { additionalProperties: true })),
+  },
+  { title: 'Event' },
+);
+export const EventsAnswer = Type.Object({ events: Type.Array(EventOut) });

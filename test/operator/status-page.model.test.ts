@@ -1,0 +1,114 @@
+/**
+ * The status page's model (apps/arbiter/src/routes/status-page/model.ts), without a server: the
+ * phase line of each state, the "view of holder" cell, the load cell and the event times.
+ */
+import t from 'tap';
+import { emptyLease, toRecord, type LeaseState, type Observer, type TimingProblem } from '@hq/lease-core';
+import { clockTime, eventData, eventTime, statusModel, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
+
+const NOW = 1_800_000_100;
+
+const TIMING: TimingProblem = { host: 'node-b', arbiterKey: 'ttlSeconds', agentKey: 'refreshSeconds', message: 'refreshSeconds (10 s on node-b) must be shorter than ttlSeconds (6 s, arbiter cloud-vm)' };
+
+/** A held lease, renewed 1 s ago; every candidate reported 0.5 s ago. */
+const HELD: Partial<LeaseState> = { holder: 'mbp', generation: 1, revision: 5, acquiredAt: NOW - 50, renewedAt: NOW - 1, expiresAt: NOW + 5, notBefore: NOW - 50 };
+
+function observer(o: Partial<Observer>): Observer {
+  return { view: null, confirmation: null, lastHeartbeatAt: NOW - 0.5, heartbeatSeconds: 1, ...o };
+}
+
+function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, opts: { candidates?: string[]; problems?: TimingProblem[]; load?: Parameters<typeof statusModel>[3] } = {}) {
+  const l = { ...emptyLease(6, 1), ...lease };
+  const candidates = opts.candidates ?? ['mbp', 'node-b'];
+  const obs = new Map<string, Observer>(Object.entries(observers).map(([h, o]) => [h, observer(o)]));
+  const problems = opts.problems ?? [];
+  const settings: StatusSettings = {
+    arbiter: 'cloud-vm',
+    candidates,
+    ttlSeconds: 6,
+    viewFreshSeconds: 6,
+    checkSeconds: 1,
+    heartbeatSeconds: 1,
+    promoteAfterChecks: 2,
+    failoverSeconds: 7,
+    lockDelaySeconds: 7,
+    failoverText: '7 s worst case',
+    timingProblems: problems,
+    timingProblem: problems[0]?.message ?? null,
+  };
+  return statusModel({ lease: l, observers: obs, floor: 0 }, toRecord(l, obs, NOW), settings, opts.load);
+}
+
+const both = { mbp: {}, 'node-b': {} };
+const silent = { lastHeartbeatAt: NOW - 3 };
+
+t.test('the phase line says what is going on, in order of precedence', async (t) => {
+  const cases: Array<[string, Partial<LeaseState>, Record<string, Partial<Observer>>, { name: string; level: string; text: string | RegExp }, { candidates?: string[]; problems?: TimingProblem[] }?]> = [
+    ['a lease nobody holds is no holder', {}, both, { name: 'no-holder', level: 'bad', text: 'no holder: nothing runs until a candidate acquires the lease' }],
+    ['an expired lease is no holder, naming who let it lapse', { ...HELD, expiresAt: NOW - 1 }, both, { name: 'no-holder', level: 'bad', text: "no holder: mbp's lease expired; nothing runs until a candidate acquires it" }],
+    ['a released lease is no holder', { ...HELD, released: true }, both, { name: 'no-holder', level: 'bad', text: /mbp's lease was released/ }],
+    ['a new database without a holder waits for the reports', { floorPending: true }, both, { name: 'no-holder', level: 'bad', text: /a new database waits until every candidate reports/ }],
+    ['a renewing holder and a reporting standby are healthy', HELD, both, { name: 'healthy', level: 'ok', text: 'mbp holds the lease and runs; node-b stands by' }],
+    ['a holder silent past 2 × its interval is the first problem', HELD, { mbp: silent, 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: 'mbp, the holder, is silent: no heartbeat for 3.0 s; its lease runs out unless it renews' }],
+    ['a silent holder with a streak says how far the streak is', { ...HELD, dualUnreachableStreak: 1 }, { mbp: silent, 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: /unreachable in 1 of the 2 checks that promote a standby$/ }],
+    ['a reporting holder the checks cannot reach is unreachable', { ...HELD, dualUnreachableStreak: 1 }, both, { name: 'holder-silent', level: 'bad', text: /^mbp, the holder, is unreachable \(it still reports\)/ }],
+    ['a holder never heard from says so', HELD, { 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: /is silent \(heartbeat: never\)/ }],
+    ['a silent holder outranks a timing problem', HELD, { mbp: silent, 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: /silent/ }, { problems: [TIMING] }],
+    ['a promotion behind lock-delay may not run yet', { ...HELD, holder: 'node-b', generation: 2, acquiredAt: NOW - 1, promotedFrom: 'mbp', notBefore: NOW + 3 }, { mbp: silent, 'node-b': {} }, { name: 'lock-delay', level: 'warn', text: "node-b was promoted from mbp and may not run yet: lock-delay waits out the old holder's validity" }],
+    ['an acquire behind lock-delay says acquired', { ...HELD, notBefore: NOW + 3 }, both, { name: 'lock-delay', level: 'warn', text: /^mbp acquired the lease and may not run yet/ }],
+    ['a held lease on a new database waits for the reports', { ...HELD, floorPending: true }, both, { name: 'lock-delay', level: 'warn', text: /a new database waits until every candidate reports/ }],
+    ['a timing problem is said with its message', HELD, both, { name: 'timing-problem', level: 'bad', text: `timing problem: ${TIMING.message}` }, { problems: [TIMING] }],
+    ['more timing problems are counted', HELD, both, { name: 'timing-problem', level: 'bad', text: /\(and 1 more below\)$/ }, { problems: [TIMING, TIMING] }],
+    ['after a failover the silent old holder leaves no standby', { ...HELD, holder: 'node-b', generation: 2, promotedFrom: 'mbp' }, { mbp: silent, 'node-b': {} }, { name: 'failed-over', level: 'warn', text: 'node-b took over from mbp (generation 2) and runs; mbp is silent, so there is no standby until it is back' }],
+    ['a silent standby without a failover is standby-down', HELD, { mbp: {}, 'node-b': silent }, { name: 'standby-down', level: 'warn', text: 'mbp holds the lease and runs; standby node-b is silent, so there is no standby until it is back' }],
+    ['with a third candidate a silent standby leaves the other', HELD, { mbp: {}, 'node-b': silent, 'node-c': {} }, { name: 'standby-down', level: 'warn', text: 'mbp holds the lease and runs; standby node-b is silent, node-c stands by' }, { candidates: ['mbp', 'node-b', 'node-c'] }],
+  ];
+  for (const [name, lease, observers, want, opts] of cases) t.match(model(lease, observers, opts).phase, want, name);
+});
+
+t.test('the view of holder cell: green or red only for a view a check would count', async (t) => {
+  const up = { target: 'mbp', reachable: true, ping: true, health: true, at: NOW - 1 };
+  const cell = (lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, host: string) => {
+    const h = model(lease, observers).hosts.find((x) => x.host === host);
+    return { text: h?.viewText, level: h?.viewLevel };
+  };
+  t.same(cell(HELD, { mbp: { view: { ...up, target: 'node-b', reachable: false } }, 'node-b': {} }, 'mbp'), { text: 'it is the holder', level: 'muted' }, "the holder's row never shows its view of its peer");
+  t.same(cell(HELD, both, 'node-b'), { text: 'no view', level: 'muted' }, 'no view yet is grey');
+  t.same(cell(HELD, { mbp: {}, 'node-b': { view: up } }, 'node-b'), { text: 'mbp reachable (ping ok, health ok), 1.0 s ago', level: 'ok' }, 'a fresh view of the holder: reachable is green');
+  t.match(cell(HELD, { mbp: {}, 'node-b': { view: { ...up, reachable: false, ping: false, health: false } } }, 'node-b'), { text: /^mbp unreachable \(ping no, health no\)/, level: 'bad' }, 'unreachable is red');
+  t.match(cell(HELD, { mbp: {}, 'node-b': { view: { ...up, at: NOW - 10 } } }, 'node-b'), { text: /\(stale: older than viewFreshSeconds 6\.0 s\)$/, level: 'muted' }, 'a view older than viewFreshSeconds is grey');
+  t.match(cell(HELD, { mbp: {}, 'node-b': { ...silent, view: up } }, 'node-b'), { text: /\(stale: this host is silent\)$/, level: 'muted' }, 'the view of a silent host is grey');
+  t.match(cell({ ...HELD, acquiredAt: NOW - 0.5 }, { mbp: {}, 'node-b': { view: up } }, 'node-b'), { text: /\(from before mbp held the lease\)$/, level: 'muted' }, 'a view from before the tenure is grey');
+  t.match(cell(HELD, { mbp: {}, 'node-b': { view: { ...up, target: 'node-c' } } }, 'node-b'), { text: /^no view of mbp yet \(last: node-c reachable/, level: 'muted' }, 'a view of another host is not a view of the holder');
+  t.match(cell({}, { mbp: {}, 'node-b': { view: up } }, 'node-b'), { text: /\(no holder now\)$/, level: 'muted' }, 'without a holder every view is grey');
+});
+
+t.test('the load cell prints the registry figures or a dash', async (t) => {
+  const m = model(HELD, both, { load: (h) => (h === 'mbp' ? { loadAvg: [0.5, 0.25, 0.1, 9], cpuCount: 8, freeMem: 4e9, totalMem: 16e9, observedAt: NOW - 2 } : h === 'node-b' ? {} : null) });
+  t.equal(m.hosts[0]?.loadText, 'load 0.50 0.25 0.10, 8 cpu, mem 75%', 'three load averages, cpus and memory in use');
+  t.equal(m.hosts[0]?.load?.ageSeconds, 2, 'the age of the figures');
+  t.equal(m.hosts[1]?.loadText, '—', 'a machine without figures is a dash');
+  t.equal(m.hosts[2]?.loadText, '—', 'a host without a machine row is a dash');
+  const thrown = model(HELD, both, {
+    load: () => {
+      throw new Error('registry closed');
+    },
+  });
+  t.equal(thrown.hosts[0]?.loadText, '—', 'a failing registry is a dash, not a failed page');
+});
+
+t.test('event times are readable, never raw epochs', async (t) => {
+  const at = 1_796_147_350.5;
+  t.equal(clockTime(at), '2026-12-01 17:49:10.5Z', 'the timeline time keeps tenths');
+  t.equal(clockTime(1_796_147_350), '2026-12-01 17:49:10Z', 'and drops them when there are none');
+  t.equal(eventTime(1_796_147_357.0090392, at), '17:49:17Z (+6.5 s)', 'a time of the same day: the time and how far from the event');
+  t.equal(eventTime(at - 86_400, at), '2026-11-30 17:49:10.5Z (-24.0 h)', 'another day keeps its date');
+  t.equal(eventTime(Number.NaN, at), 'NaN', 'a time that is no time is printed as it is');
+  t.equal(
+    eventData({ at, data: { generation: 2, from: 'mbp', notBefore: 1_796_147_357.0090392, streak: 2 } }),
+    'generation=2 from=mbp notBefore=17:49:17Z (+6.5 s) streak=2',
+    'notBefore=1796147357.0090392 reads as a time',
+  );
+  t.equal(eventData({ at, data: { lastHeartbeatAt: at - 12, silentSeconds: 12, was: null } }), 'lastHeartbeatAt=17:48:58.5Z (-12 s) silentSeconds=12 was=null', 'times under *At and was too; other numbers stay numbers');
+  t.equal(eventData({ at, data: { note: 'x'.repeat(300) } }).length, 200, 'the line is cut at 200 characters');
+});
