@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
-import { ensureDir } from '../../apps/agent/src/files.js';
+import { ensureDir } from '../../packages/runtime/src/files.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';

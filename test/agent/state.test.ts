@@ -4,13 +4,13 @@
  */
 import t from 'tap';
 import { missingTool } from '../missing-tool.js';
-import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureDir, readSecure, writeAtomic } from '../../apps/agent/src/files.js';
+import { ensureDir } from '../../packages/runtime/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
-import { readToken, TokenFile, tokensEqual, bearer } from '../../apps/agent/src/tokens.js';
+import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
-import { systemClock } from '../../apps/agent/src/clock.js';
+import { stampClock } from '../../packages/runtime/src/clock.js';
 import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
@@ -21,56 +21,11 @@ function recording(): Log & { lines: { obj: object; msg: string }[] } {
   return { lines, info: add, warn: add, error: add, debug: add };
 }
 
-t.test('writeAtomic writes mode 0600 whatever the umask and leaves no temp file', async (t) => {
+t.test('readToken refuses a group-readable token file and reads a 0600 one', async (t) => {
   const dir = shortDir(t);
-  const old = process.umask(0);
-  try {
-    await writeAtomic(join(dir, 'f'), 'one\n');
-    await writeAtomic(join(dir, 'f'), 'two\n');
-  } finally {
-    process.umask(old);
-  }
-  t.equal(statSync(join(dir, 'f')).mode & 0o777, 0o600, 'the file is 0600');
-  t.equal(readFileSync(join(dir, 'f'), 'utf8'), 'two\n', 'the last write wins');
-  t.same(readdirSync(dir), ['f'], 'no temp file is left behind');
-});
-
-t.test('ensureDir creates 0700 and tightens a looser directory', async (t) => {
-  const dir = shortDir(t);
-  t.equal(await ensureDir(join(dir, 'state'), 0o700), null, 'a new directory is accepted');
-  t.equal(statSync(join(dir, 'state')).mode & 0o777, 0o700, 'it is created 0700');
-  mkdirSync(join(dir, 'loose'), { mode: 0o755 });
-  chmodSync(join(dir, 'loose'), 0o755);
-  await ensureDir(join(dir, 'loose'), 0o700);
-  t.equal(statSync(join(dir, 'loose')).mode & 0o777, 0o700, 'a 0755 directory is tightened to 0700');
-  symlinkSync(join(dir, 'state'), join(dir, 'link'));
-  t.match(await ensureDir(join(dir, 'link'), 0o700), /symlink/, 'a symlinked directory is refused');
-});
-
-t.test('readSecure refuses what could have been planted', async (t) => {
-  const dir = shortDir(t);
-  const write = (name: string, mode: number): string => {
-    const p = join(dir, name);
-    writeFileSync(p, '5\n', { mode });
-    chmodSync(p, mode);
-    return p;
-  };
-  t.equal((await readSecure(join(dir, 'nope'))).kind, 'missing', 'a missing file is missing, not refused');
-  t.equal((await readSecure(write('ok', 0o600))).kind, 'ok', 'a 0600 file of ours is read');
-  t.match(await readSecure(write('gw', 0o620)), { kind: 'refused', problem: /writable/ }, 'a group-writable file is refused');
-  t.match(await readSecure(write('ww', 0o602)), { kind: 'refused', problem: /writable/ }, 'a world-writable file is refused');
-  symlinkSync(join(dir, 'ok'), join(dir, 'sl'));
-  t.match(await readSecure(join(dir, 'sl')), { kind: 'refused', problem: /symlink/ }, 'a symlink is refused, not followed');
-  mkdirSync(join(dir, 'd'));
-  t.match(await readSecure(join(dir, 'd')), { kind: 'refused', problem: /regular/ }, 'a directory is refused');
-  if (process.getuid?.() === 0) {
-    const f = write('foreign', 0o600);
-    chownSync(f, 12345, 12345);
-    t.match(await readSecure(f), { kind: 'refused', problem: /owned by uid 12345/ }, 'a file owned by another user is refused');
-  } else {
-    missingTool(t, 'foreign ownership needs root to set up; checked where the tests run as root (CI)');
-  }
-  t.match(await readToken(write('tok', 0o640)), { ok: false, problem: /0600/ }, 'a group-readable token file is refused');
+  writeFileSync(join(dir, 'tok'), '5\n', { mode: 0o640 });
+  chmodSync(join(dir, 'tok'), 0o640);
+  t.match(await readToken(join(dir, 'tok')), { ok: false, problem: /0600/ }, 'a group-readable token file is refused');
   writeFileSync(join(dir, 'tok2'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
   t.same(await readToken(join(dir, 'tok2')), { ok: true, token: 'ab'.repeat(32) }, 'a 0600 token file is read, trailing newline dropped');
 });
@@ -98,7 +53,7 @@ async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: st
   const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'a.sock'));
   await ensureDir(config.stateDir, 0o700);
   writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
-  const agent = await Agent.open({ config, clock: systemClock, log });
+  const agent = await Agent.open({ config, clock: stampClock, log });
   t.teardown(() => agent.stop());
   return { agent, arb, config };
 }
@@ -204,4 +159,19 @@ t.test('a token file is re-read when it changes, so rotation needs no restart', 
   t.notOk(tokensEqual('x'.repeat(64), 'x'.repeat(63)), 'different lengths compare unequal without throwing');
   t.equal(bearer('bEaReR abc'), 'abc', 'the scheme is case-insensitive');
   t.equal(bearer('Basic abc'), null, 'another scheme is no bearer token');
+});
+
+t.test('the peer-token check: the bearer token must be the peer token, read anew each time', async (t) => {
+  const dir = shortDir(t);
+  const path = join(dir, 'peer-token');
+  writeFileSync(path, `${'cc'.repeat(32)}\n`, { mode: 0o600 });
+  const tf = new TokenFile(path);
+  t.ok(await peerTokenMatches(tf, `Bearer ${'cc'.repeat(32)}`), 'the peer token matches');
+  t.notOk(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'another token does not');
+  t.notOk(await peerTokenMatches(tf, undefined), 'no header does not');
+  t.notOk(await peerTokenMatches(tf, [`Bearer ${'cc'.repeat(32)}`, 'Bearer x']), 'two headers do not');
+  writeFileSync(path, `${'dd'.repeat(32)}\n`, { mode: 0o600 });
+  t.ok(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'a rotated token matches without a restart');
+  chmodSync(path, 0o644);
+  t.notOk(await peerTokenMatches(tf, `Bearer ${'dd'.repeat(32)}`), 'an unsafe token file matches nothing');
 });

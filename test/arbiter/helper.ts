@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Probe } from '@hq/lease-core';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
-import { manualClock, type ManualClock } from '../../apps/arbiter/src/clock.js';
+import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.js';
 import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/config.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import type { Prober } from '../../apps/arbiter/src/checks.js';

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkCadence, checkLeaseTiming, crossTiming, describeFailover, failover, wrongDaemon } from '../../packages/lease-core/src/index.js';
-import { cronGapSeconds } from '../../packages/runtime/src/index.js';
+import { cronGapSeconds } from '../../packages/runtime/src/schedule.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DOMAIN = 'example-tailnet.ts.net';

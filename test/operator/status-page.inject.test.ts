@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import pino from 'pino';
 import t from 'tap';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
-import { manualClock } from '../../apps/arbiter/src/clock.js';
+import { manualClock } from '../../packages/runtime/src/clock.js';
 import { createRuntime } from '../../apps/arbiter/src/server/runtime.js';
 import { FakeProber, fastConfig } from '../arbiter/helper.js';
 import { eventKind, fmtSeconds, tailEvents } from '../../apps/arbiter/src/routes/status-page/model.js';

@@ -1,5 +1,5 @@
 /** A manual clock and timer queue for the agent-side registry clients: nothing sleeps. */
-import type { Timers } from '../../apps/agent/src/registry/http.js';
+import type { Timers } from '../../packages/runtime/src/clock.js';
 
 export class FakeTime implements Timers {
   now = 1_800_000_000_000;

@@ -8,7 +8,7 @@ import type { Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { Registry } from 'prom-client';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
-import { manualClock, type ManualClock } from '../../apps/arbiter/src/clock.js';
+import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import { registryRoutes } from '../../apps/arbiter/src/registry/routes.js';
 import { registerFleetMetrics } from '../../apps/arbiter/src/registry/metrics.js';

@@ -4,15 +4,15 @@
  */
 import t from 'tap';
 import { Member } from '../../apps/agent/src/registry/member.js';
-import type { HttpResult, RegistryRequest } from '../../apps/agent/src/registry/http.js';
+import type { HttpResult, JsonRequest } from '../../packages/runtime/src/http.js';
 import { FakeTime } from './fake-time.js';
 import { registryHarness } from './helper.js';
 
 const load = (now: number) => ({ loadAvg: [0.5, 0.25, 0.1], cpuCount: 4, freeMem: 100, totalMem: 400, observedAt: now });
 
-function setup(answer: (req: RegistryRequest) => HttpResult) {
+function setup(answer: (req: JsonRequest) => HttpResult) {
   const time = new FakeTime();
-  const calls: { at: number; req: RegistryRequest }[] = [];
+  const calls: { at: number; req: JsonRequest }[] = [];
   const logs: { level: string; obj: any }[] = [];
   const member = new Member({
     arbiterUrl: 'http://127.0.0.1:8470',
@@ -32,7 +32,7 @@ function setup(answer: (req: RegistryRequest) => HttpResult) {
 }
 
 const ok: HttpResult = { kind: 'answer', status: 200, body: {} };
-const kind = (req: RegistryRequest): string => (req.url.endsWith('/register') ? 'register' : 'heartbeat');
+const kind = (req: JsonRequest): string => (req.url.endsWith('/register') ? 'register' : 'heartbeat');
 
 t.test('it registers at once, heartbeats every 30 s and re-registers every 300 s', async (t) => {
   const s = setup(() => ok);

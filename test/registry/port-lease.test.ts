@@ -1,14 +1,14 @@
 /** The port-lease keeper with a manual clock and timers: renew, retry, deadline, refusals, stop. */
 import t from 'tap';
 import { PortLeaseKeeper, leaseMargin, type LeaseLoss } from '../../apps/agent/src/registry/port-lease.js';
-import type { HttpResult, RegistryRequest } from '../../apps/agent/src/registry/http.js';
+import type { HttpResult, JsonRequest } from '../../packages/runtime/src/http.js';
 import { FakeTime } from './fake-time.js';
 
 const LID = 'a'.repeat(32);
 
-function setup(answer: (req: RegistryRequest, at: number) => HttpResult | Promise<HttpResult>, ttlMs = 120_000) {
+function setup(answer: (req: JsonRequest, at: number) => HttpResult | Promise<HttpResult>, ttlMs = 120_000) {
   const time = new FakeTime();
-  const calls: { at: number; req: RegistryRequest }[] = [];
+  const calls: { at: number; req: JsonRequest }[] = [];
   const losses: LeaseLoss[] = [];
   const keeper = new PortLeaseKeeper({
     arbiterUrl: 'http://127.0.0.1:8470',
@@ -44,7 +44,7 @@ t.test('renewals go out every 30 s with the lease id header and a 1 s timeout', 
   const r = s.calls[0]!.req;
   t.equal(r.url, 'http://127.0.0.1:8470/v1/leases/port/31450/heartbeat', 'to the port heartbeat route');
   t.same(r.headers, { 'x-port-lease-id': LID }, 'with x-port-lease-id');
-  t.equal(r.timeoutMs, 1000, 'with a 1 s timeout');
+  t.equal(r.timeoutSeconds, 1, 'with a 1 s timeout');
   t.same(r.token, { token: 'f'.repeat(64), url: 'http://127.0.0.1:8470' }, 'the token is bound to the arbiter URL');
   t.equal(s.keeper.deadline, s.start + 90_000 + 110_000, 'the deadline is armed from the last success');
   t.same(s.losses, [], 'nothing is lost');

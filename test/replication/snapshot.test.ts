@@ -11,7 +11,8 @@ import {
   resolveReplication,
   validateReplication,
 } from '../../apps/agent/src/replication/config.js';
-import { ConfigError } from '../../apps/agent/src/config-file.js';
+// The class the app code gets (the built package), so instanceof holds.
+import { ConfigError } from '@hq/runtime/config-file';
 import { sha256File } from '../../apps/agent/src/replication/manifest.js';
 import { DEFAULT_SECRET_PATTERNS, generationId, isSecretPath, parseSums, sumsDisagreement } from '../../packages/protocol/src/index.js';
 import { parseManifest } from '../../packages/protocol/src/schemas/index.js';

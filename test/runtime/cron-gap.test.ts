@@ -1,5 +1,5 @@
 import t from 'tap';
-import { cronGapSeconds } from '../../packages/runtime/src/index.js';
+import { cronGapSeconds } from '../../packages/runtime/src/schedule.js';
 
 t.test('node-cron parses, lease-core measures: one answer for valid and for how often', async (t) => {
   t.same(cronGapSeconds('*/10 * * * *'), { ok: true, seconds: 600 }, 'the default');

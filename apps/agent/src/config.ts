@@ -15,11 +15,11 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { execFile } from 'node:child_process';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
-import { ConfigError, expandHome, findConfigFile } from './config-file.js';
-import { cronGapSeconds } from '@hq/runtime';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
+import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkCadence, wrongDaemon } from '@hq/lease-core';
 import { DEFAULT_ROLES, HOST_SCHEMA_PATTERN, NEVER_FAIL_OPEN, ROLE_SCHEMA_PATTERN, hostProblem, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
@@ -82,7 +82,7 @@ export const DEFAULTS = Object.freeze({
   /** An answer later than this is discarded (S2.3 counts on it). */
   requestTimeoutSeconds: 5,
   listenHost: '0.0.0.0',
-  listenPort: 8471,
+  listenPort: PEER_PORT,
   arbiterPort: 8470,
 });
 
@@ -176,28 +176,9 @@ function readHostFile(stateDir: string): string | null {
 
 /** Loads, validates and fills defaults. Throws ConfigError. */
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const file = findConfigFile(explicit, env);
-  let raw: unknown = {};
-  if (file !== null) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      throw new ConfigError('--config', `cannot read config file ${file}: ${(err as Error).message}`);
-    }
-    try {
-      raw = JSON.parse(text);
-    } catch (err) {
-      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
-    }
-  }
-  try {
-    return resolveConfig(validateConfigFile(raw), file);
-  } catch (err) {
-    // Every problem names the file it is in (the arbiter's errors do too).
-    if (err instanceof ConfigError && file !== null && !err.message.includes(file)) throw new ConfigError(err.key, `${file}: ${err.message}`);
-    throw err;
-  }
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const raw = readConfigObject(file);
+  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
 }
 
 /** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */
@@ -320,34 +301,17 @@ export function advertisedUrl(config: AgentConfig, port: number = config.listen.
   return `http://${h.includes(':') && !h.startsWith('[') ? `[${h}]` : h}:${port}`;
 }
 
-/** Asks `tailscale status --json` for the MagicDNS suffix; null when it cannot. */
-export function tailnetDomainFromTailscale(bin: string, timeoutSeconds: number): Promise<string | null> {
-  if (bin === '') return Promise.resolve(null);
-  return new Promise((done) => {
-    execFile(bin, ['status', '--json'], { timeout: timeoutSeconds * 1000, maxBuffer: 4 << 20 }, (err, stdout) => {
-      if (err !== null) return done(null);
-      try {
-        const parsed = JSON.parse(stdout) as { MagicDNSSuffix?: unknown };
-        const s = parsed.MagicDNSSuffix;
-        done(typeof s === 'string' && /^[A-Za-z0-9.-]+$/.test(s) && s !== '' ? s.replace(/\.$/, '') : null);
-      } catch {
-        done(null);
-      }
-    });
-  });
-}
-
 /**
  * Fills `arbiterUrl` and `peers` from `tailscale status --json` when the config left them to the
  * tailnet's domain. Throws ConfigError when `arbiterUrl` still has no value.
  */
 export async function resolveNetwork(config: AgentConfig): Promise<AgentConfig & { readonly arbiterUrl: string }> {
   if (config.arbiterUrl !== null) return config as AgentConfig & { arbiterUrl: string };
-  const domain = await tailnetDomainFromTailscale(config.tailscaleBin, config.probeTimeoutSeconds);
-  if (domain === null) {
+  const dns = await magicDnsSuffix(config.tailscaleBin, config.probeTimeoutSeconds);
+  if (!dns.ok) {
     throw new ConfigError('arbiterUrl', 'arbiterUrl: not set, and without tailnetDomain (or a working tailscale) it has no default');
   }
-  return { ...config, tailnetDomain: domain, arbiterUrl: `http://${config.arbiter}.${domain}:${DEFAULTS.arbiterPort}` };
+  return { ...config, tailnetDomain: dns.suffix, arbiterUrl: `http://${config.arbiter}.${dns.suffix}:${DEFAULTS.arbiterPort}` };
 }
 
 /**
@@ -363,7 +327,7 @@ export function peersFromCandidates(config: AgentConfig, candidates: readonly st
 
 /** The health URL of a host (SPEC §3 probe), or null when it has none. */
 export function healthUrlOf(config: AgentConfig, host: string): string | null {
-  return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? `http://${host}.${config.tailnetDomain}:${DEFAULTS.listenPort}/v1/health` : null);
+  return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? tailnetHealthUrl(host, config.tailnetDomain, DEFAULTS.listenPort) : null);
 }
 
-export { ConfigError, findConfigFile } from './config-file.js';
+export { ConfigError };

@@ -1,10 +1,11 @@
 export * from './config.js';
-export * from './clock.js';
-export * from './files.js';
+export { stampClock, type StampClock } from '@hq/runtime/clock';
+export * from '@hq/runtime/files';
 export * from './state.js';
 export * from './tokens.js';
 export * from './guard-path.js';
 export * from './primary.js';
-export { superviseFence, EXIT_LOST } from './fence-run.js';
+export { superviseFence } from './fence-run.js';
+export { EXIT_LOST } from '@hq/runtime/supervise';
 export { Agent, VERSION } from './daemon/agent.js';
 export { startDaemon } from './daemon/main.js';

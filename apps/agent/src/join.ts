@@ -15,7 +15,7 @@
 import { mkdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { advertisedUrl, bareOriginProblem, resolveNetwork, type AgentConfig } from './config.js';
-import { writeAtomic } from './files.js';
+import { writeAtomic } from '@hq/runtime/files';
 import { readToken } from './tokens.js';
 
 export type TokenScope = 'query' | 'member';

@@ -25,9 +25,10 @@
 import { join } from 'node:path';
 import { isHost } from '@hq/protocol';
 import type { AgentConfig } from './config.js';
-import { readSecure } from './files.js';
+import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
-import { httpRequest, joinUrl, type Requester } from './registry/http.js';
+import { joinUrl, requestJson, type Requester } from '@hq/runtime/http';
+import { PEER_PORT } from '@hq/runtime/probe';
 
 /** The seeds' per-candidate timeout. */
 export const PRIMARY_TIMEOUT_MS = 5000;
@@ -193,12 +194,12 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
       if (j.ok) return { mode: 'static', source: 'join-file', url: j.url, token: j.token, host: j.host, ignored: null };
       ignored = j.problem;
     }
-    return { mode: 'static', source: 'local', url: opts.localUrl ?? 'http://127.0.0.1:8471', token: null, host: null, ignored };
+    return { mode: 'static', source: 'local', url: opts.localUrl ?? `http://127.0.0.1:${PEER_PORT}`, token: null, host: null, ignored };
   }
 
   const candidates = opts.candidates ?? [];
   const floor = Math.max(opts.seenGeneration ?? 0, opts.floor?.value ?? 0);
-  const request = opts.request ?? httpRequest;
+  const request = opts.request ?? requestJson;
   const timeoutMs = opts.timeoutMs ?? PRIMARY_TIMEOUT_MS;
   const answers = await Promise.all(
     candidates.map(async (c): Promise<PrimaryAnswer> => {
@@ -206,7 +207,7 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
         method: 'GET',
         url: joinUrl(c.url, '/v1/primary'),
         token: c.token === undefined || c.token === null ? null : { token: c.token, url: c.url },
-        timeoutMs,
+        timeoutSeconds: timeoutMs / 1000,
       });
       if (r.kind === 'unreachable') return { host: c.host, status: 'unreachable', holder: null, generation: null, problem: r.problem };
       if (r.status !== 200) return { host: c.host, status: 'invalid', holder: null, generation: null, problem: `HTTP ${r.status}` };

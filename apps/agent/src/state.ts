@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { parseGeneration, type Persisted } from '@hq/lease-core';
 import { isHost } from '@hq/protocol';
-import { readSecure, writeAtomic } from './files.js';
+import { readSecure, writeAtomic } from '@hq/runtime/files';
 
 export interface StatePaths {
   readonly local: string;

@@ -5,7 +5,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { readSecure } from './files.js';
+import { readSecure } from '@hq/runtime/files';
 
 export type TokenRead = { readonly ok: true; readonly token: string } | { readonly ok: false; readonly problem: string };
 
@@ -43,6 +43,18 @@ export function tokensEqual(a: string, b: string): boolean {
   const ha = createHash('sha256').update(a).digest();
   const hb = createHash('sha256').update(b).digest();
   return timingSafeEqual(ha, hb);
+}
+
+/**
+ * The one peer-token check (agent ↔ agent: the peer listener, replication pushes): the
+ * Authorization header carries the peer token, re-read through `file` on every call (a rotation
+ * needs no restart) and compared in constant time. Without a readable token nothing matches.
+ */
+export async function peerTokenMatches(file: { get(): Promise<TokenRead> }, authorization: string | string[] | undefined): Promise<boolean> {
+  const given = bearer(authorization);
+  if (given === null) return false;
+  const t = await file.get();
+  return t.ok && tokensEqual(given, t.token);
 }
 
 /** The bearer token of an Authorization header value (scheme case-insensitive), or null. */

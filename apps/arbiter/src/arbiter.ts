@@ -8,7 +8,7 @@ import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '@hq/runtime/clock';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
 import type { EventInput, EventLog, EventRow, LeaseRecords } from './store/store.js';

@@ -5,8 +5,8 @@
  * effective from the next request on.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { writeAtomicSync } from '@hq/runtime/files';
 import type { Scope, TokenRow, TokenStore } from './store/store.js';
 
 export const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
@@ -101,32 +101,6 @@ export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; m
   return rows.map((r) => ({ id: r.id, machine: r.machine, scope: r.scope, created: r.created, revoked: r.revoked }));
 }
 
-/** Writes `text` to `path` atomically with mode 0600: temp file, fsync, rename, fsync dir. */
-export function writeSecretFile(path: string, text: string): void {
-  const tmp = join(dirname(path), `.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } catch (err) {
-    closeSync(fd);
-    unlinkSync(tmp);
-    throw err;
-  }
-  closeSync(fd);
-  renameSync(tmp, path);
-  try {
-    const dfd = openSync(dirname(path), 'r');
-    try {
-      fsyncSync(dfd);
-    } finally {
-      closeSync(dfd);
-    }
-  } catch {
-    // Directory fsync is best effort (not supported everywhere).
-  }
-}
-
 /**
  * First start: with no active admin token in the database, issue one and write it to
  * `{dataDir}/admin.token` (replacing a stale file from an earlier database). Returns the path
@@ -136,6 +110,6 @@ export function ensureAdminToken(store: TokenStore, dataDir: string, machine: st
   if (store.hasActiveAdmin()) return null;
   const token = issueToken(store, machine, 'admin', now);
   const path = join(dataDir, 'admin.token');
-  writeSecretFile(path, `${token}\n`);
+  writeAtomicSync(path, `${token}\n`);
   return path;
 }

@@ -11,10 +11,9 @@
  * them apart: the one-shot command waits for it (bounded), a scheduled tick skips.
  */
 import { isSilent } from './timing.js';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
-import { scheduleCron, type Schedule } from '@hq/runtime';
+import { healthOk, magicDnsSuffix, tailnetHealthUrl, tailscalePing } from '@hq/runtime/probe';
+import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
 import type { Logger } from 'pino';
 import type { ArbiterState, Probe } from '@hq/lease-core';
 import type { CheckAnswer } from '@hq/protocol';
@@ -28,16 +27,11 @@ export interface Prober {
   probe(host: string): Promise<Probe>;
 }
 
-function run(bin: string, args: readonly string[], timeoutMs: number): Promise<{ code: number; stdout: string }> {
-  return new Promise((resolve) => {
-    execFile(bin, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 1 << 20, shell: false, windowsHide: true }, (err, stdout) => {
-      if (err === null) resolve({ code: 0, stdout: String(stdout) });
-      else resolve({ code: typeof err.code === 'number' ? err.code : -1, stdout: String(stdout ?? '') });
-    });
-  });
-}
-
-/** `tailscale ping` ⊕ the health URL, both bounded by `probeTimeoutSeconds`. */
+/**
+ * `tailscale ping` ⊕ the health URL, both bounded by `probeTimeoutSeconds`, counted in the probe
+ * metrics. A host without a pinned health URL is probed at `http://{host}.{tailnetDomain}:{port}`,
+ * `port` being the agents' peer port the caller names.
+ */
 export class TailnetProber implements Prober {
   private domain: string | null;
   private domainLookup: Promise<string | null> | null = null;
@@ -47,30 +41,21 @@ export class TailnetProber implements Prober {
     private readonly config: ArbiterConfig,
     private readonly metrics: Metrics,
     private readonly log: Logger,
+    private readonly peerPort: number,
   ) {
     this.domain = config.tailnetDomain;
-  }
-
-  private get timeoutMs(): number {
-    return Math.max(1, Math.round(this.config.probeTimeoutSeconds * 1000));
   }
 
   /** MagicDNS suffix from `tailscale status --json`, asked once (retried only after a failure). */
   private async tailnetDomain(): Promise<string | null> {
     if (this.domain !== null) return this.domain;
     if (this.config.tailscaleBin === '') return null;
-    this.domainLookup ??= run(this.config.tailscaleBin, ['status', '--json'], this.timeoutMs).then((r) => {
-      let suffix: unknown = null;
-      try {
-        suffix = r.code === 0 ? (JSON.parse(r.stdout) as { MagicDNSSuffix?: unknown }).MagicDNSSuffix : null;
-      } catch {
-        suffix = null;
-      }
-      if (typeof suffix === 'string' && /^[a-z0-9.-]{1,253}$/i.test(suffix)) {
-        this.domain = suffix.replace(/\.$/, '');
+    this.domainLookup ??= magicDnsSuffix(this.config.tailscaleBin, this.config.probeTimeoutSeconds).then((r) => {
+      if (r.ok) {
+        this.domain = r.suffix;
         return this.domain;
       }
-      if (!this.warned) this.log.warn({ code: r.code }, 'tailnet domain unknown');
+      if (!this.warned) this.log.warn({ problem: r.problem }, 'tailnet domain unknown');
       this.warned = true;
       this.domainLookup = null;
       return null;
@@ -79,11 +64,8 @@ export class TailnetProber implements Prober {
   }
 
   async ping(host: string): Promise<boolean> {
-    const bin = this.config.tailscaleBin;
-    if (bin === '') return false;
-    const t = this.config.probeTimeoutSeconds;
-    const r = await run(bin, ['ping', '-c', '1', '--timeout', `${t}s`, host], this.timeoutMs);
-    const ok = r.code === 0 && r.stdout.includes('pong');
+    if (this.config.tailscaleBin === '') return false;
+    const ok = await tailscalePing(this.config.tailscaleBin, host, this.config.probeTimeoutSeconds);
     this.metrics.probes.inc({ kind: 'ping', result: ok ? 'ok' : 'fail' });
     return ok;
   }
@@ -92,28 +74,11 @@ export class TailnetProber implements Prober {
     const pinned = this.config.healthUrls.get(host);
     if (pinned !== undefined) return pinned;
     const domain = await this.tailnetDomain();
-    return domain === null ? null : `http://${host}.${domain}:8471/v1/health`;
+    return domain === null ? null : tailnetHealthUrl(host, domain, this.peerPort);
   }
 
   async health(host: string): Promise<boolean> {
-    const url = await this.healthUrl(host);
-    if (url === null) {
-      this.metrics.probes.inc({ kind: 'health', result: 'fail' });
-      return false;
-    }
-    let ok = false;
-    try {
-      const res = await request(url, {
-        method: 'GET',
-        headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs,
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-      await res.body.dump();
-      ok = res.statusCode === 200;
-    } catch {
-      ok = false;
-    }
+    const ok = await healthOk(await this.healthUrl(host), this.config.probeTimeoutSeconds);
     this.metrics.probes.inc({ kind: 'health', result: ok ? 'ok' : 'fail' });
     return ok;
   }

@@ -6,12 +6,11 @@
  * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
  * daemon with one line naming the key.
  */
-import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { cronGapSeconds } from '@hq/runtime';
+import { ARBITER_CONFIG, ConfigError, defaultConfigPaths, readConfigFile } from '@hq/runtime/config-file';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
@@ -261,43 +260,31 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
 /** Where the config comes from: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`, else none. */
 export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists: (p: string) => boolean): string | null {
   if (flag !== undefined) return flag;
-  const fromEnv = env['HQ_ARBITER_CONFIG'];
+  const fromEnv = env[ARBITER_CONFIG.envVar];
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  for (const p of [join(homedir(), '.hq', 'arbiter.json'), '/etc/hq/arbiter.json']) {
+  for (const p of defaultConfigPaths(ARBITER_CONFIG)) {
     if (exists(p)) return p;
   }
   return null;
 }
 
-export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    readonly problem: string,
-    readonly path: string | null,
-  ) {
-    const text = problem.startsWith(key) ? problem : `${key} ${problem}`;
-    super(`invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
-    this.name = 'ConfigError';
-  }
+export { ConfigError };
+
+/** The arbiter's line for a config problem: `invalid config PATH: key problem`, on one line. */
+function invalidConfig(key: string, problem: string, path: string | null): ConfigError {
+  const text = problem.startsWith(key) ? problem : `${key} ${problem}`;
+  return new ConfigError(key, `invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
 }
 
 /** Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError. */
 export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
   let input: unknown = {};
   if (path !== null) {
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw new ConfigError('(file)', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, path);
-    }
-    try {
-      input = JSON.parse(text);
-    } catch (err) {
-      throw new ConfigError('(file)', `is not valid JSON (${(err as Error).message})`, path);
-    }
+    const r = readConfigFile(path);
+    if (!r.ok) throw invalidConfig('(file)', r.problem === 'unreadable' ? `cannot be read (${r.code})` : `is not valid JSON (${r.message})`, path);
+    input = r.value;
   }
   const result = validateConfig(input, cwd);
-  if (!result.ok) throw new ConfigError(result.key, result.message, path);
+  if (!result.ok) throw invalidConfig(result.key, result.message, path);
   return result.config;
 }

@@ -5,7 +5,7 @@
  * delivery is fire-and-forget with bounded retries: it never blocks or fails a decision.
  */
 import { spawn } from 'node:child_process';
-import { request } from 'undici';
+import { requestJson } from '@hq/runtime/http';
 import type { Logger } from 'pino';
 import type { EventRow } from './store/store.js';
 
@@ -62,10 +62,10 @@ export class Hooks {
 
   deliver(e: EventRow): void {
     if (this.closed || !this.enabled) return;
-    const body = JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
-    for (const url of this.settings.urls) this.schedule(`url ${url}`, () => this.post(url, body), 1);
+    const event = { id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data };
+    for (const url of this.settings.urls) this.schedule(`url ${url}`, () => this.post(url, event), 1);
     const command = this.settings.command;
-    if (command !== null) this.schedule(`command ${command[0]}`, () => this.run(command, body), 1);
+    if (command !== null) this.schedule(`command ${command[0]}`, () => this.run(command, JSON.stringify(event)), 1);
   }
 
   private schedule(target: string, attempt: () => Promise<void>, n: number): void {
@@ -97,17 +97,10 @@ export class Hooks {
     );
   }
 
-  private async post(url: string, body: string): Promise<void> {
-    const res = await request(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-      headersTimeout: this.timeoutMs,
-      bodyTimeout: this.timeoutMs,
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    await res.body.dump();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`webhook answered ${res.statusCode}`);
+  private async post(url: string, event: object): Promise<void> {
+    const r = await requestJson({ method: 'POST', url, body: event, timeoutSeconds: this.timeoutMs / 1000 });
+    if (r.kind === 'unreachable') throw new Error(`webhook unreachable: ${r.problem}`);
+    if (r.status < 200 || r.status >= 300) throw new Error(`webhook answered ${r.status}`);
   }
 
   private run(argv: readonly string[], body: string): Promise<void> {

@@ -26,17 +26,9 @@ import { NEVER_FAIL_OPEN } from '@hq/protocol';
 import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
+import { elapsed, type Stamp } from './stamp.js';
 
-/** One reading of both clocks, in seconds. */
-export interface Stamp {
-  readonly wall: number;
-  readonly mono: number;
-}
-
-/** Elapsed time between two readings: the larger of the two clocks (A1). */
-export function elapsed(from: Stamp, to: Stamp): number {
-  return Math.max(to.mono - from.mono, to.wall - from.wall);
-}
+export { elapsed, type Stamp } from './stamp.js';
 
 export interface AgentSettings {
   readonly host: Host;

@@ -7,14 +7,15 @@
  */
 import cron from 'node-cron';
 import { cronGapSeconds } from './cron-gap.js';
+import { monotonicSeconds } from './clock.js';
+
+export { cronGapSeconds };
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface Schedule {
   stop(): Promise<void>;
 }
-
-const monotonicSeconds = (): number => Number(process.hrtime.bigint()) / 1e9;
 
 export interface ScheduleDeps {
   readonly now: () => number;

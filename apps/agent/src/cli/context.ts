@@ -4,8 +4,8 @@
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
-import { readSecure } from '../files.js';
-import type { HttpResult } from '../http.js';
+import { readSecure } from '@hq/runtime/files';
+import type { HttpResult } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';
 import { CliError, flagString, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
@@ -56,7 +56,7 @@ export async function adminToken(c: AgentConfig, p: Parsed): Promise<string> {
 
 /** undici is loaded only by the commands that talk HTTP. */
 export async function arbiter(c: Resolved, method: 'GET' | 'POST' | 'PUT', path: string, body: unknown, token: string | null): Promise<HttpResult> {
-  const { joinUrl, requestJson } = await import('../http.js');
+  const { joinUrl, requestJson } = await import('@hq/runtime/http');
   return requestJson({ method, url: joinUrl(c.arbiterUrl, path), body, token, timeoutSeconds: c.requestTimeoutSeconds });
 }
 

@@ -21,13 +21,13 @@
  * Wiring: in main.ts's COMMANDS, `{ spec: DOCTOR_SPEC, load: async () => (await import('./doctor.js')).doctor }`
  * (copy DOCTOR_SPEC inline to keep the table's imports light).
  */
-import { execFile } from 'node:child_process';
 import { lstat, readdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
-import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { runFile } from '@hq/runtime/exec';
+import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
 
@@ -153,16 +153,6 @@ function answerLine(r: HttpResult): string {
   if (r.kind === 'unreachable') return `unreachable (${r.problem})`;
   const b = r.body as { error?: unknown; message?: unknown } | null;
   return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}${typeof b?.message === 'string' ? `: ${b.message}` : ''}`;
-}
-
-function run(bin: string, args: readonly string[], timeoutMs: number): Promise<{ code: number | string; stdout: string; problem: string | null }> {
-  return new Promise((resolve) => {
-    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 4 << 20, shell: false }, (err, stdout) => {
-      if (err === null) return resolve({ code: 0, stdout: String(stdout), problem: null });
-      const e = err as NodeJS.ErrnoException & { code?: number | string; killed?: boolean };
-      resolve({ code: e.code ?? -1, stdout: String(stdout ?? ''), problem: e.killed === true ? `no answer within ${timeoutMs / 1000} s` : String(e.code ?? e.message) });
-    });
-  });
 }
 
 /** Runs every check. Never throws. */
@@ -292,7 +282,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   // 6. tailscale.
   if (c.tailscaleBin === '') out.push(skip('tailscale', 'tailscaleBin is "" (health probes alone decide)'));
   else {
-    const r = await run(c.tailscaleBin, ['status', '--json'], Math.max(1000, c.probeTimeoutSeconds * 1000));
+    const r = await runFile(c.tailscaleBin, ['status', '--json'], { timeoutMs: Math.max(1000, c.probeTimeoutSeconds * 1000) });
     let state: unknown = null;
     try {
       state = (JSON.parse(r.stdout) as { BackendState?: unknown }).BackendState;

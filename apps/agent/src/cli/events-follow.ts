@@ -11,7 +11,7 @@
  * fall back to the polling loop then.
  */
 import { request } from 'undici';
-import { joinUrl } from '../http.js';
+import { joinUrl } from '@hq/runtime/http';
 
 export interface StreamEvent {
   readonly id: number;

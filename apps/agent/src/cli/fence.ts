@@ -1,15 +1,14 @@
 /**
  * `hq fence check` and `hq fence run`: the hot path. Only node built-ins and the light config
- * reader are loaded (the supervisor, fence-run.js, only by `fence run`); the agent (which
- * validated the config at its start) decides the role. When the agent does not answer, the
+ * reader (`@hq/runtime/config-file`, through local.ts) are loaded (the supervisor, fence-run.js,
+ * only by `fence run`); the agent (which validated the config at its start) decides the role. When the agent does not answer, the
  * full config is validated so a bad config or an unknown role still exits 2, and the answer is
  * "skip". bin/hq.js runs both through fence-entry.js, without the command table of main.ts.
  */
-import { lightPaths } from '../config-file.js';
 import type { CheckResult } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
-import { callAgent } from './local.js';
+import { callAgent, lightPaths } from './local.js';
 import { writeCliLine } from './log-line.js';
 
 export const FENCE_CHECK_SPEC: CommandSpec = {

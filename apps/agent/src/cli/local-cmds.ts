@@ -5,14 +5,14 @@ import { leaseEvent } from '@hq/lease-core';
 import { hostProblem, type HeartbeatReport } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
-import { lightPaths } from '../config-file.js';
-import { ensureDir } from '../files.js';
+import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
 import { leaseOf } from '../replication/role.js';
 import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
+import { lightPaths } from './local.js';
 import { reportEvent } from './report.js';
 import { writeCliLine } from './log-line.js';
 
@@ -123,7 +123,7 @@ type GuardVerdict = { readonly allowed: boolean; readonly reason: GuardReason; r
 async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: Extract<GuardReason, `never-seen-${string}`>; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
   try {
     const n = await resolveNetwork(c);
-    const { joinUrl, requestJson } = await import('../http.js');
+    const { joinUrl, requestJson } = await import('@hq/runtime/http');
     const tok = await readToken(n.tokenFile);
     const r = await requestJson({ method: 'GET', url: joinUrl(n.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
     if (r.kind !== 'answer') return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: r.problem };

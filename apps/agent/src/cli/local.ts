@@ -1,7 +1,41 @@
 /**
- * The local agent over its unix socket, with node:http only (light: no Fastify, no undici).
+ * The local agent over its unix socket, with node:http only (light: no Fastify, no undici), and
+ * where that socket is: the few paths the config names, read without TypeBox (loading the
+ * validator costs more than the whole fence query). `hq fence check|run` ask the running agent,
+ * which validated the same file at its start; when the agent does not answer they fall back to
+ * the full validation of `config.ts`.
  */
 import { request } from 'node:http';
+import { join, resolve } from 'node:path';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, readConfigObject } from '@hq/runtime/config-file';
+
+export interface LightPaths {
+  readonly file: string | null;
+  readonly stateDir: string;
+  readonly socketPath: string;
+  readonly requestTimeoutSeconds: number;
+}
+
+/** The socket path and state dir from the config, checked only as far as it needs them. */
+export function lightPaths(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): LightPaths {
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const raw = readConfigObject(file);
+  const str = (k: string): string | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || v === '') throw new ConfigError(k, `${k}: must be a non-empty string`);
+    return v;
+  };
+  const stateDir = resolve(expandHome(str('stateDir') ?? '~/.hq'));
+  const socket = str('socketPath');
+  const rt = raw['requestTimeoutSeconds'];
+  return {
+    file,
+    stateDir,
+    socketPath: resolve(expandHome(socket ?? join(stateDir, 'agent.sock'))),
+    requestTimeoutSeconds: typeof rt === 'number' && rt > 0 ? rt : 5,
+  };
+}
 
 export type LocalResult =
   | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }

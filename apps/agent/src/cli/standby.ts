@@ -17,9 +17,9 @@ import { seenGeneration } from './context.js';
 import { callAgent } from './local.js';
 import { reportEvent } from './report.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
-import { requestJson, joinUrl } from '../http.js';
+import { requestJson, joinUrl } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';
-import { findConfigFile } from '../config-file.js';
+import { AGENT_CONFIG, findConfigFile } from '@hq/runtime/config-file';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
 import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
 import { planTier } from '../replication/plan.js';
@@ -91,7 +91,7 @@ function tiersOf(text: string, flag: string): Tier[] {
  * no replication block, or when `--standby` is given and no config file exists at all.
  */
 function pollersOffOf(p: Parsed, ctx: StandbyContext): readonly string[] {
-  if (flagString(p, 'standby') !== undefined && findConfigFile(flagString(p, 'config'), ctx.env ?? process.env) === null) return [];
+  if (flagString(p, 'standby') !== undefined && findConfigFile(flagString(p, 'config'), AGENT_CONFIG, ctx.env ?? process.env) === null) return [];
   return load(p, ctx).replication?.pollersOff ?? [];
 }
 

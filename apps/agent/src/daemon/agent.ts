@@ -12,8 +12,8 @@ import { queryFence, resume, settle, stepDown, type AgentSettings, type AgentSta
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent } from '@hq/protocol';
 import { VERSION } from '@hq/lease-core/version';
 import type { AgentConfig } from '../config.js';
-import type { Clock } from '../clock.js';
-import type { ProbeResult } from '../probe.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
+import type { ProbeResult } from '@hq/runtime/probe';
 import type { StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
 import { ArbiterLink, type HeartbeatReport } from './arbiter-link.js';

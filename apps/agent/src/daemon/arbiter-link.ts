@@ -9,7 +9,7 @@
  * A failed exchange (no answer, not 200, a body that does not read) takes one path for both.
  * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
  */
-import { scheduleCron, type Schedule } from '@hq/runtime';
+import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
 import {
   arbiterDown,
   asksPeers,
@@ -27,9 +27,9 @@ import {
   type Stamp,
 } from '@hq/lease-core';
 import { healthUrlOf, type AgentConfig } from '../config.js';
-import type { Clock } from '../clock.js';
-import { joinUrl, requestJson, type HttpResult } from '../http.js';
-import { probe as probeHost, type ProbeResult } from '../probe.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
+import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
+import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
 import type { TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { Peers } from './peers.js';

@@ -14,7 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
 import { ERRORS, type FenceDecision } from '@hq/protocol';
-import type { Clock } from '../clock.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';
 

@@ -6,9 +6,9 @@
 import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
-import { ensureDir } from '../files.js';
+import { ensureDir } from '@hq/runtime/files';
 import { TokenFile } from '../tokens.js';
-import { systemClock, type Clock } from '../clock.js';
+import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent.js';
 import { createMetrics } from './metrics.js';
@@ -32,7 +32,7 @@ export interface DaemonHandle {
   stop(): Promise<void>;
 }
 
-export async function startDaemon(configPath: string | undefined, clock: Clock = systemClock): Promise<DaemonHandle> {
+export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
   const config = await resolveNetwork(loadConfig(configPath));
   const log = agentLogger(config.hostName);
   const dirProblem = await ensureDir(config.stateDir, 0o700);

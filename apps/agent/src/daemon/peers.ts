@@ -10,8 +10,8 @@
 import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
 import type { ConfirmAnswer, ConfirmRequest } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
-import type { Clock } from '../clock.js';
-import { joinUrl, requestJson } from '../http.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
+import { joinUrl, requestJson } from '@hq/runtime/http';
 import type { TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { AgentStore } from './store.js';

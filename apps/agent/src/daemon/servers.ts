@@ -16,8 +16,8 @@ import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFac
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
-import { ensureDir } from '../files.js';
-import { bearer, tokensEqual } from '../tokens.js';
+import { ensureDir } from '@hq/runtime/files';
+import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import type { AgentMetrics } from './metrics.js';
@@ -181,9 +181,7 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
   const app = base('peer', metrics).withTypeProvider<TypeBoxTypeProvider>();
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }, reply: { code(n: number): { send(b: unknown): unknown } }) => {
-    const t = await agent.peerToken.get();
-    const given = bearer(req.headers.authorization);
-    if (!t.ok || given === null || !tokensEqual(given, t.token)) {
+    if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) {
       return reply.code(401).send({ error: ERRORS.UNAUTHORIZED.code, message: ERRORS.UNAUTHORIZED.message });
     }
     return undefined;

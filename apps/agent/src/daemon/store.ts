@@ -7,7 +7,7 @@
  * on the newest state, never on a copy the heartbeat took before it sent.
  */
 import { initialAgent, persisted, type AgentSettings, type AgentState, type AgentStep, type GivenConfirmation, type LeaseEvent, type Persisted } from '@hq/lease-core';
-import type { Clock } from '../clock.js';
+import type { StampClock as Clock } from '@hq/runtime/clock';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';
 import type { Log } from './observe.js';
 

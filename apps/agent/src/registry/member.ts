@@ -20,7 +20,8 @@
  * to `arbiterUrl`. Clock and timers are injectable: tests drive time, nothing sleeps.
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
-import { describe, httpRequest, joinUrl, realTimers, type HttpResult, type Requester, type Timers } from './http.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
+import { describe, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
 
 /** Heartbeat period: the seeds' 30 s. */
 export const MEMBER_INTERVAL_MS = 30_000;
@@ -120,7 +121,7 @@ export class Member {
       requestTimeoutMs: opts.requestTimeoutMs ?? 5000,
       clock: opts.clock ?? { now: () => Date.now() },
       timers: opts.timers ?? realTimers,
-      request: opts.request ?? httpRequest,
+      request: opts.request ?? requestJson,
       load: opts.load ?? sampleLoad,
       log: opts.log ?? silent,
     };
@@ -176,7 +177,7 @@ export class Member {
       url: joinUrl(this.o.arbiterUrl, '/v1/resources/register'),
       body,
       token: { token, url: this.o.arbiterUrl },
-      timeoutMs: this.o.requestTimeoutMs,
+      timeoutSeconds: this.o.requestTimeoutMs / 1000,
     });
   }
 
@@ -200,7 +201,7 @@ export class Member {
         url: joinUrl(this.o.arbiterUrl, `/v1/resources/${encodeURIComponent(this.o.id)}/heartbeat`),
         body: { attrs: this.attrs(now) },
         token: { token, url: this.o.arbiterUrl },
-        timeoutMs: this.o.requestTimeoutMs,
+        timeoutSeconds: this.o.requestTimeoutMs / 1000,
       });
       action = 'renewed';
       if (r.kind === 'answer' && r.status === 404) {

@@ -18,7 +18,8 @@
  * The margin is 10 s, or a third of the TTL when that is shorter (a 3 s test TTL still works).
  * Clock (epoch ms, sleep-safe by default) and timers are injectable: tests drive time.
  */
-import { describe, httpRequest, joinUrl, realTimers, sleepSafeClock, type Requester, type Timers } from './http.js';
+import { realTimers, sleepSafeClockMs, type Timers } from '@hq/runtime/clock';
+import { describe, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 
 export const RENEW_EVERY_MS = 30_000;
 export const RETRY_EVERY_MS = 5_000;
@@ -70,9 +71,9 @@ export class PortLeaseKeeper {
   private failures = 0;
 
   constructor(private readonly o: PortLeaseOptions) {
-    this.clock = o.clock ?? sleepSafeClock();
+    this.clock = o.clock ?? sleepSafeClockMs();
     this.timers = o.timers ?? realTimers;
-    this.request = o.request ?? httpRequest;
+    this.request = o.request ?? requestJson;
     this.ttlMs = o.ttlMs;
     this.lastSuccess = o.acquiredAt;
   }
@@ -110,7 +111,7 @@ export class PortLeaseKeeper {
       url: joinUrl(this.o.arbiterUrl, `/v1/leases/port/${this.o.port}`),
       headers: { 'x-port-lease-id': this.o.leaseId },
       token: { token: this.o.token, url: this.o.arbiterUrl },
-      timeoutMs: this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS,
+      timeoutSeconds: (this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS) / 1000,
     });
     const released = r.kind === 'answer' && r.status === 200;
     this.o.log?.(released ? 'port-released' : 'port-release-failed', { port: this.o.port, ...(released ? {} : { problem: describe(r) }) });
@@ -165,7 +166,7 @@ export class PortLeaseKeeper {
       url: joinUrl(this.o.arbiterUrl, `/v1/leases/port/${this.o.port}/heartbeat`),
       headers: { 'x-port-lease-id': this.o.leaseId },
       token: { token: this.o.token, url: this.o.arbiterUrl },
-      timeoutMs: this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS,
+      timeoutSeconds: (this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS) / 1000,
     });
     if (this.state !== 'running') return;
     if (r.kind === 'answer' && r.status === 200) {

@@ -7,21 +7,17 @@
  *  3. Run CMD directly (no shell) as the leader of its own process group with `HQ_PORT` (and
  *     `HQ_PORT_LEASE_ID`) set; forward TERM/INT/HUP/QUIT to the group; renew the lease in the
  *     background (`PortLeaseKeeper`).
- *  4. On loss: SIGTERM the group, SIGKILL after the grace; exit 75.
+ *  4. On loss: SIGTERM the group, SIGKILL after the grace; exit 75 (`@hq/runtime/supervise`).
  *  5. When CMD ends: release the lease and exit with CMD's code (a signal n → 128 + n).
  */
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { constants } from 'node:os';
-import { httpRequest, joinUrl, describe, sleepSafeClock, type Requester } from './http.js';
+import { sleepSafeClockMs } from '@hq/runtime/clock';
+import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
+import { describe, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 import { PortLeaseKeeper, type LeaseLoss } from './port-lease.js';
 
-/** EX_TEMPFAIL: the supervisor stopped CMD because the lease was lost (as `hq fence run`). */
-export const EXIT_LOST = 75;
 /** Binding probes before giving up (each failed one excludes its port). */
 export const MAX_PROBES = 8;
-
-const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
 /** Can this process bind `port` on every interface? (`::` covers IPv4 too on dual-stack hosts.) */
 export function canBind(port: number, host?: string): Promise<boolean> {
@@ -59,7 +55,7 @@ export type LeaseFailure = { readonly ok: false; readonly code: number; readonly
 
 /** Steps 1–2: a leased port this host can bind, or the exit code and one line. */
 export async function leaseBindablePort(o: PortRunOptions, clock: { now(): number }): Promise<Leased | LeaseFailure> {
-  const request = o.request ?? httpRequest;
+  const request = o.request ?? requestJson;
   const probe = o.probe ?? ((p: number) => canBind(p, o.probeHost));
   const excluded: number[] = [];
   const token = { token: o.token, url: o.arbiterUrl };
@@ -70,7 +66,7 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       url: joinUrl(o.arbiterUrl, '/v1/leases/port'),
       body: { machine: o.machine, purpose: o.purpose, ttlMs: o.ttlMs, ...(excluded.length > 0 ? { excluded } : {}) },
       token,
-      timeoutMs: o.requestTimeoutMs,
+      timeoutSeconds: o.requestTimeoutMs / 1000,
     });
     if (r.kind === 'unreachable') return { ok: false, code: 3, line: `port run: the arbiter is unreachable (${r.problem})` };
     const b = r.body as { port?: unknown; leaseId?: unknown; ttlMs?: unknown; message?: unknown } | null;
@@ -88,7 +84,7 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       url: joinUrl(o.arbiterUrl, `/v1/leases/port/${b.port}`),
       headers: { 'x-port-lease-id': b.leaseId },
       token,
-      timeoutMs: o.requestTimeoutMs,
+      timeoutSeconds: o.requestTimeoutMs / 1000,
     });
   }
   return { ok: false, code: 1, line: `port run: none of the leased ports could be bound here (${excluded.join(', ')})` };
@@ -96,76 +92,42 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
 
 /** The whole command; resolves to the exit code. */
 export async function runWithPort(o: PortRunOptions): Promise<number | LeaseFailure> {
-  const clock = sleepSafeClock();
+  const clock = sleepSafeClockMs();
   const leased = await leaseBindablePort(o, clock);
   if (!leased.ok) return leased;
   const { port, leaseId } = leased;
-  const [cmd, ...args] = o.argv as [string, ...string[]];
   const env = { ...(o.env ?? process.env), HQ_PORT: String(port), HQ_PORT_LEASE_ID: leaseId };
-  const child = spawn(cmd, args, { detached: true, stdio: 'inherit', env });
-  return new Promise<number>((done) => {
-    let stopping = false;
-    let finished = false;
-    let killTimer: NodeJS.Timeout | null = null;
-    const pid = child.pid;
-    const group = (sig: NodeJS.Signals): void => {
-      if (pid === undefined) return;
-      try {
-        process.kill(-pid, sig);
-      } catch {
-        /* the group is gone */
-      }
-    };
-    const handlers = o.forwardSignals === false ? [] : FORWARDED.map((s) => [s, () => group(s)] as const);
-    for (const [s, h] of handlers) process.on(s, h);
-    const keeper = new PortLeaseKeeper({
-      arbiterUrl: o.arbiterUrl,
-      token: o.token,
-      port,
-      leaseId,
-      ttlMs: leased.ttlMs,
-      acquiredAt: leased.sentAt,
-      clock,
-      ...(o.request === undefined ? {} : { request: o.request }),
-      ...(o.renewEveryMs === undefined ? {} : { renewEveryMs: o.renewEveryMs }),
-      ...(o.retryEveryMs === undefined ? {} : { retryEveryMs: o.retryEveryMs }),
-      ...(o.marginMs === undefined ? {} : { marginMs: o.marginMs }),
-      log: o.log,
-      onLeaseLost: (loss: LeaseLoss) => {
-        if (finished) return;
-        stopping = true;
-        o.log('lost', { port, purpose: o.purpose, ...loss, graceMs: o.graceMs });
-        group('SIGTERM');
-        killTimer = setTimeout(() => {
-          o.log('killed', { port });
-          group('SIGKILL');
-        }, o.graceMs);
-      },
-    });
-    const finish = async (code: number): Promise<void> => {
-      if (finished) return;
-      finished = true;
-      if (killTimer !== null) clearTimeout(killTimer);
-      for (const [s, h] of handlers) process.off(s, h);
-      await keeper.stop();
-      done(code);
-    };
-    child.once('error', (err: NodeJS.ErrnoException) => {
-      o.log('spawn-failed', { command: cmd, problem: err.code ?? err.message });
-      void finish(err.code === 'ENOENT' ? 127 : 126);
-    });
-    child.once('exit', (code, signal) => {
-      if (stopping) {
-        group('SIGKILL'); // anything left in the group goes with its leader
-        o.log('stopped', { port, code, signal });
-        return void finish(EXIT_LOST);
-      }
-      if (signal !== null) return void finish(128 + ((constants.signals as { [k: string]: number })[signal] ?? 0));
-      void finish(code ?? 0);
-    });
-    child.once('spawn', () => {
-      o.log('started', { port, purpose: o.purpose, pid: child.pid, ttlMs: leased.ttlMs });
+  const g = superviseGroup({
+    argv: o.argv,
+    env,
+    ...(o.forwardSignals === undefined ? {} : { forwardSignals: o.forwardSignals }),
+    onSpawn: (pid) => {
+      o.log('started', { port, purpose: o.purpose, pid, ttlMs: leased.ttlMs });
       keeper.start();
-    });
+    },
   });
+  const keeper = new PortLeaseKeeper({
+    arbiterUrl: o.arbiterUrl,
+    token: o.token,
+    port,
+    leaseId,
+    ttlMs: leased.ttlMs,
+    acquiredAt: leased.sentAt,
+    clock,
+    ...(o.request === undefined ? {} : { request: o.request }),
+    ...(o.renewEveryMs === undefined ? {} : { renewEveryMs: o.renewEveryMs }),
+    ...(o.retryEveryMs === undefined ? {} : { retryEveryMs: o.retryEveryMs }),
+    ...(o.marginMs === undefined ? {} : { marginMs: o.marginMs }),
+    log: o.log,
+    onLeaseLost: (loss: LeaseLoss) => {
+      if (g.finished || g.stopping) return;
+      o.log('lost', { port, purpose: o.purpose, ...loss, graceMs: o.graceMs });
+      g.stop(o.graceMs, () => o.log('killed', { port }));
+    },
+  });
+  const end = await g.ended;
+  if (end.kind === 'spawn-failed') o.log('spawn-failed', { command: o.argv[0], problem: end.problem });
+  if (end.kind === 'stopped') o.log('stopped', { port, code: end.code, signal: end.signal });
+  await keeper.stop();
+  return exitCodeOf(end);
 }

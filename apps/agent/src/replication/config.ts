@@ -8,14 +8,13 @@
  * lists that key, `loadAgentWithReplication` takes the block out before handing the rest of the
  * file to the agent's validator, so both work on the same file.
  */
-import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
-import { ConfigError, expandHome, findConfigFile } from '../config-file.js';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
 import { DEFAULT_SECRET_PATTERNS, HOST_SCHEMA_PATTERN, isHost, relPathProblem, TIERS, type Tier } from '@hq/protocol';
-import { cronGapSeconds } from '@hq/runtime';
+import { cronGapSeconds } from '@hq/runtime/schedule';
 
 const RelPath = Type.String({ minLength: 1, maxLength: 1024 });
 const Regex = Type.String({ minLength: 1, maxLength: 512 });
@@ -237,28 +236,13 @@ export interface Loaded {
  * both parts. Throws ConfigError.
  */
 export function loadAgentWithReplication(explicit?: string, env: NodeJS.ProcessEnv = process.env): Loaded {
-  const file = findConfigFile(explicit, env);
-  let raw: { [k: string]: unknown } = {};
-  if (file !== null) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      throw new ConfigError('--config', `cannot read config file ${file}: ${(err as Error).message}`);
-    }
-    try {
-      const v: unknown = JSON.parse(text);
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError('(top level)', 'the config must be a JSON object');
-      raw = v as { [k: string]: unknown };
-    } catch (err) {
-      if (err instanceof ConfigError) throw err;
-      throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${(err as Error).message}`);
-    }
-  }
-  const { replication, ...rest } = raw;
-  const agent = resolveConfig(validateConfigFile(rest), file);
-  const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
-  return { agent, replication: block };
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const { replication, ...rest } = readConfigObject(file);
+  return namingFile(file, () => {
+    const agent = resolveConfig(validateConfigFile(rest), file);
+    const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
+    return { agent, replication: block };
+  });
 }
 
 /** The tier folder of a standby or outbox root. */

@@ -1,31 +1,17 @@
 /**
- * File helpers of replication: directories 0700, files 0600, every write temp + fsync + rename,
- * the `latest` link moved with one rename (atomic on POSIX), copies hashed while they stream so
- * what lands is what was checked.
+ * File helpers of replication beside `@hq/runtime/files` (atomic writes, private directories):
+ * new files 0600 and fsync'd, the `latest` link moved with one rename (atomic on POSIX), copies
+ * hashed while they stream so what lands is what was checked.
  */
 import { constants } from 'node:fs';
-import { chmod, lstat, mkdir, open, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { lstat, open, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { fsyncDir, writeAtomic } from '../files.js';
-
-export { fsyncDir };
-
-export const DIR_MODE = 0o700;
-export const FILE_MODE = 0o600;
+import { FILE_MODE, fsyncDir } from '@hq/runtime/files';
 
 export function rand(): string {
   return randomBytes(6).toString('hex');
 }
-
-/** mkdir -p with 0700 on every directory it creates, and on `dir` itself. */
-export async function mkdirPrivate(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: DIR_MODE });
-  await chmod(dir, DIR_MODE);
-}
-
-/** Writes bytes atomically and durably (0600 unless told): the agent's one atomic write. */
-export const writeFileAtomic: (path: string, data: string | Uint8Array, mode?: number) => Promise<void> = writeAtomic;
 
 /** Writes a new file (never replacing one), fsync'd. */
 export async function writeFileNew(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {

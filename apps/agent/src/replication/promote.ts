@@ -18,7 +18,8 @@
  */
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { copyHashed, writeFileNew, fsyncDir } from './fsx.js';
+import { fsyncDir } from '@hq/runtime/files';
+import { copyHashed, writeFileNew } from './fsx.js';
 import type { Tier } from '@hq/protocol';
 import { verifyTier, type TierVerification } from './verify.js';
 

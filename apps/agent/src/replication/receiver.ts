@@ -23,7 +23,8 @@ import { link, lstat, open, readdir, readFile, rename, unlink } from 'node:fs/pr
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
-import { fsyncDir, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
+import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
+import { rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { refuse, type Refusal } from './errors.js';
 import { formatManifest, GENERATION_RE, parseSums, SHA256_RE, sumsDisagreement, TIERS, type Manifest, type StandbyStatus, type Tier } from '@hq/protocol';
 import { checkManifest, parseManifest } from '@hq/protocol/schemas';
@@ -359,7 +360,7 @@ export class StandbyReceiver {
       }
       for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
       // 4. Raise the mark, publish the folder, move latest.
-      if (highest !== null && m.leaseGeneration > highest) await writeFileAtomic(this.markFile, `${m.leaseGeneration}\n`);
+      if (highest !== null && m.leaseGeneration > highest) await writeAtomic(this.markFile, `${m.leaseGeneration}\n`);
       const tierRoot = join(this.opts.standbyDir, m.tier);
       await mkdirPrivate(tierRoot);
       await rename(gen, join(tierRoot, m.generation));

@@ -19,7 +19,8 @@ import { chmod, link, lstat, readdir, readFile, rename, stat } from 'node:fs/pro
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
-import { copyHashed, fsyncDir, fsyncFile, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
+import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
+import { copyHashed, fsyncFile, rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { sha256File } from './manifest.js';
@@ -236,7 +237,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     for (const d of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(d);
     await rename(building, final);
     await fsyncDir(tierRoot);
-    await writeFileAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints));
+    await writeAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints));
     await swapLink(join(tierRoot, 'latest'), generation);
     await pruneOutbox(tierRoot, cfg.keepLocal, generation);
     const isSecret = (p: string) => cfg.secretPatterns.some((r) => r.test(p.toLowerCase()));

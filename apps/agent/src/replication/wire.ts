@@ -11,7 +11,7 @@
  * restart) and compared in constant time; the agent's seen generation is the receiver's floor.
  */
 import type { FastifyInstance } from 'fastify';
-import { bearer, tokensEqual, type TokenRead } from '../tokens.js';
+import { peerTokenMatches, type TokenRead } from '../tokens.js';
 import { resolveReplication, validateReplication, type ReplicationConfig } from './config.js';
 import { StandbyReceiver, type ReceiverLog } from './receiver.js';
 import { replicationPeerRoutes, type ReplicationPeerRoutesOptions } from './routes.js';
@@ -45,11 +45,6 @@ export async function standbyPeerOptions(input: {
   });
   return {
     receiver,
-    verifyPeer: async (authorization) => {
-      const given = bearer(authorization);
-      if (given === null) return false;
-      const t = await input.peerToken.get();
-      return t.ok && tokensEqual(given, t.token);
-    },
+    verifyPeer: (authorization) => peerTokenMatches(input.peerToken, authorization),
   };
 }

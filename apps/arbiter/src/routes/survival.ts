@@ -18,7 +18,7 @@
  * `authorize(rawHeaders)` returns the machine of a valid member (or admin) token, or null.
  */
 import { constants } from 'node:fs';
-import { chmod, link, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { link, lstat, open, readdir, readFile, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -27,6 +27,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { ERRORS, GENERATION_RE, type CatalogEntry, REPLICATION_ERRORS, TIERS, formatManifest, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
 import { PushBody, SurvivalBlobParams, SurvivalParams, checkManifest } from '@hq/protocol/schemas';
+import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 
 export interface SurvivalRoutesOptions {
   readonly dataDir: string;
@@ -55,33 +56,6 @@ function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; m
   const secret = m.entries.find((e) => isSecretPath(e.path));
   if (secret !== undefined) return { ok: false, message: `${secret.path} is a secret and never goes to a survival copy` };
   return { ok: true, manifest: m, holder: m.holder };
-}
-
-async function mkdirPrivate(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await chmod(dir, 0o700);
-}
-
-async function fsyncPath(path: string): Promise<void> {
-  const fh = await open(path, constants.O_RDONLY);
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-async function writeAtomic(path: string, data: string): Promise<void> {
-  const tmp = `${path}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  await fsyncPath(dirname(path));
 }
 
 async function hashFile(path: string): Promise<string> {
@@ -226,11 +200,11 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
           await writeAtomic(join(building, 'SHA256SUMS'), sums);
           if (m.leaseGeneration > mark) await writeAtomic(markFile, `${m.leaseGeneration}\n`);
           await rename(building, final);
-          await fsyncPath(tierRoot);
+          await fsyncDir(tierRoot);
           const tmpLink = join(tierRoot, `.latest-${randomBytes(4).toString('hex')}`);
           await symlink(generation, tmpLink);
           await rename(tmpLink, join(tierRoot, 'latest'));
-          await fsyncPath(tierRoot);
+          await fsyncDir(tierRoot);
         } catch (err) {
           await rm(building, { recursive: true, force: true });
           throw err;

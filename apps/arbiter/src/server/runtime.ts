@@ -8,8 +8,8 @@ import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { steadyClock, type Clock } from '@hq/runtime/clock';
+import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
 import { VERSION } from '@hq/lease-core/version';
@@ -83,7 +83,7 @@ export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config } = opts;
   const log = opts.log ?? arbiterLogger();
-  const clock = opts.clock ?? systemClock();
+  const clock = opts.clock ?? steadyClock();
   const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
@@ -93,7 +93,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const waiters = new EventWaiters();
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
   const arbiter = new Arbiter({ config, store, clock, sink, metrics });
-  const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
+  const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
   registerOperatorMetrics(metrics.registry, () => store.read(), config);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
   if (opts.restart === true) arbiter.restart();

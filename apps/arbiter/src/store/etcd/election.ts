@@ -35,17 +35,12 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { elapsed, type Stamp } from '@hq/lease-core';
+import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 
-/** One reading of both clocks, seconds (lease-core's `Stamp`); tests pass their own. */
-export interface StampClock {
-  now(): Stamp;
-}
-
-export const systemStampClock: StampClock = {
-  now: () => ({ wall: Date.now() / 1000, mono: Number(process.hrtime.bigint()) / 1e9 }),
-};
+/** One reading of both clocks, seconds (lease-core's `Stamp`), the shell's clock; tests pass their own. */
+export type { StampClock };
 
 export interface ElectionOptions {
   /** The store's prefix; the election's keys go under `{prefix}/election/`. */
@@ -148,7 +143,7 @@ export class Election {
     this.ttlSeconds = v.ttl;
     this.marginSeconds = v.margin;
     this.keepAliveMs = v.keepAliveMs;
-    this.clock = options.clock ?? systemStampClock;
+    this.clock = options.clock ?? stampClock;
   }
 
   /**

@@ -1,8 +1,9 @@
 /**
- * JSON over HTTP for the registry clients: like `../http.js`, plus extra headers and DELETE,
- * and a token that is bound to the URL it was issued for. An answer that does not arrive in full
- * within the timeout is abandoned (`unreachable`) and never acted on; redirects are never
- * followed (undici's `request` does not), so a token cannot be forwarded to another address.
+ * The JSON HTTP client of every daemon and the CLI (undici), with a hard deadline: an answer
+ * that does not arrive in full within `timeoutSeconds` is abandoned, and the caller sees
+ * `unreachable` and never acts on it (S2.3). Redirects are never followed (undici's `request`
+ * does not), and a token bound to a URL (`BoundToken`) is sent to that origin only, so a token
+ * cannot be forwarded to another address.
  */
 import { request } from 'undici';
 
@@ -16,16 +17,18 @@ export interface BoundToken {
   readonly url: string;
 }
 
-export interface RegistryRequest {
-  readonly method: 'GET' | 'POST' | 'DELETE';
+export interface JsonRequest {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   readonly url: string;
+  /** Sent as JSON when present. */
   readonly body?: unknown;
-  readonly token?: BoundToken | null;
+  /** A plain token goes with the request; a bound one only to its own origin. */
+  readonly token?: string | BoundToken | null;
   readonly headers?: { readonly [name: string]: string };
-  readonly timeoutMs: number;
+  readonly timeoutSeconds: number;
 }
 
-export type Requester = (req: RegistryRequest) => Promise<HttpResult>;
+export type Requester = (req: JsonRequest) => Promise<HttpResult>;
 
 function origin(url: string): string | null {
   try {
@@ -41,13 +44,22 @@ export function tokenBelongsTo(token: BoundToken, url: string): boolean {
   return a !== null && a !== 'null' && a === origin(url);
 }
 
-export const httpRequest: Requester = async (req) => {
-  const ms = Math.max(1, Math.round(req.timeoutMs));
+function bearerFor(req: JsonRequest): string | null {
+  const t = req.token;
+  if (t === undefined || t === null) return null;
+  if (typeof t === 'string') return t;
+  return tokenBelongsTo(t, req.url) ? t.token : null;
+}
+
+export const requestJson: Requester = async (req) => {
+  const ms = Math.max(1, Math.round(req.timeoutSeconds * 1000));
+  const late = `no answer within ${req.timeoutSeconds} s`;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), ms);
   try {
     const headers: Record<string, string> = { accept: 'application/json', ...(req.headers ?? {}) };
-    if (req.token !== undefined && req.token !== null && tokenBelongsTo(req.token, req.url)) headers['authorization'] = `Bearer ${req.token.token}`;
+    const token = bearerFor(req);
+    if (token !== null) headers['authorization'] = `Bearer ${token}`;
     let body: string | undefined;
     if (req.body !== undefined) {
       headers['content-type'] = 'application/json';
@@ -55,7 +67,7 @@ export const httpRequest: Requester = async (req) => {
     }
     const res = await request(req.url, { method: req.method, headers, body, signal: controller.signal, headersTimeout: ms, bodyTimeout: ms });
     const text = await res.body.text();
-    if (controller.signal.aborted) return { kind: 'unreachable', problem: `no answer within ${ms} ms` };
+    if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
     let parsed: unknown = null;
     try {
       parsed = text === '' ? null : JSON.parse(text);
@@ -64,7 +76,7 @@ export const httpRequest: Requester = async (req) => {
     }
     return { kind: 'answer', status: res.statusCode, body: parsed };
   } catch (err) {
-    if (controller.signal.aborted) return { kind: 'unreachable', problem: `no answer within ${ms} ms` };
+    if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
     const e = err as { code?: string; message?: string };
     return { kind: 'unreachable', problem: e.code ?? e.message ?? 'error' };
   } finally {
@@ -72,6 +84,7 @@ export const httpRequest: Requester = async (req) => {
   }
 };
 
+/** `base` (a bare origin, maybe with a trailing slash) + `path` (starting with `/`). */
 export function joinUrl(base: string, path: string): string {
   return base.replace(/\/+$/, '') + path;
 }
@@ -81,22 +94,4 @@ export function describe(r: HttpResult): string {
   if (r.kind === 'unreachable') return `unreachable: ${r.problem}`;
   const b = r.body as { error?: unknown } | null;
   return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}`;
-}
-
-/** Timers, injectable so tests drive time without sleeping. */
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (h) => clearTimeout(h as NodeJS.Timeout),
-};
-
-/** A clock in epoch ms that neither a backward wall jump nor a stopped monotonic clock can slow down. */
-export function sleepSafeClock(): { now(): number } {
-  const wall0 = Date.now();
-  const mono0 = performance.now();
-  return { now: () => wall0 + Math.max(performance.now() - mono0, Date.now() - wall0) };
 }

@@ -1,14 +1,19 @@
 /**
- * State files on disk. Writes are atomic and durable: a temp file in the same directory
- * (0600, O_EXCL), write, fsync, rename over the target, fsync the directory — after a crash the
- * file is either the old or the new content, never half of either. Reads are suspicious: a
- * symlink, a file owned by another user, a group/world-writable file, or anything but a plain
- * file is refused (the caller fails closed), never followed.
+ * State files on disk, for every daemon and the CLI. Writes are atomic and durable: a temp file
+ * in the same directory (0600 unless told, O_EXCL, never through a link), write, chmod (the
+ * umask may have narrowed the mode), fsync, rename over the target, fsync the directory — after
+ * a crash the file is either the old or the new content, never half of either, and a failed
+ * write removes its temp file. Private directories are 0700. Reads are suspicious: a symlink, a
+ * file owned by another user, a group/world-writable file, or anything but a plain file is
+ * refused (the caller fails closed), never followed.
  */
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, rename, unlink, chmod } from 'node:fs/promises';
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmod, lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+
+export const FILE_MODE = 0o600;
+export const DIR_MODE = 0o700;
 
 export type ReadResult =
   | { readonly kind: 'ok'; readonly text: string; readonly mtimeMs: number; readonly size: number }
@@ -62,28 +67,67 @@ export async function readSecure(path: string, options: ReadOptions = {}): Promi
   }
 }
 
+/** The temp file beside `path` (same directory, so the rename is atomic); hidden, unique. */
+function tempBeside(path: string): string {
+  return join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+}
+
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
 /** Atomic, durable write with mode `mode` (default 0600). */
-export async function writeAtomic(path: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
-  const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+export async function writeAtomic(path: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
+  const tmp = tempBeside(path);
+  const fh = await open(tmp, CREATE_NEW, mode);
   try {
-    await fh.writeFile(data); // strings as UTF-8
-    await fh.chmod(mode); // the umask may have narrowed or (never) widened it
-    await fh.sync();
-  } catch (err) {
-    await fh.close();
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fh.close();
-  try {
+    try {
+      await fh.writeFile(data); // strings as UTF-8
+      await fh.chmod(mode);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
     await rename(tmp, path);
   } catch (err) {
     await unlink(tmp).catch(() => undefined);
     throw err;
   }
-  await fsyncDir(dir);
+  await fsyncDir(dirname(path));
+}
+
+/**
+ * `writeAtomic` for a caller that cannot wait (the arbiter's start-up, before it listens). The
+ * directory's fsync is best effort here, as it always was for the admin token.
+ */
+export function writeAtomicSync(path: string, data: string | Uint8Array, mode = FILE_MODE): void {
+  const tmp = tempBeside(path);
+  const fd = openSync(tmp, CREATE_NEW, mode);
+  try {
+    try {
+      writeFileSync(fd, data);
+      fchmodSync(fd, mode);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (err) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // already gone
+    }
+    throw err;
+  }
+  try {
+    const dfd = openSync(dirname(path), constants.O_RDONLY);
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    // Directory fsync is not supported everywhere.
+  }
 }
 
 export async function fsyncDir(dir: string): Promise<void> {
@@ -93,6 +137,12 @@ export async function fsyncDir(dir: string): Promise<void> {
   } finally {
     await dh.close();
   }
+}
+
+/** mkdir -p with 0700 on every directory it creates, and on `dir` itself. */
+export async function mkdirPrivate(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: DIR_MODE });
+  await chmod(dir, DIR_MODE);
 }
 
 /**

@@ -1,0 +1,81 @@
+/**
+ * The clock of every daemon and the CLI: the one place that reads the wall and the monotonic
+ * clock. Each kind of time the shell needs is built from those two readings:
+ *
+ *  - `stampClock` — both readings per `now()` (the agent, `hq fence run`); the time between
+ *    two is lease-core's `elapsed`, the larger of the two clocks (A1, S2.5).
+ *  - `steadyClock()` — the wall time read once at start plus the monotonic time since, epoch
+ *    seconds (the arbiter, PROTOCOL.md "Clocks"): a wall-clock jump (NTP step, `date -s`) never
+ *    moves lease times within one life of the daemon; only a restart re-reads the wall clock.
+ *  - `sleepSafeClockMs()` — epoch milliseconds that neither a backward wall jump nor a stopped
+ *    monotonic clock (a suspended laptop) can slow down: a deadline measured on it comes early,
+ *    never late (the port-lease keeper).
+ *
+ * Decisions take these as parameters (a `Clock` in the constructor); tests pass `manualClock`
+ * or drive `Timers`, and nothing sleeps.
+ */
+import { elapsed, type Stamp } from '@hq/lease-core/stamp';
+
+export { elapsed, type Stamp };
+
+/** A time in one unit (the arbiter: epoch seconds; the registry clients: epoch ms). */
+export interface Clock {
+  now(): number;
+}
+
+/** Both readings per `now()`. */
+export interface StampClock {
+  now(): Stamp;
+}
+
+export function monotonicSeconds(): number {
+  return Number(process.hrtime.bigint()) / 1e9;
+}
+
+export function readStamp(): Stamp {
+  return { wall: Date.now() / 1000, mono: monotonicSeconds() };
+}
+
+export const stampClock: StampClock = { now: readStamp };
+
+/** Epoch seconds that never go backwards within a life: wall at start + monotonic since. */
+export function steadyClock(): Clock {
+  const start = readStamp();
+  return { now: () => start.wall + (monotonicSeconds() - start.mono) };
+}
+
+/** Epoch ms: wall at start + the larger of the two clocks' time since. */
+export function sleepSafeClockMs(): Clock {
+  const start = readStamp();
+  return { now: () => (start.wall + elapsed(start, readStamp())) * 1000 };
+}
+
+/** A clock for tests: starts at `start` and moves only when told. */
+export interface ManualClock extends Clock {
+  advance(by: number): void;
+  set(at: number): void;
+}
+
+export function manualClock(start = 1_800_000_000): ManualClock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (by: number) => {
+      t += by;
+    },
+    set: (at: number) => {
+      t = at;
+    },
+  };
+}
+
+/** Timers, injectable so tests drive time without sleeping. */
+export interface Timers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+export const realTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as NodeJS.Timeout),
+};

@@ -1,2 +1,0 @@
-export * from './schedule.js';
-export * from './cron-gap.js';

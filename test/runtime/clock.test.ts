@@ -1,0 +1,37 @@
+/** The shell's clocks: units, where each starts, and that none of them runs backwards. */
+import t from 'tap';
+import { elapsed, manualClock, sleepSafeClockMs, stampClock, steadyClock } from '../../packages/runtime/src/clock.js';
+
+t.test('each clock reads in its unit and starts at the wall time', async (t) => {
+  const wall = Date.now() / 1000;
+  const s = stampClock.now();
+  t.ok(Math.abs(s.wall - wall) < 5, 'a stamp holds the wall time in seconds');
+  t.ok(s.mono > 0, 'and a monotonic reading');
+  t.ok(Math.abs(steadyClock().now() - wall) < 5, 'the steady clock starts at the wall time, in seconds');
+  t.ok(Math.abs(sleepSafeClockMs().now() - wall * 1000) < 5000, 'the sleep-safe clock reads epoch milliseconds');
+});
+
+t.test('no clock runs backwards between two readings', async (t) => {
+  const steady = steadyClock();
+  const safe = sleepSafeClockMs();
+  const a = [stampClock.now(), steady.now(), safe.now()] as const;
+  for (let i = 0; i < 10_000; i++) Math.sqrt(i);
+  const b = [stampClock.now(), steady.now(), safe.now()] as const;
+  t.ok(elapsed(a[0], b[0]) >= 0, 'stamps: elapsed is never negative');
+  t.ok(b[1] >= a[1], 'steady: the later reading is not earlier');
+  t.ok(b[2] >= a[2], 'sleep-safe: the later reading is not earlier');
+});
+
+t.test('elapsed is the larger of the two clocks, so a stopped or stepped-back clock cannot stretch it', async (t) => {
+  t.equal(elapsed({ wall: 100, mono: 5 }, { wall: 110, mono: 6 }), 10, 'a suspend (monotonic stopped) counts by the wall');
+  t.equal(elapsed({ wall: 100, mono: 5 }, { wall: 90, mono: 8 }), 3, 'a wall step back counts by the monotonic clock');
+});
+
+t.test('a manual clock moves only when told', async (t) => {
+  const c = manualClock(10);
+  t.equal(c.now(), 10, 'it starts where asked');
+  c.advance(2.5);
+  t.equal(c.now(), 12.5, 'advance adds');
+  c.set(3);
+  t.equal(c.now(), 3, 'set jumps, backwards included');
+});
