@@ -73,7 +73,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['DRIFT', 'SLEEP'],
-    states: 1e6,
+    states: 3e6,
     mutants: ['NO_SAFETY_MARGIN', 'MONO_VALIDITY'],
   },
   {
