@@ -192,9 +192,9 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         try {
           const now = Date.now() / 1000;
           if (p.flags.has('keep-old')) {
-            io.out(`${issueToken(store, machine, scope as Scope, now)}\n`);
+            io.out(`${await issueToken(store, machine, scope as Scope, now)}\n`);
           } else {
-            const { token, replaced } = reissueToken(store, machine, scope as Scope, now);
+            const { token, replaced } = await reissueToken(store, machine, scope as Scope, now);
             io.out(`${token}\n`);
             if (replaced > 0) io.err(`hq-arbiter: replaced ${replaced} earlier ${scope} token(s) of ${machine}; they fail from the next request on\n`);
           }
@@ -249,7 +249,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       if (rest.length > 0) throw new UsageError(`check takes no arguments (got "${rest[0]}")`);
       const cfg = config(p);
       const { createRuntime } = await import('./server/runtime.js');
-      const rt = createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
+      const rt = await createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
       try {
         const r = await rt.checker.run(true);
         if (r.ran) {

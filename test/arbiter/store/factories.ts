@@ -12,19 +12,29 @@ import { openDatabase } from '../../../apps/arbiter/src/store/database.js';
 import { SqliteRegistryStore } from '../../../apps/arbiter/src/registry/store.js';
 import type { LeaseStore, RegistryStore } from '../../../apps/arbiter/src/store/store.js';
 import type { Bands } from '../../../apps/arbiter/src/registry/decide.js';
+import { missingTool } from '../../missing-tool.js';
 
 export interface StoreFactory {
   readonly name: string;
+  /** `commitAll` is one transaction for the group (a write's own earlier calls are undone with it); else one commit per write. */
+  readonly groupsCommits: boolean;
+  /** Why this factory cannot run here (its tool is missing), or null. */
+  readonly missing: () => string | null;
   /** A store on new, empty data, closed at teardown. */
-  lease(t: Test, opts?: { readonly ttlSeconds?: number }): LeaseStore;
+  lease(t: Test, opts?: { readonly ttlSeconds?: number }): Promise<LeaseStore>;
   /** A second handle on `first`'s data, as another process (`hq-arbiter check`, `token`) opens it. */
-  again(t: Test, first: LeaseStore): LeaseStore;
+  again(t: Test, first: LeaseStore): Promise<LeaseStore>;
   /** A store opened on what `first.backup(to)` wrote. */
-  fromBackup(t: Test, to: string): LeaseStore;
+  fromBackup(t: Test, to: string): Promise<LeaseStore>;
   /** Where `backup` may write, in a directory of this test's. */
   backupTarget(t: Test): string;
   /** A registry store on new, empty data, closed at teardown. */
-  registry(t: Test, opts?: { readonly bands?: Bands }): RegistryStore;
+  registry(t: Test, opts?: { readonly bands?: Bands }): Promise<RegistryStore>;
+  /**
+   * Called from inside a `decide` of `store`: `write` (on a handle of the same data) commits
+   * after that transaction's read and before its write, so the write must lose its CAS.
+   */
+  interleave(store: LeaseStore, write: (same: LeaseStore) => unknown): void;
 }
 
 /** A directory of its own per call (t.testdir() twice in one test would empty the first). */
@@ -45,20 +55,39 @@ function openSqlite(t: Test, dataDir: string, ttlSeconds = 6): LeaseStore {
 
 const sqlite: StoreFactory = {
   name: 'sqlite',
-  lease: (t, opts = {}) => openSqlite(t, freshDir(t), opts.ttlSeconds),
-  again(t, first) {
+  groupsCommits: true,
+  missing: () => null,
+  lease: async (t, opts = {}) => openSqlite(t, freshDir(t), opts.ttlSeconds),
+  async again(t, first) {
     const dir = sqliteDirs.get(first);
     if (dir === undefined) throw new Error('again(): not a store of this factory');
     return openSqlite(t, dir);
   },
   // The copy is a database file named hq.db, so its directory opens as a dataDir.
-  fromBackup: (t, to) => openSqlite(t, dirname(to)),
+  fromBackup: async (t, to) => openSqlite(t, dirname(to)),
   backupTarget: (t) => join(freshDir(t), 'hq.db'),
-  registry(t, opts = {}) {
+  async registry(t, opts = {}) {
     const db = openDatabase({ path: join(freshDir(t), 'hq.db') });
     t.teardown(() => db.close());
     return new SqliteRegistryStore(db, opts.bands === undefined ? {} : { bands: opts.bands });
   },
+  // SQLite holds the write lock from the read on: only the same connection can write in
+  // between (a savepoint, synchronously, inside the decision).
+  interleave: (store, write) => void write(store),
 };
 
 export const STORE_FACTORIES: readonly StoreFactory[] = [sqlite];
+
+/**
+ * One tap subtest per factory, named after it; a factory whose tool is missing skips with the
+ * reason (fails under CI=true).
+ */
+export function forEachStore(t: Test, body: (factory: StoreFactory, t: Test) => Promise<void>): void {
+  for (const factory of STORE_FACTORIES) {
+    void t.test(factory.name, async (t) => {
+      const why = factory.missing();
+      if (why !== null) return missingTool(t, why);
+      await body(factory, t);
+    });
+  }
+}

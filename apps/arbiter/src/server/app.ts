@@ -148,8 +148,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // Survival copies of the holder's state (SPEC §6), under {dataDir}/survival.
     await app.register(survivalRoutes, {
       dataDir: opts.hq.config.dataDir,
-      authorize: (raw) => {
-        const r = authenticate(opts.hq.store, raw);
+      authorize: async (raw) => {
+        const r = await authenticate(opts.hq.store, raw);
         return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
       },
     });

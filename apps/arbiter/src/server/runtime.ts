@@ -22,7 +22,7 @@ import { registryRoutes } from '../registry/routes.js';
 import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { SqliteRegistryStore } from '../registry/store.js';
-import type { RegistryStore } from '../store/store.js';
+import type { LeaseStore, RegistryStore } from '../store/store.js';
 import { openDatabase } from '../store/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
@@ -55,7 +55,9 @@ export interface RuntimeOptions {
 export interface Runtime {
   readonly config: ArbiterConfig;
   readonly log: Logger;
-  readonly store: SqliteStore;
+  readonly store: LeaseStore;
+  /** The SQLite file (`{dataDir}/hq.db`) when the store is SQLite's. */
+  readonly databasePath: string | null;
   readonly arbiter: Arbiter;
   readonly checker: Checker;
   readonly metrics: Metrics;
@@ -67,12 +69,12 @@ export interface Runtime {
    * Deletes registry rows that expired more than `REGISTRY_KEEP_EXPIRED_MS` ago (readers never
    * return expired rows; this only keeps the tables from growing). The daemon runs it hourly.
    */
-  sweepRegistry(): { resources: number; leases: number };
+  sweepRegistry(): Promise<{ resources: number; leases: number }>;
   /**
    * Bounds the event log: deletes events older than `events.maxAgeDays`, then all but the newest
    * `events.maxCount`. The daemon runs it at start and hourly. Returns how many rows went.
    */
-  sweepEvents(): number;
+  sweepEvents(): Promise<number>;
   app(): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
@@ -80,7 +82,7 @@ export interface Runtime {
 /** Expired registry rows stay an hour (for a look with sqlite3), then the hourly sweep drops them. */
 export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 
-export function createRuntime(opts: RuntimeOptions): Runtime {
+export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { config } = opts;
   const log = opts.log ?? arbiterLogger();
   const clock = opts.clock ?? systemClock();
@@ -96,10 +98,10 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }));
   registerOperatorMetrics(metrics.registry, () => store.read(), config);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
-  if (opts.restart === true) arbiter.restart();
+  if (opts.restart === true) await arbiter.restart();
   let adminTokenPath: string | null = null;
   if (opts.ensureAdmin === true) {
-    adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
+    adminTokenPath = await ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
     if (adminTokenPath !== null) {
       // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
       // {stateDir}/admin-token), so the line says how to install it there.
@@ -120,22 +122,23 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     config,
     log,
     store,
+    databasePath: store.path,
     arbiter,
     checker,
     metrics,
     hooks,
     adminTokenPath,
     registry,
-    sweepRegistry() {
+    async sweepRegistry() {
       if (registry === null || closed) return { resources: 0, leases: 0 };
-      const swept = registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
+      const swept = await registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
       if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
       return swept;
     },
-    sweepEvents() {
+    async sweepEvents() {
       if (closed) return 0;
       const { maxAgeDays, maxCount } = config.events;
-      const n = store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
+      const n = await store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
       if (n > 0) log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');
       return n;
     },
@@ -159,7 +162,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       await checks;
       hooks.close();
       if (registryDb?.open === true) registryDb.close();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -28,22 +28,24 @@ import type { ArbiterState, LeaseRecord } from '@hq/lease-core';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody } from '../../schemas/index.js';
-import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type HostLoad, type Refusal, type StatusSettings } from './model.js';
+import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
+import type { LoadLookup } from './load.js';
+import type { Awaitable } from '../../awaitable.js';
 import { STATUS_CSP, renderStatusPage } from './render.js';
 import { StatusAnswer } from './schemas.js';
 
 export interface StatusPageOptions {
   /** One consistent read of the arbiter state (`arbiter.read()`). */
-  readonly state: () => ArbiterState;
+  readonly state: () => Awaitable<ArbiterState>;
   /** The API record of that state (`(s) => arbiter.record(s)`). */
   readonly record: (state: ArbiterState) => LeaseRecord;
   /** `store.listEvents(after, limit)`: ascending ids above `after`. */
-  readonly listEvents: (after: number, limit: number) => readonly EventRow[];
+  readonly listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>;
   /** The newest `limit` events, ascending. When absent, found by paging through `listEvents`. */
-  readonly recentEvents?: (limit: number) => readonly EventRow[];
+  readonly recentEvents?: (limit: number) => Awaitable<readonly EventRow[]>;
   readonly settings: (state: ArbiterState) => StatusSettings;
-  /** The registry's load for a host, when the registry is there. */
-  readonly load?: (host: string) => HostLoad | null;
+  /** The registry's load for a host, when the registry is there (its `ready()`, when it has one, is awaited before each answer). */
+  readonly load?: LoadLookup;
   /** The last request refused for a host's name (a member token of another machine), when any. */
   readonly refused?: (host: string) => Refusal | null;
   /** Seconds between the page's refreshes. Default 3. */
@@ -78,10 +80,11 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       },
     },
     async (_req, reply) => {
-      const state = opts.state();
+      const state = await opts.state();
+      await opts.load?.ready?.();
       const record = opts.record(state);
       const model = statusModel(state, record, opts.settings(state), opts.load, opts.refused);
-      const events = opts.recentEvents !== undefined ? [...opts.recentEvents(TIMELINE_EVENTS)] : tailEvents(opts.listEvents, TIMELINE_EVENTS);
+      const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
         .header('cache-control', 'no-store')
@@ -97,7 +100,8 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     '/v1/status',
     { config: { scope: 'read' }, schema: { response: { 200: StatusAnswer, 401: ErrorBody } } },
     async (_req, reply) => {
-      const state = opts.state();
+      const state = await opts.state();
+      await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
       return statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused);
     },
