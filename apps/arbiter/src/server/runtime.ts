@@ -86,6 +86,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { config } = opts;
   const log = opts.log ?? arbiterLogger();
   const clock = opts.clock ?? systemClock();
+  if (config.store.kind !== 'sqlite') throw new Error('store.kind "etcd" is not wired into the runtime yet');
   const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
