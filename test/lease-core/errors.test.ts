@@ -22,6 +22,8 @@ const catalog: ReadonlyArray<readonly [ErrorName, string, number]> = [
   ['TOO_LARGE', 'HQ_ERR_TOO_LARGE', 413],
   ['UNSUPPORTED_MEDIA', 'HQ_ERR_UNSUPPORTED_MEDIA', 415],
   ['BAND_FULL', 'HQ_ERR_BAND_FULL', 503],
+  ['STORE_UNAVAILABLE', 'HQ_ERR_STORE_UNAVAILABLE', 503],
+  ['NOT_ELECTED', 'HQ_ERR_NOT_ELECTED', 503],
   ['INTERNAL', 'HQ_ERR_INTERNAL', 500],
 ];
 
@@ -43,9 +45,9 @@ t.test('the catalog has exactly the entries of the table, each code unique', asy
   t.ok(Object.isFrozen(ERRORS), 'the catalog is frozen');
 });
 
-t.test('no catalog status is a 5xx except the internal error and a full port band', async (t) => {
+t.test('no catalog status is a 5xx except the internal error, a full port band and the etcd store\'s outages', async (t) => {
   const fives = Object.values(ERRORS).filter((e) => e.status >= 500).map((e) => e.code).sort();
-  t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL'], 'bad input never maps to a 5xx');
+  t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL', 'HQ_ERR_NOT_ELECTED', 'HQ_ERR_STORE_UNAVAILABLE'], 'bad input never maps to a 5xx (only an outage of the store or of the election does)');
 });
 
 const refusals: ReadonlyArray<readonly [string, LeaseRefusal, CatalogEntry]> = [

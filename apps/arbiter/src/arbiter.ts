@@ -10,7 +10,7 @@ import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
-import { CasError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome } from './store/store.js';
+import { CasError, NotElectedError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome } from './store/store.js';
 import { andThen, isPromise, type Awaitable } from './awaitable.js';
 import { TimingNotes, failoverOf } from './timing.js';
 
@@ -67,6 +67,8 @@ export interface ArbiterDeps {
   readonly clock: Clock;
   readonly sink: EventSink;
   readonly metrics: Metrics;
+  /** Store etcd: true only while this arbiter is the elected one and its takeover is done (leadership.ts L1). */
+  readonly mayDecide?: () => boolean;
 }
 
 /** A decision waiting for its transaction. */
@@ -215,6 +217,7 @@ export class Arbiter {
 
   /** One transaction for `batch`; boot, metrics, log and hooks after its commit. */
   private runOnce(batch: readonly Pending[]): Awaitable<readonly Ran[]> {
+    if (this.deps.mayDecide?.() === false) throw new NotElectedError();
     const now = this.now();
     let boot = this.bootState;
     const steps: Array<Step<unknown> | undefined> = [];
@@ -256,6 +259,16 @@ export class Arbiter {
   async restart(): Promise<void> {
     const ctx = this.context();
     await this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+  }
+
+  /**
+   * Store etcd: this arbiter was just elected. For the protocol a takeover is a restart with the
+   * state kept (leadership.ts L3): a new boot now — S2.3's start wait counts from the takeover —
+   * then `restart`, before the first decision of the term.
+   */
+  async takeOver(): Promise<void> {
+    this.bootState = newBoot(this.now());
+    await this.restart();
   }
 
   private readonly timingNotes = new TimingNotes();

@@ -37,7 +37,7 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
   let address: string;
   let app: Awaited<ReturnType<Runtime['app']>>;
   try {
-    rt = await createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true });
+    rt = await createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true, elect: true });
     app = await rt.app();
     address = await app.listen({ host: config.listen.host, port: config.listen.port });
   } catch (err) {
@@ -45,7 +45,8 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
     throw err;
   }
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
-  rt.checker.start();
+  // SQLite: the checks start now. etcd: the campaign starts; the elected arbiter runs them.
+  rt.start();
   const sweepEvents = (): Promise<void> => rt.sweepEvents().then(
     () => undefined,
     (err: unknown) => rt.log.error({ err }, 'event sweep failed'),

@@ -75,6 +75,20 @@ export class CasError extends Error {
   }
 }
 
+/**
+ * A decision or write refused because this arbiter is not (or no longer) the elected one
+ * (store etcd): nothing was written; the request is answered 503 and goes to another arbiter.
+ */
+export class NotElectedError extends Error {
+  constructor() {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super('this arbiter is not the elected one (its term ended or has not begun): nothing was written');
+    Error.stackTraceLimit = limit;
+    this.name = 'NotElectedError';
+  }
+}
+
 /** One write's outcome in a registry group (`RegistryStore.commitAll`). */
 export type WriteOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
 

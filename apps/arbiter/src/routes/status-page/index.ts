@@ -31,6 +31,12 @@ import { ErrorBody } from '../../schemas/index.js';
 import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
+import type { ArbitersT } from '../../schemas/index.js';
+import type { StatusAnswerT } from './schemas.js';
+
+function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT {
+  return opts.arbiters === undefined ? m : { ...m, arbiters: opts.arbiters() };
+}
 import { STATUS_CSP, renderStatusPage } from './render.js';
 import { StatusAnswer } from './schemas.js';
 
@@ -48,6 +54,8 @@ export interface StatusPageOptions {
   readonly load?: LoadLookup;
   /** The last request refused for a host's name (a member token of another machine), when any. */
   readonly refused?: (host: string) => Refusal | null;
+  /** Store etcd: which arbiter decides and etcd's health (absent: a single SQLite arbiter). */
+  readonly arbiters?: () => ArbitersT;
   /** Seconds between the page's refreshes. Default 3. */
   readonly refreshSeconds?: number;
   /** The page title. Default "hq". */
@@ -62,6 +70,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
+    ...(hq.leadership === null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };
 }
@@ -83,7 +92,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       const record = opts.record(state);
-      const model = statusModel(state, record, opts.settings(state), opts.load, opts.refused);
+      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused), opts);
       const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
@@ -103,7 +112,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      return statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused);
+      return withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused), opts);
     },
   );
 };

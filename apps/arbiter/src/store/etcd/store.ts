@@ -25,18 +25,12 @@ import { readFile } from 'node:fs/promises';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
 import { writeSecretFile } from '../../auth.js';
-import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
+import { CasError, NotElectedError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
 
-/** A write refused because this arbiter is not (or no longer) elected: nothing was written. */
-export class NotElectedError extends Error {
-  constructor() {
-    super('this arbiter is not the elected one (its term ended): nothing was written');
-    this.name = 'NotElectedError';
-  }
-}
+export { NotElectedError };
 
 interface StoredState {
   readonly lease: LeaseState;
