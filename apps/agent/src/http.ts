@@ -54,6 +54,54 @@ export async function requestJson(req: JsonRequest): Promise<HttpResult> {
   }
 }
 
+/** Answers that say "another arbiter may do this": no answer, not elected, the store did not answer, a proxy's 502/504. */
+function tryNext(r: HttpResult): boolean {
+  if (r.kind === 'unreachable') return true;
+  if (r.status === 502 || r.status === 504) return true;
+  const code = (r.body as { error?: unknown } | null)?.error;
+  return r.status === 503 && (code === 'HQ_ERR_NOT_ELECTED' || code === 'HQ_ERR_STORE_UNAVAILABLE');
+}
+
+/**
+ * Several arbiters (`arbiterUrls`, store etcd): a request goes to the one that answered last,
+ * and on a failure that another arbiter may not have (`tryNext`) to the next, in order — all
+ * within the one deadline of `timeoutSeconds` from the first send, so an answer is never later
+ * than it would be with one arbiter (S2.3). A decision is made by the elected arbiter whichever
+ * one received it (the others forward), so trying the next never decides twice what one
+ * decided; a 503 said nothing was decided.
+ */
+export class ArbiterEndpoints {
+  private current = 0;
+  constructor(readonly urls: readonly string[]) {
+    if (urls.length === 0) throw new TypeError('ArbiterEndpoints needs at least one URL');
+  }
+
+  /** The arbiter tried first. */
+  get url(): string {
+    return this.urls[this.current] as string;
+  }
+
+  async request(req: Omit<JsonRequest, 'url'> & { readonly path: string }): Promise<HttpResult> {
+    const deadline = performance.now() + req.timeoutSeconds * 1000;
+    const n = this.urls.length;
+    let last: HttpResult = { kind: 'unreachable', problem: 'no arbiter tried' };
+    for (let i = 0; i < n; i++) {
+      const left = (deadline - performance.now()) / 1000;
+      if (left <= 0) break;
+      const at = (this.current + i) % n;
+      const r = await requestJson({ ...req, url: joinUrl(this.urls[at] as string, req.path), timeoutSeconds: left });
+      if (!tryNext(r) || n === 1) {
+        this.current = at;
+        return r;
+      }
+      last = r.kind === 'unreachable' ? { kind: 'unreachable', problem: `${this.urls[at]}: ${r.problem}` } : r;
+    }
+    // Nobody answered in time: the next request starts with the next arbiter.
+    this.current = (this.current + 1) % n;
+    return last;
+  }
+}
+
 export function joinUrl(base: string, path: string): string {
   return base.replace(/\/+$/, '') + path;
 }

@@ -39,7 +39,7 @@ import {
 import type { AgentConfig } from '../config.js';
 import { healthUrlOf, peersFromCandidates } from '../config.js';
 import type { Clock } from '../clock.js';
-import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { ArbiterEndpoints, joinUrl, requestJson, type HttpResult } from '../http.js';
 import { probe as probeHost, type ProbeResult } from '../probe.js';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
@@ -121,6 +121,8 @@ export class Agent {
   tokenProblem: string | null = null;
   private readonly lastFence = new Map<string, string>();
   readonly startedWall: number;
+  /** `arbiterUrls` (or `arbiterUrl` alone): tried in order, the next on failure. */
+  private readonly arbiters: ArbiterEndpoints;
 
   private constructor(
     private readonly opts: AgentOptions,
@@ -134,6 +136,7 @@ export class Agent {
     this.paths = statePaths(c.stateDir);
     this.token = new TokenFile(c.tokenFile);
     this.peerToken = new TokenFile(c.peerTokenFile);
+    this.arbiters = new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]);
     this.state = state;
     this.lastSeenWritten = seenOnDisk;
     this.given = given;
@@ -379,7 +382,7 @@ export class Agent {
   }
 
   private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null): Promise<HttpResult> {
-    return requestJson({ method, url: joinUrl(this.config.arbiterUrl, path), body, token, timeoutSeconds: this.config.requestTimeoutSeconds });
+    return this.arbiters.request({ method, path, body, token, timeoutSeconds: this.config.requestTimeoutSeconds });
   }
 
   private probe(target: string): Promise<ProbeResult> {
