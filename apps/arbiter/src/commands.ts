@@ -17,7 +17,8 @@ const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
 const openStore = async (cfg: ArbiterConfig) => {
   const { openStores } = await import('./server/runtime.js');
   const s = await openStores(cfg, false);
-  return Object.assign(s.store, { close: () => s.close() });
+  // the store, with a close() that also ends what opened it (etcd's client)
+  return new Proxy(s.store, { get: (target, key, receiver) => (key === 'close' ? () => s.close() : Reflect.get(target, key, receiver)) });
 };
 
 class UsageError extends Error {}
