@@ -39,19 +39,7 @@ t.test('two arbiters on three etcd members', async (t) => {
   await c.startAgent('mbp');
   await c.startAgent('node-b');
 
-  let overlap: string | null = null;
-  let monitoring = true;
-  const monitor = (async () => {
-    while (monitoring) {
-      const [a, b] = await Promise.all([c.fence('mbp'), c.fence('node-b')]);
-      if (a?.run === true && b?.run === true && overlap === null) overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
-      await sleep(50);
-    }
-  })();
-  t.teardown(async () => {
-    monitoring = false;
-    await monitor;
-  });
+  const monitor = c.watchOverlap(t);
 
   await t.test('hq lease acquire (through arbiterUrls) grants mbp the first generation', async (t) => {
     const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '20', '--json']);
@@ -112,7 +100,6 @@ t.test('two arbiters on three etcd members', async (t) => {
     await c.waitFor(async () => (await c.fence('node-b'))?.run === true, 20_000, 'node-b runs on');
   });
 
-  monitoring = false;
-  await monitor;
+  const overlap = await monitor.stop();
   t.equal(overlap, null, `no sample where both fences said run${overlap === null ? '' : ` (${overlap})`}`);
 });

@@ -266,6 +266,29 @@ export class Cluster {
     p.kill(signal);
   }
 
+  /**
+   * Samples both fences every 50 ms from now on; `stop()` ends it and gives the first sample in
+   * which both hosts said run, or null (also stopped at teardown by the caller's `t`).
+   */
+  watchOverlap(t: { teardown(fn: () => unknown): void }): { stop(): Promise<string | null> } {
+    let overlap: string | null = null;
+    let on = true;
+    const loop = (async () => {
+      while (on) {
+        const [a, b] = await Promise.all([this.fence('mbp'), this.fence('node-b')]);
+        if (a?.run === true && b?.run === true && overlap === null) overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
+        await sleep(50);
+      }
+    })();
+    const stop = async (): Promise<string | null> => {
+      on = false;
+      await loop;
+      return overlap;
+    };
+    t.teardown(stop);
+    return { stop };
+  }
+
   async fence(h: HostName, role = 'cron'): Promise<{ run: boolean; reason: string; generation: number; holder: string | null; validForSeconds: number | null } | null> {
     const r = await callAgent(this.socket(h), 'GET', `/v1/fence?role=${role}`, 2);
     return r.kind === 'answer' && r.status === 200 ? (r.body as never) : null;

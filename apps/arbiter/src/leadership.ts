@@ -18,6 +18,7 @@
  *  L4  A term that ends stops the checks (after the running one) and the arbiter campaigns
  *      again; the next term is a new takeover (L3).
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import type { EtcdClient, MemberStatus } from './store/etcd/client.js';
@@ -81,7 +82,6 @@ export class Leadership {
   private readonly election: Election;
   private readonly stop = new AbortController();
   private ready = false;
-  private term: Term | null = null;
   private leader: Leader | null = null;
   private members: readonly MemberStatus[] = [];
   private loops: Promise<void>[] = [];
@@ -153,7 +153,6 @@ export class Leadership {
         await pause(RETRY_MS / 4, this.stop.signal);
         continue;
       }
-      this.term = r.term;
       log.info({ key: r.term.key, self: this.opts.advertiseUrl }, 'elected: taking over (S2.3 start wait from now)');
       try {
         await this.opts.onElected(r.term);
@@ -165,7 +164,6 @@ export class Leadership {
       }
       const why = await r.term.ended;
       this.ready = false;
-      this.term = null;
       if (!this.stop.signal.aborted) log.warn({ why }, 'term ended: no more decisions here; campaigning again');
       await this.opts.onEnded().catch((err: unknown) => log.error({ err }, 'stopping the checks failed'));
     }
@@ -194,17 +192,9 @@ export class Leadership {
   }
 }
 
+/** Sleeps `ms`, or less when `signal` aborts; never rejects. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+  return delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
 /** `hq_arbiter_elected` (1 on the elected arbiter) and `hq_etcd_member_up{endpoint}`, at scrape time. */

@@ -139,7 +139,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   await app.register(contextPlugin, { hq: opts.hq });
   // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.
-  if (opts.hq.leadership !== null) await app.register(forwardPlugin, { leadership: opts.hq.leadership });
+  const leadership = opts.hq.leadership ?? null;
+  if (leadership !== null) await app.register(forwardPlugin, { leadership });
   await app.register(authPlugin);
   // Before every route: @fastify/swagger learns routes from an onRoute hook.
   await registerOpenApi(app, { version: opts.hq.version, openReads: opts.hq.config.auth.openReads });

@@ -23,7 +23,7 @@ export interface HqContext {
   readonly config: ArbiterConfig;
   readonly version: string;
   /** Store etcd: the election (who decides, where mutations go); null with SQLite. */
-  readonly leadership: Leadership | null;
+  readonly leadership?: Leadership | null;
 }
 
 declare module 'fastify' {

@@ -70,7 +70,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
-    ...(hq.leadership === null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
+    ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };
 }

@@ -29,6 +29,7 @@ import { CasError, NotElectedError, type Committed, type Decision, type EventInp
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
+import { decideAll, leaseChanged, transactOne, type Decided } from '../decide-all.js';
 
 export { NotElectedError };
 
@@ -50,12 +51,6 @@ function encodeState(s: ArbiterState): string {
 function decodeState(text: string): ArbiterState {
   const s = JSON.parse(text) as StoredState;
   return { lease: s.lease, floor: s.floor, observers: new Map(Object.entries(s.observers)) };
-}
-
-/** Field-by-field equality (a decision may return an equal copy for "unchanged"). */
-function sameLease(a: LeaseState, b: LeaseState): boolean {
-  const keys = Object.keys(a) as Array<keyof LeaseState>;
-  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 type StoredEvent = Omit<EventRow, 'id'>;
@@ -81,8 +76,12 @@ interface Base {
   readonly seqRev: bigint;
 }
 
-/** How often a write lost only to another writer of a key it does not decide on (the event or token sequence) is tried again. */
-const SEQ_RETRIES = 8;
+/**
+ * How often a write lost only to another writer of a key it does not decide on (the event or
+ * token sequence) is tried again. Every lost round is another writer's commit, so with N writers
+ * at once the last needs N − 1 rounds: far more than the elected arbiter and a one-shot command.
+ */
+const SEQ_RETRIES = 64;
 /** Reads after an indeterminate write before its outcome is given up as unknown. */
 const VERIFY_TRIES = 3;
 
@@ -145,20 +144,8 @@ export class EtcdStore implements LeaseStore {
     return decodeState(kv.value);
   }
 
-  async transact<T>(decide: (state: ArbiterState) => Decision<T>): Promise<Committed<T>> {
-    let failure: { error: unknown } | null = null;
-    const [outcome] = await this.transactAll([
-      (state) => {
-        try {
-          return decide(state);
-        } catch (error) {
-          failure = { error };
-          throw error;
-        }
-      },
-    ]);
-    if (failure !== null) throw (failure as { error: unknown }).error;
-    return (outcome as Outcome & { ok: true }).committed as Committed<T>;
+  transact<T>(decide: (state: ArbiterState) => Decision<T>): Promise<Committed<T>> {
+    return Promise.resolve(transactOne((d) => this.transactAll(d), decide));
   }
 
   /**
@@ -177,23 +164,7 @@ export class EtcdStore implements LeaseStore {
     const before = decodeState(stateKv.value);
     const seqKv = rangeKv(read, 1);
 
-    type Decided = { ok: true; state: ArbiterState; events: readonly EventInput[]; result: unknown } | { ok: false; error: unknown };
-    const decided: Decided[] = [];
-    let state = before;
-    for (const decide of decisions) {
-      let d: Decision<unknown>;
-      try {
-        d = decide(state);
-      } catch (error) {
-        decided.push({ ok: false, error });
-        continue;
-      }
-      if (d.next.lease !== state.lease && !sameLease(d.next.lease, state.lease) && d.next.lease.revision <= state.lease.revision) {
-        throw new Error('a decision changed the lease without advancing its revision');
-      }
-      decided.push({ ok: true, state: d.next, events: d.events, result: d.result });
-      state = d.next;
-    }
+    const { decided } = decideAll(before, decisions);
 
     // Parts: consecutive decisions whose writes fit one txn.
     // (the state's put, the sequence's put, one put per event)
@@ -223,8 +194,7 @@ export class EtcdStore implements LeaseStore {
         next = d.state;
         inputs.push(...d.events);
       }
-      const leaseChanged = next.lease !== base.state.lease && !sameLease(next.lease, base.state.lease);
-      const stateChanged = leaseChanged || next.floor !== base.state.floor || next.observers !== base.state.observers;
+      const stateChanged = leaseChanged(base.state, next) || next.floor !== base.state.floor || next.observers !== base.state.observers;
       let written: { base: Base; firstId: number };
       try {
         written = await this.writePart(base, next, stateChanged, inputs);
@@ -341,7 +311,7 @@ export class EtcdStore implements LeaseStore {
   }
 
   async listEvents(after: number, limit: number): Promise<readonly EventRow[]> {
-    const r = await this.client.range(this.keys.event(after + 1), { end: prefixEnd(this.keys.eventDir), limit });
+    const r = await this.client.range(this.keys.event(after + 1), { endOfPrefix: this.keys.eventDir, limit });
     return r.kvs.map((kv) => eventOf(kv, this.keys));
   }
 
@@ -524,28 +494,14 @@ export class EtcdStore implements LeaseStore {
 
 const BACKUP_FORMAT = 'hq-etcd-backup/1';
 
-/** The smallest key after every key that starts with `key` (etcd's GetPrefixRangeEnd). */
-export function prefixEnd(key: string): string {
-  const bytes = Buffer.from(key, 'utf8');
-  for (let i = bytes.length - 1; i >= 0; i--) {
-    if (bytes[i]! < 0xff) {
-      const end = Buffer.from(bytes.subarray(0, i + 1));
-      end[i]!++;
-      return end.toString('utf8');
-    }
-  }
-  return '\u0000';
-}
-
 /**
  * Every key under `dir`, ascending, in pages of 1000, linearizable. All pages are read at the
  * revision of the first (a consistent copy) when `at` is given; `at.revision` says which.
  */
 export async function* pagesOf(client: EtcdClient, dir: string, at?: { revision: bigint | undefined }): AsyncGenerator<readonly KeyValue[]> {
   let from = dir;
-  const end = prefixEnd(dir);
   for (;;) {
-    const r = await client.range(from, { end, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }) });
+    const r = await client.range(from, { endOfPrefix: dir, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }) });
     if (at !== undefined) at.revision ??= r.revision;
     if (r.kvs.length > 0) yield r.kvs;
     const last = r.kvs[r.kvs.length - 1];
