@@ -47,6 +47,8 @@ t.test('two arbiters on three etcd members', async (t) => {
     t.match(JSON.parse(r.stdout), { ok: true, lease: { holder: 'mbp', generation: 1 } }, 'mbp holds generation 1');
     await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 15_000, 'mbp may run');
     t.match(await lease(1), { holder: 'mbp', generation: 1 }, 'the non-elected arbiter reads the same record');
+    const doctor = JSON.parse((await c.hq('node-b', ['doctor', '--json'])).stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+    t.match(doctor.checks.find((x) => x.name === 'arbiter'), { detail: /; store etcd: this arbiter is elected, etcd 3\/3 members up$/ }, 'hq doctor names the elected arbiter and the members up');
   });
 
   await t.test('kill -9 of the elected arbiter: the other takes over as a restarted arbiter', async (t) => {
