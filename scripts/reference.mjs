@@ -41,7 +41,7 @@ export const KEYS = {
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
   listen: ['arbiter `127.0.0.1:8470`, agent `0.0.0.0:8471`', '`{host, port}` of the API / the peer listener'],
   dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
-  store: ['`{kind: "sqlite"}`', 'where the state lives (the SQLite file in `dataDir`)'],
+  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls` is not supported yet)'],
   auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
   hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence and timing problems'],
   portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],
@@ -151,11 +151,12 @@ ${standby.map((s) => commandSection(s)).join('\n')}
 
 JSON in and out, times in epoch seconds on the arbiter's clock, bodies validated strictly (unknown
 fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400, 401, 403, 404, 409,
-412, 413, 415 — never a 5xx for bad input. The full document: \`GET /v1/openapi.json\`.
+412, 413, 415 — never a 5xx for bad input (with store etcd, \`503 HQ_ERR_NOT_ELECTED\` while no arbiter
+is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: nothing was decided). The full document: \`GET /v1/openapi.json\`.
 
 | method, path | scope | what |
 |---|---|---|
-| \`GET /v1/health\` | none | \`{status, role, host, version}\` |
+| \`GET /v1/health\` | none | \`{status, role, host, version}\`; with store etcd also \`store: "etcd"\` and \`arbiters {elected, leader, self, termSeconds, etcd {healthy, members}}\` |
 | \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\` |
 | \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
@@ -193,7 +194,8 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up\`, \`hq_port_leases\`.
+\`hq_fleet_member_up\`, \`hq_port_leases\`; with store etcd also \`hq_arbiter_elected\` (1 on the
+arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
 \`hq_agent_peer_confirmations_total\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,

@@ -213,8 +213,8 @@ t.test('events page in ascending order with after and limit', async (t) => {
 t.test('events: tail N gives the newest N, since T the events at or after T; one start at a time', async (t) => {
   const h = await harness(t);
   const base = h.clock.now();
-  h.rt.store.appendEvents(Array.from({ length: 30 }, (_, i) => ({ at: base + i, category: 'control', event: `t${i}`, host: null, data: {} })));
-  const all = h.rt.store.listEvents(0, 1000);
+  await h.rt.store.appendEvents(Array.from({ length: 30 }, (_, i) => ({ at: base + i, category: 'control', event: `t${i}`, host: null, data: {} })));
+  const all = await h.rt.store.listEvents(0, 1000);
   const tail = (await h.get('/v1/events?tail=5')).json().events as Array<{ id: number; event: string }>;
   t.same(tail.map((e) => e.id), all.slice(-5).map((e) => e.id), 'tail=5 is the newest five, oldest first');
   const since = (await h.get(`/v1/events?since=${base + 27}`)).json().events as Array<{ event: string }>;
@@ -239,17 +239,17 @@ t.test('sweepEvents keeps events younger than events.maxAgeDays and at most even
   const h = await harness(t, { events: { maxAgeDays: 1, maxCount: 100 } });
   t.same(h.rt.config.events, { maxAgeDays: 1, maxCount: 100 }, 'the config carries the bounds');
   const now = h.clock.now();
-  h.rt.store.appendEvents(Array.from({ length: 10 }, (_, i) => ({ at: now - 2 * 86_400 + i, category: 'control', event: 'old', host: null, data: {} })));
-  h.rt.store.appendEvents(Array.from({ length: 150 }, (_, i) => ({ at: now - 3600 + i, category: 'control', event: 'new', host: null, data: {} })));
-  const before = h.rt.store.listEvents(0, 1000);
-  const swept = h.rt.sweepEvents();
-  const after = h.rt.store.listEvents(0, 1000);
+  await h.rt.store.appendEvents(Array.from({ length: 10 }, (_, i) => ({ at: now - 2 * 86_400 + i, category: 'control', event: 'old', host: null, data: {} })));
+  await h.rt.store.appendEvents(Array.from({ length: 150 }, (_, i) => ({ at: now - 3600 + i, category: 'control', event: 'new', host: null, data: {} })));
+  const before = await h.rt.store.listEvents(0, 1000);
+  const swept = await h.rt.sweepEvents();
+  const after = await h.rt.store.listEvents(0, 1000);
   t.equal(after.length, 100, 'at most maxCount stay');
   t.equal(swept, before.length - 100, 'the sweep says how many went');
   t.ok(after.every((e) => e.event === 'new'), 'the old ones went first');
   t.same(after.map((e) => e.id), before.slice(-100).map((e) => e.id), 'the newest stay');
   h.clock.advance(2 * 86_400);
-  t.equal(h.rt.sweepEvents(), 100, 'two days later (the driven clock) every one is past maxAgeDays');
+  t.equal(await h.rt.sweepEvents(), 100, 'two days later (the driven clock) every one is past maxAgeDays');
 });
 
 t.test('metrics expose the SPEC names computed from the store', async (t) => {

@@ -111,7 +111,8 @@ t.test('token issue replaces the machine\'s token of that scope unless --keep-ol
   const valid = (token: string): boolean => {
     const store = new SqliteStore({ dataDir: join(dir, 'var'), ttlSeconds: 1500 });
     try {
-      return authenticate(store, ['Authorization', `Bearer ${token}`]).ok;
+      // SQLite answers at once (the seam's Awaitable is a plain value here)
+      return (authenticate(store, ['Authorization', `Bearer ${token}`]) as { ok: boolean }).ok;
     } finally {
       store.close();
     }

@@ -26,6 +26,19 @@ t.test('the built-in defaults pass validation and resolve every key', async (t) 
   t.same(c.events, { maxAgeDays: 90, maxCount: 100_000 }, 'the event log keeps 90 days, at most 100 000 rows');
 });
 
+t.test('store: sqlite by default; etcd with its defaults, the advertise URL derived from the arbiter and listen.port', async (t) => {
+  const d = validateConfig({});
+  t.same(d.ok && d.config.store, { kind: 'sqlite' }, 'the default store is SQLite in dataDir');
+  const e = validateConfig({ tailnetDomain: 'tail1.ts.net', listen: { port: 9000 }, store: { kind: 'etcd', endpoints: ['http://10.0.0.1:2379/', 'http://10.0.0.2:2379'] } });
+  t.same(
+    e.ok && e.config.store,
+    { kind: 'etcd', endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: '/hq', dialTimeoutMs: 2000, requestTimeoutMs: 5000, electionTtlSeconds: 10, advertiseUrl: 'http://cloud-vm.tail1.ts.net:9000' },
+    'etcd: endpoints as origins, prefix /hq, 2 s dial, 5 s calls, a 10 s election, this arbiter advertised on its tailnet name',
+  );
+  const own = validateConfig({ store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: '/site-a/hq', advertiseUrl: 'http://10.0.0.5:8470' } });
+  t.match(own.ok && own.config.store, { prefix: '/site-a/hq', advertiseUrl: 'http://10.0.0.5:8470' }, 'a prefix and an advertise URL of its own');
+});
+
 t.test('the fast test settings pass, with a probe timeout of half the check interval', async (t) => {
   const r = validateConfig({ ...FAST, tailscaleBin: 'tailscale' });
   t.equal(r.ok, true, 'fast settings are valid');
@@ -58,6 +71,19 @@ const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
   ['an event history of a handful of rows', { events: { maxCount: 5 } }, 'events.maxCount', /100/],
   ['a fractional event count', { events: { maxCount: 1000.5 } }, 'events.maxCount', /integer/],
   ['an unknown events key', { events: { keepDays: 3 } }, 'events.keepDays', /./],
+  ['an unknown store kind', { store: { kind: 'postgres' } }, 'store.kind', /./],
+  ['an etcd key on a sqlite store', { store: { kind: 'sqlite', endpoints: ['http://127.0.0.1:2379'] } }, 'store.endpoints', /applies to kind "etcd" only/],
+  ['an etcd store without endpoints', { store: { kind: 'etcd' } }, 'store.endpoints', /is required for kind "etcd"/],
+  ['an etcd endpoint that is not a URL', { store: { kind: 'etcd', endpoints: ['etcd-1:2379'] } }, 'store.endpoints[0]', /http:\/\/host:port/],
+  ['an https etcd endpoint', { store: { kind: 'etcd', endpoints: ['https://etcd-1:2379'] } }, 'store.endpoints[0]', /TLS is not supported yet/],
+  ['an etcd endpoint with a path', { store: { kind: 'etcd', endpoints: ['http://etcd-1:2379/v3'] } }, 'store.endpoints[0]', /bare origin/],
+  ['an etcd endpoint named twice', { store: { kind: 'etcd', endpoints: ['http://e:2379', 'http://e:2379/'] } }, 'store.endpoints[1]', /twice/],
+  ['etcd tls', { store: { kind: 'etcd', endpoints: ['http://e:2379'], tls: { ca: '/etc/ca.pem' } } }, 'store.tls', /is not supported yet/],
+  ['an etcd prefix with a trailing slash', { store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: '/hq/' } }, 'store.prefix', /no trailing slash/],
+  ['an etcd prefix without a leading slash', { store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: 'hq' } }, 'store.prefix', /leading slash/],
+  ['an etcd request timeout below the dial timeout', { store: { kind: 'etcd', endpoints: ['http://e:2379'], dialTimeoutSeconds: 3, requestTimeoutSeconds: 2 } }, 'store.requestTimeoutSeconds', /at least store.dialTimeoutSeconds/],
+  ['an election TTL a keep-alive call can outlast', { store: { kind: 'etcd', endpoints: ['http://e:2379'], electionTtlSeconds: 6 } }, 'store.electionTtlSeconds', /must exceed store.requestTimeoutSeconds \+ 2/],
+  ['an advertise URL with a path', { store: { kind: 'etcd', endpoints: ['http://e:2379'], advertiseUrl: 'http://a:8470/x' } }, 'store.advertiseUrl', /bare origin/],
 ];
 
 for (const [what, input, key, problem] of invalid) {

@@ -49,7 +49,7 @@ t.test('401: no token, unknown, malformed and revoked tokens', async (t) => {
   t.equal(lower.statusCode, 200, 'the scheme is case-insensitive');
   isError(t, await h.get('/v1/lease', 'a'.repeat(64)), 401, 'HQ_ERR_UNAUTHORIZED', 'an invalid token on an open read');
   t.equal((await h.get('/v1/health', 'a'.repeat(64))).statusCode, 200, 'health ignores tokens');
-  t.equal(h.rt.store.revokeTokens('mbp', h.clock.now()), 1, 'one token revoked');
+  t.equal(await h.rt.store.revokeTokens('mbp', h.clock.now()), 1, 'one token revoked');
   isError(t, await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp), 401, 'HQ_ERR_UNAUTHORIZED', 'a revoked token from the next request on');
 });
 

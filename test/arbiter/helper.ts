@@ -55,15 +55,15 @@ export async function harness(t: Test, extra: Record<string, unknown> = {}, opts
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
-  const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
+  const rt = await createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
   const app = await rt.app();
   t.teardown(() => rt.close());
   const now = clock.now();
   const tokens = {
-    admin: issueToken(rt.store, 'cloud-vm', 'admin', now),
-    mbp: issueToken(rt.store, 'mbp', 'member', now),
-    nodeb: issueToken(rt.store, 'node-b', 'member', now),
-    query: issueToken(rt.store, 'grafana', 'query', now),
+    admin: await issueToken(rt.store, 'cloud-vm', 'admin', now),
+    mbp: await issueToken(rt.store, 'mbp', 'member', now),
+    nodeb: await issueToken(rt.store, 'node-b', 'member', now),
+    query: await issueToken(rt.store, 'grafana', 'query', now),
   };
   const h: Harness = {
     dir,

@@ -92,12 +92,12 @@ t.test('agent silence is reported once per silence, on a check tick', async (t) 
   h.clock.advance(3);
   await h.post('/v1/check', undefined);
   await h.post('/v1/check', undefined);
-  const silent = () => (h.rt.store.listEvents(0, 1000) as Array<{ event: string; host: string | null }>).filter((e) => e.event === 'agent-silent');
-  t.same(silent().map((e) => e.host), ['mbp'], 'mbp (interval 1 s) is silent after 3 s, once; node-b (5 s) is not');
+  const silent = async () => ((await h.rt.store.listEvents(0, 1000)) as Array<{ event: string; host: string | null }>).filter((e) => e.event === 'agent-silent');
+  t.same((await silent()).map((e) => e.host), ['mbp'], 'mbp (interval 1 s) is silent after 3 s, once; node-b (5 s) is not');
   await until('the silence hook', () => hook.got.some((e) => e.event === 'agent-silent'));
   t.match(hook.got.find((e) => e.event === 'agent-silent'), { host: 'mbp', data: { intervalSeconds: 1 } }, 'the hook names the host and its interval');
   await h.post('/v1/heartbeat', { host: 'mbp', heartbeatSeconds: 1 }, h.tokens.mbp);
   h.clock.advance(3);
   await h.post('/v1/check', undefined);
-  t.same(silent().map((e) => e.host), ['mbp', 'mbp'], 'a new silence after a heartbeat is reported again');
+  t.same((await silent()).map((e) => e.host), ['mbp', 'mbp'], 'a new silence after a heartbeat is reported again');
 });

@@ -58,7 +58,7 @@ t.test('a real listener: duplicate Authorization is 400, keep-alive is reused, r
   };
   t.equal((await call(h.tokens.mbp, 'BEARER')).status, 200, 'an upper-case scheme is accepted');
   t.equal((await call(h.tokens.mbp, 'bearer')).status, 200, 'a lower-case scheme is accepted');
-  h.rt.store.revokeTokens('mbp', h.clock.now());
+  await h.rt.store.revokeTokens('mbp', h.clock.now());
   const after = await call(h.tokens.mbp);
   t.equal(after.status, 401, 'the revoked token fails on the next request');
   t.equal(connections, 1, 'all three requests used one keep-alive connection');

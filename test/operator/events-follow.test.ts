@@ -27,7 +27,7 @@ t.test('followEvents delivers each committed event once, across a dropped connec
   await h.settle();
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}${PREFIX}`;
-  const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
+  const after = (await h.rt.store.listEvents(0, 1000)).reduce((m, e) => Math.max(m, e.id), 0);
   const seen: StreamEvent[] = [];
   const problems: string[] = [];
   const ctl = new AbortController();

@@ -75,7 +75,7 @@ t.test('the stream sends the backlog, then each committed event at once', async 
   const h = await operatorHarness(t, {}, { streamPollMs: 60_000 });
   wireNotify(h);
   await h.settle();
-  const backlog = h.rt.store.listEvents(0, 1000);
+  const backlog = (await h.rt.store.listEvents(0, 1000));
   t.ok(backlog.length > 0, 'settling wrote events');
   const port = await listen(h);
   const s = await open(port, `${PREFIX}/v1/events/stream?after=0`);
@@ -101,7 +101,7 @@ t.test('without notify the slow poll still delivers within a poll interval', asy
   const h = await operatorHarness(t, {}, { streamPollMs: 200 });
   await h.settle();
   const port = await listen(h);
-  const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
+  const after = (await h.rt.store.listEvents(0, 1000)).reduce((m, e) => Math.max(m, e.id), 0);
   const s = await open(port, `${PREFIX}/v1/events/stream?after=${after}`);
   t.teardown(() => s.close());
   await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
@@ -112,7 +112,7 @@ t.test('without notify the slow poll still delivers within a poll interval', asy
 t.test('Last-Event-ID resumes after the last event the client saw', async (t) => {
   const h = await operatorHarness(t);
   await h.settle();
-  const rows = h.rt.store.listEvents(0, 1000);
+  const rows = (await h.rt.store.listEvents(0, 1000));
   t.ok(rows.length >= 2, 'there are at least two events');
   const port = await listen(h);
   const first = (rows[0] as EventRow).id;
@@ -178,7 +178,7 @@ t.test('the stream app.ts mounts at /v1/events/stream delivers committed events'
   const h = await operatorHarness(t);
   await h.settle();
   const port = await listen(h);
-  const after = h.rt.store.listEvents(0, 1000).reduce((m, e) => Math.max(m, e.id), 0);
+  const after = (await h.rt.store.listEvents(0, 1000)).reduce((m, e) => Math.max(m, e.id), 0);
   const s = await open(port, `/v1/events/stream?after=${after}`);
   t.teardown(() => s.close());
   t.equal(s.res.statusCode, 200, 'the stream at /v1/events/stream answers 200');
@@ -190,8 +190,8 @@ t.test('the stream app.ts mounts at /v1/events/stream delivers committed events'
 t.test('a stream without after and without Last-Event-ID starts at the tail: the newest 20', async (t) => {
   const h = await operatorHarness(t);
   await h.settle();
-  h.rt.store.appendEvents(Array.from({ length: 40 }, (_, i) => ({ at: h.clock.now(), category: 'control', event: `bulk-${i}`, host: null, data: {} })));
-  const rows = h.rt.store.listEvents(0, 1000);
+  await h.rt.store.appendEvents(Array.from({ length: 40 }, (_, i) => ({ at: h.clock.now(), category: 'control', event: `bulk-${i}`, host: null, data: {} })));
+  const rows = (await h.rt.store.listEvents(0, 1000));
   const newest = rows.slice(-20).map((e) => e.id);
   const port = await listen(h);
   const s = await open(port, '/v1/events/stream');

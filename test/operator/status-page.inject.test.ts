@@ -121,7 +121,7 @@ t.test('helpers: seconds, event kinds, escaping and the event tail', async (t) =
   t.equal(eventKind('timing-problem'), 'refusal', 'so is a timing problem');
   t.equal(esc(`<a href="x">'&\``), '&#60;a href=&#34;x&#34;&#62;&#39;&#38;&#96;', 'all five dangerous characters are escaped');
   const rows: EventRow[] = Array.from({ length: 2345 }, (_, i) => ({ id: i + 1, at: i, category: 'hq.lease', event: 'renewed', host: 'mbp', data: {} }));
-  const tail = tailEvents((after, limit) => rows.filter((r) => r.id > after).slice(0, limit), 50);
+  const tail = await tailEvents((after, limit) => rows.filter((r) => r.id > after).slice(0, limit), 50);
   t.equal(tail.length, 50, 'the tail has 50 rows');
   t.equal(tail[0]?.id, 2296, 'the tail starts 50 from the end');
   t.equal(tail[49]?.id, 2345, 'the tail ends with the newest');
@@ -173,10 +173,10 @@ t.test('a silent host and a refused token are problems on the host row (#16 item
 
 t.test('the daemon fills the load column from the machines the agents register', async (t) => {
   const clock = manualClock();
-  const rt = createRuntime({ config: fastConfig(t.testdir()), clock, log: pino({ level: 'silent' }), prober: new FakeProber(), processMetrics: false, registry: true, operator: true });
+  const rt = await createRuntime({ config: fastConfig(t.testdir()), clock, log: pino({ level: 'silent' }), prober: new FakeProber(), processMetrics: false, registry: true, operator: true });
   t.teardown(() => rt.close());
   const app = await rt.app();
-  const token = issueToken(rt.store, 'mbp', 'member', clock.now());
+  const token = await issueToken(rt.store, 'mbp', 'member', clock.now());
   const reg = await app.inject({
     method: 'POST',
     url: '/v1/resources/register',

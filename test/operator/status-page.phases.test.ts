@@ -95,7 +95,7 @@ t.test('the status page makes each phase obvious: healthy, holder silent, promot
   h.clock.advance(1);
   await nodeb({ seenGeneration: 1, view: view('mbp', false) });
   t.equal(await check(), 200, 'the second check promotes node-b');
-  t.equal(h.rt.store.read().lease.holder, 'node-b', 'node-b holds generation 2');
+  t.equal((await h.rt.store.read()).lease.holder, 'node-b', 'node-b holds generation 2');
   await shows(page, 'lock-delay');
   t.equal(await page.textContent('#holder'), 'node-b', 'the page shows the new holder');
   t.match(await phase(page), { cls: /phase-warn/, text: 'node-b was promoted from mbp and may not run yet: lock-delay waits out the old holder\'s validity' }, 'the phase line says the new holder may not run yet');

@@ -32,6 +32,8 @@ const catalog: ReadonlyArray<readonly [{ readonly [name: string]: CatalogEntry }
   [ERRORS, 'TOO_LARGE', 'HQ_ERR_TOO_LARGE', 413],
   [ERRORS, 'UNSUPPORTED_MEDIA', 'HQ_ERR_UNSUPPORTED_MEDIA', 415],
   [ERRORS, 'BAND_FULL', 'HQ_ERR_BAND_FULL', 503],
+  [ERRORS, 'STORE_UNAVAILABLE', 'HQ_ERR_STORE_UNAVAILABLE', 503],
+  [ERRORS, 'NOT_ELECTED', 'HQ_ERR_NOT_ELECTED', 503],
   [ERRORS, 'INTERNAL', 'HQ_ERR_INTERNAL', 500],
   [REPLICATION_ERRORS, 'BAD_MANIFEST', 'HQ_ERR_BAD_MANIFEST', 400],
   [REPLICATION_ERRORS, 'BAD_GENERATION', 'HQ_ERR_BAD_GENERATION', 400],
@@ -73,9 +75,9 @@ t.test('the replication routes reuse the shared entries, never a second copy of 
   t.equal(REPLICATION_ERRORS.INTERNAL, ERRORS.INTERNAL, 'internal');
 });
 
-t.test('no status is a 5xx except the internal error and a full capacity', async (t) => {
+t.test('no status is a 5xx except the internal error, a full capacity and an outage of the etcd store or its election', async (t) => {
   const fives = CATALOG.filter((e) => e.status >= 500).map((e) => e.code).sort();
-  t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL', 'HQ_ERR_TOO_MANY_PUSHES', 'HQ_ERR_TOO_MANY_STREAMS'], 'bad input never maps to a 5xx');
+  t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL', 'HQ_ERR_NOT_ELECTED', 'HQ_ERR_STORE_UNAVAILABLE', 'HQ_ERR_TOO_MANY_PUSHES', 'HQ_ERR_TOO_MANY_STREAMS'], 'bad input never maps to a 5xx');
 });
 
 // A refusal reason of a decision → its entry: [why, the lease or registry reason, the entry].

@@ -34,9 +34,9 @@ export async function registryHarness(t: Test, opts: { bands?: Bands; dir?: stri
   const dir = opts.dir ?? t.testdir();
   const config = fastConfig(dir, opts.extra ?? {});
   const clock = manualClock();
-  const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), processMetrics: false });
+  const rt = await createRuntime({ config, clock, log: pino({ level: 'silent' }), processMetrics: false });
   const app = await rt.app();
-  const db = openDatabase({ path: rt.store.path });
+  const db = openDatabase({ path: rt.databasePath! });
   const store = new SqliteRegistryStore(db, opts.bands === undefined ? {} : { bands: opts.bands });
   const nowMs = (): number => Math.round(clock.now() * 1000);
   await app.register(registryRoutes, { store, now: nowMs });
@@ -49,10 +49,10 @@ export async function registryHarness(t: Test, opts: { bands?: Bands; dir?: stri
   });
   const now = clock.now();
   const tokens = {
-    admin: issueToken(rt.store, 'cloud-vm', 'admin', now),
-    mbp: issueToken(rt.store, 'mbp', 'member', now),
-    nodeb: issueToken(rt.store, 'node-b', 'member', now),
-    query: issueToken(rt.store, 'grafana', 'query', now),
+    admin: await issueToken(rt.store, 'cloud-vm', 'admin', now),
+    mbp: await issueToken(rt.store, 'mbp', 'member', now),
+    nodeb: await issueToken(rt.store, 'node-b', 'member', now),
+    query: await issueToken(rt.store, 'grafana', 'query', now),
   };
   return {
     dir,

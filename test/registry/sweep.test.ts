@@ -12,7 +12,7 @@ t.test('sweepRegistry drops rows expired for more than an hour and nothing else'
   const lease = await h.post('/v1/leases/port', { machine: 'mbp', purpose: 'test', ttlMs: 1_000 }, h.tokens.mbp);
   t.equal(lease.statusCode, 200, 'a short port lease');
   const count = () => {
-    const db = new Database(h.rt.store.path, { readonly: true });
+    const db = new Database(h.rt.databasePath!, { readonly: true });
     try {
       return {
         resources: (db.prepare('SELECT count(*) AS n FROM resources').get() as { n: number }).n,
@@ -23,10 +23,10 @@ t.test('sweepRegistry drops rows expired for more than an hour and nothing else'
     }
   };
   h.clock.advance(60);
-  t.same(h.rt.sweepRegistry(), { resources: 0, leases: 0 }, 'expired a minute ago: kept');
+  t.same(await h.rt.sweepRegistry(), { resources: 0, leases: 0 }, 'expired a minute ago: kept');
   t.same(count(), { resources: 2, leases: 1 }, 'all rows still there');
   h.clock.advance(3_600);
-  t.same(h.rt.sweepRegistry(), { resources: 1, leases: 1 }, 'expired over an hour ago: swept');
+  t.same(await h.rt.sweepRegistry(), { resources: 1, leases: 1 }, 'expired over an hour ago: swept');
   t.same(count(), { resources: 1, leases: 0 }, 'the live resource stays');
   const list = (await h.get('/v1/resources', h.tokens.query)).json() as { resources: Array<{ id: string }> };
   t.same(list.resources.map((r) => r.id), ['node-b'], 'and is still listed');

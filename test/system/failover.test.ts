@@ -13,19 +13,7 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
   await c.startAgent('mbp');
   await c.startAgent('node-b');
 
-  let overlap: string | null = null;
-  let monitoring = true;
-  const monitor = (async () => {
-    while (monitoring) {
-      const [a, b] = await Promise.all([c.fence('mbp'), c.fence('node-b')]);
-      if (a?.run === true && b?.run === true && overlap === null) overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
-      await sleep(50);
-    }
-  })();
-  t.teardown(async () => {
-    monitoring = false;
-    await monitor;
-  });
+  const monitor = c.watchOverlap(t);
 
   await t.test('hq lease acquire grants mbp the first generation', async (t) => {
     const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '20', '--json']);
@@ -128,7 +116,6 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     t.ok(waited < 5, `no lock-delay after a handover (${waited.toFixed(1)} s)`);
   });
 
-  monitoring = false;
-  await monitor;
+  const overlap = await monitor.stop();
   t.equal(overlap, null, `no sample ever saw both hosts run (${overlap ?? 'none'})`);
 });

@@ -84,6 +84,11 @@ export interface ClusterOptions {
   /** Extra keys for the arbiter's file / each agent's file (a test of a mismatch). */
   readonly arbiter?: Record<string, unknown>;
   readonly agent?: Record<string, unknown>;
+  /**
+   * Store etcd: `arbiters` arbiter processes on these etcd client URLs, one prefix; arbiter i
+   * is `arbiter-i` (the first also `arbiter`), and the agents get every arbiter in `arbiterUrls`.
+   */
+  readonly etcd?: { readonly endpoints: readonly string[]; readonly arbiters: number; readonly electionTtlSeconds?: number };
 }
 
 export class Cluster {
@@ -96,15 +101,22 @@ export class Cluster {
     readonly arbiterPort: number,
     readonly peerPorts: ReadonlyMap<HostName, number>,
     readonly options: ClusterOptions = {},
+    /** Every arbiter's port (one without `etcd`); the first is `arbiterPort`. */
+    readonly arbiterPorts: readonly number[] = [arbiterPort],
   ) {}
 
   /** The cluster lives in a short temp dir (unix socket paths are limited to ~104 bytes). */
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'hq-sys-'));
-    const arbiterPort = await freePort();
+    const arbiterPorts: number[] = [];
+    while (arbiterPorts.length < (options.etcd?.arbiters ?? 1)) {
+      const p = await freePort();
+      if (!arbiterPorts.includes(p)) arbiterPorts.push(p);
+    }
+    const arbiterPort = arbiterPorts[0] as number;
     const peerPorts = new Map<HostName, number>();
     for (const h of HOSTS) peerPorts.set(h, await freePort());
-    const c = new Cluster(dir, arbiterPort, peerPorts, options);
+    const c = new Cluster(dir, arbiterPort, peerPorts, options, arbiterPorts);
     c.writeConfigs();
     for (const h of HOSTS) {
       const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
@@ -118,6 +130,15 @@ export class Cluster {
 
   get arbiterConfig(): string {
     return join(this.dir, 'arbiter.json');
+  }
+
+  /** Arbiter i's config (store etcd; `arbiterConfig` is arbiter 0's). */
+  arbiterConfigOf(i: number): string {
+    return i === 0 ? this.arbiterConfig : join(this.dir, `arbiter-${i}.json`);
+  }
+
+  arbiterUrl(i = 0): string {
+    return `http://127.0.0.1:${this.arbiterPorts[i]}`;
   }
 
   agentConfig(h: HostName): string {
@@ -143,18 +164,34 @@ export class Cluster {
   private writeConfigs(): void {
     const healthUrls = Object.fromEntries(HOSTS.map((h) => [h, this.healthUrl(h)]));
     const fast = (this.options.settings ?? 'fast') === 'fast';
-    writeFileSync(
-      this.arbiterConfig,
-      JSON.stringify({
-        candidates: [...HOSTS],
-        ...(fast ? FAST_ARBITER : {}),
-        tailscaleBin: '',
-        listen: { host: '127.0.0.1', port: this.arbiterPort },
-        dataDir: join(this.dir, 'arbiter'),
-        healthUrls,
-        ...(this.options.arbiter ?? {}),
-      }),
-    );
+    const etcd = this.options.etcd;
+    this.arbiterPorts.forEach((port, i) => {
+      writeFileSync(
+        this.arbiterConfigOf(i),
+        JSON.stringify({
+          candidates: [...HOSTS],
+          ...(fast ? FAST_ARBITER : {}),
+          tailscaleBin: '',
+          listen: { host: '127.0.0.1', port },
+          dataDir: join(this.dir, i === 0 ? 'arbiter' : `arbiter-${i}`),
+          healthUrls,
+          ...(etcd === undefined
+            ? {}
+            : {
+                store: {
+                  kind: 'etcd',
+                  endpoints: [...etcd.endpoints],
+                  prefix: `/hq-sys-${process.pid}-${this.arbiterPort}`,
+                  advertiseUrl: this.arbiterUrl(i),
+                  dialTimeoutSeconds: 0.5,
+                  requestTimeoutSeconds: 1,
+                  electionTtlSeconds: etcd.electionTtlSeconds ?? 4,
+                },
+              }),
+          ...(this.options.arbiter ?? {}),
+        }),
+      );
+    });
     for (const h of HOSTS) {
       mkdirSync(this.stateDir(h), { recursive: true, mode: 0o700 });
       chmodSync(this.stateDir(h), 0o700);
@@ -163,7 +200,7 @@ export class Cluster {
         this.agentConfig(h),
         JSON.stringify({
           hostName: h,
-          arbiterUrl: `http://127.0.0.1:${this.arbiterPort}`,
+          ...(etcd === undefined ? { arbiterUrl: this.arbiterUrl(0) } : { arbiterUrls: this.arbiterPorts.map((_, i) => this.arbiterUrl(i)) }),
           stateDir: this.stateDir(h),
           socketPath: this.socket(h),
           listen: { host: '127.0.0.1', port: this.peerPorts.get(h) },
@@ -193,11 +230,12 @@ export class Cluster {
     return child;
   }
 
-  async startArbiter(): Promise<void> {
-    this.spawnDaemon('arbiter', [ARBITER_CLI, 'serve', '--config', this.arbiterConfig]);
+  /** Starts arbiter i (named `arbiter` for 0, `arbiter-i` otherwise) and waits for its /v1/health. */
+  async startArbiter(i = 0): Promise<void> {
+    this.spawnDaemon(i === 0 ? 'arbiter' : `arbiter-${i}`, [ARBITER_CLI, 'serve', '--config', this.arbiterConfigOf(i)]);
     await this.waitFor(async () => {
       try {
-        const r = await fetch(`http://127.0.0.1:${this.arbiterPort}/v1/health`);
+        const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
         return r.status === 200;
       } catch {
         return false;
@@ -219,6 +257,36 @@ export class Cluster {
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => p.once('exit', (code, sig) => done({ code, signal: sig })));
     p.kill(signal);
     return exited;
+  }
+
+  /** Sends `signal` without waiting (SIGSTOP, SIGCONT). */
+  signal(name: string, signal: NodeJS.Signals): void {
+    const p = this.procs.get(name);
+    if (p === undefined || p.exitCode !== null || p.signalCode !== null) throw new Error(`${name} is not running`);
+    p.kill(signal);
+  }
+
+  /**
+   * Samples both fences every 50 ms from now on; `stop()` ends it and gives the first sample in
+   * which both hosts said run, or null (also stopped at teardown by the caller's `t`).
+   */
+  watchOverlap(t: { teardown(fn: () => unknown): void }): { stop(): Promise<string | null> } {
+    let overlap: string | null = null;
+    let on = true;
+    const loop = (async () => {
+      while (on) {
+        const [a, b] = await Promise.all([this.fence('mbp'), this.fence('node-b')]);
+        if (a?.run === true && b?.run === true && overlap === null) overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
+        await sleep(50);
+      }
+    })();
+    const stop = async (): Promise<string | null> => {
+      on = false;
+      await loop;
+      return overlap;
+    };
+    t.teardown(stop);
+    return { stop };
   }
 
   async fence(h: HostName, role = 'cron'): Promise<{ run: boolean; reason: string; generation: number; holder: string | null; validForSeconds: number | null } | null> {

@@ -34,6 +34,8 @@ export const AgentConfigSchema = Type.Object(
     hostName: Type.Optional(Host),
     arbiter: Type.Optional(Host),
     arbiterUrl: Type.Optional(Url),
+    /** Several arbiters (store etcd): tried in order, the next on failure; the first is `arbiterUrl`. */
+    arbiterUrls: Type.Optional(Type.Array(Url, { minItems: 1, maxItems: 8 })),
     heartbeatCron: Type.Optional(Type.String()),
     refreshSeconds: Type.Optional(Seconds),
     failOpenRoles: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
@@ -90,8 +92,10 @@ export interface AgentConfig {
   readonly file: string | null;
   readonly hostName: string;
   readonly arbiter: string;
-  /** null until `resolveNetwork` (needs tailnetDomain when unset). */
+  /** null until `resolveNetwork` (needs tailnetDomain when unset). The first of `arbiterUrls` when that is given. */
   readonly arbiterUrl: string | null;
+  /** Every arbiter to try, in order (`arbiterUrls`); null: `arbiterUrl` alone. */
+  readonly arbiterUrls: readonly string[] | null;
   /** This host and its configured peers: the candidates as far as this host knows them. */
   readonly candidates: readonly string[];
   /** True when `peers` was given; otherwise peers follow the arbiter's candidates (tailnetDomain). */
@@ -229,6 +233,15 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     const problem = bareOriginProblem(c.arbiterUrl);
     if (problem !== null) throw new ConfigError('arbiterUrl', `arbiterUrl: "${c.arbiterUrl}" ${problem}`);
   }
+  const arbiterUrls = c.arbiterUrls ?? null;
+  if (arbiterUrls !== null) {
+    if (c.arbiterUrl !== undefined) throw new ConfigError('arbiterUrls', 'arbiterUrls: give either arbiterUrl (one arbiter) or arbiterUrls (several, tried in order), not both');
+    for (const [i, u] of arbiterUrls.entries()) {
+      const problem = bareOriginProblem(u);
+      if (problem !== null) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" ${problem}`);
+      if (arbiterUrls.indexOf(u) !== i) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" is named twice`);
+    }
+  }
   if (c.advertiseUrl !== undefined) {
     const problem = bareOriginProblem(c.advertiseUrl);
     if (problem !== null) throw new ConfigError('advertiseUrl', `advertiseUrl: "${c.advertiseUrl}" ${problem}`);
@@ -241,7 +254,8 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     file,
     hostName,
     arbiter,
-    arbiterUrl: c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
+    arbiterUrl: arbiterUrls?.[0] ?? c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
+    arbiterUrls: arbiterUrls === null ? null : [...arbiterUrls],
     candidates: [hostName, ...peers.keys()],
     peersConfigured: c.peers !== undefined,
     hostMismatch,

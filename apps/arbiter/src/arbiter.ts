@@ -11,7 +11,8 @@ import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from '@hq/runtime/clock';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
-import type { EventInput, EventLog, EventRow, LeaseRecords } from './store/store.js';
+import { CasError, NotElectedError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome } from './store/store.js';
+import { andThen, isPromise, type Awaitable } from './awaitable.js';
 import { TimingNotes, failoverOf } from './timing.js';
 
 /** A lost compare-and-swap: an answer (412), not a fault, so it carries no stack trace. */
@@ -67,6 +68,8 @@ export interface ArbiterDeps {
   readonly clock: Clock;
   readonly sink: EventSink;
   readonly metrics: Metrics;
+  /** Store etcd: true only while this arbiter is the elected one and its takeover is done (leadership.ts L1). */
+  readonly mayDecide?: () => boolean;
 }
 
 /** A decision waiting for its transaction. */
@@ -76,6 +79,9 @@ interface Pending {
   readonly decide: (state: ArbiterState, ctx: Context) => Step<unknown>;
   readonly outcome: (a: unknown) => string;
 }
+
+/** How often a batch is decided again after a lost compare-and-swap before its requests fail. */
+const CAS_RETRIES = 3;
 
 type Ran = { readonly ok: true; readonly decided: Decided<unknown> } | { readonly ok: false; readonly error: unknown };
 
@@ -116,12 +122,18 @@ export class Arbiter {
     return { now, settings: this.settings, boot: this.bootState };
   }
 
-  read(): ArbiterState {
+  /** The last committed state (a value with SQLite, a promise with etcd): for answers, never for a decision. */
+  read(): Awaitable<ArbiterState> {
     return this.deps.store.read();
   }
 
-  record(state: ArbiterState = this.read(), now: number = this.now()): LeaseRecord {
+  record(state: ArbiterState, now: number = this.now()): LeaseRecord {
     return toRecord(state.lease, state.observers, now);
+  }
+
+  /** The API record of the last committed state. */
+  async currentRecord(): Promise<LeaseRecord> {
+    return this.record(await this.read());
   }
 
   /** S2.3 `hold` for an answer, from the state and boot after commit. */
@@ -134,8 +146,8 @@ export class Arbiter {
    * against that same state (412 when stale). Events are written with the state, then logged
    * and hooked after commit; the new boot replaces the old one after commit too.
    */
-  decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Decided<A> {
-    const [result] = this.run([{ op, ifMatch, decide, outcome }] as Pending[]);
+  async decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
+    const [result] = await this.run([{ op, ifMatch, decide, outcome }] as Pending[]);
     if (!(result as Ran).ok) throw (result as { error: unknown }).error;
     return (result as { decided: Decided<A> }).decided;
   }
@@ -147,26 +159,71 @@ export class Arbiter {
    * decision is committed to disk (S4). Used by the request routes; checks decide directly.
    */
   submit<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
-    if (ifMatch !== undefined) {
-      // A stale If-Match against the committed revision (the cache: no write lock) loses now;
-      // this is what serial decisions would answer, as the queued ones only raise the revision.
-      const revision = this.read().lease.revision;
-      if (ifMatchStale(ifMatch, revision)) return Promise.reject(new PreconditionFailed(revision));
-    }
-    return this.group.submit({ op, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
+    const queue = (): Promise<Decided<A>> => this.group.submit({ op, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
+    if (ifMatch === undefined) return queue();
+    // A stale If-Match against the committed revision (the cache: no write lock) loses now;
+    // this is what serial decisions would answer, as the queued ones only raise the revision.
+    return Promise.resolve(
+      andThen(this.read(), (state) => {
+        const revision = state.lease.revision;
+        return ifMatchStale(ifMatch, revision) ? Promise.reject(new PreconditionFailed(revision)) : queue();
+      }),
+    );
   }
 
   private readonly group = new GroupCommitQueue<Pending, Decided<unknown>>((batch) =>
-    this.run(batch).map((r) => (r.ok ? { ok: true, value: r.decided } : { ok: false, error: r.error })),
+    andThen(this.run(batch), (ran) => ran.map((r) => (r.ok ? { ok: true, value: r.decided } : { ok: false, error: r.error }))),
   );
 
-  /** Decides `batch` in one transaction; boot, metrics, log and hooks after the commit. */
-  private run(batch: readonly Pending[]): readonly Ran[] {
+  /** Runs in flight with a promise (etcd); a new run waits for them: two never decide at once. */
+  private inFlight = 0;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Decides `batch` in one transaction, after every run before it (a SQLite run is synchronous,
+   * so it never waits; an etcd run is a chain of promises, and a check's decision must not
+   * interleave with a group's). A lost compare-and-swap — another writer moved the record
+   * between our read and our write — decides the batch again on the new state, a few times.
+   */
+  private run(batch: readonly Pending[]): Awaitable<readonly Ran[]> {
+    const go = (): Awaitable<readonly Ran[]> => this.runAgainOnCas(batch, CAS_RETRIES);
+    if (this.inFlight === 0) {
+      const r = go();
+      return isPromise(r) ? this.track(r) : r;
+    }
+    return this.track(this.tail.then(go));
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.inFlight++;
+    const done = p.finally(() => this.inFlight--);
+    this.tail = done.catch(() => undefined);
+    return done;
+  }
+
+  private runAgainOnCas(batch: readonly Pending[], left: number): Awaitable<readonly Ran[]> {
+    let r: Awaitable<readonly Ran[]>;
+    try {
+      r = this.runOnce(batch);
+    } catch (err) {
+      if (err instanceof CasError && left > 0) return this.runAgainOnCas(batch, left - 1);
+      throw err;
+    }
+    if (!isPromise(r)) return r;
+    return r.catch((err: unknown) => {
+      if (err instanceof CasError && left > 0) return this.runAgainOnCas(batch, left - 1);
+      throw err;
+    });
+  }
+
+  /** One transaction for `batch`; boot, metrics, log and hooks after its commit. */
+  private runOnce(batch: readonly Pending[]): Awaitable<readonly Ran[]> {
+    if (this.deps.mayDecide?.() === false) throw new NotElectedError();
     const now = this.now();
     let boot = this.bootState;
     const steps: Array<Step<unknown> | undefined> = [];
     const boots: Boot[] = [];
-    const outcomes = this.deps.store.transactAll(
+    const committed = this.deps.store.transactAll(
       batch.map((p, i) => (state: ArbiterState) => {
         if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
         const s = p.decide(state, { now, settings: this.settings, boot });
@@ -177,6 +234,11 @@ export class Arbiter {
         return { next: s.next, events, result: s.answer };
       }),
     );
+    return andThen(committed, (outcomes) => this.told(batch, outcomes, steps, boots, boot, now));
+  }
+
+  /** After the commit: the new boot, then metrics, log and hooks, and each decision's answer. */
+  private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], boot: Boot, now: number): readonly Ran[] {
     this.bootState = boot;
     return outcomes.map((o, i): Ran => {
       if (!o.ok) return { ok: false, error: o.error };
@@ -195,9 +257,19 @@ export class Arbiter {
    * Once at daemon start, before the first decision: lease-core `atRestart` clamps the stored
    * times of the previous life to this start (its clock may have jumped while we were down).
    */
-  restart(): void {
+  async restart(): Promise<void> {
     const ctx = this.context();
-    this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+    await this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+  }
+
+  /**
+   * Store etcd: this arbiter was just elected. For the protocol a takeover is a restart with the
+   * state kept (leadership.ts L3): a new boot now — S2.3's start wait counts from the takeover —
+   * then `restart`, before the first decision of the term.
+   */
+  async takeOver(): Promise<void> {
+    this.bootState = newBoot(this.now());
+    await this.restart();
   }
 
   private readonly timingNotes = new TimingNotes();
@@ -218,9 +290,9 @@ export class Arbiter {
    * After a report: a change of `host`'s cross-side problems is recorded once (event, warn log,
    * hook), and a change of the worst-case failover it implies is logged once.
    */
-  noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): void {
+  async noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> {
     const change = this.timingNotes.change(host, problems);
-    if (change !== null) this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]);
+    if (change !== null) await this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]);
     const f = failoverOf(this.config, state);
     if (f.text !== this.lastFailover) {
       this.lastFailover = f.text;
@@ -229,8 +301,8 @@ export class Arbiter {
   }
 
   /** Shell-side events (agent silence): one row each, then log and hooks. */
-  note(events: readonly EventInput[]): void {
-    const rows = this.deps.store.appendEvents(events);
+  async note(events: readonly EventInput[]): Promise<void> {
+    const rows = await this.deps.store.appendEvents(events);
     this.deps.sink.emit(rows);
   }
 }

@@ -8,6 +8,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join } from 'node:path';
 import { writeAtomicSync } from '@hq/runtime/files';
 import type { Scope, TokenRow, TokenStore } from './store/store.js';
+import { andThen, type Awaitable } from './awaitable.js';
 
 export const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
 export const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
@@ -33,7 +34,7 @@ export type AuthResult =
  * Reads the Authorization header from raw headers (Node keeps only the first of duplicates):
  * none → principal null; two or more → 400; a malformed, unknown or revoked token → 401.
  */
-export function authenticate(store: TokenStore, rawHeaders: readonly string[]): AuthResult {
+export function authenticate(store: TokenStore, rawHeaders: readonly string[]): Awaitable<AuthResult> {
   const values: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() === 'authorization') values.push(rawHeaders[i + 1] as string);
@@ -47,11 +48,12 @@ export function authenticate(store: TokenStore, rawHeaders: readonly string[]): 
   const token = m[2] as string;
   if (!TOKEN_PATTERN.test(token)) return { ok: false, status: 401, message: 'the token is not valid' };
   const hash = sha256Hex(token);
-  const row = store.findToken(hash);
-  if (row === undefined || !sameHash(row.sha256, hash) || row.revoked !== null) {
-    return { ok: false, status: 401, message: 'the token is not valid' };
-  }
-  return { ok: true, principal: { machine: row.machine, scope: row.scope } };
+  return andThen(store.findToken(hash), (row): AuthResult => {
+    if (row === undefined || !sameHash(row.sha256, hash) || row.revoked !== null) {
+      return { ok: false, status: 401, message: 'the token is not valid' };
+    }
+    return { ok: true, principal: { machine: row.machine, scope: row.scope } };
+  });
 }
 
 function sameHash(a: string, b: string): boolean {
@@ -61,9 +63,9 @@ function sameHash(a: string, b: string): boolean {
 }
 
 /** Issues a token for `machine`; returns the token (shown once) and stores only its hash. */
-export function issueToken(store: TokenStore, machine: string, scope: Scope, now: number): string {
+export async function issueToken(store: TokenStore, machine: string, scope: Scope, now: number): Promise<string> {
   const token = newToken();
-  store.insertToken(machine, scope, sha256Hex(token), now);
+  await store.insertToken(machine, scope, sha256Hex(token), now);
   return token;
 }
 
@@ -71,9 +73,9 @@ export function issueToken(store: TokenStore, machine: string, scope: Scope, now
  * `token issue` without `--keep-old`: the new token replaces `machine`'s active tokens of the
  * same scope (they fail from the next request on). Returns the token and how many it replaced.
  */
-export function reissueToken(store: TokenStore, machine: string, scope: Scope, now: number): { token: string; replaced: number } {
+export async function reissueToken(store: TokenStore, machine: string, scope: Scope, now: number): Promise<{ token: string; replaced: number }> {
   const token = newToken();
-  return { token, replaced: store.replaceToken(machine, scope, sha256Hex(token), now) };
+  return { token, replaced: await store.replaceToken(machine, scope, sha256Hex(token), now) };
 }
 
 /**
@@ -106,9 +108,9 @@ export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; m
  * `{dataDir}/admin.token` (replacing a stale file from an earlier database). Returns the path
  * when a token was written.
  */
-export function ensureAdminToken(store: TokenStore, dataDir: string, machine: string, now: number): string | null {
-  if (store.hasActiveAdmin()) return null;
-  const token = issueToken(store, machine, 'admin', now);
+export async function ensureAdminToken(store: TokenStore, dataDir: string, machine: string, now: number): Promise<string | null> {
+  if (await store.hasActiveAdmin()) return null;
+  const token = await issueToken(store, machine, 'admin', now);
   const path = join(dataDir, 'admin.token');
   writeAtomicSync(path, `${token}\n`);
   return path;

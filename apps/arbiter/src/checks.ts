@@ -127,7 +127,7 @@ export class Checker {
     if (this.running !== null) {
       if (!wait) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
-        return { ran: false, reason: 'busy', state: this.deps.store.read() };
+        return { ran: false, reason: 'busy', state: await this.deps.store.read() };
       }
       await this.running.catch(() => undefined);
       return this.run(wait);
@@ -143,28 +143,28 @@ export class Checker {
 
   private async locked(wait: boolean): Promise<CheckResult> {
     const deadline = Date.now() + this.lockMs;
-    while (!this.deps.store.tryCheckLock(this.owner, Date.now(), Date.now() + this.lockMs)) {
+    while (!(await this.deps.store.tryCheckLock(this.owner, Date.now(), Date.now() + this.lockMs))) {
       if (!wait || Date.now() >= deadline) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
-        return { ran: false, reason: 'busy', state: this.deps.store.read() };
+        return { ran: false, reason: 'busy', state: await this.deps.store.read() };
       }
       await new Promise((r) => setTimeout(r, 100));
     }
     try {
       return await this.once();
     } finally {
-      this.deps.store.releaseCheckLock(this.owner);
+      await this.deps.store.releaseCheckLock(this.owner);
     }
   }
 
   private async once(): Promise<CheckResult> {
     const { arbiter, prober, metrics } = this.deps;
-    const before = arbiter.read();
+    const before = await arbiter.read();
     const holder = before.lease.holder;
     const probe = holder === null ? null : await prober.probe(holder);
     let result: CheckResult;
     try {
-      const d = arbiter.decide(
+      const d = await arbiter.decide(
         'check',
         undefined,
         (state, ctx) => {
@@ -179,9 +179,9 @@ export class Checker {
     } catch (err) {
       if (!(err instanceof HolderChanged)) throw err;
       metrics.checks.inc({ result: 'skipped' });
-      result = { ran: false, reason: 'holder-changed', state: arbiter.read() };
+      result = { ran: false, reason: 'holder-changed', state: await arbiter.read() };
     }
-    this.noteSilence(result.state);
+    await this.noteSilence(result.state);
     return result;
   }
 
@@ -190,7 +190,7 @@ export class Checker {
    * candidate never heard from has reported none: it is silent after two of the arbiter's own
    * check intervals (the arbiter assumes no agent cadence, S6).
    */
-  private noteSilence(state: ArbiterState): void {
+  private async noteSilence(state: ArbiterState): Promise<void> {
     const { arbiter } = this.deps;
     const now = arbiter.now();
     const events: EventInput[] = [];
@@ -213,7 +213,7 @@ export class Checker {
         this.silent.delete(host);
       }
     }
-    if (events.length > 0) arbiter.note(events);
+    if (events.length > 0) await arbiter.note(events);
   }
 
   /** Starts the `checkCron` schedule. A tick that finds a check running is skipped. */

@@ -13,9 +13,12 @@ import type { Scope } from './store/store.js';
 
 // Heavy modules (Fastify, undici, prom-client) load only for the commands that need them.
 const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
+/** The configured store (SQLite's file, or etcd's prefix), for a one-shot command: no election. */
 const openStore = async (cfg: ArbiterConfig) => {
-  const { SqliteStore } = await import('./store/sqlite.js');
-  return new SqliteStore({ dataDir: cfg.dataDir, ttlSeconds: cfg.ttlSeconds });
+  const { openStores } = await import('./server/runtime.js');
+  const s = await openStores(cfg, false);
+  // the store, with a close() that also ends what opened it (etcd's client)
+  return new Proxy(s.store, { get: (target, key, receiver) => (key === 'close' ? () => s.close() : Reflect.get(target, key, receiver)) });
 };
 
 class UsageError extends Error {}
@@ -89,7 +92,8 @@ ${CONFIG_HELP}`,
   backup: `Usage: hq-arbiter backup --to FILE [--config PATH]
 
 Writes a consistent copy of the database to FILE (mode 0600) with SQLite's online backup, while
-the daemon keeps serving.
+the daemon keeps serving. With store "etcd": every key under the prefix, read at one revision,
+as one JSON document (the election's keys left out).
 
 Options:
   --to FILE       The file to write. Required; an existing file is replaced.
@@ -192,14 +196,14 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         try {
           const now = Date.now() / 1000;
           if (p.flags.has('keep-old')) {
-            io.out(`${issueToken(store, machine, scope as Scope, now)}\n`);
+            io.out(`${await issueToken(store, machine, scope as Scope, now)}\n`);
           } else {
-            const { token, replaced } = reissueToken(store, machine, scope as Scope, now);
+            const { token, replaced } = await reissueToken(store, machine, scope as Scope, now);
             io.out(`${token}\n`);
             if (replaced > 0) io.err(`hq-arbiter: replaced ${replaced} earlier ${scope} token(s) of ${machine}; they fail from the next request on\n`);
           }
         } finally {
-          store.close();
+          await store.close();
         }
         return 0;
       }
@@ -213,11 +217,11 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         const store = await openStore(cfg);
         try {
           const now = Date.now() / 1000;
-          const n = id === null ? store.revokeTokens(machine, now) : store.revokeToken(machine, id, now);
+          const n = id === null ? await store.revokeTokens(machine, now) : await store.revokeToken(machine, id, now);
           io.out(id === null ? `revoked ${n} token(s) of ${machine}\n` : `revoked ${n} token(s) of ${machine} with id ${id}\n`);
           return n > 0 ? 0 : 1;
         } finally {
-          store.close();
+          await store.close();
         }
       }
       if (verb === 'list') {
@@ -227,7 +231,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         const store = await openStore(cfg);
         const { describeTokens } = await import('./auth.js');
         try {
-          const rows = describeTokens(store.listTokens());
+          const rows = describeTokens(await store.listTokens());
           if (p.flags.has('json')) io.out(`${JSON.stringify(rows)}\n`);
           else {
             io.out('ID\tMACHINE\tSCOPE\tCREATED\tREVOKED\n');
@@ -237,7 +241,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
             }
           }
         } finally {
-          store.close();
+          await store.close();
         }
         return 0;
       }
@@ -248,8 +252,11 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       allowOnly(p, ['json']);
       if (rest.length > 0) throw new UsageError(`check takes no arguments (got "${rest[0]}")`);
       const cfg = config(p);
+      if (cfg.store.kind === 'etcd') {
+        throw new UsageError('check: with store "etcd" only the elected arbiter checks (it needs the election): ask it with "curl -X POST -H \'authorization: Bearer $ADMIN\' http://ARBITER:8470/v1/check" (any arbiter forwards it)');
+      }
       const { createRuntime } = await import('./server/runtime.js');
-      const rt = createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
+      const rt = await createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
       try {
         const r = await rt.checker.run(true);
         if (r.ran) {
@@ -274,7 +281,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       try {
         await store.backup(to);
       } finally {
-        store.close();
+        await store.close();
       }
       io.out(`backup written to ${to}\n`);
       return 0;

@@ -44,6 +44,22 @@ export const ConfigSchema = Type.Object(
       ),
     ),
     dataDir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    /** Where the state lives: SQLite in dataDir (the default) or an etcd cluster (several arbiters). */
+    store: Type.Optional(
+      Type.Object(
+        {
+          kind: Type.Union([Type.Literal('sqlite'), Type.Literal('etcd')]),
+          endpoints: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 16 })),
+          prefix: Type.Optional(Type.String({ minLength: 2, maxLength: 200 })),
+          dialTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
+          requestTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
+          electionTtlSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
+          advertiseUrl: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+          tls: Type.Optional(Type.Unknown()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
     /** SPEC §8 port bands (see registry/README.md). */
     portBands: Type.Optional(PortBandsConfig),
@@ -88,6 +104,7 @@ export interface ArbiterConfig {
   readonly probeTimeoutSeconds: number;
   readonly listen: { readonly host: string; readonly port: number };
   readonly dataDir: string;
+  readonly store: StoreConfig;
   readonly auth: { readonly openReads: boolean };
   readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
   /** The event log keeps rows younger than maxAgeDays and at most the newest maxCount. */
@@ -97,6 +114,38 @@ export interface ArbiterConfig {
   /** Derived: the largest gap of `checkCron`, seconds. */
   readonly checkSeconds: number;
 }
+
+/** Where the arbiter keeps its state. */
+export type StoreConfig =
+  | { readonly kind: 'sqlite' }
+  | {
+      readonly kind: 'etcd';
+      /** Client URLs of the etcd members, http://host:port. */
+      readonly endpoints: readonly string[];
+      /** Every key of this installation starts with it (several installations may share a cluster). */
+      readonly prefix: string;
+      readonly dialTimeoutMs: number;
+      readonly requestTimeoutMs: number;
+      /** The etcd lease TTL of the arbiters' election. */
+      readonly electionTtlSeconds: number;
+      /** This arbiter's URL as the other arbiters reach it (they forward mutations to the elected one). */
+      readonly advertiseUrl: string;
+    };
+
+/** How long before etcd would end a term the arbiter stops deciding (store/etcd/election.ts E2). */
+export const ELECTION_MARGIN_SECONDS = 2;
+
+/** The etcd store's defaults (`store: {kind: "etcd", …}`). */
+export const ETCD_DEFAULTS = Object.freeze({
+  /** Keys under it; another installation on the same cluster takes another prefix. */
+  prefix: '/hq',
+  /** Connect timeout to one member. Too small: a slow network reads as a dead member; too large: a dead member holds each call that long before the next is tried. */
+  dialTimeoutSeconds: 2,
+  /** One etcd call, every member tried. Too small: writes during an etcd leader election fail as indeterminate; too large: a request waits that long before its 503. */
+  requestTimeoutSeconds: 5,
+  /** The election lease. Too small: a slow etcd ends terms for nothing; too large: a killed elected arbiter is replaced only that late (plus the S2.3 start wait). */
+  electionTtlSeconds: 10,
+});
 
 /**
  * The defaults. Each line says what goes wrong when the value is too small or too large.
@@ -126,6 +175,8 @@ export const DEFAULTS = Object.freeze({
   listen: Object.freeze({ host: '127.0.0.1', port: 8470 }),
   /** Holds hq.db and admin.token; relative paths are resolved against the working directory. */
   dataDir: './var',
+  /** SQLite in dataDir: one arbiter. `{kind: "etcd", endpoints: [...]}` for several (ETCD_DEFAULTS). */
+  store: Object.freeze({ kind: 'sqlite' as const }),
   auth: Object.freeze({ openReads: true }),
   /**
    * The event log's history, swept hourly and at start: rows older than maxAgeDays go, then all
@@ -167,6 +218,48 @@ function httpUrlProblem(value: string): string | null {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return `"${value}" must be an http or https URL`;
   return null;
+}
+
+const ETCD_ONLY = ['endpoints', 'prefix', 'dialTimeoutSeconds', 'requestTimeoutSeconds', 'electionTtlSeconds', 'advertiseUrl', 'tls'] as const;
+
+/** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
+function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain: string | null): StoreConfig | { key: string; message: string } {
+  const s = file.store;
+  if (s === undefined || s.kind === 'sqlite') {
+    const extra = s === undefined ? undefined : ETCD_ONLY.find((k) => s[k] !== undefined);
+    if (extra !== undefined) return { key: `store.${extra}`, message: 'applies to kind "etcd" only (kind "sqlite" keeps everything in dataDir)' };
+    return DEFAULTS.store;
+  }
+  if (s.tls !== undefined) return { key: 'store.tls', message: 'is not supported yet: reach etcd over http:// on a private network (the tailnet), or put a TLS-terminating proxy on this host' };
+  if (s.endpoints === undefined) return { key: 'store.endpoints', message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]' };
+  const endpoints: string[] = [];
+  for (const [i, e] of s.endpoints.entries()) {
+    let u: URL;
+    try {
+      u = new URL(e);
+    } catch {
+      return { key: `store.endpoints[${i}]`, message: `"${e}" is not a URL (http://host:port)` };
+    }
+    if (u.protocol !== 'http:') return { key: `store.endpoints[${i}]`, message: `"${e}" must be http://host:port (TLS is not supported yet)` };
+    if ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.username !== '' || u.password !== '') return { key: `store.endpoints[${i}]`, message: `"${e}" must be a bare origin http://host:port (no path, query or credentials)` };
+    if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
+    endpoints.push(u.origin);
+  }
+  const prefix = s.prefix ?? ETCD_DEFAULTS.prefix;
+  if (!/^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(prefix)) return { key: 'store.prefix', message: 'must look like /hq or /site/hq: a leading slash, segments of letters, digits, ".", "_" or "-", no trailing slash' };
+  const dial = s.dialTimeoutSeconds ?? ETCD_DEFAULTS.dialTimeoutSeconds;
+  const request = s.requestTimeoutSeconds ?? ETCD_DEFAULTS.requestTimeoutSeconds;
+  if (request < dial) return { key: 'store.requestTimeoutSeconds', message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call` };
+  const electionTtlSeconds = s.electionTtlSeconds ?? ETCD_DEFAULTS.electionTtlSeconds;
+  if (electionTtlSeconds <= request + ELECTION_MARGIN_SECONDS) {
+    return { key: 'store.electionTtlSeconds', message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin` };
+  }
+  const advertise = s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
+  const up = httpUrlProblem(advertise);
+  if (up !== null) return { key: 'store.advertiseUrl', message: up };
+  const origin = new URL(advertise);
+  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '') return { key: 'store.advertiseUrl', message: `"${advertise}" must be a bare origin (no path, query or credentials)` };
+  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin };
 }
 
 /** Validates a parsed config file (shape, names, URLs, S6) and resolves every default. */
@@ -229,6 +322,9 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   const bands = bandsFromConfig(file.portBands);
   if (!bands.ok) return fail(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
 
+  const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null);
+  if ('key' in store) return fail(store.key, store.message);
+
   const timing = checkLeaseTiming({ ttlSeconds, checkSeconds, viewFreshSeconds, probeTimeoutSeconds, safetyMarginSeconds, promoteAfterChecks });
   if (!timing.ok) return fail(timing.key, timing.message);
   return {
@@ -248,6 +344,7 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       probeTimeoutSeconds,
       listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
       dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
+      store,
       auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
       hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
       events: { maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays, maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount },

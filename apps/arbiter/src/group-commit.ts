@@ -8,7 +8,13 @@
  * after the commit — and a `runAll` that throws (a failed BEGIN or COMMIT) rejects the whole
  * group. Under light load a group is one item and costs one setImmediate of latency; under load
  * groups grow by themselves (requests pile up while a commit runs).
+ *
+ * `runAll` may answer later (a promise: the etcd store's commits go over the network). Groups
+ * never overlap: the next one starts only once the one before has settled, so each is still
+ * decided on everything committed before it, and items submitted meanwhile wait for it together.
  */
+import { isPromise, type Awaitable } from './awaitable.js';
+
 export type Outcome<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
 
 /** Bounds one transaction's length (and so how long it holds the loop and the write lock). */
@@ -23,9 +29,11 @@ interface Queued<I, O> {
 export class GroupCommitQueue<I, O> {
   private queue: Queued<I, O>[] = [];
   private scheduled = false;
+  /** A group whose `runAll` answered with a promise and has not settled yet. */
+  private running = false;
 
   constructor(
-    private readonly runAll: (items: readonly I[]) => readonly Outcome<O>[],
+    private readonly runAll: (items: readonly I[]) => Awaitable<readonly Outcome<O>[]>,
     private readonly maxGroup = MAX_GROUP,
   ) {}
 
@@ -38,7 +46,7 @@ export class GroupCommitQueue<I, O> {
   }
 
   private schedule(): void {
-    if (this.scheduled) return;
+    if (this.scheduled || this.running) return;
     this.scheduled = true;
     setImmediate(() => this.flush());
   }
@@ -46,16 +54,30 @@ export class GroupCommitQueue<I, O> {
   private flush(): void {
     this.scheduled = false;
     const group = this.queue.splice(0, this.maxGroup);
-    if (this.queue.length > 0) this.schedule();
     if (group.length === 0) return;
-    let outcomes: readonly Outcome<O>[];
+    let outcomes: Awaitable<readonly Outcome<O>[]>;
     try {
       outcomes = this.runAll(group.map((q) => q.item));
     } catch (err) {
-      for (const q of group) q.reject(err);
+      this.settle(group, err);
       return;
     }
+    if (!isPromise(outcomes)) {
+      this.settle(group, null, outcomes);
+      return;
+    }
+    this.running = true;
+    outcomes.then(
+      (o) => this.settle(group, null, o),
+      (err: unknown) => this.settle(group, err),
+    );
+  }
+
+  private settle(group: readonly Queued<I, O>[], err: unknown, outcomes?: readonly Outcome<O>[]): void {
+    this.running = false;
+    if (this.queue.length > 0) this.schedule();
     group.forEach((q, i) => {
+      if (outcomes === undefined) return q.reject(err);
       const o = outcomes[i];
       if (o === undefined) q.reject(new Error('group commit: no outcome for an item'));
       else if (o.ok) q.resolve(o.value);

@@ -17,6 +17,7 @@ import { Gauge, type Registry } from 'prom-client';
 import type { ArbiterState } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { failoverOf, timingProblems } from './timing.js';
+import type { Awaitable } from './awaitable.js';
 
 export const OPERATOR_METRICS = Object.freeze([
   'hq_maintenance_enabled',
@@ -27,11 +28,11 @@ export const OPERATOR_METRICS = Object.freeze([
 ] as const);
 
 /** Registers the gauges once per registry (a second call does nothing). */
-export function registerOperatorMetrics(registry: Registry, read: () => ArbiterState, config: ArbiterConfig): void {
+export function registerOperatorMetrics(registry: Registry, read: () => Awaitable<ArbiterState>, config: ArbiterConfig): void {
   if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
   // One read per scrape: the first collect reads, the others reuse it within the same tick.
-  let cached: { at: number; state: ArbiterState } | null = null;
-  const state = (): ArbiterState => {
+  let cached: { at: number; state: Awaitable<ArbiterState> } | null = null;
+  const state = (): Awaitable<ArbiterState> => {
     const now = Date.now();
     if (cached === null || now - cached.at > 50) cached = { at: now, state: read() };
     return cached.state;
@@ -40,16 +41,16 @@ export function registerOperatorMetrics(registry: Registry, read: () => ArbiterS
     name: 'hq_maintenance_enabled',
     help: '1 while maintenance is on (checks record views but never promote).',
     registers: [registry],
-    collect() {
-      this.set(state().lease.maintenance ? 1 : 0);
+    async collect() {
+      this.set((await state()).lease.maintenance ? 1 : 0);
     },
   });
   new Gauge({
     name: 'hq_lease_ttl_seconds',
     help: "The lease record's TTL.",
     registers: [registry],
-    collect() {
-      this.set(state().lease.ttlSeconds);
+    async collect() {
+      this.set((await state()).lease.ttlSeconds);
     },
   });
   new Gauge({
@@ -57,17 +58,18 @@ export function registerOperatorMetrics(registry: Registry, read: () => ArbiterS
     help: 'The heartbeat interval each agent reports with its heartbeats.',
     labelNames: ['host'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const s = await state();
       this.reset();
-      for (const [host, o] of state().observers) if (o.heartbeatSeconds !== null) this.set({ host }, o.heartbeatSeconds);
+      for (const [host, o] of s.observers) if (o.heartbeatSeconds !== null) this.set({ host }, o.heartbeatSeconds);
     },
   });
   new Gauge({
     name: 'hq_failover_worst_case_seconds',
     help: "The worst-case failover time the arbiter's settings and the agents' reported heartbeats imply.",
     registers: [registry],
-    collect() {
-      this.set(failoverOf(config, state()).seconds);
+    async collect() {
+      this.set(failoverOf(config, await state()).seconds);
     },
   });
   new Gauge({
@@ -75,9 +77,10 @@ export function registerOperatorMetrics(registry: Registry, read: () => ArbiterS
     help: "1 for each relation between the arbiter's lease timing and a host's reported cadence that does not hold.",
     labelNames: ['host', 'arbiter_key', 'agent_key'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const s = await state();
       this.reset();
-      for (const p of timingProblems(config, state())) this.set({ host: p.host, arbiter_key: p.arbiterKey, agent_key: p.agentKey }, 1);
+      for (const p of timingProblems(config, s)) this.set({ host: p.host, arbiter_key: p.arbiterKey, agent_key: p.agentKey }, 1);
     },
   });
 }

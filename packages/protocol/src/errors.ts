@@ -44,6 +44,8 @@ export const ERRORS = Object.freeze({
   TOO_LARGE: entry('HQ_ERR_TOO_LARGE', 413, 'the body is larger than 64 KiB'),
   UNSUPPORTED_MEDIA: entry('HQ_ERR_UNSUPPORTED_MEDIA', 415, 'the body must be application/json'),
   BAND_FULL: entry('HQ_ERR_BAND_FULL', 503, 'every port of the band is leased'),
+  STORE_UNAVAILABLE: entry('HQ_ERR_STORE_UNAVAILABLE', 503, 'the store (etcd) did not answer: nothing was decided; try again or another arbiter'),
+  NOT_ELECTED: entry('HQ_ERR_NOT_ELECTED', 503, 'no arbiter is elected to decide right now; try again shortly or another arbiter'),
   INTERNAL: entry('HQ_ERR_INTERNAL', 500, 'internal error'),
 } satisfies Record<string, CatalogEntry>);
 

@@ -190,6 +190,27 @@ export interface HealthAnswer<Role extends 'arbiter' | 'agent' = 'arbiter' | 'ag
   readonly role: Role;
   readonly host: Host;
   readonly version: string;
+  /** The arbiter's store (absent on an agent). */
+  readonly store?: 'sqlite' | 'etcd';
+  /** Store etcd only: the election and the members. */
+  readonly arbiters?: ArbitersView;
+}
+
+/** Store etcd: which arbiter decides, and the etcd members as this arbiter last saw them. */
+export interface ArbitersView {
+  /** This arbiter is the elected one and decides. */
+  readonly elected: boolean;
+  /** The elected arbiter's URL (null: none known). */
+  readonly leader: string | null;
+  /** This arbiter's advertised URL. */
+  readonly self: string;
+  /** Seconds this arbiter's term stays valid by its own clock (0 when not elected). */
+  readonly termSeconds: number;
+  readonly etcd: {
+    /** A majority of the members answered with a raft leader. */
+    readonly healthy: boolean;
+    readonly members: ReadonlyArray<{ readonly endpoint: string; readonly ok: boolean; readonly leader?: string | null; readonly version?: string; readonly error?: string }>;
+  };
 }
 
 /** `GET /v1/events?after=&limit=&tail=&since=`: digits only (no coercion), ranges checked by the route. */

@@ -5,6 +5,7 @@
  * does not), and a token bound to a URL (`BoundToken`) is sent to that origin only, so a token
  * cannot be forwarded to another address.
  */
+import { ERRORS } from '@hq/protocol';
 import { request } from 'undici';
 
 export type HttpResult =
@@ -94,4 +95,62 @@ export function describe(r: HttpResult): string {
   if (r.kind === 'unreachable') return `unreachable: ${r.problem}`;
   const b = r.body as { error?: unknown } | null;
   return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}`;
+}
+
+/**
+ * Answers that say "another arbiter may do this": no answer, a proxy's 502/504, or a 503 whose
+ * code says nothing was decided (the election or the store was out).
+ */
+const RETRY_CODES: readonly string[] = [ERRORS.NOT_ELECTED.code, ERRORS.STORE_UNAVAILABLE.code];
+
+function tryNext(r: HttpResult): boolean {
+  if (r.kind === 'unreachable') return true;
+  if (r.status === 502 || r.status === 504) return true;
+  const code = (r.body as { error?: unknown } | null)?.error;
+  return r.status === 503 && typeof code === 'string' && RETRY_CODES.includes(code);
+}
+
+/**
+ * Several arbiters (`arbiterUrls`, store etcd): a request goes to the one that answered last,
+ * and on a failure that another arbiter may not have (`tryNext`) to the next, in order — all
+ * within the one deadline of `timeoutSeconds` from the first send, so an answer is never later
+ * than it would be with one arbiter (S2.3). A decision is made by the elected arbiter whichever
+ * one received it (the others forward), so trying the next never decides twice what one
+ * decided; those 503s say nothing was decided.
+ */
+export class ArbiterEndpoints {
+  private current = 0;
+  constructor(
+    readonly urls: readonly string[],
+    private readonly send: Requester = requestJson,
+    private readonly nowMs: () => number = () => performance.now(),
+  ) {
+    if (urls.length === 0) throw new TypeError('ArbiterEndpoints needs at least one URL');
+  }
+
+  /** The arbiter tried first. */
+  get url(): string {
+    return this.urls[this.current] as string;
+  }
+
+  async request(req: Omit<JsonRequest, 'url'> & { readonly path: string }): Promise<HttpResult> {
+    const deadline = this.nowMs() + req.timeoutSeconds * 1000;
+    const n = this.urls.length;
+    let last: HttpResult = { kind: 'unreachable', problem: 'no arbiter tried' };
+    for (let i = 0; i < n; i++) {
+      const left = (deadline - this.nowMs()) / 1000;
+      if (left <= 0) break;
+      const at = (this.current + i) % n;
+      const { path, ...rest } = req;
+      const r = await this.send({ ...rest, url: joinUrl(this.urls[at] as string, path), timeoutSeconds: left });
+      if (!tryNext(r) || n === 1) {
+        this.current = at;
+        return r;
+      }
+      last = r.kind === 'unreachable' ? { kind: 'unreachable', problem: `${this.urls[at]}: ${r.problem}` } : r;
+    }
+    // Nobody answered in time: the next request starts with the next arbiter.
+    this.current = (this.current + 1) % n;
+    return last;
+  }
 }

@@ -56,8 +56,8 @@ export async function adminToken(c: AgentConfig, p: Parsed): Promise<string> {
 
 /** undici is loaded only by the commands that talk HTTP. */
 export async function arbiter(c: Resolved, method: 'GET' | 'POST' | 'PUT', path: string, body: unknown, token: string | null): Promise<HttpResult> {
-  const { joinUrl, requestJson } = await import('@hq/runtime/http');
-  return requestJson({ method, url: joinUrl(c.arbiterUrl, path), body, token, timeoutSeconds: c.requestTimeoutSeconds });
+  const { ArbiterEndpoints } = await import('@hq/runtime/http');
+  return new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({ method, path, body, token, timeoutSeconds: c.requestTimeoutSeconds });
 }
 
 export function agent(c: AgentConfig, method: 'GET' | 'POST', path: string, timeoutSeconds?: number): Promise<LocalResult> {

@@ -31,6 +31,21 @@ import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
 
+/** Store etcd: what the arbiter's /v1/health says about the election and etcd. */
+interface HealthArbiters {
+  readonly elected?: boolean;
+  readonly leader?: string | null;
+  readonly etcd?: { readonly healthy?: boolean; readonly members?: ReadonlyArray<{ readonly ok?: boolean }> };
+}
+
+/** "; store etcd: … is elected, etcd 3/3 members up" (nothing for a SQLite arbiter). */
+function electedLine(a: HealthArbiters | undefined): string {
+  if (a === undefined) return '';
+  const members = a.etcd?.members ?? [];
+  const who = a.elected === true ? 'this arbiter is elected' : a.leader == null ? 'no arbiter is elected' : `${a.leader} is elected`;
+  return `; store etcd: ${who}, etcd ${members.filter((m) => m.ok === true).length}/${members.length} members up${a.etcd?.healthy === true ? '' : ' (no quorum)'}`;
+}
+
 export const DOCTOR_SPEC: CommandSpec = {
   name: 'doctor',
   summary:
@@ -210,7 +225,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   } else {
     const timeoutSeconds = c.requestTimeoutSeconds;
     const health = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds });
-    const hb = health.kind === 'answer' ? (health.body as { role?: unknown; host?: unknown; version?: unknown } | null) : null;
+    const hb = health.kind === 'answer' ? (health.body as { role?: unknown; host?: unknown; version?: unknown; arbiters?: HealthArbiters } | null) : null;
     if (health.kind !== 'answer' || health.status !== 200 || hb?.role !== 'arbiter') {
       out.push(fail('arbiter', `${url}/v1/health: ${health.kind === 'answer' && health.status === 200 ? 'answered, but not as an arbiter' : answerLine(health)}`, `check that hq-arbiter runs on ${c.arbiter} and that ${url} is reachable from here (tailscale ping ${c.arbiter})`));
       out.push(skip('clock', 'the arbiter is unreachable'));
@@ -227,7 +242,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         out.push(skip('clock', 'the lease could not be read'));
       } else {
         const rec = lease.body as { now?: unknown; holder?: unknown; generation?: unknown } | null;
-        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}`));
+        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
         const arbiterNow = rec?.now;
         if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
         else {

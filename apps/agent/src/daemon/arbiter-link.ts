@@ -28,7 +28,7 @@ import {
 } from '@hq/lease-core';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
-import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
+import { ArbiterEndpoints, type HttpResult } from '@hq/runtime/http';
 import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
 import type { TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
@@ -121,8 +121,12 @@ export class ArbiterLink {
   private soonTimer: { readonly timer: NodeJS.Timeout; readonly atMono: number } | null = null;
   private lastTimingKey = '';
   private stopped = false;
+  /** `arbiterUrls` (or `arbiterUrl` alone): tried in order, the next on failure. */
+  private readonly arbiters: ArbiterEndpoints;
 
-  constructor(private readonly o: LinkOptions) {}
+  constructor(private readonly o: LinkOptions) {
+    this.arbiters = new ArbiterEndpoints(o.config.arbiterUrls ?? [o.config.arbiterUrl]);
+  }
 
   /** This agent's cadence, as it reports it with every heartbeat (S6: the agent owns it). */
   cadence(): ReportedCadence {
@@ -318,7 +322,7 @@ export class ArbiterLink {
   }
 
   private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null): Promise<HttpResult> {
-    return requestJson({ method, url: joinUrl(this.o.config.arbiterUrl, path), body, token, timeoutSeconds: this.o.config.requestTimeoutSeconds });
+    return this.arbiters.request({ method, path, body, token, timeoutSeconds: this.o.config.requestTimeoutSeconds });
   }
 
   private probe(target: string): Promise<ProbeResult> {

@@ -7,7 +7,8 @@
  *
  * Writes submitted in the same turn of the event loop (the requests parsed in one poll phase)
  * are run together at `setImmediate`, in one `BEGIN IMMEDIATE` transaction
- * (`RegistryStore.inOneCommit`), each as its own savepoint, in submission order. Guarantees:
+ * (`RegistryStore.commitAll`), each as its own savepoint, in submission order (a store that
+ * cannot group, etcd, commits them one after another). Guarantees:
  *  - an answer resolves only after the COMMIT that made its write durable;
  *  - each write is decided exactly as alone, on every row committed before and on the writes
  *    before it in its group (the same connection sees its own uncommitted writes);
@@ -16,7 +17,8 @@
  * Under light load a group is one write and nothing changes but a setImmediate of latency; under
  * load the groups grow by themselves (requests pile up while a commit runs).
  */
-import { GroupCommitQueue, MAX_GROUP, type Outcome } from '../group-commit.js';
+import { GroupCommitQueue, MAX_GROUP } from '../group-commit.js';
+import type { Awaitable } from '../awaitable.js';
 import type { RegistryStore } from '../store/store.js';
 
 export { MAX_GROUP };
@@ -25,24 +27,11 @@ export class GroupCommit {
   private readonly queue: GroupCommitQueue<() => unknown, unknown>;
 
   constructor(store: RegistryStore, maxGroup = MAX_GROUP) {
-    this.queue = new GroupCommitQueue(
-      (group) =>
-        store.inOneCommit(() =>
-          group.map((run): Outcome<unknown> => {
-            try {
-              // Nested, inOneCommit is a savepoint: whatever `run` wrote is undone if it throws.
-              return { ok: true, value: store.inOneCommit(run) };
-            } catch (error) {
-              return { ok: false, error };
-            }
-          }),
-        ),
-      maxGroup,
-    );
+    this.queue = new GroupCommitQueue((group) => store.commitAll(group), maxGroup);
   }
 
-  /** Runs `run` (synchronous, store writes only) in the next group; resolves after its commit. */
-  submit<T>(run: () => T): Promise<T> {
+  /** Runs `run` (one store write) in the next group; resolves after its commit. */
+  submit<T>(run: () => Awaitable<T>): Promise<T> {
     return this.queue.submit(run) as Promise<T>;
   }
 }

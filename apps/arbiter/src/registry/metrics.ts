@@ -2,6 +2,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { ResourceRow } from './decide.js';
 import type { RegistryStore } from '../store/store.js';
+import type { Awaitable } from '../awaitable.js';
 
 export interface FleetMetricsOptions {
   readonly store: RegistryStore;
@@ -15,9 +16,9 @@ export interface FleetMetricsOptions {
  * its `attrs.loadAvg[0]`; an expired one is simply absent (the gauges are reset each scrape).
  */
 export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptions): { up: Gauge; load1: Gauge; leases: Gauge } {
-  let snapshot: { at: number; rows: ResourceRow[] } | null = null;
+  let snapshot: { at: number; rows: Awaitable<ResourceRow[]> } | null = null;
   // Both gauges are collected in one scrape; read the store once per scrape, not twice.
-  const machines = (): ResourceRow[] => {
+  const machines = (): Awaitable<ResourceRow[]> => {
     const t = opts.now();
     if (snapshot === null || snapshot.at !== t) snapshot = { at: t, rows: opts.store.listResources({ kind: 'machine' }, t) };
     return snapshot.rows;
@@ -27,9 +28,10 @@ export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptio
     help: '1 for every machine whose registry record is live (expired machines are absent).',
     labelNames: ['host'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const rows = await machines();
       this.reset();
-      for (const r of machines()) this.set({ host: r.machine }, 1);
+      for (const r of rows) this.set({ host: r.machine }, 1);
     },
   });
   const load1 = new Gauge({
@@ -37,9 +39,10 @@ export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptio
     help: "The 1-minute load average each live machine last reported (attrs.loadAvg[0]).",
     labelNames: ['host'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const rows = await machines();
       this.reset();
-      for (const r of machines()) {
+      for (const r of rows) {
         const load = r.attrs.get('loadAvg');
         const one = Array.isArray(load) ? load[0] : undefined;
         if (typeof one === 'number' && Number.isFinite(one)) this.set({ host: r.machine }, one);
@@ -50,8 +53,8 @@ export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptio
     name: 'hq_port_leases',
     help: 'Live port leases in the test band.',
     registers: [registry],
-    collect() {
-      this.set(opts.store.listPortLeases(opts.now()).length);
+    async collect() {
+      this.set((await opts.store.listPortLeases(opts.now())).length);
     },
   });
   return { up, load1, leases };

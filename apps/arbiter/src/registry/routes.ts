@@ -119,7 +119,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
   app.get('/v1/resources', { config: { scope: 'read' }, schema: { querystring: ResourcesQuery, response: { 200: ResourcesAnswer, 400: ErrorBody, 401: ErrorBody } } }, async (req) => {
     const t = now();
     const filter = { ...(req.query.kind !== undefined ? { kind: req.query.kind } : {}), ...(req.query.machine !== undefined ? { machine: req.query.machine } : {}) };
-    return { resources: store.listResources(filter, t).map(resourceOut), now: t };
+    return { resources: (await store.listResources(filter, t)).map(resourceOut), now: t };
   });
 
   app.delete('/v1/resources/:id', { config: { scope: 'member' }, schema: { params: ResourceParams, response: { 200: Deleted, ...refusals } } }, async (req) => {
@@ -145,7 +145,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
 
   app.get('/v1/leases/port', { config: { scope: 'read' }, schema: { response: { 200: PortLeasesAnswer, 401: ErrorBody } } }, async () => {
     const t = now();
-    const leases = store.listPortLeases(t).map((l) => ({ port: l.port, machine: l.machine, purpose: l.purpose, createdAt: l.createdAt, renewedAt: l.renewedAt, expiresAt: l.expiresAt }));
+    const leases = (await store.listPortLeases(t)).map((l) => ({ port: l.port, machine: l.machine, purpose: l.purpose, createdAt: l.createdAt, renewedAt: l.renewedAt, expiresAt: l.expiresAt }));
     const { reserved, test, offline } = store.bands;
     return { leases, bands: { reserved: [...reserved], test: { ...test }, offline: { ...offline } }, now: t };
   });

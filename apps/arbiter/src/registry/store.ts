@@ -11,7 +11,7 @@
  *    This is what makes "no port is handed to two live leases" hold across processes.
  *  - Nothing async and no clock inside a transaction: `now` (epoch ms) and the new lease id
  *    are parameters; logs and metrics happen after commit, in the caller.
- *  - Several writes may share one transaction (`inOneCommit`, used by the routes' group
+ *  - Several writes may share one transaction (`commitAll`, used by the routes' group
  *    commit): each write is then a SAVEPOINT inside the outer `BEGIN IMMEDIATE`, decided on
  *    every row committed before it and on the writes before it in the same group. An answer is
  *    still only sent after the COMMIT that made it durable; one fsync covers the whole group.
@@ -40,7 +40,8 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from './decide.js';
-import type { AllocateRequest, RegistryStore, ResourceFilter } from '../store/store.js';
+import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store/store.js';
+import { isPromise, type Awaitable } from '../awaitable.js';
 
 interface ResourceDbRow {
   id: string;
@@ -268,13 +269,26 @@ export class SqliteRegistryStore implements RegistryStore {
   }
 
   /**
-   * Runs `fn` — calls of this store's write methods, each of which becomes a savepoint — in
-   * one `BEGIN IMMEDIATE` transaction: one commit (one fsync under synchronous=FULL) for all.
-   * A write that throws rolls back to its own savepoint only, if `fn` catches it; if `fn` or the
-   * COMMIT throws, nothing of the group is written.
+   * Runs `writes` — each a call of one of this store's write methods — in one `BEGIN IMMEDIATE`
+   * transaction, each write its own savepoint: one commit (one fsync under synchronous=FULL) for
+   * all. A write that throws rolls back to its own savepoint only and its error is its outcome;
+   * if the COMMIT throws, nothing of the group is written.
    */
-  inOneCommit<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+  commitAll<T>(writes: readonly (() => Awaitable<T>)[]): readonly WriteOutcome<T>[] {
+    return this.db
+      .transaction(() =>
+        writes.map((write): WriteOutcome<T> => {
+          try {
+            // Nested, a transaction is a savepoint: whatever `write` wrote is undone if it throws.
+            const value = this.db.transaction(write)();
+            if (isPromise(value)) throw new Error('a SQLite registry write returned a promise (a write of another store?)');
+            return { ok: true, value };
+          } catch (error) {
+            return { ok: false, error };
+          }
+        }),
+      )
+      .immediate();
   }
 
   /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */

@@ -24,6 +24,7 @@ import { ERRORS, STREAM_ERRORS } from '@hq/protocol';
 import { ErrorBody, EventStreamQuery } from '@hq/protocol/schemas';
 import { HttpError } from '../server/context.js';
 import type { EventRow } from '../store/store.js';
+import type { Awaitable } from '../awaitable.js';
 
 /** Rows read per store query while catching up. */
 const PAGE = 500;
@@ -79,9 +80,9 @@ export class EventWaiters {
 
 export interface EventStreamOptions {
   /** The store's `listEvents(after, limit)`: ascending ids above `after`. */
-  readonly listEvents: (after: number, limit: number) => readonly EventRow[];
+  readonly listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>;
   /** The store's `tailAfter(n)`: where a stream without `after` or Last-Event-ID starts. */
-  readonly tailAfter: (n: number) => number;
+  readonly tailAfter: (n: number) => Awaitable<number>;
   /** Woken by the arbiter after each commit. */
   readonly waiters: EventWaiters;
   /** Backup poll when no notify comes. Default 1000 ms. */
@@ -103,7 +104,7 @@ export function sseFrame(e: EventRow): string {
   return `id: ${e.id}\nevent: hq\ndata: ${JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data })}\n\n`;
 }
 
-function startId(query: string | undefined, lastEventId: string | string[] | undefined, tail: () => number): number {
+function startId(query: string | undefined, lastEventId: string | string[] | undefined, tail: () => Awaitable<number>): Awaitable<number> {
   const raw = typeof lastEventId === 'string' && /^[0-9]{1,16}$/.test(lastEventId.trim()) ? lastEventId.trim() : query;
   if (raw === undefined) return tail();
   const n = Number(raw);
@@ -133,7 +134,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
       },
     },
     async (req, reply) => {
-      let after = startId(req.query.after, req.headers['last-event-id'], () => opts.tailAfter(STREAM_TAIL));
+      let after = await startId(req.query.after, req.headers['last-event-id'], () => opts.tailAfter(STREAM_TAIL));
       if (open.size >= maxStreams) {
         return reply.code(503).send({ error: STREAM_ERRORS.TOO_MANY_STREAMS.code, message: STREAM_ERRORS.TOO_MANY_STREAMS.message });
       }
@@ -155,13 +156,13 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
       let lastWrite = Date.now();
       try {
         while (!ctl.signal.aborted) {
-          let rows = opts.listEvents(after, PAGE);
+          let rows = await opts.listEvents(after, PAGE);
           while (rows.length > 0 && !ctl.signal.aborted) {
             const ok = write(raw, rows.map(sseFrame).join(''));
             after = (rows[rows.length - 1] as EventRow).id;
             lastWrite = Date.now();
             if (!ok) await drained(raw, ctl.signal);
-            rows = rows.length === PAGE ? opts.listEvents(after, PAGE) : [];
+            rows = rows.length === PAGE ? await opts.listEvents(after, PAGE) : [];
           }
           if (ctl.signal.aborted) break;
           if (Date.now() - lastWrite >= keepAliveMs) {

@@ -18,15 +18,15 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const tail = Number(req.query.tail);
         if (!Number.isSafeInteger(tail) || tail < 1 || tail > MAX_EVENTS_LIMIT) throw new HttpError(ERRORS.BAD_REQUEST, `tail must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
         if (req.query.limit !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, 'tail sets the count; leave out limit');
-        return { events: [...store.listEvents(store.tailAfter(tail), tail)] };
+        return { events: [...(await store.listEvents(await store.tailAfter(tail), tail))] };
       }
-      const after = req.query.since !== undefined ? store.sinceAfter(Number(req.query.since)) : req.query.after === undefined ? 0 : Number(req.query.after);
+      const after = req.query.since !== undefined ? await store.sinceAfter(Number(req.query.since)) : req.query.after === undefined ? 0 : Number(req.query.after);
       const limit = req.query.limit === undefined ? DEFAULT_EVENTS_LIMIT : Number(req.query.limit);
       if (!Number.isSafeInteger(after)) throw new HttpError(ERRORS.BAD_REQUEST, 'after must be a safe integer ≥ 0');
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_EVENTS_LIMIT) {
         throw new HttpError(ERRORS.BAD_REQUEST, `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
       }
-      return { events: [...store.listEvents(after, limit)] };
+      return { events: [...(await store.listEvents(after, limit))] };
     },
   );
 };

@@ -16,7 +16,7 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const d = await arbiter.submit('heartbeat', req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, body), (a) => a.outcome);
       // S6: the pairs across the sides, from the cadence this very report states.
       const problems = config.candidates.includes(body.host) ? crossTiming(config.arbiter, timing, body.host, body) : [];
-      arbiter.noteTiming(body.host, problems, d.state);
+      await arbiter.noteTiming(body.host, problems, d.state);
       return {
         outcome: d.answer.outcome,
         reason: d.answer.reason,

@@ -27,13 +27,13 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter } = app.hq;
 
   app.get('/v1/lease', { config: { scope: 'read' }, schema: { response: { 200: LeaseRecord } } }, async (_req, reply) => {
-    const record = arbiter.record();
+    const record = await arbiter.currentRecord();
     reply.header('etag', `"${record.revision}"`);
     return record;
   });
 
   app.get('/v1/primary', { config: { scope: 'read' }, schema: { response: { 200: Primary } } }, async () => {
-    const { lease } = arbiter.read();
+    const { lease } = await arbiter.read();
     return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
   });
 

@@ -22,6 +22,9 @@ import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js
 import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
+import { forwardPlugin } from './forward.js';
+import { NotElectedError } from '../store/store.js';
+import { isEtcdError } from '../store/etcd/errors.js';
 
 /** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
 export const BODY_LIMIT = 64 * 1024;
@@ -91,6 +94,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
     }
     if (err instanceof HttpError) return reply.code(err.statusCode).send({ error: err.code, message: oneLine(err.message) });
+    // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
+    if (err instanceof NotElectedError) return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
+    if (isEtcdError(err) && err.kind !== 'bad-request') {
+      req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
+      return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: oneLine(`${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`) });
+    }
     if (err.validation !== undefined) {
       const where = err.validationContext ?? 'request';
       return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) });
@@ -129,6 +138,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   await app.register(contextPlugin, { hq: opts.hq });
+  // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.
+  const leadership = opts.hq.leadership ?? null;
+  if (leadership !== null) await app.register(forwardPlugin, { leadership });
   await app.register(authPlugin);
   // Before every route: @fastify/swagger learns routes from an onRoute hook.
   await registerOpenApi(app, { version: opts.hq.version, openReads: opts.hq.config.auth.openReads });
@@ -148,8 +160,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // Survival copies of the holder's state (SPEC §6), under {dataDir}/survival.
     await app.register(survivalRoutes, {
       dataDir: opts.hq.config.dataDir,
-      authorize: (raw) => {
-        const r = authenticate(opts.hq.store, raw);
+      authorize: async (raw) => {
+        const r = await authenticate(opts.hq.store, raw);
         return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
       },
     });

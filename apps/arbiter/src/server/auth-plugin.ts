@@ -10,7 +10,7 @@ export const authPlugin = fp(
     app.addHook('onRequest', async (req) => {
       const scope = req.routeOptions.config?.scope ?? 'none';
       if (scope === 'none') return;
-      const auth = authenticate(app.hq.store, req.raw.rawHeaders);
+      const auth = await authenticate(app.hq.store, req.raw.rawHeaders);
       if (!auth.ok) throw new HttpError(auth.status === 400 ? ERRORS.BAD_REQUEST : ERRORS.UNAUTHORIZED, auth.message);
       const p = auth.principal;
       req.principal = p;

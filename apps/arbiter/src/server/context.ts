@@ -8,6 +8,7 @@ import type { ArbiterConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
 import type { EventLog, TokenStore } from '../store/store.js';
 import type { Principal } from '../auth.js';
+import type { Leadership } from '../leadership.js';
 
 /** Who may call a route: nobody needs a token, any valid token (or none with openReads), … */
 export type RouteScope = 'none' | 'read' | 'member' | 'heartbeat' | 'admin';
@@ -20,6 +21,8 @@ export interface HqContext {
   readonly metrics: Metrics;
   readonly config: ArbiterConfig;
   readonly version: string;
+  /** Store etcd: the election (who decides, where mutations go); null with SQLite. */
+  readonly leadership?: Leadership | null;
 }
 
 declare module 'fastify' {

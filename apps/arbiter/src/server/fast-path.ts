@@ -14,7 +14,9 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyServerFactory } from 'fastify';
-import { authenticate } from '../auth.js';
+import type { ArbiterState } from '@hq/lease-core';
+import { authenticate, type AuthResult } from '../auth.js';
+import { isPromise, type Awaitable } from '../awaitable.js';
 import type { HqContext } from './context.js';
 
 export interface FastPath {
@@ -32,24 +34,40 @@ export function leaseFastPath(hq: () => HqContext): FastPath {
       if (closing || req.method !== 'GET' || req.url !== '/v1/lease') return handler(req, res);
       const t0 = performance.now();
       const { arbiter, store, config, metrics } = hq();
+      const refused = (auth: AuthResult): boolean => !auth.ok || (auth.principal === null && !config.auth.openReads);
+      const answer = (auth: AuthResult, state: ArbiterState | null): void => {
+        if (refused(auth) || state === null) return void handler(req, res);
+        let body: string;
+        let revision: number;
+        try {
+          const record = arbiter.record(state);
+          revision = record.revision;
+          body = JSON.stringify(record);
+        } catch {
+          return void handler(req, res); // the route answers (its error handler: a 500 without detail)
+        }
+        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: `"${revision}"`, 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+        if (timer === null) {
+          const h = metrics.http.labels({ method: 'GET', route: '/v1/lease', status: '200' });
+          timer = (s) => h.observe(s);
+        }
+        timer((performance.now() - t0) / 1000);
+      };
+      // SQLite answers both at once (no extra turn of the loop); a network store later.
       const auth = authenticate(store, req.rawHeaders);
-      if (!auth.ok || (auth.principal === null && !config.auth.openReads)) return handler(req, res);
-      let body: string;
-      let revision: number;
+      if (!isPromise(auth) && refused(auth)) return handler(req, res);
+      let state: Awaitable<ArbiterState> | null;
       try {
-        const record = arbiter.record();
-        revision = record.revision;
-        body = JSON.stringify(record);
+        state = arbiter.read();
       } catch {
-        return handler(req, res); // the route answers (its error handler: a 500 without detail)
+        state = null;
       }
-      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: `"${revision}"`, 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-      if (timer === null) {
-        const h = metrics.http.labels({ method: 'GET', route: '/v1/lease', status: '200' });
-        timer = (s) => h.observe(s);
-      }
-      timer((performance.now() - t0) / 1000);
+      if (!isPromise(auth) && !isPromise(state)) return answer(auth, state);
+      Promise.all([auth, Promise.resolve(state).catch(() => null)]).then(
+        ([a, s]) => answer(a, s),
+        () => void handler(req, res),
+      );
     });
     // What Fastify sets on the server it creates itself (it leaves a factory's server alone).
     server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;

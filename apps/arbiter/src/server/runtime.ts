@@ -22,7 +22,12 @@ import { registryRoutes } from '../registry/routes.js';
 import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { SqliteRegistryStore } from '../registry/store.js';
-import type { RegistryStore } from '../store/store.js';
+import type { LeaseStore, RegistryStore } from '../store/store.js';
+import type { StoreConfig } from '../config.js';
+import { EtcdClient } from '../store/etcd/client.js';
+import { EtcdStore } from '../store/etcd/store.js';
+import { EtcdRegistryStore } from '../store/etcd/registry.js';
+import { Leadership, registerLeadershipMetrics } from '../leadership.js';
 import { openDatabase } from '../store/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
@@ -50,12 +55,19 @@ export interface RuntimeOptions {
   readonly hookBackoffMs?: number;
   /** Default Node process metrics (off in tests that build many runtimes). */
   readonly processMetrics?: boolean;
+  /**
+   * Store etcd: campaign, and decide only while elected (the daemon does; `start()` begins the
+   * campaign). A one-shot command opens the store without an election.
+   */
+  readonly elect?: boolean;
 }
 
 export interface Runtime {
   readonly config: ArbiterConfig;
   readonly log: Logger;
-  readonly store: SqliteStore;
+  readonly store: LeaseStore;
+  /** The SQLite file (`{dataDir}/hq.db`) when the store is SQLite's. */
+  readonly databasePath: string | null;
   readonly arbiter: Arbiter;
   readonly checker: Checker;
   readonly metrics: Metrics;
@@ -63,28 +75,83 @@ export interface Runtime {
   readonly adminTokenPath: string | null;
   /** SPEC §8: resources and port leases, on a second connection to the same hq.db (when enabled). */
   readonly registry: RegistryStore | null;
+  /** Store etcd with `elect`: the election; null otherwise. */
+  readonly leadership: Leadership | null;
+  /** The daemon's start: SQLite runs the checks now; etcd campaigns (the elected arbiter runs them). */
+  start(): void;
   /**
    * Deletes registry rows that expired more than `REGISTRY_KEEP_EXPIRED_MS` ago (readers never
    * return expired rows; this only keeps the tables from growing). The daemon runs it hourly.
    */
-  sweepRegistry(): { resources: number; leases: number };
+  sweepRegistry(): Promise<{ resources: number; leases: number }>;
   /**
    * Bounds the event log: deletes events older than `events.maxAgeDays`, then all but the newest
    * `events.maxCount`. The daemon runs it at start and hourly. Returns how many rows went.
    */
-  sweepEvents(): number;
+  sweepEvents(): Promise<number>;
   app(): Promise<FastifyInstance>;
   close(): Promise<void>;
+}
+
+interface Stores {
+  readonly store: LeaseStore;
+  readonly registry: RegistryStore | null;
+  readonly databasePath: string | null;
+  /** For the log: the file, or the etcd endpoints and prefix. */
+  readonly where: string;
+  readonly etcd: { readonly client: EtcdClient; readonly store: EtcdStore; readonly registry: EtcdRegistryStore | null; readonly config: Extract<StoreConfig, { kind: 'etcd' }> } | null;
+  close(): Promise<void>;
+}
+
+/** The configured store: SQLite in dataDir (a second connection for the registry), or etcd under its prefix. */
+export async function openStores(config: ArbiterConfig, withRegistry: boolean): Promise<Stores> {
+  const s = config.store;
+  if (s.kind === 'sqlite') {
+    const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
+    const db = withRegistry ? openDatabase({ path: store.path }) : null;
+    return {
+      store,
+      registry: db === null ? null : new SqliteRegistryStore(db, { bands: config.portBands }),
+      databasePath: store.path,
+      where: store.path,
+      etcd: null,
+      async close() {
+        if (db?.open === true) db.close();
+        store.close();
+      },
+    };
+  }
+  const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs });
+  let store: EtcdStore;
+  try {
+    store = await EtcdStore.open({ client, prefix: s.prefix, ttlSeconds: config.ttlSeconds });
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+  const registry = withRegistry ? new EtcdRegistryStore({ client, prefix: s.prefix, bands: config.portBands }) : null;
+  return {
+    store,
+    registry,
+    databasePath: null,
+    where: `etcd ${s.endpoints.join(',')} ${s.prefix}`,
+    etcd: { client, store, registry, config: s },
+    async close() {
+      await store.close();
+      await client.close();
+    },
+  };
 }
 
 /** Expired registry rows stay an hour (for a look with sqlite3), then the hourly sweep drops them. */
 export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 
-export function createRuntime(opts: RuntimeOptions): Runtime {
+export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { config } = opts;
   const log = opts.log ?? arbiterLogger();
   const clock = opts.clock ?? steadyClock();
-  const store = new SqliteStore({ dataDir: config.dataDir, ttlSeconds: config.ttlSeconds });
+  const stores = await openStores(config, opts.registry === true);
+  const { store, registry } = stores;
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
     { urls: config.hooks.urls, command: config.hooks.command, attempts: opts.hookAttempts, backoffMs: opts.hookBackoffMs },
@@ -92,14 +159,33 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   );
   const waiters = new EventWaiters();
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
-  const arbiter = new Arbiter({ config, store, clock, sink, metrics });
+  // Store etcd with an election (the daemon): decisions only on the elected arbiter (leadership.ts).
+  let leadership: Leadership | null = null;
+  const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
   registerOperatorMetrics(metrics.registry, () => store.read(), config);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
-  if (opts.restart === true) arbiter.restart();
+  if (stores.etcd !== null && opts.elect === true) {
+    const e = stores.etcd;
+    leadership = new Leadership({
+      client: e.client,
+      prefix: e.config.prefix,
+      advertiseUrl: e.config.advertiseUrl,
+      ttlSeconds: e.config.electionTtlSeconds,
+      guarded: [e.store, ...(e.registry === null ? [] : [e.registry])],
+      log: log.child({ component: 'election' }),
+      // L3: a takeover is a restart with the state kept; then this arbiter runs the checks.
+      onElected: async () => {
+        await arbiter.takeOver();
+        checker.start();
+      },
+      onEnded: () => checker.stop(),
+    });
+    registerLeadershipMetrics(metrics.registry, leadership);
+  } else if (opts.restart === true) await arbiter.restart();
   let adminTokenPath: string | null = null;
   if (opts.ensureAdmin === true) {
-    adminTokenPath = ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
+    adminTokenPath = await ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
     if (adminTokenPath !== null) {
       // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
       // {stateDir}/admin-token), so the line says how to install it there.
@@ -107,10 +193,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       log.info({ path: adminTokenPath, install }, 'admin token written');
     }
   }
-  if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
+  if (store.createdNow) log.info({ where: stores.where }, 'store created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
-  const registryDb = opts.registry === true ? openDatabase({ path: store.path }) : null;
-  const registry = registryDb === null ? null : new SqliteRegistryStore(registryDb, { bands: config.portBands });
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
   // The status page's load column: the machines the agents register (SPEC §8).
   const load = registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
@@ -120,29 +204,35 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     config,
     log,
     store,
+    databasePath: stores.databasePath,
+    leadership,
     arbiter,
     checker,
     metrics,
     hooks,
     adminTokenPath,
     registry,
-    sweepRegistry() {
+    start() {
+      if (leadership !== null) leadership.start();
+      else checker.start();
+    },
+    async sweepRegistry() {
       if (registry === null || closed) return { resources: 0, leases: 0 };
-      const swept = registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
+      const swept = await registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
       if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
       return swept;
     },
-    sweepEvents() {
+    async sweepEvents() {
       if (closed) return 0;
       const { maxAgeDays, maxCount } = config.events;
-      const n = store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
+      const n = await store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
       if (n > 0) log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');
       return n;
     },
     async app() {
       if (app === null) {
         app = await buildApp({
-          hq: { arbiter, checker, store, metrics, config, version: version() },
+          hq: { arbiter, checker, store, metrics, config, version: version(), leadership },
           log,
           ...(opts.operator === true ? { operator: { waiters, load } } : {}),
         });
@@ -153,13 +243,14 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     async close() {
       if (closed) return;
       closed = true;
-      // No new check ticks; stop accepting and finish in-flight requests; then the running check.
+      // No new check ticks; stop accepting and finish in-flight requests; then the running check;
+      // then an elected arbiter resigns (the next is elected at once, not after its etcd lease).
       const checks = checker.stop();
       if (app !== null) await app.close();
       await checks;
+      await leadership?.close();
       hooks.close();
-      if (registryDb?.open === true) registryDb.close();
-      store.close();
+      await stores.close();
     },
   };
 }

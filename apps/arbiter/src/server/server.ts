@@ -37,7 +37,7 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
   let address: string;
   let app: Awaited<ReturnType<Runtime['app']>>;
   try {
-    rt = createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true });
+    rt = await createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true, elect: true });
     app = await rt.app();
     address = await app.listen({ host: config.listen.host, port: config.listen.port });
   } catch (err) {
@@ -45,27 +45,21 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
     throw err;
   }
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
-  rt.checker.start();
-  const sweepEvents = (): void => {
-    try {
-      rt.sweepEvents();
-    } catch (err) {
-      rt.log.error({ err }, 'event sweep failed');
-    }
-  };
-  sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
+  // SQLite: the checks start now. etcd: the campaign starts; the elected arbiter runs them.
+  rt.start();
+  const sweepEvents = (): Promise<void> => rt.sweepEvents().then(
+    () => undefined,
+    (err: unknown) => rt.log.error({ err }, 'event sweep failed'),
+  );
+  await sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
   // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
   const sweeps = setInterval(() => {
-    try {
-      rt.sweepRegistry();
-    } catch (err) {
-      rt.log.error({ err }, 'registry sweep failed');
-    }
-    sweepEvents();
+    rt.sweepRegistry().catch((err: unknown) => rt.log.error({ err }, 'registry sweep failed'));
+    void sweepEvents();
   }, 3_600_000);
   sweeps.unref();
   rt.log.info(
-    { address, port, dataDir: config.dataDir, candidates: config.candidates, ...failoverFields(config, rt.store.read()) },
+    { address, port, dataDir: config.dataDir, candidates: config.candidates, ...failoverFields(config, await rt.store.read()) },
     'hq-arbiter listening',
   );
   rt.log.info({ path: lock.path, pid: process.pid }, 'serve lock held');

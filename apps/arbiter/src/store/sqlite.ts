@@ -20,6 +20,7 @@ import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
 import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from './store.js';
 import { DATABASE_FILE, openDatabase } from './database.js';
+import { decideAll, leaseChanged, transactOne } from './decide-all.js';
 
 interface LeaseRow {
   holder: string | null;
@@ -64,12 +65,6 @@ interface EventDbRow {
   event: string;
   host: string | null;
   data: string;
-}
-
-/** Field-by-field equality (a decision may return an equal copy for "unchanged"). */
-function sameLease(a: LeaseState, b: LeaseState): boolean {
-  const keys = Object.keys(a) as Array<keyof LeaseState>;
-  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 function leaseFromRow(r: LeaseRow): LeaseState {
@@ -221,19 +216,8 @@ export class SqliteStore implements LeaseStore {
   }
 
   transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T> {
-    let failure: { error: unknown } | null = null;
-    const [outcome] = this.transactAll([
-      (state) => {
-        try {
-          return decide(state);
-        } catch (error) {
-          failure = { error };
-          throw error;
-        }
-      },
-    ]);
-    if (failure !== null) throw (failure as { error: unknown }).error;
-    return (outcome as Outcome & { ok: true }).committed as Committed<T>;
+    // synchronous: SQLite's transactAll is
+    return transactOne((d) => this.transactAll(d), decide) as Committed<T>;
   }
 
   transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[] {
@@ -259,24 +243,8 @@ export class SqliteStore implements LeaseStore {
         // committed state belongs to.
         const version = this.dataVersion();
         const before = this.readFromDb();
-        let state = before;
-        const decided: Array<{ ok: true; state: ArbiterState; events: readonly EventInput[]; result: unknown } | { ok: false; error: unknown }> = [];
-        for (const decide of decisions) {
-          let d: Decision<unknown>;
-          try {
-            d = decide(state);
-          } catch (error) {
-            decided.push({ ok: false, error });
-            continue;
-          }
-          if (d.next.lease !== state.lease && !sameLease(d.next.lease, state.lease) && d.next.lease.revision <= state.lease.revision) {
-            throw new Error('a decision changed the lease without advancing its revision');
-          }
-          decided.push({ ok: true, state: d.next, events: d.events, result: d.result });
-          state = d.next;
-        }
-        const leaseChanged = state.lease !== before.lease && !sameLease(state.lease, before.lease);
-        if (leaseChanged || state.floor !== before.floor) {
+        const { decided, state } = decideAll(before, decisions);
+        if (leaseChanged(before, state) || state.floor !== before.floor) {
           // Only the floor moved: keep the revision, the CAS still fences the write.
           const info = this.q.writeLease.run({ ...leaseParams(state.lease, state.floor), expected: before.lease.revision });
           if (info.changes !== 1) throw new CasError();

@@ -6,11 +6,16 @@
  * a second backend (etcd) implements the same interfaces, and the store tests in test/arbiter/store/
  * run against every factory in `STORE_FACTORIES`.
  *
- * Every method is synchronous: better-sqlite3 is, and a decision, its write and its events are
- * one synchronous transaction (nothing async inside one). A backend over the network needs the
- * same methods returning promises; that change is its own step (the callers then await).
+ * Every method returns an `Awaitable`: a value now or a promise of it, and every caller awaits
+ * it. Why not promises throughout: better-sqlite3 is synchronous and a SQLite decision, its
+ * write and its events are one synchronous transaction (nothing async inside one, STYLE 9), so
+ * `SqliteStore` keeps plain return values — its transactions, the group commit's batches and
+ * the one-shot commands stay exactly as fast as before — while `EtcdStore`, over the network,
+ * returns promises. A caller written against the seam works with both; a caller that holds a
+ * `SqliteStore` itself (its tests, `hq-arbiter token`) may still call it synchronously.
  */
 import type { ArbiterState, Category } from '@hq/lease-core';
+import type { Awaitable } from '../awaitable.js';
 import type {
   Actor,
   AllocateResult,
@@ -70,6 +75,23 @@ export class CasError extends Error {
   }
 }
 
+/**
+ * A decision or write refused because this arbiter is not (or no longer) the elected one
+ * (store etcd): nothing was written; the request is answered 503 and goes to another arbiter.
+ */
+export class NotElectedError extends Error {
+  constructor() {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super('this arbiter is not the elected one (its term ended or has not begun): nothing was written');
+    Error.stackTraceLimit = limit;
+    this.name = 'NotElectedError';
+  }
+}
+
+/** One write's outcome in a registry group (`RegistryStore.commitAll`). */
+export type WriteOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
 /** One decision's outcome in a group commit. */
 export type Outcome = { readonly ok: true; readonly committed: Committed<unknown> } | { readonly ok: false; readonly error: unknown };
 
@@ -81,14 +103,14 @@ export interface LeaseRecords {
   /** True when this open created the state (nothing stored before, or wiped): S2.4, the floor is pending. */
   readonly createdNow: boolean;
   /** The last committed state (this process's commits and, at once, every other writer's). Never decide on it: decide in `transact`. */
-  read(): ArbiterState;
+  read(): Awaitable<ArbiterState>;
   /**
    * One atomic read → decide → write. `decide` is synchronous and pure; it may throw to abort
    * (nothing is written). The lease write is a compare-and-swap on the revision read: when the
    * record moved under it, `CasError` and nothing is written. A lease change must raise the
    * revision (else nothing is written and it throws); the floor may move alone.
    */
-  transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T>;
+  transact<T>(decide: (state: ArbiterState) => Decision<T>): Awaitable<Committed<T>>;
   /**
    * Group commit: several decisions in one transaction (one fsync), each deciding on the state
    * the one before it left, exactly as if they ran one after another. A decision that throws
@@ -96,7 +118,7 @@ export interface LeaseRecords {
    * lease write is one compare-and-swap on the revision read at the start. An error of the
    * transaction itself (a failed commit, a lost CAS) throws and nothing is written.
    */
-  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[];
+  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): Awaitable<readonly Outcome[]>;
 }
 
 /**
@@ -105,15 +127,15 @@ export interface LeaseRecords {
  * state, in its transaction (`LeaseRecords.transact`); these are for the rest.
  */
 export interface EventLog {
-  appendEvents(events: readonly EventInput[]): readonly EventRow[];
+  appendEvents(events: readonly EventInput[]): Awaitable<readonly EventRow[]>;
   /** Ascending ids above `after`, at most `limit`. */
-  listEvents(after: number, limit: number): readonly EventRow[];
+  listEvents(after: number, limit: number): Awaitable<readonly EventRow[]>;
   /** The `after` that lists the newest `n` events (0 when there are fewer). */
-  tailAfter(n: number): number;
+  tailAfter(n: number): Awaitable<number>;
   /** The `after` that lists the events at or after arbiter time `at` (the last id when none). */
-  sinceAfter(at: number): number;
+  sinceAfter(at: number): Awaitable<number>;
   /** Deletes events older than `olderThan`, then all but the newest `keep`; returns how many went. */
-  sweepEvents(olderThan: number, keep: number): number;
+  sweepEvents(olderThan: number, keep: number): Awaitable<number>;
 }
 
 /**
@@ -121,16 +143,16 @@ export interface EventLog {
  * effective from the next `findToken` on.
  */
 export interface TokenStore {
-  insertToken(machine: string, scope: Scope, sha256: string, created: number): void;
-  findToken(sha256: string): TokenRow | undefined;
+  insertToken(machine: string, scope: Scope, sha256: string, created: number): Awaitable<void>;
+  findToken(sha256: string): Awaitable<TokenRow | undefined>;
   /** Revokes `machine`'s active tokens of `scope` and inserts the new one, atomically; returns how many were revoked. */
-  replaceToken(machine: string, scope: Scope, sha256: string, created: number): number;
-  revokeTokens(machine: string, at: number): number;
+  replaceToken(machine: string, scope: Scope, sha256: string, created: number): Awaitable<number>;
+  revokeTokens(machine: string, at: number): Awaitable<number>;
   /** Revokes one active token of `machine` by id; 0 when there is none. */
-  revokeToken(machine: string, id: number, at: number): number;
+  revokeToken(machine: string, id: number, at: number): Awaitable<number>;
   /** Every token, revoked ones included, by id. */
-  listTokens(): readonly TokenRow[];
-  hasActiveAdmin(): boolean;
+  listTokens(): Awaitable<readonly TokenRow[]>;
+  hasActiveAdmin(): Awaitable<boolean>;
 }
 
 /**
@@ -140,16 +162,16 @@ export interface TokenStore {
  */
 export interface CheckLock {
   /** Takes the lock, or renews it for its owner, until `untilMs`; false while another owner holds it. */
-  tryCheckLock(owner: string, nowMs: number, untilMs: number): boolean;
+  tryCheckLock(owner: string, nowMs: number, untilMs: number): Awaitable<boolean>;
   /** Releases it when `owner` holds it; otherwise does nothing. */
-  releaseCheckLock(owner: string): void;
+  releaseCheckLock(owner: string): Awaitable<void>;
 }
 
 /** Operations on the store as a whole. */
 export interface StoreAdmin {
   /** A consistent copy of everything the store holds, at `to` (owner-only), while it serves. */
   backup(to: string): Promise<void>;
-  close(): void;
+  close(): Awaitable<void>;
 }
 
 /** Everything of the lease side one backend provides. */
@@ -175,27 +197,27 @@ export interface ResourceFilter {
  */
 export interface RegistryStore {
   readonly bands: Bands;
-  register(req: RegisterInput, actor: Actor, now: number): ResourceResult;
-  heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): ResourceResult;
-  deleteResource(id: string, actor: Actor, now: number): ResourceResult;
+  register(req: RegisterInput, actor: Actor, now: number): Awaitable<ResourceResult>;
+  heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): Awaitable<ResourceResult>;
+  deleteResource(id: string, actor: Actor, now: number): Awaitable<ResourceResult>;
   /** Live resources only, ordered by id. */
-  listResources(filter: ResourceFilter, now: number): ResourceRow[];
+  listResources(filter: ResourceFilter, now: number): Awaitable<ResourceRow[]>;
   /** The lowest free test port for `req`, as one atomic read → decide → write. */
-  allocatePort(req: AllocateRequest, leaseId: string, now: number): AllocateResult;
-  renewPort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess;
-  releasePort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess;
+  allocatePort(req: AllocateRequest, leaseId: string, now: number): Awaitable<AllocateResult>;
+  renewPort(port: number, leaseId: string, actor: Actor, now: number): Awaitable<LeaseAccess>;
+  releasePort(port: number, leaseId: string, actor: Actor, now: number): Awaitable<LeaseAccess>;
   /** Live leases, by port. */
-  listPortLeases(now: number): PortLeaseRow[];
+  listPortLeases(now: number): Awaitable<PortLeaseRow[]>;
   /**
-   * Runs `fn` — calls of this store's writes, each itself wrapped in `inOneCommit` — as one
-   * commit where the backend can (SQLite: one transaction, each nested call a savepoint; one
-   * fsync for the group), else as one commit per write. Either way: each write is decided on
-   * every write before it (committed, or earlier in the group); a nested call that throws is
-   * undone alone; `fn` returns only once its writes are durable; and when the group's commit
-   * fails, the writes it held fail with it. Group commit (registry/group-commit.ts) relies on
-   * nothing more.
+   * Runs `writes` — each one call of one of this store's writes above — as one commit where the
+   * backend can (SQLite: one transaction, each write a savepoint; one fsync for the group), else
+   * as one commit per write, in order. Either way: each write is decided on every write before
+   * it (committed, or earlier in the group); a write that throws is undone alone and its error
+   * is its outcome; the outcomes come back only once the writes are durable; and when the
+   * group's commit fails, it throws and the writes it held fail with it. Group commit
+   * (registry/group-commit.ts) relies on nothing more.
    */
-  inOneCommit<T>(fn: () => T): T;
+  commitAll<T>(writes: readonly (() => Awaitable<T>)[]): Awaitable<readonly WriteOutcome<T>[]>;
   /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */
-  sweep(olderThan: number): { resources: number; leases: number };
+  sweep(olderThan: number): Awaitable<{ resources: number; leases: number }>;
 }

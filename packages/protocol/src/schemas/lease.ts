@@ -1,5 +1,5 @@
 /** The arbiter's lease API (SPEC §4): request bodies, answers, the record. */
-import Type from 'typebox';
+import Type, { type Static } from 'typebox';
 import { LEASE_REFUSALS } from '../errors.js';
 import type * as P from '../lease.js';
 import { HEARTBEAT_OUTCOMES } from '../lease.js';
@@ -122,7 +122,35 @@ export const CheckAnswer = Type.Object({
   skipped: Type.Optional(Type.String()),
 });
 
-export const Health = Type.Object({ status: Type.Literal('ok'), role: Type.Literal('arbiter'), host: Type.String(), version: Type.String() });
+/** Store etcd only: which arbiter decides, and the members as this arbiter last saw them. */
+export const Arbiters = Type.Object({
+  elected: Type.Boolean({ description: 'this arbiter is the elected one and decides' }),
+  leader: Type.Union([Type.String(), Type.Null()], { description: "the elected arbiter's URL (null: none known)" }),
+  self: Type.String({ description: "this arbiter's advertised URL" }),
+  termSeconds: Type.Number({ description: "seconds this arbiter's term stays valid by its own clock (0 when not elected)" }),
+  etcd: Type.Object({
+    healthy: Type.Boolean({ description: 'a majority of the members answered with a raft leader' }),
+    members: Type.Array(
+      Type.Object({
+        endpoint: Type.String(),
+        ok: Type.Boolean(),
+        leader: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        version: Type.Optional(Type.String()),
+        error: Type.Optional(Type.String()),
+      }),
+    ),
+  }),
+});
+export type ArbitersT = Static<typeof Arbiters>;
+
+export const Health = Type.Object({
+  status: Type.Literal('ok'),
+  role: Type.Literal('arbiter'),
+  host: Type.String(),
+  version: Type.String(),
+  store: Type.Optional(Type.Union([Type.Literal('sqlite'), Type.Literal('etcd')])),
+  arbiters: Type.Optional(Arbiters),
+});
 export const Primary = Type.Object({ known: Type.Boolean(), holder: Type.Union([Type.String(), Type.Null()]), generation: Type.Integer() });
 
 /** Query strings are strings (no coercion): digits only, checked for range in the handler. */

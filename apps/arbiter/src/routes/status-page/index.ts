@@ -29,24 +29,34 @@ import type { LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody } from '@hq/protocol/schemas';
-import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type HostLoad, type Refusal, type StatusSettings } from './model.js';
+import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
+import type { LoadLookup } from './load.js';
+import type { Awaitable } from '../../awaitable.js';
+import type { ArbitersT } from '@hq/protocol/schemas';
+import type { StatusAnswerT } from './schemas.js';
+
+function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT {
+  return opts.arbiters === undefined ? m : { ...m, arbiters: opts.arbiters() };
+}
 import { STATUS_CSP, renderStatusPage } from './render.js';
 import { StatusAnswer } from './schemas.js';
 
 export interface StatusPageOptions {
   /** One consistent read of the arbiter state (`arbiter.read()`). */
-  readonly state: () => ArbiterState;
+  readonly state: () => Awaitable<ArbiterState>;
   /** The API record of that state (`(s) => arbiter.record(s)`). */
   readonly record: (state: ArbiterState) => LeaseRecord;
   /** `store.listEvents(after, limit)`: ascending ids above `after`. */
-  readonly listEvents: (after: number, limit: number) => readonly EventRow[];
+  readonly listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>;
   /** The newest `limit` events, ascending. When absent, found by paging through `listEvents`. */
-  readonly recentEvents?: (limit: number) => readonly EventRow[];
+  readonly recentEvents?: (limit: number) => Awaitable<readonly EventRow[]>;
   readonly settings: (state: ArbiterState) => StatusSettings;
-  /** The registry's load for a host, when the registry is there. */
-  readonly load?: (host: string) => HostLoad | null;
+  /** The registry's load for a host, when the registry is there (its `ready()`, when it has one, is awaited before each answer). */
+  readonly load?: LoadLookup;
   /** The last request refused for a host's name (a member token of another machine), when any. */
   readonly refused?: (host: string) => Refusal | null;
+  /** Store etcd: which arbiter decides and etcd's health (absent: a single SQLite arbiter). */
+  readonly arbiters?: () => ArbitersT;
   /** Seconds between the page's refreshes. Default 3. */
   readonly refreshSeconds?: number;
   /** The page title. Default "hq". */
@@ -61,6 +71,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
+    ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };
 }
@@ -79,10 +90,11 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       },
     },
     async (_req, reply) => {
-      const state = opts.state();
+      const state = await opts.state();
+      await opts.load?.ready?.();
       const record = opts.record(state);
-      const model = statusModel(state, record, opts.settings(state), opts.load, opts.refused);
-      const events = opts.recentEvents !== undefined ? [...opts.recentEvents(TIMELINE_EVENTS)] : tailEvents(opts.listEvents, TIMELINE_EVENTS);
+      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused), opts);
+      const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
         .header('cache-control', 'no-store')
@@ -98,9 +110,10 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     '/v1/status',
     { config: { scope: 'read' }, schema: { response: { 200: StatusAnswer, 401: ErrorBody } } },
     async (_req, reply) => {
-      const state = opts.state();
+      const state = await opts.state();
+      await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      return statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused);
+      return withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused), opts);
     },
   );
 };

@@ -3,6 +3,16 @@
  * `loadAvg, cpuCount, freeMem, totalMem` every 30 s; the page shows the newest live one.
  */
 import type { HostLoad } from './model.js';
+import { andThen, type Awaitable } from '../../awaitable.js';
+
+/**
+ * A host's load for the page. `ready()`, when present, is awaited before each answer: it reads
+ * the rows the lookups then answer from (the registry may be a network store).
+ */
+export interface LoadLookup {
+  (host: string): HostLoad | null;
+  readonly ready?: () => Awaitable<void>;
+}
 
 /** What `registryLoad` needs of a registry row (SPEC §8 machine resources). */
 export interface MachineRow {
@@ -21,13 +31,24 @@ const MEMO_MS = 100;
  * `loadAvg, cpuCount, freeMem, totalMem` attributes, aged by its last renewal. `list` is called
  * once per page render or /v1/status answer (memoised for 100 ms of `nowMs`).
  */
-export function registryLoad(list: () => readonly MachineRow[], nowMs: () => number): (host: string) => HostLoad | null {
+export function registryLoad(list: () => Awaitable<readonly MachineRow[]>, nowMs: () => number): LoadLookup {
   let cache: { at: number; rows: readonly MachineRow[] } | null = null;
-  return (host) => {
+  const stale = (t: number): boolean => cache === null || t - cache.at > MEMO_MS || t < cache.at;
+  const ready = (): Awaitable<void> => {
     const t = nowMs();
-    if (cache === null || t - cache.at > MEMO_MS || t < cache.at) cache = { at: t, rows: list() };
+    if (!stale(t)) return;
+    return andThen(list(), (rows) => {
+      cache = { at: t, rows };
+    });
+  };
+  const lookup = (host: string): HostLoad | null => {
+    if (stale(nowMs())) {
+      const r = ready();
+      // a list that answers later: this lookup has what the last ready() read
+      if (r instanceof Promise) r.catch(() => undefined);
+    }
     let best: MachineRow | null = null;
-    for (const r of cache.rows) if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
+    for (const r of cache?.rows ?? []) if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
     if (best === null) return null;
     const num = (k: string): number | undefined => {
       const v = best?.attrs.get(k);
@@ -42,4 +63,5 @@ export function registryLoad(list: () => readonly MachineRow[], nowMs: () => num
       observedAt: best.renewedAt / 1000,
     };
   };
+  return Object.assign(lookup, { ready });
 }

@@ -13,6 +13,7 @@ import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from '../../config.js';
 import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
+import type { Awaitable } from '../../awaitable.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 
 /** What the registry knows about a machine's load (SPEC §8); every field optional. */
@@ -307,12 +308,12 @@ export function eventData(e: Pick<EventRow, 'at' | 'data'>): string {
 }
 
 /** The newest `limit` rows by paging through `listEvents` (used when no `recentEvents` is given). */
-export function tailEvents(listEvents: (after: number, limit: number) => readonly EventRow[], limit: number): EventRow[] {
+export async function tailEvents(listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>, limit: number): Promise<EventRow[]> {
   const page = 1000;
   let tail: EventRow[] = [];
   let after = 0;
   for (;;) {
-    const rows = listEvents(after, page);
+    const rows = await listEvents(after, page);
     if (rows.length === 0) break;
     tail = tail.concat(rows).slice(-limit);
     after = (rows[rows.length - 1] as EventRow).id;

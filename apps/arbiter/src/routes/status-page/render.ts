@@ -10,6 +10,7 @@ import type { LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
+import type { ArbitersT } from '@hq/protocol/schemas';
 
 /** Escapes text for an HTML text node or a double-quoted attribute. */
 export function esc(value: unknown): string {
@@ -114,6 +115,20 @@ export const STATUS_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+/** Store etcd: the elected arbiter and the members' health (as of the render; the page's refresh leaves it). */
+export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn' | 'bad' } {
+  const up = a.etcd.members.filter((m) => m.ok).length;
+  const etcd = `etcd ${up}/${a.etcd.members.length} members up${a.etcd.healthy ? '' : ' (no quorum: nothing can be decided)'}`;
+  const who = a.elected ? `this arbiter (${a.self}) is elected and decides` : a.leader === null ? 'no arbiter is elected' : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
+  return { text: `${who} · ${etcd}`, level: !a.etcd.healthy || a.leader === null ? 'bad' : up < a.etcd.members.length ? 'warn' : 'ok' };
+}
+
+function arbitersCard(a: ArbitersT): string {
+  const t = arbitersText(a);
+  return `<section class="card" aria-label="arbiters"><div class="label">arbiters</div><div id="arbiters" class="${esc(t.level === 'ok' ? '' : t.level)}">${esc(t.text)}</div></section>
+`;
+}
+
 export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnswerT; events: readonly EventRow[]; refreshSeconds: number; title: string }): string {
   const { record: r, model: m, events } = input;
   const v = validityText(r, m.phase);
@@ -143,7 +158,7 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
     <span id="streak" class="bad">${esc(streakText(r, m.failover.promoteAfterChecks))}</span></div>
 </section>
 <section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
-<section class="card" aria-label="hosts"><div class="label">hosts</div>
+${m.arbiters === undefined ? '' : arbitersCard(m.arbiters)}<section class="card" aria-label="hosts"><div class="label">hosts</div>
 <table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>
 <section class="card" aria-label="events"><div class="label">last ${TIMELINE_EVENTS} events (newest first)</div>

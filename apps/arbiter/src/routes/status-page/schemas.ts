@@ -1,6 +1,6 @@
 /** `GET /v1/status`: the status page's model, as the page's script and `hq lease status` read it. */
 import Type, { type Static } from 'typebox';
-import { TimingProblemOut } from '@hq/protocol/schemas';
+import { Arbiters, TimingProblemOut } from '@hq/protocol/schemas';
 
 const Num = Type.Union([Type.Number(), Type.Null()]);
 
@@ -61,5 +61,7 @@ export const StatusAnswer = Type.Object({
     text: Type.String(),
   }),
   hosts: Type.Array(HostStatus),
+  /** Store etcd only: which arbiter decides, and etcd's members. */
+  arbiters: Type.Optional(Arbiters),
 });
 export type StatusAnswerT = Static<typeof StatusAnswer>;

@@ -59,6 +59,8 @@ export interface RangeOptions {
   readonly prefix?: boolean;
   /** Range [key, end); `prefix` wins when both are given. */
   readonly end?: string;
+  /** Range [key, the end of every key starting with this): from a key inside a prefix to its end. */
+  readonly endOfPrefix?: string;
   readonly limit?: number;
   /** Read at this past revision (fails `compacted` when it is gone). */
   readonly revision?: bigint;
@@ -233,6 +235,7 @@ function rangeBody(key: string, o: RangeOptions = {}): Record<string, unknown> {
   const body: Record<string, unknown> = { key: b64(key) };
   if (o.prefix === true) body['range_end'] = prefixEnd(key);
   else if (o.end !== undefined) body['range_end'] = b64(o.end);
+  else if (o.endOfPrefix !== undefined) body['range_end'] = prefixEnd(o.endOfPrefix);
   if (o.limit !== undefined) body['limit'] = String(o.limit);
   if (o.revision !== undefined) body['revision'] = String(o.revision);
   if (o.serializable === true) body['serializable'] = true;

@@ -1,0 +1,511 @@
+/**
+ * EtcdStore — the lease side's seams (../store.ts: LeaseRecords, EventLog, TokenStore,
+ * CheckLock, StoreAdmin) in an etcd cluster, under the installation's prefix (keys.ts), through
+ * the JSON-gateway client (client.ts). Several arbiters and the one-shot commands open the same
+ * prefix; the elected arbiter alone decides (election.ts, ../../leadership.ts).
+ *
+ * Invariants:
+ *  - The lease record, the floor and the views are one value (`{prefix}/state`). Every
+ *    decision reads it with a linearizable read (through raft: never a stale member, C1) and
+ *    writes it in one txn that compares its mod_revision with the one read: the compare-and-swap.
+ *    A lost compare is `CasError`, nothing written. The record's own `revision` still rises by
+ *    one per lease write (the ETag, and what S1's fencing tokens are checked against).
+ *  - A decision's events are written in the same txn as its state, their ids from
+ *    `{prefix}/events/seq`, compared in the same txn: ids ascend, are never reused, and an
+ *    event is never visible without the state it came with.
+ *  - While a `guard` is set (the elected arbiter's `Election.guard()`), every state write also
+ *    compares the election key: an arbiter whose term ended — paused past its etcd lease, cut
+ *    off — cannot write, even if it has not noticed yet (`NotElectedError`, nothing written).
+ *  - A write whose answer never came (`indeterminate`, etcd api_guarantees.md) is never resent
+ *    blindly: the store re-reads and tells from the values whether its write applied; when it
+ *    cannot tell, the caller gets the indeterminate error (503) and its next decision re-reads.
+ *  - Nothing here reads a clock: times come in as parameters, like SQLite's.
+ */
+import { readFile } from 'node:fs/promises';
+import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
+import { emptyLease } from '@hq/lease-core';
+import { writeAtomicSync } from '@hq/runtime/files';
+import { CasError, NotElectedError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
+import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
+import { EtcdError, isEtcdError } from './errors.js';
+import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
+import { decideAll, leaseChanged, transactOne, type Decided } from '../decide-all.js';
+
+export { NotElectedError };
+
+interface StoredState {
+  readonly lease: LeaseState;
+  readonly floor: number;
+  readonly observers: { readonly [name: string]: Observer };
+}
+
+function encodeState(s: ArbiterState): string {
+  const observers: Record<string, Observer> = {};
+  for (const name of [...s.observers.keys()].sort()) {
+    const o = s.observers.get(name) as Observer;
+    observers[name] = { ...o, refreshSeconds: o.refreshSeconds ?? null, requestTimeoutSeconds: o.requestTimeoutSeconds ?? null };
+  }
+  return JSON.stringify({ lease: s.lease, floor: s.floor, observers } satisfies StoredState);
+}
+
+function decodeState(text: string): ArbiterState {
+  const s = JSON.parse(text) as StoredState;
+  return { lease: s.lease, floor: s.floor, observers: new Map(Object.entries(s.observers)) };
+}
+
+type StoredEvent = Omit<EventRow, 'id'>;
+
+function eventOf(kv: KeyValue, keys: EtcdKeys): EventRow {
+  const e = JSON.parse(kv.value) as StoredEvent;
+  return { id: keys.eventId(kv.key), at: e.at, category: e.category, event: e.event, host: e.host, data: e.data };
+}
+
+const encodeEvent = (e: EventInput): string => JSON.stringify({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+
+const seqOf = (kv: KeyValue | undefined): number => (kv === undefined ? 0 : Number(kv.value));
+
+const rangeKv = (r: TxnResult, i: number): KeyValue | undefined => {
+  const x = r.responses[i];
+  return x?.type === 'range' ? x.kvs[0] : undefined;
+};
+
+interface Base {
+  readonly state: ArbiterState;
+  readonly stateRev: bigint;
+  readonly seq: number;
+  readonly seqRev: bigint;
+}
+
+/**
+ * How often a write lost only to another writer of a key it does not decide on (the event or
+ * token sequence) is tried again. Every lost round is another writer's commit, so with N writers
+ * at once the last needs N − 1 rounds: far more than the elected arbiter and a one-shot command.
+ */
+const SEQ_RETRIES = 64;
+/** Reads after an indeterminate write before its outcome is given up as unknown. */
+const VERIFY_TRIES = 3;
+
+export interface EtcdStoreOptions {
+  readonly client: EtcdClient;
+  readonly prefix: string;
+  /** The TTL written into the first record of a new prefix. */
+  readonly ttlSeconds: number;
+  /** Close the client with the store (a store opened for one command). */
+  readonly ownsClient?: boolean;
+}
+
+export class EtcdStore implements LeaseStore {
+  readonly keys: EtcdKeys;
+  readonly client: EtcdClient;
+  private ownsClient: boolean;
+  private closed = false;
+  /** The election compare every state write carries while set (the elected arbiter's). */
+  private guard: (() => Compare) | null = null;
+
+  private constructor(
+    opts: EtcdStoreOptions,
+    readonly createdNow: boolean,
+  ) {
+    this.client = opts.client;
+    this.keys = etcdKeys(opts.prefix);
+    this.ownsClient = opts.ownsClient === true;
+  }
+
+  /**
+   * Opens the store on `prefix`, writing the first record when there is none (S2.4: a store
+   * created now does not know the generation floor yet, so the record says it is pending).
+   */
+  static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
+    const keys = etcdKeys(opts.prefix);
+    const first = encodeState({ lease: { ...emptyLease(opts.ttlSeconds), floorPending: true }, observers: new Map(), floor: 0 });
+    let created: boolean;
+    try {
+      created = (await opts.client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, first)] })).succeeded;
+    } catch (err) {
+      if (!isEtcdError(err, 'indeterminate')) throw err;
+      // Ours or another opener's, the record exists now (or the next open writes it): a pending
+      // floor is the safe reading either way.
+      created = (await opts.client.get(keys.state)).kv?.value === first;
+    }
+    return new EtcdStore(opts, created);
+  }
+
+  /** Every state write from now on also compares `guard()` (null: none, as for a one-shot command). */
+  setGuard(guard: (() => Compare) | null): void {
+    this.guard = guard;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // LeaseRecords
+
+  async read(): Promise<ArbiterState> {
+    const { kv } = await this.client.get(this.keys.state);
+    if (kv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    return decodeState(kv.value);
+  }
+
+  transact<T>(decide: (state: ArbiterState) => Decision<T>): Promise<Committed<T>> {
+    return Promise.resolve(transactOne((d) => this.transactAll(d), decide));
+  }
+
+  /**
+   * 1. one linearizable read of the state and the event sequence (one txn: one revision);
+   * 2. every decision, each on the state the one before left (a throwing one left out);
+   * 3. the writes, in txns of at most MAX_TXN_OPS operations (etcd's limit), each comparing
+   *    the state's and the sequence's mod_revision (and the election key when guarded): one
+   *    txn in practice; a group with more events than fit is split in order, each part
+   *    committed on the one before, and a part that fails fails the decisions from it on.
+   */
+  async transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): Promise<readonly Outcome[]> {
+    if (decisions.length === 0) return [];
+    const read = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
+    const stateKv = rangeKv(read, 0);
+    if (stateKv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    const before = decodeState(stateKv.value);
+    const seqKv = rangeKv(read, 1);
+
+    const { decided } = decideAll(before, decisions);
+
+    // Parts: consecutive decisions whose writes fit one txn.
+    // (the state's put, the sequence's put, one put per event)
+    const parts: number[][] = [];
+    let ops = 0;
+    for (const [i, d] of decided.entries()) {
+      const n = d.ok ? d.events.length : 0;
+      if (n + 2 > MAX_TXN_OPS) throw new EtcdError('bad-request', `a decision with ${n} events does not fit one etcd txn (${MAX_TXN_OPS} operations)`);
+      const last = parts[parts.length - 1];
+      if (last === undefined || ops + n > MAX_TXN_OPS) {
+        parts.push([i]);
+        ops = 2 + n;
+      } else {
+        last.push(i);
+        ops += n;
+      }
+    }
+
+    const outcomes: Outcome[] = new Array(decided.length);
+    let base: Base = { state: before, stateRev: stateKv.modRevision, seq: seqOf(seqKv), seqRev: seqKv?.modRevision ?? 0n };
+    for (const [k, part] of parts.entries()) {
+      let next = base.state;
+      const inputs: EventInput[] = [];
+      for (const i of part) {
+        const d = decided[i] as Decided;
+        if (!d.ok) continue;
+        next = d.state;
+        inputs.push(...d.events);
+      }
+      const stateChanged = leaseChanged(base.state, next) || next.floor !== base.state.floor || next.observers !== base.state.observers;
+      let written: { base: Base; firstId: number };
+      try {
+        written = await this.writePart(base, next, stateChanged, inputs);
+      } catch (error) {
+        if (k === 0) throw error;
+        // The parts before committed; this one and everything decided on it fail.
+        for (const p of parts.slice(k)) for (const i of p) outcomes[i] = { ok: false, error };
+        break;
+      }
+      base = written.base;
+      let id = written.firstId;
+      for (const i of part) {
+        const d = decided[i] as Decided;
+        outcomes[i] = d.ok ? { ok: true, committed: { state: d.state, events: d.events.map((e) => ({ ...e, id: id++ })), result: d.result } } : { ok: false, error: d.error };
+      }
+    }
+    return outcomes;
+  }
+
+  /**
+   * One part's txn. A lost compare of the sequence alone (an event appended by another
+   * process) takes the next ids and tries again: the decisions still stand on the state they
+   * read. Returns the new base and the id of the part's first event.
+   */
+  private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[]): Promise<{ base: Base; firstId: number }> {
+    if (!stateChanged && events.length === 0) return { base: { ...base, state: next }, firstId: base.seq + 1 };
+    let seq = base.seq;
+    let seqRev = base.seqRev;
+    const value = encodeState(next);
+    for (let attempt = 0; ; attempt++) {
+      const rows: EventRow[] = events.map((e, i) => ({ ...e, id: seq + 1 + i }));
+      const done = (stateRev: bigint, newSeqRev: bigint): { base: Base; firstId: number } => ({
+        base: { state: next, stateRev: stateChanged ? stateRev : base.stateRev, seq: seq + rows.length, seqRev: rows.length > 0 ? newSeqRev : seqRev },
+        firstId: seq + 1,
+      });
+      const guard = this.guard?.() ?? null;
+      const compare: Compare[] = [cmp.mod(this.keys.state, '==', base.stateRev)];
+      if (rows.length > 0) compare.push(cmp.mod(this.keys.eventSeq, '==', seqRev));
+      if (guard !== null) compare.push(guard);
+      const success: TxnOp[] = [];
+      if (stateChanged) success.push(op.put(this.keys.state, value));
+      if (rows.length > 0) {
+        success.push(op.put(this.keys.eventSeq, String(seq + rows.length)));
+        for (const e of rows) success.push(op.put(this.keys.event(e.id), encodeEvent(e)));
+      }
+      const failure: TxnOp[] = [op.range(this.keys.state, { keysOnly: true }), op.range(this.keys.eventSeq)];
+      if (guard !== null) failure.push(op.range(guard.key, { keysOnly: true }));
+      let r: TxnResult;
+      try {
+        r = await this.client.txn({ compare, success, failure });
+      } catch (err) {
+        if (!isEtcdError(err, 'indeterminate')) throw err;
+        const applied = await this.applied(stateChanged ? value : null, rows);
+        if (!applied.known) throw err;
+        if (!applied.yes) throw new EtcdError('unavailable', `${err.message}; read back: it did not apply`);
+        return done(applied.stateRev, applied.seqRev);
+      }
+      if (r.succeeded) return done(r.revision, r.revision);
+      if (guard !== null && rangeKv(r, 2)?.createRevision !== (guard.against as bigint)) throw new NotElectedError();
+      if (rangeKv(r, 0)?.modRevision !== base.stateRev) throw new CasError();
+      if (attempt >= SEQ_RETRIES) throw new CasError();
+      const seqNow = rangeKv(r, 1);
+      seq = seqOf(seqNow);
+      seqRev = seqNow?.modRevision ?? 0n;
+    }
+  }
+
+  /** After an indeterminate write: did it apply? Its state value, or its last event, tells. */
+  private async applied(value: string | null, rows: readonly EventRow[]): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
+    for (let i = 0; i < VERIFY_TRIES; i++) {
+      try {
+        const last = rows[rows.length - 1];
+        const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...(last === undefined ? [] : [op.range(this.keys.event(last.id))])] });
+        const s = rangeKv(r, 0);
+        const seq = rangeKv(r, 1);
+        const yes = last !== undefined ? rangeKv(r, 2)?.value === encodeEvent(last) : s?.value === value;
+        return { known: true, yes, stateRev: s?.modRevision ?? 0n, seqRev: seq?.modRevision ?? 0n };
+      } catch (err) {
+        if (!isEtcdError(err)) throw err;
+      }
+    }
+    return { known: false };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // EventLog
+
+  /** Appends under a compare of the sequence (another appender moves it: renumber, try again). */
+  async appendEvents(events: readonly EventInput[]): Promise<readonly EventRow[]> {
+    if (events.length === 0) return [];
+    if (events.length + 1 > MAX_TXN_OPS) {
+      const out: EventRow[] = [];
+      for (let i = 0; i < events.length; i += MAX_TXN_OPS - 1) out.push(...(await this.appendEvents(events.slice(i, i + MAX_TXN_OPS - 1))));
+      return out;
+    }
+    for (let attempt = 0; ; attempt++) {
+      const { kv } = await this.client.get(this.keys.eventSeq);
+      let id = seqOf(kv);
+      const rows = events.map((e) => ({ ...e, id: ++id }));
+      const txn = {
+        compare: [cmp.mod(this.keys.eventSeq, '==', kv?.modRevision ?? 0n)],
+        success: [op.put(this.keys.eventSeq, String(id)), ...rows.map((e) => op.put(this.keys.event(e.id), encodeEvent(e)))],
+      };
+      try {
+        if ((await this.client.txn(txn)).succeeded) return rows;
+      } catch (err) {
+        if (!isEtcdError(err, 'indeterminate')) throw err;
+        const a = await this.applied(null, rows);
+        if (!a.known) throw err;
+        if (a.yes) return rows;
+      }
+      if (attempt >= SEQ_RETRIES) throw new EtcdError('unavailable', 'etcd: the event sequence kept moving under the append (too many writers)');
+    }
+  }
+
+  async listEvents(after: number, limit: number): Promise<readonly EventRow[]> {
+    const r = await this.client.range(this.keys.event(after + 1), { endOfPrefix: this.keys.eventDir, limit });
+    return r.kvs.map((kv) => eventOf(kv, this.keys));
+  }
+
+  async tailAfter(n: number): Promise<number> {
+    const r = await this.client.range(this.keys.eventDir, { prefix: true, keysOnly: true, sort: { target: 'key', order: 'descend' }, limit: n });
+    const nth = r.kvs[n - 1];
+    return r.kvs.length < n || nth === undefined ? 0 : this.keys.eventId(nth.key) - 1;
+  }
+
+  async sinceAfter(at: number): Promise<number> {
+    let last = 0;
+    for await (const page of pagesOf(this.client, this.keys.eventDir)) {
+      for (const kv of page) {
+        const e = eventOf(kv, this.keys);
+        if (e.at >= at) return e.id - 1;
+        last = e.id;
+      }
+    }
+    return last;
+  }
+
+  /** By age, then all but the newest `keep`; deletes only keys it read (an event appended meanwhile stays). */
+  async sweepEvents(olderThan: number, keep: number): Promise<number> {
+    const old: string[] = [];
+    const young: string[] = [];
+    for await (const page of pagesOf(this.client, this.keys.eventDir)) {
+      for (const kv of page) ((JSON.parse(kv.value) as StoredEvent).at < olderThan ? old : young).push(kv.key);
+    }
+    const gone = [...old, ...young.slice(0, Math.max(0, young.length - keep))];
+    for (let i = 0; i < gone.length; i += MAX_TXN_OPS) {
+      await this.client.txn({ compare: [], success: gone.slice(i, i + MAX_TXN_OPS).map((k) => op.delete(k)) });
+    }
+    return gone.length;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // TokenStore (a handful of rows: whole scans are fine)
+
+  async insertToken(machine: string, scope: Scope, sha256: string, created: number): Promise<void> {
+    await this.tokenWrite((rows) => {
+      if (rows.some((r) => r.row.sha256 === sha256)) throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
+      return { revoke: [], insert: { machine, scope, sha256, created } };
+    });
+  }
+
+  async findToken(sha256: string): Promise<TokenRow | undefined> {
+    const { kv } = await this.client.get(this.keys.token(sha256));
+    return kv === undefined ? undefined : (JSON.parse(kv.value) as TokenRow);
+  }
+
+  async replaceToken(machine: string, scope: Scope, sha256: string, created: number): Promise<number> {
+    return this.tokenWrite((rows) => {
+      if (rows.some((r) => r.row.sha256 === sha256)) throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
+      return { revoke: rows.filter((r) => r.row.machine === machine && r.row.scope === scope && r.row.revoked === null), at: created, insert: { machine, scope, sha256, created } };
+    });
+  }
+
+  async revokeTokens(machine: string, at: number): Promise<number> {
+    return this.tokenWrite((rows) => ({ revoke: rows.filter((r) => r.row.machine === machine && r.row.revoked === null), at }));
+  }
+
+  async revokeToken(machine: string, id: number, at: number): Promise<number> {
+    return this.tokenWrite((rows) => ({ revoke: rows.filter((r) => r.row.machine === machine && r.row.id === id && r.row.revoked === null), at }));
+  }
+
+  async listTokens(): Promise<readonly TokenRow[]> {
+    return (await this.tokenRows()).map((r) => r.row).sort((a, b) => a.id - b.id);
+  }
+
+  async hasActiveAdmin(): Promise<boolean> {
+    return (await this.tokenRows()).some((r) => r.row.scope === 'admin' && r.row.revoked === null);
+  }
+
+  private async tokenRows(): Promise<Array<{ row: TokenRow; kv: KeyValue }>> {
+    const out: Array<{ row: TokenRow; kv: KeyValue }> = [];
+    for await (const page of pagesOf(this.client, this.keys.tokenDir)) for (const kv of page) out.push({ row: JSON.parse(kv.value) as TokenRow, kv });
+    return out;
+  }
+
+  /**
+   * Read every token and the sequence, decide, write in one txn comparing what was read; a
+   * lost compare reads and decides again. Returns how many were revoked.
+   */
+  private async tokenWrite(
+    decide: (rows: Array<{ row: TokenRow; kv: KeyValue }>) => { revoke: Array<{ row: TokenRow; kv: KeyValue }>; at?: number; insert?: { machine: string; scope: Scope; sha256: string; created: number } },
+  ): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      const rows = await this.tokenRows();
+      const { kv: seqKv } = await this.client.get(this.keys.tokenSeq);
+      const d = decide(rows);
+      if (d.revoke.length === 0 && d.insert === undefined) return 0;
+      const compare: Compare[] = d.revoke.map((r) => cmp.mod(r.kv.key, '==', r.kv.modRevision));
+      const success: TxnOp[] = d.revoke.map((r) => op.put(r.kv.key, JSON.stringify({ ...r.row, revoked: d.at ?? null })));
+      let mine: string | null = null;
+      if (d.insert !== undefined) {
+        const id = seqOf(seqKv) + 1;
+        const row: TokenRow = { id, machine: d.insert.machine, scope: d.insert.scope, sha256: d.insert.sha256, created: d.insert.created, revoked: null };
+        mine = JSON.stringify(row);
+        compare.push(cmp.mod(this.keys.tokenSeq, '==', seqKv?.modRevision ?? 0n), cmp.absent(this.keys.token(row.sha256)));
+        success.push(op.put(this.keys.tokenSeq, String(id)), op.put(this.keys.token(row.sha256), mine));
+      }
+      try {
+        if ((await this.client.txn({ compare, success })).succeeded) return d.revoke.length;
+      } catch (err) {
+        if (!isEtcdError(err, 'indeterminate')) throw err;
+        // Read back the first key the txn would have written.
+        const probe = d.insert !== undefined ? this.keys.token(d.insert.sha256) : (d.revoke[0] as { kv: KeyValue }).kv.key;
+        const want = mine ?? JSON.stringify({ ...(d.revoke[0] as { row: TokenRow }).row, revoked: d.at ?? null });
+        const back = await this.client.get(probe).catch(() => null);
+        if (back === null) throw err;
+        if (back.kv?.value === want) return d.revoke.length;
+      }
+      if (attempt >= SEQ_RETRIES) throw new EtcdError('unavailable', 'etcd: the tokens kept changing under the write (too many writers)');
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // CheckLock
+
+  async tryCheckLock(owner: string, nowMs: number, untilMs: number): Promise<boolean> {
+    for (let attempt = 0; attempt <= SEQ_RETRIES; attempt++) {
+      const { kv } = await this.client.get(this.keys.checkLock);
+      if (kv !== undefined) {
+        const held = JSON.parse(kv.value) as { owner: string; until: number };
+        if (held.owner !== owner && held.until > nowMs) return false;
+      }
+      const r = await this.client.txn({ compare: [cmp.mod(this.keys.checkLock, '==', kv?.modRevision ?? 0n)], success: [op.put(this.keys.checkLock, JSON.stringify({ owner, until: untilMs }))] });
+      if (r.succeeded) return true;
+    }
+    return false;
+  }
+
+  async releaseCheckLock(owner: string): Promise<void> {
+    const { kv } = await this.client.get(this.keys.checkLock);
+    if (kv === undefined || (JSON.parse(kv.value) as { owner: string }).owner !== owner) return;
+    await this.client.txn({ compare: [cmp.mod(this.keys.checkLock, '==', kv.modRevision)], success: [op.delete(this.keys.checkLock)] });
+  }
+
+  // -------------------------------------------------------------------------------------
+  // StoreAdmin
+
+  /**
+   * Every key under the prefix but the election's, read at one revision (a consistent copy
+   * while the arbiters serve), written as one JSON document, owner-only, atomically.
+   */
+  async backup(to: string): Promise<void> {
+    const kvs: Array<{ key: string; value: string }> = [];
+    const at = { revision: undefined as bigint | undefined };
+    for await (const page of pagesOf(this.client, `${this.keys.prefix}/`, at)) {
+      for (const kv of page) if (!kv.key.startsWith(this.keys.electionDir)) kvs.push({ key: kv.key.slice(this.keys.prefix.length), value: kv.value });
+    }
+    const revision = at.revision;
+    writeAtomicSync(to, `${JSON.stringify({ format: BACKUP_FORMAT, prefix: this.keys.prefix, revision: String(revision ?? 0n), kvs })}\n`);
+  }
+
+  /**
+   * Writes a backup's keys under `prefix`, which must hold nothing yet; the state goes last, so
+   * a restore cut short never looks like a store (an open then starts a new one, floor pending).
+   */
+  static async restore(client: EtcdClient, prefix: string, from: string): Promise<number> {
+    const doc = JSON.parse(await readFile(from, 'utf8')) as { format?: string; kvs?: Array<{ key: string; value: string }> };
+    if (doc.format !== BACKUP_FORMAT || !Array.isArray(doc.kvs)) throw new Error(`${from} is not an hq etcd backup (format ${BACKUP_FORMAT})`);
+    const keys = etcdKeys(prefix);
+    const there = await client.range(`${keys.prefix}/`, { prefix: true, countOnly: true });
+    if (there.count > 0) throw new Error(`etcd prefix ${keys.prefix} is not empty (${there.count} keys): restore into a new prefix`);
+    const kvs = doc.kvs.map((kv) => ({ key: `${keys.prefix}${kv.key}`, value: kv.value }));
+    const rest = kvs.filter((kv) => kv.key !== keys.state);
+    for (let i = 0; i < rest.length; i += MAX_TXN_OPS) await client.txn({ compare: [], success: rest.slice(i, i + MAX_TXN_OPS).map((kv) => op.put(kv.key, kv.value)) });
+    const state = kvs.find((kv) => kv.key === keys.state);
+    if (state !== undefined) await client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, state.value)] });
+    return kvs.length;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownsClient) await this.client.close();
+  }
+}
+
+const BACKUP_FORMAT = 'hq-etcd-backup/1';
+
+/**
+ * Every key under `dir`, ascending, in pages of 1000, linearizable. All pages are read at the
+ * revision of the first (a consistent copy) when `at` is given; `at.revision` says which.
+ */
+export async function* pagesOf(client: EtcdClient, dir: string, at?: { revision: bigint | undefined }): AsyncGenerator<readonly KeyValue[]> {
+  let from = dir;
+  for (;;) {
+    const r = await client.range(from, { endOfPrefix: dir, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }) });
+    if (at !== undefined) at.revision ??= r.revision;
+    if (r.kvs.length > 0) yield r.kvs;
+    const last = r.kvs[r.kvs.length - 1];
+    if (!r.more || last === undefined) return;
+    from = `${last.key}\u0000`;
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * `arbiterUrls` (several arbiters, store etcd): the config key beside `arbiterUrl`, and the
+ * client that tries them in order — the next on no answer or on a 503 that another arbiter may
+ * not give — within one deadline, starting next time with the one that answered.
+ */
+import t from 'tap';
+import { createServer, type Server } from 'node:http';
+import { resolveConfig, validateConfigFile } from '../../apps/agent/src/config.js';
+import { ArbiterEndpoints } from '../../packages/runtime/src/http.js';
+import { freePort } from '../system/harness.js';
+
+const base = { hostName: 'mbp', tailscaleBin: '' };
+
+t.test('arbiterUrls: the first is arbiterUrl; arbiterUrl alone still works; both, duplicates or a path are refused', async (t) => {
+  const many = resolveConfig(validateConfigFile({ ...base, arbiterUrls: ['http://a1:8470', 'http://a2:8470'] }), null);
+  t.equal(many.arbiterUrl, 'http://a1:8470', 'arbiterUrl is the first of arbiterUrls');
+  t.same(many.arbiterUrls, ['http://a1:8470', 'http://a2:8470'], 'both, in order');
+  const one = resolveConfig(validateConfigFile({ ...base, arbiterUrl: 'http://a1:8470' }), null);
+  t.same([one.arbiterUrl, one.arbiterUrls], ['http://a1:8470', null], 'arbiterUrl alone: one arbiter');
+  t.throws(() => resolveConfig(validateConfigFile({ ...base, arbiterUrl: 'http://a1:8470', arbiterUrls: ['http://a2:8470'] }), null), /give either arbiterUrl .* or arbiterUrls/, 'not both');
+  t.throws(() => resolveConfig(validateConfigFile({ ...base, arbiterUrls: ['http://a1:8470', 'http://a1:8470'] }), null), /arbiterUrls\[1\].*named twice/, 'no URL twice');
+  t.throws(() => resolveConfig(validateConfigFile({ ...base, arbiterUrls: ['http://a1:8470/x'] }), null), /arbiterUrls\[0\]/, 'a bare origin each');
+  t.throws(() => validateConfigFile({ ...base, arbiterUrls: [] }), /arbiterUrls/, 'at least one');
+});
+
+function serve(t: { teardown(fn: () => void): void }, answer: (hits: number) => { status: number; body: unknown } | 'hang'): Promise<{ url: string; hits: () => number }> {
+  let hits = 0;
+  const srv: Server = createServer((req, res) => {
+    hits++;
+    const a = answer(hits);
+    if (a === 'hang') return;
+    res.writeHead(a.status, { 'content-type': 'application/json' }).end(JSON.stringify(a.body));
+  });
+  t.teardown(() => {
+    srv.closeAllConnections();
+    srv.close();
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${(srv.address() as { port: number }).port}`, hits: () => hits })));
+}
+
+t.test('the next arbiter on no answer or a not-elected 503, sticky on the one that answered, within one deadline', async (t) => {
+  const dead = `http://127.0.0.1:${await freePort()}`;
+  const notElected = await serve(t, () => ({ status: 503, body: { error: 'HQ_ERR_NOT_ELECTED', message: 'no' } }));
+  const good = await serve(t, () => ({ status: 200, body: { ok: true } }));
+  const e = new ArbiterEndpoints([dead, notElected.url, good.url]);
+  const r = await e.request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 2 });
+  t.match(r, { kind: 'answer', status: 200, body: { ok: true } }, 'a refused connection and a not-elected 503 move on to the third');
+  t.equal(e.url, good.url, 'the one that answered is tried first next time');
+  await e.request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 2 });
+  t.equal(notElected.hits(), 1, 'so the not-elected one is not asked again');
+
+  const full = await serve(t, () => ({ status: 503, body: { error: 'HQ_ERR_BAND_FULL', message: 'full' } }));
+  const f = new ArbiterEndpoints([full.url, good.url]);
+  t.match(await f.request({ method: 'POST', path: '/v1/leases/port', body: {}, timeoutSeconds: 2 }), { status: 503, body: { error: 'HQ_ERR_BAND_FULL' } }, 'any other answer is the answer (a full band is full on every arbiter)');
+
+  const hang = await serve(t, () => 'hang');
+  const h = new ArbiterEndpoints([hang.url, good.url]);
+  const t0 = performance.now();
+  const slow = await h.request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 0.4 });
+  const ms = performance.now() - t0;
+  t.equal(slow.kind, 'unreachable', 'a hung arbiter uses the whole deadline: no answer later than requestTimeoutSeconds (S2.3)');
+  t.ok(ms < 1000, `the call ended with its deadline (${ms.toFixed(0)} ms)`);
+  t.equal(h.url, good.url, 'the next request starts with the next arbiter');
+  t.match(await h.request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 0.4 }), { status: 200 }, 'which answers');
+});

@@ -1,0 +1,107 @@
+/**
+ * What only the etcd store does beyond its seams (those are the factory-driven tests beside
+ * this file), against one real member: the election guard on every decision's write, two
+ * processes allocating ports at once (no port twice), appenders racing a decision for event ids,
+ * a group with more events than one txn holds, and the keys it keeps under its prefix.
+ */
+import t from 'tap';
+import type { ArbiterState } from '@hq/lease-core';
+import { cmp, EtcdClient } from '../../../apps/arbiter/src/store/etcd/client.js';
+import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/store.js';
+import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';
+import { etcdMembers } from '../../etcd/members.js';
+
+const NOW = 1_800_000_000_000;
+const bump = (s: ArbiterState) => ({ next: { ...s, lease: { ...s.lease, generation: s.lease.generation + 1, revision: s.lease.revision + 1 } }, events: [], result: null });
+
+t.test('the etcd store on one member', async (t) => {
+  const etcd = await etcdMembers(t, { size: 1 });
+  if (etcd === null) return;
+  let n = 0;
+  const client = (): EtcdClient => {
+    const c = new EtcdClient({ endpoints: etcd.endpoints, requestTimeoutMs: 3000 });
+    t.teardown(() => c.close());
+    return c;
+  };
+  const prefix = (): string => `/hq-etcd-test-${++n}`;
+
+  t.test('with a guard set, a write whose election key is gone is refused and writes nothing', async (t) => {
+    const c = client();
+    const p = prefix();
+    const store = await EtcdStore.open({ client: c, prefix: p, ttlSeconds: 6 });
+    await c.put(`${p}/election/abc`, 'me');
+    const mine = (await c.get(`${p}/election/abc`)).kv!.createRevision;
+    store.setGuard(() => cmp.create(`${p}/election/abc`, '==', mine));
+    await store.transact(bump);
+    t.equal((await store.read()).lease.generation, 1, 'elected: the write goes through');
+    await c.deleteRange(`${p}/election/abc`);
+    await t.rejects(async () => store.transact(bump), NotElectedError, 'the term ended: NotElectedError');
+    t.equal((await store.read()).lease.generation, 1, 'nothing written');
+    const registry = new EtcdRegistryStore({ client: c, prefix: p });
+    registry.setGuard(() => cmp.create(`${p}/election/abc`, '==', mine));
+    await t.rejects(async () => registry.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 1000 }, '0'.repeat(32), NOW), NotElectedError, 'a registry write too');
+    t.same(await registry.listPortLeases(NOW), [], 'no lease written');
+    store.setGuard(null);
+    await store.transact(bump);
+    t.equal((await store.read()).lease.generation, 2, 'without a guard (a one-shot command) it writes again');
+  });
+
+  t.test('two processes allocating at once never lease one port twice', async (t) => {
+    const p = prefix();
+    const a = new EtcdRegistryStore({ client: client(), prefix: p });
+    const b = new EtcdRegistryStore({ client: client(), prefix: p });
+    const asks = Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? a : b).allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, i.toString(16).padStart(32, '0'), NOW));
+    const got = await Promise.all(asks);
+    const ports = got.map((g) => (g.ok ? g.lease.port : -1));
+    t.notOk(ports.includes(-1), 'every allocation got a port');
+    t.equal(new Set(ports).size, ports.length, `24 distinct ports (${Math.min(...ports)}–${Math.max(...ports)})`);
+    t.same((await a.listPortLeases(NOW)).map((l) => l.port), [...ports].sort((x, y) => x - y), 'as stored');
+  });
+
+  t.test('appenders racing a decision: every event gets its own id, ascending, none lost', async (t) => {
+    const p = prefix();
+    const c1 = client();
+    const s1 = await EtcdStore.open({ client: c1, prefix: p, ttlSeconds: 6 });
+    const s2 = await EtcdStore.open({ client: client(), prefix: p, ttlSeconds: 6 });
+    const ev = (name: string) => ({ at: 1, category: 'control', event: name, host: null, data: {} });
+    await Promise.all([
+      ...Array.from({ length: 8 }, (_, i) => s2.appendEvents([ev(`append-${i}`)])),
+      ...Array.from({ length: 4 }, (_, i) => s1.transact((s) => ({ next: s, events: [ev(`decision-${i}`)], result: null }))),
+    ]);
+    const rows = await s1.listEvents(0, 100);
+    t.same(rows.map((r) => r.id), Array.from({ length: 12 }, (_, i) => i + 1), 'ids 1–12, each once');
+    t.equal(new Set(rows.map((r) => r.event)).size, 12, 'every event is there');
+  });
+
+  t.test('a group with more events than one txn holds is written in parts, in order', async (t) => {
+    const store = await EtcdStore.open({ client: client(), prefix: prefix(), ttlSeconds: 6 });
+    const decisions = Array.from({ length: 50 }, (_, i) => (s: ArbiterState) => ({
+      next: { ...s, lease: { ...s.lease, generation: i + 1, revision: s.lease.revision + 1 } },
+      events: Array.from({ length: 5 }, (_, j) => ({ at: i, category: 'hq.lease', event: `d${i}-${j}`, host: null, data: {} })),
+      result: i,
+    }));
+    const out = await store.transactAll(decisions);
+    t.ok(out.every((o) => o.ok), 'all 50 decisions committed');
+    t.match((await store.read()).lease, { generation: 50, revision: 50 }, 'the state of the last one');
+    const rows = await store.listEvents(0, 1000);
+    t.equal(rows.length, 250, 'all 250 events (more than the 120 operations of one txn)');
+    t.same(rows.map((r) => r.id), Array.from({ length: 250 }, (_, i) => i + 1), 'ids ascending, none skipped');
+    const last = out[49];
+    t.same(last?.ok === true ? last.committed.events.map((e) => e.id) : [], [246, 247, 248, 249, 250], "each decision's events carry their ids");
+  });
+
+  t.test('every key is under the prefix; a second installation on another prefix is untouched', async (t) => {
+    const c = client();
+    const p1 = prefix();
+    const p2 = prefix();
+    const a = await EtcdStore.open({ client: c, prefix: p1, ttlSeconds: 6 });
+    const b = await EtcdStore.open({ client: c, prefix: p2, ttlSeconds: 6 });
+    await a.transact(bump);
+    await a.insertToken('mbp', 'member', 'a'.repeat(64), 1);
+    await a.appendEvents([{ at: 1, category: 'control', event: 'x', host: null, data: {} }]);
+    t.equal((await b.read()).lease.generation, 0, 'the other prefix keeps its own record');
+    t.equal(await b.findToken('a'.repeat(64)), undefined, 'and its own tokens');
+    const keys = (await c.range(`${p1}/`, { prefix: true, keysOnly: true })).kvs.map((kv) => kv.key);
+    t.same(keys.sort(), [`${p1}/events/e/0000000000000001`, `${p1}/events/seq`, `${p1}/state`, `${p1}/tokens/h/${'a'.repeat(64)}`, `${p1}/tokens/seq`].sort(), 'the layout of keys.ts');
+  });
+});
