@@ -124,6 +124,7 @@ ${keyRows().join('\n')}
 | \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
 | \`hq-arbiter check\` | one check against the database (for a system cron) | 0 / 1 / 2 |
 | \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
+| \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
 | \`--help\`, \`--version\` | everywhere | 0 |
 
 ## \`hq-agent [--config F]\`

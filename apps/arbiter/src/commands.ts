@@ -32,7 +32,8 @@ const CONFIG_HELP = `  --config PATH   Read the configuration from PATH. Without
 const HELP: Record<string, string> = {
   main: `Usage: hq-arbiter [COMMAND] [--config PATH]
 
-The arbiter daemon of hq: it owns the lease record in SQLite and serves the HTTP API.
+The arbiter daemon of hq: it owns the lease record (in SQLite, or in etcd for several arbiters)
+and serves the HTTP API.
 
 Commands:
   serve            Run the daemon (the default when no command is given).
@@ -41,6 +42,7 @@ Commands:
   token list       List tokens without their secrets.
   check            Run one check against the database (for a system cron) and print its result.
   backup           Write an online backup of the database to a file.
+  migrate          Copy a SQLite installation's state into a new etcd prefix (store "etcd").
 
 Options:
 ${CONFIG_HELP}
@@ -98,6 +100,26 @@ as one JSON document (the election's keys left out).
 Options:
   --to FILE       The file to write. Required; an existing file is replaced.
 ${CONFIG_HELP}`,
+  migrate: `Usage: hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix PREFIX]
+
+Copies everything a SQLite arbiter keeps — the lease record, the generation floor, the views,
+every token hash, the events, the registry's live resources and port leases — into PREFIX on an
+etcd cluster, where arbiters with store {"kind": "etcd"} find it. PATH is the arbiter's dataDir
+(or its hq.db). The database is read through SQLite's online backup, so the daemon may keep
+serving; the copy is one instant of it. PREFIX must be empty (nothing is written otherwise);
+the state is written last, so a migration cut short leaves no store, only keys to delete.
+The floor is written as max(floor, generation): no etcd arbiter grants below a generation the
+SQLite arbiter granted (S1). Then: stop the SQLite arbiter, start the etcd arbiters, point the
+agents' arbiterUrls at them. Never run both: two stores would decide apart.
+
+Options:
+  --from sqlite:PATH
+                  The SQLite installation: its dataDir or its hq.db. Required.
+  --to etcd:URL[,URL…]
+                  The etcd members' client URLs, http://host:port, comma-separated. Required.
+  --prefix PREFIX The etcd prefix to write (like /hq or /site/hq). Default: /hq.
+  --json          Print the report as one JSON line instead of a sentence.
+${CONFIG_HELP}`,
 };
 
 interface Parsed {
@@ -105,7 +127,7 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id']);
+const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix']);
 const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent']);
 
 function parseArgs(argv: readonly string[]): Parsed {
@@ -286,9 +308,49 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       io.out(`backup written to ${to}\n`);
       return 0;
     }
+    case 'migrate': {
+      if (help) return print(io, 'migrate');
+      allowOnly(p, ['from', 'to', 'prefix', 'json']);
+      if (rest.length > 0) throw new UsageError(`migrate takes no arguments (got "${rest[0]}")`);
+      const from = p.flags.get('from');
+      const to = p.flags.get('to');
+      if (typeof from !== 'string' || !from.startsWith('sqlite:') || from.length === 'sqlite:'.length) throw new UsageError('migrate needs --from sqlite:PATH (the SQLite arbiter\'s dataDir or its hq.db)');
+      if (typeof to !== 'string' || !to.startsWith('etcd:') || to.length === 'etcd:'.length) throw new UsageError('migrate needs --to etcd:URL[,URL…] (the etcd members\' client URLs)');
+      const prefixFlag = p.flags.get('prefix');
+      const { etcdStoreOf } = await import('./config.js');
+      const target = etcdStoreOf(to.slice('etcd:'.length).split(','), typeof prefixFlag === 'string' ? prefixFlag : undefined);
+      if ('key' in target) throw new UsageError(`${target.key === 'store.prefix' ? '--prefix' : '--to'}: ${target.message}`);
+      const { EtcdClient } = await import('./store/etcd/client.js');
+      const { databaseFileOf, migrateSqliteToEtcd } = await import('./store/etcd/migrate.js');
+      try {
+        databaseFileOf(from.slice('sqlite:'.length));
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+      const client = new EtcdClient({ endpoints: target.endpoints, dialTimeoutMs: target.dialTimeoutMs, requestTimeoutMs: target.requestTimeoutMs });
+      try {
+        const r = await migrateSqliteToEtcd({ path: from.slice('sqlite:'.length) }, client, target.prefix, Date.now());
+        if (p.flags.has('json')) io.out(`${JSON.stringify(r)}\n`);
+        else {
+          io.out(
+            `migrated ${r.from} to etcd ${target.endpoints.join(',')} ${r.prefix}: holder ${r.holder ?? 'none'}, generation ${r.generation}, floor ${r.floor}; ` +
+              `${r.tokens} token(s), ${r.events} event(s), ${r.resources} resource(s), ${r.portLeases} port lease(s); ${r.keys} keys\n`,
+          );
+          io.err('hq-arbiter: now stop the SQLite arbiter before any etcd arbiter starts, then point the agents\' arbiterUrls at the etcd arbiters\n');
+        }
+        return 0;
+      } catch (err) {
+        const { PrefixNotEmptyError } = await import('./store/etcd/store.js');
+        if (!(err instanceof PrefixNotEmptyError)) throw err;
+        io.err(`hq-arbiter: migrate: ${err.message}; nothing was written\n`);
+        return 1;
+      } finally {
+        await client.close();
+      }
+    }
     default:
       if (help) return print(io, 'main');
-      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'help']) || ' (try --help)'}`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'migrate', 'help']) || ' (try --help)'}`);
   }
 }
 

@@ -262,6 +262,16 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
   return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin };
 }
 
+/**
+ * An etcd store named on a command line (`hq-arbiter migrate --to etcd:URL,… --prefix P`),
+ * checked by the same rules as the `store` key, the timings at their defaults.
+ */
+export function etcdStoreOf(endpoints: readonly string[], prefix: string | undefined): Extract<StoreConfig, { kind: 'etcd' }> | { key: string; message: string } {
+  const s = storeOf({ store: { kind: 'etcd', endpoints: [...endpoints], ...(prefix === undefined ? {} : { prefix }) } } as ConfigFile, 'arbiter', DEFAULTS.listen.port, null);
+  if ('key' in s) return s;
+  return s as Extract<StoreConfig, { kind: 'etcd' }>;
+}
+
 /** Validates a parsed config file (shape, names, URLs, S6) and resolves every default. */
 export function validateConfig(input: unknown, cwd: string = process.cwd()): ConfigResult {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {

@@ -46,7 +46,7 @@ import { NotElectedError, pagesOf } from './store.js';
 /** A resource's value: the row, its attrs as the same JSON text SQLite stores. */
 type StoredResource = Omit<ResourceRow, 'attrs'> & { readonly attrs: string };
 
-const encodeResource = (r: ResourceRow): string => JSON.stringify({ ...r, attrs: JSON.stringify(attrsToObject(r.attrs)) } satisfies StoredResource);
+export const encodeResource = (r: ResourceRow): string => JSON.stringify({ ...r, attrs: JSON.stringify(attrsToObject(r.attrs)) } satisfies StoredResource);
 
 function decodeResource(text: string): ResourceRow {
   const r = JSON.parse(text) as StoredResource;

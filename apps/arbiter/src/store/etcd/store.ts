@@ -39,7 +39,7 @@ interface StoredState {
   readonly observers: { readonly [name: string]: Observer };
 }
 
-function encodeState(s: ArbiterState): string {
+export function encodeState(s: ArbiterState): string {
   const observers: Record<string, Observer> = {};
   for (const name of [...s.observers.keys()].sort()) {
     const o = s.observers.get(name) as Observer;
@@ -60,7 +60,7 @@ function eventOf(kv: KeyValue, keys: EtcdKeys): EventRow {
   return { id: keys.eventId(kv.key), at: e.at, category: e.category, event: e.event, host: e.host, data: e.data };
 }
 
-const encodeEvent = (e: EventInput): string => JSON.stringify({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+export const encodeEvent = (e: EventInput): string => JSON.stringify({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
 
 const seqOf = (kv: KeyValue | undefined): number => (kv === undefined ? 0 : Number(kv.value));
 
@@ -474,15 +474,7 @@ export class EtcdStore implements LeaseStore {
   static async restore(client: EtcdClient, prefix: string, from: string): Promise<number> {
     const doc = JSON.parse(await readFile(from, 'utf8')) as { format?: string; kvs?: Array<{ key: string; value: string }> };
     if (doc.format !== BACKUP_FORMAT || !Array.isArray(doc.kvs)) throw new Error(`${from} is not an hq etcd backup (format ${BACKUP_FORMAT})`);
-    const keys = etcdKeys(prefix);
-    const there = await client.range(`${keys.prefix}/`, { prefix: true, countOnly: true });
-    if (there.count > 0) throw new Error(`etcd prefix ${keys.prefix} is not empty (${there.count} keys): restore into a new prefix`);
-    const kvs = doc.kvs.map((kv) => ({ key: `${keys.prefix}${kv.key}`, value: kv.value }));
-    const rest = kvs.filter((kv) => kv.key !== keys.state);
-    for (let i = 0; i < rest.length; i += MAX_TXN_OPS) await client.txn({ compare: [], success: rest.slice(i, i + MAX_TXN_OPS).map((kv) => op.put(kv.key, kv.value)) });
-    const state = kvs.find((kv) => kv.key === keys.state);
-    if (state !== undefined) await client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, state.value)] });
-    return kvs.length;
+    return writeNewPrefix(client, prefix, doc.kvs);
   }
 
   async close(): Promise<void> {
@@ -493,6 +485,42 @@ export class EtcdStore implements LeaseStore {
 }
 
 const BACKUP_FORMAT = 'hq-etcd-backup/1';
+
+/** A key under the prefix (`/state`, `/tokens/h/…`: the prefix left out) and its value. */
+export interface PrefixKv {
+  readonly key: string;
+  readonly value: string;
+}
+
+/**
+ * Writes `kvs` under `prefix`, which must hold nothing yet (else nothing is written); the state
+ * goes last, so a write cut short never looks like a store (an open then starts a new one,
+ * floor pending). Returns how many keys it wrote.
+ */
+export async function writeNewPrefix(client: EtcdClient, prefix: string, kvs: readonly PrefixKv[]): Promise<number> {
+  const keys = etcdKeys(prefix);
+  const there = await client.range(`${keys.prefix}/`, { prefix: true, countOnly: true });
+  if (there.count > 0) throw new PrefixNotEmptyError(keys.prefix, there.count);
+  const full = kvs.map((kv) => ({ key: `${keys.prefix}${kv.key}`, value: kv.value }));
+  const rest = full.filter((kv) => kv.key !== keys.state);
+  for (let i = 0; i < rest.length; i += MAX_TXN_OPS) await client.txn({ compare: [], success: rest.slice(i, i + MAX_TXN_OPS).map((kv) => op.put(kv.key, kv.value)) });
+  const state = full.find((kv) => kv.key === keys.state);
+  if (state !== undefined && !(await client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, state.value)] })).succeeded) {
+    throw new Error(`etcd prefix ${keys.prefix}: another process wrote a state while this one wrote the prefix; delete the prefix and run again`);
+  }
+  return full.length;
+}
+
+/** The target prefix of a restore or a migration already holds keys: nothing was written. */
+export class PrefixNotEmptyError extends Error {
+  constructor(
+    readonly prefix: string,
+    readonly count: number,
+  ) {
+    super(`etcd prefix ${prefix} is not empty (${count} keys): write into a new prefix, or delete this one first (etcdctl del --prefix ${prefix}/)`);
+    this.name = 'PrefixNotEmptyError';
+  }
+}
 
 /**
  * Every key under `dir`, ascending, in pages of 1000, linearizable. All pages are read at the
