@@ -41,7 +41,7 @@ export const KEYS = {
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
   listen: ['arbiter `127.0.0.1:8470`, agent `0.0.0.0:8471`', '`{host, port}` of the API / the peer listener'],
   dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
-  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls` is not supported yet)'],
+  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members)'],
   auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
   hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence and timing problems'],
   portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],

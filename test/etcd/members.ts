@@ -11,6 +11,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
 import { missingTool } from '../missing-tool.js';
 import { freePort, sleep } from '../system/harness.js';
 
@@ -38,6 +39,8 @@ export interface ClusterOptions {
   readonly name?: string;
   /** The etcd binary (default: `etcd` on PATH). */
   readonly bin?: string;
+  /** Serve the client URLs over TLS (https://) with this server certificate; `clientCertAuth`: ask clients for one signed by `caFile`. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string; readonly clientCertAuth: boolean; readonly client?: { readonly ca: string; readonly cert?: string; readonly key?: string } };
 }
 
 /** Tests' timing: leader loss noticed within ~0.5 s, leases as short as 0.75 s allowed. */
@@ -77,7 +80,14 @@ export class EtcdMember {
     readonly log: string,
     private readonly args: readonly string[],
     private readonly bin: string,
+    /** For https:// members: how this harness itself connects (the CA, and a client certificate). */
+    private readonly dispatcher: Dispatcher | undefined = undefined,
   ) {}
+
+  private get(url: string, init: { method?: string; body?: string; timeoutMs: number }): Promise<{ ok: boolean; text(): Promise<string>; json(): Promise<unknown> }> {
+    const opts = { method: init.method ?? 'GET', ...(init.body === undefined ? {} : { body: init.body }), signal: AbortSignal.timeout(init.timeoutMs) };
+    return this.dispatcher === undefined ? fetch(url, opts) : undiciFetch(url, { ...opts, dispatcher: this.dispatcher });
+  }
 
   get pid(): number | undefined {
     return this.proc?.pid;
@@ -139,7 +149,7 @@ export class EtcdMember {
   /** This member's /health (true only while it sees a leader). */
   async healthy(timeoutMs = 1000): Promise<boolean> {
     try {
-      const res = await fetch(`${this.clientUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+      const res = await this.get(`${this.clientUrl}/health`, { timeoutMs });
       return res.ok && (await res.text()).includes('"health":"true"');
     } catch {
       return false;
@@ -149,7 +159,7 @@ export class EtcdMember {
   /** The member's own id and the leader it knows ('' when none), from maintenance status. */
   async status(timeoutMs = 1000): Promise<{ memberId: string; leader: string } | null> {
     try {
-      const res = await fetch(`${this.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(timeoutMs) });
+      const res = await this.get(`${this.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', timeoutMs });
       const j = (await res.json()) as { header?: { member_id?: string }; leader?: string };
       return { memberId: j.header?.member_id ?? '', leader: j.leader ?? '' };
     } catch {
@@ -232,8 +242,10 @@ export async function startEtcdCluster(opts: ClusterOptions): Promise<EtcdCluste
     ...(opts.heartbeatMs === undefined ? [] : ['--heartbeat-interval', String(opts.heartbeatMs)]),
     ...(opts.electionTimeoutMs === undefined ? [] : ['--election-timeout', String(opts.electionTimeoutMs)]),
   ];
+  const tls = opts.tls;
+  const dispatcher = tls?.client === undefined ? undefined : new Agent({ connect: { ca: tls.client.ca, ...(tls.client.cert === undefined ? {} : { cert: tls.client.cert, key: tls.client.key }) } });
   const members = names.map((name, i) => {
-    const client = `http://127.0.0.1:${ports[2 * i]}`;
+    const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports[2 * i]}`;
     const dataDir = join(dir, name);
     const args = [
       '--name', name,
@@ -247,8 +259,9 @@ export async function startEtcdCluster(opts: ClusterOptions): Promise<EtcdCluste
       '--initial-cluster-token', `${prefix}-${ports[0]}`,
       '--logger', 'zap',
       ...timing,
+      ...(tls === undefined ? [] : ['--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, ...(tls.clientCertAuth ? ['--client-cert-auth'] : [])]),
     ];
-    return new EtcdMember(name, client, peer(i), dataDir, join(dir, `${name}.log`), args, bin);
+    return new EtcdMember(name, client, peer(i), dataDir, join(dir, `${name}.log`), args, bin, dispatcher);
   });
   const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.match(/etcd Version: (\S+)/)?.[1] ?? '?';
   const cluster = new EtcdCluster(members, version, ownDir);

@@ -6,6 +6,7 @@
  * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
  * daemon with one line naming the key.
  */
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
@@ -55,7 +56,16 @@ export const ConfigSchema = Type.Object(
           requestTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
           electionTtlSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
           advertiseUrl: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
-          tls: Type.Optional(Type.Unknown()),
+          tls: Type.Optional(
+            Type.Object(
+              {
+                caFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+                certFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+                keyFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+              },
+              { additionalProperties: false },
+            ),
+          ),
         },
         { additionalProperties: false },
       ),
@@ -130,7 +140,15 @@ export type StoreConfig =
       readonly electionTtlSeconds: number;
       /** This arbiter's URL as the other arbiters reach it (they forward mutations to the elected one). */
       readonly advertiseUrl: string;
+      /** `https://` members: the CA (else the system's) and the client certificate and key, as absolute paths; read at start. */
+      readonly tls: EtcdTlsFiles | null;
     };
+
+export interface EtcdTlsFiles {
+  readonly caFile: string | null;
+  readonly certFile: string | null;
+  readonly keyFile: string | null;
+}
 
 /** How long before etcd would end a term the arbiter stops deciding (store/etcd/election.ts E2). */
 export const ELECTION_MARGIN_SECONDS = 2;
@@ -223,14 +241,43 @@ function httpUrlProblem(value: string): string | null {
 const ETCD_ONLY = ['endpoints', 'prefix', 'dialTimeoutSeconds', 'requestTimeoutSeconds', 'electionTtlSeconds', 'advertiseUrl', 'tls'] as const;
 
 /** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
-function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain: string | null): StoreConfig | { key: string; message: string } {
+/** `store.tls`: files that exist and are readable, a key only its owner can read, cert and key together. */
+function tlsOf(t: NonNullable<NonNullable<ConfigFile['store']>['tls']>, cwd: string): EtcdTlsFiles | { key: string; message: string } {
+  if (t.caFile === undefined && t.certFile === undefined && t.keyFile === undefined) return { key: 'store.tls', message: 'names no file: give caFile (the CA of the members\' certificates) and, for client-certificate auth, certFile and keyFile' };
+  if ((t.certFile === undefined) !== (t.keyFile === undefined)) return { key: t.certFile === undefined ? 'store.tls.certFile' : 'store.tls.keyFile', message: 'certFile and keyFile go together (the client certificate and its key)' };
+  const out: { caFile: string | null; certFile: string | null; keyFile: string | null } = { caFile: null, certFile: null, keyFile: null };
+  for (const name of ['caFile', 'certFile', 'keyFile'] as const) {
+    const v = t[name];
+    if (v === undefined) continue;
+    const path = resolve(cwd, v);
+    let mode: number;
+    try {
+      const st = statSync(path);
+      if (!st.isFile()) return { key: `store.tls.${name}`, message: `${path} is not a file` };
+      mode = st.mode;
+      accessSync(path, fsConstants.R_OK);
+    } catch (err) {
+      return { key: `store.tls.${name}`, message: `${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+    }
+    if (name === 'keyFile' && (mode & 0o077) !== 0) return { key: 'store.tls.keyFile', message: `${path} is readable by others (mode ${(mode & 0o777).toString(8)}): chmod 600 it` };
+    out[name] = path;
+  }
+  return out;
+}
+
+function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain: string | null, cwd: string = process.cwd()): StoreConfig | { key: string; message: string } {
   const s = file.store;
   if (s === undefined || s.kind === 'sqlite') {
     const extra = s === undefined ? undefined : ETCD_ONLY.find((k) => s[k] !== undefined);
     if (extra !== undefined) return { key: `store.${extra}`, message: 'applies to kind "etcd" only (kind "sqlite" keeps everything in dataDir)' };
     return DEFAULTS.store;
   }
-  if (s.tls !== undefined) return { key: 'store.tls', message: 'is not supported yet: reach etcd over http:// on a private network (the tailnet), or put a TLS-terminating proxy on this host' };
+  let tls: EtcdTlsFiles | null = null;
+  if (s.tls !== undefined) {
+    const t = tlsOf(s.tls, cwd);
+    if ('key' in t) return t;
+    tls = t;
+  }
   if (s.endpoints === undefined) return { key: 'store.endpoints', message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]' };
   const endpoints: string[] = [];
   for (const [i, e] of s.endpoints.entries()) {
@@ -238,9 +285,10 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
     try {
       u = new URL(e);
     } catch {
-      return { key: `store.endpoints[${i}]`, message: `"${e}" is not a URL (http://host:port)` };
+      return { key: `store.endpoints[${i}]`, message: `"${e}" is not a URL (http://host:port or https://host:port)` };
     }
-    if (u.protocol !== 'http:') return { key: `store.endpoints[${i}]`, message: `"${e}" must be http://host:port (TLS is not supported yet)` };
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return { key: `store.endpoints[${i}]`, message: `"${e}" must be http://host:port or https://host:port` };
+    if (u.protocol === 'http:' && tls !== null) return { key: `store.endpoints[${i}]`, message: `"${e}" is http:// but store.tls is given: use https:// for every member` };
     if ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.username !== '' || u.password !== '') return { key: `store.endpoints[${i}]`, message: `"${e}" must be a bare origin http://host:port (no path, query or credentials)` };
     if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
     endpoints.push(u.origin);
@@ -259,7 +307,7 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
   if (up !== null) return { key: 'store.advertiseUrl', message: up };
   const origin = new URL(advertise);
   if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '') return { key: 'store.advertiseUrl', message: `"${advertise}" must be a bare origin (no path, query or credentials)` };
-  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin };
+  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin, tls };
 }
 
 /**
@@ -332,7 +380,7 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   const bands = bandsFromConfig(file.portBands);
   if (!bands.ok) return fail(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
 
-  const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null);
+  const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null, cwd);
   if ('key' in store) return fail(store.key, store.message);
 
   const timing = checkLeaseTiming({ ttlSeconds, checkSeconds, viewFreshSeconds, probeTimeoutSeconds, safetyMarginSeconds, promoteAfterChecks });

@@ -2,6 +2,7 @@
  * Wires one arbiter from a config: store → arbiter shell → checker → app. The daemon, the
  * one-shot commands and the tests all build it here (tests inject the clock and the prober).
  */
+import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { arbiterLogger } from '../log.js';
@@ -23,8 +24,8 @@ import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { SqliteRegistryStore } from '../registry/store.js';
 import type { LeaseStore, RegistryStore } from '../store/store.js';
-import type { StoreConfig } from '../config.js';
-import { EtcdClient } from '../store/etcd/client.js';
+import type { EtcdTlsFiles, StoreConfig } from '../config.js';
+import { EtcdClient, type EtcdTls } from '../store/etcd/client.js';
 import { EtcdStore } from '../store/etcd/store.js';
 import { EtcdRegistryStore } from '../store/etcd/registry.js';
 import { Leadership, registerLeadershipMetrics } from '../leadership.js';
@@ -103,6 +104,15 @@ interface Stores {
   close(): Promise<void>;
 }
 
+/** The PEM files of `store.tls` (checked readable at config load), read now. */
+export function readEtcdTls(f: EtcdTlsFiles): EtcdTls {
+  const read = (path: string | null): string | undefined => (path === null ? undefined : readFileSync(path, 'utf8'));
+  const ca = read(f.caFile);
+  const cert = read(f.certFile);
+  const key = read(f.keyFile);
+  return { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) };
+}
+
 /** The configured store: SQLite in dataDir (a second connection for the registry), or etcd under its prefix. */
 export async function openStores(config: ArbiterConfig, withRegistry: boolean): Promise<Stores> {
   const s = config.store;
@@ -121,7 +131,7 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
       },
     };
   }
-  const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs });
+  const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs, ...(s.tls === null ? {} : { tls: readEtcdTls(s.tls) }) });
   let store: EtcdStore;
   try {
     store = await EtcdStore.open({ client, prefix: s.prefix, ttlSeconds: config.ttlSeconds });

@@ -19,7 +19,8 @@
  *  C5  int64 values (revisions, versions, lease IDs) are `bigint`; keys and values are UTF-8
  *      strings, base64 on the wire only.
  *
- * Not here: authentication (etcd users; an `auth` answer is classified), TLS, nested txns.
+ * TLS: `https://` endpoints, verified against `tls.ca` (or the system's CAs), with a client
+ * certificate when given. Not here: authentication (etcd users; an `auth` answer is classified), nested txns.
  */
 import { Agent } from 'undici';
 import { classifyAnswer, classifyTransport, EtcdError, type Verdict } from './errors.js';
@@ -38,6 +39,18 @@ export interface EtcdClientOptions {
    * decision waits that long before the store can answer 503.
    */
   readonly requestTimeoutMs?: number;
+  /**
+   * For `https://` endpoints: the CA that signed the members' certificates (PEM; default: the
+   * system's trust store) and this client's certificate and key (PEM) when the members ask for
+   * one (`--client-cert-auth`). Certificates are verified, never skipped.
+   */
+  readonly tls?: EtcdTls;
+}
+
+export interface EtcdTls {
+  readonly ca?: string;
+  readonly cert?: string;
+  readonly key?: string;
 }
 
 export const ETCD_CLIENT_DEFAULTS = Object.freeze({ dialTimeoutMs: 2000, requestTimeoutMs: 5000 });
@@ -320,7 +333,8 @@ interface Call {
 }
 
 function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: number; requestTimeoutMs: number } {
-  if (!Array.isArray(o.endpoints) || o.endpoints.length === 0) throw new TypeError('etcd endpoints must be a non-empty list of http:// URLs');
+  if (!Array.isArray(o.endpoints) || o.endpoints.length === 0) throw new TypeError('etcd endpoints must be a non-empty list of http:// or https:// URLs');
+  if ((o.tls?.cert === undefined) !== (o.tls?.key === undefined)) throw new TypeError('etcd tls: give the client certificate and its key together');
   const endpoints = o.endpoints.map((e) => {
     let u: URL;
     try {
@@ -328,7 +342,8 @@ function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: n
     } catch {
       throw new TypeError(`etcd endpoint ${JSON.stringify(e)} is not a URL (http://host:port)`);
     }
-    if (u.protocol !== 'http:' || (u.pathname !== '/' && u.pathname !== '') || u.search !== '') throw new TypeError(`etcd endpoint ${JSON.stringify(e)} must be http://host:port (no path; TLS is not supported yet)`);
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || (u.pathname !== '/' && u.pathname !== '') || u.search !== '') throw new TypeError(`etcd endpoint ${JSON.stringify(e)} must be http://host:port or https://host:port (no path)`);
+    if (u.protocol === 'http:' && o.tls !== undefined) throw new TypeError(`etcd endpoint ${JSON.stringify(e)} is http:// but tls is given: use https://`);
     return u.origin;
   });
   const ms = (v: number | undefined, dflt: number, name: string): number => {
@@ -357,7 +372,11 @@ export class EtcdClient {
     this.endpoints = Object.freeze(o.endpoints);
     this.dialTimeoutMs = o.dialTimeoutMs;
     this.requestTimeoutMs = o.requestTimeoutMs;
-    this.agent = new Agent({ connect: { timeout: this.dialTimeoutMs }, keepAliveTimeout: 30_000 });
+    const tls = options.tls;
+    this.agent = new Agent({
+      connect: { timeout: this.dialTimeoutMs, ...(tls?.ca === undefined ? {} : { ca: tls.ca }), ...(tls?.cert === undefined ? {} : { cert: tls.cert, key: tls.key }) },
+      keepAliveTimeout: 30_000,
+    });
   }
 
   /** The member calls go to first (the last that answered). */
