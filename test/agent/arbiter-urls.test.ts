@@ -63,3 +63,13 @@ t.test('the next arbiter on no answer or a not-elected 503, sticky on the one th
   t.equal(h.url, good.url, 'the next request starts with the next arbiter');
   t.match(await h.request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 0.4 }), { status: 200 }, 'which answers');
 });
+
+t.test('code written against one arbiter URL (the registry member, port leases) moves on too', async (t) => {
+  const dead = `http://127.0.0.1:${await freePort()}`;
+  const good = await serve(t, () => ({ status: 200, body: { ok: true } }));
+  const other = await serve(t, () => ({ status: 200, body: { other: true } }));
+  const request = new ArbiterEndpoints([dead, good.url]).asRequester();
+  t.match(await request({ method: 'POST', url: `${dead}/v1/resources/register`, body: {}, token: 't', timeoutSeconds: 2 }), { kind: 'answer', status: 200, body: { ok: true } }, "a request to the first arbiter's URL is answered by the next");
+  t.equal(good.hits(), 1, 'the next arbiter got it');
+  t.match(await request({ method: 'GET', url: `${other.url}/v1/health`, timeoutSeconds: 2 }), { status: 200, body: { other: true } }, 'another URL is sent as it is');
+});

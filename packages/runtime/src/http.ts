@@ -153,4 +153,18 @@ export class ArbiterEndpoints {
     this.current = (this.current + 1) % n;
     return last;
   }
+
+  /**
+   * For code written against one arbiter URL (the registry member, port leases): a request to
+   * the first URL + a path goes to whichever arbiter answers, as `request` does; any other URL
+   * is sent as it is.
+   */
+  asRequester(): Requester {
+    const base = (this.urls[0] as string).replace(/\/+$/, '');
+    return (req) => {
+      if (!req.url.startsWith(`${base}/`)) return this.send(req);
+      const { url, ...rest } = req;
+      return this.request({ ...rest, path: url.slice(base.length) });
+    };
+  }
 }

@@ -123,9 +123,9 @@ type GuardVerdict = { readonly allowed: boolean; readonly reason: GuardReason; r
 async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: Extract<GuardReason, `never-seen-${string}`>; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
   try {
     const n = await resolveNetwork(c);
-    const { joinUrl, requestJson } = await import('@hq/runtime/http');
+    const { ArbiterEndpoints } = await import('@hq/runtime/http');
     const tok = await readToken(n.tokenFile);
-    const r = await requestJson({ method: 'GET', url: joinUrl(n.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
+    const r = await new ArbiterEndpoints(n.arbiterUrls ?? [n.arbiterUrl]).request({ method: 'GET', path: '/v1/lease', token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
     if (r.kind !== 'answer') return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: r.problem };
     if (r.status !== 200) return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: `HTTP ${r.status}` };
     const lease = leaseOf(r.body);

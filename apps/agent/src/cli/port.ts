@@ -46,8 +46,10 @@ export async function portRun(p: Parsed): Promise<number> {
   const { runWithPort } = await import('../registry/port-run.js');
   const c = await network(p);
   const token = await memberToken(c);
+  const { ArbiterEndpoints } = await import('@hq/runtime/http');
   const r = await runWithPort({
     arbiterUrl: c.arbiterUrl,
+    request: new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).asRequester(),
     token,
     machine: c.hostName,
     purpose,

@@ -17,7 +17,7 @@ import { seenGeneration } from './context.js';
 import { callAgent } from './local.js';
 import { reportEvent } from './report.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
-import { requestJson, joinUrl } from '@hq/runtime/http';
+import { ArbiterEndpoints } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';
 import { AGENT_CONFIG, findConfigFile } from '@hq/runtime/config-file';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
@@ -328,7 +328,7 @@ export async function standbyRole(p: Parsed, context: StandbyContext = {}): Prom
   try {
     const c = await resolveNetwork(l.agent);
     const tok = await readToken(c.tokenFile);
-    const r = await requestJson({ method: 'GET', url: joinUrl(c.arbiterUrl, '/v1/lease'), token: tok.ok ? tok.token : null, timeoutSeconds: c.requestTimeoutSeconds });
+    const r = await new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({ method: 'GET', path: '/v1/lease', token: tok.ok ? tok.token : null, timeoutSeconds: c.requestTimeoutSeconds });
     if (r.kind === 'answer' && r.status === 200) lease = leaseOf(r.body);
   } catch {
     lease = null; // no arbiter URL: the lease cannot be read

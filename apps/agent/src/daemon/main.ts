@@ -7,6 +7,7 @@ import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
+import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
@@ -108,8 +109,11 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   }
   agent.start();
   // SPEC §8: the machine registers itself in the arbiter's registry with its load and duties.
+  // With several arbiters (arbiterUrls) the registry's calls move to the next on failure too.
+  const registryRequest = new ArbiterEndpoints(config.arbiterUrls ?? [config.arbiterUrl]).asRequester();
   const member = new Member({
     arbiterUrl: config.arbiterUrl,
+    request: registryRequest,
     machine: config.hostName,
     token: async () => {
       const t = await agent.token.get();
@@ -130,6 +134,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   }
   const instance = new Member({
     arbiterUrl: config.arbiterUrl,
+    request: registryRequest,
     machine: config.hostName,
     id: instanceId(config.hostName),
     kind: 'instance',
