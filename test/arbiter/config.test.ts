@@ -32,7 +32,7 @@ t.test('store: sqlite by default; etcd with its defaults, the advertise URL deri
   const e = validateConfig({ tailnetDomain: 'tail1.ts.net', listen: { port: 9000 }, store: { kind: 'etcd', endpoints: ['http://10.0.0.1:2379/', 'http://10.0.0.2:2379'] } });
   t.same(
     e.ok && e.config.store,
-    { kind: 'etcd', endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: '/hq', dialTimeoutMs: 2000, requestTimeoutMs: 5000, electionTtlSeconds: 10, advertiseUrl: 'http://cloud-vm.tail1.ts.net:9000' },
+    { kind: 'etcd', endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: '/hq', dialTimeoutMs: 2000, requestTimeoutMs: 5000, electionTtlSeconds: 10, advertiseUrl: 'http://cloud-vm.tail1.ts.net:9000', tls: null },
     'etcd: endpoints as origins, prefix /hq, 2 s dial, 5 s calls, a 10 s election, this arbiter advertised on its tailnet name',
   );
   const own = validateConfig({ store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: '/site-a/hq', advertiseUrl: 'http://10.0.0.5:8470' } });

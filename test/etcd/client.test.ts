@@ -38,7 +38,8 @@ t.test('client options are checked with one line each', async (t) => {
     ['no endpoints', () => new EtcdClient({ endpoints: [] }), /non-empty list/],
     ['not a URL', () => new EtcdClient({ endpoints: ['127.0.0.1:2379'] }), /not a URL|must be http/],
     ['a path', () => new EtcdClient({ endpoints: ['http://127.0.0.1:2379/v3'] }), /no path/],
-    ['https', () => new EtcdClient({ endpoints: ['https://127.0.0.1:2379'] }), /TLS is not supported/],
+    ['ftp', () => new EtcdClient({ endpoints: ['ftp://127.0.0.1:2379'] }), /must be http:\/\/host:port or https:\/\/host:port/],
+    ['a certificate without its key', () => new EtcdClient({ endpoints: ['https://127.0.0.1:2379'], tls: { cert: 'x' } }), /certificate and its key together/],
     ['zero timeout', () => new EtcdClient({ endpoints: ['http://127.0.0.1:2379'], requestTimeoutMs: 0 }), /requestTimeoutMs must be a positive integer/],
   ];
   for (const [name, make, re] of bad) t.throws(make, re, `${name} is refused`);
