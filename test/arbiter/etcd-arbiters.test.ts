@@ -87,6 +87,8 @@ t.test('two arbiters on one etcd', async (t) => {
   a.closed = true;
   await until('b elected', async () => (await health(b)).arbiters?.elected === true);
   const takeover = clock.now();
+  const status = (await (await fetch(`${b.url}/v1/status`, { headers: { authorization: `Bearer ${tokens.admin}` } })).json()) as { arbitersLine?: { text: string; level: string } };
+  t.match(status.arbitersLine, { text: new RegExp(`^this arbiter \\(${b.url.replace(/[.:/]/g, '\\$&')}\\) is elected and decides · etcd 1/1 members up$`), level: 'ok' }, "b's /v1/status, which the page's refresh shows, now says b decides");
   clock.advance(0.5); // mbp's lease (ttl 6) and its lock-delay have passed; b's start wait (ttl + margin = 7 s) has not
   const early = await call(b, 'POST', '/v1/lease/acquire', tokens.nodeb, { host: 'node-b', seenGeneration: 1 });
   const lease = early.body.lease as { holder: string; generation: number; notBefore: number | null } | undefined;

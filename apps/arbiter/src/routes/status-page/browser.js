@@ -113,6 +113,8 @@
       rows.push(tr);
     });
     body.replaceChildren.apply(body, rows);
+    var a = $('arbiters');
+    if (a && s.arbitersLine) { set(a, s.arbitersLine.text); cls(a, s.arbitersLine.level === 'ok' ? '' : s.arbitersLine.level); }
   }
   function addEvents(list){
     var ol = $('events');

@@ -29,14 +29,16 @@ import type { LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody } from '@hq/protocol/schemas';
-import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
+import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 import type { StatusAnswerT } from './schemas.js';
 
 function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT {
-  return opts.arbiters === undefined ? m : { ...m, arbiters: opts.arbiters() };
+  if (opts.arbiters === undefined) return m;
+  const arbiters = opts.arbiters();
+  return { ...m, arbiters, arbitersLine: arbitersText(arbiters) };
 }
 import { STATUS_CSP, renderStatusPage } from './render.js';
 import { StatusAnswer } from './schemas.js';

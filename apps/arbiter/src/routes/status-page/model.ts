@@ -14,6 +14,7 @@ import type { ArbiterConfig } from '../../config.js';
 import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
 import type { Awaitable } from '../../awaitable.js';
+import type { ArbitersT } from '@hq/protocol/schemas';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 
 /** What the registry knows about a machine's load (SPEC §8); every field optional. */
@@ -320,4 +321,12 @@ export async function tailEvents(listEvents: (after: number, limit: number) => A
     if (rows.length < page) break;
   }
   return tail;
+}
+
+/** Store etcd: the elected arbiter and the members' health, in one line (the page's card; its refresh sets it from `arbitersLine`). */
+export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn' | 'bad' } {
+  const up = a.etcd.members.filter((m) => m.ok).length;
+  const etcd = `etcd ${up}/${a.etcd.members.length} members up${a.etcd.healthy ? '' : ' (no quorum: nothing can be decided)'}`;
+  const who = a.elected ? `this arbiter (${a.self}) is elected and decides` : a.leader === null ? 'no arbiter is elected' : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
+  return { text: `${who} · ${etcd}`, level: !a.etcd.healthy || a.leader === null ? 'bad' : up < a.etcd.members.length ? 'warn' : 'ok' };
 }

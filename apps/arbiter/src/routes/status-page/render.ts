@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
-import { TIMELINE_EVENTS, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
+import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 
@@ -114,14 +114,6 @@ export const STATUS_CSP = [
   "form-action 'none'",
   "frame-ancestors 'none'",
 ].join('; ');
-
-/** Store etcd: the elected arbiter and the members' health (as of the render; the page's refresh leaves it). */
-export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn' | 'bad' } {
-  const up = a.etcd.members.filter((m) => m.ok).length;
-  const etcd = `etcd ${up}/${a.etcd.members.length} members up${a.etcd.healthy ? '' : ' (no quorum: nothing can be decided)'}`;
-  const who = a.elected ? `this arbiter (${a.self}) is elected and decides` : a.leader === null ? 'no arbiter is elected' : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
-  return { text: `${who} · ${etcd}`, level: !a.etcd.healthy || a.leader === null ? 'bad' : up < a.etcd.members.length ? 'warn' : 'ok' };
-}
 
 function arbitersCard(a: ArbitersT): string {
   const t = arbitersText(a);

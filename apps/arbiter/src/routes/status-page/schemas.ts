@@ -63,5 +63,7 @@ export const StatusAnswer = Type.Object({
   hosts: Type.Array(HostStatus),
   /** Store etcd only: which arbiter decides, and etcd's members. */
   arbiters: Type.Optional(Arbiters),
+  /** Store etcd only: `arbiters` in the card's words, which the page's refresh shows. */
+  arbitersLine: Type.Optional(Type.Object({ text: Type.String(), level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')]) })),
 });
 export type StatusAnswerT = Static<typeof StatusAnswer>;
