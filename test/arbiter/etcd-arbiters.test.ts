@@ -6,6 +6,7 @@
  * The arbiters' decision clock is one manual clock; the election runs on real time.
  */
 import t from 'tap';
+import { createHash } from 'node:crypto';
 import pino from 'pino';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
 import { manualClock } from '../../packages/runtime/src/clock.js';
@@ -79,6 +80,20 @@ t.test('two arbiters on one etcd', async (t) => {
   t.match(await call(b, 'GET', '/v1/lease', tokens.mbp), { status: 200, body: { holder: 'mbp', generation: 1 } }, 'b reads it back (linearizable: at once)');
   const port = await call(b, 'POST', '/v1/leases/port', tokens.mbp, { machine: 'mbp', purpose: 'web', ttlMs: 60_000 });
   t.equal(port.status, 200, 'a registry write through b is forwarded too');
+
+  // Survival copies live in etcd: sent through b (forwarded to a), listed by either arbiter.
+  const blob = Buffer.from('ledger rows\n');
+  const digest = createHash('sha256').update(blob).digest('hex');
+  const put = await fetch(`${b.url}/v1/survival/core/20261201T070000Z/blobs/${digest}`, { method: 'PUT', headers: { authorization: `Bearer ${tokens.mbp}`, 'content-type': 'application/octet-stream' }, body: blob });
+  t.equal(put.status, 200, `a survival blob through b is stored (${await put.text()})`);
+  const entries = [{ path: 'ledger.db', bytes: blob.length, sha256: digest, kind: 'file', reused: false }];
+  const manifest = { generation: '20261201T070000Z', tier: 'core', createdAt: '2026-12-01T07:00:00.000Z', source: '/srv/app', host: 'mbp', leaseGeneration: 1, holder: 'mbp', entries };
+  const published = await call(b, 'PUT', '/v1/survival/core/20261201T070000Z', tokens.mbp, { manifest, sums: `${digest}  ledger.db\n` });
+  t.match(published, { status: 200, body: { generation: '20261201T070000Z', files: 1 } }, 'and its generation published');
+  for (const x of [a, b]) {
+    const list = await call(x, 'GET', '/v1/survival', tokens.admin);
+    t.match(list.body, { machines: [{ machine: 'mbp', tiers: [{ tier: 'core', latest: '20261201T070000Z', generations: ['20261201T070000Z'] }] }] }, `${x.url} lists it (one copy, in etcd)`);
+  }
 
   // Later, the elected arbiter stops (it resigns): b is elected, and for the protocol b has just
   // started: its start wait counts from the takeover, not from b's own start.

@@ -157,9 +157,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       tailAfter: (n) => opts.hq.store.tailAfter(n),
       waiters: opts.operator.waiters,
     });
-    // Survival copies of the holder's state (SPEC §6), under {dataDir}/survival.
+    // Survival copies of the holder's state (SPEC §6): under {dataDir}/survival, or in etcd.
     await app.register(survivalRoutes, {
       dataDir: opts.hq.config.dataDir,
+      ...(opts.hq.survival === undefined ? {} : { store: opts.hq.survival }),
       authorize: async (raw) => {
         const r = await authenticate(opts.hq.store, raw);
         return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;

@@ -9,6 +9,7 @@ import type { Metrics } from '../metrics.js';
 import type { EventLog, TokenStore } from '../store/store.js';
 import type { Principal } from '../auth.js';
 import type { Leadership } from '../leadership.js';
+import type { SurvivalStore } from '../survival/store.js';
 
 /** Who may call a route: nobody needs a token, any valid token (or none with openReads), … */
 export type RouteScope = 'none' | 'read' | 'member' | 'heartbeat' | 'admin';
@@ -23,6 +24,8 @@ export interface HqContext {
   readonly version: string;
   /** Store etcd: the election (who decides, where mutations go); null with SQLite. */
   readonly leadership?: Leadership | null;
+  /** Where survival copies live (store etcd: under the prefix); default: files under `{dataDir}/survival`. */
+  readonly survival?: SurvivalStore;
 }
 
 declare module 'fastify' {

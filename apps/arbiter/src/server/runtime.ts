@@ -28,6 +28,7 @@ import type { EtcdTlsFiles, StoreConfig } from '../config.js';
 import { EtcdClient, type EtcdTls } from '../store/etcd/client.js';
 import { EtcdStore } from '../store/etcd/store.js';
 import { EtcdRegistryStore } from '../store/etcd/registry.js';
+import { EtcdSurvivalStore } from '../store/etcd/survival.js';
 import { Leadership, registerLeadershipMetrics } from '../leadership.js';
 import { openDatabase } from '../store/database.js';
 
@@ -242,7 +243,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     async app() {
       if (app === null) {
         app = await buildApp({
-          hq: { arbiter, checker, store, metrics, config, version: version(), leadership },
+          hq: { arbiter, checker, store, metrics, config, version: version(), leadership, ...(stores.etcd === null ? {} : { survival: new EtcdSurvivalStore(stores.etcd.client, stores.etcd.config.prefix) }) },
           log,
           ...(opts.operator === true ? { operator: { waiters, load } } : {}),
         });
