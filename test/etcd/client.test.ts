@@ -77,6 +77,19 @@ t.test('one member', async (t) => {
   const client = new EtcdClient({ endpoints: etcd.endpoints, dialTimeoutMs: 1000, requestTimeoutMs: 2000 });
   t.teardown(() => client.close());
 
+  t.test('gets asked together go as one read, each answered with its own key, none missing a write acknowledged before it', async (t) => {
+    const puts = await Promise.all(Array.from({ length: 150 }, (_, i) => client.put(`batch/${i}`, String(i))));
+    const last = puts.reduce((m, p) => (p.revision > m ? p.revision : m), 0n);
+    const answers = await Promise.all([...Array.from({ length: 150 }, (_, i) => client.get(`batch/${i}`)), client.get('batch/absent')]);
+    t.same(answers.slice(0, 150).map((a) => a.kv?.value), Array.from({ length: 150 }, (_, i) => String(i)), 'every get has its own key\'s value');
+    t.equal(answers[150]?.kv, undefined, 'an absent key is undefined');
+    t.ok(answers.every((a) => a.revision >= last), 'every answer is at or after the last acknowledged put (linearizable)');
+    t.ok(new Set(answers.map((a) => a.revision)).size <= 2, `151 gets went as at most 2 reads (batches of 100): revisions ${[...new Set(answers.map((a) => String(a.revision)))].join(', ')}`);
+    const p = await client.put('batch/0', 'changed');
+    t.equal((await client.get('batch/0')).kv?.value, 'changed', 'a get after a put sees it');
+    t.ok((await client.get('batch/0')).revision >= p.revision, 'at its revision or later');
+  });
+
   t.test('put, get, range a prefix, delete: keys and values are UTF-8 strings, revisions bigint', async (t) => {
     const p1 = await client.put('t/a/één', '{"x":"✓"}');
     await client.put('t/a/two', '2');

@@ -53,6 +53,9 @@ export interface EtcdTls {
   readonly key?: string;
 }
 
+/** Gets per read txn: below etcd's default --max-txn-ops (128). */
+const GET_BATCH = 100;
+
 export const ETCD_CLIENT_DEFAULTS = Object.freeze({ dialTimeoutMs: 2000, requestTimeoutMs: 5000 });
 
 export interface KeyValue {
@@ -366,6 +369,8 @@ export class EtcdClient {
   /** the endpoint tried first: the last one that answered */
   private current = 0;
   private clusterId: string | undefined;
+  /** One-key reads asked for since the last batch went out (`get`): they go together, in one read txn. */
+  private gets: Array<{ readonly key: string; resolve(v: { kv: KeyValue | undefined; revision: bigint }): void; reject(err: unknown): void }> | null = null;
 
   constructor(options: EtcdClientOptions) {
     const o = validate(options);
@@ -389,10 +394,39 @@ export class EtcdClient {
     return { revision: big(w.header?.revision), ...rangedOf(w) };
   }
 
-  /** One key, linearizable; undefined when absent. */
-  async get(key: string): Promise<{ kv: KeyValue | undefined; revision: bigint }> {
-    const r = await this.range(key);
-    return { kv: r.kvs[0], revision: r.revision };
+  /**
+   * One key, linearizable; undefined when absent. The gets asked for in one turn of the event
+   * loop go out together as one read-only txn (one round trip, one ReadIndex): still
+   * linearizable, because a batch is sent only after every get in it was asked for, so it sees
+   * every write acknowledged before any of them — and a get asked for while a batch is on its
+   * way waits for the next one, never joining a read that began before it.
+   */
+  get(key: string): Promise<{ kv: KeyValue | undefined; revision: bigint }> {
+    return new Promise((resolve, reject) => {
+      if (this.gets === null) {
+        this.gets = [];
+        setImmediate(() => this.flushGets());
+      }
+      this.gets.push({ key, resolve, reject });
+    });
+  }
+
+  private flushGets(): void {
+    const all = this.gets ?? [];
+    this.gets = null;
+    for (let i = 0; i < all.length; i += GET_BATCH) {
+      const part = all.slice(i, i + GET_BATCH);
+      const done =
+        part.length === 1
+          ? this.range(part[0]!.key).then((r) => [{ kv: r.kvs[0], revision: r.revision }])
+          : this.txn({ compare: [], success: part.map((g) => op.range(g.key)) }).then((r) =>
+              r.responses.map((x) => ({ kv: x.type === 'range' ? x.kvs[0] : undefined, revision: r.revision })),
+            );
+      done.then(
+        (answers) => part.forEach((g, j) => g.resolve(answers[j]!)),
+        (err: unknown) => part.forEach((g) => g.reject(err)),
+      );
+    }
   }
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<{ revision: bigint; prevKv: KeyValue | undefined }> {
