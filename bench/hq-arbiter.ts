@@ -38,6 +38,8 @@ export interface ArbiterOptions {
    * (on SIGINT, say) can then stop it at any stage. After `stop`, nothing more is started.
    */
   readonly onStop?: (stop: () => Promise<void>) => void;
+  /** The arbiter's `store` key (default: SQLite in the temp dataDir), e.g. `{kind: "etcd", endpoints, prefix}`. */
+  readonly store?: Record<string, unknown>;
 }
 
 /**
@@ -108,7 +110,7 @@ export async function startArbiter(opts: ArbiterOptions = {}): Promise<HqArbiter
   try {
     const config = join(dir, 'arbiter.json');
     // Checks and heartbeat schedule far apart: the benches measure requests, not the check loop.
-    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '' }));
+    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', ...(opts.store === undefined ? {} : { store: opts.store }) }));
     const issue = (m: string, scope: string): string =>
       execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8' }).trim();
     const mbp = issue('mbp', 'member');
