@@ -17,6 +17,7 @@
  * on error and on SIGINT/SIGTERM, like the arbiter.
  */
 import { execFileSync } from 'node:child_process';
+import { Pool } from 'undici';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +29,8 @@ const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 const PROFILE_DIR = process.env['BENCH_PROFILE'];
+/** Registry members registered on each arbiter before the heartbeat is measured again (issue 19: 10,000). */
+const MEMBERS = Number(process.env['BENCH_MEMBERS'] ?? 10_000);
 /** A short checked run of every scenario before the timed rounds: warms both servers and proves the answers are successes. */
 const WARMUP_SECONDS = Math.min(1, SECONDS);
 /** etcd lease TTL for keepalive and acquire: the arbiter's default ttlSeconds, long enough that no lease expires mid-bench. */
@@ -369,6 +372,36 @@ async function strictChecks(hq: HqArbiter, base: string, value: string): Promise
   check(stale.status === 412 && stale.etag === okCas.etag, `hq renew at a stale revision is 412 with the current ETag (${stale.status})`);
 }
 
+/** Registers `n` machines in `a`'s registry (admin token, 16 at a time); every answer must be 200. */
+async function registerMembers(a: HqArbiter, n: number): Promise<number> {
+  const pool = new Pool(a.base, { connections: 16 });
+  let next = 0;
+  const observedAt = Date.now();
+  const started = performance.now();
+  try {
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        for (;;) {
+          const i = next++;
+          if (i >= n) return;
+          const id = `m-${String(i).padStart(5, '0')}`;
+          const res = await pool.request({
+            method: 'POST',
+            path: '/v1/resources/register',
+            headers: jsonHeaders(a.tokens.admin),
+            body: JSON.stringify({ id, name: id, kind: 'machine', machine: id, attrs: { load1: 0.5 }, observedAt, ttlMs: 86_400_000 }),
+          });
+          const text = await res.body.text();
+          check(res.statusCode === 200, `register ${id} on ${a.base}: ${res.statusCode} ${text.slice(0, 200)}`);
+        }
+      }),
+    );
+  } finally {
+    await pool.close();
+  }
+  return (performance.now() - started) / 1000;
+}
+
 /** Checks the acquire cycle of hq last: it moves the generation, which the renew scenarios name. */
 async function strictAcquireCheck(hq: HqArbiter): Promise<void> {
   const { mbp } = hq.tokens;
@@ -470,6 +503,16 @@ async function main(): Promise<void> {
       process.stderr.write(`round ${round + 1}/${ROUNDS} ${s.side} ${s.op}: ${Math.round(r.ops)}/s p50 ${r.p50.toFixed(2)} ms ${r.statuses}\n`);
     }
   }
+  // The holder's heartbeat again, with MEMBERS machines in each arbiter's registry.
+  const withMembers: Array<{ side: string; seconds: number; run: Run }> = [];
+  if (MEMBERS > 0) {
+    for (const [side, a, sc] of [['hq', hq, hqSide], ['hq(etcd)', hqe, hqeSide]] as const) {
+      const seconds = await registerMembers(a, MEMBERS);
+      process.stderr.write(`${side}: ${MEMBERS} registry members registered in ${seconds.toFixed(1)} s\n`);
+      await sc.settle();
+      withMembers.push({ side, seconds, run: await run(find(sc.scenarios, 'renew'), SECONDS) });
+    }
+  }
   // hq's read row is shared by the two read rows
   rows[1]!.hq = rows[0]!.hq;
   rows[1]!.hqEtcd = rows[0]!.hqEtcd;
@@ -515,11 +558,19 @@ async function main(): Promise<void> {
   );
   const busy = loadAtStart > cpus().length ? ' — a busy machine, the figures are noisy' : '';
   const machine = machineLine(`, etcd ${etcd.version}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds per operation and side (medians), load average ${loadAtStart.toFixed(1)} at the start${busy}`);
-  process.stdout.write(`${machine}\n\n${tbl}\n`);
-  writeSection('etcd', doc(machine, tbl, etcd.version));
+  const members =
+    withMembers.length === 0
+      ? ''
+      : table(
+          ['side', `registering ${MEMBERS} members, s`, 'heartbeats/s', 'p50 ms', 'p99 ms', 'statuses'],
+          ['l', 'r', 'r', 'r', 'r', 'l'],
+          withMembers.map((m) => [m.side, m.seconds.toFixed(1), Math.round(m.run.ops), ms(m.run.p50), ms(m.run.p99), m.run.statuses]),
+        );
+  process.stdout.write(`${machine}\n\n${tbl}\n${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}`);
+  writeSection('etcd', doc(machine, tbl, etcd.version, members));
 }
 
-function doc(machine: string, tbl: string, version: string): string {
+function doc(machine: string, tbl: string, version: string, members: string): string {
   return `## hq beside etcd
 
 Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \`BENCH_CONNECTIONS\` (32) to change the run;
@@ -528,7 +579,12 @@ Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \
 Run: ${new Date().toISOString()} — ${machine}.
 
 ${tbl}
+${members === '' ? '' : `
+The holder's heartbeat (\`POST /v1/heartbeat\`, renewed, ${CONNECTIONS} connections, ${SECONDS} s) again after ${MEMBERS} machines were
+registered in each arbiter's registry (\`POST /v1/resources/register\`, admin token, 16 at a time):
 
+${members}
+`}
 How it runs. One real \`hq-arbiter serve\` (set up as in the arbiter bench: temp config on 127.0.0.1, member
 tokens from \`hq-arbiter token issue\`, the 10.5 s start wait, both candidates heartbeat, mbp acquires) and one
 etcd ${version} (Debian's \`etcd-server\`), a single member with \`--listen-client-urls\`, \`--listen-peer-urls\` and
