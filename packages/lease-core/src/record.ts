@@ -43,6 +43,28 @@ export interface Observer {
   readonly requestTimeoutSeconds?: number | null;
 }
 
+/**
+ * The holder a grant displaced, whose validity the grant's lock-delay waits for (issue 18). Its
+ * agent, once it has persisted "stepped down from `generation`" and seen its fenced children gone,
+ * acknowledges; the arbiter then ends the lock-delay at once — down to `floor`, never below it.
+ */
+export interface Displaced {
+  readonly host: Host;
+  /** The generation it held: the one an acknowledgement must name. */
+  readonly generation: number;
+  /** The revision of the displacing grant: an acknowledgement names it or a later one (it saw the grant). */
+  readonly revision: number;
+  /**
+   * What an acknowledgement cannot end: the displaced holder's own lock-delay (`notBefore` of its
+   * grant), which waits for the holder before it. Null when its grant had none.
+   */
+  readonly floor: number | null;
+  /** Arbiter time the acknowledgement was accepted; null before. */
+  readonly acknowledgedAt: number | null;
+  /** How much of the lock-delay the acknowledgement ended, seconds; null before. */
+  readonly savedSeconds: number | null;
+}
+
 /** The stored lease row: everything but views, which live per observer. */
 export interface LeaseState {
   readonly holder: Host | null;
@@ -70,6 +92,8 @@ export interface LeaseState {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly maintenanceReason: string | null;
+  /** Set by every grant that displaced a holder; absent in a row written before issue 18 (= null). */
+  readonly displaced?: Displaced | null;
 }
 
 /** The record as the API shows it (SPEC §4). */
@@ -93,7 +117,17 @@ export interface LeaseRecord {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly floorPending: boolean;
+  /** The displaced holder and its step-down acknowledgement, if any (PROTOCOL.md). */
+  readonly displaced: PublicDisplaced | null;
   readonly now: number;
+}
+
+/** What the record shows of `Displaced`. */
+export interface PublicDisplaced {
+  readonly host: Host;
+  readonly generation: number;
+  readonly acknowledgedAt: number | null;
+  readonly savedSeconds: number | null;
 }
 
 export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseState {
@@ -114,6 +148,7 @@ export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseSt
     promotedFrom: null,
     maintenance: false,
     maintenanceReason: null,
+    displaced: null,
   };
 }
 
@@ -154,8 +189,13 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
     promotedFrom: lease.promotedFrom,
     maintenance: lease.maintenance,
     floorPending: lease.floorPending,
+    displaced: publicDisplaced(lease.displaced ?? null),
     now,
   };
+}
+
+function publicDisplaced(d: Displaced | null): PublicDisplaced | null {
+  return d === null ? null : { host: d.host, generation: d.generation, acknowledgedAt: d.acknowledgedAt, savedSeconds: d.savedSeconds };
 }
 
 export function isGeneration(value: unknown): value is number {
@@ -182,6 +222,8 @@ export interface RecordSummary {
   readonly released: boolean;
   readonly notBefore: number | null;
   readonly floorPending: boolean;
+  /** The displaced holder; `acknowledgedAt` set once its step-down ended the lock-delay. */
+  readonly displaced: { readonly host: Host; readonly generation: number; readonly acknowledgedAt: number | null } | null;
   readonly now: number;
 }
 
@@ -209,6 +251,8 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   if (typeof released !== 'boolean') return { ok: false, problem: 'record.released must be a boolean' };
   const floorPending = r['floorPending'] ?? false;
   if (typeof floorPending !== 'boolean') return { ok: false, problem: 'record.floorPending must be a boolean' };
+  const displaced = parseDisplaced(r['displaced'] ?? null);
+  if (displaced === undefined) return { ok: false, problem: 'record.displaced must be {host, generation, acknowledgedAt} or null' };
   if (!isTime(r['now'])) return { ok: false, problem: 'record.now must be a time' };
   if (holder === null && r['generation'] !== 0 && r['expired'] !== true) {
     return { ok: false, problem: 'record without holder must be expired' };
@@ -225,7 +269,18 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
       released,
       notBefore,
       floorPending,
+      displaced,
       now: r['now'],
     },
   };
+}
+
+/** The record's `displaced`, or undefined when it is malformed. */
+function parseDisplaced(input: unknown): RecordSummary['displaced'] | undefined {
+  if (input === null) return null;
+  if (typeof input !== 'object' || Array.isArray(input)) return undefined;
+  const d = input as { [k: string]: unknown };
+  const at = d['acknowledgedAt'];
+  if (!isHost(d['host']) || !isGeneration(d['generation']) || (at !== null && !isTime(at))) return undefined;
+  return { host: d['host'], generation: d['generation'], acknowledgedAt: at };
 }
