@@ -194,8 +194,8 @@ ${goals}
 Sample answer: \`${sample}\`
 
 The socket answers \`GET /v1/fence?role=R\` (a configured role, spelled exactly so) from a plain node:http
-handler in front of Fastify (its \`serverFactory\`, apps/agent/src/daemon/servers.ts); everything else — unknown
-roles, other query strings, other paths — goes to the Fastify routes, and test/agent/fence-fast-path.test.ts
+handler in front of Fastify (its \`serverFactory\`, apps/agent/src/daemon/fence.ts); everything else — unknown
+roles, other query strings, other paths — goes to the Fastify routes (the fence route sends the same answer, fence.ts), and test/agent/fence-fast-path.test.ts
 compares the two byte for byte. A \`--cpu-prof\` of the agent under this load shows Fastify at 0 %, node's
 HTTP internals and \`writev\` on top, the fence decision (lease-core \`settle\` + \`fence\`) about 5 %, and the
 agent's thread about 40 % idle: the figure is bound by the closed-loop client sharing the machine's cores, as

@@ -6,7 +6,7 @@
  *   DIR/hq-arbiter-VERSION.tgz   bin hq-arbiter
  *
  * (each also holds deploy/: the units, the launchd plist and the example configs).
- * Each app's internal packages (@hq/lease-core, @hq/runtime) travel inside its tarball as
+ * Each app's internal packages (@hq/protocol, @hq/lease-core, @hq/runtime) travel inside its tarball as
  * bundleDependencies, so `npm install -g ./hq-agent-VERSION.tgz` takes hq's own code from the
  * tarball and only the third-party dependencies from the registry. `npm pack` in a workspace
  * cannot do this itself: the internal packages are symlinks in the root node_modules, which it
@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const APPS = ['apps/agent', 'apps/arbiter'];
 /** The internal packages by name → their directory in the repository. */
-const INTERNAL = { '@hq/lease-core': 'packages/lease-core', '@hq/runtime': 'packages/runtime' };
+const INTERNAL = { '@hq/protocol': 'packages/protocol', '@hq/lease-core': 'packages/lease-core', '@hq/runtime': 'packages/runtime' };
 
 function fail(message) {
   process.stderr.write(`pack: ${message}\n`);

@@ -13,7 +13,7 @@ const dist = (p) => import(join(root, p));
 
 const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
 const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
-const { STANDBY_SPECS } = await dist('apps/agent/dist/replication/specs.js');
+const { STANDBY_SPECS } = await dist('apps/agent/dist/cli/standby-specs.js');
 const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
 const { ConfigSchema } = await dist('apps/arbiter/dist/config.js');
 const { ARBITER_ONLY_KEYS, AGENT_ONLY_KEYS } = await dist('packages/lease-core/dist/index.js');

@@ -1,14 +1,22 @@
 // tap's coverage map: which source files each test file is held to (tap's default threshold
-// is 100%). Only lease-core is measured: it is the pure core and must be covered completely;
-// the daemons are exercised by real-process tests whose coverage tap cannot attribute.
+// is 100%). Only the pure packages are measured: lease-core (every decision) and protocol (the
+// contract between processes) must be covered completely; the daemons are exercised by
+// real-process tests whose coverage tap cannot attribute.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const core = 'packages/lease-core/src';
-const coreFiles = readdirSync(core)
-  .filter((f) => f.endsWith('.ts'))
-  .map((f) => join(core, f));
+function sources(dir) {
+  return readdirSync(dir, { recursive: true })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => join(dir, f));
+}
+
+const core = sources('packages/lease-core/src');
+const protocol = sources('packages/protocol/src');
 
 export default function coverageMap(testFile) {
-  return testFile.replaceAll('\\', '/').includes('test/lease-core/') ? coreFiles : null;
+  const f = testFile.replaceAll('\\', '/');
+  if (f.includes('test/lease-core/')) return core;
+  if (f.includes('test/protocol/')) return protocol;
+  return null;
 }

@@ -112,6 +112,10 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
     ['the arbiter\'s candidates', { candidates: ['mbp', 'node-b'] }, /candidates: is a key of hq-arbiter's config/],
     ['a probe as long as its own heartbeat', { heartbeatCron: '*/2 * * * * *', probeTimeoutSeconds: 2 }, /probeTimeoutSeconds \(2\) must be shorter than the heartbeat interval of heartbeatCron \(2\)/],
     ['a reserved host name in peers', { peers: { constructor: 'http://127.0.0.1:1' } }, /peers\.constructor/],
+    // The host rule is the protocol's on every side: the reserved names are no host here either.
+    ['a reserved hostName', { hostName: 'constructor' }, /^\S+: hostName: "constructor" is a reserved name$/],
+    ['a reserved arbiter', { arbiter: 'prototype' }, /^\S+: arbiter: "prototype" is a reserved name$/],
+    ['a hostName that is no host', { hostName: 'Node B' }, /^\S+: hostName: must match \^\[a-z0-9\]\[a-z0-9-\]\{0,31\}\$$/],
     ['a cron that never fires', { heartbeatCron: '0 0 30 2 *' }, /heartbeatCron/],
     // The member token is sent to arbiterUrl: a bare origin only (#16 item 13).
     ['credentials in arbiterUrl', { arbiterUrl: 'http://user:pass@127.0.0.1:8470' }, /arbiterUrl: .* must not carry credentials/],
@@ -483,7 +487,7 @@ t.test('errors name what they used: the URL and the file it came from, a server 
 
 t.test('help is wrapped to 80 columns: hq --help and every command, doctor and standby included (#17)', async (t) => {
   const { DOCTOR_SPEC } = await import('../../apps/agent/src/cli/doctor.js');
-  const { STANDBY_SPECS } = await import('../../apps/agent/src/replication/specs.js');
+  const { STANDBY_SPECS } = await import('../../apps/agent/src/cli/standby-specs.js');
   const specs = [...COMMANDS.map((c) => c.spec), DOCTOR_SPEC, ...Object.values(STANDBY_SPECS)];
   for (const spec of specs) {
     const long = helpText(spec).split('\n').filter((l) => [...l].length > 80);

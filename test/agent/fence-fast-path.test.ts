@@ -1,5 +1,5 @@
 /**
- * The socket's fence fast path (servers.ts `fenceFastPath`) answers byte for byte what the
+ * The socket's fence fast path (fence.ts `fenceFastPath`) answers byte for byte what the
  * Fastify route answers: the same raw HTTP responses (status line, headers in order, body; the
  * Date header aside) for the holder, a standby, no lease, unknown roles, bad, missing and
  * duplicated queries, other methods and paths. Both apps serve one agent on a frozen clock, so

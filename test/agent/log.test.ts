@@ -6,6 +6,7 @@
 import t from 'tap';
 import { agentLogger, componentLogger } from '../../apps/agent/src/daemon/log.js';
 import { arbiterLogger } from '../../apps/arbiter/src/log.js';
+import { cliLine } from '../../apps/agent/src/cli/log-line.js';
 
 function sink(): { lines: string[]; write(s: string): void } {
   const lines: string[] = [];
@@ -51,4 +52,22 @@ t.test('the arbiter writes the same shape', async (t) => {
   t.same(Object.keys(a).sort(), Object.keys(b).sort(), `the same keys on both sides (${Object.keys(b).join(', ')})`);
   t.type(b['time'], 'number', "the arbiter's time is epoch milliseconds too");
   t.equal(count(arbiterOut.lines[0] as string, 'host'), 1, 'no second host from a hostname binding');
+});
+
+t.test("the CLI's own lines have the daemons' shape", async (t) => {
+  const out = sink();
+  agentLogger('mbp', out).info({ category: 'hq.fence', event: 'allowed' }, 'allowed');
+  const daemon = JSON.parse(out.lines[0] as string) as Record<string, unknown>;
+  const text = cliLine('hq.fence', 'lost', { role: 'cron', reason: 'not-holder', generation: 3 }, 'warn', 1_796_000_000_123);
+  t.ok(text.endsWith('}\n') && text.split('\n').length === 2, 'one line');
+  const line = text.trimEnd();
+  for (const key of ['time', 'level', 'pid', 'name', 'category', 'event']) t.equal(count(line, key), 1, `exactly one "${key}" key: ${line}`);
+  const o = JSON.parse(line) as Record<string, unknown>;
+  t.equal(o['time'], 1_796_000_000_123, 'time is epoch milliseconds, as the daemons write it');
+  t.type(daemon['time'], 'number');
+  t.equal(o['level'], 40, 'a lost fence is a warning (pino level 40)');
+  t.equal(JSON.parse(cliLine('hq.fence', 'allowed', {})).level, daemon['level'], 'an ordinary line has the info level the daemon uses');
+  t.match(o, { pid: process.pid, name: 'hq', category: 'hq.fence', event: 'lost', role: 'cron', reason: 'not-holder', generation: 3 });
+  const shared = ['level', 'time', 'pid', 'name', 'category', 'event'];
+  t.same(shared.filter((k) => k in daemon), shared, 'the daemon line has the same head keys');
 });

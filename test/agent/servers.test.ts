@@ -133,6 +133,10 @@ t.test('the peer listener answers health without a token and confirmations only 
   t.equal(coerced.statusCode, 400, 'a string generation is not coerced');
   const extra = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { ...body, x: 1 }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
   t.equal(extra.statusCode, 400, 'an unknown field is refused');
+  for (const host of ['constructor', 'prototype']) {
+    const reserved = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host, generation: 1 }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
+    t.same([reserved.statusCode, reserved.json().error], [400, 'HQ_ERR_BAD_REQUEST'], `the reserved name ${host} is no host, refused by the schema`);
+  }
   const ok = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: body, headers: { authorization: `BEARER ${PEER_TOKEN}` } });
   t.equal(ok.statusCode, 200, 'the peer token (any scheme case) is accepted');
   t.same(ok.json(), { confirmed: true, generation: 1, reason: 'confirmed' }, 'the standby confirms the holder it knows');

@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { VERSION } from '../../packages/lease-core/src/index.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const PACKAGES = ['.', 'packages/lease-core', 'packages/runtime', 'apps/arbiter', 'apps/agent'];
+const PACKAGES = ['.', 'packages/protocol', 'packages/lease-core', 'packages/runtime', 'apps/arbiter', 'apps/agent'];
 
 t.test('every package.json carries VERSION and CHANGELOG.md has its entry', async (t) => {
   t.match(VERSION, /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/, 'VERSION is semver');

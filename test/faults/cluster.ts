@@ -28,7 +28,7 @@ import { createInterface } from 'node:readline';
 import { request } from 'node:http';
 
 import Database from 'better-sqlite3';
-import { sqliteGuard } from '@hq/lease-core';
+import { sqliteGuard } from '@hq/lease-core/sqlite-guard';
 
 import { buildRoot } from './build.js';
 
@@ -39,7 +39,7 @@ const RELAY = join(ROOT, 'test/faults/relay.mjs');
 const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
 const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli.js');
-const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/index.js');
+const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/sqlite-guard.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';

@@ -12,7 +12,7 @@
 //   outcome  "accepted" | "refused" (the guard said no) | "error" (e.g. SQLITE_BUSY).
 // Plus `start` and, on SIGTERM, `end`; one writeSync per line. Every `t` is CLOCK_MONOTONIC in
 // seconds (process.hrtime), the clock every process here shares. The guard comes from the build
-// under test (HQF_LEASE_CORE, a path to @hq/lease-core's dist/index.js).
+// under test (HQF_LEASE_CORE, a path to @hq/lease-core's dist/sqlite-guard.js).
 import { openSync, writeSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -29,7 +29,7 @@ const line = (kind, extra = {}, s = seq++) =>
   writeSync(fd, JSON.stringify({ src: 'worker', host, pid: process.pid, seq: s, generation, t: now(), kind, ...extra }) + '\n');
 
 const core = process.env.HQF_LEASE_CORE;
-const { sqliteGuard } = await import(core ? pathToFileURL(core).href : '@hq/lease-core');
+const { sqliteGuard } = await import(core ? pathToFileURL(core).href : '@hq/lease-core/sqlite-guard');
 const db = new Database(resource);
 // The harness made the file (WAL, tables); a short busy wait: a writer frozen inside its
 // transaction (laptop sleep) must not freeze the other host's worker for long.

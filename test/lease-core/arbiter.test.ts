@@ -23,15 +23,16 @@ import {
   toRecord,
   transfer,
 } from '../../packages/lease-core/src/index.js';
-import type { AcquireInput, ArbiterSettings, ArbiterState, Boot, Context, HeartbeatInput, LeaseState, Observer, Step } from '../../packages/lease-core/src/index.js';
+import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseState, Observer, Step } from '../../packages/lease-core/src/index.js';
+import type { AcquireRequest, HeartbeatRequest } from '../../packages/protocol/src/index.js';
 
 /**
  * The agents' request timeout is theirs (S6): every request declares it, and the arbiter counts
  * a report for S2.3/S2.4 only with it. These tests send 5 s unless a case says otherwise.
  */
 const RT = 5;
-const acquire = (s: ArbiterState, c: Context, i: AcquireInput) => acquireCore(s, c, { requestTimeoutSeconds: RT, ...i });
-const heartbeat = (s: ArbiterState, c: Context, i: HeartbeatInput) => heartbeatCore(s, c, { requestTimeoutSeconds: RT, ...i });
+const acquire = (s: ArbiterState, c: Context, i: AcquireRequest) => acquireCore(s, c, { requestTimeoutSeconds: RT, ...i });
+const heartbeat = (s: ArbiterState, c: Context, i: HeartbeatRequest) => heartbeatCore(s, c, { requestTimeoutSeconds: RT, ...i });
 const noteReport = (s: ArbiterState, c: Context, b: Boot, host: string, seen: number | undefined, generation: number | undefined, rt: number | null = RT) =>
   noteReportCore(s, c, b, host, seen, generation, rt ?? undefined);
 

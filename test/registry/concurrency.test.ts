@@ -6,7 +6,8 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { openRegistryDatabase, RegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { SqliteRegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { openDatabase } from '../../apps/arbiter/src/store/database.js';
 import { childEnv } from '../arbiter/child.js';
 
 const WORKER = resolve(import.meta.dirname, 'fixtures/allocate-worker.ts');
@@ -40,9 +41,7 @@ function worker(dbPath: string, machine: string, mode: 'grab' | 'churn', count: 
 
 function freshDb(dir: string): string {
   const path = join(dir, 'hq.db');
-  const db = openRegistryDatabase(path);
-  new RegistryStore(db); // runs the migration once before the workers race
-  db.close();
+  openDatabase({ path }).close(); // made and migrated once, before the workers race
   return path;
 }
 
@@ -60,8 +59,8 @@ t.test('four processes allocating 20 ports each get 50 distinct ports and 30 ban
   t.same([...ports].sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => 31450 + i), 'the grants are exactly 31450–31499');
   t.ok(results.filter((r) => !r.ok).every((r) => r.reason === 'band-full'), 'every refusal is band-full');
   t.ok(new Set(granted.map((r) => r.machine)).size > 1, 'more than one worker got ports (they really raced)');
-  const db = openRegistryDatabase(dbPath);
-  const store = new RegistryStore(db);
+  const db = openDatabase({ path: dbPath });
+  const store = new SqliteRegistryStore(db);
   const live = store.listPortLeases(Date.now());
   db.close();
   t.equal(live.length, 50, 'the database holds 50 live leases');

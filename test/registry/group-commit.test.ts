@@ -2,20 +2,14 @@
  * GroupCommit: the writes of one event-loop turn share one transaction, each decided as alone;
  * a throwing write fails alone; a failed commit fails the group and writes nothing.
  */
-import t, { type Test } from 'tap';
-import { join } from 'node:path';
+import t from 'tap';
 import { GroupCommit } from '../../apps/arbiter/src/registry/group-commit.js';
-import { openRegistryDatabase, RegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import type { RegistryStore } from '../../apps/arbiter/src/store/store.js';
+import { STORE_FACTORIES } from '../arbiter/store/factories.js';
 import type { Actor } from '../../apps/arbiter/src/registry/decide.js';
 
 const NOW = 1_800_000_000_000;
 const admin: Actor = { machine: 'ops', admin: true };
-
-function fresh(t: Test): RegistryStore {
-  const db = openRegistryDatabase(join(t.testdir(), 'hq.db'));
-  t.teardown(() => db.close());
-  return new RegistryStore(db);
-}
 
 function machine(id: string) {
   return { id, name: id, kind: 'machine' as const, machine: id, attrs: new Map(), observedAt: NOW, ttlMs: 60_000 };
@@ -37,55 +31,59 @@ function outermost(store: RegistryStore, seen: (result: unknown) => void): void 
   };
 }
 
-t.test('allocations submitted in one turn share a group and still get distinct ports', async (t) => {
-  const store = fresh(t);
-  const group = new GroupCommit(store);
-  let commits = 0;
-  outermost(store, () => commits++);
-  const answers = await Promise.all(
-    Array.from({ length: 10 }, (_, i) => group.submit(() => store.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, `${String(i).padStart(32, '0')}`, NOW))),
-  );
-  const ports = answers.map((a) => (a.ok ? a.lease.port : -1));
-  t.equal(commits, 1, 'ten writes of one turn are one transaction');
-  t.same(ports, Array.from({ length: 10 }, (_, i) => 31450 + i), 'each allocation saw the ones before it in the group');
-  t.equal(store.listPortLeases(NOW).length, 10, 'all ten are committed');
-});
+for (const factory of STORE_FACTORIES) {
+  t.test(factory.name, async (t) => {
+    t.test('allocations submitted in one turn share a group and still get distinct ports', async (t) => {
+      const store = factory.registry(t);
+      const group = new GroupCommit(store);
+      let commits = 0;
+      outermost(store, () => commits++);
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => group.submit(() => store.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, `${String(i).padStart(32, '0')}`, NOW))),
+      );
+      const ports = answers.map((a) => (a.ok ? a.lease.port : -1));
+      t.equal(commits, 1, 'ten writes of one turn are one transaction');
+      t.same(ports, Array.from({ length: 10 }, (_, i) => 31450 + i), 'each allocation saw the ones before it in the group');
+      t.equal(store.listPortLeases(NOW).length, 10, 'all ten are committed');
+    });
 
-t.test('a write that throws fails alone; the rest of its group commits', async (t) => {
-  const store = fresh(t);
-  const group = new GroupCommit(store);
-  const a = group.submit(() => store.register(machine('mbp'), admin, NOW));
-  const bad = group.submit((): never => {
-    store.register(machine('node-b'), admin, NOW);
-    throw new Error('boom');
+    t.test('a write that throws fails alone; the rest of its group commits', async (t) => {
+      const store = factory.registry(t);
+      const group = new GroupCommit(store);
+      const a = group.submit(() => store.register(machine('mbp'), admin, NOW));
+      const bad = group.submit((): never => {
+        store.register(machine('node-b'), admin, NOW);
+        throw new Error('boom');
+      });
+      const c = group.submit(() => store.register(machine('cloud-vm'), admin, NOW));
+      t.equal((await a).ok, true, 'the write before succeeds');
+      await t.rejects(bad, /boom/, 'the throwing write rejects');
+      t.equal((await c).ok, true, 'the write after succeeds');
+      t.same(
+        store.listResources({}, NOW).map((r) => r.id),
+        ['cloud-vm', 'mbp'],
+        "the throwing write's own register was rolled back to its savepoint",
+      );
+    });
+
+    t.test('a failed transaction rejects every write of the group and writes nothing', async (t) => {
+      const store = factory.registry(t);
+      const group = new GroupCommit(store);
+      store.inOneCommit = (): never => {
+        throw new Error('SQLITE_BUSY: database is locked');
+      };
+      const all = [group.submit(() => store.register(machine('mbp'), admin, NOW)), group.submit(() => store.register(machine('node-b'), admin, NOW))];
+      for (const p of all) await t.rejects(p, /SQLITE_BUSY/, 'each write of the group rejects with the error');
+      t.same(store.listResources({}, NOW), [], 'nothing was written');
+    });
+
+    t.test('a group is capped; the rest run in the next group', async (t) => {
+      const store = factory.registry(t);
+      const group = new GroupCommit(store, 3);
+      const sizes: number[] = [];
+      outermost(store, (r) => sizes.push((r as unknown[]).length));
+      await Promise.all(Array.from({ length: 7 }, (_, i) => group.submit(() => store.register(machine(`h${i}`), admin, NOW))));
+      t.same(sizes, [3, 3, 1], 'seven writes with a cap of three are three groups');
+    });
   });
-  const c = group.submit(() => store.register(machine('cloud-vm'), admin, NOW));
-  t.equal((await a).ok, true, 'the write before succeeds');
-  await t.rejects(bad, /boom/, 'the throwing write rejects');
-  t.equal((await c).ok, true, 'the write after succeeds');
-  t.same(
-    store.listResources({}, NOW).map((r) => r.id),
-    ['cloud-vm', 'mbp'],
-    "the throwing write's own register was rolled back to its savepoint",
-  );
-});
-
-t.test('a failed transaction rejects every write of the group and writes nothing', async (t) => {
-  const store = fresh(t);
-  const group = new GroupCommit(store);
-  store.inOneCommit = (): never => {
-    throw new Error('SQLITE_BUSY: database is locked');
-  };
-  const all = [group.submit(() => store.register(machine('mbp'), admin, NOW)), group.submit(() => store.register(machine('node-b'), admin, NOW))];
-  for (const p of all) await t.rejects(p, /SQLITE_BUSY/, 'each write of the group rejects with the error');
-  t.same(store.listResources({}, NOW), [], 'nothing was written');
-});
-
-t.test('a group is capped; the rest run in the next group', async (t) => {
-  const store = fresh(t);
-  const group = new GroupCommit(store, 3);
-  const sizes: number[] = [];
-  outermost(store, (r) => sizes.push((r as unknown[]).length));
-  await Promise.all(Array.from({ length: 7 }, (_, i) => group.submit(() => store.register(machine(`h${i}`), admin, NOW))));
-  t.same(sizes, [3, 3, 1], 'seven writes with a cap of three are three groups');
-});
+}

@@ -12,7 +12,8 @@ import { manualClock, type ManualClock } from '../../apps/arbiter/src/clock.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import { registryRoutes } from '../../apps/arbiter/src/registry/routes.js';
 import { registerFleetMetrics } from '../../apps/arbiter/src/registry/metrics.js';
-import { RegistryStore, openRegistryDatabase } from '../../apps/arbiter/src/registry/store.js';
+import { SqliteRegistryStore } from '../../apps/arbiter/src/registry/store.js';
+import { openDatabase } from '../../apps/arbiter/src/store/database.js';
 import type { Bands } from '../../apps/arbiter/src/registry/decide.js';
 import { fastConfig } from '../arbiter/helper.js';
 
@@ -20,7 +21,7 @@ export interface RegistryHarness {
   readonly dir: string;
   readonly rt: Runtime;
   readonly app: FastifyInstance;
-  readonly store: RegistryStore;
+  readonly store: SqliteRegistryStore;
   readonly clock: ManualClock;
   readonly metrics: Registry;
   readonly tokens: { admin: string; mbp: string; nodeb: string; query: string };
@@ -35,8 +36,8 @@ export async function registryHarness(t: Test, opts: { bands?: Bands; dir?: stri
   const clock = manualClock();
   const rt = createRuntime({ config, clock, log: pino({ level: 'silent' }), processMetrics: false });
   const app = await rt.app();
-  const db = openRegistryDatabase(rt.store.path);
-  const store = new RegistryStore(db, opts.bands === undefined ? {} : { bands: opts.bands });
+  const db = openDatabase({ path: rt.store.path });
+  const store = new SqliteRegistryStore(db, opts.bands === undefined ? {} : { bands: opts.bands });
   const nowMs = (): number => Math.round(clock.now() * 1000);
   await app.register(registryRoutes, { store, now: nowMs });
   const metrics = new Registry();

@@ -10,7 +10,7 @@ import { chmodSync, existsSync, readFileSync, readlinkSync, writeFileSync } from
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { standbyCommand } from '../../apps/agent/src/replication/cli.js';
+import { standbyCommand } from '../../apps/agent/src/cli/standby.js';
 import Fastify from 'fastify';
 import { readdirSync } from 'node:fs';
 import { survivalRoutes } from '../../apps/arbiter/src/routes/survival.js';
@@ -197,11 +197,27 @@ t.test('the survival subset reaches the arbiter without a single secret, and a s
     method: 'PUT',
     headers: { authorization: `Bearer ${member}`, 'content-type': 'application/json' },
     body: JSON.stringify({
-      manifest: { generation: '20261201T070009Z', tier: 'core', leaseGeneration: 3, holder: 'mbp', entries: [{ path: 'decisions/auth.json', bytes: 3, sha256: 'a'.repeat(64) }] },
+      manifest: {
+        generation: '20261201T070009Z',
+        tier: 'core',
+        createdAt: '2026-12-01T07:00:09.000Z',
+        source: app,
+        host: 'mbp',
+        leaseGeneration: 3,
+        holder: 'mbp',
+        entries: [{ path: 'decisions/auth.json', bytes: 3, sha256: 'a'.repeat(64), kind: 'file', reused: false }],
+      },
       sums: `${'a'.repeat(64)}  decisions/auth.json\n`,
     }),
   });
   t.equal(forged.status, 400, 'the arbiter refuses a secret even when an agent sends one');
+  t.match(((await forged.json()) as { message: string }).message, /decisions\/auth\.json is a secret/, 'a well-formed manifest: the secret check is what refuses it');
+  const sloppy = await fetch(`${arbUrl}/v1/survival/core/20261201T070009Z`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${member}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ manifest: { generation: '20261201T070009Z', tier: 'core', leaseGeneration: 3, holder: 'mbp', entries: [] }, sums: '' }),
+  });
+  t.same([sloppy.status, ((await sloppy.json()) as { message: string }).message.startsWith('manifest ')], [400, true], "a manifest the agent's reader refuses is refused by the arbiter too");
   write(app, 'decisions/keep.md', 'keep 2\n');
   const r4 = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { HQ_GENERATION: '4', HQ_HOLDER: 'mbp' }, () => T0 + 1000);
   t.equal(r4.code, 0, 'a copy from generation 4 is accepted');

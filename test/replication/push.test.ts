@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { buildSnapshot } from '../../apps/agent/src/replication/snapshot.js';
 import { pushGeneration } from '../../apps/agent/src/replication/push.js';
 import { verifyTier } from '../../apps/agent/src/replication/verify.js';
-import { formatSums, type Manifest } from '../../apps/agent/src/replication/manifest.js';
+import { formatSums, type Manifest } from '../../packages/protocol/src/index.js';
 import { config, peer, tmp, TOKEN, write } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');

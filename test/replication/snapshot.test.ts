@@ -7,14 +7,14 @@ import { buildSnapshot, survivalSubset, stripHostLocal, SnapshotError } from '..
 import { planTier } from '../../apps/agent/src/replication/plan.js';
 import {
   DEFAULT_PLAN,
-  DEFAULT_SECRET_PATTERNS,
   REPLICATION_DEFAULTS,
-  isSecretPath,
   resolveReplication,
   validateReplication,
 } from '../../apps/agent/src/replication/config.js';
 import { ConfigError } from '../../apps/agent/src/config-file.js';
-import { generationId, parseManifest, parseSums, sha256File, sumsDisagreement } from '../../apps/agent/src/replication/manifest.js';
+import { sha256File } from '../../apps/agent/src/replication/manifest.js';
+import { DEFAULT_SECRET_PATTERNS, generationId, isSecretPath, parseSums, sumsDisagreement } from '../../packages/protocol/src/index.js';
+import { parseManifest } from '../../packages/protocol/src/schemas/index.js';
 import { config, ROOT, tmp, write, writer } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');
@@ -274,6 +274,7 @@ const refusals: readonly [string, unknown, string][] = [
   ['a standby folder inside the state it protects', { stateDir: '/a', standbyDir: '/a/standby' }, 'replication.standbyDir'],
   ['an outbox that contains the state', { stateDir: '/a/b', outboxDir: '/a' }, 'replication.outboxDir'],
   ['a pushTo that is not a host', { stateDir: '/a', pushTo: ['Node B'] }, 'replication.pushTo.0'],
+  ['a pushTo that is a reserved name', { stateDir: '/a', pushTo: ['mbp', 'constructor'] }, 'replication.pushTo.1'],
   ['a pollersOff that is not a list', { stateDir: '/a', pollersOff: 'telegram' }, 'replication.pollersOff'],
   ['a pollersOff entry that is not text', { stateDir: '/a', pollersOff: ['telegram', 3] }, 'replication.pollersOff.1'],
   ['a pollersOff entry that is not a key path', { stateDir: '/a', pollersOff: ['telegram', 'bots..discord'] }, 'replication.pollersOff.1'],

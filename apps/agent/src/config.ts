@@ -20,14 +20,14 @@ import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from './config-file.js';
 import { cronGapSeconds } from '@hq/runtime';
-import { DEFAULT_ROLES, NEVER_FAIL_OPEN, checkCadence, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
+import { checkCadence, wrongDaemon } from '@hq/lease-core';
+import { DEFAULT_ROLES, HOST_SCHEMA_PATTERN, NEVER_FAIL_OPEN, ROLE_SCHEMA_PATTERN, hostProblem, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 
-const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
-const Host = Type.String({ pattern: HOST });
+const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN });
 const Seconds = Type.Number({ exclusiveMinimum: 0 });
 const Url = Type.String({ pattern: '^https?://' });
-const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST }), value);
+const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
 
 export const AgentConfigSchema = Type.Object(
   {
@@ -37,7 +37,7 @@ export const AgentConfigSchema = Type.Object(
     heartbeatCron: Type.Optional(Type.String()),
     refreshSeconds: Type.Optional(Seconds),
     failOpenRoles: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
-    roles: Type.Optional(Type.Array(Type.String({ minLength: 1, pattern: '^[a-z0-9][a-z0-9-]{0,63}$' }), { minItems: 1 })),
+    roles: Type.Optional(Type.Array(Type.String({ minLength: 1, pattern: ROLE_SCHEMA_PATTERN }), { minItems: 1 })),
     healthUrls: Type.Optional(HostMap(Url)),
     tailnetDomain: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.-]+$' })),
     tailscaleBin: Type.Optional(Type.String()),
@@ -141,7 +141,9 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
     const key = keyOf(first.instancePath);
     const owned = unknown !== undefined && !key.includes('.') ? wrongDaemon(key, 'hq-agent') : null;
     const hint = unknown !== undefined && !key.includes('.') ? didYouMean(key, Object.keys(AgentConfigSchema.properties)) : '';
-    const message = unknown !== undefined ? (owned ?? `is not a known key${hint}`) : first.message;
+    // A host key says why its value is no host (a reserved name, the pattern), as every host check does.
+    const host = unknown === undefined && (key === 'hostName' || key === 'arbiter') ? hostProblem((input as { [k: string]: unknown })[key]) : null;
+    const message = unknown !== undefined ? (owned ?? `is not a known key${hint}`) : (host ?? first.message);
     throw new ConfigError(key, `${key}: ${message}`);
   }
   const c = input as AgentConfigFile;

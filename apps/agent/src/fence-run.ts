@@ -16,10 +16,10 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import type { FenceAnswer } from './cli/local.js';
+import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
 
 export type CheckResult =
-  | { readonly kind: 'answer'; readonly fence: FenceAnswer }
+  | { readonly kind: 'answer'; readonly fence: FenceDecision }
   | { readonly kind: 'down'; readonly problem: string }
   | { readonly kind: 'bad-role'; readonly message: string };
 
@@ -75,7 +75,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
     const first = await opts.check();
     if (first.kind === 'bad-role') return -2;
     if (first.kind === 'down') {
-      opts.log('skipped', { role: opts.role, reason: 'agent-unreachable', problem: first.problem });
+      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem });
       return opts.skipExit;
     }
     const f = first.fence;
@@ -122,7 +122,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
         for (const [s, h] of handlers) process.off(s, h);
         done(code);
       };
-      const lose = (reason: string, data: { [k: string]: unknown }): void => {
+      const lose = (reason: FenceRunReason, data: { [k: string]: unknown }): void => {
         if (stopping) return;
         stopping = true;
         if (checkTimer !== null) clearTimeout(checkTimer);
@@ -152,7 +152,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
           const a = r.fence;
           if (!a.run) return lose(a.reason, { now: { generation: a.generation, holder: a.holder } });
           if (a.generation !== generation || a.holder !== holder) {
-            return lose('generation-changed', { now: { generation: a.generation, holder: a.holder } });
+            return lose(GENERATION_CHANGED, { now: { generation: a.generation, holder: a.holder } });
           }
           const next: Validity = { from: at, seconds: a.validForSeconds ?? Infinity };
           // Keep the later end: an answer can only extend what the earlier one promised.
@@ -161,7 +161,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
         }
         // No answer: keep going only while a later check still leaves room to stop in time.
         if (left(validity) <= opts.graceSeconds + LEAD + MIN_GAP) {
-          return lose('agent-unreachable', { problem: r.kind === 'down' ? r.problem : r.message });
+          return lose(AGENT_UNREACHABLE, { problem: r.kind === 'down' ? r.problem : r.message });
         }
         schedule();
       };

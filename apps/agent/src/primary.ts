@@ -23,7 +23,7 @@
  * agent adopts generations, from the arbiter).
  */
 import { join } from 'node:path';
-import { isHost } from '@hq/lease-core';
+import { isHost } from '@hq/protocol';
 import type { AgentConfig } from './config.js';
 import { readSecure } from './files.js';
 import { loadSeen, statePaths } from './state.js';

@@ -5,7 +5,8 @@
  * guard of S2.2 applies, as if a confirmation had been given).
  */
 import { join } from 'node:path';
-import { isGeneration, isHost, parseGeneration, type Persisted } from '@hq/lease-core';
+import { isGeneration, parseGeneration, type Persisted } from '@hq/lease-core';
+import { isHost } from '@hq/protocol';
 import { readSecure, writeAtomic } from './files.js';
 
 export interface StatePaths {

@@ -3,14 +3,15 @@
  * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
-import type { ArbiterSettings, ArbiterState, Boot, Context, LeaseRecord, Step, TimingProblem } from '@hq/lease-core';
+import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
+import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from './clock.js';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
-import type { EventInput, EventRow, LeaseStore } from './store/store.js';
+import type { EventInput, EventLog, EventRow, LeaseRecords } from './store/store.js';
 import { TimingNotes, failoverOf } from './timing.js';
 
 /** A lost compare-and-swap: an answer (412), not a fault, so it carries no stack trace. */
@@ -61,7 +62,8 @@ export interface Decided<A> {
 
 export interface ArbiterDeps {
   readonly config: ArbiterConfig;
-  readonly store: LeaseStore;
+  /** The record CAS for decisions, the event log for shell-side events (`note`). */
+  readonly store: LeaseRecords & EventLog;
   readonly clock: Clock;
   readonly sink: EventSink;
   readonly metrics: Metrics;

@@ -7,7 +7,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { LeaseStore, Scope, TokenRow } from './store/store.js';
+import type { Scope, TokenRow, TokenStore } from './store/store.js';
 
 export const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
 export const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
@@ -33,7 +33,7 @@ export type AuthResult =
  * Reads the Authorization header from raw headers (Node keeps only the first of duplicates):
  * none → principal null; two or more → 400; a malformed, unknown or revoked token → 401.
  */
-export function authenticate(store: LeaseStore, rawHeaders: readonly string[]): AuthResult {
+export function authenticate(store: TokenStore, rawHeaders: readonly string[]): AuthResult {
   const values: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() === 'authorization') values.push(rawHeaders[i + 1] as string);
@@ -61,7 +61,7 @@ function sameHash(a: string, b: string): boolean {
 }
 
 /** Issues a token for `machine`; returns the token (shown once) and stores only its hash. */
-export function issueToken(store: LeaseStore, machine: string, scope: Scope, now: number): string {
+export function issueToken(store: TokenStore, machine: string, scope: Scope, now: number): string {
   const token = newToken();
   store.insertToken(machine, scope, sha256Hex(token), now);
   return token;
@@ -71,7 +71,7 @@ export function issueToken(store: LeaseStore, machine: string, scope: Scope, now
  * `token issue` without `--keep-old`: the new token replaces `machine`'s active tokens of the
  * same scope (they fail from the next request on). Returns the token and how many it replaced.
  */
-export function reissueToken(store: LeaseStore, machine: string, scope: Scope, now: number): { token: string; replaced: number } {
+export function reissueToken(store: TokenStore, machine: string, scope: Scope, now: number): { token: string; replaced: number } {
   const token = newToken();
   return { token, replaced: store.replaceToken(machine, scope, sha256Hex(token), now) };
 }
@@ -132,7 +132,7 @@ export function writeSecretFile(path: string, text: string): void {
  * `{dataDir}/admin.token` (replacing a stale file from an earlier database). Returns the path
  * when a token was written.
  */
-export function ensureAdminToken(store: LeaseStore, dataDir: string, machine: string, now: number): string | null {
+export function ensureAdminToken(store: TokenStore, dataDir: string, machine: string, now: number): string | null {
   if (store.hasActiveAdmin()) return null;
   const token = issueToken(store, machine, 'admin', now);
   const path = join(dataDir, 'admin.token');

@@ -16,12 +16,13 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { scheduleCron, type Schedule } from '@hq/runtime';
 import type { Logger } from 'pino';
-import type { ArbiterState, CheckAnswer, Probe } from '@hq/lease-core';
+import type { ArbiterState, Probe } from '@hq/lease-core';
+import type { CheckAnswer } from '@hq/protocol';
 import { check } from '@hq/lease-core';
 import type { Arbiter } from './arbiter.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
-import type { EventInput, LeaseStore } from './store/store.js';
+import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -131,7 +132,8 @@ class HolderChanged extends Error {}
 
 export interface CheckerDeps {
   readonly arbiter: Arbiter;
-  readonly store: LeaseStore;
+  /** Reads for a skipped check's answer; the lock that keeps two checks from overlapping. */
+  readonly store: LeaseRecords & CheckLock;
   readonly prober: Prober;
   readonly metrics: Metrics;
   readonly log: Logger;

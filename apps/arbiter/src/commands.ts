@@ -4,7 +4,7 @@
  * start failed); 2 usage or configuration error (one line on stderr).
  */
 import { existsSync } from 'node:fs';
-import { isHost } from '@hq/lease-core';
+import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
@@ -181,7 +181,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
       if (verb === 'issue') {
         allowOnly(p, ['scope', 'keep-old']);
-        if (machine === undefined || !isHost(machine)) throw new UsageError('token issue needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
+        if (machine === undefined || !isHost(machine)) throw new UsageError(`token issue needs a MACHINE matching ${HOST_PATTERN.source}`);
         const scope = (p.flags.get('scope') ?? 'member') as string;
         if (!(SCOPES as readonly string[]).includes(scope)) throw new UsageError('--scope must be member, admin or query');
         const cfg = config(p);
@@ -205,7 +205,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       }
       if (verb === 'revoke') {
         allowOnly(p, ['id']);
-        if (machine === undefined || !isHost(machine)) throw new UsageError('token revoke needs a MACHINE matching ^[a-z0-9][a-z0-9-]{0,31}$');
+        if (machine === undefined || !isHost(machine)) throw new UsageError(`token revoke needs a MACHINE matching ${HOST_PATTERN.source}`);
         const idFlag = p.flags.get('id');
         const id = typeof idFlag === 'string' ? Number(idFlag) : null;
         if (id !== null && (!/^[1-9][0-9]*$/.test(idFlag as string) || !Number.isSafeInteger(id))) throw new UsageError('--id must be a token id from "token list" (a positive integer)');

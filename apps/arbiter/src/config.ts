@@ -12,14 +12,11 @@ import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { cronGapSeconds } from '@hq/runtime';
-import { checkLeaseTiming, hostProblem, isHost, wrongDaemon } from '@hq/lease-core';
+import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
-// Before the registry schemas: they import HOST_SCHEMA_PATTERN back from this module.
-import { HOST_SCHEMA_PATTERN } from './host-pattern.js';
+import { HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
 import { PortBandsConfig } from './registry/schemas.js';
 import { bandsFromConfig, type Bands } from './registry/decide.js';
-
-export { HOST_SCHEMA_PATTERN };
 
 const HostName = Type.String({ pattern: HOST_SCHEMA_PATTERN });
 const Seconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
@@ -192,7 +189,7 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
     if (first === undefined) return fail('(root)', 'does not match the schema');
     const key = keyOf(first.instancePath);
     if (first.keyword === 'pattern' && /arbiter|candidates|standby/.test(key)) {
-      return fail(key, 'must be a host name matching ^[a-z0-9][a-z0-9-]{0,31}$ (not "constructor" or "prototype")');
+      return fail(key, `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`);
     }
     return fail(key, first.message);
   }

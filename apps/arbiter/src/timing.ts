@@ -15,8 +15,8 @@ import {
   type Failover,
   type LeaseTiming,
   type Observer,
-  type TimingProblem,
 } from '@hq/lease-core';
+import type { TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from './config.js';
 
 export function leaseTimingOf(config: ArbiterConfig): LeaseTiming {

@@ -30,7 +30,9 @@
  *      could have run alone (above `ackFloor`): the fenced children of an earlier life are not
  *      known to it, so it cannot say they are gone.
  */
-import type { Host, RecordSummary } from './record.js';
+import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
+import { NEVER_FAIL_OPEN } from '@hq/protocol';
+import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
 
@@ -44,18 +46,6 @@ export interface Stamp {
 export function elapsed(from: Stamp, to: Stamp): number {
   return Math.max(to.mono - from.mono, to.wall - from.wall);
 }
-
-export const NEVER_FAIL_OPEN = 'ledger-cli';
-
-export const DEFAULT_ROLES: readonly string[] = Object.freeze([
-  'telegram-poller',
-  'cron',
-  'seat-loop',
-  'release-run',
-  'conatus',
-  'git-push',
-  'ledger-cli',
-]);
 
 export interface AgentSettings {
   readonly host: Host;
@@ -87,15 +77,8 @@ export interface AckDue {
   readonly revision: number;
 }
 
-export interface Known {
-  readonly holder: Host | null;
-  readonly generation: number;
-  readonly expired: boolean;
-  readonly released: boolean;
-  readonly floorPending: boolean;
-  readonly ttlSeconds: number;
-  readonly safetyMarginSeconds: number;
-}
+/** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
+export type Known = KnownLease;
 
 export interface Gave {
   readonly holder: Host;
@@ -377,21 +360,6 @@ export function onArbiterFailure(state: AgentState): AgentStep {
 // ---------------------------------------------------------------------------------------
 // peer confirmation (rule ③, L2)
 
-export interface ConfirmRequest {
-  readonly host: Host;
-  readonly generation: number;
-  /** The lease timing of the requester's record: its validity, which this confirmation extends. */
-  readonly ttlSeconds?: number;
-  readonly safetyMarginSeconds?: number;
-}
-
-export interface ConfirmAnswer {
-  readonly confirmed: boolean;
-  /** This agent's seen generation: a higher one than the requester's blocks it. */
-  readonly generation: number;
-  readonly reason: 'confirmed' | 'self' | 'higher-generation' | 'other-holder' | 'holding' | 'unknown-timing';
-}
-
 /**
  * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
  * for a generation below the seen one, for a holder other than the one it knows at that
@@ -496,18 +464,6 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
 }
 
 /**
- * Whether the holder asks its peers to confirm it after an arbiter exchange (rule ③, L2): when
- * the arbiter could not be reached, or renewed behind a hold (S2.3). Never for a record whose
- * floor is pending (S2.4): such a grant makes no validity from peers anyway, and a peer that
- * adopted its generation as seen would report it back and raise the grant above itself.
- */
-export function asksPeers(state: AgentState, trigger: 'unreachable' | 'held-renewal' | 'other'): boolean {
-  if (trigger === 'other') return false;
-  const k = state.known;
-  return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
-}
-
-/**
  * Step down before a release or handover: nothing of this generation runs any more (A7). The
  * shell persists it, ends the fenced children, then lets the release go (`releaseSent`).
  */
@@ -540,28 +496,6 @@ export function acknowledged(state: AgentState, generation: number): AgentState 
 // ---------------------------------------------------------------------------------------
 // the fence
 
-export type FenceReason =
-  | 'holder'
-  | 'quorum-standby'
-  | 'within-ttl'
-  | 'lock-delay'
-  | 'not-holder'
-  | 'stale-generation'
-  | 'no-quorum-expired'
-  | 'no-lease'
-  | 'no-lease-after-seen'
-  | 'fail-open';
-
-export interface FenceDecision {
-  readonly run: boolean;
-  readonly reason: FenceReason;
-  readonly generation: number;
-  readonly holder: Host | null;
-  readonly role: string;
-  /** Seconds of validity left when `run` (null for fail-open: no bound). */
-  readonly validForSeconds: number | null;
-}
-
 export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role: string): boolean {
   return role !== NEVER_FAIL_OPEN && settings.failOpenRoles.includes(role);
 }
@@ -573,7 +507,22 @@ export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role:
  * otherwise fail-open for fail-open roles, else no-quorum-expired (or no-lease once released).
  */
 export function fence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
+  return decideFence(settle(state0, now), role, now, settings);
+}
+
+/**
+ * The fence query as the shell answers it: settled once, the decision on that settled state,
+ * and the settled state for the shell to keep in memory (a validity once seen over stays over,
+ * so a later backward wall jump cannot revive it; settling only drops grants and flags, so the
+ * disk stays the more cautious copy until the next commit writes it).
+ */
+export function queryFence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): { readonly state: AgentState; readonly decision: FenceDecision } {
   const state = settle(state0, now);
+  return { state, decision: decideFence(state, role, now, settings) };
+}
+
+/** `fence` on a state already settled at `now`. */
+function decideFence(state: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
   const known = state.known;
   const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
   const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });

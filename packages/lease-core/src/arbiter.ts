@@ -26,9 +26,23 @@
  * Not guaranteed here: that the shell's clock is monotonic (it passes `now` from a clock that
  * is — see the arbiter's `Clock`), or that writes are durable (the store's job, S4).
  */
-import type { Confirmation, Displaced, Host, LeaseState, Observer, View } from './record.js';
+import type {
+  AcquireRequest,
+  CheckAnswer,
+  HeartbeatAnswer,
+  HeartbeatRequest,
+  Host,
+  LeaseRefusal,
+  MaintenanceRequest,
+  ReleaseRequest,
+  RenewRequest,
+  StepDownAck,
+  StepDownRefusal,
+  TransferRequest,
+  View,
+} from '@hq/protocol';
+import type { Confirmation, Displaced, LeaseState, Observer } from './record.js';
 import { isExpired } from './record.js';
-import type { LeaseRefusal } from './errors.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
 
@@ -342,20 +356,13 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
 // ---------------------------------------------------------------------------------------
 // acquire
 
-export interface AcquireInput {
-  readonly host: Host;
-  readonly seenGeneration?: number;
-  /** The sender's request timeout (the `hq` CLI sends its own), for S2.3's counting. */
-  readonly requestTimeoutSeconds?: number;
-}
-
 /**
  * 1. Only a candidate may acquire. 2. Its seen generation raises the floor (S1).
  * 3. The recorded holder re-acquiring an unreleased lease renews it (even past expiry).
  * 4. A live lease of another host is refused (`held`). 5. Otherwise a grant, behind the old
  *    holder's lock-delay and the start wait.
  */
-export function acquire(state0: ArbiterState, ctx: Context, input: AcquireInput): Step<Verdict> {
+export function acquire(state0: ArbiterState, ctx: Context, input: AcquireRequest): Step<Verdict> {
   if (!isCandidate(ctx.settings, input.host)) {
     return refuse(state0, ctx.boot, 'not-candidate', 'acquire-refused', input.host, []);
   }
@@ -380,13 +387,8 @@ export function acquire(state0: ArbiterState, ctx: Context, input: AcquireInput)
 // ---------------------------------------------------------------------------------------
 // renew
 
-export interface RenewInput {
-  readonly host: Host;
-  readonly generation: number;
-}
-
 /** Renew only by the holder, at the record's generation, of an unreleased lease. */
-export function renew(state0: ArbiterState, ctx: Context, input: RenewInput): Step<Verdict> {
+export function renew(state0: ArbiterState, ctx: Context, input: RenewRequest): Step<Verdict> {
   const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
   const state = noted.state;
   const lease = state.lease;
@@ -408,40 +410,11 @@ export function renew(state0: ArbiterState, ctx: Context, input: RenewInput): St
 // ---------------------------------------------------------------------------------------
 // heartbeat
 
-export interface ReportedView {
-  readonly target: Host;
-  readonly reachable: boolean;
-  readonly ping: boolean;
-  readonly health: boolean;
-}
-
-export interface ReportedConfirmation {
-  readonly holder: Host;
-  readonly generation: number;
-  /** Seconds since the agent gave it, on its monotonic clock (a lower bound of real time). */
-  readonly ageSeconds: number;
-}
-
-export interface HeartbeatInput {
-  readonly host: Host;
-  readonly generation?: number;
-  readonly seenGeneration?: number;
-  readonly view?: ReportedView;
-  readonly confirmation?: ReportedConfirmation;
-  /** The agent's cadence (S6: it owns it and reports it with every heartbeat). */
-  readonly heartbeatSeconds?: number;
-  readonly refreshSeconds?: number;
-  readonly requestTimeoutSeconds?: number;
-}
-
-export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused';
-
-export interface HeartbeatAnswer {
-  readonly outcome: HeartbeatOutcome;
-  readonly reason: LeaseRefusal | null;
-  /** Seconds after which the agent should heartbeat again (see `reportDue`), or null. */
-  readonly reportInSeconds: number | null;
-}
+/**
+ * What the decision answers; the route adds the record, the hold, the timing problems, the
+ * failover sentence and the candidates (`HeartbeatAnswer` of @hq/protocol).
+ */
+export type HeartbeatDecision = Pick<HeartbeatAnswer, 'outcome' | 'reason' | 'reportInSeconds'>;
 
 /**
  * 1. Only candidates heartbeat. 2. The report raises the floor. 3. The observer's view,
@@ -449,7 +422,7 @@ export interface HeartbeatAnswer {
  * its generation, also past expiry: an arbiter outage must not end the lease, L2); anyone else
  * is a standby, or sees no lease.
  */
-export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatInput): Step<HeartbeatAnswer> {
+export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatRequest): Step<HeartbeatDecision> {
   if (!isCandidate(ctx.settings, input.host)) {
     const events = [leaseEvent('renew-refused', input.host, { reason: 'not-candidate' })];
     return { next: state0, boot: ctx.boot, events, answer: { outcome: 'renew-refused', reason: 'not-candidate', reportInSeconds: null } };
@@ -501,14 +474,6 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatIn
 // ---------------------------------------------------------------------------------------
 // release and handover
 
-export interface ReleaseInput {
-  readonly host: Host;
-  readonly generation?: number;
-  readonly handoverTo?: Host;
-  /** Hand over even to a target not heard from within its heartbeat interval. */
-  readonly force?: boolean;
-}
-
 /**
  * A handover or transfer target must be alive: heard from (a heartbeat) within its reported
  * interval × SILENCE_FACTOR + SILENCE_SLACK_SECONDS. The factor covers a missed cron tick's
@@ -556,7 +521,7 @@ export function targetSilence(state: ArbiterState, ctx: Context, host: Host): Si
  * (the start wait of S2.3 still applies, as to every grant, and so does a lock-delay the old
  * holder's own grant was still waiting out).
  */
-export function release(state0: ArbiterState, ctx: Context, input: ReleaseInput): Step<Verdict> {
+export function release(state0: ArbiterState, ctx: Context, input: ReleaseRequest): Step<Verdict> {
   const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
   const state = noted.state;
   const lease = state.lease;
@@ -600,7 +565,7 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseInput)
  * Forced failover: `to` gets generation + 1 behind the old holder's lock-delay. A target not
  * heard from within its heartbeat interval is refused (`target-silent`) unless `force`.
  */
-export function transfer(state: ArbiterState, ctx: Context, input: { readonly to: Host; readonly force?: boolean }): Step<Verdict> {
+export function transfer(state: ArbiterState, ctx: Context, input: TransferRequest): Step<Verdict> {
   const lease = state.lease;
   if (!isCandidate(ctx.settings, input.to)) {
     return refuse(state, ctx.boot, 'not-candidate', 'acquire-refused', input.to, [], { via: 'transfer' });
@@ -622,25 +587,9 @@ export function transfer(state: ArbiterState, ctx: Context, input: { readonly to
 // ---------------------------------------------------------------------------------------
 // the step-down acknowledgement (issue 18)
 
-export interface SteppedDownInput {
-  readonly host: Host;
-  /** The generation it stepped down from. */
-  readonly generation: number;
-  /** The revision of the record in which it saw that it lost the lease. */
-  readonly revision: number;
-}
-
-/**
- * Why an acknowledgement changes nothing: `not-previous-holder` (no grant displaced this host),
- * `wrong-generation` (it held another one), `stale-revision` (it had not seen the displacing
- * grant), `duplicate` (already accepted), `late` (the lock-delay is over), `other-wait` (the
- * lock-delay waits for more than this holder: the holder before it, the start wait, a pending floor).
- */
-export type SteppedDownRefusal = 'not-previous-holder' | 'wrong-generation' | 'stale-revision' | 'duplicate' | 'late' | 'other-wait';
-
-export type SteppedDownAnswer =
+export type StepDownVerdict =
   | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }
-  | { readonly ok: false; readonly reason: SteppedDownRefusal };
+  | { readonly ok: false; readonly reason: StepDownRefusal };
 
 /** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits). */
 function ackedUntil(d: Displaced, ctx: Context): number {
@@ -648,7 +597,7 @@ function ackedUntil(d: Displaced, ctx: Context): number {
 }
 
 /** Null when an acknowledgement from `host` for `generation` would end the lock-delay now, else why not. */
-function ackRefusal(lease: LeaseState, ctx: Context, host: Host, generation: number, revision: number): SteppedDownRefusal | null {
+function ackRefusal(lease: LeaseState, ctx: Context, host: Host, generation: number, revision: number): StepDownRefusal | null {
   const d = lease.displaced ?? null;
   if (d === null || lease.holder === null || d.host !== host) return 'not-previous-holder';
   if (generation !== d.generation) return 'wrong-generation';
@@ -668,7 +617,7 @@ function ackRefusal(lease: LeaseState, ctx: Context, host: Host, generation: num
  * displacing grant, once, while the lock-delay still runs. 3. `notBefore` moves to now (or the
  * other waits); `expiresAt` stays, so the next lock-delay is no shorter than it would have been.
  */
-export function steppedDown(state0: ArbiterState, ctx: Context, input: SteppedDownInput): Step<SteppedDownAnswer> {
+export function steppedDown(state0: ArbiterState, ctx: Context, input: StepDownAck): Step<StepDownVerdict> {
   const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
   const state = noted.state;
   const lease = state.lease;
@@ -702,7 +651,7 @@ function silenceData(target: Host, s: Silence, key: 'handoverTo' | 'to'): LeaseE
   return { [key]: target, lastHeartbeatAt: s.lastHeartbeatAt, heartbeatSeconds: s.heartbeatSeconds, graceSeconds: s.graceSeconds, message: s.message };
 }
 
-export function setMaintenance(state: ArbiterState, ctx: Context, input: { readonly enabled: boolean; readonly reason?: string }): Step<Verdict> {
+export function setMaintenance(state: ArbiterState, ctx: Context, input: MaintenanceRequest): Step<Verdict> {
   const reason = input.enabled ? (input.reason ?? null) : null;
   const lease = write(state.lease, { maintenance: input.enabled, maintenanceReason: reason });
   return ok({ ...state, lease }, ctx.boot, [leaseEvent('maintenance', null, { enabled: input.enabled, reason }, 'control')]);
@@ -714,16 +663,6 @@ export function setMaintenance(state: ArbiterState, ctx: Context, input: { reado
 export interface Probe {
   readonly ping: boolean;
   readonly health: boolean;
-}
-
-export interface CheckAnswer {
-  readonly promoted: boolean;
-  readonly streak: number;
-  readonly holder: Host | null;
-  readonly generation: number;
-  readonly ping: boolean;
-  readonly health: boolean;
-  readonly promotee: Host | null;
 }
 
 /**

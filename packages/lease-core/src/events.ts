@@ -32,23 +32,6 @@ export type EventName =
   | 'cli-override'
   | 'cli-refused';
 
-/**
- * The events a CLI command reports to its local agent (`POST /v1/events` on the agent's socket),
- * so they land in the agent's log beside its own: the sender side of standby replication
- * (`hq standby snapshot|promote|role`) and primary resolution (`hq primary`). A closed list per
- * category: the agent refuses any other pair, so a log reader can rely on these names.
- */
-export const REPORTED_EVENTS = Object.freeze({
-  'hq.standby': Object.freeze(['generation', 'failed', 'config-host-local-stripped', 'promoted', 'promote-refused', 'role'] as const),
-  control: Object.freeze(['primary-resolved'] as const),
-});
-
-export type ReportedCategory = keyof typeof REPORTED_EVENTS;
-export type ReportedEvent<C extends ReportedCategory = ReportedCategory> = (typeof REPORTED_EVENTS)[C][number];
-
-/** A reported event's data: at most this many flat scalar fields (strings at most 256 characters). */
-export const REPORTED_DATA_LIMITS = Object.freeze({ maxFields: 24, maxString: 256 });
-
 export interface LeaseEvent {
   readonly category: Category;
   readonly event: EventName;

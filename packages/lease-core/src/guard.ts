@@ -3,6 +3,10 @@
  * g ≥ the highest generation this resource has accepted; accepting raises that mark. A write
  * from an old holder that kept running past its validity (a paused process, a partition) is
  * then refused by the resource itself, whatever the clocks said.
+ *
+ * This module is the decision only. The SQLite helper that stores the mark in a table of the
+ * resource's own database (DDL, statements) is the shell subpath `@hq/lease-core/sqlite-guard`,
+ * outside this package's pure root.
  */
 export type GuardResult =
   | { readonly ok: true; readonly highest: number }
@@ -24,51 +28,4 @@ export function checkGeneration(highest: number, incoming: unknown): GuardResult
   }
   if (incoming < highest) return { ok: false, reason: 'stale-generation', highest };
   return { ok: true, highest: incoming };
-}
-
-/** The subset of a better-sqlite3 `Database` the guard needs (duck-typed: no import). */
-export interface SqliteLike {
-  prepare(sql: string): {
-    run(...params: unknown[]): { changes: number | bigint };
-    get(...params: unknown[]): unknown;
-  };
-  exec(sql: string): unknown;
-}
-
-export interface SqliteGuard {
-  /**
-   * Checks and records `generation` for `resource` inside the caller's open transaction:
-   * call it first in the writer's `db.transaction(fn)` and throw (rolling back) when it
-   * refuses. Two writers racing are serialized by SQLite's write lock.
-   */
-  accept(resource: string, generation: unknown): GuardResult;
-  highest(resource: string): number;
-}
-
-const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-
-export function sqliteGuard(db: SqliteLike, table = 'hq_fence'): SqliteGuard {
-  if (!TABLE.test(table)) throw new TypeError(`table must match ${TABLE.source}`);
-  db.exec(`CREATE TABLE IF NOT EXISTS ${table} (resource TEXT PRIMARY KEY, generation INTEGER NOT NULL) STRICT`);
-  const read = db.prepare(`SELECT generation FROM ${table} WHERE resource = ?`);
-  // The condition is part of the write: the row is only raised, never lowered (UPSERT ... WHERE).
-  const raise = db.prepare(
-    `INSERT INTO ${table} (resource, generation) VALUES (?, ?)
-     ON CONFLICT (resource) DO UPDATE SET generation = excluded.generation WHERE excluded.generation >= ${table}.generation`,
-  );
-  const highest = (resource: string): number => {
-    const row = read.get(resource) as { generation: number | bigint } | undefined;
-    // Number(): a handle with defaultSafeIntegers(true) returns bigint.
-    return row === undefined ? 0 : Number(row.generation);
-  };
-  return {
-    highest,
-    accept(resource, generation) {
-      const mark = highest(resource);
-      const verdict = checkGeneration(mark, generation);
-      if (!verdict.ok) return verdict;
-      const changes = Number(raise.run(resource, generation).changes);
-      return changes === 1 ? verdict : { ok: false, reason: 'stale-generation', highest: highest(resource) };
-    },
-  };
 }

@@ -2,8 +2,6 @@
  * @hq/lease-core — every decision hq makes, as pure functions. No I/O, no clock, no logger:
  * the daemons read, call one of these with `now`, write once, then log what it returned.
  */
-export * from './host.js';
-export * from './errors.js';
 export * from './events.js';
 export * from './record.js';
 export * from './timing.js';
@@ -11,6 +9,7 @@ export * from './keys.js';
 export * from './cron.js';
 export * from './arbiter.js';
 export * from './agent.js';
+export * from './heartbeat.js';
 export * from './role.js';
 export * from './guard.js';
 export * from './version.js';

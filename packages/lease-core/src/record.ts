@@ -5,19 +5,7 @@
  * them with their own clocks: they only use differences of two arbiter times taken from one
  * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
  */
-import { isHost } from './host.js';
-
-export type Host = string;
-
-/** One observer's latest finding about the holder (SPEC §1 "view"). */
-export interface View {
-  readonly target: Host;
-  readonly reachable: boolean;
-  readonly ping: boolean;
-  readonly health: boolean;
-  /** Arbiter time at which the arbiter received (or, for its own view, made) the finding. */
-  readonly at: number;
-}
+import { isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
 
 /**
  * The last peer confirmation an observer reports having given (SPEC S2.1, S5): the holder it
@@ -96,40 +84,6 @@ export interface LeaseState {
   readonly displaced?: Displaced | null;
 }
 
-/** The record as the API shows it (SPEC §4). */
-export interface LeaseRecord {
-  readonly name: 'hq';
-  readonly holder: Host | null;
-  readonly generation: number;
-  readonly revision: number;
-  readonly acquiredAt: number | null;
-  readonly renewedAt: number | null;
-  readonly ttlSeconds: number;
-  readonly safetyMarginSeconds: number;
-  readonly expiresAt: number | null;
-  readonly expired: boolean;
-  /** True after a release: the holder stepped down (expired is then true too). */
-  readonly released: boolean;
-  readonly notBefore: number | null;
-  readonly views: Record<string, View>;
-  readonly dualUnreachableStreak: number;
-  readonly lastCheckAt: number | null;
-  readonly promotedFrom: Host | null;
-  readonly maintenance: boolean;
-  readonly floorPending: boolean;
-  /** The displaced holder and its step-down acknowledgement, if any (PROTOCOL.md). */
-  readonly displaced: PublicDisplaced | null;
-  readonly now: number;
-}
-
-/** What the record shows of `Displaced`. */
-export interface PublicDisplaced {
-  readonly host: Host;
-  readonly generation: number;
-  readonly acknowledgedAt: number | null;
-  readonly savedSeconds: number | null;
-}
-
 export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseState {
   return {
     holder: null,
@@ -194,7 +148,7 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
   };
 }
 
-function publicDisplaced(d: Displaced | null): PublicDisplaced | null {
+function publicDisplaced(d: Displaced | null): DisplacedHolder | null {
   return d === null ? null : { host: d.host, generation: d.generation, acknowledgedAt: d.acknowledgedAt, savedSeconds: d.savedSeconds };
 }
 

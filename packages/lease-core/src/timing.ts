@@ -15,6 +15,7 @@
  * these numbers: lock-delay makes a promoted host wait for the old holder's validity whatever
  * they are; they decide whether failover *can* happen and how long it takes.
  */
+import type { TimingProblem } from '@hq/protocol';
 
 /** The lease timing, owned by the arbiter. */
 export interface LeaseTiming {
@@ -47,17 +48,6 @@ export const MAX_DRIFT_RATE = 0.01;
 export const RENEWALS_PER_VALIDITY = 3;
 
 export type TimingResult = { readonly ok: true } | { readonly ok: false; readonly key: string; readonly message: string };
-
-/** A relation across the two sides that does not hold, as the arbiter reports it. */
-export interface TimingProblem {
-  /** The agent whose report broke it. */
-  readonly host: string;
-  /** The arbiter's key and the agent's key of the pair. */
-  readonly arbiterKey: string;
-  readonly agentKey: string;
-  /** One line naming both keys, both hosts and the numbers. */
-  readonly message: string;
-}
 
 function num(n: number): string {
   return String(Math.round(n * 1000) / 1000);

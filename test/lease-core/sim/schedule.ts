@@ -4,11 +4,12 @@
  * (forced transfers, handovers) count as faults here, and two composite kinds aim at the
  * step-down acknowledgement (issue 18): `crash-step-down` kills an agent in the middle of its
  * step-down (after persisting, or after its children are gone) around a transfer, and
- * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again. `runSchedule(seed)` is deterministic: a
- * failing seed printed by the test replays exactly with `HQ_SIM_SEED=<seed>`.
+ * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again.
+ * `runSchedule(seed)` is deterministic: a failing seed printed by the test replays exactly with
+ * `HQ_SIM_SEED=<seed>`.
  */
 import { checkTiming } from '../../../packages/lease-core/src/index.js';
-import type { Host } from '../../../packages/lease-core/src/index.js';
+import type { Host } from '../../../packages/protocol/src/index.js';
 import { Rng } from './rng.js';
 import type { Decisions, Fault, Move, SimConfig, Violation } from './world.js';
 import { ARBITER, FAST, REAL, World } from './world.js';

@@ -27,11 +27,12 @@ import type {
   ArbiterSettings,
   ArbiterState,
   Boot,
-  Host,
   LeaseEvent,
   Persisted,
   Stamp,
 } from '../../../packages/lease-core/src/index.js';
+import type * as protocol from '../../../packages/protocol/src/index.js';
+import type { Host } from '../../../packages/protocol/src/index.js';
 import { Rng } from './rng.js';
 
 export const DT = 0.1;
@@ -125,15 +126,15 @@ class HostClock {
 // ----------------------------------------------------------------------------- network
 
 type Payload =
-  | { kind: 'heartbeat'; id: number; body: core.HeartbeatInput }
-  | { kind: 'acquire'; id: number; body: core.AcquireInput; operator: true }
+  | { kind: 'heartbeat'; id: number; body: protocol.HeartbeatRequest }
+  | { kind: 'acquire'; id: number; body: protocol.AcquireRequest; operator: true }
   | { kind: 'read'; id: number }
-  | { kind: 'answer'; id: number; record: core.LeaseRecord; confirms: boolean; hold: number | null; stepDown: number | null }
-  | { kind: 'stepped-down'; id: number; body: core.SteppedDownInput }
-  | { kind: 'release'; id: number; body: core.ReleaseInput }
+  | { kind: 'answer'; id: number; record: protocol.LeaseRecord; confirms: boolean; hold: number | null; stepDown: number | null }
+  | { kind: 'stepped-down'; id: number; body: protocol.StepDownAck }
+  | { kind: 'release'; id: number; body: protocol.ReleaseRequest }
   | { kind: 'verdict'; id: number; ok: boolean }
-  | { kind: 'confirm'; id: number; body: core.ConfirmRequest }
-  | { kind: 'confirm-answer'; id: number; answer: core.ConfirmAnswer };
+  | { kind: 'confirm'; id: number; body: protocol.ConfirmRequest }
+  | { kind: 'confirm-answer'; id: number; answer: protocol.ConfirmAnswer };
 
 interface Message {
   readonly from: Host;
@@ -330,7 +331,7 @@ export class World {
   /** Planned moves (transfers, handovers) with the old holder alive, for the statistics. */
   readonly moves: Move[] = [];
   /** Every acknowledgement each agent sent, for the replays. */
-  private readonly acksSent = new Map<Host, core.SteppedDownInput[]>();
+  private readonly acksSent = new Map<Host, protocol.StepDownAck[]>();
   /** Agents killed mid-step-down, and when they come back. */
   private readonly reboots: { host: Host; at: number }[] = [];
   private nextId = 1;
@@ -504,7 +505,7 @@ export class World {
 
   // --------------------------------------------------------------------------- arbiter
 
-  private arbiterRecord(): core.LeaseRecord {
+  private arbiterRecord(): protocol.LeaseRecord {
     return this.d.core.toRecord(this.db.lease, this.db.observers, this.arbiterNow());
   }
 
@@ -661,7 +662,7 @@ export class World {
     job.sent = now;
     job.tries++;
     if (job.ackId === 0) job.ackId = this.id();
-    const body: core.SteppedDownInput = { host: a.host, generation: job.generation, revision: job.revision };
+    const body: protocol.StepDownAck = { host: a.host, generation: job.generation, revision: job.revision };
     const log = this.acksSent.get(a.host) ?? [];
     log.push(body);
     this.acksSent.set(a.host, log);
@@ -765,7 +766,7 @@ export class World {
     const id = this.id();
     a.inflight = { id, kind: 'heartbeat', sent: now };
     const holder = st.known?.holder ?? null;
-    const body: { -readonly [K in keyof core.HeartbeatInput]: core.HeartbeatInput[K] } = {
+    const body: { -readonly [K in keyof protocol.HeartbeatRequest]: protocol.HeartbeatRequest[K] } = {
       host: a.host,
       seenGeneration: st.seen,
       heartbeatSeconds: this.cfg.heartbeatSeconds,
@@ -832,7 +833,7 @@ export class World {
 
   private startPeerRound(a: Agent): void {
     const known = a.state.known;
-    if (!this.d.core.asksPeers(a.state, 'unreachable') || known === null || a.round !== null) return;
+    if (!this.d.core.asksPeers(a.state, { kind: 'no-answer' }) || known === null || a.round !== null) return;
     const id = this.id();
     a.round = { id, sent: a.stamp(), results: new Map() };
     for (const peer of this.cfg.candidates) {

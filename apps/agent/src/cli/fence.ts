@@ -8,7 +8,9 @@
 import { lightPaths } from '../config-file.js';
 import type { CheckResult } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
-import { callAgent, isFenceAnswer } from './local.js';
+import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
+import { callAgent } from './local.js';
+import { writeCliLine } from './log-line.js';
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
   name: 'fence check',
@@ -42,7 +44,7 @@ export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Pro
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'hq.fence', event, ...data })}\n`);
+  writeCliLine('hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
 }
 
 /**
@@ -57,7 +59,7 @@ export function quietLine(event: string, data: { readonly [k: string]: unknown }
     const g = data['generation'] === undefined ? '' : `, generation ${String(data['generation'])}`;
     return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(data['graceSeconds'])} s\n`;
   }
-  if (event === 'skipped' && data['reason'] === 'agent-unreachable') return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
+  if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
   if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
   return null;
 }
@@ -74,7 +76,7 @@ async function ask(socketPath: string, role: string, timeoutSeconds: number): Pr
     const b = r.body as { message?: unknown } | null;
     return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
   }
-  if (r.status !== 200 || !isFenceAnswer(r.body)) return { kind: 'down', problem: `the agent answered HTTP ${r.status}` };
+  if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'down', problem: `the agent answered HTTP ${r.status}` };
   return { kind: 'answer', fence: r.body };
 }
 
@@ -95,7 +97,8 @@ export async function fenceCheck(p: Parsed): Promise<number> {
   if (r.kind === 'down') {
     await checkOffline(configPath, role);
     if (json) {
-      process.stdout.write(`${JSON.stringify({ run: false, reason: 'agent-unreachable', generation: null, holder: null, role, validForSeconds: null })}\n`);
+      const unanswered: FenceUnanswered = { run: false, reason: AGENT_UNREACHABLE, generation: null, holder: null, role, validForSeconds: null };
+      process.stdout.write(`${JSON.stringify(unanswered)}\n`);
     }
     process.stderr.write(`hq fence check: skip: ${r.problem}; nothing runs without the agent\n`);
     return 1;

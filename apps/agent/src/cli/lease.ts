@@ -2,7 +2,7 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { isHost } from '@hq/lease-core';
+import { isHost, type LeaseRecord } from '@hq/protocol';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
@@ -18,14 +18,6 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string => cells.map((x, i) => (i === cells.length - 1 ? x : x.padEnd(widths[i] ?? 0))).join('  ');
   return [line(header), ...rows.map(line)];
-}
-
-interface View {
-  target: string;
-  reachable: boolean;
-  ping: boolean;
-  health: boolean;
-  at: number;
 }
 
 interface ArbiterTiming {
@@ -60,22 +52,7 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     reportFailure(f, p);
     return f.code;
   }
-  const rec = r.body as {
-    holder: string | null;
-    generation: number;
-    revision: number;
-    ttlSeconds: number;
-    expiresAt: number | null;
-    expired: boolean;
-    released?: boolean;
-    notBefore: number | null;
-    views: { [observer: string]: View };
-    dualUnreachableStreak: number;
-    maintenance?: boolean;
-    floorPending?: boolean;
-    promotedFrom: string | null;
-    now: number;
-  };
+  const rec = r.body as LeaseRecord;
   const now = rec.now;
   const validFor = rec.expiresAt === null || rec.expired ? 0 : Math.max(0, rec.expiresAt - now);
   const lockDelay = rec.notBefore === null ? 0 : Math.max(0, rec.notBefore - now);

@@ -1,7 +1,9 @@
 /**
  * The local verbs of `hq`: heartbeat, seen, host set, primary, guard.
  */
-import { hostProblem, leaseEvent } from '@hq/lease-core';
+import { leaseEvent } from '@hq/lease-core';
+import { hostProblem, type HeartbeatReport } from '@hq/protocol';
+import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { lightPaths } from '../config-file.js';
 import { ensureDir } from '../files.js';
@@ -11,8 +13,8 @@ import { statePaths, writeHost } from '../state.js';
 import { readToken } from '../tokens.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
 import { agent, config, out, seenGeneration } from './context.js';
-import { isFenceAnswer } from './local.js';
 import { reportEvent } from './report.js';
+import { writeCliLine } from './log-line.js';
 
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
@@ -25,7 +27,7 @@ export async function heartbeat(p: Parsed): Promise<number> {
     process.stderr.write(`hq: heartbeat: the agent answered HTTP ${r.status}\n`);
     return 3;
   }
-  const b = r.body as { outcome?: string; holder?: string | null; generation?: number; problem?: string | null };
+  const b = r.body as Partial<HeartbeatReport>;
   out(flagBool(p, 'json'), b, `heartbeat: ${b.outcome ?? '?'} (holder ${b.holder ?? 'none'}, generation ${b.generation ?? '?'})${b.problem ? `: ${b.problem}` : ''}`);
   return b.outcome === 'unreachable' || b.outcome === 'invalid-answer' ? 3 : 0;
 }
@@ -106,11 +108,11 @@ export async function primary(p: Parsed): Promise<number> {
 
 function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: string, data: { [k: string]: string | number | boolean | null }): void {
   const e = leaseEvent(event, host, data, 'hq.fence');
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: e.category, event: e.event, host: e.host, ...e.data })}\n`);
+  writeCliLine(e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
 }
 
 type GuardData = { [k: string]: string | number | boolean | null };
-type GuardVerdict = { readonly allowed: boolean; readonly reason: string; readonly data: GuardData };
+type GuardVerdict = { readonly allowed: boolean; readonly reason: GuardReason; readonly data: GuardData };
 
 /**
  * The bootstrap path of `hq guard` ("never seen a generation"): allowed only when the arbiter
@@ -118,7 +120,7 @@ type GuardVerdict = { readonly allowed: boolean; readonly reason: string; readon
  * arbiter that cannot be reached or answers oddly, or any record with a generation is a refusal:
  * another host may hold the lease, and this host would not know (fail closed).
  */
-async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: string; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
+async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: Extract<GuardReason, `never-seen-${string}`>; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
   try {
     const n = await resolveNetwork(c);
     const { joinUrl, requestJson } = await import('../http.js');
@@ -138,10 +140,10 @@ async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true 
 /** What `hq guard` decides without `--override`. */
 async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string }): Promise<GuardVerdict> {
   const f = await agent(c, 'GET', '/v1/fence?role=ledger-cli', 2);
-  let reason = 'agent-unreachable';
+  let reason: GuardReason = AGENT_UNREACHABLE;
   let generation: number | null = null;
   let holder: string | null = null;
-  if (f.kind === 'answer' && f.status === 200 && isFenceAnswer(f.body)) {
+  if (f.kind === 'answer' && f.status === 200 && isFenceDecision(f.body)) {
     if (f.body.run) return { allowed: true, reason: 'fence', data: { generation: f.body.generation, holder: f.body.holder } };
     reason = f.body.reason;
     generation = f.body.generation;

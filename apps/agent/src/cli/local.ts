@@ -41,25 +41,3 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
     req.end(payload ?? undefined);
   });
 }
-
-export interface FenceAnswer {
-  readonly run: boolean;
-  readonly reason: string;
-  readonly generation: number;
-  readonly holder: string | null;
-  readonly role: string;
-  readonly validForSeconds: number | null;
-}
-
-export function isFenceAnswer(v: unknown): v is FenceAnswer {
-  if (typeof v !== 'object' || v === null) return false;
-  const o = v as { [k: string]: unknown };
-  return (
-    typeof o['run'] === 'boolean' &&
-    typeof o['reason'] === 'string' &&
-    typeof o['generation'] === 'number' &&
-    (o['holder'] === null || typeof o['holder'] === 'string') &&
-    typeof o['role'] === 'string' &&
-    (o['validForSeconds'] === null || typeof o['validForSeconds'] === 'number')
-  );
-}

@@ -3,6 +3,7 @@
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
 import { didYouMean } from '@hq/lease-core/suggest';
+import { HOST_PATTERN } from '@hq/protocol';
 import { CONFIG_FLAG, JSON_FLAG, runCommand, wrap, type CommandSpec, type Parsed } from './args.js';
 // Light modules: they import only args.js (fence.js: node built-ins and the light config
 // reader) until their command runs.
@@ -172,7 +173,7 @@ export const COMMANDS: readonly Command[] = [
     spec: {
       name: 'host set',
       summary: 'Writes NAME to {stateDir}/host (validated, atomic, mode 0600): the host name the agent uses when hostName is not configured.',
-      positionals: [{ name: 'NAME', help: 'The host name, ^[a-z0-9][a-z0-9-]{0,31}$.' }],
+      positionals: [{ name: 'NAME', help: `The host name, ${HOST_PATTERN.source}.` }],
       flags: [CONFIG_FLAG],
       exits: '0 written, 2 invalid name, usage or config error.',
     },
@@ -232,8 +233,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     return doctorCommand(argv.slice(1));
   }
   if (argv[0] === 'standby') {
-    // `hq standby …` (SPEC §6) has its own table in replication/.
-    const { standbyCommand } = await import('../replication/index.js');
+    // `hq standby …` (SPEC §6) has its own table in standby.ts.
+    const { standbyCommand } = await import('./standby.js');
     return standbyCommand(argv.slice(1));
   }
   const two = argv.slice(0, 2).join(' ');

@@ -4,13 +4,14 @@
  *
  * Wiring in cli/main.ts is one entry of COMMANDS: `PORT_RUN_COMMAND`.
  */
+import { RESOURCE_ID_PATTERN, isResourceId } from '@hq/protocol';
 import { CONFIG_FLAG, CliError, flagNumber, flagString, runCommand, type CommandSpec, type Parsed } from './args.js';
+import { writeCliLine } from './log-line.js';
 
 /** Default lease TTL: a crashed `hq port run` frees its port within two minutes. */
 export const DEFAULT_TTL_SECONDS = 120;
 /** Shorter leases leave less than a second between renewals. */
 export const MIN_TTL_SECONDS = 3;
-const PURPOSE = /^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,63}$/;
 
 export const PORT_RUN_SPEC: CommandSpec = {
   name: 'port run',
@@ -18,7 +19,7 @@ export const PORT_RUN_SPEC: CommandSpec = {
     "Leases a free port of the arbiter's test band for this host, checks that it can be bound here (asking for another one when it cannot), and runs CMD with HQ_PORT set to it. CMD is executed directly (no shell) in its own process group; TERM, INT, HUP and QUIT are forwarded to it. The lease is renewed in the background; if it is lost (the arbiter refuses the renewal, or no renewal succeeds before the TTL minus a margin ends) CMD gets SIGTERM, then SIGKILL after the grace. The lease is released when CMD ends.",
   flags: [
     CONFIG_FLAG,
-    { name: 'purpose', kind: 'string', value: 'P', help: 'What the port is for, ^[a-z0-9][a-z0-9-]{0,63}$ (shown in the arbiter\'s lease list). Required.', required: true },
+    { name: 'purpose', kind: 'string', value: 'P', help: `What the port is for, ${RESOURCE_ID_PATTERN.source} (shown in the arbiter's lease list). Required.`, required: true },
     {
       name: 'ttl',
       kind: 'number',
@@ -32,12 +33,12 @@ export const PORT_RUN_SPEC: CommandSpec = {
 };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), category: 'control', event, ...data })}\n`);
+  writeCliLine('control', event, data, event === 'lost' || event === 'killed' ? 'warn' : 'info');
 }
 
 export async function portRun(p: Parsed): Promise<number> {
   const purpose = flagString(p, 'purpose') as string;
-  if (!PURPOSE.test(purpose)) throw new CliError(2, `--purpose must match ^[a-z0-9][a-z0-9-]{0,63}$ (got ${JSON.stringify(purpose)})`);
+  if (!isResourceId(purpose)) throw new CliError(2, `--purpose must match ${RESOURCE_ID_PATTERN.source} (got ${JSON.stringify(purpose)})`);
   const ttl = flagNumber(p, 'ttl') ?? DEFAULT_TTL_SECONDS;
   if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `--ttl must be at least ${MIN_TTL_SECONDS} seconds`);
   const grace = flagNumber(p, 'grace') ?? 5;

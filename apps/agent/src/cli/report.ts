@@ -3,7 +3,7 @@
  * apart from the socket client in ./local.ts, so the fence path (\`hq fence check|run\`) never loads
  * lease-core's index for it.
  */
-import { REPORTED_DATA_LIMITS, type ReportedCategory, type ReportedEvent } from '@hq/lease-core';
+import { REPORTED_DATA_LIMITS, type ReportedCategory, type ReportedEvent } from '@hq/protocol';
 import { callAgent } from './local.js';
 
 /** How long a command waits for the agent to take a reported event: a wedged agent costs no more. */

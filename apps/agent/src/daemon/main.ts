@@ -7,7 +7,7 @@ import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
 import { ensureDir } from '../files.js';
-import { TokenFile, bearer, tokensEqual } from '../tokens.js';
+import { TokenFile } from '../tokens.js';
 import { systemClock, type Clock } from '../clock.js';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent.js';
@@ -58,22 +58,14 @@ export async function startDaemon(configPath: string | undefined, clock: Clock =
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
-    // Standby replication (SPEC §6) only when configured: its code is loaded only then.
-    const r = await import('../replication/index.js');
-    const block = r.resolveReplication(r.validateReplication(config.replication), config.stateDir);
-    const receiver = await r.StandbyReceiver.open({
-      standbyDir: block.standbyDir,
-      keep: block.keep,
-      log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
+    // Standby replication (SPEC §6) only when configured: its receiving side is loaded only then.
+    const { registerStandby } = await import('../replication/wire.js');
+    await registerStandby(peer, {
+      block: config.replication,
+      stateDir: config.stateDir,
+      peerToken: agent.peerToken,
       seenGeneration: () => agent.snapshot().seen,
-    });
-    await peer.register(r.replicationPeerRoutes, {
-      receiver,
-      verifyPeer: async (header) => {
-        const t = await agent.peerToken.get();
-        const given = bearer(header);
-        return t.ok && given !== null && tokensEqual(given, t.token);
-      },
+      log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
     });
   }
   try {

@@ -6,7 +6,7 @@
  * a machine too, so one Prometheus job scrapes every agent without relabelling.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { FenceDecision } from '@hq/lease-core';
+import type { FenceDecision } from '@hq/protocol';
 import type { Agent, AgentObserver } from './agent.js';
 
 export interface AgentMetrics extends AgentObserver {

@@ -1,24 +1,25 @@
 /**
  * The agent's two listeners (Fastify):
  *  - the unix socket for local fenced jobs and `hq` (no auth: the file mode is the fence):
- *    `GET /v1/fence?role=R` answered from memory (by a plain node:http fast path in front of
- *    Fastify for the exact spelling of a known role), `/v1/status`, `/v1/seen`, `/v1/primary`,
+ *    `GET /v1/fence?role=R` answered from memory (fence.ts: one answer, served by a plain
+ *    node:http fast path in front of Fastify for the exact spelling of a known role and by the
+ *    route for every other spelling), `/v1/status`, `/v1/seen`, `/v1/primary`,
  *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`, and `POST /v1/events`
  *    (an event a local `hq` command reports, logged like the agent's own);
  *  - the TCP peer listener: `GET /v1/health` (no auth), `GET /v1/primary`, `GET /metrics`,
  *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
  */
 import { chmod, lstat, unlink } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/lease-core';
+import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
 import { ensureDir } from '../files.js';
 import { bearer, tokensEqual } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
+import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import type { AgentMetrics } from './metrics.js';
 
 const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
@@ -82,57 +83,13 @@ export type ReportedEventBody = Static<typeof ReportedEventBody>;
 /** Fields every log line sets itself: a report's data may not carry them. */
 const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
 
-/** The query a fenced job sends for a role (roles are `[a-z0-9-]`: nothing to percent-decode). */
-const FENCE_URL = /^[a-z0-9-]+$/;
-
-/**
- * The fence query's fast path, in front of Fastify (its `serverFactory`): `GET
- * /v1/fence?role=R` for a configured role R, spelled exactly so, is answered from memory by a
- * plain node:http handler; every other request — an unknown role, any other query string
- * (percent-encoded, duplicated, extra keys), HEAD, other paths, and anything while the app
- * closes (Fastify's 503) — goes to Fastify unchanged. The answer is the route's own: the same
- * `agent.fence(role)` (its log line and decision counter), JSON.stringify of it (the route has
- * no response schema, so Fastify serialises the same way), the same headers, and the same
- * request-duration metric. test/agent/servers.test.ts compares both byte for byte.
- */
-function fenceFastPath(agent: Agent, metrics: AgentMetrics | null): { factory: FastifyServerFactory; closing(): void } {
-  // Built at the first request (the app may be created before the agent is usable).
-  let urls: Map<string, string> | null = null;
-  const timer = metrics?.httpDuration.labels({ listener: 'socket', method: 'GET', route: '/v1/fence', status: '200' }) ?? null;
-  let closing = false;
-  const factory: FastifyServerFactory = (handler, options) => {
-    const opts = options as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
-    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      urls ??= new Map(agent.config.roles.filter((r) => FENCE_URL.test(r)).map((r) => [`/v1/fence?role=${r}`, r]));
-      const role = req.method === 'GET' && !closing ? urls.get(req.url ?? '') : undefined;
-      if (role === undefined || !agent.isRole(role)) return handler(req, res);
-      const t0 = performance.now();
-      let body: string;
-      try {
-        body = JSON.stringify(agent.fence(role));
-      } catch {
-        return handler(req, res); // the route answers (its error handler: a 500 without detail)
-      }
-      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-      timer?.observe((performance.now() - t0) / 1000);
-    });
-    // What Fastify sets on the server it creates itself (it leaves a factory's server alone).
-    server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
-    server.requestTimeout = opts.requestTimeout ?? 0;
-    server.setTimeout(opts.connectionTimeout ?? 0);
-    return server as Server;
-  };
-  return { factory, closing: () => void (closing = true) };
-}
-
 export interface SocketAppOptions {
   /** Answer `GET /v1/fence?role=R` before Fastify (default); false = the Fastify route only (tests compare the two). */
   readonly fastPath?: boolean;
 }
 
 export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
-  const fast = opts.fastPath === false ? null : fenceFastPath(agent, metrics);
+  const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
   const app = base('socket', metrics, fast?.factory).withTypeProvider<TypeBoxTypeProvider>();
   if (fast !== null) {
     app.addHook('preClose', (done) => {
@@ -141,11 +98,8 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     });
   }
   app.get('/v1/fence', { schema: { querystring: Type.Object({ role: Type.String() }, { additionalProperties: false }) } }, async (req, reply) => {
-    const role = req.query.role;
-    if (!agent.isRole(role)) {
-      return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${role}": not one of ${agent.config.roles.join(', ')}` });
-    }
-    return agent.fence(role);
+    const r = agent.fencing.reply(req.query.role);
+    return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
   app.get('/v1/status', async () => agent.status());
   app.get('/v1/seen', async () => {

@@ -14,9 +14,8 @@ import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { ConfigError, expandHome, findConfigFile } from '../config-file.js';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
-import { isHost } from '@hq/lease-core';
+import { DEFAULT_SECRET_PATTERNS, HOST_SCHEMA_PATTERN, isHost, relPathProblem, TIERS, type Tier } from '@hq/protocol';
 import { cronGapSeconds } from '@hq/runtime';
-import { relPathProblem, TIERS, type Tier } from './manifest.js';
 
 const RelPath = Type.String({ minLength: 1, maxLength: 1024 });
 const Regex = Type.String({ minLength: 1, maxLength: 512 });
@@ -54,7 +53,7 @@ export const ReplicationConfigSchema = Type.Object(
     hostLocalKeys: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }))),
     keep: Type.Optional(PerTier(Type.Integer({ minimum: 1, maximum: 10_000 }))),
     cron: Type.Optional(PerTier(Type.String({ minLength: 1 }))),
-    pushTo: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }))),
+    pushTo: Type.Optional(Type.Array(Type.String({ pattern: HOST_SCHEMA_PATTERN }))),
     chunkBytes: Type.Optional(Type.Integer({ minimum: 4096, maximum: 256 * 1024 * 1024 })),
     keepLocal: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     pollersOff: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 256 }))),
@@ -69,14 +68,6 @@ export interface PlanItem {
   readonly survival: boolean;
   readonly match: RegExp | null;
 }
-
-/** The seeds' secret names (standby-snapshot `isSecretPath`): matched against the lower-cased path. */
-export const DEFAULT_SECRET_PATTERNS: readonly string[] = Object.freeze([
-  '(^|/)(secrets?|backup-key|acp-token)(/|$|\\.)',
-  '(^|/)auth\\.json',
-  '\\.(p8|pem|key|env)$',
-  '(token|credential|password|session)[^/]*$',
-]);
 
 /**
  * No built-in plan: what to protect is the application's business, so a block without `plan`
@@ -233,12 +224,6 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     throw new ConfigError('replication.outboxDir', 'replication.outboxDir: must not overlap standbyDir');
   }
   return r;
-}
-
-/** Is this relative path a secret? (lower-cased, every pattern) */
-export function isSecretPath(rel: string, patterns: readonly RegExp[] = DEFAULT_SECRET_PATTERNS.map((s) => new RegExp(s))): boolean {
-  const lower = rel.toLowerCase();
-  return patterns.some((p) => p.test(lower));
 }
 
 export interface Loaded {

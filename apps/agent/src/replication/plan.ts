@@ -10,8 +10,8 @@
 import { constants } from 'node:fs';
 import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isSecretPath, type PlanItem, type ReplicationConfig } from './config.js';
-import type { Tier } from './manifest.js';
+import { isSecretPath, type Tier } from '@hq/protocol';
+import type { PlanItem, ReplicationConfig } from './config.js';
 
 export interface Planned {
   readonly path: string;

@@ -19,7 +19,7 @@
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { copyHashed, writeFileNew, fsyncDir } from './fsx.js';
-import type { Tier } from './manifest.js';
+import type { Tier } from '@hq/protocol';
 import { verifyTier, type TierVerification } from './verify.js';
 
 export class PromoteError extends Error {

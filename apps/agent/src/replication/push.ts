@@ -8,7 +8,8 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { parseManifest, type Manifest } from './manifest.js';
+import { OFFSET_HEADER, REPLICATION_ERRORS, type Manifest } from '@hq/protocol';
+import { parseManifest } from '@hq/protocol/schemas';
 
 export interface PushOptions {
   /** The generation folder (outbox). */
@@ -99,7 +100,7 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
   let sums: string;
   try {
     const m = parseManifest(await readFile(join(opts.dir, 'MANIFEST.json'), 'utf8'));
-    if (typeof m === 'string') return { ok: false, kind: 'refused', error: 'HQ_ERR_BAD_MANIFEST', message: m, status: null, sentBytes };
+    if (typeof m === 'string') return { ok: false, kind: 'refused', error: REPLICATION_ERRORS.BAD_MANIFEST.code, message: m, status: null, sentBytes };
     manifest = m;
     sums = await readFile(join(opts.dir, 'SHA256SUMS'), 'utf8');
   } catch (err) {
@@ -127,7 +128,7 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
           const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/blobs/${sha}`, stream, {
             'content-type': 'application/octet-stream',
             'content-length': String(len),
-            'x-hq-offset': String(offset),
+            [OFFSET_HEADER]: String(offset),
           });
           sentBytes += len;
           if (a.status !== 200) return refusal(a, sentBytes);
@@ -141,7 +142,7 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
     if (failed !== null) return failed;
     let committed = await call(opts, 'POST', `/v1/standby/pushes/${push}/commit`, undefined, {});
     // The standby found a blob it held damaged: send those once more, then commit again.
-    if (committed.status === 409 && committed.body?.['error'] === 'HQ_ERR_PUSH_INCOMPLETE' && Array.isArray(committed.body['missing'])) {
+    if (committed.status === 409 && committed.body?.['error'] === REPLICATION_ERRORS.INCOMPLETE.code && Array.isArray(committed.body['missing'])) {
       const again = await send((committed.body['missing'] as unknown[]).filter((s): s is string => typeof s === 'string'));
       if (again !== null) return again;
       committed = await call(opts, 'POST', `/v1/standby/pushes/${push}/commit`, undefined, {});

@@ -25,19 +25,9 @@ import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { fsyncDir, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
 import { refuse, type Refusal } from './errors.js';
-import {
-  checkManifest,
-  formatManifest,
-  GENERATION_RE,
-  parseManifest,
-  parseSums,
-  SHA256_RE,
-  sha256File,
-  sumsDisagreement,
-  TIERS,
-  type Manifest,
-  type Tier,
-} from './manifest.js';
+import { formatManifest, GENERATION_RE, parseSums, SHA256_RE, sumsDisagreement, TIERS, type Manifest, type StandbyStatus, type Tier } from '@hq/protocol';
+import { checkManifest, parseManifest } from '@hq/protocol/schemas';
+import { sha256File } from './manifest.js';
 import { checkGenerationDir } from './verify.js';
 
 export interface ReceiverLog {
@@ -427,7 +417,7 @@ export class StandbyReceiver {
     for (const n of names.slice(0, Math.max(0, names.length - keep))) if (n !== latest) await removeTree(join(tierRoot, n));
   }
 
-  async status(): Promise<{ acceptedGeneration: number | null; pushes: number; tiers: { tier: Tier; latest: string | null; generations: string[] }[] }> {
+  async status(): Promise<StandbyStatus> {
     const tiers = [];
     for (const t of TIERS) {
       const tierRoot = join(this.opts.standbyDir, t);

@@ -6,7 +6,8 @@
  * An unreadable lease (arbiter outage) is `fenced`, as in the seeds: the fence decides from the
  * agent's cache, so the holder keeps replicating on `quorum-standby` and every other host skips.
  */
-import { isHost, replicationRole, type ReplicationRole, type RoleReason } from '@hq/lease-core';
+import { replicationRole, type ReplicationRole, type RoleReason } from '@hq/lease-core';
+import { isHost } from '@hq/protocol';
 
 export interface RoleAnswer {
   readonly host: string;

@@ -15,8 +15,9 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Readable } from 'node:stream';
-import Type from 'typebox';
-import { REPLICATION_ERRORS, type Refusal } from './errors.js';
+import { OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
+import { BlobParams, ChunkReceived, OffsetHeaders, PushBegun, PushBody, PushCommitted, PushParams, RefusalBody } from '@hq/protocol/schemas';
+import type { Refusal } from './errors.js';
 import type { StandbyReceiver } from './receiver.js';
 
 export interface ReplicationPeerRoutesOptions {
@@ -26,10 +27,6 @@ export interface ReplicationPeerRoutesOptions {
   /** Largest manifest + sums body, bytes. Default 16 MiB (about 60 000 entries). */
   readonly manifestBodyLimit?: number;
 }
-
-const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() }, { additionalProperties: true });
-const PushParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }) }, { additionalProperties: false });
-const BlobParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }) }, { additionalProperties: false });
 
 function send(reply: FastifyReply, r: Refusal): FastifyReply {
   return reply.code(r.error.status).send({ error: r.error.code, message: r.message, ...(r.extra ?? {}) });
@@ -59,12 +56,8 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     {
       bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
       schema: {
-        body: Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false }),
-        response: {
-          200: Type.Object({ push: Type.String(), missing: Type.Array(Type.String()), have: Type.Integer() }),
-          '4xx': ErrorBody,
-          '5xx': ErrorBody,
-        },
+        body: PushBody,
+        response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
     async (req, reply) => {
@@ -79,15 +72,15 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     {
       schema: {
         params: BlobParams,
-        headers: Type.Object({ 'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })) }),
-        response: { 200: Type.Object({ received: Type.Integer(), complete: Type.Boolean() }), '4xx': ErrorBody, '5xx': ErrorBody },
+        headers: OffsetHeaders,
+        response: { 200: ChunkReceived, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
     async (req, reply) => {
       if (req.headers['content-type'] !== 'application/octet-stream') {
-        return reply.code(415).send({ error: 'HQ_ERR_UNSUPPORTED_MEDIA', message: 'a blob chunk must be application/octet-stream' });
+        return send(reply, { ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'a blob chunk must be application/octet-stream' });
       }
-      const offset = Number(req.headers['x-hq-offset'] ?? '0');
+      const offset = Number(req.headers[OFFSET_HEADER] ?? '0');
       const r = await receiver.putChunk(req.params.push, req.params.sha256, offset, req.body as Readable);
       if (!r.ok) return send(reply, r);
       return { received: r.received, complete: r.complete };
@@ -99,11 +92,7 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     {
       schema: {
         params: PushParams,
-        response: {
-          200: Type.Object({ tier: Type.String(), generation: Type.String(), latest: Type.String(), received: Type.Integer(), linked: Type.Integer() }),
-          '4xx': ErrorBody,
-          '5xx': ErrorBody,
-        },
+        response: { 200: PushCommitted, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
     async (req, reply) => {

@@ -20,17 +20,9 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
 import { copyHashed, fsyncDir, fsyncFile, mkdirPrivate, rand, readLatest, removeTree, swapLink, writeFileAtomic, writeFileNew } from './fsx.js';
-import {
-  formatManifest,
-  formatSums,
-  generationId,
-  GENERATION_RE,
-  parseManifest,
-  sha256File,
-  type Manifest,
-  type ManifestEntry,
-  type Tier,
-} from './manifest.js';
+import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
+import { parseManifest } from '@hq/protocol/schemas';
+import { sha256File } from './manifest.js';
 import { planTier, type Plan, type Planned } from './plan.js';
 
 export class SnapshotError extends Error {

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { formatSums, type Manifest, type ManifestEntry } from './manifest.js';
+import { formatSums, type Manifest, type ManifestEntry } from '@hq/protocol';
 
 export type SurvivalResult =
   | { readonly ok: true; readonly files: number; readonly sentBytes: number }

@@ -16,7 +16,9 @@
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readLatest } from './fsx.js';
-import { GENERATION_RE, INDEX_FILES, parseManifest, parseSums, sha256File, sumsDisagreement, type Manifest, type Tier } from './manifest.js';
+import { GENERATION_RE, INDEX_FILES, parseSums, sumsDisagreement, type Manifest, type Tier } from '@hq/protocol';
+import { parseManifest } from '@hq/protocol/schemas';
+import { sha256File } from './manifest.js';
 
 export interface VerifiedFile {
   readonly path: string;

@@ -1,17 +1,35 @@
 /**
- * Wiring for the agent's peer listener, in one call:
+ * The receiving side of replication as the agent daemon wires it onto its peer listener — the
+ * only replication module the daemon loads, and only when a replication block is configured.
+ * It reaches the receiver, its routes and the config check; never the sending side (snapshot,
+ * push, survival, promote), which is `hq standby …` (cli/standby.ts).
  *
- *   const repl = loadAgentWithReplication(file).replication;          // or from the agent's own config load
- *   if (repl !== null) app.register(replicationPeerRoutes, await standbyPeerOptions({
- *     replication: repl, peerToken: agent.peerToken, seenGeneration: () => agent.snapshot().seen, log }));
+ *   await registerStandby(peerApp, { block: config.replication, stateDir: config.stateDir,
+ *     peerToken: agent.peerToken, seenGeneration: () => agent.snapshot().seen, log });
  *
  * The peer token is re-read through the agent's `TokenFile` on every request (rotation needs no
  * restart) and compared in constant time; the agent's seen generation is the receiver's floor.
  */
+import type { FastifyInstance } from 'fastify';
 import { bearer, tokensEqual, type TokenRead } from '../tokens.js';
-import type { ReplicationConfig } from './config.js';
+import { resolveReplication, validateReplication, type ReplicationConfig } from './config.js';
 import { StandbyReceiver, type ReceiverLog } from './receiver.js';
-import type { ReplicationPeerRoutesOptions } from './routes.js';
+import { replicationPeerRoutes, type ReplicationPeerRoutesOptions } from './routes.js';
+
+/** Checks and resolves the agent's `replication` block (a ConfigError names the key), opens the receiver, registers its routes. */
+export async function registerStandby(
+  peer: FastifyInstance,
+  input: {
+    readonly block: unknown;
+    readonly stateDir: string;
+    readonly peerToken: { get(): Promise<TokenRead> };
+    readonly seenGeneration: () => number | Promise<number>;
+    readonly log: ReceiverLog;
+  },
+): Promise<void> {
+  const replication = resolveReplication(validateReplication(input.block), input.stateDir);
+  await peer.register(replicationPeerRoutes, await standbyPeerOptions({ replication, peerToken: input.peerToken, seenGeneration: input.seenGeneration, log: input.log }));
+}
 
 export async function standbyPeerOptions(input: {
   readonly replication: ReplicationConfig;

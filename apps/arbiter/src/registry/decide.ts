@@ -2,7 +2,7 @@
  * Fleet registry and port leases (SPEC §8): the pure decisions. No I/O, no clock: every
  * function takes `now` (epoch milliseconds, the arbiter's clock) and the rows it decides on,
  * and returns a discriminated union — an expected refusal is `{ ok: false, reason }`, never a
- * throw. `RegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.
+ * throw. `SqliteRegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.
  *
  * Guarantees (given that the store serialises every allocation):
  *  - A port is handed to at most one live lease: a port is free only when it has no row or its
@@ -14,31 +14,12 @@
  *    an unknown or expired lease is 404. A resource is registered, renewed or deleted only by a
  *    token of its own machine (admin tokens act for any machine).
  *
- * Ids (documented in the README): resource ids and lease purposes match
- * `^[a-z0-9][a-z0-9-]{0,63}$` (the host rule of SPEC §1, 64 characters so that an instance id
- * can be `{host}-{service}-{n}`) and are never `constructor` or `prototype`; `__proto__` is
- * refused by the pattern. Lease ids are 32 lowercase hex digits (128 random bits).
- * Times in the registry are epoch milliseconds (the seeds' `ttlMs`, `observedAt`).
+ * Ids, the TTL bounds and every request and answer are the protocol's (`@hq/protocol`
+ * registry.ts). Times in the registry are epoch milliseconds (the seeds' `ttlMs`, `observedAt`).
  */
+import { MAX_TTL_MS, MIN_TTL_MS, type AttrValue, type PortRange, type RegistryRefusal, type ResourceKind } from '@hq/protocol';
 
-export const RESOURCE_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,63}$/;
-/** The same rule as a JSON-schema pattern (reserved words excluded by a lookahead). */
-export const RESOURCE_ID_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,63}$';
-/** SPEC §1 host names as a JSON-schema pattern (the same rule as config.ts; kept here so the registry imports nothing from the arbiter). */
-export const HOST_SCHEMA_PATTERN = '^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$';
-export const LEASE_ID_PATTERN = /^[0-9a-f]{32}$/;
-export const LEASE_ID_SCHEMA_PATTERN = '^[0-9a-f]{32}$';
-
-const RESERVED_IDS: ReadonlySet<string> = new Set(['constructor', 'prototype', '__proto__']);
-
-export function isResourceId(value: unknown): value is string {
-  return typeof value === 'string' && RESOURCE_ID_PATTERN.test(value) && !RESERVED_IDS.has(value);
-}
-
-/** A day: the longest any lease or resource outlives its last renewal. */
-export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
-/** A second: shorter TTLs would expire between two requests of a healthy client. */
-export const MIN_TTL_MS = 1000;
+export type { AttrValue, PortRange, ResourceKind };
 
 export function clampTtl(ttlMs: number): number {
   return Math.min(MAX_TTL_MS, Math.max(MIN_TTL_MS, Math.floor(ttlMs)));
@@ -46,11 +27,6 @@ export function clampTtl(ttlMs: number): number {
 
 // ---------------------------------------------------------------------------------------
 // bands
-
-export interface PortRange {
-  readonly from: number;
-  readonly to: number;
-}
 
 export interface Bands {
   /** Never allocated (the arbiter's, the agents' and the seeds' fixed ports). */
@@ -125,8 +101,8 @@ export interface AllocateInput {
 
 export type AllocateResult =
   | { readonly ok: true; readonly lease: PortLeaseRow; readonly reused: PortLeaseRow | null }
-  | { readonly ok: false; readonly reason: 'excluded-outside-band'; readonly message: string }
-  | { readonly ok: false; readonly reason: 'band-full'; readonly message: string };
+  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'excluded-outside-band'>; readonly message: string }
+  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'band-full'>; readonly message: string };
 
 /**
  * 1. every excluded port must lie inside the test band (else the caller is confused: 400);
@@ -174,7 +150,7 @@ export interface Actor {
 
 export type LeaseAccess =
   | { readonly ok: true; readonly lease: PortLeaseRow }
-  | { readonly ok: false; readonly reason: 'not-found' | 'wrong-owner' | 'wrong-id'; readonly message: string };
+  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'not-found' | 'wrong-owner' | 'wrong-id'>; readonly message: string };
 
 /**
  * Renew and release: unknown or expired → 404; another machine's lease → 403 (checked before
@@ -197,8 +173,6 @@ export function renewedLease(row: PortLeaseRow, now: number): PortLeaseRow {
 // ---------------------------------------------------------------------------------------
 // resources
 
-export type ResourceKind = 'machine' | 'instance';
-export type AttrValue = string | number | boolean | null | readonly (string | number)[];
 /** Attributes live in a Map in memory (never a plain object keyed by caller input). */
 export type Attrs = ReadonlyMap<string, AttrValue>;
 
@@ -230,7 +204,7 @@ export interface RegisterInput {
 
 export type ResourceResult =
   | { readonly ok: true; readonly resource: ResourceRow }
-  | { readonly ok: false; readonly reason: 'wrong-host' | 'id-taken' | 'not-found'; readonly message: string };
+  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'wrong-host' | 'id-taken' | 'not-found'>; readonly message: string };
 
 /**
  * 1. a member token registers only for its own machine (403);

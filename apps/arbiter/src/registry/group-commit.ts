@@ -17,7 +17,7 @@
  * load the groups grow by themselves (requests pile up while a commit runs).
  */
 import { GroupCommitQueue, MAX_GROUP, type Outcome } from '../group-commit.js';
-import type { RegistryStore } from './store.js';
+import type { RegistryStore } from '../store/store.js';
 
 export { MAX_GROUP };
 

@@ -8,11 +8,12 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { ERRORS, type CatalogEntry } from '@hq/lease-core';
+import { ERRORS, registryError, type RegistryRefusal, type Resource } from '@hq/protocol';
 import { HttpError } from '../server/context.js';
 import { GroupCommit } from './group-commit.js';
 import { inBand, type Actor, type AttrValue, type Attrs, type ResourceRow } from './decide.js';
-import { attrsToObject, type RegistryStore } from './store.js';
+import { attrsToObject } from './store.js';
+import type { RegistryStore } from '../store/store.js';
 import {
   Deleted,
   ErrorBody,
@@ -28,7 +29,7 @@ import {
   ResourceParams,
   ResourcesAnswer,
   ResourcesQuery,
-} from './schemas.js';
+} from '@hq/protocol/schemas';
 
 export interface RegistryRoutesOptions {
   readonly store: RegistryStore;
@@ -38,18 +39,8 @@ export interface RegistryRoutesOptions {
   readonly newLeaseId?: () => string;
 }
 
-const REASONS: ReadonlyMap<string, CatalogEntry> = new Map([
-  ['wrong-host', ERRORS.WRONG_HOST],
-  ['wrong-owner', ERRORS.WRONG_HOST],
-  ['id-taken', ERRORS.CONFLICT],
-  ['wrong-id', ERRORS.CONFLICT],
-  ['not-found', ERRORS.NOT_FOUND],
-  ['band-full', ERRORS.BAND_FULL],
-  ['excluded-outside-band', ERRORS.BAD_REQUEST],
-]);
-
-function refuse(reason: string, message: string): never {
-  throw new HttpError(REASONS.get(reason) ?? ERRORS.INTERNAL, message);
+function refuse(reason: RegistryRefusal, message: string): never {
+  throw new HttpError(registryError(reason), message);
 }
 
 function actorOf(req: FastifyRequest): Actor {
@@ -66,7 +57,7 @@ function attrsMap(o: { [key: string]: unknown } | undefined): Attrs | undefined 
   return m;
 }
 
-export function resourceOut(r: ResourceRow) {
+export function resourceOut(r: ResourceRow): Resource {
   return {
     id: r.id,
     name: r.name,

@@ -1,6 +1,8 @@
 /**
- * RegistryStore — resources and port leases in the arbiter's SQLite file, beside the lease
- * record (own tables, own migration, same file `{dataDir}/hq.db`).
+ * SqliteRegistryStore — the registry seam (`RegistryStore`, ../store/store.ts) over resources
+ * and port leases in the arbiter's SQLite file, beside the lease record (own tables, same file
+ * `{dataDir}/hq.db`, same numbered migration list: the connection comes from `openDatabase`
+ * in ../store/database.ts, which has migrated it).
  *
  * Invariants:
  *  - Every write is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
@@ -16,7 +18,7 @@
  *  - Expired rows are never returned as live. They are overwritten on reuse and swept by
  *    `sweep(now)`; readers filter on `expires_at > now`, so a missing sweep changes nothing.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import {
   DEFAULT_BANDS,
   decideAllocation,
@@ -38,61 +40,7 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from './decide.js';
-
-/**
- * The registry's tables. `IF NOT EXISTS` makes it idempotent, so it runs on every open, after
- * (and independently of) the lease store's numbered migrations. Append new statements; never
- * edit these.
- */
-export const REGISTRY_MIGRATION = `
-  CREATE TABLE IF NOT EXISTS resources (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('machine', 'instance')),
-    machine TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    attrs TEXT NOT NULL,
-    observed_at INTEGER NOT NULL,
-    ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0),
-    registered_at INTEGER NOT NULL,
-    renewed_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL
-  ) STRICT;
-  CREATE INDEX IF NOT EXISTS resources_kind_machine ON resources (kind, machine);
-  CREATE TABLE IF NOT EXISTS port_leases (
-    port INTEGER PRIMARY KEY CHECK (port BETWEEN 1 AND 65535),
-    lease_id TEXT NOT NULL UNIQUE,
-    machine TEXT NOT NULL,
-    purpose TEXT NOT NULL,
-    ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0),
-    created_at INTEGER NOT NULL,
-    renewed_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL
-  ) STRICT;
-`;
-
-/** Creates the registry tables when missing (one immediate transaction). */
-export function migrateRegistry(db: Database.Database): void {
-  db.transaction(() => db.exec(REGISTRY_MIGRATION)).immediate();
-}
-
-/**
- * Opens `path` (normally `{dataDir}/hq.db`, already created by SqliteStore) as a second
- * connection with the lease store's pragmas. Pragmas are per connection, so they are set here
- * again: WAL (readers never block the writer), synchronous=FULL (an acknowledged lease
- * survives a power cut, or one port could be handed out twice), busy_timeout (other writers
- * hold the lock briefly), foreign_keys=ON.
- */
-export function openRegistryDatabase(path: string, busyTimeoutMs = 5000): Database.Database {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-  db.pragma('foreign_keys = ON');
-  const sync = db.pragma('synchronous', { simple: true });
-  if (sync !== 2) throw new Error(`PRAGMA synchronous reads back ${String(sync)}, expected FULL (2)`);
-  return db;
-}
+import type { AllocateRequest, RegistryStore, ResourceFilter } from '../store/store.js';
 
 interface ResourceDbRow {
   id: string;
@@ -198,19 +146,7 @@ export interface RegistryStoreOptions {
   readonly bands?: Bands;
 }
 
-export interface AllocateRequest {
-  readonly machine: string;
-  readonly purpose: string;
-  readonly ttlMs: number;
-  readonly excluded?: readonly number[];
-}
-
-export interface ResourceFilter {
-  readonly kind?: ResourceKind;
-  readonly machine?: string;
-}
-
-export class RegistryStore {
+export class SqliteRegistryStore implements RegistryStore {
   readonly bands: Bands;
   private readonly db: Database.Database;
   private readonly q: ReturnType<typeof prepare>;
@@ -220,7 +156,6 @@ export class RegistryStore {
     const v = validateBands(this.bands);
     if (!v.ok) throw new Error(v.message);
     this.db = db;
-    migrateRegistry(db);
     this.q = prepare(db);
   }
 

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ERRORS, setMaintenance, transfer } from '@hq/lease-core';
+import { setMaintenance, transfer } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { HttpError } from '../server/context.js';
-import { CheckAnswer, Conflict, ErrorBody, MaintenanceBody, OkLease, TransferBody } from '../schemas/index.js';
+import { CheckAnswer, Conflict, ErrorBody, MaintenanceBody, OkLease, TransferBody } from '@hq/protocol/schemas';
 import { answerVerdict, verdictOutcome } from './lease.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {

@@ -20,9 +20,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import Type from 'typebox';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS, STREAM_ERRORS } from '@hq/protocol';
+import { ErrorBody, EventStreamQuery } from '@hq/protocol/schemas';
 import { HttpError } from '../server/context.js';
-import { ErrorBody } from '../schemas/index.js';
 import type { EventRow } from '../store/store.js';
 
 /** Rows read per store query while catching up. */
@@ -98,11 +98,6 @@ export interface EventStreamOptions {
  */
 export const STREAM_TAIL = 20;
 
-/** Not (yet) in the lease-core catalog: the stream limit is reached. */
-export const TOO_MANY_STREAMS = Object.freeze({ code: 'HQ_ERR_TOO_MANY_STREAMS', status: 503, message: 'too many event streams are open; try again later' });
-
-export const EventStreamQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })) }, { additionalProperties: false });
-
 /** One SSE frame: `id`, `event: hq`, the row as one JSON line (JSON never contains a raw newline). */
 export function sseFrame(e: EventRow): string {
   return `id: ${e.id}\nevent: hq\ndata: ${JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data })}\n\n`;
@@ -140,7 +135,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
     async (req, reply) => {
       let after = startId(req.query.after, req.headers['last-event-id'], () => opts.tailAfter(STREAM_TAIL));
       if (open.size >= maxStreams) {
-        return reply.code(503).send({ error: TOO_MANY_STREAMS.code, message: TOO_MANY_STREAMS.message });
+        return reply.code(503).send({ error: STREAM_ERRORS.TOO_MANY_STREAMS.code, message: STREAM_ERRORS.TOO_MANY_STREAMS.message });
       }
       const ctl = new AbortController();
       open.add(ctl);

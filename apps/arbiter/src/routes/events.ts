@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { HttpError } from '../server/context.js';
-import { ErrorBody, EventsAnswer, EventsQuery } from '../schemas/index.js';
+import { ErrorBody, EventsAnswer, EventsQuery } from '@hq/protocol/schemas';
 
 export const DEFAULT_EVENTS_LIMIT = 100;
 export const MAX_EVENTS_LIMIT = 1000;

@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
-import type { LeaseRefusal, Verdict } from '@hq/lease-core';
-import { acquire, refusalError, release, renew } from '@hq/lease-core';
+import type { Verdict } from '@hq/lease-core';
+import { acquire, release, renew } from '@hq/lease-core';
+import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter.js';
 import { actFor } from '../server/context.js';
-import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody } from '../schemas/index.js';
+import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody } from '@hq/protocol/schemas';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 

@@ -8,8 +8,9 @@
  *   GET /v1/survival                                                           → {machines[{machine, tiers[…]}]}
  *
  * Blobs first (each checked against its sha256 as it lands), then the manifest, which
- * publishes the generation: every path safe and not a secret (the third check, after the
- * agent's two), holder = the token's machine, lease generation ≥ the highest accepted for that
+ * publishes the generation: the manifest read by the agent's own reader (`@hq/protocol/schemas`
+ * `checkManifest`), every path not a secret (the third check, after the agent's two, with the
+ * agent's default secret names), holder = the token's machine, lease generation ≥ the highest accepted for that
  * machine and tier (lease-core `checkGeneration`), every file verified, then one rename and the
  * `latest` link moved. Nothing is visible before that; files 0600, folders 0700.
  *
@@ -23,8 +24,9 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
-import { checkGeneration, ERRORS, isHost, parseGeneration } from '@hq/lease-core';
+import { checkGeneration, parseGeneration } from '@hq/lease-core';
+import { ERRORS, GENERATION_RE, type CatalogEntry, REPLICATION_ERRORS, TIERS, formatManifest, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
+import { PushBody, SurvivalBlobParams, SurvivalParams, checkManifest } from '@hq/protocol/schemas';
 
 export interface SurvivalRoutesOptions {
   readonly dataDir: string;
@@ -35,61 +37,24 @@ export interface SurvivalRoutesOptions {
   readonly maxBlobBytes?: number;
 }
 
-/** The agent's default secret names (replication/config.ts), checked again here. */
-export const SURVIVAL_SECRET_PATTERNS: readonly RegExp[] = [
-  /(^|\/)(secrets?|backup-key|acp-token)(\/|$|\.)/,
-  /(^|\/)auth\.json/,
-  /\.(p8|pem|key|env)$/,
-  /(token|credential|password|session)[^/]*$/,
-];
+/** A survival copy holds at most this many files (core-sized items). */
+const MAX_ENTRIES = 10_000;
 
-const GENERATION = /^[0-9]{8}T[0-9]{6}Z$/;
-const SHA = /^[0-9a-f]{64}$/;
-const TIERS = ['core', 'big', 'obs'] as const;
-type Tier = (typeof TIERS)[number];
-
-function pathProblem(p: unknown): string | null {
-  if (typeof p !== 'string' || p === '' || p.length > 1024) return 'must be a non-empty relative path';
-  if (p.startsWith('/') || /[\\\0\n\r]/.test(p)) return 'must be relative, without backslash, NUL or newline';
-  if (p.split('/').some((x) => x === '' || x === '.' || x === '..')) return 'may not hold empty, "." or ".." components';
-  if (p === 'MANIFEST.json' || p === 'SHA256SUMS') return 'names an index file';
-  return null;
-}
-
-const isSecret = (p: string): boolean => SURVIVAL_SECRET_PATTERNS.some((r) => r.test(p.toLowerCase()));
-
-interface Entry {
-  readonly path: string;
-  readonly bytes: number;
-  readonly sha256: string;
-}
-
-/** The subset manifest, read strictly (the agent's shape; only what the arbiter needs is checked deeply). */
-function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; entries: Entry[]; holder: string; leaseGeneration: number } | { ok: false; message: string } {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, message: 'manifest must be an object' };
-  const m = v as Record<string, unknown>;
-  if (m['generation'] !== generation) return { ok: false, message: 'manifest generation does not match the path' };
-  if (m['tier'] !== tier) return { ok: false, message: 'manifest tier does not match the path' };
-  const lg = m['leaseGeneration'];
-  if (typeof lg !== 'number' || !Number.isSafeInteger(lg) || lg < 1) return { ok: false, message: 'manifest leaseGeneration must be a positive integer' };
-  if (!isHost(m['holder'])) return { ok: false, message: 'manifest holder must be a host' };
-  if (!Array.isArray(m['entries']) || m['entries'].length > 10_000) return { ok: false, message: 'manifest entries must be a list' };
-  const entries: Entry[] = [];
-  const seen = new Set<string>();
-  for (const e of m['entries'] as unknown[]) {
-    if (typeof e !== 'object' || e === null) return { ok: false, message: 'manifest entry must be an object' };
-    const x = e as Record<string, unknown>;
-    const problem = pathProblem(x['path']);
-    if (problem !== null) return { ok: false, message: `manifest path ${JSON.stringify(x['path'])} ${problem}` };
-    const path = x['path'] as string;
-    if (seen.has(path)) return { ok: false, message: `manifest lists ${path} twice` };
-    seen.add(path);
-    if (isSecret(path)) return { ok: false, message: `${path} is a secret and never goes to a survival copy` };
-    if (typeof x['sha256'] !== 'string' || !SHA.test(x['sha256'])) return { ok: false, message: `manifest sha256 of ${path} is not a sha256` };
-    if (typeof x['bytes'] !== 'number' || !Number.isSafeInteger(x['bytes']) || x['bytes'] < 0) return { ok: false, message: `manifest bytes of ${path} is not a size` };
-    entries.push({ path, bytes: x['bytes'] as number, sha256: x['sha256'] as string });
-  }
-  return { ok: true, entries, holder: m['holder'] as string, leaseGeneration: lg };
+/**
+ * The subset manifest: the agent's reader, then what a survival copy adds — the path's tier and
+ * generation, a lease generation and a holder (never a copy made before any lease), no secret.
+ */
+function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; manifest: Manifest; holder: string } | { ok: false; message: string } {
+  const m = checkManifest(v);
+  if (typeof m === 'string') return { ok: false, message: m };
+  if (m.generation !== generation) return { ok: false, message: 'manifest generation does not match the path' };
+  if (m.tier !== tier) return { ok: false, message: 'manifest tier does not match the path' };
+  if (m.leaseGeneration < 1) return { ok: false, message: 'manifest leaseGeneration must be a positive integer' };
+  if (m.holder === null) return { ok: false, message: 'manifest holder must be a host' };
+  if (m.entries.length > MAX_ENTRIES) return { ok: false, message: `manifest entries may list at most ${MAX_ENTRIES} files` };
+  const secret = m.entries.find((e) => isSecretPath(e.path));
+  if (secret !== undefined) return { ok: false, message: `${secret.path} is a secret and never goes to a survival copy` };
+  return { ok: true, manifest: m, holder: m.holder };
 }
 
 async function mkdirPrivate(dir: string): Promise<void> {
@@ -135,8 +100,8 @@ async function hashFile(path: string): Promise<string> {
   return h.digest('hex');
 }
 
-function fail(reply: FastifyReply, status: number, error: string, message: string): FastifyReply {
-  return reply.code(status).send({ error, message });
+function fail(reply: FastifyReply, entry: CatalogEntry, message: string = entry.message): FastifyReply {
+  return reply.code(entry.status).send({ error: entry.code, message });
 }
 
 export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
@@ -155,34 +120,24 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'GET') return undefined; // reads follow the arbiter's own read rule (scope read)
     const who = await opts.authorize(req.raw.rawHeaders);
-    if (who === null || !isHost(who.machine)) return fail(reply, 401, ERRORS.UNAUTHORIZED.code, ERRORS.UNAUTHORIZED.message);
+    if (who === null || !isHost(who.machine)) return fail(reply, ERRORS.UNAUTHORIZED);
     machineOf.set(req, who.machine);
     return undefined;
   });
   app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
 
-  const Params = Type.Object(
-    { tier: Type.Union(TIERS.map((t) => Type.Literal(t))), generation: Type.String({ pattern: GENERATION.source }) },
-    { additionalProperties: false },
-  );
-
   app.put(
     '/v1/survival/:tier/:generation/blobs/:sha256',
     {
       config: { scope: 'member' },
-      schema: {
-        params: Type.Object(
-          { tier: Type.Union(TIERS.map((t) => Type.Literal(t))), generation: Type.String({ pattern: GENERATION.source }), sha256: Type.String({ pattern: SHA.source }) },
-          { additionalProperties: false },
-        ),
-      },
+      schema: { params: SurvivalBlobParams },
     },
     async (req, reply) => {
       const machine = machineOf.get(req) as string;
       const stream = req.body as Readable | undefined;
       if (req.headers['content-type'] !== 'application/octet-stream' || stream === undefined) {
         stream?.resume();
-        return fail(reply, 415, ERRORS.UNSUPPORTED_MEDIA.code, 'a blob must be application/octet-stream');
+        return fail(reply, ERRORS.UNSUPPORTED_MEDIA, 'a blob must be application/octet-stream');
       }
       const staging = join(root, machine, '.blobs');
       await mkdirPrivate(staging);
@@ -202,16 +157,17 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
       } catch (err) {
         await fh.close();
         await unlink(part).catch(() => undefined);
-        if ((err as { tooLarge?: boolean }).tooLarge === true) return fail(reply, 413, ERRORS.TOO_LARGE.code, `a survival blob may not exceed ${maxBlob} bytes`);
+        if ((err as { tooLarge?: boolean }).tooLarge === true) return fail(reply, ERRORS.TOO_LARGE, `a survival blob may not exceed ${maxBlob} bytes`);
         throw err;
       }
       await fh.close();
       if (hash.digest('hex') !== req.params.sha256) {
         await unlink(part);
-        return fail(reply, 422, 'HQ_ERR_CHECKSUM', 'the blob does not match its sha256');
+        return fail(reply, REPLICATION_ERRORS.CHECKSUM, 'the blob does not match its sha256');
       }
       await rename(part, join(staging, req.params.sha256));
-      return { stored: true, bytes };
+      const stored: SurvivalBlobStored = { stored: true, bytes };
+      return stored;
     },
   );
 
@@ -220,32 +176,33 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     {
       config: { scope: 'member' },
       bodyLimit: 4 * 1024 * 1024,
-      schema: { params: Params, body: Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false }) },
+      schema: { params: SurvivalParams, body: PushBody },
     },
     async (req, reply) =>
       serial(async () => {
         const machine = machineOf.get(req) as string;
-        const { tier, generation } = req.params as { tier: Tier; generation: string };
-        const m = readManifest(req.body.manifest, tier, generation);
-        if (!m.ok) return fail(reply, 400, ERRORS.BAD_REQUEST.code, m.message);
-        if (m.holder !== machine) return fail(reply, 403, ERRORS.WRONG_HOST.code, `the manifest's holder ${m.holder} is not the token's machine ${machine}`);
-        const sums = m.entries.map((e) => `${e.sha256}  ${e.path}\n`).join('');
-        if (req.body.sums !== sums) return fail(reply, 400, ERRORS.BAD_REQUEST.code, 'SHA256SUMS does not match the manifest entries');
+        const { tier, generation } = req.params;
+        const read = readManifest(req.body.manifest, tier, generation);
+        if (!read.ok) return fail(reply, ERRORS.BAD_REQUEST, read.message);
+        const m = read.manifest;
+        if (read.holder !== machine) return fail(reply, ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
+        const sums = formatSums(m.entries);
+        if (req.body.sums !== sums) return fail(reply, ERRORS.BAD_REQUEST, 'SHA256SUMS does not match the manifest entries');
         const tierRoot = join(root, machine, tier);
         await mkdirPrivate(tierRoot);
         const markFile = join(tierRoot, 'accepted-generation');
         let mark = 0;
         try {
           const g = parseGeneration(await readFile(markFile, 'utf8'));
-          if (g === null) return fail(reply, 500, ERRORS.INTERNAL.code, 'the survival mark is unreadable');
+          if (g === null) return fail(reply, ERRORS.INTERNAL, 'the survival mark is unreadable');
           mark = g;
         } catch {
           mark = 0;
         }
         const v = checkGeneration(mark, m.leaseGeneration);
-        if (!v.ok) return fail(reply, 409, ERRORS.STALE_GENERATION.code, `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted`);
+        if (!v.ok) return fail(reply, ERRORS.STALE_GENERATION, `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted`);
         const final = join(tierRoot, generation);
-        if (await lstat(final).then(() => true, () => false)) return fail(reply, 409, ERRORS.CONFLICT.code, `survival generation ${tier}/${generation} exists`);
+        if (await lstat(final).then(() => true, () => false)) return fail(reply, ERRORS.CONFLICT, `survival generation ${tier}/${generation} exists`);
         const blobs = join(root, machine, '.blobs');
         const building = join(tierRoot, `.building-${generation}-${randomBytes(4).toString('hex')}`);
         await mkdirPrivate(building);
@@ -257,15 +214,15 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
               await link(join(blobs, e.sha256), dest);
             } catch {
               await rm(building, { recursive: true, force: true });
-              return fail(reply, 409, 'HQ_ERR_PUSH_INCOMPLETE', `the blob of ${e.path} was not sent`);
+              return fail(reply, REPLICATION_ERRORS.INCOMPLETE, `the blob of ${e.path} was not sent`);
             }
             const st = await lstat(dest);
             if (!st.isFile() || st.size !== e.bytes || (await hashFile(dest)) !== e.sha256) {
               await rm(building, { recursive: true, force: true });
-              return fail(reply, 422, 'HQ_ERR_CHECKSUM', `${e.path} does not match its manifest entry`);
+              return fail(reply, REPLICATION_ERRORS.CHECKSUM, `${e.path} does not match its manifest entry`);
             }
           }
-          await writeAtomic(join(building, 'MANIFEST.json'), `${JSON.stringify(req.body.manifest, null, 2)}\n`);
+          await writeAtomic(join(building, 'MANIFEST.json'), formatManifest(m));
           await writeAtomic(join(building, 'SHA256SUMS'), sums);
           if (m.leaseGeneration > mark) await writeAtomic(markFile, `${m.leaseGeneration}\n`);
           await rename(building, final);
@@ -279,20 +236,21 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
           throw err;
         }
         // Keep N; the blobs this generation used are now linked into it.
-        const names = (await readdir(tierRoot)).filter((n) => GENERATION.test(n)).sort();
+        const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
         for (const n of names.slice(0, Math.max(0, names.length - keep[tier]))) if (n !== generation) await rm(join(tierRoot, n), { recursive: true, force: true });
         for (const e of m.entries) await unlink(join(blobs, e.sha256)).catch(() => undefined);
-        return { generation, files: m.entries.length };
+        const committed: SurvivalCommitted = { generation, files: m.entries.length };
+        return committed;
       }),
   );
 
-  app.get('/v1/survival', { config: { scope: 'read' } }, async () => {
+  app.get('/v1/survival', { config: { scope: 'read' } }, async (): Promise<SurvivalList> => {
     const machines = [];
     for (const machine of (await readdir(root).catch(() => [] as string[])).filter((n) => isHost(n)).sort()) {
       const tiers = [];
       for (const tier of TIERS) {
         const dir = join(root, machine, tier);
-        const generations = (await readdir(dir).catch(() => [] as string[])).filter((n) => GENERATION.test(n)).sort();
+        const generations = (await readdir(dir).catch(() => [] as string[])).filter((n) => GENERATION_RE.test(n)).sort();
         const latest = await readlink(join(dir, 'latest')).catch(() => null);
         tiers.push({ tier, latest, generations });
       }

@@ -5,7 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, HttpError, type HqContext } from './context.js';
 import { PreconditionFailed } from '../arbiter.js';

@@ -1,7 +1,7 @@
 /** Route scopes (SPEC §4): checked on every request before the body is read. */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { authenticate } from '../auth.js';
 import { HttpError } from './context.js';
 

@@ -1,13 +1,12 @@
 /** The one shared capability every route uses: the arbiter shell, its checker and its store. */
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { CatalogEntry } from '@hq/lease-core';
-import { ERRORS } from '@hq/lease-core';
+import { ERRORS, type CatalogEntry } from '@hq/protocol';
 import type { Arbiter } from '../arbiter.js';
 import type { Checker } from '../checks.js';
 import type { ArbiterConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
-import type { LeaseStore } from '../store/store.js';
+import type { EventLog, TokenStore } from '../store/store.js';
 import type { Principal } from '../auth.js';
 
 /** Who may call a route: nobody needs a token, any valid token (or none with openReads), … */
@@ -16,7 +15,8 @@ export type RouteScope = 'none' | 'read' | 'member' | 'heartbeat' | 'admin';
 export interface HqContext {
   readonly arbiter: Arbiter;
   readonly checker: Checker;
-  readonly store: LeaseStore;
+  /** What routes use directly: the event log and the tokens (lease state goes through `arbiter`). */
+  readonly store: EventLog & TokenStore;
   readonly metrics: Metrics;
   readonly config: ArbiterConfig;
   readonly version: string;

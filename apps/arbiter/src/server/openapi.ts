@@ -27,8 +27,8 @@
  */
 import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { ERRORS, type CatalogEntry } from '@hq/lease-core';
-import { ErrorBody } from '../schemas/index.js';
+import { ERRORS, type CatalogEntry } from '@hq/protocol';
+import { ErrorBody } from '@hq/protocol/schemas';
 import type { RouteScope } from './context.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';

@@ -21,7 +21,9 @@ import { registerOperatorMetrics } from '../operator-metrics.js';
 import { registryRoutes } from '../registry/routes.js';
 import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
-import { RegistryStore, openRegistryDatabase } from '../registry/store.js';
+import { SqliteRegistryStore } from '../registry/store.js';
+import type { RegistryStore } from '../store/store.js';
+import { openDatabase } from '../store/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
 export function version(): string {
@@ -107,8 +109,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   }
   if (store.createdNow) log.info({ path: store.path }, 'database created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
-  const registryDb = opts.registry === true ? openRegistryDatabase(store.path) : null;
-  const registry = registryDb === null ? null : new RegistryStore(registryDb, { bands: config.portBands });
+  const registryDb = opts.registry === true ? openDatabase({ path: store.path }) : null;
+  const registry = registryDb === null ? null : new SqliteRegistryStore(registryDb, { bands: config.portBands });
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
   // The status page's load column: the machines the agents register (SPEC §8).
   const load = registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);

@@ -1,6 +1,8 @@
 /**
- * SqliteStore — the lease record, observers, events and tokens in one SQLite file
- * (`{dataDir}/hq.db`), through better-sqlite3.
+ * SqliteStore — the lease side's seams (store.ts: LeaseRecords, EventLog, TokenStore,
+ * CheckLock, StoreAdmin) over the lease record, observers, events and tokens in one SQLite file
+ * (`{dataDir}/hq.db`), through better-sqlite3. The file is opened and migrated by
+ * `openDatabase` (database.ts), the one opener of every connection to it.
  *
  * Invariants:
  *  - Every mutation is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
@@ -11,69 +13,13 @@
  *    commit (S4). The generation is a fencing token and must never be reissued after a crash.
  *  - Nothing async runs inside a transaction; probes happen before, hooks and metrics after.
  */
-import Database from 'better-sqlite3';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
+import type Database from 'better-sqlite3';
+import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
-import type { Committed, Decision, EventInput, EventRow, LeaseStore, Outcome, Scope, TokenRow } from './store.js';
-
-/** Versioned migrations; `meta.schema_version` says how many have run. Append, never edit. */
-const MIGRATIONS: readonly string[] = [
-  `
-  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
-  CREATE TABLE lease (
-    name TEXT PRIMARY KEY CHECK (name = 'hq'),
-    holder TEXT,
-    generation INTEGER NOT NULL CHECK (generation >= 0),
-    revision INTEGER NOT NULL CHECK (revision >= 0),
-    acquired_at REAL,
-    renewed_at REAL,
-    ttl_seconds REAL NOT NULL,
-    expires_at REAL,
-    released INTEGER NOT NULL,
-    not_before REAL,
-    floor_pending INTEGER NOT NULL,
-    dual_unreachable_streak INTEGER NOT NULL,
-    last_check_at REAL,
-    promoted_from TEXT,
-    maintenance INTEGER NOT NULL,
-    maintenance_reason TEXT,
-    floor INTEGER NOT NULL CHECK (floor >= 0)
-  ) STRICT;
-  CREATE TABLE observers (
-    observer TEXT PRIMARY KEY,
-    view_target TEXT, view_reachable INTEGER, view_ping INTEGER, view_health INTEGER, view_at REAL,
-    conf_holder TEXT, conf_generation INTEGER, conf_at REAL,
-    last_heartbeat_at REAL,
-    heartbeat_seconds REAL
-  ) STRICT;
-  CREATE TABLE events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    category TEXT NOT NULL,
-    event TEXT NOT NULL,
-    host TEXT,
-    data TEXT NOT NULL
-  ) STRICT;
-  CREATE TABLE tokens (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    machine TEXT NOT NULL,
-    scope TEXT NOT NULL CHECK (scope IN ('admin', 'member', 'query')),
-    sha256 TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL,
-    revoked REAL
-  ) STRICT;
-  CREATE INDEX tokens_machine ON tokens (machine);
-  `,
-  // 2: each setting has one owner (S6) — the record carries the arbiter's margin beside its TTL,
-  // and each observer's reported cadence is kept for the cross-side checks.
-  `
-  ALTER TABLE lease ADD COLUMN safety_margin_seconds REAL NOT NULL DEFAULT 0;
-  ALTER TABLE observers ADD COLUMN refresh_seconds REAL;
-  ALTER TABLE observers ADD COLUMN request_timeout_seconds REAL;
-  `,
-];
+import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from './store.js';
+import { DATABASE_FILE, openDatabase } from './database.js';
 
 interface LeaseRow {
   holder: string | null;
@@ -118,13 +64,6 @@ interface EventDbRow {
   event: string;
   host: string | null;
   data: string;
-}
-
-export class CasError extends Error {
-  constructor() {
-    super('the lease row changed under the transaction (compare-and-swap failed)');
-    this.name = 'CasError';
-  }
 }
 
 /** Field-by-field equality (a decision may return an equal copy for "unchanged"). */
@@ -244,62 +183,21 @@ export class SqliteStore implements LeaseStore {
   private tokensVersion = -1;
 
   constructor(opts: SqliteStoreOptions) {
-    mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-    // The directory holds the admin token and the database: owner only, also when it existed.
-    if ((statSync(opts.dataDir).mode & 0o077) !== 0) chmodSync(opts.dataDir, 0o700);
-    this.path = join(opts.dataDir, 'hq.db');
-    const absent = !existsSync(this.path);
-    if (absent) closeSync(openSync(this.path, 'wx', 0o600));
-    else if ((statSync(this.path).mode & 0o077) !== 0) chmodSync(this.path, 0o600);
-    this.db = new Database(this.path);
-    // WAL: readers never block the writer, and a commit is one sequential append.
-    this.db.pragma('journal_mode = WAL');
-    // FULL: fsync the WAL on every commit — an acknowledged grant must survive a power cut,
-    // or a generation (the fencing token) could be handed out twice (S1, S4).
-    this.db.pragma('synchronous = FULL');
-    // busy_timeout: `hq-arbiter check`/`token` in another process briefly hold the write lock.
-    this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
-    // foreign_keys: off by default in SQLite; on, so any future reference is enforced.
-    this.db.pragma('foreign_keys = ON');
-    const sync = this.db.pragma('synchronous', { simple: true });
-    if (sync !== 2) throw new Error(`PRAGMA synchronous reads back ${String(sync)}, expected FULL (2)`);
-    const mode = this.db.pragma('journal_mode', { simple: true });
-    if (mode !== 'wal') throw new Error(`PRAGMA journal_mode reads back ${String(mode)}, expected wal`);
-    this.createdNow = this.migrate(opts.ttlSeconds) || absent;
+    this.path = join(opts.dataDir, DATABASE_FILE);
+    this.db = openDatabase({ path: this.path, busyTimeoutMs: opts.busyTimeoutMs });
     this.q = prepare(this.db);
+    this.createdNow = this.seed(opts.ttlSeconds);
   }
 
-  /** Runs pending migrations; returns true when the database was empty (created now). */
-  private migrate(ttlSeconds: number): boolean {
-    const hasMeta = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").get() !== undefined;
-    const version = hasMeta
-      ? Number((this.db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string } | undefined)?.value ?? 0)
-      : 0;
-    if (version > MIGRATIONS.length) {
-      throw new Error(`hq.db has schema version ${version}, newer than this hq-arbiter (${MIGRATIONS.length})`);
-    }
-    const created = version === 0;
-    this.db
-      .transaction(() => {
-        for (let v = version; v < MIGRATIONS.length; v++) {
-          this.db.exec(MIGRATIONS[v] as string);
-          if (v === 0) {
-            // S2.4: a database created at this start does not know the generation floor yet.
-            const { safety_margin_seconds: _margin, ...params } = leaseParams({ ...emptyLease(ttlSeconds), floorPending: true }, 0);
-            this.db
-              .prepare(
-                `INSERT INTO lease VALUES (
-                  'hq', @holder, @generation, @revision, @acquired_at, @renewed_at, @ttl_seconds, @expires_at, @released,
-                  @not_before, @floor_pending, @dual_unreachable_streak, @last_check_at, @promoted_from, @maintenance,
-                  @maintenance_reason, @floor)`,
-              )
-              .run(params);
-          }
-          this.db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(v + 1));
-        }
-      })
-      .immediate();
-    return created;
+  /**
+   * Writes the first lease row when there is none; true when this open wrote it (the database
+   * was created now — file absent, empty or wiped). S2.4: a database created at this start does
+   * not know the generation floor yet, so the row says the floor is pending. A row is never
+   * deleted, so a missing one can only mean a new database (or a damaged one: the pending floor
+   * is then the safe reading too).
+   */
+  private seed(ttlSeconds: number): boolean {
+    return this.q.insertLease.run(leaseParams({ ...emptyLease(ttlSeconds), floorPending: true }, 0)).changes === 1;
   }
 
   private dataVersion(): number {
@@ -527,6 +425,15 @@ export class SqliteStore implements LeaseStore {
 function prepare(db: Database.Database) {
   return {
     readLease: db.prepare("SELECT * FROM lease WHERE name = 'hq'"),
+    insertLease: db.prepare(
+      `INSERT INTO lease (name, holder, generation, revision, acquired_at, renewed_at, ttl_seconds, safety_margin_seconds,
+         expires_at, released, not_before, floor_pending, dual_unreachable_streak, last_check_at, promoted_from, maintenance,
+         maintenance_reason, floor)
+       VALUES ('hq', @holder, @generation, @revision, @acquired_at, @renewed_at, @ttl_seconds, @safety_margin_seconds,
+         @expires_at, @released, @not_before, @floor_pending, @dual_unreachable_streak, @last_check_at, @promoted_from, @maintenance,
+         @maintenance_reason, @floor)
+       ON CONFLICT (name) DO NOTHING`,
+    ),
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
     writeLease: db.prepare(
       `UPDATE lease SET holder = @holder, generation = @generation, revision = @revision, acquired_at = @acquired_at,

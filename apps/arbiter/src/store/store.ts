@@ -1,11 +1,28 @@
 /**
- * The storage seam. Everything the arbiter persists goes through `LeaseStore`; the SQLite
- * implementation is `SqliteStore`. A second backend (etcd, say) would implement this same
- * interface: `transact` must be one linearizable read-decide-write whose write is a
- * compare-and-swap on the lease revision (in etcd: a Txn comparing the key's ModRevision),
- * and `events` an append-only, ascending log.
+ * The storage seams. The rest of the arbiter knows storage only through these interfaces, one
+ * per concern, each with the guarantee a backend must keep (apps/arbiter/README.md, "The
+ * storage seams", says the same in prose). `SqliteStore` (lease record, events, tokens, check
+ * lock, admin) and `SqliteRegistryStore` (resources, port leases) are the implementations today;
+ * a second backend (etcd) implements the same interfaces, and the store tests in test/arbiter/store/
+ * run against every factory in `STORE_FACTORIES`.
+ *
+ * Every method is synchronous: better-sqlite3 is, and a decision, its write and its events are
+ * one synchronous transaction (nothing async inside one). A backend over the network needs the
+ * same methods returning promises; that change is its own step (the callers then await).
  */
 import type { ArbiterState, Category } from '@hq/lease-core';
+import type {
+  Actor,
+  AllocateResult,
+  Attrs,
+  Bands,
+  LeaseAccess,
+  PortLeaseRow,
+  RegisterInput,
+  ResourceKind,
+  ResourceResult,
+  ResourceRow,
+} from '../registry/decide.js';
 
 export type Scope = 'admin' | 'member' | 'query';
 
@@ -45,16 +62,31 @@ export interface Committed<T> {
   readonly result: T;
 }
 
+/** A lost compare-and-swap: the lease record moved between the read and the write. Nothing was written. */
+export class CasError extends Error {
+  constructor() {
+    super('the lease row changed under the transaction (compare-and-swap failed)');
+    this.name = 'CasError';
+  }
+}
+
 /** One decision's outcome in a group commit. */
 export type Outcome = { readonly ok: true; readonly committed: Committed<unknown> } | { readonly ok: false; readonly error: unknown };
 
-export interface LeaseStore {
-  /** True when this open created the database (file absent, empty, or wiped): S2.4. */
+/**
+ * The lease record, the floor and the observers' views: the state every lease decision reads
+ * and writes, only ever through a compare-and-swap on the record's revision.
+ */
+export interface LeaseRecords {
+  /** True when this open created the state (nothing stored before, or wiped): S2.4, the floor is pending. */
   readonly createdNow: boolean;
+  /** The last committed state (this process's commits and, at once, every other writer's). Never decide on it: decide in `transact`. */
   read(): ArbiterState;
   /**
    * One atomic read → decide → write. `decide` is synchronous and pure; it may throw to abort
-   * (nothing is written). The lease write is a compare-and-swap on the revision read.
+   * (nothing is written). The lease write is a compare-and-swap on the revision read: when the
+   * record moved under it, `CasError` and nothing is written. A lease change must raise the
+   * revision (else nothing is written and it throws); the floor may move alone.
    */
   transact<T>(decide: (state: ArbiterState) => Decision<T>): Committed<T>;
   /**
@@ -62,10 +94,19 @@ export interface LeaseStore {
    * the one before it left, exactly as if they ran one after another. A decision that throws
    * is left out (its error is its outcome) and the next one sees the state without it. The
    * lease write is one compare-and-swap on the revision read at the start. An error of the
-   * transaction itself (a failed commit) throws and nothing is written.
+   * transaction itself (a failed commit, a lost CAS) throws and nothing is written.
    */
   transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): readonly Outcome[];
+}
+
+/**
+ * The event log: append-only, ids ascending and never reused (an SSE client resuming after id N
+ * misses nothing), bounded by `sweepEvents`. Events a decision returns are written with its
+ * state, in its transaction (`LeaseRecords.transact`); these are for the rest.
+ */
+export interface EventLog {
   appendEvents(events: readonly EventInput[]): readonly EventRow[];
+  /** Ascending ids above `after`, at most `limit`. */
   listEvents(after: number, limit: number): readonly EventRow[];
   /** The `after` that lists the newest `n` events (0 when there are fewer). */
   tailAfter(n: number): number;
@@ -73,21 +114,88 @@ export interface LeaseStore {
   sinceAfter(at: number): number;
   /** Deletes events older than `olderThan`, then all but the newest `keep`; returns how many went. */
   sweepEvents(olderThan: number, keep: number): number;
+}
+
+/**
+ * Token hashes (sha256; a token itself is never stored). A revocation, by any process, is
+ * effective from the next `findToken` on.
+ */
+export interface TokenStore {
   insertToken(machine: string, scope: Scope, sha256: string, created: number): void;
   findToken(sha256: string): TokenRow | undefined;
-  /** Revokes `machine`'s active tokens of `scope` and inserts the new one, in one transaction; returns how many were revoked. */
+  /** Revokes `machine`'s active tokens of `scope` and inserts the new one, atomically; returns how many were revoked. */
   replaceToken(machine: string, scope: Scope, sha256: string, created: number): number;
   revokeTokens(machine: string, at: number): number;
   /** Revokes one active token of `machine` by id; 0 when there is none. */
   revokeToken(machine: string, id: number, at: number): number;
+  /** Every token, revoked ones included, by id. */
   listTokens(): readonly TokenRow[];
   hasActiveAdmin(): boolean;
-  /**
-   * A cross-process lock so that two checks (the daemon's and `hq-arbiter check`) never
-   * overlap. Times are wall milliseconds; expiry only bounds how long a crashed owner blocks.
-   */
+}
+
+/**
+ * A cross-process lock so that two checks (the daemon's and `hq-arbiter check`) never overlap.
+ * Times are wall milliseconds; expiry only bounds how long a crashed owner blocks. Safety never
+ * rests on it (every check's write is still a CAS); it only keeps two probes from racing.
+ */
+export interface CheckLock {
+  /** Takes the lock, or renews it for its owner, until `untilMs`; false while another owner holds it. */
   tryCheckLock(owner: string, nowMs: number, untilMs: number): boolean;
+  /** Releases it when `owner` holds it; otherwise does nothing. */
   releaseCheckLock(owner: string): void;
+}
+
+/** Operations on the store as a whole. */
+export interface StoreAdmin {
+  /** A consistent copy of everything the store holds, at `to` (owner-only), while it serves. */
   backup(to: string): Promise<void>;
   close(): void;
+}
+
+/** Everything of the lease side one backend provides. */
+export interface LeaseStore extends LeaseRecords, EventLog, TokenStore, CheckLock, StoreAdmin {}
+
+export interface AllocateRequest {
+  readonly machine: string;
+  readonly purpose: string;
+  readonly ttlMs: number;
+  readonly excluded?: readonly number[];
+}
+
+export interface ResourceFilter {
+  readonly kind?: ResourceKind;
+  readonly machine?: string;
+}
+
+/**
+ * The registry (SPEC §8): resources and port leases, times in epoch ms passed in (no clock
+ * inside). Each write reads, decides (registry/decide.ts) and writes atomically, serialised
+ * with every other write to the same rows — in this process or another: no port is ever held
+ * by two live leases. Expired rows are never returned as live; `sweep` only reclaims space.
+ */
+export interface RegistryStore {
+  readonly bands: Bands;
+  register(req: RegisterInput, actor: Actor, now: number): ResourceResult;
+  heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): ResourceResult;
+  deleteResource(id: string, actor: Actor, now: number): ResourceResult;
+  /** Live resources only, ordered by id. */
+  listResources(filter: ResourceFilter, now: number): ResourceRow[];
+  /** The lowest free test port for `req`, as one atomic read → decide → write. */
+  allocatePort(req: AllocateRequest, leaseId: string, now: number): AllocateResult;
+  renewPort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess;
+  releasePort(port: number, leaseId: string, actor: Actor, now: number): LeaseAccess;
+  /** Live leases, by port. */
+  listPortLeases(now: number): PortLeaseRow[];
+  /**
+   * Runs `fn` — calls of this store's writes, each itself wrapped in `inOneCommit` — as one
+   * commit where the backend can (SQLite: one transaction, each nested call a savepoint; one
+   * fsync for the group), else as one commit per write. Either way: each write is decided on
+   * every write before it (committed, or earlier in the group); a nested call that throws is
+   * undone alone; `fn` returns only once its writes are durable; and when the group's commit
+   * fails, the writes it held fail with it. Group commit (registry/group-commit.ts) relies on
+   * nothing more.
+   */
+  inOneCommit<T>(fn: () => T): T;
+  /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */
+  sweep(olderThan: number): { resources: number; leases: number };
 }

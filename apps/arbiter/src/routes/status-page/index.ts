@@ -24,10 +24,11 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import type { ArbiterState, LeaseRecord } from '@hq/lease-core';
+import type { ArbiterState } from '@hq/lease-core';
+import type { LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
-import { ErrorBody } from '../../schemas/index.js';
+import { ErrorBody } from '@hq/protocol/schemas';
 import { TIMELINE_EVENTS, statusModel, statusSettings, tailEvents, type HostLoad, type Refusal, type StatusSettings } from './model.js';
 import { STATUS_CSP, renderStatusPage } from './render.js';
 import { StatusAnswer } from './schemas.js';

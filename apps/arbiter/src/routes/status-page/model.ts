@@ -8,7 +8,8 @@
  * precedence: no holder → holder silent (or unreachable) → lock-delay → timing problem → a
  * silent standby (after a failover: the old holder) → healthy.
  */
-import type { ArbiterState, LeaseRecord, TimingProblem } from '@hq/lease-core';
+import type { ArbiterState } from '@hq/lease-core';
+import type { LeaseRecord, TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from '../../config.js';
 import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { LeaseRecord } from '@hq/lease-core';
+import type { LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';

@@ -1,6 +1,6 @@
 /** `GET /v1/status`: the status page's model, as the page's script and `hq lease status` read it. */
 import Type, { type Static } from 'typebox';
-import { TimingProblemOut } from '../../schemas/index.js';
+import { TimingProblemOut } from '@hq/protocol/schemas';
 
 const Num = Type.Union([Type.Number(), Type.Null()]);
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hostProblem, isHost } from '../../packages/lease-core/src/index.js';
+import { HOST_MAX_LENGTH, HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '../../packages/protocol/src/index.js';
 
 const cases: ReadonlyArray<readonly [string, unknown, boolean]> = [
   ['a plain name is a host', 'mbp', true],
@@ -11,21 +11,33 @@ const cases: ReadonlyArray<readonly [string, unknown, boolean]> = [
   ['surrounding space is refused (no trimming)', ' mbp', false],
   ['constructor is reserved', 'constructor', false],
   ['prototype is reserved', 'prototype', false],
+  ['a name that only starts with a reserved one is a host', 'constructors', true],
   ['__proto__ does not match the pattern', '__proto__', false],
   ['a unicode lookalike is refused', 'mbр', false],
   ['a number is not a host', 1, false],
   ['an array holding a host is not a host', ['mbp'], false],
 ];
 
+// Every schema of every side takes HOST_SCHEMA_PATTERN: it must say what isHost says.
+const schema = new RegExp(HOST_SCHEMA_PATTERN);
+
 for (const [name, value, expected] of cases) {
   t.test(name, async (t) => {
     t.equal(isHost(value), expected, `isHost(${JSON.stringify(value)})`);
     t.equal(hostProblem(value) === null, expected, 'hostProblem agrees with isHost');
+    if (typeof value === 'string') t.equal(schema.test(value), expected, 'the schema pattern agrees with isHost');
   });
 }
 
 t.test('hostProblem explains each kind of refusal', async (t) => {
   t.equal(hostProblem(7), 'must be a string', 'non-strings');
-  t.match(hostProblem('prototype'), /reserved/, 'reserved names');
-  t.match(hostProblem('A'), /must match/, 'pattern');
+  t.equal(hostProblem('prototype'), '"prototype" is a reserved name', 'reserved names');
+  t.equal(hostProblem('A'), 'must match ^[a-z0-9][a-z0-9-]{0,31}$', 'the pattern, as SPEC §1 writes it');
+});
+
+t.test('the rule is SPEC §1', async (t) => {
+  t.equal(HOST_PATTERN.source, '^[a-z0-9][a-z0-9-]{0,31}$', 'the pattern');
+  t.same([...RESERVED_NAMES], ['constructor', 'prototype'], 'the reserved names');
+  t.ok(Object.isFrozen(RESERVED_NAMES), 'frozen');
+  t.equal(HOST_MAX_LENGTH, 32, 'the longest name the pattern takes');
 });

@@ -1,64 +1,72 @@
-import Type, { type Static } from 'typebox';
-import { HOST_SCHEMA_PATTERN } from '../host-pattern.js';
+/** The arbiter's lease API (SPEC §4): request bodies, answers, the record. */
+import Type from 'typebox';
+import { LEASE_REFUSALS } from '../errors.js';
+import type * as P from '../lease.js';
+import { HEARTBEAT_OUTCOMES, STEP_DOWN_REFUSALS } from '../lease.js';
+import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time } from './common.js';
 
-export const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN, maxLength: 32 });
-/** A seen generation: 0 = never seen anything. */
-export const Generation = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
-/** A generation named in a request is a grant's fencing token: ≥ 1 (0 was never granted). */
-export const GrantedGeneration = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
-/** A cadence figure an agent reports (seconds, up to a year). */
-const CadenceSeconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
-const Time = Type.Number();
-const NullableTime = Type.Union([Type.Number(), Type.Null()]);
+export const ViewOut = Type.Object(
+  {
+    target: Type.String(),
+    reachable: Type.Boolean(),
+    ping: Type.Boolean(),
+    health: Type.Boolean(),
+    at: Time,
+  },
+  { title: 'LeaseView' },
+);
 
-/**
- * A `title` names a schema that the OpenAPI document shares as `components.schemas[title]`
- * (server/openapi.ts `SHARED_SCHEMAS`); validation and serialization ignore it.
- */
-export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() }, { title: 'Error' });
-export type ErrorBodyT = Static<typeof ErrorBody>;
+export const DisplacedOut = Type.Object(
+  {
+    host: Type.String(),
+    generation: Type.Integer(),
+    acknowledgedAt: NullableTime,
+    savedSeconds: Type.Union([Type.Number(), Type.Null()]),
+  },
+  { title: 'DisplacedHolder' },
+);
 
-export const ViewOut = Type.Object({
-  target: Type.String(),
-  reachable: Type.Boolean(),
-  ping: Type.Boolean(),
-  health: Type.Boolean(),
-  at: Time,
-}, { title: 'LeaseView' });
-
-export const LeaseRecord = Type.Object({
-  name: Type.Literal('hq'),
-  holder: Type.Union([Type.String(), Type.Null()]),
-  generation: Type.Integer(),
-  revision: Type.Integer(),
-  acquiredAt: NullableTime,
-  renewedAt: NullableTime,
-  ttlSeconds: Time,
-  safetyMarginSeconds: Time,
-  expiresAt: NullableTime,
-  expired: Type.Boolean(),
-  released: Type.Boolean(),
-  notBefore: NullableTime,
-  views: Type.Object({}, { additionalProperties: ViewOut }),
-  dualUnreachableStreak: Type.Integer(),
-  lastCheckAt: NullableTime,
-  promotedFrom: Type.Union([Type.String(), Type.Null()]),
-  maintenance: Type.Boolean(),
-  floorPending: Type.Boolean(),
-  now: Time,
-}, { title: 'LeaseRecord' });
-export type LeaseRecordT = Static<typeof LeaseRecord>;
+export const LeaseRecord = Type.Object(
+  {
+    name: Type.Literal('hq'),
+    holder: Type.Union([Type.String(), Type.Null()]),
+    generation: Type.Integer(),
+    revision: Type.Integer(),
+    acquiredAt: NullableTime,
+    renewedAt: NullableTime,
+    ttlSeconds: Time,
+    safetyMarginSeconds: Time,
+    expiresAt: NullableTime,
+    expired: Type.Boolean(),
+    released: Type.Boolean(),
+    notBefore: NullableTime,
+    // An object of views by observer name (TypeBox does not type additionalProperties).
+    views: Type.Unsafe<P.LeaseRecord['views']>(Type.Object({}, { additionalProperties: ViewOut })),
+    dualUnreachableStreak: Type.Integer(),
+    lastCheckAt: NullableTime,
+    promotedFrom: Type.Union([Type.String(), Type.Null()]),
+    maintenance: Type.Boolean(),
+    floorPending: Type.Boolean(),
+    displaced: Type.Union([DisplacedOut, Type.Null()]),
+    now: Time,
+  },
+  { title: 'LeaseRecord' },
+);
 
 const Hold = Type.Union([Type.Number(), Type.Null()]);
+const Refusal = Literals(LEASE_REFUSALS);
 
 export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) }, { title: 'LeaseGranted' });
-export const Conflict = Type.Object({
-  ok: Type.Literal(false),
-  reason: Type.String(),
-  lease: LeaseRecord,
-  error: Type.String(),
-  message: Type.String(),
-}, { title: 'LeaseConflict' });
+export const Conflict = Type.Object(
+  {
+    ok: Type.Literal(false),
+    reason: Refusal,
+    lease: LeaseRecord,
+    error: Type.String(),
+    message: Type.String(),
+  },
+  { title: 'LeaseConflict' },
+);
 
 export const AcquireBody = Type.Object(
   { host: Host, seenGeneration: Type.Optional(Generation), requestTimeoutSeconds: Type.Optional(CadenceSeconds) },
@@ -91,7 +99,6 @@ export const HeartbeatBody = Type.Object(
   },
   { additionalProperties: false },
 );
-export type HeartbeatBodyT = Static<typeof HeartbeatBody>;
 export const TimingProblemOut = Type.Object({
   host: Type.String(),
   arbiterKey: Type.String(),
@@ -99,18 +106,23 @@ export const TimingProblemOut = Type.Object({
   message: Type.String(),
 });
 export const HeartbeatAnswer = Type.Object({
-  outcome: Type.Union([Type.Literal('renewed'), Type.Literal('standby'), Type.Literal('no-lease'), Type.Literal('renew-refused')]),
-  reason: Type.Union([Type.String(), Type.Null()]),
+  outcome: Literals(HEARTBEAT_OUTCOMES),
+  reason: Type.Union([Refusal, Type.Null()]),
   lease: LeaseRecord,
   hold: Hold,
-  /** Heartbeat again after this many seconds (the start wait needs this report), or null. */
   reportInSeconds: Type.Union([Type.Number(), Type.Null()]),
-  /** The relations across the sides that this report breaks (empty when none). */
   timingProblems: Type.Array(TimingProblemOut),
-  /** The worst-case failover now, as every place prints it. */
   failover: Type.String(),
-  /** The candidates in promotion order (agents without configured peers find theirs here). */
   candidates: Type.Array(Type.String()),
+  stepDown: Type.Union([Type.Integer(), Type.Null()]),
+});
+
+export const StepDownAckBody = Type.Object({ host: Host, generation: GrantedGeneration, revision: Generation }, { additionalProperties: false });
+export const StepDownAckAnswer = Type.Object({
+  accepted: Type.Boolean(),
+  reason: Type.Union([Literals(STEP_DOWN_REFUSALS), Type.Null()]),
+  savedSeconds: Type.Union([Type.Number(), Type.Null()]),
+  lease: LeaseRecord,
 });
 
 export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
@@ -138,19 +150,22 @@ export const EventsQuery = Type.Object(
   {
     after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
-    /** The newest N events (1–1000), oldest first. */
     tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
-    /** Events at or after this arbiter time (epoch seconds, may be fractional). */
     since: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}(\\.[0-9]{1,9})?$' })),
   },
   { additionalProperties: false },
 );
-export const EventOut = Type.Object({
-  id: Type.Integer(),
-  at: Time,
-  category: Type.String(),
-  event: Type.String(),
-  host: Type.Union([Type.String(), Type.Null()]),
-  data: Type.Object({}, { additionalProperties: true }),
-}, { title: 'Event' });
+/** `GET /v1/events/stream?after=ID` (or `Last-Event-ID`). */
+export const EventStreamQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })) }, { additionalProperties: false });
+export const EventOut = Type.Object(
+  {
+    id: Type.Integer(),
+    at: Time,
+    category: Type.String(),
+    event: Type.String(),
+    host: Type.Union([Type.String(), Type.Null()]),
+    data: Type.Unsafe<P.EventRecord['data']>(Type.Object({}, { additionalProperties: true })),
+  },
+  { title: 'Event' },
+);
 export const EventsAnswer = Type.Object({ events: Type.Array(EventOut) });

@@ -1,5 +1,6 @@
 /**
- * `hq standby snapshot|verify|promote|role` (SPEC §6).
+ * `hq standby snapshot|verify|promote|role` (SPEC §6): the sending and operating side of
+ * replication, over the library in replication/ (the daemon loads only its receiving side).
  *
  * Wiring: `standbyCommand(argv, ctx)` takes the words after `standby` (e.g.
  * `['snapshot', '--tier', 'core']`) and returns the exit code; or use `STANDBY_COMMANDS`
@@ -10,27 +11,27 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { parseGeneration, type ReportedEvent } from '@hq/lease-core';
-import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from '../cli/args.js';
-import { seenGeneration } from '../cli/context.js';
-import { callAgent } from '../cli/local.js';
-import { reportEvent } from '../cli/report.js';
+import { parseGeneration } from '@hq/lease-core';
+import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
+import { seenGeneration } from './context.js';
+import { callAgent } from './local.js';
+import { reportEvent } from './report.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { requestJson, joinUrl } from '../http.js';
 import { readToken } from '../tokens.js';
 import { findConfigFile } from '../config-file.js';
-import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from './config.js';
-import { isTier, TIERS, type Tier } from './manifest.js';
-import { planTier } from './plan.js';
-import { promote, formatPromote, PromoteError } from './promote.js';
-import { pushGeneration, type PushResult } from './push.js';
-import { pushSurvival, type SurvivalResult } from './survival.js';
-import { readLatest } from './fsx.js';
-import { decideRole, leaseOf, parseDefaultSource } from './role.js';
-import { buildSnapshot, SnapshotError } from './snapshot.js';
+import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
+import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
+import { planTier } from '../replication/plan.js';
+import { promote, formatPromote, PromoteError } from '../replication/promote.js';
+import { pushGeneration, type PushResult } from '../replication/push.js';
+import { pushSurvival, type SurvivalResult } from '../replication/survival.js';
+import { readLatest } from '../replication/fsx.js';
+import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
+import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
 import { didYouMean } from '@hq/lease-core/suggest';
-import { STANDBY_SPECS } from './specs.js';
-import { formatVerification, verifyTier } from './verify.js';
+import { STANDBY_SPECS } from './standby-specs.js';
+import { formatVerification, verifyTier } from '../replication/verify.js';
 
 export { STANDBY_SPECS };
 

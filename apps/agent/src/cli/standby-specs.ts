@@ -2,9 +2,9 @@
  * The `hq standby …` command specs alone (flags, help, exit codes), importing nothing heavy, so
  * the `hq` command table can list them without loading the replication code:
  *
- *   { spec: STANDBY_SPECS.snapshot, load: async () => (await import('../replication/cli.js')).standbySnapshot }
+ *   { spec: STANDBY_SPECS.snapshot, load: async () => (await import('./standby.js')).standbySnapshot }
  */
-import { CONFIG_FLAG, JSON_FLAG, type CommandSpec } from '../cli/args.js';
+import { CONFIG_FLAG, JSON_FLAG, type CommandSpec } from './args.js';
 
 const STANDBY_FLAG = {
   name: 'standby',

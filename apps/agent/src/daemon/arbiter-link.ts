@@ -1,0 +1,385 @@
+/**
+ * The agent's link to the arbiter: a heartbeat on the cron (and sooner when the TTL or the
+ * arbiter asks for one), a cheap lease read between heartbeats (`refresh`), one exchange in
+ * flight at a time (`exclusive`). Each answer has its own path:
+ *  - a heartbeat answer (`outcome`, `lease`, `hold`, `timingProblems`, `failover`,
+ *    `reportInSeconds`, `candidates`) may confirm this host (outcome `renewed`), and may lead the
+ *    holder to ask its peers (lease-core `asksPeers`);
+ *  - a lease read is the record alone, never a confirmation.
+ * A failed exchange (no answer, not 200, a body that does not read) takes one path for both.
+ * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
+ */
+import { scheduleCron, type Schedule } from '@hq/runtime';
+import {
+  arbiterDown,
+  asksPeers,
+  confirmationToReport,
+  heartbeatContent,
+  heartbeatProbe,
+  onArbiterAnswer,
+  onArbiterFailure,
+  parseRecord,
+  renewEverySeconds,
+  type AgentSettings,
+  type ArbiterAnswer,
+  type ArbiterExchange,
+  type ReportedCadence,
+  type Stamp,
+} from '@hq/lease-core';
+import { healthUrlOf, type AgentConfig } from '../config.js';
+import type { Clock } from '../clock.js';
+import { joinUrl, requestJson, type HttpResult } from '../http.js';
+import { probe as probeHost, type ProbeResult } from '../probe.js';
+import type { TokenFile } from '../tokens.js';
+import type { AgentObserver, Log } from './observe.js';
+import type { Peers } from './peers.js';
+import type { AgentStore } from './store.js';
+
+export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused' | 'unreachable' | 'refused' | 'invalid-answer';
+
+export interface HeartbeatReport {
+  readonly status: number | null;
+  readonly problem: string | null;
+  readonly at: number;
+  /** What the arbiter said about this host's cadence against its lease timing (S6). */
+  readonly timingProblems: readonly string[];
+  /** The arbiter's worst-case failover sentence, as it prints it everywhere. */
+  readonly failover: string | null;
+  readonly outcome: HeartbeatOutcome;
+  readonly holder: string | null;
+  readonly generation: number;
+  readonly peerConfirmation: 'confirmed' | 'not-confirmed' | null;
+}
+
+/** The outcomes a 200 heartbeat answer may state (lease-core `heartbeat`). */
+const ANSWERED: readonly string[] = ['renewed', 'standby', 'no-lease', 'renew-refused'];
+
+/** A 200 heartbeat answer, read field by field: each is taken when well formed, whatever the others are. */
+interface HeartbeatAnswer {
+  readonly outcome: unknown;
+  readonly lease: unknown;
+  readonly hold: number | null;
+  readonly timingProblems: string[];
+  readonly failover: string | null;
+  readonly reportInSeconds: number | null;
+  readonly candidates: readonly string[] | null;
+}
+
+function readHeartbeatAnswer(body: unknown): HeartbeatAnswer {
+  const b = body as { [k: string]: unknown } | null;
+  const timingProblems: string[] = [];
+  if (Array.isArray(b?.['timingProblems'])) {
+    for (const p of b['timingProblems'] as unknown[]) {
+      const m = (p as { message?: unknown } | null)?.message;
+      if (typeof m === 'string') timingProblems.push(m);
+    }
+  }
+  const hold = b?.['hold'];
+  const report = b?.['reportInSeconds'];
+  const candidates = b?.['candidates'];
+  return {
+    outcome: b?.['outcome'],
+    lease: b?.['lease'],
+    hold: typeof hold === 'number' && Number.isFinite(hold) ? hold : null,
+    timingProblems,
+    failover: typeof b?.['failover'] === 'string' ? b['failover'] : null,
+    reportInSeconds: typeof report === 'number' && Number.isFinite(report) && report >= 0 ? report : null,
+    candidates: Array.isArray(candidates) && candidates.every((h) => typeof h === 'string') ? (candidates as string[]) : null,
+  };
+}
+
+/** How an exchange ended, before the report names the record it left. */
+interface Ending {
+  readonly outcome: HeartbeatOutcome;
+  readonly status: number | null;
+  readonly problem: string | null;
+  readonly exchange: ArbiterExchange;
+}
+
+export interface LinkOptions {
+  readonly config: AgentConfig & { readonly arbiterUrl: string };
+  readonly settings: AgentSettings;
+  readonly store: AgentStore;
+  readonly peers: Peers;
+  readonly clock: Clock;
+  readonly log: Log;
+  readonly observer?: AgentObserver | undefined;
+  readonly token: TokenFile;
+  /** Replaces the ping ⊕ health probe (tests). */
+  readonly probe?: ((target: string) => Promise<ProbeResult>) | undefined;
+}
+
+export class ArbiterLink {
+  lastHeartbeat: HeartbeatReport | null = null;
+  /** Why the member token does not work right now (unreadable, or refused by the arbiter), else null. */
+  tokenProblem: string | null = null;
+  private exchanges: Promise<unknown> = Promise.resolve();
+  private waiting = 0;
+  private task: Schedule | null = null;
+  private refreshTimer: NodeJS.Timeout | null = null;
+  /** An extra heartbeat before the next cron tick: a renewal the TTL needs, or a report the arbiter asked for. */
+  private soonTimer: { readonly timer: NodeJS.Timeout; readonly atMono: number } | null = null;
+  private lastTimingKey = '';
+  private stopped = false;
+
+  constructor(private readonly o: LinkOptions) {}
+
+  /** This agent's cadence, as it reports it with every heartbeat (S6: the agent owns it). */
+  cadence(): ReportedCadence {
+    const c = this.o.config;
+    return { heartbeatSeconds: c.heartbeatSeconds, refreshSeconds: c.refreshSeconds, requestTimeoutSeconds: c.requestTimeoutSeconds };
+  }
+
+  /** Heartbeats on the cron from now on, the first one at once. */
+  start(): void {
+    this.task = scheduleCron(this.o.config.heartbeatCron, 'hq-heartbeat', () => this.tick());
+    this.tick();
+  }
+
+  /** No further exchange starts; resolves when the one in flight is done. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.task !== null) await this.task.stop();
+    this.task = null;
+    if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    if (this.soonTimer !== null) clearTimeout(this.soonTimer.timer);
+    this.soonTimer = null;
+    await this.exchanges.catch(() => undefined);
+  }
+
+  /** One heartbeat now (waits for an exchange in flight first). */
+  heartbeat(): Promise<HeartbeatReport> {
+    return this.exclusive(() => this.doHeartbeat());
+  }
+
+  /** A cheap read between heartbeats: `GET /v1/lease`, never a confirmation. */
+  refresh(): Promise<HeartbeatReport> {
+    return this.exclusive(async () => {
+      const token = await this.memberToken();
+      const sent = this.o.clock.now();
+      const res = await this.arbiterCall('GET', '/v1/lease', undefined, token);
+      const received = this.o.clock.now();
+      const report = await this.absorbLease(res, sent, received);
+      this.scheduleRefresh();
+      // A refresh that shows this host promoted (or handed the lease): only a heartbeat's
+      // renewal confirms it, so that heartbeat comes now rather than at the next cron tick.
+      const s = this.o.store.state;
+      const k = s.known;
+      const unconfirmed = k !== null && k.holder === this.o.settings.host && !k.released && s.current === null && s.pending === null && !k.floorPending;
+      this.scheduleSoon(unconfirmed ? [0] : []);
+      return report;
+    });
+  }
+
+  // -------------------------------------------------------------------------------------
+  // the heartbeat
+
+  private async doHeartbeat(): Promise<HeartbeatReport> {
+    const s0 = this.o.store.state;
+    const target = heartbeatProbe(s0);
+    const view = target === null ? null : await this.probe(target);
+    const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
+    const body = heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation);
+    const token = await this.memberToken();
+    const sent = this.o.clock.now();
+    const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token);
+    const received = this.o.clock.now();
+    const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
+    const report = await this.absorbHeartbeat(res, answer, sent, received);
+    this.lastHeartbeat = report;
+    if (report.status === 401 || report.status === 403) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
+    else if (report.status === 200 && this.tokenProblem !== null) {
+      this.tokenProblem = null;
+      this.o.log.info({ category: 'hq.lease', event: 'token-ok', host: this.o.settings.host }, 'the member token works again');
+    }
+    this.o.observer?.heartbeat?.(report.outcome);
+    this.noteTiming(report);
+    this.scheduleRefresh();
+    if (!this.stopped && answer !== null && answer.candidates !== null) this.o.peers.setCandidates(answer.candidates);
+    this.scheduleSoon(answer !== null && answer.reportInSeconds !== null ? [answer.reportInSeconds] : []);
+    return report;
+  }
+
+  /** A heartbeat answer: it may confirm this host; then the holder may ask its peers. */
+  private async absorbHeartbeat(res: HttpResult, answer: HeartbeatAnswer | null, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
+    let end: Ending;
+    if (answer === null) end = await this.failed(res, 'heartbeat');
+    else {
+      const parsed = parseRecord(answer.lease);
+      const o = answer.outcome;
+      if (!parsed.ok) end = await this.invalid(parsed.problem, 'heartbeat');
+      else if (typeof o !== 'string' || !ANSWERED.includes(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
+      else {
+        const confirms = o === 'renewed';
+        const a: ArbiterAnswer = { record: parsed.value, confirms, hold: confirms ? answer.hold : null };
+        await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
+        end = { outcome: o as HeartbeatOutcome, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
+      }
+    }
+    let peerConfirmation: HeartbeatReport['peerConfirmation'] = null;
+    const k = this.o.store.state.known;
+    if (k !== null && asksPeers(this.o.store.state, end.exchange)) peerConfirmation = (await this.o.peers.ask(k)) ? 'confirmed' : 'not-confirmed';
+    return this.report(end, received, answer?.timingProblems ?? [], answer?.failover ?? null, peerConfirmation);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // the lease read
+
+  /** A lease read: the record alone, never a confirmation. */
+  private async absorbLease(res: HttpResult, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
+    let end: Ending;
+    if (res.kind !== 'answer' || res.status !== 200) end = await this.failed(res, 'refresh');
+    else {
+      const parsed = parseRecord(res.body);
+      if (!parsed.ok) end = await this.invalid(parsed.problem, 'refresh');
+      else {
+        const a: ArbiterAnswer = { record: parsed.value, confirms: false, hold: null };
+        await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
+        end = { outcome: a.record.holder === this.o.settings.host ? 'renewed' : 'standby', status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
+      }
+    }
+    return this.report(end, received, [], null, null);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // what both share
+
+  /** No answer, or not 200: the arbiter is marked unreachable (lease-core logs the transition). */
+  private async failed(res: HttpResult, via: 'heartbeat' | 'refresh'): Promise<Ending> {
+    if (res.kind === 'unreachable') {
+      const wasOk = this.o.store.state.arbiterOk;
+      await this.o.store.commit((s) => onArbiterFailure(s));
+      // Repeats go to debug.
+      (wasOk ? this.o.log.warn : this.o.log.debug).call(this.o.log, { category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
+      return { outcome: 'unreachable', status: null, problem: res.problem, exchange: { kind: 'no-answer' } };
+    }
+    const b = res.body as { error?: unknown; message?: unknown } | null;
+    const problem = typeof b?.message === 'string' ? b.message : `HTTP ${res.status}`;
+    const exchange: ArbiterExchange = { kind: 'refused', status: res.status };
+    await this.o.store.commit((s) => onArbiterFailure(s));
+    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b?.error ?? null, problem }, 'arbiter refused the request');
+    return { outcome: arbiterDown(exchange) ? 'unreachable' : 'refused', status: res.status, problem, exchange };
+  }
+
+  /** A 200 whose body does not read: treated as a failure, never acted on. */
+  private async invalid(problem: string, via: 'heartbeat' | 'refresh'): Promise<Ending> {
+    await this.o.store.commit((s) => onArbiterFailure(s));
+    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-invalid-answer', via, problem }, 'arbiter answer refused');
+    return { outcome: 'invalid-answer', status: 200, problem, exchange: { kind: 'invalid' } };
+  }
+
+  private report(end: Ending, received: Stamp, timingProblems: readonly string[], failover: string | null, peerConfirmation: HeartbeatReport['peerConfirmation']): HeartbeatReport {
+    const after = this.o.store.state;
+    return {
+      status: end.status,
+      problem: end.problem,
+      at: received.wall,
+      timingProblems,
+      failover,
+      outcome: end.outcome,
+      holder: after.known?.holder ?? null,
+      generation: after.known?.generation ?? after.seen,
+      peerConfirmation,
+    };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // exchanges, tokens, timers
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    this.waiting++;
+    const run = async (): Promise<T> => {
+      try {
+        return await fn();
+      } finally {
+        this.waiting--;
+      }
+    };
+    const p = this.exchanges.then(run, run);
+    this.exchanges = p.catch(() => undefined);
+    return p;
+  }
+
+  /** The cron tick: skipped while an exchange is still running or queued. */
+  private tick(): void {
+    if (this.stopped || this.waiting > 0) return;
+    void this.heartbeat().catch((err: unknown) => this.o.log.error({ err }, 'heartbeat failed'));
+  }
+
+  private async memberToken(): Promise<string | null> {
+    const t = await this.o.token.get();
+    if (!t.ok) {
+      // Loud: without its token this host can neither renew nor report (rotation gone wrong).
+      this.noteTokenProblem(`${this.o.config.tokenFile}: ${t.problem}`);
+      return null;
+    }
+    return t.token;
+  }
+
+  private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null): Promise<HttpResult> {
+    return requestJson({ method, url: joinUrl(this.o.config.arbiterUrl, path), body, token, timeoutSeconds: this.o.config.requestTimeoutSeconds });
+  }
+
+  private probe(target: string): Promise<ProbeResult> {
+    if (this.o.probe !== undefined) return this.o.probe(target);
+    const c = this.o.config;
+    return probeHost(target, { tailscaleBin: c.tailscaleBin, healthUrl: healthUrlOf(c, target), timeoutSeconds: c.probeTimeoutSeconds });
+  }
+
+  /** A broken member token: an error line on each change, the metric, `status()` (hq doctor). */
+  private noteTokenProblem(problem: string): void {
+    if (this.tokenProblem !== problem) {
+      this.o.log.error({ category: 'hq.lease', event: 'token-unavailable', host: this.o.settings.host, problem }, 'member token does not work');
+    }
+    this.tokenProblem = problem;
+  }
+
+  /** The arbiter's word on this host's cadence: a change is a warning once (S6: never silent). */
+  private noteTiming(report: HeartbeatReport): void {
+    const key = report.timingProblems.join('\n');
+    if (key === this.lastTimingKey || report.status !== 200) return;
+    this.lastTimingKey = key;
+    const host = this.o.settings.host;
+    if (key === '') this.o.log.info({ category: 'control', event: 'timing-ok', host }, 'the arbiter reports no timing problem');
+    else this.o.log.warn({ category: 'control', event: 'timing-problem', host, problems: report.timingProblems }, 'the arbiter reports a timing problem');
+  }
+
+  private scheduleRefresh(): void {
+    if (this.stopped) return;
+    if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      if (this.stopped) return;
+      if (this.waiting > 0) return this.scheduleRefresh();
+      void this.refresh().catch((err: unknown) => this.o.log.error({ err }, 'refresh failed'));
+    }, this.o.config.refreshSeconds * 1000);
+  }
+
+  /**
+   * An extra heartbeat before the next cron tick, the earliest of `waits` (the arbiter asked
+   * for a report, `reportInSeconds`: its start wait needs one that counts; a refresh showed
+   * this host unconfirmed) and — while this host holds the lease — the renewal the TTL needs
+   * (three per validity, S6), whatever the cron says.
+   */
+  private scheduleSoon(waits: number[]): void {
+    if (this.stopped) return;
+    const k = this.o.store.state.known;
+    if (k !== null && k.holder === this.o.settings.host && !k.released) {
+      const every = renewEverySeconds(k.ttlSeconds, k.safetyMarginSeconds, this.o.config.heartbeatSeconds);
+      if (every < this.o.config.heartbeatSeconds) waits.push(every);
+    }
+    if (waits.length === 0) return;
+    const seconds = Math.min(...waits);
+    const atMono = this.o.clock.now().mono + seconds;
+    if (this.soonTimer !== null) {
+      if (this.soonTimer.atMono <= atMono) return;
+      clearTimeout(this.soonTimer.timer);
+    }
+    const timer = setTimeout(() => {
+      this.soonTimer = null;
+      this.tick();
+    }, Math.min(2 ** 31 - 1, Math.ceil(seconds * 1000)));
+    this.soonTimer = { timer, atMono };
+  }
+}

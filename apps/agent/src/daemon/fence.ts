@@ -1,0 +1,148 @@
+/**
+ * The fence, from memory only: "may this host run role R now?" (SPEC §5). One implementation
+ * answers the socket's `GET /v1/fence?role=R` — the decision (lease-core `queryFence`: the
+ * state settled once, the decision on it, the settled copy kept), its log line when a role's
+ * decision changes, its counter, and the answer's bytes — for both ways in:
+ *  - the fast path, a plain node:http handler in front of Fastify (its `serverFactory`), for
+ *    `GET /v1/fence?role=R` spelled exactly so with R a configured role;
+ *  - the Fastify route behind it, for every other spelling (an unknown role, a percent-encoded,
+ *    duplicated or extra query key, HEAD, …) and anything while the app closes (Fastify's 503).
+ * Both send `reply(role)`'s bytes with the same headers (test/agent/fence-fast-path.test.ts
+ * compares them byte for byte). No I/O here: a supervisor asks often.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { FastifyServerFactory } from 'fastify';
+import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
+import { ERRORS, type FenceDecision } from '@hq/protocol';
+import type { Clock } from '../clock.js';
+import type { AgentMetrics } from './metrics.js';
+import type { AgentObserver, Log } from './observe.js';
+
+/** Where the fence reads the state and keeps the settled copy (the store). */
+export interface FenceMemory {
+  readonly state: AgentState;
+  keepSettled(state: AgentState): void;
+}
+
+export interface FenceOptions {
+  readonly memory: FenceMemory;
+  readonly clock: Clock;
+  readonly settings: AgentSettings;
+  /** The configured roles, in the config's order (the unknown-role message lists them so). */
+  readonly roles: readonly string[];
+  readonly log: Log;
+  readonly observer?: AgentObserver | undefined;
+}
+
+/** One answer of `GET /v1/fence` as it goes on the wire. */
+export interface FenceReply {
+  readonly status: 200 | 400;
+  /** The JSON body: the decision, or the unknown-role error. */
+  readonly body: string;
+}
+
+/** The label Fastify gives a JSON reply; the fast path sends the same. */
+export const FENCE_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** A role as a fenced job spells it in the query (roles are `[a-z0-9-]`: nothing to percent-decode). */
+const FENCE_URL = /^[a-z0-9-]+$/;
+
+export class Fence {
+  private readonly roles: ReadonlySet<string>;
+  /** `/v1/fence?role=R` → R for every configured role a query can spell without escapes. */
+  private readonly exact: ReadonlyMap<string, string>;
+  /** The last decision logged per role: a line on a change, not on every query. */
+  private readonly logged = new Map<string, string>();
+
+  constructor(private readonly o: FenceOptions) {
+    this.roles = new Set(o.roles);
+    this.exact = new Map(o.roles.filter((r) => FENCE_URL.test(r)).map((r) => [`/v1/fence?role=${r}`, r]));
+  }
+
+  isRole(role: string): boolean {
+    return this.roles.has(role);
+  }
+
+  /** The configured role a request URL asks for when it is spelled exactly `/v1/fence?role=R`. */
+  exactQuery(url: string): string | undefined {
+    return this.exact.get(url);
+  }
+
+  /** The decision for a configured role (the caller checked it): logged on a change, counted. */
+  decide(role: string): FenceDecision {
+    const q = queryFence(this.o.memory.state, role, this.o.clock.now(), this.o.settings);
+    this.o.memory.keepSettled(q.state);
+    const d = q.decision;
+    this.o.observer?.fence?.(d);
+    const key = `${d.run}:${d.reason}:${d.generation}:${d.holder ?? ''}`;
+    if (this.logged.get(role) !== key) {
+      this.logged.set(role, key);
+      this.o.log.info(
+        { category: 'hq.fence', event: d.run ? 'allowed' : 'skipped', host: this.o.settings.host, role, reason: d.reason, generation: d.generation, holder: d.holder },
+        d.run ? 'allowed' : 'skipped',
+      );
+    }
+    return d;
+  }
+
+  /** The answer for any role: its decision, or a 400 for a role that is not configured. */
+  reply(role: string): FenceReply {
+    if (!this.roles.has(role)) {
+      return { status: 400, body: JSON.stringify({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${role}": not one of ${this.o.roles.join(', ')}` }) };
+    }
+    return this.replyKnown(role);
+  }
+
+  /** The answer for a role known to be configured (the fast path looked it up). */
+  replyKnown(role: string): FenceReply {
+    return { status: 200, body: JSON.stringify(this.decide(role)) };
+  }
+
+  /** The roles this host may run now (for the registry's duties); quiet: no log, no metric. */
+  duties(): string[] {
+    const now = this.o.clock.now();
+    return this.o.roles.filter((r) => fence(this.o.memory.state, r, now, this.o.settings).run);
+  }
+
+  /** Seconds of validity left for a non-fail-open role, 0 when it may not run. */
+  validForSeconds(): number {
+    const d = fence(this.o.memory.state, 'ledger-cli', this.o.clock.now(), this.o.settings);
+    return d.run && d.validForSeconds !== null ? Math.max(0, d.validForSeconds) : 0;
+  }
+}
+
+/**
+ * The fast path as Fastify's `serverFactory`: the exact query of a configured role is answered
+ * here with `Fence.replyKnown`'s bytes; everything else goes to Fastify unchanged. The fence is
+ * looked up at the first request (the app may be created before the agent is usable); the
+ * request-duration metric is recorded under the route's own labels.
+ */
+export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null): { factory: FastifyServerFactory; closing(): void } {
+  const timer = metrics?.httpDuration.labels({ listener: 'socket', method: 'GET', route: '/v1/fence', status: '200' }) ?? null;
+  let closing = false;
+  const factory: FastifyServerFactory = (handler, options) => {
+    const opts = options as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      if (req.method !== 'GET' || closing) return handler(req, res);
+      const f = fencing();
+      const role = f.exactQuery(req.url ?? '');
+      if (role === undefined) return handler(req, res);
+      const t0 = performance.now();
+      let r: FenceReply;
+      try {
+        r = f.replyKnown(role);
+      } catch {
+        return handler(req, res); // the route answers (its error handler: a 500 without detail)
+      }
+      res.writeHead(r.status, { 'content-type': FENCE_CONTENT_TYPE, 'content-length': Buffer.byteLength(r.body) });
+      res.end(r.body);
+      timer?.observe((performance.now() - t0) / 1000);
+    });
+    // What Fastify sets on the server it creates itself (it leaves a factory's server alone).
+    server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
+    server.requestTimeout = opts.requestTimeout ?? 0;
+    server.setTimeout(opts.connectionTimeout ?? 0);
+    return server as Server;
+  };
+  return { factory, closing: () => void (closing = true) };
+}

@@ -1,0 +1,112 @@
+/**
+ * Peer confirmation (rule ③, L2), both ways, decided by lease-core:
+ *  - `ask`: the arbiter is down (or renewed behind a hold) and this host holds the lease; every
+ *    standby peer is asked to confirm it, and `onPeerResults` decides whether the answers make
+ *    a validity;
+ *  - `confirm`: a peer asks this agent; `onConfirmRequest` decides, the store persists
+ *    `gaveConfirmation` (fsync), and only then is the answer returned (S2.2).
+ * The peers are the configured ones, or the other candidates the arbiter names.
+ */
+import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
+import type { ConfirmAnswer, ConfirmRequest } from '@hq/protocol';
+import { peersFromCandidates, type AgentConfig } from '../config.js';
+import type { Clock } from '../clock.js';
+import { joinUrl, requestJson } from '../http.js';
+import type { TokenFile } from '../tokens.js';
+import type { AgentObserver, Log } from './observe.js';
+import type { AgentStore } from './store.js';
+
+export interface PeersOptions {
+  readonly config: AgentConfig;
+  readonly settings: AgentSettings;
+  readonly store: AgentStore;
+  readonly clock: Clock;
+  readonly log: Log;
+  readonly observer?: AgentObserver | undefined;
+  readonly peerToken: TokenFile;
+  /** The confirmation local.json kept at start, if any. */
+  readonly given: GivenConfirmation | null;
+}
+
+export class Peers {
+  /** Host → base URL of its peer listener (tailnet addresses unless configured). */
+  private peers: ReadonlyMap<string, string>;
+  private lastGiven: GivenConfirmation | null;
+
+  constructor(private readonly o: PeersOptions) {
+    this.peers = o.config.peers;
+    this.lastGiven = o.given;
+  }
+
+  /** The peers' host names. */
+  hosts(): string[] {
+    return [...this.peers.keys()];
+  }
+
+  /** The last confirmation this agent gave, remembered past its wait (reported with heartbeats). */
+  get given(): GivenConfirmation | null {
+    return this.lastGiven;
+  }
+
+  /** The arbiter named the candidates: the peers are the others (unless configured). */
+  setCandidates(candidates: readonly string[]): void {
+    this.peers = peersFromCandidates(this.o.config, candidates);
+  }
+
+  /** Asks every peer to confirm `known` (this host's tenure); true when they made a validity. */
+  async ask(known: Known): Promise<boolean> {
+    const { generation, ttlSeconds, safetyMarginSeconds } = known;
+    const peers = [...this.peers.entries()];
+    const hosts = peers.map(([h]) => h);
+    const t = await this.o.peerToken.get();
+    if (!t.ok) this.o.log.warn({ category: 'hq.lease', event: 'peer-token-unavailable', problem: t.problem }, 'peer token unavailable');
+    const sent = this.o.clock.now();
+    const results: PeerResult[] = await Promise.all(
+      peers.map(async ([peer, url]): Promise<PeerResult> => {
+        if (!t.ok) return { peer, answered: false };
+        const r = await requestJson({
+          method: 'POST',
+          url: joinUrl(url, '/v1/peer/confirm'),
+          body: { host: this.o.settings.host, generation, ttlSeconds, safetyMarginSeconds },
+          token: t.token,
+          timeoutSeconds: this.o.settings.requestTimeoutSeconds,
+        });
+        if (r.kind !== 'answer' || r.status !== 200) return { peer, answered: false };
+        const b = r.body as { confirmed?: unknown; generation?: unknown } | null;
+        return {
+          peer,
+          answered: true,
+          ...(typeof b?.confirmed === 'boolean' ? { confirmed: b.confirmed } : {}),
+          ...(typeof b?.generation === 'number' && Number.isSafeInteger(b.generation) && b.generation >= 0 ? { generation: b.generation } : {}),
+        };
+      }),
+    );
+    const received = this.o.clock.now();
+    const step = await this.o.store.commit((s) => onPeerResults(s, results, hosts, sent, received, this.o.settings));
+    const ok = step.events.some((e) => e.event === 'quorum-standby');
+    this.o.observer?.peerConfirm?.(ok ? 'confirmed' : 'not-confirmed');
+    if (!ok) {
+      this.o.log.warn(
+        { category: 'hq.lease', event: 'no-quorum', generation, answers: results.map((r) => `${r.peer}:${r.answered ? String(r.confirmed) : 'no-answer'}`).join(',') },
+        'peers did not confirm',
+      );
+    }
+    return ok;
+  }
+
+  /** A peer asks this agent to confirm it: decided, persisted (fsync), then answered (S2.2). */
+  async confirm(req: ConfirmRequest): Promise<ConfirmAnswer> {
+    let answer: ConfirmAnswer | null = null;
+    const step = await this.o.store.commit((s) => {
+      const r = onConfirmRequest(s, req, this.o.clock.now(), this.o.settings);
+      answer = r.answer;
+      return r;
+    });
+    const a = answer as ConfirmAnswer | null;
+    if (a === null) throw new Error('no answer');
+    if (a.confirmed && step.state.gave !== null) {
+      this.lastGiven = { holder: step.state.gave.holder, generation: step.state.gave.generation, atMono: step.state.gave.at.mono };
+    }
+    return a;
+  }
+}

@@ -1,0 +1,265 @@
+/**
+ * The arbiter's lease API (SPEC §4): the record, and the request and answer of each endpoint.
+ * Times are Unix epoch seconds on the arbiter's clock.
+ */
+import type { LeaseRefusal } from './errors.js';
+import type { Host } from './host.js';
+
+/** One observer's latest finding about the holder (SPEC §1 "view"). */
+export interface View {
+  readonly target: Host;
+  readonly reachable: boolean;
+  readonly ping: boolean;
+  readonly health: boolean;
+  /** Arbiter time at which the arbiter received (or, for its own view, made) the finding. */
+  readonly at: number;
+}
+
+/** `GET /v1/lease` → the record; also inside every lease answer. */
+export interface LeaseRecord {
+  readonly name: 'hq';
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly revision: number;
+  readonly acquiredAt: number | null;
+  readonly renewedAt: number | null;
+  readonly ttlSeconds: number;
+  readonly safetyMarginSeconds: number;
+  readonly expiresAt: number | null;
+  readonly expired: boolean;
+  /** True after a release: the holder stepped down (expired is then true too). */
+  readonly released: boolean;
+  readonly notBefore: number | null;
+  readonly views: { readonly [observer: string]: View };
+  readonly dualUnreachableStreak: number;
+  readonly lastCheckAt: number | null;
+  readonly promotedFrom: Host | null;
+  readonly maintenance: boolean;
+  readonly floorPending: boolean;
+  /** The holder the current grant displaced, and its step-down acknowledgement (issue 18); null when none. */
+  readonly displaced: DisplacedHolder | null;
+  readonly now: number;
+}
+
+/**
+ * The holder a grant displaced, whose validity the grant's lock-delay waits for. Its agent steps
+ * down (persisted, fenced children gone) and acknowledges (`POST /v1/lease/stepped-down`); the
+ * arbiter then ends the lock-delay at once and sets `acknowledgedAt` and `savedSeconds`.
+ */
+export interface DisplacedHolder {
+  readonly host: Host;
+  readonly generation: number;
+  /** Arbiter time the acknowledgement was accepted; null before. */
+  readonly acknowledgedAt: number | null;
+  /** How much of the lock-delay it ended, seconds; null before. */
+  readonly savedSeconds: number | null;
+}
+
+/** `POST /v1/lease/acquire`. */
+export interface AcquireRequest {
+  readonly host: Host;
+  readonly seenGeneration?: number;
+  /** The sender's request timeout (the `hq` CLI sends its own), for S2.3's counting. */
+  readonly requestTimeoutSeconds?: number;
+}
+
+/** `POST /v1/lease/renew`. */
+export interface RenewRequest {
+  readonly host: Host;
+  readonly generation: number;
+}
+
+/** `POST /v1/lease/release`. */
+export interface ReleaseRequest {
+  readonly host: Host;
+  readonly generation?: number;
+  readonly handoverTo?: Host;
+  /** Hand over even to a target not heard from within its heartbeat interval. */
+  readonly force?: boolean;
+}
+
+/** `POST /v1/lease/transfer` (admin). */
+export interface TransferRequest {
+  readonly to: Host;
+  readonly force?: boolean;
+}
+
+/** `POST /v1/lease/stepped-down` (member): "generation g stepped down, no fenced child alive" (issue 18). */
+export interface StepDownAck {
+  /** The displaced holder (a member token may only name its own machine). */
+  readonly host: Host;
+  /** The generation it stepped down from. */
+  readonly generation: number;
+  /** The revision of the record in which it saw that it lost the lease. */
+  readonly revision: number;
+}
+
+/**
+ * Why an acknowledgement changed nothing: no grant displaced this host, it held another
+ * generation, it had not seen the displacing grant, it was accepted already, the lock-delay is
+ * over, or the lock-delay waits for more than this holder (the one before it, the start wait, a
+ * pending floor).
+ */
+export const STEP_DOWN_REFUSALS = Object.freeze(['not-previous-holder', 'wrong-generation', 'stale-revision', 'duplicate', 'late', 'other-wait'] as const);
+
+export type StepDownRefusal = (typeof STEP_DOWN_REFUSALS)[number];
+
+/** `POST /v1/lease/stepped-down` → 200, accepted or not (a refusal is no error: there is nothing to retry). */
+export interface StepDownAckAnswer {
+  readonly accepted: boolean;
+  readonly reason: StepDownRefusal | null;
+  /** Seconds of lock-delay the acknowledgement ended; null when refused. */
+  readonly savedSeconds: number | null;
+  readonly lease: LeaseRecord;
+}
+
+/** `PUT /v1/maintenance` (admin). */
+export interface MaintenanceRequest {
+  readonly enabled: boolean;
+  readonly reason?: string;
+}
+
+/** 200 of every lease mutation. `hold` (S2.3, arbiter time) only on acquire and renew. */
+export interface LeaseGranted {
+  readonly ok: true;
+  readonly lease: LeaseRecord;
+  readonly hold?: number | null;
+}
+
+/** 409 of every lease mutation. */
+export interface LeaseConflict {
+  readonly ok: false;
+  readonly reason: LeaseRefusal;
+  readonly lease: LeaseRecord;
+  readonly error: string;
+  readonly message: string;
+}
+
+// ---------------------------------------------------------------------------------------
+// the heartbeat
+
+/** What the arbiter answers a heartbeat with (SPEC §4), in SPEC order. */
+export const HEARTBEAT_OUTCOMES = Object.freeze(['renewed', 'standby', 'no-lease', 'renew-refused'] as const);
+
+export type HeartbeatOutcome = (typeof HEARTBEAT_OUTCOMES)[number];
+
+const OUTCOMES: ReadonlySet<unknown> = new Set(HEARTBEAT_OUTCOMES);
+
+export function isHeartbeatOutcome(value: unknown): value is HeartbeatOutcome {
+  return OUTCOMES.has(value);
+}
+
+/** A standby's finding about the holder, as it reports it. */
+export interface ViewReport {
+  readonly target: Host;
+  readonly reachable: boolean;
+  readonly ping: boolean;
+  readonly health: boolean;
+}
+
+/** The last peer confirmation a standby reports having given (S2.1, S5). */
+export interface ConfirmationReport {
+  readonly holder: Host;
+  readonly generation: number;
+  /** Seconds since the agent gave it, on its monotonic clock (a lower bound of real time). */
+  readonly ageSeconds: number;
+}
+
+/** `POST /v1/heartbeat`. */
+export interface HeartbeatRequest {
+  readonly host: Host;
+  readonly generation?: number;
+  readonly seenGeneration?: number;
+  readonly view?: ViewReport;
+  readonly confirmation?: ConfirmationReport;
+  /** The agent's cadence (S6: it owns it and reports it with every heartbeat). */
+  readonly heartbeatSeconds?: number;
+  readonly refreshSeconds?: number;
+  readonly requestTimeoutSeconds?: number;
+}
+
+/** A relation across the two sides that a report breaks (S6). */
+export interface TimingProblem {
+  /** The agent whose report broke it. */
+  readonly host: Host;
+  /** The arbiter's key and the agent's key of the pair. */
+  readonly arbiterKey: string;
+  readonly agentKey: string;
+  /** One line naming both keys, both hosts and the numbers. */
+  readonly message: string;
+}
+
+/** `POST /v1/heartbeat` → 200. */
+export interface HeartbeatAnswer {
+  readonly outcome: HeartbeatOutcome;
+  readonly reason: LeaseRefusal | null;
+  readonly lease: LeaseRecord;
+  /** S2.3 hold of a renewal (arbiter time), or null. */
+  readonly hold: number | null;
+  /** Heartbeat again after this many seconds (the start wait needs this report), or null. */
+  readonly reportInSeconds: number | null;
+  /** The relations across the sides that this report breaks (empty when none). */
+  readonly timingProblems: readonly TimingProblem[];
+  /** The worst-case failover now, as every place prints it. */
+  readonly failover: string;
+  /** The candidates in promotion order (agents without configured peers find theirs here). */
+  readonly candidates: readonly Host[];
+  /** The generation this host is asked to acknowledge its step-down from (it is the displaced holder), or null. */
+  readonly stepDown: number | null;
+}
+
+// ---------------------------------------------------------------------------------------
+// the rest
+
+/** `POST /v1/check` (admin) → 200. */
+export interface CheckAnswer {
+  readonly promoted: boolean;
+  readonly streak: number;
+  readonly holder: Host | null;
+  readonly generation: number;
+  readonly ping: boolean;
+  readonly health: boolean;
+  readonly promotee: Host | null;
+  /** Why no check ran (maintenance, no holder, …); absent when one did. */
+  readonly skipped?: string;
+}
+
+/** `GET /v1/primary` on the arbiter and on every agent (SPEC §8). */
+export interface PrimaryAnswer {
+  readonly known: boolean;
+  readonly holder: Host | null;
+  readonly generation: number;
+}
+
+/** `GET /v1/health` on the arbiter and on every agent's peer listener. */
+export interface HealthAnswer<Role extends 'arbiter' | 'agent' = 'arbiter' | 'agent'> {
+  readonly status: 'ok';
+  readonly role: Role;
+  readonly host: Host;
+  readonly version: string;
+}
+
+/** `GET /v1/events?after=&limit=&tail=&since=`: digits only (no coercion), ranges checked by the route. */
+export interface EventsQuery {
+  readonly after?: string;
+  readonly limit?: string;
+  /** The newest N events (1–1000), oldest first. */
+  readonly tail?: string;
+  /** Events at or after this arbiter time (epoch seconds, may be fractional). */
+  readonly since?: string;
+}
+
+/** One row of the event log (`GET /v1/events`, and each `data:` line of `GET /v1/events/stream`). */
+export interface EventRecord {
+  readonly id: number;
+  readonly at: number;
+  readonly category: string;
+  readonly event: string;
+  readonly host: Host | null;
+  readonly data: { readonly [key: string]: unknown };
+}
+
+/** `GET /v1/events` → 200. */
+export interface EventsAnswer {
+  readonly events: readonly EventRecord[];
+}
