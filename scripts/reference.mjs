@@ -215,7 +215,9 @@ floor-complete, start-wait-lifted, expired-seen, promoted, arbiter-check, mainte
 confirmation-given, confirmation-refused, stale-generation\`; step-down (issue 18): \`step-down\`
 (an agent lost a generation or releases), \`stepped-down\` (the arbiter accepted an acknowledgement,
 with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-acknowledged\`,
-\`step-down-unacknowledged\`, \`step-down-undone\`, \`children-terminated\`, \`handed-over\`; fence: \`allowed, skipped\`; guard:
+\`step-down-unacknowledged\`, \`step-down-undone\`, \`step-down-children-unknown\`, \`step-down-failed\`,
+\`children-terminated\`, \`resume\` (a refused release undone); \`handoverOnStop\`: \`handover-on-stop\`,
+\`handed-over\`, \`handover-refused\`, \`handover-skipped\`, \`handover-failed\`; fence: \`allowed, skipped\`; guard:
 \`cli-override, cli-refused\`; control: \`agent-silent, timing-problem, timing-ok,
 hostname-mismatch, token-unavailable, token-ok, start-guard, state-refused\`.
 `;

@@ -35,14 +35,7 @@ export function freePort(): Promise<number> {
 }
 
 /** Does a process with this pid exist (EPERM: it does, another user's)? */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+export { pidAlive as processAlive } from '../../apps/arbiter/src/serve-lock.js';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
