@@ -83,7 +83,10 @@ async function round(c: Cluster, from: HostName, settings: Round['settings'], li
     await sleep(POLL_MS);
   }
   const out = await cli;
-  if (out.code !== 0) throw new Error(`hq failover exited ${out.code}: ${out.stderr.trim()}`);
+  // Exit 3 (no answer within the request timeout, a loaded machine) may still have transferred: the event log says.
+  if (out.code !== 0 && !(out.code === 3 && (await events(c, fromId)).some((e) => e.event === 'promoted' && e.host === to))) {
+    throw new Error(`hq failover exited ${out.code}: ${out.stderr.trim()}`);
+  }
   if (Number.isNaN(run)) throw new Error(`${to} did not run within ${limitMs} ms`);
   if (Number.isNaN(childGone)) throw new Error(`${from}'s fenced child was still alive when ${to} ran`);
   const ev = await events(c, fromId);
@@ -115,10 +118,19 @@ async function series(settings: Round['settings'], rounds: number): Promise<Roun
     if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
     const limitMs = settings === 'fast' ? 30_000 : 400_000;
     let holder: HostName = 'mbp';
-    for (let i = 0; i < rounds; i++) {
+    // A round whose `hq failover` got no answer in time and transferred nothing is tried again (at most 3 times in all).
+    for (let i = 0, failed = 0; i < rounds; i++) {
       await c.waitFor(async () => fenceRuns(c, holder), limitMs, `${holder} runs`);
       await sleep(Math.random() * 1000);
-      const r = await round(c, holder, settings, limitMs);
+      let r: Round;
+      try {
+        r = await round(c, holder, settings, limitMs);
+      } catch (err) {
+        if (++failed > 3 || !/hq failover exited 3/.test((err as Error).message)) throw err;
+        process.stderr.write(`${settings} round ${i + 1}/${rounds} again: ${(err as Error).message}\n`);
+        i--;
+        continue;
+      }
       out.push(r);
       process.stderr.write(`${settings} round ${i + 1}/${rounds}: ${r.from} → ${r.to} runs after ${r.run.toFixed(2)} s (transfer ${r.transfer.toFixed(2)} s, acknowledged ${r.acknowledged?.toFixed(2) ?? '—'} s, lock-delay would end ${r.lockDelayEnd.toFixed(2)} s)\n`);
       holder = r.to;
@@ -161,6 +173,11 @@ own Node start-up included). "transfer", "acknowledged" and "lock-delay would en
 stopped existing. Without the acknowledgement the new holder would run at "lock-delay would end" (about ttl +
 margin: 7 s at the fast settings, 25.5 min at the defaults) — the crash failover beside it is the failover
 section's (kill → run, median 6.2 s at the fast settings; at the defaults the lock-delay alone is 25.5 min).
+A load average far above the 2 CPUs (another session's tests shared the machine) stretches \`hq failover\`'s own
+start-up (the "transfer" column) and the agents' 1 s cadence; "transfer → run" is the protocol's part. Not yet
+measured: the default settings — a round started within ttl + margin (25.5 min) of the arbiter's start waits for
+the start wait (S2.3), which the acknowledgement cannot end, so \`BENCH_STEP_DOWN_DEFAULTS\` needs an arbiter older
+than that.
 
 Run: ${new Date().toISOString()} — ${machine}.
 
