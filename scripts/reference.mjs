@@ -55,7 +55,7 @@ export const KEYS = {
   advertiseUrl: ['`http://{hostName}.{tailnetDomain}:{port}`, else a specific `listen.host`', "this agent's peer URL as others reach it (a bare origin), registered as its `instance` resource"],
   queryTokenFile: ['`{stateDir}/query-token` when present', '`hq primary --write-join` puts this query-scope token in the join file (else the member token)'],
   arbiterUrls: ['`[arbiterUrl]`', 'several arbiters (etcd store), tried in order'],
-  handoverOnStop: ['`false`', 'on SIGTERM the holder hands over to a standby heard from recently, then exits'],
+  handoverOnStop: ['`false`', 'on SIGTERM the holder ends its fenced children and hands over to the first standby (promotion order) the arbiter has heard from recently, then exits; off: a stopped holder keeps the lease'],
 };
 
 function owner(key) {
@@ -162,7 +162,8 @@ is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: noth
 | \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
 | \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?}\` |
-| \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?}\` → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates}\` |
+| \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
+| \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?}\` → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
@@ -178,7 +179,10 @@ is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: noth
 ## Agent socket and peer listener
 
 Socket: \`GET /v1/fence?role=R\`, \`GET /v1/status\`, \`GET /v1/seen\`, \`GET /v1/primary\`,
-\`POST /v1/heartbeat\`, \`POST /v1/step-down\`, \`POST /v1/resume\`. Peer listener (port 8471):
+\`POST /v1/heartbeat\`, \`POST /v1/step-down\` (→ \`{ok, steppedDown, childrenGone}\`: persisted, the
+generation's fenced children ended), \`POST /v1/resume\`, and the runs of \`hq fence run\`
+supervisors: \`POST /v1/runs\` \`{role, generation, graceSeconds, supervisorPid}\` (409 unless the
+fence says run for that generation), \`POST /v1/runs/{id}\` \`{pgid}\`, \`DELETE /v1/runs/{id}\`. Peer listener (port 8471):
 \`GET /v1/health\`, \`GET /v1/primary\`, \`GET /metrics\` (no auth); \`POST /v1/peer/confirm\`
 \`{host, generation, ttlSeconds?, safetyMarginSeconds?}\` and \`GET /v1/peer\` with the peer token;
 \`/v1/standby/…\` replication pushes.
@@ -195,10 +199,10 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up\`, \`hq_port_leases\`; with store etcd also \`hq_arbiter_elected\` (1 on the
-arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
+\`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`; with store etcd also
+\`hq_arbiter_elected\` (1 on the arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
-\`hq_agent_peer_confirmations_total\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
+\`hq_agent_peer_confirmations_total\`, \`hq_agent_step_downs_total{result}\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,
 \`hq_agent_member_token_ok{host}\`, \`hq_http_request_duration_seconds\`.
 
@@ -209,7 +213,12 @@ Logs are pino JSON lines with \`category\` (\`hq.lease\`, \`hq.fence\`, \`hq.sta
 \`acquired, renewed, released, acquire-refused, renew-refused, release-refused, standby,
 quorum-standby, arbiter-unreachable, no-lease, generation-adopted, generation-raised,
 floor-complete, start-wait-lifted, expired-seen, promoted, arbiter-check, maintenance,
-confirmation-given, confirmation-refused, stale-generation\`; fence: \`allowed, skipped\`; guard:
+confirmation-given, confirmation-refused, stale-generation\`; step-down (issue 18): \`step-down\`
+(an agent lost a generation or releases), \`stepped-down\` (the arbiter accepted an acknowledgement,
+with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-acknowledged\`,
+\`step-down-unacknowledged\`, \`step-down-undone\`, \`step-down-children-unknown\`, \`step-down-failed\`,
+\`children-terminated\`, \`resume\` (a refused release undone); \`handoverOnStop\`: \`handover-on-stop\`,
+\`handed-over\`, \`handover-refused\`, \`handover-skipped\`, \`handover-failed\`; fence: \`allowed, skipped\`; guard:
 \`cli-override, cli-refused\`; control: \`agent-silent, timing-problem, timing-ok,
 hostname-mismatch, token-unavailable, token-ok, start-guard, state-refused\`.
 `;

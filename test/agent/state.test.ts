@@ -32,7 +32,9 @@ t.test('readToken refuses a group-readable token file and reads a 0600 one', asy
 
 t.test('parsePersisted refuses every malformed local.json', async (t) => {
   const good = { holder: 'mbp', generation: 2, confirmedAt: 1, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
-  t.same(parsePersisted(JSON.stringify(good)), good, 'a well-formed file is accepted');
+  t.same(parsePersisted(JSON.stringify(good)), { ...good, steppedDown: 0, lost: 0 }, 'a well-formed file is accepted (one written before the step-down marks has none)');
+  const marked = { ...good, steppedDown: 3, lost: 2 };
+  t.same(parsePersisted(JSON.stringify(marked)), marked, 'the step-down marks are kept (lease-core A7)');
   const bad: [string, string][] = [
     ['not JSON', '{'],
     ['an array', '[]'],
@@ -42,6 +44,8 @@ t.test('parsePersisted refuses every malformed local.json', async (t) => {
     ['a negative generation', JSON.stringify({ ...good, generation: -1 })],
     ['a missing flag', JSON.stringify({ ...good, lockDelayPending: undefined })],
     ['a malformed confirmation', JSON.stringify({ ...good, gaveConfirmation: { holder: 'mbp' } })],
+    ['a fractional step-down mark', JSON.stringify({ ...good, steppedDown: 1.5 })],
+    ['a negative lost generation', JSON.stringify({ ...good, lost: -1 })],
   ];
   for (const [name, text] of bad) t.type(parsePersisted(text), 'string', `${name} is refused`);
 });

@@ -143,6 +143,41 @@ t.test('transfer moves the lease behind the old holder lock-delay and maintenanc
   t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
 });
 
+t.test('the displaced holder’s step-down acknowledgement ends the lock-delay; a second, another host’s or a forged one changes nothing', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  const tr = (await h.post('/v1/lease/transfer', { to: 'node-b' })).json();
+  t.ok(tr.lease.notBefore > tr.lease.now, 'node-b waits behind mbp’s lock-delay');
+  t.match(tr.lease.displaced, { host: 'mbp', generation: 1, acknowledgedAt: null, savedSeconds: null }, 'the record names the displaced holder');
+  const hb = (await h.post('/v1/heartbeat', { host: 'mbp', generation: 1, seenGeneration: 2 }, h.tokens.mbp)).json();
+  t.equal(hb.stepDown, 1, 'mbp’s heartbeat answer asks it to acknowledge its step-down from generation 1');
+  const ack = { host: 'mbp', generation: 1, revision: tr.lease.revision };
+  const forged = await h.post('/v1/lease/stepped-down', ack, h.tokens.nodeb);
+  t.equal(forged.statusCode, 403, 'node-b’s token cannot acknowledge for mbp');
+  t.equal(forged.json().error, 'HQ_ERR_WRONG_HOST', 'wrong host');
+  const other = await h.post('/v1/lease/stepped-down', { ...ack, host: 'node-b' }, h.tokens.nodeb);
+  t.same([other.statusCode, other.json().accepted, other.json().reason], [200, false, 'not-previous-holder'], 'node-b is not the displaced holder');
+  const wrong = await h.post('/v1/lease/stepped-down', { ...ack, generation: 2 }, h.tokens.mbp);
+  t.same([wrong.json().accepted, wrong.json().reason], [false, 'wrong-generation'], 'another generation changes nothing');
+  const bad = await h.post('/v1/lease/stepped-down', { ...ack, generation: '1' }, h.tokens.mbp);
+  t.equal(bad.statusCode, 400, 'a string generation is a 400 (no coercion)');
+  const ok = await h.post('/v1/lease/stepped-down', ack, h.tokens.mbp);
+  t.equal(ok.statusCode, 200, '200');
+  const body = ok.json();
+  t.same([body.accepted, body.reason], [true, null], 'accepted');
+  t.ok(body.savedSeconds > 0, `the lock-delay ended early (${body.savedSeconds} s saved)`);
+  t.equal(body.lease.notBefore, body.lease.now, 'node-b may run from now');
+  t.match(body.lease.displaced, { host: 'mbp', generation: 1, acknowledgedAt: body.lease.now }, 'the record shows the acknowledgement');
+  const again = (await h.post('/v1/lease/stepped-down', ack, h.tokens.mbp)).json();
+  t.same([again.accepted, again.reason], [false, 'duplicate'], 'a second acknowledgement is a duplicate');
+  const events = (await h.get('/v1/events?limit=1000')).json().events.map((e: { event: string }) => e.event);
+  t.ok(events.includes('stepped-down') && events.includes('step-down-refused'), 'both the acceptance and the refusals are events');
+  const m = await h.get('/metrics');
+  t.match(m.body, /hq_lease_operations_total\{op="stepped-down",outcome="accepted"\} 1/, 'the operation is counted with its outcome');
+  t.match(m.body, /hq_step_down_saved_seconds_total \d/, 'and the seconds it saved');
+});
+
 t.test('a handover or transfer to a host not heard from within its interval is 409 target-silent unless force', async (t) => {
   const h = await harness(t);
   await h.settle();

@@ -1,6 +1,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import {
+  acknowledged,
   acquire,
   check,
   emptyLease,
@@ -20,6 +21,7 @@ import {
   onPeerResults,
   persisted,
   queryFence,
+  releaseSent,
   resume,
   settle,
   stepDown,
@@ -37,7 +39,7 @@ const at = (mono: number, wall: number = mono + W): Stamp => ({ mono, wall });
 // Arbiter times are on another clock entirely: the agent only uses differences of one answer.
 const T = 5000;
 function rec(patch: Partial<RecordSummary> = {}): RecordSummary {
-  return { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: T, floorPending: false, now: T, ...patch };
+  return { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: T, floorPending: false, displaced: null, now: T, ...patch };
 }
 const confirming = (patch: Partial<RecordSummary> = {}, hold: number | null = null): ArbiterAnswer => ({ record: rec(patch), confirms: true, hold });
 const telling = (patch: Partial<RecordSummary> = {}): ArbiterAnswer => ({ record: rec(patch), confirms: false, hold: null });
@@ -122,7 +124,7 @@ t.test('initialAgent', async (t) => {
 t.test('onArbiterAnswer', async (t) => {
   t.test('a confirming answer starts a validity from the send time', async (t) => {
     const step = onArbiterAnswer(fresh(), confirming(), at(10), at(10.2), A);
-    const g: Grant = { generation: 3, sent: at(10), seconds: 5, startMono: 10.2, source: 'arbiter' };
+    const g: Grant = { generation: 3, sent: at(10), seconds: 5, startMono: 10.2, earliestMono: 10.2, source: 'arbiter' };
     t.same(step.state.current, g, 'ttl − margin from the send stamp, starting at receipt');
     t.same(step.state.known, { holder: 'mbp', generation: 3, expired: false, released: false, floorPending: false, ttlSeconds: 6, safetyMarginSeconds: 1 }, 'known');
     t.equal(step.state.seen, 3, 'seen adopted');
@@ -207,7 +209,7 @@ t.test('onArbiterAnswer', async (t) => {
   t.test('lock-delay is notBefore − now measured on mono from receipt (A2)', async (t) => {
     const s = onArbiterAnswer(fresh(), confirming({ notBefore: T + 3 }), at(10), at(10.5), A).state;
     t.equal(s.waitUntilMono, 13.5, 'receive + 3');
-    t.same(s.pending, { generation: 3, sent: at(10), seconds: 5, startMono: 13.5, source: 'arbiter' }, 'the grant waits');
+    t.same(s.pending, { generation: 3, sent: at(10), seconds: 5, startMono: 13.5, earliestMono: 10.5, source: 'arbiter' }, 'the grant waits');
     t.equal(s.current, null, 'nothing runs now');
     t.same(reason(s, at(13.4)), [false, 'lock-delay'], 'before the end of the lock-delay');
     t.same(reason(s, at(13.4, W + 1000)), [false, 'lock-delay'], 'a forward wall jump does not end it early');
@@ -256,7 +258,7 @@ t.test('onArbiterAnswer', async (t) => {
     const s = holding();
     const step = onArbiterAnswer(s, confirming({}, T + 8), at(12), at(12.1), A);
     t.same(step.state.current, s.current, 'the running grant is kept');
-    t.same(step.state.pending, { generation: 3, sent: at(12), seconds: 5, startMono: 20.1, source: 'arbiter' }, 'the renewal waits for the hold');
+    t.same(step.state.pending, { generation: 3, sent: at(12), seconds: 5, startMono: 20.1, earliestMono: 20.1, source: 'arbiter' }, 'the renewal waits for the hold');
     t.same(reason(step.state, at(14)), [true, 'holder'], 'runs on what it has');
     t.same(reason(step.state, at(15.5)), [false, 'lock-delay'], 'after the old validity, before the hold ends: waiting');
     t.same(reason(step.state, at(20.1)), [false, 'no-quorum-expired'], 'at the end of the hold the parked grant (until 17) is spent');
@@ -380,7 +382,7 @@ t.test('onPeerResults', async (t) => {
   const yes = (peer: string, generation = 3) => ({ peer, answered: true, confirmed: true, generation });
   t.test('every peer confirming gives a validity from the round send time: quorum-standby', async (t) => {
     const step = onPeerResults(off, [yes('node-b')], ['node-b'], at(14), at(14.3), A);
-    t.same(step.state.current, { generation: 3, sent: at(14), seconds: 5, startMono: 14.3, source: 'peer' }, 'grant');
+    t.same(step.state.current, { generation: 3, sent: at(14), seconds: 5, startMono: 14.3, earliestMono: 14.3, source: 'peer' }, 'grant');
     t.same(step.events.map((e) => [e.event, e.data]), [['quorum-standby', { generation: 3, peers: 1 }]], 'event');
     t.same(reason(step.state, at(18)), [true, 'quorum-standby'], 'runs on the quorum');
     t.same(reason(step.state, at(19)), [false, 'no-quorum-expired'], 'until send + ttl − margin');
@@ -458,7 +460,7 @@ t.test('onPeerResults', async (t) => {
 t.test('stepDown and resume', async (t) => {
   const down = stepDown(holding());
   t.same([down.current, down.pending, down.steppedDown], [null, null, 3], 'nothing of generation 3 runs any more');
-  t.same(reason(down, at(11)), [false, 'no-quorum-expired'], 'fence');
+  t.same(reason(down, at(11)), [false, 'not-holder'], 'fence: a stepped-down generation is not its own any more (A7)');
   const again = onArbiterAnswer(down, confirming(), at(11), at(11.1), A).state;
   t.equal(again.current, null, 'a confirming answer at the stepped-down generation grants nothing');
   t.same(reason(resume(again), at(11.2)), [false, 'no-quorum-expired'], 'resume grants nothing by itself');
@@ -468,6 +470,147 @@ t.test('stepDown and resume', async (t) => {
   t.same(reason(next, at(12.2)), [true, 'holder'], 'a new generation (re-acquire) runs without resume');
   t.equal(stepDown(fresh()).steppedDown, 0, 'stepping down without a record changes nothing');
   t.equal(stepDown({ ...down, known: null }).steppedDown, 3, 'the step-down mark never goes down');
+});
+
+// ---------------------------------------------------------------------------------------
+// the step-down of a holder that lost the lease (A7, issue 18)
+
+/** The record after an admin moved the lease from mbp (generation 3) to node-b (4), behind a lock-delay. */
+const moved = (patch: Partial<RecordSummary> = {}): ArbiterAnswer => telling({ holder: 'node-b', generation: 4, revision: 12, notBefore: T + 10, ...patch });
+
+t.test('A7: a holder that sees another holder steps down for good and owes an acknowledgement', async (t) => {
+  const step = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A);
+  const s = step.state;
+  t.same([s.steppedDown, s.lost, s.current, s.pending], [3, 3, null, null], 'generation 3 is stepped down and lost');
+  t.same(s.ackDue, { generation: 3, revision: 12 }, 'the acknowledgement is bound to the generation and the revision seen');
+  t.same(
+    step.events.filter((e) => e.event === 'step-down').map((e) => e.data),
+    [{ generation: 3, holder: 'node-b', to: 4, via: 'record', acknowledge: true }],
+    'one step-down event',
+  );
+  t.match(persisted(s, at(11.1)), { steppedDown: 3, lost: 3 }, 'both marks are in local.json (the shell writes it first)');
+  for (const role of ['cron', 'telegram-poller', 'ledger-cli']) t.equal(decide(s, at(11.2), role).run, false, `${role} does not run`);
+  const later = onArbiterAnswer(s, moved({ revision: 13 }), at(12), at(12.1), A).state;
+  t.same([later.ackDue, later.lost], [{ generation: 3, revision: 12 }, 3], 'a later answer does not decide again');
+});
+
+t.test('A7: a higher generation for this same host is a loss of the old one, with nothing to acknowledge', async (t) => {
+  const step = onArbiterAnswer(holding(), confirming({ generation: 5, revision: 20 }), at(11), at(11.1), A);
+  t.same([step.state.steppedDown, step.state.lost, step.state.ackDue], [3, 3, null], 'generation 3 stepped down, no acknowledgement (the arbiter raised its own grant)');
+  t.same(reason(step.state, at(11.2)), [true, 'holder'], 'generation 5 runs');
+});
+
+const noAck: ReadonlyArray<readonly [string, ArbiterAnswer]> = [
+  ['a handover (no lock-delay to end)', moved({ notBefore: T })],
+  ['a record without notBefore', moved({ notBefore: null })],
+  ['a record whose floor is pending (its database is new: it waits for nobody)', moved({ floorPending: true })],
+  ['a record without holder', telling({ holder: null, generation: 4, expired: true })],
+];
+for (const [name, answer] of noAck) {
+  t.test(`A7: a loss shown by ${name} steps down without an acknowledgement`, async (t) => {
+    const s = onArbiterAnswer(holding(), answer, at(11), at(11.1), A).state;
+    t.same([s.steppedDown, s.lost, s.ackDue], [3, 3, null], 'stepped down, nothing owed');
+  });
+}
+
+t.test('A7: a generation an earlier life of the agent held is never acknowledged (its children are unknown)', async (t) => {
+  const p: Persisted = { holder: 'mbp', generation: 3, confirmedAt: W, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
+  const again = onArbiterAnswer(initialAgent(A, at(0), 3, p), confirming(), at(10), at(10.2), A).state;
+  t.equal(again.ackFloor, 3, 'the floor is what the agent knew at its start');
+  const s = onArbiterAnswer(again, moved(), at(11), at(11.1), A).state;
+  t.same([s.steppedDown, s.ackDue], [3, null], 'stepped down, but no acknowledgement');
+  const newer = onArbiterAnswer(onArbiterAnswer(again, confirming({ generation: 5 }), at(12), at(12.1), A).state, moved({ generation: 6, revision: 30 }), at(13), at(13.1), A).state;
+  t.same(newer.ackDue, { generation: 5, revision: 30 }, 'a generation first held in this life is');
+});
+
+t.test('A7: the step-down marks survive a restart, and a stepped-down generation never runs again', async (t) => {
+  const s = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A).state;
+  const restarted = initialAgent(A, at(50), 0, persisted(s, at(11.1)));
+  t.same([restarted.steppedDown, restarted.lost, restarted.ackDue], [3, 3, null], 'marks back, nothing owed after a restart');
+  const old = { ...persisted(s, at(11.1)), steppedDown: 3, lost: undefined };
+  t.same([initialAgent(A, at(50), 0, old).steppedDown, initialAgent(A, at(50), 0, old).lost], [3, 0], 'a file without lost keeps the step-down');
+  const p: Persisted = { holder: 'mbp', generation: 3, confirmedAt: W, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
+  t.equal(initialAgent(A, at(0), 0, p).steppedDown, 0, 'a file written before the marks has none');
+  // The one path back to a record naming this host at 3: a restored arbiter (the agent seen only 3).
+  const back = onArbiterAnswer({ ...restarted, seen: 3 }, confirming(), at(60), at(60.1), A).state;
+  for (const role of ['cron', 'telegram-poller']) t.equal(decide(back, at(60.2), role).run, false, `${role}: no run for generation 3`);
+});
+
+t.test('A7: peer confirmations gathered for a generation do not run it once it is stepped down', async (t) => {
+  const quorum = onPeerResults(onArbiterFailure(holding()).state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(14), at(14.2), A).state;
+  t.same(reason(quorum, at(14.3)), [true, 'quorum-standby'], 'the quorum runs');
+  const marked: AgentState = { ...quorum, steppedDown: 3 };
+  t.same(reason(marked, at(14.3)), [false, 'not-holder'], 'with the generation stepped down it does not, grant or not');
+  t.same(reason(marked, at(14.3), 'telegram-poller'), [false, 'not-holder'], 'nor fail-open');
+});
+
+t.test('A7: the arbiter asks the displaced holder to acknowledge', async (t) => {
+  const lost = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A).state;
+  const sent = acknowledged(lost, 3);
+  t.equal(sent.ackDue, null, 'sent');
+  t.equal(acknowledged(lost, 2), lost, 'another generation clears nothing');
+  t.equal(acknowledged(sent, 3), sent, 'nothing owed: nothing changes');
+  const asked = (s: AgentState, stepDown: number | null, patch: Partial<RecordSummary> = {}) =>
+    onArbiterAnswer(s, { ...moved({ revision: 14, ...patch }), stepDown }, at(12), at(12.1), A);
+  t.same(asked(sent, 3).state.ackDue, { generation: 3, revision: 14 }, 'asked again (the answer got lost): the same acknowledgement again');
+  t.equal(asked(lost, 3).state.ackDue, lost.ackDue, 'while one is owed, it stays');
+  t.equal(asked(sent, null).state.ackDue, null, 'not asked: nothing');
+  t.equal(asked(sent, 4).state.ackDue, null, 'asked for the record’s own generation: ignored');
+  t.equal(asked(sent, 0).state.ackDue, null, 'asked for generation 0: ignored');
+  const stranger = asked(onArbiterAnswer(fresh(A, 2), telling({ holder: 'node-b', generation: 2 }), at(1), at(1.1), A).state, 3);
+  t.same([stranger.state.steppedDown, stranger.state.lost, stranger.state.ackDue], [3, 3, { generation: 3, revision: 14 }], 'an agent that never knew it held 3 steps down when asked');
+  t.same(stranger.events.map((e) => e.event), ['generation-adopted', 'step-down'], 'and says so');
+  const restarted = initialAgent(A, at(50), 0, persisted(lost, at(11.1)));
+  t.equal(asked(restarted, 3).state.ackDue, null, 'after a restart: never (its children are unknown)');
+});
+
+t.test('A7: resume undoes a release step-down, never a lost generation', async (t) => {
+  const lost = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A).state;
+  const regained = onArbiterAnswer(lost, confirming({ generation: 5, revision: 20 }), at(12), at(12.1), A).state;
+  const released = stepDown(regained);
+  t.same([released.steppedDown, released.lost], [5, 3], 'the release step-down is above the lost one');
+  t.same([resume(released).steppedDown, resume(released).lost], [3, 3], 'resume goes back to the lost generation');
+});
+
+t.test('A7: a release step-down undoes itself once a record proves its release never landed', async (t) => {
+  const down = stepDown(holding());
+  t.same(down.releasing, { generation: 3, untilMono: Infinity }, 'until the release leaves, nothing can be proven');
+  const none = fresh();
+  t.equal(releaseSent(none, at(11), A), none, 'no release step-down: nothing to note');
+  const sent = releaseSent(down, at(11), A);
+  t.same(sent.releasing, { generation: 3, untilMono: 13 }, 'the release lands within one request timeout of its send, sent within one of this');
+  const early = onArbiterAnswer(sent, confirming(), at(12.9), at(13), A);
+  t.same([early.state.steppedDown, early.state.releasing], [3, sent.releasing], 'a request sent before that proves nothing');
+  const late = onArbiterAnswer(sent, confirming(), at(13), at(13.1), A);
+  t.same([late.state.steppedDown, late.state.releasing], [0, null], 'one sent after it still naming this host: the release never landed, the step-down is undone');
+  t.same(late.events.map((e) => [e.event, e.data]), [['step-down-undone', { generation: 3 }]], 'and says so');
+  t.same(reason(late.state, at(13.2)), [true, 'holder'], 'the holder runs again');
+  const pending = onArbiterAnswer(sent, confirming({ floorPending: true }), at(13), at(13.1), A).state;
+  t.same([pending.steppedDown, pending.releasing], [3, sent.releasing], 'a pending record proves nothing');
+  const released = onArbiterAnswer(sent, telling({ released: true, expired: true }), at(12), at(12.1), A).state;
+  t.same([released.steppedDown, released.releasing], [3, null], 'released: decided, and it stays stepped down');
+  const handed = onArbiterAnswer(sent, moved({ notBefore: T }), at(12), at(12.1), A).state;
+  t.same([handed.steppedDown, handed.lost, handed.releasing], [3, 3, null], 'handed over: lost, decided');
+  t.equal(resume(sent).releasing, null, 'resume decides too');
+  const restarted = initialAgent(A, at(100), 0, persisted(sent, at(11)));
+  t.same([restarted.steppedDown, restarted.releasing], [3, { generation: 3, untilMono: 102 }], 'after a restart the release, if any, was sent before the start');
+  const lost = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A).state;
+  t.equal(initialAgent(A, at(100), 0, persisted(lost, at(11))).releasing, null, 'a lost generation is no release step-down');
+  t.same([stepDown(lost).steppedDown, stepDown(lost).releasing], [3, null], 'a standby steps down from nothing: no release to wait for');
+});
+
+t.test('A7: an acknowledged step-down ends the new holder’s lock-delay at its next answer', async (t) => {
+  const waiting = onArbiterAnswer(fresh(B), confirming({ holder: 'node-b', generation: 4, notBefore: T + 10 }), at(10), at(10.2), B).state;
+  t.same(reason(waiting, at(11), 'cron', B), [false, 'lock-delay'], 'behind the lock-delay');
+  const acked = { host: 'mbp', generation: 3, acknowledgedAt: T + 1.5 };
+  const unacked = onArbiterAnswer(waiting, telling({ holder: 'node-b', generation: 4, notBefore: T + 1.5, now: T + 1.5, displaced: { ...acked, acknowledgedAt: null } }), at(11.5), at(11.6), B).state;
+  t.equal(unacked.waitUntilMono, waiting.waitUntilMono, 'a shorter lock-delay without an acknowledgement does not shorten the wait');
+  const step = onArbiterAnswer(waiting, telling({ holder: 'node-b', generation: 4, notBefore: T + 1.5, now: T + 1.5, displaced: acked }), at(11.5), at(11.6), B);
+  t.equal(step.state.waitUntilMono, 11.6, 'the acknowledged record is taken as it is');
+  t.same(reason(step.state, at(11.7), 'cron', B), [true, 'holder'], 'the waiting grant runs at once');
+  const held = onArbiterAnswer(fresh(B), confirming({ holder: 'node-b', generation: 4, notBefore: T + 10 }, T + 5), at(10), at(10.2), B).state;
+  const stillHeld = onArbiterAnswer(held, telling({ holder: 'node-b', generation: 4, notBefore: T + 1.5, now: T + 1.5, displaced: acked }), at(11.5), at(11.6), B).state;
+  t.equal(stillHeld.pending?.startMono, 15.2, 'a grant behind a hold (S2.3) still waits for the hold');
 });
 
 t.test('settle: a validity once over stays over, so a later backward wall jump cannot revive it', async (t) => {
@@ -490,8 +633,8 @@ t.test('settle folds a started pending grant, drops spent waits, and keeps the r
 });
 
 t.test('persisted', async (t) => {
-  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false }, 'a fresh agent');
-  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false }, 'a running holder');
+  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a fresh agent');
+  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a running holder');
   const waiting = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
   t.equal(persisted(waiting, at(11)).lockDelayPending, true, 'a lock-delay in progress is pending');
   t.equal(persisted(waiting, at(13)).lockDelayPending, false, 'and not after it');
@@ -778,7 +921,7 @@ t.test('property: the fence never says run for two hosts at once, given arbiter 
 // property: one agent under random inputs keeps A1–A5 in every fence answer
 
 type AgentOp =
-  | { k: 'answer'; holder: string | null; generation: number; released: boolean; floorPending: boolean; notBefore: number; confirms: boolean; hold: number | null; delay: number }
+  | { k: 'answer'; holder: string | null; generation: number; released: boolean; floorPending: boolean; notBefore: number; confirms: boolean; hold: number | null; delay: number; ask: number | null }
   | { k: 'failure' }
   | { k: 'confirm'; host: string; generation: number }
   | { k: 'peers'; confirmed: boolean; generation: number | null; delay: number }
@@ -803,6 +946,7 @@ const agentOpArb: fc.Arbitrary<AgentOp> = fc.oneof(
       confirms: mostly(true, fc.constant(false)),
       hold: mostly(null, fc.integer({ min: -5, max: 10 })),
       delay: fc.oneof(fc.double({ min: 0, max: 0.9, noNaN: true }), fc.double({ min: 0, max: 1.5, noNaN: true })),
+      ask: mostly(null as number | null, fc.integer({ min: 0, max: 6 })),
     }),
   },
   { weight: 1, arbitrary: fc.constant({ k: 'failure' as const }) },
@@ -829,12 +973,13 @@ const agentOpArb: fc.Arbitrary<AgentOp> = fc.oneof(
   },
 );
 
-t.test('property: under random answers, confirmations, peer rounds, restarts and clock jumps every fence answer keeps A1–A5', async (t) => {
+t.test('property: under random answers, confirmations, peer rounds, restarts and clock jumps every fence answer keeps A1–A5 and A7', async (t) => {
   fc.assert(
     fc.property(fc.array(agentOpArb, { maxLength: 60, size: 'max' }), (ops) => {
       let now = at(100);
       let s = initialAgent(A, now, 0, null);
       let seen = s.seen;
+      let lost = s.lost;
       // The arbiter's clock runs with real time (mono here: no sleeps); a grant's notBefore is
       // fixed when it is made, so it is fixed per (holder, generation).
       const arbiterNow = () => T + now.mono - 100;
@@ -858,7 +1003,7 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
               now: arbiterNow() - op.delay / 2,
             });
             const hold = op.hold === null ? null : arbiterNow() + op.hold;
-            s = onArbiterAnswer(s, { record, confirms: op.confirms, hold }, earlier(op.delay), now, A).state;
+            s = onArbiterAnswer(s, { record, confirms: op.confirms, hold, stepDown: op.ask }, earlier(op.delay), now, A).state;
             break;
           }
           case 'failure':
@@ -888,12 +1033,16 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
         }
         if (s.seen < seen) throw new Error(`seen went down ${seen} → ${s.seen} (A3)`);
         seen = s.seen;
+        if (s.lost < lost || s.steppedDown < s.lost) throw new Error(`a lost generation came back: lost ${lost} → ${s.lost}, steppedDown ${s.steppedDown} (A7)`);
+        lost = s.lost;
+        if (s.ackDue !== null && s.ackDue.generation <= s.ackFloor) throw new Error('an acknowledgement owed for a generation an earlier life held (A7)');
         const bounded = fence(s, 'cron', now, A);
         const startedRun = bounded.run && !wasRunning;
         wasRunning = bounded.run;
         for (const role of ['cron', 'ledger-cli', 'telegram-poller']) {
           const d = fence(s, role, now, A);
           if (!d.run) continue;
+          if (d.generation <= s.steppedDown) throw new Error(`runs generation ${d.generation} after stepping down from ${s.steppedDown} (A7)`);
           if (d.reason === 'fail-open') {
             if (role === 'ledger-cli') throw new Error('ledger-cli failed open (A5)');
             if (s.known?.holder !== 'mbp') throw new Error('fail-open for a host that is not the last known holder');
@@ -914,5 +1063,5 @@ t.test('property: under random answers, confirmations, peer rounds, restarts and
     }),
     { numRuns: 300 },
   );
-  t.pass('no fence answer broke A1–A5 in 300 random agent histories');
+  t.pass('no fence answer broke A1–A5 or A7 in 300 random agent histories');
 });

@@ -17,6 +17,8 @@ import {
   renewHold,
   setMaintenance,
   startWaitUntil,
+  stepDownAsked,
+  steppedDown,
   targetSilence,
   toRecord,
   transfer,
@@ -447,6 +449,13 @@ runTable('release', release, [
     { host: 'mbp', handoverTo: 'node-b' },
     { ok: true, lease: { notBefore: 1000 } },
   ],
+  [
+    'a handover by a holder still behind its lock-delay keeps it: it protects the holder before (found by the simulator)',
+    held({ notBefore: 1040, promotedFrom: 'node-c' }, [alive('node-b', 995)]),
+    ctx(1000),
+    { host: 'mbp', handoverTo: 'node-b' },
+    { ok: true, lease: { holder: 'node-b', generation: 4, notBefore: 1040, displaced: { host: 'mbp', generation: 3, revision: 6, floor: 1040, acknowledgedAt: null, savedSeconds: null } } },
+  ],
   ['a handover still waits for the start wait (S2.3)', held({}, [alive('node-b', 1015)]), ctx(1020, young()), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { holder: 'node-b', notBefore: 1110 } }],
   ['a handover is above the floor', state({ ...HELD, holder: 'mbp', generation: 8 }, [alive('node-b', 995)], 8), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }, { ok: true, lease: { generation: 9 } }],
   [
@@ -534,6 +543,90 @@ runTable('transfer', transfer, [
   ['a transfer to a target silent beyond its interval is refused', held({}, [alive('node-b', 900)]), ctx(1000), { to: 'node-b' }, { ok: false, reason: 'target-silent', unchanged: true }],
   ['a transfer with force goes to a silent target', held(), ctx(1000), { to: 'node-b', force: true }, { ok: true, lease: { holder: 'node-b', generation: 4 } }],
 ]);
+
+// ---------------------------------------------------------------------------------------
+// the step-down acknowledgement (G6, issue 18)
+
+// mbp (generation 3, expires 1050) is moved to node-b at 1000: generation 4 at revision 6,
+// behind mbp's lock-delay until 1060. node-b is alive (heard at 995).
+const MOVED = transfer(held({ notBefore: 900 }, [alive('node-b', 995)]), ctx(1000), { to: 'node-b' }).next;
+const ACK = { host: 'mbp', generation: 3, revision: 6 };
+
+t.test('every grant that displaces a holder records it; a first grant does not', async (t) => {
+  t.same(MOVED.lease.displaced, { host: 'mbp', generation: 3, revision: 6, floor: 900, acknowledgedAt: null, savedSeconds: null }, 'the transfer displaced mbp at 3');
+  t.equal(acquire(state(), ctx(1000), { host: 'mbp' }).next.lease.displaced, null, 'a first grant displaced nobody');
+  t.match(release(held({}, [alive('node-b', 995)]), ctx(1000), { host: 'mbp', handoverTo: 'node-b' }).next.lease.displaced, { host: 'mbp', generation: 3 }, 'a handover displaces the old holder too');
+  t.match(acquire(held(), ctx(1055), { host: 'node-b' }).next.lease.displaced, { host: 'mbp', generation: 3, floor: 900 }, 'so does an acquire after expiry');
+  t.equal(transfer(state({ generation: 2 }, [alive('node-b', 995)]), ctx(1000), { to: 'node-b' }).next.lease.displaced, null, 'a transfer without a holder displaced nobody');
+});
+
+runTable('steppedDown', steppedDown, [
+  [
+    'the displaced holder’s acknowledgement ends the lock-delay at once',
+    MOVED,
+    ctx(1005),
+    ACK,
+    { ok: true, lease: { holder: 'node-b', generation: 4, notBefore: 1005, expiresAt: 1160, displaced: { host: 'mbp', generation: 3, revision: 6, floor: 900, acknowledgedAt: 1005, savedSeconds: 55 } }, events: ['stepped-down'] },
+  ],
+  ['an acknowledgement naming a later revision is accepted (it saw the grant and more)', MOVED, ctx(1005), { ...ACK, revision: 9 }, { ok: true, lease: { notBefore: 1005 } }],
+  ['an acknowledgement from another host is refused', MOVED, ctx(1005), { ...ACK, host: 'node-b' }, { ok: false, reason: 'not-previous-holder', events: ['step-down-refused'] }],
+  ['an acknowledgement for an older generation is refused', MOVED, ctx(1005), { ...ACK, generation: 2 }, { ok: false, reason: 'wrong-generation', lease: { notBefore: 1060 } }],
+  ['an acknowledgement for the new generation is refused', MOVED, ctx(1005), { ...ACK, generation: 4 }, { ok: false, reason: 'wrong-generation' }],
+  ['an acknowledgement made before the grant was seen is refused', MOVED, ctx(1005), { ...ACK, revision: 5 }, { ok: false, reason: 'stale-revision' }],
+  ['an acknowledgement after the lock-delay ran out is late', MOVED, ctx(1060), ACK, { ok: false, reason: 'late', unchanged: true }],
+  ['a duplicate acknowledgement is refused', steppedDown(MOVED, ctx(1005), ACK).next, ctx(1006), ACK, { ok: false, reason: 'duplicate', lease: { notBefore: 1005 }, unchanged: true }],
+  ['an acknowledgement while nothing was displaced is refused', held(), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder', unchanged: true }],
+  ['an acknowledgement to a record without holder is refused', state({ displaced: MOVED.lease.displaced ?? null }), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder' }],
+  ['an acknowledgement to a row written before issue 18 is refused', state({ ...MOVED.lease, displaced: undefined }), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder' }],
+  ['an acknowledgement cannot end the start wait (S2.3)', { ...MOVED, lease: { ...MOVED.lease, notBefore: 1110 } }, ctx(1020, young()), ACK, { ok: false, reason: 'other-wait' }],
+  [
+    'an acknowledgement ends the lock-delay only down to the start wait',
+    { ...MOVED, lease: { ...MOVED.lease, notBefore: 1150 } },
+    ctx(1020, young()),
+    ACK,
+    { ok: true, lease: { notBefore: 1110, displaced: { host: 'mbp', generation: 3, revision: 6, floor: 900, acknowledgedAt: 1020, savedSeconds: 40 } } },
+  ],
+  ['an acknowledgement cannot end a pending floor (S2.4)', { ...MOVED, lease: { ...MOVED.lease, floorPending: true } }, ctx(1005), ACK, { ok: false, reason: 'other-wait' }],
+  ['an acknowledgement is refused when the record has no notBefore', { ...MOVED, lease: { ...MOVED.lease, notBefore: null } }, ctx(1005), ACK, { ok: false, reason: 'late' }],
+  ['a generation the acknowledgement reports above the floor raises it', { ...MOVED, floor: 0 }, ctx(1005), ACK, { ok: true, floor: 3 }],
+]);
+
+t.test('an acknowledgement never ends the wait for the holder before the displaced one (G6)', async (t) => {
+  // mbp@3 → node-b@4 behind mbp's lock-delay (1060); before it ran, node-b@4 → node-c@5 behind node-b's.
+  const one = transfer(held({}, [alive('node-b', 995), alive('node-c', 995)]), ctx(1000, WARM, S3), { to: 'node-b' }).next;
+  const two = transfer(one, ctx(1010, WARM, S3), { to: 'node-c' }).next;
+  t.match(two.lease.displaced, { host: 'node-b', generation: 4, floor: 1060 }, 'node-c’s grant displaced node-b, whose own grant waited until 1060');
+  const step = steppedDown(two, ctx(1020, WARM, S3), { host: 'node-b', generation: 4, revision: two.lease.revision });
+  t.same([step.answer, step.next.lease.notBefore], [{ ok: true, savedSeconds: two.lease.notBefore as number - 1060, notBefore: 1060 }, 1060], 'node-b’s acknowledgement ends the wait down to mbp’s lock-delay');
+  const late = steppedDown(two, ctx(1020, WARM, S3), { host: 'mbp', generation: 3, revision: two.lease.revision });
+  t.same(late.answer, { ok: false, reason: 'not-previous-holder' }, 'mbp is not the displaced holder any more');
+});
+
+t.test('the acknowledgement events say what was saved, and why a refusal changed nothing', async (t) => {
+  const ok = steppedDown(MOVED, ctx(1005), ACK);
+  t.same(ok.events.map((e) => [e.event, e.host, e.data]), [['stepped-down', 'mbp', { generation: 3, holder: 'node-b', to: 4, notBefore: 1005, savedSeconds: 55 }]], 'stepped-down with the time saved');
+  t.same(ok.answer, { ok: true, savedSeconds: 55, notBefore: 1005 }, 'the answer says it too');
+  t.same(toRecord(ok.next.lease, new Map(), 1005).displaced, { host: 'mbp', generation: 3, acknowledgedAt: 1005, savedSeconds: 55 }, 'the record shows the acknowledgement');
+  const no = steppedDown(MOVED, ctx(1005), { ...ACK, generation: 2 });
+  t.same(no.events.map((e) => [e.event, e.host, e.data]), [['step-down-refused', 'mbp', { reason: 'wrong-generation', generation: 2, revision: 6, holder: 'node-b' }]], 'step-down-refused names the reason');
+});
+
+t.test('stepDownAsked asks only the displaced holder, only while its acknowledgement would be accepted', async (t) => {
+  t.equal(stepDownAsked(MOVED, ctx(1005), 'mbp'), 3, 'mbp is asked for generation 3');
+  t.equal(stepDownAsked(MOVED, ctx(1005), 'node-b'), null, 'the new holder is not');
+  t.equal(stepDownAsked(MOVED, ctx(1060), 'mbp'), null, 'not after the lock-delay');
+  t.equal(stepDownAsked(steppedDown(MOVED, ctx(1005), ACK).next, ctx(1006), 'mbp'), null, 'not after its acknowledgement');
+  t.equal(stepDownAsked(held(), ctx(1000), 'mbp'), null, 'not when nothing was displaced');
+});
+
+t.test('atRestart clamps the floor of a displaced holder like notBefore', async (t) => {
+  const far = { ...MOVED, lease: { ...MOVED.lease, displaced: { ...(MOVED.lease.displaced as NonNullable<LeaseState['displaced']>), floor: 99_999 } } };
+  const r = atRestart(far, ctx(2000, newBoot(2000)));
+  t.equal(r.lease.displaced?.floor, 2000 + 110, 'the floor is clamped to start + ttl + margin');
+  t.ok(r.lease.revision > far.lease.revision, 'a write');
+  const near = atRestart(MOVED, ctx(2000, newBoot(2000)));
+  t.equal(near.lease.displaced, MOVED.lease.displaced, 'a floor before the limit is kept as it is');
+});
 
 t.test('maintenance on and off', async (t) => {
   const on = setMaintenance(held(), ctx(1000), { enabled: true, reason: 'disk swap' });
@@ -754,6 +847,7 @@ type Op =
   | { k: 'check'; ping: boolean; health: boolean }
   | { k: 'maintenance'; enabled: boolean }
   | { k: 'wait'; seconds: number }
+  | { k: 'ack'; host: string; generation: number; revision: number }
   | { k: 'restart' }
   | { k: 'wipe' };
 
@@ -766,6 +860,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ k: fc.constant('check' as const), ping: fc.boolean(), health: fc.boolean() }),
   fc.record({ k: fc.constant('maintenance' as const), enabled: fc.boolean() }),
   fc.record({ k: fc.constant('wait' as const), seconds: fc.integer({ min: 0, max: 150 }) }),
+  // generation/revision: offsets from the displaced holder's (0 = the right one), so that many are accepted
+  fc.record({ k: fc.constant('ack' as const), host: hostArb, generation: fc.constantFrom(0, 0, 0, -1, 1), revision: fc.constantFrom(0, 0, 3, -1) }),
   fc.constant({ k: 'restart' as const }),
   fc.constant({ k: 'wipe' as const }),
 );
@@ -839,6 +935,22 @@ function play(ops: readonly Op[]): World {
       case 'wait':
         w.now += op.seconds;
         break;
+      case 'ack': {
+        const d = w.state.lease.displaced ?? null;
+        const input = { host: op.host, generation: Math.max(1, (d?.generation ?? 1) + op.generation), revision: Math.max(0, (d?.revision ?? 0) + op.revision) };
+        step = steppedDown(w.state, c, input);
+        const ok = (step.answer as { ok: boolean }).ok;
+        const l = step.next.lease;
+        if (ok) {
+          if (d === null || input.host !== d.host || input.generation !== d.generation || input.revision < d.revision || d.acknowledgedAt !== null) {
+            w.violations.push(`an acknowledgement accepted that does not match the displaced holder (G6): ${JSON.stringify([input, d])}`);
+          }
+          if (before.lease.notBefore === null || w.now >= before.lease.notBefore) w.violations.push('an acknowledgement accepted after the lock-delay (G6)');
+          if ((l.notBefore ?? -Infinity) < Math.max(d?.floor ?? -Infinity, startWaitUntil(c, w.boot))) w.violations.push('an acknowledgement ended a wait for someone else (G6)');
+          if (l.holder !== before.lease.holder || l.generation !== before.lease.generation || l.expiresAt !== before.lease.expiresAt) w.violations.push('an acknowledgement changed more than notBefore (G6)');
+        } else if ((l.notBefore ?? -Infinity) < (before.lease.notBefore ?? -Infinity)) w.violations.push('a refused acknowledgement shortened a wait (G6)');
+        break;
+      }
       case 'restart':
         w.boot = newBoot(w.now);
         break;
@@ -869,7 +981,7 @@ function play(ops: readonly Op[]): World {
   return w;
 }
 
-t.test('property: generation and floor never go down, grants are above the floor, lock-delay and start wait hold (G1, G3, G4)', async (t) => {
+t.test('property: generation and floor never go down, grants are above the floor, lock-delay and start wait hold, acknowledgements end only what they may (G1, G3, G4, G6)', async (t) => {
   fc.assert(
     fc.property(fc.array(opArb, { maxLength: 60, size: 'max' }), (ops) => {
       const w = play(ops);

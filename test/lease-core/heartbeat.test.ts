@@ -30,6 +30,7 @@ const rec = (patch: Partial<RecordSummary> = {}): RecordSummary => ({
   released: false,
   notBefore: T,
   floorPending: false,
+  displaced: null,
   now: T,
   ...patch,
 });

@@ -24,6 +24,7 @@ t.test('emptyLease is the never-granted record', async (t) => {
       promotedFrom: null,
       maintenance: false,
       maintenanceReason: null,
+      displaced: null,
     },
     'every field at its zero value',
   );
@@ -79,6 +80,11 @@ t.test('toRecord shows the lease, the computed expiry and the views', async (t) 
   t.same(r.views['node-b'], observer('mbp', 105).view, 'the view itself');
   t.equal(toRecord(held, observers, 116).expired, true, 'expired is computed from now');
   t.equal(toRecord({ ...held, released: true }, observers, 110).released, true, 'released shown');
+  t.equal(r.displaced, null, 'no displaced holder');
+  const d = { host: 'node-b', generation: 2, revision: 6, floor: 90, acknowledgedAt: 104, savedSeconds: 11 };
+  t.same(toRecord({ ...held, displaced: d }, observers, 110).displaced, { host: 'node-b', generation: 2, acknowledgedAt: 104, savedSeconds: 11 }, 'displaced shown without its revision and floor');
+  const { displaced: _gone, ...old } = held;
+  t.equal(toRecord(old, observers, 110).displaced, null, 'a row written before issue 18 shows none');
 });
 
 t.test('toRecord views have a null prototype and hostile names cannot pollute prototypes', async (t) => {
@@ -138,7 +144,7 @@ const good = {
 
 t.test('parseRecord accepts an API record and keeps what the agent needs', async (t) => {
   const got = parseRecord(good);
-  const expected: RecordSummary = { holder: 'mbp', generation: 3, revision: 7, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: 100, floorPending: false, now: 110 };
+  const expected: RecordSummary = { holder: 'mbp', generation: 3, revision: 7, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: 100, floorPending: false, displaced: null, now: 110 };
   t.same(got, { ok: true, value: expected }, 'summary without extra fields');
 });
 
@@ -149,6 +155,13 @@ const accepted: ReadonlyArray<readonly [string, object, Partial<RecordSummary>]>
   ['a record without holder at a generation is accepted when expired', { holder: null, generation: 4, expired: true }, { holder: null, generation: 4, expired: true }],
   ['a null notBefore is accepted', { notBefore: null }, { notBefore: null }],
   ['a released, floor-pending record is accepted', { released: true, floorPending: true, expired: true }, { released: true, floorPending: true }],
+  ['a record without displaced (before issue 18) has none', { displaced: undefined }, { displaced: null }],
+  [
+    'a displaced holder is kept without its savedSeconds',
+    { displaced: { host: 'node-b', generation: 2, acknowledgedAt: 105, savedSeconds: 12 } },
+    { displaced: { host: 'node-b', generation: 2, acknowledgedAt: 105 } },
+  ],
+  ['a displaced holder not yet acknowledged', { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } }, { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } }],
 ];
 
 for (const [name, patch, expected] of accepted) {
@@ -187,6 +200,11 @@ const problems: ReadonlyArray<readonly [string, unknown, string]> = [
   ['a floorPending of 1 is refused', { ...good, floorPending: 1 }, 'record.floorPending must be a boolean'],
   ['a missing now is refused', { ...good, now: undefined }, 'record.now must be a time'],
   ['a now as a string is refused', { ...good, now: '110' }, 'record.now must be a time'],
+  ['a displaced that is no object is refused', { ...good, displaced: 'node-b' }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
+  ['a displaced in an array is refused', { ...good, displaced: [] }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
+  ['a displaced without a host is refused', { ...good, displaced: { generation: 2, acknowledgedAt: null } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
+  ['a displaced with a bad generation is refused', { ...good, displaced: { host: 'node-b', generation: -2, acknowledgedAt: null } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
+  ['a displaced with a bad acknowledgedAt is refused', { ...good, displaced: { host: 'node-b', generation: 2, acknowledgedAt: '105' } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
   ['a record without holder at a generation must be expired', { ...good, holder: null, generation: 2, expired: false }, 'record without holder must be expired'],
 ];
 

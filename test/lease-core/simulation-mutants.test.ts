@@ -1,5 +1,8 @@
 // Each mechanism of S2 matters: the simulator, given a decision set with one mechanism
-// removed, must find a violation within a bounded number of seeded schedules.
+// removed, must find a violation within a bounded number of seeded schedules. The step-down
+// acknowledgement's three (issue 18): persist first, children gone before it, bound to the
+// generation (and the revision: either binding alone refuses every replay the schedules make, so
+// that mutant drops both).
 import t from 'tap';
 import { MUTANTS, noStandbyWait } from './sim/mutants.js';
 import type { FaultKind } from './sim/schedule.js';
@@ -18,6 +21,9 @@ const focus = new Map<string, readonly FaultKind[]>([
   ['no standby-confirmation term in lock-delay', ['cut', 'cut-one-way', 'sleep']],
   ['no generation floor', ['wipe-arbiter', 'crash-agent', 'sleep', 'cut']],
   [cases[cases.length - 1]?.[0] as string, ['wipe-arbiter', 'cut', 'sleep']],
+  ['the step-down acknowledged before it is persisted', ['transfer', 'crash-step-down', 'replay-ack']],
+  ['the step-down acknowledged before the children are gone', ['transfer', 'crash-step-down', 'replay-ack']],
+  ['an acknowledgement accepted for another generation', ['replay-ack']],
 ]);
 
 for (const [name, decisions] of cases) {

@@ -20,6 +20,8 @@ import {
   Literals,
   RegisterBody,
   ReportedEventBody,
+  StepDownAckAnswer,
+  StepDownAckBody,
 } from '../../packages/protocol/src/schemas/index.js';
 
 const record = {
@@ -41,6 +43,7 @@ const record = {
   promotedFrom: null,
   maintenance: false,
   floorPending: false,
+  displaced: null,
   now: 201,
 };
 
@@ -67,12 +70,20 @@ t.test('every schema takes the host rule: reserved names are refused in every bo
 
 t.test('answers: the record, the outcomes and the reasons are the closed lists', async (t) => {
   t.ok(Value.Check(LeaseRecord, record), 'a record');
-  const answer = { outcome: 'renew-refused', reason: 'stale-generation', lease: record, hold: null, reportInSeconds: null, timingProblems: [], failover: 'x', candidates: ['mbp'] };
+  const answer = { outcome: 'renew-refused', reason: 'stale-generation', lease: record, hold: null, reportInSeconds: null, timingProblems: [], failover: 'x', candidates: ['mbp'], stepDown: null };
   t.ok(Value.Check(HeartbeatAnswer, answer), 'a heartbeat answer');
   t.notOk(Value.Check(HeartbeatAnswer, { ...answer, outcome: 'unreachable' }), "the agent's own outcome is not the arbiter's");
   t.notOk(Value.Check(HeartbeatAnswer, { ...answer, reason: 'nope' }), 'an unknown refusal');
   t.ok(Value.Check(Conflict, { ok: false, reason: 'held', lease: record, error: 'HQ_ERR_HELD', message: 'held' }), 'a conflict');
   t.notOk(Value.Check(ConfirmAnswer, { confirmed: false, generation: 3, reason: 'bored' }), 'an unknown confirmation reason');
+  const displaced = { host: 'node-b', generation: 2, acknowledgedAt: 150, savedSeconds: 1200 };
+  t.ok(Value.Check(LeaseRecord, { ...record, displaced }), 'a record with an acknowledged displaced holder (issue 18)');
+  t.ok(Value.Check(HeartbeatAnswer, { ...answer, stepDown: 2 }), 'a heartbeat answer asking for a step-down acknowledgement');
+  t.ok(Value.Check(StepDownAckBody, { host: 'mbp', generation: 2, revision: 9 }), 'an acknowledgement');
+  t.notOk(Value.Check(StepDownAckBody, { host: 'mbp', generation: 0, revision: 9 }), 'an acknowledgement for generation 0 is refused');
+  t.notOk(Value.Check(StepDownAckBody, { host: 'mbp', generation: 2 }), 'an acknowledgement without the revision it saw is refused');
+  t.ok(Value.Check(StepDownAckAnswer, { accepted: false, reason: 'late', savedSeconds: null, lease: record }), 'a refused acknowledgement');
+  t.notOk(Value.Check(StepDownAckAnswer, { accepted: false, reason: 'bored', savedSeconds: null, lease: record }), 'an unknown refusal of one');
   t.ok(Value.Check(ReportedEventBody, { category: 'control', event: 'primary-resolved', data: { holder: 'mbp' } }), 'a reported event');
   t.notOk(Value.Check(ReportedEventBody, { category: 'control', event: 'generation' }), "an event of another category's list");
 });

@@ -34,6 +34,9 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** Does a process with this pid exist (EPERM: it does, another user's)? */
+export { pidAlive as processAlive } from '../../apps/arbiter/src/serve-lock.js';
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

@@ -60,6 +60,8 @@ export const AgentConfigSchema = Type.Object(
     queryTokenFile: Type.Optional(Type.String({ minLength: 1 })),
     /** How other hosts reach this agent's peer listener (a bare origin); see `advertisedUrl`. */
     advertiseUrl: Type.Optional(Url),
+    /** On SIGTERM the holder hands the lease to a standby heard from recently, then exits. */
+    handoverOnStop: Type.Optional(Type.Boolean()),
     /** Standby replication (SPEC §6); validated by `replication/config.ts`, where it is used. */
     replication: Type.Optional(Type.Unknown()),
   },
@@ -83,6 +85,12 @@ export const DEFAULTS = Object.freeze({
   probeTimeoutSeconds: 5,
   /** An answer later than this is discarded (S2.3 counts on it). */
   requestTimeoutSeconds: 5,
+  /**
+   * Off: a stopped holder keeps the lease (a restart takes it back at once; a machine that stays
+   * down is promoted away behind the lock-delay). On: a clean stop hands it over — every stop,
+   * a restart for an upgrade too, moves HQ to the standby.
+   */
+  handoverOnStop: false,
   listenHost: '0.0.0.0',
   listenPort: PEER_PORT,
   arbiterPort: 8470,
@@ -125,6 +133,7 @@ export interface AgentConfig {
   readonly advertiseUrl: string | null;
   /** The raw `replication` block (undefined when absent); the daemon validates it at start. */
   readonly replication: unknown;
+  readonly handoverOnStop: boolean;
 }
 
 function keyOf(instancePath: string): string {
@@ -278,6 +287,7 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     queryTokenFile: c.queryTokenFile === undefined ? null : resolve(expandHome(c.queryTokenFile)),
     advertiseUrl: c.advertiseUrl === undefined ? null : new URL(c.advertiseUrl).origin,
     replication: c.replication,
+    handoverOnStop: c.handoverOnStop ?? DEFAULTS.handoverOnStop,
   };
 }
 

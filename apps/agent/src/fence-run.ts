@@ -3,9 +3,11 @@
  * host's validity).
  *
  *  1. Ask the fence; skip (exit 0 or `--skip-exit`) unless it says run.
- *  2. Spawn CMD directly (no shell) as the leader of its own process group, with
- *     HQ_GENERATION, HQ_HOLDER, HQ_ROLE; forward TERM/INT/HUP/QUIT to the group (the group is
- *     `@hq/runtime/supervise`'s, shared with `hq port run`).
+ *  2. Register the run with the agent (issue 18) — refused, it skips; then spawn CMD directly
+ *     (no shell) as the leader of its own process group, with HQ_GENERATION, HQ_HOLDER,
+ *     HQ_ROLE, and tell the agent the group; forward TERM/INT/HUP/QUIT to the group (the group
+ *     is `@hq/runtime/supervise`'s, shared with `hq port run`). The agent can so end the child
+ *     on a step-down even if this supervisor died.
  *  3. Re-check every `recheck` seconds and, in any case, early enough before the validity ends
  *     that SIGTERM + `grace` + SIGKILL all fit inside it. Validity is measured from the moment
  *     the answer was *requested*, with elapsed = max(monotonic, wall) (a sleep or a clock jump
@@ -13,7 +15,7 @@
  *  4. On loss (run false, another generation or holder, or no answer while the validity runs
  *     out) SIGTERM the group, then SIGKILL it after `grace` — never later than just before the
  *     validity ends. Exit 75 when it stopped the child, else the child's own code (a signal n
- *     → 128 + n).
+ *     → 128 + n). SIGUSR2 (the agent stepping down) makes it re-check at once.
  */
 import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
 import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';
@@ -24,6 +26,23 @@ export type CheckResult =
   | { readonly kind: 'down'; readonly problem: string }
   | { readonly kind: 'bad-role'; readonly message: string };
 
+/** The run as registered with the agent: report the child's group, then that it is gone. */
+export interface Registered {
+  started(pgid: number): Promise<void>;
+  done(): Promise<void>;
+}
+
+/**
+ * The registration's outcome: registered; `unsupported` (an agent without runs — it never
+ * acknowledges a step-down either, so nothing depends on it knowing the child); or refused /
+ * down, and the supervisor skips (a child the agent does not know of could outlive its step-down).
+ */
+export type Registration =
+  | { readonly kind: 'registered'; readonly run: Registered }
+  | { readonly kind: 'unsupported' }
+  | { readonly kind: 'refused'; readonly reason: string }
+  | { readonly kind: 'down'; readonly problem: string };
+
 export interface SupervisorOptions {
   readonly role: string;
   readonly recheckSeconds: number;
@@ -32,6 +51,8 @@ export interface SupervisorOptions {
   readonly argv: readonly string[];
   /** One fence query; should give up within `checkTimeoutSeconds`. */
   readonly check: () => Promise<CheckResult>;
+  /** Registers the run with the agent before the spawn; absent: no registration (tests). */
+  readonly register?: (generation: number) => Promise<Registration>;
   readonly log: (event: string, data: { [k: string]: unknown }) => void;
   readonly env?: NodeJS.ProcessEnv;
   readonly now?: () => Stamp;
@@ -70,6 +91,13 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
     let validity: Validity = { from: asked, seconds: f.validForSeconds ?? Infinity };
     const generation = f.generation;
     const holder = f.holder;
+    const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(generation);
+    if (reg.kind === 'refused' || reg.kind === 'down') {
+      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem };
+      opts.log('skipped', { role: opts.role, generation, holder, ...why });
+      return opts.skipExit;
+    }
+    const run = reg.kind === 'registered' ? reg.run : null;
     const env = {
       ...(opts.env ?? process.env),
       HQ_GENERATION: String(generation),
@@ -84,6 +112,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
       onForward: (signal) => opts.log('signal-forwarded', { role: opts.role, signal }),
       onSpawn: (pid) => {
         opts.log('allowed', { role: opts.role, generation, holder, pid, validForSeconds: left(validity) });
+        if (run !== null && pid !== undefined) void run.started(pid);
         schedule();
       },
     });
@@ -102,12 +131,32 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
       const wait = Math.max(MIN_GAP, Math.min(opts.recheckSeconds, byDeadline));
       checkTimer = setTimeout(() => void recheck(), Number.isFinite(wait) ? wait * 1000 : opts.recheckSeconds * 1000);
     };
+    // The agent stepping down asks for a re-check now (daemon/runs.ts): the loss is then this supervisor's own.
+    let checking = false;
+    let nudged = false;
+    const nudge = (): void => {
+      if (g.stopping || g.finished) return;
+      if (checking) {
+        nudged = true; // the answer in flight may predate the step-down: ask again after it
+        return;
+      }
+      if (checkTimer !== null) clearTimeout(checkTimer);
+      void recheck();
+    };
+    if (opts.forwardSignals !== false) process.on('SIGUSR2', nudge);
     const recheck = async (): Promise<void> => {
       checkTimer = null;
       if (g.stopping || g.finished) return;
       const at = now();
-      const r = await opts.check();
+      checking = true;
+      const r = await opts.check().finally(() => {
+        checking = false;
+      });
       if (g.stopping || g.finished) return;
+      if (nudged) {
+        nudged = false;
+        return void recheck();
+      }
       if (r.kind === 'answer') {
         const a = r.fence;
         if (!a.run) return lose(a.reason, { now: { generation: a.generation, holder: a.holder } });
@@ -127,6 +176,9 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
     };
     const end = await g.ended;
     if (checkTimer !== null) clearTimeout(checkTimer);
+    process.off('SIGUSR2', nudge);
+    // The child is gone: the agent may forget the run (best effort; it checks the group itself).
+    if (run !== null) await run.done().catch(() => undefined);
     if (end.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: end.problem });
     if (end.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: end.code, signal: end.signal });
     return exitCodeOf(end);

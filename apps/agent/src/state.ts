@@ -5,7 +5,7 @@
  * guard of S2.2 applies, as if a confirmation had been given).
  */
 import { join } from 'node:path';
-import { parseGeneration, type Persisted } from '@hq/lease-core';
+import { isGeneration, parseGeneration, type Persisted } from '@hq/lease-core';
 import { isHost } from '@hq/protocol';
 import { readSecure, writeAtomic } from '@hq/runtime/files';
 
@@ -38,7 +38,7 @@ export function parsePersisted(text: string): Persisted | string {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'is not a JSON object';
   const o = v as { [k: string]: unknown };
-  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending']);
+  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending', 'steppedDown', 'lost']);
   for (const k of Object.keys(o)) if (!known.has(k)) return `has an unknown field ${JSON.stringify(k)}`;
   const holder = o['holder'];
   if (holder !== null && !isHost(holder)) return 'holder must be a host or null';
@@ -66,7 +66,12 @@ export function parsePersisted(text: string): Persisted | string {
   }
   const lockDelayPending = o['lockDelayPending'];
   if (typeof lockDelayPending !== 'boolean') return 'lockDelayPending must be a boolean';
-  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending };
+  // Absent in files written before the step-down marks were kept (lease-core A7): none then.
+  const steppedDown = o['steppedDown'] ?? 0;
+  if (!isGeneration(steppedDown)) return 'steppedDown must be an integer ≥ 0';
+  const lost = o['lost'] ?? 0;
+  if (!isGeneration(lost)) return 'lost must be an integer ≥ 0';
+  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending, steppedDown, lost };
 }
 
 export async function loadPersisted(path: string): Promise<Loaded<Persisted>> {

@@ -245,7 +245,11 @@ export class Arbiter {
       const p = batch[i] as Pending;
       const step = steps[i] as Step<unknown>;
       this.deps.metrics.operations.inc({ op: p.op, outcome: p.outcome(step.answer) });
-      for (const e of o.committed.events) if (e.event === 'promoted') this.deps.metrics.promotions.inc();
+      for (const e of o.committed.events) {
+        if (e.event === 'promoted') this.deps.metrics.promotions.inc();
+        const saved = e.data['savedSeconds'];
+        if (e.event === 'stepped-down' && typeof saved === 'number') this.deps.metrics.stepDownSaved.inc(saved);
+      }
       this.deps.sink.emit(o.committed.events);
       // The context after this decision (its boot), for `hold` and the record.
       const ctx: Context = { now, settings: this.settings, boot: boots[i] as Boot };

@@ -20,6 +20,15 @@
  *  A6  The lease timing (`ttlSeconds`, `safetyMarginSeconds`) is the arbiter's (S6): it comes
  *      from the record, never from the agent's own configuration; `local.json` keeps the last
  *      values so the start guard (A4) waits as long as the lease that was confirmed.
+ *  A7  A step-down from generation g (a release, or an answer showing another holder or a higher
+ *      generation: the lease was lost) is in `persisted(state)` — the shell writes it before it
+ *      lets anything else happen — and from then on no fence answer says `run: true` for a
+ *      generation ≤ g: not from a grant, not from peer confirmations, not fail-open. A lost
+ *      generation stays stepped down (`resume` only undoes a release's step-down, and one whose
+ *      release provably never reached the arbiter undoes itself: `releasing`). The agent owes
+ *      the arbiter an acknowledgement (`ackDue`) only for a generation this life of the agent
+ *      could have run alone (above `ackFloor`): the fenced children of an earlier life are not
+ *      known to it, so it cannot say they are gone.
  */
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
 import { NEVER_FAIL_OPEN } from '@hq/protocol';
@@ -48,7 +57,16 @@ export interface Grant {
   readonly sent: Stamp;
   readonly seconds: number;
   readonly startMono: number;
+  /** The earliest start apart from the lock-delay (the receipt, the S2.3 hold): where an acknowledged step-down moves it. */
+  readonly earliestMono: number;
   readonly source: 'arbiter' | 'peer';
+}
+
+/** An acknowledgement this agent owes the arbiter once every fenced child of `generation` is gone (A7). */
+export interface AckDue {
+  readonly generation: number;
+  /** The revision of the record in which it saw the lease lost. */
+  readonly revision: number;
 }
 
 /** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
@@ -83,8 +101,28 @@ export interface AgentState {
   readonly waitUntilMono: number;
   readonly arbiterOk: boolean;
   readonly gave: Gave | null;
-  /** The generation this host stepped down from (release or handover); 0 = none. */
+  /** The highest generation this host stepped down from (release, handover, a lost lease); 0 = none. Persisted (A7). */
   readonly steppedDown: number;
+  /** The highest generation it learned it lost: `resume` never goes below it. Persisted. */
+  readonly lost: number;
+  /** Generations up to this one may have run in an earlier life of this agent: never acknowledged (A7). */
+  readonly ackFloor: number;
+  /** The acknowledgement owed for a lost generation, until the shell sent it; memory only. */
+  readonly ackDue: AckDue | null;
+  /** A release step-down whose release may not have reached the arbiter (see `releaseSent`); memory only. */
+  readonly releasing: Releasing | null;
+}
+
+/**
+ * A release step-down of `generation` (persisted like every step-down) whose outcome this agent
+ * does not know. A release is sent by `untilMono` minus one request timeout and never lands later
+ * than one request timeout after its send, so a record from a request sent at `untilMono` or later
+ * that still names this host at that generation, unreleased, proves it never landed: the step-down
+ * is undone (else a CLI killed between its step-down and its release would leave HQ stuck).
+ */
+export interface Releasing {
+  readonly generation: number;
+  readonly untilMono: number;
 }
 
 /** What the agent keeps in `local.json` (SPEC §5 plus the two flags of S2.2). */
@@ -98,6 +136,9 @@ export interface Persisted {
   readonly safetyMarginSeconds: number;
   readonly gaveConfirmation: { readonly holder: Host; readonly generation: number; readonly at: number } | null;
   readonly lockDelayPending: boolean;
+  /** A7: the step-down marks (absent in files written before them: 0). */
+  readonly steppedDown?: number;
+  readonly lost?: number;
 }
 
 /** The start guard's length from what local.json kept (A4, A6); Infinity when it kept none. */
@@ -107,11 +148,16 @@ export function startGuardSeconds(p: Pick<Persisted, 'ttlSeconds' | 'safetyMargi
 
 export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
   const flagged = persisted !== null && (persisted.gaveConfirmation !== null || persisted.lockDelayPending);
+  const lost = persisted?.lost ?? 0;
+  const first = Math.max(seen, persisted?.generation ?? 0);
+  const down = Math.max(persisted?.steppedDown ?? 0, lost);
+  // A release step-down from an earlier life: its release was sent before this start, if at all.
+  const releasing = down > lost ? { generation: down, untilMono: started.mono + 2 * settings.requestTimeoutSeconds } : null;
   return {
     host: settings.host,
     started,
     startGuardUntilMono: flagged ? started.mono + startGuardSeconds(persisted) : null,
-    seen: Math.max(seen, persisted?.generation ?? 0),
+    seen: first,
     known: null,
     stale: false,
     current: null,
@@ -119,7 +165,11 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
     waitUntilMono: -Infinity,
     arbiterOk: false,
     gave: null,
-    steppedDown: 0,
+    steppedDown: down,
+    lost,
+    ackFloor: first,
+    ackDue: null,
+    releasing,
   };
 }
 
@@ -161,6 +211,8 @@ export function persisted(state: AgentState, now: Stamp): Persisted {
     safetyMarginSeconds: Math.max(state.known?.safetyMarginSeconds ?? 0, state.gave?.safetyMarginSeconds ?? 0),
     gaveConfirmation: state.gave === null ? null : { holder: state.gave.holder, generation: state.gave.generation, at: state.gave.at.wall },
     lockDelayPending: waiting || state.startGuardUntilMono !== null,
+    steppedDown: state.steppedDown,
+    lost: state.lost,
   };
 }
 
@@ -171,6 +223,8 @@ export interface ArbiterAnswer {
   readonly confirms: boolean;
   /** S2.3 hold for a renewal (arbiter time), or null. */
   readonly hold: number | null;
+  /** The generation the arbiter asks this host to acknowledge its step-down from (heartbeat answer), or null. */
+  readonly stepDown?: number | null;
 }
 
 export interface AgentStep {
@@ -185,10 +239,25 @@ function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], 
 }
 
 /**
+ * A7: this host lost generation `g` (or the arbiter asks it to step down from it): mark it
+ * stepped down for good and, when the new grant still waits and this life could have run `g`
+ * alone, owe the arbiter the acknowledgement. `r` is the record that showed it.
+ */
+function lose(state: AgentState, g: number, r: RecordSummary, via: 'record' | 'asked', events: LeaseEvent[]): AgentState {
+  const owes = g > state.ackFloor && r.holder !== null && r.holder !== state.host && !r.floorPending && r.notBefore !== null && r.notBefore > r.now;
+  const ackDue = owes ? { generation: g, revision: r.revision } : state.ackDue;
+  events.push(leaseEvent('step-down', state.host, { generation: g, holder: r.holder, to: r.generation, via, acknowledge: owes }));
+  return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, g), lost: Math.max(state.lost, g), ackDue };
+}
+
+/**
  * An arbiter answer arrived. 1. Too late (after the request timeout) → ignored. 2. Older than
  * the seen generation → refused (A3). 3. Adopt its generation and holder; a change of holder
- * or generation drops every grant. 4. If it confirms this host, a new grant starts after the
- * lock-delay (`notBefore − now`, from the receive time) and the hold.
+ * or generation drops every grant. 4. A generation this host held and the record no longer
+ * gives it is lost: step down (A7); so is one the arbiter asks it to step down from. 5. If it
+ * confirms this host, a new grant starts after the lock-delay (`notBefore − now`, from the
+ * receive time) and the hold; an acknowledged step-down of the displaced holder ends the
+ * lock-delay early, for a grant already waiting too.
  */
 export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
   const events: LeaseEvent[] = [];
@@ -230,17 +299,39 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   // rule: the standby logs `expired-seen {holder, generation}`), once per tenure.
   const wasExpired = state0.known !== null && state0.known.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
   if (r.expired && r.holder !== null && !wasExpired) events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
-  // Lock-delay of this generation, measured from receipt on the monotonic clock (A2).
+  // Lock-delay of this generation, measured from receipt on the monotonic clock (A2). Within a
+  // tenure it only grows — except once the displaced holder acknowledged its step-down: then
+  // the arbiter ended it on purpose, and each answer's estimate is taken as it is.
   const lockDelay = r.floorPending ? Infinity : received.mono + Math.max(0, (r.notBefore ?? r.now) - r.now);
-  const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
+  const acknowledged = r.displaced !== null && r.displaced.acknowledgedAt !== null;
+  const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity || acknowledged ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
   state = { ...state, known, waitUntilMono };
+  if (acknowledged && state.pending !== null) state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
+  const held = state0.known !== null && state0.known.holder === state.host ? state0.known.generation : 0;
+  if (held > state.lost && (r.holder !== state.host || r.generation > held)) state = lose(state, held, r, 'record', events);
+  const rel = state.releasing;
+  if (rel !== null && (rel.generation <= state.lost || r.generation !== rel.generation || r.holder !== state.host || released)) {
+    state = { ...state, releasing: null }; // decided: lost, released, or another tenure
+  } else if (rel !== null && sent.mono >= rel.untilMono && !r.floorPending) {
+    events.push(leaseEvent('step-down-undone', state.host, { generation: rel.generation }));
+    state = { ...resume(state), releasing: null };
+  }
+  const asked = answer.stepDown ?? null;
+  if (asked !== null && asked > 0 && asked < r.generation) {
+    // Asked again after it acknowledged (the answer got lost): the children were gone then, and
+    // nothing of that generation ran since (A7), so the same acknowledgement is still true.
+    if (asked > state.lost) state = lose(state, asked, r, 'asked', events);
+    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision } };
+  }
   if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
     const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);
+    const earliestMono = Math.max(holdUntil, received.mono);
     const grant: Grant = {
       generation: r.generation,
       sent,
       seconds: r.ttlSeconds - r.safetyMarginSeconds,
-      startMono: Math.max(waitUntilMono, holdUntil, received.mono),
+      startMono: Math.max(waitUntilMono, earliestMono),
+      earliestMono,
       source: 'arbiter',
     };
     if (grant.startMono <= received.mono) state = { ...state, current: grant, pending: null };
@@ -355,6 +446,7 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
     sent,
     seconds: known.ttlSeconds - known.safetyMarginSeconds,
     startMono: Math.max(received.mono, state.waitUntilMono),
+    earliestMono: received.mono,
     source: 'peer',
   };
   events.push(leaseEvent('quorum-standby', state.host, { generation: known.generation, peers: peers.length }));
@@ -363,14 +455,34 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
   return { state: settle(state, received), events };
 }
 
-/** Step down before a release or handover: nothing of this generation runs any more. */
+/**
+ * Step down before a release or handover: nothing of this generation runs any more (A7). The
+ * shell persists it, ends the fenced children, then lets the release go (`releaseSent`).
+ */
 export function stepDown(state: AgentState): AgentState {
-  return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, state.known?.generation ?? 0) };
+  const k = state.known;
+  const g = Math.max(state.steppedDown, k !== null && k.holder === state.host ? k.generation : 0);
+  const releasing = g > state.lost ? { generation: g, untilMono: Infinity } : state.releasing;
+  return { ...state, current: null, pending: null, steppedDown: g, releasing };
 }
 
-/** Undo a step-down whose release the arbiter refused. */
+/**
+ * The release of a step-down leaves now (the CLI sends it at once, within one request timeout):
+ * from one more request timeout on, a record still naming this host proves it never landed.
+ */
+export function releaseSent(state: AgentState, now: Stamp, settings: AgentSettings): AgentState {
+  const r = state.releasing;
+  return r === null ? state : { ...state, releasing: { ...r, untilMono: now.mono + 2 * settings.requestTimeoutSeconds } };
+}
+
+/** Undo a step-down whose release the arbiter refused; a lost generation stays stepped down (A7). */
 export function resume(state: AgentState): AgentState {
-  return { ...state, steppedDown: 0 };
+  return { ...state, steppedDown: state.lost, releasing: null };
+}
+
+/** The shell sent the acknowledgement owed for `generation` (whatever the arbiter answered). */
+export function acknowledged(state: AgentState, generation: number): AgentState {
+  return state.ackDue !== null && state.ackDue.generation === generation ? { ...state, ackDue: null } : state;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -412,6 +524,8 @@ function decideFence(state: AgentState, role: string, now: Stamp, settings: Agen
   if (known === null || known.holder === null) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
   if (known.holder !== state.host) return no('not-holder');
   if (known.released) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
+  // A7: a generation this host stepped down from is not its own any more, whatever it holds.
+  if (known.generation <= state.steppedDown) return no('not-holder');
   if (state.startGuardUntilMono !== null) return no('lock-delay');
   if (state.gave !== null) return no('lock-delay');
   for (const g of [state.current, state.pending]) {

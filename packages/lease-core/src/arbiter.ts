@@ -18,6 +18,10 @@
  *  G5  promotion only by `check`, only after `promoteAfterChecks` consecutive checks in which the
  *      arbiter cannot reach the holder and the promotee's fresh view agrees, never while the
  *      promotee reports a recent confirmation of the holder, never in maintenance (S5).
+ *  G6  a lock-delay ends early only on the displaced holder's step-down acknowledgement, for
+ *      exactly the generation it held, while the lock-delay still runs, once; and never below
+ *      what it waits for besides that holder: the displaced holder's own lock-delay (the holder
+ *      before it), the start wait (S2.3), a pending floor (S2.4).
  *
  * Not guaranteed here: that the shell's clock is monotonic (it passes `now` from a clock that
  * is — see the arbiter's `Clock`), or that writes are durable (the store's job, S4).
@@ -32,10 +36,12 @@ import type {
   MaintenanceRequest,
   ReleaseRequest,
   RenewRequest,
+  StepDownAck,
+  StepDownRefusal,
   TransferRequest,
   View,
 } from '@hq/protocol';
-import type { Confirmation, LeaseState, Observer } from './record.js';
+import type { Confirmation, Displaced, LeaseState, Observer } from './record.js';
 import { isExpired } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
@@ -264,6 +270,10 @@ export function noteReport(
 function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBefore: number, from: Host | null): LeaseState {
   const { now, settings } = ctx;
   const start = Math.max(notBefore, startWaitUntil(ctx, boot), now);
+  const old = state.lease;
+  // `from` is always the record's holder: the grant displaces it (G6).
+  const displaced: Displaced | null =
+    from === null ? null : { host: from, generation: old.generation, revision: old.revision + 1, floor: old.notBefore, acknowledgedAt: null, savedSeconds: null };
   return write(state.lease, {
     holder: host,
     generation: Math.max(state.lease.generation, state.floor) + 1,
@@ -276,6 +286,7 @@ function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBef
     notBefore: start,
     dualUnreachableStreak: 0,
     promotedFrom: from,
+    displaced,
   });
 }
 
@@ -310,7 +321,7 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
   const ttl = ctx.settings.ttlSeconds;
   const cap = (t: number | null, limit: number): number | null => (t === null ? null : Math.min(t, limit));
   const l = state.lease;
-  const lease: LeaseState = {
+  let lease: LeaseState = {
     ...l,
     acquiredAt: cap(l.acquiredAt, start),
     renewedAt: cap(l.renewedAt, start),
@@ -318,6 +329,9 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
     expiresAt: cap(l.expiresAt, start + ttl),
     notBefore: cap(l.notBefore, start + ttl + ctx.settings.safetyMarginSeconds),
   };
+  const d = l.displaced ?? null;
+  const floor = d === null ? null : cap(d.floor, start + ttl + ctx.settings.safetyMarginSeconds);
+  if (d !== null && floor !== d.floor) lease = { ...lease, displaced: { ...d, floor } };
   const observers = new Map<Host, Observer>();
   for (const [name, o] of state.observers) {
     observers.set(name, {
@@ -334,7 +348,8 @@ export function atRestart(state: ArbiterState, ctx: Context): ArbiterState {
     lease.renewedAt !== l.renewedAt ||
     lease.lastCheckAt !== l.lastCheckAt ||
     lease.expiresAt !== l.expiresAt ||
-    lease.notBefore !== l.notBefore;
+    lease.notBefore !== l.notBefore ||
+    lease.displaced !== l.displaced;
   return { ...state, lease: changed ? { ...lease, revision: l.revision + 1 } : lease, observers };
 }
 
@@ -503,7 +518,8 @@ export function targetSilence(state: ArbiterState, ctx: Context, host: Host): Si
 /**
  * Release keeps the holder and marks the lease expired. With `handoverTo` the named candidate
  * is granted at once: no lock-delay from the old holder, which stepped down before asking
- * (the start wait of S2.3 still applies, as to every grant).
+ * (the start wait of S2.3 still applies, as to every grant, and so does a lock-delay the old
+ * holder's own grant was still waiting out).
  */
 export function release(state0: ArbiterState, ctx: Context, input: ReleaseRequest): Step<Verdict> {
   const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
@@ -526,7 +542,9 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseReques
     if (silent !== null) {
       return refuse(state, noted.boot, 'target-silent', 'release-refused', input.host, noted.events, silenceData(input.handoverTo, silent, 'handoverTo'));
     }
-    const next = grant(state, ctx, noted.boot, input.handoverTo, ctx.now, input.host);
+    // The handing-over holder stepped down: no wait for it. But a lock-delay its own grant still
+    // waited for protects the holder before it (a transfer just made to it), and stays.
+    const next = grant(state, ctx, noted.boot, input.handoverTo, Math.max(ctx.now, lease.notBefore ?? -Infinity), input.host);
     return ok({ ...state, lease: next }, noted.boot, [
       ...noted.events,
       leaseEvent('released', input.host, { generation: lease.generation, handoverTo: input.handoverTo }),
@@ -564,6 +582,68 @@ export function transfer(state: ArbiterState, ctx: Context, input: TransferReque
   return ok({ ...state, lease: next }, ctx.boot, [
     leaseEvent('promoted', input.to, { generation: next.generation, from, notBefore: next.notBefore, via: 'transfer' }),
   ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// the step-down acknowledgement (issue 18)
+
+export type StepDownVerdict =
+  | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }
+  | { readonly ok: false; readonly reason: StepDownRefusal };
+
+/** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits). */
+function ackedUntil(d: Displaced, ctx: Context): number {
+  return Math.max(ctx.now, d.floor ?? -Infinity, startWaitUntil(ctx, ctx.boot));
+}
+
+/** Null when an acknowledgement from `host` for `generation` would end the lock-delay now, else why not. */
+function ackRefusal(lease: LeaseState, ctx: Context, host: Host, generation: number, revision: number): StepDownRefusal | null {
+  const d = lease.displaced ?? null;
+  if (d === null || lease.holder === null || d.host !== host) return 'not-previous-holder';
+  if (generation !== d.generation) return 'wrong-generation';
+  if (revision < d.revision) return 'stale-revision';
+  if (d.acknowledgedAt !== null) return 'duplicate';
+  if (lease.notBefore === null || ctx.now >= lease.notBefore) return 'late';
+  if (lease.floorPending || ackedUntil(d, ctx) >= lease.notBefore) return 'other-wait';
+  return null;
+}
+
+/**
+ * The displaced holder's agent says "generation g stepped down, no child alive": it persisted the
+ * step-down before anything else (it never again answers `run: true` for g, whatever peers
+ * confirmed) and saw every fenced child of g gone. The lock-delay waited only for that holder's
+ * validity, so it ends now — down to the other waits (G6). 1. The report raises the floor.
+ * 2. Refused unless this host is the displaced one, for exactly its generation, having seen the
+ * displacing grant, once, while the lock-delay still runs. 3. `notBefore` moves to now (or the
+ * other waits); `expiresAt` stays, so the next lock-delay is no shorter than it would have been.
+ */
+export function steppedDown(state0: ArbiterState, ctx: Context, input: StepDownAck): Step<StepDownVerdict> {
+  const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
+  const state = noted.state;
+  const lease = state.lease;
+  const reason = ackRefusal(lease, ctx, input.host, input.generation, input.revision);
+  if (reason !== null) {
+    const event = leaseEvent('step-down-refused', input.host, { reason, generation: input.generation, revision: input.revision, holder: lease.holder });
+    return { next: state, boot: noted.boot, events: [...noted.events, event], answer: { ok: false, reason } };
+  }
+  const d = lease.displaced as Displaced;
+  const was = lease.notBefore as number;
+  const until = ackedUntil(d, ctx);
+  const savedSeconds = was - until;
+  const next = write(lease, { notBefore: until, displaced: { ...d, acknowledgedAt: ctx.now, savedSeconds } });
+  const event = leaseEvent('stepped-down', input.host, { generation: input.generation, holder: lease.holder, to: lease.generation, notBefore: until, savedSeconds });
+  return { next: { ...state, lease: next }, boot: noted.boot, events: [...noted.events, event], answer: { ok: true, savedSeconds, notBefore: until } };
+}
+
+/**
+ * The generation the arbiter asks `host` to acknowledge its step-down from (in the heartbeat
+ * answer), or null: only while an acknowledgement would be accepted, so an agent whose
+ * acknowledgement got lost sends it again, and one that never learned of the grant learns now.
+ */
+export function stepDownAsked(state: ArbiterState, ctx: Context, host: Host): number | null {
+  const d = state.lease.displaced ?? null;
+  if (d === null) return null;
+  return ackRefusal(state.lease, ctx, host, d.generation, d.revision) === null ? d.generation : null;
 }
 
 /** The refusal event's data for a silent target; `message` is what the HTTP answer says. */

@@ -5,7 +5,7 @@
  * them with their own clocks: they only use differences of two arbiter times taken from one
  * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
  */
-import { isHost, type Host, type LeaseRecord, type View } from '@hq/protocol';
+import { isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
 
 /**
  * The last peer confirmation an observer reports having given (SPEC S2.1, S5): the holder it
@@ -29,6 +29,28 @@ export interface Observer {
   /** The rest of the cadence it reported (S6: the arbiter checks the pairs across the sides). */
   readonly refreshSeconds?: number | null;
   readonly requestTimeoutSeconds?: number | null;
+}
+
+/**
+ * The holder a grant displaced, whose validity the grant's lock-delay waits for (issue 18). Its
+ * agent, once it has persisted "stepped down from `generation`" and seen its fenced children gone,
+ * acknowledges; the arbiter then ends the lock-delay at once — down to `floor`, never below it.
+ */
+export interface Displaced {
+  readonly host: Host;
+  /** The generation it held: the one an acknowledgement must name. */
+  readonly generation: number;
+  /** The revision of the displacing grant: an acknowledgement names it or a later one (it saw the grant). */
+  readonly revision: number;
+  /**
+   * What an acknowledgement cannot end: the displaced holder's own lock-delay (`notBefore` of its
+   * grant), which waits for the holder before it. Null when its grant had none.
+   */
+  readonly floor: number | null;
+  /** Arbiter time the acknowledgement was accepted; null before. */
+  readonly acknowledgedAt: number | null;
+  /** How much of the lock-delay the acknowledgement ended, seconds; null before. */
+  readonly savedSeconds: number | null;
 }
 
 /** The stored lease row: everything but views, which live per observer. */
@@ -58,6 +80,8 @@ export interface LeaseState {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly maintenanceReason: string | null;
+  /** Set by every grant that displaced a holder; absent in a row written before issue 18 (= null). */
+  readonly displaced?: Displaced | null;
 }
 
 export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseState {
@@ -78,6 +102,7 @@ export function emptyLease(ttlSeconds: number, safetyMarginSeconds = 0): LeaseSt
     promotedFrom: null,
     maintenance: false,
     maintenanceReason: null,
+    displaced: null,
   };
 }
 
@@ -118,8 +143,13 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
     promotedFrom: lease.promotedFrom,
     maintenance: lease.maintenance,
     floorPending: lease.floorPending,
+    displaced: publicDisplaced(lease.displaced ?? null),
     now,
   };
+}
+
+function publicDisplaced(d: Displaced | null): DisplacedHolder | null {
+  return d === null ? null : { host: d.host, generation: d.generation, acknowledgedAt: d.acknowledgedAt, savedSeconds: d.savedSeconds };
 }
 
 export function isGeneration(value: unknown): value is number {
@@ -146,6 +176,8 @@ export interface RecordSummary {
   readonly released: boolean;
   readonly notBefore: number | null;
   readonly floorPending: boolean;
+  /** The displaced holder; `acknowledgedAt` set once its step-down ended the lock-delay. */
+  readonly displaced: { readonly host: Host; readonly generation: number; readonly acknowledgedAt: number | null } | null;
   readonly now: number;
 }
 
@@ -173,6 +205,8 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   if (typeof released !== 'boolean') return { ok: false, problem: 'record.released must be a boolean' };
   const floorPending = r['floorPending'] ?? false;
   if (typeof floorPending !== 'boolean') return { ok: false, problem: 'record.floorPending must be a boolean' };
+  const displaced = parseDisplaced(r['displaced'] ?? null);
+  if (displaced === undefined) return { ok: false, problem: 'record.displaced must be {host, generation, acknowledgedAt} or null' };
   if (!isTime(r['now'])) return { ok: false, problem: 'record.now must be a time' };
   if (holder === null && r['generation'] !== 0 && r['expired'] !== true) {
     return { ok: false, problem: 'record without holder must be expired' };
@@ -189,7 +223,18 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
       released,
       notBefore,
       floorPending,
+      displaced,
       now: r['now'],
     },
   };
+}
+
+/** The record's `displaced`, or undefined when it is malformed. */
+function parseDisplaced(input: unknown): RecordSummary['displaced'] | undefined {
+  if (input === null) return null;
+  if (typeof input !== 'object' || Array.isArray(input)) return undefined;
+  const d = input as { [k: string]: unknown };
+  const at = d['acknowledgedAt'];
+  if (!isHost(d['host']) || !isGeneration(d['generation']) || (at !== null && !isTime(at))) return undefined;
+  return { host: d['host'], generation: d['generation'], acknowledgedAt: at };
 }

@@ -15,10 +15,38 @@ export interface SeenAnswer {
   readonly generation: number;
 }
 
-/** `POST /v1/step-down`. */
+/**
+ * `POST /v1/step-down`: persisted, and every fenced child of that generation the agent knows of
+ * ended (TERM, KILL after its grace, gone). Send the release within one request timeout of this
+ * answer: after one more, a record that still names this host undoes the step-down by itself.
+ */
 export interface SteppedDownAnswer {
   readonly ok: true;
   readonly steppedDown: number;
+  /** False when a child may still run (one the agent could not signal, or never learned the group of). */
+  readonly childrenGone: boolean;
+}
+
+/**
+ * `POST /v1/runs`: an `hq fence run` supervisor registers its run before it spawns the child,
+ * so the agent can end it on a step-down even if the supervisor died (issue 18).
+ */
+export interface RunClaim {
+  readonly role: string;
+  /** The generation the fence answered run for; refused unless the fence still says so. */
+  readonly generation: number;
+  /** The supervisor's `--grace`: SIGKILL this long after SIGTERM. */
+  readonly graceSeconds: number;
+  /** The supervisor's pid: while it lives and has not reported the group, the agent waits for it. */
+  readonly supervisorPid: number;
+}
+
+/** `POST /v1/runs` → 200 with the run's id, or 409 (the fence does not say run for that generation now). */
+export type RunClaimAnswer = { readonly ok: true; readonly id: string } | { readonly ok: false; readonly reason: FenceReason | 'generation-changed' };
+
+/** `POST /v1/runs/{id}`: the child's process group (its leader's pid), right after the spawn. */
+export interface RunStarted {
+  readonly pgid: number;
 }
 
 /** `POST /v1/resume` and `POST /v1/events`. */

@@ -36,7 +36,23 @@ export interface LeaseRecord {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly floorPending: boolean;
+  /** The holder the current grant displaced, and its step-down acknowledgement (issue 18); null when none. */
+  readonly displaced: DisplacedHolder | null;
   readonly now: number;
+}
+
+/**
+ * The holder a grant displaced, whose validity the grant's lock-delay waits for. Its agent steps
+ * down (persisted, fenced children gone) and acknowledges (`POST /v1/lease/stepped-down`); the
+ * arbiter then ends the lock-delay at once and sets `acknowledgedAt` and `savedSeconds`.
+ */
+export interface DisplacedHolder {
+  readonly host: Host;
+  readonly generation: number;
+  /** Arbiter time the acknowledgement was accepted; null before. */
+  readonly acknowledgedAt: number | null;
+  /** How much of the lock-delay it ended, seconds; null before. */
+  readonly savedSeconds: number | null;
 }
 
 /** `POST /v1/lease/acquire`. */
@@ -66,6 +82,35 @@ export interface ReleaseRequest {
 export interface TransferRequest {
   readonly to: Host;
   readonly force?: boolean;
+}
+
+/** `POST /v1/lease/stepped-down` (member): "generation g stepped down, no fenced child alive" (issue 18). */
+export interface StepDownAck {
+  /** The displaced holder (a member token may only name its own machine). */
+  readonly host: Host;
+  /** The generation it stepped down from. */
+  readonly generation: number;
+  /** The revision of the record in which it saw that it lost the lease. */
+  readonly revision: number;
+}
+
+/**
+ * Why an acknowledgement changed nothing: no grant displaced this host, it held another
+ * generation, it had not seen the displacing grant, it was accepted already, the lock-delay is
+ * over, or the lock-delay waits for more than this holder (the one before it, the start wait, a
+ * pending floor).
+ */
+export const STEP_DOWN_REFUSALS = Object.freeze(['not-previous-holder', 'wrong-generation', 'stale-revision', 'duplicate', 'late', 'other-wait'] as const);
+
+export type StepDownRefusal = (typeof STEP_DOWN_REFUSALS)[number];
+
+/** `POST /v1/lease/stepped-down` → 200, accepted or not (a refusal is no error: there is nothing to retry). */
+export interface StepDownAckAnswer {
+  readonly accepted: boolean;
+  readonly reason: StepDownRefusal | null;
+  /** Seconds of lock-delay the acknowledgement ended; null when refused. */
+  readonly savedSeconds: number | null;
+  readonly lease: LeaseRecord;
 }
 
 /** `PUT /v1/maintenance` (admin). */
@@ -159,6 +204,8 @@ export interface HeartbeatAnswer {
   readonly failover: string;
   /** The candidates in promotion order (agents without configured peers find theirs here). */
   readonly candidates: readonly Host[];
+  /** The generation this host is asked to acknowledge its step-down from (it is the displaced holder), or null. */
+  readonly stepDown: number | null;
 }
 
 // ---------------------------------------------------------------------------------------

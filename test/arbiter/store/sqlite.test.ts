@@ -76,3 +76,22 @@ t.test('a write rolled back with its outer transaction (a savepoint) is never ca
   t.same(onDisk, { generation: 6, revision: 1 }, 'the nested write rolled back with its outer transaction');
   t.match(a.read().lease, onDisk, 'and the cache says what the disk says');
 });
+
+t.test('the displaced holder survives a reopen (migration 4); a column that does not read is taken as none', async (t) => {
+  const dir = t.testdir();
+  const displaced = { host: 'mbp', generation: 3, revision: 7, floor: null, acknowledgedAt: 1005.5, savedSeconds: 55 };
+  const store = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  store.transact((s) => ({ next: { ...s, lease: { ...s.lease, holder: 'node-b', generation: 4, revision: s.lease.revision + 1, displaced } }, events: [], result: null }));
+  store.close();
+  const again = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+  t.same(again.read().lease.displaced, displaced, 'read back as written');
+  again.close();
+  const db = new Database(join(dir, 'hq.db'));
+  for (const bad of ['{', '{"host":"mbp"}', '[1]', 'null']) {
+    db.prepare("UPDATE lease SET displaced = ? WHERE name = 'hq'").run(bad);
+    const s = new SqliteStore({ dataDir: dir, ttlSeconds: 6 });
+    t.equal(s.read().lease.displaced, null, `${bad}: none (no acknowledgement can end a lock-delay early)`);
+    s.close();
+  }
+  db.close();
+});

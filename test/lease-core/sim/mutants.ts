@@ -63,6 +63,28 @@ export const noFloor: Decisions = {
   arbiterStep: (step) => ({ ...step, next: floorless(step.next) }),
 };
 
+/** The step-down acknowledged before it is persisted: the old state answers the fence meanwhile. */
+export const ackBeforePersist: Decisions = { ...REAL, stepDownOrder: 'ack-before-persist' };
+
+/** The step-down acknowledged before the fenced children are gone. */
+export const ackBeforeGone: Decisions = { ...REAL, stepDownOrder: 'ack-before-gone' };
+
+/**
+ * The arbiter accepts an acknowledgement from the displaced host whatever generation it names:
+ * the binding to g removed, and with it the binding to the revision (an old acknowledgement names
+ * an old revision too, so either binding alone refuses a replayed one; without both, it lands).
+ */
+export const ackAnyGeneration: Decisions = {
+  ...REAL,
+  core: {
+    ...core,
+    steppedDown: (s, c, i) => {
+      const d = s.lease.displaced ?? null;
+      return core.steppedDown(s, c, d === null ? i : { ...i, generation: d.generation, revision: Math.max(i.revision, d.revision) });
+    },
+  },
+};
+
 export const MUTANTS: ReadonlyArray<readonly [string, Decisions]> = [
   ['no lock-delay', noLockDelay],
   ['validity from the receive time', validityFromReceive],
@@ -70,4 +92,7 @@ export const MUTANTS: ReadonlyArray<readonly [string, Decisions]> = [
   ['wall-only elapsed', wallOnly],
   ['no standby-confirmation term in lock-delay', noConfirmationTerm],
   ['no generation floor', noFloor],
+  ['the step-down acknowledged before it is persisted', ackBeforePersist],
+  ['the step-down acknowledged before the children are gone', ackBeforeGone],
+  ['an acknowledgement accepted for another generation', ackAnyGeneration],
 ];

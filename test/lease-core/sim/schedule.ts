@@ -1,11 +1,17 @@
 /**
  * Seeded schedules: 1–3 faults with random kind, target, start and length, then healing, then
- * (L1) the holder's machine switched off for good. `runSchedule(seed)` is deterministic: a
- * failing seed printed by the test replays exactly with `HQ_SIM_SEED=<seed>`.
+ * (L1) the holder's machine switched off for good. Planned moves with the old holder alive
+ * (forced transfers, handovers) count as faults here, and two composite kinds aim at the
+ * step-down acknowledgement (issue 18): `crash-step-down` kills an agent in the middle of its
+ * step-down (after persisting, or after its children are gone) around a transfer, and
+ * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again.
+ * `runSchedule(seed)` is deterministic: a failing seed printed by the test replays exactly with
+ * `HQ_SIM_SEED=<seed>`.
  */
 import { checkTiming } from '../../../packages/lease-core/src/index.js';
+import type { Host } from '../../../packages/protocol/src/index.js';
 import { Rng } from './rng.js';
-import type { Decisions, Fault, SimConfig, Violation } from './world.js';
+import type { Decisions, Fault, Move, SimConfig, Violation } from './world.js';
 import { ARBITER, FAST, REAL, World } from './world.js';
 
 export const FAULTS_FROM = 10;
@@ -27,7 +33,14 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'pause-arbiter',
   'sleep',
   'jump',
+  'transfer',
+  'handover',
+  'crash-step-down',
+  'replay-ack',
 ];
+
+/** Room a replay-ack composite needs before HEALED_BY: three moves apart, then the replay. */
+const REPLAY_SPAN = 22;
 
 export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[] = FAULT_KINDS): Fault[] {
   const hosts = [ARBITER, ...cfg.candidates];
@@ -77,6 +90,34 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
         f = { kind, start, length: 0.01, a: h, b: h, amount: size };
         break;
       }
+      case 'transfer':
+      case 'handover':
+        f = { kind, start, length: 0.01, a: candidate, b: candidate, amount: 0, force: rng.next() < 0.3 };
+        break;
+      case 'crash-step-down': {
+        // Armed on one candidate, then the lease is moved away from it: if it holds, it steps down.
+        const phase = rng.pick(['persisted', 'children-gone'] as const);
+        const to = rng.pick(cfg.candidates.filter((c) => c !== candidate));
+        const down = rng.between(0.3, 8);
+        f = { kind, start, length: down, a: candidate, b: candidate, amount: 0, phase };
+        faults.push({ kind: 'transfer', start: Math.min(start + rng.between(0.2, 2), HEALED_BY - down - 0.1), length: 0.01, a: to, b: to, amount: 0, force: rng.next() < 0.3 });
+        break;
+      }
+      case 'replay-ack': {
+        // mbp-style A → B → A → B, then one of the displaced host's old acknowledgements again.
+        // The first candidate holds after the operator's acquire, so the lease leaves it first.
+        const s0 = Math.min(start, HEALED_BY - REPLAY_SPAN);
+        const back = cfg.candidates[0] as Host;
+        const to = rng.pick(cfg.candidates.filter((c) => c !== back));
+        let at = s0;
+        for (const target of [to, back, to]) {
+          faults.push({ kind: 'transfer', start: at, length: 0.01, a: target, b: target, amount: 0, force: rng.next() < 0.3 });
+          at += rng.between(4, 10);
+        }
+        const last = faults[faults.length - 1] as Fault;
+        f = { kind, start: last.start + rng.between(0, 1.5), length: 0.01, a: back, b: back, amount: 0 };
+        break;
+      }
     }
     // every fault is over by HEALED_BY
     faults.push({ ...f, length: Math.min(f.length, HEALED_BY - f.start) });
@@ -103,6 +144,8 @@ export interface Result {
   readonly unmeasured: string | null;
   readonly promotions: number;
   readonly runs: number;
+  /** Transfers and handovers made with the old holder's agent up (issue 18). */
+  readonly moves: readonly Move[];
 }
 
 export interface RunOptions {
@@ -151,6 +194,7 @@ export function runSchedule(seed: number, opts: RunOptions = {}): Result {
     unmeasured,
     promotions: w.promotions,
     runs: w.runs.length,
+    moves: w.moves,
   });
   const until = (t: number): boolean => {
     while (w.t < t) {

@@ -10,8 +10,15 @@
  * queues what it receives; its fenced worker, a separate process, runs on until the deadline
  * it was given (S3) and stops there.
  *
+ * A worker told to stop (SIGTERM) exits after up to `GRACE` seconds, never after the deadline its
+ * supervisor holds. A holder that learns it lost the lease steps down (lease-core A7): it
+ * persists that first, then waits until its worker is gone, then acknowledges to the arbiter,
+ * which may end the lock-delay (G6). Operations with the old holder alive — forced transfers,
+ * handovers by the holder's CLI — and replayed (late, duplicated) acknowledgements are drawn
+ * like faults.
+ *
  * After every tick the checker looks at what the *workers* did — the real effects — and at
- * what the arbiter granted. See `check.ts`.
+ * what the arbiter granted.
  */
 import * as core from '../../../packages/lease-core/src/index.js';
 import type {
@@ -29,6 +36,15 @@ import type { Host } from '../../../packages/protocol/src/index.js';
 import { Rng } from './rng.js';
 
 export const DT = 0.1;
+/** Longest time a fenced child takes to exit after SIGTERM (the supervisor's `--grace`). */
+export const GRACE = 2;
+
+/**
+ * The order of a step-down (issue 18): persist, children gone, acknowledge — or one of the two
+ * broken orders the mutants use: the acknowledgement before the persisted step-down (the old
+ * state answers the fence meanwhile), or before the children are gone.
+ */
+export type StepDownOrder = 'persist-kill-ack' | 'ack-before-persist' | 'ack-before-gone';
 
 /** The decision set the simulator drives; mutants replace parts of it. */
 export interface Decisions {
@@ -41,6 +57,7 @@ export interface Decisions {
   readonly arbiterStep: <A>(step: core.Step<A>, before: ArbiterState, ctx: core.Context) => core.Step<A>;
   /** Post-processes every agent state (a mutant may drop the standby's own wait). */
   readonly agentState: (s: AgentState) => AgentState;
+  readonly stepDownOrder: StepDownOrder;
 }
 
 export const REAL: Decisions = {
@@ -49,6 +66,7 @@ export const REAL: Decisions = {
   sentStamp: (sent) => sent,
   arbiterStep: (step) => step,
   agentState: (s) => s,
+  stepDownOrder: 'persist-kill-ack',
 };
 
 export interface SimConfig {
@@ -79,6 +97,8 @@ export const FAST: SimConfig = {
 };
 
 export const ARBITER = 'cloud-vm';
+/** Every fault is over by then (schedule.ts HEALED_BY): an agent killed mid-step-down is back by it. */
+const HEALED_BY_SIM = 45;
 
 // ----------------------------------------------------------------------------- clocks
 
@@ -109,7 +129,10 @@ type Payload =
   | { kind: 'heartbeat'; id: number; body: protocol.HeartbeatRequest }
   | { kind: 'acquire'; id: number; body: protocol.AcquireRequest; operator: true }
   | { kind: 'read'; id: number }
-  | { kind: 'answer'; id: number; record: protocol.LeaseRecord; confirms: boolean; hold: number | null }
+  | { kind: 'answer'; id: number; record: protocol.LeaseRecord; confirms: boolean; hold: number | null; stepDown: number | null }
+  | { kind: 'stepped-down'; id: number; body: protocol.StepDownAck }
+  | { kind: 'release'; id: number; body: protocol.ReleaseRequest }
+  | { kind: 'verdict'; id: number; ok: boolean }
   | { kind: 'confirm'; id: number; body: protocol.ConfirmRequest }
   | { kind: 'confirm-answer'; id: number; answer: protocol.ConfirmAnswer };
 
@@ -131,13 +154,21 @@ export interface Fault {
     | 'pause-agent'
     | 'pause-arbiter'
     | 'sleep'
-    | 'jump';
+    | 'jump'
+    | 'transfer'
+    | 'handover'
+    | 'crash-step-down'
+    | 'replay-ack';
   readonly start: number;
   readonly length: number;
   readonly a: Host;
   readonly b: Host;
   /** Wall jump size (seconds, signed) or delay size. */
   readonly amount: number;
+  /** crash-step-down: where in the step-down the agent is killed (its worker lives on). */
+  readonly phase?: 'persisted' | 'children-gone';
+  /** transfer / handover: skip the target's liveness check. */
+  readonly force?: boolean;
 }
 
 // ----------------------------------------------------------------------------- processes
@@ -160,6 +191,32 @@ interface Worker {
   /** Deadline of the current run: the fence's validForSeconds from `at`, elapsed max(mono, wall). */
   at: Stamp | null;
   validFor: number;
+  /** Sim time the child exits after SIGTERM, or null while it was not told to stop. */
+  stopAt: number | null;
+}
+
+/** A step-down in progress (A7): the acknowledgement owed, and where the agent is with it. */
+interface StepDownJob {
+  readonly generation: number;
+  readonly revision: number;
+  phase: 'killing' | 'acking';
+  /** ack-before-persist: the decided state, committed only once the acknowledgement is answered. */
+  deferred: AgentState | null;
+  /** ack-before-persist: the run it killed first (a new one may start meanwhile). */
+  victim: RunRecord | null;
+  ackId: number;
+  sent: Stamp | null;
+  tries: number;
+}
+
+/** `hq lease release --handover-to` on the holder: step down, children gone, release. */
+interface HandoverJob {
+  readonly generation: number;
+  readonly to: Host;
+  readonly force: boolean;
+  phase: 'killing' | 'releasing';
+  id: number;
+  sent: Stamp | null;
 }
 
 class Agent {
@@ -172,7 +229,11 @@ class Agent {
   nextHeartbeat = 0;
   nextRefresh = 0;
   inbox: Message[] = [];
-  worker: Worker = { running: false, generation: 0, at: null, validFor: 0 };
+  worker: Worker = { running: false, generation: 0, at: null, validFor: 0, stopAt: null };
+  job: StepDownJob | null = null;
+  handover: HandoverJob | null = null;
+  /** crash-step-down armed: killed when the step-down reaches this phase. */
+  crashAt: { phase: 'persisted' | 'children-gone'; until: number; down: number } | null = null;
   constructor(
     readonly host: Host,
     readonly clock: HostClock,
@@ -191,6 +252,8 @@ class Agent {
     this.inflight = null;
     this.round = null;
     this.inbox = [];
+    this.job = null;
+    this.handover = null;
     const now = this.stamp();
     this.state = this.d.core.initialAgent(this.settings, now, this.disk.seen, this.disk.persisted);
     this.nextHeartbeat = now.mono;
@@ -217,6 +280,19 @@ export interface RunRecord {
   readonly generation: number;
   readonly start: number;
   end: number;
+}
+
+/** A transfer or handover made while the old holder's agent was up. */
+export interface Move {
+  readonly kind: 'transfer' | 'handover';
+  readonly at: number;
+  readonly from: Host;
+  readonly to: Host;
+  readonly generation: number;
+  /** Sim time the new holder's worker first ran at that generation, or null. */
+  ranAt: number | null;
+  /** The arbiter accepted the old holder's acknowledgement for it. */
+  acknowledged: boolean;
 }
 
 export interface Violation {
@@ -252,6 +328,12 @@ export class World {
   readonly probeHistory: { at: number; holder: Host | null; reachable: boolean }[] = [];
   readonly viewReports = new Map<Host, { at: number; target: Host; reachable: boolean }>();
   promotions = 0;
+  /** Planned moves (transfers, handovers) with the old holder alive, for the statistics. */
+  readonly moves: Move[] = [];
+  /** Every acknowledgement each agent sent, for the replays. */
+  private readonly acksSent = new Map<Host, protocol.StepDownAck[]>();
+  /** Agents killed mid-step-down, and when they come back. */
+  private readonly reboots: { host: Host; at: number }[] = [];
   private nextId = 1;
   private operatorWanted = true;
   private operatorNext = 0.5;
@@ -373,10 +455,7 @@ export class World {
           const a = this.agents.get(f.a) as Agent;
           if (starts) {
             a.up = false;
-            if (a.worker.running) {
-              a.worker.running = false; // kill -9 of the agent and its supervisor tree
-              this.endRun(a.host);
-            }
+            if (a.worker.running) this.stopWorker(a); // kill -9 of the agent and its supervisor tree
           }
           if (ends && !this.dead.has(f.a)) a.boot();
           break;
@@ -405,6 +484,18 @@ export class World {
           break;
         case 'jump':
           if (starts) this.clock(f.a).wall += f.amount;
+          break;
+        case 'transfer':
+          if (starts) this.adminTransfer(f.a, f.force === true);
+          break;
+        case 'handover':
+          if (starts) this.startHandover(f.a, f.force === true);
+          break;
+        case 'crash-step-down':
+          if (starts) (this.agents.get(f.a) as Agent).crashAt = { phase: f.phase ?? 'persisted', until: HEALED_BY_SIM - f.length, down: f.length };
+          break;
+        case 'replay-ack':
+          if (starts) this.replayAck(f.a);
           break;
         default:
           break;
@@ -471,12 +562,129 @@ export class World {
       this.reply(host, p.id, step.answer.ok, true);
     } else if (p.kind === 'read') {
       this.reply(host, p.id, false);
+    } else if (p.kind === 'stepped-down') {
+      const step = this.arbiterApply((s, c) => this.d.core.steppedDown(s, c, p.body));
+      if (step.answer.ok) {
+        const move = this.moves.findLast((m) => m.from === p.body.host && m.generation === this.db.lease.generation);
+        if (move !== undefined) move.acknowledged = true;
+      }
+      this.send(ARBITER, host, { kind: 'verdict', id: p.id, ok: step.answer.ok });
+    } else if (p.kind === 'release') {
+      const before = this.db.lease;
+      const step = this.arbiterApply((s, c) => this.d.core.release(s, c, p.body));
+      if (step.answer.ok && p.body.handoverTo !== undefined) this.noteMove('handover', before, p.body.handoverTo);
+      this.send(ARBITER, host, { kind: 'verdict', id: p.id, ok: step.answer.ok });
     }
   }
 
   private reply(to: Host, id: number, confirms: boolean, operator = false): void {
-    const hold = this.d.core.renewHold(this.ctx(), this.boot, this.db);
-    this.send(ARBITER, to, { kind: 'answer', id: operator ? -id : id, record: this.arbiterRecord(), confirms, hold });
+    const ctx = this.ctx();
+    const hold = this.d.core.renewHold(ctx, this.boot, this.db);
+    const stepDown = operator ? null : this.d.core.stepDownAsked(this.db, ctx, to);
+    this.send(ARBITER, to, { kind: 'answer', id: operator ? -id : id, record: this.arbiterRecord(), confirms, hold, stepDown });
+  }
+
+  // --------------------------------------------------------------------------- planned moves
+
+  /** `hq failover --to H` from an admin machine: applied at the arbiter when it is serving. */
+  private adminTransfer(to: Host, force: boolean): void {
+    if (!this.arbiterUp || this.arbiterPaused) return;
+    const before = this.db.lease;
+    const step = this.arbiterApply((s, c) => this.d.core.transfer(s, c, { to, force }));
+    if (step.answer.ok) this.noteMove('transfer', before, to);
+  }
+
+  private noteMove(kind: Move['kind'], before: core.LeaseState, to: Host): void {
+    const from = before.holder;
+    const agent = from === null ? undefined : this.agents.get(from);
+    if (from === null || from === to || agent === undefined || !agent.up || this.dead.has(from)) return;
+    this.moves.push({ kind, at: this.t, from, to, generation: this.db.lease.generation, ranAt: null, acknowledged: false });
+  }
+
+  /** The holder's CLI: `hq lease release --handover-to H` (step down, children gone, release). */
+  private startHandover(to: Host, force: boolean): void {
+    const a = [...this.agents.values()].find((x) => x.host !== to && x.state.known?.holder === x.host && !x.state.known.released);
+    if (a === undefined || !a.up || a.paused || this.asleep(a.host) || a.handover !== null) return;
+    const g = a.state.known?.generation ?? 0;
+    if (g <= a.state.steppedDown) return;
+    a.commit(this.d.core.stepDown(a.state));
+    a.handover = { generation: g, to, force, phase: 'killing', id: this.id(), sent: null };
+  }
+
+  private handoverTick(a: Agent, now: Stamp): void {
+    const h = a.handover;
+    if (h === null) return;
+    if (h.phase === 'killing' && (this.d.stepDownOrder === 'ack-before-gone' || !a.worker.running)) {
+      h.phase = 'releasing';
+      h.sent = now;
+      a.commit(this.d.core.releaseSent(a.state, now, a.settings));
+      this.send(a.host, ARBITER, { kind: 'release', id: h.id, body: { host: a.host, generation: h.generation, handoverTo: h.to, force: h.force } });
+    } else if (h.phase === 'releasing' && h.sent !== null && this.d.core.elapsed(h.sent, now) > a.settings.requestTimeoutSeconds) {
+      // No answer: the outcome is unknown; the agent's own records tell (lease-core `releasing`).
+      a.handover = null;
+    }
+  }
+
+  /** A copy of an acknowledgement this host sent earlier reaches the arbiter again (late, duplicated). */
+  private replayAck(host: Host): void {
+    const sent = this.acksSent.get(host) ?? [];
+    if (sent.length === 0) return;
+    this.send(host, ARBITER, { kind: 'stepped-down', id: this.id(), body: this.rng.pick(sent) });
+  }
+
+  // --------------------------------------------------------------------------- step-down (A7)
+
+  /**
+   * The agent owes an acknowledgement: its step-down is persisted (the commit that set ackDue),
+   * the fence answers no, so the supervisor TERMs the worker; once the worker is gone the
+   * acknowledgement goes out (retried twice on a timeout). A mutant may acknowledge earlier.
+   */
+  private stepDownTick(a: Agent, now: Stamp): void {
+    const due = a.state.ackDue;
+    if (a.job === null && due !== null) {
+      a.job = { generation: due.generation, revision: due.revision, phase: 'killing', deferred: null, victim: null, ackId: 0, sent: null, tries: 0 };
+      if (this.crashHere(a, 'persisted')) return;
+    }
+    const job = a.job;
+    if (job === null) return;
+    const gone = job.victim !== null ? job.victim.end !== Infinity : !a.worker.running;
+    if (job.phase === 'killing' && (gone || this.d.stepDownOrder === 'ack-before-gone')) {
+      if (this.d.stepDownOrder !== 'ack-before-gone' && this.crashHere(a, 'children-gone')) return;
+      this.sendAck(a, job, now);
+    } else if (job.phase === 'acking' && job.sent !== null && this.d.core.elapsed(job.sent, now) > a.settings.requestTimeoutSeconds) {
+      if (job.tries < 3) this.sendAck(a, job, now);
+      else this.finishAck(a, job);
+    }
+  }
+
+  private sendAck(a: Agent, job: StepDownJob, now: Stamp): void {
+    job.phase = 'acking';
+    job.sent = now;
+    job.tries++;
+    if (job.ackId === 0) job.ackId = this.id();
+    const body: protocol.StepDownAck = { host: a.host, generation: job.generation, revision: job.revision };
+    const log = this.acksSent.get(a.host) ?? [];
+    log.push(body);
+    this.acksSent.set(a.host, log);
+    this.send(a.host, ARBITER, { kind: 'stepped-down', id: job.ackId, body });
+  }
+
+  private finishAck(a: Agent, job: StepDownJob): void {
+    a.job = null;
+    const base = job.deferred ?? a.state;
+    a.commit(this.d.core.acknowledged(base, job.generation));
+  }
+
+  /** crash-step-down: kill -9 of the agent alone (its worker runs on to its deadline). */
+  private crashHere(a: Agent, phase: 'persisted' | 'children-gone'): boolean {
+    const c = a.crashAt;
+    if (c === null || c.phase !== phase || this.t > c.until) return false;
+    a.crashAt = null;
+    a.up = false;
+    a.job = null;
+    a.handover = null;
+    this.reboots.push({ host: a.host, at: this.t + c.down });
+    return true;
   }
 
   private probe(holder: Host): core.Probe {
@@ -527,6 +735,11 @@ export class World {
     const now = a.stamp();
     const s = a.settings;
     for (const m of a.inbox.splice(0)) this.agentReceive(a, m);
+    this.stepDownTick(a, a.stamp());
+    this.handoverTick(a, a.stamp());
+    if (!a.up) return; // killed mid-step-down
+    // ack-before-persist: the agent awaits its acknowledgement before it commits anything
+    if (a.job?.deferred != null) return this.fenceWorker(a);
     // request timeout: the answer, if any, will be discarded
     if (a.inflight !== null && core.elapsed(a.inflight.sent, now) > s.requestTimeoutSeconds) {
       a.inflight = null;
@@ -585,8 +798,16 @@ export class World {
       const received = a.stamp();
       const summary = core.parseRecord(p.record);
       if (!summary.ok) throw new Error(`simulator produced an unparsable record: ${summary.problem}`);
-      const step = core.onArbiterAnswer(a.state, { record: summary.value, confirms: p.confirms, hold: p.hold }, this.d.sentStamp(sent, received), received, a.settings);
+      const step = core.onArbiterAnswer(a.state, { record: summary.value, confirms: p.confirms, hold: p.hold, stepDown: p.stepDown }, this.d.sentStamp(sent, received), received, a.settings);
       this.events.push(...step.events);
+      const due = step.state.ackDue;
+      if (this.d.stepDownOrder === 'ack-before-persist' && due !== null && due !== a.state.ackDue && a.job === null) {
+        // The mutant: kill the children and acknowledge first, commit the step-down afterwards.
+        const victim = a.worker.running ? (this.runs.findLast((r) => r.host === a.host && r.end === Infinity) ?? null) : null;
+        a.job = { generation: due.generation, revision: due.revision, phase: 'killing', deferred: step.state, victim, ackId: 0, sent: null, tries: 0 };
+        this.terminate(a);
+        return;
+      }
       a.commit(step.state);
       // A renewal behind a hold (S2.3) keeps a running holder alive only through its peers.
       if (p.confirms && p.hold !== null && p.hold > p.record.now) this.startPeerRound(a);
@@ -595,6 +816,14 @@ export class World {
       this.events.push(...step.events);
       a.commit(step.state); // persisted before the answer leaves (S2.2)
       this.send(a.host, m.from, { kind: 'confirm-answer', id: p.id, answer: step.answer });
+    } else if (p.kind === 'verdict') {
+      const job = a.job;
+      const h = a.handover;
+      if (job !== null && job.phase === 'acking' && job.ackId === p.id) this.finishAck(a, job);
+      else if (h !== null && h.phase === 'releasing' && h.id === p.id) {
+        a.handover = null;
+        if (!p.ok) a.commit(core.resume(a.state)); // refused: the lease is still ours
+      }
     } else if (p.kind === 'confirm-answer') {
       if (a.round === null || a.round.id !== p.id) return;
       a.round.results.set(m.from, { peer: m.from, answered: true, confirmed: p.answer.confirmed, generation: p.answer.generation });
@@ -630,6 +859,7 @@ export class World {
     const f = this.d.core.fence(a.state, 'cron', now, a.settings);
     const w = a.worker;
     if (f.run) {
+      if (w.running && w.stopAt !== null) return; // still exiting after SIGTERM; a new one starts after
       if (!w.running || w.generation !== f.generation) {
         if (w.running) this.endRun(a.host);
         this.startRun(a.host, f.generation);
@@ -638,10 +868,24 @@ export class World {
       w.generation = f.generation;
       w.at = now;
       w.validFor = f.validForSeconds ?? 0;
+      w.stopAt = null;
     } else if (w.running) {
-      w.running = false;
-      this.endRun(a.host);
+      this.terminate(a);
     }
+  }
+
+  /** SIGTERM to the worker: it exits within GRACE (its deadline still holds, see workerTick). */
+  private terminate(a: Agent): void {
+    const w = a.worker;
+    if (!w.running || w.stopAt !== null) return;
+    w.stopAt = this.t + this.rng.next() * GRACE;
+    if (w.stopAt <= this.t) this.stopWorker(a);
+  }
+
+  private stopWorker(a: Agent): void {
+    a.worker.running = false;
+    a.worker.stopAt = null;
+    this.endRun(a.host);
   }
 
   /**
@@ -651,14 +895,12 @@ export class World {
   private workerTick(a: Agent): void {
     const w = a.worker;
     if (!w.running || w.at === null) return;
-    if (this.d.core.elapsed(w.at, a.stamp()) >= w.validFor) {
-      w.running = false;
-      this.endRun(a.host);
-    }
+    if (this.d.core.elapsed(w.at, a.stamp()) >= w.validFor || (w.stopAt !== null && this.t >= w.stopAt)) this.stopWorker(a);
   }
 
   private startRun(host: Host, generation: number): void {
     this.runs.push({ host, generation, start: this.t, end: Infinity });
+    for (const m of this.moves) if (m.to === host && m.generation === generation && m.ranAt === null) m.ranAt = this.t;
     if (generation < this.maxRunGeneration) this.violate('S1', `${host} runs generation ${generation} after ${this.maxRunGeneration} ran`);
     this.maxRunGeneration = Math.max(this.maxRunGeneration, generation);
     for (const r of this.runs) {
@@ -722,6 +964,12 @@ export class World {
     this.t += DT;
     for (const c of this.clocks.values()) c.advance(DT);
     this.applyFaults();
+    for (let i = this.reboots.length - 1; i >= 0; i--) {
+      const r = this.reboots[i] as { host: Host; at: number };
+      if (this.t < r.at) continue;
+      this.reboots.splice(i, 1);
+      if (!this.dead.has(r.host)) (this.agents.get(r.host) as Agent).boot();
+    }
     this.deliver();
     this.operatorTick();
     this.arbiterTick();
@@ -737,10 +985,7 @@ export class World {
     this.dead.add(host);
     const a = this.agents.get(host) as Agent;
     a.up = false;
-    if (a.worker.running) {
-      a.worker.running = false;
-      this.endRun(host);
-    }
+    if (a.worker.running) this.stopWorker(a);
   }
 
   runningHost(): RunRecord | null {

@@ -5,7 +5,7 @@
  * full config is validated so a bad config or an unknown role still exits 2, and the answer is
  * "skip". bin/hq.js runs both through fence-entry.js, without the command table of main.ts.
  */
-import type { CheckResult } from '../fence-run.js';
+import type { CheckResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent, lightPaths } from './local.js';
@@ -79,6 +79,27 @@ async function ask(socketPath: string, role: string, timeoutSeconds: number): Pr
   return { kind: 'answer', fence: r.body };
 }
 
+/**
+ * Registers the run with the agent (`POST /v1/runs`), so a step-down can end the child even if
+ * this supervisor died; an agent without the route (404) predates acknowledgements.
+ */
+async function register(socketPath: string, role: string, generation: number, graceSeconds: number, timeoutSeconds: number): Promise<Registration> {
+  const r = await callAgent(socketPath, 'POST', '/v1/runs', timeoutSeconds, { role, generation, graceSeconds, supervisorPid: process.pid });
+  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.status === 404) return { kind: 'unsupported' };
+  const b = r.body as { ok?: unknown; id?: unknown; reason?: unknown } | null;
+  if (r.status === 409) return { kind: 'refused', reason: typeof b?.reason === 'string' ? b.reason : 'refused' };
+  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'down', problem: `the agent answered HTTP ${r.status} to the run's registration` };
+  const path = `/v1/runs/${b.id}`;
+  return {
+    kind: 'registered',
+    run: {
+      started: async (pgid) => void (await callAgent(socketPath, 'POST', path, timeoutSeconds, { pgid })),
+      done: async () => void (await callAgent(socketPath, 'DELETE', path, timeoutSeconds)),
+    },
+  };
+}
+
 /** The agent is down: validate the config fully (exit 2 when bad) and the role against it. */
 async function checkOffline(configPath: string | undefined, role: string): Promise<void> {
   const { loadConfig } = await import('../config.js');
@@ -131,7 +152,8 @@ export async function fenceRun(p: Parsed): Promise<number> {
     return r;
   };
   const log = flagBool(p, 'verbose') ? logLine : quietLog;
-  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, log });
+  const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
+  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
   if (code === -2) {
     const again = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
     throw new CliError(2, again.kind === 'bad-role' ? again.message : `unknown role "${role}"`);

@@ -143,9 +143,11 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
   const force = flagBool(p, 'force');
   if (force && handoverTo === undefined) throw new CliError(2, '--force applies only with --handover-to');
-  // 1. Step down locally first: nothing of this generation runs past this point.
-  const down = await agent(c, 'POST', '/v1/step-down');
+  // 1. Step down locally first: persisted, and every fenced child of this generation ended
+  //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
+  const down = await agent(c, 'POST', '/v1/step-down', c.requestTimeoutSeconds + STEP_DOWN_GRACE_SECONDS);
   const agentUp = down.kind === 'answer' && down.status === 200;
+  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown } | null) : null;
   let generation: number | undefined;
   if (agentUp) {
     const st = await agent(c, 'GET', '/v1/status');
@@ -154,7 +156,18 @@ export async function leaseRelease(p: Parsed): Promise<number> {
       if (s.holder === c.hostName && typeof s.generation === 'number' && s.generation > 0) generation = s.generation;
     }
   }
-  // 2. Then release (or hand over) at the arbiter.
+  // A handover has no lock-delay: it needs every child gone. An agent that is not running ends
+  // none (its supervisors stop their children by their deadlines, as before); one that did not
+  // finish in time, or cannot prove them gone, stops the handover.
+  const absent = down.kind === 'down' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem);
+  if (handoverTo !== undefined && !agentUp && !absent) {
+    throw new CliError(1, `lease release: the agent did not finish its step-down (${down.kind === 'down' ? down.problem : `HTTP ${down.status}`}); nothing was handed over`);
+  }
+  if (handoverTo !== undefined && ready?.childrenGone === false) {
+    await agent(c, 'POST', '/v1/resume');
+    throw new CliError(1, `lease release: a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`);
+  }
+  // 2. Then release (or hand over) at the arbiter, at once.
   const body: { [k: string]: unknown } = { host: c.hostName };
   if (generation !== undefined) body['generation'] = generation;
   if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
@@ -165,13 +178,17 @@ export async function leaseRelease(p: Parsed): Promise<number> {
     out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : `released by ${c.hostName}`);
     return 0;
   }
-  // 3. Refused or unknown: undo the local step-down (the lease is still ours).
-  if (agentUp) await agent(c, 'POST', '/v1/resume');
+  // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
+  //    unknown, and the agent undoes it by itself once the arbiter's record shows it never landed.
+  if (agentUp && r.kind === 'answer' && r.status < 500) await agent(c, 'POST', '/v1/resume');
   const f = failure(r, 'lease release', c);
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
   reportFailure(f, p);
   return f.code;
 }
+
+/** The agent's step-down waits for the fenced children: their grace (`hq fence run --grace`, default 5 s) and a margin. */
+const STEP_DOWN_GRACE_SECONDS = 15;
 
 interface EventRow {
   id: number;
@@ -310,15 +327,91 @@ export async function failover(p: Parsed): Promise<number> {
   const c = await network(p);
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
+  const wait = flagNumber(p, 'wait') ?? 0;
+  if (!(wait >= 0) || !Number.isFinite(wait)) throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
   const token = await adminToken(c, p);
+  const json = flagBool(p, 'json');
+  const started = Date.now();
   const r = await arbiter(c, 'POST', '/v1/lease/transfer', flagBool(p, 'force') ? { to, force: true } : { to }, token);
-  if (r.kind === 'answer' && r.status === 200) {
-    const lease = (r.body as { lease?: { generation?: number } } | null)?.lease;
-    out(flagBool(p, 'json'), r.body, `transferred to ${to} at generation ${lease?.generation ?? '?'}`);
+  if (r.kind !== 'answer' || r.status !== 200) {
+    const f = failure(r, 'failover', c);
+    if (json && r.kind === 'answer') out(true, r.body, '');
+    reportFailure(f, p);
+    return f.code;
+  }
+  const granted = (r.body as { lease?: LeaseRecord } | null)?.lease;
+  const generation = granted?.generation ?? 0;
+  if (wait === 0) {
+    out(json, r.body, `transferred to ${to} at generation ${generation || '?'}`);
     return 0;
   }
-  const f = failure(r, 'failover', c);
-  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
-  reportFailure(f, p);
-  return f.code;
+  if (!json) process.stdout.write(`transferred to ${to} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
+  const w = await waitUntilRuns(c, token, to, generation, started, wait, json);
+  if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
+  else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq failover: '}${w.line}\n`);
+  return w.code;
 }
+
+interface Waited {
+  readonly code: number;
+  readonly line: string;
+  readonly lease: LeaseRecord | null;
+  readonly result: { readonly to: string; readonly generation: number; readonly mayRun: boolean; readonly acknowledged: boolean; readonly savedSeconds: number | null; readonly waitedSeconds: number };
+}
+
+/**
+ * `hq failover --wait`: reads the record until `to` may run at `generation` (its lock-delay is
+ * over: the old holder acknowledged, or it ran out), printing a line whenever what it waits for
+ * changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
+ * stopped answering.
+ */
+async function waitUntilRuns(c: Resolved, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
+  const deadline = started + wait * 1000;
+  const waited = (): number => Math.round((Date.now() - started) / 100) / 10;
+  let said = '';
+  let last: LeaseRecord | null = null;
+  const result = (mayRun: boolean, rec: LeaseRecord | null) => {
+    const d = rec?.displaced ?? null;
+    const acknowledged = d !== null && d.acknowledgedAt !== null;
+    return { to, generation, mayRun, acknowledged, savedSeconds: acknowledged ? d.savedSeconds : null, waitedSeconds: waited() };
+  };
+  for (;;) {
+    const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
+    if (r.kind === 'answer' && r.status === 200) {
+      const rec = r.body as LeaseRecord;
+      last = rec;
+      if (rec.holder !== to || rec.generation !== generation) {
+        return { code: 1, line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited()} s)`, lease: rec, result: result(false, rec) };
+      }
+      const d = rec.displaced;
+      const left = rec.floorPending ? null : Math.max(0, (rec.notBefore ?? rec.now) - rec.now);
+      if (left === 0) {
+        const how =
+          d !== null && d.acknowledgedAt !== null
+            ? `${d.host} acknowledged its step-down from generation ${d.generation} (${(d.savedSeconds ?? 0).toFixed(1)} s of lock-delay saved)`
+            : d !== null
+              ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
+              : 'no lock-delay to wait for';
+        return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
+      }
+      const line =
+        left === null
+          ? 'waiting for every candidate to report its seen generation (the floor is pending)'
+          : `waiting: lock-delay ${fmtAge(left)} left${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
+      if (!json && line.replace(/[0-9.]+ (s|min|h) left/, '') !== said) {
+        said = line.replace(/[0-9.]+ (s|min|h) left/, '');
+        process.stdout.write(`${line}\n`);
+      }
+    } else if (Date.now() + 1000 > deadline) {
+      const f = failure(r, 'failover --wait', c);
+      return { code: f.code, line: f.line.replace(/^failover --wait: /, ''), lease: last, result: result(false, last) };
+    }
+    if (Date.now() >= deadline) {
+      return { code: 1, line: `${to} may not run yet after ${waited()} s (lock-delay not over; the old holder did not acknowledge)`, lease: last, result: result(false, last) };
+    }
+    await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - Date.now())));
+  }
+}
+
+/** How often `failover --wait` reads the record. */
+const WAIT_POLL_MS = 250;

@@ -41,7 +41,7 @@ export type LocalResult =
   | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
   | { readonly kind: 'down'; readonly problem: string };
 
-export function callAgent(socketPath: string, method: 'GET' | 'POST', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
+export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
   const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
   return new Promise((done) => {
     let settled = false;
@@ -52,7 +52,7 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST', path: stri
       done(r);
     };
     const headers: { [k: string]: string } =
-      payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method === 'POST' ? { 'content-length': '0' } : {};
+      payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method !== 'GET' ? { 'content-length': '0' } : {};
     const req = request({ socketPath, method, path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));

@@ -114,11 +114,18 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'failover',
-      summary: 'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay.',
+      summary:
+        'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay, which ends as soon as the old holder acknowledges its step-down (its agent ended its fenced children).',
       flags: [
         CONFIG_FLAG,
         { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease; the arbiter refuses one not heard from within its heartbeat interval × 1.5 + 5 s. Required.', required: true },
         { name: 'force', kind: 'boolean', help: 'Transfers even to a target the arbiter has not heard from recently. Default: off.' },
+        {
+          name: 'wait',
+          kind: 'number',
+          value: 'S',
+          help: 'Waits up to S seconds, printing progress, until H may run, and says whether the old holder acknowledged its step-down or the lock-delay ran out; exit 1 when S runs out first. Default: 0 (no wait).',
+        },
         {
           name: 'token-file',
           kind: 'string',

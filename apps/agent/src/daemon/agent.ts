@@ -4,12 +4,14 @@
  *  - store.ts: the state and its disk — decide → persist (fsync) → swap → log, one at a time;
  *  - fence.ts: the fence from memory, and the socket's fence answer (fast path and route);
  *  - arbiter-link.ts: heartbeats and lease reads, one exchange in flight at a time;
- *  - peers.ts: peer confirmation, asked (the holder, arbiter down) and given (a standby).
+ *  - peers.ts: peer confirmation, asked (the holder, arbiter down) and given (a standby);
+ *  - runs.ts: the fenced children the supervisors registered;
+ *  - step-down.ts: ending them and telling the arbiter when this host lost the lease (issue 18).
  * This class opens them in order, starts and stops them, and answers the summaries the
  * listeners serve (status, primary, peer info) from memory.
  */
-import { queryFence, resume, settle, stepDown, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
-import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent } from '@hq/protocol';
+import { queryFence, settle, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
+import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
 import { VERSION } from '@hq/lease-core/version';
 import type { AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
@@ -20,6 +22,8 @@ import { ArbiterLink, type HeartbeatReport } from './arbiter-link.js';
 import { Fence } from './fence.js';
 import type { AgentObserver, Log } from './observe.js';
 import { Peers } from './peers.js';
+import { Runs } from './runs.js';
+import { StepDowns, type ReleaseReady } from './step-down.js';
 import { AgentStore } from './store.js';
 
 export { VERSION };
@@ -46,6 +50,9 @@ export class Agent {
   readonly startedWall: number;
   private readonly peers: Peers;
   private readonly link: ArbiterLink;
+  /** The fenced children the supervisors registered. */
+  readonly runs: Runs;
+  private readonly stepDowns: StepDowns;
 
   private constructor(
     private readonly opts: AgentOptions,
@@ -63,6 +70,8 @@ export class Agent {
     const parts = { settings, clock: opts.clock, log: opts.log, observer: opts.observer };
     this.fencing = new Fence({ ...parts, memory: store, roles: c.roles });
     this.link = new ArbiterLink({ ...parts, config: c, store, peers, token: this.token, probe: opts.probe });
+    this.runs = new Runs({ fence: (role) => this.fencing.decide(role), clock: opts.clock, log: opts.log });
+    this.stepDowns = new StepDowns({ ...parts, store, runs: this.runs, link: this.link, peers });
   }
 
   /** Opens the state (see `AgentStore.open`: a refused file fails closed) and builds the parts. */
@@ -114,7 +123,13 @@ export class Agent {
 
   async stop(): Promise<void> {
     await this.link.stop();
+    await this.stepDowns.idle();
     await this.store.drain();
+  }
+
+  /** `handoverOnStop`: hand the lease to a standby before stopping (see `StepDowns.handOverOnStop`). */
+  handOverOnStop(): Promise<string | null> {
+    return this.stepDowns.handOverOnStop();
   }
 
   // -------------------------------------------------------------------------------------
@@ -159,16 +174,19 @@ export class Agent {
     return this.link.cadence();
   }
 
-  /** Before a release or handover: nothing of this generation runs any more. */
-  async stepDown(): Promise<void> {
-    await this.store.commit((s) => ({ state: stepDown(s), events: [] }));
-    this.opts.log.info({ category: 'hq.lease', event: 'step-down', host: this.host, generation: this.store.state.steppedDown }, 'stepped down');
+  /** Before a release or handover: persisted, and every fenced child of the generation ended. */
+  stepDown(): Promise<ReleaseReady> {
+    return this.stepDowns.forRelease();
   }
 
   /** Undoes a step-down whose release the arbiter refused. */
-  async resume(): Promise<void> {
-    await this.store.commit((s) => ({ state: resume(s), events: [] }));
-    this.opts.log.info({ category: 'hq.lease', event: 'resume', host: this.host }, 'resumed after a refused release');
+  resume(): Promise<void> {
+    return this.stepDowns.resume();
+  }
+
+  /** A supervisor registers its run before it spawns the child (the caller checked the role). */
+  claimRun(claim: RunClaim): RunClaimAnswer {
+    return this.runs.claim(claim);
   }
 
   /**

@@ -26,6 +26,7 @@ import {
   type ReportedCadence,
   type Stamp,
 } from '@hq/lease-core';
+import type { ReleaseRequest, StepDownAck } from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { ArbiterEndpoints, type HttpResult } from '@hq/runtime/http';
@@ -63,6 +64,8 @@ interface HeartbeatAnswer {
   readonly failover: string | null;
   readonly reportInSeconds: number | null;
   readonly candidates: readonly string[] | null;
+  /** The generation the arbiter asks this host to acknowledge its step-down from (issue 18). */
+  readonly stepDown: number | null;
 }
 
 function readHeartbeatAnswer(body: unknown): HeartbeatAnswer {
@@ -77,6 +80,7 @@ function readHeartbeatAnswer(body: unknown): HeartbeatAnswer {
   const hold = b?.['hold'];
   const report = b?.['reportInSeconds'];
   const candidates = b?.['candidates'];
+  const stepDown = b?.['stepDown'];
   return {
     outcome: b?.['outcome'],
     lease: b?.['lease'],
@@ -85,6 +89,7 @@ function readHeartbeatAnswer(body: unknown): HeartbeatAnswer {
     failover: typeof b?.['failover'] === 'string' ? b['failover'] : null,
     reportInSeconds: typeof report === 'number' && Number.isFinite(report) && report >= 0 ? report : null,
     candidates: Array.isArray(candidates) && candidates.every((h) => typeof h === 'string') ? (candidates as string[]) : null,
+    stepDown: typeof stepDown === 'number' && Number.isSafeInteger(stepDown) && stepDown > 0 ? stepDown : null,
   };
 }
 
@@ -216,7 +221,7 @@ export class ArbiterLink {
       else if (typeof o !== 'string' || !ANSWERED.includes(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
       else {
         const confirms = o === 'renewed';
-        const a: ArbiterAnswer = { record: parsed.value, confirms, hold: confirms ? answer.hold : null };
+        const a: ArbiterAnswer = { record: parsed.value, confirms, hold: confirms ? answer.hold : null, stepDown: answer.stepDown };
         await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
         end = { outcome: o as HeartbeatOutcome, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
       }
@@ -286,6 +291,19 @@ export class ArbiterLink {
       generation: after.known?.generation ?? after.seen,
       peerConfirmation,
     };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // the step-down's calls (issue 18): beside the exchanges, not behind a heartbeat in flight
+
+  /** `POST /v1/lease/stepped-down`: this host stepped down from a generation, no child alive. */
+  async acknowledge(ack: StepDownAck): Promise<HttpResult> {
+    return this.arbiterCall('POST', '/v1/lease/stepped-down', ack, await this.memberToken());
+  }
+
+  /** `POST /v1/lease/release` (handoverOnStop). */
+  async release(body: ReleaseRequest): Promise<HttpResult> {
+    return this.arbiterCall('POST', '/v1/lease/release', body, await this.memberToken());
   }
 
   // -------------------------------------------------------------------------------------

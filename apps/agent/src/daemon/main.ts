@@ -1,7 +1,8 @@
 /**
  * `hq-agent [--config F]`: load and check the config (one line and exit 2 when it is wrong),
  * open the state, listen on the socket and the peer port, heartbeat on the cron, and on
- * SIGTERM/SIGINT stop the timers, close the listeners, remove the socket and exit 0.
+ * SIGTERM/SIGINT stop the timers, close the listeners, remove the socket and exit 0 — with
+ * `handoverOnStop`, the holder first hands the lease to a standby (its children ended first).
  */
 import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
@@ -30,7 +31,8 @@ Options:
 export interface DaemonHandle {
   readonly agent: Agent;
   readonly peerPort: number;
-  stop(): Promise<void>;
+  /** `handover`: hand the lease over first when `handoverOnStop` is set (the signal path). */
+  stop(opts?: { readonly handover?: boolean }): Promise<void>;
 }
 
 export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
@@ -151,8 +153,15 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   return {
     agent,
     peerPort,
-    stop() {
+    stop(opts = {}) {
       stopping ??= (async () => {
+        if (opts.handover === true && config.handoverOnStop) {
+          const to = await agent.handOverOnStop().catch((err: unknown) => {
+            log.error({ err, category: 'hq.lease', event: 'handover-failed' }, 'handover on stop failed');
+            return null;
+          });
+          log.info({ category: 'hq.lease', event: 'handover-on-stop', to }, 'handover on stop');
+        }
         await Promise.allSettled([agent.stop(), member.stop(), instance.stop()]);
         await Promise.allSettled([socket.close(), peer.close()]);
         await unlink(config.socketPath).catch(() => undefined);
@@ -203,7 +212,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const onSignal = (): void => {
     if (signalled) return;
     signalled = true;
-    if (handle !== null) void handle.stop().then(() => exit?.(0));
+    if (handle !== null) void handle.stop({ handover: true }).then(() => exit?.(0));
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
@@ -220,6 +229,6 @@ export async function main(argv: readonly string[]): Promise<number> {
   const started = handle;
   return new Promise<number>((done) => {
     exit = done;
-    if (signalled) void started.stop().then(() => done(0));
+    if (signalled) void started.stop({ handover: true }).then(() => done(0));
   });
 }

@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics of the agent (served at `/metrics` on the peer listener): fence decisions
- * by role, run and reason; heartbeat outcomes; peer confirmations; validity remaining; the
+ * by role, run and reason; heartbeat outcomes; peer confirmations; step-downs; validity remaining; the
  * known and seen generations; and the request-duration histogram. Every series carries
  * `host` (this machine, set when the agent is attached), the label the arbiter's metrics use for
  * a machine too, so one Prometheus job scrapes every agent without relabelling.
@@ -32,6 +32,12 @@ export function createMetrics(): AgentMetrics {
   const confirms = new Counter({
     name: 'hq_agent_peer_confirmations_total',
     help: 'Rounds of peer confirmation asked by this holder, by result.',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const stepDowns = new Counter({
+    name: 'hq_agent_step_downs_total',
+    help: 'Step-downs from a lost generation, by result: acknowledged (the arbiter ended its lock-delay), refused (it needed nothing: late, duplicate), unreachable, unacknowledged (a fenced child could not be proven gone).',
     labelNames: ['result'] as const,
     registers: [registry],
   });
@@ -102,6 +108,9 @@ export function createMetrics(): AgentMetrics {
     },
     peerConfirm(result: string) {
       confirms.inc({ result });
+    },
+    stepDown(result: string) {
+      stepDowns.inc({ result });
     },
   };
 }

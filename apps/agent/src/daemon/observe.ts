@@ -16,4 +16,5 @@ export interface AgentObserver {
   fence?(d: FenceDecision): void;
   heartbeat?(outcome: string): void;
   peerConfirm?(result: string): void;
+  stepDown?(result: string): void;
 }

@@ -4,8 +4,9 @@
  *    `GET /v1/fence?role=R` answered from memory (fence.ts: one answer, served by a plain
  *    node:http fast path in front of Fastify for the exact spelling of a known role and by the
  *    route for every other spelling), `/v1/status`, `/v1/seen`, `/v1/primary`,
- *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`, and `POST /v1/events`
- *    (an event a local `hq` command reports, logged like the agent's own);
+ *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`, `POST /v1/events`
+ *    (an event a local `hq` command reports, logged like the agent's own), and the runs of
+ *    `hq fence run` supervisors (`POST /v1/runs`, `POST /v1/runs/{id}`, `DELETE /v1/runs/{id}`);
  *  - the TCP peer listener: `GET /v1/health` (no auth), `GET /v1/primary`, `GET /metrics`,
  *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
  */
@@ -16,6 +17,7 @@ import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFac
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
+import { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
 import { ensureDir } from '@hq/runtime/files';
 import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
@@ -108,9 +110,22 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
   });
   app.get('/v1/primary', async () => agent.primary());
   app.post('/v1/heartbeat', async () => agent.heartbeat());
-  app.post('/v1/step-down', async () => {
-    await agent.stepDown();
-    return { ok: true, steppedDown: agent.snapshot().steppedDown };
+  app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
+    const ready = await agent.stepDown();
+    return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone };
+  });
+  app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req, reply) => {
+    if (!agent.isRole(req.body.role)) return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${req.body.role}"` });
+    const a = agent.claimRun(req.body);
+    return a.ok ? reply.code(200).send(a) : reply.code(409).send(a);
+  });
+  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req, reply) => {
+    if (!agent.runs.started(req.params.id, req.body.pgid)) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no run ${req.params.id}` });
+    return { ok: true as const };
+  });
+  app.delete('/v1/runs/:id', { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req, reply) => {
+    if (!agent.runs.done(req.params.id)) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no run ${req.params.id}` });
+    return { ok: true as const };
   });
   app.post('/v1/resume', async () => {
     await agent.resume();

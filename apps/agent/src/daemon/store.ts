@@ -23,6 +23,7 @@ export class AgentStore {
   private lastJson: string | null = null;
   private lastSeenWritten: number;
   private commits: Promise<unknown> = Promise.resolve();
+  private readonly watchers: ((state: AgentState) => void)[] = [];
 
   private constructor(
     readonly paths: StatePaths,
@@ -112,11 +113,17 @@ export class AgentStore {
       await this.persist(step.state);
       this.current = step.state;
       for (const e of step.events) this.logEvent(e);
+      for (const w of this.watchers) w(step.state);
       return step;
     };
     const p = this.commits.then(run, run);
     this.commits = p.catch(() => undefined);
     return p;
+  }
+
+  /** Called with every committed state, after it is on disk (the step-down watches for `ackDue`). */
+  onCommit(watch: (state: AgentState) => void): void {
+    this.watchers.push(watch);
   }
 
   /** Resolves when every commit asked so far is done. */

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { crossTiming, heartbeat } from '@hq/lease-core';
+import { crossTiming, heartbeat, stepDownAsked } from '@hq/lease-core';
 import { actFor } from '../server/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '@hq/protocol/schemas';
 import { failoverOf, leaseTimingOf } from '../timing.js';
@@ -26,6 +26,8 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
         timingProblems: problems,
         failover: failoverOf(config, d.state).text,
         candidates: [...config.candidates],
+        // The displaced holder learns at once that its acknowledgement is awaited (issue 18).
+        stepDown: stepDownAsked(d.state, d.ctx, body.host),
       };
     },
   );

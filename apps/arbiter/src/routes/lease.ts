@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import type { Verdict } from '@hq/lease-core';
-import { acquire, release, renew } from '@hq/lease-core';
+import { acquire, release, renew, steppedDown } from '@hq/lease-core';
 import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter.js';
 import { actFor } from '../server/context.js';
-import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody } from '@hq/protocol/schemas';
+import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '@hq/protocol/schemas';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 
@@ -54,4 +54,18 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const d = await arbiter.submit('release', req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, false, null);
   });
+
+  // The displaced holder's step-down acknowledgement (issue 18): a refusal is an answer, not an error.
+  app.post(
+    '/v1/lease/stepped-down',
+    { config: { scope: 'member' }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
+    async (req, reply) => {
+      actFor(req, req.body.host);
+      const d = await arbiter.submit('stepped-down', req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason));
+      const lease = arbiter.record(d.state, d.now);
+      reply.header('etag', `"${lease.revision}"`);
+      const a = d.answer;
+      return a.ok ? { accepted: true, reason: null, savedSeconds: a.savedSeconds, lease } : { accepted: false, reason: a.reason, savedSeconds: null, lease };
+    },
+  );
 };

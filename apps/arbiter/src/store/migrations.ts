@@ -106,4 +106,11 @@ export const MIGRATIONS: readonly Migration[] = [
   ) STRICT;
   `,
   },
+  {
+    version: 4,
+    why: 'the holder a grant displaced, as JSON (issue 18): its step-down acknowledgement may end the lock-delay',
+    sql: `
+  ALTER TABLE lease ADD COLUMN displaced TEXT;
+  `,
+  },
 ];

@@ -16,7 +16,7 @@
 import type Database from 'better-sqlite3';
 import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
+import type { ArbiterState, Displaced, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
 import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from './store.js';
 import { DATABASE_FILE, openDatabase } from './database.js';
@@ -39,6 +39,8 @@ interface LeaseRow {
   promoted_from: string | null;
   maintenance: number;
   maintenance_reason: string | null;
+  /** JSON of lease-core `Displaced`, or null (migration 4). */
+  displaced: string | null;
   floor: number;
 }
 
@@ -85,7 +87,28 @@ function leaseFromRow(r: LeaseRow): LeaseState {
     promotedFrom: r.promoted_from,
     maintenance: r.maintenance === 1,
     maintenanceReason: r.maintenance_reason,
+    displaced: displacedFromColumn(r.displaced),
   };
+}
+
+/**
+ * The `displaced` column back: a value that does not read as one is taken as none, which is the
+ * cautious reading (without it no acknowledgement can end a lock-delay early).
+ */
+function displacedFromColumn(text: string | null): Displaced | null {
+  if (text === null) return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const d = v as { [k: string]: unknown } | null;
+  const num = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x);
+  const numOrNull = (x: unknown): x is number | null => x === null || num(x);
+  if (d === null || typeof d !== 'object' || typeof d['host'] !== 'string' || !num(d['generation']) || !num(d['revision'])) return null;
+  if (!numOrNull(d['floor']) || !numOrNull(d['acknowledgedAt']) || !numOrNull(d['savedSeconds'])) return null;
+  return { host: d['host'], generation: d['generation'], revision: d['revision'], floor: d['floor'], acknowledgedAt: d['acknowledgedAt'], savedSeconds: d['savedSeconds'] };
 }
 
 function leaseParams(l: LeaseState, floor: number): Record<string, string | number | null> {
@@ -106,6 +129,7 @@ function leaseParams(l: LeaseState, floor: number): Record<string, string | numb
     promoted_from: l.promotedFrom,
     maintenance: l.maintenance ? 1 : 0,
     maintenance_reason: l.maintenanceReason,
+    displaced: l.displaced === undefined || l.displaced === null ? null : JSON.stringify(l.displaced),
     floor,
   };
 }
@@ -396,10 +420,10 @@ function prepare(db: Database.Database) {
     insertLease: db.prepare(
       `INSERT INTO lease (name, holder, generation, revision, acquired_at, renewed_at, ttl_seconds, safety_margin_seconds,
          expires_at, released, not_before, floor_pending, dual_unreachable_streak, last_check_at, promoted_from, maintenance,
-         maintenance_reason, floor)
+         maintenance_reason, displaced, floor)
        VALUES ('hq', @holder, @generation, @revision, @acquired_at, @renewed_at, @ttl_seconds, @safety_margin_seconds,
          @expires_at, @released, @not_before, @floor_pending, @dual_unreachable_streak, @last_check_at, @promoted_from, @maintenance,
-         @maintenance_reason, @floor)
+         @maintenance_reason, @displaced, @floor)
        ON CONFLICT (name) DO NOTHING`,
     ),
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
@@ -409,7 +433,7 @@ function prepare(db: Database.Database) {
         expires_at = @expires_at, released = @released,
         not_before = @not_before, floor_pending = @floor_pending, dual_unreachable_streak = @dual_unreachable_streak,
         last_check_at = @last_check_at, promoted_from = @promoted_from, maintenance = @maintenance,
-        maintenance_reason = @maintenance_reason, floor = @floor
+        maintenance_reason = @maintenance_reason, displaced = @displaced, floor = @floor
        WHERE name = 'hq' AND revision = @expected`,
     ),
     readObservers: db.prepare('SELECT * FROM observers ORDER BY observer'),

@@ -28,3 +28,16 @@ export const ConfirmBody = Type.Object(
   { additionalProperties: false },
 );
 export const ConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Literals(CONFIRM_REASONS) });
+
+export const SteppedDownAnswer = Type.Object({ ok: Type.Literal(true), steppedDown: Type.Integer(), childrenGone: Type.Boolean() });
+
+const Pid = Type.Integer({ minimum: 1, maximum: 4_194_304 });
+export const RunClaimBody = Type.Object(
+  { role: Type.String({ minLength: 1, maxLength: 64 }), generation: GrantedGeneration, graceSeconds: Type.Number({ minimum: 0, maximum: 3600 }), supervisorPid: Pid },
+  { additionalProperties: false },
+);
+export const RunStartedBody = Type.Object({ pgid: Pid }, { additionalProperties: false });
+export const RunParams = Type.Object({ id: Type.String({ pattern: '^[0-9]{1,12}$' }) }, { additionalProperties: false });
+export const RunClaimed = Type.Object({ ok: Type.Literal(true), id: Type.String() });
+/** The fence's reason, or `generation-changed` (the fence says run, for another generation). */
+export const RunRefused = Type.Object({ ok: Type.Literal(false), reason: Type.String() });

@@ -2,7 +2,7 @@
 import Type, { type Static } from 'typebox';
 import { LEASE_REFUSALS } from '../errors.js';
 import type * as P from '../lease.js';
-import { HEARTBEAT_OUTCOMES } from '../lease.js';
+import { HEARTBEAT_OUTCOMES, STEP_DOWN_REFUSALS } from '../lease.js';
 import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time } from './common.js';
 
 export const ViewOut = Type.Object(
@@ -14,6 +14,16 @@ export const ViewOut = Type.Object(
     at: Time,
   },
   { title: 'LeaseView' },
+);
+
+export const DisplacedOut = Type.Object(
+  {
+    host: Type.String(),
+    generation: Type.Integer(),
+    acknowledgedAt: NullableTime,
+    savedSeconds: Type.Union([Type.Number(), Type.Null()]),
+  },
+  { title: 'DisplacedHolder' },
 );
 
 export const LeaseRecord = Type.Object(
@@ -37,6 +47,7 @@ export const LeaseRecord = Type.Object(
     promotedFrom: Type.Union([Type.String(), Type.Null()]),
     maintenance: Type.Boolean(),
     floorPending: Type.Boolean(),
+    displaced: Type.Union([DisplacedOut, Type.Null()]),
     now: Time,
   },
   { title: 'LeaseRecord' },
@@ -103,6 +114,15 @@ export const HeartbeatAnswer = Type.Object({
   timingProblems: Type.Array(TimingProblemOut),
   failover: Type.String(),
   candidates: Type.Array(Type.String()),
+  stepDown: Type.Union([Type.Integer(), Type.Null()]),
+});
+
+export const StepDownAckBody = Type.Object({ host: Host, generation: GrantedGeneration, revision: Generation }, { additionalProperties: false });
+export const StepDownAckAnswer = Type.Object({
+  accepted: Type.Boolean(),
+  reason: Type.Union([Literals(STEP_DOWN_REFUSALS), Type.Null()]),
+  savedSeconds: Type.Union([Type.Number(), Type.Null()]),
+  lease: LeaseRecord,
 });
 
 export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
