@@ -77,11 +77,19 @@ export const CONFIGS = [
     mutants: ['NO_SAFETY_MARGIN', 'MONO_VALIDITY'],
   },
   {
+    name: 'outage-jumps',
+    small: true,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0 },
+    on: ['ROUNDS', 'JUMPS'],
+    states: 3e5,
+    mutants: ['WALL_WAITS'],
+  },
+  {
     name: 'delays-jumps',
     defs: { N: 2, G: 2, TTL: 3, RT: 1 },
     on: ['DRIFT', 'JUMPS', 'READS'],
     states: 1e7,
-    mutants: ['VALIDITY_FROM_RECEIVE', 'WALL_WAITS'],
+    mutants: ['VALIDITY_FROM_RECEIVE'],
   },
   {
     name: 'restart-jump',
