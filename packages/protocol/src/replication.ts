@@ -7,7 +7,10 @@
  *    entries[{path, bytes, sha256, kind, reused}]} (read it with `@hq/protocol/schemas`
  *    `checkManifest`);
  *  - `SHA256SUMS`: one `<64 hex>  <path>` line per entry, in manifest order, `sha256sum -c`
- *    compatible.
+ *    compatible;
+ *  - a file's chunk list (`encodeRecipe`): what a push sends of a file the standby lacks, so
+ *    only the chunks it lacks follow
+ *    (the agent's `replication/chunks.ts` writes and reads it).
  *
  * A path is relative, `/`-separated, and may not climb (`..`), start at the root, hold a
  * backslash, a NUL or a newline, or name one of the two index files. Everything that reads a
@@ -140,11 +143,51 @@ export interface PushRequest {
   readonly sums: string;
 }
 
-/** `POST /v1/standby/pushes` → 200: the blobs the standby lacks (sha256s), and how many it has. */
+/**
+ * `POST /v1/standby/pushes` → 200: the blobs the standby lacks (sha256s), and how many it has.
+ * `chunked: true`: the standby takes each missing file as its chunk list and only the chunks it
+ * lacks (below); a standby without it takes whole blobs only (`PUT …/blobs/:sha256`).
+ */
 export interface PushBegun {
   readonly push: string;
   readonly missing: readonly string[];
   readonly have: number;
+  readonly chunked?: boolean;
+}
+
+// ---------------------------------------------------------------------------------------
+// chunks: a file as the list of its pieces, each addressed by its sha256
+
+/**
+ * A chunk list ("recipe", `PUT /v1/standby/pushes/:push/recipes/:sha256`, the body
+ * application/octet-stream) is one 36-byte record per chunk, in file order: the chunk's sha256
+ * (32 raw bytes) and its length (uint32, big-endian). The lengths add up to the file's; every
+ * chunk but the last is at least `MIN_CHUNK_BYTES` and none more than `MAX_CHUNK_BYTES`.
+ */
+export const RECIPE_RECORD_BYTES = 36;
+/** The smallest SQLite page: no chunk but a file's last is shorter. */
+export const MIN_CHUNK_BYTES = 512;
+/** The largest chunk either side accepts (the largest SQLite page is 64 KiB, content-defined chunks stop at 256 KiB). */
+export const MAX_CHUNK_BYTES = 1024 * 1024;
+
+export interface Chunk {
+  readonly sha256: string;
+  readonly bytes: number;
+}
+
+/** `PUT /v1/standby/pushes/:push/recipes/:sha256` → 200: the chunks to send, as `[first index, count]` runs of the list. */
+export interface RecipeAccepted {
+  readonly missing: readonly (readonly [number, number])[];
+  /** Chunks of this list the standby holds or was already sent in this push. */
+  readonly have: number;
+}
+
+/**
+ * `PUT /v1/standby/pushes/:push/chunks` (application/octet-stream): chunks back to back, each its
+ * sha256 (32 raw bytes) then its bytes (the length its chunk list gave) → 200.
+ */
+export interface ChunkBatchReceived {
+  readonly received: number;
 }
 
 /** The header of a blob chunk's start offset (`PUT …/blobs/:sha256`). */

@@ -1,15 +1,19 @@
 /**
- * The holder's side of a push: the manifest first, then only the blobs the standby lacks (by
- * sha256), streamed from disk in chunks, then the commit. Every request carries the peer token
- * and has a deadline; an answer after it is never acted on. A failed push is aborted (best
- * effort) so the standby drops its staging at once instead of at expiry.
+ * The holder's side of a push: the manifest first; for each file the standby lacks (by sha256)
+ * its chunk list, and then only the chunks the standby asks for, read from disk and sent in
+ * batches of about `chunkBytes`; then the commit. A standby that does not take chunks (no
+ * `chunked` in its answer) gets each missing file whole, in `chunkBytes` pieces. Every request
+ * carries the peer token and has a deadline; an answer after it is never acted on. A failed
+ * push is aborted (best effort) so the standby drops its staging at once instead of at expiry.
  */
 import { createReadStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { open, readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { request } from 'undici';
-import { OFFSET_HEADER, REPLICATION_ERRORS, type Manifest } from '@hq/protocol';
+import { OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
+import { chunkFile, encodeRecipe } from './chunks.js';
+import { RecipeStore } from './recipes.js';
 
 export interface PushOptions {
   /** The generation folder (outbox). */
@@ -19,6 +23,7 @@ export interface PushOptions {
   readonly token: string;
   /** Per request. */
   readonly timeoutSeconds: number;
+  /** Bytes per upload request (a batch of chunks, or a piece of a whole blob). */
   readonly chunkBytes: number;
 }
 
@@ -27,10 +32,13 @@ export type PushResult =
       readonly ok: true;
       readonly tier: string;
       readonly generation: string;
-      /** Bytes of the requests' bodies: manifest + sums + blob chunks. */
+      /** Bytes of the requests' bodies: manifest + sums + chunk lists + chunks (or whole blobs). */
       readonly sentBytes: number;
+      /** Files the standby lacked (sent as chunk lists and the chunks it lacked, or whole). */
       readonly sentBlobs: number;
       readonly haveBlobs: number;
+      /** Chunks sent (0 to a standby that takes whole blobs only). */
+      readonly sentChunks: number;
     }
   | {
       readonly ok: false;
@@ -53,7 +61,7 @@ async function call(
   opts: PushOptions,
   method: 'POST' | 'PUT' | 'DELETE',
   path: string,
-  body: string | NodeJS.ReadableStream | undefined,
+  body: string | Buffer | NodeJS.ReadableStream | undefined,
   headers: Record<string, string>,
 ): Promise<Answer> {
   const ms = Math.max(1, Math.round(opts.timeoutSeconds * 1000));
@@ -115,36 +123,119 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
     push = begun.body['push'] as string;
     const missing = new Set((begun.body['missing'] as unknown[]).filter((s): s is string => typeof s === 'string'));
     const byHash = new Map(manifest.entries.map((e) => [e.sha256, e] as const));
+    const unknown = (sha: string): PushResult => ({ ok: false, kind: 'refused', error: null, message: `the standby asked for an unknown blob ${sha}`, status: null, sentBytes });
+    const chunked = begun.body['chunked'] === true;
+    const recipes = new RecipeStore(join(dirname(opts.dir), '.chunks'));
     let sentBlobs = 0;
+    let sentChunks = 0;
+    const sent = new Set<string>();
+
+    /** A file whole, in `chunkBytes` pieces at offsets (a standby that does not take chunks). */
+    const sendWhole = async (e: ManifestEntry): Promise<PushResult | null> => {
+      const path = join(opts.dir, e.path);
+      let offset = 0;
+      do {
+        const len = Math.min(opts.chunkBytes, e.bytes - offset);
+        const stream = len === 0 ? '' : createReadStream(path, { start: offset, end: offset + len - 1, highWaterMark: 1 << 20 });
+        const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/blobs/${e.sha256}`, stream, {
+          'content-type': 'application/octet-stream',
+          'content-length': String(len),
+          [OFFSET_HEADER]: String(offset),
+        });
+        sentBytes += len;
+        if (a.status !== 200) return refusal(a, sentBytes);
+        offset += len;
+      } while (offset < e.bytes);
+      return null;
+    };
+
+    /** Chunk lists of the files, then the chunks the standby asks for, in batches. */
+    const sendChunked = async (entries: readonly ManifestEntry[]): Promise<PushResult | null> => {
+      let batch: Buffer[] = [];
+      let batchBytes = 0;
+      const flush = async (): Promise<PushResult | null> => {
+        if (batch.length === 0) return null;
+        const body = Buffer.concat(batch);
+        batch = [];
+        batchBytes = 0;
+        const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/chunks`, body, { 'content-type': 'application/octet-stream' });
+        sentBytes += body.length;
+        return a.status === 200 ? null : refusal(a, sentBytes);
+      };
+      for (const e of entries) {
+        const path = join(opts.dir, e.path);
+        let chunks: readonly Chunk[] | null = await recipes.get(e.sha256, e.bytes);
+        if (chunks === null) {
+          const c = await chunkFile(path, e.kind);
+          if (c.sha256 !== e.sha256) return { ok: false, kind: 'refused', error: null, message: `${path} no longer matches its manifest entry`, status: null, sentBytes };
+          chunks = c.chunks;
+        }
+        const list = encodeRecipe(chunks);
+        const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/recipes/${e.sha256}`, list, { 'content-type': 'application/octet-stream' });
+        sentBytes += list.length;
+        if (a.status !== 200 || !Array.isArray(a.body?.['missing'])) return refusal(a, sentBytes);
+        const offsets: number[] = [];
+        let at = 0;
+        for (const c of chunks) {
+          offsets.push(at);
+          at += c.bytes;
+        }
+        const fh = await open(path, 'r');
+        try {
+          for (const run of a.body['missing'] as unknown[]) {
+            const [first, count] = Array.isArray(run) ? (run as unknown[]) : [];
+            if (!Number.isSafeInteger(first) || !Number.isSafeInteger(count) || (first as number) < 0 || (first as number) + (count as number) > chunks.length) {
+              return { ok: false, kind: 'refused', error: null, message: `the standby asked for chunks outside the list of ${e.sha256}`, status: null, sentBytes };
+            }
+            for (let i = first as number; i < (first as number) + (count as number); i++) {
+              const c = chunks[i] as Chunk;
+              if (sent.has(c.sha256)) continue;
+              const data = Buffer.alloc(32 + c.bytes);
+              data.write(c.sha256, 0, 32, 'hex');
+              const { bytesRead } = await fh.read(data, 32, c.bytes, offsets[i] as number);
+              if (bytesRead !== c.bytes) return { ok: false, kind: 'refused', error: null, message: `${path} is shorter than its chunk list`, status: null, sentBytes };
+              batch.push(data);
+              batchBytes += data.length;
+              sent.add(c.sha256);
+              sentChunks++;
+              if (batchBytes >= opts.chunkBytes) {
+                const failed = await flush();
+                if (failed !== null) return failed;
+              }
+            }
+          }
+        } finally {
+          await fh.close();
+        }
+      }
+      return flush();
+    };
+
     const send = async (want: Iterable<string>): Promise<PushResult | null> => {
+      const entries: ManifestEntry[] = [];
       for (const sha of want) {
         const e = byHash.get(sha);
-        if (e === undefined) return { ok: false, kind: 'refused', error: null, message: `the standby asked for an unknown blob ${sha}`, status: null, sentBytes };
-        const path = join(opts.dir, e.path);
-        let offset = 0;
-        do {
-          const len = Math.min(opts.chunkBytes, e.bytes - offset);
-          const stream = len === 0 ? '' : createReadStream(path, { start: offset, end: offset + len - 1, highWaterMark: 1 << 20 });
-          const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/blobs/${sha}`, stream, {
-            'content-type': 'application/octet-stream',
-            'content-length': String(len),
-            [OFFSET_HEADER]: String(offset),
-          });
-          sentBytes += len;
-          if (a.status !== 200) return refusal(a, sentBytes);
-          offset += len;
-        } while (offset < e.bytes);
-        sentBlobs++;
+        if (e === undefined) return unknown(sha);
+        entries.push(e);
+      }
+      sentBlobs += entries.length;
+      if (chunked) return sendChunked(entries);
+      for (const e of entries) {
+        const failed = await sendWhole(e);
+        if (failed !== null) return failed;
       }
       return null;
     };
     const failed = await send(missing);
     if (failed !== null) return failed;
     let committed = await call(opts, 'POST', `/v1/standby/pushes/${push}/commit`, undefined, {});
-    // The standby found a blob it held damaged: send those once more, then commit again.
-    if (committed.status === 409 && committed.body?.['error'] === REPLICATION_ERRORS.INCOMPLETE.code && Array.isArray(committed.body['missing'])) {
-      const again = await send((committed.body['missing'] as unknown[]).filter((s): s is string => typeof s === 'string'));
-      if (again !== null) return again;
+    // The standby found something it held damaged: send those once more (a chunk list again
+    // asks only for what is still missing), then commit again.
+    for (let round = 0; round < 3 && committed.status === 409 && committed.body?.['error'] === REPLICATION_ERRORS.INCOMPLETE.code && Array.isArray(committed.body['missing']); round++) {
+      const again = [...new Set((committed.body['missing'] as unknown[]).filter((s): s is string => typeof s === 'string'))];
+      sent.clear();
+      const failedAgain = await send(again);
+      if (failedAgain !== null) return failedAgain;
       committed = await call(opts, 'POST', `/v1/standby/pushes/${push}/commit`, undefined, {});
     }
     if (committed.status !== 200) return refusal(committed, sentBytes);
@@ -156,6 +247,7 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
       sentBytes,
       sentBlobs,
       haveBlobs: typeof begun.body['have'] === 'number' ? (begun.body['have'] as number) : 0,
+      sentChunks,
     };
   } catch (err) {
     return { ok: false, kind: 'unreachable', error: null, message: (err as Error).message, status: null, sentBytes };

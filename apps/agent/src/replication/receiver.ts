@@ -1,6 +1,9 @@
 /**
  * The standby side of a push (SPEC §6, S7). A push is: `begin` with the manifest and SHA256SUMS
- * → the list of blobs (by sha256) this standby lacks → `putChunk` for each → `commit`.
+ * → the list of blobs (files, by sha256) this standby lacks → for each, `putRecipe` (its chunk
+ * list) → the chunks this standby lacks, in `putChunks` batches → `commit`, which assembles each
+ * file from the chunks received and the chunks it holds. A pusher that does not chunk sends
+ * each blob whole instead (`putChunk`, in pieces at offsets).
  *
  * Guarantees:
  *  1. nothing of a push is visible before its commit: blobs arrive in `.staging/<push>/`, the
@@ -15,18 +18,40 @@
  *     the local agent's seen generation, when given, is a floor under the mark);
  *     a push without a lease generation (0: the bootstrap before the first lease) only while
  *     nothing with one was accepted; within one lease generation a tier only moves forward;
- *  4. at most `keep[tier]` generations are kept; `latest` is never pruned.
+ *  4. at most `keep[tier]` generations are kept; `latest` is never pruned;
+ *  5. a chunk this standby holds is never asked for: "holds" = a chunk of a file of a kept
+ *     generation whose chunk list is in `.chunks/` (written before the generation is published,
+ *     removed by the garbage collection after each prune once no kept generation names the
+ *     file); a chunk is read from that file through a hard link in staging (a prune cannot take
+ *     it away mid-push) and hashed as it is read; one that does not match is asked for again.
  * Commits are serialized (one at a time); the guard is checked at `begin` and again at commit.
  */
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import { link, lstat, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
+import { decodeRecipe, runsOf } from './chunks.js';
+import { RecipeStore } from './recipes.js';
 import { refuse, type Refusal } from './errors.js';
-import { formatManifest, GENERATION_RE, parseSums, SHA256_RE, sumsDisagreement, TIERS, type Manifest, type StandbyStatus, type Tier } from '@hq/protocol';
+import {
+  formatManifest,
+  GENERATION_RE,
+  MIN_CHUNK_BYTES,
+  parseSums,
+  RECIPE_RECORD_BYTES,
+  SHA256_RE,
+  sumsDisagreement,
+  TIERS,
+  type Chunk,
+  type Manifest,
+  type StandbyStatus,
+  type Tier,
+} from '@hq/protocol';
 import { checkManifest, parseManifest } from '@hq/protocol/schemas';
 import { sha256File } from './manifest.js';
 import { checkGenerationDir } from './verify.js';
@@ -62,12 +87,39 @@ interface Blob {
   busy: boolean;
 }
 
+/** A chunk a push needs: sent (`wanted` until it is staged) or read from a file held here. */
+interface ChunkNeed {
+  readonly bytes: number;
+  state: 'wanted' | 'staged' | 'local';
+  /** Asked for in a chunk-list answer already (so a second list that names it does not ask again). */
+  asked: boolean;
+  /** `local`: the file (a hard link in staging) and the offset. */
+  src: { readonly file: string; readonly offset: number } | null;
+}
+
+/** Where a chunk held here lies: a file of a kept generation (by content) and the offset. */
+interface Held {
+  readonly file: string;
+  readonly offset: number;
+  readonly bytes: number;
+}
+
 interface Push {
   readonly id: string;
   readonly manifest: Manifest;
   readonly sums: string;
   readonly dir: string;
   readonly blobs: Map<string, Blob>;
+  /** File sha256 → a file of a kept generation holding it (begin's index). */
+  readonly held: ReadonlyMap<string, { abs: string; bytes: number }>;
+  /** The missing files' chunk lists, by file sha256. */
+  readonly recipes: Map<string, readonly Chunk[]>;
+  readonly chunks: Map<string, ChunkNeed>;
+  /** Chunk sha256 → where this standby holds it; built at the first chunk list. */
+  heldChunks: Map<string, Held> | null;
+  /** Files held here found damaged: none of their chunks is used. */
+  readonly damaged: Set<string>;
+  receiving: boolean;
   lastActive: number;
   committing: boolean;
 }
@@ -82,11 +134,13 @@ export class StandbyReceiver {
   private readonly log: ReceiverLog;
   private readonly staging: string;
   private readonly markFile: string;
+  private readonly recipes: RecipeStore;
 
   private constructor(private readonly opts: ReceiverOptions) {
     this.log = opts.log ?? quiet;
     this.staging = join(opts.standbyDir, '.staging');
     this.markFile = join(opts.standbyDir, 'accepted-generation');
+    this.recipes = new RecipeStore(join(opts.standbyDir, '.chunks'));
   }
 
   /** Creates the standby folders (0700) and wipes what an earlier life left in staging. */
@@ -96,6 +150,8 @@ export class StandbyReceiver {
     await removeTree(r.staging);
     await mkdirPrivate(r.staging);
     for (const t of TIERS) await mkdirPrivate(join(opts.standbyDir, t));
+    await mkdirPrivate(r.recipes.dir);
+    await r.collect();
     return r;
   }
 
@@ -203,7 +259,7 @@ export class StandbyReceiver {
   }
 
   /** Starts a push: checks the manifest, the sums and the guard; links what is already here. */
-  async begin(body: { readonly manifest: unknown; readonly sums: unknown }): Promise<Ok<{ push: string; missing: string[]; have: number }> | Refusal> {
+  async begin(body: { readonly manifest: unknown; readonly sums: unknown }): Promise<Ok<{ push: string; missing: string[]; have: number; chunked: true }> | Refusal> {
     const now = Date.now();
     await this.sweep(now);
     const m = checkManifest(body.manifest);
@@ -241,11 +297,25 @@ export class StandbyReceiver {
       }
       blobs.set(e.sha256, blob);
     }
-    const push: Push = { id, manifest: m, sums: body.sums, dir, blobs, lastActive: now, committing: false };
+    const push: Push = {
+      id,
+      manifest: m,
+      sums: body.sums,
+      dir,
+      blobs,
+      held: idx,
+      recipes: new Map(),
+      chunks: new Map(),
+      heldChunks: null,
+      damaged: new Set(),
+      receiving: false,
+      lastActive: now,
+      committing: false,
+    };
     this.pushes.set(id, push);
     const missing = [...blobs.values()].filter((b) => !b.done).map((b) => b.sha256);
     this.log.info({ category: 'hq.standby', event: 'push-begun', push: id, tier: m.tier, generation: m.generation, missing: missing.length, have }, 'push begun');
-    return { ok: true, push: id, missing, have };
+    return { ok: true, push: id, missing, have, chunked: true };
   }
 
   /**
@@ -307,6 +377,254 @@ export class StandbyReceiver {
     }
   }
 
+  /** Chunk sha256 → where this standby holds it: the chunk lists of the files of its kept generations. */
+  private async heldChunks(push: Push): Promise<Map<string, Held>> {
+    if (push.heldChunks !== null) return push.heldChunks;
+    const out = new Map<string, Held>();
+    for (const [sha, f] of push.held) {
+      const chunks = await this.recipes.get(sha, f.bytes);
+      if (chunks === null) continue;
+      let offset = 0;
+      for (const c of chunks) {
+        if (!out.has(c.sha256)) out.set(c.sha256, { file: sha, offset, bytes: c.bytes });
+        offset += c.bytes;
+      }
+    }
+    push.heldChunks = out;
+    return out;
+  }
+
+  /** A hard link in staging to a file held here (so a prune cannot take it away), or null. */
+  private async source(push: Push, fileSha: string): Promise<string | null> {
+    if (push.damaged.has(fileSha)) return null;
+    const held = push.held.get(fileSha);
+    if (held === undefined) return null;
+    const dest = join(push.dir, 'src', fileSha);
+    try {
+      await lstat(dest);
+      return dest;
+    } catch {
+      /* not linked yet */
+    }
+    try {
+      await mkdirPrivate(join(push.dir, 'src'));
+      await link(held.abs, dest);
+      return dest;
+    } catch {
+      push.damaged.add(fileSha);
+      return null;
+    }
+  }
+
+  /**
+   * Takes a missing file's chunk list (read whole, at most one record per `MIN_CHUNK_BYTES` of the
+   * file); answers the runs of it to send: the chunks neither held here nor asked for already.
+   * Sent again (after an incomplete commit), it asks again for what is still missing.
+   */
+  async putRecipe(pushId: string, sha: string, stream: Readable): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
+    const push = this.pushes.get(pushId);
+    if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
+    const blob = push.blobs.get(sha);
+    if (blob === undefined || blob.done) return drain(stream, refuse('UNEXPECTED_BLOB', 'this push does not need that file'));
+    push.lastActive = Date.now();
+    const limit = RECIPE_RECORD_BYTES * (Math.ceil(blob.bytes / MIN_CHUNK_BYTES) + 1);
+    const parts: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of stream) {
+      size += (chunk as Buffer).length;
+      if (size <= limit) parts.push(chunk as Buffer);
+    }
+    if (size > limit) return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
+    const r = decodeRecipe(Buffer.concat(parts), blob.bytes);
+    if (!r.ok) return refuse('BAD_MANIFEST', `the chunk list of ${sha}: ${r.reason}`);
+    const held = await this.heldChunks(push);
+    const ask: boolean[] = [];
+    let have = 0;
+    for (const c of r.chunks) {
+      let need = push.chunks.get(c.sha256);
+      if (need !== undefined && need.bytes !== c.bytes) return refuse('BAD_MANIFEST', `chunk ${c.sha256} is listed with two lengths`);
+      if (need === undefined) {
+        const h = held.get(c.sha256);
+        const file = h !== undefined && h.bytes === c.bytes ? await this.source(push, h.file) : null;
+        need = { bytes: c.bytes, state: file === null ? 'wanted' : 'local', asked: false, src: file === null || h === undefined ? null : { file, offset: h.offset } };
+        push.chunks.set(c.sha256, need);
+      }
+      const askNow = need.state === 'wanted' && !need.asked;
+      if (askNow) need.asked = true;
+      else have++;
+      ask.push(askNow);
+    }
+    push.recipes.set(sha, r.chunks);
+    return { ok: true, missing: runsOf(ask), have };
+  }
+
+  /**
+   * Takes a batch of chunks (each its raw sha256, then the bytes its chunk list gave), each
+   * hashed and kept in staging once whole; a cut batch keeps the chunks it completed.
+   */
+  async putChunks(pushId: string, stream: Readable): Promise<Ok<{ received: number }> | Refusal> {
+    const push = this.pushes.get(pushId);
+    if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
+    if (push.receiving) return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
+    push.receiving = true;
+    push.lastActive = Date.now();
+    await mkdirPrivate(join(push.dir, 'chunks'));
+    let header = Buffer.alloc(0);
+    let cur: { sha: string; need: ChunkNeed; left: number; fh: FileHandle; hash: ReturnType<typeof createHash>; part: string; pos: number } | null = null;
+    let refusal: Refusal | null = null;
+    let received = 0;
+    try {
+      for await (const piece of stream) {
+        const buf = piece as Buffer;
+        push.lastActive = Date.now();
+        let off = 0;
+        while (refusal === null && off < buf.length) {
+          if (cur === null) {
+            const take = Math.min(32 - header.length, buf.length - off);
+            header = Buffer.concat([header, buf.subarray(off, off + take)]);
+            off += take;
+            if (header.length < 32) continue;
+            const sha = header.toString('hex');
+            header = Buffer.alloc(0);
+            const need = push.chunks.get(sha);
+            if (need === undefined || need.state !== 'wanted') {
+              refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
+              break;
+            }
+            const part = join(push.dir, 'chunks', `${sha}.part`);
+            const fh = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+            cur = { sha, need, left: need.bytes, fh, hash: createHash('sha256'), part, pos: 0 };
+            continue;
+          }
+          const take = Math.min(cur.left, buf.length - off);
+          const slice = buf.subarray(off, off + take);
+          cur.hash.update(slice);
+          for (let w = 0; w < take; ) w += (await cur.fh.write(slice, w, take - w, cur.pos + w)).bytesWritten;
+          cur.pos += take;
+          cur.left -= take;
+          off += take;
+          if (cur.left > 0) continue;
+          const done = cur;
+          cur = null;
+          await done.fh.close();
+          if (done.hash.digest('hex') !== done.sha) {
+            await unlink(done.part).catch(() => undefined);
+            this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: done.sha }, 'chunk checksum mismatch');
+            refusal = refuse('CHECKSUM', `the chunk received as ${done.sha} does not hash to it`);
+            break;
+          }
+          await rename(done.part, join(push.dir, 'chunks', done.sha));
+          done.need.state = 'staged';
+          received++;
+        }
+      }
+      if (refusal !== null) return refusal;
+      if (cur !== null || header.length > 0) return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
+      return { ok: true, received };
+    } catch (err) {
+      this.log.warn({ category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err }, 'chunk interrupted');
+      throw err;
+    } finally {
+      if (cur !== null) {
+        await cur.fh.close().catch(() => undefined);
+        await unlink(cur.part).catch(() => undefined);
+      }
+      push.receiving = false;
+    }
+  }
+
+  /**
+   * Writes each missing file that has its chunk list and every chunk: hashed chunk by chunk as
+   * read (a held chunk that does not match is asked for again) and whole; fsync'd. Returns the
+   * files still missing (no list yet, chunks missing, or a held chunk found damaged).
+   */
+  private async assemble(push: Push): Promise<string[] | Refusal> {
+    const missing: string[] = [];
+    const handles = new Map<string, FileHandle>();
+    try {
+      for (const blob of push.blobs.values()) {
+        if (blob.done) continue;
+        const chunks = push.recipes.get(blob.sha256);
+        if (chunks === undefined || chunks.some((c) => push.chunks.get(c.sha256)?.state === 'wanted')) {
+          missing.push(blob.sha256);
+          continue;
+        }
+        const part = join(push.dir, 'blobs', `${blob.sha256}.part`);
+        const out = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+        const whole = createHash('sha256');
+        let pos = 0;
+        let ok = true;
+        try {
+          for (const c of chunks) {
+            const need = push.chunks.get(c.sha256) as ChunkNeed;
+            let data: Buffer;
+            if (need.state === 'staged') data = await readFile(join(push.dir, 'chunks', c.sha256));
+            else {
+              const src = need.src as { file: string; offset: number };
+              let fh = handles.get(src.file);
+              if (fh === undefined) {
+                fh = await open(src.file, constants.O_RDONLY | constants.O_NOFOLLOW);
+                handles.set(src.file, fh);
+              }
+              data = Buffer.alloc(c.bytes);
+              const { bytesRead } = await fh.read(data, 0, c.bytes, src.offset);
+              if (bytesRead !== c.bytes || createHash('sha256').update(data).digest('hex') !== c.sha256) {
+                // Damage here: ask for the chunk, and use nothing more of that file.
+                this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
+                push.damaged.add(src.file.split('/').pop() as string);
+                for (const n of push.chunks.values()) if (n.src?.file === src.file) Object.assign(n, { state: 'wanted', asked: false, src: null });
+                ok = false;
+                break;
+              }
+            }
+            whole.update(data);
+            for (let w = 0; w < data.length; ) w += (await out.write(data, w, data.length - w, pos + w)).bytesWritten;
+            pos += data.length;
+          }
+          if (ok) await out.sync();
+        } finally {
+          await out.close();
+        }
+        if (!ok) {
+          await unlink(part).catch(() => undefined);
+          missing.push(blob.sha256);
+          continue;
+        }
+        if (whole.digest('hex') !== blob.sha256) {
+          await unlink(part).catch(() => undefined);
+          return refuse('CHECKSUM', `the chunks listed for ${blob.sha256} do not make that file`);
+        }
+        await rename(part, join(push.dir, 'blobs', blob.sha256));
+        blob.received = blob.bytes;
+        blob.done = true;
+      }
+    } finally {
+      for (const fh of handles.values()) await fh.close().catch(() => undefined);
+    }
+    // What is still missing is asked for again when its list comes again.
+    for (const sha of missing) for (const c of push.recipes.get(sha) ?? []) {
+      const n = push.chunks.get(c.sha256);
+      if (n !== undefined && n.state === 'wanted') n.asked = false;
+    }
+    return missing;
+  }
+
+  /** Garbage collection: drops every chunk list no kept generation (of any tier) names. */
+  private async collect(): Promise<number> {
+    const referenced = new Set<string>();
+    for (const t of TIERS) {
+      const tierRoot = join(this.opts.standbyDir, t);
+      const names = (await readdir(tierRoot).catch(() => [] as string[])).filter((n) => GENERATION_RE.test(n));
+      for (const n of names) {
+        const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8').catch(() => ''));
+        // An unreadable generation keeps every list: a list is only a cache of its file.
+        if (typeof m === 'string') return 0;
+        for (const e of m.entries) referenced.add(e.sha256);
+      }
+    }
+    return this.recipes.keepOnly(referenced);
+  }
+
   /** Assembles, verifies and publishes the generation; serialized with every other commit. */
   commit(pushId: string): Promise<Ok<{ tier: Tier; generation: string; latest: string; received: number; linked: number }> | Refusal> {
     const run = () => this.commitNow(pushId);
@@ -318,11 +636,17 @@ export class StandbyReceiver {
   private async commitNow(pushId: string): Promise<Ok<{ tier: Tier; generation: string; latest: string; received: number; linked: number }> | Refusal> {
     const push = this.pushes.get(pushId);
     if (push === undefined || push.committing) return refuse('NO_PUSH');
-    const missing = [...push.blobs.values()].filter((b) => !b.done).map((b) => b.sha256);
-    if (missing.length > 0) return refuse('INCOMPLETE', `${missing.length} blobs are missing`, { missing });
+    if (push.receiving) return refuse('BLOB_BUSY', 'a batch of chunks of this push is still being received');
     push.committing = true;
     const m = push.manifest;
     try {
+      // 0. Each file sent as chunks is assembled; what still lacks something is asked for.
+      const missing = await this.assemble(push);
+      if (!Array.isArray(missing)) return await this.drop(push, missing);
+      if (missing.length > 0) {
+        push.committing = false;
+        return refuse('INCOMPLETE', `${missing.length} blobs are missing`, { missing });
+      }
       // 1. The guard and the order again: another push may have been accepted meanwhile.
       const highest = await this.acceptedGeneration();
       const g = this.guard(await this.floor(), m.leaseGeneration);
@@ -359,6 +683,9 @@ export class StandbyReceiver {
         return await this.drop(push, refuse('CHECKSUM', check.reason));
       }
       for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
+      // The chunk lists of the files assembled here, before the generation that names them is
+      // published (an orphan is collected; a published file without a list only offers no chunks).
+      for (const [sha, chunks] of push.recipes) await this.recipes.put(sha, chunks);
       // 4. Raise the mark, publish the folder, move latest.
       if (highest !== null && m.leaseGeneration > highest) await writeAtomic(this.markFile, `${m.leaseGeneration}\n`);
       const tierRoot = join(this.opts.standbyDir, m.tier);
@@ -367,6 +694,7 @@ export class StandbyReceiver {
       await fsyncDir(tierRoot);
       await swapLink(join(tierRoot, 'latest'), m.generation);
       await this.prune(m.tier, m.generation);
+      await this.collect();
       this.pushes.delete(push.id);
       await removeTree(push.dir);
       const linked = [...push.blobs.values()].filter((b) => b.linked).length;
@@ -387,6 +715,9 @@ export class StandbyReceiver {
       const h = await sha256File(p).catch(() => null);
       if (h === null || h.sha256 !== b.sha256) {
         await unlink(p).catch(() => undefined);
+        // None of its chunks may be used to rebuild it (or anything else).
+        push.damaged.add(b.sha256);
+        for (const n of push.chunks.values()) if (n.src?.file === join(push.dir, 'src', b.sha256)) Object.assign(n, { state: 'wanted', asked: false, src: null });
         b.done = false;
         b.linked = false;
         b.received = 0;

@@ -77,7 +77,9 @@ export const PushBody = Type.Object({ manifest: Type.Unknown(), sums: Type.Strin
 export const PushParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }) }, { additionalProperties: false });
 export const BlobParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Sha256 }, { additionalProperties: false });
 export const OffsetHeaders = Type.Object({ 'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })) });
-export const PushBegun = Type.Object({ push: Type.String(), missing: Type.Array(Type.String()), have: Type.Integer() });
+export const PushBegun = Type.Object({ push: Type.String(), missing: Type.Array(Type.String()), have: Type.Integer(), chunked: Type.Optional(Type.Boolean()) });
+export const RecipeAccepted = Type.Object({ missing: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()])), have: Type.Integer() });
+export const ChunkBatchReceived = Type.Object({ received: Type.Integer() });
 export const ChunkReceived = Type.Object({ received: Type.Integer(), complete: Type.Boolean() });
 export const PushCommitted = Type.Object({ tier: Type.String(), generation: Type.String(), latest: Type.String(), received: Type.Integer(), linked: Type.Integer() });
 
