@@ -30,7 +30,7 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { link, lstat, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
@@ -87,14 +87,26 @@ interface Blob {
   busy: boolean;
 }
 
-/** A chunk a push needs: sent (`wanted` until it is staged) or read from a file held here. */
+/** A missing file being assembled from its chunk list in `asm/<sha256>` (sparse until filled). */
+interface Assembly {
+  readonly sha256: string;
+  readonly path: string;
+  readonly chunks: readonly Chunk[];
+  readonly offsets: readonly number[];
+  /** 1 where the chunk's bytes are in the file already (written as it arrived, or copied). */
+  readonly written: Uint8Array;
+}
+
+/** A chunk a push needs: `wanted` until it arrives, then `have`; or `have` at once when held here. */
 interface ChunkNeed {
   readonly bytes: number;
-  state: 'wanted' | 'staged' | 'local';
+  state: 'wanted' | 'have';
   /** Asked for in a chunk-list answer already (so a second list that names it does not ask again). */
   asked: boolean;
-  /** `local`: the file (a hard link in staging) and the offset. */
+  /** Where its bytes can be read: a hard link in staging to a file held here, or an assembly of this push. */
   src: { readonly file: string; readonly offset: number } | null;
+  /** The places it is written to when it arrives. */
+  targets: { readonly asm: Assembly; readonly index: number }[];
 }
 
 /** Where a chunk held here lies: a file of a kept generation (by content) and the offset. */
@@ -112,8 +124,8 @@ interface Push {
   readonly blobs: Map<string, Blob>;
   /** File sha256 → a file of a kept generation holding it (begin's index). */
   readonly held: ReadonlyMap<string, { abs: string; bytes: number }>;
-  /** The missing files' chunk lists, by file sha256. */
-  readonly recipes: Map<string, readonly Chunk[]>;
+  /** The missing files sent as chunk lists, by file sha256. */
+  readonly assemblies: Map<string, Assembly>;
   readonly chunks: Map<string, ChunkNeed>;
   /** Chunk sha256 → where this standby holds it; built at the first chunk list. */
   heldChunks: Map<string, Held> | null;
@@ -304,7 +316,7 @@ export class StandbyReceiver {
       dir,
       blobs,
       held: idx,
-      recipes: new Map(),
+      assemblies: new Map(),
       chunks: new Map(),
       heldChunks: null,
       damaged: new Set(),
@@ -437,30 +449,45 @@ export class StandbyReceiver {
     if (size > limit) return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
     const r = decodeRecipe(Buffer.concat(parts), blob.bytes);
     if (!r.ok) return refuse('BAD_MANIFEST', `the chunk list of ${sha}: ${r.reason}`);
+    let asm = push.assemblies.get(sha);
+    if (asm !== undefined && (asm.chunks.length !== r.chunks.length || asm.chunks.some((c, i) => c.sha256 !== r.chunks[i]?.sha256))) {
+      return refuse('BAD_MANIFEST', `the chunk list of ${sha} differs from the one sent before`);
+    }
     const held = await this.heldChunks(push);
+    if (asm === undefined) {
+      const offsets: number[] = [];
+      r.chunks.reduce((at, c) => (offsets.push(at), at + c.bytes), 0);
+      asm = { sha256: sha, path: join(push.dir, 'asm', sha), chunks: r.chunks, offsets, written: new Uint8Array(r.chunks.length) };
+      await mkdirPrivate(join(push.dir, 'asm'));
+      const fh = await open(asm.path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+      await fh.truncate(blob.bytes);
+      await fh.close();
+      push.assemblies.set(sha, asm);
+    }
     const ask: boolean[] = [];
     let have = 0;
-    for (const c of r.chunks) {
+    for (const [i, c] of asm.chunks.entries()) {
       let need = push.chunks.get(c.sha256);
       if (need !== undefined && need.bytes !== c.bytes) return refuse('BAD_MANIFEST', `chunk ${c.sha256} is listed with two lengths`);
       if (need === undefined) {
         const h = held.get(c.sha256);
         const file = h !== undefined && h.bytes === c.bytes ? await this.source(push, h.file) : null;
-        need = { bytes: c.bytes, state: file === null ? 'wanted' : 'local', asked: false, src: file === null || h === undefined ? null : { file, offset: h.offset } };
+        need = { bytes: c.bytes, state: file === null ? 'wanted' : 'have', asked: false, src: file === null || h === undefined ? null : { file, offset: h.offset }, targets: [] };
         push.chunks.set(c.sha256, need);
       }
-      const askNow = need.state === 'wanted' && !need.asked;
+      if (asm.written[i] === 0 && need.state === 'wanted' && !need.targets.some((t) => t.asm === asm && t.index === i)) need.targets.push({ asm, index: i });
+      const askNow = asm.written[i] === 0 && need.state === 'wanted' && !need.asked;
       if (askNow) need.asked = true;
       else have++;
       ask.push(askNow);
     }
-    push.recipes.set(sha, r.chunks);
     return { ok: true, missing: runsOf(ask), have };
   }
 
   /**
-   * Takes a batch of chunks (each its raw sha256, then the bytes its chunk list gave), each
-   * hashed and kept in staging once whole; a cut batch keeps the chunks it completed.
+   * Takes a batch of chunks (each its raw sha256, then the bytes its chunk list gave): each is
+   * hashed once whole and then written where its files need it; a cut batch keeps the chunks it
+   * completed.
    */
   async putChunks(pushId: string, stream: Readable): Promise<Ok<{ received: number }> | Refusal> {
     const push = this.pushes.get(pushId);
@@ -468,11 +495,11 @@ export class StandbyReceiver {
     if (push.receiving) return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
     push.receiving = true;
     push.lastActive = Date.now();
-    await mkdirPrivate(join(push.dir, 'chunks'));
     let header = Buffer.alloc(0);
-    let cur: { sha: string; need: ChunkNeed; left: number; fh: FileHandle; hash: ReturnType<typeof createHash>; part: string; pos: number } | null = null;
+    let cur: { sha: string; need: ChunkNeed; data: Buffer; pos: number } | null = null;
     let refusal: Refusal | null = null;
     let received = 0;
+    const handles = new Map<string, FileHandle>();
     try {
       for await (const piece of stream) {
         const buf = piece as Buffer;
@@ -487,34 +514,36 @@ export class StandbyReceiver {
             const sha = header.toString('hex');
             header = Buffer.alloc(0);
             const need = push.chunks.get(sha);
-            if (need === undefined || need.state !== 'wanted') {
-              refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
-              break;
-            }
-            const part = join(push.dir, 'chunks', `${sha}.part`);
-            const fh = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
-            cur = { sha, need, left: need.bytes, fh, hash: createHash('sha256'), part, pos: 0 };
+            if (need === undefined || need.state !== 'wanted') refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
+            else cur = { sha, need, data: Buffer.allocUnsafe(need.bytes), pos: 0 };
             continue;
           }
-          const take = Math.min(cur.left, buf.length - off);
-          const slice = buf.subarray(off, off + take);
-          cur.hash.update(slice);
-          for (let w = 0; w < take; ) w += (await cur.fh.write(slice, w, take - w, cur.pos + w)).bytesWritten;
+          const take = Math.min(cur.data.length - cur.pos, buf.length - off);
+          buf.copy(cur.data, cur.pos, off, off + take);
           cur.pos += take;
-          cur.left -= take;
           off += take;
-          if (cur.left > 0) continue;
+          if (cur.pos < cur.data.length) continue;
           const done = cur;
           cur = null;
-          await done.fh.close();
-          if (done.hash.digest('hex') !== done.sha) {
-            await unlink(done.part).catch(() => undefined);
+          if (createHash('sha256').update(done.data).digest('hex') !== done.sha) {
             this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: done.sha }, 'chunk checksum mismatch');
             refusal = refuse('CHECKSUM', `the chunk received as ${done.sha} does not hash to it`);
-            break;
+            continue;
           }
-          await rename(done.part, join(push.dir, 'chunks', done.sha));
-          done.need.state = 'staged';
+          for (const t of done.need.targets) {
+            let fh = handles.get(t.asm.path);
+            if (fh === undefined) {
+              fh = await open(t.asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
+              handles.set(t.asm.path, fh);
+            }
+            const at = t.asm.offsets[t.index] as number;
+            for (let w = 0; w < done.data.length; ) w += (await fh.write(done.data, w, done.data.length - w, at + w)).bytesWritten;
+            t.asm.written[t.index] = 1;
+          }
+          const first = done.need.targets[0];
+          done.need.src = first === undefined ? null : { file: first.asm.path, offset: first.asm.offsets[first.index] as number };
+          done.need.state = first === undefined ? 'wanted' : 'have';
+          done.need.targets = [];
           received++;
         }
       }
@@ -522,89 +551,95 @@ export class StandbyReceiver {
       if (cur !== null || header.length > 0) return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
       return { ok: true, received };
     } catch (err) {
+      // A cut connection: the chunks completed are kept, the one in flight is simply not.
       this.log.warn({ category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err }, 'chunk interrupted');
       throw err;
     } finally {
-      if (cur !== null) {
-        await cur.fh.close().catch(() => undefined);
-        await unlink(cur.part).catch(() => undefined);
-      }
+      for (const fh of handles.values()) await fh.close().catch(() => undefined);
       push.receiving = false;
     }
   }
 
+  /** A file read for chunks turned out damaged: every chunk read from it is wanted again. */
+  private forget(push: Push, file: string): void {
+    push.damaged.add(basename(file));
+    for (const n of push.chunks.values()) {
+      if (n.src?.file !== file) continue;
+      n.state = 'wanted';
+      n.asked = false;
+      n.src = null;
+    }
+  }
+
   /**
-   * Writes each missing file that has its chunk list and every chunk: hashed chunk by chunk as
-   * read (a held chunk that does not match is asked for again) and whole; fsync'd. Returns the
-   * files still missing (no list yet, chunks missing, or a held chunk found damaged).
+   * Completes each missing file that has its chunk list: the chunks that did not arrive over
+   * the wire are copied from where they are held, each hashed as it is read (one that does not
+   * match is wanted again, and nothing more is read from its file); fsync'd and linked into
+   * `blobs/`. The whole file is checked with the generation. Returns the files still missing.
    */
-  private async assemble(push: Push): Promise<string[] | Refusal> {
+  private async assemble(push: Push): Promise<string[]> {
     const missing: string[] = [];
     const handles = new Map<string, FileHandle>();
+    const read = async (file: string): Promise<FileHandle> => {
+      let fh = handles.get(file);
+      if (fh === undefined) {
+        fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+        handles.set(file, fh);
+      }
+      return fh;
+    };
     try {
       for (const blob of push.blobs.values()) {
         if (blob.done) continue;
-        const chunks = push.recipes.get(blob.sha256);
-        if (chunks === undefined || chunks.some((c) => push.chunks.get(c.sha256)?.state === 'wanted')) {
+        const asm = push.assemblies.get(blob.sha256);
+        if (asm === undefined) {
           missing.push(blob.sha256);
           continue;
         }
-        const part = join(push.dir, 'blobs', `${blob.sha256}.part`);
-        const out = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
-        const whole = createHash('sha256');
-        let pos = 0;
-        let ok = true;
+        const out = await open(asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
+        let complete = true;
         try {
-          for (const c of chunks) {
+          for (const [i, c] of asm.chunks.entries()) {
+            if (asm.written[i] === 1) continue;
             const need = push.chunks.get(c.sha256) as ChunkNeed;
-            let data: Buffer;
-            if (need.state === 'staged') data = await readFile(join(push.dir, 'chunks', c.sha256));
-            else {
-              const src = need.src as { file: string; offset: number };
-              let fh = handles.get(src.file);
-              if (fh === undefined) {
-                fh = await open(src.file, constants.O_RDONLY | constants.O_NOFOLLOW);
-                handles.set(src.file, fh);
-              }
-              data = Buffer.alloc(c.bytes);
-              const { bytesRead } = await fh.read(data, 0, c.bytes, src.offset);
-              if (bytesRead !== c.bytes || createHash('sha256').update(data).digest('hex') !== c.sha256) {
-                // Damage here: ask for the chunk, and use nothing more of that file.
-                this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
-                push.damaged.add(src.file.split('/').pop() as string);
-                for (const n of push.chunks.values()) if (n.src?.file === src.file) Object.assign(n, { state: 'wanted', asked: false, src: null });
-                ok = false;
-                break;
-              }
+            if (need.state === 'wanted' || need.src === null) {
+              complete = false;
+              continue;
             }
-            whole.update(data);
-            for (let w = 0; w < data.length; ) w += (await out.write(data, w, data.length - w, pos + w)).bytesWritten;
-            pos += data.length;
+            const data = Buffer.allocUnsafe(c.bytes);
+            const src = need.src;
+            const { bytesRead } = await (await read(src.file)).read(data, 0, c.bytes, src.offset);
+            if (bytesRead !== c.bytes || createHash('sha256').update(data).digest('hex') !== c.sha256) {
+              this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
+              this.forget(push, src.file);
+              complete = false;
+              continue;
+            }
+            const at = asm.offsets[i] as number;
+            for (let w = 0; w < c.bytes; ) w += (await out.write(data, w, c.bytes - w, at + w)).bytesWritten;
+            asm.written[i] = 1;
           }
-          if (ok) await out.sync();
+          if (complete) await out.sync();
         } finally {
           await out.close();
         }
-        if (!ok) {
-          await unlink(part).catch(() => undefined);
+        if (!complete || asm.written.includes(0)) {
           missing.push(blob.sha256);
           continue;
         }
-        if (whole.digest('hex') !== blob.sha256) {
-          await unlink(part).catch(() => undefined);
-          return refuse('CHECKSUM', `the chunks listed for ${blob.sha256} do not make that file`);
-        }
-        await rename(part, join(push.dir, 'blobs', blob.sha256));
+        await link(asm.path, join(push.dir, 'blobs', blob.sha256));
         blob.received = blob.bytes;
         blob.done = true;
       }
     } finally {
       for (const fh of handles.values()) await fh.close().catch(() => undefined);
     }
-    // What is still missing is asked for again when its list comes again.
-    for (const sha of missing) for (const c of push.recipes.get(sha) ?? []) {
-      const n = push.chunks.get(c.sha256);
-      if (n !== undefined && n.state === 'wanted') n.asked = false;
+    // A chunk wanted again is asked for again when its list comes again.
+    for (const sha of missing) {
+      for (const c of push.assemblies.get(sha)?.chunks ?? []) {
+        const n = push.chunks.get(c.sha256);
+        if (n !== undefined && n.state === 'wanted') n.asked = false;
+      }
     }
     return missing;
   }
@@ -642,7 +677,6 @@ export class StandbyReceiver {
     try {
       // 0. Each file sent as chunks is assembled; what still lacks something is asked for.
       const missing = await this.assemble(push);
-      if (!Array.isArray(missing)) return await this.drop(push, missing);
       if (missing.length > 0) {
         push.committing = false;
         return refuse('INCOMPLETE', `${missing.length} blobs are missing`, { missing });
@@ -685,7 +719,7 @@ export class StandbyReceiver {
       for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
       // The chunk lists of the files assembled here, before the generation that names them is
       // published (an orphan is collected; a published file without a list only offers no chunks).
-      for (const [sha, chunks] of push.recipes) await this.recipes.put(sha, chunks);
+      for (const [sha, a] of push.assemblies) await this.recipes.put(sha, a.chunks);
       // 4. Raise the mark, publish the folder, move latest.
       if (highest !== null && m.leaseGeneration > highest) await writeAtomic(this.markFile, `${m.leaseGeneration}\n`);
       const tierRoot = join(this.opts.standbyDir, m.tier);
@@ -716,8 +750,7 @@ export class StandbyReceiver {
       if (h === null || h.sha256 !== b.sha256) {
         await unlink(p).catch(() => undefined);
         // None of its chunks may be used to rebuild it (or anything else).
-        push.damaged.add(b.sha256);
-        for (const n of push.chunks.values()) if (n.src?.file === join(push.dir, 'src', b.sha256)) Object.assign(n, { state: 'wanted', asked: false, src: null });
+        this.forget(push, join(push.dir, 'src', b.sha256));
         b.done = false;
         b.linked = false;
         b.received = 0;
