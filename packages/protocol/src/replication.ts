@@ -144,6 +144,25 @@ export interface PushRequest {
 }
 
 /**
+ * `POST /v1/standby/pushes`, the manifest as its differences from a generation `base` of the same
+ * tier the standby keeps: `manifest` without `entries`, the entries that differ (`changed`) and
+ * the paths gone (`removed`); the entries are the base's with those applied, sorted by path, and
+ * SHA256SUMS is made from them. `commit: true` (either form): commit at once when nothing is
+ * missing (the answer then holds `committed`). Refused with HQ_ERR_UNKNOWN_BASE when the base
+ * is not kept.
+ */
+export interface PushDeltaRequest {
+  readonly base: string;
+  readonly manifest: unknown;
+  readonly changed: readonly unknown[];
+  readonly removed: readonly string[];
+  readonly commit?: boolean;
+}
+
+/** The header naming the base file of a chunk-list delta (`PUT …/recipes/:sha256`). */
+export const BASE_HEADER = 'x-hq-base';
+
+/**
  * `POST /v1/standby/pushes` → 200: the blobs the standby lacks (sha256s), and how many it has.
  * `chunked: true`: the standby takes each missing file as its chunk list and only the chunks it
  * lacks (below); a standby without it takes whole blobs only (`PUT …/blobs/:sha256`).
@@ -153,6 +172,8 @@ export interface PushBegun {
   readonly missing: readonly string[];
   readonly have: number;
   readonly chunked?: boolean;
+  /** Committed at once (`commit: true` and nothing missing). */
+  readonly committed?: PushCommitted;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -7,13 +7,14 @@
  * push is aborted (best effort) so the standby drops its staging at once instead of at expiry.
  */
 import { createReadStream } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open, readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { request } from 'undici';
-import { OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
+import { BASE_HEADER, GENERATION_RE, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { chunkFile, encodeRecipe } from './chunks.js';
 import { RecipeStore } from './recipes.js';
+import { diffEntries, encodeRecipeDelta } from './delta.js';
 
 export interface PushOptions {
   /** The generation folder (outbox). */
@@ -101,6 +102,15 @@ function refusal(a: Answer, sentBytes: number): PushResult {
   return { ok: false, kind: a.status >= 500 && error === null ? 'unreachable' : 'refused', error, message, status: a.status, sentBytes };
 }
 
+/** The manifest of the newest local generation of the tier before this one, or null. */
+async function previousManifest(dir: string, m: Manifest): Promise<Manifest | null> {
+  const names = (await readdir(dirname(dir)).catch(() => [] as string[])).filter((n) => GENERATION_RE.test(n) && n < m.generation).sort();
+  const name = names.at(-1);
+  if (name === undefined) return null;
+  const prev = parseManifest(await readFile(join(dirname(dir), name, 'MANIFEST.json'), 'utf8').catch(() => ''));
+  return typeof prev === 'string' || prev.tier !== m.tier ? null : prev;
+}
+
 /** Pushes one generation folder. Never throws for a refusal or a network failure. */
 export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
   let sentBytes = 0;
@@ -116,11 +126,31 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
   }
   let push: string | null = null;
   try {
-    const body = JSON.stringify({ manifest, sums });
-    sentBytes += Buffer.byteLength(body);
-    const begun = await call(opts, 'POST', '/v1/standby/pushes', body, { 'content-type': 'application/json' });
-    if (begun.status !== 200 || typeof begun.body?.['push'] !== 'string' || !Array.isArray(begun.body['missing'])) return refusal(begun, sentBytes);
+    // 1. Begin: the manifest as differences from the previous local generation (the standby most
+    // likely keeps it), else whole; a standby that keeps no such base, or reads neither `base`
+    // nor `commit` (an older one: 400), is asked again the plainer way.
+    const base = await previousManifest(opts.dir, manifest);
+    const diff = base === null ? null : diffEntries(base.entries, manifest.entries);
+    const { entries: _entries, ...head } = manifest;
+    const bodies = [
+      ...(base !== null && diff !== null ? [{ base: base.generation, manifest: head, changed: diff.changed, removed: diff.removed, commit: true }] : []),
+      { manifest, sums, commit: true },
+      { manifest, sums },
+    ];
+    let begun: Answer | null = null;
+    for (const b of bodies) {
+      const body = JSON.stringify(b);
+      sentBytes += Buffer.byteLength(body);
+      begun = await call(opts, 'POST', '/v1/standby/pushes', body, { 'content-type': 'application/json' });
+      if (begun.status !== 400 && begun.body?.['error'] !== REPLICATION_ERRORS.UNKNOWN_BASE.code) break;
+    }
+    if (begun === null || begun.status !== 200 || typeof begun.body?.['push'] !== 'string' || !Array.isArray(begun.body['missing'])) return refusal(begun as Answer, sentBytes);
+    if (typeof begun.body['committed'] === 'object' && begun.body['committed'] !== null) {
+      // Nothing was missing: the standby committed at once.
+      return { ok: true, tier: manifest.tier, generation: manifest.generation, sentBytes, sentBlobs: 0, haveBlobs: typeof begun.body['have'] === 'number' ? begun.body['have'] : 0, sentChunks: 0 };
+    }
     push = begun.body['push'] as string;
+    const baseFiles = new Map((base?.entries ?? []).map((e) => [e.path, e] as const));
     const missing = new Set((begun.body['missing'] as unknown[]).filter((s): s is string => typeof s === 'string'));
     const byHash = new Map(manifest.entries.map((e) => [e.sha256, e] as const));
     const unknown = (sha: string): PushResult => ({ ok: false, kind: 'refused', error: null, message: `the standby asked for an unknown blob ${sha}`, status: null, sentBytes });
@@ -170,9 +200,22 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
           if (c.sha256 !== e.sha256) return { ok: false, kind: 'refused', error: null, message: `${path} no longer matches its manifest entry`, status: null, sentBytes };
           chunks = c.chunks;
         }
-        const list = encodeRecipe(chunks);
-        const a = await call(opts, 'PUT', `/v1/standby/pushes/${push}/recipes/${e.sha256}`, list, { 'content-type': 'application/octet-stream' });
-        sentBytes += list.length;
+        // The list as a delta from the one of the same path in the base, when that is shorter.
+        const full = encodeRecipe(chunks);
+        const was = baseFiles.get(e.path);
+        const wasChunks = was === undefined || was.sha256 === e.sha256 ? null : await recipes.get(was.sha256, was.bytes);
+        const delta = wasChunks === null ? null : encodeRecipeDelta(wasChunks, chunks);
+        const url = `/v1/standby/pushes/${push}/recipes/${e.sha256}`;
+        let a: Answer | null = null;
+        if (delta !== null && was !== undefined && delta.length < full.length) {
+          a = await call(opts, 'PUT', url, delta, { 'content-type': 'application/octet-stream', [BASE_HEADER]: was.sha256 });
+          sentBytes += delta.length;
+          if (a.status === 400 || a.body?.['error'] === REPLICATION_ERRORS.UNKNOWN_BASE.code) a = null;
+        }
+        if (a === null) {
+          a = await call(opts, 'PUT', url, full, { 'content-type': 'application/octet-stream' });
+          sentBytes += full.length;
+        }
         if (a.status !== 200 || !Array.isArray(a.body?.['missing'])) return refusal(a, sentBytes);
         const offsets: number[] = [];
         let at = 0;

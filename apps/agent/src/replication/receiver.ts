@@ -36,19 +36,24 @@ import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { decodeRecipe, runsOf } from './chunks.js';
+import { applyEntries, decodeRecipeDelta } from './delta.js';
 import { RecipeStore } from './recipes.js';
 import { refuse, type Refusal } from './errors.js';
 import {
   formatManifest,
+  formatSums,
   GENERATION_RE,
+  isTier,
   MIN_CHUNK_BYTES,
   parseSums,
   RECIPE_RECORD_BYTES,
+  REPLICATION_ERRORS,
   SHA256_RE,
   sumsDisagreement,
   TIERS,
   type Chunk,
   type Manifest,
+  type ManifestEntry,
   type StandbyStatus,
   type Tier,
 } from '@hq/protocol';
@@ -137,6 +142,32 @@ interface Push {
 }
 
 export type Ok<T> = { readonly ok: true } & T;
+
+/** `POST /v1/standby/pushes` (schema StandbyPushBody): a full manifest, or one as differences from `base`. */
+export interface BeginBody {
+  readonly manifest: unknown;
+  readonly sums?: unknown;
+  readonly base?: string;
+  readonly changed?: readonly unknown[];
+  readonly removed?: readonly string[];
+  readonly commit?: boolean;
+}
+
+export interface Committed {
+  readonly tier: Tier;
+  readonly generation: string;
+  readonly latest: string;
+  readonly received: number;
+  readonly linked: number;
+}
+
+export interface Begun {
+  readonly push: string;
+  readonly missing: string[];
+  readonly have: number;
+  readonly chunked: true;
+  readonly committed?: Committed;
+}
 
 const quiet: ReceiverLog = { info: () => undefined, warn: () => undefined };
 
@@ -271,13 +302,30 @@ export class StandbyReceiver {
   }
 
   /** Starts a push: checks the manifest, the sums and the guard; links what is already here. */
-  async begin(body: { readonly manifest: unknown; readonly sums: unknown }): Promise<Ok<{ push: string; missing: string[]; have: number; chunked: true }> | Refusal> {
+  async begin(body: BeginBody): Promise<Ok<Begun> | Refusal> {
     const now = Date.now();
     await this.sweep(now);
-    const m = checkManifest(body.manifest);
+    let manifest = body.manifest;
+    if (body.base !== undefined) {
+      // 0. The manifest as differences from a generation kept here: rebuild it, then check it as a full one.
+      const head = body.manifest;
+      if (typeof head !== 'object' || head === null || Array.isArray(head) || Object.hasOwn(head, 'entries')) {
+        return refuse('BAD_MANIFEST', 'a manifest sent as differences has no entries of its own');
+      }
+      const tier = (head as { tier?: unknown }).tier;
+      const base = isTier(tier) && GENERATION_RE.test(body.base) ? await this.keptManifest(tier, body.base) : null;
+      if (base === null) return refuse('UNKNOWN_BASE', `this standby keeps no generation ${String(tier)}/${body.base}`);
+      const changed = body.changed ?? [];
+      if (!changed.every((e) => typeof e === 'object' && e !== null && typeof (e as { path?: unknown }).path === 'string')) {
+        return refuse('BAD_MANIFEST', 'every changed entry needs a path');
+      }
+      manifest = { ...head, entries: applyEntries(base.entries, changed as ManifestEntry[], body.removed ?? []) };
+    }
+    const m = checkManifest(manifest);
     if (typeof m === 'string') return refuse('BAD_MANIFEST', m);
-    if (typeof body.sums !== 'string') return refuse('BAD_MANIFEST', 'sums must be the text of SHA256SUMS');
-    const sums = parseSums(body.sums);
+    const sumsText = body.sums ?? formatSums(m.entries);
+    if (typeof sumsText !== 'string') return refuse('BAD_MANIFEST', 'sums must be the text of SHA256SUMS');
+    const sums = parseSums(sumsText);
     if (!sums.ok) return refuse('BAD_MANIFEST', sums.reason);
     const dis = sumsDisagreement(m, sums.sums);
     if (dis !== null) return refuse('BAD_MANIFEST', `manifest/checksum list mismatch: ${dis}`);
@@ -312,7 +360,7 @@ export class StandbyReceiver {
     const push: Push = {
       id,
       manifest: m,
-      sums: body.sums,
+      sums: sumsText,
       dir,
       blobs,
       held: idx,
@@ -327,7 +375,26 @@ export class StandbyReceiver {
     this.pushes.set(id, push);
     const missing = [...blobs.values()].filter((b) => !b.done).map((b) => b.sha256);
     this.log.info({ category: 'hq.standby', event: 'push-begun', push: id, tier: m.tier, generation: m.generation, missing: missing.length, have }, 'push begun');
-    return { ok: true, push: id, missing, have, chunked: true };
+    if (body.commit !== true || missing.length > 0) return { ok: true, push: id, missing, have, chunked: true };
+    // Nothing to send: commit now (one round trip for an unchanged state).
+    const c = await this.commit(id);
+    if (c.ok) return { ok: true, push: id, missing, have, chunked: true, committed: { tier: c.tier, generation: c.generation, latest: c.latest, received: c.received, linked: c.linked } };
+    if (c.error.code === REPLICATION_ERRORS.INCOMPLETE.code && Array.isArray(c.extra?.['missing'])) {
+      return { ok: true, push: id, missing: c.extra['missing'] as string[], have: have - (c.extra['missing'] as string[]).length, chunked: true };
+    }
+    return c;
+  }
+
+  /** The manifest of a kept generation of a tier, or null. */
+  private async keptManifest(tier: Tier, generation: string): Promise<Manifest | null> {
+    try {
+      const st = await lstat(join(this.opts.standbyDir, tier, generation));
+      if (!st.isDirectory()) return null;
+      const m = parseManifest(await readFile(join(this.opts.standbyDir, tier, generation, 'MANIFEST.json'), 'utf8'));
+      return typeof m === 'string' || m.tier !== tier || m.generation !== generation ? null : m;
+    } catch {
+      return null;
+    }
   }
 
   /**
@@ -433,7 +500,7 @@ export class StandbyReceiver {
    * file); answers the runs of it to send: the chunks neither held here nor asked for already.
    * Sent again (after an incomplete commit), it asks again for what is still missing.
    */
-  async putRecipe(pushId: string, sha: string, stream: Readable): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
+  async putRecipe(pushId: string, sha: string, stream: Readable, base?: string): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
     const push = this.pushes.get(pushId);
     if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
     const blob = push.blobs.get(sha);
@@ -447,7 +514,15 @@ export class StandbyReceiver {
       if (size <= limit) parts.push(chunk as Buffer);
     }
     if (size > limit) return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
-    const r = decodeRecipe(Buffer.concat(parts), blob.bytes);
+    let r;
+    if (base === undefined) r = decodeRecipe(Buffer.concat(parts), blob.bytes);
+    else {
+      // A delta from the list of a file kept here.
+      const kept = push.held.get(base);
+      const baseChunks = kept === undefined || push.damaged.has(base) ? null : await this.recipes.get(base, kept.bytes);
+      if (baseChunks === null) return refuse('UNKNOWN_BASE', `this standby keeps no chunk list of ${base}`);
+      r = decodeRecipeDelta(baseChunks, Buffer.concat(parts), blob.bytes);
+    }
     if (!r.ok) return refuse('BAD_MANIFEST', `the chunk list of ${sha}: ${r.reason}`);
     let asm = push.assemblies.get(sha);
     if (asm !== undefined && (asm.chunks.length !== r.chunks.length || asm.chunks.some((c, i) => c.sha256 !== r.chunks[i]?.sha256))) {

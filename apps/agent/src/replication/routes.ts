@@ -2,8 +2,10 @@
  * The standby's push routes on the agent's peer listener, every one behind the peer token:
  *
  *   GET    /v1/standby                                   → {acceptedGeneration, pushes, tiers[{tier, latest, generations}]}
- *   POST   /v1/standby/pushes              {manifest, sums} → 200 {push, missing[sha256], have, chunked}
- *   PUT    /v1/standby/pushes/:push/recipes/:sha256      (application/octet-stream: the file's chunk list)
+ *   POST   /v1/standby/pushes              {manifest, sums, commit?} or {base, manifest, changed, removed, commit?}
+ *                                                         → 200 {push, missing[sha256], have, chunked, committed?}
+ *   PUT    /v1/standby/pushes/:push/recipes/:sha256      (application/octet-stream: the file's chunk list,
+ *                                                          or with x-hq-base its delta from a kept file's)
  *                                                         → 200 {missing[[first, count]], have}
  *   PUT    /v1/standby/pushes/:push/chunks               (application/octet-stream: sha256 + bytes, repeated)
  *                                                         → 200 {received}
@@ -19,14 +21,15 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Readable } from 'node:stream';
-import { OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
+import { BASE_HEADER, OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
 import {
   BlobParams,
   ChunkBatchReceived,
   ChunkReceived,
   OffsetHeaders,
   PushBegun,
-  PushBody,
+  StandbyPushBody,
+  BaseHeaders,
   PushCommitted,
   PushParams,
   RecipeAccepted,
@@ -74,14 +77,14 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     {
       bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
       schema: {
-        body: PushBody,
+        body: StandbyPushBody,
         response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
     async (req, reply) => {
-      const r = await receiver.begin({ manifest: req.body.manifest, sums: req.body.sums });
+      const r = await receiver.begin(req.body);
       if (!r.ok) return send(reply, r);
-      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked };
+      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
     },
   );
 
@@ -90,11 +93,11 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
 
   app.put(
     '/v1/standby/pushes/:push/recipes/:sha256',
-    { schema: { params: BlobParams, response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody } } },
+    { schema: { params: BlobParams, headers: BaseHeaders, response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody } } },
     async (req, reply) => {
       const wrong = octets(reply, req.headers['content-type']);
       if (wrong !== null) return wrong;
-      const r = await receiver.putRecipe(req.params.push, req.params.sha256, bodyStream(req.body));
+      const r = await receiver.putRecipe(req.params.push, req.params.sha256, bodyStream(req.body), req.headers[BASE_HEADER]);
       if (!r.ok) return send(reply, r);
       return { missing: r.missing, have: r.have };
     },
