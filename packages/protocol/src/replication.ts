@@ -148,8 +148,8 @@ export interface PushRequest {
  * tier the standby keeps: `manifest` without `entries`, the entries that differ (`changed`) and
  * the paths gone (`removed`); the entries are the base's with those applied, sorted by path, and
  * SHA256SUMS is made from them. `commit: true` (either form): commit at once when nothing is
- * missing (the answer then holds `committed`). Refused with HQ_ERR_UNKNOWN_BASE when the base
- * is not kept.
+ * missing (the answer then holds `committed`); `inline`: files sent with it, in either form.
+ * Refused with HQ_ERR_UNKNOWN_BASE when the base is not kept.
  */
 export interface PushDeltaRequest {
   readonly base: string;
@@ -157,7 +157,13 @@ export interface PushDeltaRequest {
   readonly changed: readonly unknown[];
   readonly removed: readonly string[];
   readonly commit?: boolean;
+  /** Small files sent with the manifest (base64), so a small change costs one round trip. */
+  readonly inline?: readonly { readonly sha256: string; readonly data: string }[];
 }
+
+/** The largest file a push sends inline with its manifest; at most `INLINE_TOTAL_BYTES` of them in one. */
+export const INLINE_MAX_BYTES = 16 * 1024;
+export const INLINE_TOTAL_BYTES = 256 * 1024;
 
 /** The header naming the base file of a chunk-list delta (`PUT …/recipes/:sha256`). */
 export const BASE_HEADER = 'x-hq-base';

@@ -10,7 +10,7 @@ import { createReadStream } from 'node:fs';
 import { open, readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { request } from 'undici';
-import { BASE_HEADER, GENERATION_RE, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
+import { BASE_HEADER, GENERATION_RE, INLINE_MAX_BYTES, INLINE_TOTAL_BYTES, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { chunkFile, encodeRecipe } from './chunks.js';
 import { RecipeStore } from './recipes.js';
@@ -111,6 +111,25 @@ async function previousManifest(dir: string, m: Manifest): Promise<Manifest | nu
   return typeof prev === 'string' || prev.tier !== m.tier ? null : prev;
 }
 
+/**
+ * The small files that changed since the base (none without one: a first push has nothing to
+ * save round trips on), up to `INLINE_TOTAL_BYTES`, as the begin body's `inline`.
+ */
+async function inlineFiles(dir: string, m: Manifest, base: Manifest | null): Promise<{ body: { inline?: { sha256: string; data: string }[] }; count: number }> {
+  if (base === null) return { body: {}, count: 0 };
+  const was = new Map(base.entries.map((e) => [e.path, e.sha256] as const));
+  const seen = new Set<string>();
+  const inline: { sha256: string; data: string }[] = [];
+  let total = 0;
+  for (const e of m.entries) {
+    if (e.bytes > INLINE_MAX_BYTES || was.get(e.path) === e.sha256 || seen.has(e.sha256) || total + e.bytes > INLINE_TOTAL_BYTES) continue;
+    inline.push({ sha256: e.sha256, data: (await readFile(join(dir, e.path))).toString('base64') });
+    seen.add(e.sha256);
+    total += e.bytes;
+  }
+  return inline.length === 0 ? { body: {}, count: 0 } : { body: { inline }, count: inline.length };
+}
+
 /** Pushes one generation folder. Never throws for a refusal or a network failure. */
 export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
   let sentBytes = 0;
@@ -132,9 +151,10 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
     const base = await previousManifest(opts.dir, manifest);
     const diff = base === null ? null : diffEntries(base.entries, manifest.entries);
     const { entries: _entries, ...head } = manifest;
+    const inline = await inlineFiles(opts.dir, manifest, base);
     const bodies = [
-      ...(base !== null && diff !== null ? [{ base: base.generation, manifest: head, changed: diff.changed, removed: diff.removed, commit: true }] : []),
-      { manifest, sums, commit: true },
+      ...(base !== null && diff !== null ? [{ base: base.generation, manifest: head, changed: diff.changed, removed: diff.removed, commit: true, ...inline.body }] : []),
+      { manifest, sums, commit: true, ...inline.body },
       { manifest, sums },
     ];
     let begun: Answer | null = null;
@@ -145,9 +165,10 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
       if (begun.status !== 400 && begun.body?.['error'] !== REPLICATION_ERRORS.UNKNOWN_BASE.code) break;
     }
     if (begun === null || begun.status !== 200 || typeof begun.body?.['push'] !== 'string' || !Array.isArray(begun.body['missing'])) return refusal(begun as Answer, sentBytes);
+    const inlined = begun.body['chunked'] === true ? inline.count : 0;
     if (typeof begun.body['committed'] === 'object' && begun.body['committed'] !== null) {
       // Nothing was missing: the standby committed at once.
-      return { ok: true, tier: manifest.tier, generation: manifest.generation, sentBytes, sentBlobs: 0, haveBlobs: typeof begun.body['have'] === 'number' ? begun.body['have'] : 0, sentChunks: 0 };
+      return { ok: true, tier: manifest.tier, generation: manifest.generation, sentBytes, sentBlobs: inlined, haveBlobs: typeof begun.body['have'] === 'number' ? begun.body['have'] : 0, sentChunks: 0 };
     }
     push = begun.body['push'] as string;
     const baseFiles = new Map((base?.entries ?? []).map((e) => [e.path, e] as const));
@@ -156,7 +177,7 @@ export async function pushGeneration(opts: PushOptions): Promise<PushResult> {
     const unknown = (sha: string): PushResult => ({ ok: false, kind: 'refused', error: null, message: `the standby asked for an unknown blob ${sha}`, status: null, sentBytes });
     const chunked = begun.body['chunked'] === true;
     const recipes = new RecipeStore(join(dirname(opts.dir), '.chunks'));
-    let sentBlobs = 0;
+    let sentBlobs = inlined;
     let sentChunks = 0;
     const sent = new Set<string>();
 

@@ -151,6 +151,7 @@ export interface BeginBody {
   readonly changed?: readonly unknown[];
   readonly removed?: readonly string[];
   readonly commit?: boolean;
+  readonly inline?: readonly { readonly sha256: string; readonly data: string }[];
 }
 
 export interface Committed {
@@ -356,6 +357,19 @@ export class StandbyReceiver {
         }
       }
       blobs.set(e.sha256, blob);
+    }
+    // Small files sent inline: checked like any blob, kept like one received.
+    for (const f of body.inline ?? []) {
+      const blob = blobs.get(f.sha256);
+      if (blob === undefined || blob.done) continue;
+      const data = Buffer.from(f.data, 'base64');
+      if (data.length !== blob.bytes || createHash('sha256').update(data).digest('hex') !== f.sha256) {
+        await removeTree(dir);
+        return refuse('CHECKSUM', `the file sent inline as ${f.sha256} does not hash to it`);
+      }
+      await writeFileNew(join(dir, 'blobs', f.sha256), data);
+      blob.received = blob.bytes;
+      blob.done = true;
     }
     const push: Push = {
       id,

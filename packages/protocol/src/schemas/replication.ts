@@ -5,7 +5,7 @@
  */
 import Type from 'typebox';
 import Value from 'typebox/value';
-import { GENERATION_RE, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
+import { GENERATION_RE, INLINE_MAX_BYTES, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
 import { Host, Literals } from './common.js';
 
 const Tier = Literals(TIERS);
@@ -76,7 +76,7 @@ export const RefusalBody = Type.Object({ error: Type.String(), message: Type.Str
 export const PushBody = Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false });
 /**
  * `POST /v1/standby/pushes`: `{manifest, sums}` (the full manifest), or `{base, manifest, changed,
- * removed}` (its differences from a base generation); `commit` with either. One object, not a
+ * removed}` (its differences from a base generation); `commit` and `inline` with either. One object, not a
  * union (Fastify's Ajv strips properties while trying the branches of one).
  */
 export const StandbyPushBody = Type.Object(
@@ -87,6 +87,9 @@ export const StandbyPushBody = Type.Object(
     changed: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 100_000 })),
     removed: Type.Optional(Type.Array(Type.String(), { maxItems: 100_000 })),
     commit: Type.Optional(Type.Boolean()),
+    inline: Type.Optional(
+      Type.Array(Type.Object({ sha256: Sha256, data: Type.String({ maxLength: Math.ceil(INLINE_MAX_BYTES / 3) * 4 }) }, { additionalProperties: false }), { maxItems: 1000 }),
+    ),
   },
   { additionalProperties: false },
 );
