@@ -78,7 +78,7 @@ t.test('an insertion moves only the content-defined boundaries near it', async (
   t.ok(fresh.length <= 2, `at most two chunks are new after the insertion (${fresh.length} of ${after.length})`);
 });
 
-t.test('a SQLite backup is cut at 64 KiB, page aligned, and an updated row changes one chunk', async (t) => {
+t.test('a SQLite backup is cut at every page, and an updated row changes one chunk', async (t) => {
   const base = tmp(t);
   const src = join(base, 'live.db');
   const db = new Database(src);
@@ -98,17 +98,22 @@ t.test('a SQLite backup is cut at 64 KiB, page aligned, and an updated row chang
   const two = await chunkFile(join(base, 'two.db'), 'sqlite');
   t.equal(one.sha256, (await sha256File(join(base, 'one.db'))).sha256, 'the file sha256 comes from the same pass');
   t.ok(
-    one.chunks.slice(0, -1).every((c) => c.bytes === SQLITE_CHUNK_BYTES),
-    'every chunk but the last is 64 KiB (a multiple of the 4096-byte page)',
+    one.chunks.every((c) => c.bytes === 4096),
+    'every chunk is one 4096-byte page',
   );
-  t.equal(one.chunks.length, Math.ceil(one.bytes / SQLITE_CHUNK_BYTES), 'one chunk per 64 KiB');
+  t.equal(one.chunks.length, one.bytes / 4096, 'one chunk per page');
   const changed = two.chunks.filter((c, i) => c.sha256 !== one.chunks[i]?.sha256).length;
-  t.ok(changed >= 1 && changed <= 2, `one row updated changes one or two chunks (${changed} of ${two.chunks.length})`);
+  t.ok(changed >= 1 && changed <= 2, `one row updated changes one or two pages (${changed} of ${two.chunks.length})`);
   const asFile = chunkBuffer(readFileSync(join(base, 'one.db')), 'file');
   t.not(asFile.chunks.length, one.chunks.length, 'the same bytes as a plain file are cut by content instead');
 });
 
 t.test('a file that says SQLite but has no valid page size is cut by content; a tiny one is one chunk', async (t) => {
+  const small = Buffer.concat([header(512), randomBytes(512 * 40 - 100)]);
+  t.ok(
+    chunkBuffer(small, 'sqlite').chunks.every((c) => c.bytes === SQLITE_CHUNK_BYTES),
+    '512-byte pages are cut every 4 KiB (8 pages)',
+  );
   const odd = Buffer.concat([header(3000), randomBytes(600_000)]);
   t.same(chunkBuffer(odd, 'sqlite').chunks, chunkBuffer(odd, 'file').chunks, 'no page size: content-defined chunks');
   const tiny = chunkBuffer(Buffer.from('SQLite'), 'sqlite');

@@ -5,9 +5,9 @@
  * Guarantees:
  *  1. the same bytes always give the same chunks (no state beyond the file; the gear table is a
  *     constant derived from a fixed seed), so any two hosts agree;
- *  2. a SQLite file (`kind: 'sqlite'`, an online backup) is cut every `SQLITE_CHUNK_BYTES`, a
- *     multiple of its page size (read from the header: offset 16, big-endian, 1 = 65536): the
- *     backup writes pages in order, so an updated row changes the chunk of its page, in place;
+ *  2. a SQLite file (`kind: 'sqlite'`, an online backup) is cut at every page (the page size read
+ *     from the header: offset 16, big-endian, 1 = 65536), or every `SQLITE_CHUNK_BYTES` when pages
+ *     are smaller: the backup writes pages in order, so an updated row changes its page's chunk;
  *  3. any other file (or a SQLite file whose header gives no valid page size) is cut where its
  *     content says (FastCDC: a gear rolling hash, normalized chunking), so an insertion moves
  *     the boundaries near it only and every later chunk is found again;
@@ -19,11 +19,14 @@ import { createReadStream } from 'node:fs';
 import { MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECIPE_RECORD_BYTES, type Chunk } from '@hq/protocol';
 
 /**
- * 64 KiB SQLite chunks: one updated row in a 200 MiB database costs this chunk plus a chunk list
- * of 36 bytes per chunk (≈ 115 KiB); halving it doubles the list, doubling it doubles the chunk
- * sent (bench/replication.ts, docs/BENCH-replication.md). A multiple of every page size.
+ * SQLite chunks are one page, and at least 4 KiB (a 512-byte-page file is cut every 8 pages). A
+ * page is the unit SQLite rewrites: one updated row changes one chunk; after VACUUM a page whose
+ * rows stayed together is found again wherever it moved. Measured on a 200 MiB database
+ * (docs/BENCH-replication.md): 64 KiB chunks sent 9 × the bytes for one updated row and 1.2 ×
+ * rsync's after VACUUM (no 64 KiB group survives a shift by one page); pages cost a list of
+ * 36 bytes per 4 KiB (0.9 %), which a push sends only as a delta from the base file's list.
  */
-export const SQLITE_CHUNK_BYTES = 64 * 1024;
+export const SQLITE_CHUNK_BYTES = 4 * 1024;
 /** Content-defined chunks: at least 16 KiB (no cut is looked for before), about 64 KiB on average, at most 256 KiB. */
 export const CDC_MIN_BYTES = 16 * 1024;
 export const CDC_AVG_BYTES = 64 * 1024;

@@ -136,6 +136,8 @@ interface Push {
   heldChunks: Map<string, Held> | null;
   /** Files held here found damaged: none of their chunks is used. */
   readonly damaged: Set<string>;
+  /** Files held here linked into `src/` (by sha256). */
+  readonly linked: Set<string>;
   receiving: boolean;
   lastActive: number;
   committing: boolean;
@@ -382,6 +384,7 @@ export class StandbyReceiver {
       chunks: new Map(),
       heldChunks: null,
       damaged: new Set(),
+      linked: new Set(),
       receiving: false,
       lastActive: now,
       committing: false,
@@ -493,15 +496,11 @@ export class StandbyReceiver {
     const held = push.held.get(fileSha);
     if (held === undefined) return null;
     const dest = join(push.dir, 'src', fileSha);
-    try {
-      await lstat(dest);
-      return dest;
-    } catch {
-      /* not linked yet */
-    }
+    if (push.linked.has(fileSha)) return dest;
     try {
       await mkdirPrivate(join(push.dir, 'src'));
       await link(held.abs, dest);
+      push.linked.add(fileSha);
       return dest;
     } catch {
       push.damaged.add(fileSha);
@@ -589,6 +588,39 @@ export class StandbyReceiver {
     let refusal: Refusal | null = null;
     let received = 0;
     const handles = new Map<string, FileHandle>();
+    // Whole, checked chunks not yet written: written in runs (one write per contiguous stretch
+    // of an assembly), then marked; at most WRITE_RUN_BYTES held.
+    let pending: { need: ChunkNeed; data: Buffer }[] = [];
+    const inPending = new Set<ChunkNeed>();
+    let pendingBytes = 0;
+    const flush = async () => {
+      const writes: { asm: Assembly; index: number; data: Buffer }[] = [];
+      for (const p of pending) for (const t of p.need.targets) writes.push({ asm: t.asm, index: t.index, data: p.data });
+      writes.sort((a, b) => (a.asm.path < b.asm.path ? -1 : a.asm.path > b.asm.path ? 1 : a.index - b.index));
+      for (let i = 0; i < writes.length; ) {
+        const w0 = writes[i] as (typeof writes)[number];
+        let j = i + 1;
+        while (j < writes.length && writes[j]?.asm === w0.asm && writes[j]?.index === (writes[j - 1]?.index as number) + 1) j++;
+        let fh = handles.get(w0.asm.path);
+        if (fh === undefined) {
+          fh = await open(w0.asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
+          handles.set(w0.asm.path, fh);
+        }
+        await writeAll(fh, Buffer.concat(writes.slice(i, j).map((w) => w.data)), w0.asm.offsets[w0.index] as number);
+        for (const w of writes.slice(i, j)) w.asm.written[w.index] = 1;
+        i = j;
+      }
+      for (const p of pending) {
+        const first = p.need.targets[0] as ChunkNeed['targets'][number];
+        p.need.src = { file: first.asm.path, offset: first.asm.offsets[first.index] as number };
+        p.need.state = 'have';
+        p.need.targets = [];
+        received++;
+      }
+      pending = [];
+      inPending.clear();
+      pendingBytes = 0;
+    };
     try {
       for await (const piece of stream) {
         const buf = piece as Buffer;
@@ -619,28 +651,20 @@ export class StandbyReceiver {
             refusal = refuse('CHECKSUM', `the chunk received as ${done.sha} does not hash to it`);
             continue;
           }
-          for (const t of done.need.targets) {
-            let fh = handles.get(t.asm.path);
-            if (fh === undefined) {
-              fh = await open(t.asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
-              handles.set(t.asm.path, fh);
-            }
-            const at = t.asm.offsets[t.index] as number;
-            for (let w = 0; w < done.data.length; ) w += (await fh.write(done.data, w, done.data.length - w, at + w)).bytesWritten;
-            t.asm.written[t.index] = 1;
-          }
-          const first = done.need.targets[0];
-          done.need.src = first === undefined ? null : { file: first.asm.path, offset: first.asm.offsets[first.index] as number };
-          done.need.state = first === undefined ? 'wanted' : 'have';
-          done.need.targets = [];
-          received++;
+          if (done.need.targets.length === 0 || inPending.has(done.need)) continue;
+          inPending.add(done.need);
+          pending.push({ need: done.need, data: done.data });
+          pendingBytes += done.data.length;
+          if (pendingBytes >= WRITE_RUN_BYTES) await flush();
         }
       }
+      await flush();
       if (refusal !== null) return refusal;
       if (cur !== null || header.length > 0) return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
       return { ok: true, received };
     } catch (err) {
       // A cut connection: the chunks completed are kept, the one in flight is simply not.
+      await flush().catch(() => undefined);
       this.log.warn({ category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err }, 'chunk interrupted');
       throw err;
     } finally {
@@ -688,25 +712,48 @@ export class StandbyReceiver {
         const out = await open(asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
         let complete = true;
         try {
-          for (const [i, c] of asm.chunks.entries()) {
-            if (asm.written[i] === 1) continue;
-            const need = push.chunks.get(c.sha256) as ChunkNeed;
+          const n = asm.chunks.length;
+          for (let i = 0; i < n; ) {
+            const need = push.chunks.get((asm.chunks[i] as Chunk).sha256) as ChunkNeed;
+            if (asm.written[i] === 1) {
+              i++;
+              continue;
+            }
             if (need.state === 'wanted' || need.src === null) {
               complete = false;
+              i++;
               continue;
             }
-            const data = Buffer.allocUnsafe(c.bytes);
+            // A run: the next chunks lie right after this one in the same source file.
             const src = need.src;
-            const { bytesRead } = await (await read(src.file)).read(data, 0, c.bytes, src.offset);
-            if (bytesRead !== c.bytes || createHash('sha256').update(data).digest('hex') !== c.sha256) {
-              this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
+            let j = i + 1;
+            let bytes = (asm.chunks[i] as Chunk).bytes;
+            while (j < n && asm.written[j] === 0 && bytes < WRITE_RUN_BYTES) {
+              const nx = push.chunks.get((asm.chunks[j] as Chunk).sha256) as ChunkNeed;
+              if (nx.state !== 'have' || nx.src?.file !== src.file || nx.src.offset !== src.offset + bytes) break;
+              bytes += (asm.chunks[j] as Chunk).bytes;
+              j++;
+            }
+            const data = Buffer.allocUnsafe(bytes);
+            const { bytesRead } = await (await read(src.file)).read(data, 0, bytes, src.offset);
+            let at = 0;
+            let good = bytesRead === bytes;
+            for (let k = i; good && k < j; k++) {
+              const c = asm.chunks[k] as Chunk;
+              good = createHash('sha256').update(data.subarray(at, at + c.bytes)).digest('hex') === c.sha256;
+              at += c.bytes;
+              if (!good) this.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
+            }
+            if (!good) {
+              // Damage here: nothing more is read from that file; its chunks are asked for.
               this.forget(push, src.file);
               complete = false;
+              i = j;
               continue;
             }
-            const at = asm.offsets[i] as number;
-            for (let w = 0; w < c.bytes; ) w += (await out.write(data, w, c.bytes - w, at + w)).bytesWritten;
-            asm.written[i] = 1;
+            await writeAll(out, data, asm.offsets[i] as number);
+            asm.written.fill(1, i, j);
+            i = j;
           }
           if (complete) await out.sync();
         } finally {
@@ -881,6 +928,13 @@ export class StandbyReceiver {
     }
     return { acceptedGeneration: await this.acceptedGeneration(), pushes: this.pushes.size, tiers };
   }
+}
+
+/** Reads and writes of chunks are grouped up to this size: one system call per stretch, not per chunk. */
+const WRITE_RUN_BYTES = 4 * 1024 * 1024;
+
+async function writeAll(fh: FileHandle, data: Buffer, position: number): Promise<void> {
+  for (let w = 0; w < data.length; ) w += (await fh.write(data, w, data.length - w, position + w)).bytesWritten;
 }
 
 function drain<T>(stream: Readable, answer: T): T {
