@@ -552,6 +552,12 @@ export class StandbyReceiver {
       await fh.close();
       push.assemblies.set(sha, asm);
     }
+    // The files held here this list takes chunks from, linked into staging first.
+    const files = new Map<string, string | null>();
+    for (const c of asm.chunks) {
+      const h = push.chunks.has(c.sha256) ? undefined : held.get(c.sha256);
+      if (h !== undefined && !files.has(h.file)) files.set(h.file, await this.source(push, h.file));
+    }
     const ask: boolean[] = [];
     let have = 0;
     for (const [i, c] of asm.chunks.entries()) {
@@ -559,7 +565,7 @@ export class StandbyReceiver {
       if (need !== undefined && need.bytes !== c.bytes) return refuse('BAD_MANIFEST', `chunk ${c.sha256} is listed with two lengths`);
       if (need === undefined) {
         const h = held.get(c.sha256);
-        const file = h !== undefined && h.bytes === c.bytes ? await this.source(push, h.file) : null;
+        const file = h !== undefined && h.bytes === c.bytes ? (files.get(h.file) ?? null) : null;
         need = { bytes: c.bytes, state: file === null ? 'wanted' : 'have', asked: false, src: file === null || h === undefined ? null : { file, offset: h.offset }, targets: [] };
         push.chunks.set(c.sha256, need);
       }
@@ -606,7 +612,7 @@ export class StandbyReceiver {
           fh = await open(w0.asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
           handles.set(w0.asm.path, fh);
         }
-        await writeAll(fh, Buffer.concat(writes.slice(i, j).map((w) => w.data)), w0.asm.offsets[w0.index] as number);
+        await writeAll(fh, writes.slice(i, j).map((w) => w.data), w0.asm.offsets[w0.index] as number);
         for (const w of writes.slice(i, j)) w.asm.written[w.index] = 1;
         i = j;
       }
@@ -628,22 +634,33 @@ export class StandbyReceiver {
         let off = 0;
         while (refusal === null && off < buf.length) {
           if (cur === null) {
-            const take = Math.min(32 - header.length, buf.length - off);
-            header = Buffer.concat([header, buf.subarray(off, off + take)]);
-            off += take;
-            if (header.length < 32) continue;
-            const sha = header.toString('hex');
-            header = Buffer.alloc(0);
+            let sha: string;
+            if (header.length === 0 && off + 32 <= buf.length) {
+              sha = buf.toString('hex', off, off + 32);
+              off += 32;
+            } else {
+              const take = Math.min(32 - header.length, buf.length - off);
+              header = Buffer.concat([header, buf.subarray(off, off + take)]);
+              off += take;
+              if (header.length < 32) continue;
+              sha = header.toString('hex');
+              header = Buffer.alloc(0);
+            }
             const need = push.chunks.get(sha);
             if (need === undefined || need.state !== 'wanted') refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
-            else cur = { sha, need, data: Buffer.allocUnsafe(need.bytes), pos: 0 };
-            continue;
+            else if (off + need.bytes <= buf.length) {
+              // The whole chunk is in this piece: no copy.
+              cur = { sha, need, data: buf.subarray(off, off + need.bytes), pos: need.bytes };
+              off += need.bytes;
+            } else cur = { sha, need, data: Buffer.allocUnsafe(need.bytes), pos: 0 };
+            if (cur === null || cur.pos < cur.data.length) continue;
+          } else {
+            const take = Math.min(cur.data.length - cur.pos, buf.length - off);
+            buf.copy(cur.data, cur.pos, off, off + take);
+            cur.pos += take;
+            off += take;
+            if (cur.pos < cur.data.length) continue;
           }
-          const take = Math.min(cur.data.length - cur.pos, buf.length - off);
-          buf.copy(cur.data, cur.pos, off, off + take);
-          cur.pos += take;
-          off += take;
-          if (cur.pos < cur.data.length) continue;
           const done = cur;
           cur = null;
           if (createHash('sha256').update(done.data).digest('hex') !== done.sha) {
@@ -933,8 +950,14 @@ export class StandbyReceiver {
 /** Reads and writes of chunks are grouped up to this size: one system call per stretch, not per chunk. */
 const WRITE_RUN_BYTES = 4 * 1024 * 1024;
 
-async function writeAll(fh: FileHandle, data: Buffer, position: number): Promise<void> {
-  for (let w = 0; w < data.length; ) w += (await fh.write(data, w, data.length - w, position + w)).bytesWritten;
+/** Writes buffers back to back from `position` (one writev while it writes everything). */
+async function writeAll(fh: FileHandle, data: Buffer | readonly Buffer[], position: number): Promise<void> {
+  const bufs = Array.isArray(data) ? (data as readonly Buffer[]) : [data as Buffer];
+  const total = bufs.reduce((n, b) => n + b.length, 0);
+  let done = (await fh.writev(bufs as Buffer[], position)).bytesWritten;
+  if (done >= total) return;
+  const rest = Buffer.concat(bufs as Buffer[]);
+  while (done < total) done += (await fh.write(rest, done, total - done, position + done)).bytesWritten;
 }
 
 function drain<T>(stream: Readable, answer: T): T {
