@@ -10,7 +10,10 @@ import { request } from 'undici';
 import { buildSnapshot } from '../../apps/agent/src/replication/snapshot.js';
 import { pushGeneration } from '../../apps/agent/src/replication/push.js';
 import { verifyTier } from '../../apps/agent/src/replication/verify.js';
-import { formatSums, type Manifest } from '../../packages/protocol/src/index.js';
+import { formatSums, generationId, type Chunk, type Manifest, type ManifestEntry } from '../../packages/protocol/src/index.js';
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { chunkFile, encodeRecipe } from '../../apps/agent/src/replication/chunks.js';
 import { config, peer, tmp, TOKEN, write } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');
@@ -303,4 +306,246 @@ t.test('standbyPeerOptions wires the receiver to the peer token file, re-read af
   const fresh = await request(`${url}/v1/standby`, { headers: { authorization: `Bearer ${rotated}` } });
   await fresh.body.text();
   t.equal(fresh.statusCode, 200, 'the new token works without a restart');
+});
+
+// ---------------------------------------------------------------------------------------
+// chunks (issue 21)
+
+/** A state with one SQLite database of about 2 MiB (1 KiB random rows) and one small file. */
+async function setupDb(t: Parameters<Parameters<typeof tap.test>[1]>[0], keep?: { core: number; big: number; obs: number }) {
+  const base = tmp(t);
+  const cfg = config(base, { plan: { files: [{ path: 'ledger.db' }, { path: 'a.txt' }] } });
+  write(cfg.stateDir, 'a.txt', 'alpha\n');
+  const db = new Database(join(cfg.stateDir, 'ledger.db'));
+  t.teardown(() => db.close());
+  db.pragma('journal_mode = WAL');
+  db.exec('CREATE TABLE rows (id INTEGER PRIMARY KEY, payload BLOB)');
+  const ins = db.prepare('INSERT INTO rows (payload) VALUES (?)');
+  db.transaction(() => {
+    for (let i = 0; i < 2000; i++) ins.run(randomBytes(1000));
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  const update = (id: number) => {
+    db.prepare('UPDATE rows SET payload = ? WHERE id = ?').run(randomBytes(1000), id);
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  };
+  const standbyDir = join(base, 'node-b-standby');
+  const p = await peer(t, standbyDir, keep);
+  let clock = T0;
+  const snap = () => {
+    clock += 1000;
+    const now = clock;
+    return buildSnapshot({ cfg, tier: 'core', host: 'mbp', lease: { generation: 3, holder: 'mbp' }, now: () => now, stableMs: 0 });
+  };
+  const push = (dir: string) => pushGeneration({ dir, baseUrl: p.url, token: TOKEN, timeoutSeconds: 10, chunkBytes: 256 * 1024 });
+  return { base, cfg, db, update, standbyDir, peer: p, snap, push };
+}
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+async function begin(url: string, dir: string): Promise<{ push: string; missing: string[]; chunked: boolean; manifest: Manifest }> {
+  const manifest = JSON.parse(readFileSync(join(dir, 'MANIFEST.json'), 'utf8')) as Manifest;
+  const r = await request(`${url}/v1/standby/pushes`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ manifest, sums: formatSums(manifest.entries) }) });
+  return { ...((await r.body.json()) as { push: string; missing: string[]; chunked: boolean }), manifest };
+}
+async function put(url: string, path: string, body: Buffer): Promise<{ status: number; body: { [k: string]: unknown } }> {
+  const r = await request(`${url}${path}`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/octet-stream' }, body });
+  return { status: r.statusCode, body: (await r.body.json()) as { [k: string]: unknown } };
+}
+async function commit(url: string, push: string): Promise<{ status: number; body: { [k: string]: unknown } }> {
+  const r = await request(`${url}/v1/standby/pushes/${push}/commit`, { method: 'POST', headers: auth });
+  return { status: r.statusCode, body: (await r.body.json()) as { [k: string]: unknown } };
+}
+/** The batch body of these chunks of a file: each its raw sha256, then its bytes. */
+function batch(file: Buffer, chunks: readonly Chunk[], indexes: readonly number[]): Buffer {
+  const offsets: number[] = [];
+  chunks.reduce((at, c) => (offsets.push(at), at + c.bytes), 0);
+  return Buffer.concat(indexes.flatMap((i) => [Buffer.from((chunks[i] as Chunk).sha256, 'hex'), file.subarray(offsets[i] as number, (offsets[i] as number) + (chunks[i] as Chunk).bytes)]));
+}
+const indexesOf = (runs: readonly (readonly [number, number])[]) => runs.flatMap(([first, count]) => Array.from({ length: count }, (_, k) => first + k));
+
+t.test('one updated row sends the chunk list and the changed chunk, not the database', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  const first = await s.push(g1.dir);
+  t.ok(first.ok, 'the first push is accepted');
+  if (!first.ok) return;
+  const dbBytes = g1.manifest.entries.find((e) => e.path === 'ledger.db')?.bytes ?? 0;
+  t.equal(first.sentChunks, Math.ceil(dbBytes / 4096) + 1, 'the first push sends every chunk once (the database page by page, and a.txt)');
+  s.update(1000);
+  const g2 = await s.snap();
+  const r = await s.push(g2.dir);
+  t.ok(r.ok, 'the second push is accepted');
+  if (!r.ok) return;
+  t.equal(r.sentBlobs, 1, 'one file is missing on the standby');
+  t.ok(r.sentChunks >= 1 && r.sentChunks <= 2, `one or two chunks are sent (${r.sentChunks})`);
+  t.ok(r.sentBytes < 20_000 && r.sentBytes < dbBytes / 100, `a fraction of the ${dbBytes}-byte database is sent (${r.sentBytes} bytes)`);
+  const v = await verifyTier(s.standbyDir, 'core');
+  t.ok(v.ok, `the assembled copy verifies (${v.reason})`);
+  t.same(readFileSync(join(s.standbyDir, 'core', g2.manifest.generation, 'ledger.db')), readFileSync(join(g2.dir, 'ledger.db')), 'byte for byte the snapshot');
+  t.same(readdirSync(join(s.standbyDir, '.staging')), [], 'staging is empty after the commit');
+});
+
+t.test('chunk lists no kept generation names are collected after a prune, and their chunks are asked for again', async (t) => {
+  const s = await setupDb(t, { core: 1, big: 8, obs: 8 });
+  const g1 = await s.snap();
+  t.ok((await s.push(g1.dir)).ok, 'generation 1 is accepted');
+  const db1 = g1.manifest.entries.find((e) => e.path === 'ledger.db')?.sha256 as string;
+  t.ok(existsSync(join(s.standbyDir, '.chunks', db1)), 'the chunk list of the database is kept beside the generation');
+  s.update(10);
+  const g2 = await s.snap();
+  t.ok((await s.push(g2.dir)).ok, 'generation 2 is accepted and generation 1 pruned (keep 1)');
+  const lists = readdirSync(join(s.standbyDir, '.chunks')).sort();
+  t.same(lists, g2.manifest.entries.map((e) => e.sha256).sort(), 'exactly the lists of the kept generation remain');
+  t.notOk(existsSync(join(s.standbyDir, '.chunks', db1)), "the pruned generation's database list is gone");
+  // The chunk that held row 10 before the update is held by no kept generation: asked for again.
+  const before = (await chunkFile(join(g1.dir, 'ledger.db'), 'sqlite')).chunks;
+  const now = new Set((await chunkFile(join(g2.dir, 'ledger.db'), 'sqlite')).chunks.map((c) => c.sha256));
+  const gone = before.filter((c) => !now.has(c.sha256));
+  t.ok(gone.length >= 1, 'the update replaced a chunk');
+  // A later generation with generation 1's database again: the standby lacks that file.
+  const m = { ...g1.manifest, generation: generationId(T0 + 60_000) };
+  const begun = await request(`${s.peer.url}/v1/standby/pushes`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ manifest: m, sums: formatSums(m.entries) }),
+  });
+  const b = (await begun.body.json()) as { push: string; missing: string[]; chunked: boolean };
+  t.equal(b.chunked, true, 'the standby takes chunks');
+  t.same(b.missing, [db1], "only generation 1's database is missing");
+  const list = await put(s.peer.url, `/v1/standby/pushes/${b.push}/recipes/${db1}`, encodeRecipe(before));
+  t.equal(list.status, 200, 'the chunk list is taken');
+  const asked = indexesOf(list.body['missing'] as [number, number][]).map((i) => before[i]?.sha256);
+  t.same(asked, gone.map((c) => c.sha256), 'exactly the chunks no kept generation holds are asked for');
+  t.equal(list.body['have'], before.length - gone.length, 'every other chunk is held');
+});
+
+t.test('a push cut inside a batch of chunks leaves latest and the kept generations intact, and resumes with what is missing', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  t.ok((await s.push(g1.dir)).ok, 'the first push is accepted');
+  for (const id of [5, 600, 1200, 1900]) s.update(id);
+  const g2 = await s.snap();
+  const b = await begin(s.peer.url, g2.dir);
+  const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
+  t.same(b.missing, [e.sha256], 'the database is missing');
+  const file = readFileSync(join(g2.dir, 'ledger.db'));
+  const chunks = (await chunkFile(join(g2.dir, 'ledger.db'), 'sqlite')).chunks;
+  const list = await put(s.peer.url, `/v1/standby/pushes/${b.push}/recipes/${e.sha256}`, encodeRecipe(chunks));
+  const want = indexesOf(list.body['missing'] as [number, number][]);
+  t.ok(want.length >= 3, `the changed chunks are asked for (${want.length})`);
+  // The first chunk whole and half of the second, then the connection is cut.
+  const body = batch(file, chunks, want);
+  const cutAt = 32 + (chunks[want[0] as number] as Chunk).bytes + 32 + 1000;
+  const { port } = new URL(s.peer.url);
+  await new Promise<void>((done) => {
+    const sock = connect(Number(port), '127.0.0.1', () => {
+      sock.write(
+        `PUT /v1/standby/pushes/${b.push}/chunks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n` +
+          `Content-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      sock.write(body.subarray(0, cutAt), () => setTimeout(() => (sock.destroy(), done()), 50));
+    });
+  });
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(readlinkSync(join(s.standbyDir, 'core', 'latest')), g1.manifest.generation, 'latest is untouched by the cut push');
+  t.notOk(existsSync(join(s.standbyDir, 'core', g2.manifest.generation)), 'no folder of the interrupted generation is visible');
+  t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the kept generation still verifies');
+  const c1 = await commit(s.peer.url, b.push);
+  t.equal(c1.status, 409, 'a commit with chunks missing is refused');
+  t.equal(c1.body['error'], 'HQ_ERR_PUSH_INCOMPLETE', 'as an incomplete push');
+  t.same(c1.body['missing'], [e.sha256], 'naming the file');
+  const again = await put(s.peer.url, `/v1/standby/pushes/${b.push}/recipes/${e.sha256}`, encodeRecipe(chunks));
+  t.same(indexesOf(again.body['missing'] as [number, number][]), want.slice(1), 'the list sent again asks only for the chunks the cut lost');
+  const rest = await put(s.peer.url, `/v1/standby/pushes/${b.push}/chunks`, batch(file, chunks, want.slice(1)));
+  t.same(rest.body, { received: want.length - 1 }, 'the rest is received');
+  const c2 = await commit(s.peer.url, b.push);
+  t.equal(c2.status, 200, 'the resumed push commits');
+  t.equal(readlinkSync(join(s.standbyDir, 'core', 'latest')), g2.manifest.generation, 'latest moves only after the full verification');
+  t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the committed copy verifies');
+});
+
+t.test('a push that stops after its chunk list, or after some chunks, and never commits leaves nothing visible', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  const b = await begin(s.peer.url, g1.dir);
+  const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
+  const file = readFileSync(join(g1.dir, 'ledger.db'));
+  const chunks = (await chunkFile(join(g1.dir, 'ledger.db'), 'sqlite')).chunks;
+  await put(s.peer.url, `/v1/standby/pushes/${b.push}/recipes/${e.sha256}`, encodeRecipe(chunks));
+  t.same((await put(s.peer.url, `/v1/standby/pushes/${b.push}/chunks`, batch(file, chunks, [0, 1]))).body, { received: 2 }, 'two chunks are stored');
+  t.same(readdirSync(join(s.standbyDir, 'core')), [], 'no generation and no latest are visible');
+  const del = await request(`${s.peer.url}/v1/standby/pushes/${b.push}`, { method: 'DELETE', headers: auth });
+  t.same(await del.body.json(), { aborted: true }, 'the push is aborted');
+  t.same(readdirSync(join(s.standbyDir, '.staging')), [], 'an aborted push leaves no staging');
+  t.same(readdirSync(join(s.standbyDir, '.chunks')), [], 'and no chunk list');
+});
+
+t.test('chunks and chunk lists that do not fit are refused with one line and a 4xx', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  const b = await begin(s.peer.url, g1.dir);
+  const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
+  const file = readFileSync(join(g1.dir, 'ledger.db'));
+  const chunks = (await chunkFile(join(g1.dir, 'ledger.db'), 'sqlite')).chunks;
+  const base = `/v1/standby/pushes/${b.push}`;
+  const cases: [string, string, Buffer, number, string][] = [
+    ['a list whose chunks do not add up to the file', `${base}/recipes/${e.sha256}`, encodeRecipe(chunks.slice(1)), 400, 'HQ_ERR_BAD_MANIFEST'],
+    ['a list of a file the push does not need', `${base}/recipes/${'f'.repeat(64)}`, encodeRecipe(chunks), 409, 'HQ_ERR_UNEXPECTED_BLOB'],
+    ['a list of a length that is not a multiple of 36', `${base}/recipes/${e.sha256}`, Buffer.alloc(40), 400, 'HQ_ERR_BAD_MANIFEST'],
+    ['a chunk before its list named it', `${base}/chunks`, batch(file, chunks, [0]), 409, 'HQ_ERR_UNEXPECTED_BLOB'],
+  ];
+  for (const [name, path, body, status, code] of cases) {
+    const r = await put(s.peer.url, path, body);
+    t.equal(r.status, status, `${name}: HTTP ${status}`);
+    t.equal(r.body['error'], code, `${name}: ${code}`);
+    t.match(r.body['message'], /^[^\n]+$/, `${name}: a one-line message`);
+  }
+  await put(s.peer.url, `${base}/recipes/${e.sha256}`, encodeRecipe(chunks));
+  const tampered = batch(file, chunks, [0]);
+  tampered[40] = (tampered[40] as number) ^ 1;
+  const bad = await put(s.peer.url, `${base}/chunks`, tampered);
+  t.equal(bad.status, 422, 'a chunk that does not hash to its name is refused with 422');
+  t.equal(bad.body['error'], 'HQ_ERR_CHECKSUM', 'as a checksum mismatch');
+  const short = await put(s.peer.url, `${base}/chunks`, batch(file, chunks, [0]).subarray(0, 1000));
+  t.equal(short.body['error'], 'HQ_ERR_BLOB_SIZE', 'a batch that ends inside a chunk is refused');
+  const wrongType = await request(`${s.peer.url}${base}/chunks`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+  t.equal(wrongType.statusCode, 415, 'a batch that is not application/octet-stream is refused with 415');
+  await wrongType.body.text();
+  t.same(readdirSync(join(s.standbyDir, 'core')), [], 'nothing became visible');
+});
+
+t.test('a chunk held on the standby that rotted is found while assembling and sent again', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  t.ok((await s.push(g1.dir)).ok, 'the first push is accepted');
+  // Bit rot in the standby's database at 100 KiB: inside a page the next version shares.
+  const held = join(s.standbyDir, 'core', g1.manifest.generation, 'ledger.db');
+  const bytes = readFileSync(held);
+  bytes[100 * 1024] = (bytes[100 * 1024] as number) ^ 0xff;
+  writeFileSync(held, bytes);
+  s.update(1900);
+  const g2 = await s.snap();
+  const r = await s.push(g2.dir);
+  t.ok(r.ok, `the push still succeeds (${r.ok ? '' : r.message})`);
+  if (r.ok) t.ok(r.sentChunks >= 2, `the changed chunk and the rotted one are sent (${r.sentChunks})`);
+  const v = await verifyTier(s.standbyDir, 'core');
+  t.ok(v.ok, `the new latest verifies (${v.reason})`);
+});
+
+t.test('a standby that does not offer chunks gets every missing file whole', async (t) => {
+  const s = await setupDb(t);
+  const receiver = s.peer.receiver as unknown as { begin: (b: unknown) => Promise<{ ok: boolean; chunked?: boolean }> };
+  const original = receiver.begin.bind(receiver);
+  receiver.begin = async (body) => {
+    const r = await original(body);
+    delete r.chunked;
+    return r;
+  };
+  const g1 = await s.snap();
+  const r = await s.push(g1.dir);
+  t.ok(r.ok, 'the push is accepted');
+  if (!r.ok) return;
+  t.equal(r.sentChunks, 0, 'no chunk is sent');
+  t.equal(r.sentBlobs, 2, 'both files are sent whole');
+  t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the copy verifies');
 });

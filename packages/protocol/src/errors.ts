@@ -65,6 +65,7 @@ export const REPLICATION_ERRORS = Object.freeze({
   BLOB_BUSY: entry('HQ_ERR_BLOB_BUSY', 409, 'another chunk of this blob is being received'),
   CHECKSUM: entry('HQ_ERR_CHECKSUM', 422, 'a file does not match its sha256'),
   INCOMPLETE: entry('HQ_ERR_PUSH_INCOMPLETE', 409, 'blobs are still missing'),
+  UNKNOWN_BASE: entry('HQ_ERR_UNKNOWN_BASE', 409, 'the standby keeps no base generation or chunk list of that name'),
   TOO_MANY_PUSHES: entry('HQ_ERR_TOO_MANY_PUSHES', 503, 'too many pushes are open'),
   UNAUTHORIZED: ERRORS.UNAUTHORIZED,
   UNSUPPORTED_MEDIA: ERRORS.UNSUPPORTED_MEDIA,

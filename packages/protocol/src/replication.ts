@@ -7,7 +7,10 @@
  *    entries[{path, bytes, sha256, kind, reused}]} (read it with `@hq/protocol/schemas`
  *    `checkManifest`);
  *  - `SHA256SUMS`: one `<64 hex>  <path>` line per entry, in manifest order, `sha256sum -c`
- *    compatible.
+ *    compatible;
+ *  - a file's chunk list (`encodeRecipe`): what a push sends of a file the standby lacks, so
+ *    only the chunks it lacks follow
+ *    (the agent's `replication/chunks.ts` writes and reads it).
  *
  * A path is relative, `/`-separated, and may not climb (`..`), start at the root, hold a
  * backslash, a NUL or a newline, or name one of the two index files. Everything that reads a
@@ -140,11 +143,78 @@ export interface PushRequest {
   readonly sums: string;
 }
 
-/** `POST /v1/standby/pushes` → 200: the blobs the standby lacks (sha256s), and how many it has. */
+/**
+ * `POST /v1/standby/pushes`, the manifest as its differences from a generation `base` of the same
+ * tier the standby keeps: `manifest` without `entries`, the entries that differ (`changed`) and
+ * the paths gone (`removed`); the entries are the base's with those applied, sorted by path, and
+ * SHA256SUMS is made from them. `commit: true` (either form): commit at once when nothing is
+ * missing (the answer then holds `committed`); `inline`: files sent with it, in either form.
+ * Refused with HQ_ERR_UNKNOWN_BASE when the base is not kept.
+ */
+export interface PushDeltaRequest {
+  readonly base: string;
+  readonly manifest: unknown;
+  readonly changed: readonly unknown[];
+  readonly removed: readonly string[];
+  readonly commit?: boolean;
+  /** Small files sent with the manifest (base64), so a small change costs one round trip. */
+  readonly inline?: readonly { readonly sha256: string; readonly data: string }[];
+}
+
+/** The largest file a push sends inline with its manifest; at most `INLINE_TOTAL_BYTES` of them in one. */
+export const INLINE_MAX_BYTES = 16 * 1024;
+export const INLINE_TOTAL_BYTES = 256 * 1024;
+
+/** The header naming the base file of a chunk-list delta (`PUT …/recipes/:sha256`). */
+export const BASE_HEADER = 'x-hq-base';
+
+/**
+ * `POST /v1/standby/pushes` → 200: the blobs the standby lacks (sha256s), and how many it has.
+ * `chunked: true`: the standby takes each missing file as its chunk list and only the chunks it
+ * lacks (below); a standby without it takes whole blobs only (`PUT …/blobs/:sha256`).
+ */
 export interface PushBegun {
   readonly push: string;
   readonly missing: readonly string[];
   readonly have: number;
+  readonly chunked?: boolean;
+  /** Committed at once (`commit: true` and nothing missing). */
+  readonly committed?: PushCommitted;
+}
+
+// ---------------------------------------------------------------------------------------
+// chunks: a file as the list of its pieces, each addressed by its sha256
+
+/**
+ * A chunk list ("recipe", `PUT /v1/standby/pushes/:push/recipes/:sha256`, the body
+ * application/octet-stream) is one 36-byte record per chunk, in file order: the chunk's sha256
+ * (32 raw bytes) and its length (uint32, big-endian). The lengths add up to the file's; every
+ * chunk but the last is at least `MIN_CHUNK_BYTES` and none more than `MAX_CHUNK_BYTES`.
+ */
+export const RECIPE_RECORD_BYTES = 36;
+/** The smallest SQLite page: no chunk but a file's last is shorter. */
+export const MIN_CHUNK_BYTES = 512;
+/** The largest chunk either side accepts (the largest SQLite page is 64 KiB, content-defined chunks stop at 256 KiB). */
+export const MAX_CHUNK_BYTES = 1024 * 1024;
+
+export interface Chunk {
+  readonly sha256: string;
+  readonly bytes: number;
+}
+
+/** `PUT /v1/standby/pushes/:push/recipes/:sha256` → 200: the chunks to send, as `[first index, count]` runs of the list. */
+export interface RecipeAccepted {
+  readonly missing: readonly (readonly [number, number])[];
+  /** Chunks of this list the standby holds or was already sent in this push. */
+  readonly have: number;
+}
+
+/**
+ * `PUT /v1/standby/pushes/:push/chunks` (application/octet-stream): chunks back to back, each its
+ * sha256 (32 raw bytes) then its bytes (the length its chunk list gave) → 200.
+ */
+export interface ChunkBatchReceived {
+  readonly received: number;
 }
 
 /** The header of a blob chunk's start offset (`PUT …/blobs/:sha256`). */

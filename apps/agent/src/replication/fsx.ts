@@ -36,9 +36,10 @@ export async function fsyncFile(path: string): Promise<void> {
 
 /**
  * Copies `src` to a new file `dest` (never following a link at either end), hashing the bytes as
- * they pass; fsync'd. Returns the digest and size of what was written.
+ * they pass (and showing them to `observe`, e.g. a chunker); fsync'd. Returns the digest and size
+ * of what was written.
  */
-export async function copyHashed(src: string, dest: string, mode = FILE_MODE): Promise<{ sha256: string; bytes: number }> {
+export async function copyHashed(src: string, dest: string, mode = FILE_MODE, observe?: (chunk: Buffer) => void): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   const inp = await open(src, constants.O_RDONLY | constants.O_NOFOLLOW);
   let bytes = 0;
@@ -51,6 +52,7 @@ export async function copyHashed(src: string, dest: string, mode = FILE_MODE): P
         if (bytesRead === 0) break;
         const chunk = buf.subarray(0, bytesRead);
         hash.update(chunk);
+        observe?.(chunk);
         let off = 0;
         while (off < bytesRead) off += (await out.write(chunk, off, bytesRead - off)).bytesWritten;
         bytes += bytesRead;

@@ -2,9 +2,15 @@
  * The standby's push routes on the agent's peer listener, every one behind the peer token:
  *
  *   GET    /v1/standby                                   → {acceptedGeneration, pushes, tiers[{tier, latest, generations}]}
- *   POST   /v1/standby/pushes              {manifest, sums} → 200 {push, missing[sha256], have}
+ *   POST   /v1/standby/pushes              {manifest, sums, commit?} or {base, manifest, changed, removed, commit?}
+ *                                                         → 200 {push, missing[sha256], have, chunked, committed?}
+ *   PUT    /v1/standby/pushes/:push/recipes/:sha256      (application/octet-stream: the file's chunk list,
+ *                                                          or with x-hq-base its delta from a kept file's)
+ *                                                         → 200 {missing[[first, count]], have}
+ *   PUT    /v1/standby/pushes/:push/chunks               (application/octet-stream: sha256 + bytes, repeated)
+ *                                                         → 200 {received}
  *   PUT    /v1/standby/pushes/:push/blobs/:sha256        (application/octet-stream, header x-hq-offset)
- *                                                         → 200 {received, complete}
+ *                                                         → 200 {received, complete}   (a whole file, in pieces)
  *   POST   /v1/standby/pushes/:push/commit               → 200 {tier, generation, latest, received, linked}
  *   DELETE /v1/standby/pushes/:push                      → 200 {aborted}
  *
@@ -14,9 +20,21 @@
  */
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Readable } from 'node:stream';
-import { OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
-import { BlobParams, ChunkReceived, OffsetHeaders, PushBegun, PushBody, PushCommitted, PushParams, RefusalBody } from '@hq/protocol/schemas';
+import { Readable } from 'node:stream';
+import { BASE_HEADER, OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
+import {
+  BlobParams,
+  ChunkBatchReceived,
+  ChunkReceived,
+  OffsetHeaders,
+  PushBegun,
+  StandbyPushBody,
+  BaseHeaders,
+  PushCommitted,
+  PushParams,
+  RecipeAccepted,
+  RefusalBody,
+} from '@hq/protocol/schemas';
 import type { Refusal } from './errors.js';
 import type { StandbyReceiver } from './receiver.js';
 
@@ -27,6 +45,9 @@ export interface ReplicationPeerRoutesOptions {
   /** Largest manifest + sums body, bytes. Default 16 MiB (about 60 000 entries). */
   readonly manifestBodyLimit?: number;
 }
+
+/** The body stream (none for an empty body: an empty file's chunk list). */
+const bodyStream = (body: unknown): Readable => (body instanceof Readable ? body : Readable.from([]));
 
 function send(reply: FastifyReply, r: Refusal): FastifyReply {
   return reply.code(r.error.status).send({ error: r.error.code, message: r.message, ...(r.extra ?? {}) });
@@ -56,14 +77,41 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     {
       bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
       schema: {
-        body: PushBody,
+        body: StandbyPushBody,
         response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
     async (req, reply) => {
-      const r = await receiver.begin({ manifest: req.body.manifest, sums: req.body.sums });
+      const r = await receiver.begin(req.body);
       if (!r.ok) return send(reply, r);
-      return { push: r.push, missing: r.missing, have: r.have };
+      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
+    },
+  );
+
+  const octets = (reply: FastifyReply, type: string | undefined): FastifyReply | null =>
+    type === 'application/octet-stream' ? null : send(reply, { ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'the body must be application/octet-stream' });
+
+  app.put(
+    '/v1/standby/pushes/:push/recipes/:sha256',
+    { schema: { params: BlobParams, headers: BaseHeaders, response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody } } },
+    async (req, reply) => {
+      const wrong = octets(reply, req.headers['content-type']);
+      if (wrong !== null) return wrong;
+      const r = await receiver.putRecipe(req.params.push, req.params.sha256, bodyStream(req.body), req.headers[BASE_HEADER]);
+      if (!r.ok) return send(reply, r);
+      return { missing: r.missing, have: r.have };
+    },
+  );
+
+  app.put(
+    '/v1/standby/pushes/:push/chunks',
+    { schema: { params: PushParams, response: { 200: ChunkBatchReceived, '4xx': RefusalBody, '5xx': RefusalBody } } },
+    async (req, reply) => {
+      const wrong = octets(reply, req.headers['content-type']);
+      if (wrong !== null) return wrong;
+      const r = await receiver.putChunks(req.params.push, bodyStream(req.body));
+      if (!r.ok) return send(reply, r);
+      return { received: r.received };
     },
   );
 

@@ -13,7 +13,10 @@
  *     and `-journal` (an empty one counts as none), and last changed at least 2 s before the previous fingerprint was taken
  *     (file times are coarse; a write in the same tick could otherwise hide);
  *  5. the generation is built in a hidden folder and renamed into place complete, with
- *     `MANIFEST.json` and `SHA256SUMS`; files 0600, folders 0700, everything fsync'd.
+ *     `MANIFEST.json` and `SHA256SUMS`; files 0600, folders 0700, everything fsync'd;
+ *  6. every file copied is chunked in the same pass (chunks.ts) and its chunk list kept in
+ *     `<tier>/.chunks/<sha256>` for the push; lists no kept generation names are removed with
+ *     the generations (a missing list only costs the push a re-read).
  */
 import { chmod, link, lstat, readdir, readFile, rename, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -23,7 +26,8 @@ import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { copyHashed, fsyncFile, rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
-import { sha256File } from './manifest.js';
+import { Chunker, chunkFile, type FileChunks } from './chunks.js';
+import { RecipeStore } from './recipes.js';
 import { planTier, type Plan, type Planned } from './plan.js';
 
 export class SnapshotError extends Error {
@@ -201,6 +205,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
   const takenAtMs = Date.now();
   const fps: [string, Fp][] = [];
   const entries: ManifestEntry[] = [];
+  const recipes = outboxRecipes(cfg, tier);
   const dirs = new Set<string>([building]);
   const stripped: string[] = [];
   try {
@@ -219,7 +224,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
         fps.push([item.path, fp]);
         continue;
       }
-      entries.push(await copyItem(cfg, item, dest, stripped));
+      entries.push(await copyItem(cfg, item, dest, stripped, recipes));
       fps.push([item.path, fp]);
     }
     const manifest: Manifest = {
@@ -239,7 +244,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     await fsyncDir(tierRoot);
     await writeAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints));
     await swapLink(join(tierRoot, 'latest'), generation);
-    await pruneOutbox(tierRoot, cfg.keepLocal, generation);
+    await pruneOutbox(tierRoot, cfg.keepLocal, generation, recipes);
     const isSecret = (p: string) => cfg.secretPatterns.some((r) => r.test(p.toLowerCase()));
     return {
       manifest,
@@ -282,40 +287,60 @@ async function tryReuse(
   return { path: item.path, bytes: old.bytes, sha256: old.sha256, kind: old.kind, reused: true };
 }
 
-async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string, stripped: string[]): Promise<ManifestEntry> {
+async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string, stripped: string[], recipes: RecipeStore): Promise<ManifestEntry> {
   if (item.kind === 'sqlite') {
     try {
       await backupSqlite(item.abs, dest);
     } catch (err) {
       throw new SnapshotError(`sqlite backup of ${item.path} failed: ${(err as Error).message}`);
     }
-    const h = await sha256File(dest);
+    const h = await chunkFile(dest, 'sqlite');
+    await recipes.put(h.sha256, h.chunks);
     return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'sqlite', reused: false };
   }
+  let text: string | null = null;
   if (item.path === 'config.json') {
     const original = await readFile(item.abs, 'utf8');
-    const text = stripHostLocal(original, cfg.hostLocalKeys);
-    if (text !== original) stripped.push(...hostLocalKeysIn(original, cfg.hostLocalKeys));
-    if (text === original) {
-      const h = await copyHashed(item.abs, dest);
-      return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
+    const t = stripHostLocal(original, cfg.hostLocalKeys);
+    if (t !== original) {
+      stripped.push(...hostLocalKeysIn(original, cfg.hostLocalKeys));
+      text = t;
     }
-    await writeFileNew(dest, text);
-    const h = await sha256File(dest);
-    return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
   }
-  const h = await copyHashed(item.abs, dest);
+  let h: FileChunks;
+  if (text !== null) {
+    await writeFileNew(dest, text);
+    h = await chunkFile(dest, 'file');
+  } else {
+    const chunker = new Chunker('file');
+    await copyHashed(item.abs, dest, undefined, (b) => chunker.update(b));
+    h = chunker.finish();
+  }
+  await recipes.put(h.sha256, h.chunks);
   return { path: item.path, bytes: h.bytes, sha256: h.sha256, kind: 'file', reused: false };
 }
 
-/** Keeps the newest `keep` local generations (never `latest`). */
-async function pruneOutbox(tierRoot: string, keep: number, latest: string): Promise<void> {
+/** The chunk lists of a tier's outbox. */
+export function outboxRecipes(cfg: Pick<ReplicationConfig, 'outboxDir'>, tier: Tier): RecipeStore {
+  return new RecipeStore(join(cfg.outboxDir, tier, '.chunks'));
+}
+
+/** Keeps the newest `keep` local generations (never `latest`) and the chunk lists they name. */
+async function pruneOutbox(tierRoot: string, keep: number, latest: string, recipes: RecipeStore): Promise<void> {
   const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
   const drop = names.slice(0, Math.max(0, names.length - keep)).filter((n) => n !== latest);
   for (const n of drop) {
     await removeTree(join(tierRoot, n));
     await removeTree(join(tierRoot, `${n}.sources.json`));
   }
+  const referenced = new Set<string>();
+  for (const n of names.filter((x) => !drop.includes(x))) {
+    const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8').catch(() => ''));
+    // A generation that cannot be read keeps every list (a list is only a cache).
+    if (typeof m === 'string') return;
+    for (const e of m.entries) referenced.add(e.sha256);
+  }
+  await recipes.keepOnly(referenced);
 }
 
 /** The newest local generation folder of a tier, or null. */

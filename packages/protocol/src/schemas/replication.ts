@@ -5,7 +5,7 @@
  */
 import Type from 'typebox';
 import Value from 'typebox/value';
-import { GENERATION_RE, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
+import { GENERATION_RE, INLINE_MAX_BYTES, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
 import { Host, Literals } from './common.js';
 
 const Tier = Literals(TIERS);
@@ -74,12 +74,40 @@ export function parseManifest(text: string): Manifest | string {
 export const RefusalBody = Type.Object({ error: Type.String(), message: Type.String() }, { additionalProperties: true });
 
 export const PushBody = Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false });
+/**
+ * `POST /v1/standby/pushes`: `{manifest, sums}` (the full manifest), or `{base, manifest, changed,
+ * removed}` (its differences from a base generation); `commit` and `inline` with either. One object, not a
+ * union (Fastify's Ajv strips properties while trying the branches of one).
+ */
+export const StandbyPushBody = Type.Object(
+  {
+    manifest: Type.Unknown(),
+    sums: Type.Optional(Type.String()),
+    base: Type.Optional(GenerationId),
+    changed: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 100_000 })),
+    removed: Type.Optional(Type.Array(Type.String(), { maxItems: 100_000 })),
+    commit: Type.Optional(Type.Boolean()),
+    inline: Type.Optional(
+      Type.Array(Type.Object({ sha256: Sha256, data: Type.String({ maxLength: Math.ceil(INLINE_MAX_BYTES / 3) * 4 }) }, { additionalProperties: false }), { maxItems: 1000 }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export const BaseHeaders = Type.Object({ 'x-hq-base': Type.Optional(Sha256) });
 export const PushParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }) }, { additionalProperties: false });
 export const BlobParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Sha256 }, { additionalProperties: false });
 export const OffsetHeaders = Type.Object({ 'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })) });
-export const PushBegun = Type.Object({ push: Type.String(), missing: Type.Array(Type.String()), have: Type.Integer() });
-export const ChunkReceived = Type.Object({ received: Type.Integer(), complete: Type.Boolean() });
 export const PushCommitted = Type.Object({ tier: Type.String(), generation: Type.String(), latest: Type.String(), received: Type.Integer(), linked: Type.Integer() });
+export const PushBegun = Type.Object({
+  push: Type.String(),
+  missing: Type.Array(Type.String()),
+  have: Type.Integer(),
+  chunked: Type.Optional(Type.Boolean()),
+  committed: Type.Optional(PushCommitted),
+});
+export const RecipeAccepted = Type.Object({ missing: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()])), have: Type.Integer() });
+export const ChunkBatchReceived = Type.Object({ received: Type.Integer() });
+export const ChunkReceived = Type.Object({ received: Type.Integer(), complete: Type.Boolean() });
 
 /** `PUT /v1/survival/:tier/:generation`. */
 export const SurvivalParams = Type.Object({ tier: Tier, generation: GenerationId }, { additionalProperties: false });
