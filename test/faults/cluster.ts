@@ -496,7 +496,10 @@ export class NetnsCluster {
 
   /** Store etcd: the tokens go into the prefix, written from inside the arbiters' namespace. */
   private async issueEtcdTokens(): Promise<void> {
-    const r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, buildRoot(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
+    // Tried three times: on a loaded machine one etcd call can miss the 1 s request timeout (a
+    // token written by a try that failed is never handed out: harmless).
+    let r = { ok: false, err: '', out: '' };
+    for (let i = 0; i < 3 && !r.ok; i++) r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, buildRoot(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
     if (!r.ok) throw new Error(`issuing the tokens into etcd: ${r.err.slice(0, 300)}`);
     const tokens = JSON.parse(r.out) as Record<string, string>;
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${tokens[h]}\n`, { mode: 0o600 });
