@@ -32,7 +32,7 @@ export function pinBuild(log: (s: string) => void = () => undefined): string {
     for (const e of readdirSync(join(CHECKOUT, 'node_modules'))) {
       if (e !== '@hq') symlinkSync(join(CHECKOUT, 'node_modules', e), join(nm, e));
     }
-    for (const [name, path] of [['lease-core', 'packages/lease-core'], ['runtime', 'packages/runtime'], ['arbiter', 'apps/arbiter'], ['agent', 'apps/agent']] as const) {
+    for (const [name, path] of [['protocol', 'packages/protocol'], ['lease-core', 'packages/lease-core'], ['runtime', 'packages/runtime'], ['arbiter', 'apps/arbiter'], ['agent', 'apps/agent']] as const) {
       symlinkSync(join('..', '..', path), join(nm, '@hq', name));
     }
     execFileSync(process.execPath, [join(CHECKOUT, 'node_modules/typescript/bin/tsc'), '-b', tmp], { stdio: 'inherit' });

@@ -498,8 +498,8 @@ export function check(history: string | readonly string[]): Report {
       if (to !== null && prev !== undefined && to <= prev) c.violation('S1', `${name} adopted g${to} after it had adopted g${prev}`);
       if (to !== null) adopted.set(name, Math.max(to, prev ?? 0));
     }
-    // Only the arbiter's own log names holders (an agent's log lines carry the agent's host).
-    if (name === 'arbiter' && isObj(line) && typeof line.event === 'string' && HOLDER_EVENTS.has(line.event)) {
+    // Only the arbiters' own logs name holders (an agent's log lines carry the agent's host).
+    if ((name === 'arbiter' || name === 'arbiter-1') && isObj(line) && typeof line.event === 'string' && HOLDER_EVENTS.has(line.event)) {
       const data = isObj(line.data) ? line.data : {};
       const g = num(line.generation) ?? num(data.generation);
       const h = str(line.host);
@@ -557,7 +557,7 @@ export function check(history: string | readonly string[]): Report {
   const acks = records.filter((r) => r.src === 'client' && r.status === 200 && num(r.revision) !== null && num(r.generation) !== null && num(r.t1) !== null);
   const reads = records.filter((r) => r.src === 'read');
   if (acks.length === 0) c.unknown(['S4'], 'no acknowledged CAS was recorded');
-  const arbiterSpawns = records.filter((r) => r.src === 'harness' && r.kind === 'spawn' && r.name === 'arbiter').map((r) => num(r.t) ?? 0);
+  const arbiterSpawns = records.filter((r) => r.src === 'harness' && r.kind === 'spawn' && (r.name === 'arbiter' || r.name === 'arbiter-1')).map((r) => num(r.t) ?? 0);
   for (const s of arbiterSpawns.slice(1)) {
     if (!reads.some((r) => (num(r.t0) ?? -1) > s && num(r.revision) !== null)) c.unknown(['S4'], `no lease read after the arbiter restart at ${s.toFixed(3)}`);
   }

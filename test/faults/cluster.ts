@@ -39,16 +39,40 @@ const RELAY = join(ROOT, 'test/faults/relay.mjs');
 const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
 const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli.js');
+const ISSUE_TOKENS = join(ROOT, 'test/faults/issue-tokens.mjs');
+/** The etcd binary (Debian's etcd-server; `etcdUnavailable` says when there is none). */
+export const ETCD_BIN = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((p) => existsSync(p)) ?? '/usr/bin/etcd';
 const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/sqlite-guard.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';
 export const HOSTS: readonly Host[] = ['mbp', 'node-b'];
-export type Node = 'arb' | 'mbp' | 'nodeb';
-export type Link = 'arb-mbp' | 'arb-nodeb' | 'mbp-nodeb';
+export type Node = 'arb' | 'mbp' | 'nodeb' | 'etcd';
+export type Link = 'arb-mbp' | 'arb-nodeb' | 'mbp-nodeb' | 'arb-etcd';
 export const LINKS: readonly Link[] = ['arb-mbp', 'arb-nodeb', 'mbp-nodeb'];
-export type Daemon = 'arbiter' | Host;
+export type Daemon = 'arbiter' | 'arbiter-1' | Host;
 export const DAEMONS: readonly Daemon[] = ['arbiter', 'mbp', 'node-b'];
+
+/**
+ * `store: etcd`: a fourth namespace `-etcd` holds three etcd members (Debian's etcd-server),
+ * reached from the arbiters' namespace over one more link, `arb-etcd`; the arbiters' namespace
+ * holds two arbiters (`arbiter` on 8470, `arbiter-1` on 8472), one prefix, one elected to decide;
+ * the agents have both in `arbiterUrls`. A cut of `arb-etcd` partitions both arbiters from etcd.
+ */
+export type StoreKind = 'sqlite' | 'etcd';
+export const ETCD_LINKS: readonly Link[] = [...LINKS, 'arb-etcd'];
+export const ETCD_DAEMONS: readonly Daemon[] = ['arbiter', 'arbiter-1', 'mbp', 'node-b'];
+export const ARBITERS: readonly Daemon[] = ['arbiter', 'arbiter-1'];
+/** etcd members: client port on the `arb-etcd` address, peer port on the etcd namespace's loopback. */
+export const ETCD_MEMBERS = [
+  { name: 'hqf-etcd-0', client: 2379, peer: 2380 },
+  { name: 'hqf-etcd-1', client: 2389, peer: 2390 },
+  { name: 'hqf-etcd-2', client: 2399, peer: 2400 },
+] as const;
+/** The etcd store's timing for the harness: a killed elected arbiter is replaced after about 4 s. */
+export const FAST_ETCD_STORE = { dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 } as const;
+/** etcd's raft timing (test/etcd/members.ts FAST_ETCD): leader loss noticed within ~0.5 s. */
+const ETCD_RAFT = ['--heartbeat-interval', '50', '--election-timeout', '500'] as const;
 
 /** Per link: the two ends (namespace, device, address). Devices are named after the far end. */
 export const LINK_ENDS: Record<Link, readonly [{ node: Node; dev: string; ip: string }, { node: Node; dev: string; ip: string }]> = {
@@ -64,10 +88,16 @@ export const LINK_ENDS: Record<Link, readonly [{ node: Node; dev: string; ip: st
     { node: 'mbp', dev: 'to-nodeb', ip: '10.213.0.9' },
     { node: 'nodeb', dev: 'to-mbp', ip: '10.213.0.10' },
   ],
+  'arb-etcd': [
+    { node: 'arb', dev: 'to-etcd', ip: '10.213.0.13' },
+    { node: 'etcd', dev: 'to-arb', ip: '10.213.0.14' },
+  ],
 };
 
-const NODE_OF: Record<Daemon, Node> = { arbiter: 'arb', mbp: 'mbp', 'node-b': 'nodeb' };
+const NODE_OF: Record<Daemon, Node> = { arbiter: 'arb', 'arbiter-1': 'arb', mbp: 'mbp', 'node-b': 'nodeb' };
 const ARBITER_PORT = 8470;
+/** Arbiter i's port (store etcd: two arbiters in one namespace). */
+const arbiterPort = (d: Daemon): number => (d === 'arbiter-1' ? ARBITER_PORT + 2 : ARBITER_PORT);
 const PEER_PORT = 8471;
 
 /** The fast settings of L1, with the brief's timeouts. */
@@ -121,6 +151,11 @@ export function netnsUnavailable(): string | null {
   if (veth.status !== 0) return `veth pairs cannot be made: ${veth.stderr.trim()}`;
   if (!existsSync(ARBITER_CLI_()) || !existsSync(AGENT_DAEMON_())) return 'the daemons are not built (npx tsc -b)';
   return null;
+}
+
+/** Why store etcd cannot run here (no etcd binary), or null. */
+export function etcdUnavailable(): string | null {
+  return existsSync(ETCD_BIN) ? null : 'no etcd (Debian: apt-get install etcd-server)';
 }
 
 export function faketimeAvailable(): boolean {
@@ -222,9 +257,15 @@ export class NetnsCluster {
   /** Every worker supervisor spawn, for the summary. */
   workerSpawns = 0;
 
-  private constructor(readonly tag: string) {
+  /** Every etcd member this cluster runs (store etcd), by index into ETCD_MEMBERS. */
+  private readonly etcdProcs = new Map<number, Proc>();
+
+  private constructor(
+    readonly tag: string,
+    readonly store: StoreKind,
+  ) {
     const n = clusterCount++;
-    this.ns = { arb: `hqf-${tag}-${n}-arb`, mbp: `hqf-${tag}-${n}-mbp`, nodeb: `hqf-${tag}-${n}-nodeb` };
+    this.ns = { arb: `hqf-${tag}-${n}-arb`, mbp: `hqf-${tag}-${n}-mbp`, nodeb: `hqf-${tag}-${n}-nodeb`, etcd: `hqf-${tag}-${n}-etcd` };
     this.dir = mkdtempSync(join(tmpdir(), 'hqf-'));
     this.history = join(this.dir, 'harness.jsonl');
     this.resource = join(this.dir, 'resource.db');
@@ -232,9 +273,9 @@ export class NetnsCluster {
   }
 
   /** Makes the namespaces, links, configs and the shared resource (no daemon runs yet; `start()` issues the tokens first). */
-  static async create(tag = String(process.pid)): Promise<NetnsCluster> {
+  static async create(tag = String(process.pid), store: StoreKind = 'sqlite'): Promise<NetnsCluster> {
     hookCleanup();
-    const c = new NetnsCluster(tag);
+    const c = new NetnsCluster(tag, store);
     live.add(c);
     try {
       await c.makeNetwork();
@@ -253,9 +294,24 @@ export class NetnsCluster {
       recheckSeconds: FENCE_RUN.recheckSeconds,
       graceSeconds: FENCE_RUN.graceSeconds,
       faketime: c.faketime,
+      store,
       t: hr(),
     });
     return c;
+  }
+
+  /** This mode's namespaces, links and daemons. */
+  get nodes(): readonly Node[] {
+    return this.store === 'etcd' ? ['arb', 'mbp', 'nodeb', 'etcd'] : ['arb', 'mbp', 'nodeb'];
+  }
+  get links(): readonly Link[] {
+    return this.store === 'etcd' ? ETCD_LINKS : LINKS;
+  }
+  get daemonNames(): readonly Daemon[] {
+    return this.store === 'etcd' ? ETCD_DAEMONS : DAEMONS;
+  }
+  get arbiters(): readonly Daemon[] {
+    return this.store === 'etcd' ? ARBITERS : ['arbiter'];
   }
 
   record(r: { [k: string]: unknown }): void {
@@ -302,14 +358,14 @@ export class NetnsCluster {
 
   private async makeNetwork(): Promise<void> {
     await Promise.all(
-      Object.values(this.ns).map(async (n) => {
+      this.nodes.map((node) => this.ns[node]).map(async (n) => {
         await runAsync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
         await ipAsync(['netns', 'add', n]);
         await ipAsync(['-n', n, 'link', 'set', 'lo', 'up']);
       }),
     );
     // One link at a time: two `ip link add` into the same namespace at once can race on netlink.
-    for (const link of LINKS) {
+    for (const link of this.links) {
       const [a, b] = LINK_ENDS[link];
       // Made inside the first namespace and moved: the host's namespace never sees the pair.
       await ipAsync(['-n', this.ns[a.node], 'link', 'add', a.dev, 'type', 'veth', 'peer', 'name', b.dev, 'netns', this.ns[b.node]]);
@@ -350,9 +406,19 @@ export class NetnsCluster {
     return h === 'mbp' ? LINK_ENDS['arb-mbp'][0].ip : LINK_ENDS['arb-nodeb'][0].ip;
   }
 
+  /** Arbiter `d`'s config file (`arbiterConfig` is the first's). */
+  configOf(d: Daemon): string {
+    return d === 'arbiter-1' ? join(this.dir, 'arbiter-1.json') : this.arbiterConfig;
+  }
+
+  /** etcd member i's client URL, as the arbiters' namespace reaches it. */
+  etcdUrl(i: number): string {
+    return `http://${LINK_ENDS['arb-etcd'][1].ip}:${ETCD_MEMBERS[i]!.client}`;
+  }
+
   private writeConfigs(): void {
-    writeFileSync(
-      this.arbiterConfig,
+    for (const d of this.arbiters) writeFileSync(
+      this.configOf(d),
       JSON.stringify({
         candidates: [...HOSTS],
         // The arbiter's own keys only (S6: one owner per setting).
@@ -363,9 +429,20 @@ export class NetnsCluster {
         promoteAfterChecks: FAST.promoteAfterChecks,
         tailscaleBin: '',
         probeTimeoutSeconds: FAST.probeTimeoutSeconds,
-        listen: { host: '0.0.0.0', port: ARBITER_PORT },
-        dataDir: join(this.dir, 'arbiter'),
+        listen: { host: '0.0.0.0', port: arbiterPort(d) },
+        dataDir: join(this.dir, d),
         healthUrls: Object.fromEntries(HOSTS.map((h) => [h, `http://${this.arbLinkIp(h)}:${PEER_PORT}/v1/health`])),
+        ...(this.store === 'etcd'
+          ? {
+              store: {
+                kind: 'etcd',
+                endpoints: ETCD_MEMBERS.map((_, i) => this.etcdUrl(i)),
+                prefix: '/hqf',
+                advertiseUrl: `http://127.0.0.1:${arbiterPort(d)}`,
+                ...FAST_ETCD_STORE,
+              },
+            }
+          : {}),
       }),
     );
     for (const h of HOSTS) {
@@ -376,7 +453,9 @@ export class NetnsCluster {
         this.agentConfig(h),
         JSON.stringify({
           hostName: h,
-          arbiterUrl: `http://${this.arbiterIpFor(h)}:${ARBITER_PORT}`,
+          ...(this.store === 'etcd'
+            ? { arbiterUrls: this.arbiters.map((d) => `http://${this.arbiterIpFor(h)}:${arbiterPort(d)}`) }
+            : { arbiterUrl: `http://${this.arbiterIpFor(h)}:${ARBITER_PORT}` }),
           stateDir: this.stateDir(h),
           socketPath: this.socket(h),
           listen: { host: '0.0.0.0', port: PEER_PORT },
@@ -393,13 +472,14 @@ export class NetnsCluster {
         }),
       );
     }
-    for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
+    for (const d of this.daemonNames) writeFileSync(this.timeFile(d), '+0s\n');
   }
 
   /** Issued in this process with the tested build's own store and `issueToken` (what
    * `hq-arbiter token issue` runs): three node starts per schedule cost ~2.5 s of CPU, which six
    * clusters side by side on two cores could not spare. */
   private async issueTokens(): Promise<void> {
+    if (this.store === 'etcd') return this.issueEtcdTokens();
     const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
     const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => string };
     const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });
@@ -410,6 +490,20 @@ export class NetnsCluster {
     } finally {
       store.close();
     }
+    const peer = randomBytes(32).toString('hex');
+    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'peer-token'), `${peer}\n`, { mode: 0o600 });
+  }
+
+  /** Store etcd: the tokens go into the prefix, written from inside the arbiters' namespace. */
+  private async issueEtcdTokens(): Promise<void> {
+    // Tried three times: on a loaded machine one etcd call can miss the 1 s request timeout (a
+    // token written by a try that failed is never handed out: harmless).
+    let r = { ok: false, err: '', out: '' };
+    for (let i = 0; i < 3 && !r.ok; i++) r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, buildRoot(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
+    if (!r.ok) throw new Error(`issuing the tokens into etcd: ${r.err.slice(0, 300)}`);
+    const tokens = JSON.parse(r.out) as Record<string, string>;
+    for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${tokens[h]}\n`, { mode: 0o600 });
+    this.adminToken = tokens['ops']!;
     const peer = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'peer-token'), `${peer}\n`, { mode: 0o600 });
   }
@@ -426,9 +520,9 @@ export class NetnsCluster {
     return env;
   }
 
-  /** Spawns `ip netns exec NS node ARGS…` (ip execs node: the PID is node's). */
-  private spawnIn(node: Node, name: string, args: readonly string[], env: NodeJS.ProcessEnv, logged: boolean): Proc {
-    const child = spawn('ip', ['netns', 'exec', this.ns[node], process.execPath, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  /** Spawns `ip netns exec NS node ARGS…` (ip execs node: the PID is node's); `bin` another program. */
+  private spawnIn(node: Node, name: string, args: readonly string[], env: NodeJS.ProcessEnv, logged: boolean, bin: string = process.execPath): Proc {
+    const child = spawn('ip', ['netns', 'exec', this.ns[node], bin, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     if (child.pid === undefined) throw new Error(`cannot spawn ${name}`);
     const p: Proc = { name, child, pid: child.pid, exited: false };
     this.all.set(p.pid, p);
@@ -466,10 +560,79 @@ export class NetnsCluster {
     return p !== undefined && !p.exited ? p.pid : null;
   }
 
-  async startArbiter(): Promise<void> {
-    this.daemons.set('arbiter', this.spawnIn('arb', 'arbiter', [ARBITER_CLI_(), 'serve', '--config', this.arbiterConfig], this.env('arbiter'), true));
+  async startArbiter(d: Daemon = 'arbiter'): Promise<void> {
+    this.daemons.set(d, this.spawnIn('arb', d, [ARBITER_CLI_(), 'serve', '--config', this.configOf(d)], this.env(d), true));
     if (this.relay === null || this.relay.exited) this.startRelay();
-    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000)).status === 200, START_WAIT_MS, 'the arbiter answers /v1/health');
+    const base = `http://127.0.0.1:${arbiterPort(d)}`;
+    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000, undefined, base)).status === 200, START_WAIT_MS, `${d} answers /v1/health`);
+  }
+
+  // ---------------------------------------------------------------- store etcd
+
+  /** Starts etcd member i in the etcd namespace (again on its data dir after a kill); its log is a file. */
+  startEtcdMember(i: number): void {
+    const m = ETCD_MEMBERS[i]!;
+    const old = this.etcdProcs.get(i);
+    if (old !== undefined && !old.exited) return;
+    const peer = (x: (typeof ETCD_MEMBERS)[number]): string => `http://127.0.0.1:${x.peer}`;
+    const client = this.etcdUrl(i);
+    const args = [
+      '--name', m.name,
+      '--data-dir', join(this.dir, 'etcd', m.name),
+      '--listen-client-urls', client,
+      '--advertise-client-urls', client,
+      '--listen-peer-urls', peer(m),
+      '--initial-advertise-peer-urls', peer(m),
+      '--initial-cluster', ETCD_MEMBERS.map((x) => `${x.name}=${peer(x)}`).join(','),
+      '--initial-cluster-state', 'new',
+      '--initial-cluster-token', `hqf-${this.ns.etcd}`,
+      '--log-outputs', join(this.dir, 'etcd', `${m.name}.log`),
+      '--logger', 'zap',
+      ...ETCD_RAFT,
+    ];
+    // ETCD_* variables would override the flags: none reach the members.
+    const env = Object.fromEntries(Object.entries(this.env(null)).filter(([k]) => !k.startsWith('ETCD_')));
+    const p = this.spawnIn('etcd', m.name, args, env, false, ETCD_BIN);
+    this.etcdProcs.set(i, p);
+    this.record({ src: 'harness', kind: 'etcd-start', member: i, pid: p.pid, t: hr() });
+  }
+
+  etcdRunning(i: number): boolean {
+    const p = this.etcdProcs.get(i);
+    return p !== undefined && !p.exited;
+  }
+
+  /** kill -9 of etcd member i; resolves when it is gone. */
+  async killEtcdMember(i: number): Promise<void> {
+    const p = this.etcdProcs.get(i);
+    if (p === undefined || p.exited) return;
+    const gone = new Promise<void>((r) => p.child.once('exit', () => r()));
+    this.signal(p.pid, 'SIGKILL');
+    await Promise.race([gone, sleep(5000)]);
+    this.record({ src: 'harness', kind: 'etcd-kill', member: i, pid: p.pid, t: hr() });
+  }
+
+  /** Until every running member answers /health true (asked from the arbiters' namespace). */
+  async waitEtcdHealthy(timeoutMs = 30_000): Promise<void> {
+    await this.waitFor(
+      async () => {
+        const up = ETCD_MEMBERS.map((_, i) => i).filter((i) => this.etcdRunning(i));
+        const answers = await Promise.all(up.map((i) => this.http('GET', '/health', undefined, 1000, undefined, this.etcdUrl(i))));
+        return answers.every((a) => a.status === 200 && JSON.stringify(a.body).includes('"health":"true"'));
+      },
+      timeoutMs,
+      'the etcd members are healthy',
+    );
+  }
+
+  /** The arbiter that says it is elected now (store etcd), or null. */
+  async elected(): Promise<Daemon | null> {
+    for (const d of this.arbiters) {
+      if (this.daemonPid(d) === null) continue;
+      const a = await this.http('GET', '/v1/health', undefined, 1000, undefined, `http://127.0.0.1:${arbiterPort(d)}`);
+      if ((a.body as { arbiters?: { elected?: boolean } } | undefined)?.arbiters?.elected === true) return d;
+    }
+    return null;
   }
 
   async startAgent(h: Host): Promise<void> {
@@ -478,9 +641,15 @@ export class NetnsCluster {
   }
 
   async start(): Promise<void> {
+    if (this.store === 'etcd') {
+      mkdirSync(join(this.dir, 'etcd'), { recursive: true, mode: 0o700 });
+      ETCD_MEMBERS.forEach((_, i) => this.startEtcdMember(i));
+      if (this.relay === null || this.relay.exited) this.startRelay();
+      await this.waitEtcdHealthy();
+    }
     if (this.adminToken === '') await this.issueTokens();
-    // All three at once: node takes seconds to load on a small machine.
-    await Promise.all([this.startArbiter(), ...HOSTS.map((h) => this.startAgent(h))]);
+    // All at once: node takes seconds to load on a small machine.
+    await Promise.all([...this.arbiters.map((d) => this.startArbiter(d)), ...HOSTS.map((h) => this.startAgent(h))]);
   }
 
   private startRelay(): void {
@@ -497,8 +666,25 @@ export class NetnsCluster {
     });
   }
 
-  /** One HTTP request to the arbiter from inside its namespace. */
-  http(method: string, path: string, body?: unknown, timeoutMs = 3000, token?: string): Promise<RelayAnswer> {
+  /**
+   * One HTTP request to the arbiter from inside its namespace (`base`: to that URL only). Store
+   * etcd: to each arbiter in turn, the next when one does not answer or answers 503 — what an
+   * agent with `arbiterUrls` does.
+   */
+  async http(method: string, path: string, body?: unknown, timeoutMs = 3000, token?: string, base?: string): Promise<RelayAnswer> {
+    if (base !== undefined || this.store === 'sqlite') return this.httpTo(method, path, body, timeoutMs, token, base);
+    let a: RelayAnswer = { error: 'no arbiter', t0: hr(), t1: hr() };
+    for (const d of this.arbiters) {
+      const t0 = hr();
+      a = await this.httpTo(method, path, body, timeoutMs, token, `http://127.0.0.1:${arbiterPort(d)}`);
+      // t0 of the whole try: an acknowledgement's interval covers every arbiter asked
+      a = { ...a, t0: Math.min(a.t0, t0) };
+      if (a.error === undefined && a.status !== 503) return a;
+    }
+    return a;
+  }
+
+  private httpTo(method: string, path: string, body: unknown, timeoutMs: number, token: string | undefined, base: string | undefined): Promise<RelayAnswer> {
     const relay = this.relay;
     if (relay === null || relay.exited) return Promise.resolve({ error: 'no relay', t0: hr(), t1: hr() });
     const id = ++this.relayId;
@@ -512,7 +698,7 @@ export class NetnsCluster {
         done(a);
       });
       const headers = token !== undefined ? { authorization: `Bearer ${token}` } : undefined;
-      relay.child.stdin!.write(JSON.stringify({ id, method, path, body, headers, timeoutMs }) + '\n');
+      relay.child.stdin!.write(JSON.stringify({ id, method, path, body, headers, timeoutMs, base }) + '\n');
     });
   }
 
@@ -722,8 +908,8 @@ export class NetnsCluster {
 
   async restartDaemon(d: Daemon): Promise<void> {
     if (this.daemonPid(d) !== null) return;
-    if (d === 'arbiter') {
-      await this.startArbiter();
+    if (d === 'arbiter' || d === 'arbiter-1') {
+      await this.startArbiter(d);
       // S4: read the record back at once after every restart.
       await this.readLease();
     } else {
@@ -769,14 +955,14 @@ export class NetnsCluster {
   /** Undoes every network fault and clock offset, resumes every process. */
   async healAll(): Promise<void> {
     await Promise.all(
-      LINKS.flatMap((link) =>
+      this.links.flatMap((link) =>
         LINK_ENDS[link].map(async (end) => {
           await this.qdisc(end, null);
           await runAsync('ip', ['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
         }),
       ),
     );
-    for (const d of DAEMONS) writeFileSync(this.timeFile(d), '+0s\n');
+    for (const d of this.daemonNames) writeFileSync(this.timeFile(d), '+0s\n');
     for (const h of HOSTS) if (this.paused.has(h)) await this.sleepHost(h, false);
     for (const p of this.all.values()) if (!p.exited) this.signal(p.pid, 'SIGCONT');
   }
@@ -826,7 +1012,7 @@ export class NetnsCluster {
     this.destroyed = true;
     this.killAll();
     await Promise.all(
-      Object.values(this.ns).map(async (n) => {
+      this.nodes.map((node) => this.ns[node]).map(async (n) => {
         const pids = (await runAsync('ip', ['netns', 'pids', n])).out;
         for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
         await runAsync('ip', ['netns', 'del', n]);
@@ -857,7 +1043,7 @@ export class NetnsCluster {
     this.workersOn = false;
     this.killAll();
     // Processes still inside a namespace (a worker that escaped its parent) by the kernel's list.
-    for (const n of Object.values(this.ns)) {
+    for (const n of this.nodes.map((node) => this.ns[node])) {
       const pids = spawnSync('ip', ['netns', 'pids', n], { encoding: 'utf8' }).stdout ?? '';
       for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
       spawnSync('ip', ['netns', 'del', n]);

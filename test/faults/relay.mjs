@@ -1,7 +1,8 @@
 // The harness's HTTP client inside the arbiter's network namespace: one JSON request per stdin
 // line `{id, method, path, headers?, body?}` → one JSON answer per stdout line
 // `{id, status, body, t0, t1}` or `{id, error, t0, t1}`, t in CLOCK_MONOTONIC seconds.
-// It talks only to the arbiter on this namespace's loopback; it exits when stdin closes.
+// It talks to the arbiter on this namespace's loopback, or to the `base` a request names (store
+// etcd: the other arbiter, an etcd member); it exits when stdin closes.
 import { createInterface } from 'node:readline';
 
 const base = process.argv[2] ?? 'http://127.0.0.1:8470';
@@ -16,7 +17,7 @@ rl.on('line', async (raw) => {
   }
   const t0 = now();
   try {
-    const r = await fetch(base + req.path, {
+    const r = await fetch((req.base ?? base) + req.path, {
       method: req.method,
       headers: { ...(req.body !== undefined ? { 'content-type': 'application/json' } : {}), ...(req.headers ?? {}) },
       body: req.body !== undefined ? JSON.stringify(req.body) : undefined,

@@ -1,7 +1,7 @@
 /**
  * `npm run test:faults -- [--schedules N] [--seed S] [--window W] [--kill-points K]
  * [--requests R] [--only schedules,crash,hostile] [--from I] [--parallel K] [--kinds sleep,stop,…]
- * [--keep-failed] [--keep-all] [--no-pin] [--json FILE]`
+ * [--store sqlite|etcd] [--keep-failed] [--keep-all] [--no-pin] [--json FILE]`
  *
  * By default the run builds the committed HEAD in /tmp/hqf-build-<commit> and tests that build
  * (`--no-pin`: the checkout's apps/<name>/dist as they are).
@@ -15,6 +15,11 @@
  * `--parallel K` (default 1) runs K schedules at once, each on its own cluster (own namespaces and
  * directory), handed out from one queue; lines are printed in schedule order. `--kinds` draws the
  * faults only from the kinds named (the same seed then gives other schedules).
+ *
+ * `--store etcd` (`npm run faults:etcd`): the schedules run on two arbiters in front of three
+ * etcd members in a fourth namespace (test/faults/cluster.ts), with etcd's own faults added —
+ * kill -9 and SIGSTOP of the elected arbiter, kill -9 of an etcd member, faults of the link
+ * between the arbiters and etcd. Needs Debian's etcd-server besides root.
  */
 import { writeFileSync } from 'node:fs';
 
@@ -23,8 +28,8 @@ if (Object.keys(process.env).some((k) => k === 'TAP' || k.startsWith('TAP_'))) {
   process.stdout.write('1..0 # SKIP run.ts is the fault runner (npm run test:faults), not a test file\n');
   process.exit(0);
 }
-import { netnsUnavailable, faketimeAvailable, sleep } from './cluster.js';
-import { FAULT_KINDS, describe, makeSchedule, runSchedule, type FaultKind, type Schedule, type ScheduleResult } from './schedule.js';
+import { netnsUnavailable, faketimeAvailable, sleep, etcdUnavailable, type StoreKind } from './cluster.js';
+import { ALL_FAULT_KINDS, FAULT_KINDS, describe, makeSchedule, runSchedule, type FaultKind, type Schedule, type ScheduleResult } from './schedule.js';
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -52,11 +57,18 @@ const keepAll = process.argv.includes('--keep-all');
 const from = num('from', 0);
 const jsonOut = flag('json');
 const parallel = Math.max(1, Math.floor(num('parallel', 1)));
+const storeFlag = flag('store') ?? 'sqlite';
+if (storeFlag !== 'sqlite' && storeFlag !== 'etcd') {
+  process.stderr.write(`test:faults: --store takes sqlite or etcd (got ${storeFlag})\n`);
+  process.exit(2);
+}
+const store: StoreKind = storeFlag;
+const KINDS = store === 'etcd' ? ALL_FAULT_KINDS : FAULT_KINDS;
 const kindsFlag = flag('kinds');
 const kinds = kindsFlag === undefined ? undefined : kindsFlag.split(',').filter((k) => k !== '');
 for (const k of kinds ?? []) {
-  if (!(FAULT_KINDS as readonly string[]).includes(k)) {
-    process.stderr.write(`test:faults: --kinds takes ${FAULT_KINDS.join(', ')} (got ${k})\n`);
+  if (!(KINDS as readonly string[]).includes(k)) {
+    process.stderr.write(`test:faults: --kinds takes ${KINDS.join(', ')} (got ${k})\n`);
     process.exit(2);
   }
 }
@@ -77,11 +89,11 @@ if (!process.argv.includes('--no-pin')) {
 }
 
 const started = Date.now();
-const summary: { [k: string]: unknown } = { command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(), seed, commit, startedAt: new Date(started).toISOString() };
+const summary: { [k: string]: unknown } = { command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(), seed, commit, store, startedAt: new Date(started).toISOString() };
 let failed = false;
 
 if (only.has('schedules') && schedules > 0) {
-  const why = netnsUnavailable();
+  const why = netnsUnavailable() ?? (store === 'etcd' ? etcdUnavailable() : null);
   if (why !== null) {
     process.stdout.write(`schedules skipped: ${why}\n`);
     summary.schedules = { skipped: why };
@@ -93,7 +105,7 @@ if (only.has('schedules') && schedules > 0) {
       process.stderr.write('test:faults: --kinds leaves only clock-jump, and libfaketime is not installed\n');
       process.exit(2);
     }
-    const byKind = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<string, number>;
+    const byKind = Object.fromEntries(KINDS.map((k) => [k, 0])) as Record<string, number>;
     const verdicts = { OK: 0, VIOLATION: 0, UNKNOWN: 0 };
     const perProperty: Record<string, { VIOLATION: number; UNKNOWN: number }> = {};
     const handovers: number[] = [];
@@ -131,8 +143,8 @@ if (only.has('schedules') && schedules > 0) {
     const lane = async (): Promise<void> => {
       while (next < from + schedules) {
         const i = next++;
-        const s = makeSchedule(seed, i, window, { clockJumps, kinds: kinds as FaultKind[] | undefined });
-        const r = await runSchedule(s, { window, keepFailed, keepAll, tag: String(process.pid) });
+        const s = makeSchedule(seed, i, window, { clockJumps, kinds: kinds as FaultKind[] | undefined, store });
+        const r = await runSchedule(s, { window, keepFailed, keepAll, tag: String(process.pid), store });
         done.set(i, { s, r });
         while (done.has(printed)) {
           const d = done.get(printed)!;
@@ -148,6 +160,7 @@ if (only.has('schedules') && schedules > 0) {
     const wallPerSchedule = Math.round((Date.now() - lanesStarted) / 10 / schedules) / 100;
     summary.schedules = {
       count: schedules,
+      store,
       window,
       parallel,
       kinds: kinds ?? 'all',

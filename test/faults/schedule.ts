@@ -3,7 +3,7 @@
  * 1–3 faults (random kind, target, start and length inside a window) → heal → recovery →
  * check. The same seed gives the same schedules (the timing of the real processes differs).
  */
-import { DAEMONS, HOSTS, LINKS, LINK_ENDS, NetnsCluster, hr, sleep, type Daemon, type Host, type Link, type Node } from './cluster.js';
+import { DAEMONS, ETCD_DAEMONS, ETCD_LINKS, ETCD_MEMBERS, FAST_ETCD_STORE, HOSTS, LINKS, LINK_ENDS, NetnsCluster, hr, sleep, type Daemon, type Host, type Link, type Node, type StoreKind } from './cluster.js';
 import { check, type Report } from './checker.js';
 
 /** mulberry32: small, fast, good enough to pick faults. */
@@ -25,10 +25,17 @@ export type Fault =
   | { kind: 'kill'; daemon: Daemon; start: number; length: number }
   | { kind: 'stop'; host: Host; start: number; length: number }
   | { kind: 'clock-jump'; daemon: Daemon; offset: number; start: number; length: number }
-  | { kind: 'sleep'; host: Host; start: number; length: number };
+  | { kind: 'sleep'; host: Host; start: number; length: number }
+  // store etcd only: kill -9 / SIGSTOP of whichever arbiter is elected when the fault starts, kill -9 of an etcd member
+  | { kind: 'kill-elected'; start: number; length: number }
+  | { kind: 'stop-elected'; start: number; length: number }
+  | { kind: 'etcd-kill'; member: number; start: number; length: number };
 
 export type FaultKind = Fault['kind'];
 export const FAULT_KINDS: readonly FaultKind[] = ['cut-link', 'one-way', 'delay-loss', 'kill', 'stop', 'clock-jump', 'sleep'];
+/** The faults only a store etcd cluster has (partitions between the arbiters and etcd are link faults on `arb-etcd`). */
+export const ETCD_FAULT_KINDS: readonly FaultKind[] = ['kill-elected', 'stop-elected', 'etcd-kill'];
+export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...ETCD_FAULT_KINDS];
 
 export interface Schedule {
   readonly index: number;
@@ -38,6 +45,8 @@ export interface Schedule {
 
 /** Past the TTL (6 s) of the fast settings: a stop or a sleep shorter than that proves little. */
 const PAST_TTL = 7;
+/** Past the arbiters' election TTL: a stopped elected arbiter loses its term (and must not act on waking). */
+const PAST_ELECTION_TTL = FAST_ETCD_STORE.electionTtlSeconds + 1;
 
 export function describe(f: Fault): string {
   const when = `@${f.start.toFixed(1)}+${f.length.toFixed(1)}s`;
@@ -54,37 +63,61 @@ export function describe(f: Fault): string {
       return `${f.kind}(${f.host})${when}`;
     case 'clock-jump':
       return `clock-jump(${f.daemon} ${f.offset >= 0 ? '+' : ''}${f.offset}s)${when}`;
+    case 'kill-elected':
+    case 'stop-elected':
+      return `${f.kind}${when}`;
+    case 'etcd-kill':
+      return `etcd-kill(${f.member})${when}`;
   }
 }
 
 /**
  * Schedule `index` of a run with `seed`: 1–3 faults inside a window of `window` seconds, of the
- * kinds in `opts.kinds` (default: all; clock jumps only where libfaketime is installed). The same
- * seed with another kinds filter gives other schedules.
+ * kinds in `opts.kinds` (default: all of the store's; clock jumps only where libfaketime is
+ * installed). The same seed with another kinds filter gives other schedules. Store etcd (its
+ * links, daemons and kinds): the first fault is always one of etcd's — kill -9 or SIGSTOP of
+ * the elected arbiter, kill -9 of an etcd member, or a fault of the `arb-etcd` link — and the
+ * others are drawn from every kind.
  */
-export function makeSchedule(seed: number, index: number, window: number, opts: { clockJumps: boolean; kinds?: readonly FaultKind[] }): Schedule {
+export function makeSchedule(seed: number, index: number, window: number, opts: { clockJumps: boolean; kinds?: readonly FaultKind[]; store?: StoreKind }): Schedule {
   const s = (seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0;
   const r = rng(s);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-  const kinds = (opts.kinds ?? FAULT_KINDS).filter((k) => k !== 'clock-jump' || opts.clockJumps);
+  const etcd = opts.store === 'etcd';
+  const kinds = (opts.kinds ?? (etcd ? ALL_FAULT_KINDS : FAULT_KINDS)).filter((k) => k !== 'clock-jump' || opts.clockJumps).filter((k) => etcd || !ETCD_FAULT_KINDS.includes(k));
   if (kinds.length === 0) throw new Error('no fault kind left to pick from');
+  const links = etcd ? ETCD_LINKS : LINKS;
+  const daemons = etcd ? ETCD_DAEMONS : DAEMONS;
+  const LINK_KINDS: readonly FaultKind[] = ['cut-link', 'one-way', 'delay-loss'];
+  // store etcd: the first fault from etcd's own (the link kinds then on arb-etcd)
+  const firstKinds = etcd ? kinds.filter((k) => ETCD_FAULT_KINDS.includes(k) || LINK_KINDS.includes(k)) : [];
   const n = 1 + Math.floor(r() * 3);
   const faults: Fault[] = [];
   const usedLinks = new Set<Link>();
   const usedProcs = new Set<string>();
   for (let tries = 0; faults.length < n && tries < 50; tries++) {
-    const kind = pick(kinds);
+    const etcdFirst = faults.length === 0 && firstKinds.length > 0;
+    const kind = pick(etcdFirst ? firstKinds : kinds);
     const start = Math.round(r() * (window * 0.6) * 10) / 10;
     const long = kind === 'stop' || kind === 'sleep';
-    const length = Math.round((long ? PAST_TTL + r() * 6 : 1 + r() * (window - start - 1)) * 10) / 10;
-    if (kind === 'cut-link' || kind === 'one-way' || kind === 'delay-loss') {
-      const link = pick(LINKS);
+    const length = Math.round((long ? PAST_TTL + r() * 6 : kind === 'stop-elected' ? PAST_ELECTION_TTL + r() * 5 : 1 + r() * (window - start - 1)) * 10) / 10;
+    if (kind === 'kill-elected' || kind === 'stop-elected') {
+      if (usedProcs.has('elected')) continue;
+      usedProcs.add('elected');
+      faults.push({ kind, start, length });
+    } else if (kind === 'etcd-kill') {
+      const member = Math.floor(r() * ETCD_MEMBERS.length);
+      if (usedProcs.has(`etcd-${member}`)) continue;
+      usedProcs.add(`etcd-${member}`);
+      faults.push({ kind, member, start, length });
+    } else if (kind === 'cut-link' || kind === 'one-way' || kind === 'delay-loss') {
+      const link = etcdFirst ? 'arb-etcd' : pick(links);
       if (usedLinks.has(link)) continue;
       usedLinks.add(link);
       if (kind === 'one-way') faults.push({ kind, link, from: pick(LINK_ENDS[link]).node, start, length });
       else faults.push({ kind, link, start, length });
     } else if (kind === 'kill' || kind === 'clock-jump') {
-      const daemon = pick(DAEMONS);
+      const daemon = pick(daemons);
       if (usedProcs.has(daemon)) continue;
       usedProcs.add(daemon);
       if (kind === 'kill') faults.push({ kind, daemon, start, length });
@@ -113,12 +146,12 @@ export interface ScheduleResult {
 }
 
 /** Runs one schedule on a fresh cluster and checks its history. */
-export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string }): Promise<ScheduleResult> {
+export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string; store?: StoreKind }): Promise<ScheduleResult> {
   const began = hr();
   const errors: string[] = [];
   let c: NetnsCluster;
   try {
-    c = await NetnsCluster.create(opts.tag);
+    c = await NetnsCluster.create(opts.tag, opts.store ?? 'sqlite');
   } catch (err) {
     // No cluster, no history: the schedule is UNKNOWN (and fails the run).
     return { schedule, report: check(''), recovery: null, seconds: hr() - began, dir: null, errors: [`cluster: ${(err as Error).message.slice(0, 300)}`], phases: {} };
@@ -184,7 +217,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
           }
           case 'kill':
             // S4's sharpest case: an acknowledged renewal right before the kill -9.
-            if (f.daemon === 'arbiter') await c.renewAsHolder();
+            if (f.daemon === 'arbiter' || f.daemon === 'arbiter-1') await c.renewAsHolder();
             await run(`kill -9 ${f.daemon}`, () => c.killDaemon(f.daemon));
             await at(end);
             await run(`restart ${f.daemon}`, () => c.restartDaemon(f.daemon));
@@ -204,6 +237,32 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
             await at(end);
             await run(`wake ${f.host}`, () => c.sleepHost(f.host, false));
             break;
+          case 'kill-elected':
+          case 'stop-elected': {
+            const d = await c.elected();
+            if (d === null) {
+              // another fault left nobody elected: nothing to kill or stop (recorded, not an error)
+              c.record({ src: 'harness', kind: 'action', what: `${f.kind}: nobody elected`, t: hr() });
+              break;
+            }
+            if (f.kind === 'kill-elected') {
+              // S4's sharpest case: an acknowledged renewal right before the kill -9.
+              await c.renewAsHolder();
+              await run(`kill -9 ${d} (elected)`, () => c.killDaemon(d));
+              await at(end);
+              await run(`restart ${d}`, () => c.restartDaemon(d));
+            } else {
+              await run(`SIGSTOP ${d} (elected)`, () => c.stopDaemon(d, true));
+              await at(end);
+              await run(`SIGCONT ${d}`, () => c.stopDaemon(d, false));
+            }
+            break;
+          }
+          case 'etcd-kill':
+            await run(`kill -9 etcd ${f.member}`, () => c.killEtcdMember(f.member));
+            await at(end);
+            await run(`restart etcd ${f.member}`, () => c.startEtcdMember(f.member));
+            break;
         }
       }),
     );
@@ -212,7 +271,8 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
 
     // Heal: everything back, every daemon alive, then wait for a host to run again.
     await c.healAll();
-    for (const d of DAEMONS) if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
+    if (c.store === 'etcd') ETCD_MEMBERS.forEach((_, i) => c.etcdRunning(i) || c.startEtcdMember(i));
+    for (const d of c.daemonNames) if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
     c.record({ src: 'harness', kind: 'healed', t: hr() });
     const healed = hr();
     try {
