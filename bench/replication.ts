@@ -18,7 +18,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -38,6 +38,7 @@ const TOTAL_MIB = Number(process.env['BENCH_MIB'] ?? 200);
 const TOKEN = 'b'.repeat(64);
 const ROW = 1000;
 const REPEAT = Number(process.env['BENCH_REPEAT'] ?? 5);
+const KEPT = '<!-- bench/replication.ts rewrites the doc above this line and keeps what follows -->';
 
 function rsyncVersion(): string | null {
   try {
@@ -218,7 +219,11 @@ ${table}
 
 ${extra.map((l) => `- ${l}`).join('\n')}
 `;
-      writeFileSync(join(ROOT, 'docs/BENCH-replication.md'), doc);
+      // What follows the marker in the doc (the figures before chunking, notes) is kept as written.
+      const path = join(ROOT, 'docs/BENCH-replication.md');
+      const old = existsSync(path) ? readFileSync(path, 'utf8') : '';
+      const kept = old.indexOf(KEPT);
+      writeFileSync(path, kept < 0 ? doc : `${doc}\n${old.slice(kept)}`);
     }
   } finally {
     rmSync(base, { recursive: true, force: true });

@@ -2,7 +2,6 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import {
   CDC_AVG_BYTES,
   CDC_MAX_BYTES,
@@ -18,7 +17,7 @@ import {
 import { backupSqlite } from '../../apps/agent/src/replication/snapshot.js';
 import { sha256File } from '../../apps/agent/src/replication/manifest.js';
 import { RECIPE_RECORD_BYTES, type Chunk } from '../../packages/protocol/src/index.js';
-import { tmp, write } from './helpers.js';
+import { ledger, tmp, write } from './helpers.js';
 
 function header(pageField: number): Buffer {
   const h = Buffer.alloc(100);
@@ -81,14 +80,7 @@ t.test('an insertion moves only the content-defined boundaries near it', async (
 t.test('a SQLite backup is cut at every page, and an updated row changes one chunk', async (t) => {
   const base = tmp(t);
   const src = join(base, 'live.db');
-  const db = new Database(src);
-  db.pragma('journal_mode = WAL');
-  db.exec('CREATE TABLE rows (id INTEGER PRIMARY KEY, payload BLOB)');
-  const ins = db.prepare('INSERT INTO rows (payload) VALUES (?)');
-  db.transaction(() => {
-    for (let i = 0; i < 3000; i++) ins.run(randomBytes(1000));
-  })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
+  const db = ledger(src, 3000);
   await backupSqlite(src, join(base, 'one.db'));
   db.prepare('UPDATE rows SET payload = ? WHERE id = 1500').run(randomBytes(1000));
   db.pragma('wal_checkpoint(TRUNCATE)');

@@ -7,6 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { resolveReplication, validateReplication, type ReplicationConfig } from '../../apps/agent/src/replication/config.js';
 import { StandbyReceiver } from '../../apps/agent/src/replication/receiver.js';
@@ -92,4 +94,17 @@ export function writer(db: string): Promise<ChildProcess> {
     child.once('error', fail);
     child.once('exit', (code) => fail(new Error(`writer exited ${code}`)));
   });
+}
+
+/** A WAL SQLite database of `rows` rows of 1000 random bytes (four to a 4 KiB page), checkpointed; open. */
+export function ledger(path: string, rows: number): Database.Database {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.exec('CREATE TABLE rows (id INTEGER PRIMARY KEY, payload BLOB)');
+  const ins = db.prepare('INSERT INTO rows (payload) VALUES (?)');
+  db.transaction(() => {
+    for (let i = 0; i < rows; i++) ins.run(randomBytes(1000));
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  return db;
 }

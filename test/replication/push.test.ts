@@ -12,9 +12,8 @@ import { pushGeneration } from '../../apps/agent/src/replication/push.js';
 import { verifyTier } from '../../apps/agent/src/replication/verify.js';
 import { formatSums, generationId, type Chunk, type Manifest, type ManifestEntry } from '../../packages/protocol/src/index.js';
 import { randomBytes } from 'node:crypto';
-import Database from 'better-sqlite3';
 import { chunkFile, encodeRecipe } from '../../apps/agent/src/replication/chunks.js';
-import { config, peer, tmp, TOKEN, write } from './helpers.js';
+import { config, ledger, peer, tmp, TOKEN, write } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');
 
@@ -316,15 +315,8 @@ async function setupDb(t: Parameters<Parameters<typeof tap.test>[1]>[0], keep?: 
   const base = tmp(t);
   const cfg = config(base, { plan: { files: [{ path: 'ledger.db' }, { path: 'a.txt' }] } });
   write(cfg.stateDir, 'a.txt', 'alpha\n');
-  const db = new Database(join(cfg.stateDir, 'ledger.db'));
+  const db = ledger(join(cfg.stateDir, 'ledger.db'), 2000);
   t.teardown(() => db.close());
-  db.pragma('journal_mode = WAL');
-  db.exec('CREATE TABLE rows (id INTEGER PRIMARY KEY, payload BLOB)');
-  const ins = db.prepare('INSERT INTO rows (payload) VALUES (?)');
-  db.transaction(() => {
-    for (let i = 0; i < 2000; i++) ins.run(randomBytes(1000));
-  })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
   const update = (id: number) => {
     db.prepare('UPDATE rows SET payload = ? WHERE id = ?').run(randomBytes(1000), id);
     db.pragma('wal_checkpoint(TRUNCATE)');
@@ -464,13 +456,19 @@ t.test('a push cut inside a batch of chunks leaves latest and the kept generatio
   t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the committed copy verifies');
 });
 
-t.test('a push that stops after its chunk list, or after some chunks, and never commits leaves nothing visible', async (t) => {
+/** A first push of the database begun by hand: its entry, bytes and chunks. */
+async function begunDb(t: Parameters<Parameters<typeof tap.test>[1]>[0]) {
   const s = await setupDb(t);
   const g1 = await s.snap();
   const b = await begin(s.peer.url, g1.dir);
   const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
   const file = readFileSync(join(g1.dir, 'ledger.db'));
   const chunks = (await chunkFile(join(g1.dir, 'ledger.db'), 'sqlite')).chunks;
+  return { s, b, e, file, chunks };
+}
+
+t.test('a push that stops after its chunk list, or after some chunks, and never commits leaves nothing visible', async (t) => {
+  const { s, b, e, file, chunks } = await begunDb(t);
   await put(s.peer.url, `/v1/standby/pushes/${b.push}/recipes/${e.sha256}`, encodeRecipe(chunks));
   t.same((await put(s.peer.url, `/v1/standby/pushes/${b.push}/chunks`, batch(file, chunks, [0, 1]))).body, { received: 2 }, 'two chunks are stored');
   t.same(readdirSync(join(s.standbyDir, 'core')), [], 'no generation and no latest are visible');
@@ -481,12 +479,7 @@ t.test('a push that stops after its chunk list, or after some chunks, and never 
 });
 
 t.test('chunks and chunk lists that do not fit are refused with one line and a 4xx', async (t) => {
-  const s = await setupDb(t);
-  const g1 = await s.snap();
-  const b = await begin(s.peer.url, g1.dir);
-  const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
-  const file = readFileSync(join(g1.dir, 'ledger.db'));
-  const chunks = (await chunkFile(join(g1.dir, 'ledger.db'), 'sqlite')).chunks;
+  const { s, b, e, file, chunks } = await begunDb(t);
   const base = `/v1/standby/pushes/${b.push}`;
   const cases: [string, string, Buffer, number, string][] = [
     ['a list whose chunks do not add up to the file', `${base}/recipes/${e.sha256}`, encodeRecipe(chunks.slice(1)), 400, 'HQ_ERR_BAD_MANIFEST'],
