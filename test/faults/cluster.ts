@@ -481,12 +481,13 @@ export class NetnsCluster {
   private async issueTokens(): Promise<void> {
     if (this.store === 'etcd') return this.issueEtcdTokens();
     const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
-    const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => string };
+    // issueToken is async since the store seam serves etcd too: awaited (a Promise written as the token was the harness's bug)
+    const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string> };
     const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });
     try {
-      const issue = (machine: string, scope: string): string => issueToken(store, machine, scope, Date.now() / 1000);
-      for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${issue(h, 'member')}\n`, { mode: 0o600 });
-      this.adminToken = issue('ops', 'admin');
+      const issue = (machine: string, scope: string): Promise<string> => issueToken(store, machine, scope, Date.now() / 1000);
+      for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${await issue(h, 'member')}\n`, { mode: 0o600 });
+      this.adminToken = await issue('ops', 'admin');
     } finally {
       store.close();
     }

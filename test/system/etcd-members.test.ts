@@ -30,14 +30,7 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
   if (etcd === null) return;
   const c = await Cluster.create({ etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL } });
   t.teardown(() => c.stopAll());
-  const health = async (i: number): Promise<{ elected: boolean; leader: string | null } | null> => {
-    try {
-      const r = await fetch(`${c.arbiterUrl(i)}/v1/health`, { signal: AbortSignal.timeout(1500) });
-      return ((await r.json()) as { arbiters?: { elected: boolean; leader: string | null } }).arbiters ?? null;
-    } catch {
-      return null;
-    }
-  };
+  const health = (i: number) => c.election(i);
   const call = async (i: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
     const r = await fetch(`${c.arbiterUrl(i)}${path}`, {
       method,

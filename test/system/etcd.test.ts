@@ -18,14 +18,7 @@ t.test('two arbiters on three etcd members', async (t) => {
   if (etcd === null) return;
   const c = await Cluster.create({ etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL } });
   t.teardown(() => c.stopAll());
-  const health = async (i: number): Promise<{ elected: boolean; leader: string | null } | null> => {
-    try {
-      const r = await fetch(`${c.arbiterUrl(i)}/v1/health`, { signal: AbortSignal.timeout(1000) });
-      return ((await r.json()) as { arbiters?: { elected: boolean; leader: string | null } }).arbiters ?? null;
-    } catch {
-      return null;
-    }
-  };
+  const health = (i: number) => c.election(i);
   const metric = async (i: number, name: string): Promise<number> => {
     const text = await (await fetch(`${c.arbiterUrl(i)}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
     return text.split('\n').filter((l) => l.startsWith(name)).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);

@@ -292,6 +292,16 @@ export class Cluster {
     return { stop };
   }
 
+  /** Arbiter i's word on the election (store etcd: `arbiters` of its /v1/health), or null when it does not answer. */
+  async election(i: number): Promise<{ elected: boolean; leader: string | null } | null> {
+    try {
+      const r = await fetch(`${this.arbiterUrl(i)}/v1/health`, { signal: AbortSignal.timeout(1500) });
+      return ((await r.json()) as { arbiters?: { elected: boolean; leader: string | null } }).arbiters ?? null;
+    } catch {
+      return null;
+    }
+  }
+
   async fence(h: HostName, role = 'cron'): Promise<{ run: boolean; reason: string; generation: number; holder: string | null; validForSeconds: number | null } | null> {
     const r = await callAgent(this.socket(h), 'GET', `/v1/fence?role=${role}`, 2);
     return r.kind === 'answer' && r.status === 200 ? (r.body as never) : null;
