@@ -251,12 +251,14 @@ export class Cluster {
       } catch {
         return false;
       }
-    }, 40_000, 'the arbiter answers /v1/health');
+    }, 90_000, 'the arbiter answers /v1/health').catch((err: Error) => {
+      throw new Error(`${err.message}; its output: ${(this.logs.get(name) ?? '').slice(-800)}`);
+    });
   }
 
   async startAgent(h: HostName): Promise<void> {
     this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => (await this.status(h)) !== null, 40_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    await this.waitFor(async () => (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
   }
@@ -310,8 +312,8 @@ export class Cluster {
     return r.kind === 'answer' && r.status === 200 ? (r.body as { [k: string]: unknown }) : null;
   }
 
-  hq(h: HostName, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-    return runNode([this.bin(h, HQ_CLI), ...args, '--config', this.agentConfig(h)], env);
+  hq(h: HostName, args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs?: number): Promise<Run> {
+    return runNode([this.bin(h, HQ_CLI), ...args, '--config', this.agentConfig(h)], env, timeoutMs);
   }
 
   async waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {

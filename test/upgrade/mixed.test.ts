@@ -20,8 +20,9 @@ import { missingTool } from '../missing-tool.js';
 import { buildPrevious, PREVIOUS_TAG } from './previous.js';
 
 // Longer than the suite's 300 s per file: the previous release is compiled first (tsc -b, a
-// minute or two on a busy machine), then three fleets go through their upgrades (~1 min each).
-t.setTimeout(25 * 60_000);
+// minute or two on a busy machine), then three fleets go through their upgrades (a few minutes
+// each when the machine is loaded: every step starts node processes).
+t.setTimeout(40 * 60_000);
 
 const prev = await buildPrevious();
 if (!prev.ok) {
@@ -47,6 +48,8 @@ if (!prev.ok) {
       const isNew = (n: Name): boolean => !c.roots.has(n);
       const fleetText = (): string => (['arbiter', ...HOSTS] as const).map((n) => `${n} ${isNew(n) ? 'new' : 'old'}`).join(', ');
 
+      /** `hq` of host h's release; generous: a CLI start can take many seconds on a loaded machine. */
+      const cli = (h: HostName, args: readonly string[]) => c.hq(h, args, {}, 120_000);
       const lease = async (): Promise<Lease> => {
         const r = await fetch(`${c.arbiterUrl()}/v1/lease`);
         return (await r.json()) as Lease;
@@ -111,7 +114,7 @@ if (!prev.ok) {
       const handover = async (t: Test, from: HostName, why: string): Promise<void> => {
         const to = c.other(from);
         const g = (await lease()).generation;
-        const r = await c.hq(from, ['lease', 'release', '--handover-to', to]);
+        const r = await cli(from, ['lease', 'release', '--handover-to', to]);
         t.equal(r.code, 0, `${why}: ${from}'s hq lease release --handover-to ${to} exits 0 (${fleetText()}; ${r.stderr.trim()})`);
         await c.waitFor(async () => runs(to), 40_000, `${to} runs after the handover`);
         t.equal((await lease()).generation, g + 1, `the handover to ${to} is generation ${g + 1}`);
@@ -123,8 +126,8 @@ if (!prev.ok) {
       const monitor = c.watchOverlap(t);
 
       await t.test(`a fleet of ${PREVIOUS_TAG} acquires`, async (t) => {
-        const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
-        t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
+        const r = await cli('mbp', ['lease', 'acquire', '--wait', '20']);
+        t.equal(r.code, 0, `mbp acquires (exit ${r.code} ${r.signal ?? ''} ${r.stderr.trim()})`);
         await c.waitFor(async () => runs('mbp'), 40_000, 'mbp runs');
         t.equal((await lease()).generation, 1, 'the first grant is generation 1');
       });
@@ -135,9 +138,9 @@ if (!prev.ok) {
         await upgrade(t, first);
         const holder = await holderOf();
         const standby = c.other(holder);
-        const again = await c.hq(holder, ['lease', 'acquire']);
+        const again = await cli(holder, ['lease', 'acquire']);
         t.equal(again.code, 0, `the holder's hq lease acquire renews (${fleetText()}; ${again.stderr.trim()})`);
-        const refused = await c.hq(standby, ['lease', 'acquire']);
+        const refused = await cli(standby, ['lease', 'acquire']);
         t.equal(refused.code, 1, `the standby's hq lease acquire is refused: the lease is held (${refused.stderr.trim()})`);
         t.ok(await runs(holder), `${holder} still runs`);
       });

@@ -28,8 +28,13 @@ function git(args: readonly string[], cwd = ROOT): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 }
 
-/** Builds `tag` (default the previous release); `{ok: false}` only when git itself is missing. */
+/**
+ * Builds `tag` (default the previous release); `{ok: false}` only when git itself is missing.
+ * `HQ_PREVIOUS_BUILD=DIR` reuses a tree built so before (while working on the test; it is left alone).
+ */
 export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
+  const reuse = process.env['HQ_PREVIOUS_BUILD'];
+  if (reuse !== undefined && reuse !== '') return { ok: true, build: { root: reuse, commit: git(['rev-parse', 'HEAD'], reuse), remove: () => undefined } };
   try {
     git(['--version']);
   } catch (err) {
