@@ -27,7 +27,7 @@ const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
 
 const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
-function base(listener: string, metrics: AgentMetrics | null, host: string, serverFactory?: FastifyServerFactory): FastifyInstance {
+function base(listener: string, metrics: AgentMetrics | null, host: () => string, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
     ...(serverFactory !== undefined ? { serverFactory } : {}),
     logger: false,
@@ -47,7 +47,7 @@ function base(listener: string, metrics: AgentMetrics | null, host: string, serv
   });
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message }));
   // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
-  const versions = versionHooks(() => `hq-agent on ${host}`);
+  const versions = versionHooks(() => `hq-agent on ${host()}`);
   app.addHook('onRequest', versions.onRequest);
   app.addHook('preValidation', versions.preValidation);
   if (metrics !== null) {
@@ -95,7 +95,7 @@ export interface SocketAppOptions {
 
 export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
   const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
-  const app = base('socket', metrics, agent.host, fast === null ? undefined : versionedFactory(fast.factory)).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('socket', metrics, () => agent.host, fast === null ? undefined : versionedFactory(fast.factory)).withTypeProvider<TypeBoxTypeProvider>();
   if (fast !== null) {
     app.addHook('preClose', (done) => {
       fast.closing();
@@ -184,7 +184,7 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 // the peer listener
 
 export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
-  const app = base('peer', metrics, agent.host).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('peer', metrics, () => agent.host).withTypeProvider<TypeBoxTypeProvider>();
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }, reply: { code(n: number): { send(b: unknown): unknown } }) => {
     if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) {
       return reply.code(401).send({ error: ERRORS.UNAUTHORIZED.code, message: ERRORS.UNAUTHORIZED.message });
