@@ -154,6 +154,9 @@ JSON in and out, times in epoch seconds on the arbiter's clock, bodies validated
 fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400, 401, 403, 404, 409,
 412, 413, 415 — never a 5xx for bad input (with store etcd, \`503 HQ_ERR_NOT_ELECTED\` while no arbiter
 is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: nothing was decided). The full document: \`GET /v1/openapi.json\`.
+Every request and answer carries \`hq-protocol: N\` (this release speaks 2 and serves 1; no header is 1,
+hq 0.1.x); a version not served is \`400 HQ_ERR_PROTOCOL_VERSION\`, naming both versions and what to
+upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions").
 
 | method, path | scope | what |
 |---|---|---|
@@ -163,14 +166,14 @@ is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: noth
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
 | \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?}\` |
 | \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
-| \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?}\` → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
+| \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?, version?}\` (\`version\`: the agent's release, protocol 2) → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
 | \`GET /v1/events?after=ID&limit=N\`, \`?tail=N\`, \`?since=T\` | read | \`{events: [...]}\` ascending |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
-| \`GET /v1/status\` | read | the status page's data: the phase line, hosts, failover sentence, timing problems |
+| \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
 | \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases |
@@ -199,8 +202,9 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`; with store etcd also
-\`hq_arbiter_elected\` (1 on the arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
+\`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
+last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
+arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
 \`hq_agent_peer_confirmations_total\`, \`hq_agent_step_downs_total{result}\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,

@@ -89,8 +89,11 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
   );
   // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
   // a subpath export that does not load lease-core's decisions; @hq/protocol/fence is the fence
-  // answer and its reasons, one file of the contract that does not load the rest of it.
-  t.same([...externals].filter((e) => !e.startsWith('node:')).sort(), ['@hq/lease-core/suggest', '@hq/protocol/fence'], 'and node built-ins only, besides the suggester and the fence contract');
-  const fence = readFileSync(join(ROOT, 'packages/protocol/src/fence.ts'), 'utf8');
-  t.same([...fence.matchAll(/^import\s+(?!type\b)/gm)], [], '@hq/protocol/fence imports nothing');
+  // answer and its reasons, one file of the contract that does not load the rest of it; likewise
+  // @hq/protocol/version, the header every socket request carries.
+  t.same([...externals].filter((e) => !e.startsWith('node:')).sort(), ['@hq/lease-core/suggest', '@hq/protocol/fence', '@hq/protocol/version'], 'and node built-ins only, besides the suggester, the fence contract and the protocol version');
+  for (const name of ['fence', 'version']) {
+    const text = readFileSync(join(ROOT, `packages/protocol/src/${name}.ts`), 'utf8');
+    t.same([...text.matchAll(/^import\s+(?!type\b)/gm)], [], `@hq/protocol/${name} imports nothing`);
+  }
 });

@@ -176,6 +176,8 @@ export class FakeArbiter {
   down = false;
   /** Extra fields of the lease record `GET /v1/lease` answers (views, maintenance, …). */
   leaseOver: { [k: string]: unknown } = {};
+  /** The `hq-protocol` its answers carry (null: none, as hq 0.1.x). */
+  protocol: string | null = '2';
   private server: Server;
   port = 0;
   constructor() {
@@ -188,6 +190,7 @@ export class FakeArbiter {
           return;
         }
         res.setHeader('content-type', 'application/json');
+        if (this.protocol !== null) res.setHeader('hq-protocol', this.protocol);
         const lease = record({ holder: this.holder, generation: this.generation });
         if (req.url === '/v1/heartbeat') {
           const b = JSON.parse(body) as { host: string };

@@ -9,7 +9,7 @@ import { request } from 'undici';
 import { buildApp } from '../../apps/arbiter/src/server/app.js';
 import { harness } from './helper.js';
 
-const SAME_HEADERS = ['content-type', 'content-length', 'etag'] as const;
+const SAME_HEADERS = ['content-type', 'content-length', 'etag', 'hq-protocol'] as const;
 
 t.test('the fast path answers exactly what the route answers, and leaves the rest to Fastify', async (t) => {
   const h = await harness(t, { auth: { openReads: true } });

@@ -36,7 +36,7 @@ function close(server: Server): Promise<void> {
   });
 }
 
-async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: boolean } = {}): Promise<World> {
+async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: boolean; old?: boolean } = {}): Promise<World> {
   const h = await operatorHarness(t, opts.openReads === false ? { auth: { openReads: false } } : {}, { harness: { clockStart: Date.now() / 1000 + (opts.clockOffset ?? 0) } });
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const arbiterPort = (h.app.server.address() as { port: number }).port;
@@ -49,15 +49,16 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   writeFileSync(join(stateDir, 'peer-token'), 'a'.repeat(64), { mode: 0o600 });
   writeFileSync(join(stateDir, 'seen-generation'), '0\n', { mode: 0o600 });
   const peer = createServer((req, res) => {
-    res.writeHead(req.url === '/v1/health' ? 200 : 404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ status: 'ok', role: 'agent', host: 'node-b' }));
+    // A current peer says its protocol version; one of hq 0.1.x says none.
+    res.writeHead(req.url === '/v1/health' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
+    res.end(JSON.stringify({ status: 'ok', role: 'agent', host: 'node-b', ...(opts.old === true ? { version: '0.1.0' } : {}) }));
   });
   await listen(peer, { port: 0, host: '127.0.0.1' });
   t.teardown(() => close(peer));
   const socketPath = join(stateDir, 'agent.sock');
   const agent = createServer((req, res) => {
-    res.writeHead(req.url === '/v1/status' ? 200 : 404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ holder: null, generation: 0 }));
+    res.writeHead(req.url === '/v1/status' || req.url === '/v1/seen' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
+    res.end(JSON.stringify(req.url === '/v1/seen' ? { seen: false, generation: 0 } : { holder: null, generation: 0 }));
   });
   await listen(agent, socketPath);
   t.teardown(() => close(agent));
@@ -118,12 +119,20 @@ t.test('a healthy host passes every check and exits 0', async (t) => {
   const w = await world(t);
   const r = await doctor(w);
   t.equal(r.code, 0, `doctor exits 0 when every check passes:\n${r.out}`);
-  for (const name of ['config', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'tailscale', 'socket', 'unit']) {
+  for (const name of ['config', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'versions', 'tailscale', 'socket', 'unit']) {
     t.match(line(r.out, name), /^✔ /, `${name} passes`);
   }
   t.match(line(r.out, 'config'), /valid for host mbp \(heartbeat every \S+ s, refresh \S+ s, request timeout \S+ s\)/, "the config line states this host's own cadence (the lease timing is the arbiter's)");
   t.match(line(r.out, 'clock'), /clock is [\d.]+ s (behind|ahead of) the arbiter's/, 'the clock line states the offset');
   t.notMatch(r.out, /fix:/, 'no fixes are suggested');
+});
+
+t.test('a peer and a local daemon of hq 0.1 (protocol 1) fail the versions check, naming what to upgrade', async (t) => {
+  const w = await world(t, { old: true });
+  const r = await doctor(w);
+  t.equal(r.code, 1, 'doctor exits 1');
+  t.match(line(r.out, 'versions'), /^✖ versions\s+the hq-agent daemon on this host speaks protocol 1 \(an older hq still running\); restart it; node-b runs hq 0\.1\.0 \(protocol 1\); upgrade it — fix: upgrade one host at a time/, 'both named, with the order');
+  t.match(line(r.out, 'peers'), /^✔ /, 'the peer still answers');
 });
 
 t.test('each broken piece is one ✖ line with its fix, and doctor exits 1', async (t) => {
@@ -191,7 +200,7 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   t.equal(r.code, 0, 'exit 0');
   const doc = JSON.parse(r.out) as { ok: boolean; checks: CheckResult[] };
   t.equal(doc.ok, true, 'ok is true');
-  t.equal(doc.checks.length, 13, 'thirteen checks (hostname; timing: the arbiter\'s word on this cadence)');
+  t.equal(doc.checks.length, 14, 'fourteen checks (hostname; timing: the arbiter\'s word on this cadence; versions: every host still to upgrade)');
   t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');
   const help = await doctor(w, ['--help']);
   t.equal(help.code, 0, '--help exits 0');

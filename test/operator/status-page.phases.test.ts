@@ -21,6 +21,7 @@ import type { Page } from 'playwright-core';
 import { registryLoad } from '../../apps/arbiter/src/routes/status-page/load.js';
 import { openPage } from './browser.js';
 import { operatorHarness } from './helper.js';
+import { VERSION } from '../../packages/lease-core/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const SHOTS = join(ROOT, 'docs', 'status-page');
@@ -40,13 +41,14 @@ t.test('the status page makes each phase obvious: healthy, holder silent, promot
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const base = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}`;
   const send = async (path: string, body: unknown, token: string): Promise<number> => {
-    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? null : JSON.stringify(body) });
+    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'hq-protocol': '2' }, body: body === undefined ? null : JSON.stringify(body) });
     await r.arrayBuffer();
     return r.status;
   };
   const view = (target: string, up: boolean) => ({ target, reachable: up, ...(up ? UP : DOWN) });
-  const mbp = (body: Record<string, unknown>) => send('/v1/heartbeat', { host: 'mbp', heartbeatSeconds: 1, ...body }, h.tokens.mbp);
-  const nodeb = (body: Record<string, unknown>) => send('/v1/heartbeat', { host: 'node-b', heartbeatSeconds: 1, ...body }, h.tokens.nodeb);
+  // Agents of this release: protocol 2, naming their release (the version column shows it).
+  const mbp = (body: Record<string, unknown>) => send('/v1/heartbeat', { host: 'mbp', heartbeatSeconds: 1, version: VERSION, ...body }, h.tokens.mbp);
+  const nodeb = (body: Record<string, unknown>) => send('/v1/heartbeat', { host: 'node-b', heartbeatSeconds: 1, version: VERSION, ...body }, h.tokens.nodeb);
   const check = () => send('/v1/check', undefined, h.tokens.admin);
   const machine = (host: string, token: string, attrs: Record<string, unknown>) =>
     send('/v1/resources/register', { id: host, name: host, kind: 'machine', machine: host, attrs, observedAt: 1, ttlMs: 600_000 }, token);

@@ -2,18 +2,18 @@
 import t from 'tap';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, joinUrl, requestJson, tokenBelongsTo } from '../../packages/runtime/src/http.js';
+import { describe, joinUrl, peerProtocol, requestJson, tokenBelongsTo } from '../../packages/runtime/src/http.js';
 
-async function server(t: { teardown(fn: () => unknown): void }, answer: (path: string, body: string) => { status: number; text: string } | null) {
+async function server(t: { teardown(fn: () => unknown): void }, answer: (path: string, body: string, headers: IncomingHttpHeaders) => { status: number; text: string; headers?: Record<string, string> } | null) {
   const seen: { path: string; headers: IncomingHttpHeaders; body: string }[] = [];
   const s = createServer((req, res) => {
     let body = '';
     req.on('data', (d) => (body += String(d)));
     req.on('end', () => {
       seen.push({ path: req.url ?? '', headers: req.headers, body });
-      const a = answer(req.url ?? '', body);
+      const a = answer(req.url ?? '', body, req.headers);
       if (a === null) return; // never answers
-      res.writeHead(a.status, { 'content-type': 'application/json' });
+      res.writeHead(a.status, { 'content-type': 'application/json', ...(a.headers ?? {}) });
       res.end(a.text);
     });
   });
@@ -28,9 +28,9 @@ async function server(t: { teardown(fn: () => unknown): void }, answer: (path: s
 t.test('a JSON body goes out and the answer comes back parsed, or null when it is not JSON', async (t) => {
   const s = await server(t, (path, body) => (path === '/echo' ? { status: 201, text: body } : { status: 200, text: 'not json' }));
   const r = await requestJson({ method: 'POST', url: joinUrl(`${s.url}/`, '/echo'), body: { a: 1 }, token: 'tok', timeoutSeconds: 5 });
-  t.same(r, { kind: 'answer', status: 201, body: { a: 1 } }, 'the echo is parsed');
+  t.same(r, { kind: 'answer', status: 201, body: { a: 1 }, protocol: 1 }, 'the echo is parsed');
   t.match(s.seen[0]?.headers, { 'content-type': 'application/json', accept: 'application/json', authorization: 'Bearer tok' }, 'JSON both ways, the plain token sent');
-  t.same(await requestJson({ method: 'GET', url: `${s.url}/x`, timeoutSeconds: 5 }), { kind: 'answer', status: 200, body: null }, 'a body that is not JSON is null');
+  t.same(await requestJson({ method: 'GET', url: `${s.url}/x`, timeoutSeconds: 5 }), { kind: 'answer', status: 200, body: null, protocol: 1 }, 'a body that is not JSON is null');
   t.notOk('authorization' in (s.seen[1]?.headers ?? {}), 'no token, no Authorization header');
 });
 
@@ -51,4 +51,29 @@ t.test('a bound token is sent to its own origin only', async (t) => {
   t.equal(s.seen[0]?.headers.authorization, 'Bearer secret', 'its origin gets it');
   t.notOk('authorization' in (other.seen[0]?.headers ?? {}), 'another port does not');
   t.notOk(tokenBelongsTo({ token: 'x', url: 'not a url' }, 'not a url'), 'a token without an origin belongs nowhere');
+});
+
+t.test('the protocol version: said on every request, read from every answer, bodies shaped to the peer', async (t) => {
+  // An arbiter of protocol 1 (hq 0.1.x): no header on its answers, unknown fields refused.
+  const old = await server(t, (_path, body) => (Object.hasOwn(JSON.parse(body) as object, 'version') ? { status: 400, text: '{"error":"HQ_ERR_BAD_REQUEST","message":"body must NOT have additional properties"}' } : { status: 200, text: '{"ok":true}' }));
+  t.equal(peerProtocol(old.url), null, 'an origin never heard from');
+  const first = await requestJson({ method: 'POST', url: `${old.url}/v1/heartbeat`, body: { host: 'mbp', version: '0.2.0' }, timeoutSeconds: 5 });
+  t.match(first, { kind: 'answer', status: 200, protocol: 1 }, 'the heartbeat is served by the old arbiter');
+  t.equal(old.seen.length, 2, 'after one 400 for the protocol 2 field, once more');
+  t.same(old.seen.map((s) => JSON.parse(s.body) as unknown), [{ host: 'mbp', version: '0.2.0' }, { host: 'mbp' }], 'the second without it');
+  t.ok(old.seen.every((s) => s.headers['hq-protocol'] === '2'), 'each saying protocol 2 (0.1.x ignores the header)');
+  t.equal(peerProtocol(`${old.url}/other`), 1, 'the origin is known as protocol 1');
+  await requestJson({ method: 'POST', url: `${old.url}/v1/heartbeat`, body: { host: 'mbp', version: '0.2.0' }, timeoutSeconds: 5 });
+  t.equal(old.seen.length, 3, 'from then on one request each');
+  t.same(JSON.parse(old.seen[2]?.body ?? '{}'), { host: 'mbp' }, 'already without the field');
+  const other = await requestJson({ method: 'POST', url: `${old.url}/v1/lease/acquire`, body: { host: 'mbp', version: 'x' }, timeoutSeconds: 5 });
+  t.match(other, { status: 400 }, 'a field no version lists is never taken out (the 400 stands)');
+
+  // The same origin upgraded: its answers say 2, and the field goes again.
+  const now = await server(t, () => ({ status: 200, text: '{}', headers: { 'hq-protocol': '2' } }));
+  const r = await requestJson({ method: 'POST', url: `${now.url}/v1/heartbeat`, body: { host: 'mbp', version: '0.2.0' }, timeoutSeconds: 5 });
+  t.match(r, { kind: 'answer', status: 200, protocol: 2 }, 'a protocol 2 answer');
+  t.same(JSON.parse(now.seen[0]?.body ?? '{}'), { host: 'mbp', version: '0.2.0' }, 'with the field');
+  const garbled = await server(t, () => ({ status: 200, text: '{}', headers: { 'hq-protocol': 'soon' } }));
+  t.match(await requestJson({ method: 'GET', url: garbled.url, timeoutSeconds: 5 }), { protocol: 2 }, 'an answer whose header is no version is taken as the version asked in');
 });

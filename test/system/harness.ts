@@ -97,6 +97,11 @@ export interface ClusterOptions {
 export class Cluster {
   readonly procs = new Map<string, ChildProcess>();
   readonly logs = new Map<string, string>();
+  /**
+   * Where each daemon's code comes from, by process name (`arbiter`, a host — its `hq` CLI too):
+   * this checkout unless set (test/upgrade runs the previous release's build beside it).
+   */
+  readonly roots = new Map<string, string>();
   adminToken = '';
 
   private constructor(
@@ -233,9 +238,15 @@ export class Cluster {
     return child;
   }
 
+  private bin(name: string, path: string): string {
+    const root = this.roots.get(name);
+    return root === undefined ? path : join(root, path.slice(ROOT.length + 1));
+  }
+
   /** Starts arbiter i (named `arbiter` for 0, `arbiter-i` otherwise) and waits for its /v1/health. */
   async startArbiter(i = 0): Promise<void> {
-    this.spawnDaemon(i === 0 ? 'arbiter' : `arbiter-${i}`, [ARBITER_CLI, 'serve', '--config', this.arbiterConfigOf(i)]);
+    const name = i === 0 ? 'arbiter' : `arbiter-${i}`;
+    this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
     await this.waitFor(async () => {
       try {
         const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
@@ -243,12 +254,14 @@ export class Cluster {
       } catch {
         return false;
       }
-    }, 40_000, 'the arbiter answers /v1/health');
+    }, 90_000, 'the arbiter answers /v1/health').catch((err: Error) => {
+      throw new Error(`${err.message}; its output: ${(this.logs.get(name) ?? '').slice(-800)}`);
+    });
   }
 
   async startAgent(h: HostName): Promise<void> {
-    this.spawnDaemon(h, [AGENT_CLI, '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => (await this.status(h)) !== null, 40_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
+    await this.waitFor(async () => (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
   }
@@ -312,8 +325,8 @@ export class Cluster {
     return r.kind === 'answer' && r.status === 200 ? (r.body as { [k: string]: unknown }) : null;
   }
 
-  hq(h: HostName, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-    return runNode([HQ_CLI, ...args, '--config', this.agentConfig(h)], env);
+  hq(h: HostName, args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs?: number): Promise<Run> {
+    return runNode([this.bin(h, HQ_CLI), ...args, '--config', this.agentConfig(h)], env, timeoutMs);
   }
 
   async waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {

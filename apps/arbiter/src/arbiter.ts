@@ -4,7 +4,7 @@
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
-import type { LeaseRecord, TimingProblem } from '@hq/protocol';
+import { upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
 import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
@@ -287,6 +287,29 @@ export class Arbiter {
 
   refusedFor(host: string): { at: number; message: string } | null {
     return this.refused.get(host) ?? null;
+  }
+
+  /**
+   * Each host's protocol version and release as its last heartbeat said them (in memory: after a
+   * restart every host is heard again within one heartbeat). The status page, hq doctor (through
+   * /v1/status) and `hq_host_version` show them.
+   */
+  private readonly versions = new Map<string, { protocol: number; release: string | null }>();
+
+  noteVersion(host: string, protocol: number, release: string | null): void {
+    const was = this.versions.get(host);
+    if (was?.protocol === protocol && was.release === release) return;
+    this.versions.set(host, { protocol, release });
+    this.deps.sink.say({ event: 'host-version', host, protocol, release, upgrade: upgradeNote(host, protocol, release) }, 'host version');
+  }
+
+  versionOf(host: string): { protocol: number; release: string | null } | null {
+    return this.versions.get(host) ?? null;
+  }
+
+  /** Every host heard so far and its version. */
+  hostVersions(): ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }> {
+    return this.versions;
   }
   private lastFailover: string | null = null;
 

@@ -4,12 +4,15 @@
  * stale and cost nothing between scrapes.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { PROTOCOL_1_RELEASE } from '@hq/protocol';
 import type { ArbiterState } from '@hq/lease-core';
 
 export interface MetricsSnapshot {
   readonly state: ArbiterState;
   readonly now: number;
   readonly candidates: readonly string[];
+  /** Each host's protocol and release (its last heartbeat; the arbiter itself too). */
+  readonly versions?: ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }>;
 }
 
 export class Metrics {
@@ -21,6 +24,12 @@ export class Metrics {
   readonly viewReachable = new Gauge({ name: 'hq_view_reachable', help: "1 when the observer's latest view says the target is reachable.", labelNames: ['observer', 'target'], registers: [this.registry] });
   readonly viewAge = new Gauge({ name: 'hq_view_age_seconds', help: "Age of the observer's latest view.", labelNames: ['observer', 'target'], registers: [this.registry] });
   readonly heartbeatAge = new Gauge({ name: 'hq_agent_last_heartbeat_age_seconds', help: "Seconds since the candidate's last heartbeat.", labelNames: ['host'], registers: [this.registry] });
+  readonly hostVersion = new Gauge({
+    name: 'hq_host_version',
+    help: 'Always 1, for each host and the hq version its last heartbeat spoke ("0.1" for protocol 1, which never says its release; the arbiter itself too).',
+    labelNames: ['host', 'version'],
+    registers: [this.registry],
+  });
   readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
   readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
   readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions (checks and forced transfers).', registers: [this.registry] });
@@ -63,5 +72,7 @@ export class Metrics {
       }
       if (o.lastHeartbeatAt !== null) this.heartbeatAge.set({ host: name }, Math.max(0, s.now - o.lastHeartbeatAt));
     }
+    this.hostVersion.reset();
+    for (const [host, v] of s.versions ?? []) this.hostVersion.set({ host, version: v.release ?? (v.protocol === 1 ? PROTOCOL_1_RELEASE : `protocol ${v.protocol}`) }, 1);
   }
 }

@@ -46,6 +46,7 @@ export const ERRORS = Object.freeze({
   BAND_FULL: entry('HQ_ERR_BAND_FULL', 503, 'every port of the band is leased'),
   STORE_UNAVAILABLE: entry('HQ_ERR_STORE_UNAVAILABLE', 503, 'the store (etcd) did not answer: nothing was decided; try again or another arbiter'),
   NOT_ELECTED: entry('HQ_ERR_NOT_ELECTED', 503, 'no arbiter is elected to decide right now; try again shortly or another arbiter'),
+  PROTOCOL_VERSION: entry('HQ_ERR_PROTOCOL_VERSION', 400, 'the request speaks a protocol version this side does not serve (hq-protocol header)'),
   INTERNAL: entry('HQ_ERR_INTERNAL', 500, 'internal error'),
 } satisfies Record<string, CatalogEntry>);
 

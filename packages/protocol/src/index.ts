@@ -13,3 +13,4 @@ export * from './lease.js';
 export * from './agent.js';
 export * from './registry.js';
 export * from './replication.js';
+export * from './version.js';

@@ -176,6 +176,8 @@ export interface HeartbeatRequest {
   readonly heartbeatSeconds?: number;
   readonly refreshSeconds?: number;
   readonly requestTimeoutSeconds?: number;
+  /** Protocol 2: the agent's hq release (absent: hq 0.1.x, protocol 1). */
+  readonly version?: string;
 }
 
 /** A relation across the two sides that a report breaks (S6). */

@@ -5,11 +5,17 @@
  * does not), and a token bound to a URL (`BoundToken`) is sent to that origin only, so a token
  * cannot be forwarded to another address.
  */
-import { ERRORS } from '@hq/protocol';
+import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, fieldsAfter, spokenVersion } from '@hq/protocol';
 import { request } from 'undici';
 
 export type HttpResult =
-  | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
+  | {
+      readonly kind: 'answer';
+      readonly status: number;
+      readonly body: unknown;
+      /** The protocol version the answer speaks (its `hq-protocol` header; 1 without one). */
+      readonly protocol?: number;
+    }
   | { readonly kind: 'unreachable'; readonly problem: string };
 
 /** A bearer token and the base URL it belongs to: it is sent to that origin only. */
@@ -52,30 +58,86 @@ function bearerFor(req: JsonRequest): string | null {
   return tokenBelongsTo(t, req.url) ? t.token : null;
 }
 
+/**
+ * The protocol version each origin answered in last (docs/PROTOCOL.md "Versions"): the
+ * `hq-protocol` header of its answer, or 1 for an answer without one (hq 0.1.x). Requests say
+ * this release's version and leave out the request fields of versions later than the origin's;
+ * an origin never heard from gets them all (an earlier one refuses them with a 400, and the
+ * request goes once more without them).
+ */
+const spokenBy = new Map<string, number>();
+
+/** The version `url`'s origin answered in last, or null when it never answered. */
+export function peerProtocol(url: string): number | null {
+  return spokenBy.get(origin(url) ?? url) ?? null;
+}
+
+function routeOf(method: string, url: string): string {
+  try {
+    return `${method} ${new URL(url).pathname}`;
+  } catch {
+    return `${method} ${url}`;
+  }
+}
+
+/** `body` without the fields a request of `version` may not carry (null: nothing to leave out). */
+function shaped(body: unknown, version: number, route: string): { readonly [k: string]: unknown } | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const later = fieldsAfter(version, route).filter((f) => Object.hasOwn(body, f));
+  if (later.length === 0) return null;
+  const out: { [k: string]: unknown } = {};
+  for (const [k, v] of Object.entries(body)) if (!later.includes(k)) out[k] = v;
+  return out;
+}
+
+interface Sent {
+  readonly status: number;
+  readonly body: unknown;
+  /** The version the answer speaks. */
+  readonly protocol: number;
+}
+
 export const requestJson: Requester = async (req) => {
   const ms = Math.max(1, Math.round(req.timeoutSeconds * 1000));
   const late = `no answer within ${req.timeoutSeconds} s`;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), ms);
-  try {
-    const headers: Record<string, string> = { accept: 'application/json', ...(req.headers ?? {}) };
+  const peer = origin(req.url) ?? req.url;
+  const route = routeOf(req.method, req.url);
+  /** One exchange: the request says `version` and carries the fields of `shapeFor`. */
+  const send = async (version: number, shapeFor: number): Promise<Sent> => {
+    const headers: Record<string, string> = { accept: 'application/json', [PROTOCOL_HEADER]: String(version), ...(req.headers ?? {}) };
     const token = bearerFor(req);
     if (token !== null) headers['authorization'] = `Bearer ${token}`;
     let body: string | undefined;
+    const less = shaped(req.body, shapeFor, route);
     if (req.body !== undefined) {
       headers['content-type'] = 'application/json';
-      body = JSON.stringify(req.body);
+      body = JSON.stringify(less ?? req.body);
     }
     const res = await request(req.url, { method: req.method, headers, body, signal: controller.signal, headersTimeout: ms, bodyTimeout: ms });
     const text = await res.body.text();
-    if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
+    const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
+    const protocol = said.ok ? said.version : version;
+    if (!controller.signal.aborted) spokenBy.set(peer, protocol);
     let parsed: unknown = null;
     try {
       parsed = text === '' ? null : JSON.parse(text);
     } catch {
       parsed = null;
     }
-    return { kind: 'answer', status: res.statusCode, body: parsed };
+    return { status: res.statusCode, body: parsed, protocol };
+  };
+  try {
+    const known = spokenBy.get(peer) ?? PROTOCOL_VERSION;
+    let r = await send(PROTOCOL_VERSION, known);
+    // An earlier side refused (a 400: nothing decided) a field of a later version before it had
+    // told its version: once more without those fields, within the same deadline.
+    if (!controller.signal.aborted && r.status === 400 && r.protocol < known && shaped(req.body, r.protocol, route) !== null) {
+      r = await send(PROTOCOL_VERSION, r.protocol);
+    }
+    if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
+    return { kind: 'answer', status: r.status, body: r.body, protocol: r.protocol };
   } catch (err) {
     if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
     const e = err as { code?: string; message?: string };

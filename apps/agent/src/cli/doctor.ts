@@ -30,6 +30,7 @@ import { runFile } from '@hq/runtime/exec';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
+import { PROTOCOL_UNSTATED, PROTOCOL_VERSION, upgradeNote } from '@hq/protocol/version';
 
 /** Store etcd: what the arbiter's /v1/health says about the election and etcd. */
 interface HealthArbiters {
@@ -49,7 +50,7 @@ function electedLine(a: HealthArbiters | undefined): string {
 export const DOCTOR_SPEC: CommandSpec = {
   name: 'doctor',
   summary:
-    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset), the peers, tailscale, the agent's socket, and the systemd unit or launchd plist.",
+    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
   flags: [
     CONFIG_FLAG,
     {
@@ -219,6 +220,8 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   else out.push(await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`));
 
   // 4. The arbiter: health, the token, the clock offset.
+  /** "… runs hq 0.1 (protocol 1); upgrade it" for each host behind this release (step 5b). */
+  const behind: string[] = [];
   if (url === null) {
     out.push(skip('arbiter', 'no arbiter URL'));
     out.push(skip('clock', 'no arbiter URL'));
@@ -242,6 +245,8 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         out.push(skip('clock', 'the lease could not be read'));
       } else {
         const rec = lease.body as { now?: unknown; holder?: unknown; generation?: unknown } | null;
+        const note = upgradeNote(`${String(hb.host)} (the arbiter)`, health.protocol ?? PROTOCOL_UNSTATED, typeof hb.version === 'string' ? hb.version : null);
+        if (note !== null) behind.push(note);
         out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
         const arbiterNow = rec?.now;
         if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
@@ -263,9 +268,14 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   else {
     const token = await readToken(c.tokenFile);
     const st = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/status'), token: token.ok ? token.token : null, timeoutSeconds: c.requestTimeoutSeconds });
-    const b = st.kind === 'answer' && st.status === 200 ? (st.body as { failover?: { text?: unknown }; timingProblems?: unknown } | null) : null;
+    const b = st.kind === 'answer' && st.status === 200 ? (st.body as { failover?: { text?: unknown }; timingProblems?: unknown; hosts?: unknown } | null) : null;
     if (b === null) out.push(skip('timing', `${url}/v1/status: ${answerLine(st)}`));
     else {
+      // Protocol 2: each host's version as its last heartbeat said it (an arbiter of protocol 1 has no such field).
+      for (const h of Array.isArray(b.hosts) ? b.hosts : []) {
+        const u = (h as { upgrade?: unknown } | null)?.upgrade;
+        if (typeof u === 'string' && !behind.some((n) => n.startsWith(`${(h as { host?: unknown }).host} `))) behind.push(u);
+      }
       const problems = (Array.isArray(b.timingProblems) ? b.timingProblems : [])
         .map((p) => p as { host?: unknown; message?: unknown } | null)
         .filter((p) => p !== null && typeof p.message === 'string');
@@ -286,13 +296,26 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
     await Promise.all(
       [...net.peers].map(async ([host, base]) => {
         const r = await requestJson({ method: 'GET', url: joinUrl(base, '/v1/health'), timeoutSeconds: c.requestTimeoutSeconds });
-        if (r.kind === 'answer' && r.status === 200) up.push(host);
+        if (r.kind === 'answer' && r.status === 200) {
+          up.push(host);
+          const v = (r.body as { version?: unknown } | null)?.version;
+          const note = upgradeNote(host, r.protocol ?? PROTOCOL_UNSTATED, typeof v === 'string' ? v : null);
+          if (note !== null && !behind.some((n) => n.startsWith(`${host} `))) behind.push(note);
+        }
         else down.push(`${host} (${base}: ${answerLine(r)})`);
       }),
     );
     if (down.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health`));
     else out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
   }
+
+  // 5b. Versions (docs/PROTOCOL.md "Versions"): every host behind this release, one line each.
+  const local = await callAgent(c.socketPath, 'GET', '/v1/seen', c.requestTimeoutSeconds);
+  if (local.kind === 'answer' && (local.protocol ?? PROTOCOL_UNSTATED) < PROTOCOL_VERSION) {
+    behind.unshift(`the hq-agent daemon on this host speaks protocol ${local.protocol ?? PROTOCOL_UNSTATED} (an older hq still running); restart it`);
+  }
+  if (behind.length > 0) out.push(fail('versions', behind.join('; '), 'upgrade one host at a time: the arbiter, then the standby, then the holder after a handover (deploy/README.md "Upgrading")'));
+  else out.push(pass('versions', `every host heard from speaks hq protocol ${PROTOCOL_VERSION}`));
 
   // 6. tailscale.
   if (c.tailscaleBin === '') out.push(skip('tailscale', 'tailscaleBin is "" (health probes alone decide)'));

@@ -11,6 +11,7 @@
  * fall back to the polling loop then.
  */
 import { request } from 'undici';
+import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol/version';
 import { joinUrl } from '@hq/runtime/http';
 
 export interface StreamEvent {
@@ -105,7 +106,7 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
     let connected = false;
     try {
       arm();
-      const headers: Record<string, string> = { accept: 'text/event-stream', 'last-event-id': String(lastId) };
+      const headers: Record<string, string> = { accept: 'text/event-stream', 'last-event-id': String(lastId), [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
       if (o.token !== null) headers['authorization'] = `Bearer ${o.token}`;
       const res = await request(joinUrl(o.url, `/v1/events/stream?after=${lastId}`), { method: 'GET', headers, signal: ctl.signal, headersTimeout: idleMs, bodyTimeout: idleMs });
       if (res.statusCode === 404) {

@@ -8,6 +8,7 @@
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, readConfigObject } from '@hq/runtime/config-file';
+import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, PROTOCOL_VERSION, spokenVersion } from '@hq/protocol/version';
 
 export interface LightPaths {
   readonly file: string | null;
@@ -38,7 +39,13 @@ export function lightPaths(explicit: string | undefined, env: NodeJS.ProcessEnv 
 }
 
 export type LocalResult =
-  | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
+  | {
+      readonly kind: 'answer';
+      readonly status: number;
+      readonly body: unknown;
+      /** The protocol version the agent answered in (its `hq-protocol` header; 1 without one). */
+      readonly protocol?: number;
+    }
   | { readonly kind: 'down'; readonly problem: string };
 
 export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
@@ -51,8 +58,10 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
       clearTimeout(timer);
       done(r);
     };
-    const headers: { [k: string]: string } =
-      payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method !== 'GET' ? { 'content-length': '0' } : {};
+    const headers: { [k: string]: string } = {
+      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      ...(payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method !== 'GET' ? { 'content-length': '0' } : {}),
+    };
     const req = request({ socketPath, method, path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -64,7 +73,8 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
         } catch {
           body = null;
         }
-        finish({ kind: 'answer', status: res.statusCode ?? 0, body });
+        const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
+        finish({ kind: 'answer', status: res.statusCode ?? 0, body, protocol: said.ok ? said.version : PROTOCOL_UNSTATED });
       });
     });
     const timer = setTimeout(() => {

@@ -10,6 +10,7 @@
  * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
  */
 import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
+import { VERSION } from '@hq/lease-core/version';
 import {
   arbiterDown,
   asksPeers,
@@ -189,7 +190,11 @@ export class ArbiterLink {
     const target = heartbeatProbe(s0);
     const view = target === null ? null : await this.probe(target);
     const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
-    const body = heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation);
+    const body = {
+      ...heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation),
+      // Protocol 2 (the client leaves it out for an arbiter of protocol 1): the operator sees this host's release.
+      version: VERSION,
+    };
     const token = await this.memberToken();
     const sent = this.o.clock.now();
     const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token);

@@ -19,6 +19,7 @@ import Type, { type Static } from 'typebox';
 import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
 import { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
 import { ensureDir } from '@hq/runtime/files';
+import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
@@ -28,7 +29,7 @@ const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
 
 const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
-function base(listener: string, metrics: AgentMetrics | null, serverFactory?: FastifyServerFactory): FastifyInstance {
+function base(listener: string, metrics: AgentMetrics | null, host: () => string, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
     ...(serverFactory !== undefined ? { serverFactory } : {}),
     logger: false,
@@ -47,6 +48,10 @@ function base(listener: string, metrics: AgentMetrics | null, serverFactory?: Fa
     return reply.code(status).send({ error: code, message: err.message.split('\n')[0] ?? 'bad request' });
   });
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message }));
+  // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
+  const versions = versionHooks(() => `hq-agent on ${host()}`);
+  app.addHook('onRequest', versions.onRequest);
+  app.addHook('preValidation', versions.preValidation);
   if (metrics !== null) {
     app.addHook('onResponse', async (req, reply) => {
       metrics.httpDuration.observe(
@@ -92,7 +97,7 @@ export interface SocketAppOptions {
 
 export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
   const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
-  const app = base('socket', metrics, fast?.factory).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('socket', metrics, () => agent.host, fast === null ? undefined : versionedFactory(fast.factory)).withTypeProvider<TypeBoxTypeProvider>();
   if (fast !== null) {
     app.addHook('preClose', (done) => {
       fast.closing();
@@ -194,7 +199,7 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 // the peer listener
 
 export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
-  const app = base('peer', metrics).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('peer', metrics, () => agent.host).withTypeProvider<TypeBoxTypeProvider>();
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }, reply: { code(n: number): { send(b: unknown): unknown } }) => {
     if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) {
       return reply.code(401).send({ error: ERRORS.UNAUTHORIZED.code, message: ERRORS.UNAUTHORIZED.message });

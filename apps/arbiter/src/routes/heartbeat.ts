@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { crossTiming, heartbeat, stepDownAsked } from '@hq/lease-core';
+import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion } from '@hq/protocol';
 import { actFor } from '../server/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '@hq/protocol/schemas';
 import { failoverOf, leaseTimingOf } from '../timing.js';
@@ -17,6 +18,9 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // S6: the pairs across the sides, from the cadence this very report states.
       const problems = config.candidates.includes(body.host) ? crossTiming(config.arbiter, timing, body.host, body) : [];
       await arbiter.noteTiming(body.host, problems, d.state);
+      // The version the report speaks (the hook served it) and, from protocol 2, the release it names.
+      const spoken = spokenVersion(req.headers[PROTOCOL_HEADER]);
+      arbiter.noteVersion(body.host, spoken.ok ? spoken.version : PROTOCOL_UNSTATED, body.version ?? null);
       return {
         outcome: d.answer.outcome,
         reason: d.answer.reason,

@@ -25,6 +25,7 @@ import { leaseFastPath } from './fast-path.js';
 import { forwardPlugin } from './forward.js';
 import { NotElectedError } from '../store/store.js';
 import { isEtcdError } from '../store/etcd/errors.js';
+import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 
 /** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
 export const BODY_LIMIT = 64 * 1024;
@@ -62,7 +63,7 @@ const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> =
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const fast = opts.fastPath === false ? null : leaseFastPath(() => opts.hq);
   const app = Fastify({
-    ...(fast !== null ? { serverFactory: fast.factory } : {}),
+    ...(fast !== null ? { serverFactory: versionedFactory(fast.factory) } : {}),
     loggerInstance: opts.log as unknown as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
@@ -136,6 +137,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       reply.elapsedTime / 1000,
     );
   });
+
+  // The protocol version (docs/PROTOCOL.md "Versions"): first, so every answer — a forwarded one,
+  // a refusal, a 404 — carries it, and a version this arbiter does not serve goes no further.
+  const versions = versionHooks(() => `hq-arbiter on ${opts.hq.config.arbiter}`);
+  app.addHook('onRequest', versions.onRequest);
+  app.addHook('preValidation', versions.preValidation);
 
   await app.register(contextPlugin, { hq: opts.hq });
   // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.

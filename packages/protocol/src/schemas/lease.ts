@@ -96,6 +96,8 @@ export const HeartbeatBody = Type.Object(
     heartbeatSeconds: Type.Optional(CadenceSeconds),
     refreshSeconds: Type.Optional(CadenceSeconds),
     requestTimeoutSeconds: Type.Optional(CadenceSeconds),
+    // Protocol 2: the agent's hq release, for the operator (hq doctor, the status page, hq_host_version).
+    version: Type.Optional(Type.String({ pattern: '^[0-9A-Za-z][0-9A-Za-z.+-]{0,31}$' })),
   },
   { additionalProperties: false },
 );

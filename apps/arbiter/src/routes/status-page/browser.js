@@ -88,7 +88,8 @@
       ['role', 'c-role', h.role],
       ['heartbeat', 'c-heartbeat' + (h.heartbeatProblem ? ' bad' : ''), h.heartbeatText],
       ['view of holder', 'c-view ' + h.viewLevel, h.viewText],
-      ['load', 'c-load', h.loadText]
+      ['load', 'c-load', h.loadText],
+      ['version', 'c-version' + (h.upgrade === null ? '' : ' warn'), h.upgrade === null ? h.versionText : h.versionText + '; upgrade it']
     ];
   }
   function renderStatus(s){

@@ -25,11 +25,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import type { ArbiterState } from '@hq/lease-core';
-import type { LeaseRecord } from '@hq/protocol';
+import { PROTOCOL_VERSION, type LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody } from '@hq/protocol/schemas';
-import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type Refusal, type StatusSettings } from './model.js';
+import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
@@ -57,6 +57,8 @@ export interface StatusPageOptions {
   readonly load?: LoadLookup;
   /** The last request refused for a host's name (a member token of another machine), when any. */
   readonly refused?: (host: string) => Refusal | null;
+  /** What each host last said of its version (its heartbeat's protocol and release). */
+  readonly versions?: (host: string) => HostVersion | null;
   /** Store etcd: which arbiter decides and etcd's health (absent: a single SQLite arbiter). */
   readonly arbiters?: () => ArbitersT;
   /** Seconds between the page's refreshes. Default 3. */
@@ -73,6 +75,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
+    versions: (host) => (host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host)),
     ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };
@@ -95,7 +98,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       const record = opts.record(state);
-      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused), opts);
+      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused, opts.versions), opts);
       const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
@@ -115,7 +118,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      return withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused), opts);
+      return withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions), opts);
     },
   );
 };

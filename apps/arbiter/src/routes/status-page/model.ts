@@ -9,7 +9,7 @@
  * silent standby (after a failover: the old holder) → healthy.
  */
 import type { ArbiterState } from '@hq/lease-core';
-import type { LeaseRecord, TimingProblem } from '@hq/protocol';
+import { hostVersionText, upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from '../../config.js';
 import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
@@ -52,6 +52,18 @@ export interface StatusSettings {
 export interface Refusal {
   readonly at: number;
   readonly message: string;
+}
+
+/** What a host last said of its version: the protocol of its heartbeat and its release (null: it did not say). */
+export interface HostVersion {
+  readonly protocol: number;
+  readonly release: string | null;
+}
+
+/** The version cell: "hq 0.1 (protocol 1)", "—" for a host not heard yet; the note when it is behind. */
+function versionOf(v: HostVersion | null): Pick<HostStatusT, 'protocol' | 'release' | 'versionText'> & { note: (host: string) => string | null } {
+  if (v === null) return { protocol: null, release: null, versionText: '—', note: () => null };
+  return { protocol: v.protocol, release: v.release, versionText: hostVersionText(v.protocol, v.release), note: (host) => upgradeNote(host, v.protocol, v.release) };
 }
 
 /** Events shown in the timeline. */
@@ -176,6 +188,7 @@ export function statusModel(
   settings: StatusSettings,
   load?: (host: string) => HostLoad | null,
   refused?: (host: string) => Refusal | null,
+  versions?: (host: string) => HostVersion | null,
 ): StatusAnswerT {
   const now = record.now;
   const names: string[] = [...settings.candidates];
@@ -195,6 +208,7 @@ export function statusModel(
     const hb = heartbeatOf(role, o, refused?.(host) ?? null, now);
     const view = viewOf(role, v, record, settings, hb.problem);
     const hostLoad = loadOf(l, now);
+    const ver = versionOf(versions?.(host) ?? null);
     return {
       host,
       role,
@@ -207,6 +221,10 @@ export function statusModel(
       viewLevel: view.level,
       load: hostLoad,
       loadText: loadText(hostLoad),
+      protocol: ver.protocol,
+      release: ver.release,
+      versionText: ver.versionText,
+      upgrade: ver.note(host),
     };
   });
   const problems = [...(settings.timingProblems ?? [])];

@@ -47,7 +47,8 @@ function hostRow(h: HostStatusT): string {
     `<td data-label="role" class="c-role">${esc(h.role)}</td>` +
     `<td data-label="heartbeat" class="c-heartbeat${h.heartbeatProblem ? ' bad' : ''}">${esc(h.heartbeatText)}</td>` +
     `<td data-label="view of holder" class="c-view ${esc(h.viewLevel)}">${esc(h.viewText)}</td>` +
-    `<td data-label="load" class="c-load">${esc(h.loadText)}</td></tr>`
+    `<td data-label="load" class="c-load">${esc(h.loadText)}</td>` +
+    `<td data-label="version" class="c-version${h.upgrade === null ? '' : ' warn'}"${h.upgrade === null ? '' : ` title="${esc(h.upgrade)}"`}>${esc(h.upgrade === null ? h.versionText : `${h.versionText}; upgrade it`)}</td></tr>`
   );
 }
 
@@ -151,7 +152,7 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
 </section>
 <section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
 ${m.arbiters === undefined ? '' : arbitersCard(m.arbiters)}<section class="card" aria-label="hosts"><div class="label">hosts</div>
-<table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th></tr></thead>
+<table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th><th>version</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>
 <section class="card" aria-label="events"><div class="label">last ${TIMELINE_EVENTS} events (newest first)</div>
 ${newestFirst.length === 0 ? '<p id="no-events">no events yet</p>' : ''}<ol id="events">${newestFirst.map(eventItem).join('')}</ol></section>

@@ -30,6 +30,14 @@ export const HostStatus = Type.Object({
     Type.Null(),
   ]),
   loadText: Type.String(),
+  /** Protocol 2: what the host last said of its version (its heartbeat; the arbiter's own row: itself). Null: not heard yet. */
+  protocol: Type.Union([Type.Integer(), Type.Null()]),
+  /** Its hq release; null when it did not say (protocol 1: hq 0.1.x). */
+  release: Type.Union([Type.String(), Type.Null()]),
+  /** "hq 0.1 (protocol 1)", or "—". */
+  versionText: Type.String(),
+  /** "mbp runs hq 0.1 (protocol 1); upgrade it" for a host behind this arbiter's protocol, else null. */
+  upgrade: Type.Union([Type.String(), Type.Null()]),
 });
 export type HostStatusT = Static<typeof HostStatus>;
 

@@ -1,0 +1,72 @@
+/**
+ * The previous released hq, built from this repository's history: a detached `git worktree` of
+ * its tag in a temp dir, this checkout's third-party node_modules linked in (the same lock file;
+ * the `@hq/*` workspace links point into the worktree itself), then `tsc -b` there. Its
+ * daemons and CLI are then run as real processes beside this checkout's.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT } from '../system/harness.js';
+
+/** The tag of the release before this one (protocol 1: it sends no hq-protocol header). */
+export const PREVIOUS_TAG = 'v0.1.0';
+
+export interface PreviousBuild {
+  /** The worktree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` under it. */
+  readonly root: string;
+  readonly commit: string;
+  /** Removes the worktree (and its registration in this repository). */
+  remove(): void;
+}
+
+export type Previous = { readonly ok: true; readonly build: PreviousBuild } | { readonly ok: false; readonly missing: string };
+
+function git(args: readonly string[], cwd = ROOT): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+/**
+ * Builds `tag` (default the previous release); `{ok: false}` only when git itself is missing.
+ * `HQ_PREVIOUS_BUILD=DIR` reuses a tree built so before (while working on the test; it is left alone).
+ */
+export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
+  const reuse = process.env['HQ_PREVIOUS_BUILD'];
+  if (reuse !== undefined && reuse !== '') return { ok: true, build: { root: reuse, commit: git(['rev-parse', 'HEAD'], reuse), remove: () => undefined } };
+  try {
+    git(['--version']);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { ok: false, missing: 'git is not installed: the previous release cannot be built from history' };
+    throw err;
+  }
+  const commit = git(['rev-parse', '--verify', `${tag}^{commit}`]);
+  const dir = mkdtempSync(join(tmpdir(), 'hq-prev-'));
+  const remove = (): void => {
+    try {
+      git(['worktree', 'remove', '--force', dir]);
+    } catch {
+      // already gone
+    }
+    rmSync(dir, { recursive: true, force: true });
+    git(['worktree', 'prune']);
+  };
+  try {
+    git(['worktree', 'add', '--detach', dir, commit]);
+    const modules = join(ROOT, 'node_modules');
+    mkdirSync(join(dir, 'node_modules', '@hq'), { recursive: true });
+    for (const name of readdirSync(modules)) {
+      if (name === '@hq') continue;
+      symlinkSync(join(modules, name), join(dir, 'node_modules', name));
+    }
+    // Relative links (../../apps/agent …): the same text inside the worktree points at its own packages.
+    for (const name of readdirSync(join(modules, '@hq'))) symlinkSync(readlinkSync(join(modules, '@hq', name)), join(dir, 'node_modules', '@hq', name));
+    await promisify(execFile)(process.execPath, [join(modules, 'typescript', 'bin', 'tsc'), '-b'], { cwd: dir, timeout: 600_000 });
+  } catch (err) {
+    remove();
+    const e = err as { stdout?: Buffer | string; message: string };
+    throw new Error(`building ${tag} failed: ${e.message}${e.stdout === undefined ? '' : `\n${String(e.stdout).slice(-2000)}`}`);
+  }
+  return { ok: true, build: { root: dir, commit, remove } };
+}
