@@ -726,8 +726,10 @@ inline tick() {
 #endif
 
 /* A late or duplicated copy of an acknowledgement a sent: of a generation below the one it
- * stepped down from last, or of that one once its ack went out. */
-#define REPLAY(a, g) :: d_step { (!ovf && (g < sd[a] || (g == sd[a] && sdst[a] == 0))) -> arb_ack(a, a, g); check() }
+ * stepped down from last, or of that one once its ack went out — and one no other host was seen
+ * holding: a host only steps down from a generation it held, and a generation has one holder
+ * (S1), so no copy of an ack of a's can name another host's generation. */
+#define REPLAY(a, g) :: d_step { (!ovf && (owner[g] == 0 || owner[g] == a + 1) && (g < sd[a] || (g == sd[a] && sdst[a] == 0))) -> arb_ack(a, a, g); check() }
 /* An acknowledgement authenticated as a that names host h (forged host). */
 #define FORGE(a, h, g) :: d_step { (!ovf) -> arb_ack(a, h, g); check() }
 
