@@ -42,7 +42,7 @@ const KEPT = '<!-- bench/replication.ts rewrites the doc above this line and kee
 
 function rsyncVersion(): string | null {
   try {
-    return execFileSync('rsync', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? null;
+    return (execFileSync('rsync', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '').replace(/\s+/g, ' ') || null;
   } catch {
     return null;
   }
