@@ -436,8 +436,10 @@ inline arb_acquire(a) {
 inline arb_transfer(x) {
   printf("@ transfer to host%d\n", x);
   before();
-  /* (lease-core refuses x = the holder of an unexpired lease; with confirmations folded into
-   * xm "unexpired" is not known here, so the re-grant to the same host is always allowed) */
+  /* (lease-core refuses x = the holder of an unexpired lease (`same-holder`): the caller offers
+   * a transfer to the holder only once xm, its expiry + margin, has passed — a margin later than
+   * lease-core, which only shortens what the model allows. Offering it earlier let a host hold
+   * a new generation with no lock-delay while its old one was still valid, which hq refuses.) */
   t2 = (hol == x -> NONE : hol);
   lockdelay(t2, j);
   grant(x, j, t2, 1);
@@ -773,7 +775,7 @@ inline tick() {
   RESTART(a) \
   SLEEP(a) \
   JUMP(a) \
-  :: d_step { (!ovf) -> arb_transfer(a); check() }
+  :: d_step { (!ovf && (hol != a || xm == 0)) -> arb_transfer(a); check() }
 
 #if G >= 4
 #define GEN4(x) x

@@ -49,7 +49,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['STEP_DOWN'],
-    states: 5e5,
+    states: 3e5,
     mutants: ['NO_LOCK_DELAY', 'ACK_BEFORE_PERSIST', 'ACK_BEFORE_CHILDREN_GONE', 'ACCEPT_FORGED_ACK'],
   },
   {
@@ -57,7 +57,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['ROUNDS', 'AGENT_RESTART'],
-    states: 2e6,
+    states: 1e6,
     mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
   },
   {
@@ -65,7 +65,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
     on: ['ARBITER_RESTART'],
-    states: 2e6,
+    states: 9e5,
     mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
   },
   {
@@ -73,7 +73,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['DRIFT', 'SLEEP'],
-    states: 3e6,
+    states: 1.8e6,
     mutants: ['NO_SAFETY_MARGIN', 'MONO_VALIDITY'],
   },
   {
@@ -81,7 +81,7 @@ export const CONFIGS = [
     small: true,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['ROUNDS', 'JUMPS'],
-    states: 3e5,
+    states: 1.7e5,
     mutants: ['WALL_WAITS'],
   },
   {
