@@ -92,6 +92,12 @@ export interface ClusterOptions {
    * is `arbiter-i` (the first also `arbiter`), and the agents get every arbiter in `arbiterUrls`.
    */
   readonly etcd?: { readonly endpoints: readonly string[]; readonly arbiters: number; readonly electionTtlSeconds?: number };
+  /**
+   * The build whose `hq-arbiter token issue` creates the database and the tokens (default: this
+   * checkout). The upgrade test starts the previous release's arbiter first, and it refuses a
+   * database this checkout's arbiter already migrated forward.
+   */
+  readonly tokenRoot?: string;
 }
 
 export class Cluster {
@@ -126,11 +132,12 @@ export class Cluster {
     for (const h of HOSTS) peerPorts.set(h, await freePort());
     const c = new Cluster(dir, arbiterPort, peerPorts, options, arbiterPorts);
     c.writeConfigs();
+    const issuer = options.tokenRoot === undefined ? ARBITER_CLI : join(options.tokenRoot, ARBITER_CLI.slice(ROOT.length + 1));
     for (const h of HOSTS) {
-      const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+      const token = execFileSync(process.execPath, [issuer, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
       writeFileSync(join(c.stateDir(h), 'token'), `${token}\n`, { mode: 0o600 });
     }
-    c.adminToken = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', 'ops', '--scope', 'admin', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+    c.adminToken = execFileSync(process.execPath, [issuer, 'token', 'issue', 'ops', '--scope', 'admin', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
     const peerToken = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(c.stateDir(h), 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
     return c;
