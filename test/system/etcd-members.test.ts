@@ -1,7 +1,7 @@
 /**
  * etcd members lost under a running system, real processes: three etcd members, two arbiters
  * (`store: etcd`), the two agents, and mbp holding the lease with a fenced child under
- * `hq fence run`. kill -9 of one member (etcd's raft leader) changes nothing: the same arbiter
+ * `hq fence run`. kill -9 of one member (a raft follower) changes nothing: the same arbiter
  * stays elected, renewals go on, the agents see no 503, the lease and its generation stay, the
  * child runs on. kill -9 of a second member (no quorum): mutations are 503
  * (`HQ_ERR_NOT_ELECTED` / `HQ_ERR_STORE_UNAVAILABLE`), reads say the store is unavailable, the
@@ -89,16 +89,20 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
   };
 
   let killed: EtcdMember[] = [];
-  await t.test('kill -9 of one member (the raft leader): nothing changes', async (t) => {
-    const leader = (await etcd.leader()) ?? etcd.members[0]!;
+  // A follower: killing the raft leader costs a raft election (~0.5 s at FAST_ETCD), and whether
+  // the elected arbiter's keep-alive outlives it is a race its term may lose on a busy machine
+  // (then a takeover, as in etcd.test.ts) — not "nothing changes".
+  await t.test('kill -9 of one member (a raft follower): nothing changes', async (t) => {
+    const leader = await etcd.leader();
+    const follower = etcd.members.find((m) => m !== leader) ?? etcd.members[0]!;
     const refusals = refused503();
-    await leader.kill();
-    killed = [leader];
-    t.comment(`killed etcd ${leader.name} (raft leader)`);
+    await follower.kill();
+    killed = [follower];
+    t.comment(`killed etcd ${follower.name} (a raft follower)`);
     // Longer than the lease's TTL and the arbiters' election TTL: everything must have renewed.
     const reasons = await holdsFor(t, (FAST_ARBITER.ttlSeconds + 2) * 1000, 'one member down');
     t.same(reasons, ['holder'], 'mbp runs as the holder all along (renewed by the arbiter, not on the peer)');
-    t.equal((await health(0))?.elected, true, 'arbiter 0 is still elected (its term survived the raft leader change)');
+    t.equal((await health(0))?.elected, true, 'arbiter 0 is still elected');
     const now = await lease(1);
     t.match(now, { holder: 'mbp', generation: 1 }, 'the lease and its generation are unchanged');
     t.ok(now.renewedAt > before.renewedAt && now.revision > before.revision, `renewals went on (renewedAt ${before.renewedAt} → ${now.renewedAt}, revision ${before.revision} → ${now.revision})`);
