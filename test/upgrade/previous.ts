@@ -11,8 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../system/harness.js';
 
-/** The tag of the release before this one (protocol 1: it sends no hq-protocol header). */
+/** The release before this one (protocol 1: it sends no hq-protocol header). */
 export const PREVIOUS_TAG = 'v0.1.0';
+/**
+ * The commit that release was cut from ("CHANGELOG: 0.1.0 dated"). Tags do not travel with
+ * every clone (a submission, a mirror, `git clone --no-tags`), commits do: the tag is used where
+ * it exists and must name this commit; otherwise the commit itself.
+ */
+export const PREVIOUS_COMMIT = 'd822c095f85a29835794dc43907fc7eed5af01de';
 
 export interface PreviousBuild {
   /** The worktree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` under it. */
@@ -28,6 +34,26 @@ function git(args: readonly string[], cwd = ROOT): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 }
 
+/** The commit of `tag`: the tag where this clone has it, else the recorded commit of the previous release. */
+function resolveRelease(tag: string): string {
+  let tagged: string | undefined;
+  try {
+    tagged = git(['rev-parse', '--verify', '--quiet', `${tag}^{commit}`]);
+  } catch {
+    tagged = undefined; // no such tag in this clone
+  }
+  if (tag !== PREVIOUS_TAG) {
+    if (tagged === undefined) throw new Error(`no tag ${tag} in this clone`);
+    return tagged;
+  }
+  if (tagged !== undefined && tagged !== PREVIOUS_COMMIT) throw new Error(`tag ${tag} names ${tagged}, but the previous release is ${PREVIOUS_COMMIT}: move the tag or PREVIOUS_COMMIT`);
+  try {
+    return git(['rev-parse', '--verify', `${PREVIOUS_COMMIT}^{commit}`]);
+  } catch {
+    throw new Error(`commit ${PREVIOUS_COMMIT} (${tag}) is not in this clone: a shallow clone cannot build the previous release; fetch the full history`);
+  }
+}
+
 /**
  * Builds `tag` (default the previous release); `{ok: false}` only when git itself is missing.
  * `HQ_PREVIOUS_BUILD=DIR` reuses a tree built so before (while working on the test; it is left alone).
@@ -41,7 +67,7 @@ export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { ok: false, missing: 'git is not installed: the previous release cannot be built from history' };
     throw err;
   }
-  const commit = git(['rev-parse', '--verify', `${tag}^{commit}`]);
+  const commit = resolveRelease(tag);
   const dir = mkdtempSync(join(tmpdir(), 'hq-prev-'));
   const remove = (): void => {
     try {
