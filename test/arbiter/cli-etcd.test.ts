@@ -7,15 +7,8 @@
 import t from 'tap';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { main } from '../../apps/arbiter/src/commands.js';
 import { etcdMembers } from '../etcd/members.js';
-
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
+import { arbiterCommand } from './helper.js';
 
 t.test('one-shot commands on the etcd store', async (t) => {
   const etcd = await etcdMembers(t, { size: 1 });
@@ -24,28 +17,28 @@ t.test('one-shot commands on the etcd store', async (t) => {
   const config = join(dir, 'arbiter.json');
   writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), tailscaleBin: '', store: { kind: 'etcd', endpoints: etcd.endpoints, prefix: '/hq-cli' } }));
 
-  const issued = await run(['token', 'issue', 'mbp', '--config', config]);
+  const issued = await arbiterCommand(['token', 'issue', 'mbp', '--config', config]);
   t.equal(issued.code, 0, `token issue exits 0 (${issued.stderr.trim()})`);
   t.match(issued.stdout, /^[0-9a-f]{64}\n$/, 'the token, once');
-  const list = await run(['token', 'list', '--json', '--config', config]);
+  const list = await arbiterCommand(['token', 'list', '--json', '--config', config]);
   t.match(JSON.parse(list.stdout), [{ id: 1, machine: 'mbp', scope: 'member', revoked: null }], 'listed from etcd');
-  const revoked = await run(['token', 'revoke', 'mbp', '--config', config]);
+  const revoked = await arbiterCommand(['token', 'revoke', 'mbp', '--config', config]);
   t.same([revoked.code, revoked.stdout], [0, 'revoked 1 token(s) of mbp\n'], 'revoked in etcd');
 
   const to = join(dir, 'backup.json');
-  const backup = await run(['backup', '--to', to, '--config', config]);
+  const backup = await arbiterCommand(['backup', '--to', to, '--config', config]);
   t.equal(backup.code, 0, `backup exits 0 (${backup.stderr.trim()})`);
   t.equal(statSync(to).mode & 0o077, 0, 'owner-only');
   const doc = JSON.parse(readFileSync(to, 'utf8')) as { format: string; prefix: string; kvs: Array<{ key: string }> };
   t.match(doc, { format: 'hq-etcd-backup/1', prefix: '/hq-cli' }, 'an hq etcd backup of the prefix');
   t.ok(doc.kvs.some((kv) => kv.key === '/state') && doc.kvs.some((kv) => kv.key.startsWith('/tokens/h/')), 'with the state and the tokens');
 
-  const check = await run(['check', '--config', config]);
+  const check = await arbiterCommand(['check', '--config', config]);
   t.equal(check.code, 2, 'check refuses with exit 2');
   t.match(check.stderr, /^hq-arbiter: check: with store "etcd" only the elected arbiter checks[^\n]*\n$/, 'in one line saying what to do instead');
 
   writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), store: { kind: 'etcd', endpoints: etcd.endpoints, tls: {} } }));
-  const tls = await run(['token', 'list', '--config', config]);
+  const tls = await arbiterCommand(['token', 'list', '--config', config]);
   t.equal(tls.code, 2, 'store.tls naming no file: exit 2');
   t.match(tls.stderr, /^hq-arbiter: [^\n]*store\.tls[^\n]*names no file[^\n]*\n$/, 'one line naming the key');
 });

@@ -4,16 +4,9 @@ import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
-import { main } from '../../apps/arbiter/src/commands.js';
+import { arbiterCommand } from './helper.js';
 
 /** In-process: the same `main` the bin runs, with stdout and stderr captured. */
-async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
-
 /** Through the built bin, as an operator runs it. */
 function spawnRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   buildDist();
@@ -38,7 +31,7 @@ t.test('the built bin prints help, refuses a usage error with one line and exit 
 
 t.test('--help for every command prints full-sentence help and exits 0', async (t) => {
   const all = [['--help'], ['serve', '--help'], ['token', '--help'], ['check', '--help'], ['backup', '--help']];
-  const results = await Promise.all(all.map((args) => run(args)));
+  const results = await Promise.all(all.map((args) => arbiterCommand(args)));
   for (const [i, args] of all.entries()) {
     const r = results[i]!;
     t.equal(r.code, 0, `${args.join(' ')} exits 0`);
@@ -55,17 +48,17 @@ t.test('an unknown flag or command names the nearest known one', async (t) => {
     [['frobnicate'], 'hq-arbiter: unknown command "frobnicate" (try --help)\n'],
   ];
   for (const [args, line] of cases) {
-    const r = await run(args);
+    const r = await arbiterCommand(args);
     t.equal(r.code, 2, `${args.join(' ')} exits 2`);
     t.equal(r.stderr, line, `${args.join(' ')}: ${line.trim()}`);
   }
-  const v = await run(['--version']);
+  const v = await arbiterCommand(['--version']);
   t.match(v, { code: 0, stdout: /^\d+\.\d+\.\d+\n$/, stderr: '' }, '--version prints the version alone');
 });
 
 t.test('usage errors print one line and exit 2', async (t) => {
   const all = [['frobnicate'], ['--nope'], ['token', 'issue', 'Bad_Name'], ['token', 'issue', 'mbp', '--scope', 'root'], ['backup'], ['check', '--to', 'x']];
-  const results = await Promise.all(all.map((args) => run(args)));
+  const results = await Promise.all(all.map((args) => arbiterCommand(args)));
   for (const [i, args] of all.entries()) {
     const r = results[i]!;
     t.equal(r.code, 2, `${args.join(' ')} exits 2`);
@@ -77,15 +70,15 @@ t.test('usage errors print one line and exit 2', async (t) => {
 t.test('token issue prints the token alone once, list shows no secrets, revoke disables', async (t) => {
   const dir = t.testdir();
   const config = writeConfig(dir);
-  const issued = await run(['token', 'issue', 'mbp', '--scope', 'member', '--config', config]);
+  const issued = await arbiterCommand(['token', 'issue', 'mbp', '--scope', 'member', '--config', config]);
   t.equal(issued.code, 0, 'issue exits 0');
   t.match(issued.stdout, /^[0-9a-f]{64}\n$/, 'the token alone on one line');
   const token = issued.stdout.trim();
-  const admin = await run(['token', 'issue', 'ops', '--scope', 'admin', '--config', config]);
+  const admin = await arbiterCommand(['token', 'issue', 'ops', '--scope', 'admin', '--config', config]);
   t.not(admin.stdout.trim(), token, 'every token is new');
   t.equal(statSync(join(dir, 'var', 'hq.db')).mode & 0o777, 0o600, 'the database is 0600');
   t.equal(statSync(join(dir, 'var')).mode & 0o777, 0o700, 'the data directory is 0700');
-  const list = await run(['token', 'list', '--json', '--config', config]);
+  const list = await arbiterCommand(['token', 'list', '--json', '--config', config]);
   t.equal(list.code, 0, 'list exits 0');
   const rows = JSON.parse(list.stdout);
   t.same(rows.map((r: { machine: string; scope: string }) => [r.machine, r.scope]), [['mbp', 'member'], ['ops', 'admin']], 'machines and scopes');
@@ -94,11 +87,11 @@ t.test('token issue prints the token alone once, list shows no secrets, revoke d
   const stored = db.prepare('SELECT sha256 FROM tokens').all() as Array<{ sha256: string }>;
   db.close();
   t.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.sha256) && r.sha256 !== token), 'only hashes are stored');
-  const revoked = await run(['token', 'revoke', 'mbp', '--config', config]);
+  const revoked = await arbiterCommand(['token', 'revoke', 'mbp', '--config', config]);
   t.equal(revoked.code, 0, 'revoke exits 0');
-  const again = await run(['token', 'revoke', 'mbp', '--config', config]);
+  const again = await arbiterCommand(['token', 'revoke', 'mbp', '--config', config]);
   t.equal(again.code, 1, 'revoking a machine without active tokens exits 1');
-  const table = await run(['token', 'list', '--config', config]);
+  const table = await arbiterCommand(['token', 'list', '--config', config]);
   t.match(table.stdout, /^ID\tMACHINE\tSCOPE/, 'a table by default');
   t.match(table.stdout, /\n1\tmbp\tmember\t\S+\t\d{4}-/, 'the revocation time is listed');
 });
@@ -117,32 +110,32 @@ t.test('token issue replaces the machine\'s token of that scope unless --keep-ol
       store.close();
     }
   };
-  const first = await run(['token', 'issue', 'mbp', '--config', config]);
+  const first = await arbiterCommand(['token', 'issue', 'mbp', '--config', config]);
   t.equal(first.code, 0, 'the first issue exits 0');
   t.equal(first.stderr, '', 'nothing replaced, nothing said');
   const old = first.stdout.trim();
-  const ops = (await run(['token', 'issue', 'ops', '--scope', 'admin', '--config', config])).stdout.trim();
-  const second = await run(['token', 'issue', 'mbp', '--config', config]);
+  const ops = (await arbiterCommand(['token', 'issue', 'ops', '--scope', 'admin', '--config', config])).stdout.trim();
+  const second = await arbiterCommand(['token', 'issue', 'mbp', '--config', config]);
   t.equal(second.code, 0, 'reissue exits 0');
   t.match(second.stdout, /^[0-9a-f]{64}\n$/, 'the new token alone on stdout');
   t.equal(second.stderr, 'hq-arbiter: replaced 1 earlier member token(s) of mbp; they fail from the next request on\n', 'stderr says what was replaced');
   t.notOk(valid(old), 'the old token fails from the next request on');
   t.ok(valid(second.stdout.trim()), 'the new token works');
   t.ok(valid(ops), "another machine's token is untouched");
-  const overlap = await run(['token', 'issue', 'mbp', '--keep-old', '--config', config]);
+  const overlap = await arbiterCommand(['token', 'issue', 'mbp', '--keep-old', '--config', config]);
   t.equal(overlap.code, 0, '--keep-old exits 0');
   t.equal(overlap.stderr, '', '--keep-old replaces nothing');
   t.ok(valid(second.stdout.trim()) && valid(overlap.stdout.trim()), 'with --keep-old both tokens are valid (a rotation overlap)');
-  const rows = JSON.parse((await run(['token', 'list', '--json', '--config', config])).stdout) as Array<{ id: number; machine: string; revoked: number | null }>;
+  const rows = JSON.parse((await arbiterCommand(['token', 'list', '--json', '--config', config])).stdout) as Array<{ id: number; machine: string; revoked: number | null }>;
   const secondId = rows.filter((r) => r.machine === 'mbp' && r.revoked === null)[0]!.id;
-  const one = await run(['token', 'revoke', 'mbp', '--id', String(secondId), '--config', config]);
+  const one = await arbiterCommand(['token', 'revoke', 'mbp', '--id', String(secondId), '--config', config]);
   t.equal(one.code, 0, 'revoke --id exits 0');
   t.equal(one.stdout, `revoked 1 token(s) of mbp with id ${secondId}\n`, 'revoke --id says what it did');
   t.notOk(valid(second.stdout.trim()), 'the revoked id fails');
   t.ok(valid(overlap.stdout.trim()), 'the other token of mbp stays valid');
-  const none = await run(['token', 'revoke', 'node-b', '--id', String(secondId), '--config', config]);
+  const none = await arbiterCommand(['token', 'revoke', 'node-b', '--id', String(secondId), '--config', config]);
   t.equal(none.code, 1, "an id of another machine's token revokes nothing (exit 1)");
-  const badId = await run(['token', 'revoke', 'mbp', '--id', 'x1', '--config', config]);
+  const badId = await arbiterCommand(['token', 'revoke', 'mbp', '--id', 'x1', '--config', config]);
   t.equal(badId.code, 2, 'a bad --id exits 2');
   t.equal(badId.stderr, 'hq-arbiter: --id must be a token id from "token list" (a positive integer)\n', 'and says what to fix');
 });
@@ -157,27 +150,27 @@ t.test('token issue refuses a name the scope cannot belong to: one line, exit 2,
     ['a query token named after a candidate', ['node-b', '--scope', 'query'], /"node-b" is a candidate.*name a query token/],
   ];
   for (const [name, args, msg] of cases) {
-    const r = await run(['token', 'issue', ...args, '--config', config]);
+    const r = await arbiterCommand(['token', 'issue', ...args, '--config', config]);
     t.equal(r.code, 2, `${name} exits 2`);
     t.equal(r.stdout, '', `${name} prints no token`);
     t.equal(r.stderr.split('\n').length, 2, `${name} is one line`);
     t.match(r.stderr, msg, `${name} says why and what to do`);
   }
   t.notOk(existsSync(join(dir, 'var', 'hq.db')), 'nothing was written (not even the database)');
-  const arb = await run(['token', 'issue', 'cloud-vm', '--scope', 'admin', '--config', config]);
+  const arb = await arbiterCommand(['token', 'issue', 'cloud-vm', '--scope', 'admin', '--config', config]);
   t.equal(arb.code, 0, 'an admin token for the arbiter host is issued');
-  const dash = await run(['token', 'issue', 'grafana', '--scope', 'query', '--config', config]);
+  const dash = await arbiterCommand(['token', 'issue', 'grafana', '--scope', 'query', '--config', config]);
   t.equal(dash.code, 0, 'a query token for a dashboard is issued');
 });
 
 t.test('check runs one check against the database and backup writes an intact copy', async (t) => {
   const dir = t.testdir();
   const config = writeConfig(dir);
-  const c = await run(['check', '--config', config]);
+  const c = await arbiterCommand(['check', '--config', config]);
   t.equal(c.code, 0, 'check exits 0');
   t.same(JSON.parse(c.stdout), { promoted: false, streak: 0, holder: null, generation: 0, ping: false, health: false, promotee: null }, 'the check result as JSON');
   const to = join(dir, 'backup.db');
-  const b = await run(['backup', '--to', to, '--config', config]);
+  const b = await arbiterCommand(['backup', '--to', to, '--config', config]);
   t.equal(b.code, 0, 'backup exits 0');
   t.equal(statSync(to).mode & 0o777, 0o600, 'the backup is 0600');
   const db = new Database(to, { readonly: true });

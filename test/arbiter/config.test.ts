@@ -4,8 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS, configPath, validateConfig } from '../../apps/arbiter/src/config.js';
 import { CLI, buildDist, childEnv } from './child.js';
-import { main } from '../../apps/arbiter/src/commands.js';
-import { FAST } from './helper.js';
+import { FAST, arbiterCommand } from './helper.js';
 
 t.test('the built-in defaults pass validation and resolve every key', async (t) => {
   const r = validateConfig({}, '/srv');
@@ -109,13 +108,6 @@ t.test('the config path comes from the flag, then the environment, then the home
   t.equal(configPath(undefined, {}, () => false), null, 'else the built-in defaults');
 });
 
-async function inProcess(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
-
 function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   buildDist();
   return new Promise((resolve) => {
@@ -138,7 +130,7 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
     // Every command reads the config the same way; one command per file keeps the test short.
     const cmd = [['serve'], ['check'], ['token', 'list']][i] as string[];
     // The first through the built bin, the others in-process (the same main).
-    return [(i === 0 ? run : inProcess)([...cmd, '--config', path]).then((r) => ({ r, name, cmd, problem }))];
+    return [(i === 0 ? run : arbiterCommand)([...cmd, '--config', path]).then((r) => ({ r, name, cmd, problem }))];
   });
   for (const { r, name, cmd, problem } of await Promise.all(runs)) {
     t.equal(r.code, 2, `${name} ${cmd.join(' ')}: exit 2`);
@@ -147,7 +139,7 @@ t.test('an invalid config file stops hq-arbiter with one line naming the key and
     t.equal(r.stdout, '', `${name} ${cmd.join(' ')}: nothing on stdout`);
   }
   const [missing, env] = await Promise.all([
-    inProcess(['serve', '--config', join(dir, 'absent.json')]),
+    arbiterCommand(['serve', '--config', join(dir, 'absent.json')]),
     run(['token', 'list'], { HQ_ARBITER_CONFIG: join(dir, 'unknown.json') }),
   ]);
   t.equal(missing.code, 2, 'a missing file is exit 2');

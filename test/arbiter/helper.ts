@@ -8,6 +8,7 @@ import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.
 import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/config.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import type { Prober } from '../../apps/arbiter/src/checks.js';
+import { main } from '../../apps/arbiter/src/commands.js';
 
 /** The arbiter's own keys at the fast test settings of L1 (checks every second, ttl 6, margin 1). */
 export const FAST = {
@@ -87,4 +88,12 @@ export async function harness(t: Test, extra: Record<string, unknown> = {}, opts
     },
   };
   return h;
+}
+
+/** `hq-arbiter ARGS` in this process: its exit code and everything it printed. */
+export async function arbiterCommand(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main([...args], { out: (s) => (stdout += s), err: (s) => (stderr += s) });
+  return { code, stdout, stderr };
 }

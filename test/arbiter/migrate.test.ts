@@ -11,21 +11,13 @@ import pino from 'pino';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256Hex } from '../../apps/arbiter/src/auth.js';
-import { main } from '../../apps/arbiter/src/commands.js';
 import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
 import { EtcdStore } from '../../apps/arbiter/src/store/etcd/store.js';
 import { EtcdRegistryStore } from '../../apps/arbiter/src/store/etcd/registry.js';
 import { createRuntime } from '../../apps/arbiter/src/server/runtime.js';
 import { etcdMembers } from '../etcd/members.js';
 import { sleep } from '../system/harness.js';
-import { FakeProber, fastConfig, harness } from './helper.js';
-
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { out: (s) => (stdout += s), err: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
+import { FakeProber, fastConfig, harness, arbiterCommand } from './helper.js';
 
 t.test('migrate a serving SQLite arbiter into etcd', async (t) => {
   const etcd = await etcdMembers(t, { size: 1 });
@@ -59,7 +51,7 @@ t.test('migrate a serving SQLite arbiter into etcd', async (t) => {
   const prefix = `/hq-migrated-${process.pid}`;
   const to = `etcd:${etcd.endpoints.join(',')}`;
   // The daemon keeps serving: the command reads an online backup of its database.
-  const r = await run(['migrate', '--from', `sqlite:${h.dir}`, '--to', to, '--prefix', prefix, '--json']);
+  const r = await arbiterCommand(['migrate', '--from', `sqlite:${h.dir}`, '--to', to, '--prefix', prefix, '--json']);
   t.equal(r.code, 0, `migrate exits 0 (${r.stderr.trim()})`);
   const report = JSON.parse(r.stdout) as Record<string, unknown>;
   t.match(report, { from: join(h.dir, 'hq.db'), prefix, holder: 'mbp', generation: 3, floor: 3, tokens: tokensBefore.length, events: eventsBefore.length, resources: 1, portLeases: 1 }, 'the report counts what was copied');
@@ -117,7 +109,7 @@ t.test('migrate a serving SQLite arbiter into etcd', async (t) => {
   await rt.close(); // the etcd arbiter writes no more (its views, its events)
   closed = true;
   const keysBefore = (await client.range(`${prefix}/`, { prefix: true, countOnly: true })).count;
-  const again = await run(['migrate', '--from', `sqlite:${h.dir}`, '--to', to, '--prefix', prefix]);
+  const again = await arbiterCommand(['migrate', '--from', `sqlite:${h.dir}`, '--to', to, '--prefix', prefix]);
   t.equal(again.code, 1, 'a second migration into the same prefix exits 1');
   t.match(again.stderr, /^hq-arbiter: migrate: etcd prefix \/hq-migrated-\d+ is not empty \(\d+ keys\)[^\n]*nothing was written\n$/, 'in one line, saying nothing was written');
   t.equal((await client.range(`${prefix}/`, { prefix: true, countOnly: true })).count, keysBefore, 'nothing was added to the prefix');
@@ -137,7 +129,7 @@ t.test('bad arguments: one line, exit 2, nothing written', async (t) => {
     [['migrate', '--from', `sqlite:${dir}`, '--to', 'etcd:http://127.0.0.1:1', '--scope', 'admin'], /--scope does not apply here/],
   ];
   for (const [args, message] of cases) {
-    const r = await run(args);
+    const r = await arbiterCommand(args);
     t.equal(r.code, 2, `${args.join(' ')}: exit 2`);
     t.match(r.stderr, new RegExp(`^hq-arbiter: [^\\n]*${message.source}[^\\n]*\\n$`), `${args.join(' ')}: one line (${r.stderr.trim()})`);
   }
