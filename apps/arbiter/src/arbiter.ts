@@ -220,7 +220,8 @@ export class Arbiter {
   private runOnce(batch: readonly Pending[]): Awaitable<readonly Ran[]> {
     if (this.deps.mayDecide?.() === false) throw new NotElectedError();
     const now = this.now();
-    let boot = this.bootState;
+    const startBoot = this.bootState;
+    let boot = startBoot;
     const steps: Array<Step<unknown> | undefined> = [];
     const boots: Boot[] = [];
     const committed = this.deps.store.transactAll(
@@ -234,12 +235,16 @@ export class Arbiter {
         return { next: s.next, events, result: s.answer };
       }),
     );
-    return andThen(committed, (outcomes) => this.told(batch, outcomes, steps, boots, boot, now));
+    return andThen(committed, (outcomes) => this.told(batch, outcomes, steps, boots, startBoot, boot, now));
   }
 
-  /** After the commit: the new boot, then metrics, log and hooks, and each decision's answer. */
-  private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], boot: Boot, now: number): readonly Ran[] {
-    this.bootState = boot;
+  /**
+   * After the commit: the new boot, then metrics, log and hooks, and each decision's answer.
+   * The boot is replaced only if it is still the one the run started from: a takeover while an
+   * etcd run was in flight made a new boot (L3), which an older run must not put back.
+   */
+  private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], startBoot: Boot, boot: Boot, now: number): readonly Ran[] {
+    if (this.bootState === startBoot) this.bootState = boot;
     return outcomes.map((o, i): Ran => {
       if (!o.ok) return { ok: false, error: o.error };
       const p = batch[i] as Pending;
@@ -272,6 +277,8 @@ export class Arbiter {
    * then `restart`, before the first decision of the term.
    */
   async takeOver(): Promise<void> {
+    // Runs of the last term still in flight finish (or fail on the guard) first.
+    await this.tail;
     this.bootState = newBoot(this.now());
     await this.restart();
   }
