@@ -119,3 +119,35 @@ t.test('etcd: sizes are capped, unlisted blobs go, a push under way keeps its bl
   await put(s, v3);
   t.same(await commit(s, manifest('20261201T090300Z', 1, [['ledger.db', v3]]), 1), { ok: true, files: 1 }, 'which then commits');
 });
+
+t.test('etcd: a blob sent again for a push under way is as new as its last sending', async (t) => {
+  const o = await FACTORIES[1]!.open(t);
+  if (o === null) return;
+  const s = o.store;
+  const client = o.client as EtcdClient;
+  const blobs = async () => (await client.range(`${o.prefix}/survival/mbp/blobs/`, { prefix: true, keysOnly: true })).kvs.map((kv) => kv.key.split('/').pop());
+  const v1 = Buffer.from('w1');
+  const v2 = Buffer.from('w2');
+  await put(s, v2); // a push that will take a while: its blob, sent first
+  await put(s, v1);
+  t.same(await commit(s, manifest('20261201T100000Z', 1, [['ledger.db', v1]]), 1), { ok: true, files: 1 }, 'another push commits meanwhile');
+  await put(s, v2); // the slow push sends its blob again (a retry): the key exists, its create revision stays old
+  await put(s, v1);
+  t.same(await commit(s, manifest('20261201T100100Z', 1, [['ledger.db', v1]]), 1), { ok: true, files: 1 }, 'and another');
+  t.ok((await blobs()).includes(sha(v2)), 'the blob sent again after the last commit stays');
+  t.same(await commit(s, manifest('20261201T100200Z', 1, [['ledger.db', v2]]), 1), { ok: true, files: 1 }, 'so the slow push commits');
+});
+
+t.test('etcd: a survival mark that is not a generation is refused loudly, nothing published', async (t) => {
+  const o = await FACTORIES[1]!.open(t);
+  if (o === null) return;
+  const s = o.store;
+  const client = o.client as EtcdClient;
+  const a = Buffer.from('ledger');
+  await put(s, a);
+  t.same(await commit(s, manifest('20261201T110000Z', 7, [['ledger.db', a]])), { ok: true, files: 1 }, 'lease generation 7 accepted');
+  await client.put(`${o.prefix}/survival/mbp/core/mark`, 'seven');
+  await put(s, a);
+  await t.rejects(commit(s, manifest('20261201T110100Z', 3, [['ledger.db', a]])), { name: 'EtcdError', kind: 'unavailable', message: /survival\/mbp\/core\/mark holds "seven", not a lease generation/ }, 'a commit is refused, naming the key (503 on the route), not taken as generation 0');
+  t.same((await generations(s))?.generations, ['20261201T110000Z'], 'generation 3 was not published below 7');
+});

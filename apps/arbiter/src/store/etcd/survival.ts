@@ -27,6 +27,7 @@ import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { GENERATION_RE, TIERS, formatManifest, isHost, type Manifest, type SurvivalList, type TierGenerations } from '@hq/protocol';
 import type { BlobResult, CommitResult, SurvivalStore } from '../../survival/store.js';
 import { cmp, op, type EtcdClient, type TxnOp } from './client.js';
+import { EtcdError } from './errors.js';
 import { MAX_TXN_OPS } from './keys.js';
 import { pagesOf } from './store.js';
 
@@ -93,7 +94,9 @@ export class EtcdSurvivalStore implements SurvivalStore {
     let revision = 0n;
     for (let attempt = 0; ; attempt++) {
       const markKv = (await this.client.get(markKey)).kv;
-      const mark = markKv === undefined ? 0 : (parseGeneration(markKv.value) ?? 0);
+      const mark = markKv === undefined ? 0 : parseGeneration(markKv.value);
+      // A mark that is not a generation would turn the S7 check off: refuse, loudly (503).
+      if (mark === null) throw new EtcdError('unavailable', `the survival mark ${markKey} holds ${JSON.stringify(markKv?.value.slice(0, 40))}, not a lease generation: put the highest lease generation there (etcdctl put) or delete the tier`);
       const v = checkGeneration(mark, m.leaseGeneration);
       if (!v.ok) return { ok: false, error: 'stale', message: `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted` };
       const r = await this.client.txn({
@@ -109,7 +112,7 @@ export class EtcdSurvivalStore implements SurvivalStore {
         break;
       }
       if ((await this.client.get(genKey)).kv !== undefined) return { ok: false, error: 'exists', message: `survival generation ${m.tier}/${m.generation} exists` };
-      if (attempt >= RETRIES) throw new Error('etcd: the survival mark kept changing under the commit (too many writers)');
+      if (attempt >= RETRIES) throw new EtcdError('unavailable', 'the survival mark kept changing under the commit (too many writers): send again');
     }
     await this.prune(machine, m.tier, m.generation, keep, revision);
     return { ok: true, files: m.entries.length };
@@ -134,11 +137,13 @@ export class EtcdSurvivalStore implements SurvivalStore {
       }
     }
     // A blob sent for a push that has not committed yet is newer than the last commit: it stays.
+    // modRevision, not createRevision: a put on an existing key keeps its create revision, so a
+    // blob sent again for a push in flight would look as old as its first sending.
     const gcKey = `${this.root}${machine}/gc-below`;
     const below = BigInt((await this.client.get(gcKey)).kv?.value ?? '0');
     const blobDir = `${this.root}${machine}/blobs/`;
     for await (const page of pagesOf(this.client, blobDir)) {
-      for (const kv of page) if (!referenced.has(kv.key.slice(blobDir.length)) && kv.createRevision < below) deletes.push(op.delete(kv.key));
+      for (const kv of page) if (!referenced.has(kv.key.slice(blobDir.length)) && kv.modRevision < below) deletes.push(op.delete(kv.key));
     }
     deletes.push(op.put(gcKey, String(revision)));
     for (let i = 0; i < deletes.length; i += MAX_TXN_OPS) await this.client.txn({ compare: [], success: deletes.slice(i, i + MAX_TXN_OPS) });
