@@ -1,4 +1,5 @@
 import t from 'tap';
+import { CasError } from '../../apps/arbiter/src/store/store.js';
 import { harness, type Harness } from './helper.js';
 
 function isError(t: Tap.Test, res: { statusCode: number; json(): any; body: string }, status: number, code: string, what: string) {
@@ -120,4 +121,23 @@ t.test('415 for anything but JSON', async (t) => {
   const none = await h.app.inject({ method: 'POST', url: '/v1/lease/acquire', headers: { authorization: `Bearer ${h.tokens.mbp}` }, payload: '{"host":"mbp"}' });
   t.ok([400, 415].includes(none.statusCode), 'a body without a content type is refused as a 4xx');
   t.type(none.json().error, 'string', 'with an error code');
+});
+
+t.test('503, not 500: a record that keeps changing under every retry of a decision (etcd: other writers)', async (t) => {
+  const h: Harness = await harness(t);
+  await h.settle();
+  const store = h.rt.arbiter.deps.store;
+  const transactAll = store.transactAll.bind(store);
+  let tries = 0;
+  store.transactAll = () => {
+    tries++;
+    throw new CasError();
+  };
+  t.teardown(() => (store.transactAll = transactAll));
+  const res = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  isError(t, res, 503, 'HQ_ERR_STORE_UNAVAILABLE', 'a decision that lost every compare-and-swap');
+  t.match(res.json().message, /kept changing.*nothing was decided; send again/, 'it says nothing was decided');
+  t.equal(tries, 4, 'decided once and again three times');
+  store.transactAll = transactAll;
+  t.equal((await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp)).statusCode, 200, 'the next request decides');
 });

@@ -98,7 +98,13 @@ export class Leadership {
   /** Starts campaigning, watching who is elected and reading the members' health. */
   start(): void {
     if (this.loops.length > 0) return;
-    this.loops = [this.campaignLoop(), this.observeLoop(), this.healthLoop()];
+    const campaign = this.campaignLoop().catch(async (err: unknown) => {
+      // Not an etcd error: a bug. Loud, and this arbiter leaves the election (it forwards from now).
+      this.ready = false;
+      this.opts.log.error({ err }, 'campaigning stopped on an unexpected error; this arbiter no longer decides');
+      await this.election.resign().catch(() => undefined);
+    });
+    this.loops = [campaign, this.observeLoop(), this.healthLoop()];
   }
 
   /** L1: true while this arbiter may decide. */
@@ -161,6 +167,9 @@ export class Leadership {
       } catch (err) {
         log.error({ err }, 'takeover failed; resigning');
         await this.election.resign().catch(() => undefined);
+        // A takeover that fails for good (the state key missing, etcd refusing) is not retried
+        // as fast as etcd answers.
+        await pause(RETRY_MS, this.stop.signal);
       }
       const why = await r.term.ended;
       this.ready = false;

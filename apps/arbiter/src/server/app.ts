@@ -23,7 +23,7 @@ import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
 import { forwardPlugin } from './forward.js';
-import { NotElectedError } from '../store/store.js';
+import { CasError, NotElectedError } from '../store/store.js';
 import { isEtcdError } from '../store/etcd/errors.js';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 
@@ -97,6 +97,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (err instanceof HttpError) return reply.code(err.statusCode).send({ error: err.code, message: oneLine(err.message) });
     // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
     if (err instanceof NotElectedError) return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
+    // The record kept changing under every retry (other writers on the prefix): nothing decided.
+    if (err instanceof CasError) {
+      req.log.warn({ route: req.routeOptions.url }, 'the record kept changing under the decision: answered 503');
+      return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: 'the lease record kept changing under the decision (other writers on the store): nothing was decided; send again' });
+    }
     if (isEtcdError(err) && err.kind !== 'bad-request') {
       req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
       return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: oneLine(`${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`) });
