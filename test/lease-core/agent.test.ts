@@ -2,6 +2,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import {
   acknowledged,
+  unvouched,
   acquire,
   check,
   emptyLease,
@@ -562,6 +563,20 @@ t.test('A7: the arbiter asks the displaced holder to acknowledge', async (t) => 
   t.same(stranger.events.map((e) => e.event), ['generation-adopted', 'step-down'], 'and says so');
   const restarted = initialAgent(A, at(50), 0, persisted(lost, at(11.1)));
   t.equal(asked(restarted, 3).state.ackDue, null, 'after a restart: never (its children are unknown)');
+});
+
+t.test('A7: a generation whose children the agent could not see gone is never acknowledged, asked again or not', async (t) => {
+  const lost = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A).state;
+  t.same(lost.ackDue?.generation, 3, 'owed: generation 3');
+  const gaveUp = unvouched(lost, 3);
+  t.equal(gaveUp.ackDue, null, 'nothing is sent');
+  t.ok(gaveUp.ackFloor >= 3, 'generation 3 joins the never-acknowledged floor');
+  const askedAgain = onArbiterAnswer(gaveUp, { ...moved({ revision: 14 }), stepDown: 3 }, at(12), at(12.1), A).state;
+  t.equal(askedAgain.ackDue, null, 'asked again (its lock-delay still runs): still nothing owed — a second look would find no child it knows of');
+  const regained = onArbiterAnswer(askedAgain, confirming({ generation: 5, revision: 20 }), at(13), at(13.1), A).state;
+  const later = onArbiterAnswer(regained, moved({ generation: 6, revision: 22 }), at(14), at(14.1), A).state;
+  t.same(later.ackDue?.generation, 5, 'a later generation it held and lost is owed as before');
+  t.same(unvouched(lost, 2).ackDue, lost.ackDue, 'giving up on a lower generation leaves the owed one');
 });
 
 t.test('A7: resume undoes a release step-down, never a lost generation', async (t) => {

@@ -28,7 +28,8 @@
  *      release provably never reached the arbiter undoes itself: `releasing`). The agent owes
  *      the arbiter an acknowledgement (`ackDue`) only for a generation this life of the agent
  *      could have run alone (above `ackFloor`): the fenced children of an earlier life are not
- *      known to it, so it cannot say they are gone.
+ *      known to it, so it cannot say they are gone; nor those of a generation whose children
+ *      this life could not see gone (`unvouched` raises the floor to it).
  */
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
 import { NEVER_FAIL_OPEN } from '@hq/protocol';
@@ -483,6 +484,17 @@ export function resume(state: AgentState): AgentState {
 /** The shell sent the acknowledgement owed for `generation` (whatever the arbiter answered). */
 export function acknowledged(state: AgentState, generation: number): AgentState {
   return state.ackDue !== null && state.ackDue.generation === generation ? { ...state, ackDue: null } : state;
+}
+
+/**
+ * The shell could not see every child of `generation` gone (a supervisor died before it said
+ * its group, a group it may not signal): nothing is owed, and nothing ever will be for it —
+ * `generation` joins the floor of the generations never acknowledged (A7), so the arbiter asking
+ * again does not make it owed again (when a second look would find no child it knows of).
+ */
+export function unvouched(state: AgentState, generation: number): AgentState {
+  const cleared = state.ackDue !== null && state.ackDue.generation <= generation ? null : state.ackDue;
+  return { ...state, ackDue: cleared, ackFloor: Math.max(state.ackFloor, generation) };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
  *     (`POST /v1/lease/stepped-down`) for a lost generation, the release for a release.
  * A crash between 1 and 3 sends nothing: the arbiter's lock-delay runs out as it would have.
  */
-import { acknowledged, releaseSent, resume, stepDown, type AgentSettings, type AgentState, type AckDue } from '@hq/lease-core';
+import { acknowledged, releaseSent, resume, stepDown, unvouched, type AgentSettings, type AgentState, type AckDue } from '@hq/lease-core';
 import type { StepDownRefusal } from '@hq/protocol';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import type { HttpResult } from '@hq/runtime/http';
@@ -71,7 +71,8 @@ export class StepDowns {
     if (!ended.gone) {
       this.o.log.warn({ category: 'hq.lease', event: 'step-down-unacknowledged', host, generation: due.generation, problem: ended.problem }, 'step-down-unacknowledged');
       this.o.observer?.stepDown?.('unacknowledged');
-      await this.o.store.commit((s) => ({ state: acknowledged(s, due.generation), events: [] }));
+      // Never for this generation, even if asked again: a second look would find no child it knows.
+      await this.o.store.commit((s) => ({ state: unvouched(s, due.generation), events: [] }));
       return;
     }
     let res: HttpResult | null = null;
