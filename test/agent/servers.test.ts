@@ -121,7 +121,7 @@ t.test('a stale socket from a crash is replaced, a live one is never stolen', as
 t.test('the peer listener answers health without a token and confirmations only with the peer token', async (t) => {
   const { peer, config, agent } = await setup(t, 'node-b');
   const health = await peer.inject({ method: 'GET', url: '/v1/health' });
-  t.same(health.json(), { status: 'ok', role: 'agent', host: 'mbp', version: '0.1.0' }, 'health needs no token');
+  t.same(health.json(), { status: 'ok', role: 'agent', host: 'mbp', version: VERSION }, 'health needs no token');
   await agent.heartbeat();
   const primary = await peer.inject({ method: 'GET', url: '/v1/primary' });
   t.same(primary.json(), { known: true, holder: 'node-b', generation: 1 }, 'primary answers from memory');
@@ -239,4 +239,47 @@ t.test('to an arbiter of protocol 1 the heartbeat leaves the protocol 2 field ou
   const hb = arb.heartbeats.at(-1) as { version?: string; host?: string } | undefined;
   t.equal(hb?.host, 'mbp', 'the heartbeat went');
   t.equal(hb?.version, undefined, 'without the release field');
+});
+
+t.test('a run names only pids the agent may signal: not 1, not the agent, not a group its supervisor did not start', async (t) => {
+  const { socket, agent } = await setup(t);
+  await agent.heartbeat(); // the holder: the fence says run for generation 1
+  const claim = (supervisorPid: number) => socket.inject({ method: 'POST', url: '/v1/runs', payload: { role: 'cron', generation: 1, graceSeconds: 1, supervisorPid } });
+  const report = (id: string, pgid: number) => socket.inject({ method: 'POST', url: `/v1/runs/${id}`, payload: { pgid } });
+  for (const [pid, what] of [
+    [1, 'init'],
+    [process.pid, "the agent's own process"],
+  ] as const) {
+    const r = await claim(pid);
+    t.equal(r.statusCode, 400, `supervisorPid ${what}: 400`);
+    t.equal(r.json().error, 'HQ_ERR_BAD_REQUEST', 'a bad request');
+  }
+  t.same(agent.runs.list(), [], 'nothing registered');
+  // A real supervisor (a child of this test) and its child, in a process group of its own.
+  const sup = spawn(process.execPath, ['-e', "const c=require('child_process').spawn('sleep',['60'],{detached:true,stdio:'ignore'});console.log(c.pid);setInterval(()=>{},1e3)"], { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, NODE_OPTIONS: '' } });
+  t.teardown(() => sup.kill('SIGKILL'));
+  const childPid = Number(await new Promise<string>((r) => sup.stdout.once('data', (d: Buffer) => r(d.toString().trim()))));
+  t.teardown(() => {
+    try {
+      process.kill(-childPid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  });
+  const claimed = await claim(sup.pid as number);
+  t.equal(claimed.statusCode, 200, `a supervisor that is neither is registered (${claimed.body})`);
+  const id = (claimed.json() as { id: string }).id;
+  t.equal((await report(id, 1)).statusCode, 400, 'pgid 1 (kill(-1): every process) is refused');
+  t.match((await report(id, process.pid)).json(), { error: 'HQ_ERR_BAD_REQUEST', message: /this agent's own process/ }, "the agent's own group is refused");
+  const other = spawn('sleep', ['60'], { detached: true, stdio: 'ignore' }); // a group this test leads, not the supervisor
+  t.teardown(() => other.kill('SIGKILL'));
+  if (process.platform === 'linux') {
+    t.match((await report(id, other.pid as number)).json(), { error: 'HQ_ERR_BAD_REQUEST', message: /not a process group led by a child of the run's supervisor/ }, 'a group the supervisor did not start is refused (Linux: /proc says whose child it is)');
+  } else {
+    t.skip('the parent of a group is read from /proc, which only Linux has');
+  }
+  t.same(agent.runs.list().map((r) => r.pgid), [null], 'none of these was taken');
+  t.equal((await report(id, childPid)).statusCode, 200, "the supervisor's own child is taken");
+  t.same(agent.runs.list().map((r) => r.pgid), [childPid], 'as the run\'s group');
+  t.equal((await report('999', childPid)).statusCode, 404, 'an unknown run: 404');
 });

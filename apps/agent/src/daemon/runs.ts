@@ -14,6 +14,7 @@
  * Memory only: after a restart the agent acknowledges no generation an earlier life could have
  * run (lease-core `ackFloor`), so runs registered with that life need not be remembered.
  */
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FenceDecision, RunClaim, RunClaimAnswer } from '@hq/protocol';
 import type { StampClock as Clock } from '@hq/runtime/clock';
@@ -61,6 +62,37 @@ function signal(pid: number, sig: Signal): 'ok' | 'gone' | 'denied' {
   }
 }
 
+/** `pid (comm) state ppid pgrp …` of /proc/PID/stat (Linux), or null where there is none (macOS, gone). */
+function procStat(pid: number | 'self'): { ppid: number; pgrp: number } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(f[1]), pgrp: Number(f[2]) };
+}
+
+/** This agent's process group (Linux; elsewhere its pid, which it is under launchd and systemd). */
+const OWN_GROUP = procStat('self')?.pgrp ?? process.pid;
+
+/**
+ * Why a pid a client of the socket names for a run may not be signalled by this agent, or
+ * null. The agent sends SIGUSR2 to a run's supervisor and SIGTERM/SIGKILL to its group, so
+ * neither may be the agent itself or its own group (pid 1 and so kill(-1) the schema refuses);
+ * and where /proc says so (Linux), the group must be led by a child of the run's supervisor —
+ * not any process a client names.
+ */
+export function pidProblem(which: 'supervisorPid' | 'pgid', pid: number, supervisorPid?: number): string | null {
+  if (pid === process.pid || pid === OWN_GROUP) return `${which} ${pid} is this agent's own process${pid === OWN_GROUP && pid !== process.pid ? ' group' : ''}`;
+  if (which === 'pgid' && supervisorPid !== undefined) {
+    const st = procStat(pid);
+    if (st !== null && (st.pgrp !== pid || st.ppid !== supervisorPid)) return `pgid ${pid} is not a process group led by a child of the run's supervisor ${supervisorPid}`;
+  }
+  return null;
+}
+
 export class Runs {
   private nextId = 1;
   private readonly runs = new Map<string, Run>();
@@ -89,6 +121,11 @@ export class Runs {
     if (r === undefined) return false;
     r.pgid = pgid;
     return true;
+  }
+
+  /** The supervisor of run `id`, or undefined for an unknown run. */
+  supervisorOf(id: string): number | undefined {
+    return this.runs.get(id)?.supervisorPid;
   }
 
   /** The child is gone (the supervisor says so). False for an unknown run. */

@@ -22,6 +22,7 @@ import { ensureDir } from '@hq/runtime/files';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
+import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import type { AgentMetrics } from './metrics.js';
 
@@ -121,10 +122,15 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
   });
   app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req, reply) => {
     if (!agent.isRole(req.body.role)) return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${req.body.role}"` });
+    const bad = pidProblem('supervisorPid', req.body.supervisorPid);
+    if (bad !== null) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: bad });
     const a = agent.claimRun(req.body);
     return a.ok ? reply.code(200).send(a) : reply.code(409).send(a);
   });
-  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req, reply) => {
+  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } } }, async (req, reply) => {
+    const supervisor = agent.runs.supervisorOf(req.params.id);
+    const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
+    if (bad !== null) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: bad });
     if (!agent.runs.started(req.params.id, req.body.pgid)) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no run ${req.params.id}` });
     return { ok: true as const };
   });

@@ -31,7 +31,8 @@ export const ConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation
 
 export const SteppedDownAnswer = Type.Object({ ok: Type.Literal(true), steppedDown: Type.Integer(), childrenGone: Type.Boolean() });
 
-const Pid = Type.Integer({ minimum: 1, maximum: 4_194_304 });
+/** A pid the agent may signal: never 1 (init; a process group of 1 would be kill(-1), every process). */
+const Pid = Type.Integer({ minimum: 2, maximum: 4_194_304 });
 export const RunClaimBody = Type.Object(
   { role: Type.String({ minLength: 1, maxLength: 64 }), generation: GrantedGeneration, graceSeconds: Type.Number({ minimum: 0, maximum: 3600 }), supervisorPid: Pid },
   { additionalProperties: false },
