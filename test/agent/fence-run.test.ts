@@ -182,3 +182,18 @@ t.test('an unknown role exits 2 and a missing agent is a skip', async (t) => {
   t.match(down.stderr, /^hq fence run: skip: the agent is not answering on .*; nothing runs without the agent\n$/, 'an unreachable agent is one line even without --verbose');
   t.notOk(existsSync(join(dir, 'x')), 'nothing ran without the agent');
 });
+
+t.test("a step-down's nudge that comes while the supervisor tells the agent its child is gone does not kill the supervisor", async (t) => {
+  const { config, agent } = await setup(t);
+  agent.runs = {
+    supervisors: [],
+    // The agent steps down just as the run ends: it still knows the run, so it nudges (SIGUSR2).
+    onDone: async (pid) => {
+      process.kill(pid, 'SIGUSR2');
+      await sleep(200);
+    },
+  };
+  const r = await hq(['fence', 'run', '--role', 'cron', '--config', config, '--', node, '-e', 'process.exit(7)']);
+  t.equal(agent.runs.supervisors.length, 1, 'the run was registered');
+  t.equal(r.code, 7, `the child's exit code, not 140 (128 + SIGUSR2) (${r.stderr.trim()})`);
+});

@@ -63,13 +63,30 @@ export class FakeAgent {
   seen = 3;
   roles = ['cron', 'ledger-cli'];
   queries = 0;
+  /** Set: runs are registered (`POST /v1/runs`, its group, `DELETE` when gone), each supervisor pid kept. */
+  runs: { supervisors: number[]; onDone?: (supervisorPid: number) => void | Promise<void> } | null = null;
   private server: Server;
   constructor(readonly socketPath: string) {
-    this.server = createServer((req, res) => this.handle(req, res));
+    this.server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => void this.handle(req, res, body));
+    });
   }
-  private handle(req: IncomingMessage, res: ServerResponse): void {
+  private async handle(req: IncomingMessage, res: ServerResponse, body: string): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
     res.setHeader('content-type', 'application/json');
+    const runs = this.runs;
+    if (runs !== null && url.pathname.startsWith('/v1/runs')) {
+      if (req.method === 'POST' && url.pathname === '/v1/runs') {
+        runs.supervisors.push((JSON.parse(body) as { supervisorPid: number }).supervisorPid);
+        res.end(JSON.stringify({ ok: true, id: String(runs.supervisors.length) }));
+        return;
+      }
+      if (req.method === 'DELETE') await runs.onDone?.(runs.supervisors[Number(url.pathname.split('/').pop()) - 1] as number);
+      res.end(JSON.stringify({ ok: true }));
+      return;
+    }
     if (url.pathname === '/v1/fence') {
       this.queries++;
       const role = url.searchParams.get('role') ?? '';

@@ -176,9 +176,11 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
     };
     const end = await g.ended;
     if (checkTimer !== null) clearTimeout(checkTimer);
-    process.off('SIGUSR2', nudge);
     // The child is gone: the agent may forget the run (best effort; it checks the group itself).
+    // Only then the nudge goes: SIGUSR2 with no listener would kill this supervisor (exit 140
+    // instead of the child's code) if a step-down came while the agent still knew the run.
     if (run !== null) await run.done().catch(() => undefined);
+    process.off('SIGUSR2', nudge);
     if (end.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: end.problem });
     if (end.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: end.code, signal: end.signal });
     return exitCodeOf(end);
