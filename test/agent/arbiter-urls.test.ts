@@ -23,12 +23,13 @@ t.test('arbiterUrls: the first is arbiterUrl; arbiterUrl alone still works; both
   t.throws(() => validateConfigFile({ ...base, arbiterUrls: [] }), /arbiterUrls/, 'at least one');
 });
 
-function serve(t: { teardown(fn: () => void): void }, answer: (hits: number) => { status: number; body: unknown } | 'hang'): Promise<{ url: string; hits: () => number }> {
+function serve(t: { teardown(fn: () => void): void }, answer: (hits: number) => { status: number; body: unknown } | 'hang' | 'reset'): Promise<{ url: string; hits: () => number }> {
   let hits = 0;
   const srv: Server = createServer((req, res) => {
     hits++;
     const a = answer(hits);
     if (a === 'hang') return;
+    if (a === 'reset') return void req.socket.destroy(); // read, maybe decided, and the connection lost
     res.writeHead(a.status, { 'content-type': 'application/json' }).end(JSON.stringify(a.body));
   });
   t.teardown(() => {
@@ -72,4 +73,24 @@ t.test('code written against one arbiter URL (the registry member, port leases) 
   t.match(await request({ method: 'POST', url: `${dead}/v1/resources/register`, body: {}, token: 't', timeoutSeconds: 2 }), { kind: 'answer', status: 200, body: { ok: true } }, "a request to the first arbiter's URL is answered by the next");
   t.equal(good.hits(), 1, 'the next arbiter got it');
   t.match(await request({ method: 'GET', url: `${other.url}/v1/health`, timeoutSeconds: 2 }), { status: 200, body: { other: true } }, 'another URL is sent as it is');
+});
+
+t.test('a request that may not be decided twice moves on only when nothing was decided for certain', async (t) => {
+  const dead = `http://127.0.0.1:${await freePort()}`;
+  const reset = await serve(t, () => 'reset');
+  const gateway = await serve(t, () => ({ status: 504, body: { error: 'gateway timeout' } }));
+  const notElected = await serve(t, () => ({ status: 503, body: { error: 'HQ_ERR_NOT_ELECTED', message: 'no' } }));
+  const good = await serve(t, () => ({ status: 200, body: { ok: true } }));
+  const release = { method: 'POST', path: '/v1/lease/release', body: { host: 'mbp', generation: 3 }, timeoutSeconds: 2 } as const;
+
+  const afterReset = await new ArbiterEndpoints([reset.url, good.url]).request(release);
+  t.equal(afterReset.kind, 'unreachable', 'a release sent and then cut off: its outcome is unknown, and so reported');
+  t.equal(good.hits(), 0, 'not sent to the next arbiter (a refusal there — "not the holder" — would be taken for the outcome)');
+  t.match(await new ArbiterEndpoints([gateway.url, good.url]).request(release), { kind: 'answer', status: 504 }, "a proxy's 504 for a release is its answer");
+  t.equal(good.hits(), 0, 'nor after a 504');
+
+  t.match(await new ArbiterEndpoints([dead, notElected.url, good.url]).request(release), { kind: 'answer', status: 200 }, 'never connected, or a 503 that says nothing was decided: the next arbiter');
+  t.equal(good.hits(), 1, 'which decided it');
+  t.match(await new ArbiterEndpoints([reset.url, good.url]).request({ ...release, path: '/v1/heartbeat', retrySafe: true }), { kind: 'answer', status: 200 }, 'a heartbeat (retrySafe: a renewal decided twice is a renewal) moves on after a reset');
+  t.match(await new ArbiterEndpoints([reset.url, good.url]).request({ method: 'GET', path: '/v1/lease', timeoutSeconds: 2 }), { kind: 'answer', status: 200 }, 'and so does a read');
 });

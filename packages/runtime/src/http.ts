@@ -33,6 +33,12 @@ export interface JsonRequest {
   readonly token?: string | BoundToken | null;
   readonly headers?: { readonly [name: string]: string };
   readonly timeoutSeconds: number;
+  /**
+   * Several arbiters (`ArbiterEndpoints`): the request may be decided twice without harm (a
+   * read, a heartbeat's renewal), so after a failure that leaves its fate unknown — sent, then
+   * no answer — it goes to the next arbiter too. Default: GET only.
+   */
+  readonly retrySafe?: boolean;
 }
 
 export type Requester = (req: JsonRequest) => Promise<HttpResult>;
@@ -165,9 +171,20 @@ export function describe(r: HttpResult): string {
  */
 const RETRY_CODES: readonly string[] = [ERRORS.NOT_ELECTED.code, ERRORS.STORE_UNAVAILABLE.code];
 
-function tryNext(r: HttpResult): boolean {
-  if (r.kind === 'unreachable') return true;
-  if (r.status === 502 || r.status === 504) return true;
+/** Transport failures that prove the request never reached an arbiter (no connection was made). */
+const NOT_SENT: readonly string[] = ['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'];
+
+/**
+ * `retrySafe`: the request may be decided twice. A request that may not (a release, a handover,
+ * a step-down's acknowledgement) moves on only when nothing was decided for certain — never
+ * connected, or a 503 that says so; after it was sent and no answer came (a reset, a timeout, a
+ * proxy's 502/504) the first arbiter may have decided it, and the next one's answer (a refusal:
+ * "not the holder" after a release that landed) would be taken for the outcome. Its caller
+ * gets the unknown outcome instead, as it would from one arbiter.
+ */
+function tryNext(r: HttpResult, retrySafe: boolean): boolean {
+  if (r.kind === 'unreachable') return retrySafe || NOT_SENT.includes(r.problem);
+  if (r.status === 502 || r.status === 504) return retrySafe;
   const code = (r.body as { error?: unknown } | null)?.error;
   return r.status === 503 && typeof code === 'string' && RETRY_CODES.includes(code);
 }
@@ -177,8 +194,9 @@ function tryNext(r: HttpResult): boolean {
  * and on a failure that another arbiter may not have (`tryNext`) to the next, in order — all
  * within the one deadline of `timeoutSeconds` from the first send, so an answer is never later
  * than it would be with one arbiter (S2.3). A decision is made by the elected arbiter whichever
- * one received it (the others forward), so trying the next never decides twice what one
- * decided; those 503s say nothing was decided.
+ * one received it (the others forward), so a request whose first sending may have been decided
+ * goes to the next only when deciding it twice is harmless (`retrySafe`: reads, heartbeats);
+ * the 503s of `RETRY_CODES` say nothing was decided.
  */
 export class ArbiterEndpoints {
   private current = 0;
@@ -205,7 +223,7 @@ export class ArbiterEndpoints {
       const at = (this.current + i) % n;
       const { path, ...rest } = req;
       const r = await this.send({ ...rest, url: joinUrl(this.urls[at] as string, path), timeoutSeconds: left });
-      if (!tryNext(r) || n === 1) {
+      if (!tryNext(r, req.retrySafe ?? req.method === 'GET') || n === 1) {
         this.current = at;
         return r;
       }

@@ -197,7 +197,8 @@ export class ArbiterLink {
     };
     const token = await this.memberToken();
     const sent = this.o.clock.now();
-    const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token);
+    // A renewal decided twice is a renewal: a heartbeat whose answer did not come goes to the next arbiter.
+    const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token, true);
     const received = this.o.clock.now();
     const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
     const report = await this.absorbHeartbeat(res, answer, sent, received);
@@ -344,8 +345,8 @@ export class ArbiterLink {
     return t.token;
   }
 
-  private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null): Promise<HttpResult> {
-    return this.arbiters.request({ method, path, body, token, timeoutSeconds: this.o.config.requestTimeoutSeconds });
+  private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null, retrySafe?: boolean): Promise<HttpResult> {
+    return this.arbiters.request({ method, path, body, token, timeoutSeconds: this.o.config.requestTimeoutSeconds, ...(retrySafe === undefined ? {} : { retrySafe }) });
   }
 
   private probe(target: string): Promise<ProbeResult> {
