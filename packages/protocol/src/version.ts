@@ -57,8 +57,14 @@ export type SpokenVersion = { readonly ok: true; readonly version: number } | { 
  * The version a message speaks, from its header: absent → 1; one decimal integer → that
  * integer; anything else (a list, a word, a sign) → not a version at all.
  */
+const UNSTATED: SpokenVersion = Object.freeze({ ok: true, version: PROTOCOL_UNSTATED });
+const CURRENT: SpokenVersion = Object.freeze({ ok: true, version: PROTOCOL_VERSION });
+const CURRENT_TEXT = String(PROTOCOL_VERSION);
+
 export function spokenVersion(header: string | readonly string[] | undefined): SpokenVersion {
-  if (header === undefined) return { ok: true, version: PROTOCOL_UNSTATED };
+  // The two answers of nearly every request, without a parse or an allocation (the fence path).
+  if (header === undefined) return UNSTATED;
+  if (header === CURRENT_TEXT) return CURRENT;
   if (typeof header !== 'string') return { ok: false, given: header.join(', ') };
   const v = header.trim();
   if (!/^[0-9]{1,6}$/.test(v)) return { ok: false, given: header };

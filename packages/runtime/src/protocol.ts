@@ -63,6 +63,9 @@ export function versionHooks(side: () => string): VersionHooks {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
+/** The header's text for each version served, made once (the fence path sets it on every answer). */
+const VERSION_TEXT: readonly string[] = Array.from({ length: PROTOCOL_VERSION + 1 }, (_, v) => String(v));
+
 /**
  * A fast path's server factory (a node:http server answering some requests before Fastify)
  * with the version added: a request of a version this side serves reaches the fast path with
@@ -77,7 +80,7 @@ export function versionedFactory<O>(factory: (handler: Handler, opts: O) => Serv
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const version = served(req.headers);
       if (version === null) return handler(req, res);
-      res.setHeader(PROTOCOL_HEADER, String(version));
+      res.setHeader(PROTOCOL_HEADER, VERSION_TEXT[version] as string);
       for (const listener of fast) listener.call(server, req, res);
       return undefined;
     });
