@@ -542,3 +542,44 @@ t.test('a standby that does not offer chunks gets every missing file whole', asy
   t.equal(r.sentBlobs, 2, 'both files are sent whole');
   t.ok((await verifyTier(s.standbyDir, 'core')).ok, 'the copy verifies');
 });
+
+t.test('a commit while a chunk list is still being received waits for it (409 busy), never a 500', async (t) => {
+  const s = await setupDb(t);
+  const g1 = await s.snap();
+  t.ok((await s.push(g1.dir)).ok, 'the first push is accepted');
+  for (const id of [7, 700]) s.update(id);
+  const g2 = await s.snap();
+  const b = await begin(s.peer.url, g2.dir);
+  const e = b.manifest.entries.find((x) => x.path === 'ledger.db') as ManifestEntry;
+  const chunks = (await chunkFile(join(g2.dir, 'ledger.db'), 'sqlite')).chunks;
+  const list = encodeRecipe(chunks);
+  const { port } = new URL(s.peer.url);
+  // The chunk list, half sent: the standby is taking it.
+  const answer = new Promise<string>((done) => {
+    let text = '';
+    const sock = connect(Number(port), '127.0.0.1', () => {
+      sock.write(
+        `PUT /v1/standby/pushes/${b.push}/recipes/${e.sha256} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: close\r\n` +
+          `Content-Type: application/octet-stream\r\nContent-Length: ${list.length}\r\n\r\n`,
+      );
+      sock.write(list.subarray(0, Math.floor(list.length / 2)));
+      setTimeout(() => {
+        void commit(s.peer.url, b.push).then((c) => {
+          during.push(c);
+          sock.write(list.subarray(Math.floor(list.length / 2)));
+        });
+      }, 200);
+    });
+    sock.on('data', (d: Buffer) => (text += d.toString()));
+    sock.on('close', () => done(text));
+  });
+  const during: Array<{ status: number; body: Record<string, unknown> }> = [];
+  const text = await answer;
+  t.equal(during[0]?.status, 409, 'the commit during the chunk list is refused');
+  t.equal(during[0]?.body['error'], 'HQ_ERR_BLOB_BUSY', 'as busy: the list is still being taken');
+  t.match(text, /^HTTP\/1\.1 200/, `the chunk list, once whole, is taken (${JSON.stringify(text.slice(0, 120))})`);
+  const want = indexesOf(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).missing as [number, number][]);
+  const file = readFileSync(join(g2.dir, 'ledger.db'));
+  t.equal((await put(s.peer.url, `/v1/standby/pushes/${b.push}/chunks`, batch(file, chunks, want))).status, 200, 'its chunks are received');
+  t.equal((await commit(s.peer.url, b.push)).status, 200, 'and the push commits');
+});

@@ -139,6 +139,8 @@ interface Push {
   /** Files held here linked into `src/` (by sha256). */
   readonly linked: Set<string>;
   receiving: boolean;
+  /** Chunk lists being taken now: a commit waits for them (their assembly and needs come together). */
+  recipes: number;
   lastActive: number;
   committing: boolean;
 }
@@ -386,6 +388,7 @@ export class StandbyReceiver {
       damaged: new Set(),
       linked: new Set(),
       receiving: false,
+      recipes: 0,
       lastActive: now,
       committing: false,
     };
@@ -518,6 +521,19 @@ export class StandbyReceiver {
     if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
     const blob = push.blobs.get(sha);
     if (blob === undefined || blob.done) return drain(stream, refuse('UNEXPECTED_BLOB', 'this push does not need that file'));
+    if (blob.busy) return drain(stream, refuse('BLOB_BUSY', `the chunk list of ${sha} is being received`));
+    // Until its assembly and its needs are in place, this file is busy and the push may not commit.
+    blob.busy = true;
+    push.recipes++;
+    try {
+      return await this.takeRecipe(push, blob, sha, stream, base);
+    } finally {
+      blob.busy = false;
+      push.recipes--;
+    }
+  }
+
+  private async takeRecipe(push: Push, blob: Blob, sha: string, stream: Readable, base: string | undefined): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
     push.lastActive = Date.now();
     const limit = RECIPE_RECORD_BYTES * (Math.ceil(blob.bytes / MIN_CHUNK_BYTES) + 1);
     const parts: Buffer[] = [];
@@ -825,6 +841,7 @@ export class StandbyReceiver {
     const push = this.pushes.get(pushId);
     if (push === undefined || push.committing) return refuse('NO_PUSH');
     if (push.receiving) return refuse('BLOB_BUSY', 'a batch of chunks of this push is still being received');
+    if (push.recipes > 0) return refuse('BLOB_BUSY', 'a chunk list of this push is still being received');
     push.committing = true;
     const m = push.manifest;
     try {
