@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
 import type { AddressInfo } from 'node:net';
-import { AGENT_CLI, FakeArbiter, ROOT, hq, record, run, shortDir, sleep, writeConfig } from './helpers.js';
+import { AGENT_CLI, FakeAgent, FakeArbiter, ROOT, hq, record, run, shortDir, sleep, writeConfig } from './helpers.js';
 
 function oneLine(t: Parameters<Parameters<typeof t.test>[1]>[0], stderr: string, what: string): void {
   const lines = stderr.trim().split('\n');
@@ -515,3 +515,54 @@ async function startAgentDaemon(t: Parameters<Parameters<typeof t.test>[1]>[0], 
   for (let i = 0; i < 600 && !existsSync(sock); i++) await sleep(50);
   return { arb, config, pid, exited, sock };
 }
+
+t.test('hq lease release waits as long as the agent says its step-down can take, and releases nothing before it is done', async (t) => {
+  const dir = shortDir(t);
+  const bodies: string[] = [];
+  const server = createServer((req, res) => {
+    bodies.push(req.url ?? '');
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ ok: true, lease: record({ holder: null, generation: 3 }) }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  writeToken(dir);
+  const agent = new FakeAgent(join(dir, 'agent.sock'));
+  await agent.listen();
+  t.teardown(() => agent.close());
+  let stepDownMs = 1500;
+  let answerAfterMs: number | 'never' = 1200;
+  agent.routes['GET /v1/status'] = async () => ({ status: 200, body: { host: 'mbp', holder: 'mbp', generation: 3, stepDownSeconds: stepDownMs / 1000 } });
+  agent.routes['POST /v1/step-down'] = async () => {
+    if (answerAfterMs === 'never') return 'hang';
+    await sleep(answerAfterMs);
+    return { status: 200, body: { ok: true, steppedDown: 3, childrenGone: true } };
+  };
+  agent.routes['POST /v1/heartbeat'] = async () => ({ status: 200, body: { ok: true } });
+  const ok = await hq(['lease', 'release', '--config', config]);
+  t.equal(ok.code, 0, `a step-down that takes 1.2 s of its 1.5 s is waited for (${ok.stderr.trim()})`);
+  t.same(bodies, ['/v1/lease/release'], 'then the release, with the generation');
+
+  bodies.length = 0;
+  stepDownMs = 0;
+  answerAfterMs = 'never';
+  const slow = await hq(['lease', 'release', '--config', config]);
+  t.equal(slow.code, 1, 'a step-down that does not finish in its time exits 1');
+  t.match(slow.stderr, /^hq lease release: the agent did not finish its step-down within 2 s .*nothing was released\. The agent goes on ending this generation's children: run it again\n$/, 'one line: nothing released, run again');
+  t.same(bodies, [], 'no release was sent: a child still running would overlap the next holder');
+
+  // A handover has no lock-delay: every child must be proven gone.
+  let resumed = 0;
+  answerAfterMs = 0;
+  stepDownMs = 1000;
+  agent.routes['POST /v1/step-down'] = async () => ({ status: 200, body: { ok: true, steppedDown: 3, childrenGone: false } });
+  agent.routes['POST /v1/resume'] = async () => (resumed++, { status: 200, body: { ok: true } });
+  const unproven = await hq(['lease', 'release', '--handover-to', 'node-b', '--config', config]);
+  t.equal(unproven.code, 1, 'a handover with a child not proven gone exits 1');
+  t.match(unproven.stderr, /^hq lease release: a fenced child of generation 3 could not be proven gone/, 'saying so');
+  t.same([bodies, resumed], [[], 1], 'nothing handed over, and the step-down undone (the lease is still ours)');
+});

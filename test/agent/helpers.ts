@@ -65,6 +65,8 @@ export class FakeAgent {
   queries = 0;
   /** Set: runs are registered (`POST /v1/runs`, its group, `DELETE` when gone), each supervisor pid kept. */
   runs: { supervisors: number[]; onDone?: (supervisorPid: number) => void | Promise<void> } | null = null;
+  /** More answers, by `METHOD /path` (`'hang'`: never answered). */
+  routes: { [route: string]: (body: string) => Promise<{ status: number; body: unknown } | 'hang'> } = {};
   private server: Server;
   constructor(readonly socketPath: string) {
     this.server = createServer((req, res) => {
@@ -76,6 +78,14 @@ export class FakeAgent {
   private async handle(req: IncomingMessage, res: ServerResponse, body: string): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
     res.setHeader('content-type', 'application/json');
+    const route = this.routes[`${req.method} ${url.pathname}`];
+    if (route !== undefined) {
+      const a = await route(body);
+      if (a === 'hang') return;
+      res.statusCode = a.status;
+      res.end(JSON.stringify(a.body));
+      return;
+    }
     const runs = this.runs;
     if (runs !== null && url.pathname.startsWith('/v1/runs')) {
       if (req.method === 'POST' && url.pathname === '/v1/runs') {

@@ -175,3 +175,14 @@ t.test('a live supervisor is nudged (SIGUSR2) and stops its child itself; one th
     t.ok(groupGone(s.pgid), 'really gone');
   }
 });
+
+t.test('endBoundSeconds: how long a step-down can take now, from the runs registered', async (t) => {
+  const r = runs(() => yes(3, 5));
+  t.equal(r.endBoundSeconds(), 0, 'no runs: at once');
+  const a = r.claim(claim(3, 2));
+  t.ok(a.ok, 'claimed');
+  const unreported = r.endBoundSeconds();
+  t.ok(unreported > 2 * 2 + 1.5 + 2 && unreported <= 5 + 2 * 2 + 1.5 + 2, `a group not yet reported: its report wait (the validity, 5 s), the graces and the slack (${unreported.toFixed(2)} s)`);
+  if (a.ok) r.started(a.id, process.pid);
+  t.equal(r.endBoundSeconds(), 2 * 2 + 1.5 + 2, 'reported: twice the grace, the nudge slack and the gone slack');
+});

@@ -118,6 +118,8 @@ export interface AgentStatus {
   readonly failover: string | null;
   readonly gaveConfirmation: { readonly holder: Host; readonly generation: number; readonly ageSeconds: number; readonly waitSeconds: number } | null;
   readonly steppedDown: number;
+  /** The longest a step-down can take now (the fenced children's graces): `hq lease release` waits this long for it. */
+  readonly stepDownSeconds: number;
   readonly grant: { readonly generation: number; readonly source: 'arbiter' | 'peer' } | null;
   readonly pending: { readonly generation: number; readonly startsInSeconds: number } | null;
   readonly lastHeartbeat: (HeartbeatReport & { readonly ageSeconds: number }) | null;

@@ -145,7 +145,11 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   if (force && handoverTo === undefined) throw new CliError(2, '--force applies only with --handover-to');
   // 1. Step down locally first: persisted, and every fenced child of this generation ended
   //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
-  const down = await agent(c, 'POST', '/v1/step-down', c.requestTimeoutSeconds + STEP_DOWN_GRACE_SECONDS);
+  // As long as the agent's step-down can take (its children's graces), said by the agent itself.
+  const before = await agent(c, 'GET', '/v1/status');
+  const bound = before.kind === 'answer' && before.status === 200 ? (before.body as { stepDownSeconds?: unknown } | null)?.stepDownSeconds : undefined;
+  const waitSeconds = c.requestTimeoutSeconds + (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
+  const down = await agent(c, 'POST', '/v1/step-down', waitSeconds);
   const agentUp = down.kind === 'answer' && down.status === 200;
   const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown } | null) : null;
   let generation: number | undefined;
@@ -159,13 +163,16 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   // A handover has no lock-delay: it needs every child gone. An agent that is not running ends
   // none (its supervisors stop their children by their deadlines, as before); one that did not
   // finish in time, or cannot prove them gone, stops the handover.
-  const absent = down.kind === 'down' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem);
-  if (handoverTo !== undefined && !agentUp && !absent) {
-    throw new CliError(1, `lease release: the agent did not finish its step-down (${down.kind === 'down' ? down.problem : `HTTP ${down.status}`}); nothing was handed over`);
+  // A plain release is no different: the lease ends with it, so a child still running would
+  // overlap the next holder.
+  // Absent: no agent runs, or one of before the step-down (404): it knows no children to end.
+  const absent = (down.kind === 'down' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
+  if (!agentUp && !absent) {
+    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'down' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
   }
   if (handoverTo !== undefined && ready?.childrenGone === false) {
     await agent(c, 'POST', '/v1/resume');
-    throw new CliError(1, `lease release: a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`);
+    throw new CliError(1, `a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`);
   }
   // 2. Then release (or hand over) at the arbiter, at once.
   const body: { [k: string]: unknown } = { host: c.hostName };
@@ -187,8 +194,8 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   return f.code;
 }
 
-/** The agent's step-down waits for the fenced children: their grace (`hq fence run --grace`, default 5 s) and a margin. */
-const STEP_DOWN_GRACE_SECONDS = 15;
+/** The wait for the step-down of an agent that does not say `stepDownSeconds` (the default `--grace` of 5 s, twice, and slack). */
+const STEP_DOWN_MIN_SECONDS = 15;
 
 interface EventRow {
   id: number;

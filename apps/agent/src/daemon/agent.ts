@@ -230,6 +230,7 @@ export class Agent {
           ? null
           : { holder: s.gave.holder, generation: s.gave.generation, ageSeconds: now.mono - s.gave.at.mono, waitSeconds: Math.max(0, s.gave.untilMono - now.mono) },
       steppedDown: s.steppedDown,
+      stepDownSeconds: this.runs.endBoundSeconds(),
       grant: s.current === null ? null : { generation: s.current.generation, source: s.current.source },
       pending: s.pending === null ? null : { generation: s.pending.generation, startsInSeconds: Math.max(0, s.pending.startMono - now.mono) },
       lastHeartbeat: last === null ? null : { ...last, ageSeconds: now.wall - last.at },

@@ -49,6 +49,8 @@ const POLL_MS = 20;
 const GONE_SLACK_SECONDS = 2;
 /** How long a nudged supervisor has, beyond its grace, before the agent signals the group itself (its re-check). */
 const NUDGE_SLACK_SECONDS = 1.5;
+/** A fail-open claim has no validity to end its wait for the group's report; its supervisor spawns right after the claim. */
+const MAX_REPORT_WAIT_SECONDS = 30;
 
 type Signal = 'SIGTERM' | 'SIGKILL' | 'SIGUSR2' | 0;
 
@@ -123,6 +125,21 @@ export class Runs {
     return true;
   }
 
+  /**
+   * The longest `end` can take now, in seconds: per run, the wait for its group's report (while
+   * its validity lasts), then the nudged supervisor's grace and the agent's own TERM…KILL, then
+   * the slack for the group to disappear. `hq lease release` waits this long for the step-down.
+   */
+  endBoundSeconds(): number {
+    const now = this.o.clock.now().mono;
+    let bound = 0;
+    for (const r of this.runs.values()) {
+      const report = r.pgid === null ? Math.max(0, Math.min(r.untilMono, now + MAX_REPORT_WAIT_SECONDS) - now) : 0;
+      bound = Math.max(bound, report + 2 * r.graceSeconds + NUDGE_SLACK_SECONDS + GONE_SLACK_SECONDS);
+    }
+    return bound;
+  }
+
   /** The supervisor of run `id`, or undefined for an unknown run. */
   supervisorOf(id: string): number | undefined {
     return this.runs.get(id)?.supervisorPid;
@@ -142,10 +159,11 @@ export class Runs {
     const mine = (): Run[] => [...this.runs.values()].filter((r) => r.generation <= generation);
     const nowMono = (): number => this.o.clock.now().mono;
     let problem: string | null = null;
+    const started = nowMono();
     // 1.
     for (;;) {
       const unreported = mine().filter((r) => r.pgid === null);
-      const waiting = unreported.filter((r) => signal(r.supervisorPid, 0) === 'ok' && nowMono() < r.untilMono);
+      const waiting = unreported.filter((r) => signal(r.supervisorPid, 0) === 'ok' && nowMono() < Math.min(r.untilMono, started + MAX_REPORT_WAIT_SECONDS));
       if (waiting.length === 0) {
         for (const r of unreported) {
           // Its supervisor is gone without a word (or its validity is over): a child may run unknown.
