@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { buildSnapshot } from '../../apps/agent/src/replication/snapshot.js';
 import { pushGeneration } from '../../apps/agent/src/replication/push.js';
 import { verifyTier } from '../../apps/agent/src/replication/verify.js';
-import { formatSums, generationId, type Chunk, type Manifest, type ManifestEntry } from '../../packages/protocol/src/index.js';
+import { PROTOCOL_VERSION, formatSums, generationId, type Chunk, type Manifest, type ManifestEntry } from '../../packages/protocol/src/index.js';
 import { randomBytes } from 'node:crypto';
 import { chunkFile, encodeRecipe } from '../../apps/agent/src/replication/chunks.js';
 import { config, ledger, peer, tmp, TOKEN, write } from './helpers.js';
@@ -582,4 +582,26 @@ t.test('a commit while a chunk list is still being received waits for it (409 bu
   const file = readFileSync(join(g2.dir, 'ledger.db'));
   t.equal((await put(s.peer.url, `/v1/standby/pushes/${b.push}/chunks`, batch(file, chunks, want))).status, 200, 'its chunks are received');
   t.equal((await commit(s.peer.url, b.push)).status, 200, 'and the push commits');
+});
+
+t.test('the push client and the survival client say the protocol version they speak', async (t) => {
+  const { createServer } = await import('node:http');
+  const { pushSurvival } = await import('../../apps/agent/src/replication/survival.js');
+  const said: Array<[string, string | undefined]> = [];
+  const srv = createServer((req, res) => {
+    said.push([`${req.method} ${(req.url ?? '').split('/').slice(0, 4).join('/')}`, req.headers['hq-protocol'] as string | undefined]);
+    req.resume();
+    req.on('end', () => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"HQ_ERR_INTERNAL","message":"no"}'));
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => srv.close());
+  const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+  const s = await setupDb(t);
+  const g = await s.snap();
+  await pushGeneration({ dir: g.dir, baseUrl: url, token: TOKEN, timeoutSeconds: 5, chunkBytes: 65536 });
+  await pushSurvival({ dir: g.dir, manifest: g.manifest, entries: [], arbiterUrl: url, token: TOKEN, timeoutSeconds: 5 });
+  t.same(said, [
+    ['POST /v1/standby/pushes', String(PROTOCOL_VERSION)],
+    ['PUT /v1/survival/core', String(PROTOCOL_VERSION)],
+  ], `hq-protocol: ${PROTOCOL_VERSION} on both`);
 });

@@ -10,7 +10,7 @@ import { createReadStream } from 'node:fs';
 import { open, readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { request } from 'undici';
-import { BASE_HEADER, GENERATION_RE, INLINE_MAX_BYTES, INLINE_TOTAL_BYTES, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
+import { BASE_HEADER, GENERATION_RE, INLINE_MAX_BYTES, INLINE_TOTAL_BYTES, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { chunkFile, encodeRecipe } from './chunks.js';
 import { RecipeStore } from './recipes.js';
@@ -71,7 +71,7 @@ async function call(
   try {
     const res = await request(opts.baseUrl.replace(/\/+$/, '') + path, {
       method,
-      headers: { authorization: `Bearer ${opts.token}`, accept: 'application/json', ...headers },
+      headers: { authorization: `Bearer ${opts.token}`, accept: 'application/json', [PROTOCOL_HEADER]: String(PROTOCOL_VERSION), ...headers },
       body: body as string | undefined,
       signal: controller.signal,
       headersTimeout: ms,

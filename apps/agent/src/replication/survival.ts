@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { formatSums, type Manifest, type ManifestEntry } from '@hq/protocol';
+import { formatSums, type Manifest, type ManifestEntry, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol';
 
 export type SurvivalResult =
   | { readonly ok: true; readonly files: number; readonly sentBytes: number }
@@ -22,7 +22,7 @@ export async function pushSurvival(opts: {
 }): Promise<SurvivalResult> {
   const base = `${opts.arbiterUrl.replace(/\/+$/, '')}/v1/survival/${opts.manifest.tier}/${opts.manifest.generation}`;
   const ms = Math.max(1, Math.round(opts.timeoutSeconds * 1000));
-  const headers = { authorization: `Bearer ${opts.token}`, accept: 'application/json' };
+  const headers = { authorization: `Bearer ${opts.token}`, accept: 'application/json', [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
   let sentBytes = 0;
   const answer = async (res: Awaited<ReturnType<typeof request>>): Promise<SurvivalResult | null> => {
     const text = await res.body.text();
