@@ -5,4 +5,4 @@
  * add the CHANGELOG.md entry. Also a subpath export (`@hq/lease-core/version`), so a CLI prints
  * it without loading the decisions.
  */
-export const VERSION = '0.1.0';
+export const VERSION = '0.2.0-dev';
