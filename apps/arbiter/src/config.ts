@@ -16,6 +16,7 @@ import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
 import { PortBandsConfig } from './registry/schemas.js';
+import { etcdEndpoint } from './store/etcd/endpoint.js';
 import { bandsFromConfig, type Bands } from './registry/decide.js';
 
 const HostName = Type.String({ pattern: HOST_SCHEMA_PATTERN });
@@ -281,15 +282,8 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
   if (s.endpoints === undefined) return { key: 'store.endpoints', message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]' };
   const endpoints: string[] = [];
   for (const [i, e] of s.endpoints.entries()) {
-    let u: URL;
-    try {
-      u = new URL(e);
-    } catch {
-      return { key: `store.endpoints[${i}]`, message: `"${e}" is not a URL (http://host:port or https://host:port)` };
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') return { key: `store.endpoints[${i}]`, message: `"${e}" must be http://host:port or https://host:port` };
-    if (u.protocol === 'http:' && tls !== null) return { key: `store.endpoints[${i}]`, message: `"${e}" is http:// but store.tls is given: use https:// for every member` };
-    if ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.username !== '' || u.password !== '') return { key: `store.endpoints[${i}]`, message: `"${e}" must be a bare origin http://host:port (no path, query or credentials)` };
+    const u = etcdEndpoint(e, tls !== null);
+    if ('problem' in u) return { key: `store.endpoints[${i}]`, message: u.problem };
     if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
     endpoints.push(u.origin);
   }

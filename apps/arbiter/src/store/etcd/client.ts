@@ -23,6 +23,7 @@
  * certificate when given. Not here: authentication (etcd users; an `auth` answer is classified), nested txns.
  */
 import { Agent } from 'undici';
+import { etcdEndpoint } from './endpoint.js';
 import { classifyAnswer, classifyTransport, EtcdError, type Verdict } from './errors.js';
 
 export interface EtcdClientOptions {
@@ -339,14 +340,8 @@ function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: n
   if (!Array.isArray(o.endpoints) || o.endpoints.length === 0) throw new TypeError('etcd endpoints must be a non-empty list of http:// or https:// URLs');
   if ((o.tls?.cert === undefined) !== (o.tls?.key === undefined)) throw new TypeError('etcd tls: give the client certificate and its key together');
   const endpoints = o.endpoints.map((e) => {
-    let u: URL;
-    try {
-      u = new URL(e);
-    } catch {
-      throw new TypeError(`etcd endpoint ${JSON.stringify(e)} is not a URL (http://host:port)`);
-    }
-    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || (u.pathname !== '/' && u.pathname !== '') || u.search !== '') throw new TypeError(`etcd endpoint ${JSON.stringify(e)} must be http://host:port or https://host:port (no path)`);
-    if (u.protocol === 'http:' && o.tls !== undefined) throw new TypeError(`etcd endpoint ${JSON.stringify(e)} is http:// but tls is given: use https://`);
+    const u = etcdEndpoint(e, o.tls !== undefined);
+    if ('problem' in u) throw new TypeError(`etcd endpoint ${u.problem}`);
     return u.origin;
   });
   const ms = (v: number | undefined, dflt: number, name: string): number => {

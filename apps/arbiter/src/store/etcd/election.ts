@@ -38,6 +38,7 @@ import { elapsed, type Stamp } from '@hq/lease-core';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
+import { etcdKeys } from './keys.js';
 
 /** One reading of both clocks, seconds (lease-core's `Stamp`), the shell's clock; tests pass their own. */
 export type { StampClock };
@@ -107,7 +108,7 @@ function validate(o: ElectionOptions): { prefix: string; ttl: number; margin: nu
   if (!(margin > 0 && margin < ttl)) throw new TypeError('election marginSeconds must be > 0 and below ttlSeconds');
   const keepAlive = o.keepAliveSeconds ?? (ttl - margin) / 3;
   if (!(keepAlive > 0 && keepAlive < ttl - margin)) throw new TypeError('election keepAliveSeconds must be > 0 and below ttlSeconds − marginSeconds');
-  return { prefix: `${o.prefix.replace(/\/+$/, '')}/election/`, ttl, margin, keepAliveMs: keepAlive * 1000 };
+  return { prefix: etcdKeys(o.prefix).electionDir, ttl, margin, keepAliveMs: keepAlive * 1000 };
 }
 
 /** One campaign's state: from the lease grant to the end of its term. */

@@ -29,6 +29,8 @@ export interface EtcdKeys {
   readonly portDir: string;
   port(port: number): string;
   readonly electionDir: string;
+  /** Survival copies: `{machine}/…` below it (store/etcd/survival.ts). */
+  readonly survivalDir: string;
 }
 
 export function etcdKeys(prefix: string): EtcdKeys {
@@ -50,6 +52,7 @@ export function etcdKeys(prefix: string): EtcdKeys {
     portDir: `${p}/registry/p/`,
     port: (port) => `${p}/registry/p/${String(port).padStart(5, '0')}`,
     electionDir: `${p}/election/`,
+    survivalDir: `${p}/survival/`,
   };
 }
 

@@ -67,6 +67,11 @@ interface Plan<T> {
   readonly probe?: { readonly key: string; readonly value: string | null };
 }
 
+/** A resource decision as `oneKey` writes it: the resource put, or nothing for a refusal. */
+function resourcePut(d: ResourceResult): { answer: ResourceResult; value: string | undefined } {
+  return { answer: d, value: d.ok ? encodeResource(d.resource) : undefined };
+}
+
 export interface EtcdRegistryOptions {
   readonly client: EtcdClient;
   readonly prefix: string;
@@ -96,34 +101,31 @@ export class EtcdRegistryStore implements RegistryStore {
   // resources
 
   register(req: RegisterInput, actor: Actor, now: number): Promise<ResourceResult> {
-    const key = this.keys.resource(req.id);
-    return this.write(async (): Promise<Plan<ResourceResult>> => {
-      const kv = await this.get(key);
-      const d = decideRegister(kv === undefined ? undefined : decodeResource(kv.value), req, actor, now);
-      if (!d.ok) return { compare: [], success: [], answer: d };
-      const value = encodeResource(d.resource);
-      return { compare: [unchanged(key, kv)], success: [op.put(key, value)], answer: d, probe: { key, value } };
-    });
+    return this.oneKey(this.keys.resource(req.id), decodeResource, (row) => resourcePut(decideRegister(row, req, actor, now)));
   }
 
   heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): Promise<ResourceResult> {
-    const key = this.keys.resource(id);
-    return this.write(async (): Promise<Plan<ResourceResult>> => {
-      const kv = await this.get(key);
-      const d = decideResourceHeartbeat(kv === undefined ? undefined : decodeResource(kv.value), id, attrs, actor, now);
-      if (!d.ok) return { compare: [], success: [], answer: d };
-      const value = encodeResource(d.resource);
-      return { compare: [unchanged(key, kv)], success: [op.put(key, value)], answer: d, probe: { key, value } };
-    });
+    return this.oneKey(this.keys.resource(id), decodeResource, (row) => resourcePut(decideResourceHeartbeat(row, id, attrs, actor, now)));
   }
 
   deleteResource(id: string, actor: Actor, now: number): Promise<ResourceResult> {
-    const key = this.keys.resource(id);
-    return this.write(async (): Promise<Plan<ResourceResult>> => {
+    return this.oneKey(this.keys.resource(id), decodeResource, (row) => {
+      const d = decideResourceDelete(row, id, actor, now);
+      return { answer: d, value: d.ok ? null : undefined };
+    });
+  }
+
+  /**
+   * One key read, decided and written in one txn that compares the key as read (a lost compare
+   * decides again: `write`). `decide` gets the decoded row (undefined: absent) and says the answer
+   * and the key's new value: a string to put, null to delete, undefined to write nothing (a refusal).
+   */
+  private oneKey<R, A>(key: string, decode: (value: string) => R, decide: (row: R | undefined) => { answer: A; value: string | null | undefined }): Promise<A> {
+    return this.write(async (): Promise<Plan<A>> => {
       const kv = await this.get(key);
-      const d = decideResourceDelete(kv === undefined ? undefined : decodeResource(kv.value), id, actor, now);
-      if (!d.ok) return { compare: [], success: [], answer: d };
-      return { compare: [unchanged(key, kv)], success: [op.delete(key)], answer: d, probe: { key, value: null } };
+      const { answer, value } = decide(kv === undefined ? undefined : decode(kv.value));
+      if (value === undefined) return { compare: [], success: [], answer };
+      return { compare: [unchanged(key, kv)], success: [value === null ? op.delete(key) : op.put(key, value)], answer, probe: { key, value } };
     });
   }
 
@@ -163,24 +165,18 @@ export class EtcdRegistryStore implements RegistryStore {
   }
 
   renewPort(port: number, leaseId: string, actor: Actor, now: number): Promise<LeaseAccess> {
-    const key = this.keys.port(port);
-    return this.write(async (): Promise<Plan<LeaseAccess>> => {
-      const kv = await this.get(key);
-      const d = decideLeaseAccess(kv === undefined ? undefined : decodeLease(kv.value), port, leaseId, actor, now);
-      if (!d.ok) return { compare: [], success: [], answer: d };
+    return this.oneKey(this.keys.port(port), decodeLease, (row): { answer: LeaseAccess; value: string | undefined } => {
+      const d = decideLeaseAccess(row, port, leaseId, actor, now);
+      if (!d.ok) return { answer: d, value: undefined };
       const next = renewedLease(d.lease, now);
-      const value = JSON.stringify(next);
-      return { compare: [unchanged(key, kv)], success: [op.put(key, value)], answer: { ok: true, lease: next }, probe: { key, value } };
+      return { answer: { ok: true, lease: next }, value: JSON.stringify(next) };
     });
   }
 
   releasePort(port: number, leaseId: string, actor: Actor, now: number): Promise<LeaseAccess> {
-    const key = this.keys.port(port);
-    return this.write(async (): Promise<Plan<LeaseAccess>> => {
-      const kv = await this.get(key);
-      const d = decideLeaseAccess(kv === undefined ? undefined : decodeLease(kv.value), port, leaseId, actor, now);
-      if (!d.ok) return { compare: [], success: [], answer: d };
-      return { compare: [unchanged(key, kv)], success: [op.delete(key)], answer: d, probe: { key, value: null } };
+    return this.oneKey(this.keys.port(port), decodeLease, (row) => {
+      const d = decideLeaseAccess(row, port, leaseId, actor, now);
+      return { answer: d, value: d.ok ? null : undefined };
     });
   }
 

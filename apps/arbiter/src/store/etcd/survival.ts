@@ -28,7 +28,7 @@ import { GENERATION_RE, TIERS, formatManifest, isHost, type Manifest, type Survi
 import type { BlobResult, CommitResult, SurvivalStore } from '../../survival/store.js';
 import { cmp, op, type EtcdClient, type TxnOp } from './client.js';
 import { EtcdError } from './errors.js';
-import { MAX_TXN_OPS } from './keys.js';
+import { MAX_TXN_OPS, etcdKeys } from './keys.js';
 import { pagesOf } from './store.js';
 
 export const ETCD_SURVIVAL_LIMITS = Object.freeze({ blobBytes: 1024 * 1024, generationBytes: 16 * 1024 * 1024 });
@@ -44,7 +44,7 @@ export class EtcdSurvivalStore implements SurvivalStore {
     private readonly client: EtcdClient,
     prefix: string,
   ) {
-    this.root = `${prefix.replace(/\/+$/, '')}/survival/`;
+    this.root = etcdKeys(prefix).survivalDir;
   }
 
   private blob(machine: string, sha256: string): string {
