@@ -11,6 +11,8 @@ import pino from 'pino';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
 import { manualClock } from '../../packages/runtime/src/clock.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
+import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
+import { EtcdRegistryStore } from '../../apps/arbiter/src/store/etcd/registry.js';
 import { etcdMembers } from '../etcd/members.js';
 import { freePort, sleep } from '../system/harness.js';
 import { FakeProber, fastConfig } from './helper.js';
@@ -122,4 +124,28 @@ t.test('two arbiters on one etcd', async (t) => {
   await etcd.members[0]!.resume();
   await until('b elected again', async () => (await health(b)).arbiters?.elected === true, 20_000);
   t.match(await call(b, 'GET', '/v1/lease', tokens.nodeb), { status: 200, body: { holder: 'node-b', generation: 2 } }, 'healed: the record is as it was');
+});
+
+t.test('only the elected arbiter sweeps: an expiry is a clock decision', async (t) => {
+  const etcd = await etcdMembers(t, { size: 1 });
+  if (etcd === null) return;
+  const clock = manualClock();
+  const prefix = `/hq-sweep-${process.pid}`;
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const config = fastConfig(t.testdir(), { listen: { host: '127.0.0.1', port }, store: { kind: 'etcd', endpoints: etcd.endpoints, prefix, advertiseUrl: url, dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 } });
+  const rt = await createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: new FakeProber(), processMetrics: false, registry: true, operator: true, elect: true });
+  t.teardown(() => rt.close());
+  // A port lease written by another writer (as the elected arbiter would have), long expired by this clock.
+  const client = new EtcdClient({ endpoints: etcd.endpoints, requestTimeoutMs: 3000 });
+  t.teardown(() => client.close());
+  const other = new EtcdRegistryStore({ client, prefix });
+  const nowMs = clock.now() * 1000;
+  t.match(await other.allocatePort({ machine: 'mbp', purpose: 'web', ttlMs: 1000 }, 'ab'.repeat(16), nowMs), { ok: true }, 'a port lease of 1 s');
+  clock.advance(3 * 3600);
+  t.same(await rt.sweepRegistry(), { resources: 0, leases: 0 }, 'not elected (it never campaigned): nothing swept');
+  t.equal((await client.range(`${prefix}/registry/p/`, { prefix: true, keysOnly: true })).kvs.length, 1, 'the expired lease is still there');
+  rt.start();
+  await until('elected', () => rt.leadership?.mayDecide() === true);
+  t.same(await rt.sweepRegistry(), { resources: 0, leases: 1 }, 'elected: the expired lease is swept');
 });

@@ -85,6 +85,14 @@ t.test('one member', async (t) => {
     t.equal(answers[150]?.kv, undefined, 'an absent key is undefined');
     t.ok(answers.every((a) => a.revision >= last), 'every answer is at or after the last acknowledged put (linearizable)');
     t.ok(new Set(answers.map((a) => a.revision)).size <= 2, `151 gets went as at most 2 reads (batches of 100): revisions ${[...new Set(answers.map((a) => String(a.revision)))].join(', ')}`);
+    // The same key asked for by many in one turn (every lease read asks for the state key): read once.
+    const txn = client.txn.bind(client);
+    const sent: number[] = [];
+    client.txn = (x) => (sent.push(x.success.length), txn(x));
+    const same = await Promise.all([...Array.from({ length: 50 }, () => client.get('batch/7')), ...Array.from({ length: 50 }, () => client.get('batch/8'))]);
+    client.txn = txn;
+    t.same(sent, [2], '100 gets of two keys: one read of the two keys');
+    t.same([...new Set(same.map((a) => a.kv?.value))], ['7', '8'], 'each getter has its key\'s value');
     const p = await client.put('batch/0', 'changed');
     t.equal((await client.get('batch/0')).kv?.value, 'changed', 'a get after a put sees it');
     t.ok((await client.get('batch/0')).revision >= p.revision, 'at its revision or later');

@@ -228,13 +228,14 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       else checker.start();
     },
     async sweepRegistry() {
-      if (registry === null || closed) return { resources: 0, leases: 0 };
+      // Store etcd: an expiry is a clock decision, the elected arbiter's alone (leadership.ts).
+      if (registry === null || closed || (leadership !== null && !leadership.mayDecide())) return { resources: 0, leases: 0 };
       const swept = await registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
       if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
       return swept;
     },
     async sweepEvents() {
-      if (closed) return 0;
+      if (closed || (leadership !== null && !leadership.mayDecide())) return 0;
       const { maxAgeDays, maxCount } = config.events;
       const n = await store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
       if (n > 0) log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');

@@ -353,6 +353,13 @@ function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: n
 }
 
 const HEADERS = Object.freeze({ 'content-type': 'application/json' });
+/** A `get` waiting for its batch. */
+interface Getter {
+  readonly key: string;
+  resolve(v: { kv: KeyValue | undefined; revision: bigint }): void;
+  reject(err: unknown): void;
+}
+
 /** grpc-gateway forwards `Grpc-Metadata-*` headers as gRPC metadata; etcd then refuses at once when the member has no leader (C1). */
 const LEADER_HEADERS = Object.freeze({ ...HEADERS, 'grpc-metadata-hasleader': 'true' });
 
@@ -365,7 +372,7 @@ export class EtcdClient {
   private current = 0;
   private clusterId: string | undefined;
   /** One-key reads asked for since the last batch went out (`get`): they go together, in one read txn. */
-  private gets: Array<{ readonly key: string; resolve(v: { kv: KeyValue | undefined; revision: bigint }): void; reject(err: unknown): void }> | null = null;
+  private gets: Getter[] | null = null;
 
   constructor(options: EtcdClientOptions) {
     const o = validate(options);
@@ -409,17 +416,26 @@ export class EtcdClient {
   private flushGets(): void {
     const all = this.gets ?? [];
     this.gets = null;
-    for (let i = 0; i < all.length; i += GET_BATCH) {
-      const part = all.slice(i, i + GET_BATCH);
+    // One range per distinct key (under load every lease read of a turn asks for the same state
+    // key); the getters of a key share its answer.
+    const byKey = new Map<string, Getter[]>();
+    for (const g of all) {
+      const same = byKey.get(g.key);
+      if (same === undefined) byKey.set(g.key, [g]);
+      else same.push(g);
+    }
+    const keys = [...byKey.keys()];
+    for (let i = 0; i < keys.length; i += GET_BATCH) {
+      const part = keys.slice(i, i + GET_BATCH);
       const done =
         part.length === 1
-          ? this.range(part[0]!.key).then((r) => [{ kv: r.kvs[0], revision: r.revision }])
-          : this.txn({ compare: [], success: part.map((g) => op.range(g.key)) }).then((r) =>
+          ? this.range(part[0]!).then((r) => [{ kv: r.kvs[0], revision: r.revision }])
+          : this.txn({ compare: [], success: part.map((k) => op.range(k)) }).then((r) =>
               r.responses.map((x) => ({ kv: x.type === 'range' ? x.kvs[0] : undefined, revision: r.revision })),
             );
       done.then(
-        (answers) => part.forEach((g, j) => g.resolve(answers[j]!)),
-        (err: unknown) => part.forEach((g) => g.reject(err)),
+        (answers) => part.forEach((k, j) => byKey.get(k)!.forEach((g) => g.resolve(answers[j]!))),
+        (err: unknown) => part.forEach((k) => byKey.get(k)!.forEach((g) => g.reject(err))),
       );
     }
   }
