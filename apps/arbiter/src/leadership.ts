@@ -107,6 +107,11 @@ export class Leadership {
     this.loops = [campaign, this.observeLoop(), this.healthLoop()];
   }
 
+  /** This arbiter's URL as the others reach it. */
+  get self(): string {
+    return this.opts.advertiseUrl;
+  }
+
   /** L1: true while this arbiter may decide. */
   mayDecide(): boolean {
     return this.ready && this.election.stillElected();
@@ -214,7 +219,7 @@ export function registerLeadershipMetrics(registry: Registry, leadership: Leader
     help: '1 while this arbiter is the elected one and decides (store etcd); 0 while it forwards.',
     registers: [registry],
     collect() {
-      this.set(leadership.status().elected ? 1 : 0);
+      this.set(leadership.mayDecide() ? 1 : 0);
     },
   });
   new Gauge({

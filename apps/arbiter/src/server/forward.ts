@@ -49,7 +49,7 @@ export const forwardPlugin = fp(
       if (req.headers[FORWARDED_HEADER] !== undefined) return refuse(`${ERRORS.NOT_ELECTED.message}: forwarded here by ${String(req.headers[FORWARDED_HEADER])}, but this arbiter is not elected either`);
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
-      headers[FORWARDED_HEADER] = opts.leadership.status().self;
+      headers[FORWARDED_HEADER] = opts.leadership.self;
       const hasBody = req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0';
       try {
         const res = await agent.request({
