@@ -89,7 +89,7 @@ export class TailnetProber implements Prober {
   }
 }
 
-export type CheckResult =
+export type ArbiterCheckOutcome =
   | { readonly ran: true; readonly answer: CheckAnswer; readonly state: ArbiterState }
   | { readonly ran: false; readonly reason: 'busy' | 'holder-changed'; readonly state: ArbiterState };
 
@@ -105,7 +105,7 @@ export interface CheckerDeps {
 }
 
 export class Checker {
-  private running: Promise<CheckResult> | null = null;
+  private running: Promise<ArbiterCheckOutcome> | null = null;
   private task: Schedule | null = null;
   private readonly owner = `${process.pid}-${randomBytes(6).toString('hex')}`;
   /** Per candidate: the heartbeat time (or start) a silence was already reported for. */
@@ -123,7 +123,7 @@ export class Checker {
   }
 
   /** A check now. `wait`: wait for a running check (in this process and in others) first. */
-  async run(wait: boolean): Promise<CheckResult> {
+  async run(wait: boolean): Promise<ArbiterCheckOutcome> {
     if (this.running !== null) {
       if (!wait) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
@@ -141,7 +141,7 @@ export class Checker {
     }
   }
 
-  private async locked(wait: boolean): Promise<CheckResult> {
+  private async locked(wait: boolean): Promise<ArbiterCheckOutcome> {
     const deadline = Date.now() + this.lockMs;
     while (!(await this.deps.store.tryCheckLock(this.owner, Date.now(), Date.now() + this.lockMs))) {
       if (!wait || Date.now() >= deadline) {
@@ -157,12 +157,12 @@ export class Checker {
     }
   }
 
-  private async once(): Promise<CheckResult> {
+  private async once(): Promise<ArbiterCheckOutcome> {
     const { arbiter, prober, metrics } = this.deps;
     const before = await arbiter.read();
     const holder = before.lease.holder;
     const probe = holder === null ? null : await prober.probe(holder);
-    let result: CheckResult;
+    let result: ArbiterCheckOutcome;
     try {
       const d = await arbiter.decide(
         'check',
