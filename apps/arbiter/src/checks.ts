@@ -22,6 +22,7 @@ import type { Arbiter } from './arbiter.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
+import type { Clock } from '@hq/runtime/clock';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -102,6 +103,12 @@ export interface CheckerDeps {
   readonly prober: Prober;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /**
+   * The wall clock in epoch ms (`wallClockMs`; tests drive it) for the check lock's times: the
+   * lock row is compared across processes (a daemon and `hq-arbiter check`), each with its own
+   * arbiter clock, so it is stamped in wall time.
+   */
+  readonly wallClockMs: Clock;
 }
 
 export class Checker {
@@ -142,9 +149,12 @@ export class Checker {
   }
 
   private async locked(wait: boolean): Promise<ArbiterCheckOutcome> {
-    const deadline = Date.now() + this.lockMs;
-    while (!(await this.deps.store.tryCheckLock(this.owner, Date.now(), Date.now() + this.lockMs))) {
-      if (!wait || Date.now() >= deadline) {
+    const wall = this.deps.wallClockMs;
+    const deadline = wall.now() + this.lockMs;
+    for (;;) {
+      const now = wall.now();
+      if (await this.deps.store.tryCheckLock(this.owner, now, now + this.lockMs)) break;
+      if (!wait || wall.now() >= deadline) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
         return { ran: false, reason: 'busy', state: await this.deps.store.read() };
       }

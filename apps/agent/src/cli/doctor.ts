@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
 import { runFile } from '@hq/runtime/exec';
+import { wallClockMs } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
@@ -173,7 +174,7 @@ function answerLine(r: HttpResult): string {
 
 /** Runs every check. Never throws. */
 export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<DoctorCheck[]> {
-  const now = ctx.now ?? (() => Date.now() / 1000);
+  const now = ctx.now ?? (() => wallClockMs.now() / 1000);
   const platform = ctx.platform ?? process.platform;
   const home = ctx.home ?? homedir();
   const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
