@@ -1,4 +1,6 @@
 import t from 'tap';
+import { Registry } from 'prom-client';
+import { registerOperatorMetrics } from '../../apps/arbiter/src/operator-metrics.js';
 import { harness } from './helper.js';
 
 t.test('health answers without a token and names the arbiter', async (t) => {
@@ -311,6 +313,23 @@ t.test('metrics expose the SPEC names computed from the store', async (t) => {
   ]) {
     t.ok(res.body.includes(name), `metrics include ${name}`);
   }
+});
+
+t.test('the operator gauges read the store once per scrape, and afresh on the next one', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const registry = new Registry();
+  let reads = 0;
+  registerOperatorMetrics(registry, () => {
+    reads++;
+    return h.rt.store.read();
+  }, h.rt.config);
+  t.match(await registry.metrics(), /hq_maintenance_enabled 0/, 'maintenance off');
+  t.equal(reads, 1, 'five gauges, one store read');
+  const m = await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled: true } });
+  t.equal(m.statusCode, 200, 'maintenance on');
+  t.match(await registry.metrics(), /hq_maintenance_enabled 1/, 'the next scrape sees it at once');
+  t.equal(reads, 2, 'with one more read');
 });
 
 t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', async (t) => {

@@ -56,7 +56,7 @@ export async function harness(t: Test, extra: Record<string, unknown> = {}, opts
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
-  const rt = await createRuntime({ config, clock, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
+  const rt = await createRuntime({ config, clock, wallClockMs: { now: () => clock.now() * 1000 }, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
   const app = await rt.app();
   t.teardown(() => rt.close());
   const now = clock.now();

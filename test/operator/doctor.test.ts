@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
-import { doctorCommand, type CheckResult } from '../../apps/agent/src/cli/doctor.js';
+import { doctorCommand, type DoctorCheck } from '../../apps/agent/src/cli/doctor.js';
 import { operatorHarness } from './helper.js';
 
 interface World {
@@ -198,7 +198,7 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   const w = await world(t);
   const r = await doctor(w, ['--json']);
   t.equal(r.code, 0, 'exit 0');
-  const doc = JSON.parse(r.out) as { ok: boolean; checks: CheckResult[] };
+  const doc = JSON.parse(r.out) as { ok: boolean; checks: DoctorCheck[] };
   t.equal(doc.ok, true, 'ok is true');
   t.equal(doc.checks.length, 14, 'fourteen checks (hostname; timing: the arbiter\'s word on this cadence; versions: every host still to upgrade)');
   t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');

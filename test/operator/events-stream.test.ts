@@ -123,12 +123,29 @@ t.test('Last-Event-ID resumes after the last event the client saw', async (t) =>
   t.notOk(ids(s.text()).includes(first), 'the event named by Last-Event-ID is not sent again');
 });
 
-t.test('a quiet stream gets keep-alive comments, and closing the app ends it', async (t) => {
-  const h = await operatorHarness(t, {}, { streamPollMs: 50, keepAliveMs: 100 });
+/** Until the test's stream instance has read and parked on its waiters again. */
+async function parked(h: OperatorHarness): Promise<void> {
+  const end = Date.now() + 5000;
+  while (h.waiters.size === 0) {
+    if (Date.now() > end) throw new Error('the stream never waited');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+t.test('a quiet stream gets a keep-alive comment once keepAliveMs passed on the arbiter clock, and closing the app ends it', async (t) => {
+  const h = await operatorHarness(t, {}, { streamPollMs: 60_000, keepAliveMs: 15_000 });
   const port = await listen(h);
   const s = await open(port, `${PREFIX}/v1/events/stream?after=999999`);
-  await s.until((x) => x.includes(': keep-alive'), 3000);
-  t.pass('a keep-alive comment arrived');
+  await parked(h);
+  for (let i = 0; i < 3; i++) {
+    h.waiters.notify();
+    await parked(h);
+  }
+  t.notOk(s.text().includes(': keep-alive'), 'woken three times while the clock stands: no keep-alive is due');
+  h.clock.advance(15);
+  h.waiters.notify();
+  await s.until((x) => x.includes(': keep-alive'), 5000);
+  t.pass('keepAliveMs later on the clock, the next wake-up sends a keep-alive comment');
   const started = Date.now();
   const ended = new Promise<void>((r) => s.res.on('end', () => r()));
   await h.app.close();

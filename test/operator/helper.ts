@@ -76,6 +76,7 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
     pollMs: opts.streamPollMs ?? 1000,
     keepAliveMs: opts.keepAliveMs,
     maxStreams: opts.maxStreams,
+    nowMs: () => h.clock.now() * 1000,
   };
   if (!h.app.hasRoute({ method: 'GET', url: '/' })) await h.app.register(statusPage, status);
   if (!h.app.hasRoute({ method: 'GET', url: '/v1/events/stream' })) await h.app.register(eventStreamRoutes, stream);

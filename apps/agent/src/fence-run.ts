@@ -21,7 +21,7 @@ import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRu
 import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';
 import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
 
-export type CheckResult =
+export type FenceQueryResult =
   | { readonly kind: 'answer'; readonly fence: FenceDecision }
   | { readonly kind: 'down'; readonly problem: string }
   | { readonly kind: 'bad-role'; readonly message: string };
@@ -50,7 +50,7 @@ export interface SupervisorOptions {
   readonly skipExit: number;
   readonly argv: readonly string[];
   /** One fence query; should give up within `checkTimeoutSeconds`. */
-  readonly check: () => Promise<CheckResult>;
+  readonly check: () => Promise<FenceQueryResult>;
   /** Registers the run with the agent before the spawn; absent: no registration (tests). */
   readonly register?: (generation: number) => Promise<Registration>;
   readonly log: (event: string, data: { [k: string]: unknown }) => void;

@@ -22,6 +22,7 @@ import type { Arbiter } from './arbiter.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
+import type { Clock } from '@hq/runtime/clock';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -89,7 +90,7 @@ export class TailnetProber implements Prober {
   }
 }
 
-export type CheckResult =
+export type ArbiterCheckOutcome =
   | { readonly ran: true; readonly answer: CheckAnswer; readonly state: ArbiterState }
   | { readonly ran: false; readonly reason: 'busy' | 'holder-changed'; readonly state: ArbiterState };
 
@@ -102,10 +103,16 @@ export interface CheckerDeps {
   readonly prober: Prober;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /**
+   * The wall clock in epoch ms (`wallClockMs`; tests drive it) for the check lock's times: the
+   * lock row is compared across processes (a daemon and `hq-arbiter check`), each with its own
+   * arbiter clock, so it is stamped in wall time.
+   */
+  readonly wallClockMs: Clock;
 }
 
 export class Checker {
-  private running: Promise<CheckResult> | null = null;
+  private running: Promise<ArbiterCheckOutcome> | null = null;
   private task: Schedule | null = null;
   private readonly owner = `${process.pid}-${randomBytes(6).toString('hex')}`;
   /** Per candidate: the heartbeat time (or start) a silence was already reported for. */
@@ -123,7 +130,7 @@ export class Checker {
   }
 
   /** A check now. `wait`: wait for a running check (in this process and in others) first. */
-  async run(wait: boolean): Promise<CheckResult> {
+  async run(wait: boolean): Promise<ArbiterCheckOutcome> {
     if (this.running !== null) {
       if (!wait) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
@@ -141,10 +148,13 @@ export class Checker {
     }
   }
 
-  private async locked(wait: boolean): Promise<CheckResult> {
-    const deadline = Date.now() + this.lockMs;
-    while (!(await this.deps.store.tryCheckLock(this.owner, Date.now(), Date.now() + this.lockMs))) {
-      if (!wait || Date.now() >= deadline) {
+  private async locked(wait: boolean): Promise<ArbiterCheckOutcome> {
+    const wall = this.deps.wallClockMs;
+    const deadline = wall.now() + this.lockMs;
+    for (;;) {
+      const now = wall.now();
+      if (await this.deps.store.tryCheckLock(this.owner, now, now + this.lockMs)) break;
+      if (!wait || wall.now() >= deadline) {
         this.deps.metrics.checks.inc({ result: 'skipped' });
         return { ran: false, reason: 'busy', state: await this.deps.store.read() };
       }
@@ -157,12 +167,12 @@ export class Checker {
     }
   }
 
-  private async once(): Promise<CheckResult> {
+  private async once(): Promise<ArbiterCheckOutcome> {
     const { arbiter, prober, metrics } = this.deps;
     const before = await arbiter.read();
     const holder = before.lease.holder;
     const probe = holder === null ? null : await prober.probe(holder);
-    let result: CheckResult;
+    let result: ArbiterCheckOutcome;
     try {
       const d = await arbiter.decide(
         'check',

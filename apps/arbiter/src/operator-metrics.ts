@@ -30,12 +30,17 @@ export const OPERATOR_METRICS = Object.freeze([
 /** Registers the gauges once per registry (a second call does nothing). */
 export function registerOperatorMetrics(registry: Registry, read: () => Awaitable<ArbiterState>, config: ArbiterConfig): void {
   if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
-  // One read per scrape: the first collect reads, the others reuse it within the same tick.
-  let cached: { at: number; state: Awaitable<ArbiterState> } | null = null;
+  // One read per scrape: prom-client starts every collect of one scrape in the same turn of the
+  // event loop, so the first reads and the others reuse it until the turn is over (no clock).
+  let cached: Awaitable<ArbiterState> | null = null;
   const state = (): Awaitable<ArbiterState> => {
-    const now = Date.now();
-    if (cached === null || now - cached.at > 50) cached = { at: now, state: read() };
-    return cached.state;
+    if (cached === null) {
+      cached = read();
+      setImmediate(() => {
+        cached = null;
+      });
+    }
+    return cached;
   };
   new Gauge({
     name: 'hq_maintenance_enabled',

@@ -10,6 +10,8 @@
  *  - `sleepSafeClockMs()` — epoch milliseconds that neither a backward wall jump nor a stopped
  *    monotonic clock (a suspended laptop) can slow down: a deadline measured on it comes early,
  *    never late (the port-lease keeper).
+ *  - `wallClockMs` — the wall clock as it is, epoch milliseconds: for a time another process
+ *    compares with its own reading (the arbiter's check lock row, `hq doctor`'s clock check).
  *
  * Decisions take these as parameters (a `Clock` in the constructor); tests pass `manualClock`
  * or drive `Timers`, and nothing sleeps.
@@ -37,6 +39,9 @@ export function readStamp(): Stamp {
 }
 
 export const stampClock: StampClock = { now: readStamp };
+
+/** The wall clock, epoch ms, read each time: for times that cross processes. */
+export const wallClockMs: Clock = { now: () => Date.now() };
 
 /** Epoch seconds that never go backwards within a life: wall at start + monotonic since. */
 export function steadyClock(): Clock {

@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
 import { runFile } from '@hq/runtime/exec';
+import { wallClockMs } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
@@ -66,7 +67,7 @@ export const DOCTOR_SPEC: CommandSpec = {
 
 export type Status = 'pass' | 'fail' | 'skip';
 
-export interface CheckResult {
+export interface DoctorCheck {
   readonly name: string;
   readonly status: Status;
   readonly detail: string;
@@ -89,13 +90,13 @@ export interface DoctorContext {
 
 const DEFAULT_MAX_OFFSET = 2;
 
-function pass(name: string, detail: string): CheckResult {
+function pass(name: string, detail: string): DoctorCheck {
   return { name, status: 'pass', detail, fix: '' };
 }
-function fail(name: string, detail: string, fix: string): CheckResult {
+function fail(name: string, detail: string, fix: string): DoctorCheck {
   return { name, status: 'fail', detail, fix };
 }
-function skip(name: string, detail: string): CheckResult {
+function skip(name: string, detail: string): DoctorCheck {
   return { name, status: 'skip', detail, fix: '' };
 }
 
@@ -122,7 +123,7 @@ export function defaultUnitPaths(platform: NodeJS.Platform, home: string): strin
   return [];
 }
 
-async function checkStateDir(c: AgentConfig): Promise<CheckResult> {
+async function checkStateDir(c: AgentConfig): Promise<DoctorCheck> {
   const dir = c.stateDir;
   let st;
   try {
@@ -156,7 +157,7 @@ async function checkStateDir(c: AgentConfig): Promise<CheckResult> {
   return pass('state-dir', `${dir} is 0700 and its files are private`);
 }
 
-async function checkTokenFile(name: string, path: string, fix: string): Promise<CheckResult> {
+async function checkTokenFile(name: string, path: string, fix: string): Promise<DoctorCheck> {
   const t = await readToken(path);
   if (t.ok) return pass(name, `${path} holds a token, mode 0600`);
   const problem = t.problem;
@@ -172,12 +173,12 @@ function answerLine(r: HttpResult): string {
 }
 
 /** Runs every check. Never throws. */
-export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<CheckResult[]> {
-  const now = ctx.now ?? (() => Date.now() / 1000);
+export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<DoctorCheck[]> {
+  const now = ctx.now ?? (() => wallClockMs.now() / 1000);
   const platform = ctx.platform ?? process.platform;
   const home = ctx.home ?? homedir();
   const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
-  const out: CheckResult[] = [];
+  const out: DoctorCheck[] = [];
   const NEEDS_CONFIG = ['hostname', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
 
   // 1. The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
@@ -349,7 +350,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   return out;
 }
 
-async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): Promise<CheckResult> {
+async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): Promise<DoctorCheck> {
   if (paths.length === 0) return skip('unit', `no service manager hq knows on ${platform}`);
   for (const p of paths) {
     const st = await lstat(p).catch(() => null);
@@ -364,7 +365,7 @@ async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): P
 
 const MARK: Readonly<Record<Status, string>> = { pass: '✔', fail: '✖', skip: '–' };
 
-export function formatChecks(checks: readonly CheckResult[]): string {
+export function formatChecks(checks: readonly DoctorCheck[]): string {
   const w = Math.max(...checks.map((c) => c.name.length));
   return checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n') + '\n';
 }

@@ -5,7 +5,7 @@
  * full config is validated so a bad config or an unknown role still exits 2, and the answer is
  * "skip". bin/hq.js runs both through fence-entry.js, without the command table of main.ts.
  */
-import type { CheckResult, Registration } from '../fence-run.js';
+import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent, lightPaths } from './local.js';
@@ -68,7 +68,7 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
   if (line !== null) process.stderr.write(line);
 }
 
-async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<CheckResult> {
+async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<FenceQueryResult> {
   const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
   if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 400) {
@@ -143,7 +143,7 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const paths = lightPaths(configPath);
   const { superviseFence, CHECK_TIMEOUT_SECONDS } = await import('../fence-run.js');
   let first = true;
-  const check = async (): Promise<CheckResult> => {
+  const check = async (): Promise<FenceQueryResult> => {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
     const wasFirst = first;
     first = false;

@@ -18,6 +18,7 @@ import { callAgent } from './local.js';
 import { reportEvent } from './report.js';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { ArbiterEndpoints } from '@hq/runtime/http';
+import { wallClockMs } from '@hq/runtime/clock';
 import { readToken } from '../tokens.js';
 import { AGENT_CONFIG, findConfigFile } from '@hq/runtime/config-file';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
@@ -160,7 +161,8 @@ export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): 
 }
 
 async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationConfig, tier: Tier, json: boolean): Promise<number> {
-  const started = Date.now();
+  const now = ctx.now ?? wallClockMs.now;
+  const started = now();
   const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
   let snap;
   try {
@@ -206,7 +208,7 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
       survival = { ok: false, status: null, error: null, message: (err as Error).message };
     }
   }
-  const seconds = Math.round((Date.now() - started) / 100) / 10;
+  const seconds = Math.round((now() - started) / 100) / 10;
   const m = snap.manifest;
   const summary = {
     generation: m.generation,
@@ -272,7 +274,7 @@ export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Pr
       return 1;
     }
   }
-  const now = (ctx.now ?? Date.now)();
+  const now = (ctx.now ?? wallClockMs.now)();
   const results = [];
   for (const t of tiers) results.push(await verifyTier(standbyDir, t, now));
   const ok = results.every((r) => r.ok);

@@ -14,8 +14,8 @@
  * ever wanted: it resolves on the next notify or at the timeout.
  *
  * Streams end on app close (`preClose`), on client disconnect, and never block a decision.
- * Comment lines (`: keep-alive`) are sent every `keepAliveMs` so neither the arbiter's idle
- * socket timeout nor a proxy closes a quiet stream.
+ * Comment lines (`: keep-alive`) are sent every `keepAliveMs` (on the arbiter's clock, looked at
+ * on each wake-up) so neither the arbiter's idle socket timeout nor a proxy closes a quiet stream.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
@@ -89,6 +89,11 @@ export interface EventStreamOptions {
   readonly pollMs?: number;
   /** Comment line interval. Must stay below the app's `connectionTimeout` (30 s). Default 15000 ms. */
   readonly keepAliveMs?: number;
+  /**
+   * The arbiter's clock in epoch ms (`() => arbiter.now() * 1000`): what decides a keep-alive is
+   * due. The wake-ups that look stay real timers (`pollMs`).
+   */
+  readonly nowMs: () => number;
   /** Streams open at once; one more gets 503. Default 64 (an operator's phone, a CLI or two). */
   readonly maxStreams?: number;
 }
@@ -153,21 +158,21 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
       const end = (): void => ctl.abort();
       raw.on('close', end);
       raw.on('error', end);
-      let lastWrite = Date.now();
+      let lastWrite = opts.nowMs();
       try {
         while (!ctl.signal.aborted) {
           let rows = await opts.listEvents(after, PAGE);
           while (rows.length > 0 && !ctl.signal.aborted) {
             const ok = write(raw, rows.map(sseFrame).join(''));
             after = (rows[rows.length - 1] as EventRow).id;
-            lastWrite = Date.now();
+            lastWrite = opts.nowMs();
             if (!ok) await drained(raw, ctl.signal);
             rows = rows.length === PAGE ? await opts.listEvents(after, PAGE) : [];
           }
           if (ctl.signal.aborted) break;
-          if (Date.now() - lastWrite >= keepAliveMs) {
+          if (opts.nowMs() - lastWrite >= keepAliveMs) {
             write(raw, ': keep-alive\n\n');
-            lastWrite = Date.now();
+            lastWrite = opts.nowMs();
           }
           await opts.waiters.wait(Math.min(pollMs, keepAliveMs), ctl.signal);
         }

@@ -168,6 +168,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
       tailAfter: (n) => opts.hq.store.tailAfter(n),
       waiters: opts.operator.waiters,
+      nowMs: () => opts.hq.arbiter.now() * 1000,
     });
     // Survival copies of the holder's state (SPEC §6): under {dataDir}/survival, or in etcd.
     await app.register(survivalRoutes, {

@@ -9,7 +9,7 @@ import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
-import { steadyClock, type Clock } from '@hq/runtime/clock';
+import { steadyClock, wallClockMs, type Clock } from '@hq/runtime/clock';
 import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
@@ -40,6 +40,8 @@ export function version(): string {
 export interface RuntimeOptions {
   readonly config: ArbiterConfig;
   readonly clock?: Clock;
+  /** The wall clock, epoch ms, for times other processes compare (the check lock); default `wallClockMs`. */
+  readonly wallClockMs?: Clock;
   readonly log?: Logger;
   readonly prober?: Prober;
   /** Issue `{dataDir}/admin.token` when no admin token exists (the daemon does). */
@@ -175,7 +177,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
   registerOperatorMetrics(metrics.registry, () => store.read(), config);
-  const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }) });
+  const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }), wallClockMs: opts.wallClockMs ?? wallClockMs });
   if (stores.etcd !== null && opts.elect === true) {
     const e = stores.etcd;
     leadership = new Leadership({
