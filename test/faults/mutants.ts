@@ -3,13 +3,13 @@
  * `apps/arbiter/dist` has one mechanism removed by a textual patch of the built JS, so the
  * harness can run it exactly like the real build (HQF_ROOT) and show what that mechanism stops.
  *
- * The copy: `apps/arbiter/{package.json, dist}` copied and patched; `apps/agent`, `packages` and
- * `node_modules` symlinked to the tree copied from (node resolves the arbiter's imports through
+ * The copy: `apps/arbiter/dist` copied and patched; the rest of `apps/arbiter`, `apps/agent`,
+ * `packages` and `node_modules` symlinked to the tree copied from (node resolves the arbiter's imports through
  * them, as in the original). Every patch names an anchor — an exact string of the built file that
  * must occur exactly once; a missing or repeated anchor throws, naming the file and the anchor,
  * so a refactor of the source cannot turn a mutant into the real build and let a test pass.
  */
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRoot } from './build.js';
@@ -95,8 +95,11 @@ export function buildMutant(m: Mutant, from: string = buildRoot()): { root: stri
   const root = join(tmpdir(), `hqf-mutant-${m.name}-${process.pid}-${Date.now()}`);
   mkdirSync(join(root, 'apps'), { recursive: true });
   try {
-    cpSync(join(from, 'apps/arbiter/package.json'), join(root, 'apps/arbiter/package.json'));
     cpSync(dist, join(root, 'apps/arbiter/dist'), { recursive: true });
+    // everything else of apps/arbiter as it is (package.json, src: the status page's browser script is read from there)
+    for (const e of readdirSync(join(from, 'apps/arbiter'))) {
+      if (e !== 'dist') symlinkSync(join(from, 'apps/arbiter', e), join(root, 'apps/arbiter', e));
+    }
     const byFile = new Map<string, Patch[]>();
     for (const p of m.patches) byFile.set(p.file, [...(byFile.get(p.file) ?? []), p]);
     for (const [file, patches] of byFile) {
