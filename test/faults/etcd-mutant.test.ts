@@ -75,7 +75,7 @@ if (why !== null) {
     for (const p of PROPS) t.equal(r.report[p].verdict, 'OK', `${p} is OK (${r.report[p].detail.join('; ')})`);
   });
 
-  t.test(`mutant ${m.name} (${m.removes}): ${label} is caught`, async (t) => {
+  t.test(`mutant ${m.name} (${m.removes}): ${label} — is it caught?`, async (t) => {
     const built = buildMutant(m); // throws, naming the anchor, when the build no longer has it
     t.teardown(built.remove);
     const { r, woke } = await run(built.root);
