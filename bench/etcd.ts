@@ -10,6 +10,9 @@
  * BENCH_CONNECTIONS (32) clients, BENCH_SECONDS (10) per run, BENCH_ROUNDS (3) rounds, medians.
  * Prints the table and writes its section of docs/BENCH.md (BENCH_WRITE=0 to skip);
  * BENCH_PROFILE=DIR runs the arbiter under `node --cpu-prof` with its profile written to DIR.
+ * Last, the arbiter takeover time (bench/takeover.ts): BENCH_TAKEOVERS (5) kill -9 rounds of the
+ * elected one of two arbiters, per election TTL setting; BENCH_ONLY=takeover runs that part alone
+ * and rewrites only its table (inside this bench's section of docs/BENCH.md).
  *
  * etcd: Debian's `etcd-server` is installed with apt when no `etcd` is on PATH (root only, exit 2
  * otherwise), with service starts refused (policy-rc.d) so the package leaves no etcd running.
@@ -23,7 +26,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onPath, startEtcdCluster } from '../test/etcd/members.js';
 import { jsonHeaders, startArbiter, type HqArbiter } from './hq-arbiter.js';
-import { load, machineLine, median, statusText, table, writeSection, type Req } from './lib.js';
+import { load, machineLine, median, ROOT, statusText, table, writeSection, type Req } from './lib.js';
+import { measureTakeovers, TAKEOVER_SETTINGS, takeoverDoc, takeoverTable, type TakeoverRound, type TakeoverSetting } from './takeover.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
@@ -35,6 +39,18 @@ const MEMBERS = Number(process.env['BENCH_MEMBERS'] ?? 10_000);
 const WARMUP_SECONDS = Math.min(1, SECONDS);
 /** etcd lease TTL for keepalive and acquire: the arbiter's default ttlSeconds, long enough that no lease expires mid-bench. */
 const ETCD_TTL = 1500;
+/** Kill -9 rounds of the elected arbiter per election TTL setting (0: no takeover part). */
+const TAKEOVERS = Number(process.env['BENCH_TAKEOVERS'] ?? 5);
+/** `takeover`: only the takeover part (unset: everything). */
+const ONLY = process.env['BENCH_ONLY'];
+if (ONLY !== undefined && ONLY !== 'takeover') {
+  process.stderr.write(`bench:etcd: BENCH_ONLY must be "takeover" (or unset for the whole bench), not ${JSON.stringify(ONLY)}\n`);
+  process.exit(2);
+}
+if (!Number.isInteger(TAKEOVERS) || TAKEOVERS < (ONLY === 'takeover' ? 1 : 0)) {
+  process.stderr.write(`bench:etcd: BENCH_TAKEOVERS must be a whole number ≥ ${ONLY === 'takeover' ? 1 : 0}, not ${JSON.stringify(process.env['BENCH_TAKEOVERS'])}\n`);
+  process.exit(2);
+}
 
 // ---------------------------------------------------------------------------------------
 // everything this bench starts, stopped by PID whatever happens
@@ -452,6 +468,13 @@ async function main(): Promise<void> {
   const member = cluster.members[0]!;
   const etcd = { base: member.clientUrl, version: cluster.version };
   process.stderr.write(`etcd ${etcd.version} (pid ${member.pid}) on ${etcd.base}, log ${member.log}\n`);
+  if (ONLY === 'takeover') {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+    const { tbl, runLine } = await takeovers(etcd.base, etcd.version, loadAtStart);
+    process.stdout.write(`${runLine}\n\n${tbl}\n`);
+    writeSection('etcd-takeover', takeoverDoc(tbl, runLine), 'etcd');
+    return;
+  }
   const profileArgs = PROFILE_DIR !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
   const hq = await startArbiter({ nodeArgs: profileArgs, onStop: track });
   process.stderr.write(`hq-arbiter (pid ${hq.daemon.proc.pid}) on ${hq.base}\n`);
@@ -516,6 +539,10 @@ async function main(): Promise<void> {
   // hq's read row is shared by the two read rows
   rows[1]!.hq = rows[0]!.hq;
   rows[1]!.hqEtcd = rows[0]!.hqEtcd;
+  // The arbiters measured above stop first: the takeover rounds have the machine to themselves.
+  await hq.stop();
+  await hqe.stop();
+  const take = TAKEOVERS > 0 ? await takeovers(etcd.base, etcd.version, loadavg()[0] ?? NaN) : null;
   await cleanup();
 
   // Derived rows from the same runs: the CAS answers that swapped, the acquires that were fresh
@@ -566,15 +593,28 @@ async function main(): Promise<void> {
           ['l', 'r', 'r', 'r', 'r', 'l'],
           withMembers.map((m) => [m.side, m.seconds.toFixed(1), Math.round(m.run.ops), ms(m.run.p50), ms(m.run.p99), m.run.statuses]),
         );
-  process.stdout.write(`${machine}\n\n${tbl}\n${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}`);
-  writeSection('etcd', doc(machine, tbl, etcd.version, members));
+  process.stdout.write(`${machine}\n\n${tbl}\n${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}${take === null ? '' : `\nArbiter takeover:\n\n${take.tbl}\n`}`);
+  const takeSection = take === null ? '' : `<!-- bench:etcd-takeover -->\n${takeoverDoc(take.tbl, take.runLine).trim()}\n<!-- /bench:etcd-takeover -->\n`;
+  writeSection('etcd', doc(machine, tbl, etcd.version, members, takeSection));
 }
 
-function doc(machine: string, tbl: string, version: string, members: string): string {
+/** The takeover rounds with every setting: the table and its run line. */
+async function takeovers(base: string, version: string, loadNow: number): Promise<{ tbl: string; runLine: string }> {
+  const results: Array<{ setting: TakeoverSetting; rounds: TakeoverRound[] }> = [];
+  for (const setting of TAKEOVER_SETTINGS) {
+    results.push({ setting, rounds: await measureTakeovers(base, setting, TAKEOVERS, track, (l) => process.stderr.write(`${l}\n`)) });
+  }
+  const busy = loadNow > cpus().length ? ' — a busy machine' : '';
+  const runLine = `${new Date().toISOString()} — ${machineLine(`, etcd ${version} (one member, default timing), ${TAKEOVERS} rounds per setting, load average ${loadNow.toFixed(1)} at the start${busy}`)}`;
+  return { tbl: takeoverTable(results), runLine };
+}
+
+function doc(machine: string, tbl: string, version: string, members: string, takeSection: string): string {
   return `## hq beside etcd
 
 Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \`BENCH_CONNECTIONS\` (32) to change the run;
-\`BENCH_WRITE=0\` to not rewrite this file; \`BENCH_PROFILE=DIR\` to run the arbiter under \`node --cpu-prof\`).
+\`BENCH_WRITE=0\` to not rewrite this file; \`BENCH_PROFILE=DIR\` to run the arbiter under \`node --cpu-prof\`;
+\`BENCH_TAKEOVERS\` (5) rounds of the takeover part, 0 to leave it out; \`BENCH_ONLY=takeover\` for that part alone).
 
 Run: ${new Date().toISOString()} — ${machine}.
 
@@ -644,7 +684,7 @@ What one operation is, per side:
 Where the CPU is: the arbiter answers on one Node main thread (its SQLite commit and fsync run on it too),
 etcd's Go runtime uses every core, and the load generator (Node, this process) shares the same cores with both.
 
-No etcd service is left behind: the install (only when no \`etcd\` is on PATH, as root) runs with a
+${takeSection === '' ? '' : `${takeSection}\n`}No etcd service is left behind: the install (only when no \`etcd\` is on PATH, as root) runs with a
 \`policy-rc.d\` that refuses service starts (the one already in this container, or a temporary one the bench
 writes and removes) and \`RUNLEVEL=1\`, and any \`etcd\` process that appears during the install is stopped by PID.
 In this container the install said \`invoke-rc.d: policy-rc.d denied execution of start\` and created the package's

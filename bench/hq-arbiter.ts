@@ -47,7 +47,7 @@ export interface ArbiterOptions {
  * while it is still starting), and past the ready line its stdout — one JSON log line per lease
  * event, so one per renew — is drained unread instead of parsed line by line in this process.
  */
-function spawnDaemon(args: readonly string[], ready: string, spawned: (d: Daemon['proc']) => void): Promise<Daemon> {
+export function spawnDaemon(args: readonly string[], ready: string, spawned: (d: Daemon['proc']) => void): Promise<Daemon> {
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   spawned(proc);
   return new Promise((res, rej) => {

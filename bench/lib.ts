@@ -128,9 +128,10 @@ export function sleep(ms: number): Promise<void> {
 
 /**
  * Replaces the part of docs/BENCH.md between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`
- * (appended at the end when the markers are missing). BENCH_WRITE=0 leaves the file alone.
+ * (when the markers are missing: placed at the end of section `within` when given and present,
+ * else appended at the end). BENCH_WRITE=0 leaves the file alone.
  */
-export function writeSection(name: string, markdown: string): void {
+export function writeSection(name: string, markdown: string, within?: string): void {
   if (process.env['BENCH_WRITE'] === '0') return;
   const open = `<!-- bench:${name} -->`;
   const close = `<!-- /bench:${name} -->`;
@@ -138,7 +139,13 @@ export function writeSection(name: string, markdown: string): void {
   const block = `${open}\n${markdown.trim()}\n${close}`;
   const a = doc.indexOf(open);
   const b = doc.indexOf(close);
-  const next = a >= 0 && b > a ? doc.slice(0, a) + block + doc.slice(b + close.length) : `${doc.trimEnd()}\n\n${block}\n`;
+  const outer = within === undefined ? -1 : doc.indexOf(`<!-- /bench:${within} -->`);
+  const next =
+    a >= 0 && b > a
+      ? doc.slice(0, a) + block + doc.slice(b + close.length)
+      : outer >= 0
+        ? `${doc.slice(0, outer).trimEnd()}\n\n${block}\n${doc.slice(outer)}`
+        : `${doc.trimEnd()}\n\n${block}\n`;
   writeFileSync(BENCH_DOC, next);
 }
 
