@@ -96,5 +96,5 @@ t.test('store.tls that cannot work is refused at start, one line naming the key'
   chmodSync(c.clientKey, 0o600);
   const rel = validateConfig({ store: { kind: 'etcd', endpoints: ['https://127.0.0.1:2379'], tls: { caFile: 'ca.pem' } } }, dir);
   t.match(rel, { ok: true, config: { store: { tls: { caFile: c.ca, certFile: null, keyFile: null } } } }, 'a relative path is resolved like dataDir, a CA alone is enough');
-  t.throws(() => new EtcdClient({ endpoints: ['http://127.0.0.1:2379'], tls: { ca: 'x' } }), /is http:\/\/ but tls is given/, 'the client refuses http:// with tls too');
+  t.throws(() => new EtcdClient({ endpoints: ['http://127.0.0.1:2379'], tls: { ca: 'x' } }), /is http:\/\/ but store\.tls is given/, 'the client refuses http:// with tls too');
 });
