@@ -185,7 +185,11 @@ Socket: \`GET /v1/fence?role=R\`, \`GET /v1/status\`, \`GET /v1/seen\`, \`GET /v
 \`POST /v1/heartbeat\`, \`POST /v1/step-down\` (→ \`{ok, steppedDown, childrenGone}\`: persisted, the
 generation's fenced children ended), \`POST /v1/resume\`, and the runs of \`hq fence run\`
 supervisors: \`POST /v1/runs\` \`{role, generation, graceSeconds, supervisorPid}\` (409 unless the
-fence says run for that generation), \`POST /v1/runs/{id}\` \`{pgid}\`, \`DELETE /v1/runs/{id}\`. Peer listener (port 8471):
+fence says run for that generation), \`POST /v1/runs/{id}\` \`{pgid}\`, \`DELETE /v1/runs/{id}\` — a
+pid the agent would signal is refused (400) when it is 1, the agent's own process or group, or
+(Linux, from \`/proc\`) a group not led by a child of the run's supervisor. \`GET /v1/status\` says
+\`stepDownSeconds\`: the longest a step-down can take now (each run's report wait, twice its grace,
+slack), which \`hq lease release\` waits for. Peer listener (port 8471):
 \`GET /v1/health\`, \`GET /v1/primary\`, \`GET /metrics\` (no auth); \`POST /v1/peer/confirm\`
 \`{host, generation, ttlSeconds?, safetyMarginSeconds?}\` and \`GET /v1/peer\` with the peer token;
 \`/v1/standby/…\` replication pushes.
