@@ -526,10 +526,10 @@ export class PrefixNotEmptyError extends Error {
  * Every key under `dir`, ascending, in pages of 1000, linearizable. All pages are read at the
  * revision of the first (a consistent copy) when `at` is given; `at.revision` says which.
  */
-export async function* pagesOf(client: EtcdClient, dir: string, at?: { revision: bigint | undefined }): AsyncGenerator<readonly KeyValue[]> {
+export async function* pagesOf(client: EtcdClient, dir: string, at?: { revision: bigint | undefined }, opts: { readonly keysOnly?: boolean } = {}): AsyncGenerator<readonly KeyValue[]> {
   let from = dir;
   for (;;) {
-    const r = await client.range(from, { endOfPrefix: dir, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }) });
+    const r = await client.range(from, { endOfPrefix: dir, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }), ...(opts.keysOnly === true ? { keysOnly: true } : {}) });
     if (at !== undefined) at.revision ??= r.revision;
     if (r.kvs.length > 0) yield r.kvs;
     const last = r.kvs[r.kvs.length - 1];

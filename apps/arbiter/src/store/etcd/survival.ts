@@ -122,7 +122,7 @@ export class EtcdSurvivalStore implements SurvivalStore {
   private async prune(machine: string, tier: string, committed: string, keep: number, revision: bigint): Promise<void> {
     const dir = this.tierKey(machine, tier, 'g/');
     const names: string[] = [];
-    for await (const page of pagesOf(this.client, dir)) for (const kv of page) names.push(kv.key.slice(dir.length));
+    for await (const page of pagesOf(this.client, dir, undefined, { keysOnly: true })) for (const kv of page) names.push(kv.key.slice(dir.length));
     const drop = names.sort().slice(0, Math.max(0, names.length - keep)).filter((n) => n !== committed);
     const deletes: TxnOp[] = drop.map((n) => op.delete(`${dir}${n}`));
     const referenced = new Set<string>();
@@ -142,7 +142,8 @@ export class EtcdSurvivalStore implements SurvivalStore {
     const gcKey = `${this.root}${machine}/gc-below`;
     const below = BigInt((await this.client.get(gcKey)).kv?.value ?? '0');
     const blobDir = `${this.root}${machine}/blobs/`;
-    for await (const page of pagesOf(this.client, blobDir)) {
+    // Keys and revisions only: a page of blobs is up to 1000 values of up to 1 MiB each.
+    for await (const page of pagesOf(this.client, blobDir, undefined, { keysOnly: true })) {
       for (const kv of page) if (!referenced.has(kv.key.slice(blobDir.length)) && kv.modRevision < below) deletes.push(op.delete(kv.key));
     }
     deletes.push(op.put(gcKey, String(revision)));
@@ -151,7 +152,9 @@ export class EtcdSurvivalStore implements SurvivalStore {
 
   async list(): Promise<SurvivalList> {
     const byMachine = new Map<string, Map<string, { generations: string[]; latest: string | null }>>();
-    for await (const page of pagesOf(this.client, this.root)) {
+    const latest: Array<{ key: string; t: { latest: string | null } }> = [];
+    // Keys only (the blobs are below the same root); the few `latest` values are read after.
+    for await (const page of pagesOf(this.client, this.root, undefined, { keysOnly: true })) {
       for (const kv of page) {
         const [machine, tier, kind, name] = kv.key.slice(this.root.length).split('/');
         if (machine === undefined || !isHost(machine) || tier === undefined || !(TIERS as readonly string[]).includes(tier)) continue;
@@ -160,9 +163,10 @@ export class EtcdSurvivalStore implements SurvivalStore {
         const t = tiers.get(tier) ?? { generations: [], latest: null };
         tiers.set(tier, t);
         if (kind === 'g' && name !== undefined && GENERATION_RE.test(name)) t.generations.push(name);
-        if (kind === 'latest') t.latest = kv.value;
+        if (kind === 'latest') latest.push({ key: kv.key, t });
       }
     }
+    await Promise.all(latest.map(async (l) => (l.t.latest = (await this.client.get(l.key)).kv?.value ?? null)));
     const machines = [...byMachine.keys()].sort().map((machine) => ({
       machine,
       tiers: TIERS.map((tier): TierGenerations => {
