@@ -11,7 +11,7 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
 // typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
-// (300 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
+// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
 import Schema from 'typebox/schema';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';

@@ -5,7 +5,7 @@
  */
 import Type from 'typebox';
 // typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
-// (300 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
+// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
 import Schema from 'typebox/schema';
 import { GENERATION_RE, INLINE_MAX_BYTES, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
 import { Host, Literals } from './common.js';
