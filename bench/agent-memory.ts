@@ -9,7 +9,8 @@
  *  4. The daemon itself with the default settings (as bench/agent.ts's footprint part: a real
  *     arbiter, the agent granted the lease, idle): its memory after BENCH_IDLE_SECONDS (default
  *     30), then again after one scrape of `GET /metrics` and one `GET /v1/fence` — what the
- *     agent loads only when asked. The agent runs with `--import bench/heap-report.mjs` (a
+ *     agent loads only when asked — and the RSS of one `hq fence run` supervisor while its child
+ *     runs. The agent runs with `--import bench/heap-report.mjs` (a
  *     SIGUSR2 handler that writes process.memoryUsage() and V8's heap spaces; no timer).
  *
  * Every process is stopped by PID and the temp dir removed, also on errors. Writes the
@@ -64,19 +65,20 @@ const plus = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixe
 const LIBRARIES: ReadonlyArray<readonly [string, string]> = [
   ['pino', 'the log'],
   ['typebox', 'config and HTTP schemas (Type)'],
-  ['typebox/value', 'config check (Value)'],
-  ['undici', 'HTTP client: arbiter, peers, registry'],
-  ['node-cron', 'heartbeat and check crons'],
+  ['typebox/schema', 'config check (Check, Errors)'],
+  ['typebox/value', 'not loaded (was the config check until issue 20)'],
+  ['undici', 'not loaded (was the HTTP client until issue 20: node:http now)'],
+  ['node-cron', 'cron parser (its timer is not used since issue 20)'],
   ['prom-client', '`/metrics`'],
   ['fastify', 'the socket and the peer listener'],
+  ['ajv', "schema validation, loaded at a route's first request with a schema"],
 ];
 
 /** The daemon's modules in the order it first loads them (libraries first, as it reaches them). */
 const DAEMON_ORDER: readonly string[] = [
   'pino',
   'typebox',
-  'typebox/value',
-  'undici',
+  'typebox/schema',
   'node-cron',
   'prom-client',
   'fastify',
@@ -104,6 +106,7 @@ function aloneTable(): string {
 /** What running a library costs beyond loading it: each sequence in its own fresh process. */
 const ACTIONS: ReadonlyArray<readonly [string, readonly string[]]> = [
   ['node-cron: load it, then schedule `*/10 * * * *` (node-cron computes each run with `Intl.DateTimeFormat`)', ['node-cron', '+cron-schedule']],
+  ["hq's schedule: load packages/runtime's schedule.js (lease-core, node-cron for its parser), then run `wallClockSchedule` of the same expression (node-cron's rules on `Date`)", ['./packages/runtime/dist/schedule.js', '+hq-schedule']],
   ['one `Intl.DateTimeFormat(…).formatToParts()` alone', ['+intl']],
   ['a node:http server and one node:http request to it, then undici and one undici `request` to it', ['+http-request', 'undici', '+undici-request']],
 ];
@@ -140,6 +143,13 @@ interface HeapReport {
   heapTotal: number;
   external: number;
   spaces: Record<string, number>;
+}
+
+/** VmRSS and its anonymous and file-backed parts of a process, MiB (/proc/PID/status). */
+function procMemory(pid: number): { vmrss: number; anon: number; file: number } {
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)\\s+kB$`, 'm').exec(st)?.[1] ?? NaN) / 1024;
+  return { vmrss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
 }
 
 /** SIGUSR2 to the agent and its report (bench/heap-report.mjs). */
@@ -219,6 +229,11 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
     if (scrape.statusCode !== 200 || !metricsText.includes('hq_agent_fence_decisions_total')) throw new Error(`/metrics answered ${scrape.statusCode}`);
     await sleep(5000);
     const scraped = await heapReport(agent, report);
+    // The supervisor of a fenced job (issue 20: ≤ 45 MiB) while its child runs.
+    const sup = spawn(process.execPath, [HQ, 'fence', 'run', '--role', 'cron', '--config', agentConfig, '--', 'sleep', '4'], { env: CHILD_ENV, stdio: 'ignore' });
+    await sleep(2000);
+    const supervisor = procMemory(sup.pid!);
+    await new Promise((r) => sup.once('exit', r));
     const row = (name: string, r: HeapReport): string[] => [
       name,
       f1(r.vmrss),
@@ -235,7 +250,12 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       [row(`idle ${IDLE_SECONDS} s after the acquire`, idle), row('5 s after one `GET /metrics`', scraped)],
     );
-    return { text, idle };
+    const supText = table(
+      ['process', 'VmRSS MiB', 'anonymous', 'file-backed'],
+      ['l', 'r', 'r', 'r'],
+      [['`hq fence run --role cron -- sleep 4` (the supervisor, 2 s after its start, its child running)', f1(supervisor.vmrss), f1(supervisor.anon), f1(supervisor.file)]],
+    );
+    return { text: `${text}\n\n${supText}`, idle };
   } finally {
     if (agent !== null) await stopProc(agent);
     if (arb !== null) await stopProc(arb.proc);

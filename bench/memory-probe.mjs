@@ -41,6 +41,13 @@ const ACTIONS = {
     await task.stop();
     await task.destroy();
   },
+  /** hq's wall-clock schedule of the same expression (packages/runtime: node-cron's rules on Date). */
+  async '+hq-schedule'() {
+    const { wallClockSchedule } = await import(pathToFileURL(resolve(root, 'packages/runtime/dist/schedule.js')).href);
+    const task = wallClockSchedule('*/10 * * * *', () => {});
+    await new Promise((r) => setTimeout(r, 1200));
+    task.stop();
+  },
   /** One Intl.DateTimeFormat formatToParts (what node-cron does for each tick). */
   async '+intl'() {
     new Intl.DateTimeFormat('en-US', { year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', weekday: 'short', hour12: false }).formatToParts(new Date());
