@@ -240,7 +240,7 @@ function libraryFootprint(): string {
     ['prom-client', ['prom-client']],
     ['typebox (the schemas of both daemons)', ['typebox']],
     ['better-sqlite3', ['better-sqlite3']],
-    ['what the agent loads: fastify, undici, pino, prom-client, typebox, node-cron', ['fastify', 'undici', 'pino', 'prom-client', 'typebox', 'node-cron']],
+    ['what the agent loads at start: fastify, pino, prom-client, typebox, typebox/schema, node-cron', ['fastify', 'pino', 'prom-client', 'typebox', 'typebox/schema', 'node-cron']],
   ];
   const rows = sets.map(([name, mods]) => {
     const runs = [0, 1, 2].map(() => {
@@ -419,15 +419,16 @@ What the libraries cost before the daemon does anything (each imported by a proc
 
 ${libs}
 
-What the memory is: the file-backed part is the \`node\` binary's pages (about 50 MiB in these daemons; a bare
-\`node -e\` that only waits touches about 37 MiB of them and has about 44 MiB of VmRSS), so a VmRSS of 60 MiB leaves the agent some 10 MiB of its own — less than V8's young generation alone.
-The anonymous part is mostly the V8 heap: after start-up it holds 20–30 MiB live (Fastify ×2, TypeBox, undici,
-pino, prom-client, node-cron), plus the young generation's semi-spaces (16 MiB each by default) until V8's
-memory reducer shrinks them some seconds after the start-up work ends — which is also where the first half's
-CPU goes: a \`--cpu-prof\` of the idle window shows the JS thread more than 99 % idle, the rest in the garbage
-collector, and no timer but the documented ones (the registry every 30 s, the refresh every 60 s, the crons).
-\`node --max-semi-space-size=1\` (not set by the daemons today) measured once in development at 20 s idle:
-agent RssAnon 61 → 37 MiB, arbiter 72 → 38 MiB, VmRSS 112 → 88 and 125 → 90 MiB.
+What the memory is: the file-backed part is the \`node\` binary's pages (a bare \`node\` that only waits touches about
+35 MiB of them and has about 43 MiB of VmRSS; every part of Node a daemon uses — its HTTP server, crypto, streams —
+touches more), so a VmRSS of 60 MiB leaves the agent some 17 MiB of its own. The anonymous part is the V8 heap
+(the modules' code and data, the apps built at start) and malloc's arenas. Where each MiB goes, library by
+library, and what issue 20 changed: the next section (\`npx tsx bench/agent-memory.ts\`). The agent keeps V8's
+young generation at its initial size (apps/agent/src/daemon/young-gen.ts); the arbiter does not, so its
+anonymous part still holds up to 2 × 16 MiB of young generation until V8's memory reducer shrinks it, which is
+also where the first half's CPU goes: a \`--cpu-prof\` of the idle window shows the JS thread more than 99 % idle,
+the rest in the garbage collector, and no timer but the documented ones (the registry every 30 s, the refresh
+every 60 s, the crons).
 `,
     );
   } finally {

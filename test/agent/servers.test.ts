@@ -13,6 +13,7 @@ import { stampClock } from '../../packages/runtime/src/clock.js';
 import { Agent, VERSION, type Log } from '../../apps/agent/src/daemon/agent.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
+import { compiled } from '../../apps/agent/src/daemon/lazy-schemas.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
 import { FakeArbiter, shortDir, sleep, fastAgentConfig } from './helpers.js';
 
@@ -282,4 +283,30 @@ t.test('a run names only pids the agent may signal: not 1, not the agent, not a 
   t.equal((await report(id, childPid)).statusCode, 200, "the supervisor's own child is taken");
   t.same(agent.runs.list().map((r) => r.pgid), [childPid], 'as the run\'s group');
   t.equal((await report('999', childPid)).statusCode, 404, 'an unknown run: 404');
+});
+
+t.test("a route's schema is compiled at its first request, by Fastify's compiler, once", async (t) => {
+  const before = { ...compiled };
+  const { peer, socket, config } = await setup(t, 'node-b');
+  await peer.ready();
+  // What an idle agent is asked: the fence (fast path and route), status, health, metrics.
+  await get(config.socketPath, '/v1/fence?role=cron');
+  await get(config.socketPath, '/v1/fence?role=cron&x=1');
+  await get(config.socketPath, '/v1/status');
+  await peer.inject({ method: 'GET', url: '/v1/health' });
+  await peer.inject({ method: 'GET', url: '/metrics' });
+  t.same(compiled, { validators: before.validators + 1, serializers: before.serializers }, 'listening and idle answers compile nothing but the fence route\'s query (asked once)');
+  const auth = { authorization: `Bearer ${PEER_TOKEN}` };
+  const bad = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b' }, headers: auth });
+  t.same(bad.json(), { error: 'HQ_ERR_BAD_REQUEST', message: "body must have required property 'generation'" }, "the first request is validated: ajv's message");
+  t.same(compiled, { validators: before.validators + 2, serializers: before.serializers + 1 }, 'its body validator and its 400 serializer were compiled then');
+  const ok = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b', generation: 1 }, headers: auth });
+  t.match(ok.json(), { confirmed: false, generation: 0 }, 'a valid body is answered (serialized by its 200 schema)');
+  t.equal(compiled.serializers, before.serializers + 2, 'the 200 serializer compiled at its first answer');
+  await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b' }, headers: auth });
+  await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b', generation: 1 }, headers: auth });
+  t.same(compiled, { validators: before.validators + 2, serializers: before.serializers + 2 }, 'and each is kept: compiled once');
+  const run = await callAgent(config.socketPath, 'POST', '/v1/runs', 5, { role: 'nope', supervisorPid: process.pid });
+  t.match(run, { status: 400 }, 'another route validates as it did');
+  t.ok(socket.server.listening, 'the socket still serves');
 });

@@ -16,7 +16,9 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
-import Value from 'typebox/value';
+// typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
+// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
+import Schema from 'typebox/schema';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
@@ -146,8 +148,8 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new ConfigError('(top level)', 'the config must be a JSON object');
   }
-  if (!Value.Check(AgentConfigSchema, input)) {
-    const errors = [...Value.Errors(AgentConfigSchema, input)];
+  if (!Schema.Check(AgentConfigSchema, input)) {
+    const errors = Schema.Errors(AgentConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
     const first = unknown ?? errors[0];
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');

@@ -1,5 +1,10 @@
 #!/usr/bin/env node
-import { main } from './daemon/main.js';
+// The young generation is kept small (daemon/young-gen.ts) from before the daemon's modules
+// load: main.js is imported after it.
+import { keepYoungGenerationSmall } from './daemon/young-gen.js';
+
+keepYoungGenerationSmall();
+const { main } = await import('./daemon/main.js');
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),

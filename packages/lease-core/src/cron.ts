@@ -9,6 +9,10 @@
  * node-cron reads them). The Gregorian calendar repeats every 400 years (146,097 days, a whole
  * number of weeks), so one cycle holds every gap there is. Days are UTC days: a daylight-saving
  * change can make a local-time gap that spans midnight up to one hour longer.
+ *
+ * `nextFiring` is the other half: when the schedule fires next in the host's local time, found as
+ * node-cron finds it, so that the daemons can schedule without node-cron's timer (which reads the
+ * local time through `Intl.DateTimeFormat`: 8 MiB of ICU data and code for a daemon, docs/BENCH.md).
  */
 
 export type CronResult = { readonly ok: true; readonly seconds: number } | { readonly ok: false; readonly message: string };
@@ -113,4 +117,89 @@ export function largestGapSeconds(f: CronFields): CronResult {
   // The cycle wraps: the last firing day is followed by the first one, one cycle later.
   dayGap = Math.max(dayGap, firstDay + CYCLE_DAYS - previous);
   return { ok: true, seconds: Math.max(gap, (dayGap - 1) * DAY + (DAY - last + first)) };
+}
+
+/** Does the local time at `ms` match every field (node-cron's `TimeMatcher.match`)? */
+function matchesAt(f: CronFields, ms: number): boolean {
+  const d = new Date(ms);
+  const year = d.getFullYear();
+  const month = d.getMonth() + 1;
+  const day = d.getDate();
+  return (
+    f.second.includes(d.getSeconds()) &&
+    f.minute.includes(d.getMinutes()) &&
+    f.hour.includes(d.getHours()) &&
+    f.month.includes(month) &&
+    matchesDayOfMonth(f.dayOfMonth, year, month, day) &&
+    matchesDayOfWeek(f.dayOfWeek, year, month, day)
+  );
+}
+
+/** The local time's offset from UTC at `ms`, in minutes east (node-cron's sign). */
+function offsetAt(ms: number): number {
+  return -new Date(ms).getTimezoneOffset();
+}
+
+/** Does the local time at `ms` read as these fields? */
+function readsBackTo(ms: number, year: number, month: number, day: number, h: number, m: number, s: number): boolean {
+  const d = new Date(ms);
+  return d.getFullYear() === year && d.getMonth() + 1 === month && d.getDate() === day && d.getHours() === h && d.getMinutes() === m && d.getSeconds() === s;
+}
+
+/**
+ * The instant of a local date and time as node-cron's `localTimeToTimestamp` picks it: the offset
+ * in effect at the UTC instant with the same digits, then the offset at that result; where they
+ * differ (a daylight-saving change) the candidate that reads back, else the later one.
+ */
+function localInstant(year: number, month: number, day: number, h: number, m: number, s: number): number {
+  const guess = Date.UTC(year, month - 1, day, h, m, s);
+  const first = offsetAt(guess);
+  const one = guess - first * 60_000;
+  const second = offsetAt(one);
+  if (second === first) return one;
+  const two = guess - second * 60_000;
+  if (readsBackTo(one, year, month, day, h, m, s)) return one;
+  if (readsBackTo(two, year, month, day, h, m, s)) return two;
+  return Math.max(one, two);
+}
+
+/**
+ * The first firing strictly after `afterMs` (epoch milliseconds) in the host's local time, found
+ * as node-cron's walk finds it (its `MatcherWalker`): day by day from the local day of `afterMs`,
+ * on a day that matches (the AND above) its times of day in order; a time's instant as
+ * `localInstant` picks it, taken when it is later than `afterMs`'s whole second and the local time
+ * there matches the schedule — so a time a daylight-saving change skips is no run, and the hour
+ * it repeats runs once. Null when nothing fires within a 400-year cycle (configs refuse that).
+ */
+export function nextFiring(f: CronFields, afterMs: number): number | null {
+  const asc = (xs: readonly number[]): number[] => [...new Set(xs)].sort((a, b) => a - b);
+  const hours = asc(f.hour);
+  const minutes = asc(f.minute);
+  const seconds = asc(f.second);
+  const months = new Set(f.month);
+  const baseMs = Math.floor(afterMs / 1000) * 1000;
+  const base = new Date(baseMs);
+  const floor = base.getHours() * 3600 + base.getMinutes() * 60 + base.getSeconds();
+  let year = base.getFullYear();
+  let month = base.getMonth() + 1;
+  let day = base.getDate();
+  for (let i = 0; i <= CYCLE_DAYS; i++) {
+    if (months.has(month) && matchesDayOfMonth(f.dayOfMonth, year, month, day) && matchesDayOfWeek(f.dayOfWeek, year, month, day)) {
+      for (const h of hours) {
+        for (const m of minutes) {
+          for (const s of seconds) {
+            // On the first day only the times later than the base's own are candidates.
+            if (i === 0 && h * 3600 + m * 60 + s <= floor) continue;
+            const ms = localInstant(year, month, day, h, m, s);
+            if (ms > baseMs && matchesAt(f, ms)) return ms;
+          }
+        }
+      }
+    }
+    const next = new Date(Date.UTC(year, month - 1, day + 1));
+    year = next.getUTCFullYear();
+    month = next.getUTCMonth() + 1;
+    day = next.getUTCDate();
+  }
+  return null;
 }

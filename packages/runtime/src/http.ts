@@ -1,12 +1,16 @@
 /**
- * The JSON HTTP client of every daemon and the CLI (undici), with a hard deadline: an answer
- * that does not arrive in full within `timeoutSeconds` is abandoned, and the caller sees
- * `unreachable` and never acts on it (S2.3). Redirects are never followed (undici's `request`
- * does not), and a token bound to a URL (`BoundToken`) is sent to that origin only, so a token
- * cannot be forwarded to another address.
+ * The JSON HTTP client of every daemon and the CLI (node:http, and node:https loaded for the first
+ * `https://` URL), with a hard deadline: an answer that does not arrive in full within
+ * `timeoutSeconds` is abandoned, and the caller sees `unreachable` and never acts on it (S2.3).
+ * Redirects are never followed (node's client does not), and a token bound to a URL
+ * (`BoundToken`) is sent to that origin only, so a token cannot be forwarded to another address.
+ * Connections are kept alive by node's global agents.
+ *
+ * Not undici: it costs a daemon about 9 MiB to load (docs/BENCH.md "Where the idle agent's memory
+ * goes"), and node:http, which the daemons load for their servers anyway, makes the same exchange.
  */
+import { request as httpRequest, type IncomingHttpHeaders, type RequestOptions } from 'node:http';
 import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, fieldsAfter, spokenVersion } from '@hq/protocol';
-import { request } from 'undici';
 
 export type HttpResult =
   | {
@@ -96,6 +100,35 @@ function shaped(body: unknown, version: number, route: string): { readonly [k: s
   return out;
 }
 
+type Send = (url: URL, options: RequestOptions, answer: Parameters<typeof httpRequest>[2]) => ReturnType<typeof httpRequest>;
+let httpsRequest: Send | null = null;
+
+/**
+ * One request and its whole answer (status, headers, the body as text). Rejects on any failure
+ * of the exchange with node's error (its `code`: ECONNREFUSED, ECONNRESET, …), on an answer cut
+ * short, and with an AbortError when `options.signal` aborts.
+ */
+async function exchange(url: string, options: RequestOptions, body: string | undefined): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  const target = new URL(url);
+  let send: Send = httpRequest;
+  if (target.protocol === 'https:') send = httpsRequest ??= (await import('node:https')).request;
+  else if (target.protocol !== 'http:') throw Object.assign(new Error(`not an http(s) URL: ${url}`), { code: 'ERR_INVALID_URL' });
+  const headers = { ...(options.headers as Record<string, string>), ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) };
+  return new Promise((resolve, reject) => {
+    const req = send(target, { ...options, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('close', () => {
+        if (!res.complete) reject(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' }));
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 interface Sent {
   readonly status: number;
   readonly body: unknown;
@@ -121,8 +154,8 @@ export const requestJson: Requester = async (req) => {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(less ?? req.body);
     }
-    const res = await request(req.url, { method: req.method, headers, body, signal: controller.signal, headersTimeout: ms, bodyTimeout: ms });
-    const text = await res.body.text();
+    const res = await exchange(req.url, { method: req.method, headers, signal: controller.signal }, body);
+    const text = res.text;
     const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
     const protocol = said.ok ? said.version : version;
     if (!controller.signal.aborted) spokenBy.set(peer, protocol);
@@ -132,7 +165,7 @@ export const requestJson: Requester = async (req) => {
     } catch {
       parsed = null;
     }
-    return { status: res.statusCode, body: parsed, protocol };
+    return { status: res.status, body: parsed, protocol };
   };
   try {
     const known = spokenBy.get(peer) ?? PROTOCOL_VERSION;
@@ -172,7 +205,7 @@ export function describe(r: HttpResult): string {
 const RETRY_CODES: readonly string[] = [ERRORS.NOT_ELECTED.code, ERRORS.STORE_UNAVAILABLE.code];
 
 /** Transport failures that prove the request never reached an arbiter (no connection was made). */
-const NOT_SENT: readonly string[] = ['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'];
+const NOT_SENT: readonly string[] = ['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'];
 
 /**
  * `retrySafe`: the request may be decided twice. A request that may not (a release, a handover,

@@ -9,6 +9,7 @@
  *    `hq fence run` supervisors (`POST /v1/runs`, `POST /v1/runs/{id}`, `DELETE /v1/runs/{id}`);
  *  - the TCP peer listener: `GET /v1/health` (no auth), `GET /v1/primary`, `GET /metrics`,
  *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
+ * Both compile a route's schemas at its first request (lazy-schemas.ts).
  */
 import { chmod, lstat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
@@ -24,6 +25,7 @@ import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent.js';
 import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
+import { lazyCompilers } from './lazy-schemas.js';
 import type { AgentMetrics } from './metrics.js';
 
 const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
@@ -40,6 +42,8 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+    // Fastify's compilers with these options, each route's schema compiled at its first request.
+    schemaController: { compilersFactory: lazyCompilers() },
   });
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;

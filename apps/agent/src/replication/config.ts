@@ -10,7 +10,9 @@
  */
 import { isAbsolute, join, resolve } from 'node:path';
 import Type, { type Static } from 'typebox';
-import Value from 'typebox/value';
+// typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
+// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
+import Schema from 'typebox/schema';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
 import { DEFAULT_SECRET_PATTERNS, HOST_SCHEMA_PATTERN, isHost, relPathProblem, TIERS, type Tier } from '@hq/protocol';
@@ -170,8 +172,8 @@ function items(list: readonly { path: string; survival?: boolean; match?: string
 /** Validates the block; the first problem is thrown as a ConfigError naming `replication.<key>`. */
 export function validateReplication(input: unknown): ReplicationConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ConfigError('replication', 'replication: must be a JSON object');
-  if (!Value.Check(ReplicationConfigSchema, input)) {
-    const errors = [...Value.Errors(ReplicationConfigSchema, input)];
+  if (!Schema.Check(ReplicationConfigSchema, input)) {
+    const errors = Schema.Errors(ReplicationConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
     const first = unknown ?? errors[0];
     const key = first === undefined ? 'replication' : keyOf(first.instancePath);

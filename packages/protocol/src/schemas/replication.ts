@@ -4,7 +4,9 @@
  * bodies of the standby's and the survival route's push endpoints.
  */
 import Type from 'typebox';
-import Value from 'typebox/value';
+// typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
+// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
+import Schema from 'typebox/schema';
 import { GENERATION_RE, INLINE_MAX_BYTES, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
 import { Host, Literals } from './common.js';
 
@@ -39,8 +41,8 @@ export const ManifestSchema = Type.Object(
 
 /** Checks a parsed manifest completely (schema, paths, duplicates, createdAt); a Manifest or the problem. */
 export function checkManifest(v: unknown): Manifest | string {
-  if (!Value.Check(ManifestSchema, v)) {
-    const first = [...Value.Errors(ManifestSchema, v)][0];
+  if (!Schema.Check(ManifestSchema, v)) {
+    const first = Schema.Errors(ManifestSchema, v)[1][0];
     return `manifest ${first === undefined ? 'is invalid' : `${first.instancePath || '(top level)'} ${first.message}`}`;
   }
   const m = v as Manifest;
