@@ -149,7 +149,9 @@ function readsBackTo(ms: number, year: number, month: number, day: number, h: nu
 /**
  * The instant of a local date and time as node-cron's `localTimeToTimestamp` picks it: the offset
  * in effect at the UTC instant with the same digits, then the offset at that result; where they
- * differ (a daylight-saving change) the candidate that reads back, else the later one.
+ * differ (a daylight-saving change) the second candidate when it reads back, else the later one.
+ * (node-cron also tries the first candidate then; with offsets from `Date` it cannot read back:
+ * its local time is the digits shifted by the difference of the two offsets.)
  */
 function localInstant(year: number, month: number, day: number, h: number, m: number, s: number): number {
   const guess = Date.UTC(year, month - 1, day, h, m, s);
@@ -158,9 +160,7 @@ function localInstant(year: number, month: number, day: number, h: number, m: nu
   const second = offsetAt(one);
   if (second === first) return one;
   const two = guess - second * 60_000;
-  if (readsBackTo(one, year, month, day, h, m, s)) return one;
-  if (readsBackTo(two, year, month, day, h, m, s)) return two;
-  return Math.max(one, two);
+  return readsBackTo(two, year, month, day, h, m, s) ? two : Math.max(one, two);
 }
 
 /**
