@@ -181,7 +181,10 @@ export function catalogue(t: Tokens): Case[] {
     base('10^5-deep objects', deep(100_000, '{"a":', '}'), {}, [400, 413]);
     base('10^4-deep objects inside a valid key', `{"host":${deep(10_000, '{"a":', '}')}}`, {}, [400, 413]);
     base('a body of 64 KiB + 1', Buffer.alloc(64 * 1024 + 1, 0x20), {}, [400, 413]);
-    base('a 2 MiB JSON string', json({ host: 'x'.repeat(2 * 1024 * 1024) }), {}, [400, 413]);
+    // Answered 413 once the declared length exceeds the limit; the server then closes with most of
+    // the 2 MiB still unread, and the kernel's reset can discard the 413 before this client reads
+    // it (RFC 9112 §9.6, lingering close): a hang-up is allowed here, a 5xx or a stack still is not.
+    base('a 2 MiB JSON string', json({ host: 'x'.repeat(2 * 1024 * 1024) }), {}, [400, 413], true);
     base('a valid body sent chunked', good, { chunked: 3 });
     base('a 1 MiB body sent chunked', json({ host: 'mbp', pad: 'y'.repeat(1024 * 1024) }), { chunked: 16 * 1024 }, [400, 413]);
     base('Content-Length larger than the body', good, { noLength: true, headers: [auth(tokenFor(r)), ct, ['Content-Length', String(good.length + 50)]] }, [400, 408], true);
