@@ -8,6 +8,7 @@
  */
 import t from 'tap';
 import type { ArbiterState, Decision, Outcome } from '../../apps/arbiter/src/store/store.js';
+import { CasError } from '../../apps/arbiter/src/store/store.js';
 import { harness } from './helper.js';
 
 t.test('a run in flight across a takeover does not put the old boot back', async (t) => {
@@ -43,4 +44,23 @@ t.test('a run in flight across a takeover does not put the old boot back', async
   t.not(oldBoot.startAt, takeoverAt, 'the takeover is later than the old boot');
   t.equal(arbiter.boot.startAt, takeoverAt, 'the boot is the takeover’s: the start wait counts from it');
   t.equal(arbiter.context().boot.startAt, takeoverAt, 'and the next decision decides on it');
+});
+
+t.test('a takeover whose restart loses its compare-and-swap decides again on the state it returned', async (t) => {
+  // With store etcd, a store decides on its own last commit; another arbiter elected meanwhile
+  // moved the state, so the restart of this takeover loses its compare once (nothing written).
+  const h = await harness(t);
+  const arbiter = h.rt.arbiter;
+  const store = arbiter.deps.store;
+  const transactAll = store.transactAll.bind(store);
+  let lost = 0;
+  store.transactAll = (decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]) => {
+    if (lost++ === 0) throw new CasError();
+    return transactAll(decisions);
+  };
+  h.clock.advance(30);
+  const takeoverAt = h.clock.now();
+  await arbiter.takeOver();
+  t.equal(lost, 2, 'the restart ran again after the lost compare');
+  t.equal(arbiter.boot.startAt, takeoverAt, 'and the takeover completed: its boot is the one decisions use');
 });

@@ -267,8 +267,17 @@ export class Arbiter {
    * times of the previous life to this start (its clock may have jumped while we were down).
    */
   async restart(): Promise<void> {
-    const ctx = this.context();
-    await this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+    // A lost compare-and-swap (another writer since this store's last commit: the arbiter
+    // elected before a takeover, a one-shot command) decides again on the state it returned.
+    for (let left = CAS_RETRIES; ; left--) {
+      const ctx = this.context();
+      try {
+        await this.deps.store.transact((state) => ({ next: atRestart(state, ctx), events: [], result: null }));
+        return;
+      } catch (err) {
+        if (!(err instanceof CasError) || left === 0) throw err;
+      }
+    }
   }
 
   /**

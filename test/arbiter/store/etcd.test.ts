@@ -2,12 +2,14 @@
  * What only the etcd store does beyond its seams (those are the factory-driven tests beside
  * this file), against one real member: the election guard on every decision's write, two
  * processes allocating ports at once (no port twice), appenders racing a decision for event ids,
- * a group with more events than one txn holds, and the keys it keeps under its prefix.
+ * a group with more events than one txn holds, decisions on the store's last commit (one txn
+ * each, and nothing committed on a state that moved), and the keys it keeps under its prefix.
  */
 import t from 'tap';
 import type { ArbiterState } from '@hq/lease-core';
 import { cmp, EtcdClient } from '../../../apps/arbiter/src/store/etcd/client.js';
 import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/store.js';
+import { CasError } from '../../../apps/arbiter/src/store/store.js';
 import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';
 import { etcdMembers } from '../../etcd/members.js';
 
@@ -88,6 +90,53 @@ t.test('the etcd store on one member', async (t) => {
     t.same(rows.map((r) => r.id), Array.from({ length: 250 }, (_, i) => i + 1), 'ids ascending, none skipped');
     const last = out[49];
     t.same(last?.ok === true ? last.committed.events.map((e) => e.id) : [], [246, 247, 248, 249, 250], "each decision's events carry their ids");
+  });
+
+  t.test('a decision stands on the last commit: one txn each, and nothing commits on a state that moved under it', async (t) => {
+    const p = prefix();
+    const c1 = client();
+    let txns = 0;
+    const txn = c1.txn.bind(c1);
+    c1.txn = (req: Parameters<EtcdClient['txn']>[0]) => {
+      txns++;
+      return txn(req);
+    };
+    const s1 = await EtcdStore.open({ client: c1, prefix: p, ttlSeconds: 6 });
+    const c2 = client();
+    // another writer (a one-shot command: a store of its own, opened for one decision)
+    const other = async () => (await EtcdStore.open({ client: c2, prefix: p, ttlSeconds: 6 })).transact(bump);
+    const seen: number[] = [];
+    const watch = (s: ArbiterState) => {
+      seen.push(s.lease.generation);
+      return bump(s);
+    };
+    await s1.transact(bump);
+    txns = 0;
+    await s1.transact(bump);
+    await s1.transact(bump);
+    t.equal(txns, 2, 'two decisions after a commit: one txn each, no read before them');
+
+    await other();
+    await t.rejects(async () => s1.transact(watch), CasError, 'another writer moved the state: the write decided on the old one loses its compare');
+    t.same(seen, [3], 'it was decided on generation 3, the last commit of its own');
+    t.equal((await s1.read()).lease.generation, 4, 'nothing written');
+    txns = 0;
+    await s1.transact(watch);
+    t.same(seen, [3, 4], 'the next decision stands on the state the lost compare returned');
+    t.equal(txns, 1, 'with no read before it');
+
+    await other();
+    const refuse = (s: ArbiterState): never => {
+      seen.push(s.lease.generation);
+      throw new Error(`refused at ${s.lease.generation}`);
+    };
+    await t.rejects(async () => s1.transact(refuse), CasError, 'a refusal (nothing to write) on a state that moved is not answered: its compare alone fails');
+    await t.rejects(async () => s1.transact(refuse), /refused at 6/, 'decided again, on the current state');
+    txns = 0;
+    await t.rejects(async () => s1.transact(refuse), /refused at 6/, 'an unchanged state is confirmed');
+    t.equal(txns, 1, 'by one compare-only txn');
+    t.equal((await s1.read()).lease.generation, 6, 'no refusal wrote anything');
+
   });
 
   t.test('every key is under the prefix; a second installation on another prefix is untouched', async (t) => {

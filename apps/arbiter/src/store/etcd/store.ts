@@ -6,10 +6,14 @@
  *
  * Invariants:
  *  - The lease record, the floor and the views are one value (`{prefix}/state`). Every
- *    decision reads it with a linearizable read (through raft: never a stale member, C1) and
- *    writes it in one txn that compares its mod_revision with the one read: the compare-and-swap.
- *    A lost compare is `CasError`, nothing written. The record's own `revision` still rises by
- *    one per lease write (the ETag, and what S1's fencing tokens are checked against).
+ *    decision is made on the value etcd holds when the decision commits: its write is one txn
+ *    that compares the key's mod_revision with the one decided on (the compare-and-swap), and a
+ *    decision that writes nothing is confirmed by a txn of that compare alone (a linearizable
+ *    read through raft: never a stale member, C1). The value decided on is this store's last
+ *    commit (or the one a lost compare returned) when it has one, else a linearizable read; a
+ *    stale one only loses its compare. A lost compare is `CasError`, nothing written. The
+ *    record's own `revision` still rises by one per lease write (the ETag, and what S1's fencing
+ *    tokens are checked against).
  *  - A decision's events are written in the same txn as its state, their ids from
  *    `{prefix}/events/seq`, compared in the same txn: ids ascend, are never reused, and an
  *    event is never visible without the state it came with.
@@ -74,6 +78,8 @@ interface Base {
   readonly stateRev: bigint;
   readonly seq: number;
   readonly seqRev: bigint;
+  /** True when etcd was seen to hold this state (a read, a commit) after the decision began; false for a remembered one. */
+  readonly confirmed: boolean;
 }
 
 /**
@@ -101,6 +107,13 @@ export class EtcdStore implements LeaseStore {
   private closed = false;
   /** The election compare every state write carries while set (the elected arbiter's). */
   private guard: (() => Compare) | null = null;
+  /**
+   * The state and event sequence as this store last committed them or a lost compare returned
+   * them, with their mod_revisions; null when unknown (after an error). The next decision starts
+   * from it instead of a read — one etcd round trip per decision instead of two — and its txn's
+   * compare makes that exactly as safe as a read: on a value that moved it commits nothing.
+   */
+  private last: Base | null = null;
 
   private constructor(
     opts: EtcdStoreOptions,
@@ -158,11 +171,9 @@ export class EtcdStore implements LeaseStore {
    */
   async transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): Promise<readonly Outcome[]> {
     if (decisions.length === 0) return [];
-    const read = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
-    const stateKv = rangeKv(read, 0);
-    if (stateKv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
-    const before = decodeState(stateKv.value);
-    const seqKv = rangeKv(read, 1);
+    const start = this.last ?? (await this.readBase());
+    this.last = null;
+    const before = start.state;
 
     const { decided } = decideAll(before, decisions);
 
@@ -184,7 +195,7 @@ export class EtcdStore implements LeaseStore {
     }
 
     const outcomes: Outcome[] = new Array(decided.length);
-    let base: Base = { state: before, stateRev: stateKv.modRevision, seq: seqOf(seqKv), seqRev: seqKv?.modRevision ?? 0n };
+    let base: Base = start;
     for (const [k, part] of parts.entries()) {
       let next = base.state;
       const inputs: EventInput[] = [];
@@ -202,7 +213,7 @@ export class EtcdStore implements LeaseStore {
         if (k === 0) throw error;
         // The parts before committed; this one and everything decided on it fail.
         for (const p of parts.slice(k)) for (const i of p) outcomes[i] = { ok: false, error };
-        break;
+        return outcomes;
       }
       base = written.base;
       let id = written.firstId;
@@ -211,7 +222,24 @@ export class EtcdStore implements LeaseStore {
         outcomes[i] = d.ok ? { ok: true, committed: { state: d.state, events: d.events.map((e) => ({ ...e, id: id++ })), result: d.result } } : { ok: false, error: d.error };
       }
     }
+    this.last = { ...base, confirmed: false };
     return outcomes;
+  }
+
+  /** One linearizable read of the state and the event sequence (one txn: one revision). */
+  private async readBase(): Promise<Base> {
+    const read = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
+    const stateKv = rangeKv(read, 0);
+    if (stateKv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    const seqKv = rangeKv(read, 1);
+    return { state: decodeState(stateKv.value), stateRev: stateKv.modRevision, seq: seqOf(seqKv), seqRev: seqKv?.modRevision ?? 0n, confirmed: true };
+  }
+
+  /** Remembers what a lost compare's failure branch returned (the state's value, the sequence) for the next decision. */
+  private remember(r: TxnResult): void {
+    const s = rangeKv(r, 0);
+    const q = rangeKv(r, 1);
+    this.last = s === undefined ? null : { state: decodeState(s.value), stateRev: s.modRevision, seq: seqOf(q), seqRev: q?.modRevision ?? 0n, confirmed: false };
   }
 
   /**
@@ -220,14 +248,25 @@ export class EtcdStore implements LeaseStore {
    * read. Returns the new base and the id of the part's first event.
    */
   private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[]): Promise<{ base: Base; firstId: number }> {
-    if (!stateChanged && events.length === 0) return { base: { ...base, state: next }, firstId: base.seq + 1 };
+    if (!stateChanged && events.length === 0) {
+      if (!base.confirmed) {
+        // Nothing to write, but the decision (a refusal, an answer) stood on a remembered state:
+        // a compare alone tells whether etcd still holds it (a read-only txn, linearizable).
+        const r = await this.client.txn({ compare: [cmp.mod(this.keys.state, '==', base.stateRev)], success: [], failure: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
+        if (!r.succeeded) {
+          this.remember(r);
+          throw new CasError();
+        }
+      }
+      return { base: { ...base, state: next, confirmed: true }, firstId: base.seq + 1 };
+    }
     let seq = base.seq;
     let seqRev = base.seqRev;
     const value = encodeState(next);
     for (let attempt = 0; ; attempt++) {
       const rows: EventRow[] = events.map((e, i) => ({ ...e, id: seq + 1 + i }));
       const done = (stateRev: bigint, newSeqRev: bigint): { base: Base; firstId: number } => ({
-        base: { state: next, stateRev: stateChanged ? stateRev : base.stateRev, seq: seq + rows.length, seqRev: rows.length > 0 ? newSeqRev : seqRev },
+        base: { state: next, stateRev: stateChanged ? stateRev : base.stateRev, seq: seq + rows.length, seqRev: rows.length > 0 ? newSeqRev : seqRev, confirmed: true },
         firstId: seq + 1,
       });
       const guard = this.guard?.() ?? null;
@@ -240,7 +279,8 @@ export class EtcdStore implements LeaseStore {
         success.push(op.put(this.keys.eventSeq, String(seq + rows.length)));
         for (const e of rows) success.push(op.put(this.keys.event(e.id), encodeEvent(e)));
       }
-      const failure: TxnOp[] = [op.range(this.keys.state, { keysOnly: true }), op.range(this.keys.eventSeq)];
+      // The failure branch returns the state's value: a lost compare remembers it for the next decision.
+      const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
       if (guard !== null) failure.push(op.range(guard.key, { keysOnly: true }));
       let r: TxnResult;
       try {
@@ -254,7 +294,10 @@ export class EtcdStore implements LeaseStore {
       }
       if (r.succeeded) return done(r.revision, r.revision);
       if (guard !== null && rangeKv(r, 2)?.createRevision !== (guard.against as bigint)) throw new NotElectedError();
-      if (rangeKv(r, 0)?.modRevision !== base.stateRev) throw new CasError();
+      if (rangeKv(r, 0)?.modRevision !== base.stateRev) {
+        this.remember(r);
+        throw new CasError();
+      }
       if (attempt >= SEQ_RETRIES) throw new CasError();
       const seqNow = rangeKv(r, 1);
       seq = seqOf(seqNow);
