@@ -83,11 +83,11 @@ if (why !== null) {
     t.same(r.errors, [], 'the harness carried out every fault');
     const verdicts = PROPS.map((p) => `${p} ${r.report[p].verdict}`).join(', ');
     t.comment(`verdicts: ${verdicts}; ${PROPS.flatMap((p) => r.report[p].detail).slice(0, 8).join('; ')}`);
-    // Not caught (2026-12-02, see docs/RELIABILITY.md "Mutants"): every decision reads the state
-    // linearizably and writes it with a compare of its mod_revision, both arbiters share one
-    // clock here, and every grant waits for the lock-delay — so the woken arbiter's decisions
-    // are ones the elected arbiter could have made too. Kept as a todo until a schedule with
-    // skewed arbiter clocks (an arbiter started under a clock-jump) exists.
+    // Not caught (2026-12-02, see docs/RELIABILITY.md "Mutants"): every decision is written with a
+    // compare of the state's mod_revision, the record's times are absolute (a woken arbiter's
+    // grant is never earlier than the lock-delay in the elected one's terms), the agents ask the
+    // arbiter that last answered (not the woken one), and both arbiters share one clock here.
+    // Kept as a todo: catching it needs an agent that asks the woken arbiter.
     t.ok(PROPS.some((p) => r.report[p].verdict === 'VIOLATION'), `the checker reports a VIOLATION (${verdicts})`, { todo: 'the CAS on the state key still stops this mutant on one shared clock (docs/RELIABILITY.md, Mutants)' });
   });
 }
