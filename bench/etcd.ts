@@ -664,9 +664,13 @@ classified the same way (the outcome counts in the last column).
 
 **hq(etcd)** is a second \`hq-arbiter serve\` with \`store: {kind: "etcd"}\` on the same etcd member (prefix
 \`/hq-bench\`; it is elected at once, the only campaigner, then waits out its start wait like the other), driven
-by the same hq scenarios: every decision is a linearizable read and a txn comparing \`mod_revision\` and its
-election key, so it is bounded by etcd's own figures — the goal of issue 19 is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the
-same operation (its overhead over the engine it uses); the SQLite arbiter's figures stay where they were.
+by the same hq scenarios: a group of decisions (the requests that arrived while the last one was in flight) is
+one etcd txn comparing the state's \`mod_revision\` and the election key, decided on the store's last commit
+(apps/arbiter/README.md, "The etcd store": no read before it; until issue 19's last change every group read the
+state first, two round trips instead of one), and one group is in flight at a time — so it is bounded by etcd's
+own figures; a renew's txn also writes its \`renewed\` event (the event log), etcd's put writes one key. The goal
+of issue 19 is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the same operation (its overhead over the engine it uses); the SQLite
+arbiter's figures stay where they were.
 
 What one operation is, per side:
 
