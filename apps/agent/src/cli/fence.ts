@@ -9,6 +9,7 @@ import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent, lightPaths } from './local.js';
+import type { Clock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
@@ -42,8 +43,8 @@ export const FENCE_RUN_SPEC: CommandSpec = {
 export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceCheck };
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
-function logLine(event: string, data: { [k: string]: unknown }): void {
-  writeCliLine('hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
+function verboseLog(clock: Clock): (event: string, data: { [k: string]: unknown }) => void {
+  return (event, data) => writeCliLine(clock, 'hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
 }
 
 /**
@@ -141,7 +142,7 @@ export async function fenceRun(p: Parsed): Promise<number> {
   if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
-  const { superviseFence, CHECK_TIMEOUT_SECONDS } = await import('../fence-run.js');
+  const [{ superviseFence, CHECK_TIMEOUT_SECONDS }, { wallClockMs }] = await Promise.all([import('../fence-run.js'), import('@hq/runtime/clock')]);
   let first = true;
   const check = async (): Promise<FenceQueryResult> => {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
@@ -151,7 +152,7 @@ export async function fenceRun(p: Parsed): Promise<number> {
     if (r.kind === 'down' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
-  const log = flagBool(p, 'verbose') ? logLine : quietLog;
+  const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
   const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
   const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
   if (code === -2) {

@@ -5,6 +5,7 @@ import { leaseEvent } from '@hq/lease-core';
 import { hostProblem, type HeartbeatReport } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
+import { wallClockMs } from '@hq/runtime/clock';
 import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
 import { leaseOf } from '../replication/role.js';
@@ -108,7 +109,7 @@ export async function primary(p: Parsed): Promise<number> {
 
 function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: string, data: { [k: string]: string | number | boolean | null }): void {
   const e = leaseEvent(event, host, data, 'hq.fence');
-  writeCliLine(e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
+  writeCliLine(wallClockMs, e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
 }
 
 type GuardData = { [k: string]: string | number | boolean | null };

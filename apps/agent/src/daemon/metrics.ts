@@ -90,7 +90,7 @@ export function createMetrics(): AgentMetrics {
     registers: [registry],
     collect() {
       if (agent === null || agent.lastHeartbeat === null) return;
-      this.set({ host: agent.host }, Math.max(0, Date.now() / 1000 - agent.lastHeartbeat.at));
+      this.set({ host: agent.host }, Math.max(0, agent.now().wall - agent.lastHeartbeat.at));
     },
   });
   return {
