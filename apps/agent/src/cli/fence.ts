@@ -71,12 +71,12 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
 
 async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<FenceQueryResult> {
   const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
-  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 400) {
     const b = r.body as { message?: unknown } | null;
     return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
   }
-  if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'down', problem: `the agent answered HTTP ${r.status}` };
+  if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status}` };
   return { kind: 'answer', fence: r.body };
 }
 
@@ -86,11 +86,11 @@ async function ask(socketPath: string, role: string, timeoutSeconds: number): Pr
  */
 async function register(socketPath: string, role: string, generation: number, graceSeconds: number, timeoutSeconds: number): Promise<Registration> {
   const r = await callAgent(socketPath, 'POST', '/v1/runs', timeoutSeconds, { role, generation, graceSeconds, supervisorPid: process.pid });
-  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 404) return { kind: 'unsupported' };
   const b = r.body as { ok?: unknown; id?: unknown; reason?: unknown } | null;
   if (r.status === 409) return { kind: 'refused', reason: typeof b?.reason === 'string' ? b.reason : 'refused' };
-  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'down', problem: `the agent answered HTTP ${r.status} to the run's registration` };
+  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status} to the run's registration` };
   const path = `/v1/runs/${b.id}`;
   return {
     kind: 'registered',
@@ -115,7 +115,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
   const paths = lightPaths(configPath);
   const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
   if (r.kind === 'bad-role') throw new CliError(2, r.message);
-  if (r.kind === 'down') {
+  if (r.kind === 'unreachable') {
     await checkOffline(configPath, role);
     if (json) {
       const unanswered: FenceUnanswered = { run: false, reason: AGENT_UNREACHABLE, generation: null, holder: null, role, validForSeconds: null };
@@ -149,15 +149,12 @@ export async function fenceRun(p: Parsed): Promise<number> {
     const wasFirst = first;
     first = false;
     const r = await ask(paths.socketPath, role, timeout);
-    if (r.kind === 'down' && wasFirst) await checkOffline(configPath, role);
+    if (r.kind === 'unreachable' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
   const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
   const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
-  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
-  if (code === -2) {
-    const again = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
-    throw new CliError(2, again.kind === 'bad-role' ? again.message : `unknown role "${role}"`);
-  }
-  return code;
+  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
+  if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
+  return outcome.code;
 }

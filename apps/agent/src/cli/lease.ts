@@ -168,9 +168,9 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   // A plain release is no different: the lease ends with it, so a child still running would
   // overlap the next holder.
   // Absent: no agent runs, or one of before the step-down (404): it knows no children to end.
-  const absent = (down.kind === 'down' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
+  const absent = (down.kind === 'unreachable' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
   if (!agentUp && !absent) {
-    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'down' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
+    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'unreachable' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
   }
   if (handoverTo !== undefined && ready?.childrenGone === false) {
     await agent(c, 'POST', '/v1/resume');

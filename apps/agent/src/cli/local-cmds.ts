@@ -20,7 +20,7 @@ import { writeCliLine } from './log-line.js';
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
   const r = await agent(c, 'POST', '/v1/heartbeat', c.requestTimeoutSeconds * 3 + c.probeTimeoutSeconds + 2);
-  if (r.kind === 'down') {
+  if (r.kind === 'unreachable') {
     process.stderr.write(`hq: heartbeat: the agent is not answering on ${c.socketPath} (${r.problem})\n`);
     return 3;
   }

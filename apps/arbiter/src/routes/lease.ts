@@ -14,7 +14,7 @@ export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold: boolean, hold: number | null) {
   const lease = reply.server.hq.arbiter.record(d.state, d.now);
   reply.header('etag', `"${lease.revision}"`);
-  if (d.answer.ok) return reply.code(200).send(withHold ? { ok: true, lease, hold } : { ok: true, lease });
+  if (d.answer.ok) return withHold ? { ok: true as const, lease, hold } : { ok: true as const, lease };
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);
   // A refusal event may carry a more precise line (a silent target: when it was last heard).
