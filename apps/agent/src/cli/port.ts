@@ -44,7 +44,7 @@ export async function portRun(p: Parsed): Promise<number> {
   if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `--ttl must be at least ${MIN_TTL_SECONDS} seconds`);
   const grace = flagNumber(p, 'grace') ?? 5;
   const { network, memberToken } = await import('./context.js');
-  const { runWithPort } = await import('../registry/port-run.js');
+  const { runWithPort } = await import('../registry-client/port-run.js');
   const c = await network(p);
   const token = await memberToken(c);
   const { ArbiterEndpoints } = await import('@hq/runtime/http');

@@ -13,7 +13,7 @@ import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
-import { Agent, VERSION } from './agent.js';
+import { Agent, VERSION } from './agent-shell.js';
 import { createMetrics } from './metrics.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
 
@@ -73,7 +73,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
   metrics.attach(agent);
-  const { Member, instanceId } = await import('../registry/member.js');
+  const { Member, instanceId } = await import('../registry-client/member.js');
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {

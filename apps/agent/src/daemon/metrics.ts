@@ -7,7 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FenceDecision } from '@hq/protocol';
-import type { Agent, AgentObserver } from './agent.js';
+import type { Agent, AgentObserver } from './agent-shell.js';
 
 export interface AgentMetrics extends AgentObserver {
   readonly registry: Registry;

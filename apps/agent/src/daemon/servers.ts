@@ -23,7 +23,7 @@ import { ensureDir } from '@hq/runtime/files';
 import { HttpError, refusalBody } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { peerTokenMatches } from '../tokens.js';
-import { VERSION, type Agent } from './agent.js';
+import { VERSION, type Agent } from './agent-shell.js';
 import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';

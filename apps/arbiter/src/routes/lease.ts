@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { Verdict } from '@hq/lease-core';
 import { acquire, release, renew, steppedDown } from '@hq/lease-core';
 import { refusalError, type LeaseRefusal } from '@hq/protocol';
-import type { Decided } from '../arbiter.js';
+import type { Decided } from '../arbiter-shell.js';
 import { HttpError } from '@hq/runtime/refusal';
 import { actFor } from '../server/context.js';
 import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '@hq/protocol/schemas';

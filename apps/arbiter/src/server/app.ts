@@ -9,7 +9,7 @@ import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, type HqContext } from './context.js';
 import { HttpError, refusalBody } from '@hq/runtime/refusal';
-import { PreconditionFailed } from '../arbiter.js';
+import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
 import { heartbeatRoutes } from '../routes/heartbeat.js';

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import type { Arbiter } from '../arbiter.js';
+import type { Arbiter } from '../arbiter-shell.js';
 import type { Checker } from '../checks.js';
 import type { ArbiterConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
