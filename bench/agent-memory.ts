@@ -86,10 +86,10 @@ const DAEMON_ORDER: readonly string[] = [
   '@hq/lease-core',
   '@hq/protocol/schemas',
   './apps/agent/dist/config.js',
-  './apps/agent/dist/daemon/agent.js',
+  './apps/agent/dist/daemon/agent-shell.js',
   './apps/agent/dist/daemon/metrics.js',
   './apps/agent/dist/daemon/servers.js',
-  './apps/agent/dist/registry/member.js',
+  './apps/agent/dist/registry-client/member.js',
   './apps/agent/dist/daemon/main.js',
 ];
 

@@ -250,7 +250,7 @@ t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbi
       else externals.add(spec);
     }
   };
-  walk(join(src, 'cli.ts'));
+  walk(join(src, 'cli/entry.ts'));
   walk(join(src, 'cli/fence.ts'));
   const heavy = [...externals].filter((e) => /fastify|pino|undici|typebox|node-cron|prom-client|arbiter|better-sqlite3/.test(e));
   t.same(heavy, [], `the fence path imports only light modules (${[...externals].join(', ')})`);

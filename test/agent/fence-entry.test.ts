@@ -1,6 +1,6 @@
 /**
  * bin/hq.js sends `hq fence check|run` to cli/fence-entry.js (no command table): every answer —
- * exit code, stdout, stderr — is the one the full CLI (dist/cli.js → main.ts) gives, for runs,
+ * exit code, stdout, stderr — is the one the full CLI (dist/cli/entry.js → main.ts) gives, for runs,
  * skips, unknown roles, usage errors, help, a missing agent and a bad config; and the entry's
  * static imports stay six light modules.
  */

@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
 import { ensureDir } from '../../packages/runtime/src/files.js';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
+import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
 import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
+export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
 export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 
 export function shortDir(t: { teardown(fn: () => void): void }): string {

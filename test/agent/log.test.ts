@@ -66,7 +66,7 @@ t.test("the CLI's own lines have the daemons' shape", async (t) => {
   t.equal(o['time'], 1_796_000_000_123, 'time is epoch milliseconds, as the daemons write it');
   t.type(daemon['time'], 'number');
   t.equal(o['level'], 40, 'a lost fence is a warning (pino level 40)');
-  t.equal(JSON.parse(cliLine('hq.fence', 'allowed', {})).level, daemon['level'], 'an ordinary line has the info level the daemon uses');
+  t.equal(JSON.parse(cliLine('hq.fence', 'allowed', {}, 'info', 1_796_000_000_123)).level, daemon['level'], 'an ordinary line has the info level the daemon uses');
   t.match(o, { pid: process.pid, name: 'hq', category: 'hq.fence', event: 'lost', role: 'cron', reason: 'not-holder', generation: 3 });
   const shared = ['level', 'time', 'pid', 'name', 'category', 'event'];
   t.same(shared.filter((k) => k in daemon), shared, 'the daemon line has the same head keys');

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { ensureDir } from '../../packages/runtime/src/files.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
-import { Agent, VERSION, type Log } from '../../apps/agent/src/daemon/agent.js';
+import { Agent, VERSION, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { compiled } from '../../apps/agent/src/daemon/lazy-schemas.js';

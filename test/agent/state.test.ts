@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ensureDir } from '../../packages/runtime/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent.js';
+import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
 

@@ -189,7 +189,7 @@ t.test('the daemon sweeps old events at start; its stream starts at the tail; hq
   writeFileSync(agentConfig, JSON.stringify({ hostName: 'mbp', arbiterUrl: a.base, stateDir: join(dir, 'state'), socketPath: join(dir, 'agent.sock'), tailscaleBin: '' }));
   const hq = (args: string[]) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(process.execPath, [join(ROOT, 'apps/agent/dist/cli.js'), 'events', '--config', agentConfig, ...args], { env: childEnv(), timeout: 60_000 }, (err, stdout, stderr) => {
+      execFile(process.execPath, [join(ROOT, 'apps/agent/dist/cli/entry.js'), 'events', '--config', agentConfig, ...args], { env: childEnv(), timeout: 60_000 }, (err, stdout, stderr) => {
         resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
       });
     });

@@ -30,7 +30,7 @@ t.test('hq, hq-agent and hq-arbiter --version print VERSION and exit 0', async (
     ['hq-arbiter token', [join(ROOT, 'apps/arbiter/bin/hq-arbiter.js'), 'token', '--version']],
   ];
   for (const [name, args] of bins) {
-    if (!existsSync(join(ROOT, 'apps/agent/dist/cli.js')) || !existsSync(join(ROOT, 'apps/arbiter/dist/cli.js'))) {
+    if (!existsSync(join(ROOT, 'apps/agent/dist/cli/entry.js')) || !existsSync(join(ROOT, 'apps/arbiter/dist/cli.js'))) {
       t.fail('dist/ is missing: run npx tsc -b');
       return;
     }

@@ -38,7 +38,7 @@ const RELAY = join(ROOT, 'test/faults/relay.mjs');
 // Resolved at each use: a run may pin its build (HQF_ROOT) after this module loaded.
 const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
-const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli.js');
+const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli/entry.js');
 const ISSUE_TOKENS = join(ROOT, 'test/faults/issue-tokens.mjs');
 /** The etcd binary (Debian's etcd-server; `etcdUnavailable` says when there is none). */
 export const ETCD_BIN = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((p) => existsSync(p)) ?? '/usr/bin/etcd';

@@ -37,9 +37,9 @@ const NO_WRITE_GUARD: Patch = {
   replacement: 'const guard = null; /* hqf mutant: no election guard on the write */',
   what: "EtcdStore.writePart's guard (`const guard = this.guard?.() ?? null;`)",
 };
-/** arbiter.ts `runOnce`: no decision unless `mayDecide()` (L1). */
+/** arbiter-shell.ts `runOnce`: no decision unless `mayDecide()` (L1). */
 const NO_MAY_DECIDE: Patch = {
-  file: 'arbiter.js',
+  file: 'arbiter-shell.js',
   anchor: 'if (this.deps.mayDecide?.() === false)',
   replacement: 'if (false /* hqf mutant: runOnce ignores mayDecide */)',
   what: "Arbiter.runOnce's mayDecide check (`if (this.deps.mayDecide?.() === false)`)",

@@ -3,7 +3,7 @@
  * 404 — with a manual clock and timers, and once against the real arbiter routes over HTTP.
  */
 import t from 'tap';
-import { Member } from '../../apps/agent/src/registry/member.js';
+import { Member } from '../../apps/agent/src/registry-client/member.js';
 import type { HttpResult, JsonRequest } from '../../packages/runtime/src/http.js';
 import { FakeTime } from './fake-time.js';
 import { registryHarness } from './helper.js';

@@ -1,6 +1,6 @@
 /** The port-lease keeper with a manual clock and timers: renew, retry, deadline, refusals, stop. */
 import t from 'tap';
-import { PortLeaseKeeper, leaseMargin, type LeaseLoss } from '../../apps/agent/src/registry/port-lease.js';
+import { PortLeaseKeeper, leaseMargin, type LeaseLoss } from '../../apps/agent/src/registry-client/port-lease.js';
 import type { HttpResult, JsonRequest } from '../../packages/runtime/src/http.js';
 import { FakeTime } from './fake-time.js';
 

@@ -15,7 +15,7 @@ import Fastify from 'fastify';
 import { readdirSync } from 'node:fs';
 import { survivalRoutes } from '../../apps/arbiter/src/routes/survival.js';
 import { decideRole, leaseOf, parseDefaultSource } from '../../apps/agent/src/replication/role.js';
-import { peer, tmp, TOKEN, write } from './helpers.js';
+import { peer, tmp, TOKEN, write, answerRefusals } from './helpers.js';
 
 interface Out {
   code: number;
@@ -162,7 +162,7 @@ t.test('the survival subset reaches the arbiter without a single secret, and a s
   const base = tmp(t);
   const member = 'd'.repeat(64);
   const dataDir = join(base, 'arbiter-data');
-  const arb = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  const arb = answerRefusals(Fastify({ logger: false, bodyLimit: 64 * 1024 }));
   await arb.register(survivalRoutes, { dataDir, authorize: (raw) => (raw.includes(`Bearer ${member}`) ? { machine: 'mbp' } : null) });
   const arbUrl = await arb.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => arb.close());

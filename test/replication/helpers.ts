@@ -14,6 +14,17 @@ import { resolveReplication, validateReplication, type ReplicationConfig } from 
 import { StandbyReceiver } from '../../apps/agent/src/replication/receiver.js';
 import { replicationPeerRoutes } from '../../apps/agent/src/replication/routes.js';
 import { bearer, tokensEqual } from '../../apps/agent/src/tokens.js';
+import { HttpError, refusalBody } from '@hq/runtime/refusal';
+
+
+/** A bare app answers the routes' refusals as the daemons' error handlers do (the rest as Fastify does). */
+export function answerRefusals<A extends FastifyInstance>(app: A): A {
+  app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err));
+    return reply.send(err);
+  });
+  return app;
+}
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const TOKEN = 'a'.repeat(64);
@@ -53,7 +64,7 @@ export async function peer(
   seenGeneration?: () => number,
 ): Promise<Peer> {
   const receiver = await StandbyReceiver.open({ standbyDir, keep, ...(seenGeneration === undefined ? {} : { seenGeneration }) });
-  const app = Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 10_000, connectionTimeout: 10_000, onProtoPoisoning: 'error' });
+  const app = answerRefusals(Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 10_000, connectionTimeout: 10_000, onProtoPoisoning: 'error' }));
   await app.register(replicationPeerRoutes, {
     receiver,
     verifyPeer: (h) => {

@@ -13,7 +13,7 @@ import { verifyTier } from '../../apps/agent/src/replication/verify.js';
 import { PROTOCOL_VERSION, formatSums, generationId, type Chunk, type Manifest, type ManifestEntry } from '../../packages/protocol/src/index.js';
 import { randomBytes } from 'node:crypto';
 import { chunkFile, encodeRecipe } from '../../apps/agent/src/replication/chunks.js';
-import { config, ledger, peer, tmp, TOKEN, write } from './helpers.js';
+import { config, ledger, peer, tmp, TOKEN, write, answerRefusals } from './helpers.js';
 
 const T0 = Date.parse('2026-12-01T07:00:00.000Z');
 
@@ -287,7 +287,7 @@ t.test('standbyPeerOptions wires the receiver to the peer token file, re-read af
   chmodSync(tokenFile, 0o600);
   const cfg = config(base, { plan: { files: [{ path: 'a.txt' }] } });
   write(cfg.stateDir, 'a.txt', 'a\n');
-  const app = Fastify({ logger: false });
+  const app = answerRefusals(Fastify({ logger: false }));
   await app.register(replicationPeerRoutes, await standbyPeerOptions({ replication: cfg, peerToken: new TokenFile(tokenFile), seenGeneration: () => 2 }));
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());

@@ -1,6 +1,6 @@
 /** The shell's clocks: units, where each starts, and that none of them runs backwards. */
 import t from 'tap';
-import { elapsed, manualClock, sleepSafeClockMs, stampClock, steadyClock } from '../../packages/runtime/src/clock.js';
+import { elapsed, manualClock, monotonicClockMs, monotonicSeconds, sleepSafeClockMs, stampClock, steadyClock, wallClockMs } from '../../packages/runtime/src/clock.js';
 
 t.test('each clock reads in its unit and starts at the wall time', async (t) => {
   const wall = Date.now() / 1000;
@@ -9,6 +9,8 @@ t.test('each clock reads in its unit and starts at the wall time', async (t) => 
   t.ok(s.mono > 0, 'and a monotonic reading');
   t.ok(Math.abs(steadyClock().now() - wall) < 5, 'the steady clock starts at the wall time, in seconds');
   t.ok(Math.abs(sleepSafeClockMs().now() - wall * 1000) < 5000, 'the sleep-safe clock reads epoch milliseconds');
+  t.ok(Math.abs(wallClockMs.now() - wall * 1000) < 5000, 'the wall clock reads epoch milliseconds');
+  t.ok(Math.abs(monotonicClockMs.now() - monotonicSeconds() * 1000) < 5000, 'the monotonic clock in milliseconds is the monotonic seconds × 1000');
 });
 
 t.test('no clock runs backwards between two readings', async (t) => {

@@ -17,7 +17,7 @@ import { callAgent } from '../../apps/agent/src/cli/local.js';
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
-export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli.js');
+export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
 
 export const HOSTS = ['mbp', 'node-b'] as const;
 export type HostName = (typeof HOSTS)[number];

@@ -5,4 +5,4 @@
 // cron jobs and fenced scripts); everything else to the full CLI.
 const [a, b] = process.argv.slice(2);
 if (a === 'fence' && (b === 'check' || b === 'run')) await import('../dist/cli/fence-entry.js');
-else await import('../dist/cli.js');
+else await import('../dist/cli/entry.js');

@@ -23,7 +23,7 @@ import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
 
 export type FenceQueryResult =
   | { readonly kind: 'answer'; readonly fence: FenceDecision }
-  | { readonly kind: 'down'; readonly problem: string }
+  | { readonly kind: 'unreachable'; readonly problem: string }
   | { readonly kind: 'bad-role'; readonly message: string };
 
 /** The run as registered with the agent: report the child's group, then that it is gone. */
@@ -41,7 +41,7 @@ export type Registration =
   | { readonly kind: 'registered'; readonly run: Registered }
   | { readonly kind: 'unsupported' }
   | { readonly kind: 'refused'; readonly reason: string }
-  | { readonly kind: 'down'; readonly problem: string };
+  | { readonly kind: 'unreachable'; readonly problem: string };
 
 export interface SupervisorOptions {
   readonly role: string;
@@ -72,30 +72,34 @@ interface Validity {
   readonly seconds: number; // Infinity for fail-open
 }
 
-export function superviseFence(opts: SupervisorOptions): Promise<number> {
+/** How a supervision ended: the exit code of `hq fence run`, or a role the agent does not know (exit 2 with its message). */
+export type SupervisorOutcome = { readonly kind: 'exit'; readonly code: number } | { readonly kind: 'bad-role'; readonly message: string };
+
+export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
   const now = opts.now ?? stampClock.now;
   const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
+  const exit = (code: number): SupervisorOutcome => ({ kind: 'exit', code });
   return (async () => {
     const asked = now();
     const first = await opts.check();
-    if (first.kind === 'bad-role') return -2;
-    if (first.kind === 'down') {
+    if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
+    if (first.kind === 'unreachable') {
       opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem });
-      return opts.skipExit;
+      return exit(opts.skipExit);
     }
     const f = first.fence;
     if (!f.run) {
       opts.log('skipped', { role: opts.role, reason: f.reason, generation: f.generation, holder: f.holder });
-      return opts.skipExit;
+      return exit(opts.skipExit);
     }
     let validity: Validity = { from: asked, seconds: f.validForSeconds ?? Infinity };
     const generation = f.generation;
     const holder = f.holder;
     const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(generation);
-    if (reg.kind === 'refused' || reg.kind === 'down') {
+    if (reg.kind === 'refused' || reg.kind === 'unreachable') {
       const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem };
       opts.log('skipped', { role: opts.role, generation, holder, ...why });
-      return opts.skipExit;
+      return exit(opts.skipExit);
     }
     const run = reg.kind === 'registered' ? reg.run : null;
     const env = {
@@ -170,7 +174,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
       }
       // No answer: keep going only while a later check still leaves room to stop in time.
       if (left(validity) <= opts.graceSeconds + LEAD + MIN_GAP) {
-        return lose(AGENT_UNREACHABLE, { problem: r.kind === 'down' ? r.problem : r.message });
+        return lose(AGENT_UNREACHABLE, { problem: r.kind === 'unreachable' ? r.problem : r.message });
       }
       schedule();
     };
@@ -183,6 +187,6 @@ export function superviseFence(opts: SupervisorOptions): Promise<number> {
     process.off('SIGUSR2', nudge);
     if (end.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: end.problem });
     if (end.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: end.code, signal: end.signal });
-    return exitCodeOf(end);
+    return exit(exitCodeOf(end));
   })();
 }

@@ -7,5 +7,5 @@ export * from './guard-path.js';
 export * from './primary.js';
 export { superviseFence } from './fence-run.js';
 export { EXIT_LOST } from '@hq/runtime/supervise';
-export { Agent, VERSION } from './daemon/agent.js';
+export { Agent, VERSION } from './daemon/agent-shell.js';
 export { startDaemon } from './daemon/main.js';

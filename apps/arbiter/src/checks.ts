@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { ArbiterState, Probe } from '@hq/lease-core';
 import type { CheckAnswer } from '@hq/protocol';
 import { check } from '@hq/lease-core';
-import type { Arbiter } from './arbiter.js';
+import type { Arbiter } from './arbiter-shell.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';

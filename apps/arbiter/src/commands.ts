@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
+import { wallClockMs, type Clock } from '@hq/runtime/clock';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
@@ -180,7 +181,7 @@ async function stderrLog() {
   return pino({ name: 'hq-arbiter', base: { pid: process.pid } }, pino.destination(2));
 }
 
-async function dispatch(argv: readonly string[], io: Io): Promise<number> {
+async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<number> {
   const p = parseArgs(argv);
   if (p.flags.has('version')) {
     io.out(`${VERSION}\n`);
@@ -216,7 +217,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         if (problem !== null) throw new UsageError(problem);
         const store = await openStore(cfg);
         try {
-          const now = Date.now() / 1000;
+          const now = clock.now() / 1000;
           if (p.flags.has('keep-old')) {
             io.out(`${await issueToken(store, machine, scope as Scope, now)}\n`);
           } else {
@@ -238,7 +239,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
         const cfg = config(p);
         const store = await openStore(cfg);
         try {
-          const now = Date.now() / 1000;
+          const now = clock.now() / 1000;
           const n = id === null ? await store.revokeTokens(machine, now) : await store.revokeToken(machine, id, now);
           io.out(id === null ? `revoked ${n} token(s) of ${machine}\n` : `revoked ${n} token(s) of ${machine} with id ${id}\n`);
           return n > 0 ? 0 : 1;
@@ -329,7 +330,7 @@ async function dispatch(argv: readonly string[], io: Io): Promise<number> {
       }
       const client = new EtcdClient({ endpoints: target.endpoints, dialTimeoutMs: target.dialTimeoutMs, requestTimeoutMs: target.requestTimeoutMs });
       try {
-        const r = await migrateSqliteToEtcd({ path: from.slice('sqlite:'.length) }, client, target.prefix, Date.now());
+        const r = await migrateSqliteToEtcd({ path: from.slice('sqlite:'.length) }, client, target.prefix, clock.now());
         if (p.flags.has('json')) io.out(`${JSON.stringify(r)}\n`);
         else {
           io.out(
@@ -370,10 +371,12 @@ export interface Io {
 /**
  * Runs one command line. Returns the exit code, or -1 for `serve` (the daemon keeps running
  * and exits through its signal handlers). Usage and config errors are one line, exit 2.
+ * `clock` (epoch ms, the wall: token and migration times are read by other processes) stamps
+ * what a command writes.
  */
-export async function main(argv: readonly string[], io: Io): Promise<number> {
+export async function main(argv: readonly string[], io: Io, clock: Clock = wallClockMs): Promise<number> {
   try {
-    return await dispatch(argv, io);
+    return await dispatch(argv, io, clock);
   } catch (err) {
     if (err instanceof UsageError || err instanceof ConfigError || err instanceof LockError) {
       io.err(`hq-arbiter: ${err.message}\n`);

@@ -12,6 +12,8 @@
  *    never late (the port-lease keeper).
  *  - `wallClockMs` — the wall clock as it is, epoch milliseconds: for a time another process
  *    compares with its own reading (the arbiter's check lock row, `hq doctor`'s clock check).
+ *  - `monotonicClockMs` — the monotonic clock in milliseconds from an arbitrary origin: for a
+ *    request's own deadline (the HTTP client, the etcd client) and request durations.
  *
  * Decisions take these as parameters (a `Clock` in the constructor); tests pass `manualClock`
  * or drive `Timers`, and nothing sleeps.
@@ -42,6 +44,9 @@ export const stampClock: StampClock = { now: readStamp };
 
 /** The wall clock, epoch ms, read each time: for times that cross processes. */
 export const wallClockMs: Clock = { now: () => Date.now() };
+
+/** Monotonic milliseconds (arbitrary origin): request deadlines and durations. */
+export const monotonicClockMs: Clock = { now: () => monotonicSeconds() * 1000 };
 
 /** Epoch seconds that never go backwards within a life: wall at start + monotonic since. */
 export function steadyClock(): Clock {

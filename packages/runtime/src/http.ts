@@ -10,6 +10,7 @@
  * goes"), and node:http, which the daemons load for their servers anyway, makes the same exchange.
  */
 import { request as httpRequest, type IncomingHttpHeaders, type RequestOptions } from 'node:http';
+import { monotonicClockMs } from './clock.js';
 import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, fieldsAfter, spokenVersion } from '@hq/protocol';
 
 export type HttpResult =
@@ -236,7 +237,7 @@ export class ArbiterEndpoints {
   constructor(
     readonly urls: readonly string[],
     private readonly send: Requester = requestJson,
-    private readonly nowMs: () => number = () => performance.now(),
+    private readonly nowMs: () => number = monotonicClockMs.now,
   ) {
     if (urls.length === 0) throw new TypeError('ArbiterEndpoints needs at least one URL');
   }

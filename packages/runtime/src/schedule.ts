@@ -15,7 +15,7 @@
 import cron from 'node-cron';
 import { nextFiring, type CronFields } from '@hq/lease-core';
 import { cronGapSeconds } from './cron-gap.js';
-import { monotonicSeconds } from './clock.js';
+import { monotonicSeconds, wallClockMs } from './clock.js';
 
 export { cronGapSeconds };
 
@@ -44,7 +44,7 @@ const MISSED_TOLERANCE_MS = 1000;
  * each firing of `nextFiring`, unless the timer came more than 1 s late (an event loop that was
  * blocked, a suspended machine: node-cron calls that a missed execution and skips it).
  */
-export function wallClockSchedule(expr: string, fn: () => void, now: () => number = Date.now): { stop(): void; destroy(): void } {
+export function wallClockSchedule(expr: string, fn: () => void, now: () => number = wallClockMs.now): { stop(): void; destroy(): void } {
   const fields: CronFields = cron.parse(expr);
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;

@@ -5,6 +5,7 @@
  * nearest known flag when the unknown one looks like a typo.
  */
 import { didYouMean } from '@hq/lease-core/suggest';
+import { ConfigError } from '@hq/runtime/config-file';
 
 export class CliError extends Error {
   constructor(
@@ -205,12 +206,11 @@ export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Pars
     const run = await load();
     return await run(parsed);
   } catch (err) {
-    const e = err as { name?: string; message?: string };
-    const code = err instanceof CliError ? err.exitCode : e.name === 'ConfigError' ? 2 : 1;
-    const message = e.message ?? String(err);
+    const code = err instanceof CliError ? err.exitCode : err instanceof ConfigError ? 2 : 1;
+    const message = (err as { message?: string }).message ?? String(err);
     process.stderr.write(errorLine(spec.name, message));
     // A script that asked for --json reads the error as JSON on stdout too.
-    if (argv.includes('--json')) process.stdout.write(`${JSON.stringify({ ok: false, error: e.name === 'ConfigError' ? 'config' : code === 2 ? 'usage' : 'failed', message, exitCode: code })}\n`);
+    if (argv.includes('--json')) process.stdout.write(`${JSON.stringify({ ok: false, error: err instanceof ConfigError ? 'config' : code === 2 ? 'usage' : 'failed', message, exitCode: code })}\n`);
     return code;
   }
 }

@@ -26,6 +26,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import { readToken } from '../tokens.js';
+import { ConfigError } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { wallClockMs } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
@@ -186,9 +187,8 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   try {
     c = loadConfig(configFlag, ctx.env ?? process.env);
   } catch (err) {
-    const e = err as { name?: string; key?: string; message?: string };
-    const key = e.name === 'ConfigError' && typeof e.key === 'string' ? e.key : null;
-    out.push(fail('config', e.message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`));
+    const key = err instanceof ConfigError ? err.key : null;
+    out.push(fail('config', (err as { message?: string }).message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`));
     for (const n of NEEDS_CONFIG) out.push(skip(n, 'needs a valid config'));
     out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
     return out;
@@ -341,7 +341,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
     const m = st === null ? '' : `, mode ${mode(st.mode)}`;
     out.push(pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b?.holder === 'string' ? b.holder : 'none'}, generation ${String(b?.generation ?? '?')})`));
   } else {
-    const why = s.kind === 'down' ? s.problem : `HTTP ${s.status}`;
+    const why = s.kind === 'unreachable' ? s.problem : `HTTP ${s.status}`;
     out.push(fail('socket', `the agent does not answer on ${c.socketPath} (${why})`, platform === 'darwin' ? 'start it: launchctl kickstart -k gui/$(id -u)/com.hq.agent' : 'start it: systemctl start hq-agent (journalctl -u hq-agent for why it stopped)'));
   }
 

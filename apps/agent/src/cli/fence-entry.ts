@@ -1,6 +1,6 @@
 /**
  * The entry of `hq fence check` and `hq fence run` (bin/hq.js comes here for them): the same
- * specs, parsing, help, error mapping and exit as `hq` through cli.ts and main.ts, without
+ * specs, parsing, help, error mapping and exit as `hq` through entry.ts and main.ts, without
  * loading the command table. Cron jobs and fenced scripts run these often, so every module
  * not loaded is start-up time saved (see docs/BENCH.md, the fence path).
  */

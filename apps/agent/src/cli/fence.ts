@@ -9,6 +9,7 @@ import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent, lightPaths } from './local.js';
+import type { Clock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
@@ -42,8 +43,8 @@ export const FENCE_RUN_SPEC: CommandSpec = {
 export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceCheck };
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
-function logLine(event: string, data: { [k: string]: unknown }): void {
-  writeCliLine('hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
+function verboseLog(clock: Clock): (event: string, data: { [k: string]: unknown }) => void {
+  return (event, data) => writeCliLine(clock, 'hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
 }
 
 /**
@@ -70,12 +71,12 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
 
 async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<FenceQueryResult> {
   const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
-  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 400) {
     const b = r.body as { message?: unknown } | null;
     return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
   }
-  if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'down', problem: `the agent answered HTTP ${r.status}` };
+  if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status}` };
   return { kind: 'answer', fence: r.body };
 }
 
@@ -85,11 +86,11 @@ async function ask(socketPath: string, role: string, timeoutSeconds: number): Pr
  */
 async function register(socketPath: string, role: string, generation: number, graceSeconds: number, timeoutSeconds: number): Promise<Registration> {
   const r = await callAgent(socketPath, 'POST', '/v1/runs', timeoutSeconds, { role, generation, graceSeconds, supervisorPid: process.pid });
-  if (r.kind === 'down') return { kind: 'down', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 404) return { kind: 'unsupported' };
   const b = r.body as { ok?: unknown; id?: unknown; reason?: unknown } | null;
   if (r.status === 409) return { kind: 'refused', reason: typeof b?.reason === 'string' ? b.reason : 'refused' };
-  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'down', problem: `the agent answered HTTP ${r.status} to the run's registration` };
+  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status} to the run's registration` };
   const path = `/v1/runs/${b.id}`;
   return {
     kind: 'registered',
@@ -114,7 +115,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
   const paths = lightPaths(configPath);
   const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
   if (r.kind === 'bad-role') throw new CliError(2, r.message);
-  if (r.kind === 'down') {
+  if (r.kind === 'unreachable') {
     await checkOffline(configPath, role);
     if (json) {
       const unanswered: FenceUnanswered = { run: false, reason: AGENT_UNREACHABLE, generation: null, holder: null, role, validForSeconds: null };
@@ -141,22 +142,19 @@ export async function fenceRun(p: Parsed): Promise<number> {
   if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
-  const { superviseFence, CHECK_TIMEOUT_SECONDS } = await import('../fence-run.js');
+  const [{ superviseFence, CHECK_TIMEOUT_SECONDS }, { wallClockMs }] = await Promise.all([import('../fence-run.js'), import('@hq/runtime/clock')]);
   let first = true;
   const check = async (): Promise<FenceQueryResult> => {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
     const wasFirst = first;
     first = false;
     const r = await ask(paths.socketPath, role, timeout);
-    if (r.kind === 'down' && wasFirst) await checkOffline(configPath, role);
+    if (r.kind === 'unreachable' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
-  const log = flagBool(p, 'verbose') ? logLine : quietLog;
+  const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
   const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
-  const code = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
-  if (code === -2) {
-    const again = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
-    throw new CliError(2, again.kind === 'bad-role' ? again.message : `unknown role "${role}"`);
-  }
-  return code;
+  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
+  if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
+  return outcome.code;
 }

@@ -4,6 +4,7 @@
  * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
  * `FLEET_COMMAND`.
  */
+import { wallClockMs, type Clock } from '@hq/runtime/clock';
 import { CONFIG_FLAG, JSON_FLAG, flagBool, runCommand, type CommandSpec, type Parsed } from './args.js';
 
 export const FLEET_SPEC: CommandSpec = {
@@ -93,7 +94,8 @@ export function fleetTable(rows: readonly FleetRow[]): string {
   return [head, ...body].map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd((widths[i] as number) + 2))).join('')).join('\n');
 }
 
-export async function fleet(p: Parsed): Promise<number> {
+/** `clock` (epoch ms, the wall: heartbeat times are the members') stands in when the arbiter sends no `now`. */
+export async function fleet(p: Parsed, clock: Clock = wallClockMs): Promise<number> {
   const { arbiter, failure, memberToken, networkForReading, out, reportFailure } = await import('./context.js');
   const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
@@ -105,7 +107,7 @@ export async function fleet(p: Parsed): Promise<number> {
   }
   const body = r.body as { resources?: ResourceIn[]; now?: number } | null;
   const resources = Array.isArray(body?.resources) ? body.resources : [];
-  const nowMs = typeof body?.now === 'number' ? body.now : Date.now();
+  const nowMs = typeof body?.now === 'number' ? body.now : clock.now();
   const lease = l.kind === 'answer' && l.status === 200 ? (l.body as { holder: string | null; expired: boolean; generation?: number }) : null;
   if (lease === null) process.stderr.write(`hq: fleet: ${failure(l, 'reading the lease').line} — the ROLE column shows ? (the holder comes from GET /v1/lease)\n`);
   const rows = fleetRows(resources, nowMs, lease, c.candidates, c.arbiter);

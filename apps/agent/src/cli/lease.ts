@@ -3,6 +3,7 @@
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
 import { isHost, type LeaseRecord } from '@hq/protocol';
+import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
@@ -88,11 +89,12 @@ async function pokeAgent(c: Resolved): Promise<void> {
   await agent(c, 'POST', '/v1/heartbeat', c.requestTimeoutSeconds + 1);
 }
 
-export async function leaseAcquire(p: Parsed): Promise<number> {
+/** `clock` (epoch ms) measures `--wait`: sleep-safe, so the wait ends early rather than late. */
+export async function leaseAcquire(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const token = await memberToken(c);
   const wait = flagNumber(p, 'wait') ?? 0;
-  const deadline = Date.now() + wait * 1000;
+  const deadline = clock.now() + wait * 1000;
   const json = flagBool(p, 'json');
   for (;;) {
     const seen = await seenGeneration(c);
@@ -110,7 +112,7 @@ export async function leaseAcquire(p: Parsed): Promise<number> {
       return 0;
     }
     const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
-    if (!retryable || Date.now() + 1000 > deadline) {
+    if (!retryable || clock.now() + 1000 > deadline) {
       const f = failure(r, 'lease acquire', c);
       if (json && r.kind === 'answer') out(true, r.body, '');
       reportFailure(f, p);
@@ -166,9 +168,9 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   // A plain release is no different: the lease ends with it, so a child still running would
   // overlap the next holder.
   // Absent: no agent runs, or one of before the step-down (404): it knows no children to end.
-  const absent = (down.kind === 'down' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
+  const absent = (down.kind === 'unreachable' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
   if (!agentUp && !absent) {
-    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'down' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
+    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'unreachable' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
   }
   if (handoverTo !== undefined && ready?.childrenGone === false) {
     await agent(c, 'POST', '/v1/resume');
@@ -330,7 +332,8 @@ export async function maintenance(p: Parsed): Promise<number> {
   return f.code;
 }
 
-export async function failover(p: Parsed): Promise<number> {
+/** `clock` (epoch ms) measures `--wait`, as in `leaseAcquire`. */
+export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
@@ -338,7 +341,7 @@ export async function failover(p: Parsed): Promise<number> {
   if (!(wait >= 0) || !Number.isFinite(wait)) throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
   const token = await adminToken(c, p);
   const json = flagBool(p, 'json');
-  const started = Date.now();
+  const started = clock.now();
   const r = await arbiter(c, 'POST', '/v1/lease/transfer', flagBool(p, 'force') ? { to, force: true } : { to }, token);
   if (r.kind !== 'answer' || r.status !== 200) {
     const f = failure(r, 'failover', c);
@@ -353,7 +356,7 @@ export async function failover(p: Parsed): Promise<number> {
     return 0;
   }
   if (!json) process.stdout.write(`transferred to ${to} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
-  const w = await waitUntilRuns(c, token, to, generation, started, wait, json);
+  const w = await waitUntilRuns(c, clock, token, to, generation, started, wait, json);
   if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
   else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq failover: '}${w.line}\n`);
   return w.code;
@@ -372,9 +375,9 @@ interface Waited {
  * changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
  * stopped answering.
  */
-async function waitUntilRuns(c: Resolved, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
+async function waitUntilRuns(c: Resolved, clock: Clock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
   const deadline = started + wait * 1000;
-  const waited = (): number => Math.round((Date.now() - started) / 100) / 10;
+  const waited = (): number => Math.round((clock.now() - started) / 100) / 10;
   let said = '';
   let last: LeaseRecord | null = null;
   const result = (mayRun: boolean, rec: LeaseRecord | null) => {
@@ -409,14 +412,14 @@ async function waitUntilRuns(c: Resolved, token: string | null, to: string, gene
         said = line.replace(/[0-9.]+ (s|min|h) left/, '');
         process.stdout.write(`${line}\n`);
       }
-    } else if (Date.now() + 1000 > deadline) {
+    } else if (clock.now() + 1000 > deadline) {
       const f = failure(r, 'failover --wait', c);
       return { code: f.code, line: f.line.replace(/^failover --wait: /, ''), lease: last, result: result(false, last) };
     }
-    if (Date.now() >= deadline) {
+    if (clock.now() >= deadline) {
       return { code: 1, line: `${to} may not run yet after ${waited()} s (lock-delay not over; the old holder did not acknowledge)`, lease: last, result: result(false, last) };
     }
-    await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - Date.now())));
+    await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - clock.now())));
   }
 }
 

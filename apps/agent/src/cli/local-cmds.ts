@@ -5,6 +5,7 @@ import { leaseEvent } from '@hq/lease-core';
 import { hostProblem, type HeartbeatReport } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
+import { wallClockMs } from '@hq/runtime/clock';
 import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
 import { leaseOf } from '../replication/role.js';
@@ -19,7 +20,7 @@ import { writeCliLine } from './log-line.js';
 export async function heartbeat(p: Parsed): Promise<number> {
   const c = config(p);
   const r = await agent(c, 'POST', '/v1/heartbeat', c.requestTimeoutSeconds * 3 + c.probeTimeoutSeconds + 2);
-  if (r.kind === 'down') {
+  if (r.kind === 'unreachable') {
     process.stderr.write(`hq: heartbeat: the agent is not answering on ${c.socketPath} (${r.problem})\n`);
     return 3;
   }
@@ -108,7 +109,7 @@ export async function primary(p: Parsed): Promise<number> {
 
 function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: string, data: { [k: string]: string | number | boolean | null }): void {
   const e = leaseEvent(event, host, data, 'hq.fence');
-  writeCliLine(e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
+  writeCliLine(wallClockMs, e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
 }
 
 type GuardData = { [k: string]: string | number | boolean | null };

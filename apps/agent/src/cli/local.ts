@@ -46,7 +46,7 @@ export type LocalResult =
       /** The protocol version the agent answered in (its `hq-protocol` header; 1 without one). */
       readonly protocol?: number;
     }
-  | { readonly kind: 'down'; readonly problem: string };
+  | { readonly kind: 'unreachable'; readonly problem: string };
 
 export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
   const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
@@ -65,7 +65,7 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
     const req = request({ socketPath, method, path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', (err) => finish({ kind: 'down', problem: err.message }));
+      res.on('error', (err) => finish({ kind: 'unreachable', problem: err.message }));
       res.on('end', () => {
         let body: unknown = null;
         try {
@@ -79,9 +79,9 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
     });
     const timer = setTimeout(() => {
       req.destroy();
-      finish({ kind: 'down', problem: `no answer within ${timeoutSeconds} s` });
+      finish({ kind: 'unreachable', problem: `no answer within ${timeoutSeconds} s` });
     }, Math.max(1, timeoutSeconds * 1000));
-    req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'down', problem: err.code ?? err.message }));
+    req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'unreachable', problem: err.code ?? err.message }));
     req.end(payload ?? undefined);
   });
 }

@@ -6,6 +6,7 @@
  */
 import { RESOURCE_ID_PATTERN, isResourceId } from '@hq/protocol';
 import { CONFIG_FLAG, CliError, flagNumber, flagString, runCommand, type CommandSpec, type Parsed } from './args.js';
+import { wallClockMs } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
 
 /** Default lease TTL: a crashed `hq port run` frees its port within two minutes. */
@@ -33,7 +34,7 @@ export const PORT_RUN_SPEC: CommandSpec = {
 };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
-  writeCliLine('control', event, data, event === 'lost' || event === 'killed' ? 'warn' : 'info');
+  writeCliLine(wallClockMs, 'control', event, data, event === 'lost' || event === 'killed' ? 'warn' : 'info');
 }
 
 export async function portRun(p: Parsed): Promise<number> {
@@ -43,7 +44,7 @@ export async function portRun(p: Parsed): Promise<number> {
   if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `--ttl must be at least ${MIN_TTL_SECONDS} seconds`);
   const grace = flagNumber(p, 'grace') ?? 5;
   const { network, memberToken } = await import('./context.js');
-  const { runWithPort } = await import('../registry/port-run.js');
+  const { runWithPort } = await import('../registry-client/port-run.js');
   const c = await network(p);
   const token = await memberToken(c);
   const { ArbiterEndpoints } = await import('@hq/runtime/http');

@@ -20,7 +20,7 @@ import { resolveNetwork, type AgentConfig } from '../config.js';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { wallClockMs } from '@hq/runtime/clock';
 import { readToken } from '../tokens.js';
-import { AGENT_CONFIG, findConfigFile } from '@hq/runtime/config-file';
+import { AGENT_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
 import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
 import { planTier } from '../replication/plan.js';
@@ -379,12 +379,11 @@ export async function standbyCommand(argv: readonly string[], context: StandbyCo
       ctx.stderr(errorLine(cmd.spec.name, err.message));
       return err.exitCode;
     }
-    const e = err as { name?: string; message?: string };
-    if (e.name === 'ConfigError') {
-      ctx.stderr(errorLine(cmd.spec.name, e.message ?? 'invalid config'));
+    if (err instanceof ConfigError) {
+      ctx.stderr(errorLine(cmd.spec.name, err.message));
       return 2;
     }
-    ctx.stderr(errorLine(cmd.spec.name, e.message ?? String(err)));
+    ctx.stderr(errorLine(cmd.spec.name, (err as { message?: string }).message ?? String(err)));
     return 1;
   }
 }

@@ -14,7 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
 import { ERRORS, type FenceDecision } from '@hq/protocol';
-import type { StampClock as Clock } from '@hq/runtime/clock';
+import { monotonicSeconds, type StampClock as Clock } from '@hq/runtime/clock';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';
 
@@ -127,7 +127,7 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
       const f = fencing();
       const role = f.exactQuery(req.url ?? '');
       if (role === undefined) return handler(req, res);
-      const t0 = performance.now();
+      const t0 = monotonicSeconds();
       let r: FenceReply;
       try {
         r = f.replyKnown(role);
@@ -136,7 +136,7 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
       }
       res.writeHead(r.status, { 'content-type': FENCE_CONTENT_TYPE, 'content-length': Buffer.byteLength(r.body) });
       res.end(r.body);
-      timer?.observe((performance.now() - t0) / 1000);
+      timer?.observe(monotonicSeconds() - t0);
     });
     // What Fastify sets on the server it creates itself (it leaves a factory's server alone).
     server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;

@@ -1,5 +1,6 @@
 /**
- * `hq-agent [--config F]`: load and check the config (one line and exit 2 when it is wrong),
+ * `hq-agent [--config F]`: load and check the config (one line and exit 2 when it is wrong, or
+ * when its socket or peer port is taken),
  * open the state, listen on the socket and the peer port, heartbeat on the cron, and on
  * SIGTERM/SIGINT stop the timers, close the listeners, remove the socket and exit 0 — with
  * `handoverOnStop`, the holder first hands the lease to a standby (its children ended first).
@@ -12,7 +13,7 @@ import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
-import { Agent, VERSION } from './agent.js';
+import { Agent, VERSION } from './agent-shell.js';
 import { createMetrics } from './metrics.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
 
@@ -27,6 +28,21 @@ Options:
   --help         Prints this help and exits 0.
   --version      Prints hq's version (the same for hq, hq-agent and hq-arbiter) and exits 0.
 `;
+
+/**
+ * A start-up that cannot go on although the config is valid: the socket or the peer port is
+ * taken. Exit 2 as for a config error (something must change before a restart helps), but not
+ * a `ConfigError`: nothing in the file is wrong. `key` names the setting to change.
+ */
+export class CannotStart extends Error {
+  override name = 'CannotStart';
+  constructor(
+    readonly key: 'socketPath' | 'listen',
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export interface DaemonHandle {
   readonly agent: Agent;
@@ -57,7 +73,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
   metrics.attach(agent);
-  const { Member, instanceId } = await import('../registry/member.js');
+  const { Member, instanceId } = await import('../registry-client/member.js');
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
@@ -74,7 +90,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   try {
     await listenSocket(socket, config.socketPath, config.stateDir);
   } catch (err) {
-    if (err instanceof SocketInUse) throw new ConfigError('socketPath', `socketPath: ${err.message}`);
+    if (err instanceof SocketInUse) throw new CannotStart('socketPath', `socketPath: ${err.message}`);
     throw err;
   }
   try {
@@ -82,7 +98,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   } catch (err) {
     await socket.close();
     await unlink(config.socketPath).catch(() => undefined);
-    throw new ConfigError('listen', `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new CannotStart('listen', `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   const address = peer.server.address();
   const peerPort = typeof address === 'object' && address !== null ? address.port : config.listen.port;
@@ -219,7 +235,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     handle = await startDaemon(configPath);
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof CannotStart) {
       process.stderr.write(`hq-agent: ${err.message}\n`);
       return 2;
     }

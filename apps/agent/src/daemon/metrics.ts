@@ -7,7 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FenceDecision } from '@hq/protocol';
-import type { Agent, AgentObserver } from './agent.js';
+import type { Agent, AgentObserver } from './agent-shell.js';
 
 export interface AgentMetrics extends AgentObserver {
   readonly registry: Registry;
@@ -90,7 +90,7 @@ export function createMetrics(): AgentMetrics {
     registers: [registry],
     collect() {
       if (agent === null || agent.lastHeartbeat === null) return;
-      this.set({ host: agent.host }, Math.max(0, Date.now() / 1000 - agent.lastHeartbeat.at));
+      this.set({ host: agent.host }, Math.max(0, agent.now().wall - agent.lastHeartbeat.at));
     },
   });
   return {

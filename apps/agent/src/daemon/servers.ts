@@ -20,9 +20,10 @@ import Type, { type Static } from 'typebox';
 import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
 import { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
 import { ensureDir } from '@hq/runtime/files';
+import { HttpError, refusalBody } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { peerTokenMatches } from '../tokens.js';
-import { VERSION, type Agent } from './agent.js';
+import { VERSION, type Agent } from './agent-shell.js';
 import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
@@ -46,6 +47,8 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
     schemaController: { compilersFactory: lazyCompilers() },
   });
   app.setErrorHandler((err: FastifyError, _req, reply) => {
+    // Every route's refusal: its catalog entry's status, `{error, message}` or the body it carries.
+    if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err));
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) return reply.code(500).send({ error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message });
     const code =
@@ -124,32 +127,34 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     const ready = await agent.stepDown();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone };
   });
-  app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req, reply) => {
-    if (!agent.isRole(req.body.role)) return reply.code(400).send({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${req.body.role}"` });
+  app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req) => {
+    if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
     const bad = pidProblem('supervisorPid', req.body.supervisorPid);
-    if (bad !== null) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: bad });
+    if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
     const a = agent.claimRun(req.body);
-    return a.ok ? reply.code(200).send(a) : reply.code(409).send(a);
+    // A refused claim carries its reason: `{ok: false, reason}`.
+    if (!a.ok) throw new HttpError(ERRORS.CONFLICT, a.reason, a);
+    return a;
   });
-  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } } }, async (req, reply) => {
+  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } } }, async (req) => {
     const supervisor = agent.runs.supervisorOf(req.params.id);
     const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
-    if (bad !== null) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: bad });
-    if (!agent.runs.started(req.params.id, req.body.pgid)) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no run ${req.params.id}` });
+    if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
+    if (!agent.runs.started(req.params.id, req.body.pgid)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
     return { ok: true as const };
   });
-  app.delete('/v1/runs/:id', { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req, reply) => {
-    if (!agent.runs.done(req.params.id)) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no run ${req.params.id}` });
+  app.delete('/v1/runs/:id', { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req) => {
+    if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
     return { ok: true as const };
   });
   app.post('/v1/resume', async () => {
     await agent.resume();
     return { ok: true };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorBody } } }, async (req, reply) => {
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorBody } } }, async (req) => {
     const data = req.body.data ?? {};
     const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
-    if (taken !== undefined) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: `data.${taken} is a field the log line sets itself; rename it` });
+    if (taken !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
     agent.reportEvent(req.body.category, req.body.event, data);
     return { ok: true as const };
   });
@@ -210,16 +215,13 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 
 export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
   const app = base('peer', metrics, () => agent.host).withTypeProvider<TypeBoxTypeProvider>();
-  const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }, reply: { code(n: number): { send(b: unknown): unknown } }) => {
-    if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) {
-      return reply.code(401).send({ error: ERRORS.UNAUTHORIZED.code, message: ERRORS.UNAUTHORIZED.message });
-    }
-    return undefined;
+  const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }): Promise<void> => {
+    if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
   };
   app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
   app.get('/v1/primary', async () => agent.primary());
   app.get('/metrics', async (_req, reply) => {
-    if (metrics === null) return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: 'metrics are off' });
+    if (metrics === null) throw new HttpError(ERRORS.NOT_FOUND, 'metrics are off');
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
@@ -247,8 +249,8 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
         },
       },
     },
-    async (req, reply) => {
-      if (!isHost(req.body.host)) return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: 'host must be a host name' });
+    async (req) => {
+      if (!isHost(req.body.host)) throw new HttpError(ERRORS.BAD_REQUEST, 'host must be a host name');
       const b = req.body;
       const answer = await agent.confirm({
         host: b.host,

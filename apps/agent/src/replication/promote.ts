@@ -18,6 +18,7 @@
  */
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { wallClockMs } from '@hq/runtime/clock';
 import { fsyncDir } from '@hq/runtime/files';
 import { copyHashed, writeFileNew } from './fsx.js';
 import type { Tier } from '@hq/protocol';
@@ -111,7 +112,7 @@ async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; 
 }
 
 export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
-  const started = (opts.now ?? Date.now)();
+  const started = (opts.now ?? wallClockMs.now)();
   if (opts.tiers.length === 0) throw new PromoteError('no tiers to promote');
   // 1. Everything is checked before DIR exists.
   const to = resolve(opts.to);
@@ -133,7 +134,7 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
   if (hq !== null && inside(hq.folder, target)) throw new PromoteError(`--to ${to} must lie outside the hq-config folder ${hq.folder}`);
   const verified: TierVerification[] = [];
   for (const t of opts.tiers) {
-    const v = await verifyTier(opts.standbyDir, t);
+    const v = await verifyTier(opts.standbyDir, t, (opts.now ?? wallClockMs.now)());
     if (!v.ok) throw new PromoteError(`verification failed: ${v.reason ?? t}`);
     verified.push(v);
   }
@@ -205,7 +206,7 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
     }
     for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
     await fsyncDir(parent);
-    return { ...summary, seconds: Math.round(((opts.now ?? Date.now)() - started) / 100) / 10 };
+    return { ...summary, seconds: Math.round(((opts.now ?? wallClockMs.now)() - started) / 100) / 10 };
   } catch (err) {
     // 4. Roll back.
     await rm(target, { recursive: true, force: true });

@@ -33,6 +33,7 @@ import { link, lstat, open, readdir, readFile, rename, unlink } from 'node:fs/pr
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
+import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { decodeRecipe, runsOf } from './chunks.js';
@@ -79,6 +80,8 @@ export interface ReceiverOptions {
    * has seen generation g (it may hold the lease itself), a copy from a lower one is stale.
    */
   readonly seenGeneration?: () => number | Promise<number>;
+  /** Epoch ms for the idle timeout (a local duration). Default: sleep-safe, so a wall jump back cannot keep a push alive. */
+  readonly clock?: Clock;
 }
 
 interface Blob {
@@ -184,8 +187,11 @@ export class StandbyReceiver {
   private readonly markFile: string;
   private readonly recipes: RecipeStore;
 
+  private readonly clock: Clock;
+
   private constructor(private readonly opts: ReceiverOptions) {
     this.log = opts.log ?? quiet;
+    this.clock = opts.clock ?? sleepSafeClockMs();
     this.staging = join(opts.standbyDir, '.staging');
     this.markFile = join(opts.standbyDir, 'accepted-generation');
     this.recipes = new RecipeStore(join(opts.standbyDir, '.chunks'));
@@ -308,7 +314,7 @@ export class StandbyReceiver {
 
   /** Starts a push: checks the manifest, the sums and the guard; links what is already here. */
   async begin(body: BeginBody): Promise<Ok<Begun> | Refusal> {
-    const now = Date.now();
+    const now = this.clock.now();
     await this.sweep(now);
     let manifest = body.manifest;
     if (body.base !== undefined) {
@@ -430,7 +436,7 @@ export class StandbyReceiver {
     if (blob.busy) return drain(stream, refuse('BLOB_BUSY'));
     if (offset !== blob.received) return drain(stream, refuse('OFFSET', `the chunk starts at ${offset}, the part ends at ${blob.received}`, { received: blob.received }));
     blob.busy = true;
-    push.lastActive = Date.now();
+    push.lastActive = this.clock.now();
     const part = join(push.dir, 'blobs', `${sha}.part`);
     try {
       const fh = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
@@ -446,7 +452,7 @@ export class StandbyReceiver {
           let off = 0;
           while (off < buf.length) off += (await fh.write(buf, off, buf.length - off, pos + off)).bytesWritten;
           pos += buf.length;
-          push.lastActive = Date.now();
+          push.lastActive = this.clock.now();
         }
         await fh.sync();
       } catch (err) {
@@ -534,7 +540,7 @@ export class StandbyReceiver {
   }
 
   private async takeRecipe(push: Push, blob: Blob, sha: string, stream: Readable, base: string | undefined): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
-    push.lastActive = Date.now();
+    push.lastActive = this.clock.now();
     const limit = RECIPE_RECORD_BYTES * (Math.ceil(blob.bytes / MIN_CHUNK_BYTES) + 1);
     const parts: Buffer[] = [];
     let size = 0;
@@ -604,7 +610,7 @@ export class StandbyReceiver {
     if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
     if (push.receiving) return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
     push.receiving = true;
-    push.lastActive = Date.now();
+    push.lastActive = this.clock.now();
     let header = Buffer.alloc(0);
     let cur: { sha: string; need: ChunkNeed; data: Buffer; pos: number } | null = null;
     let refusal: Refusal | null = null;
@@ -646,7 +652,7 @@ export class StandbyReceiver {
     try {
       for await (const piece of stream) {
         const buf = piece as Buffer;
-        push.lastActive = Date.now();
+        push.lastActive = this.clock.now();
         let off = 0;
         while (refusal === null && off < buf.length) {
           if (cur === null) {

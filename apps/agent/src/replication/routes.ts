@@ -14,11 +14,11 @@
  *   POST   /v1/standby/pushes/:push/commit               → 200 {tier, generation, latest, received, linked}
  *   DELETE /v1/standby/pushes/:push                      → 200 {aborted}
  *
- * Refusals are `{error, message, …}` with the replication catalog's status (409 for a stale
- * lease generation). Register it on the peer app:
+ * Refusals are thrown (`HttpError`, answered by the app's error handler) as `{error, message, …}`
+ * with the replication catalog's status (409 for a stale lease generation). Register it on the peer app:
  *   `app.register(replicationPeerRoutes, { receiver, verifyPeer })`.
  */
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Readable } from 'node:stream';
 import { BASE_HEADER, OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
@@ -35,6 +35,7 @@ import {
   RecipeAccepted,
   RefusalBody,
 } from '@hq/protocol/schemas';
+import { HttpError } from '@hq/runtime/refusal';
 import type { Refusal } from './errors.js';
 import type { StandbyReceiver } from './receiver.js';
 
@@ -49,20 +50,21 @@ export interface ReplicationPeerRoutesOptions {
 /** The body stream (none for an empty body: an empty file's chunk list). */
 const bodyStream = (body: unknown): Readable => (body instanceof Readable ? body : Readable.from([]));
 
-function send(reply: FastifyReply, r: Refusal): FastifyReply {
-  return reply.code(r.error.status).send({ error: r.error.code, message: r.message, ...(r.extra ?? {}) });
+/** The receiver's refusal, thrown to the app's error handler: `{error, message, …extra}` with its catalog status. */
+function refused(r: Refusal): never {
+  throw new HttpError(r.error, r.message, { error: r.error.code, message: r.message, ...(r.extra ?? {}) });
 }
 
 export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOptions> = async (instance, opts) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   const { receiver } = opts;
 
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', async (req) => {
     // Node keeps only the first of two Authorization headers: count them in the raw list.
     let count = 0;
     for (let i = 0; i < req.raw.rawHeaders.length; i += 2) if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
     if (count !== 1 || !(await opts.verifyPeer(req.headers.authorization))) {
-      return reply.code(401).send({ error: REPLICATION_ERRORS.UNAUTHORIZED.code, message: REPLICATION_ERRORS.UNAUTHORIZED.message });
+      throw new HttpError(REPLICATION_ERRORS.UNAUTHORIZED);
     }
     return undefined;
   });
@@ -81,24 +83,24 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
         response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
-    async (req, reply) => {
+    async (req) => {
       const r = await receiver.begin(req.body);
-      if (!r.ok) return send(reply, r);
+      if (!r.ok) refused(r);
       return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
     },
   );
 
-  const octets = (reply: FastifyReply, type: string | undefined): FastifyReply | null =>
-    type === 'application/octet-stream' ? null : send(reply, { ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'the body must be application/octet-stream' });
+  const octets = (type: string | undefined): void => {
+    if (type !== 'application/octet-stream') refused({ ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'the body must be application/octet-stream' });
+  };
 
   app.put(
     '/v1/standby/pushes/:push/recipes/:sha256',
     { schema: { params: BlobParams, headers: BaseHeaders, response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody } } },
-    async (req, reply) => {
-      const wrong = octets(reply, req.headers['content-type']);
-      if (wrong !== null) return wrong;
+    async (req) => {
+      octets(req.headers['content-type']);
       const r = await receiver.putRecipe(req.params.push, req.params.sha256, bodyStream(req.body), req.headers[BASE_HEADER]);
-      if (!r.ok) return send(reply, r);
+      if (!r.ok) refused(r);
       return { missing: r.missing, have: r.have };
     },
   );
@@ -106,11 +108,10 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
   app.put(
     '/v1/standby/pushes/:push/chunks',
     { schema: { params: PushParams, response: { 200: ChunkBatchReceived, '4xx': RefusalBody, '5xx': RefusalBody } } },
-    async (req, reply) => {
-      const wrong = octets(reply, req.headers['content-type']);
-      if (wrong !== null) return wrong;
+    async (req) => {
+      octets(req.headers['content-type']);
       const r = await receiver.putChunks(req.params.push, bodyStream(req.body));
-      if (!r.ok) return send(reply, r);
+      if (!r.ok) refused(r);
       return { received: r.received };
     },
   );
@@ -124,13 +125,13 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
         response: { 200: ChunkReceived, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
-    async (req, reply) => {
+    async (req) => {
       if (req.headers['content-type'] !== 'application/octet-stream') {
-        return send(reply, { ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'a blob chunk must be application/octet-stream' });
+        refused({ ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'a blob chunk must be application/octet-stream' });
       }
       const offset = Number(req.headers[OFFSET_HEADER] ?? '0');
       const r = await receiver.putChunk(req.params.push, req.params.sha256, offset, req.body as Readable);
-      if (!r.ok) return send(reply, r);
+      if (!r.ok) refused(r);
       return { received: r.received, complete: r.complete };
     },
   );
@@ -143,9 +144,9 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
         response: { 200: PushCommitted, '4xx': RefusalBody, '5xx': RefusalBody },
       },
     },
-    async (req, reply) => {
+    async (req) => {
       const r = await receiver.commit(req.params.push);
-      if (!r.ok) return send(reply, r);
+      if (!r.ok) refused(r);
       return { tier: r.tier, generation: r.generation, latest: r.latest, received: r.received, linked: r.linked };
     },
   );

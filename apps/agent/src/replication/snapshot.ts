@@ -22,6 +22,7 @@ import { chmod, link, lstat, readdir, readFile, rename, stat } from 'node:fs/pro
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
+import { wallClockMs } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { copyHashed, fsyncFile, rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
 import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
@@ -184,7 +185,7 @@ async function previous(tierRoot: string): Promise<Previous | null> {
 export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResult> {
   const { cfg, tier } = opts;
   // 1. One clock reading for the id and createdAt.
-  const t = (opts.now ?? Date.now)();
+  const t = (opts.now ?? wallClockMs.now)();
   const generation = generationId(t);
   const createdAt = new Date(t).toISOString();
   const tierRoot = join(cfg.outboxDir, tier);
@@ -202,7 +203,8 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
   const prevFps = new Map(prev?.fingerprints?.files ?? []);
   const building = join(tierRoot, `.building-${generation}-${rand()}`);
   await mkdirPrivate(building);
-  const takenAtMs = Date.now();
+  // Compared with the files' mtimes, so always the real wall clock, never `opts.now` (which names the generation).
+  const takenAtMs = wallClockMs.now();
   const fps: [string, Fp][] = [];
   const entries: ManifestEntry[] = [];
   const recipes = outboxRecipes(cfg, tier);

@@ -15,6 +15,7 @@
  */
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { wallClockMs } from '@hq/runtime/clock';
 import { readLatest } from './fsx.js';
 import { GENERATION_RE, INDEX_FILES, parseSums, sumsDisagreement, type Manifest, type Tier } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
@@ -124,7 +125,7 @@ async function realDir(path: string): Promise<string | null> {
 }
 
 /** Steps 1–5 for the `latest` of one tier. */
-export async function verifyTier(standbyDir: string, tier: Tier, nowMs: number = Date.now()): Promise<TierVerification> {
+export async function verifyTier(standbyDir: string, tier: Tier, nowMs: number = wallClockMs.now()): Promise<TierVerification> {
   const base = {
     tier,
     ok: false,

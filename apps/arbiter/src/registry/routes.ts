@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { ERRORS, registryError, type RegistryRefusal, type Resource } from '@hq/protocol';
-import { HttpError } from '../server/context.js';
+import { HttpError } from '@hq/runtime/refusal';
 import { GroupCommit } from './group-commit.js';
 import { inBand, type Actor, type AttrValue, type Attrs, type ResourceRow } from './decide.js';
 import { attrsToObject } from './store.js';

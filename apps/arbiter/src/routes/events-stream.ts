@@ -22,7 +22,7 @@ import type { FastifyReply } from 'fastify';
 import Type from 'typebox';
 import { ERRORS, STREAM_ERRORS } from '@hq/protocol';
 import { ErrorBody, EventStreamQuery } from '@hq/protocol/schemas';
-import { HttpError } from '../server/context.js';
+import { HttpError } from '@hq/runtime/refusal';
 import type { EventRow } from '../store/store.js';
 import type { Awaitable } from '../awaitable.js';
 
@@ -141,7 +141,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
     async (req, reply) => {
       let after = await startId(req.query.after, req.headers['last-event-id'], () => opts.tailAfter(STREAM_TAIL));
       if (open.size >= maxStreams) {
-        return reply.code(503).send({ error: STREAM_ERRORS.TOO_MANY_STREAMS.code, message: STREAM_ERRORS.TOO_MANY_STREAMS.message });
+        throw new HttpError(STREAM_ERRORS.TOO_MANY_STREAMS);
       }
       const ctl = new AbortController();
       open.add(ctl);

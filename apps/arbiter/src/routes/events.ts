@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
-import { HttpError } from '../server/context.js';
+import { HttpError } from '@hq/runtime/refusal';
 import { ErrorBody, EventsAnswer, EventsQuery } from '@hq/protocol/schemas';
 
 export const DEFAULT_EVENTS_LIMIT = 100;

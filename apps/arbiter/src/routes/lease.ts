@@ -3,22 +3,24 @@ import type { FastifyReply } from 'fastify';
 import type { Verdict } from '@hq/lease-core';
 import { acquire, release, renew, steppedDown } from '@hq/lease-core';
 import { refusalError, type LeaseRefusal } from '@hq/protocol';
-import type { Decided } from '../arbiter.js';
+import type { Decided } from '../arbiter-shell.js';
+import { HttpError } from '@hq/runtime/refusal';
 import { actFor } from '../server/context.js';
 import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '@hq/protocol/schemas';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 
-/** 200 `{ok:true, lease, hold?}` or 409 `{ok:false, reason, lease, error, message}`. */
+/** 200 `{ok:true, lease, hold?}`, or throws the 409 refusal that carries the lease: `{ok:false, reason, lease, error, message}`. */
 export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold: boolean, hold: number | null) {
   const lease = reply.server.hq.arbiter.record(d.state, d.now);
   reply.header('etag', `"${lease.revision}"`);
-  if (d.answer.ok) return reply.code(200).send(withHold ? { ok: true, lease, hold } : { ok: true, lease });
+  if (d.answer.ok) return withHold ? { ok: true as const, lease, hold } : { ok: true as const, lease };
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);
   // A refusal event may carry a more precise line (a silent target: when it was last heard).
   const said = d.events.find((e) => e.data['reason'] === reason && typeof e.data['message'] === 'string')?.data['message'];
-  return reply.code(entry.status).send({ ok: false, reason, lease, error: entry.code, message: typeof said === 'string' ? said : entry.message });
+  const message = typeof said === 'string' ? said : entry.message;
+  throw new HttpError(entry, message, { ok: false, reason, lease, error: entry.code, message });
 }
 
 const mutationResponses = { 200: OkLease, 409: Conflict, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };

@@ -18,10 +18,11 @@
  * `authorize(rawHeaders)` returns the machine of a valid member (or admin) token, or null.
  */
 import type { Readable } from 'node:stream';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
 import { PushBody, SurvivalBlobParams, SurvivalParams, checkManifest } from '@hq/protocol/schemas';
+import { HttpError } from '@hq/runtime/refusal';
 import { FileSurvivalStore } from '../survival/files.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
@@ -64,8 +65,9 @@ function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; m
   return { ok: true, manifest: m, holder: m.holder };
 }
 
-function fail(reply: FastifyReply, entry: CatalogEntry, message: string = entry.message): FastifyReply {
-  return reply.code(entry.status).send({ error: entry.code, message });
+/** A refusal whose message is sent verbatim (a path may hold any spacing; the default body is one shortened line). */
+function refusal(entry: CatalogEntry, message: string = entry.message): HttpError {
+  return new HttpError(entry, message, { error: entry.code, message });
 }
 
 export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
@@ -80,10 +82,10 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
   };
 
   const machineOf = new WeakMap<object, string>();
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', async (req) => {
     if (req.method === 'GET') return undefined; // reads follow the arbiter's own read rule (scope read)
     const who = await opts.authorize(req.raw.rawHeaders);
-    if (who === null || !isHost(who.machine)) return fail(reply, ERRORS.UNAUTHORIZED);
+    if (who === null || !isHost(who.machine)) throw refusal(ERRORS.UNAUTHORIZED);
     machineOf.set(req, who.machine);
     return undefined;
   });
@@ -95,17 +97,17 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
       config: { scope: 'member' },
       schema: { params: SurvivalBlobParams },
     },
-    async (req, reply) => {
+    async (req) => {
       const machine = machineOf.get(req) as string;
       const stream = req.body as Readable | undefined;
       if (req.headers['content-type'] !== 'application/octet-stream' || stream === undefined) {
         stream?.resume();
-        return fail(reply, ERRORS.UNSUPPORTED_MEDIA, 'a blob must be application/octet-stream');
+        throw refusal(ERRORS.UNSUPPORTED_MEDIA, 'a blob must be application/octet-stream');
       }
       const r = await store.putBlob(machine, req.params.sha256, stream as AsyncIterable<Buffer>);
       if (!r.ok) {
         stream.resume();
-        return fail(reply, r.error === 'too-large' ? ERRORS.TOO_LARGE : REPLICATION_ERRORS.CHECKSUM, r.message);
+        throw refusal(r.error === 'too-large' ? ERRORS.TOO_LARGE : REPLICATION_ERRORS.CHECKSUM, r.message);
       }
       const bytes = r.bytes;
       const stored: SurvivalBlobStored = { stored: true, bytes };
@@ -120,18 +122,18 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
       bodyLimit: 4 * 1024 * 1024,
       schema: { params: SurvivalParams, body: PushBody },
     },
-    async (req, reply) =>
+    async (req) =>
       serial(async () => {
         const machine = machineOf.get(req) as string;
         const { tier, generation } = req.params;
         const read = readManifest(req.body.manifest, tier, generation);
-        if (!read.ok) return fail(reply, ERRORS.BAD_REQUEST, read.message);
+        if (!read.ok) throw refusal(ERRORS.BAD_REQUEST, read.message);
         const m = read.manifest;
-        if (read.holder !== machine) return fail(reply, ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
+        if (read.holder !== machine) throw refusal(ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
         const sums = formatSums(m.entries);
-        if (req.body.sums !== sums) return fail(reply, ERRORS.BAD_REQUEST, 'SHA256SUMS does not match the manifest entries');
+        if (req.body.sums !== sums) throw refusal(ERRORS.BAD_REQUEST, 'SHA256SUMS does not match the manifest entries');
         const r = await store.commit(machine, m, sums, keep[tier]);
-        if (!r.ok) return fail(reply, COMMIT_ERRORS[r.error], r.message);
+        if (!r.ok) throw refusal(COMMIT_ERRORS[r.error], r.message);
         const committed: SurvivalCommitted = { generation, files: m.entries.length };
         return committed;
       }),

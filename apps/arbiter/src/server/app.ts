@@ -7,8 +7,9 @@ import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
-import { contextPlugin, HttpError, type HqContext } from './context.js';
-import { PreconditionFailed } from '../arbiter.js';
+import { contextPlugin, type HqContext } from './context.js';
+import { HttpError, refusalBody } from '@hq/runtime/refusal';
+import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
 import { heartbeatRoutes } from '../routes/heartbeat.js';
@@ -94,7 +95,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       reply.header('etag', `"${err.revision}"`);
       return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
     }
-    if (err instanceof HttpError) return reply.code(err.statusCode).send({ error: err.code, message: oneLine(err.message) });
+    // Every route's refusal: its catalog entry's status, `{error, message}` or the body it carries.
+    if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err, oneLine));
     // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
     if (err instanceof NotElectedError) return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
     // The record kept changing under every retry (other writers on the prefix): nothing decided.

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { ERRORS } from '@hq/protocol';
 import { authenticate } from '../auth.js';
-import { HttpError } from './context.js';
+import { HttpError } from '@hq/runtime/refusal';
 
 export const authPlugin = fp(
   async (app: FastifyInstance) => {

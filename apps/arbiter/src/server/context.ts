@@ -1,8 +1,9 @@
 /** The one shared capability every route uses: the arbiter shell, its checker and its store. */
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ERRORS, type CatalogEntry } from '@hq/protocol';
-import type { Arbiter } from '../arbiter.js';
+import { ERRORS } from '@hq/protocol';
+import { HttpError } from '@hq/runtime/refusal';
+import type { Arbiter } from '../arbiter-shell.js';
 import type { Checker } from '../checks.js';
 import type { ArbiterConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
@@ -37,18 +38,6 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     scope?: RouteScope;
-  }
-}
-
-/** An expected refusal with its catalog entry: the error handler answers `{error, message}`. */
-export class HttpError extends Error {
-  readonly statusCode: number;
-  readonly code: string;
-  constructor(entry: CatalogEntry, message: string = entry.message) {
-    super(message);
-    this.name = 'HttpError';
-    this.statusCode = entry.status;
-    this.code = entry.code;
   }
 }
 

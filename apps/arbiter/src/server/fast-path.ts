@@ -16,6 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FastifyServerFactory } from 'fastify';
 import type { ArbiterState } from '@hq/lease-core';
 import { authenticate, type AuthResult } from '../auth.js';
+import { monotonicSeconds } from '@hq/runtime/clock';
 import { isPromise, type Awaitable } from '../awaitable.js';
 import type { HqContext } from './context.js';
 
@@ -32,7 +33,7 @@ export function leaseFastPath(hq: () => HqContext): FastPath {
     const opts = options as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       if (closing || req.method !== 'GET' || req.url !== '/v1/lease') return handler(req, res);
-      const t0 = performance.now();
+      const t0 = monotonicSeconds();
       const { arbiter, store, config, metrics } = hq();
       const refused = (auth: AuthResult): boolean => !auth.ok || (auth.principal === null && !config.auth.openReads);
       const answer = (auth: AuthResult, state: ArbiterState | null): void => {
@@ -52,7 +53,7 @@ export function leaseFastPath(hq: () => HqContext): FastPath {
           const h = metrics.http.labels({ method: 'GET', route: '/v1/lease', status: '200' });
           timer = (s) => h.observe(s);
         }
-        timer((performance.now() - t0) / 1000);
+        timer(monotonicSeconds() - t0);
       };
       // SQLite answers both at once (no extra turn of the loop); a network store later.
       const auth = authenticate(store, req.rawHeaders);

@@ -19,6 +19,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Agent } from 'undici';
 import { ERRORS } from '@hq/protocol';
+import { HttpError } from '@hq/runtime/refusal';
 import type { Leadership } from '../leadership.js';
 
 /** Marks a forwarded request: never forwarded twice. */
@@ -44,7 +45,10 @@ export const forwardPlugin = fp(
       if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return;
       const route = opts.leadership.route();
       if (route.to === 'self') return;
-      const refuse = (message: string) => reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message });
+      // The reason verbatim (the default body is one shortened line).
+      const refuse = (message: string): never => {
+        throw new HttpError(ERRORS.NOT_ELECTED, message, { error: ERRORS.NOT_ELECTED.code, message });
+      };
       if (route.to === 'none') return refuse(`${ERRORS.NOT_ELECTED.message}: ${route.why}`);
       if (req.headers[FORWARDED_HEADER] !== undefined) return refuse(`${ERRORS.NOT_ELECTED.message}: forwarded here by ${String(req.headers[FORWARDED_HEADER])}, but this arbiter is not elected either`);
       const headers: Record<string, string | string[]> = {};

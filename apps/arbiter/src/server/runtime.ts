@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { arbiterLogger } from '../log.js';
-import { Arbiter } from '../arbiter.js';
+import { Arbiter } from '../arbiter-shell.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
 import { steadyClock, wallClockMs, type Clock } from '@hq/runtime/clock';

@@ -23,6 +23,7 @@
  * certificate when given. Not here: authentication (etcd users; an `auth` answer is classified), nested txns.
  */
 import { Agent } from 'undici';
+import { monotonicClockMs, type Clock } from '@hq/runtime/clock';
 import { etcdEndpoint } from './endpoint.js';
 import { classifyAnswer, classifyTransport, EtcdError, type Verdict } from './errors.js';
 
@@ -40,6 +41,8 @@ export interface EtcdClientOptions {
    * decision waits that long before the store can answer 503.
    */
   readonly requestTimeoutMs?: number;
+  /** Measures the call's deadline, ms (default: monotonic; tests drive it). */
+  readonly clock?: Clock;
   /**
    * For `https://` endpoints: the CA that signed the members' certificates (PEM; default: the
    * system's trust store) and this client's certificate and key (PEM) when the members ask for
@@ -368,6 +371,7 @@ export class EtcdClient {
   readonly dialTimeoutMs: number;
   readonly requestTimeoutMs: number;
   private readonly agent: Agent;
+  private readonly clock: Clock;
   /** the endpoint tried first: the last one that answered */
   private current = 0;
   private clusterId: string | undefined;
@@ -379,6 +383,7 @@ export class EtcdClient {
     this.endpoints = Object.freeze(o.endpoints);
     this.dialTimeoutMs = o.dialTimeoutMs;
     this.requestTimeoutMs = o.requestTimeoutMs;
+    this.clock = options.clock ?? monotonicClockMs;
     const tls = options.tls;
     this.agent = new Agent({
       connect: { timeout: this.dialTimeoutMs, ...(tls?.ca === undefined ? {} : { ca: tls.ca }), ...(tls?.cert === undefined ? {} : { cert: tls.cert, key: tls.key }) },
@@ -555,11 +560,11 @@ export class EtcdClient {
 
   /** One call, endpoints in turn from the last that answered, within one deadline (C2, C3). */
   private async call(c: Call): Promise<unknown> {
-    const deadline = performance.now() + this.requestTimeoutMs;
+    const deadline = this.clock.now() + this.requestTimeoutMs;
     const n = this.endpoints.length;
     const seen: EtcdError[] = [];
     for (let i = 0; i < n; i++) {
-      const left = deadline - performance.now();
+      const left = deadline - this.clock.now();
       if (left <= 0) break;
       // a read leaves time for the members after this one; a write may be sent once only
       const budget = c.write ? left : left / (n - i);

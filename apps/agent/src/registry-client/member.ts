@@ -20,7 +20,7 @@
  * to `arbiterUrl`. Clock and timers are injectable: tests drive time, nothing sleeps.
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
-import { realTimers, type Timers } from '@hq/runtime/clock';
+import { realTimers, wallClockMs, type Clock, type Timers } from '@hq/runtime/clock';
 import { describe, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
 
 /** Heartbeat period: the seeds' 30 s. */
@@ -75,7 +75,7 @@ export interface MemberOptions {
   readonly maxBackoffMs?: number;
   readonly requestTimeoutMs?: number;
   /** Epoch milliseconds. */
-  readonly clock?: { now(): number };
+  readonly clock?: Clock;
   readonly timers?: Timers;
   readonly request?: Requester;
   readonly load?: (now: number) => LoadSample;
@@ -119,7 +119,7 @@ export class Member {
       refreshMs: opts.refreshMs ?? MEMBER_REFRESH_MS,
       maxBackoffMs: opts.maxBackoffMs ?? MEMBER_MAX_BACKOFF_MS,
       requestTimeoutMs: opts.requestTimeoutMs ?? 5000,
-      clock: opts.clock ?? { now: () => Date.now() },
+      clock: opts.clock ?? wallClockMs,
       timers: opts.timers ?? realTimers,
       request: opts.request ?? requestJson,
       load: opts.load ?? sampleLoad,
