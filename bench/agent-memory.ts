@@ -27,7 +27,7 @@ import { ROOT, machineLine, median, sleep, startNode, stopProc, table, writeSect
 
 const RUNS = Number(process.env['BENCH_MEMORY_RUNS'] ?? 3);
 const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 30);
-const HQ = join(ROOT, 'apps/agent/bin/hq.js');
+const HQ = join(ROOT, 'apps/agent/bin/hq.cjs');
 const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 const AGENT_CLI = process.env['BENCH_AGENT_CLI'] ?? join(ROOT, 'apps/agent/dist/daemon-cli.js');
 const PROBE = join(ROOT, 'bench/memory-probe.mjs');
