@@ -265,6 +265,8 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
 
 async function main(): Promise<void> {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  // The fence path's CommonJS bundle, as `npm run build` writes it (bin/hq.cjs runs it while it is fresh).
+  execFileSync(process.execPath, [join(ROOT, 'scripts/bundle-fence.mjs')], { stdio: 'inherit' });
   const load0 = loadavg()[0]!;
   if (process.env['BENCH_MEMORY_PART'] === 'daemon') {
     // The daemon alone (a quick look while changing it): printed, docs/BENCH.md left alone.

@@ -442,6 +442,8 @@ every 60 s, the crons).
 
 async function main(): Promise<void> {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  // The fence path's CommonJS bundle, as `npm run build` writes it (bin/hq.cjs runs it while it is fresh).
+  execFileSync(process.execPath, [join(ROOT, 'scripts/bundle-fence.mjs')], { stdio: 'inherit' });
   const only = process.env['BENCH_AGENT_PART'];
   if (only !== 'footprint') await fencePart();
   if (only !== 'fence') await footprintPart();
