@@ -173,7 +173,12 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   };
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
+export interface MainOptions {
+  /** Called once the daemon is up (listening, the first heartbeat answered, its timers set). */
+  readonly onStarted?: () => void;
+}
+
+export async function main(argv: readonly string[], opts: MainOptions = {}): Promise<number> {
   let configPath: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -227,6 +232,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 1;
   }
   const started = handle;
+  opts.onStarted?.();
   return new Promise<number>((done) => {
     exit = done;
     if (signalled) void started.stop({ handover: true }).then(() => done(0));
