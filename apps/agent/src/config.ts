@@ -16,12 +16,11 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Static } from 'typebox';
-// typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
-// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
-import Schema from 'typebox/schema';
+import type SchemaModule from 'typebox/schema';
 // The schema as plain JSON, generated from its TypeBox definition (schemas/source.ts): the daemon
 // does not load TypeBox's builder.
 import { AgentConfigSchema } from './schemas/generated.js';
+import { surelyValid } from './schemas/quick-check.js';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
@@ -104,13 +103,39 @@ function keyOf(instancePath: string): string {
   return key === '' ? '(top level)' : key;
 }
 
+/**
+ * TypeBox's checker (`typebox/schema`: what Value.Check and Value.Errors call, without the rest of
+ * typebox/value), for a config the quick check cannot pass: it says what is wrong. Loaded by
+ * config-checker.ts (imported by the CLI's commands, which load configs synchronously) or by
+ * `loadConfigChecker()` (the daemon, only when its config needs it: a valid config is accepted
+ * without loading TypeBox, about 5 MiB of an idle agent; docs/BENCH.md).
+ */
+let Schema: typeof SchemaModule | null = null;
+
+/** Sets TypeBox's checker (config-checker.ts). */
+export function useSchemaChecker(checker: typeof SchemaModule): void {
+  Schema = checker;
+}
+
+/** Loads TypeBox's checker, once. */
+export async function loadConfigChecker(): Promise<void> {
+  Schema ??= (await import('typebox/schema')).default;
+}
+
 /** Validates the parsed JSON; the first problem is thrown as a ConfigError. */
 export function validateConfigFile(input: unknown): AgentConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new ConfigError('(top level)', 'the config must be a JSON object');
   }
-  if (!Schema.Check(AgentConfigSchema, input)) {
-    const errors = Schema.Errors(AgentConfigSchema, input)[1];
+  // A config the quick check is sure of is one TypeBox accepts (schemas/quick-check.ts); any
+  // other goes to TypeBox, which decides and names the problem.
+  const sure = surelyValid(AgentConfigSchema, input);
+  const checker = sure ? null : Schema;
+  if (!sure && checker === null) {
+    throw new Error("validateConfigFile: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+  }
+  if (checker !== null && !checker.Check(AgentConfigSchema, input)) {
+    const errors = checker.Errors(AgentConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
     const first = unknown ?? errors[0];
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
@@ -154,6 +179,17 @@ function readHostFile(stateDir: string): string | null {
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const file = findConfigFile(explicit, AGENT_CONFIG, env);
   const raw = readConfigObject(file);
+  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+}
+
+/**
+ * `loadConfig`, loading TypeBox's checker only when the config needs it (the daemon: a valid
+ * config is accepted without it).
+ */
+export async function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const raw = readConfigObject(file);
+  if (!surelyValid(AgentConfigSchema, raw)) await loadConfigChecker();
   return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
 }
 

@@ -102,7 +102,8 @@ async function register(socketPath: string, role: string, generation: number, gr
 
 /** The agent is down: validate the config fully (exit 2 when bad) and the role against it. */
 async function checkOffline(configPath: string | undefined, role: string): Promise<void> {
-  const { loadConfig } = await import('../config.js');
+  const { loadConfig, loadConfigChecker } = await import('../config.js');
+  await loadConfigChecker();
   const config = loadConfig(configPath);
   if (!config.roles.includes(role)) throw new CliError(2, `unknown role "${role}": not one of ${config.roles.join(', ')}`);
 }

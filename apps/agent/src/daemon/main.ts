@@ -6,7 +6,7 @@
  */
 import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
-import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
+import { advertisedUrl, ConfigError, loadConfigLazily, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile } from '../tokens.js';
@@ -36,7 +36,7 @@ export interface DaemonHandle {
 }
 
 export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
-  const config = await resolveNetwork(loadConfig(configPath));
+  const config = await resolveNetwork(await loadConfigLazily(configPath));
   const log = agentLogger(config.hostName);
   const dirProblem = await ensureDir(config.stateDir, 0o700);
   if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
