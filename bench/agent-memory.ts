@@ -64,8 +64,8 @@ const plus = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixe
 /** The libraries of the agent (what each of them is for in the agent). */
 const LIBRARIES: ReadonlyArray<readonly [string, string]> = [
   ['pino', 'the log'],
-  ['typebox', 'config and HTTP schemas (Type)'],
-  ['typebox/schema', 'config check (Check, Errors)'],
+  ['typebox', 'not loaded (the schemas are JSON generated from it since issue 20)'],
+  ['typebox/schema', 'only for a config the quick check cannot pass (its message)'],
   ['typebox/value', 'not loaded (was the config check until issue 20)'],
   ['undici', 'not loaded (was the HTTP client until issue 20: node:http now)'],
   ['node-cron', 'cron parser (its timer is not used since issue 20)'],
@@ -77,14 +77,11 @@ const LIBRARIES: ReadonlyArray<readonly [string, string]> = [
 /** The daemon's modules in the order it first loads them (libraries first, as it reaches them). */
 const DAEMON_ORDER: readonly string[] = [
   'pino',
-  'typebox',
-  'typebox/schema',
   'node-cron',
   'prom-client',
   'fastify',
   '@hq/protocol',
   '@hq/lease-core',
-  '@hq/protocol/schemas',
   './apps/agent/dist/config.js',
   './apps/agent/dist/daemon/agent.js',
   './apps/agent/dist/daemon/metrics.js',
