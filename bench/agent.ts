@@ -29,7 +29,7 @@ const WARMUP = 5;
 const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 60);
 /** Seconds between the acquire and the idle window: start-up's garbage collections end first. */
 const SETTLE_SECONDS = Number(process.env['BENCH_SETTLE_SECONDS'] ?? 15);
-const HQ = join(ROOT, 'apps/agent/bin/hq.js');
+const HQ = join(ROOT, 'apps/agent/bin/hq.cjs');
 const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 /** Children run without the bench's loader (tsx) in NODE_OPTIONS: as a user's shell runs them. */
@@ -200,8 +200,10 @@ compares the two byte for byte. A \`--cpu-prof\` of the agent under this load sh
 HTTP internals and \`writev\` on top, the fence decision (lease-core \`settle\` + \`fence\`) about 5 %, and the
 agent's thread about 40 % idle: the figure is bound by the closed-loop client sharing the machine's cores, as
 the ceiling row shows; ${FENCE_CONNECTIONS} clients on ${cpus().length} cores cannot reach 40,000 answers/s or a 1 ms p99 with
-either server. \`hq fence check|run\` start from bin/hq.js straight into apps/agent/src/cli/fence-entry.ts (five
-light modules, no command table), so the rest of their time is Node's own start-up.
+either server. \`hq fence check|run\` start from bin/hq.cjs (CommonJS) straight into one CommonJS file,
+apps/agent/dist/cli/fence-main.cjs (\`npm run build\` bundles the seven light modules of the fence path and the
+supervisor into it, scripts/bundle-fence.mjs: no command table, no ES module loader), so the rest of their time
+is Node's own start-up.
 
 For shell scripts the fastest path is \`curl --unix-socket\` — no Node start-up at all:
 
@@ -240,7 +242,7 @@ function libraryFootprint(): string {
     ['prom-client', ['prom-client']],
     ['typebox (the schemas of both daemons)', ['typebox']],
     ['better-sqlite3', ['better-sqlite3']],
-    ['what the agent loads at start: fastify, pino, prom-client, typebox, typebox/schema, node-cron', ['fastify', 'pino', 'prom-client', 'typebox', 'typebox/schema', 'node-cron']],
+    ['what the agent loads at start (issue 20: no TypeBox for a valid config): fastify, pino, prom-client, node-cron', ['fastify', 'pino', 'prom-client', 'node-cron']],
   ];
   const rows = sets.map(([name, mods]) => {
     const runs = [0, 1, 2].map(() => {
@@ -440,6 +442,8 @@ every 60 s, the crons).
 
 async function main(): Promise<void> {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  // The fence path's CommonJS bundle, as `npm run build` writes it (bin/hq.cjs runs it while it is fresh).
+  execFileSync(process.execPath, [join(ROOT, 'scripts/bundle-fence.mjs')], { stdio: 'inherit' });
   const only = process.env['BENCH_AGENT_PART'];
   if (only !== 'footprint') await fencePart();
   if (only !== 'fence') await footprintPart();

@@ -44,8 +44,9 @@ for (let i = 0; i < args.length; i++) {
 const readJson = (file) => JSON.parse(readFileSync(file, 'utf8'));
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
-// The tarballs hold dist/, so build first (a no-op when nothing changed).
+// The tarballs hold dist/, so build first (a no-op when nothing changed), the fence bundle too.
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b'], { cwd: root, stdio: 'inherit' });
+execFileSync(process.execPath, [join(root, 'scripts/bundle-fence.mjs')], { cwd: root, stdio: 'inherit' });
 mkdirSync(out, { recursive: true });
 
 for (const app of APPS) {

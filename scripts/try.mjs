@@ -18,7 +18,7 @@ import { openSync } from 'node:fs';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const ARBITER_CLI = join(root, 'apps/arbiter/dist/cli.js');
 const AGENT_CLI = join(root, 'apps/agent/dist/daemon-cli.js');
-const HQ_BIN = join(root, 'apps/agent/bin/hq.js');
+const HQ_BIN = join(root, 'apps/agent/bin/hq.cjs');
 const HOSTS = ['mbp', 'node-b'];
 
 // ── The per-daemon config keys: the one place to change them ─────────────────────────────────

@@ -6,6 +6,7 @@
 import t from 'tap';
 import { createServer, type Server } from 'node:http';
 import { resolveConfig, validateConfigFile } from '../../apps/agent/src/config.js';
+import '../../apps/agent/src/config-checker.js';
 import { ArbiterEndpoints } from '../../packages/runtime/src/http.js';
 import { freePort } from '../system/harness.js';
 

@@ -122,6 +122,7 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
     ['a path in arbiterUrl', { arbiterUrl: 'http://127.0.0.1:8470/hq' }, /arbiterUrl: .* must be a bare origin without a path \(use http:\/\/127\.0\.0\.1:8470\)/],
   ];
   const { loadConfig } = await import('../../apps/agent/src/config.js');
+  await import('../../apps/agent/src/config-checker.js');
   for (const [name, extra, pattern] of cases) {
     const config = writeConfig(join(dir), extra);
     t.throws(() => loadConfig(config), { name: 'ConfigError', message: pattern }, `${name} is refused, naming the key`);

@@ -1,15 +1,45 @@
 /**
- * bin/hq.js sends `hq fence check|run` to cli/fence-entry.js (no command table): every answer —
- * exit code, stdout, stderr — is the one the full CLI (dist/cli/entry.js → main.ts) gives, for runs,
- * skips, unknown roles, usage errors, help, a missing agent and a bad config; and the entry's
- * static imports stay six light modules.
+ * bin/hq.cjs sends `hq fence check|run` to cli/fence-main (no command table) — the CommonJS
+ * bundle dist/cli/fence-main.cjs while it is fresh, else the ES modules through fence-entry.js:
+ * every answer — exit code, stdout, stderr — is the one the full CLI (dist/cli/entry.js → main.ts)
+ * gives, either way, for runs, skips, unknown roles, usage errors, help, a missing agent and a
+ * bad config; the bundle is what scripts/bundle-fence.mjs writes from the current build; and the
+ * entry's static imports stay seven light modules.
  */
 import t from 'tap';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { FakeAgent, HQ_CLI, ROOT, run, shortDir, writeConfig } from './helpers.js';
 
-const BIN = join(ROOT, 'apps/agent/bin/hq.js');
+const BIN = join(ROOT, 'apps/agent/bin/hq.cjs');
+const BUNDLE = join(ROOT, 'apps/agent/dist/cli/fence-main.cjs');
+
+/**
+ * A copy of the shim beside a dist/ of its own whose fence-entry.js loads the real one and
+ * whose fence-main.cjs is the real bundle: with `stale`, one of the bundle's inputs (args.js)
+ * there is newer than it, so the shim must take the ES modules.
+ */
+function shimCopy(dir: string, stale: boolean): string {
+  mkdirSync(join(dir, 'bin'), { recursive: true });
+  mkdirSync(join(dir, 'dist/cli'), { recursive: true });
+  copyFileSync(BIN, join(dir, 'bin/hq.cjs'));
+  writeFileSync(join(dir, 'package.json'), '{"type":"module"}\n');
+  const entry = pathToFileURL(join(ROOT, 'apps/agent/dist/cli/fence-entry.js')).href;
+  writeFileSync(join(dir, 'dist/cli/fence-entry.js'), `process.env.HQ_TEST_PATH = 'esm';\nawait import(${JSON.stringify(entry)});\n`);
+  copyFileSync(BUNDLE, join(dir, 'dist/cli/fence-main.cjs'));
+  const past = new Date(Date.now() - 60_000);
+  utimesSync(join(dir, 'dist/cli/fence-main.cjs'), past, past);
+  if (stale) writeFileSync(join(dir, 'dist/cli/args.js'), '// newer than the bundle\n');
+  return join(dir, 'bin/hq.cjs');
+}
+
+/**
+ * Writes, at exit, which way the shim went (the copy's fence-entry.js marks the ES modules) and
+ * which CommonJS files were loaded. (Whether Node's ES module loader was loaded cannot be told
+ * here: tap's process-info hook preloads an ES module into every child.)
+ */
+const PRELOAD = `process.on('exit', () => require('node:fs').writeSync(2, '\\nLOADED ' + JSON.stringify({ way: process.env.HQ_TEST_PATH ?? 'bundle', cjs: Object.keys(require.cache) }) + '\\n'));\n`;
 
 /** Times, pids and validity vary between two runs; nothing else may. */
 const normal = (s: string): string =>
@@ -18,7 +48,7 @@ const normal = (s: string): string =>
     .replace(/"pid":\d+/g, '"pid":X')
     .replace(/"validForSeconds":[0-9.e-]+/g, '"validForSeconds":X');
 
-t.test('bin/hq.js answers fence check and fence run exactly as the full CLI does', async (t) => {
+t.test('bin/hq.cjs answers fence check and fence run exactly as the full CLI does, bundled or not', async (t) => {
   const dir = shortDir(t);
   const config = writeConfig(dir);
   const agent = new FakeAgent(join(dir, 'agent.sock'));
@@ -46,16 +76,19 @@ t.test('bin/hq.js answers fence check and fence run exactly as the full CLI does
     ['fence run of a missing command', ['fence', 'run', '--role', 'cron', '--config', config, '--', join(dir, 'no-such-cmd')]],
     ['fence run help', ['fence', 'run', '--help']],
   ];
+  const esm = shimCopy(join(shortDir(t), 'stale'), true);
   for (const [name, args, env] of cases) {
     const full = await run([HQ_CLI, ...args], { env: env ?? {} });
-    const fast = await run([BIN, ...args], { env: env ?? {} });
-    t.equal(fast.code, full.code, `${name}: the same exit code (${full.code})`);
-    t.equal(normal(fast.stdout), normal(full.stdout), `${name}: the same stdout`);
-    t.equal(normal(fast.stderr), normal(full.stderr), `${name}: the same stderr`);
+    for (const [way, bin] of [['bundled', BIN], ['ES modules', esm]] as const) {
+      const fast = await run([bin, ...args], { env: env ?? {} });
+      t.equal(fast.code, full.code, `${name} (${way}): the same exit code (${full.code})`);
+      t.equal(normal(fast.stdout), normal(full.stdout), `${name} (${way}): the same stdout`);
+      t.equal(normal(fast.stderr), normal(full.stderr), `${name} (${way}): the same stderr`);
+    }
   }
   agent.answer = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', validForSeconds: null };
   const skip = await run([BIN, 'fence', 'check', '--role', 'cron', '--config', config]);
-  t.equal(skip.code, 1, 'a skip exits 1 through bin/hq.js');
+  t.equal(skip.code, 1, 'a skip exits 1 through bin/hq.cjs');
   const full = await run([HQ_CLI, 'fence', 'check', '--role', 'cron', '--config', config]);
   t.equal(skip.stdout, full.stdout, 'with the same line as the full CLI');
   const other = await run([BIN, 'fence', '--help']);
@@ -84,8 +117,8 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
   const names = [...local].map((f) => f.slice(ROOT.length + 1)).sort();
   t.same(
     names,
-    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts'],
-    'six modules (the config reader is the shell library\'s), no command table, no supervisor',
+    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts'],
+    'seven modules (the config reader is the shell library\'s), no command table, no supervisor',
   );
   // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
   // a subpath export that does not load lease-core's decisions; @hq/protocol/fence is the fence
@@ -96,4 +129,31 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
     const text = readFileSync(join(ROOT, `packages/protocol/src/${name}.ts`), 'utf8');
     t.same([...text.matchAll(/^import\s+(?!type\b)/gm)], [], `@hq/protocol/${name} imports nothing`);
   }
+});
+
+t.test('the fence bundle is what scripts/bundle-fence.mjs writes from the current build (run npm run build)', async (t) => {
+  const script = pathToFileURL(join(ROOT, 'scripts/bundle-fence.mjs')).href;
+  const { bundleFence } = (await import(script)) as { bundleFence: () => Promise<string> };
+  t.equal(readFileSync(BUNDLE, 'utf8'), await bundleFence(), 'dist/cli/fence-main.cjs is up to date with dist/');
+});
+
+t.test('bin/hq.cjs runs the fresh bundle, and the ES modules when the bundle is stale', async (t) => {
+  const dir = shortDir(t);
+  const config = writeConfig(dir);
+  const agent = new FakeAgent(join(dir, 'agent.sock'));
+  await agent.listen();
+  t.teardown(() => agent.close());
+  const preload = join(dir, 'loaded.cjs');
+  writeFileSync(preload, PRELOAD);
+  const loaded = (stderr: string): { way: string; cjs: string[] } => JSON.parse(/\nLOADED (.*)\n/.exec(stderr)?.[1] ?? 'null') as { way: string; cjs: string[] };
+  const env = { NODE_OPTIONS: `--require ${preload}` };
+  const fast = await run([BIN, 'fence', 'run', '--role', 'cron', '--config', config, '--', 'true'], { env });
+  t.equal(fast.code, 0, `the run succeeds ${fast.stderr}`);
+  t.ok(loaded(fast.stderr).cjs.includes(BUNDLE), 'through the bundle');
+  const fresh = await run([shimCopy(join(dir, 'fresh'), false), 'fence', 'check', '--role', 'cron', '--config', config], { env });
+  t.equal(fresh.code, 0, 'a copy of the shim beside a bundle that none of its inputs is newer than answers');
+  t.equal(loaded(fresh.stderr).way, 'bundle', 'through the bundle');
+  const stale = await run([shimCopy(join(dir, 'stale'), true), 'fence', 'check', '--role', 'cron', '--config', config], { env });
+  t.equal(stale.code, 0, 'beside a bundle with an input newer than it, it answers too');
+  t.equal(loaded(stale.stderr).way, 'esm', 'through the ES modules');
 });

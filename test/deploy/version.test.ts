@@ -24,7 +24,7 @@ t.test('every package.json carries VERSION and CHANGELOG.md has its entry', asyn
 
 t.test('hq, hq-agent and hq-arbiter --version print VERSION and exit 0', async (t) => {
   const bins: [string, string[]][] = [
-    ['hq', [join(ROOT, 'apps/agent/bin/hq.js'), '--version']],
+    ['hq', [join(ROOT, 'apps/agent/bin/hq.cjs'), '--version']],
     ['hq-agent', [join(ROOT, 'apps/agent/bin/hq-agent.js'), '--version']],
     ['hq-arbiter', [join(ROOT, 'apps/arbiter/bin/hq-arbiter.js'), '--version']],
     ['hq-arbiter token', [join(ROOT, 'apps/arbiter/bin/hq-arbiter.js'), 'token', '--version']],

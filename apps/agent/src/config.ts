@@ -1,5 +1,5 @@
 /**
- * The agent's configuration: one JSON file, validated strictly with TypeBox (unknown keys
+ * The agent's configuration: one JSON file, validated strictly with TypeBox (schemas/source.ts; unknown keys
  * refused, no coercion; a key the arbiter owns is refused naming its owner), defaults filled in
  * one place, and the agent's own cadence relations checked with lease-core's `checkCadence`.
  * The lease timing (`ttlSeconds`, `safetyMarginSeconds`) and the candidates are the arbiter's:
@@ -15,60 +15,20 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import Type, { type Static } from 'typebox';
-// typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
-// (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
-import Schema from 'typebox/schema';
+import type { Static } from 'typebox';
+import type SchemaModule from 'typebox/schema';
+// The schema as plain JSON, generated from its TypeBox definition (schemas/source.ts): the daemon
+// does not load TypeBox's builder.
+import { AgentConfigSchema } from './schemas/generated.js';
+import { surelyValid } from './schemas/quick-check.js';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkCadence, wrongDaemon } from '@hq/lease-core';
-import { DEFAULT_ROLES, HOST_SCHEMA_PATTERN, NEVER_FAIL_OPEN, ROLE_SCHEMA_PATTERN, hostProblem, isHost } from '@hq/protocol';
+import { DEFAULT_ROLES, NEVER_FAIL_OPEN, hostProblem, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 
-const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN });
-const Seconds = Type.Number({ exclusiveMinimum: 0 });
-const Url = Type.String({ pattern: '^https?://' });
-const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
-
-export const AgentConfigSchema = Type.Object(
-  {
-    hostName: Type.Optional(Host),
-    arbiter: Type.Optional(Host),
-    arbiterUrl: Type.Optional(Url),
-    /** Several arbiters (store etcd): tried in order, the next on failure; the first is `arbiterUrl`. */
-    arbiterUrls: Type.Optional(Type.Array(Url, { minItems: 1, maxItems: 8 })),
-    heartbeatCron: Type.Optional(Type.String()),
-    refreshSeconds: Type.Optional(Seconds),
-    failOpenRoles: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
-    roles: Type.Optional(Type.Array(Type.String({ minLength: 1, pattern: ROLE_SCHEMA_PATTERN }), { minItems: 1 })),
-    healthUrls: Type.Optional(HostMap(Url)),
-    tailnetDomain: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.-]+$' })),
-    tailscaleBin: Type.Optional(Type.String()),
-    probeTimeoutSeconds: Type.Optional(Seconds),
-    requestTimeoutSeconds: Type.Optional(Seconds),
-    listen: Type.Optional(
-      Type.Object(
-        { host: Type.Optional(Type.String({ minLength: 1 })), port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })) },
-        { additionalProperties: false },
-      ),
-    ),
-    stateDir: Type.Optional(Type.String({ minLength: 1 })),
-    socketPath: Type.Optional(Type.String({ minLength: 1 })),
-    tokenFile: Type.Optional(Type.String({ minLength: 1 })),
-    peers: Type.Optional(HostMap(Url)),
-    peerTokenFile: Type.Optional(Type.String({ minLength: 1 })),
-    /** A `query`-scope arbiter token for `hq primary --write-join` (else the member token goes into the join file). */
-    queryTokenFile: Type.Optional(Type.String({ minLength: 1 })),
-    /** How other hosts reach this agent's peer listener (a bare origin); see `advertisedUrl`. */
-    advertiseUrl: Type.Optional(Url),
-    /** On SIGTERM the holder hands the lease to a standby heard from recently, then exits. */
-    handoverOnStop: Type.Optional(Type.Boolean()),
-    /** Standby replication (SPEC §6); validated by `replication/config.ts`, where it is used. */
-    replication: Type.Optional(Type.Unknown()),
-  },
-  { additionalProperties: false },
-);
+export { AgentConfigSchema };
 
 export type AgentConfigFile = Static<typeof AgentConfigSchema>;
 
@@ -143,13 +103,39 @@ function keyOf(instancePath: string): string {
   return key === '' ? '(top level)' : key;
 }
 
+/**
+ * TypeBox's checker (`typebox/schema`: what Value.Check and Value.Errors call, without the rest of
+ * typebox/value), for a config the quick check cannot pass: it says what is wrong. Loaded by
+ * config-checker.ts (imported by the CLI's commands, which load configs synchronously) or by
+ * `loadConfigChecker()` (the daemon, only when its config needs it: a valid config is accepted
+ * without loading TypeBox, about 5 MiB of an idle agent; docs/BENCH.md).
+ */
+let Schema: typeof SchemaModule | null = null;
+
+/** Sets TypeBox's checker (config-checker.ts). */
+export function useSchemaChecker(checker: typeof SchemaModule): void {
+  Schema = checker;
+}
+
+/** Loads TypeBox's checker, once. */
+export async function loadConfigChecker(): Promise<void> {
+  Schema ??= (await import('typebox/schema')).default;
+}
+
 /** Validates the parsed JSON; the first problem is thrown as a ConfigError. */
 export function validateConfigFile(input: unknown): AgentConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new ConfigError('(top level)', 'the config must be a JSON object');
   }
-  if (!Schema.Check(AgentConfigSchema, input)) {
-    const errors = Schema.Errors(AgentConfigSchema, input)[1];
+  // A config the quick check is sure of is one TypeBox accepts (schemas/quick-check.ts); any
+  // other goes to TypeBox, which decides and names the problem.
+  const sure = surelyValid(AgentConfigSchema, input);
+  const checker = sure ? null : Schema;
+  if (!sure && checker === null) {
+    throw new Error("validateConfigFile: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+  }
+  if (checker !== null && !checker.Check(AgentConfigSchema, input)) {
+    const errors = checker.Errors(AgentConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
     const first = unknown ?? errors[0];
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
@@ -193,6 +179,17 @@ function readHostFile(stateDir: string): string | null {
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const file = findConfigFile(explicit, AGENT_CONFIG, env);
   const raw = readConfigObject(file);
+  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+}
+
+/**
+ * `loadConfig`, loading TypeBox's checker only when the config needs it (the daemon: a valid
+ * config is accepted without it).
+ */
+export async function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
+  const file = findConfigFile(explicit, AGENT_CONFIG, env);
+  const raw = readConfigObject(file);
+  if (!surelyValid(AgentConfigSchema, raw)) await loadConfigChecker();
   return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
 }
 

@@ -1,4 +1,5 @@
 export * from './config.js';
+import './config-checker.js';
 export { stampClock, type StampClock } from '@hq/runtime/clock';
 export * from '@hq/runtime/files';
 export * from './state.js';

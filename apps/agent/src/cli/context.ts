@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
+import '../config-checker.js';
 import { readSecure } from '@hq/runtime/files';
 import type { HttpResult } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';

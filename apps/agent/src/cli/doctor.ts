@@ -25,6 +25,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
+import '../config-checker.js';
 import { readToken } from '../tokens.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';

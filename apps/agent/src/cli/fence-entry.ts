@@ -1,13 +1,8 @@
 /**
- * The entry of `hq fence check` and `hq fence run` (bin/hq.js comes here for them): the same
- * specs, parsing, help, error mapping and exit as `hq` through entry.ts and main.ts, without
- * loading the command table. Cron jobs and fenced scripts run these often, so every module
- * not loaded is start-up time saved (see docs/BENCH.md, the fence path).
+ * The ES-module entry of `hq fence check` and `hq fence run` (fence-main.ts): bin/hq.cjs comes
+ * here when the CommonJS bundle of fence-main is missing or older than the modules it was built
+ * from (a tree built with `tsc -b` alone).
  */
-import { exitWhenDone, runCommand } from './args.js';
-import { FENCE_CHECK_COMMAND, FENCE_RUN_COMMAND } from './fence.js';
+import { fenceMain } from './fence-main.js';
 
-const argv = process.argv.slice(2);
-const cmd = argv[1] === 'run' ? FENCE_RUN_COMMAND : FENCE_CHECK_COMMAND;
-
-exitWhenDone(runCommand(cmd.spec, cmd.load, argv.slice(2)));
+fenceMain(process.argv.slice(2));

@@ -3,7 +3,7 @@
  * reader (`@hq/runtime/config-file`, through local.ts) are loaded (the supervisor, fence-run.js,
  * only by `fence run`); the agent (which validated the config at its start) decides the role. When the agent does not answer, the
  * full config is validated so a bad config or an unknown role still exits 2, and the answer is
- * "skip". bin/hq.js runs both through fence-entry.js, without the command table of main.ts.
+ * "skip". bin/hq.cjs runs both through fence-main (bundled, or fence-entry.js), without the command table of main.ts.
  */
 import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
@@ -39,7 +39,7 @@ export const FENCE_RUN_SPEC: CommandSpec = {
   exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
 };
 
-/** The COMMANDS entries of main.ts (fence-entry.js uses the same specs and functions). */
+/** The COMMANDS entries of main.ts (fence-main.ts uses the same specs and functions). */
 export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceCheck };
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
@@ -103,7 +103,8 @@ async function register(socketPath: string, role: string, generation: number, gr
 
 /** The agent is down: validate the config fully (exit 2 when bad) and the role against it. */
 async function checkOffline(configPath: string | undefined, role: string): Promise<void> {
-  const { loadConfig } = await import('../config.js');
+  const { loadConfig, loadConfigChecker } = await import('../config.js');
+  await loadConfigChecker();
   const config = loadConfig(configPath);
   if (!config.roles.includes(role)) throw new CliError(2, `unknown role "${role}": not one of ${config.roles.join(', ')}`);
 }

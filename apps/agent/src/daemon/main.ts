@@ -7,7 +7,7 @@
  */
 import { unlink } from 'node:fs/promises';
 import { agentLogger, componentLogger } from './log.js';
-import { advertisedUrl, ConfigError, loadConfig, resolveNetwork } from '../config.js';
+import { advertisedUrl, ConfigError, loadConfigLazily, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile } from '../tokens.js';
@@ -52,7 +52,7 @@ export interface DaemonHandle {
 }
 
 export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
-  const config = await resolveNetwork(loadConfig(configPath));
+  const config = await resolveNetwork(await loadConfigLazily(configPath));
   const log = agentLogger(config.hostName);
   const dirProblem = await ensureDir(config.stateDir, 0o700);
   if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
@@ -189,7 +189,12 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   };
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
+export interface MainOptions {
+  /** Called once the daemon is up (listening, the first heartbeat answered, its timers set). */
+  readonly onStarted?: () => void;
+}
+
+export async function main(argv: readonly string[], opts: MainOptions = {}): Promise<number> {
   let configPath: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -243,6 +248,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 1;
   }
   const started = handle;
+  opts.onStarted?.();
   return new Promise<number>((done) => {
     exit = done;
     if (signalled) void started.stop({ handover: true }).then(() => done(0));

@@ -16,9 +16,25 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Type, { type Static } from 'typebox';
-import { ERRORS, isHost, REPORTED_DATA_LIMITS, REPORTED_EVENTS } from '@hq/protocol';
-import { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
+import type { Static } from 'typebox';
+import { ERRORS, isHost } from '@hq/protocol';
+// The routes' schemas as plain JSON, generated from their TypeBox definitions (../schemas/source.ts):
+// the daemon does not load TypeBox's builder.
+import {
+  ErrorBody,
+  FenceQuery,
+  OkAnswer,
+  OkTrue,
+  PeerConfirmAnswer,
+  PeerConfirmBody,
+  ReportedEventBody,
+  RunClaimBody,
+  RunClaimed,
+  RunParams,
+  RunRefused,
+  RunStartedBody,
+  SteppedDownAnswer,
+} from '../schemas/generated.js';
 import { ensureDir } from '@hq/runtime/files';
 import { HttpError, refusalBody } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
@@ -28,10 +44,6 @@ import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
 import type { AgentMetrics } from './metrics.js';
-
-const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
-
-const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
 function base(listener: string, metrics: AgentMetrics | null, host: () => string, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
@@ -74,26 +86,7 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
 // ---------------------------------------------------------------------------------------
 // the unix socket
 
-/**
- * `POST /v1/events`: a category and one of its closed list of events (lease-core
- * REPORTED_EVENTS), with flat scalar data. Keys are camelCase words, never one the log line
- * sets itself (pino's and the event's own), so a report cannot forge another line's fields.
- */
-const ReportedData = Type.Record(
-  Type.String({ pattern: '^[a-z][A-Za-z0-9]{0,31}$' }),
-  Type.Union([Type.String({ maxLength: REPORTED_DATA_LIMITS.maxString }), Type.Number(), Type.Boolean(), Type.Null()]),
-  { maxProperties: REPORTED_DATA_LIMITS.maxFields },
-);
-const reported = <C extends keyof typeof REPORTED_EVENTS>(category: C) =>
-  Type.Object(
-    {
-      category: Type.Literal(category),
-      event: Type.Union(REPORTED_EVENTS[category].map((e) => Type.Literal(e))),
-      data: Type.Optional(ReportedData),
-    },
-    { additionalProperties: false },
-  );
-export const ReportedEventBody = Type.Union([reported('hq.standby'), reported('control')]);
+export { ReportedEventBody };
 export type ReportedEventBody = Static<typeof ReportedEventBody>;
 /** Fields every log line sets itself: a report's data may not carry them. */
 const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
@@ -112,7 +105,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       done();
     });
   }
-  app.get('/v1/fence', { schema: { querystring: Type.Object({ role: Type.String() }, { additionalProperties: false }) } }, async (req, reply) => {
+  app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
     const r = agent.fencing.reply(req.query.role);
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
@@ -151,7 +144,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     await agent.resume();
     return { ok: true };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorBody } } }, async (req) => {
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkTrue, 400: ErrorBody } } }, async (req) => {
     const data = req.body.data ?? {};
     const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
     if (taken !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
@@ -231,19 +224,9 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     {
       preHandler: requirePeer,
       schema: {
-        body: Type.Object(
-          {
-            host: Type.String({ pattern: HOST }),
-            generation: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
-            // The lease timing of the holder's record (S6: the arbiter's), so the wait this
-            // confirmation imposes covers the validity it extends.
-            ttlSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
-            safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
-          },
-          { additionalProperties: false },
-        ),
+        body: PeerConfirmBody,
         response: {
-          200: Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Type.String() }),
+          200: PeerConfirmAnswer,
           400: ErrorBody,
           401: ErrorBody,
         },

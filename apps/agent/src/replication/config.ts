@@ -15,6 +15,7 @@ import Type, { type Static } from 'typebox';
 import Schema from 'typebox/schema';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
+import '../config-checker.js';
 import { DEFAULT_SECRET_PATTERNS, HOST_SCHEMA_PATTERN, isHost, relPathProblem, TIERS, type Tier } from '@hq/protocol';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 

@@ -1,0 +1,35 @@
+/**
+ * daemon/jit.ts: V8's optimizing compiler is off from deferOptimizingCompiler() until the
+ * function it returns is called, and optimizes hot code again after it (the daemon calls it
+ * once it is up: daemon-cli.ts → main's onStarted). A child node with V8's natives syntax asks
+ * V8 whether a hot function was optimized, before and after (compilation on the main thread, so
+ * the answer does not depend on the machine's load).
+ */
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ROOT } from './helpers.js';
+
+const CHILD = `
+const { deferOptimizingCompiler } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'apps/agent/dist/daemon/jit.js')).href)});
+const optimized = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
+function hot(x) { let s = 0; for (let i = 0; i < 100; i++) s += (x * i) % 7; return s; }
+const release = deferOptimizingCompiler();
+for (let i = 0; i < 200000; i++) hot(i);
+const before = optimized(hot);
+release();
+for (let i = 0; i < 200000; i++) hot(i);
+console.log(JSON.stringify({ before, after: optimized(hot) }));
+`;
+
+t.test('the optimizing compiler waits for the release, then optimizes hot code', async (t) => {
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', CHILD], {
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
+  t.equal(r.status, 0, `the child ran ${r.stderr}`);
+  const seen = JSON.parse(r.stdout.trim().split('\n').pop() ?? 'null') as { before: boolean; after: boolean };
+  t.equal(seen.before, false, 'a hot function is not optimized before the release');
+  t.equal(seen.after, true, 'and is after it');
+});
