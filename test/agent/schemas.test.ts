@@ -44,7 +44,7 @@ t.test("the daemon's modules do not import TypeBox's builder, its checker or @hq
     }
   };
   walk(join(src, 'daemon-cli.ts'));
-  t.ok(seen.has(join(src, 'daemon/servers.ts')) && seen.has(join(src, 'config.ts')) && seen.has(join(src, 'registry/member.ts')), 'the walk reaches the listeners, the config and the registry member');
+  t.ok(seen.has(join(src, 'daemon/servers.ts')) && seen.has(join(src, 'config.ts')) && seen.has(join(src, 'registry-client/member.ts')), 'the walk reaches the listeners, the config and the registry member');
   t.equal(externals.get('typebox'), undefined, 'no module imports typebox');
   t.equal(externals.get('@hq/protocol/schemas'), undefined, 'nor @hq/protocol/schemas');
   t.equal(externals.get('typebox/schema'), undefined, 'nor typebox/schema: the daemon loads it only for a config the quick check cannot pass');

@@ -50,3 +50,15 @@ t.test('a config object is read or refused with one line naming the file', async
   t.throws(() => namingFile(null, () => { throw new ConfigError('ttl', 'ttl: too small'); }), { message: 'ttl: too small' }, 'without a file, as it is');
   t.equal(namingFile(file, () => 7), 7, 'a valid file passes its value through');
 });
+
+t.test('a ConfigError of another copy of the module is a ConfigError (the fence bundle beside the ES modules)', async (t) => {
+  const url = new URL('../../packages/runtime/src/config-file.ts', import.meta.url).href;
+  const copy = (await import(`${url}?copy=1`)) as typeof import('../../packages/runtime/src/config-file.js');
+  t.not(copy.ConfigError, ConfigError, 'a second copy of the class');
+  const err = new copy.ConfigError('ttlSeconds', 'ttlSeconds: must be a number');
+  t.ok(err instanceof ConfigError, 'instanceof holds across the copies');
+  t.ok(new ConfigError('k', 'm') instanceof copy.ConfigError, 'both ways');
+  t.notOk(new Error('ttlSeconds: must be a number') instanceof ConfigError, 'a plain Error is not one');
+  t.notOk(Object.assign(new Error('x'), { name: 'ConfigError' }) instanceof ConfigError, 'nor one merely named so');
+  t.equal(err.key, 'ttlSeconds', 'its key');
+});

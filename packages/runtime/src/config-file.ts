@@ -10,13 +10,26 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 /** A configuration problem: one line naming the key. The CLIs print it and exit 2. */
+/** Marks a ConfigError of any copy of this module (a bundle holds its own copy beside the ES modules). */
+const CONFIG_ERROR = Symbol.for('@hq/runtime/config-file.ConfigError');
+
 export class ConfigError extends Error {
+  readonly [CONFIG_ERROR] = true;
   constructor(
     readonly key: string,
     message: string,
   ) {
     super(message);
     this.name = 'ConfigError';
+  }
+
+  /**
+   * `instanceof ConfigError` holds for a ConfigError made by another copy of this module too:
+   * `hq fence run|check` run from one bundled file that loads the config module's ES copy when
+   * it must check a config in full, and a bad config must still be exit 2 there.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [CONFIG_ERROR]?: unknown })[CONFIG_ERROR] === true;
   }
 }
 
