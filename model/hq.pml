@@ -446,14 +446,17 @@ inline arb_transfer(x) {
   granted()
 }
 
-/* POST /v1/lease/release with handoverTo: granted at once, no lock-delay (the start wait
- * applies, as to every grant). */
+/* POST /v1/lease/release with handoverTo: granted with no lock-delay for the releasing holder
+ * (it stepped down first); the start wait applies, as to every grant, and so does a lock-delay
+ * the releasing holder's own grant was still waiting out (`nb`: it protects the holder before
+ * it, as lease-core's release keeps `notBefore`). Found by step-down-3c: a transfer to host1,
+ * host1's handover to host2 during its lock-delay, and host2 ran beside host0's child. */
 inline arb_release(a, g, x) {
   printf("@ host%d's release of %d to host%d lands\n", a, g, x);
   before();
   note(a, 255, g, 0);
   if
-  :: (hol == a && g == gen) -> grant(x, 0, a, 0)
+  :: (hol == a && g == gen) -> grant(x, nb, a, 0)
   :: else
   fi;
   granted()

@@ -159,17 +159,28 @@ export function toolsPresent() {
  * directory. Returns what pan said: errors, states stored, depth, seconds, whether the search
  * was complete, the property violated and whether a trail file was written.
  */
-export function check(config, mutant = null, { optimize = '-O2', memoryMb = 6000, timeoutMs = 3 * 3600 * 1000, keep = false } = {}) {
+export function check(
+  config,
+  mutant = null,
+  {
+    optimize = '-O2',
+    memoryMb = config.memoryMb ?? 6000,
+    hash = config.hash ?? (config.defs.N === 3 ? 26 : 24),
+    compress = config.compress ?? ['-DCOLLAPSE'],
+    timeoutMs = 3 * 3600 * 1000,
+    keep = false,
+  } = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), 'hq-model-'));
   try {
     const f = flags(config, mutant === null ? [] : [mutant]);
     const gen = run('spin', ['-a', ...f, MODEL], dir, 120_000);
     if (gen.code !== 0 || !existsSync(join(dir, 'pan.c'))) throw new Error(`spin -a ${f.join(' ')} failed: ${gen.out.trim()}`);
-    const cc = run('cc', [optimize, '-w', '-DSAFETY', '-DCOLLAPSE', `-DMEMLIM=${memoryMb}`, '-o', 'pan', 'pan.c'], dir, 600_000);
+    const cc = run('cc', [optimize, '-w', '-DSAFETY', ...compress, `-DMEMLIM=${memoryMb}`, '-o', 'pan', 'pan.c'], dir, 600_000);
     if (cc.code !== 0) throw new Error(`cc pan.c failed: ${cc.out.trim().slice(0, 2000)}`);
     const started = Date.now();
     // -m: search depth (runs never come close); -w: hash table 2^w slots.
-    const pan = run('./pan', ['-m1000000', `-w${config.defs.N === 3 ? 26 : 24}`], dir, timeoutMs);
+    const pan = run('./pan', ['-m1000000', `-w${hash}`], dir, timeoutMs);
     const out = pan.out;
     const num = (re) => {
       const m = re.exec(out);
