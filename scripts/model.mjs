@@ -41,7 +41,9 @@ const OFF = {
  * promotions at any moment, the operator's acquire); everything else is switched off.
  * `budget` bounds restarts per run. `states` is the order of magnitude of the exhaustive
  * search (the test holds the small ones to it: a model change that shrinks or blows up the
- * search shows). `mutants` must each give a counterexample here.
+ * search shows). `mutants` must each give a counterexample here. `memoryMb` and `hash` (pan's
+ * -w) size a big search; `mutantsOnly` marks a configuration whose unmutated search does not
+ * fit and is not run (only its mutants are).
  */
 export const CONFIGS = [
   {
@@ -86,6 +88,8 @@ export const CONFIGS = [
   },
   {
     name: 'delays-jumps',
+    memoryMb: 13000,
+    hash: 26,
     defs: { N: 2, G: 2, TTL: 3, RT: 1 },
     on: ['DRIFT', 'JUMPS', 'READS'],
     states: 1e7,
@@ -93,6 +97,8 @@ export const CONFIGS = [
   },
   {
     name: 'restart-jump',
+    memoryMb: 13000,
+    hash: 26,
     defs: { N: 2, G: 2, TTL: 4, RT: 1, ARBITER_RESTARTS: 1 },
     on: ['ARBITER_RESTART'],
     states: 1e7,
@@ -100,6 +106,8 @@ export const CONFIGS = [
   },
   {
     name: 'step-down-crash',
+    memoryMb: 13000,
+    hash: 26,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['STEP_DOWN', 'AGENT_RESTART'],
     states: 4e6,
@@ -107,6 +115,8 @@ export const CONFIGS = [
   },
   {
     name: 'step-down-4',
+    memoryMb: 13000,
+    hash: 27,
     defs: { N: 2, G: 4, TTL: 2, RT: 0 },
     on: ['STEP_DOWN'],
     states: 1e7,
@@ -114,6 +124,21 @@ export const CONFIGS = [
   },
   {
     name: 'step-down-3c',
+    memoryMb: 13000,
+    hash: 27,
+    defs: { N: 3, G: 2, TTL: 2, RT: 0 },
+    on: ['STEP_DOWN'],
+    states: 1e8,
+    mutants: ['NO_LOCK_DELAY', 'ACK_BEFORE_PERSIST', 'ACK_BEFORE_CHILDREN_GONE', 'ACCEPT_FORGED_ACK'],
+  },
+  {
+    // Only for its mutant: three hosts and three generations (host0's lock-delay carried by
+    // host1's grant into host2's). Its unmutated search does not fit (SAFETY.md: 78 M states
+    // in 13 GiB, no violation, not exhaustive), so `npm run model` runs the mutant alone.
+    name: 'step-down-3c-g3',
+    mutantsOnly: true,
+    memoryMb: 13000,
+    hash: 27,
     defs: { N: 3, G: 3, TTL: 2, RT: 0 },
     on: ['STEP_DOWN'],
     states: 1e8,
@@ -121,6 +146,8 @@ export const CONFIGS = [
   },
   {
     name: 'outage-3c',
+    memoryMb: 13000,
+    hash: 27,
     defs: { N: 3, G: 2, TTL: 2, RT: 0, AGENT_RESTARTS: 1 },
     on: ['ROUNDS', 'AGENT_RESTART'],
     states: 1e8,
@@ -128,6 +155,8 @@ export const CONFIGS = [
   },
   {
     name: 'database-loss-3c',
+    memoryMb: 13000,
+    hash: 27,
     defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
     on: ['ARBITER_RESTART'],
     states: 1e8,
@@ -248,7 +277,7 @@ function main(argv) {
   if (!json) process.stdout.write(`model/hq.pml on ${machine()}\n`);
   for (const c of configs) {
     if (!json) process.stdout.write(`# ${c.name}: N=${c.defs.N} G=${c.defs.G} TTL=${c.defs.TTL} RT=${c.defs.RT}; ${faultsOf(c) || 'no optional faults'}\n`);
-    say(check(c), 'pass');
+    if (c.mutantsOnly !== true) say(check(c), 'pass');
     for (const m of c.mutants) say(check(c, m), 'cex');
   }
   if (!json) process.stdout.write(bad === 0 ? 'all as expected\n' : `${bad} not as expected\n`);
