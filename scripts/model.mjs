@@ -92,7 +92,7 @@ export const CONFIGS = [
     hash: 26,
     defs: { N: 2, G: 2, TTL: 3, RT: 1 },
     on: ['DRIFT', 'JUMPS', 'READS'],
-    states: 1e7,
+    states: 8e6,
     mutants: ['VALIDITY_FROM_RECEIVE'],
   },
   {
@@ -101,7 +101,7 @@ export const CONFIGS = [
     hash: 26,
     defs: { N: 2, G: 2, TTL: 4, RT: 1, ARBITER_RESTARTS: 1 },
     on: ['ARBITER_RESTART'],
-    states: 1e7,
+    states: 4e6,
     mutants: ['NO_START_WAIT', 'RESTART_KEEPS_NB'],
   },
   {
@@ -110,7 +110,7 @@ export const CONFIGS = [
     hash: 26,
     defs: { N: 2, G: 2, TTL: 2, RT: 0 },
     on: ['STEP_DOWN', 'AGENT_RESTART'],
-    states: 4e6,
+    states: 3e6,
     mutants: ['SD_IN_MEMORY'],
   },
   {
@@ -128,7 +128,7 @@ export const CONFIGS = [
     hash: 27,
     defs: { N: 3, G: 2, TTL: 2, RT: 0 },
     on: ['STEP_DOWN'],
-    states: 1e8,
+    states: 4e7,
     mutants: ['NO_LOCK_DELAY', 'ACK_BEFORE_PERSIST', 'ACK_BEFORE_CHILDREN_GONE', 'ACCEPT_FORGED_ACK'],
   },
   {
@@ -148,10 +148,10 @@ export const CONFIGS = [
     name: 'outage-3c',
     memoryMb: 13000,
     hash: 27,
-    defs: { N: 3, G: 2, TTL: 2, RT: 0, AGENT_RESTARTS: 1 },
-    on: ['ROUNDS', 'AGENT_RESTART'],
+    defs: { N: 3, G: 2, TTL: 2, RT: 0 },
+    on: ['ROUNDS'],
     states: 1e8,
-    mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
+    mutants: ['NO_STANDBY_WAIT'],
   },
   {
     name: 'database-loss-3c',
