@@ -49,8 +49,8 @@
  *   ACK_BEFORE_PERSIST ACK_BEFORE_CHILDREN_GONE ACCEPT_ANY_GEN_ACK ACCEPT_FORGED_ACK
  *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
- * NO_READS, NO_ARBITER_RESTART, NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or
- * handover): a configuration leaves out faults to stay small, never a mechanism.
+ * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
+ * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
  */
 
 #ifndef N
@@ -798,9 +798,16 @@ inline tick() {
 #else
 /* The arbiter starts again with its database lost, or kept after a forward jump of 0 .. TTL + M. */
 #define AREST(j) :: d_step { (!ovf && AR_OK) -> AR_USE; arb_restart(0, j); check() }
+#ifdef NO_KEPT_RESTART
+/* Size switch: the arbiter restarts only with its database lost (the restarts that keep it, with
+ * or without a jump, are left out). */
+#define ARESTS \
+  :: d_step { (!ovf && AR_OK) -> AR_USE; arb_restart(1, 0); check() }
+#else
 #define ARESTS \
   :: d_step { (!ovf && AR_OK) -> AR_USE; arb_restart(1, 0); check() } \
   AREST(0) AREST(1) AREST(2) AREST(3) AREST(4) AREST5 AREST6
+#endif
 #if TTL + M >= 5
 #define AREST5 AREST(5)
 #else
