@@ -152,7 +152,7 @@ export const CONFIGS = [
     hash: 27,
     defs: { N: 3, G: 2, TTL: 2, RT: 0 },
     on: ['ROUNDS'],
-    states: 1e8,
+    states: 3e7,
     mutants: ['NO_STANDBY_WAIT'],
   },
   {
