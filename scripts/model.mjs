@@ -121,7 +121,7 @@ export const CONFIGS = [
     hash: 27,
     defs: { N: 2, G: 4, TTL: 2, RT: 0 },
     on: ['STEP_DOWN'],
-    states: 1e7,
+    states: 5e7,
     mutants: ['ACCEPT_ANY_GEN_ACK'],
   },
   {
