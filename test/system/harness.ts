@@ -8,7 +8,7 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
@@ -18,6 +18,8 @@ export const ROOT = resolve(import.meta.dirname, '../..');
 export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
+/** Entries a pinned older build (test/upgrade: 0.1.0) has under another path: `cli.js` became `cli/entry.js` in 0.2.0. */
+const ENTRY_BEFORE_RENAME: { readonly [rel: string]: string } = { 'apps/agent/dist/cli/entry.js': 'apps/agent/dist/cli.js' };
 
 export const HOSTS = ['mbp', 'node-b'] as const;
 export type HostName = (typeof HOSTS)[number];
@@ -247,7 +249,12 @@ export class Cluster {
 
   private bin(name: string, path: string): string {
     const root = this.roots.get(name);
-    return root === undefined ? path : join(root, path.slice(ROOT.length + 1));
+    if (root === undefined) return path;
+    const rel = path.slice(ROOT.length + 1);
+    const mapped = join(root, rel);
+    // A pinned older build may have the entry under its name before a rename.
+    const before = ENTRY_BEFORE_RENAME[rel];
+    return before !== undefined && !existsSync(mapped) ? join(root, before) : mapped;
   }
 
   /** Starts arbiter i (named `arbiter` for 0, `arbiter-i` otherwise) and waits for its /v1/health. */

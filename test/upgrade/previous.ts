@@ -21,7 +21,7 @@ export const PREVIOUS_TAG = 'v0.1.0';
 export const PREVIOUS_COMMIT = 'd822c095f85a29835794dc43907fc7eed5af01de';
 
 export interface PreviousBuild {
-  /** The worktree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` under it. */
+  /** The worktree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` (0.1.0's CLI entry; `cli/entry.js` since 0.2.0) under it. */
   readonly root: string;
   readonly commit: string;
   /** Removes the worktree (and its registration in this repository). */
