@@ -73,6 +73,13 @@ const rangeKv = (r: TxnResult, i: number): KeyValue | undefined => {
   return x?.type === 'range' ? x.kvs[0] : undefined;
 };
 
+/** The state and the sequence from a txn's first two ranges (state, then sequence); null without a state. */
+function baseOf(r: TxnResult, confirmed: boolean): Base | null {
+  const s = rangeKv(r, 0);
+  const q = rangeKv(r, 1);
+  return s === undefined ? null : { state: decodeState(s.value), stateRev: s.modRevision, seq: seqOf(q), seqRev: q?.modRevision ?? 0n, confirmed };
+}
+
 interface Base {
   readonly state: ArbiterState;
   readonly stateRev: bigint;
@@ -228,18 +235,14 @@ export class EtcdStore implements LeaseStore {
 
   /** One linearizable read of the state and the event sequence (one txn: one revision). */
   private async readBase(): Promise<Base> {
-    const read = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
-    const stateKv = rangeKv(read, 0);
-    if (stateKv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
-    const seqKv = rangeKv(read, 1);
-    return { state: decodeState(stateKv.value), stateRev: stateKv.modRevision, seq: seqOf(seqKv), seqRev: seqKv?.modRevision ?? 0n, confirmed: true };
+    const base = baseOf(await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] }), true);
+    if (base === null) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    return base;
   }
 
   /** Remembers what a lost compare's failure branch returned (the state's value, the sequence) for the next decision. */
   private remember(r: TxnResult): void {
-    const s = rangeKv(r, 0);
-    const q = rangeKv(r, 1);
-    this.last = s === undefined ? null : { state: decodeState(s.value), stateRev: s.modRevision, seq: seqOf(q), seqRev: q?.modRevision ?? 0n, confirmed: false };
+    this.last = baseOf(r, false);
   }
 
   /**
