@@ -11,7 +11,10 @@ import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from '@hq/runtime/clock';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
-import { CasError, NotElectedError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome } from './store/store.js';
+import { ERRORS } from '@hq/protocol';
+import { HttpError } from '@hq/runtime/refusal';
+import { CasError, NotElectedError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome, type TokenStore } from './store/store.js';
+import { tokenStands, type Principal } from './auth.js';
 import { andThen, isPromise, type Awaitable } from './awaitable.js';
 import { TimingNotes, failoverOf } from './timing.js';
 
@@ -63,8 +66,8 @@ export interface Decided<A> {
 
 export interface ArbiterDeps {
   readonly config: ArbiterConfig;
-  /** The record CAS for decisions, the event log for shell-side events (`note`). */
-  readonly store: LeaseRecords & EventLog;
+  /** The record CAS for decisions, the event log for shell-side events (`note`), the tokens a commit confirms. */
+  readonly store: LeaseRecords & EventLog & Pick<TokenStore, 'findToken' | 'knownToken'>;
   readonly clock: Clock;
   readonly sink: EventSink;
   readonly metrics: Metrics;
@@ -75,10 +78,15 @@ export interface ArbiterDeps {
 /** A decision waiting for its transaction. */
 interface Pending {
   readonly op: string;
+  /** The sha256 of a token let in from memory, which the commit confirms (`Principal.confirm`). */
+  readonly confirm: string | undefined;
   readonly ifMatch: string | undefined;
   readonly decide: (state: ArbiterState, ctx: Context) => Step<unknown>;
   readonly outcome: (a: unknown) => string;
 }
+
+/** A request whose token no longer stands when its decision commits: what `authenticate` answers. */
+const unauthorized = (): HttpError => new HttpError(ERRORS.UNAUTHORIZED, 'the token is not valid');
 
 /** How often a batch is decided again after a lost compare-and-swap before its requests fail. */
 const CAS_RETRIES = 3;
@@ -147,7 +155,7 @@ export class Arbiter {
    * and hooked after commit; the new boot replaces the old one after commit too.
    */
   async decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
-    const [result] = await this.run([{ op, ifMatch, decide, outcome }] as Pending[]);
+    const [result] = await this.run([{ op, confirm: undefined, ifMatch, decide, outcome }] as Pending[]);
     if (!(result as Ran).ok) throw (result as { error: unknown }).error;
     return (result as { decided: Decided<A> }).decided;
   }
@@ -157,16 +165,25 @@ export class Arbiter {
    * (requests read from many sockets at once) share one transaction and so one fsync, each
    * deciding on the state the one before it left. An answer still goes out only after its
    * decision is committed to disk (S4). Used by the request routes; checks decide directly.
+   * `by` is the request's principal: a token it was let in on from memory (`confirm`) is
+   * confirmed by the group's commit, and the decision refuses itself (401) when the token no
+   * longer stands there.
    */
-  submit<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
-    const queue = (): Promise<Decided<A>> => this.group.submit({ op, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
+  submit<A>(op: string, by: Principal | null, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
+    const queue = (): Promise<Decided<A>> => this.group.submit({ op, confirm: by?.confirm, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
     if (ifMatch === undefined) return queue();
     // A stale If-Match against the committed revision (the cache: no write lock) loses now;
     // this is what serial decisions would answer, as the queued ones only raise the revision.
     return Promise.resolve(
       andThen(this.read(), (state) => {
         const revision = state.lease.revision;
-        return ifMatchStale(ifMatch, revision) ? Promise.reject(new PreconditionFailed(revision)) : queue();
+        if (!ifMatchStale(ifMatch, revision)) return queue();
+        const hash = by?.confirm;
+        if (hash === undefined) return Promise.reject(new PreconditionFailed(revision));
+        // A token from memory is confirmed before this refusal too: a revoked one is 401, not 412.
+        return Promise.resolve(this.deps.store.findToken(hash)).then((row) => {
+          throw tokenStands(row, hash) ? new PreconditionFailed(revision) : unauthorized();
+        });
       }),
     );
   }
@@ -224,8 +241,12 @@ export class Arbiter {
     let boot = startBoot;
     const steps: Array<Step<unknown> | undefined> = [];
     const boots: Boot[] = [];
-    const committed = this.deps.store.transactAll(
+    const store = this.deps.store;
+    const tokens = batch.flatMap((p) => (p.confirm === undefined ? [] : [p.confirm]));
+    const committed = store.transactAll(
       batch.map((p, i) => (state: ArbiterState) => {
+        // The row as the commit confirms it (read with the state, or compared in the write).
+        if (p.confirm !== undefined && !tokenStands(store.knownToken?.(p.confirm), p.confirm)) throw unauthorized();
         if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
         const s = p.decide(state, { now, settings: this.settings, boot });
         steps[i] = s;
@@ -234,6 +255,7 @@ export class Arbiter {
         const events: EventInput[] = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
         return { next: s.next, events, result: s.answer };
       }),
+      tokens,
     );
     return andThen(committed, (outcomes) => this.told(batch, outcomes, steps, boots, startBoot, boot, now));
   }

@@ -1,8 +1,9 @@
 /**
  * Bearer tokens (SPEC §4): 256 random bits, shown once as 64 hex characters, stored only as
  * their sha256. A presented token is hashed, looked up, and the stored hash compared with
- * `timingSafeEqual`. Tokens are read from the database on every request, so a revocation is
- * effective from the next request on.
+ * `timingSafeEqual`. Tokens are read from the store on every request, or — for a request whose
+ * decision's commit confirms its token (store etcd) — checked again in that commit; either way a
+ * revocation is effective from the next request on.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join } from 'node:path';
@@ -24,17 +25,30 @@ export function sha256Hex(text: string): string {
 export interface Principal {
   readonly machine: string;
   readonly scope: Scope;
+  /**
+   * The sha256 of a token let in from memory (`TokenStore.knownToken`), not read now: the
+   * request's decision must confirm it in its commit (`Arbiter.submit`). Absent: read now.
+   */
+  readonly confirm?: string;
 }
 
 export type AuthResult =
   | { readonly ok: true; readonly principal: Principal | null }
   | { readonly ok: false; readonly status: 400 | 401; readonly message: string };
 
+/** A stored row lets its token in when it is the token's (compared in constant time) and not revoked. */
+export function tokenStands(row: TokenRow | undefined, hash: string): row is TokenRow {
+  return row !== undefined && sameHash(row.sha256, hash) && row.revoked === null;
+}
+
 /**
  * Reads the Authorization header from raw headers (Node keeps only the first of duplicates):
  * none → principal null; two or more → 400; a malformed, unknown or revoked token → 401.
+ * `fromMemory` (a request whose decision's commit confirms its token: `Arbiter.submit`): a
+ * token the store holds in memory (`knownToken`) is let in without a read, the principal
+ * carrying `confirm`; any other is read as always.
  */
-export function authenticate(store: TokenStore, rawHeaders: readonly string[]): Awaitable<AuthResult> {
+export function authenticate(store: TokenStore, rawHeaders: readonly string[], fromMemory = false): Awaitable<AuthResult> {
   const values: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() === 'authorization') values.push(rawHeaders[i + 1] as string);
@@ -48,10 +62,11 @@ export function authenticate(store: TokenStore, rawHeaders: readonly string[]): 
   const token = m[2] as string;
   if (!TOKEN_PATTERN.test(token)) return { ok: false, status: 401, message: 'the token is not valid' };
   const hash = sha256Hex(token);
+  const known = fromMemory ? store.knownToken?.(hash) : undefined;
+  // Unknown to memory, or revoked there (a revocation is never undone): read now.
+  if (tokenStands(known, hash)) return { ok: true, principal: { machine: known.machine, scope: known.scope, confirm: hash } };
   return andThen(store.findToken(hash), (row): AuthResult => {
-    if (row === undefined || !sameHash(row.sha256, hash) || row.revoked !== null) {
-      return { ok: false, status: 401, message: 'the token is not valid' };
-    }
+    if (!tokenStands(row, hash)) return { ok: false, status: 401, message: 'the token is not valid' };
     return { ok: true, principal: { machine: row.machine, scope: row.scope } };
   });
 }

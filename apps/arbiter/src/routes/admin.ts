@@ -24,18 +24,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post(
     '/v1/lease/transfer',
-    { config: { scope: 'admin' }, schema: { body: TransferBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
+    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: TransferBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
     async (req, reply) => {
-      const d = await arbiter.submit('transfer', req.headers['if-match'], (s, ctx) => transfer(s, ctx, req.body), verdictOutcome);
+      const d = await arbiter.submit('transfer', req.principal, req.headers['if-match'], (s, ctx) => transfer(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);
     },
   );
 
   app.put(
     '/v1/maintenance',
-    { config: { scope: 'admin' }, schema: { body: MaintenanceBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
+    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: MaintenanceBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
     async (req, reply) => {
-      const d = await arbiter.submit('maintenance', req.headers['if-match'], (s, ctx) => setMaintenance(s, ctx, req.body), verdictOutcome);
+      const d = await arbiter.submit('maintenance', req.principal, req.headers['if-match'], (s, ctx) => setMaintenance(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);
     },
   );

@@ -39,31 +39,31 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
   });
 
-  app.post('/v1/lease/acquire', { config: { scope: 'member' }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
+  app.post('/v1/lease/acquire', { config: { scope: 'member', tokenInCommit: true }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('acquire', req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('acquire', req.principal, req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
-  app.post('/v1/lease/renew', { config: { scope: 'member' }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
+  app.post('/v1/lease/renew', { config: { scope: 'member', tokenInCommit: true }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('renew', req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('renew', req.principal, req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
-  app.post('/v1/lease/release', { config: { scope: 'member' }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
+  app.post('/v1/lease/release', { config: { scope: 'member', tokenInCommit: true }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('release', req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('release', req.principal, req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
     return answerVerdict(reply, d, false, null);
   });
 
   // The displaced holder's step-down acknowledgement (issue 18): a refusal is an answer, not an error.
   app.post(
     '/v1/lease/stepped-down',
-    { config: { scope: 'member' }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
+    { config: { scope: 'member', tokenInCommit: true }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
     async (req, reply) => {
       actFor(req, req.body.host);
-      const d = await arbiter.submit('stepped-down', req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason));
+      const d = await arbiter.submit('stepped-down', req.principal, req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason));
       const lease = arbiter.record(d.state, d.now);
       reply.header('etag', `"${lease.revision}"`);
       const a = d.answer;

@@ -10,7 +10,8 @@ export const authPlugin = fp(
     app.addHook('onRequest', async (req) => {
       const scope = req.routeOptions.config?.scope ?? 'none';
       if (scope === 'none') return;
-      const auth = await authenticate(app.hq.store, req.raw.rawHeaders);
+      // A route that decides through `arbiter.submit` confirms a token from memory in its commit.
+      const auth = await authenticate(app.hq.store, req.raw.rawHeaders, req.routeOptions.config?.tokenInCommit === true);
       if (!auth.ok) throw new HttpError(auth.status === 400 ? ERRORS.BAD_REQUEST : ERRORS.UNAUTHORIZED, auth.message);
       const p = auth.principal;
       req.principal = p;

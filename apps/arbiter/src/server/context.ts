@@ -38,6 +38,12 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     scope?: RouteScope;
+    /**
+     * The route decides through `arbiter.submit(op, req.principal, …)`, whose commit confirms
+     * the token: the token may be let in from the store's memory (`TokenStore.knownToken`).
+     * Only such a route may set it; every other request reads its token.
+     */
+    tokenInCommit?: boolean;
   }
 }
 

@@ -118,8 +118,18 @@ export interface LeaseRecords {
    * lease write is one compare-and-swap on the revision read at the start. An error of the
    * transaction itself (a failed commit, a lost CAS) throws and nothing is written.
    */
-  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): Awaitable<readonly Outcome[]>;
+  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens?: readonly string[]): Awaitable<readonly Outcome[]>;
 }
+
+/**
+ * `transactAll`'s `tokens` (a store with `TokenStore.knownToken` only): the sha256 of every token
+ * a request of the group was let in on from memory. The group's commit confirms them — the
+ * tokens' keys are read with the state it decides on, or compared in its write — so a token
+ * revoked before the commit fails its request as a fresh read would have: when one changed,
+ * nothing is written, the store holds its row as it is now, and `CasError`; the batch is decided
+ * again, and a decision whose token is no longer valid refuses itself (401).
+ */
+export type ConfirmTokens = readonly string[];
 
 /**
  * The event log: append-only, ids ascending and never reused (an SSE client resuming after id N
@@ -145,6 +155,12 @@ export interface EventLog {
 export interface TokenStore {
   insertToken(machine: string, scope: Scope, sha256: string, created: number): Awaitable<void>;
   findToken(sha256: string): Awaitable<TokenRow | undefined>;
+  /**
+   * Optional (store etcd): the row as this store last read it, from memory, for a request whose
+   * decision's commit confirms it (`transactAll`'s `tokens`, `ConfirmTokens`) — never for any
+   * other request. Undefined when it has not read it. A store without it: every request reads.
+   */
+  knownToken?(sha256: string): TokenRow | undefined;
   /** Revokes `machine`'s active tokens of `scope` and inserts the new one, atomically; returns how many were revoked. */
   replaceToken(machine: string, scope: Scope, sha256: string, created: number): Awaitable<number>;
   revokeTokens(machine: string, at: number): Awaitable<number>;

@@ -14,6 +14,11 @@
  *    stale one only loses its compare. A lost compare is `CasError`, nothing written. The
  *    record's own `revision` still rises by one per lease write (the ETag, and what S1's fencing
  *    tokens are checked against).
+ *  - A request let in on a token from memory (`knownToken`) is confirmed by its group's
+ *    commit: the token's key is read with the state decided on, or compared in the first
+ *    write (or compare-only txn) of the group. A token changed since — revoked by any process
+ *    — loses that compare like a moved state (`CasError`, nothing written), and the group is
+ *    decided again on the row as it is now: a revocation holds from the next request on.
  *  - A decision's events are written in the same txn as its state, their ids from
  *    `{prefix}/events/seq`, compared in the same txn: ids ascend, are never reused, and an
  *    event is never visible without the state it came with.
@@ -29,7 +34,7 @@ import { readFile } from 'node:fs/promises';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
 import { writeAtomicSync } from '@hq/runtime/files';
-import { CasError, NotElectedError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
+import { CasError, NotElectedError, type Committed, type ConfirmTokens, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
@@ -121,6 +126,13 @@ export class EtcdStore implements LeaseStore {
    * compare makes that exactly as safe as a read: on a value that moved it commits nothing.
    */
   private last: Base | null = null;
+  /**
+   * Every stored token this store has read (`findToken`, a group's read or lost compare), with
+   * its key's mod_revision: `knownToken` answers from it, and a group's commit compares the
+   * revision (`ConfirmTokens`). Only stored tokens enter it (an unknown token is never kept),
+   * so it is as large as the token table; an entry leaves when a read finds its key gone.
+   */
+  private readonly tokens = new Map<string, { readonly row: TokenRow; readonly rev: bigint }>();
 
   private constructor(
     opts: EtcdStoreOptions,
@@ -176,10 +188,18 @@ export class EtcdStore implements LeaseStore {
    *    txn in practice; a group with more events than fit is split in order, each part
    *    committed on the one before, and a part that fails fails the decisions from it on.
    */
-  async transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): Promise<readonly Outcome[]> {
+  async transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens: ConfirmTokens = []): Promise<readonly Outcome[]> {
     if (decisions.length === 0) return [];
-    const start = this.last ?? (await this.readBase());
+    // The group's tokens are confirmed by the read it decides on, or else by its first commit's compares.
+    let confirm = [...new Set(tokens)];
+    if (confirm.length + 3 > MAX_TXN_OPS) {
+      await this.readTokens(confirm);
+      confirm = [];
+    }
+    const remembered = this.last;
     this.last = null;
+    const start = remembered ?? (await this.readBase(confirm));
+    const checks = remembered === null ? [] : confirm;
     const before = start.state;
 
     const { decided } = decideAll(before, decisions);
@@ -215,7 +235,7 @@ export class EtcdStore implements LeaseStore {
       const stateChanged = leaseChanged(base.state, next) || next.floor !== base.state.floor || next.observers !== base.state.observers;
       let written: { base: Base; firstId: number };
       try {
-        written = await this.writePart(base, next, stateChanged, inputs);
+        written = await this.writePart(base, next, stateChanged, inputs, k === 0 ? checks : []);
       } catch (error) {
         if (k === 0) throw error;
         // The parts before committed; this one and everything decided on it fail.
@@ -233,11 +253,43 @@ export class EtcdStore implements LeaseStore {
     return outcomes;
   }
 
-  /** One linearizable read of the state and the event sequence (one txn: one revision). */
-  private async readBase(): Promise<Base> {
-    const base = baseOf(await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq)] }), true);
+  /** One linearizable read of the state, the event sequence and `tokens`' keys (one txn: one revision). */
+  private async readBase(tokens: ConfirmTokens = []): Promise<Base> {
+    const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...tokens.map((h) => op.range(this.keys.token(h)))] });
+    const base = baseOf(r, true);
     if (base === null) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    this.noteTokens(r, 2, tokens);
     return base;
+  }
+
+  /** Linearizable reads of `tokens`' keys, as many per txn as etcd takes. */
+  private async readTokens(tokens: ConfirmTokens): Promise<void> {
+    for (let i = 0; i < tokens.length; i += MAX_TXN_OPS) {
+      const part = tokens.slice(i, i + MAX_TXN_OPS);
+      this.noteTokens(await this.client.txn({ compare: [], success: part.map((h) => op.range(this.keys.token(h))) }), 0, part);
+    }
+  }
+
+  /** Keeps the token rows a txn's ranges from `from` on returned (in `tokens`' order); true when one differs from the kept one. */
+  private noteTokens(r: TxnResult, from: number, tokens: ConfirmTokens): boolean {
+    let changed = false;
+    tokens.forEach((h, i) => {
+      const kv = rangeKv(r, from + i);
+      const had = this.tokens.get(h);
+      if (kv === undefined) {
+        changed ||= had !== undefined;
+        this.tokens.delete(h);
+        return;
+      }
+      changed ||= had?.rev !== kv.modRevision;
+      this.tokens.set(h, { row: JSON.parse(kv.value) as TokenRow, rev: kv.modRevision });
+    });
+    return changed;
+  }
+
+  /** `tokens`' keys compared with the revision each was last read at (an unknown one: absent). */
+  private tokenCompares(tokens: ConfirmTokens): Compare[] {
+    return tokens.map((h) => cmp.mod(this.keys.token(h), '==', this.tokens.get(h)?.rev ?? 0n));
   }
 
   /** Remembers what a lost compare's failure branch returned (the state's value, the sequence) for the next decision. */
@@ -250,13 +302,20 @@ export class EtcdStore implements LeaseStore {
    * process) takes the next ids and tries again: the decisions still stand on the state they
    * read. Returns the new base and the id of the part's first event.
    */
-  private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[]): Promise<{ base: Base; firstId: number }> {
+  private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[], tokens: ConfirmTokens): Promise<{ base: Base; firstId: number }> {
+    const tokenRanges = tokens.map((h) => op.range(this.keys.token(h)));
     if (!stateChanged && events.length === 0) {
-      if (!base.confirmed) {
-        // Nothing to write, but the decision (a refusal, an answer) stood on a remembered state:
-        // a compare alone tells whether etcd still holds it (a read-only txn, linearizable).
-        const r = await this.client.txn({ compare: [cmp.mod(this.keys.state, '==', base.stateRev)], success: [], failure: [op.range(this.keys.state), op.range(this.keys.eventSeq)] });
+      if (!base.confirmed || tokens.length > 0) {
+        // Nothing to write, but the decision (a refusal, an answer) stood on a remembered state
+        // or on tokens from memory: a compare alone tells whether etcd still holds them (a
+        // read-only txn, linearizable).
+        const r = await this.client.txn({
+          compare: [cmp.mod(this.keys.state, '==', base.stateRev), ...this.tokenCompares(tokens)],
+          success: [],
+          failure: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...tokenRanges],
+        });
         if (!r.succeeded) {
+          this.noteTokens(r, 2, tokens);
           this.remember(r);
           throw new CasError();
         }
@@ -276,6 +335,7 @@ export class EtcdStore implements LeaseStore {
       const compare: Compare[] = [cmp.mod(this.keys.state, '==', base.stateRev)];
       if (rows.length > 0) compare.push(cmp.mod(this.keys.eventSeq, '==', seqRev));
       if (guard !== null) compare.push(guard);
+      compare.push(...this.tokenCompares(tokens));
       const success: TxnOp[] = [];
       if (stateChanged) success.push(op.put(this.keys.state, value));
       if (rows.length > 0) {
@@ -285,6 +345,7 @@ export class EtcdStore implements LeaseStore {
       // The failure branch returns the state's value: a lost compare remembers it for the next decision.
       const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
       if (guard !== null) failure.push(op.range(guard.key, { keysOnly: true }));
+      failure.push(...tokenRanges);
       let r: TxnResult;
       try {
         r = await this.client.txn({ compare, success, failure });
@@ -297,7 +358,9 @@ export class EtcdStore implements LeaseStore {
       }
       if (r.succeeded) return done(r.revision, r.revision);
       if (guard !== null && rangeKv(r, 2)?.createRevision !== (guard.against as bigint)) throw new NotElectedError();
-      if (rangeKv(r, 0)?.modRevision !== base.stateRev) {
+      // A token that changed (revoked, by any process) fails like a moved state: decided again.
+      const tokenMoved = this.noteTokens(r, guard !== null ? 3 : 2, tokens);
+      if (rangeKv(r, 0)?.modRevision !== base.stateRev || tokenMoved) {
         this.remember(r);
         throw new CasError();
       }
@@ -405,7 +468,17 @@ export class EtcdStore implements LeaseStore {
 
   async findToken(sha256: string): Promise<TokenRow | undefined> {
     const { kv } = await this.client.get(this.keys.token(sha256));
-    return kv === undefined ? undefined : (JSON.parse(kv.value) as TokenRow);
+    if (kv === undefined) {
+      this.tokens.delete(sha256);
+      return undefined;
+    }
+    const row = JSON.parse(kv.value) as TokenRow;
+    this.tokens.set(sha256, { row, rev: kv.modRevision });
+    return row;
+  }
+
+  knownToken(sha256: string): TokenRow | undefined {
+    return this.tokens.get(sha256)?.row;
   }
 
   async replaceToken(machine: string, scope: Scope, sha256: string, created: number): Promise<number> {
