@@ -139,6 +139,39 @@ t.test('the etcd store on one member', async (t) => {
 
   });
 
+  t.test("a group confirms its tokens: read with the state it decides on, or compared in its write", async (t) => {
+    const p = prefix();
+    const store = await EtcdStore.open({ client: client(), prefix: p, ttlSeconds: 6 });
+    const other = await EtcdStore.open({ client: client(), prefix: p, ttlSeconds: 6 });
+    const hash = (i: number): string => i.toString(16).padStart(64, '0');
+    await other.insertToken('mbp', 'member', hash(1), NOW);
+    t.equal((await store.findToken(hash(1)))?.machine, 'mbp', 'read once: in memory');
+    // A decision that reads the token as the arbiter's does, from memory.
+    const seen: Array<number | null | undefined> = [];
+    const decide = (s: ArbiterState) => {
+      seen.push(store.knownToken(hash(1))?.revoked);
+      return bump(s);
+    };
+    // 1. No last commit yet (a fresh store): the group's read brings the token up to date.
+    await other.revokeTokens('mbp', NOW + 1);
+    await store.transactAll([decide], [hash(1)]);
+    t.same(seen, [NOW + 1], 'the decision saw the revocation the read brought');
+    // 2. On the last commit: the write compares the token's key; a changed one commits nothing.
+    await other.insertToken('node-b', 'member', hash(2), NOW);
+    await store.findToken(hash(2));
+    await store.transactAll([bump], [hash(2)]);
+    const gen = (await store.read()).lease.generation;
+    await other.revokeTokens('node-b', NOW + 2);
+    await t.rejects(async () => store.transactAll([bump], [hash(2)]), CasError, 'the token moved under the write: CasError');
+    t.equal((await store.read()).lease.generation, gen, 'nothing written');
+    t.equal(store.knownToken(hash(2))?.revoked, NOW + 2, 'the store holds the row as it is now');
+    // 3. More tokens than one txn compares: read first, then decided.
+    const many = Array.from({ length: 200 }, (_, i) => hash(1000 + i));
+    const outcomes = await store.transactAll([bump], many);
+    t.equal(outcomes[0]?.ok, true, '200 tokens (none stored) in one group: read in parts, the group commits');
+    t.equal(store.knownToken(hash(1000)), undefined, 'an unknown token is not kept');
+  });
+
   t.test('every key is under the prefix; a second installation on another prefix is untouched', async (t) => {
     const c = client();
     const p1 = prefix();

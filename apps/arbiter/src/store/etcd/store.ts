@@ -305,10 +305,10 @@ export class EtcdStore implements LeaseStore {
   private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[], tokens: ConfirmTokens): Promise<{ base: Base; firstId: number }> {
     const tokenRanges = tokens.map((h) => op.range(this.keys.token(h)));
     if (!stateChanged && events.length === 0) {
-      if (!base.confirmed || tokens.length > 0) {
+      if (!base.confirmed) {
         // Nothing to write, but the decision (a refusal, an answer) stood on a remembered state
-        // or on tokens from memory: a compare alone tells whether etcd still holds them (a
-        // read-only txn, linearizable).
+        // and on tokens from memory (a confirmed base read them with it): a compare alone tells
+        // whether etcd still holds them (a read-only txn, linearizable).
         const r = await this.client.txn({
           compare: [cmp.mod(this.keys.state, '==', base.stateRev), ...this.tokenCompares(tokens)],
           success: [],
