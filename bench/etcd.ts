@@ -182,9 +182,39 @@ interface Run {
   p99: number;
   statuses: string;
   outcomes: Map<string, number>;
+  /** CPU time per answer, µs: the arbiter's process, etcd's, and this process (the load generator). */
+  cpu: Cpu;
+}
+
+interface Cpu {
+  arbiter: number;
+  etcd: number;
+  client: number;
+}
+
+/** The processes whose CPU time a side's run counts (set once the daemons are up). */
+const SIDE_PIDS: { [side in Side]: { arbiter: number | null; etcd: number | null } } = {
+  hq: { arbiter: null, etcd: null },
+  'hq-etcd': { arbiter: null, etcd: null },
+  etcd: { arbiter: null, etcd: null },
+};
+const CLK_TCK = 100;
+
+/** utime + stime of a process, µs (/proc/PID/stat fields 14 and 15, clock ticks); 0 when unknown. */
+function cpuMicros(pid: number | null): number {
+  if (pid === null) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
+  } catch {
+    return 0;
+  }
 }
 
 async function run(s: Scenario, seconds: number): Promise<Run> {
+  const pids = SIDE_PIDS[s.side];
+  const cpu0 = { arbiter: cpuMicros(pids.arbiter), etcd: cpuMicros(pids.etcd), client: process.cpuUsage() };
   const step = new Array<number>(CONNECTIONS).fill(0);
   const t0 = new Array<number>(CONNECTIONS).fill(0);
   const lat: number[] = [];
@@ -212,10 +242,17 @@ async function run(s: Scenario, seconds: number): Promise<Run> {
     },
   );
   const elapsed = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu0.client);
+  const answers = [...outcomes.values()].reduce((a, n) => a + n, 0) || 1;
+  const cpu: Cpu = {
+    arbiter: (cpuMicros(pids.arbiter) - cpu0.arbiter) / answers,
+    etcd: (cpuMicros(pids.etcd) - cpu0.etcd) / answers,
+    client: (used.user + used.system) / answers,
+  };
   lat.sort((a, b) => a - b);
   const q = (p: number): number => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
   const outs = [...outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}×${n}`).join(' ');
-  return { ops: lat.length / elapsed, p50: q(0.5), p99: q(0.99), statuses: `${statusText(r.statuses)} (${outs})`, outcomes };
+  return { ops: lat.length / elapsed, p50: q(0.5), p99: q(0.99), statuses: `${statusText(r.statuses)} (${outs})`, outcomes, cpu };
 }
 
 const revisionOf = (etag: string | undefined): number => (etag === undefined ? 0 : Number(etag.replaceAll('"', '')));
@@ -469,7 +506,7 @@ const ms = (x: number): string => (Number.isNaN(x) ? '—' : x.toFixed(2));
 function medianRun(runs: readonly Run[]): Run {
   const m = median(runs.map((r) => r.ops));
   const at = runs.find((r) => r.ops === m) ?? runs[0]!;
-  return { ops: m, p50: median(runs.map((r) => r.p50)), p99: median(runs.map((r) => r.p99)), statuses: at.statuses, outcomes: at.outcomes };
+  return { ops: m, p50: median(runs.map((r) => r.p50)), p99: median(runs.map((r) => r.p99)), statuses: at.statuses, outcomes: at.outcomes, cpu: at.cpu };
 }
 
 async function main(): Promise<void> {
@@ -495,6 +532,9 @@ async function main(): Promise<void> {
   process.stderr.write(`hq-arbiter (pid ${hq.daemon.proc.pid}) on ${hq.base}\n`);
   const hqe = await startArbiter({ build: false, nodeArgs: profileArgs, onStop: track, store: { kind: 'etcd', endpoints: [etcd.base], prefix: '/hq-bench', advertiseUrl: 'http://127.0.0.1:1' } });
   process.stderr.write(`hq-arbiter with store etcd (pid ${hqe.daemon.proc.pid}) on ${hqe.base}\n`);
+  SIDE_PIDS.hq.arbiter = hq.daemon.proc.pid ?? null;
+  SIDE_PIDS['hq-etcd'] = { arbiter: hqe.daemon.proc.pid ?? null, etcd: member.pid ?? null };
+  SIDE_PIDS.etcd.etcd = member.pid ?? null;
 
   // The value etcd stores and answers is hq's own record, so both sides move the same bytes.
   const etcds = await etcdScenarios(etcd.base, hq.record);
@@ -601,6 +641,24 @@ async function main(): Promise<void> {
     ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'r', 'l', 'l'],
     body,
   );
+  // Where the CPU of the median round went, per answer: on a machine whose cores the load
+  // generator, etcd and the arbiter share, throughput is bounded by the sum.
+  const us = (n: number): string => (Number.isFinite(n) ? Math.round(n).toString() : '—');
+  const cpuRows = rows
+    .filter((row) => !row.op.includes('only'))
+    .map((row) => {
+      const x = medianRun(row.hqEtcd).cpu;
+      const e = medianRun(row.etcd).cpu;
+      const xt = x.arbiter + x.etcd + x.client;
+      const et = e.etcd + e.client;
+      return [row.op, us(x.arbiter), us(x.etcd), us(x.client), us(xt), us(e.etcd), us(e.client), us(et), (et / xt).toFixed(2), (medianRun(row.hqEtcd).ops / medianRun(row.etcd).ops).toFixed(2)];
+    });
+  const cpuTbl = table(
+    ['operation', 'hq(etcd): arbiter µs', 'its etcd µs', 'load generator µs', 'total µs', 'etcd alone: etcd µs', 'load generator µs', 'total µs', 'CPU bound: etcd total ÷ hq(etcd) total', 'measured hq(etcd)/etcd'],
+    ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    cpuRows,
+  );
+  const cpuPart = `\nCPU time per answer (µs, utime + stime from /proc of each process over its run, median round; the load generator is this process). On ${cpus().length} cores shared by all three, a side that needs more CPU per answer answers fewer per second: the next-to-last column is the ratio the CPU alone allows.\n\n${cpuTbl}\n`;
   const busy = loadAtStart > cpus().length ? ' — a busy machine, the figures are noisy' : '';
   const machine = machineLine(`, etcd ${etcd.version}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds per operation and side (medians), load average ${loadAtStart.toFixed(1)} at the start${busy}`);
   const members =
@@ -611,9 +669,9 @@ async function main(): Promise<void> {
           ['l', 'r', 'r', 'r', 'r', 'l'],
           withMembers.map((m) => [m.side, m.seconds.toFixed(1), Math.round(m.run.ops), ms(m.run.p50), ms(m.run.p99), m.run.statuses]),
         );
-  process.stdout.write(`${machine}\n\n${tbl}\n${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}${take === null ? '' : `\nArbiter takeover:\n\n${take.tbl}\n`}`);
+  process.stdout.write(`${machine}\n\n${tbl}\n${cpuPart}${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}${take === null ? '' : `\nArbiter takeover:\n\n${take.tbl}\n`}`);
   const takeSection = take === null ? '' : `<!-- bench:etcd-takeover -->\n${takeoverDoc(take.tbl, take.runLine).trim()}\n<!-- /bench:etcd-takeover -->\n`;
-  writeSection('etcd', doc(machine, tbl, etcd.version, members, takeSection));
+  writeSection('etcd', doc(machine, `${tbl}${cpuPart}`, etcd.version, members, takeSection));
 }
 
 /** The takeover rounds with every setting: the table and its run line. */
