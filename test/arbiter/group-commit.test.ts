@@ -95,3 +95,61 @@ t.test('a stale If-Match is refused before the write lock; a current, future or 
   t.equal(current.statusCode, 200, 'current: granted');
   t.equal(transactions, 1, 'in its transaction');
 });
+
+t.test('after a network commit the next group waits for its callers (up to the linger), never for a lone caller, never after a synchronous one', async (t) => {
+  const { GroupCommitQueue } = await import('../../apps/arbiter/src/group-commit.js');
+  const turns = (n: number): Promise<void> => (n === 0 ? Promise.resolve() : new Promise((r) => setImmediate(() => void turns(n - 1).then(r))));
+  const ok = (items: readonly number[]) => items.map((i) => ({ ok: true as const, value: i }));
+  const within = <T>(p: Promise<T>, ms: number): Promise<T | 'late'> => Promise.race([p, new Promise<'late'>((r) => setTimeout(() => r('late'), ms))]);
+
+  // A network store (runAll answers later), a long linger: a split group would show, a wait past the last caller would be late.
+  const groups: number[][] = [];
+  const net = new GroupCommitQueue<number, number>(async (items) => {
+    groups.push([...items]);
+    await turns(1);
+    return ok(items);
+  }, 256, 10_000);
+  // Four callers, each sending its next item a different number of event-loop turns after its answer.
+  const caller = async (id: number, rounds: number): Promise<void> => {
+    for (let r = 0; r < rounds; r++) {
+      await net.submit(id);
+      await turns(id);
+    }
+  };
+  t.not(await within(Promise.all([1, 2, 3, 4].map((id) => caller(id, 3))), 2000), 'late', 'the callers came back in time: no wait past the last one');
+  t.same(groups.map((g) => g.length), [4, 4, 4], 'three rounds, three groups of all four: none split by the first caller back');
+
+  // A lone caller never waits for the linger (its last group was itself).
+  const lone: number[][] = [];
+  const alone = new GroupCommitQueue<number, number>(async (items) => {
+    lone.push([...items]);
+    await turns(1);
+    return ok(items);
+  }, 256, 10_000);
+  const by = async (rounds: number): Promise<void> => {
+    for (let r = 0; r < rounds; r++) await alone.submit(1);
+  };
+  t.not(await within(by(3), 2000), 'late', 'a lone caller is not held back');
+  t.same(lone, [[1], [1], [1]], 'one item each');
+
+  // Callers that do not come back: the group goes at the linger with those that did.
+  const short = new GroupCommitQueue<number, number>(async (items) => {
+    groups.push([...items]);
+    await turns(1);
+    return ok(items);
+  }, 256, 30);
+  groups.length = 0;
+  await Promise.all([1, 2, 3].map((i) => short.submit(i)));
+  t.equal(await within(short.submit(9), 2000), 9, 'one of three back: it goes after the linger');
+  t.same(groups, [[1, 2, 3], [9]], 'alone');
+
+  // A synchronous store (SQLite) never waits: items of later turns are their own groups.
+  const sync: number[][] = [];
+  const local = new GroupCommitQueue<number, number>((items) => {
+    sync.push([...items]);
+    return ok(items);
+  }, 256, 10_000);
+  await Promise.all([1, 2, 3].map((i) => local.submit(i)));
+  t.not(await within(local.submit(4), 2000), 'late', 'after a synchronous commit the next item is not held back');
+  t.same(sync, [[1, 2, 3], [4]], 'as before');
+});

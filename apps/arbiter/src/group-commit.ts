@@ -12,6 +12,13 @@
  * `runAll` may answer later (a promise: the etcd store's commits go over the network). Groups
  * never overlap: the next one starts only once the one before has settled, so each is still
  * decided on everything committed before it, and items submitted meanwhile wait for it together.
+ *
+ * After a group that answered later (a network commit) settles, its N callers typically send
+ * their next items within a fraction of a millisecond; flushing at the first of them would split
+ * them into a group of one and a group of the rest — two commits where one does. So the next
+ * group waits until N items are queued or `lingerMs` has passed since the first, whichever is
+ * first (a caller alone never waits: N = 1). A group that answered at once (SQLite) never waits.
+ * The wait only delays; which items share a group never changes what each is decided on.
  */
 import { isPromise, type Awaitable } from './awaitable.js';
 
@@ -19,6 +26,9 @@ export type Outcome<O> = { readonly ok: true; readonly value: O } | { readonly o
 
 /** Bounds one transaction's length (and so how long it holds the loop and the write lock). */
 export const MAX_GROUP = 256;
+
+/** How long the group after a network commit waits for the callers of the last one (ms). */
+export const LINGER_MS = 1;
 
 interface Queued<I, O> {
   readonly item: I;
@@ -31,10 +41,14 @@ export class GroupCommitQueue<I, O> {
   private scheduled = false;
   /** A group whose `runAll` answered with a promise and has not settled yet. */
   private running = false;
+  /** After a group that answered with a promise: the items queued then plus its size, which the next group waits for; 0 otherwise. */
+  private expect = 0;
+  private linger: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly runAll: (items: readonly I[]) => Awaitable<readonly Outcome<O>[]>,
     private readonly maxGroup = MAX_GROUP,
+    private readonly lingerMs = LINGER_MS,
   ) {}
 
   /** Resolves with the item's value once the transaction that holds it has committed. */
@@ -46,13 +60,29 @@ export class GroupCommitQueue<I, O> {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.running) return;
+    if (this.running) return;
+    if (this.linger !== null) {
+      // Waiting for the last group's callers: go as soon as they are all back.
+      if (this.queue.length < Math.min(this.expect, this.maxGroup)) return;
+      clearTimeout(this.linger);
+      this.linger = null;
+    } else if (this.scheduled) {
+      return;
+    } else if (this.expect > 1 && this.lingerMs > 0 && this.queue.length < Math.min(this.expect, this.maxGroup)) {
+      this.linger = setTimeout(() => {
+        this.linger = null;
+        this.flush();
+      }, this.lingerMs);
+      return;
+    }
+    if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => this.flush());
   }
 
   private flush(): void {
     this.scheduled = false;
+    this.expect = 0;
     const group = this.queue.splice(0, this.maxGroup);
     if (group.length === 0) return;
     let outcomes: Awaitable<readonly Outcome<O>[]>;
@@ -68,13 +98,15 @@ export class GroupCommitQueue<I, O> {
     }
     this.running = true;
     outcomes.then(
-      (o) => this.settle(group, null, o),
-      (err: unknown) => this.settle(group, err),
+      (o) => this.settle(group, null, o, true),
+      (err: unknown) => this.settle(group, err, undefined, true),
     );
   }
 
-  private settle(group: readonly Queued<I, O>[], err: unknown, outcomes?: readonly Outcome<O>[]): void {
+  private settle(group: readonly Queued<I, O>[], err: unknown, outcomes?: readonly Outcome<O>[], later = false): void {
     this.running = false;
+    // A network commit: the next group waits for what is queued and this group's callers.
+    this.expect = later ? this.queue.length + group.length : 0;
     if (this.queue.length > 0) this.schedule();
     group.forEach((q, i) => {
       if (outcomes === undefined) return q.reject(err);
