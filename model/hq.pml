@@ -233,6 +233,58 @@ extern int readtrail;
 #endif
 #define H_RUN(a) (!now.slp[a] && !now.stale[a] && now.kh[a] == (a) && now.kg[a] >= now.seen[a] && now.sg[a] == 0 && H_GAVEOK(a) && H_ACTIVE(a) && now.cg[a] == now.kg[a])
 #define H_WORK(a) (now.crun[a] && !now.slp[a])
+#ifdef SYMMETRY
+/* -DSYMMETRY: symmetry reduction between the candidates. The model is symmetric in the host
+ * names: every transition is offered for every host and every ordered pair of hosts, no
+ * decision compares host names other than for equality or against NONE and UNK, the initial
+ * state is the same for every host (the clock rates are chosen for every host from the same
+ * three), and S1, S2 and S2w speak of all hosts alike. So renaming the hosts in a state by any
+ * permutation gives a state with the same futures, renamed. At the end of every transition the
+ * state is replaced by the least (memcmp order) of its N! renamings, so pan stores one state
+ * per class of renamings (Ip and Dill, "Better verification through symmetry", 1996). A replay
+ * (./pan -r) shows the renamed states: the host numbers of a trail may change from one step to
+ * the next, consistently with the dump printed after each step. (The one order a transition's
+ * effect depends on, which child hq_after starts first when two start in the same instant,
+ * only decides whether that instant also fails ok1: it fails ok3 either way.) */
+#define HP_ARR(x) d->x[p[a_]] = s->x[a_]
+#define HP_VAL(v) ((v) < N ? p[(v)] : (v))
+extern ulong vsize;
+static void hq_perm(State *d, const State *s, const int *p) {
+  int a_, g_;
+  memcpy((char *) d, (const char *) s, vsize);
+  for (a_ = 0; a_ < N; a_++) {
+    HP_ARR(rep); HP_ARR(rate); HP_ARR(seen); HP_ARR(kg); HP_ARR(kfp); HP_ARR(stale);
+    HP_ARR(cg); HP_ARR(cs); HP_ARR(cl); HP_ARR(pg); HP_ARR(ps); HP_ARR(pl); HP_ARR(w);
+    HP_ARR(gu); HP_ARR(sg); HP_ARR(sd); HP_ARR(sdst); HP_ARR(spg); HP_ARR(slp); HP_ARR(crun);
+    HP_ARR(ccg); HP_ARR(cd); HP_ARR(rph); HP_ARR(rage); HP_ARR(ag); HP_ARR(afp); HP_ARR(anb);
+    HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg);
+    /* per host, and naming a host */
+    d->kh[p[a_]] = HP_VAL(s->kh[a_]); d->gh[p[a_]] = HP_VAL(s->gh[a_]);
+    d->hto[p[a_]] = HP_VAL(s->hto[a_]); d->ah[p[a_]] = HP_VAL(s->ah[a_]);
+    d->rlt[p[a_]] = HP_VAL(s->rlt[a_]);
+  }
+  d->hol = HP_VAL(s->hol); d->from = HP_VAL(s->from); d->ldh = HP_VAL(s->ldh);
+  for (g_ = 0; g_ < G + 2; g_++) d->owner[g_] = s->owner[g_] == 0 ? 0 : p[s->owner[g_] - 1] + 1;
+}
+static const int hq_perms[][3] = {
+#if N == 2
+  {1, 0, 2}
+#else
+  {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}
+#endif
+};
+static void hq_canon(void) {
+  static State best, cand;
+  int k_, found = 0;
+  for (k_ = 0; k_ < (int) (sizeof hq_perms / sizeof hq_perms[0]); k_++) {
+    hq_perm(&cand, &now, hq_perms[k_]);
+    if (memcmp((char *) &cand, found ? (char *) &best : (char *) &now, vsize) < 0) {
+      memcpy((char *) &best, (char *) &cand, vsize); found = 1;
+    }
+  }
+  if (found) memcpy((char *) &now, (char *) &best, vsize);
+}
+#endif
 static void hq_after(void) {
   int a_, b_;
   HV(ok1) = 1; HV(ok2) = 1; HV(ok3) = 1;
@@ -268,6 +320,9 @@ static void hq_after(void) {
     if (H_RUN(a_) && H_RUN(b_)) HV(ok2) = 0;
     if (H_WORK(a_) && H_WORK(b_)) HV(ok3) = 0;
   }
+#ifdef SYMMETRY
+  hq_canon();
+#endif
 }
 
 /* On a replay (./pan -r) every transition prints the state it leads to. */
