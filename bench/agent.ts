@@ -21,7 +21,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { ROOT, SECONDS, load, machineLine, median, quantile, sleep, startNode, statusText, stopProc, table, writeSection, startHeldCluster, type Daemon } from './lib.js';
+import { CLK_TCK, ROOT, SECONDS, cpuSeconds, load, machineLine, median, quantile, sleep, startNode, statusText, stopProc, table, writeSection, startHeldCluster, type Daemon } from './lib.js';
 
 const FENCE_CONNECTIONS = Number(process.env['BENCH_FENCE_CONNECTIONS'] ?? 32);
 const RUNS = Number(process.env['BENCH_RUNS'] ?? 30);
@@ -34,7 +34,6 @@ const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 /** Children run without the bench's loader (tsx) in NODE_OPTIONS: as a user's shell runs them. */
 const CHILD_ENV: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 const ms = (x: number): string => x.toFixed(1);
 const verdict = (ok: boolean): string => (ok ? 'met' : 'missed');
@@ -280,13 +279,6 @@ async function loopWakeups(pids: readonly number[], seconds: number): Promise<Ar
         }),
     ),
   );
-}
-
-/** utime + stime in seconds (fields 14 and 15 of /proc/PID/stat, after the parenthesised name). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
 
 /** Spawns the agent daemon and resolves on its `agent started` log line. */

@@ -28,7 +28,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onPath, startEtcdCluster } from '../test/etcd/members.js';
 import { jsonHeaders, startArbiter, type HqArbiter } from './hq-arbiter.js';
-import { load, machineLine, median, ROOT, statusText, table, writeSection, type Req } from './lib.js';
+import { cpuSeconds, load, machineLine, median, ROOT, statusText, table, writeSection, type Req } from './lib.js';
 import { measureTakeovers, TAKEOVER_SETTINGS, takeoverDoc, takeoverTable, type TakeoverRound, type TakeoverSetting } from './takeover.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
@@ -198,15 +198,12 @@ const SIDE_PIDS: { [side in Side]: { arbiter: number | null; etcd: number | null
   'hq-etcd': { arbiter: null, etcd: null },
   etcd: { arbiter: null, etcd: null },
 };
-const CLK_TCK = 100;
 
-/** utime + stime of a process, µs (/proc/PID/stat fields 14 and 15, clock ticks); 0 when unknown. */
+/** utime + stime of a process, µs (lib's `cpuSeconds`); 0 when unknown or gone. */
 function cpuMicros(pid: number | null): number {
   if (pid === null) return 0;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
+    return cpuSeconds(pid) * 1e6;
   } catch {
     return 0;
   }

@@ -3,7 +3,7 @@
  * HTTP load generator (undici; the same for hq, the ceiling and etcd), percentiles, the machine
  * line, and writing a bench's section of docs/BENCH.md between its markers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -254,4 +254,14 @@ export async function startHeldCluster(): Promise<Cluster> {
   const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
   if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
   return c;
+}
+
+/** Clock ticks per second of /proc's CPU times. */
+export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** utime + stime in seconds (fields 14 and 15 of /proc/PID/stat, after the parenthesised name). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }

@@ -60,22 +60,19 @@ export class GroupCommitQueue<I, O> {
   }
 
   private schedule(): void {
-    if (this.running) return;
-    if (this.linger !== null) {
-      // Waiting for the last group's callers: go as soon as they are all back.
-      if (this.queue.length < Math.min(this.expect, this.maxGroup)) return;
-      clearTimeout(this.linger);
-      this.linger = null;
-    } else if (this.scheduled) {
-      return;
-    } else if (this.expect > 1 && this.lingerMs > 0 && this.queue.length < Math.min(this.expect, this.maxGroup)) {
-      this.linger = setTimeout(() => {
+    if (this.running || this.scheduled) return;
+    if (this.lingerMs > 0 && this.queue.length < Math.min(this.expect, this.maxGroup)) {
+      // The last group's callers are not all back yet: wait for them, at most lingerMs.
+      this.linger ??= setTimeout(() => {
         this.linger = null;
         this.flush();
       }, this.lingerMs);
       return;
     }
-    if (this.scheduled) return;
+    if (this.linger !== null) {
+      clearTimeout(this.linger);
+      this.linger = null;
+    }
     this.scheduled = true;
     setImmediate(() => this.flush());
   }

@@ -118,7 +118,7 @@ export interface LeaseRecords {
    * lease write is one compare-and-swap on the revision read at the start. An error of the
    * transaction itself (a failed commit, a lost CAS) throws and nothing is written.
    */
-  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens?: readonly string[]): Awaitable<readonly Outcome[]>;
+  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens?: ConfirmTokens): Awaitable<readonly Outcome[]>;
 }
 
 /**
