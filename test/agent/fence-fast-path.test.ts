@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
+import { PROTOCOL_PREVIOUS, PROTOCOL_VERSION } from '@hq/protocol';
 import { ensureDir } from '../../packages/runtime/src/files.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
@@ -101,6 +102,9 @@ const HANDED_OVER: readonly [string, string, boolean?][] = [
   ['a HEAD', `HEAD /v1/fence?role=cron HTTP/1.1\r\nHost: localhost\r\n\r\n`, true],
 ];
 
+/** A version this side does not serve: Fastify's version hook refuses it first (so the counting hook after it never runs). */
+const REFUSED = get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_VERSION + 1}\r\n`);
+
 /** Requests the fast path answers itself. */
 const FAST: readonly [string, string][] = [
   ['the exact query', get('/v1/fence?role=cron')],
@@ -108,6 +112,8 @@ const FAST: readonly [string, string][] = [
   ['Connection: close', get('/v1/fence?role=cron', 'Connection: close\r\n')],
   ['HTTP/1.0', 'GET /v1/fence?role=cron HTTP/1.0\r\n\r\n'],
   ['a GET with a body', get('/v1/fence?role=cron', 'Content-Type: application/json\r\nContent-Length: 2\r\n') + '{}'],
+  ['the previous protocol version', get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_PREVIOUS}\r\n`)],
+  ['the current protocol version', get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_VERSION}\r\n`)],
 ];
 
 async function compareAll(t: Parameters<Parameters<typeof t.test>[1]>[0], s: Awaited<ReturnType<typeof setup>>, what: string): Promise<void> {
@@ -125,6 +131,9 @@ async function compareAll(t: Parameters<Parameters<typeof t.test>[1]>[0], s: Awa
     const b = await exchange(s.routePath, req, head === true);
     t.equal(normal(a), normal(b), `${what}, ${name}: the same bytes as the Fastify route`);
   }
+  const refused = await exchange(s.fastPath, REFUSED);
+  t.match(refused, /^HTTP\/1\.1 400 [^]*"error":"HQ_ERR_PROTOCOL_VERSION"/, `${what}, a version not served: refused`);
+  t.equal(normal(refused), normal(await exchange(s.routePath, REFUSED)), `${what}, a version not served: the same bytes as the Fastify route`);
 }
 
 t.test('the fast path answers as the Fastify route does: the holder', async (t) => {

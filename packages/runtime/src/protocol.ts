@@ -63,25 +63,55 @@ export function versionHooks(side: () => string): VersionHooks {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
+/**
+ * Marks a fast path that sends the version header itself, in its one `writeHead` (Node's fast
+ * case: no header object kept per answer): `versionedFactory` hands it the header's text as a
+ * third argument instead of setting the header first.
+ */
+export const SENDS_VERSION: unique symbol = Symbol('hq.sendsVersion');
+
+/** A fast path's request listener that sends the version header itself (`SENDS_VERSION`). */
+export interface VersionSender {
+  (req: IncomingMessage, res: ServerResponse, version?: string): void;
+  readonly [SENDS_VERSION]: true;
+}
+
+/** Marks `listener` as one that sends the version header itself. */
+export function sendsVersion(listener: (req: IncomingMessage, res: ServerResponse, version?: string) => void): VersionSender {
+  return Object.assign(listener, { [SENDS_VERSION]: true as const });
+}
+
+const isSender = (l: Handler | VersionSender): l is VersionSender => (l as Partial<VersionSender>)[SENDS_VERSION] === true;
+
 /** The header's text for each version served, made once (the fence path sets it on every answer). */
 const VERSION_TEXT: readonly string[] = Array.from({ length: PROTOCOL_VERSION + 1 }, (_, v) => String(v));
 
 /**
  * A fast path's server factory (a node:http server answering some requests before Fastify)
  * with the version added: a request of a version this side serves reaches the fast path with
- * the answer's header already set; any other goes to Fastify, whose hook refuses it. The fast
- * path's own code is unchanged.
+ * the answer's header already set (or, for a listener marked `SENDS_VERSION`, its text as the
+ * third argument); any other goes to Fastify, whose hook refuses it.
  */
 export function versionedFactory<O>(factory: (handler: Handler, opts: O) => Server): (handler: Handler, opts: O) => Server {
   return (handler, opts) => {
     const server = factory(handler, opts);
-    const fast = server.listeners('request') as Handler[];
+    const fast = server.listeners('request') as (Handler | VersionSender)[];
     server.removeAllListeners('request');
+    const only = fast.length === 1 ? fast[0] : undefined;
+    if (only !== undefined && isSender(only)) {
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+        const version = served(req.headers);
+        if (version === null) return handler(req, res);
+        return only.call(server, req, res, VERSION_TEXT[version] as string);
+      });
+      return server;
+    }
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const version = served(req.headers);
       if (version === null) return handler(req, res);
-      res.setHeader(PROTOCOL_HEADER, VERSION_TEXT[version] as string);
-      for (const listener of fast) listener.call(server, req, res);
+      const text = VERSION_TEXT[version] as string;
+      res.setHeader(PROTOCOL_HEADER, text); // a sender's writeHead sets it again: the same text
+      for (const listener of fast) (listener as VersionSender).call(server, req, res, text);
       return undefined;
     });
     return server;

@@ -9,12 +9,18 @@
  *    duplicated or extra query key, HEAD, …) and anything while the app closes (Fastify's 503).
  * Both send `reply(role)`'s bytes with the same headers (test/agent/fence-fast-path.test.ts
  * compares them byte for byte). No I/O here: a supervisor asks often.
+ *
+ * The decision is made for every query (the state settles, a validity boundary may pass between
+ * two queries); what is ready before the question is everything around it: per role the last
+ * decision's body without its `validForSeconds` (`Answered`: rebuilt, and logged, only when
+ * the decision changes in anything else), its counter, and the headers.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
-import { ERRORS, type FenceDecision } from '@hq/protocol';
+import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, type FenceDecision } from '@hq/protocol';
 import { monotonicSeconds, type StampClock as Clock } from '@hq/runtime/clock';
+import { sendsVersion } from '@hq/runtime/protocol';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';
 
@@ -47,16 +53,69 @@ export const FENCE_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** A role as a fenced job spells it in the query (roles are `[a-z0-9-]`: nothing to percent-decode). */
 const FENCE_URL = /^[a-z0-9-]+$/;
 
+/** `validForSeconds` as JSON.stringify writes a number or null. */
+const jsonNumber = (v: number | null): string => (v !== null && Number.isFinite(v) ? String(v) : 'null');
+
+/** Stands in for `validForSeconds` while a body's text around it is made. */
+const MARK = JSON.stringify('\u0000hq-valid-for\u0000');
+
+/**
+ * One role's answer made ready: the last decision's JSON cut around its `validForSeconds`, so a
+ * query whose decision differs from the last one only in that number costs a concatenation.
+ * `body(d)` is exactly `JSON.stringify(d)` (test/agent/fence-answer.test.ts).
+ */
+export class Answered {
+  private run = false;
+  private reason = '';
+  private generation = -1;
+  private holder: string | null = null;
+  private role = '';
+  private head = '';
+  private tail = '';
+  /** The bytes of `head` + `tail` (the number between them is ASCII). */
+  private bytes = 0;
+  private ready = false;
+
+  /** Makes `d` the decision answered; true when it differs from the last one in more than its validity. */
+  update(d: FenceDecision): boolean {
+    if (this.ready && d.run === this.run && d.reason === this.reason && d.generation === this.generation && d.holder === this.holder && d.role === this.role) return false;
+    const text = JSON.stringify({ ...d, validForSeconds: MARK });
+    // The mark is after the role and the holder (lastIndexOf: neither can fool it) and before `run` and `reason`.
+    const at = text.lastIndexOf(JSON.stringify(MARK));
+    this.head = text.slice(0, at);
+    this.tail = text.slice(at + JSON.stringify(MARK).length);
+    this.bytes = Buffer.byteLength(this.head) + Buffer.byteLength(this.tail);
+    this.run = d.run;
+    this.reason = d.reason;
+    this.generation = d.generation;
+    this.holder = d.holder;
+    this.role = d.role;
+    this.ready = true;
+    return true;
+  }
+
+  /** The body of `d`, the decision last given to `update`. */
+  body(d: FenceDecision): string {
+    return this.head + jsonNumber(d.validForSeconds) + this.tail;
+  }
+
+  /** The body's length in bytes (`Buffer.byteLength(this.body(d))`). */
+  byteLength(d: FenceDecision): number {
+    return this.bytes + jsonNumber(d.validForSeconds).length;
+  }
+}
+
 export class Fence {
   private readonly roles: ReadonlySet<string>;
   /** `/v1/fence?role=R` → R for every configured role a query can spell without escapes. */
   private readonly exact: ReadonlyMap<string, string>;
-  /** The last decision logged per role: a line on a change, not on every query. */
-  private readonly logged = new Map<string, string>();
+  /** Each role's answer made ready; a line in the log when it changes, not on every query. */
+  private readonly answered = new Map<string, Answered>();
 
   constructor(private readonly o: FenceOptions) {
     this.roles = new Set(o.roles);
     this.exact = new Map(o.roles.filter((r) => FENCE_URL.test(r)).map((r) => [`/v1/fence?role=${r}`, r]));
+    for (const r of o.roles) this.answered.set(r, new Answered());
   }
 
   isRole(role: string): boolean {
@@ -70,19 +129,24 @@ export class Fence {
 
   /** The decision for a configured role (the caller checked it): logged on a change, counted. */
   decide(role: string): FenceDecision {
+    return this.answer(role).d;
+  }
+
+  /** The decision for a configured role (logged on a change, counted) and its role's answer, made ready for it. */
+  answer(role: string): { readonly d: FenceDecision; readonly a: Answered } {
     const q = queryFence(this.o.memory.state, role, this.o.clock.now(), this.o.settings);
     this.o.memory.keepSettled(q.state);
     const d = q.decision;
     this.o.observer?.fence?.(d);
-    const key = `${d.run}:${d.reason}:${d.generation}:${d.holder ?? ''}`;
-    if (this.logged.get(role) !== key) {
-      this.logged.set(role, key);
+    let a = this.answered.get(role);
+    if (a === undefined) this.answered.set(role, (a = new Answered()));
+    if (a.update(d)) {
       this.o.log.info(
         { category: 'hq.fence', event: d.run ? 'allowed' : 'skipped', host: this.o.settings.host, role, reason: d.reason, generation: d.generation, holder: d.holder },
         d.run ? 'allowed' : 'skipped',
       );
     }
-    return d;
+    return { d, a };
   }
 
   /** The answer for any role: its decision, or a 400 for a role that is not configured. */
@@ -93,10 +157,12 @@ export class Fence {
     return this.replyKnown(role);
   }
 
-  /** The answer for a role known to be configured (the fast path looked it up). */
+  /** The answer for a role known to be configured. */
   replyKnown(role: string): FenceReply {
-    return { status: 200, body: JSON.stringify(this.decide(role)) };
+    const { d, a } = this.answer(role);
+    return { status: 200, body: a.body(d) };
   }
+
 
   /** The roles this host may run now (for the registry's duties); quiet: no log, no metric. */
   duties(): string[] {
@@ -122,22 +188,27 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
   let closing = false;
   const factory: FastifyServerFactory = (handler, options) => {
     const opts = options as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
-    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    // Marked: the version header goes in the one writeHead (versionedFactory passes its text).
+    const listener = sendsVersion((req: IncomingMessage, res: ServerResponse, version = String(PROTOCOL_VERSION)) => {
       if (req.method !== 'GET' || closing) return handler(req, res);
       const f = fencing();
       const role = f.exactQuery(req.url ?? '');
       if (role === undefined) return handler(req, res);
       const t0 = monotonicSeconds();
-      let r: FenceReply;
+      let answer: { readonly d: FenceDecision; readonly a: Answered };
       try {
-        r = f.replyKnown(role);
+        answer = f.answer(role);
       } catch {
         return handler(req, res); // the route answers (its error handler: a 500 without detail)
       }
-      res.writeHead(r.status, { 'content-type': FENCE_CONTENT_TYPE, 'content-length': Buffer.byteLength(r.body) });
-      res.end(r.body);
+      const { d, a } = answer;
+      // The route's header order: the version (its onRequest hook), then Fastify's two.
+      res.writeHead(200, [PROTOCOL_HEADER, version, 'content-type', FENCE_CONTENT_TYPE, 'content-length', String(a.byteLength(d))]);
+      res.end(a.body(d));
       timer?.observe(monotonicSeconds() - t0);
+      return undefined;
     });
+    const server = createServer(listener);
     // What Fastify sets on the server it creates itself (it leaves a factory's server alone).
     server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
     server.requestTimeout = opts.requestTimeout ?? 0;
