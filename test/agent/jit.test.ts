@@ -1,7 +1,7 @@
 /**
- * daemon/jit.ts: V8's optimizing compiler is off from deferOptimizingCompiler() until the
- * function it returns is called, and optimizes hot code again after it (the daemon calls it
- * once it is up: daemon-cli.ts → main's onStarted). A child node with V8's natives syntax asks
+ * @hq/runtime/v8-footprint: V8's optimizing compiler is off from deferOptimizingCompiler() until the
+ * function it returns is called, and optimizes hot code again after it (each daemon calls it
+ * once it is up: the agent's daemon-cli.ts → main's onStarted, the arbiter's serve → its onStarted). A child node with V8's natives syntax asks
  * V8 whether a hot function was optimized, before and after (compilation on the main thread, so
  * the answer does not depend on the machine's load).
  */
@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { ROOT } from './helpers.js';
 
 const CHILD = `
-const { deferOptimizingCompiler } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'apps/agent/dist/daemon/jit.js')).href)});
+const { deferOptimizingCompiler } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'packages/runtime/dist/v8-footprint.js')).href)});
 const optimized = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
 function hot(x) { let s = 0; for (let i = 0; i < 100; i++) s += (x * i) % 7; return s; }
 const release = deferOptimizingCompiler();

@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-// The young generation is kept small (daemon/young-gen.ts) and V8's optimizing compiler waits
-// until the daemon is up (daemon/jit.ts), both from before the daemon's modules load: main.js
-// is imported after them.
-import { deferOptimizingCompiler } from './daemon/jit.js';
-import { keepYoungGenerationSmall } from './daemon/young-gen.js';
+// The young generation is kept small and V8's optimizing compiler waits until the daemon is up
+// (@hq/runtime/v8-footprint), both from before the daemon's modules load: main.js is imported
+// after them.
+import { deferOptimizingCompiler, keepYoungGenerationSmall } from '@hq/runtime/v8-footprint';
 
 keepYoungGenerationSmall();
 const optimize = deferOptimizingCompiler();

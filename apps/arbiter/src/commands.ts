@@ -8,6 +8,7 @@ import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
 import { wallClockMs, type Clock } from '@hq/runtime/clock';
+import { deferOptimizingCompiler } from '@hq/runtime/v8-footprint';
 import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
@@ -198,8 +199,15 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       allowOnly(p, ['exit-with-parent']);
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
       const cfg = config(p);
-      const { serve } = await import('./server/server.js');
-      await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent') });
+      // The daemon's modules and its start-up run without TurboFan; it is back once the daemon listens.
+      const optimize = deferOptimizingCompiler();
+      try {
+        const { serve } = await import('./server/server.js');
+        await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent'), onStarted: optimize });
+      } catch (err) {
+        optimize();
+        throw err;
+      }
       return -1; // keep running
     }
     case 'token': {

@@ -24,7 +24,7 @@ import { Gauge, type Registry } from 'prom-client';
 import type { EtcdClient, MemberStatus } from './store/etcd/client.js';
 import { Election, type Leader, type StampClock, type Term } from './store/etcd/election.js';
 import { isEtcdError } from './store/etcd/errors.js';
-import { NotElectedError } from './store/etcd/store.js';
+import { NotElectedError } from './store/store.js';
 import type { Compare } from './store/etcd/client.js';
 import { ELECTION_MARGIN_SECONDS } from './config.js';
 

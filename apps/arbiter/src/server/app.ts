@@ -23,7 +23,6 @@ import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js
 import { survivalRoutes } from '../routes/survival.js';
 import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
-import { forwardPlugin } from './forward.js';
 import { CasError, NotElectedError } from '../store/store.js';
 import { isEtcdError } from '../store/etcd/errors.js';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
@@ -154,7 +153,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(contextPlugin, { hq: opts.hq });
   // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.
   const leadership = opts.hq.leadership ?? null;
-  if (leadership !== null) await app.register(forwardPlugin, { leadership });
+  if (leadership !== null) {
+    const { forwardPlugin } = await import('./forward.js'); // undici: loaded only for etcd
+    await app.register(forwardPlugin, { leadership });
+  }
   await app.register(authPlugin);
   // Before every route: @fastify/swagger learns routes from an onRoute hook.
   await registerOpenApi(app, { version: opts.hq.version, openReads: opts.hq.config.auth.openReads });

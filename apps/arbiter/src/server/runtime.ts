@@ -25,11 +25,13 @@ import { registerFleetMetrics } from '../registry/metrics.js';
 import { SqliteRegistryStore } from '../registry/store.js';
 import type { LeaseStore, RegistryStore } from '../store/store.js';
 import type { EtcdTlsFiles, StoreConfig } from '../config.js';
-import { EtcdClient, type EtcdTls } from '../store/etcd/client.js';
-import { EtcdStore } from '../store/etcd/store.js';
-import { EtcdRegistryStore } from '../store/etcd/registry.js';
-import { EtcdSurvivalStore } from '../store/etcd/survival.js';
-import { Leadership, registerLeadershipMetrics } from '../leadership.js';
+// The etcd store's modules (and undici, its HTTP client: ≈ 19 MiB of VmRSS) load only for
+// `store.kind: "etcd"`: the embedded SQLite arbiter never needs them (docs/BENCH.md, issue 20).
+import type { EtcdClient, EtcdTls } from '../store/etcd/client.js';
+import type { EtcdStore } from '../store/etcd/store.js';
+import type { EtcdRegistryStore } from '../store/etcd/registry.js';
+import type { EtcdSurvivalStore } from '../store/etcd/survival.js';
+import type { Leadership } from '../leadership.js';
 import { openDatabase } from '../store/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
@@ -103,7 +105,7 @@ interface Stores {
   readonly databasePath: string | null;
   /** For the log: the file, or the etcd endpoints and prefix. */
   readonly where: string;
-  readonly etcd: { readonly client: EtcdClient; readonly store: EtcdStore; readonly registry: EtcdRegistryStore | null; readonly config: Extract<StoreConfig, { kind: 'etcd' }> } | null;
+  readonly etcd: { readonly client: EtcdClient; readonly store: EtcdStore; readonly registry: EtcdRegistryStore | null; readonly survival: EtcdSurvivalStore; readonly config: Extract<StoreConfig, { kind: 'etcd' }> } | null;
   close(): Promise<void>;
 }
 
@@ -134,6 +136,7 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
       },
     };
   }
+  const [{ EtcdClient }, { EtcdStore }, { EtcdRegistryStore }] = await Promise.all([import('../store/etcd/client.js'), import('../store/etcd/store.js'), import('../store/etcd/registry.js')]);
   const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs, ...(s.tls === null ? {} : { tls: readEtcdTls(s.tls) }) });
   let store: EtcdStore;
   try {
@@ -143,12 +146,14 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
     throw err;
   }
   const registry = withRegistry ? new EtcdRegistryStore({ client, prefix: s.prefix, bands: config.portBands }) : null;
+  const { EtcdSurvivalStore } = await import('../store/etcd/survival.js');
+  const survival = new EtcdSurvivalStore(client, s.prefix);
   return {
     store,
     registry,
     databasePath: null,
     where: `etcd ${s.endpoints.join(',')} ${s.prefix}`,
-    etcd: { client, store, registry, config: s },
+    etcd: { client, store, registry, survival, config: s },
     async close() {
       await store.close();
       await client.close();
@@ -180,6 +185,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }), wallClockMs: opts.wallClockMs ?? wallClockMs });
   if (stores.etcd !== null && opts.elect === true) {
     const e = stores.etcd;
+    const { Leadership, registerLeadershipMetrics } = await import('../leadership.js');
     leadership = new Leadership({
       client: e.client,
       prefix: e.config.prefix,
@@ -246,7 +252,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     async app() {
       if (app === null) {
         app = await buildApp({
-          hq: { arbiter, checker, store, metrics, config, version: version(), leadership, ...(stores.etcd === null ? {} : { survival: new EtcdSurvivalStore(stores.etcd.client, stores.etcd.config.prefix) }) },
+          hq: { arbiter, checker, store, metrics, config, version: version(), leadership, ...(stores.etcd === null ? {} : { survival: stores.etcd.survival }) },
           log,
           ...(opts.operator === true ? { operator: { waiters, load } } : {}),
         });

@@ -27,6 +27,8 @@ export interface ServeOptions {
    * parent): killing npm, even with SIGKILL, then stops the arbiter instead of orphaning it.
    */
   readonly exitWithParent?: boolean;
+  /** Called once the daemon listens and has logged so (the bin turns V8's optimizing compiler back on). */
+  readonly onStarted?: () => void;
 }
 
 export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Promise<Runtime> {
@@ -63,6 +65,7 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
     'hq-arbiter listening',
   );
   rt.log.info({ path: lock.path, pid: process.pid }, 'serve lock held');
+  opts.onStarted?.();
   closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {
     if (err !== undefined) rt.log.error({ err }, 'closing after an error');
     else rt.log.info({ signal }, 'closing');
