@@ -77,3 +77,33 @@ t.test('the protocol version: said on every request, read from every answer, bod
   const garbled = await server(t, () => ({ status: 200, text: '{}', headers: { 'hq-protocol': 'soon' } }));
   t.match(await requestJson({ method: 'GET', url: garbled.url, timeoutSeconds: 5 }), { protocol: 2 }, 'an answer whose header is no version is taken as the version asked in');
 });
+
+t.test('keepAlive: false closes the connection with the answer; the default keeps it for the next request', async (t) => {
+  const seen: { connection: string | undefined; port: number | undefined }[] = [];
+  const s = createServer((req, res) => {
+    seen.push({ connection: req.headers.connection, port: req.socket.remotePort });
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    s.closeAllConnections();
+    return new Promise<void>((r) => s.close(() => r()));
+  });
+  const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+  const open = () => new Promise<number>((r) => s.getConnections((_e, n) => r(n)));
+  await requestJson({ method: 'GET', url: `${url}/a`, timeoutSeconds: 5, keepAlive: false });
+  await requestJson({ method: 'GET', url: `${url}/b`, timeoutSeconds: 5, keepAlive: false });
+  for (let i = 0; i < 100 && (await open()) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+  t.equal(await open(), 0, 'keepAlive false: no connection stays open after the answers');
+  await requestJson({ method: 'GET', url: `${url}/c`, timeoutSeconds: 5 });
+  await requestJson({ method: 'GET', url: `${url}/d`, timeoutSeconds: 5 });
+  t.same(
+    seen.map((x) => x.connection),
+    ['close', 'close', 'keep-alive', 'keep-alive'],
+    'the request says connection: close, the default keep-alive',
+  );
+  t.not(seen[0]?.port, seen[1]?.port, 'each closing request had its own connection');
+  t.equal(seen[2]?.port, seen[3]?.port, 'the default: the next request reuses the connection');
+  t.equal(await open(), 1, 'and it stays open');
+});

@@ -4,7 +4,7 @@
  * `timeoutSeconds` is abandoned, and the caller sees `unreachable` and never acts on it (S2.3).
  * Redirects are never followed (node's client does not), and a token bound to a URL
  * (`BoundToken`) is sent to that origin only, so a token cannot be forwarded to another address.
- * Connections are kept alive by node's global agents.
+ * Connections are kept alive by node's global agents, unless a request says otherwise (`keepAlive`).
  *
  * Not undici: it costs a daemon about 9 MiB to load (docs/BENCH.md "Where the idle agent's memory
  * goes"), and node:http, which the daemons load for their servers anyway, makes the same exchange.
@@ -44,7 +44,16 @@ export interface JsonRequest {
    * no answer — it goes to the next arbiter too. Default: GET only.
    */
   readonly retrySafe?: boolean;
+  /**
+   * Keep the connection for the next request (default; node's global agent closes an idle one
+   * after 5 s, by a timer). False: it closes with the answer (`connection: close`) — for a
+   * caller whose next request comes later than that, so an idle daemon is not woken by it.
+   */
+  readonly keepAlive?: boolean;
 }
+
+/** How long node's global agent keeps an idle connection (its `timeout`, Node 19 and later). */
+export const KEEP_ALIVE_IDLE_SECONDS = 5;
 
 export type Requester = (req: JsonRequest) => Promise<HttpResult>;
 
@@ -155,7 +164,7 @@ export const requestJson: Requester = async (req) => {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(less ?? req.body);
     }
-    const res = await exchange(req.url, { method: req.method, headers, signal: controller.signal }, body);
+    const res = await exchange(req.url, { method: req.method, headers, signal: controller.signal, ...(req.keepAlive === false ? { agent: false } : {}) }, body);
     const text = res.text;
     const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
     const protocol = said.ok ? said.version : version;

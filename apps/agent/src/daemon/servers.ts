@@ -38,6 +38,7 @@ import {
 import { ensureDir } from '@hq/runtime/files';
 import { HttpError, refusalBody } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
+import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
 import { peerTokenMatches } from '../tokens.js';
 import { VERSION, type Agent } from './agent-shell.js';
 import { pidProblem } from './runs.js';
@@ -58,6 +59,8 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
     // Fastify's compilers with these options, each route's schema compiled at its first request.
     schemaController: { compilersFactory: lazyCompilers() },
   });
+  // Node's check of the request deadlines runs while a connection is open, not every 30 s of an idle agent.
+  void sweepOnlyWhileConnected(app.server);
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     // Every route's refusal: its catalog entry's status, `{error, message}` or the body it carries.
     if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err));

@@ -21,7 +21,7 @@
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { realTimers, wallClockMs, type Clock, type Timers } from '@hq/runtime/clock';
-import { describe, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
+import { KEEP_ALIVE_IDLE_SECONDS, describe, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
 
 /** Heartbeat period: the seeds' 30 s. */
 export const MEMBER_INTERVAL_MS = 30_000;
@@ -178,7 +178,13 @@ export class Member {
       body,
       token: { token, url: this.o.arbiterUrl },
       timeoutSeconds: this.o.requestTimeoutMs / 1000,
+      keepAlive: this.keepAlive,
     });
+  }
+
+  /** The next exchange comes after node would have closed an idle connection: it closes with the answer. */
+  private get keepAlive(): boolean {
+    return this.o.intervalMs < KEEP_ALIVE_IDLE_SECONDS * 1000;
   }
 
   /** One exchange (register, renew, or renew → 404 → register). Never throws. */
@@ -202,6 +208,7 @@ export class Member {
         body: { attrs: this.attrs(now) },
         token: { token, url: this.o.arbiterUrl },
         timeoutSeconds: this.o.requestTimeoutMs / 1000,
+        keepAlive: this.keepAlive,
       });
       action = 'renewed';
       if (r.kind === 'answer' && r.status === 404) {
