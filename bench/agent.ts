@@ -231,11 +231,14 @@ Sample answer: \`${sample}\`
 The socket answers \`GET /v1/fence?role=R\` (a configured role, spelled exactly so) from a plain node:http
 handler in front of Fastify (its \`serverFactory\`, apps/agent/src/daemon/fence.ts); everything else — unknown
 roles, other query strings, other paths — goes to the Fastify routes (the fence route sends the same answer, fence.ts), and test/agent/fence-fast-path.test.ts
-compares the two byte for byte. A \`--cpu-prof\` of the agent under this load shows Fastify at 0 %, node's
-HTTP internals and \`writev\` on top, the fence decision (lease-core \`settle\` + \`fence\`) about 5 %, and the
-agent's thread about 40 % idle: the figure is bound by the closed-loop client sharing the machine's cores, as
-the ceiling row shows; ${FENCE_CONNECTIONS} clients on ${cpus().length} cores cannot reach 40,000 answers/s or a 1 ms p99 with
-either server. \`hq fence check|run\` start from bin/hq.cjs (CommonJS) straight into one CommonJS file,
+compares the two byte for byte. Since issue 20 each role's answer is made ready (\`Answered\` in fence.ts): the
+body's text around \`validForSeconds\` is rebuilt only when the decision changes (run, reason, generation, holder),
+so a request costs the decision (lease-core \`settle\` + \`fence\`), one number's text and one \`writeHead\` that
+carries the protocol header too (\`SENDS_VERSION\`, packages/runtime/src/protocol.ts) — test/agent/fence-answer.test.ts
+checks every body against \`JSON.stringify\` over generated sequences. What is left above the ceiling is node's
+HTTP internals (request parsing, the \`IncomingMessage\`/\`ServerResponse\` pair, \`writev\`), which the ceiling
+pays as well; the server CPU per answer row shows the difference. ${FENCE_CONNECTIONS} clients on ${cpus().length} cores cannot
+reach 40,000 answers/s or a 1 ms p99 with either server: the closed-loop client shares the cores. \`hq fence check|run\` start from bin/hq.cjs (CommonJS) straight into one CommonJS file,
 apps/agent/dist/cli/fence-main.cjs (\`npm run build\` bundles the seven light modules of the fence path and the
 supervisor into it, scripts/bundle-fence.mjs: no command table, no ES module loader), so the rest of their time
 is Node's own start-up.
@@ -484,12 +487,20 @@ What the memory is: the file-backed part is the \`node\` binary's pages (a bare 
 35 MiB of them and has about 43 MiB of VmRSS; every part of Node a daemon uses — its HTTP server, crypto, streams —
 touches more), so a VmRSS of 60 MiB leaves the agent some 17 MiB of its own. The anonymous part is the V8 heap
 (the modules' code and data, the apps built at start) and malloc's arenas. Where each MiB goes, library by
-library, and what issue 20 changed: the next section (\`npx tsx bench/agent-memory.ts\`). The agent keeps V8's
-young generation at its initial size (packages/runtime/src/v8-footprint.ts); the arbiter does not, so its
-anonymous part still holds up to 2 × 16 MiB of young generation until V8's memory reducer shrinks it, which is
-also where the first half's CPU goes: a \`--cpu-prof\` of the idle window shows the JS thread more than 99 % idle,
-the rest in the garbage collector, and no timer but the documented ones (the registry every 30 s, the refresh
-every 60 s, the crons).
+library, and what issue 20 changed: the next section (\`npx tsx bench/agent-memory.ts\`). Both daemons keep V8's
+young generation at its initial size and start without the optimizing compiler, which is back once they listen
+(packages/runtime/src/v8-footprint.ts); the arbiter loads etcd's modules and undici (≈ 19 MiB) only for
+\`store.kind: "etcd"\`.
+
+What wakes them: the agent's timers are its own — the registry member and its port lease every 30 s, the
+refresh every 60 s, the crons. Its waits of "5 s" are the deadline of a request in flight (\`requestTimeoutSeconds\`),
+ended by the answer, not a timer that fires. Since issue 20 nothing else fires: Node's HTTP server sweeps its
+connections for request deadlines every 30 s from \`listen\` on, so both listeners now sweep only while a
+connection is open (packages/runtime/src/idle-server.ts), and a request whose next one comes later than node's
+5 s keep-alive closes with its answer instead of leaving a socket whose timer fires 5 s later
+(\`keepAlive\` in packages/runtime/src/http.ts). The arbiter's "1 s" waits are prom-client's event-loop-delay
+histogram (\`eventLoopMonitoringPrecision: 1000\`) and its 30 s wait Node's sweep of its one listener; it is not a
+laptop daemon and keeps both.
 `,
     );
   } finally {
