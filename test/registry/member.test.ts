@@ -48,6 +48,7 @@ t.test('it registers at once, heartbeats every 30 s and re-registers every 300 s
   t.same(s.calls.map((c) => kind(c.req)), ['register', ...Array(9).fill('heartbeat')], 'nine heartbeats in the next 270 s');
   t.same(s.calls.map((c) => c.at - s.start), [0, 30_000, 60_000, 90_000, 120_000, 150_000, 180_000, 210_000, 240_000, 270_000], 'every 30 s');
   t.equal(s.calls[1]!.req.url, 'http://127.0.0.1:8470/v1/resources/mbp/heartbeat', 'heartbeats go to the record');
+  t.same([...new Set(s.calls.map((c) => c.req.keepAlive))], [false], 'every 30 s: each exchange closes its connection with the answer (no keep-alive timer between)');
   await s.time.advance(1);
   t.equal(kind(s.calls.at(-1)!.req), 'register', 'at 300 s the record is registered again');
   await s.member.stop();

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, joinUrl, peerProtocol, requestJson, tokenBelongsTo } from '../../packages/runtime/src/http.js';
+import { KEEP_ALIVE_IDLE_SECONDS, describe, joinUrl, keepAliveFor, peerProtocol, requestJson, tokenBelongsTo } from '../../packages/runtime/src/http.js';
 
 async function server(t: { teardown(fn: () => unknown): void }, answer: (path: string, body: string, headers: IncomingHttpHeaders) => { status: number; text: string; headers?: Record<string, string> } | null) {
   const seen: { path: string; headers: IncomingHttpHeaders; body: string }[] = [];
@@ -106,4 +106,11 @@ t.test('keepAlive: false closes the connection with the answer; the default keep
   t.not(seen[0]?.port, seen[1]?.port, 'each closing request had its own connection');
   t.equal(seen[2]?.port, seen[3]?.port, 'the default: the next request reuses the connection');
   t.equal(await open(), 1, 'and it stays open');
+});
+
+t.test('keepAliveFor: only a next request within node\'s keep-alive keeps the connection', async (t) => {
+  t.equal(keepAliveFor(1), true, 'a heartbeat every second (the fast settings)');
+  t.equal(keepAliveFor(KEEP_ALIVE_IDLE_SECONDS), false, 'at the keep-alive itself node would already close it');
+  t.equal(keepAliveFor(30), false, 'the registry every 30 s');
+  t.equal(keepAliveFor(60), false, 'the refresh every 60 s');
 });

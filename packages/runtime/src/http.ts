@@ -55,6 +55,12 @@ export interface JsonRequest {
 /** How long node's global agent keeps an idle connection (its `timeout`, Node 19 and later). */
 export const KEEP_ALIVE_IDLE_SECONDS = 5;
 
+/**
+ * `keepAlive` for a caller whose next request comes in `seconds`: a connection that node would
+ * close by its timer before then is closed with the answer instead.
+ */
+export const keepAliveFor = (seconds: number): boolean => seconds < KEEP_ALIVE_IDLE_SECONDS;
+
 export type Requester = (req: JsonRequest) => Promise<HttpResult>;
 
 function origin(url: string): string | null {

@@ -30,7 +30,7 @@ import {
 import type { ReleaseRequest, StepDownAck } from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
-import { ArbiterEndpoints, KEEP_ALIVE_IDLE_SECONDS, type HttpResult } from '@hq/runtime/http';
+import { ArbiterEndpoints, keepAliveFor, type HttpResult } from '@hq/runtime/http';
 import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
 import type { TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
@@ -346,10 +346,9 @@ export class ArbiterLink {
   }
 
   private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null, retrySafe?: boolean): Promise<HttpResult> {
-    // At the default cadence (refresh every 60 s) the next exchange comes after node would have
-    // closed an idle connection by its timer (5 s): it closes with the answer instead.
+    // At the default cadence (refresh every 60 s) the connection closes with the answer.
     const c = this.o.config;
-    const keepAlive = Math.min(c.heartbeatSeconds, c.refreshSeconds) < KEEP_ALIVE_IDLE_SECONDS;
+    const keepAlive = keepAliveFor(Math.min(c.heartbeatSeconds, c.refreshSeconds));
     return this.arbiters.request({ method, path, body, token, timeoutSeconds: c.requestTimeoutSeconds, keepAlive, ...(retrySafe === undefined ? {} : { retrySafe }) });
   }
 

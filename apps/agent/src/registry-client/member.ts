@@ -21,7 +21,7 @@
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { realTimers, wallClockMs, type Clock, type Timers } from '@hq/runtime/clock';
-import { KEEP_ALIVE_IDLE_SECONDS, describe, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
+import { describe, keepAliveFor, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
 
 /** Heartbeat period: the seeds' 30 s. */
 export const MEMBER_INTERVAL_MS = 30_000;
@@ -182,9 +182,9 @@ export class Member {
     });
   }
 
-  /** The next exchange comes after node would have closed an idle connection: it closes with the answer. */
+  /** At 30 s the connection closes with the answer (`keepAliveFor`). */
   private get keepAlive(): boolean {
-    return this.o.intervalMs < KEEP_ALIVE_IDLE_SECONDS * 1000;
+    return keepAliveFor(this.o.intervalMs / 1000);
   }
 
   /** One exchange (register, renew, or renew → 404 → register). Never throws. */

@@ -19,7 +19,7 @@
  * Clock (epoch ms, sleep-safe by default) and timers are injectable: tests drive time.
  */
 import { realTimers, sleepSafeClockMs, type Timers } from '@hq/runtime/clock';
-import { KEEP_ALIVE_IDLE_SECONDS, describe, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
+import { describe, keepAliveFor, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 
 export const RENEW_EVERY_MS = 30_000;
 export const RETRY_EVERY_MS = 5_000;
@@ -167,8 +167,7 @@ export class PortLeaseKeeper {
       headers: { 'x-port-lease-id': this.o.leaseId },
       token: { token: this.o.token, url: this.o.arbiterUrl },
       timeoutSeconds: (this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS) / 1000,
-      // The next renewal comes after node would have closed an idle connection: close it now.
-      keepAlive: this.renewEveryMs < KEEP_ALIVE_IDLE_SECONDS * 1000,
+      keepAlive: keepAliveFor(this.renewEveryMs / 1000),
     });
     if (this.state !== 'running') return;
     if (r.kind === 'answer' && r.status === 200) {
