@@ -304,12 +304,12 @@ interface Wakeups {
 function timeoutLabel(ms: number): string {
   if (ms < 0) return 'none (I/O)';
   if (ms === 0) return '0';
-  if (ms < 1000) return `${ms <= 10 ? ms : Math.round(ms / 10) * 10} ms`;
-  return `${Math.round(ms / 1000)} s`;
+  const step = ms <= 10 ? ms : Math.round(ms / 10) * 10; // 995–999 ms is "1 s", not "1000 ms"
+  return step < 1000 ? `${step} ms` : `${Math.round(ms / 1000)} s`;
 }
 
 /**
- * How often each process's event loop woke up over \`seconds\` (its main thread's epoll_pwait
+ * How often each process's event loop woke up over `seconds` (its main thread's epoll_pwait
  * calls under strace) and with which timeouts (a timer due in 10 s waits ~10,000 ms): the direct
  * test for polling loops. null without strace.
  */
@@ -343,7 +343,7 @@ async function loopWakeups(pids: readonly number[], seconds: number): Promise<Ar
   );
 }
 
-/** "12: 10 s ×6, none (I/O) ×4, …" (the most used timeouts first). */
+/** "12 (10 s ×6, none (I/O) ×4, …)": the most used timeouts first. */
 function wakeupText(w: Wakeups | null | undefined): string {
   if (w === null || w === undefined) return 'no strace';
   const parts = [...w.timeouts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ×${n}`);

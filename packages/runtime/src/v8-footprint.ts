@@ -8,7 +8,7 @@
  * comes while it allocates a little, possibly never: 15–24 MiB of VmRSS for nothing. So V8
  * never grows it (`--semi-space-growth-factor=1`, a heuristic V8 reads at each growth decision;
  * its `--max-semi-space-size` is read only when the process starts): it stays at its initial
- * size, about 4 MiB (test/agent/footprint.test.ts). The fence socket under 32 clients answered
+ * size, about 4 MiB (test/agent/footprint.test.ts, test/arbiter/footprint.test.ts). The fence socket under 32 clients answered
  * as fast with it as without (within the noise of the shared machine, issue 20).
  *
  * V8's optimizing compiler (TurboFan) is off while the daemon starts, and back on once it is up.
@@ -17,7 +17,7 @@
  * compiler zones and machine code, and the compiler's own pages of the `node` binary, the idle
  * daemon then keeps: about 7 MiB of VmRSS for nothing. V8 reads the flag at each tiering
  * decision, so once the daemon listens what runs hot — the fence socket, heartbeats under load —
- * is optimized as before (test/agent/jit.test.ts asks V8).
+ * is optimized as before (test/runtime/v8-footprint.test.ts asks V8).
  */
 import { setFlagsFromString } from 'node:v8';
 

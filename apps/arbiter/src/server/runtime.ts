@@ -136,7 +136,12 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
       },
     };
   }
-  const [{ EtcdClient }, { EtcdStore }, { EtcdRegistryStore }] = await Promise.all([import('../store/etcd/client.js'), import('../store/etcd/store.js'), import('../store/etcd/registry.js')]);
+  const [{ EtcdClient }, { EtcdStore }, { EtcdRegistryStore }, { EtcdSurvivalStore }] = await Promise.all([
+    import('../store/etcd/client.js'),
+    import('../store/etcd/store.js'),
+    import('../store/etcd/registry.js'),
+    import('../store/etcd/survival.js'),
+  ]);
   const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs, ...(s.tls === null ? {} : { tls: readEtcdTls(s.tls) }) });
   let store: EtcdStore;
   try {
@@ -146,7 +151,6 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
     throw err;
   }
   const registry = withRegistry ? new EtcdRegistryStore({ client, prefix: s.prefix, bands: config.portBands }) : null;
-  const { EtcdSurvivalStore } = await import('../store/etcd/survival.js');
   const survival = new EtcdSurvivalStore(client, s.prefix);
   return {
     store,

@@ -1,15 +1,16 @@
 /**
  * @hq/runtime/v8-footprint: V8's optimizing compiler is off from deferOptimizingCompiler() until the
  * function it returns is called, and optimizes hot code again after it (each daemon calls it
- * once it is up: the agent's daemon-cli.ts → main's onStarted, the arbiter's serve → its onStarted). A child node with V8's natives syntax asks
- * V8 whether a hot function was optimized, before and after (compilation on the main thread, so
+ * once it is up: the agent's daemon-cli.ts → main's onStarted, the arbiter's serve → its
+ * onStarted). A child node with V8's natives syntax asks V8 whether a hot function was optimized, before and after (compilation on the main thread, so
  * the answer does not depend on the machine's load).
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { ROOT } from './helpers.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const CHILD = `
 const { deferOptimizingCompiler } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'packages/runtime/dist/v8-footprint.js')).href)});
