@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS, configPath, validateConfig } from '../../apps/arbiter/src/config.js';
+import '../../apps/arbiter/src/config-checker.js';
 import { CLI, buildDist, childEnv } from './child.js';
 import { FAST, arbiterCommand } from './helper.js';
 

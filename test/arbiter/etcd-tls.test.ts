@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { validateConfig } from '../../apps/arbiter/src/config.js';
+import '../../apps/arbiter/src/config-checker.js';
 import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
 import { createRuntime } from '../../apps/arbiter/src/server/runtime.js';
 import { missingTool } from '../missing-tool.js';

@@ -6,6 +6,7 @@ import type { Probe } from '@hq/lease-core';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
 import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.js';
 import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/config.js';
+import '../../apps/arbiter/src/config-checker.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import type { Prober } from '../../apps/arbiter/src/checks.js';
 import { main } from '../../apps/arbiter/src/commands.js';

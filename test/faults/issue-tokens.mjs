@@ -8,6 +8,7 @@ import { join } from 'node:path';
 const [root, configPath, ...pairs] = process.argv.slice(2);
 const load = (p) => import(pathToFileURL(join(root, 'apps/arbiter/dist', p)).href);
 const { loadConfig } = await load('config.js');
+await load('config-checker.js'); // names the problem of any file, as the CLI does
 const { openStores } = await load('server/runtime.js');
 const { issueToken } = await load('auth.js');
 const stores = await openStores(loadConfig(configPath), false);

@@ -20,7 +20,7 @@ import type SchemaModule from 'typebox/schema';
 // The schema as plain JSON, generated from its TypeBox definition (schemas/source.ts): the daemon
 // does not load TypeBox's builder.
 import { AgentConfigSchema } from './schemas/generated.js';
-import { surelyValid } from './schemas/quick-check.js';
+import { surelyValid } from '@hq/runtime/quick-check';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
@@ -127,7 +127,7 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new ConfigError('(top level)', 'the config must be a JSON object');
   }
-  // A config the quick check is sure of is one TypeBox accepts (schemas/quick-check.ts); any
+  // A config the quick check is sure of is one TypeBox accepts (@hq/runtime/quick-check); any
   // other goes to TypeBox, which decides and names the problem.
   const sure = surelyValid(AgentConfigSchema, input);
   const checker = sure ? null : Schema;

@@ -9,7 +9,7 @@ import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
 import { wallClockMs, type Clock } from '@hq/runtime/clock';
 import { deferOptimizingCompiler } from '@hq/runtime/v8-footprint';
-import { ConfigError, configPath, loadConfig, type ArbiterConfig } from './config.js';
+import { ConfigError, configPath, loadConfigLazily, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
 
@@ -172,9 +172,9 @@ function allowOnly(p: Parsed, allowed: readonly string[]): void {
   }
 }
 
-function config(p: Parsed): ArbiterConfig {
+async function config(p: Parsed): Promise<ArbiterConfig> {
   const flag = p.flags.get('config');
-  return loadConfig(configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync));
+  return loadConfigLazily(configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync));
 }
 
 async function stderrLog() {
@@ -198,7 +198,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (help) return print(io, p.positional.length === 0 ? 'main' : 'serve');
       allowOnly(p, ['exit-with-parent']);
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
-      const cfg = config(p);
+      const cfg = await config(p);
       // The daemon's modules and its start-up run without TurboFan; it is back once the daemon listens.
       const optimize = deferOptimizingCompiler();
       try {
@@ -219,7 +219,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
         if (machine === undefined || !isHost(machine)) throw new UsageError(`token issue needs a MACHINE matching ${HOST_PATTERN.source}`);
         const scope = (p.flags.get('scope') ?? 'member') as string;
         if (!(SCOPES as readonly string[]).includes(scope)) throw new UsageError('--scope must be member, admin or query');
-        const cfg = config(p);
+        const cfg = await config(p);
         const { issueToken, reissueToken, tokenNameProblem } = await import('./auth.js');
         const problem = tokenNameProblem(machine, scope as Scope, cfg);
         if (problem !== null) throw new UsageError(problem);
@@ -244,7 +244,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
         const idFlag = p.flags.get('id');
         const id = typeof idFlag === 'string' ? Number(idFlag) : null;
         if (id !== null && (!/^[1-9][0-9]*$/.test(idFlag as string) || !Number.isSafeInteger(id))) throw new UsageError('--id must be a token id from "token list" (a positive integer)');
-        const cfg = config(p);
+        const cfg = await config(p);
         const store = await openStore(cfg);
         try {
           const now = clock.now() / 1000;
@@ -258,7 +258,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (verb === 'list') {
         allowOnly(p, ['json']);
         if (machine !== undefined) throw new UsageError(`token list takes no arguments (got "${machine}")`);
-        const cfg = config(p);
+        const cfg = await config(p);
         const store = await openStore(cfg);
         const { describeTokens } = await import('./auth.js');
         try {
@@ -282,7 +282,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (help) return print(io, 'check');
       allowOnly(p, ['json']);
       if (rest.length > 0) throw new UsageError(`check takes no arguments (got "${rest[0]}")`);
-      const cfg = config(p);
+      const cfg = await config(p);
       if (cfg.store.kind === 'etcd') {
         throw new UsageError('check: with store "etcd" only the elected arbiter checks (it needs the election): ask it with "curl -X POST -H \'authorization: Bearer $ADMIN\' http://ARBITER:8470/v1/check" (any arbiter forwards it)');
       }
@@ -307,7 +307,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (rest.length > 0) throw new UsageError(`backup takes no arguments (got "${rest[0]}")`);
       const to = p.flags.get('to');
       if (typeof to !== 'string') throw new UsageError('backup needs --to FILE');
-      const cfg = config(p);
+      const cfg = await config(p);
       const store = await openStore(cfg);
       try {
         await store.backup(to);

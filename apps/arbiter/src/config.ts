@@ -8,96 +8,20 @@
  */
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import Type, { type Static } from 'typebox';
-import { Compile } from 'typebox/compile';
+import type { Static } from 'typebox';
+import type { Compile as CompileFn } from 'typebox/compile';
 import { ARBITER_CONFIG, ConfigError, defaultConfigPaths, readConfigFile } from '@hq/runtime/config-file';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/lease-core/suggest';
-import { HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
-import { PortBandsConfig } from './registry/schemas.js';
+import { HOST_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
+import { surelyValid } from '@hq/runtime/quick-check';
+import { ConfigSchema } from './schemas/generated.js';
+import type * as S from './schemas/source.js';
 import { etcdEndpoint } from './store/etcd/endpoint.js';
 import { bandsFromConfig, type Bands } from './registry/decide.js';
 
-const HostName = Type.String({ pattern: HOST_SCHEMA_PATTERN });
-const Seconds = Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 });
-
-export const ConfigSchema = Type.Object(
-  {
-    arbiter: Type.Optional(HostName),
-    candidates: Type.Optional(Type.Array(HostName, { minItems: 1, maxItems: 32 })),
-    standby: Type.Optional(HostName),
-    ttlSeconds: Type.Optional(Seconds),
-    viewFreshSeconds: Type.Optional(Seconds),
-    promoteAfterChecks: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
-    checkCron: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    healthUrls: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1, maxLength: 2048 }))),
-    tailnetDomain: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$' })),
-    tailscaleBin: Type.Optional(Type.String({ maxLength: 4096 })),
-    probeTimeoutSeconds: Type.Optional(Seconds),
-    listen: Type.Optional(
-      Type.Object(
-        {
-          host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-          port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
-        },
-        { additionalProperties: false },
-      ),
-    ),
-    dataDir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
-    /** Where the state lives: SQLite in dataDir (the default) or an etcd cluster (several arbiters). */
-    store: Type.Optional(
-      Type.Object(
-        {
-          kind: Type.Union([Type.Literal('sqlite'), Type.Literal('etcd')]),
-          endpoints: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 16 })),
-          prefix: Type.Optional(Type.String({ minLength: 2, maxLength: 200 })),
-          dialTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
-          requestTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
-          electionTtlSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
-          advertiseUrl: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
-          tls: Type.Optional(
-            Type.Object(
-              {
-                caFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
-                certFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
-                keyFile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
-              },
-              { additionalProperties: false },
-            ),
-          ),
-        },
-        { additionalProperties: false },
-      ),
-    ),
-    auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
-    /** SPEC §8 port bands (see registry/README.md). */
-    portBands: Type.Optional(PortBandsConfig),
-    /** The event log's bounded history (swept hourly and at start). */
-    events: Type.Optional(
-      Type.Object(
-        {
-          maxAgeDays: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 36_500 })),
-          maxCount: Type.Optional(Type.Integer({ minimum: 100, maximum: 10_000_000 })),
-        },
-        { additionalProperties: false },
-      ),
-    ),
-    hooks: Type.Optional(
-      Type.Object(
-        {
-          urls: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 32 })),
-          command: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 64 })),
-        },
-        { additionalProperties: false },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-export type ConfigFile = Static<typeof ConfigSchema>;
+export type ConfigFile = Static<typeof S.ConfigSchema>;
 
 /** The resolved configuration every part of the daemon reads. */
 export interface ArbiterConfig {
@@ -210,7 +134,26 @@ export type ConfigResult =
   | { readonly ok: true; readonly config: ArbiterConfig }
   | { readonly ok: false; readonly key: string; readonly message: string };
 
-const compiled = Compile(ConfigSchema);
+export { ConfigSchema };
+
+/**
+ * TypeBox's compiled checker of the config schema (`typebox/compile`), for a config the quick
+ * check (@hq/runtime/quick-check) cannot pass: it decides and says what is wrong. Set by
+ * config-checker.ts (tools and tests that validate synchronously) or by `loadConfigChecker()`
+ * (the CLI, only when its file needs it: a valid config is accepted without loading TypeBox,
+ * whose 680-odd modules were the largest part of an idle arbiter's memory; docs/BENCH.md).
+ */
+let compiled: ReturnType<typeof CompileFn> | null = null;
+
+/** Compiles the config schema with TypeBox's `Compile` (config-checker.ts), once. */
+export function useConfigCompiler(compile: typeof CompileFn): void {
+  compiled ??= compile(ConfigSchema);
+}
+
+/** Loads TypeBox's compiler and compiles the config schema, once. */
+export async function loadConfigChecker(): Promise<void> {
+  if (compiled === null) useConfigCompiler((await import('typebox/compile')).Compile);
+}
 
 interface SchemaError {
   readonly keyword: string;
@@ -319,8 +262,15 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return fail('(root)', 'the configuration must be a JSON object');
   }
-  if (!compiled.Check(input)) {
-    const errors = [...compiled.Errors(input)] as unknown as SchemaError[];
+  // A config the quick check is sure of is one TypeBox accepts; any other goes to TypeBox, which
+  // decides and names the problem.
+  const sure = surelyValid(ConfigSchema, input);
+  const checker = sure ? null : compiled;
+  if (!sure && checker === null) {
+    throw new Error("validateConfig: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+  }
+  if (checker !== null && !checker.Check(input)) {
+    const errors = [...checker.Errors(input)] as unknown as SchemaError[];
     const extra = errors.find((e) => e.keyword === 'additionalProperties');
     if (extra !== undefined) {
       const name = extra.params.additionalProperties?.[0] ?? '?';
@@ -425,15 +375,31 @@ function invalidConfig(key: string, problem: string, path: string | null): Confi
   return new ConfigError(key, `invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
 }
 
-/** Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError. */
-export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
-  let input: unknown = {};
-  if (path !== null) {
-    const r = readConfigFile(path);
-    if (!r.ok) throw invalidConfig('(file)', r.problem === 'unreadable' ? `cannot be read (${r.code})` : `is not valid JSON (${r.message})`, path);
-    input = r.value;
-  }
+/** The parsed file at `path` (the empty object, all defaults, for null). Throws ConfigError. */
+function readInput(path: string | null): unknown {
+  if (path === null) return {};
+  const r = readConfigFile(path);
+  if (!r.ok) throw invalidConfig('(file)', r.problem === 'unreadable' ? `cannot be read (${r.code})` : `is not valid JSON (${r.message})`, path);
+  return r.value;
+}
+
+function resolved(input: unknown, path: string | null, cwd: string): ArbiterConfig {
   const result = validateConfig(input, cwd);
   if (!result.ok) throw invalidConfig(result.key, result.message, path);
   return result.config;
+}
+
+/**
+ * Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError.
+ * TypeBox's checker must be loaded for a file the quick check cannot pass (config-checker.js).
+ */
+export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
+  return resolved(readInput(path), path, cwd);
+}
+
+/** `loadConfig`, loading TypeBox's checker only when the file needs it (the CLI). */
+export async function loadConfigLazily(path: string | null, cwd: string = process.cwd()): Promise<ArbiterConfig> {
+  const input = readInput(path);
+  if (!surelyValid(ConfigSchema, input)) await loadConfigChecker();
+  return resolved(input, path, cwd);
 }

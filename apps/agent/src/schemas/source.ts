@@ -1,7 +1,7 @@
 /**
  * The TypeBox definitions of every schema the agent's daemon checks at run time: its config file
  * and the bodies, parameters and answers of its listeners' routes. They are the source, not what
- * the daemon loads: `node scripts/gen-agent-schemas.mjs` writes them as plain JSON into
+ * the daemon loads: `node scripts/gen-schemas.mjs` writes them as plain JSON into
  * generated.ts, which config.ts and daemon/servers.ts import — so the daemon never loads
  * TypeBox's builder (`typebox`, about 9 MiB of an idle agent's VmRSS; docs/BENCH.md "Where the
  * idle agent's memory goes"), only `typebox/schema` to check the config. test/agent/schemas.test.ts

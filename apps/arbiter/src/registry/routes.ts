@@ -29,7 +29,7 @@ import {
   ResourceParams,
   ResourcesAnswer,
   ResourcesQuery,
-} from '@hq/protocol/schemas';
+} from '../schemas/generated.js';
 
 export interface RegistryRoutesOptions {
   readonly store: RegistryStore;

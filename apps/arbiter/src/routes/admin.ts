@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { setMaintenance, transfer } from '@hq/lease-core';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import { CheckAnswer, Conflict, ErrorBody, MaintenanceBody, OkLease, TransferBody } from '@hq/protocol/schemas';
+import { CheckAnswer, Conflict, ErrorBody, MaintenanceBody, OkLease, TransferBody } from '../schemas/generated.js';
 import { answerVerdict, verdictOutcome } from './lease.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {

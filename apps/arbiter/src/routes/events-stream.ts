@@ -19,9 +19,8 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
-import Type from 'typebox';
 import { ERRORS, STREAM_ERRORS } from '@hq/protocol';
-import { ErrorBody, EventStreamQuery } from '@hq/protocol/schemas';
+import { ErrorBody, EventStreamQuery, EventStreamText } from '../schemas/generated.js';
 import { HttpError } from '@hq/runtime/refusal';
 import type { EventRow } from '../store/store.js';
 import type { Awaitable } from '../awaitable.js';
@@ -135,7 +134,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<EventStreamOptions> = 
         description:
           'The event log as Server-Sent Events (text/event-stream): every row after `after` (or the Last-Event-ID header; with neither, the newest 20), then each new one as it is committed; `: keep-alive` comments in between.',
         querystring: EventStreamQuery,
-        response: { 200: Type.String({ description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`' }), 400: ErrorBody, 401: ErrorBody, 503: ErrorBody },
+        response: { 200: EventStreamText, 400: ErrorBody, 401: ErrorBody, 503: ErrorBody },
       },
     },
     async (req, reply) => {

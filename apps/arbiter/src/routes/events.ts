@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import { ErrorBody, EventsAnswer, EventsQuery } from '@hq/protocol/schemas';
+import { ErrorBody, EventsAnswer, EventsQuery } from '../schemas/generated.js';
 
 export const DEFAULT_EVENTS_LIMIT = 100;
 export const MAX_EVENTS_LIMIT = 1000;

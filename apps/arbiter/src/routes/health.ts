@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Health } from '@hq/protocol/schemas';
+import { Health } from '../schemas/generated.js';
 
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/v1/health', { config: { scope: 'none' }, schema: { response: { 200: Health } } }, async () => {

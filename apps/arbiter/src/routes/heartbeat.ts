@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { crossTiming, heartbeat, stepDownAsked } from '@hq/lease-core';
 import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion } from '@hq/protocol';
 import { actFor } from '../server/context.js';
-import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '@hq/protocol/schemas';
+import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/generated.js';
 import { failoverOf, leaseTimingOf } from '../timing.js';
 
 export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {

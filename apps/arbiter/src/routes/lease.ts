@@ -6,7 +6,7 @@ import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter-shell.js';
 import { HttpError } from '@hq/runtime/refusal';
 import { actFor } from '../server/context.js';
-import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '@hq/protocol/schemas';
+import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '../schemas/generated.js';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 

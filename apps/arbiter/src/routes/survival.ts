@@ -21,8 +21,9 @@ import type { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
-import { PushBody, SurvivalBlobParams, SurvivalParams, checkManifest } from '@hq/protocol/schemas';
+import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
+import { PushBody, SurvivalBlobParams, SurvivalParams } from '../schemas/generated.js';
 import { FileSurvivalStore } from '../survival/files.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
@@ -49,11 +50,18 @@ const COMMIT_ERRORS: { readonly [E in CommitError]: CatalogEntry } = {
 const MAX_ENTRIES = 10_000;
 
 /**
+ * The protocol's manifest reader (`checkManifest`), loaded with its TypeBox schema on the first
+ * push: an arbiter that takes no survival copy never loads TypeBox (docs/BENCH.md).
+ */
+let reader: Promise<typeof checkManifest> | null = null;
+const manifestReader = (): Promise<typeof checkManifest> => (reader ??= import('@hq/protocol/schemas').then((m) => m.checkManifest));
+
+/**
  * The subset manifest: the agent's reader, then what a survival copy adds — the path's tier and
  * generation, a lease generation and a holder (never a copy made before any lease), no secret.
  */
-function readManifest(v: unknown, tier: Tier, generation: string): { ok: true; manifest: Manifest; holder: string } | { ok: false; message: string } {
-  const m = checkManifest(v);
+async function readManifest(v: unknown, tier: Tier, generation: string): Promise<{ ok: true; manifest: Manifest; holder: string } | { ok: false; message: string }> {
+  const m = (await manifestReader())(v);
   if (typeof m === 'string') return { ok: false, message: m };
   if (m.generation !== generation) return { ok: false, message: 'manifest generation does not match the path' };
   if (m.tier !== tier) return { ok: false, message: 'manifest tier does not match the path' };
@@ -126,7 +134,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
       serial(async () => {
         const machine = machineOf.get(req) as string;
         const { tier, generation } = req.params;
-        const read = readManifest(req.body.manifest, tier, generation);
+        const read = await readManifest(req.body.manifest, tier, generation);
         if (!read.ok) throw refusal(ERRORS.BAD_REQUEST, read.message);
         const m = read.manifest;
         if (read.holder !== machine) throw refusal(ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);

@@ -28,7 +28,7 @@
 import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { ERRORS, type CatalogEntry } from '@hq/protocol';
-import { ErrorBody } from '@hq/protocol/schemas';
+import { ErrorBody } from '../schemas/generated.js';
 import type { RouteScope } from './context.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';

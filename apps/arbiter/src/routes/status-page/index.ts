@@ -23,12 +23,11 @@
  * and this file, the routes.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
 import type { ArbiterState } from '@hq/lease-core';
 import { PROTOCOL_VERSION, type LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../server/context.js';
 import type { EventRow } from '../../store/store.js';
-import { ErrorBody } from '@hq/protocol/schemas';
+import { ErrorBody, StatusAnswer, StatusPageHtml } from '../../schemas/generated.js';
 import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
@@ -41,7 +40,6 @@ function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT 
   return { ...m, arbiters, arbitersLine: arbitersText(arbiters) };
 }
 import { STATUS_CSP, renderStatusPage } from './render.js';
-import { StatusAnswer } from './schemas.js';
 
 export interface StatusPageOptions {
   /** One consistent read of the arbiter state (`arbiter.read()`). */
@@ -91,7 +89,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       config: { scope: 'read' },
       schema: {
         description: 'The status page (HTML): holder, generation, validity, maintenance, hosts, the last 50 events and the worst-case failover; refreshes itself.',
-        response: { 200: Type.String({ description: 'text/html' }), 401: ErrorBody },
+        response: { 200: StatusPageHtml, 401: ErrorBody },
       },
     },
     async (_req, reply) => {

@@ -7,8 +7,12 @@
  * own message. Known keywords, with TypeBox's semantics (regular expressions with the `u`
  * flag, `number` finite): type (object, array, string, number, integer, boolean), properties,
  * patternProperties, additionalProperties false, required, items (one schema), minItems,
- * maxItems, minLength 0 or 1, pattern, minimum, maximum, exclusiveMinimum (a number).
- * test/agent/schemas.test.ts compares it with TypeBox on generated configs.
+ * maxItems, minLength and maxLength (a string passes only when both its UTF-16 length and its
+ * count of code points are within the bounds, so either way of counting agrees), pattern,
+ * minimum, maximum, exclusiveMinimum (a number), const (a string, number or boolean) and anyOf
+ * (sure when one branch is). Both daemons check their config with it (the agent's and the
+ * arbiter's config.ts); test/agent/schemas.test.ts and test/arbiter/schemas.test.ts compare it
+ * with TypeBox on generated configs.
  */
 type Json = { readonly [k: string]: unknown };
 
@@ -22,10 +26,13 @@ const KNOWN: ReadonlySet<string> = new Set([
   'minItems',
   'maxItems',
   'minLength',
+  'maxLength',
   'pattern',
   'minimum',
   'maximum',
   'exclusiveMinimum',
+  'const',
+  'anyOf',
 ]);
 
 const compiled = new Map<string, RegExp>();
@@ -62,14 +69,34 @@ function typeMatches(type: unknown, value: unknown): boolean {
   }
 }
 
+function codePoints(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
 /** True only when `value` surely satisfies `schema` (see the module's comment). */
 export function surelyValid(schema: unknown, value: unknown): boolean {
   if (!isSchema(schema)) return false;
   for (const k of Object.keys(schema)) if (!KNOWN.has(k)) return false;
   if (!typeMatches(schema['type'], value)) return false;
+  if (schema['const'] !== undefined) {
+    const c = schema['const'];
+    if (!(typeof c === 'string' || typeof c === 'boolean' || Number.isFinite(c)) || c !== value) return false;
+  }
+  if (schema['anyOf'] !== undefined) {
+    const branches = schema['anyOf'];
+    if (!Array.isArray(branches) || !branches.some((b) => surelyValid(b, value))) return false;
+  }
   if (typeof value === 'string') {
     const min = num(schema, 'minLength');
-    if (min === null || (min !== undefined && min !== 0 && min !== 1) || (min === 1 && value.length === 0)) return false;
+    const max = num(schema, 'maxLength');
+    if (min === null || max === null) return false;
+    if (min !== undefined || max !== undefined) {
+      const points = codePoints(value);
+      if (min !== undefined && !(Math.min(value.length, points) >= min)) return false;
+      if (max !== undefined && !(Math.max(value.length, points) <= max)) return false;
+    }
     const p = schema['pattern'];
     if (p !== undefined && (typeof p !== 'string' || !regexp(p).test(value))) return false;
   }
