@@ -260,7 +260,9 @@ static void hq_perm(State *d, const State *s, const int *p) {
     HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg);
     /* per host, and naming a host */
     d->kh[p[a_]] = HP_VAL(s->kh[a_]); d->gh[p[a_]] = HP_VAL(s->gh[a_]);
-    d->hto[p[a_]] = HP_VAL(s->hto[a_]); d->ah[p[a_]] = HP_VAL(s->ah[a_]);
+    d->hto[p[a_]] = HP_VAL(s->hto[a_]);
+    /* ah is zeroed to 0 (not NONE) while no answer is on the way: that 0 names no host */
+    d->ah[p[a_]] = s->rph[a_] ? HP_VAL(s->ah[a_]) : s->ah[a_];
     d->rlt[p[a_]] = HP_VAL(s->rlt[a_]);
   }
   d->hol = HP_VAL(s->hol); d->from = HP_VAL(s->from); d->ldh = HP_VAL(s->ldh);

@@ -138,11 +138,10 @@ export const CONFIGS = [
     // host1's grant into host2's). Its unmutated search does not fit (SAFETY.md: 78 M states
     // in 13 GiB, no violation, not exhaustive), so `npm run model` runs the mutant alone.
     name: 'step-down-3c-g3',
-    mutantsOnly: true,
     mutantDepth: 60,
     memoryMb: 13000,
     hash: 27,
-    defs: { N: 3, G: 3, TTL: 2, RT: 0 },
+    defs: { N: 3, G: 3, TTL: 2, RT: 0, SYMMETRY: 1 },
     on: ['STEP_DOWN'],
     states: 1e8,
     mutants: ['ACK_ENDS_WHOLE_DELAY'],
@@ -157,6 +156,15 @@ export const CONFIGS = [
     mutants: ['NO_STANDBY_WAIT'],
   },
   {
+    name: 'outage-3c-restart',
+    memoryMb: 13000,
+    hash: 27,
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, AGENT_RESTARTS: 1, SYMMETRY: 1 },
+    on: ['ROUNDS', 'AGENT_RESTART'],
+    states: 1e8,
+    mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
+  },
+  {
     // With the symmetry reduction (-DSYMMETRY, hq.pml) the search is exhaustive: 32.6 M states
     // in 7.1 GiB (without it, 65 M states filled 13 GiB and the search stopped). The restarts
     // that keep the database are left out (NO_KEPT_RESTART); `restart-jump` covers them.
@@ -166,6 +174,15 @@ export const CONFIGS = [
     defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1, NO_KEPT_RESTART: 1, SYMMETRY: 1 },
     on: ['ARBITER_RESTART'],
     states: 3.3e7,
+    mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
+  },
+  {
+    name: 'database-loss-3c-kept',
+    memoryMb: 13000,
+    hash: 27,
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1, SYMMETRY: 1 },
+    on: ['ARBITER_RESTART'],
+    states: 1e8,
     mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
   },
 ];
