@@ -46,6 +46,8 @@ const OFF = {
  * -w) size a big search; `mutantsOnly` marks a configuration whose unmutated search does not
  * fit and is not run (only its mutants are); `mutantDepth` bounds a mutant's search depth (a
  * counterexample found within a bound is a real execution; the bound only makes it found sooner).
+ * `SYMMETRY: 1` in `defs` builds the model with the symmetry reduction between the hosts (hq.pml,
+ * `hq_canon`; SAFETY.md, "Symmetry reduction": why it is sound for these configurations).
  */
 export const CONFIGS = [
   {
