@@ -51,6 +51,7 @@
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
  * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
+ * SYMMETRY stores one state per renaming of the hosts (a reduction, not a size switch: see hq_canon).
  */
 
 #ifndef N
@@ -245,7 +246,10 @@ extern int readtrail;
  * (./pan -r) shows the renamed states: the host numbers of a trail may change from one step to
  * the next, consistently with the dump printed after each step. (The one order a transition's
  * effect depends on, which child hq_after starts first when two start in the same instant,
- * only decides whether that instant also fails ok1: it fails ok3 either way.) */
+ * only decides whether that instant also fails ok1: it fails ok3 either way.) hq_perm moves
+ * every per-host array of the state (all 36: checked against pan.h's State for N = 3 with every
+ * feature on) and renames every value that names a host (kh gh hto ah rlt, hol from ldh, owner);
+ * a dead ah (0 while no answer is on the way, rph = 0) names no host and stays 0. */
 #define HP_ARR(x) d->x[p[a_]] = s->x[a_]
 #define HP_VAL(v) ((v) < N ? p[(v)] : (v))
 extern ulong vsize;
@@ -260,7 +264,9 @@ static void hq_perm(State *d, const State *s, const int *p) {
     HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg);
     /* per host, and naming a host */
     d->kh[p[a_]] = HP_VAL(s->kh[a_]); d->gh[p[a_]] = HP_VAL(s->gh[a_]);
-    d->hto[p[a_]] = HP_VAL(s->hto[a_]); d->ah[p[a_]] = HP_VAL(s->ah[a_]);
+    d->hto[p[a_]] = HP_VAL(s->hto[a_]);
+    /* ah is zeroed to 0 (not NONE) while no answer is on the way: that 0 names no host */
+    d->ah[p[a_]] = s->rph[a_] ? HP_VAL(s->ah[a_]) : s->ah[a_];
     d->rlt[p[a_]] = HP_VAL(s->rlt[a_]);
   }
   d->hol = HP_VAL(s->hol); d->from = HP_VAL(s->from); d->ldh = HP_VAL(s->ldh);

@@ -46,6 +46,8 @@ const OFF = {
  * -w) size a big search; `mutantsOnly` marks a configuration whose unmutated search does not
  * fit and is not run (only its mutants are); `mutantDepth` bounds a mutant's search depth (a
  * counterexample found within a bound is a real execution; the bound only makes it found sooner).
+ * `SYMMETRY: 1` in `defs` builds the model with the symmetry reduction between the hosts (hq.pml,
+ * `hq_canon`; SAFETY.md, "Symmetry reduction": why it is sound for these configurations).
  */
 export const CONFIGS = [
   {
@@ -135,14 +137,15 @@ export const CONFIGS = [
   },
   {
     // Only for its mutant: three hosts and three generations (host0's lock-delay carried by
-    // host1's grant into host2's). Its unmutated search does not fit (SAFETY.md: 78 M states
-    // in 13 GiB, no violation, not exhaustive), so `npm run model` runs the mutant alone.
+    // host1's grant into host2's). Its unmutated search does not fit, even with the symmetry
+    // reduction (SAFETY.md: 65.1 M states in 13 GiB with -DSYMMETRY, no violation, not
+    // exhaustive), so `npm run model` runs the mutant alone (with -DSYMMETRY: 2.1 M states).
     name: 'step-down-3c-g3',
     mutantsOnly: true,
     mutantDepth: 60,
     memoryMb: 13000,
     hash: 27,
-    defs: { N: 3, G: 3, TTL: 2, RT: 0 },
+    defs: { N: 3, G: 3, TTL: 2, RT: 0, SYMMETRY: 1 },
     on: ['STEP_DOWN'],
     states: 1e8,
     mutants: ['ACK_ENDS_WHOLE_DELAY'],
@@ -157,15 +160,27 @@ export const CONFIGS = [
     mutants: ['NO_STANDBY_WAIT'],
   },
   {
-    // With the symmetry reduction (-DSYMMETRY, hq.pml) the search is exhaustive: 32.6 M states
-    // in 7.1 GiB (without it, 65 M states filled 13 GiB and the search stopped). The restarts
-    // that keep the database are left out (NO_KEPT_RESTART); `restart-jump` covers them.
+    // outage-3c with one agent restart. Exhaustive with the symmetry reduction (-DSYMMETRY,
+    // hq.pml): 30.4 M states in 6.5 GiB (without it, 65 M states filled 13 GiB and the search
+    // stopped). outage-3c above is the same search without the restart and without the switch.
+    name: 'outage-3c-restart',
+    memoryMb: 13000,
+    hash: 27,
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, AGENT_RESTARTS: 1, SYMMETRY: 1 },
+    on: ['ROUNDS', 'AGENT_RESTART'],
+    states: 3e7,
+    mutants: ['NO_STANDBY_WAIT', 'NO_START_GUARD'],
+  },
+  {
+    // With the symmetry reduction (-DSYMMETRY, hq.pml) the search is exhaustive with every
+    // arbiter restart (database lost, or kept with a forward jump of 0 .. TTL + M): 26.1 M states
+    // in 5.7 GiB (without it, 65 M states filled 13 GiB and the search stopped).
     name: 'database-loss-3c',
     memoryMb: 13000,
     hash: 27,
-    defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1, NO_KEPT_RESTART: 1, SYMMETRY: 1 },
+    defs: { N: 3, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1, SYMMETRY: 1 },
     on: ['ARBITER_RESTART'],
-    states: 3.3e7,
+    states: 2.6e7,
     mutants: ['NO_FLOOR', 'NO_FLOOR_WAIT'],
   },
 ];
