@@ -7,7 +7,7 @@
  * commit held open (an etcd transaction takes network round trips: a run is a promise).
  */
 import t from 'tap';
-import type { ArbiterState, Decision, Outcome } from '../../apps/arbiter/src/store/store.js';
+import type { Outcome } from '../../apps/arbiter/src/store/store.js';
 import { CasError } from '../../apps/arbiter/src/store/store.js';
 import { harness } from './helper.js';
 
@@ -17,11 +17,11 @@ t.test('a run in flight across a takeover does not put the old boot back', async
   const store = arbiter.deps.store;
   const transactAll = store.transactAll.bind(store);
   let open: (() => void) | null = null;
-  store.transactAll = (decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]) =>
+  store.transactAll = (...args: Parameters<typeof transactAll>) =>
     new Promise<readonly Outcome[]>((resolve, reject) => {
       open = () => {
         try {
-          resolve(transactAll(decisions) as readonly Outcome[]);
+          resolve(transactAll(...args) as readonly Outcome[]);
         } catch (err) {
           reject(err as Error);
         }
@@ -54,9 +54,9 @@ t.test('a takeover whose restart loses its compare-and-swap decides again on the
   const store = arbiter.deps.store;
   const transactAll = store.transactAll.bind(store);
   let lost = 0;
-  store.transactAll = (decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]) => {
+  store.transactAll = (...args: Parameters<typeof transactAll>) => {
     if (lost++ === 0) throw new CasError();
-    return transactAll(decisions);
+    return transactAll(...args);
   };
   h.clock.advance(30);
   const takeoverAt = h.clock.now();
