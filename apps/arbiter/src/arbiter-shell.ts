@@ -355,9 +355,17 @@ export class Arbiter {
    * After a report: a change of `host`'s cross-side problems is recorded once (event, warn log,
    * hook), and a change of the worst-case failover it implies is logged once.
    */
-  async noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> {
+  noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> | undefined {
     const change = this.timingNotes.change(host, problems);
-    if (change !== null) await this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]);
+    // Nearly every report changes nothing: then nothing is awaited (no promise per heartbeat).
+    if (change === null) {
+      this.noteFailover(state);
+      return undefined;
+    }
+    return this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]).then(() => this.noteFailover(state));
+  }
+
+  private noteFailover(state: ArbiterState): void {
     const f = failoverOf(this.config, state);
     if (f.text !== this.lastFailover) {
       this.lastFailover = f.text;
