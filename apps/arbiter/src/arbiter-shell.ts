@@ -267,11 +267,17 @@ export class Arbiter {
    */
   private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], startBoot: Boot, boot: Boot, now: number): readonly Ran[] {
     if (this.bootState === startBoot) this.bootState = boot;
-    return outcomes.map((o, i): Ran => {
+    // The operations counter moves once per op and outcome of the group (the same totals as one
+    // `inc` per decision, before any answer goes out; issue 19: prom-client hashes the labels per call).
+    const counted = new Map<string, Map<string, number>>();
+    const ran = outcomes.map((o, i): Ran => {
       if (!o.ok) return { ok: false, error: o.error };
       const p = batch[i] as Pending;
       const step = steps[i] as Step<unknown>;
-      this.deps.metrics.operations.inc({ op: p.op, outcome: p.outcome(step.answer) });
+      const outcome = p.outcome(step.answer);
+      let byOutcome = counted.get(p.op);
+      if (byOutcome === undefined) counted.set(p.op, (byOutcome = new Map()));
+      byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
       for (const e of o.committed.events) {
         if (e.event === 'promoted') this.deps.metrics.promotions.inc();
         const saved = e.data['savedSeconds'];
@@ -282,6 +288,8 @@ export class Arbiter {
       const ctx: Context = { now, settings: this.settings, boot: boots[i] as Boot };
       return { ok: true, decided: { answer: step.answer, state: o.committed.state, now, ctx, events: o.committed.events } };
     });
+    for (const [op, byOutcome] of counted) for (const [outcome, n] of byOutcome) this.deps.metrics.operations.inc({ op, outcome }, n);
+    return ran;
   }
 
   /**
