@@ -11,7 +11,8 @@
  *   acquire  release + acquire of the same host     vs  lease grant + put with that lease
  * BENCH_CONNECTIONS (32) clients, BENCH_SECONDS (10) per run, BENCH_ROUNDS (3) rounds, medians.
  * Prints the table and writes its section of docs/BENCH.md (BENCH_WRITE=0 to skip);
- * BENCH_PROFILE=DIR runs the arbiter under `node --cpu-prof` with its profile written to DIR.
+ * BENCH_PROFILE=DIR runs the arbiter under `node --cpu-prof` with its profile written to DIR;
+ * BENCH_OPS=renew (a comma list of read, renew, cas, acquire) runs only those operations' rows.
  * Last, the arbiter takeover time (bench/takeover.ts): BENCH_TAKEOVERS (5) kill -9 rounds of the
  * elected one of two arbiters, per election TTL setting; BENCH_ONLY=takeover runs that part alone
  * and rewrites only its table (inside this bench's section of docs/BENCH.md).
@@ -486,7 +487,7 @@ interface Row {
 /** The etcd-backed arbiter against the engine it uses: its overhead over etcd (issue 19). */
 const ETCD_ARBITER_TARGET = 0.8;
 
-const OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqOp: Op }> = [
+const ALL_OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqOp: Op }> = [
   { op: 'read', label: 'read the lease', target: 5, hqOp: 'read' },
   { op: 'read-serializable', label: 'read (etcd serializable)', target: null, hqOp: 'read' },
   { op: 'renew', label: 'durable renew', target: 1, hqOp: 'renew' },
@@ -494,6 +495,19 @@ const OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqOp: O
   { op: 'cas', label: 'CAS, one key, contended', target: 3, hqOp: 'cas' },
   { op: 'acquire', label: 'acquire', target: null, hqOp: 'acquire' },
 ];
+/**
+ * `BENCH_OPS=renew` (a comma list of read, renew, cas, acquire; unset: all): only those hq
+ * operations' rows, each with the etcd rows beside it (read: both reads; renew: put and keepalive).
+ * For profiling one route (with `BENCH_PROFILE`) and quick partial runs.
+ */
+const OPS_CHOSEN = (process.env['BENCH_OPS'] ?? '').split(',').map((o) => o.trim()).filter((o) => o !== '');
+const HQ_OPS: readonly Op[] = ['read', 'renew', 'cas', 'acquire'];
+const badOp = OPS_CHOSEN.find((o) => !(HQ_OPS as readonly string[]).includes(o));
+if (badOp !== undefined) {
+  process.stderr.write(`bench:etcd: BENCH_OPS is a comma list of ${HQ_OPS.join(', ')}, not ${JSON.stringify(badOp)}\n`);
+  process.exit(2);
+}
+const OPS = OPS_CHOSEN.length === 0 ? ALL_OPS : ALL_OPS.filter((o) => OPS_CHOSEN.includes(o.hqOp));
 
 /** Rows whose hq figures are the row before's (the same hq operation beside another etcd one). */
 const SHARED_HQ: ReadonlySet<Op> = new Set(['read-serializable', 'keepalive']);
@@ -610,6 +624,7 @@ async function main(): Promise<void> {
   };
   const derive = (label: string, op: string, hqOnly: ReturnType<typeof only>, etcdOnly: ReturnType<typeof only>): void => {
     const i = rows.findIndex((r) => r.op === op);
+    if (i < 0) return; // not run (BENCH_OPS)
     rows.splice(i + 1, 0, { op: label, hq: rows[i]!.hq.map(hqOnly), hqEtcd: rows[i]!.hqEtcd.map(hqOnly), etcd: rows[i]!.etcd.map(etcdOnly), target: null });
   };
   derive('CAS: successful swaps only', 'CAS, one key, contended', only(['swapped'], ['swapped', 'stale']), only(['swapped'], ['swapped', 'stale']));
@@ -687,6 +702,7 @@ function doc(machine: string, tbl: string, version: string, members: string, tak
 
 Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \`BENCH_CONNECTIONS\` (32) to change the run;
 \`BENCH_WRITE=0\` to not rewrite this file; \`BENCH_PROFILE=DIR\` to run the arbiter under \`node --cpu-prof\`;
+\`BENCH_OPS=renew\` (a comma list of read, renew, cas, acquire) for those operations' rows only;
 \`BENCH_TAKEOVERS\` (5) rounds of the takeover part, 0 to leave it out; \`BENCH_ONLY=takeover\` for that part alone).
 
 Run: ${new Date().toISOString()} — ${machine}.

@@ -267,11 +267,17 @@ export class Arbiter {
    */
   private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], startBoot: Boot, boot: Boot, now: number): readonly Ran[] {
     if (this.bootState === startBoot) this.bootState = boot;
-    return outcomes.map((o, i): Ran => {
+    // The operations counter moves once per op and outcome of the group (the same totals as one
+    // `inc` per decision, before any answer goes out; issue 19: prom-client hashes the labels per call).
+    const counted = new Map<string, Map<string, number>>();
+    const ran = outcomes.map((o, i): Ran => {
       if (!o.ok) return { ok: false, error: o.error };
       const p = batch[i] as Pending;
       const step = steps[i] as Step<unknown>;
-      this.deps.metrics.operations.inc({ op: p.op, outcome: p.outcome(step.answer) });
+      const outcome = p.outcome(step.answer);
+      let byOutcome = counted.get(p.op);
+      if (byOutcome === undefined) counted.set(p.op, (byOutcome = new Map()));
+      byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
       for (const e of o.committed.events) {
         if (e.event === 'promoted') this.deps.metrics.promotions.inc();
         const saved = e.data['savedSeconds'];
@@ -282,6 +288,8 @@ export class Arbiter {
       const ctx: Context = { now, settings: this.settings, boot: boots[i] as Boot };
       return { ok: true, decided: { answer: step.answer, state: o.committed.state, now, ctx, events: o.committed.events } };
     });
+    for (const [op, byOutcome] of counted) for (const [outcome, n] of byOutcome) this.deps.metrics.operations.inc({ op, outcome }, n);
+    return ran;
   }
 
   /**
@@ -355,9 +363,17 @@ export class Arbiter {
    * After a report: a change of `host`'s cross-side problems is recorded once (event, warn log,
    * hook), and a change of the worst-case failover it implies is logged once.
    */
-  async noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> {
+  noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> | undefined {
     const change = this.timingNotes.change(host, problems);
-    if (change !== null) await this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]);
+    // Nearly every report changes nothing: then nothing is awaited (no promise per heartbeat).
+    if (change === null) {
+      this.noteFailover(state);
+      return undefined;
+    }
+    return this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]).then(() => this.noteFailover(state));
+  }
+
+  private noteFailover(state: ArbiterState): void {
     const f = failoverOf(this.config, state);
     if (f.text !== this.lastFailover) {
       this.lastFailover = f.text;

@@ -57,9 +57,24 @@ export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover
     const s = state.observers.get(host)?.heartbeatSeconds ?? null;
     if (s !== null) hb = Math.max(hb ?? 0, s);
   }
-  const f = failover(leaseTimingOf(config), hb);
-  return { ...f, text: describeFailover(f) };
+  // A pure function of the config and `hb`: every heartbeat asks it twice (its answer and
+  // `noteTiming`) with the same few values, so each is computed once per config (issue 19).
+  let known = FAILOVERS.get(config);
+  if (known === undefined) FAILOVERS.set(config, (known = new Map()));
+  let f = known.get(hb);
+  if (f === undefined) {
+    const bare = failover(leaseTimingOf(config), hb);
+    f = Object.freeze({ ...bare, text: describeFailover(bare) });
+    // Bounded: an agent could report many intervals over a long life; start again past a few.
+    if (known.size >= FAILOVERS_PER_CONFIG) known.clear();
+    known.set(hb, f);
+  }
+  return f;
 }
+
+/** The failovers computed so far, per config (a config is never changed in place) and reported interval. */
+const FAILOVERS = new WeakMap<ArbiterConfig, Map<number | null, Failover & { readonly text: string }>>();
+const FAILOVERS_PER_CONFIG = 64;
 
 /** An agent is silent once no heartbeat came for more than this many of its reported intervals. */
 export const SILENT_AFTER_INTERVALS = 2;
@@ -69,13 +84,42 @@ export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
   return ageSeconds > SILENT_AFTER_INTERVALS * intervalSeconds;
 }
 
+/**
+ * `crossTiming` of a candidate's report: a pure function of the config and the cadence the
+ * report states, which is the same in nearly every report — so each is computed once per
+ * config (issue 19: every heartbeat asked it, building its messages again). The arrays are
+ * frozen: shared by every answer that names them.
+ */
+export function reportedTiming(config: ArbiterConfig, timing: LeaseTiming, host: string, cadence: Partial<Cadence>): readonly TimingProblem[] {
+  let known = REPORTED.get(config);
+  if (known === undefined) REPORTED.set(config, (known = new Map()));
+  const key = `${host}\n${cadence.heartbeatSeconds}\n${cadence.refreshSeconds}\n${cadence.requestTimeoutSeconds}`;
+  let problems = known.get(key);
+  if (problems === undefined) {
+    problems = Object.freeze(crossTiming(config.arbiter, timing, host, cadence).map((p) => Object.freeze(p)));
+    if (known.size >= REPORTED_PER_CONFIG) known.clear();
+    known.set(key, problems);
+  }
+  return problems;
+}
+
+const REPORTED = new WeakMap<ArbiterConfig, Map<string, readonly TimingProblem[]>>();
+const REPORTED_PER_CONFIG = 256;
+
+/** A problem set's key for `TimingNotes` (its messages), once per set `reportedTiming` made. */
+const NOTE_KEYS = new WeakMap<readonly TimingProblem[], string>();
+
 /** Remembers each host's last problem set, so a change is said once (event + warn log). */
 export class TimingNotes {
   private readonly last = new Map<string, string>();
 
   /** The problems of `host` changed since the last call: the event to record, else null. */
   change(host: string, problems: readonly TimingProblem[]): { event: 'timing-problem' | 'timing-ok'; data: Record<string, string | number | boolean | null> } | null {
-    const key = problems.map((p) => p.message).join('\n');
+    let key = NOTE_KEYS.get(problems);
+    if (key === undefined) {
+      key = problems.map((p) => p.message).join('\n');
+      if (Object.isFrozen(problems)) NOTE_KEYS.set(problems, key);
+    }
     const before = this.last.get(host);
     if (before === key || (before === undefined && key === '')) return null;
     this.last.set(host, key);

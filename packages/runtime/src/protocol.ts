@@ -22,12 +22,20 @@ interface HookReply {
   code(status: number): { send(body: unknown): unknown };
 }
 
+/**
+ * Fastify's callback-style hooks: `done()` goes on, a refusal sends its answer and does not
+ * call it. Synchronous, so that a request passes them without a promise or a turn of the
+ * microtask queue each (issue 19: they run on every request).
+ */
 export interface VersionHooks {
   /** Refuses a version this side does not serve; stamps the answer with the one it was spoken to. */
-  readonly onRequest: (req: HookRequest, reply: HookReply) => Promise<unknown>;
+  readonly onRequest: (req: HookRequest, reply: HookReply, done: () => void) => void;
   /** Strict within a version: a field of a later version in a request of an earlier one is a 400. */
-  readonly preValidation: (req: HookRequest, reply: HookReply) => Promise<unknown>;
+  readonly preValidation: (req: HookRequest, reply: HookReply, done: () => void) => void;
 }
+
+/** The header's text for each version served, made once (the fence path sets it on every answer). */
+const VERSION_TEXT: readonly string[] = Array.from({ length: PROTOCOL_VERSION + 1 }, (_, v) => String(v));
 
 /** The version of a request this side serves, or null (the hook refused it). */
 function served(headers: IncomingHttpHeaders): number | null {
@@ -38,22 +46,23 @@ function served(headers: IncomingHttpHeaders): number | null {
 /** `side` names the daemon and its host for the refusal ("hq-arbiter on cloud-vm"). */
 export function versionHooks(side: () => string): VersionHooks {
   return {
-    onRequest: async (req, reply) => {
+    onRequest: (req, reply, done) => {
       const version = served(req.headers);
       if (version === null) {
         reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        return reply.code(ERRORS.PROTOCOL_VERSION.status).send({ error: ERRORS.PROTOCOL_VERSION.code, message: versionRefusal(spokenVersion(req.headers[PROTOCOL_HEADER]), side()) });
+        reply.code(ERRORS.PROTOCOL_VERSION.status).send({ error: ERRORS.PROTOCOL_VERSION.code, message: versionRefusal(spokenVersion(req.headers[PROTOCOL_HEADER]), side()) });
+        return;
       }
-      reply.header(PROTOCOL_HEADER, String(version));
-      return undefined;
+      reply.header(PROTOCOL_HEADER, VERSION_TEXT[version] ?? String(version));
+      done();
     },
-    preValidation: async (req, reply) => {
+    preValidation: (req, reply, done) => {
       const version = served(req.headers) ?? PROTOCOL_VERSION;
       const body = req.body;
-      if (version === PROTOCOL_VERSION || typeof body !== 'object' || body === null) return undefined;
+      if (version === PROTOCOL_VERSION || typeof body !== 'object' || body === null) return done();
       const later = fieldsAfter(version, `${req.method} ${req.routeOptions.url ?? ''}`).find((f) => Object.hasOwn(body, f));
-      if (later === undefined) return undefined;
-      return reply.code(ERRORS.BAD_REQUEST.status).send({
+      if (later === undefined) return done();
+      reply.code(ERRORS.BAD_REQUEST.status).send({
         error: ERRORS.BAD_REQUEST.code,
         message: `body/${later} is a field of hq protocol ${PROTOCOL_VERSION}; a protocol ${version} request may not carry it (send ${PROTOCOL_HEADER}: ${PROTOCOL_VERSION})`,
       });
@@ -83,8 +92,6 @@ export function sendsVersion(listener: (req: IncomingMessage, res: ServerRespons
 
 const isSender = (l: Handler | VersionSender): l is VersionSender => (l as Partial<VersionSender>)[SENDS_VERSION] === true;
 
-/** The header's text for each version served, made once (the fence path sets it on every answer). */
-const VERSION_TEXT: readonly string[] = Array.from({ length: PROTOCOL_VERSION + 1 }, (_, v) => String(v));
 
 /**
  * A fast path's server factory (a node:http server answering some requests before Fastify)

@@ -36,7 +36,7 @@ export class EventWaiters {
   /** Wakes every waiter. `rows` (optional) only records the highest id seen, for tests. */
   notify(rows?: readonly EventRow[]): void {
     if (rows !== undefined) for (const r of rows) this.lastNotified = Math.max(this.lastNotified, r.id);
-    if (rows !== undefined && rows.length === 0) return;
+    if ((rows !== undefined && rows.length === 0) || this.waiting.size === 0) return;
     const all = [...this.waiting];
     this.waiting.clear();
     for (const wake of all) wake();

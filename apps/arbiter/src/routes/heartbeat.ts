@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { crossTiming, heartbeat, stepDownAsked } from '@hq/lease-core';
-import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion } from '@hq/protocol';
+import { heartbeat, stepDownAsked } from '@hq/lease-core';
+import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion, type TimingProblem } from '@hq/protocol';
 import { actFor } from '../server/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/generated.js';
-import { failoverOf, leaseTimingOf } from '../timing.js';
+import { failoverOf, leaseTimingOf, reportedTiming } from '../timing.js';
+
+const NO_PROBLEMS: readonly TimingProblem[] = Object.freeze([]);
 
 export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter, config } = app.hq;
@@ -16,8 +18,9 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
       actFor(req, body.host);
       const d = await arbiter.submit('heartbeat', req.principal, req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, body), (a) => a.outcome);
       // S6: the pairs across the sides, from the cadence this very report states.
-      const problems = config.candidates.includes(body.host) ? crossTiming(config.arbiter, timing, body.host, body) : [];
-      await arbiter.noteTiming(body.host, problems, d.state);
+      const problems = config.candidates.includes(body.host) ? reportedTiming(config, timing, body.host, body) : NO_PROBLEMS;
+      const noted = arbiter.noteTiming(body.host, problems, d.state);
+      if (noted !== undefined) await noted;
       // The version the report speaks (the hook served it) and, from protocol 2, the release it names.
       const spoken = spokenVersion(req.headers[PROTOCOL_HEADER]);
       arbiter.noteVersion(body.host, spoken.ok ? spoken.version : PROTOCOL_UNSTATED, body.version ?? null);
@@ -27,9 +30,10 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
         lease: arbiter.record(d.state, d.now),
         hold: arbiter.hold(d),
         reportInSeconds: d.answer.reportInSeconds,
-        timingProblems: problems,
+        // Shared, frozen arrays (the serializer only reads them): no copy per answer.
+        timingProblems: problems as TimingProblem[],
         failover: failoverOf(config, d.state).text,
-        candidates: [...config.candidates],
+        candidates: config.candidates as string[],
         // The displaced holder learns at once that its acknowledgement is awaited (issue 18).
         stepDown: stepDownAsked(d.state, d.ctx, body.host),
       };

@@ -16,11 +16,11 @@
  * `arbiterUrls` entry or again later).
  */
 import fp from 'fastify-plugin';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent } from 'undici';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import type { Leadership } from '../leadership.js';
+import type { Leadership, Route } from '../leadership.js';
 
 /** Marks a forwarded request: never forwarded twice. */
 export const FORWARDED_HEADER = 'x-hq-forwarded-by';
@@ -41,10 +41,18 @@ export const forwardPlugin = fp(
     app.addHook('onClose', async () => {
       await agent.close();
     });
-    app.addHook('onRequest', async (req, reply) => {
-      if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return;
+    // Callback-style: a request this arbiter answers itself (every one on the elected arbiter)
+    // passes without a promise (issue 19); one to forward goes on to `forward`.
+    app.addHook('onRequest', (req, reply, done) => {
+      if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return done();
       const route = opts.leadership.route();
-      if (route.to === 'self') return;
+      if (route.to === 'self') return done();
+      forward(req, reply, route).then(
+        () => undefined, // answered: `done` is not called
+        (err: unknown) => done(err as Error),
+      );
+    });
+    const forward = async (req: FastifyRequest, reply: FastifyReply, route: Exclude<Route, { to: 'self' }>): Promise<void> => {
       // The reason verbatim (the default body is one shortened line).
       const refuse = (message: string): never => {
         throw new HttpError(ERRORS.NOT_ELECTED, message, { error: ERRORS.NOT_ELECTED.code, message });
@@ -68,12 +76,12 @@ export const forwardPlugin = fp(
         });
         reply.code(res.statusCode);
         for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !HOP.has(k) && k !== 'content-length') reply.header(k, v);
-        return reply.send(Buffer.from(await res.body.arrayBuffer()));
+        reply.send(Buffer.from(await res.body.arrayBuffer()));
       } catch (err) {
         req.log.warn({ err: (err as Error).message, to: route.url }, 'forwarding to the elected arbiter failed');
-        return refuse(`${ERRORS.NOT_ELECTED.message}: the elected arbiter ${route.url} did not answer`);
+        refuse(`${ERRORS.NOT_ELECTED.message}: the elected arbiter ${route.url} did not answer`);
       }
-    });
+    };
   },
   { name: 'hq-forward', dependencies: ['hq-context'], fastify: '5.x' },
 );
