@@ -10,42 +10,19 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { Compile } from 'typebox/compile';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as generated from '../../apps/arbiter/src/schemas/generated.js';
 import * as source from '../../apps/arbiter/src/schemas/source.js';
 import { surelyValid } from '../../packages/runtime/src/quick-check.js';
+import { ROOT, generatedIsCurrent, walkImports } from '../schemas.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-
-t.test('generated.ts is what scripts/gen-schemas.mjs writes from source.ts (regenerate: npx tsc -b && node scripts/gen-schemas.mjs)', async (t) => {
-  const script = pathToFileURL(join(ROOT, 'scripts/gen-schemas.mjs')).href;
-  const { renderSchemas, TARGETS } = (await import(script)) as { renderSchemas: (m: object) => string; TARGETS: { arbiter: { generated: string } } };
-  t.equal(readFileSync(TARGETS.arbiter.generated, 'utf8'), renderSchemas(source), 'the file is up to date');
-  t.same(Object.keys(generated).sort(), Object.keys(source).sort(), 'the same schemas');
-  for (const [name, schema] of Object.entries(source)) {
-    t.same((generated as { [k: string]: unknown })[name], JSON.parse(JSON.stringify(schema)), `${name}: the same JSON Schema as its TypeBox definition`);
-  }
-});
+t.test('generated.ts is what scripts/gen-schemas.mjs writes from source.ts (regenerate: npx tsc -b && node scripts/gen-schemas.mjs)', (t) => generatedIsCurrent(t, 'arbiter', source, generated));
 
 t.test("the daemon's modules do not import TypeBox or @hq/protocol/schemas (the config checker and the survival copies' manifest reader load them when needed)", async (t) => {
   const src = join(ROOT, 'apps/arbiter/src');
-  const seen = new Set<string>();
-  const externals = new Map<string, string>();
-  const walk = (file: string): void => {
-    if (seen.has(file)) return;
-    seen.add(file);
-    const text = readFileSync(file, 'utf8');
-    // Static imports (type imports vanish) and every relative `import()`: what the daemon may
-    // load; a package imported with `import()` is loaded only when needed and not counted.
-    for (const m of text.matchAll(/^import\s+(?!type\b)[^'"]*?from\s+'([^']+)'|^import\s+'([^']+)'|import\('(\.[^']+)'\)/gm)) {
-      const spec = (m[1] ?? m[2] ?? m[3]) as string;
-      if (spec.startsWith('.')) walk(join(file, '..', spec.replace(/\.js$/, '.ts')));
-      else if (!externals.has(spec)) externals.set(spec, file.slice(ROOT.length + 1));
-    }
-  };
-  walk(join(src, 'cli.ts'));
+  // Every relative `import()` is followed (what the daemon may load); a package imported with
+  // `import()` is loaded only when needed and not counted.
+  const { seen, externals } = walkImports(join(src, 'cli.ts'), 'all');
   for (const part of ['server/server.ts', 'config.ts', 'routes/lease.ts', 'routes/survival.ts', 'registry/routes.ts', 'server/openapi.ts', 'store/etcd/store.ts']) {
     t.ok(seen.has(join(src, part)), `the walk reaches ${part}`);
   }
