@@ -4,6 +4,7 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import type { IncomingMessage } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
@@ -59,6 +60,26 @@ const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> =
   ['FST_ERR_CTP_EMPTY_JSON_BODY', ERRORS.BAD_REQUEST],
   ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
 ]);
+
+/** How long a refused body is read before its 413 goes out anyway (a client that never stops). */
+const LINGER_MS = 2_000;
+
+/** Reads and drops the rest of `req`'s body, then `next()`: at its end, or after LINGER_MS. */
+function lingerThen(req: IncomingMessage, next: () => void): void {
+  let gone = false;
+  const go = (): void => {
+    if (gone) return;
+    gone = true;
+    clearTimeout(timer);
+    req.removeListener('end', go);
+    req.removeListener('close', go);
+    next();
+  };
+  const timer = setTimeout(go, LINGER_MS);
+  req.once('end', go);
+  req.once('close', go);
+  req.resume();
+}
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const fast = opts.fastPath === false ? null : leaseFastPath(() => opts.hq);
@@ -134,8 +155,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   // Callback-style hooks (here and in the version, forward and auth hooks): every request runs
   // them, and a synchronous one costs no promise and no turn of the microtask queue (issue 19).
-  app.addHook('onSend', (_req, reply, payload, done) => {
+  app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    // A body refused before it was read (413: Fastify answers on the Content-Length alone and
+    // closes the connection): read the rest first, for at most LINGER_MS. A socket closed with
+    // unread data is reset, and a reset can drop the answer before the client reads it
+    // (RFC 9112 §9.6, lingering close; test/faults/hostile.test.ts sends such bodies whole).
+    if (reply.statusCode === 413 && !req.raw.complete) return lingerThen(req.raw, () => done(null, payload));
     done(null, payload);
   });
 
