@@ -2,7 +2,8 @@
  * What only the etcd store does beyond its seams (those are the factory-driven tests beside
  * this file), against one real member: the election guard on every decision's write, two
  * processes allocating ports at once (no port twice), appenders racing a decision for event ids,
- * a group with more events than one txn holds, decisions on the store's last commit (one txn
+ * a group with more events than one txn holds, the events' keys (several events a key; one-event
+ * keys from before read the same), decisions on the store's last commit (one txn
  * each, and nothing committed on a state that moved), and the keys it keeps under its prefix.
  */
 import t from 'tap';
@@ -11,6 +12,7 @@ import { cmp, EtcdClient } from '../../../apps/arbiter/src/store/etcd/client.js'
 import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/store.js';
 import { CasError } from '../../../apps/arbiter/src/store/store.js';
 import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';
+import { EVENTS_PER_KEY, MAX_EVENTS_PER_TXN } from '../../../apps/arbiter/src/store/etcd/event-keys.js';
 import { etcdMembers } from '../../etcd/members.js';
 
 const NOW = 1_800_000_000_000;
@@ -79,17 +81,48 @@ t.test('the etcd store on one member', async (t) => {
     const store = await EtcdStore.open({ client: client(), prefix: prefix(), ttlSeconds: 6 });
     const decisions = Array.from({ length: 50 }, (_, i) => (s: ArbiterState) => ({
       next: { ...s, lease: { ...s.lease, generation: i + 1, revision: s.lease.revision + 1 } },
-      events: Array.from({ length: 5 }, (_, j) => ({ at: i, category: 'hq.lease', event: `d${i}-${j}`, host: null, data: {} })),
+      events: Array.from({ length: 25 }, (_, j) => ({ at: i, category: 'hq.lease', event: `d${i}-${j}`, host: null, data: {} })),
       result: i,
     }));
     const out = await store.transactAll(decisions);
     t.ok(out.every((o) => o.ok), 'all 50 decisions committed');
     t.match((await store.read()).lease, { generation: 50, revision: 50 }, 'the state of the last one');
-    const rows = await store.listEvents(0, 1000);
-    t.equal(rows.length, 250, 'all 250 events (more than the 120 operations of one txn)');
-    t.same(rows.map((r) => r.id), Array.from({ length: 250 }, (_, i) => i + 1), 'ids ascending, none skipped');
+    const rows = await store.listEvents(0, 2000);
+    t.equal(rows.length, 1250, `all 1,250 events (more than the ${MAX_EVENTS_PER_TXN} of one txn)`);
+    t.same(rows.map((r) => r.id), Array.from({ length: 1250 }, (_, i) => i + 1), 'ids ascending, none skipped');
+    t.same(rows.map((r) => r.event).slice(1020, 1030), ['d40-20', 'd40-21', 'd40-22', 'd40-23', 'd40-24', 'd41-0', 'd41-1', 'd41-2', 'd41-3', 'd41-4'], 'in order across the parts');
     const last = out[49];
-    t.same(last?.ok === true ? last.committed.events.map((e) => e.id) : [], [246, 247, 248, 249, 250], "each decision's events carry their ids");
+    t.same(last?.ok === true ? last.committed.events.map((e) => e.id) : [], Array.from({ length: 25 }, (_, i) => 1226 + i), "each decision's events carry their ids");
+  });
+
+  t.test("a txn's events share keys (EVENTS_PER_KEY each, named by the newest id); keys of one event each, as written before, read the same", async (t) => {
+    const c = client();
+    const p = prefix();
+    const store = await EtcdStore.open({ client: c, prefix: p, ttlSeconds: 6 });
+    const eventKeys = async (): Promise<string[]> => (await c.range(`${p}/events/e/`, { prefix: true, keysOnly: true })).kvs.map((kv) => kv.key.slice(`${p}/events/e/`.length));
+    const renew = (i: number) => (s: ArbiterState) => ({ next: { ...s, lease: { ...s.lease, revision: s.lease.revision + 1 } }, events: [{ at: NOW + i, category: 'hq.lease', event: 'renewed', host: 'mbp', data: { n: i } }], result: i });
+    // A group of 18 renewals, as a loaded arbiter commits them: one state, one sequence, one events key.
+    const out = await store.transactAll(Array.from({ length: 18 }, (_, i) => renew(i)));
+    t.ok(out.every((o) => o.ok), 'the 18 decisions committed');
+    t.same(await eventKeys(), ['0000000000000018'], "the group's 18 events are one key, under the newest id");
+    t.same((await store.listEvents(5, 3)).map((e) => [e.id, e.data['n']]), [[6, 5], [7, 6], [8, 7]], 'read from inside a key');
+    t.equal(await store.tailAfter(4), 14, 'the tail of 4 starts after 14');
+    // More than one key's worth, appended at once.
+    const rows = await store.appendEvents(Array.from({ length: 2 * EVENTS_PER_KEY + 8 }, (_, i) => ({ at: NOW + 100 + i, category: 'control', event: `a${i}`, host: null, data: {} })));
+    t.equal(rows.length, 2 * EVENTS_PER_KEY + 8, 'all appended');
+    t.same((await eventKeys()).length, 4, 'in keys of at most EVENTS_PER_KEY: 18 | 64 | 64 | 8');
+    t.same((await store.listEvents(80, 5)).map((e) => e.id), [81, 82, 83, 84, 85], 'read across the boundary of two keys');
+    // Keys of one event each, with no id in the value (every event before this layout).
+    const seq = Number((await c.get(`${p}/events/seq`)).kv!.value);
+    for (const id of [seq + 1, seq + 2, seq + 3]) await c.put(`${p}/events/e/${String(id).padStart(16, '0')}`, JSON.stringify({ at: NOW + 1000 + id, category: 'control', event: `old${id}`, host: null, data: {} }));
+    await c.put(`${p}/events/seq`, String(seq + 3));
+    t.same((await store.listEvents(seq - 1, 10)).map((e) => [e.id, e.event]), [[seq, 'a135'], [seq + 1, `old${seq + 1}`], [seq + 2, `old${seq + 2}`], [seq + 3, `old${seq + 3}`]], 'one-event keys read in order after a shared one');
+    const [next] = await store.appendEvents([{ at: NOW + 5000, category: 'control', event: 'after', host: null, data: {} }]);
+    t.equal(next?.id, seq + 4, 'the sequence goes on');
+    // A count bound that cuts a key: the key keeps its newest events, written again under its newest id.
+    t.equal(await store.sweepEvents(0, 10), seq + 4 - 10, 'all but the newest ten go');
+    t.same((await store.listEvents(0, 100)).map((e) => e.id), Array.from({ length: 10 }, (_, i) => seq - 5 + i), 'the newest ten stay, ids unchanged');
+    t.same(await eventKeys(), [seq, seq + 1, seq + 2, seq + 3, seq + 4].map((id) => String(id).padStart(16, '0')), 'the cut key holds its newest six');
   });
 
   t.test('a decision stands on the last commit: one txn each, and nothing commits on a state that moved under it', async (t) => {

@@ -5,7 +5,8 @@
  *   {prefix}/state                 the lease record, the floor and the observers' views: one JSON
  *                                  value, so that one compare of its mod_revision fences them all
  *   {prefix}/events/seq            the last event id handed out (ids never reused, also after a sweep)
- *   {prefix}/events/e/{id:16}      one event (ids zero-padded: key order is id order)
+ *   {prefix}/events/e/{id:16}      the events of one txn, up to 64, under the newest id (ids
+ *                                  zero-padded: key order is id order; event-keys.ts)
  *   {prefix}/tokens/seq            the last token id
  *   {prefix}/tokens/h/{sha256}     one token row, by its hash (the hash is the look-up)
  *   {prefix}/check-lock            {owner, until} of the running check

@@ -21,7 +21,8 @@
  *    decided again on the row as it is now: a revocation holds from the next request on.
  *  - A decision's events are written in the same txn as its state, their ids from
  *    `{prefix}/events/seq`, compared in the same txn: ids ascend, are never reused, and an
- *    event is never visible without the state it came with.
+ *    event is never visible without the state it came with. A txn's events share keys, up to
+ *    EVENTS_PER_KEY a key (event-keys.ts).
  *  - While a `guard` is set (the elected arbiter's `Election.guard()`), every state write also
  *    compares the election key: an arbiter whose term ended — paused past its etcd lease, cut
  *    off — cannot write, even if it has not noticed yet (`NotElectedError`, nothing written).
@@ -38,6 +39,7 @@ import { CasError, NotElectedError, type Committed, type ConfirmTokens, type Dec
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
+import { encodeEventKey, eventKvs, eventsOf, MAX_EVENTS_PER_TXN } from './event-keys.js';
 import { decideAll, leaseChanged, transactOne, type Decided } from '../decide-all.js';
 
 export { NotElectedError };
@@ -62,14 +64,7 @@ function decodeState(text: string): ArbiterState {
   return { lease: s.lease, floor: s.floor, observers: new Map(Object.entries(s.observers)) };
 }
 
-type StoredEvent = Omit<EventRow, 'id'>;
-
-function eventOf(kv: KeyValue, keys: EtcdKeys): EventRow {
-  const e = JSON.parse(kv.value) as StoredEvent;
-  return { id: keys.eventId(kv.key), at: e.at, category: e.category, event: e.event, host: e.host, data: e.data };
-}
-
-export const encodeEvent = (e: EventInput): string => JSON.stringify({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+export { encodeEvent } from './event-keys.js';
 
 const seqOf = (kv: KeyValue | undefined): number => (kv === undefined ? 0 : Number(kv.value));
 
@@ -183,7 +178,7 @@ export class EtcdStore implements LeaseStore {
   /**
    * 1. one linearizable read of the state and the event sequence (one txn: one revision);
    * 2. every decision, each on the state the one before left (a throwing one left out);
-   * 3. the writes, in txns of at most MAX_TXN_OPS operations (etcd's limit), each comparing
+   * 3. the writes, in txns of at most MAX_EVENTS_PER_TXN events (in keys of EVENTS_PER_KEY), each comparing
    *    the state's and the sequence's mod_revision (and the election key when guarded): one
    *    txn in practice; a group with more events than fit is split in order, each part
    *    committed on the one before, and a part that fails fails the decisions from it on.
@@ -205,19 +200,19 @@ export class EtcdStore implements LeaseStore {
     const { decided } = decideAll(before, decisions);
 
     // Parts: consecutive decisions whose writes fit one txn.
-    // (the state's put, the sequence's put, one put per event)
+    // (the state's put, the sequence's put, the events' keys: at most MAX_EVENTS_PER_TXN events)
     const parts: number[][] = [];
-    let ops = 0;
+    let events = 0;
     for (const [i, d] of decided.entries()) {
       const n = d.ok ? d.events.length : 0;
-      if (n + 2 > MAX_TXN_OPS) throw new EtcdError('bad-request', `a decision with ${n} events does not fit one etcd txn (${MAX_TXN_OPS} operations)`);
+      if (n > MAX_EVENTS_PER_TXN) throw new EtcdError('bad-request', `a decision with ${n} events does not fit one etcd txn (${MAX_EVENTS_PER_TXN} events)`);
       const last = parts[parts.length - 1];
-      if (last === undefined || ops + n > MAX_TXN_OPS) {
+      if (last === undefined || events + n > MAX_EVENTS_PER_TXN) {
         parts.push([i]);
-        ops = 2 + n;
+        events = n;
       } else {
         last.push(i);
-        ops += n;
+        events += n;
       }
     }
 
@@ -340,7 +335,7 @@ export class EtcdStore implements LeaseStore {
       if (stateChanged) success.push(op.put(this.keys.state, value));
       if (rows.length > 0) {
         success.push(op.put(this.keys.eventSeq, String(seq + rows.length)));
-        for (const e of rows) success.push(op.put(this.keys.event(e.id), encodeEvent(e)));
+        for (const kv of eventKvs(this.keys, rows)) success.push(op.put(kv.key, kv.value));
       }
       // The failure branch returns the state's value: a lost compare remembers it for the next decision.
       const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
@@ -371,15 +366,15 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
-  /** After an indeterminate write: did it apply? Its state value, or its last event, tells. */
+  /** After an indeterminate write: did it apply? Its state value, or its last events' key, tells. */
   private async applied(value: string | null, rows: readonly EventRow[]): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
     for (let i = 0; i < VERIFY_TRIES; i++) {
       try {
-        const last = rows[rows.length - 1];
-        const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...(last === undefined ? [] : [op.range(this.keys.event(last.id))])] });
+        const last = eventKvs(this.keys, rows).pop();
+        const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...(last === undefined ? [] : [op.range(last.key)])] });
         const s = rangeKv(r, 0);
         const seq = rangeKv(r, 1);
-        const yes = last !== undefined ? rangeKv(r, 2)?.value === encodeEvent(last) : s?.value === value;
+        const yes = last !== undefined ? rangeKv(r, 2)?.value === last.value : s?.value === value;
         return { known: true, yes, stateRev: s?.modRevision ?? 0n, seqRev: seq?.modRevision ?? 0n };
       } catch (err) {
         if (!isEtcdError(err)) throw err;
@@ -394,9 +389,9 @@ export class EtcdStore implements LeaseStore {
   /** Appends under a compare of the sequence (another appender moves it: renumber, try again). */
   async appendEvents(events: readonly EventInput[]): Promise<readonly EventRow[]> {
     if (events.length === 0) return [];
-    if (events.length + 1 > MAX_TXN_OPS) {
+    if (events.length > MAX_EVENTS_PER_TXN) {
       const out: EventRow[] = [];
-      for (let i = 0; i < events.length; i += MAX_TXN_OPS - 1) out.push(...(await this.appendEvents(events.slice(i, i + MAX_TXN_OPS - 1))));
+      for (let i = 0; i < events.length; i += MAX_EVENTS_PER_TXN) out.push(...(await this.appendEvents(events.slice(i, i + MAX_EVENTS_PER_TXN))));
       return out;
     }
     for (let attempt = 0; ; attempt++) {
@@ -405,7 +400,7 @@ export class EtcdStore implements LeaseStore {
       const rows = events.map((e) => ({ ...e, id: ++id }));
       const txn = {
         compare: [cmp.mod(this.keys.eventSeq, '==', kv?.modRevision ?? 0n)],
-        success: [op.put(this.keys.eventSeq, String(id)), ...rows.map((e) => op.put(this.keys.event(e.id), encodeEvent(e)))],
+        success: [op.put(this.keys.eventSeq, String(id)), ...eventKvs(this.keys, rows).map((kv) => op.put(kv.key, kv.value))],
       };
       try {
         if ((await this.client.txn(txn)).succeeded) return rows;
@@ -419,41 +414,67 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
+  /** The keys from the one that holds `after + 1` on: each holds one event or more, so `limit` keys hold `limit` events when there are. */
   async listEvents(after: number, limit: number): Promise<readonly EventRow[]> {
     const r = await this.client.range(this.keys.event(after + 1), { endOfPrefix: this.keys.eventDir, limit });
-    return r.kvs.map((kv) => eventOf(kv, this.keys));
+    const out: EventRow[] = [];
+    for (const kv of r.kvs) for (const e of eventsOf(kv, this.keys)) if (e.id > after && out.length < limit) out.push(e);
+    return out;
   }
 
   async tailAfter(n: number): Promise<number> {
-    const r = await this.client.range(this.keys.eventDir, { prefix: true, keysOnly: true, sort: { target: 'key', order: 'descend' }, limit: n });
-    const nth = r.kvs[n - 1];
-    return r.kvs.length < n || nth === undefined ? 0 : this.keys.eventId(nth.key) - 1;
+    const r = await this.client.range(this.keys.eventDir, { prefix: true, sort: { target: 'key', order: 'descend' }, limit: n });
+    const ids = r.kvs.flatMap((kv) => eventsOf(kv, this.keys).map((e) => e.id).reverse());
+    const nth = ids[n - 1];
+    return nth === undefined ? 0 : nth - 1;
   }
 
   async sinceAfter(at: number): Promise<number> {
     let last = 0;
     for await (const page of pagesOf(this.client, this.keys.eventDir)) {
       for (const kv of page) {
-        const e = eventOf(kv, this.keys);
-        if (e.at >= at) return e.id - 1;
-        last = e.id;
+        for (const e of eventsOf(kv, this.keys)) {
+          if (e.at >= at) return e.id - 1;
+          last = e.id;
+        }
       }
     }
     return last;
   }
 
-  /** By age, then all but the newest `keep`; deletes only keys it read (an event appended meanwhile stays). */
+  /**
+   * By age, then all but the newest `keep`; returns how many events went. Deletes only keys it
+   * read (an event appended meanwhile stays). A key that keeps some of its events is written
+   * again with those, under its newest kept id, if no other sweep changed it meanwhile.
+   */
   async sweepEvents(olderThan: number, keep: number): Promise<number> {
-    const old: string[] = [];
-    const young: string[] = [];
-    for await (const page of pagesOf(this.client, this.keys.eventDir)) {
-      for (const kv of page) ((JSON.parse(kv.value) as StoredEvent).at < olderThan ? old : young).push(kv.key);
+    const held: Array<{ kv: KeyValue; events: EventRow[] }> = [];
+    for await (const page of pagesOf(this.client, this.keys.eventDir)) for (const kv of page) held.push({ kv, events: eventsOf(kv, this.keys) });
+    const young = held.flatMap((h) => h.events.filter((e) => e.at >= olderThan)).map((e) => e.id);
+    const keepFrom = young.length > keep ? (young[young.length - keep] ?? Infinity) : -Infinity;
+    const stays = (e: EventRow): boolean => e.at >= olderThan && e.id >= keepFrom;
+    const deletes: Array<{ key: string; events: number }> = [];
+    let gone = 0;
+    for (const h of held) {
+      const kept = h.events.filter(stays);
+      if (kept.length === h.events.length) continue;
+      if (kept.length === 0) {
+        deletes.push({ key: h.kv.key, events: h.events.length });
+        continue;
+      }
+      const to = this.keys.event((kept[kept.length - 1] as EventRow).id);
+      const r = await this.client.txn({
+        compare: [cmp.mod(h.kv.key, '==', h.kv.modRevision)],
+        success: [...(to === h.kv.key ? [] : [op.delete(h.kv.key)]), op.put(to, encodeEventKey(kept))],
+      });
+      if (r.succeeded) gone += h.events.length - kept.length;
     }
-    const gone = [...old, ...young.slice(0, Math.max(0, young.length - keep))];
-    for (let i = 0; i < gone.length; i += MAX_TXN_OPS) {
-      await this.client.txn({ compare: [], success: gone.slice(i, i + MAX_TXN_OPS).map((k) => op.delete(k)) });
+    for (let i = 0; i < deletes.length; i += MAX_TXN_OPS) {
+      const part = deletes.slice(i, i + MAX_TXN_OPS);
+      await this.client.txn({ compare: [], success: part.map((d) => op.delete(d.key)) });
+      for (const d of part) gone += d.events;
     }
-    return gone.length;
+    return gone;
   }
 
   // -------------------------------------------------------------------------------------
