@@ -8,7 +8,7 @@ import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
 import { wallClockMs, type Clock } from '@hq/runtime/clock';
-import { deferOptimizingCompiler } from '@hq/runtime/v8-footprint';
+import { deferOptimizingCompiler, letYoungGenerationGrow } from '@hq/runtime/v8-footprint';
 import { ConfigError, configPath, loadConfigLazily, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
 import type { Scope } from './store/store.js';
@@ -200,10 +200,16 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (rest.length > 0) throw new UsageError(`serve takes no arguments (got "${rest[0]}")`);
       const cfg = await config(p);
       // The daemon's modules and its start-up run without TurboFan; it is back once the daemon listens.
+      // Once it listens, its young generation may grow under load again (heartbeats in flight
+      // survive scavenges; a small one costs 1.5x the CPU per heartbeat, docs/BENCH.md).
       const optimize = deferOptimizingCompiler();
+      const started = (): void => {
+        optimize();
+        letYoungGenerationGrow();
+      };
       try {
         const { serve } = await import('./server/server.js');
-        await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent'), onStarted: optimize });
+        await serve(cfg, { exitWithParent: p.flags.has('exit-with-parent'), onStarted: started });
       } catch (err) {
         optimize();
         throw err;
