@@ -32,7 +32,7 @@ export function keepYoungGenerationSmall(): void {
  * default). The young generation then grows only while much survives each scavenge — a load,
  * not an idle daemon, which keeps the size start-up left (test/arbiter/footprint.test.ts) —
  * and V8's memory reducer gives it back once the load is gone. Measured on the arbiter (issue 19,
- * docs/BENCH.md "The young generation under load"): a third less CPU per heartbeat under 32
+ * docs/BENCH.md "Issue 19: events in shared keys, and the young generation under load"): a third less CPU per heartbeat under 32
  * connections; after a burst, VmRSS is back near its idle figure within about 90 s.
  */
 export function letYoungGenerationGrow(): void {

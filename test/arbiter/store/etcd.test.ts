@@ -2,7 +2,7 @@
  * What only the etcd store does beyond its seams (those are the factory-driven tests beside
  * this file), against one real member: the election guard on every decision's write, two
  * processes allocating ports at once (no port twice), appenders racing a decision for event ids,
- * a group with more events than one txn holds, the events' keys (several events a key; one-event
+ * a group with more events than one txn holds, the read-back of a write whose answer never came, the events' keys (several events a key; one-event
  * keys from before read the same), decisions on the store's last commit (one txn
  * each, and nothing committed on a state that moved), and the keys it keeps under its prefix.
  */
@@ -11,6 +11,7 @@ import type { ArbiterState } from '@hq/lease-core';
 import { cmp, EtcdClient } from '../../../apps/arbiter/src/store/etcd/client.js';
 import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/store.js';
 import { CasError } from '../../../apps/arbiter/src/store/store.js';
+import { EtcdError } from '../../../apps/arbiter/src/store/etcd/errors.js';
 import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';
 import { EVENTS_PER_KEY, MAX_EVENTS_PER_TXN } from '../../../apps/arbiter/src/store/etcd/event-keys.js';
 import { etcdMembers } from '../../etcd/members.js';
@@ -123,6 +124,36 @@ t.test('the etcd store on one member', async (t) => {
     t.equal(await store.sweepEvents(0, 10), seq + 4 - 10, 'all but the newest ten go');
     t.same((await store.listEvents(0, 100)).map((e) => e.id), Array.from({ length: 10 }, (_, i) => seq - 5 + i), 'the newest ten stay, ids unchanged');
     t.same(await eventKeys(), [seq, seq + 1, seq + 2, seq + 3, seq + 4].map((id) => String(id).padStart(16, '0')), 'the cut key holds its newest six');
+  });
+
+  t.test('a write whose answer never came is read back: applied (its events key is there) or not, never sent twice', async (t) => {
+    const p = prefix();
+    const c = client();
+    const store = await EtcdStore.open({ client: c, prefix: p, ttlSeconds: 6 });
+    const txn = c.txn.bind(c);
+    let lose: 'after' | 'before' | null = null;
+    let writes = 0;
+    // The next write's answer is lost: after etcd applied it, or before it reached etcd.
+    c.txn = async (req: Parameters<EtcdClient['txn']>[0]) => {
+      if (lose === null || !(req.success ?? []).some((o) => o.type === 'put')) return txn(req);
+      const how = lose;
+      lose = null;
+      writes++;
+      if (how === 'after') await txn(req);
+      throw new EtcdError('indeterminate', 'etcd: no answer (test)');
+    };
+    const renew = (i: number) => (s: ArbiterState) => ({ next: { ...s, lease: { ...s.lease, revision: s.lease.revision + 1 } }, events: [{ at: NOW + i, category: 'hq.lease', event: 'renewed', host: 'mbp', data: { n: i } }], result: i });
+    lose = 'after';
+    const out = await store.transactAll(Array.from({ length: 3 }, (_, i) => renew(i)));
+    t.same(out.map((o) => (o.ok ? o.committed.events.map((e) => e.id) : 'failed')), [[1], [2], [3]], 'applied: the three decisions stand, with their ids');
+    t.equal(writes, 1, 'the write was sent once');
+    t.same((await store.listEvents(0, 10)).map((e) => e.id), [1, 2, 3], 'its events are stored once');
+    lose = 'before';
+    await t.rejects(async () => store.transactAll([renew(3), renew(4)]), { name: 'EtcdError', kind: 'unavailable', message: /did not apply/ }, 'not applied: the caller is told so (503), nothing resent');
+    t.equal(writes, 2, 'that write too was sent once');
+    t.same((await store.listEvents(0, 10)).map((e) => e.id), [1, 2, 3], 'and nothing of it is stored');
+    const next = await store.transactAll([renew(5)]);
+    t.same(next[0]?.ok === true ? next[0].committed.events.map((e) => e.id) : [], [4], 'the next decision re-reads and goes on from the stored sequence');
   });
 
   t.test('a decision stands on the last commit: one txn each, and nothing commits on a state that moved under it', async (t) => {

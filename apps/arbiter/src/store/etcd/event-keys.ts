@@ -17,11 +17,14 @@ import type { KeyValue } from './client.js';
 /** At most this many events per key (a full key of renewals: about 14 KiB). */
 export const EVENTS_PER_KEY = 64;
 
-export type StoredEvent = Omit<EventRow, 'id'>;
+type StoredEvent = Omit<EventRow, 'id'>;
 
-export const encodeEvent = (e: EventInput): string => JSON.stringify({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+/** An event's stored fields, in their order (nothing else a caller's object may carry). */
+const fields = (e: EventInput): StoredEvent => ({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
 
-const encodeWithId = (e: EventRow): string => JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+export const encodeEvent = (e: EventInput): string => JSON.stringify(fields(e));
+
+const encodeWithId = (e: EventRow): string => JSON.stringify({ id: e.id, ...fields(e) });
 
 /** The value of one key holding `rows` (ascending ids, at least one). */
 export function encodeEventKey(rows: readonly EventRow[]): string {
@@ -29,8 +32,13 @@ export function encodeEventKey(rows: readonly EventRow[]): string {
 }
 
 /** `rows` (ascending ids) as the keys and values to put: at most EVENTS_PER_KEY per key, each under its newest id. */
-export function eventKvs(keys: EtcdKeys, rows: readonly EventRow[]): Array<{ key: string; value: string }> {
-  const out: Array<{ key: string; value: string }> = [];
+export interface EventKv {
+  readonly key: string;
+  readonly value: string;
+}
+
+export function eventKvs(keys: EtcdKeys, rows: readonly EventRow[]): EventKv[] {
+  const out: EventKv[] = [];
   for (let i = 0; i < rows.length; i += EVENTS_PER_KEY) {
     const part = rows.slice(i, i + EVENTS_PER_KEY);
     out.push({ key: keys.event((part[part.length - 1] as EventRow).id), value: encodeEventKey(part) });
@@ -46,7 +54,6 @@ export const MAX_EVENTS_PER_TXN = 16 * EVENTS_PER_KEY;
 
 /** The events one key holds, ascending. */
 export function eventsOf(kv: KeyValue, keys: EtcdKeys): EventRow[] {
-  const v = JSON.parse(kv.value) as StoredEvent | Array<StoredEvent & { id: number }>;
-  if (!Array.isArray(v)) return [{ id: keys.eventId(kv.key), at: v.at, category: v.category, event: v.event, host: v.host, data: v.data }];
-  return v.map((e) => ({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data }));
+  const v = JSON.parse(kv.value) as StoredEvent | EventRow[];
+  return Array.isArray(v) ? v.map((e) => ({ id: e.id, ...fields(e) })) : [{ id: keys.eventId(kv.key), ...fields(v) }];
 }

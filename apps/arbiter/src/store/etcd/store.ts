@@ -39,7 +39,7 @@ import { CasError, NotElectedError, type Committed, type ConfirmTokens, type Dec
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
-import { encodeEventKey, eventKvs, eventsOf, MAX_EVENTS_PER_TXN } from './event-keys.js';
+import { encodeEventKey, eventKvs, eventsOf, MAX_EVENTS_PER_TXN, type EventKv } from './event-keys.js';
 import { decideAll, leaseChanged, transactOne, type Decided } from '../decide-all.js';
 
 export { NotElectedError };
@@ -322,6 +322,7 @@ export class EtcdStore implements LeaseStore {
     const value = encodeState(next);
     for (let attempt = 0; ; attempt++) {
       const rows: EventRow[] = events.map((e, i) => ({ ...e, id: seq + 1 + i }));
+      const eventPuts = eventKvs(this.keys, rows);
       const done = (stateRev: bigint, newSeqRev: bigint): { base: Base; firstId: number } => ({
         base: { state: next, stateRev: stateChanged ? stateRev : base.stateRev, seq: seq + rows.length, seqRev: rows.length > 0 ? newSeqRev : seqRev, confirmed: true },
         firstId: seq + 1,
@@ -335,7 +336,7 @@ export class EtcdStore implements LeaseStore {
       if (stateChanged) success.push(op.put(this.keys.state, value));
       if (rows.length > 0) {
         success.push(op.put(this.keys.eventSeq, String(seq + rows.length)));
-        for (const kv of eventKvs(this.keys, rows)) success.push(op.put(kv.key, kv.value));
+        for (const kv of eventPuts) success.push(op.put(kv.key, kv.value));
       }
       // The failure branch returns the state's value: a lost compare remembers it for the next decision.
       const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
@@ -346,7 +347,7 @@ export class EtcdStore implements LeaseStore {
         r = await this.client.txn({ compare, success, failure });
       } catch (err) {
         if (!isEtcdError(err, 'indeterminate')) throw err;
-        const applied = await this.applied(stateChanged ? value : null, rows);
+        const applied = await this.applied(stateChanged ? value : null, eventPuts.at(-1));
         if (!applied.known) throw err;
         if (!applied.yes) throw new EtcdError('unavailable', `${err.message}; read back: it did not apply`);
         return done(applied.stateRev, applied.seqRev);
@@ -366,11 +367,10 @@ export class EtcdStore implements LeaseStore {
     }
   }
 
-  /** After an indeterminate write: did it apply? Its state value, or its last events' key, tells. */
-  private async applied(value: string | null, rows: readonly EventRow[]): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
+  /** After an indeterminate write: did it apply? Its state value, or the value of its last events key (`last`), tells. */
+  private async applied(value: string | null, last: EventKv | undefined): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
     for (let i = 0; i < VERIFY_TRIES; i++) {
       try {
-        const last = eventKvs(this.keys, rows).pop();
         const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...(last === undefined ? [] : [op.range(last.key)])] });
         const s = rangeKv(r, 0);
         const seq = rangeKv(r, 1);
@@ -398,15 +398,16 @@ export class EtcdStore implements LeaseStore {
       const { kv } = await this.client.get(this.keys.eventSeq);
       let id = seqOf(kv);
       const rows = events.map((e) => ({ ...e, id: ++id }));
+      const eventPuts = eventKvs(this.keys, rows);
       const txn = {
         compare: [cmp.mod(this.keys.eventSeq, '==', kv?.modRevision ?? 0n)],
-        success: [op.put(this.keys.eventSeq, String(id)), ...eventKvs(this.keys, rows).map((kv) => op.put(kv.key, kv.value))],
+        success: [op.put(this.keys.eventSeq, String(id)), ...eventPuts.map((e) => op.put(e.key, e.value))],
       };
       try {
         if ((await this.client.txn(txn)).succeeded) return rows;
       } catch (err) {
         if (!isEtcdError(err, 'indeterminate')) throw err;
-        const a = await this.applied(null, rows);
+        const a = await this.applied(null, eventPuts.at(-1));
         if (!a.known) throw err;
         if (a.yes) return rows;
       }
