@@ -7,13 +7,11 @@
  */
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureDir } from '../../packages/runtime/src/files.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
-import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
+import { agentSetup, shortDir } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 const ROUNDS = Number(process.env['R'] ?? 20);
@@ -43,13 +41,7 @@ function sendWhole(open: () => Socket, path: string): Promise<string> {
 
 t.test('a 2 MiB body is answered 413 on both listeners, every time', async (t) => {
   const dir = shortDir(t);
-  const arb = new FakeArbiter();
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'run', 'a.sock'));
-  await ensureDir(config.stateDir, 0o700);
-  writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
-  writeFileSync(config.peerTokenFile, `${'ef'.repeat(32)}\n`, { mode: 0o600 });
+  const { config } = await agentSetup(t, dir);
   const agent = await Agent.open({ config, clock: stampClock, log: silent });
   const socket = socketApp(agent, null);
   await listenSocket(socket, config.socketPath, config.stateDir);

@@ -8,15 +8,13 @@
  */
 import t from 'tap';
 import { connect } from 'node:net';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
 import { PROTOCOL_PREVIOUS, PROTOCOL_VERSION } from '@hq/protocol';
-import { ensureDir } from '../../packages/runtime/src/files.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
-import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
+import { agentSetup, shortDir } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -51,14 +49,7 @@ const normal = (raw: string): string => raw.replace(/\r\nDate: [^\r]*\r\n/, '\r\
 
 async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: string | null) {
   const dir = shortDir(t);
-  const arb = new FakeArbiter();
-  arb.holder = holder;
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'run', 'a.sock'));
-  await ensureDir(config.stateDir, 0o700);
-  writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
-  writeFileSync(config.peerTokenFile, `${'ef'.repeat(32)}\n`, { mode: 0o600 });
+  const { arb, config } = await agentSetup(t, dir, { holder });
   // A frozen clock: both apps see the same instant, so their answers can be compared byte for byte.
   const stamp: Stamp = { wall: Date.now() / 1000, mono: 1000 };
   const metrics = createMetrics();

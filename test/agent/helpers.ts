@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { resolveConfig } from '../../apps/agent/src/config.js';
+import { ensureDir } from '../../packages/runtime/src/files.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -145,6 +146,31 @@ export function fastAgentConfig(arbiterUrl: string, stateDir: string, socketPath
     },
     null,
   ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
+}
+
+/** The member token and peer token `agentSetup` writes. */
+export const MEMBER_TOKEN = 'cd'.repeat(32);
+export const PEER_TOKEN = 'ef'.repeat(32);
+
+/**
+ * The ground of an in-process agent test: a FakeArbiter naming `holder` (closed at teardown),
+ * `fastAgentConfig` under `dir` (socket at `socketPath`, default `dir/run/a.sock`), its state
+ * directory made 0700, the member token written, and the peer token unless `peerToken` is false.
+ */
+export async function agentSetup(
+  t: { teardown(fn: () => void | Promise<void>): void },
+  dir: string,
+  opts: { holder?: string | null; socketPath?: string; peerToken?: boolean } = {},
+): Promise<{ arb: FakeArbiter; config: ReturnType<typeof fastAgentConfig> }> {
+  const arb = new FakeArbiter();
+  if (opts.holder !== undefined) arb.holder = opts.holder;
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const config = fastAgentConfig(arb.url, join(dir, 'state'), opts.socketPath ?? join(dir, 'run', 'a.sock'));
+  await ensureDir(config.stateDir, 0o700);
+  writeFileSync(config.tokenFile, `${MEMBER_TOKEN}\n`, { mode: 0o600 });
+  if (opts.peerToken !== false) writeFileSync(config.peerTokenFile, `${PEER_TOKEN}\n`, { mode: 0o600 });
+  return { arb, config };
 }
 
 /** Writes an agent config into `dir` and returns its path. */

@@ -8,17 +8,15 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
-import { ensureDir } from '../../packages/runtime/src/files.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { Agent, VERSION, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { compiled } from '../../apps/agent/src/daemon/lazy-schemas.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
-import { FakeArbiter, shortDir, sleep, fastAgentConfig } from './helpers.js';
+import { agentSetup, PEER_TOKEN, shortDir, sleep } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
-const PEER_TOKEN = 'ef'.repeat(32);
 
 function get(socketPath: string, path: string, method = 'GET'): Promise<{ status: number; body: { [k: string]: unknown } }> {
   return new Promise((done, fail) => {
@@ -34,14 +32,7 @@ function get(socketPath: string, path: string, method = 'GET'): Promise<{ status
 
 async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: string | null = 'mbp') {
   const dir = shortDir(t);
-  const arb = new FakeArbiter();
-  arb.holder = holder;
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'run', 'a.sock'));
-  await ensureDir(config.stateDir, 0o700);
-  writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
-  writeFileSync(config.peerTokenFile, `${PEER_TOKEN}\n`, { mode: 0o600 });
+  const { arb, config } = await agentSetup(t, dir, { holder });
   const metrics = createMetrics();
   const agent = await Agent.open({ config, clock: stampClock, log: silent, observer: metrics });
   metrics.attach(agent);

@@ -6,12 +6,11 @@ import t from 'tap';
 import { missingTool } from '../missing-tool.js';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureDir } from '../../packages/runtime/src/files.js';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
-import { FakeArbiter, shortDir, fastAgentConfig } from './helpers.js';
+import { agentSetup, shortDir } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -51,12 +50,7 @@ t.test('parsePersisted refuses every malformed local.json', async (t) => {
 });
 
 async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: string, log: Log = silent) {
-  const arb = new FakeArbiter();
-  await arb.listen();
-  t.teardown(() => arb.close());
-  const config = fastAgentConfig(arb.url, join(dir, 'state'), join(dir, 'a.sock'));
-  await ensureDir(config.stateDir, 0o700);
-  writeFileSync(config.tokenFile, `${'cd'.repeat(32)}\n`, { mode: 0o600 });
+  const { arb, config } = await agentSetup(t, dir, { socketPath: join(dir, 'a.sock'), peerToken: false });
   const agent = await Agent.open({ config, clock: stampClock, log });
   t.teardown(() => agent.stop());
   return { agent, arb, config };
