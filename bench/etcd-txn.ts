@@ -6,8 +6,9 @@
  * event sequence and one events key of N events (120 bytes each, a heartbeat's `renewed`),
  * through the JSON gateway over undici like the store's. For each (depth, N): `depth` loops,
  * each sending its next txn when the last is answered, for `S` seconds (4); prints txns/s,
- * events/s and etcd's CPU per event (/proc). `R` repetitions of the whole list (2): the
- * machine's drift shows between them.
+ * events/s and etcd's CPU per event and per txn (/proc). `R` repetitions of the whole list (2):
+ * the machine's drift shows between them. `SHAPES="1x0,1x20,1x74"` (depth x events) replaces the
+ * list, e.g. to see what the events' size costs etcd at depth 1.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,13 +20,22 @@ import { cpuSeconds, machineLine } from './lib.js';
 const SECONDS = Number(process.env['S'] ?? 4);
 const REPEAT = Number(process.env['R'] ?? 2);
 /** (depth, events per txn): one group of 20 (what the arbiter sends under 32 connections), two of 10, two of 20, one of 32, two of 16. */
-const SHAPES: ReadonlyArray<readonly [number, number]> = [
-  [1, 20],
-  [2, 10],
-  [2, 20],
-  [1, 32],
-  [2, 16],
-];
+const SHAPES: ReadonlyArray<readonly [number, number]> = process.env['SHAPES']
+  ? process.env['SHAPES'].split(',').map((s) => {
+      const [depth, n] = s.split('x').map(Number);
+      if (!Number.isInteger(depth) || (depth as number) < 1 || !Number.isInteger(n) || (n as number) < 0) {
+        process.stderr.write(`bench/etcd-txn.ts: SHAPES: "${s}" is not DEPTHxEVENTS (e.g. 1x20)\n`);
+        process.exit(2);
+      }
+      return [depth as number, n as number] as const;
+    })
+  : [
+      [1, 20],
+      [2, 10],
+      [2, 20],
+      [1, 32],
+      [2, 16],
+    ];
 const bin = onPath('etcd');
 if (bin === null) {
   process.stderr.write('bench/etcd-txn.ts: no etcd on PATH (apt-get install -y etcd-server)\n');
@@ -54,10 +64,11 @@ async function txn(id: number, events: string): Promise<void> {
 
 try {
   let id = 0;
-  console.log('| depth | events per txn | txns/s | events/s | etcd CPU µs per event |\n|---:|---:|---:|---:|---:|');
+  console.log('| depth | events per txn | events bytes | txns/s | events/s | etcd CPU µs per event | etcd CPU µs per txn |\n|---:|---:|---:|---:|---:|---:|---:|');
   for (let rep = 0; rep < REPEAT; rep++) {
     for (const [depth, n] of SHAPES) {
-      const events = b64('e'.repeat(n * 120));
+      // A txn of no events still puts the events key (one byte), as the shape of a write stays the same.
+      const events = b64('e'.repeat(Math.max(1, n * 120)));
       let done = 0;
       const c0 = cpuSeconds(member.pid!);
       const t0 = performance.now();
@@ -72,7 +83,7 @@ try {
       );
       const s = (performance.now() - t0) / 1000;
       const cpu = cpuSeconds(member.pid!) - c0;
-      console.log(`| ${depth} | ${n} | ${Math.round(done / s)} | ${Math.round((done * n) / s)} | ${((cpu * 1e6) / (done * n)).toFixed(0)} |`);
+      console.log(`| ${depth} | ${n} | ${n * 120} | ${Math.round(done / s)} | ${Math.round((done * n) / s)} | ${n === 0 ? '—' : ((cpu * 1e6) / (done * n)).toFixed(0)} | ${((cpu * 1e6) / done).toFixed(0)} |`);
     }
   }
   console.log(`\n${new Date().toISOString()} — ${machineLine(`, etcd ${cluster.version} (one member), ${SECONDS} s per row`)}`);
