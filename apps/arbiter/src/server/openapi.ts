@@ -53,8 +53,8 @@ export const TAGS = [
   { name: 'lease', description: 'The lease record, its decisions and the agents\' heartbeats.' },
   { name: 'admin', description: 'Operator verbs: a check now, forced transfer, maintenance.' },
   { name: 'events', description: 'The event log.' },
-  { name: 'registry', description: 'The fleet registry: machines and port leases (SPEC §8).' },
-  { name: 'survival', description: 'Survival copies of the holder\'s state (SPEC §6).' },
+  { name: 'registry', description: 'The fleet registry: machines and port leases.' },
+  { name: 'survival', description: 'Survival copies of the holder\'s state.' },
   { name: 'operator', description: 'Health, status page, metrics and this document.' },
 ] as const;
 export type Tag = (typeof TAGS)[number]['name'];
@@ -71,7 +71,7 @@ export interface OperationText {
 export const OPERATIONS: Readonly<Record<string, OperationText>> = Object.freeze({
   'GET /v1/openapi.json': { operationId: 'getOpenApi', summary: 'This OpenAPI document', tag: 'operator', ok: 'The OpenAPI 3.1 document.' },
   'GET /v1/health': { operationId: 'getHealth', summary: 'Liveness of the arbiter', tag: 'operator', ok: 'The arbiter is up.' },
-  'GET /metrics': { operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'operator', ok: 'Prometheus text exposition (SPEC §7).' },
+  'GET /metrics': { operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'operator', ok: 'Prometheus text exposition (the names: docs/REFERENCE.md, "Metrics").' },
   'GET /': { operationId: 'getStatusPage', summary: 'The status page (HTML)', tag: 'operator', ok: 'The status page.' },
   'GET /v1/status': { operationId: 'getStatus', summary: 'What the status page shows, as JSON', tag: 'operator', ok: 'The status model.' },
   'GET /v1/lease': { operationId: 'getLease', summary: 'Read the lease record', tag: 'lease', ok: 'The lease record; the ETag header is its revision.' },
@@ -239,7 +239,7 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
         title: 'hq-arbiter',
         version: opts.version,
         description:
-          'The lease API of hq (SPEC §4): JSON in and out, times in Unix epoch seconds on the arbiter clock. Errors are `{error, message}` with a stable `HQ_ERR_*` code. Every operation states its scope in `x-scope`.',
+          'The lease API of hq: JSON in and out, times in Unix epoch seconds on the arbiter clock. Errors are `{error, message}` with a stable `HQ_ERR_*` code. Every operation states its scope in `x-scope`.',
       },
       components: {
         securitySchemes: {
