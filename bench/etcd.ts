@@ -739,7 +739,8 @@ by the same hq scenarios: a group of decisions (the requests that arrived while 
 one etcd txn comparing the state's \`mod_revision\` and the election key, decided on the store's last commit
 (apps/arbiter/README.md, "The etcd store": no read before it; until issue 19's last change every group read the
 state first, two round trips instead of one), and one group is in flight at a time — so it is bounded by etcd's
-own figures; a renew's txn also writes its \`renewed\` event (the event log), etcd's put writes one key. The goal
+own figures; after a group, the next waits up to 2 ms for that group's callers to come back (\`LINGER_MS\`), so that
+the 32 connections' requests share one txn rather than two; a renew's txn also writes its \`renewed\` event (the event log), etcd's put writes one key. The goal
 of issue 19 is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the same operation (its overhead over the engine it uses); the SQLite
 arbiter's figures stay where they were.
 
@@ -768,7 +769,7 @@ What one operation is, per side:
 - **acquire**: one iteration is two requests on one connection, and the ops/s and latencies are per iteration
   (from sending the first request to reading the second answer). hq: \`POST /v1/lease/release\` \`{host:"mbp"}\`
   then \`POST /v1/lease/acquire\` \`{host:"mbp"}\`; acquire of a released lease by its own holder is a grant with a new
-  generation and no lock-delay (lock-delay protects a *different* previous holder; SPEC §4, lease-core \`acquire\`),
+  generation and no lock-delay (lock-delay protects a *different* previous holder; lease-core \`acquire\`),
   so every acquire answers 200 \`ok: true\`. With ${CONNECTIONS} connections on the one record, an acquire may find the lease
   already granted again by another connection's acquire and then renews it (the holder re-acquiring renews; still
   200 \`ok: true\`) — the split granted/renewed is in the last column, and a release may find it already released
