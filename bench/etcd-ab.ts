@@ -8,12 +8,10 @@
  * and etcd's CPU per answer (/proc), then the medians. `R` rounds (8) of `S` seconds (5);
  * `NODEARGS_A`/`NODEARGS_B`: extra node flags for one side (e.g. a V8 setting to compare).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { startEtcdCluster, onPath } from '../test/etcd/members.js';
 import * as mine from './hq-arbiter.js';
-import { cpuSeconds, load, median } from './lib.js';
+import { cpuSeconds, load, median, oneEtcdMember } from './lib.js';
 const aRoot = process.env['BENCH_A'];
 if (aRoot === undefined || aRoot === '') {
   process.stderr.write('bench/etcd-ab.ts: set BENCH_A to the other checkout (its apps built)\n');
@@ -24,25 +22,20 @@ const SECONDS = Number(process.env['S'] ?? 5);
 const ROUNDS = Number(process.env['R'] ?? 8);
 const extraA = process.env['NODEARGS_A'] ? process.env['NODEARGS_A'].split(' ') : [];
 const extraB = process.env['NODEARGS_B'] ? process.env['NODEARGS_B'].split(' ') : [];
-const dir = mkdtempSync(join(tmpdir(), 'hq-bench-etcd-ab-'));
-const cluster = await startEtcdCluster({ size: 1, dir, name: 'hq-bench-ab', bin: onPath('etcd')! });
+const cluster = await oneEtcdMember('bench/etcd-ab.ts', 'hq-bench-ab');
 const member = cluster.members[0]!;
 const base = member.clientUrl;
 const store = (p: string) => ({ kind: 'etcd', endpoints: [base], prefix: p, advertiseUrl: 'http://127.0.0.1:1' });
 const [a, b] = await Promise.all([other.startArbiter({ build: false, nodeArgs: extraA, store: store('/a') }), mine.startArbiter({ build: false, nodeArgs: extraB, store: store('/b') })]);
 const sides = [{ name: `A ${aRoot}${extraA.length ? ' ' + extraA.join(' ') : ''}`, hq: a, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }, { name: `B this tree${extraB.length ? ' ' + extraB.join(' ') : ''}`, hq: b, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }];
-const req = (hq: mine.HqArbiter) => {
-  const body = JSON.stringify({ host: 'mbp', generation: hq.generation, seenGeneration: hq.generation, heartbeatSeconds: 600 });
-  return () => ({ method: 'POST' as const, path: '/v1/heartbeat', headers: mine.jsonHeaders(hq.tokens.mbp), body });
-};
 try {
-  for (const s of sides) await load('warm', s.hq.base, req(s.hq), { seconds: 3, connections: 32 });
+  for (const s of sides) await load('warm', s.hq.base, mine.holderHeartbeat(s.hq), { seconds: 3, connections: 32 });
   const l0 = loadavg()[0]!;
   for (let r = 0; r < ROUNDS; r++) {
     for (const s of r % 2 === 0 ? sides : [...sides].reverse()) {
       const pid = s.hq.daemon.proc.pid!;
       const c0 = cpuSeconds(pid), e0 = cpuSeconds(member.pid!);
-      const res = await load('renew', s.hq.base, req(s.hq), { seconds: SECONDS, connections: 32 });
+      const res = await load('renew', s.hq.base, mine.holderHeartbeat(s.hq), { seconds: SECONDS, connections: 32 });
       const c1 = cpuSeconds(pid), e1 = cpuSeconds(member.pid!);
       if ((res.statuses.get(200) ?? 0) !== res.requests) throw new Error(`statuses ${JSON.stringify([...res.statuses])}`);
       s.cpu.push(((c1 - c0) * 1e6) / res.requests); s.rps.push(res.rps); s.etcd.push(((e1 - e0) * 1e6) / res.requests);
@@ -53,5 +46,4 @@ try {
 } finally {
   await Promise.all([a.stop(), b.stop()]);
   await cluster.stop();
-  rmSync(dir, { recursive: true, force: true });
 }

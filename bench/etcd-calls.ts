@@ -6,21 +6,12 @@
  * on one etcd member, the holder's `POST /v1/heartbeat` on 32 connections, every answer a 200;
  * `R` rounds (2) of `S` seconds (5) after 3 s of warm-up.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startEtcdCluster, onPath } from '../test/etcd/members.js';
-import * as mine from './hq-arbiter.js';
-import { cpuSeconds, load, machineLine } from './lib.js';
+import { holderHeartbeat, startArbiter } from './hq-arbiter.js';
+import { cpuSeconds, load, machineLine, oneEtcdMember } from './lib.js';
+
 const SECONDS = Number(process.env['S'] ?? 5);
 const ROUNDS = Number(process.env['R'] ?? 2);
-const bin = onPath('etcd');
-if (bin === null) {
-  process.stderr.write('bench/etcd-calls.ts: no etcd on PATH (apt-get install -y etcd-server)\n');
-  process.exit(2);
-}
-const dir = mkdtempSync(join(tmpdir(), 'hq-bench-calls-'));
-const cluster = await startEtcdCluster({ size: 1, dir, name: 'hq-bench-calls', bin });
+const cluster = await oneEtcdMember('bench/etcd-calls.ts', 'hq-bench-calls');
 const member = cluster.members[0]!;
 const base = member.clientUrl;
 /** etcd's counters read before and after each round (3.4 also exports the MVCC ones as `etcd_debugging_mvcc_*`). */
@@ -35,14 +26,9 @@ const COUNTERS = [
   'etcd_network_client_grpc_received_bytes_total',
   'etcd_network_client_grpc_sent_bytes_total',
 ];
-// startArbiter stops what it started when it fails; the etcd member is this file's to stop.
-const hq = await mine.startArbiter({ build: false, store: { kind: 'etcd', endpoints: [base], prefix: '/b', advertiseUrl: 'http://127.0.0.1:1' } }).catch(async (err: unknown) => {
-  await cluster.stop();
-  rmSync(dir, { recursive: true, force: true });
-  throw err;
-});
-const body = JSON.stringify({ host: 'mbp', generation: hq.generation, seenGeneration: hq.generation, heartbeatSeconds: 600 });
-const req = () => ({ method: 'POST' as const, path: '/v1/heartbeat', headers: mine.jsonHeaders(hq.tokens.mbp), body });
+// Should it fail, startArbiter stops what it started, and the member is killed at exit.
+const hq = await startArbiter({ build: false, store: { kind: 'etcd', endpoints: [base], prefix: '/b', advertiseUrl: 'http://127.0.0.1:1' } });
+const req = holderHeartbeat(hq);
 async function metrics(): Promise<Map<string, number>> {
   const text = await (await fetch(`${base}/metrics`)).text();
   const m = new Map<string, number>();
@@ -74,5 +60,4 @@ try {
 } finally {
   await hq.stop();
   await cluster.stop();
-  rmSync(dir, { recursive: true, force: true });
 }

@@ -10,24 +10,20 @@
  * the machine's drift shows between them. `SHAPES="1x0,1x20,1x74"` (depth x events) replaces the
  * list, e.g. to see what the events' size costs etcd at depth 1.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Pool } from 'undici';
-import { onPath, startEtcdCluster } from '../test/etcd/members.js';
-import { cpuSeconds, machineLine } from './lib.js';
+import { cpuSeconds, machineLine, oneEtcdMember } from './lib.js';
 
 const SECONDS = Number(process.env['S'] ?? 4);
 const REPEAT = Number(process.env['R'] ?? 2);
 /** (depth, events per txn): one group of 20 (what the arbiter sends under 32 connections), two of 10, two of 20, one of 32, two of 16. */
 const SHAPES: ReadonlyArray<readonly [number, number]> = process.env['SHAPES']
   ? process.env['SHAPES'].split(',').map((s) => {
-      const [depth, n] = s.split('x').map(Number);
-      if (!Number.isInteger(depth) || (depth as number) < 1 || !Number.isInteger(n) || (n as number) < 0) {
+      const m = /^([1-9]\d*)x(\d+)$/.exec(s);
+      if (m === null) {
         process.stderr.write(`bench/etcd-txn.ts: SHAPES: "${s}" is not DEPTHxEVENTS (e.g. 1x20)\n`);
         process.exit(2);
       }
-      return [depth as number, n as number] as const;
+      return [Number(m[1]), Number(m[2])] as const;
     })
   : [
       [1, 20],
@@ -36,13 +32,7 @@ const SHAPES: ReadonlyArray<readonly [number, number]> = process.env['SHAPES']
       [1, 32],
       [2, 16],
     ];
-const bin = onPath('etcd');
-if (bin === null) {
-  process.stderr.write('bench/etcd-txn.ts: no etcd on PATH (apt-get install -y etcd-server)\n');
-  process.exit(2);
-}
-const dir = mkdtempSync(join(tmpdir(), 'hq-bench-etcd-txn-'));
-const cluster = await startEtcdCluster({ size: 1, dir, name: 'hq-bench-txn', bin });
+const cluster = await oneEtcdMember('bench/etcd-txn.ts', 'hq-bench-txn');
 const member = cluster.members[0]!;
 const pool = new Pool(member.clientUrl, { connections: 8 });
 const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
@@ -90,5 +80,4 @@ try {
 } finally {
   await pool.close();
   await cluster.stop();
-  rmSync(dir, { recursive: true, force: true });
 }

@@ -740,7 +740,8 @@ one etcd txn comparing the state's \`mod_revision\` and the election key, decide
 (apps/arbiter/README.md, "The etcd store": no read before it; until issue 19's last change every group read the
 state first, two round trips instead of one), and one group is in flight at a time — so it is bounded by etcd's
 own figures; after a group, the next waits up to 2 ms for that group's callers to come back (\`LINGER_MS\`), so that
-the 32 connections' requests share one txn rather than two; a renew's txn also writes its \`renewed\` event (the event log), etcd's put writes one key. The goal
+the 32 connections' requests share one txn rather than two; a renew's txn also writes its \`renewed\` event (the event
+log), etcd's put writes one key. The goal
 of issue 19 is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the same operation (its overhead over the engine it uses); the SQLite
 arbiter's figures stay where they were.
 

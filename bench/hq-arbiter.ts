@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
-import { ROOT, sleep, stopProc, type Daemon } from './lib.js';
+import { ROOT, sleep, stopProc, type Daemon, type Req } from './lib.js';
 
 export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 
@@ -75,6 +75,13 @@ export function spawnDaemon(args: readonly string[], ready: string, spawned: (d:
 }
 
 export const jsonHeaders = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
+
+/** The holder's heartbeat as a load request (`POST /v1/heartbeat` of mbp at its generation: outcome `renewed`). */
+export function holderHeartbeat(hq: Pick<HqArbiter, 'generation' | 'tokens'>): () => Req {
+  const body = JSON.stringify({ host: 'mbp', generation: hq.generation, seenGeneration: hq.generation, heartbeatSeconds: 600 });
+  const req: Req = { method: 'POST', path: '/v1/heartbeat', headers: jsonHeaders(hq.tokens.mbp), body };
+  return () => req;
+}
 
 async function post(base: string, path: string, token: string, body: unknown): Promise<string> {
   const p = new Pool(base);

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 import { Cluster } from '../test/system/harness.js';
+import { onPath, startEtcdCluster, type EtcdCluster } from '../test/etcd/members.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 export const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
@@ -254,6 +255,20 @@ export async function startHeldCluster(): Promise<Cluster> {
   const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '30', '--json']);
   if (acq.code !== 0) throw new Error(`hq lease acquire exited ${acq.code}: ${acq.stderr.trim()}`);
   return c;
+}
+
+/**
+ * One etcd member at etcd's default timing for a bench of the etcd store's write path: its data
+ * in a temp dir that `stop()` removes (and killed at exit, whatever happened). Without etcd on
+ * PATH: one line naming the package, exit 2.
+ */
+export async function oneEtcdMember(bench: string, name: string): Promise<EtcdCluster> {
+  const bin = onPath('etcd');
+  if (bin === null) {
+    process.stderr.write(`${bench}: no etcd on PATH (apt-get install -y etcd-server)\n`);
+    process.exit(2);
+  }
+  return startEtcdCluster({ size: 1, name, bin });
 }
 
 /** Clock ticks per second of /proc's CPU times. */

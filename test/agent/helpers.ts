@@ -148,8 +148,8 @@ export function fastAgentConfig(arbiterUrl: string, stateDir: string, socketPath
   ) as ReturnType<typeof resolveConfig> & { arbiterUrl: string };
 }
 
-/** The member token and peer token `agentSetup` writes. */
-export const MEMBER_TOKEN = 'cd'.repeat(32);
+/** The member token and peer token `agentSetup` writes (tests present the peer token). */
+const MEMBER_TOKEN = 'cd'.repeat(32);
 export const PEER_TOKEN = 'ef'.repeat(32);
 
 /**
