@@ -236,7 +236,7 @@ t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => 
   t.ok(lines.some((l) => l.category === 'hq.lease' && l.event === 'renewed') || arb.heartbeats.length > 0, 'lease events are logged with their category');
 });
 
-t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbiter', async (t) => {
+t.test('hq fence check loads neither Fastify, pino, undici, TypeBox, the S3 signer nor the arbiter', async (t) => {
   const src = join(ROOT, 'apps/agent/src');
   const seen = new Set<string>();
   const externals = new Set<string>();
@@ -253,7 +253,7 @@ t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbi
   };
   walk(join(src, 'cli/entry.ts'));
   walk(join(src, 'cli/fence.ts'));
-  const heavy = [...externals].filter((e) => /fastify|pino|undici|typebox|node-cron|prom-client|arbiter|better-sqlite3/.test(e));
+  const heavy = [...externals].filter((e) => /fastify|pino|undici|typebox|node-cron|prom-client|arbiter|better-sqlite3|aws4/.test(e));
   t.same(heavy, [], `the fence path imports only light modules (${[...externals].join(', ')})`);
 });
 

@@ -58,6 +58,7 @@ t.test('an idle agent keeps a small young generation and has not loaded undici o
   t.ok(loaded(idle, 'fastify'), 'Fastify is loaded (the listeners)');
   t.notOk(loaded(idle, 'undici'), 'undici is not');
   t.notOk(loaded(idle, 'ajv'), 'ajv is not: no route was asked with a schema');
+  t.notOk(loaded(idle, 'aws4'), 'nor the S3 signer of survival copies (only `hq standby` loads it)');
 
   const refused = await callAgent(sock, 'POST', '/v1/runs', 5, { role: 'cron' });
   t.match(refused, { status: 400 }, 'a body without supervisorPid is refused by its schema');

@@ -42,8 +42,8 @@ t.test('the daemon never loads the CLI, nor the sending side of replication', as
   const all = new Set(daemon.flatMap((m) => [...reach(m)]));
   t.ok(all.has('replication/wire.js') && all.has('replication/receiver.js'), "the daemon's graph includes replication's receiving side (through import())");
   t.same([...all].filter((m) => m.startsWith('cli/')), [], 'no module under cli/');
-  const sending = ['replication/snapshot.js', 'replication/push.js', 'replication/survival.js', 'replication/promote.js', 'replication/plan.js'];
-  t.same([...all].filter((m) => sending.includes(m)), [], 'no module of the sending side (snapshot, push, survival, promote, plan)');
+  const sending = ['replication/snapshot.js', 'replication/push.js', 'replication/survival.js', 'replication/survival-s3.js', 'replication/promote.js', 'replication/plan.js'];
+  t.same([...all].filter((m) => sending.includes(m)), [], 'no module of the sending side (snapshot, push, survival, survival-s3, promote, plan)');
 });
 
 t.test('the fence answer loads nothing of the daemon but itself', async (t) => {

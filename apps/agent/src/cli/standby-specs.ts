@@ -26,7 +26,7 @@ export const STANDBY_SPECS = Object.freeze({
       {
         name: 'survival',
         kind: 'boolean',
-        help: 'Also sends the survival subset (plan items marked survival, never a secret) to the arbiter with the member token. Default: off.',
+        help: 'Also sends the survival subset (plan items marked survival, never a secret) to the arbiter with the member token and, when replication.survival.s3 names a bucket, to that bucket (server-side encrypted, the oldest copies beyond its keep deleted). Default: off.',
       },
       JSON_FLAG,
     ],
@@ -40,6 +40,11 @@ export const STANDBY_SPECS = Object.freeze({
       CONFIG_FLAG,
       STANDBY_FLAG,
       { name: 'tier', kind: 'string', value: 'T[,T]', help: 'The tiers to check (core, big, obs). Default: every tier that has a latest generation.' },
+      {
+        name: 's3',
+        kind: 'boolean',
+        help: "Checks the survival copies in the bucket of replication.survival.s3 instead of the standby folder: each tier's newest published copy is read back, its manifest, SHA256SUMS and every file's checksum compared (credentials from the AWS environment or profile). Default: off.",
+      },
       JSON_FLAG,
     ],
     exits: '0 every tier verified, 1 a tier failed, 2 usage or config error.',

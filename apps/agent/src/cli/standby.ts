@@ -27,6 +27,7 @@ import { planTier } from '../replication/plan.js';
 import { promote, formatPromote, PromoteError } from '../replication/promote.js';
 import { pushGeneration, type PushResult } from '../replication/push.js';
 import { pushSurvival, type SurvivalResult } from '../replication/survival.js';
+import type { S3SurvivalResult } from '../replication/survival-s3.js';
 import { readLatest } from '../replication/fsx.js';
 import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
 import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
@@ -193,7 +194,9 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     }
   }
   let survival: SurvivalResult | null = null;
-  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with.
+  let survivalS3: S3SurvivalResult | null = null;
+  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with,
+  // and no host is yet the one whose copies count: the bucket waits for the lease too.
   const survivalSkipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
   if (flagBool(p, 'survival') && !survivalSkipped) {
     const subset = new Set(snap.survival);
@@ -206,6 +209,19 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
         : { ok: false, status: null, error: null, message: `${tok.problem} (the member token, tokenFile)` };
     } catch (err) {
       survival = { ok: false, status: null, error: null, message: (err as Error).message };
+    }
+    // The bucket whatever the arbiter answered: it is there for when the arbiter's machine is lost.
+    if (cfg.survivalS3 !== null) {
+      const { pushSurvivalS3 } = await import('../replication/survival-s3.js');
+      survivalS3 = await pushSurvivalS3({
+        dir: snap.dir,
+        manifest: snap.manifest,
+        entries,
+        target: cfg.survivalS3,
+        secretPatterns: cfg.secretPatterns,
+        timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds),
+        env: ctx.env ?? process.env,
+      });
     }
   }
   const seconds = Math.round((now() - started) / 100) / 10;
@@ -220,6 +236,7 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     holder: m.holder,
     survival: snap.survival.length,
     survivalCopy: survival,
+    survivalS3,
     pushed: pushed.map(({ host, result }) =>
       result.ok
         ? { host, ok: true, sentBytes: result.sentBytes, sentBlobs: result.sentBlobs }
@@ -231,7 +248,17 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     pushed.length === 0
       ? '-'
       : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
-  const survivalText = survivalSkipped ? 'skipped (no lease yet)' : survival === null ? '-' : survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`;
+  const s3Text =
+    survivalS3 === null
+      ? ''
+      : survivalS3.ok
+        ? `, s3 ok (${survivalS3.files} files${survivalS3.pruned.length === 0 ? '' : `, ${survivalS3.pruned.length} pruned`})`
+        : `, s3 failed: ${survivalS3.message}`;
+  const survivalText = survivalSkipped
+    ? 'skipped (no lease yet)'
+    : survival === null
+      ? '-'
+      : `${survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`}${s3Text}`;
   line(
     ctx,
     json,
@@ -240,8 +267,8 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
   );
   let code = 0;
   if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) code = 1;
-  else if (survival !== null && !survival.ok && survival.status !== null) code = 1;
-  else if (pushed.some((x) => !x.result.ok) || (survival !== null && !survival.ok)) code = 3;
+  else if ((survival !== null && !survival.ok && survival.status !== null) || (survivalS3 !== null && !survivalS3.ok && survivalS3.kind === 'refused')) code = 1;
+  else if (pushed.some((x) => !x.result.ok) || [survival, survivalS3].some((s) => s !== null && !s.ok)) code = 3;
   await report(l.agent.socketPath, 'generation', {
     tier,
     generation: m.generation,
@@ -253,15 +280,35 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     pushedTo: pushed.filter((x) => x.result.ok).map((x) => x.host).join(','),
     pushFailed: pushed.filter((x) => !x.result.ok).map((x) => x.host).join(','),
     survival: survivalSkipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
+    survivalS3: survivalSkipped ? 'skipped' : survivalS3 === null ? 'off' : survivalS3.ok ? 'ok' : 'failed',
     seconds,
     exitCode: code,
   });
   return code;
 }
 
+/** `verify --s3`: reads the bucket's newest survival copy of each tier back. */
+async function verifyBucket(p: Parsed, ctx: Io, json: boolean): Promise<number> {
+  if (flagString(p, 'standby') !== undefined) throw new CliError(2, '--s3 checks the bucket of replication.survival.s3; it takes no --standby');
+  const l = load(p, ctx);
+  const cfg = needReplication(l);
+  const target = cfg.survivalS3;
+  if (target === null) throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication.survival.s3 block`);
+  const tierFlag = flagString(p, 'tier');
+  const tiers = tierFlag === undefined ? [...TIERS] : tiersOf(tierFlag, '--tier');
+  const { formatS3Verification, verifyS3 } = await import('../replication/survival-s3.js');
+  const results = await verifyS3({ target, tiers, secretPatterns: cfg.secretPatterns, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), env: ctx.env ?? process.env });
+  // Without --tier, a tier that never had a survival copy is no failure; one tier at least must verify.
+  const shown = tierFlag === undefined && results.some((r) => r.generation !== null) ? results.filter((r) => r.generation !== null || r.ok) : results;
+  const ok = shown.every((r) => r.ok);
+  line(ctx, json, { ok, bucket: target.bucket, prefix: target.prefix, tiers: shown, reasons: shown.filter((r) => !r.ok).map((r) => r.reason) }, formatS3Verification(target, shown));
+  return ok ? 0 : 1;
+}
+
 export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Promise<number> {
   const ctx = io(context);
   const json = flagBool(p, 'json');
+  if (flagBool(p, 's3')) return verifyBucket(p, ctx, json);
   const standbyDir = standbyDirOf(p, ctx);
   const tierFlag = flagString(p, 'tier');
   let tiers: Tier[];

@@ -35,6 +35,24 @@ export const PlanItemSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * An S3-compatible bucket for survival copies. No credential key: they come from the AWS
+ * environment or profile only (a credential-looking key is refused by name before this schema).
+ */
+export const S3TargetSchema = Type.Object(
+  {
+    bucket: Type.String({ minLength: 3, maxLength: 255, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]$' }),
+    prefix: Type.Optional(Type.String({ maxLength: 512 })),
+    region: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9-]+$' })),
+    endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    forcePathStyle: Type.Optional(Type.Boolean()),
+    sse: Type.Optional(Type.Union([Type.Literal('AES256'), Type.Literal('aws:kms')])),
+    kmsKeyId: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+    keep: Type.Optional(PerTier(Type.Integer({ minimum: 1, maximum: 10_000 }))),
+  },
+  { additionalProperties: false },
+);
+
 export const ReplicationConfigSchema = Type.Object(
   {
     stateDir: Type.String({ minLength: 1 }),
@@ -59,6 +77,7 @@ export const ReplicationConfigSchema = Type.Object(
     chunkBytes: Type.Optional(Type.Integer({ minimum: 4096, maximum: 256 * 1024 * 1024 })),
     keepLocal: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     pollersOff: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 256 }))),
+    survival: Type.Optional(Type.Object({ s3: Type.Optional(S3TargetSchema) }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );
@@ -118,7 +137,24 @@ export const REPLICATION_DEFAULTS = Object.freeze({
   chunkBytes: 4 * 1024 * 1024,
   /** Local generations kept in the outbox: the previous one is all that reuse needs. */
   keepLocal: 2,
+  /** Survival copies kept in a bucket, per tier: the arbiter's numbers, so either copy reaches as far back. */
+  s3Keep: Object.freeze({ core: 36, big: 8, obs: 8 }),
 });
+
+/** A resolved `replication.survival.s3`. */
+export interface S3Target {
+  readonly bucket: string;
+  /** Key prefix without leading or trailing slash; "" = the bucket's root. */
+  readonly prefix: string;
+  /** null = AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1 (read when a copy is sent). */
+  readonly region?: string;
+  /** null = AWS S3 of the region. */
+  readonly endpoint?: string;
+  readonly forcePathStyle: boolean;
+  readonly sse: 'AES256' | 'aws:kms';
+  readonly kmsKeyId?: string;
+  readonly keep: Readonly<Record<Tier, number>>;
+}
 
 export interface ReplicationConfig {
   readonly stateDir: string;
@@ -142,6 +178,8 @@ export interface ReplicationConfig {
    * Default: none, promotion turns nothing off.
    */
   readonly pollersOff: readonly string[];
+  /** The bucket that also takes survival copies; null = the arbiter only. */
+  readonly survivalS3: S3Target | null;
 }
 
 function keyOf(instancePath: string): string {
@@ -170,9 +208,62 @@ function items(list: readonly { path: string; survival?: boolean; match?: string
   });
 }
 
+/** Key names that hold a credential: these never belong in hq's files. */
+const CREDENTIAL_KEY = /access.?key|secret|session.?token|credential|password|^token$/i;
+
+/** A credential in `replication.survival.s3` is refused by name, before the schema says "unknown key". */
+function refuseCredentials(input: { [k: string]: unknown }): void {
+  const survival = input['survival'];
+  const s3 = typeof survival === 'object' && survival !== null ? (survival as { [k: string]: unknown })['s3'] : undefined;
+  if (typeof s3 !== 'object' || s3 === null || Array.isArray(s3)) return;
+  for (const k of Object.keys(s3)) {
+    if (CREDENTIAL_KEY.test(k)) {
+      const key = `replication.survival.s3.${k}`;
+      throw new ConfigError(key, `${key}: credentials never go in hq's config; give them as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile (AWS_PROFILE, ~/.aws/credentials)`);
+    }
+  }
+  const endpoint = (s3 as { [k: string]: unknown })['endpoint'];
+  if (typeof endpoint === 'string' && /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(endpoint)) {
+    throw new ConfigError('replication.survival.s3.endpoint', "replication.survival.s3.endpoint: holds a user name or password; credentials never go in hq's config (use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile)");
+  }
+}
+
+function s3Target(c: Static<typeof S3TargetSchema>): S3Target {
+  const k = 'replication.survival.s3';
+  const prefix = (c.prefix ?? '').replace(/^\/+|\/+$/g, '');
+  if (prefix !== '') {
+    const problem = relPathProblem(prefix);
+    if (problem !== null) throw new ConfigError(`${k}.prefix`, `${k}.prefix: ${problem}`);
+  }
+  if (c.endpoint !== undefined) {
+    let u: URL;
+    try {
+      u = new URL(c.endpoint);
+    } catch {
+      throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: ${JSON.stringify(c.endpoint)} is not a URL (e.g. "https://s3.example.net" or "http://127.0.0.1:9000")`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must be an http or https URL`);
+    if (u.search !== '' || u.hash !== '') throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must have no query or fragment`);
+  }
+  const sse = c.sse ?? 'AES256';
+  if (c.kmsKeyId !== undefined && sse !== 'aws:kms') throw new ConfigError(`${k}.kmsKeyId`, `${k}.kmsKeyId: only with sse "aws:kms"`);
+  return {
+    bucket: c.bucket,
+    prefix,
+    ...(c.region === undefined ? {} : { region: c.region }),
+    ...(c.endpoint === undefined ? {} : { endpoint: c.endpoint }),
+    // A bucket behind a custom endpoint (MinIO, Ceph, a loopback server) is usually reached by path.
+    forcePathStyle: c.forcePathStyle ?? c.endpoint !== undefined,
+    sse,
+    ...(c.kmsKeyId === undefined ? {} : { kmsKeyId: c.kmsKeyId }),
+    keep: { ...REPLICATION_DEFAULTS.s3Keep, ...(c.keep ?? {}) } as Record<Tier, number>,
+  };
+}
+
 /** Validates the block; the first problem is thrown as a ConfigError naming `replication.<key>`. */
 export function validateReplication(input: unknown): ReplicationConfigFile {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ConfigError('replication', 'replication: must be a JSON object');
+  refuseCredentials(input as { [k: string]: unknown });
   if (!Schema.Check(ReplicationConfigSchema, input)) {
     const errors = Schema.Errors(ReplicationConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
@@ -212,6 +303,7 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     chunkBytes: c.chunkBytes ?? REPLICATION_DEFAULTS.chunkBytes,
     keepLocal: c.keepLocal ?? REPLICATION_DEFAULTS.keepLocal,
     pollersOff: pollerPaths(c.pollersOff ?? [], c.hostLocalKeys ?? REPLICATION_DEFAULTS.hostLocalKeys),
+    survivalS3: c.survival?.s3 === undefined ? null : s3Target(c.survival.s3),
   };
   const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
   for (const [k, v] of [
