@@ -51,7 +51,7 @@ export const KEYS = {
   tokenFile: ['`{stateDir}/token`', 'the member token (mode 0600); checked at start (exit 2 when missing, insecure, or refused by the arbiter)'],
   peers: ['from the candidates the arbiter names, with `tailnetDomain`', '`{host: url}` of the other agents'],
   peerTokenFile: ['`{stateDir}/peer-token`', 'the shared secret for agent ↔ agent calls (mode 0600)'],
-  replication: ['—', 'standby replication: see deploy/replication/README.md'],
+  replication: ['—', 'standby replication: the plan, keep, schedules, standbys, `pollersOff`, and `survival.s3` (a bucket that also takes survival copies, server-side encrypted; credentials from the AWS environment or profile only): see deploy/replication/README.md'],
   advertiseUrl: ['`http://{hostName}.{tailnetDomain}:{port}`, else a specific `listen.host`', "this agent's peer URL as others reach it (a bare origin), registered as its `instance` resource"],
   queryTokenFile: ['`{stateDir}/query-token` when present', '`hq primary --write-join` puts this query-scope token in the join file (else the member token)'],
   arbiterUrls: ['`[arbiterUrl]`', 'several arbiters (etcd store), tried in order'],

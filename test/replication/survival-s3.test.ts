@@ -1,6 +1,7 @@
 /**
  * Survival copies in an S3-compatible bucket, against a real S3 server on 127.0.0.1 (s3rver, its
- * filesystem store; it checks the access key, not the signature), with every request it received recorded on the way in:
+ * filesystem store; it checks the access key, the test's front checks the signature), with every
+ * request it received recorded on the way in:
  * `hq standby snapshot --survival` sends the subset while the arbiter is down, every PUT asks for
  * server-side encryption, no secret reaches the bucket, each tier keeps its newest N, `hq standby
  * verify --s3` reads the copy back and finds an object corrupted on the server's disk. Then the
@@ -11,7 +12,7 @@ import { createRequire } from 'node:module';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { standbyCommand } from '../../apps/agent/src/cli/standby.js';
 import { awsIdentity, pushSurvivalS3, S3Bucket } from '../../apps/agent/src/replication/survival-s3.js';
@@ -31,6 +32,29 @@ interface Seen {
   readonly headers: IncomingHttpHeaders;
 }
 
+const rfc3986 = (v: string) => encodeURIComponent(v).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest();
+
+/**
+ * s3rver checks the access key but not the signature: this checks it, written from the SigV4
+ * description apart from the client's signer, so a request AWS would refuse is refused here too.
+ */
+function signatureProblem(method: string, url: string, headers: IncomingHttpHeaders, secret: string): string | null {
+  const m = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/s3\/aws4_request, ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$/.exec(String(headers['authorization']));
+  if (m === null) return 'no SigV4 Authorization header';
+  const [, , day, region, signed, signature] = m as unknown as [string, string, string, string, string, string];
+  const names = signed.split(';');
+  if (!names.includes('host') || !names.includes('x-amz-date') || !names.includes('x-amz-content-sha256')) return 'host, x-amz-date or x-amz-content-sha256 not signed';
+  const [rawPath, rawQuery = ''] = url.split('?') as [string, string?];
+  const path = rawPath.split('/').map((seg) => rfc3986(decodeURIComponent(seg))).join('/');
+  const query = rawQuery === '' ? '' : rawQuery.split('&').map((kv) => kv.split('=').map((x) => rfc3986(decodeURIComponent(x ?? ''))) as [string, string]).map(([k, v = '']) => `${k}=${v}`).sort().join('&');
+  const canonical = [method, path, query, ...names.map((n) => `${n}:${String(headers[n] ?? '').trim().replace(/\s+/g, ' ')}`), '', signed, String(headers['x-amz-content-sha256'])].join('\n');
+  const scope = `${day}/${region}/s3/aws4_request`;
+  const toSign = ['AWS4-HMAC-SHA256', String(headers['x-amz-date']), scope, createHash('sha256').update(canonical).digest('hex')].join('\n');
+  const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, day), region), 's3'), 'aws4_request');
+  return hmac(key, toSign).toString('hex') === signature ? null : 'signature does not match';
+}
+
 /** s3rver on 127.0.0.1 with one bucket; `seen` is every request it was sent. Its keys: S3RVER/S3RVER. */
 async function s3server(t: { teardown(fn: () => unknown): void }, dir: string): Promise<{ endpoint: string; seen: Seen[]; object: (key: string) => string }> {
   const server = new S3rver({ silent: true, directory: dir, configureBuckets: [{ name: 'hq-survival' }], vhostBuckets: false });
@@ -39,6 +63,12 @@ async function s3server(t: { teardown(fn: () => unknown): void }, dir: string): 
   const seen: Seen[] = [];
   const http = createServer((req, res) => {
     seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    const problem = signatureProblem(req.method ?? '', req.url ?? '', req.headers, 'S3RVER');
+    if (problem !== null) {
+      req.resume();
+      res.writeHead(403, { 'content-type': 'application/xml' }).end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code><Message>${problem}</Message></Error>`);
+      return;
+    }
     handle(req, res);
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -178,6 +208,8 @@ t.test('aws:kms names its key on every PUT; credentials refused or missing stop 
   t.equal(wrong.code, 1, 'a bucket that refuses the credentials makes the snapshot exit 1');
   t.match(JSON.parse(wrong.stdout), { survivalS3: { ok: false, kind: 'refused', status: 403, error: 'InvalidAccessKeyId' } }, 'with the S3 error code');
   t.ok(s3.seen.length > before, 'the server was asked');
+  const forged = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { ...KEYS, AWS_SECRET_ACCESS_KEY: 'wrong', HQ_GENERATION: '3', HQ_HOLDER: 'mbp' }, () => T0 + 3000);
+  t.match(JSON.parse(forged.stdout), { survivalS3: { ok: false, kind: 'refused', status: 403, error: 'SignatureDoesNotMatch' } }, 'a wrong secret key is refused by the signature check');
   const after = s3.seen.length;
   const none = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { AWS_SHARED_CREDENTIALS_FILE: '/nonexistent', AWS_CONFIG_FILE: '/nonexistent', HQ_GENERATION: '3', HQ_HOLDER: 'mbp' }, () => T0 + 2000);
   t.equal(none.code, 1, 'no credentials at all: exit 1');
