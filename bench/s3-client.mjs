@@ -3,7 +3,8 @@
 // signed PUT, server-side encrypted, against s3rver on 127.0.0.1), each candidate in a fresh
 // process, RUNS times, medians. Candidates are installed into a scratch folder with npm (not into
 // the project). `node bench/s3-client.mjs` (RUNS=5); prints a Markdown table.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -84,8 +85,8 @@ try {
     writeFileSync(join(dir, 'b.mjs'), `${put}\n${c.pre}\nconst t0 = performance.now();\n${c.code}\nconst t2 = performance.now();\nconsole.log(JSON.stringify({ importMs: t1 - t0, putMs: t2 - t1, rss: process.memoryUsage().rss }));\n`);
     const runs = [];
     for (let i = 0; i < RUNS; i++) {
-      const r = spawnSync(process.execPath, ['b.mjs'], { cwd: dir, env: { ...process.env, S3_URL: url, NODE_OPTIONS: '' }, encoding: 'utf8' });
-      if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
+      // Asynchronously: the server runs in this process and must answer meanwhile.
+      const r = await promisify(execFile)(process.execPath, ['b.mjs'], { cwd: dir, env: { ...process.env, S3_URL: url, NODE_OPTIONS: '' }, encoding: 'utf8' });
       runs.push(JSON.parse(r.stdout.trim().split('\n').at(-1)));
     }
     rows.push(

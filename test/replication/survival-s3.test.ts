@@ -179,6 +179,10 @@ t.test('the survival subset goes to the bucket encrypted while the arbiter is do
   );
   t.notOk(existsSync(s3.object('home/hq/core/20261201T070000Z/MANIFEST.json')), 'the pruned manifest is gone from the server');
 
+  const stale = await hq(['snapshot', '--tier', 'core', '--config', file, '--no-push', '--survival', '--json'], { ...KEYS, HQ_GENERATION: '2', HQ_HOLDER: 'mbp' }, () => T0 + 5000);
+  t.equal(stale.code, 1, 'a copy from an older lease generation exits 1');
+  t.match(JSON.parse(stale.stdout), { survivalS3: { ok: false, kind: 'refused', error: 'HQ_ERR_STALE_GENERATION' } }, 'refused as stale, as the arbiter would');
+  t.notOk(s3.seen.some((s) => s.method === 'PUT' && keyOf(s).includes('20261201T070005Z')), 'and nothing of it was put');
   const v = await hq(['verify', '--s3', '--config', file], KEYS);
   t.equal(v.code, 0, `verify --s3 reads the newest copy back (${v.stderr})`);
   t.match(v.stdout, /^hq-standby verify s3:\/\/hq-survival\/home\/hq core=20261201T070002Z\(mbp · ok 2\/2 · 2 kept\) OK\n$/, 'and says so on one line');

@@ -11,6 +11,8 @@
  *  - no secret is sent: the subset is checked again here with the configured patterns and the
  *    default secret names (what the arbiter checks), and one secret refuses the whole copy
  *    before anything is sent;
+ *  - a copy from a lower lease generation than the newest published one is refused (as the
+ *    arbiter refuses it), so a holder back from a pause does not publish over its successor;
  *  - after a publish, only the newest `keep` published generations of the tier stay: older ones
  *    and unfinished ones are deleted, manifest first, so a half-deleted one never looks published;
  *  - `verifyS3` reads the newest published generation back and checks every file against the
@@ -24,7 +26,7 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { formatSums, GENERATION_RE, isSecretPath, parseSums, sumsDisagreement, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
+import { ERRORS, formatSums, GENERATION_RE, isSecretPath, parseSums, sumsDisagreement, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
 import type { S3Target } from './config.js';
 
 export interface AwsCredentials {
@@ -312,6 +314,16 @@ export async function pushSurvivalS3(opts: {
   try {
     const b = await S3Bucket.open(opts.target, id, opts.timeoutSeconds);
     const m = opts.manifest;
+    // A holder from an older lease (paused, then back) must not publish over its successor's
+    // copies: the bucket has no compare-and-set, so the newest published manifest is read first.
+    const newest = (await generations(b, m.tier)).filter((g) => g.published).at(-1);
+    if (newest !== undefined) {
+      const { parseManifest } = await import('@hq/protocol/schemas');
+      const was = parseManifest((await b.expect('GET', b.key(`${m.tier}/${newest.name}/MANIFEST.json`))).text);
+      if (typeof was !== 'string' && was.leaseGeneration > m.leaseGeneration) {
+        return { ok: false, kind: 'refused', status: null, error: ERRORS.STALE_GENERATION.code, message: `the bucket holds ${newest.name} from lease generation ${was.leaseGeneration}, newer than this one (${m.leaseGeneration})` };
+      }
+    }
     const root = `${m.tier}/${m.generation}`;
     const sse = sseHeaders(opts.target);
     let sentBytes = 0;
