@@ -146,9 +146,9 @@ export interface S3Target {
   readonly bucket: string;
   /** Key prefix without leading or trailing slash; "" = the bucket's root. */
   readonly prefix: string;
-  /** null = AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1 (read when a copy is sent). */
+  /** Absent: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1 (read when a copy is sent). */
   readonly region?: string;
-  /** null = AWS S3 of the region. */
+  /** Absent: AWS S3 of the region. */
   readonly endpoint?: string;
   readonly forcePathStyle: boolean;
   readonly sse: 'AES256' | 'aws:kms';
