@@ -285,7 +285,8 @@ export async function importElanous(p: Parsed): Promise<number> {
   for (const k of AGENT_KEYS) if (hq[k] !== undefined) agent[k] = hq[k];
   agent['roles'] = roles;
   agent['replication'] = { stateDir: show(oldDir), plan: ELANOUS_PLAN, pollersOff: [...ELANOUS_POLLERS] };
-  const target = resolve(expandHome(flagString(p, 'config') ?? process.env[AGENT_CONFIG.envVar] ?? join('~', '.hq', AGENT_CONFIG.name)));
+  const fromEnv = process.env[AGENT_CONFIG.envVar];
+  const target = resolve(expandHome(flagString(p, 'config') ?? (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv)));
   const stateDir = resolve(expandHome('~/.hq'));
   const name = host ?? hostName;
   try {
