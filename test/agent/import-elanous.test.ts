@@ -146,7 +146,7 @@ t.test('import: a dry run shows everything and writes nothing; the import writes
   t.notOk('standby' in cfg || 'ttlSeconds' in cfg || 'seenGenerationFile' in cfg, "no key of the arbiter's, nor the old marker's path");
   t.match(cfg, { arbiter: 'cloud-vm', failOpenRoles: ['cron'], hostName: 'mbp', tailscaleBin: '', probeTimeoutSeconds: 2 }, "the agent's keys");
   t.ok((cfg['roles'] as string[]).includes('seat-loop') && (cfg['roles'] as string[]).includes('conatus'), 'roles include seat-loop and conatus');
-  t.match(cfg['replication'], { stateDir: '~/.elanous', pollersOff: ['telegram', 'discord'] }, 'a replication block that turns the old pollers off');
+  t.match(cfg['replication'], { stateDir: join(dir, '.elanous'), pollersOff: ['telegram', 'discord'] }, 'a replication block that turns the old pollers off');
   const seen = await hq(['seen'], { env: { HOME: dir } });
   t.match(seen, { code: 0, stdout: 'seen: generation 7\n' }, 'hq reads the written config and state');
 });

@@ -284,7 +284,8 @@ export async function importElanous(p: Parsed): Promise<number> {
   const agent: { [k: string]: unknown } = {};
   for (const k of AGENT_KEYS) if (hq[k] !== undefined) agent[k] = hq[k];
   agent['roles'] = roles;
-  agent['replication'] = { stateDir: show(oldDir), plan: ELANOUS_PLAN, pollersOff: [...ELANOUS_POLLERS] };
+  // Absolute: the agent may run as another user, whose ~ is elsewhere.
+  agent['replication'] = { stateDir: oldDir, plan: ELANOUS_PLAN, pollersOff: [...ELANOUS_POLLERS] };
   const fromEnv = process.env[AGENT_CONFIG.envVar];
   const target = resolve(expandHome(flagString(p, 'config') ?? (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv)));
   const stateDir = resolve(expandHome('~/.hq'));
