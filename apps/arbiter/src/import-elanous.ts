@@ -12,6 +12,7 @@ import { emptyLease, importOld, isGeneration, newBoot, type ArbiterState, type I
 import { hostProblem } from '@hq/protocol';
 import type { ArbiterConfig } from './config.js';
 import { settingsOf } from './arbiter-shell.js';
+import { DATABASE_FILE } from './store/database.js';
 import { CasError, type LeaseStore } from './store/store.js';
 
 /** The old record is a few hundred bytes; anything much larger is not one. */
@@ -117,7 +118,7 @@ export function dryImport(state: ArbiterState, cfg: ArbiterConfig, old: OldLease
  * without creating the file (a dry run writes nothing).
  */
 export function notCreatedYet(cfg: ArbiterConfig): ArbiterState | null {
-  if (cfg.store.kind !== 'sqlite' || existsSync(join(cfg.dataDir, 'hq.db'))) return null;
+  if (cfg.store.kind !== 'sqlite' || existsSync(join(cfg.dataDir, DATABASE_FILE))) return null;
   return { lease: { ...emptyLease(cfg.ttlSeconds), floorPending: true }, observers: new Map(), floor: 0 };
 }
 
