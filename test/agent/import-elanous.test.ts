@@ -77,7 +77,7 @@ t.test('crontab lines: the heartbeat and the check go, a fenced job becomes hq f
     '# */5 * * * * elanous hq fence --role cron old.sh',
     '*/10 * * * * /usr/local/bin/elanous hq heartbeat >> /tmp/hb.log 2>&1',
     '*/10 * * * * elanous hq arbiter-check',
-    '*/5 * * * * elanous hq fence --role cron /home/me/job.sh --all',
+    '*/5 * * * * elanous hq fence --role cron /home/me/job.sh --all  "two  spaces"',
     '0 3 * * * cd /srv && elanous hq fence --role=release-run -- npm run release',
     '@reboot elanous hq fence --verbose --role telegram-poller node bot.js',
     '*/30 * * * * elanous hq status',
@@ -91,7 +91,7 @@ t.test('crontab lines: the heartbeat and the check go, a fenced job becomes hq f
     [
       ['remove', null],
       ['remove', null],
-      ['replace', '*/5 * * * * hq fence run --role cron -- /home/me/job.sh --all'],
+      ['replace', '*/5 * * * * hq fence run --role cron -- /home/me/job.sh --all  "two  spaces"'],
       ['replace', '0 3 * * * cd /srv && hq fence run --role release-run -- npm run release'],
       ['replace', '@reboot hq fence run --role telegram-poller --verbose -- node bot.js'],
       ['review', null],

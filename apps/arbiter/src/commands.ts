@@ -396,6 +396,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       const mod = await import('./import-elanous.js');
       const old = await mod.readOldLease(file, cfg.ttlSeconds);
       if (!old.ok) {
+        if (p.flags.has('json')) io.out(`${JSON.stringify({ ok: false, problem: old.problem })}\n`);
         io.err(`hq-arbiter: import elanous: ${old.problem}; nothing changed\n`);
         return 1;
       }
@@ -414,7 +415,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       }
       if (p.flags.has('json')) io.out(`${JSON.stringify({ ...r.answer, dryRun, old: r.old })}\n`);
       if (!r.answer.ok) {
-        if (!p.flags.has('json')) io.err(`hq-arbiter: import elanous: ${mod.describeImport(r)}\n`);
+        io.err(`hq-arbiter: import elanous: ${mod.describeImport(r)}\n`);
         return 1;
       }
       if (!p.flags.has('json')) io.out(`${mod.describeImport(r)}\n`);

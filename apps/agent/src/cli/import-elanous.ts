@@ -143,7 +143,10 @@ export function crontabReplacements(crontab: string): CronLine[] {
     const m = ELANOUS_HQ.exec(line);
     if (m === null) continue;
     const before = line.slice(0, m.index + m[1]!.length);
-    const words = line.slice(m.index + m[0].length).split(/\s+/).filter((w) => w !== '');
+    const after = line.slice(m.index + m[0].length);
+    // Each word with where it starts: CMD is kept exactly as written (quotes, spacing).
+    const tokens = [...after.matchAll(/\S+/g)].map((x) => ({ word: x[0], at: x.index }));
+    const words = tokens.map((x) => x.word);
     const verb = words[0] ?? '';
     if (verb === 'heartbeat') out.push({ line, action: 'remove', replacement: null, why: 'hq-agent heartbeats by itself (heartbeatCron)' });
     else if (verb === 'arbiter-check' || verb === 'check') out.push({ line, action: 'remove', replacement: null, why: 'hq-arbiter checks by itself (checkCron)' });
@@ -163,7 +166,7 @@ export function crontabReplacements(crontab: string): CronLine[] {
         else if (w.startsWith('-')) flags.push(w);
         else break;
       }
-      const cmd = words.slice(i).join(' ');
+      const cmd = i < tokens.length ? after.slice(tokens[i]!.at).trimEnd() : '';
       if (role === null || cmd === '') out.push({ line, action: 'review', replacement: null, why: 'a fence line without --role or a command: rewrite it by hand as hq fence run --role R -- CMD' });
       else {
         const extra = flags.length === 0 ? '' : ` ${flags.join(' ')}`;
