@@ -125,6 +125,7 @@ ${keyRows().join('\n')}
 | \`hq-arbiter check\` | one check against the database (for a system cron) | 0 / 1 / 2 |
 | \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
 | \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
+| \`hq-arbiter import elanous --lease FILE [--dry-run] [--json]\` | take over from elanous HQ on a new installation: the old record's generation becomes the floor; a live old holder keeps HQ at the next generation, which runs only after the old lease's validity (deploy/README.md, "Moving from elanous") | 0 / 1 refused (a malformed FILE, an installation that already granted, an old holder that is no candidate) / 2 |
 | \`--help\`, \`--version\` | everywhere | 0 |
 
 ## \`hq-agent [--config F]\`
@@ -220,7 +221,7 @@ Logs are pino JSON lines with \`category\` (\`hq.lease\`, \`hq.fence\`, \`hq.sta
 \`event\`; the arbiter keeps its events in a bounded table (\`GET /v1/events\`). Lease events:
 \`acquired, renewed, released, acquire-refused, renew-refused, release-refused, standby,
 quorum-standby, arbiter-unreachable, no-lease, generation-adopted, generation-raised,
-floor-complete, start-wait-lifted, expired-seen, promoted, arbiter-check, maintenance,
+floor-complete, start-wait-lifted, imported, expired-seen, promoted, arbiter-check, maintenance,
 confirmation-given, confirmation-refused, stale-generation\`; step-down (issue 18): \`step-down\`
 (an agent lost a generation or releases), \`stepped-down\` (the arbiter accepted an acknowledgement,
 with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-acknowledged\`,

@@ -58,14 +58,15 @@ t.test('the CMD without -- gets one line saying where the -- goes', async (t) =>
   t.notOk(existsSync(join(dir, 'ran')), 'nothing ran');
 });
 
-t.test("the child's exit code is passed through and it gets HQ_GENERATION, HQ_HOLDER and HQ_ROLE", async (t) => {
+t.test("the child's exit code is passed through and it gets HQ_GENERATION (also as ELANOUS_HQ_GENERATION), HQ_HOLDER and HQ_ROLE", async (t) => {
   const { dir, config } = await setup(t);
   const out = join(dir, 'env.json');
-  const code = `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({g: process.env.HQ_GENERATION, h: process.env.HQ_HOLDER, r: process.env.HQ_ROLE, pgid: process.pid})); process.exit(7)`;
+  const code = `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({g: process.env.HQ_GENERATION, e: process.env.ELANOUS_HQ_GENERATION, h: process.env.HQ_HOLDER, r: process.env.HQ_ROLE, pgid: process.pid})); process.exit(7)`;
   const r = await hq(['fence', 'run', '--role', 'cron', '--config', config, '--', node, '-e', code]);
   t.equal(r.code, 7, "the supervisor exits with the child's code");
-  const env = JSON.parse(readFileSync(out, 'utf8')) as { g: string; h: string; r: string };
+  const env = JSON.parse(readFileSync(out, 'utf8')) as { g: string; e: string; h: string; r: string };
   t.same({ g: env.g, h: env.h, r: env.r }, { g: '3', h: 'mbp', r: 'cron' }, 'the child sees the fence in its environment');
+  t.equal(env.e, '3', "the old system's name carries the same generation, for jobs not yet changed");
 });
 
 t.test('a child killed by a signal gives 128 + the signal number', async (t) => {

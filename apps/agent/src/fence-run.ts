@@ -4,8 +4,8 @@
  *
  *  1. Ask the fence; skip (exit 0 or `--skip-exit`) unless it says run.
  *  2. Register the run with the agent (issue 18) — refused, it skips; then spawn CMD directly
- *     (no shell) as the leader of its own process group, with HQ_GENERATION, HQ_HOLDER,
- *     HQ_ROLE, and tell the agent the group; forward TERM/INT/HUP/QUIT to the group (the group
+ *     (no shell) as the leader of its own process group, with HQ_GENERATION (and its old
+ *     name ELANOUS_HQ_GENERATION), HQ_HOLDER, HQ_ROLE, and tell the agent the group; forward TERM/INT/HUP/QUIT to the group (the group
  *     is `@hq/runtime/supervise`'s, shared with `hq port run`). The agent can so end the child
  *     on a step-down even if this supervisor died.
  *  3. Re-check every `recheck` seconds and, in any case, early enough before the validity ends
@@ -105,6 +105,8 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     const env = {
       ...(opts.env ?? process.env),
       HQ_GENERATION: String(generation),
+      // The old system's name, for jobs not yet changed to read HQ_GENERATION.
+      ELANOUS_HQ_GENERATION: String(generation),
       HQ_HOLDER: holder ?? '',
       HQ_ROLE: opts.role,
     };

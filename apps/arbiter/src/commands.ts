@@ -45,6 +45,7 @@ Commands:
   check            Run one check against the database (for a system cron) and print its result.
   backup           Write an online backup of the database to a file.
   migrate          Copy a SQLite installation's state into a new etcd prefix (store "etcd").
+  import elanous   Take over from elanous HQ: its lease record's generation becomes the floor.
 
 Options:
 ${CONFIG_HELP}
@@ -122,6 +123,26 @@ Options:
   --prefix PREFIX The etcd prefix to write (like /hq or /site/hq). Default: /hq.
   --json          Print the report as one JSON line instead of a sentence.
 ${CONFIG_HELP}`,
+  import: `Usage: hq-arbiter import elanous --lease FILE [--dry-run] [--json] [--config PATH]
+
+Takes over from elanous HQ on a new installation. Reads the old lease record FILE (elanous kept
+it in ~/.elanous-hq/lease.json on this host) and raises the generation floor to its generation,
+so the first hq generation is above every elanous one. When the old record names a holder whose
+lease has not ended, that holder keeps HQ: it is granted the next generation at once, and may
+run only once the old lease's validity is over (its expiresAt, or now + its ttlSeconds for a
+renewal that raced the import, plus safetyMarginSeconds), so a job still running under the old
+lease never overlaps the first hq one. With no live old holder only the floor is set, and
+"hq lease acquire" on the host that should be HQ takes the first lease. Stop elanous's arbiter
+check on this host first: from here on elanous must not promote. A malformed FILE, an
+installation that has already granted a generation, or a live old holder that is not one of
+the candidates is refused with one line (exit 1) and nothing is written.
+
+Options:
+  --lease FILE    The old lease record (JSON: generation, holder, expiresAt or renewedAt,
+                  ttlSeconds, released; times in epoch seconds or ISO). Required.
+  --dry-run       Print what the import would do and write nothing. Default: off.
+  --json          Print the result as one JSON line instead of a sentence.
+${CONFIG_HELP}`,
 };
 
 interface Parsed {
@@ -129,8 +150,8 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix']);
-const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent']);
+const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix', 'lease']);
+const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent', 'dry-run']);
 
 function parseArgs(argv: readonly string[]): Parsed {
   const positional: string[] = [];
@@ -363,9 +384,47 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
         await client.close();
       }
     }
+    case 'import': {
+      if (help) return print(io, 'import');
+      allowOnly(p, ['lease', 'dry-run', 'json']);
+      const [from, ...extra] = rest;
+      if (from !== 'elanous') throw new UsageError(from === undefined ? 'import needs the system to import from: import elanous --lease FILE' : `import: unknown system "${from}" (only elanous)`);
+      if (extra.length > 0) throw new UsageError(`import elanous takes no further arguments (got "${extra[0]}")`);
+      const file = p.flags.get('lease');
+      if (typeof file !== 'string') throw new UsageError('import elanous needs --lease FILE (the old lease record, ~/.elanous-hq/lease.json)');
+      const cfg = await config(p);
+      const mod = await import('./import-elanous.js');
+      const old = await mod.readOldLease(file, cfg.ttlSeconds);
+      if (!old.ok) {
+        if (p.flags.has('json')) io.out(`${JSON.stringify({ ok: false, problem: old.problem })}\n`);
+        io.err(`hq-arbiter: import elanous: ${old.problem}; nothing changed\n`);
+        return 1;
+      }
+      const now = clock.now() / 1000;
+      const dryRun = p.flags.has('dry-run');
+      const blank = dryRun ? mod.notCreatedYet(cfg) : null;
+      let r;
+      if (blank !== null) r = mod.dryImport(blank, cfg, old.value, now);
+      else {
+        const store = await openStore(cfg);
+        try {
+          r = await mod.importElanous(store, cfg, old.value, now, dryRun);
+        } finally {
+          await store.close();
+        }
+      }
+      if (p.flags.has('json')) io.out(`${JSON.stringify({ ...r.answer, dryRun, old: r.old })}\n`);
+      if (!r.answer.ok) {
+        io.err(`hq-arbiter: import elanous: ${mod.describeImport(r)}\n`);
+        return 1;
+      }
+      if (!p.flags.has('json')) io.out(`${mod.describeImport(r)}\n`);
+      if (!dryRun) io.err('hq-arbiter: import elanous: retire the elanous arbiter-check line of this host\'s crontab now if it is still there: elanous must not promote any more\n');
+      return 0;
+    }
     default:
       if (help) return print(io, 'main');
-      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'migrate', 'help']) || ' (try --help)'}`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'migrate', 'import', 'help']) || ' (try --help)'}`);
   }
 }
 

@@ -16,6 +16,7 @@ export type EventName =
   | 'generation-raised'
   | 'floor-complete'
   | 'start-wait-lifted'
+  | 'imported'
   | 'expired-seen'
   | 'promoted'
   | 'arbiter-check'

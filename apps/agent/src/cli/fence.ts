@@ -22,7 +22,7 @@ export const FENCE_CHECK_SPEC: CommandSpec = {
 export const FENCE_RUN_SPEC: CommandSpec = {
   name: 'fence run',
   summary:
-    'Runs CMD only while this host may run role R: CMD is executed directly (no shell) in its own process group with HQ_GENERATION, HQ_HOLDER and HQ_ROLE set; TERM, INT, HUP and QUIT are forwarded to it. The fence is re-checked periodically and before the validity ends; on loss CMD gets SIGTERM, then SIGKILL after the grace, both before the validity ends.',
+    'Runs CMD only while this host may run role R: CMD is executed directly (no shell) in its own process group with HQ_GENERATION (also as ELANOUS_HQ_GENERATION, its old name), HQ_HOLDER and HQ_ROLE set; TERM, INT, HUP and QUIT are forwarded to it. The fence is re-checked periodically and before the validity ends; on loss CMD gets SIGTERM, then SIGKILL after the grace, both before the validity ends.',
   flags: [
     CONFIG_FLAG,
     { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },

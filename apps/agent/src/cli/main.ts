@@ -207,6 +207,23 @@ export const COMMANDS: readonly Command[] = [
   },
   PORT_RUN_COMMAND,
   FLEET_COMMAND,
+  {
+    spec: {
+      name: 'import elanous',
+      summary:
+        "Makes this candidate of elanous HQ an hq agent, from the old files. It reads the old host file, seen-generation, ~/.elanous/hq/local.json, the hq block of ~/.elanous/config.json and the crontab; writes the agent's config (its own keys, the roles with seat-loop and conatus, a replication block with the old plan and pollersOff telegram and discord), the host file, the seen generation (never lower than one already there) and a local.json whose start guard makes the agent's first start wait the old TTL; prints the keys that belong to the arbiter and each elanous hq crontab line with its replacement. A malformed old file is refused with one line and nothing is written.",
+      flags: [
+        { ...CONFIG_FLAG, help: 'The agent config to write. Default: $HQ_CONFIG, else ~/.hq/agent.json.' },
+        { name: 'dry-run', kind: 'boolean', help: 'Prints everything the import would do and writes nothing. Default: off.' },
+        { name: 'force', kind: 'boolean', help: 'Replaces an existing agent config and hq state (host, local.json); the seen generation still never goes down. Default: off, existing hq state is refused.' },
+        { name: 'old-home', kind: 'string', value: 'DIR', help: 'The home directory whose .elanous-hq and .elanous are read. Default: $HOME.' },
+        { name: 'crontab', kind: 'string', value: 'FILE', help: 'Reads the crontab from FILE instead of running crontab -l. Default: crontab -l.' },
+        JSON_FLAG,
+      ],
+      exits: '0 imported (or shown with --dry-run), 1 refused (a malformed old file, existing hq state without --force, nothing to import), 2 usage error.',
+    },
+    load: async () => (await import('./import-elanous.js')).importElanous,
+  },
 ];
 
 const TOP_HELP = `Usage: hq COMMAND [options]
