@@ -37,8 +37,8 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     {
       name: 'restart',
       kind: 'string',
-      value: 'on-failure|always|never',
-      help: 'With --follow: when CMD ends by itself, start it again after a back-off (1 s doubling to 30 s, from 1 s again after a run of 60 s): on-failure when its code is not 0, always, or never (the follower then exits with its code). Default: on-failure.',
+      value: 'POLICY',
+      help: 'With --follow: when CMD ends by itself, it starts again after a back-off (1 s doubling to 30 s, from 1 s again after a run of 60 s) per POLICY: on-failure when its code is not 0, always, or never (the follower then exits with its code). Default: on-failure.',
     },
     {
       name: 'verbose',
