@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Cluster, FAST_ARBITER, HQ_CLI, processAlive, sleep, type HostName } from './harness.js';
+import { Cluster, FAST_ARBITER, HQ_CLI, ROOT, processAlive, sleep, type HostName } from './harness.js';
 
 const LOCK_DELAY_SECONDS = FAST_ARBITER.ttlSeconds + FAST_ARBITER.safetyMarginSeconds;
 
@@ -154,4 +154,49 @@ t.test('a worker that crashes is started again on the same host with a growing b
   t.match(fm.stderr, /exited with 1: starting it again in 1 s/, 'the follower says so on stderr');
   fm.proc.kill('SIGTERM');
   t.equal(await fm.exit, 0, 'SIGTERM in the back-off: exit 0');
+});
+
+t.test('@hq/agent/client in a real process: kill -9 of its agent aborts the tenure before the other host may run', async (t) => {
+  const c = await cluster(t);
+  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 15_000, 'mbp may run');
+  const client = join(ROOT, 'apps/agent/dist/client/index.js');
+  const script = `
+    const { tenures } = await import(${JSON.stringify(client)});
+    for await (const t of tenures('cron', { config: ${JSON.stringify(c.agentConfig('mbp'))} })) {
+      console.log(JSON.stringify({ kind: 'tenure', generation: t.generation, at: Date.now() }));
+      await new Promise((r) => t.signal.addEventListener('abort', r, { once: true }));
+      console.log(JSON.stringify({ kind: 'aborted', why: t.signal.reason.why, at: Date.now() }));
+      break;
+    }`;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  t.teardown(() => proc.kill('SIGKILL'));
+  let out = '';
+  proc.stdout?.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stderr?.on('data', (b: Buffer) => (out += b.toString()));
+  const said = (kind: string): { kind: string; generation?: number; why?: string; at: number } | undefined =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { kind: string; at: number })
+      .find((x) => x.kind === kind);
+  await c.waitFor(async () => said('tenure') !== undefined, 15_000, `the client holds a tenure (${out})`);
+  t.equal(said('tenure')?.generation, 1, 'a tenure of generation 1');
+  let nodeBRuns: number | null = null;
+  let on = true;
+  const watch = (async () => {
+    while (on && nodeBRuns === null) {
+      if ((await c.fence('node-b'))?.run === true) nodeBRuns = Date.now();
+      await sleep(20);
+    }
+  })();
+  const killed = Date.now();
+  await c.kill('mbp', 'SIGKILL');
+  await c.waitFor(async () => said('aborted') !== undefined, 15_000, 'the tenure aborts');
+  await c.waitFor(async () => nodeBRuns !== null, 40_000, 'node-b may run');
+  on = false;
+  await watch;
+  const aborted = said('aborted') as { why: string; at: number };
+  t.equal(aborted.why, 'validity', 'with its agent gone, the validity ran out: the abort is the client’s own timer');
+  t.ok(aborted.at < (nodeBRuns as unknown as number), `aborted ${aborted.at - killed} ms after the kill, before node-b may run (${(nodeBRuns as unknown as number) - killed} ms)`);
+  t.ok(aborted.at - killed < FAST_ARBITER.ttlSeconds * 1000, `within the ${FAST_ARBITER.ttlSeconds} s ttl of the kill`);
 });
