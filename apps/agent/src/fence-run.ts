@@ -59,10 +59,11 @@ export interface SupervisorOptions {
   /** Forward these signals received by this process (tests pass false to drive it). */
   readonly forwardSignals?: boolean;
   /**
-   * Waits until the agent's decision differs from `fence` (a long poll; `hq fence run --follow`):
-   * its end makes the supervisor re-check at once instead of at the next scheduled re-check.
+   * Waits until the agent's decision differs from `fence` or a while passed (a long poll; `hq
+   * fence run --follow`): true makes the supervisor re-check at once instead of at the next
+   * scheduled re-check; false (no answer) leaves it to the schedule until a re-check succeeds.
    */
-  readonly watch?: (fence: FenceDecision) => Promise<unknown>;
+  readonly watch?: (fence: FenceDecision) => Promise<boolean>;
   /** Aborted: stop CMD as on a loss (SIGTERM, SIGKILL after the grace) and end `stopped`. */
   readonly stop?: AbortSignal;
 }
@@ -161,10 +162,10 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       watching = true;
       void opts
         .watch(d)
-        .catch(() => undefined)
-        .then(() => {
+        .catch(() => false)
+        .then((due) => {
           watching = false;
-          nudge();
+          if (due) nudge();
         });
     };
     const schedule = (): void => {

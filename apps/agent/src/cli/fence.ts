@@ -225,7 +225,8 @@ async function followRun(p: Parsed, role: string, configPath: string | undefined
           argv: p.rest,
           check: () => ask(paths.socketPath, role, CHECK_TIMEOUT_SECONDS),
           register: (generation) => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds),
-          watch: (d) => longPoll(d, recheck),
+          // A long poll that fails (an agent restarting, or one without long polls) leaves the re-checks to their schedule.
+          watch: async (d) => (await longPoll(d, recheck)).kind === 'answer',
           stop: signal,
           log,
         }),
