@@ -108,7 +108,8 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     // A long poll would hold the close for up to its wait: it is answered now, on a connection
     // that then closes (the listener's close already passed over it as busy).
     closing = true;
-    agent.fencing.releaseWaiters();
+    // An app may be made, and closed, before its agent is usable (as the fast path allows).
+    (agent as Agent | null)?.fencing.releaseWaiters();
     done();
   });
   app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
