@@ -113,7 +113,8 @@ export async function followFence(o: FollowOptions): Promise<FollowOutcome> {
       continue;
     }
     if (out.end === 'lost') {
-      seen = out.fence === undefined ? null : seenOf(out.fence);
+      // Ask afresh: the decision may be run again already (an agent back with the same tenure).
+      seen = null;
       continue;
     }
     if (o.restart === 'never' || (o.restart === 'on-failure' && out.code === 0)) {
