@@ -16,6 +16,9 @@
  *     out) SIGTERM the group, then SIGKILL it after `grace` — never later than just before the
  *     validity ends. Exit 75 when it stopped the child, else the child's own code (a signal n
  *     → 128 + n). SIGUSR2 (the agent stepping down) makes it re-check at once.
+ *  5. Under `hq fence run --follow` (fence-follow.ts): a long poll on the agent (`watch`) makes
+ *     it re-check as soon as the decision changes, and `stop` ends CMD as a loss does; the
+ *     outcome says why CMD is not running any more, so the follower knows what comes next.
  */
 import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
 import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';

@@ -175,7 +175,7 @@ interface Hold {
  * `stopBefore`, moved later only by a plain query that names the same generation and holder;
  * a long poll in between wakes it early for a loss.
  */
-export function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure: Tenure; end(reason: TenureEnded): void } {
+function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure: Tenure; end(reason: TenureEnded): void } {
   const ctl = new AbortController();
   let until = a.validForSeconds === null ? Infinity : asked + a.validForSeconds * 1000;
   let timer: unknown = null;
