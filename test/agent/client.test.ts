@@ -34,7 +34,10 @@ class FakeAgent {
     for (const w of [...this.waiting]) if (this.differs(w.seen)) w.done();
   }
 
-  readonly transport: Transport = (path) => {
+  /** Long polls answer 400, as an agent without them. */
+  noLongPolls = false;
+
+  readonly transport: Transport = (path, _timeout, signal) => {
     if (this.silent) return Promise.resolve(null);
     const q = new URL(path, 'http://agent').searchParams;
     if (!q.has('wait')) {
@@ -42,18 +45,20 @@ class FakeAgent {
       return Promise.resolve({ status: 200, body: this.now() });
     }
     this.polls++;
+    if (this.noLongPolls) return Promise.resolve({ status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: 'querystring must NOT have additional properties' } });
     if (this.differs(q)) return Promise.resolve({ status: 200, body: this.now() });
     return new Promise((resolve) => {
       const w = {
         seen: q,
-        done: () => {
+        done: (gaveUp = false) => {
           this.waiting = this.waiting.filter((x) => x !== w);
           this.time.clear(h);
-          resolve(this.silent ? null : { status: 200, body: this.now() });
+          resolve(this.silent || gaveUp ? null : { status: 200, body: this.now() });
         },
       };
       const h = this.time.set(() => w.done(), Number(q.get('wait')) * 1000);
       this.waiting.push(w);
+      signal?.addEventListener('abort', () => w.done(true), { once: true });
     });
   };
 }
@@ -152,4 +157,28 @@ t.test('fence() answers once: the decision, or agent-unreachable', async (t) => 
   t.match(await fence('telegram-poller', { transport: agent.transport }), { run: false, reason: 'agent-unreachable', generation: null }, 'no answer: skip');
   const bad: Transport = async () => ({ status: 400, body: { error: 'unknown-role', message: 'unknown role "x"' } });
   await t.rejects(fence('x', { transport: bad }), { name: 'UnknownRole', message: 'unknown role "x"' }, 'an unknown role is an error to fix');
+});
+
+t.test('an agent without long polls: the tenure re-checks on its schedule, never in a tight loop', async (t) => {
+  const time = new FakeTime();
+  const agent = new FakeAgent(time);
+  const { it, tenure } = await firstTenure(time, agent);
+  agent.noLongPolls = true;
+  await time.advance(60_000);
+  t.equal(tenure.signal.aborted, false, 'still running on plain re-checks');
+  t.ok(agent.plain + agent.polls < 40, `${agent.plain} plain queries and ${agent.polls} refused long polls in 60 s`);
+  await it.return();
+});
+
+t.test('ending the loop leaves no timer and no request behind (a program can exit)', async (t) => {
+  const time = new FakeTime();
+  const agent = new FakeAgent(time);
+  const { it, tenure } = await firstTenure(time, agent);
+  await time.advance(2_000);
+  t.ok(time.pending().length > 0, 'while it runs: its abort timer and a long poll');
+  await it.return();
+  await flush();
+  t.equal(tenure.signal.aborted, true, 'the tenure ended');
+  t.same(time.pending(), [], 'no timer left');
+  t.equal((agent as unknown as { waiting: unknown[] }).waiting.length, 0, 'no long poll left');
 });

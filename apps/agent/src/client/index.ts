@@ -21,8 +21,8 @@ import { callAgent, lightPaths } from '../cli/local.js';
 
 export type { FenceDecision, FenceUnanswered };
 
-/** One answer of the agent: its status and parsed body, or null when it did not answer. */
-export type Transport = (path: string, timeoutSeconds: number) => Promise<{ readonly status: number; readonly body: unknown } | null>;
+/** One answer of the agent: its status and parsed body, or null when it did not answer (or `signal` aborted). */
+export type Transport = (path: string, timeoutSeconds: number, signal?: AbortSignal) => Promise<{ readonly status: number; readonly body: unknown } | null>;
 
 export interface ClientOptions {
   /** The agent's socket. Default: the config's (`$HQ_CONFIG`, ~/.hq/agent.json, /etc/hq/agent.json), else ~/.hq/agent.sock. */
@@ -68,13 +68,27 @@ export class TenureEnded extends Error {
 }
 
 const MIN_GAP_SECONDS = 0.2;
+
+/** Resolves after `seconds`, or at once when `signal` aborts (its timer cleared: nothing holds the process). */
+function pause(timers: Timers, seconds: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((done) => {
+    if (signal?.aborted === true) return done();
+    const finish = (): void => {
+      timers.clear(h);
+      signal?.removeEventListener('abort', finish);
+      done();
+    };
+    const h = timers.set(finish, seconds * 1000);
+    signal?.addEventListener('abort', finish, { once: true });
+  });
+}
 const UNREACHABLE_MAX_SECONDS = 5;
 
 function transportOf(o: ClientOptions): Transport {
   if (o.transport !== undefined) return o.transport;
   const socket = o.socketPath ?? lightPaths(o.config).socketPath;
-  return async (path, timeout) => {
-    const r = await callAgent(socket, 'GET', path, timeout);
+  return async (path, timeout, signal) => {
+    const r = await callAgent(socket, 'GET', path, timeout, undefined, signal);
     return r.kind === 'answer' ? { status: r.status, body: r.body } : null;
   };
 }
@@ -86,8 +100,8 @@ export class UnknownRole extends Error {
   override name = 'UnknownRole';
 }
 
-async function ask(t: Transport, path: string, timeout: number): Promise<FenceDecision | null> {
-  const r = await t(path, timeout);
+async function ask(t: Transport, path: string, timeout: number, signal?: AbortSignal): Promise<FenceDecision | null> {
+  const r = await t(path, timeout, signal);
   if (r === null) return null;
   if (r.status === 400) {
     const m = (r.body as { message?: unknown } | null)?.message;
@@ -115,18 +129,16 @@ export async function* tenures(role: string, o: TenureOptions = {}): AsyncGenera
   const stopBefore = o.stopBeforeSeconds ?? 1;
   const maxWait = o.waitSeconds ?? 30;
   const outer = o.signal;
-  const sleep = (seconds: number): Promise<void> =>
-    new Promise((done) => {
-      const h = timers.set(done, seconds * 1000);
-      outer?.addEventListener('abort', () => (timers.clear(h), done()), { once: true });
-    });
+  const sleep = (seconds: number): Promise<void> => pause(timers, seconds, outer);
   const seenOf = (d: FenceDecision): FenceSeen => ({ run: d.run, reason: d.reason, generation: d.generation });
   let seen: FenceSeen | null = null;
   let retry = MIN_GAP_SECONDS;
-  while (outer?.aborted !== true) {
+  const stopped = (): boolean => outer?.aborted === true;
+  while (!stopped()) {
     // Until this host may run the role: a long poll, then a plain query to stamp the validity.
     if (seen !== null) {
-      const w = await ask(transport, fenceWaitPath(role, seen, maxWait), maxWait + timeout);
+      const w = await ask(transport, fenceWaitPath(role, seen, maxWait), maxWait + timeout, outer);
+      if (stopped()) break;
       if (w === null) {
         await sleep(retry);
         retry = Math.min(UNREACHABLE_MAX_SECONDS, retry * 2);
@@ -194,21 +206,25 @@ function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure
     else timer = h.timers.set(fire, ms);
   };
   arm();
-  const pause = (seconds: number): Promise<void> => new Promise((done) => h.timers.set(done, seconds * 1000));
+  const rest = (seconds: number): Promise<void> => pause(h.timers, seconds, ctl.signal);
   void (async () => {
     let last: FenceSeen = { run: a.run, reason: a.reason, generation: a.generation };
     while (!ctl.signal.aborted) {
       // Wake no later than a re-check must be sent to land before the abort.
       const room = (until - h.clock.now()) / 1000 - h.stopBefore - h.timeout - MIN_GAP_SECONDS;
       const wait = Math.min(h.maxWait, Math.max(0, room));
-      if (wait > 0) await ask(h.transport, fenceWaitPath(h.role, last, wait), wait + h.timeout).catch(() => null);
-      else await pause(MIN_GAP_SECONDS);
+      if (wait > 0) {
+        // A long poll that fails (an agent restarting, or one without long polls) is waited out
+        // instead: the re-check then comes on its schedule, never in a tight loop.
+        const w = await ask(h.transport, fenceWaitPath(h.role, last, wait), wait + h.timeout, ctl.signal).catch(() => null);
+        if (w === null) await rest(wait);
+      } else await rest(MIN_GAP_SECONDS);
       if (ctl.signal.aborted) return;
       const at = h.clock.now();
       const b = await ask(h.transport, plainPath(h.role), h.timeout).catch(() => null);
       if (ctl.signal.aborted) return;
       if (b === null) {
-        await pause(MIN_GAP_SECONDS);
+        await rest(MIN_GAP_SECONDS);
         continue; // the abort timer ends it if no answer comes in time
       }
       if (!b.run || b.generation !== a.generation || b.holder !== a.holder) {
