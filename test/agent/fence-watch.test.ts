@@ -6,7 +6,7 @@
  * A real agent on a real socket against a fake arbiter; its clock and the long polls' timers are
  * the test's.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
@@ -23,7 +23,7 @@ interface Answer {
   readonly body: { run?: boolean; reason?: string; generation?: number; holder?: string | null; validForSeconds?: number | null; error?: string; message?: string };
 }
 
-async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: string) {
+async function setup(t: Test, holder: string) {
   const dir = shortDir(t);
   const { arb, config } = await agentSetup(t, dir, { holder });
   const time = new FakeTime();
