@@ -58,3 +58,9 @@ t.test('replication and the shared modules reach no layer above them', async (t)
     t.same(above, [], `${m} reaches neither cli/ nor daemon/`);
   }
 });
+
+t.test('the client (@hq/agent/client) loads nothing of the daemon, and of the CLI only its socket client', async (t) => {
+  const all = [...reach('client/index.js')];
+  t.same(all.filter((m) => m.startsWith('daemon/')), [], 'no module under daemon/');
+  t.same(all.filter((m) => m.startsWith('cli/')), ['cli/local.js'], 'cli/local.js only (the unix-socket request and the socket path)');
+});

@@ -256,3 +256,28 @@ t.test('the README and the mbp config use the same placeholders as the plist', a
   t.equal(config['stateDir'], `${HOME}/.hq`, 'agent.mbp.json keeps its state in the same home placeholder');
   t.equal(config['hostName'], 'mbp', 'agent.mbp.json is for mbp');
 });
+
+t.test('com.hq.service-example.plist keeps a follower of HQ alive: hq fence run --follow with the agent’s config', async (t) => {
+  const p = parsePlist(readFileSync(join(root, 'deploy/launchd/com.hq.service-example.plist'), 'utf8'));
+  if (!(p instanceof Map)) throw new PlistError('the top-level value is not a <dict>');
+  for (const key of p.keys()) t.ok(LAUNCHD_KEYS.has(key), `${key} is a launchd.plist key`);
+  t.equal(p.get('Label'), 'com.hq.service-example', 'Label matches the file name');
+  t.equal(p.get('KeepAlive'), true, 'KeepAlive is true: the follower is restarted whenever it exits');
+  t.equal(p.get('RunAtLoad'), true, 'RunAtLoad is true');
+  t.equal(p.get('Umask'), 0o077, 'Umask is 077, as the agent’s');
+  t.equal(p.get('ProcessType'), 'Background', 'ProcessType is Background, as the agent’s');
+  const exitTimeout = p.get('ExitTimeOut');
+  t.ok(typeof exitTimeout === 'number' && exitTimeout > 5, 'ExitTimeOut leaves the follower its 5 s grace');
+  const args = p.get('ProgramArguments') as string[];
+  t.match(args[0] ?? '', /^\/.*\/node$/, 'node, as an absolute path');
+  t.equal(args[1], '/opt/homebrew/lib/node_modules/@hq/agent/bin/hq.cjs', 'the hq CLI as npm install -g puts it under Homebrew');
+  t.ok(existsSync(join(root, 'apps/agent/bin/hq.cjs')), 'apps/agent/bin/hq.cjs exists');
+  t.same(args.slice(2, 9), ['fence', 'run', '--follow', '--role', 'telegram-poller', '--config', `${HOME}/.hq/agent.json`], 'hq fence run --follow with the agent’s config');
+  t.equal(args[9], '--', 'the command after --');
+  t.match(args[10] ?? '', new RegExp(`^${HOME}/`), 'the command is an absolute path in the home placeholder');
+  for (const key of ['StandardOutPath', 'StandardErrorPath']) {
+    t.match(String(p.get(key)), new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`), `${key} is a log file in ~/Library/Logs/hq/`);
+  }
+  const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
+  t.match(readme, /com\.hq\.service-example\.plist/, 'the README installs it');
+});

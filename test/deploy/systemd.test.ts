@@ -103,8 +103,8 @@ function readJson(rel: string): Record<string, unknown> {
   return JSON.parse(readFileSync(join(root, rel), 'utf8')) as Record<string, unknown>;
 }
 
-t.test('the deploy directory holds both daemon units and the fenced example with its timer', async (t) => {
-  for (const name of [...DAEMONS, 'hq-fenced-example.service', 'hq-fenced-example.timer']) {
+t.test('the deploy directory holds both daemon units, the fenced example with its timer and the service example', async (t) => {
+  for (const name of [...DAEMONS, 'hq-fenced-example.service', 'hq-fenced-example.timer', 'hq-service-example.service']) {
     t.ok(unitFiles.includes(name), `deploy/systemd/${name} exists`);
   }
 });
@@ -216,6 +216,24 @@ t.test('the fenced example runs its job through hq fence run --role cron from a 
   t.not(one(svc, 'Service', 'User'), undefined, 'the job runs as a named user, not root');
   t.equal(one(timer, 'Timer', 'OnCalendar'), '*:0/5', 'the timer fires every 5 minutes');
   t.equal(one(timer, 'Install', 'WantedBy'), 'timers.target', 'the timer is wanted by timers.target');
+});
+
+t.test('the service example follows HQ: hq fence run --follow, the follower restarted always, never after a config error', async (t) => {
+  const svc = unit('hq-service-example.service');
+  const exec = (one(svc, 'Service', 'ExecStart') ?? '').split(/\s+/);
+  t.same(exec, ['/usr/bin/env', 'hq', 'fence', 'run', '--follow', '--role', 'telegram-poller', '--', '/usr/local/bin/poller'], 'ExecStart is hq fence run --follow --role telegram-poller -- /usr/local/bin/poller');
+  t.equal(one(svc, 'Service', 'Type'), 'exec', 'a long-running service (Type=exec: a missing hq fails the start)');
+  t.equal(one(svc, 'Service', 'Restart'), 'always', 'the follower is restarted whatever its exit (Restart=always)');
+  t.equal(one(svc, 'Service', 'RestartPreventExitStatus'), '2', 'but not after a usage or config error (exit 2)');
+  t.equal(one(svc, 'Service', 'KillMode'), 'mixed', 'stop signals the follower, which stops the command (KillMode=mixed)');
+  t.equal(one(svc, 'Service', 'SupplementaryGroups'), 'hq', 'the service joins group hq to reach the fence socket');
+  t.not(one(svc, 'Service', 'User'), undefined, 'it runs as a named user, not root');
+  t.equal(one(svc, 'Service', 'NoNewPrivileges'), 'yes', 'NoNewPrivileges=yes, as the fenced example');
+  t.equal(one(svc, 'Service', 'ProtectSystem'), 'full', 'ProtectSystem=full, as the fenced example');
+  t.equal(one(svc, 'Service', 'PrivateTmp'), 'yes', 'PrivateTmp=yes, as the fenced example');
+  const stop = Number(/^(\d+)s?$/.exec(one(svc, 'Service', 'TimeoutStopSec') ?? '')?.[1]);
+  t.ok(stop > 5, `TimeoutStopSec=${stop} s leaves the follower its 5 s grace`);
+  t.equal(one(svc, 'Install', 'WantedBy'), 'multi-user.target', 'enabled at boot');
 });
 
 // ---- systemd-analyze --------------------------------------------------------------------

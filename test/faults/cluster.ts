@@ -783,6 +783,21 @@ export class NetnsCluster {
     });
   }
 
+  /**
+   * Instead of `startWorkers`: one `hq fence run --follow` per host running the same worker, and
+   * nothing else restarting it (the follower waits, runs, stops and waits again by itself).
+   */
+  startFollowers(): void {
+    this.workersOn = true;
+    for (const h of HOSTS) {
+      const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_() };
+      const args = [HQ_CLI_(), 'fence', 'run', '--follow', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds)];
+      const p = this.spawnIn(NODE_OF[h], `follow-${h}`, [...args, '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource], env, false);
+      this.workerSpawns++;
+      this.workerSup.set(h, p);
+    }
+  }
+
   /** Stops the workers (SIGTERM to each supervisor, which forwards it) and waits for them. */
   async stopWorkers(): Promise<void> {
     this.workersOn = false;

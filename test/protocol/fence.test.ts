@@ -1,5 +1,5 @@
 import t from 'tap';
-import { AGENT_UNREACHABLE, FENCE_REASONS, GENERATION_CHANGED, GUARD_REASONS, isFenceDecision, isFenceReason } from '../../packages/protocol/src/fence.js';
+import { AGENT_UNREACHABLE, FENCE_REASONS, FENCE_WAIT_MAX_SECONDS, GENERATION_CHANGED, GUARD_REASONS, fenceWaitPath, isFenceDecision, isFenceReason } from '../../packages/protocol/src/fence.js';
 import * as root from '../../packages/protocol/src/index.js';
 
 t.test('the reasons are SPEC §5 and the CLI mints two of its own', async (t) => {
@@ -35,3 +35,11 @@ for (const [name, v, ok] of cases) {
     t.equal(isFenceDecision(v), ok, ok ? 'accepted' : 'refused');
   });
 }
+
+t.test('fenceWaitPath names the role, the decision last seen and the wait, clamped to 0…300 s', async (t) => {
+  const seen = { run: true, reason: 'holder', generation: 7 };
+  t.equal(fenceWaitPath('cron', seen, 30), '/v1/fence?role=cron&wait=30&run=true&reason=holder&generation=7', 'every key of the long poll');
+  t.equal(fenceWaitPath('a b', { ...seen, run: false, reason: 'not-holder' }, 1.23456), '/v1/fence?role=a%20b&wait=1.235&run=false&reason=not-holder&generation=7', 'escaped role, the wait to milliseconds');
+  t.match(fenceWaitPath('cron', seen, 1000), /&wait=300&/, `above ${FENCE_WAIT_MAX_SECONDS} s: clamped`);
+  t.match(fenceWaitPath('cron', seen, -5), /&wait=0&/, 'below 0: clamped');
+});

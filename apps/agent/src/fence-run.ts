@@ -16,6 +16,9 @@
  *     out) SIGTERM the group, then SIGKILL it after `grace` — never later than just before the
  *     validity ends. Exit 75 when it stopped the child, else the child's own code (a signal n
  *     → 128 + n). SIGUSR2 (the agent stepping down) makes it re-check at once.
+ *  5. Under `hq fence run --follow` (fence-follow.ts): a long poll on the agent (`watch`) makes
+ *     it re-check as soon as the decision changes, and `stop` ends CMD as a loss does; the
+ *     outcome says why CMD is not running any more, so the follower knows what comes next.
  */
 import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
 import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';
@@ -58,6 +61,14 @@ export interface SupervisorOptions {
   readonly now?: () => Stamp;
   /** Forward these signals received by this process (tests pass false to drive it). */
   readonly forwardSignals?: boolean;
+  /**
+   * Waits until the agent's decision differs from `fence` or a while passed (a long poll; `hq
+   * fence run --follow`): true makes the supervisor re-check at once instead of at the next
+   * scheduled re-check; false (no answer) leaves it to the schedule until a re-check succeeds.
+   */
+  readonly watch?: (fence: FenceDecision) => Promise<boolean>;
+  /** Aborted: stop CMD as on a loss (SIGTERM, SIGKILL after the grace) and end `stopped`. */
+  readonly stop?: AbortSignal;
 }
 
 /** How long a re-check may take; the schedule keeps this much room before the deadline. */
@@ -72,25 +83,34 @@ interface Validity {
   readonly seconds: number; // Infinity for fail-open
 }
 
-/** How a supervision ended: the exit code of `hq fence run`, or a role the agent does not know (exit 2 with its message). */
-export type SupervisorOutcome = { readonly kind: 'exit'; readonly code: number } | { readonly kind: 'bad-role'; readonly message: string };
+/**
+ * Why CMD is not running any more: it never started (`skipped`, also when `stop` came first), the
+ * supervisor stopped it on a loss (`lost`) or on `stop` (`stopped`), or it ended by itself
+ * (`exited`, also a failed spawn).
+ */
+export type SupervisorEnd = 'skipped' | 'lost' | 'stopped' | 'exited';
+
+/** How a supervision ended: the exit code of `hq fence run` and why, or a role the agent does not know (exit 2 with its message). */
+export type SupervisorOutcome =
+  | { readonly kind: 'exit'; readonly code: number; readonly end: SupervisorEnd; readonly fence?: FenceDecision }
+  | { readonly kind: 'bad-role'; readonly message: string };
 
 export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
   const now = opts.now ?? stampClock.now;
   const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
-  const exit = (code: number): SupervisorOutcome => ({ kind: 'exit', code });
+  const skip = (fence?: FenceDecision): SupervisorOutcome => ({ kind: 'exit', code: opts.skipExit, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
   return (async () => {
     const asked = now();
     const first = await opts.check();
     if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
     if (first.kind === 'unreachable') {
       opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem });
-      return exit(opts.skipExit);
+      return skip();
     }
     const f = first.fence;
     if (!f.run) {
       opts.log('skipped', { role: opts.role, reason: f.reason, generation: f.generation, holder: f.holder });
-      return exit(opts.skipExit);
+      return skip(f);
     }
     let validity: Validity = { from: asked, seconds: f.validForSeconds ?? Infinity };
     const generation = f.generation;
@@ -99,9 +119,13 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     if (reg.kind === 'refused' || reg.kind === 'unreachable') {
       const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem };
       opts.log('skipped', { role: opts.role, generation, holder, ...why });
-      return exit(opts.skipExit);
+      return skip(f);
     }
     const run = reg.kind === 'registered' ? reg.run : null;
+    if (opts.stop?.aborted === true) {
+      await run?.done().catch(() => undefined);
+      return skip(f);
+    }
     const env = {
       ...(opts.env ?? process.env),
       HQ_GENERATION: String(generation),
@@ -120,15 +144,34 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
         opts.log('allowed', { role: opts.role, generation, holder, pid, validForSeconds: left(validity) });
         if (run !== null && pid !== undefined) void run.started(pid);
         schedule();
+        watch(f);
       },
     });
-    const lose = (reason: FenceRunReason, data: { [k: string]: unknown }): void => {
-      if (g.stopping) return;
+    let end: SupervisorEnd = 'exited';
+    const halt = (event: 'lost' | 'stopping', data: { [k: string]: unknown }): void => {
+      if (g.stopping || g.finished) return;
       if (checkTimer !== null) clearTimeout(checkTimer);
+      end = event === 'lost' ? 'lost' : 'stopped';
       const remaining = left(validity);
       const killIn = Math.max(0, Math.min(opts.graceSeconds, remaining - KILL_LEAD));
-      opts.log('lost', { role: opts.role, reason, generation, holder, graceSeconds: killIn, validForSeconds: remaining, ...data });
+      opts.log(event, { role: opts.role, generation, holder, graceSeconds: killIn, validForSeconds: remaining, ...data });
       g.stop(killIn * 1000, () => opts.log('killed', { role: opts.role, generation }));
+    };
+    const lose = (reason: FenceRunReason, data: { [k: string]: unknown }): void => halt('lost', { reason, ...data });
+    const onStop = (): void => halt('stopping', {});
+    opts.stop?.addEventListener('abort', onStop);
+    // One long poll at a time while CMD runs; its end (a change, or its wait over) is a re-check now.
+    let watching = false;
+    const watch = (d: FenceDecision): void => {
+      if (opts.watch === undefined || watching || g.stopping || g.finished) return;
+      watching = true;
+      void opts
+        .watch(d)
+        .catch(() => false)
+        .then((due) => {
+          watching = false;
+          if (due) nudge();
+        });
     };
     const schedule = (): void => {
       if (g.stopping || g.finished) return;
@@ -172,6 +215,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
         const next: Validity = { from: at, seconds: a.validForSeconds ?? Infinity };
         // Keep the later end: an answer can only extend what the earlier one promised.
         if (left(next) > left(validity)) validity = next;
+        watch(a);
         return schedule();
       }
       // No answer: keep going only while a later check still leaves room to stop in time.
@@ -180,15 +224,16 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       }
       schedule();
     };
-    const end = await g.ended;
+    const ended = await g.ended;
     if (checkTimer !== null) clearTimeout(checkTimer);
+    opts.stop?.removeEventListener('abort', onStop);
     // The child is gone: the agent may forget the run (best effort; it checks the group itself).
     // Only then the nudge goes: SIGUSR2 with no listener would kill this supervisor (exit 140
     // instead of the child's code) if a step-down came while the agent still knew the run.
     if (run !== null) await run.done().catch(() => undefined);
     process.off('SIGUSR2', nudge);
-    if (end.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: end.problem });
-    if (end.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: end.code, signal: end.signal });
-    return exit(exitCodeOf(end));
+    if (ended.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: ended.problem });
+    if (ended.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: ended.code, signal: ended.signal });
+    return { kind: 'exit', code: exitCodeOf(ended), end: ended.kind === 'stopped' ? end : 'exited', fence: f };
   })();
 }

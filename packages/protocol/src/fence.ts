@@ -47,6 +47,26 @@ export interface FenceUnanswered {
   readonly validForSeconds: null;
 }
 
+/**
+ * The long poll of the fence, `GET /v1/fence?role=R&wait=S&run=…&reason=…&generation=…`: the
+ * decision the caller last saw. The agent answers at once when its decision differs from it,
+ * else when the decision changes or `wait` seconds pass.
+ */
+export interface FenceSeen {
+  readonly run: boolean;
+  readonly reason: string;
+  readonly generation: number;
+}
+
+/** The longest `wait` of a long poll, in seconds. */
+export const FENCE_WAIT_MAX_SECONDS = 300;
+
+/** The path of a long poll on `role` that waits up to `waitSeconds` for a decision other than `seen`. */
+export function fenceWaitPath(role: string, seen: FenceSeen, waitSeconds: number): string {
+  const wait = Math.max(0, Math.min(FENCE_WAIT_MAX_SECONDS, Math.round(waitSeconds * 1000) / 1000));
+  return `/v1/fence?role=${encodeURIComponent(role)}&wait=${wait}&run=${seen.run}&reason=${encodeURIComponent(seen.reason)}&generation=${seen.generation}`;
+}
+
 /** Why `hq fence run` skipped CMD or stopped it (its `skipped` and `lost` lines). */
 export type FenceRunReason = FenceReason | typeof AGENT_UNREACHABLE | typeof GENERATION_CHANGED;
 

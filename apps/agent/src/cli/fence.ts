@@ -7,7 +7,7 @@
  */
 import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
-import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
+import { AGENT_UNREACHABLE, isFenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
 import { callAgent, lightPaths } from './local.js';
 import type { Clock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
@@ -30,13 +30,25 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
     { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
     {
+      name: 'follow',
+      kind: 'boolean',
+      help: 'Runs CMD as a service that follows HQ: waits (the agent answers when its fence changes, no polling) until this host may run R, runs CMD as above, and after a loss waits again; CMD that ends by itself starts again per --restart. SIGTERM or SIGINT stop CMD and end the follower with 0. Default: off (run once or skip).',
+    },
+    {
+      name: 'restart',
+      kind: 'string',
+      value: 'POLICY',
+      help: 'With --follow: when CMD ends by itself, it starts again after a back-off (1 s doubling to 30 s, from 1 s again after a run of 60 s) per POLICY: on-failure when its code is not 0, always, or never (the follower then exits with its code). Default: on-failure.',
+    },
+    {
       name: 'verbose',
       kind: 'boolean',
-      help: 'Writes every decision of the supervisor (allowed, skipped, stopped, signal-forwarded, lost, killed) as one JSON line on stderr. Default: off, nothing on a normal run or skip (the agent logs each fence decision); a lost fence, an unreachable agent or a CMD that cannot start is one line on stderr either way.',
+      help: 'Writes every decision of the supervisor (allowed, skipped, stopped, signal-forwarded, lost, killed; with --follow also waiting, restarting) as one JSON line on stderr. Default: off, nothing on a normal run or skip (the agent logs each fence decision); a lost fence, an unreachable agent or a CMD that cannot start is one line on stderr either way.',
     },
   ],
   rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
-  exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
+  exits:
+    "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found. With --follow: 0 when stopped by SIGTERM or SIGINT, CMD's code when --restart does not start it again, 2 usage, unknown role or config error.",
 };
 
 /** The COMMANDS entries of main.ts (fence-main.ts uses the same specs and functions). */
@@ -61,6 +73,8 @@ export function quietLine(event: string, data: { readonly [k: string]: unknown }
   }
   if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
   if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
+  if (event === 'restarting') return `${p}CMD for role ${String(data['role'])} exited with ${String(data['code'])}: starting it again in ${String(data['inSeconds'])} s\n`;
+  if (event === 'waiting' && data['reason'] === AGENT_UNREACHABLE) return `${p}waiting: ${String(data['problem'])}\n`;
   return null;
 }
 
@@ -69,8 +83,8 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
   if (line !== null) process.stderr.write(line);
 }
 
-async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<FenceQueryResult> {
-  const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
+async function ask(socketPath: string, role: string, timeoutSeconds: number, path = `/v1/fence?role=${encodeURIComponent(role)}`): Promise<FenceQueryResult> {
+  const r = await callAgent(socketPath, 'GET', path, timeoutSeconds);
   if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 400) {
     const b = r.body as { message?: unknown } | null;
@@ -140,7 +154,12 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const recheck = flagNumber(p, 'recheck') ?? 30;
   const grace = flagNumber(p, 'grace') ?? 5;
   const skipExit = flagNumber(p, 'skip-exit') ?? 0;
+  const follow = flagBool(p, 'follow');
+  const restart = flagString(p, 'restart');
   if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
+  if (!follow && restart !== undefined) throw new CliError(2, '--restart needs --follow');
+  if (follow && p.flags.has('skip-exit')) throw new CliError(2, '--skip-exit does not go with --follow: a follower waits instead of skipping');
+  if (follow) return followRun(p, role, configPath, recheck, grace, restart ?? 'on-failure');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
   const [{ superviseFence, CHECK_TIMEOUT_SECONDS }, { wallClockMs }] = await Promise.all([import('../fence-run.js'), import('@hq/runtime/clock')]);
@@ -158,4 +177,69 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
   if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
   return outcome.code;
+}
+
+/** `hq fence run --follow`: the follower (fence-follow.ts) wired to the agent's socket and this process's signals. */
+async function followRun(p: Parsed, role: string, configPath: string | undefined, recheck: number, grace: number, restart: string): Promise<number> {
+  const [{ followFence, RESTART_POLICIES }, { superviseFence, CHECK_TIMEOUT_SECONDS }, { fenceWaitPath }, { monotonicClockMs, realTimers, wallClockMs }] = await Promise.all([
+    import('../fence-follow.js'),
+    import('../fence-run.js'),
+    import('@hq/protocol/fence'),
+    import('@hq/runtime/clock'),
+  ]);
+  const policy = RESTART_POLICIES.find((x) => x === restart);
+  if (policy === undefined) throw new CliError(2, `--restart must be one of ${RESTART_POLICIES.join(', ')} (got ${JSON.stringify(restart)})`);
+  const paths = lightPaths(configPath);
+  const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
+  let checkedOffline = false;
+  const offline = async (r: FenceQueryResult): Promise<FenceQueryResult> => {
+    // The agent is down at the start: a bad config or an unknown role is still exit 2.
+    if (r.kind === 'unreachable' && !checkedOffline) {
+      checkedOffline = true;
+      await checkOffline(configPath, role);
+    }
+    return r;
+  };
+  const longPoll = (seen: FenceSeen | null, wait: number): Promise<FenceQueryResult> =>
+    seen === null || wait <= 0
+      ? ask(paths.socketPath, role, paths.requestTimeoutSeconds)
+      : ask(paths.socketPath, role, wait + paths.requestTimeoutSeconds, fenceWaitPath(role, seen, wait));
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  // The agent's step-down nudge may reach a follower between two runs: never its default (death).
+  const ignore = (): void => undefined;
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGUSR2', ignore);
+  try {
+    const outcome = await followFence({
+      role,
+      restart: policy,
+      wait: async (seen, wait) => offline(await longPoll(seen, wait)),
+      supervise: (signal) =>
+        superviseFence({
+          role,
+          recheckSeconds: recheck,
+          graceSeconds: grace,
+          skipExit: 0,
+          argv: p.rest,
+          check: () => ask(paths.socketPath, role, CHECK_TIMEOUT_SECONDS),
+          register: (generation) => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds),
+          // A long poll that fails (an agent restarting, or one without long polls) leaves the re-checks to their schedule.
+          watch: async (d) => (await longPoll(d, recheck)).kind === 'answer',
+          stop: signal,
+          log,
+        }),
+      log,
+      clock: { now: () => monotonicClockMs.now() / 1000 },
+      timers: realTimers,
+      stop: stop.signal,
+    });
+    if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
+    return outcome.code;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    process.off('SIGUSR2', ignore);
+  }
 }

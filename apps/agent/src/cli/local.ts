@@ -48,7 +48,8 @@ export type LocalResult =
     }
   | { readonly kind: 'unreachable'; readonly problem: string };
 
-export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown): Promise<LocalResult> {
+/** One request to the agent; `signal` aborted gives up on it at once (as `unreachable`). */
+export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown, signal?: AbortSignal): Promise<LocalResult> {
   const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
   return new Promise((done) => {
     let settled = false;
@@ -62,7 +63,7 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
       [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
       ...(payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method !== 'GET' ? { 'content-length': '0' } : {}),
     };
-    const req = request({ socketPath, method, path, headers }, (res) => {
+    const req = request({ socketPath, method, path, headers, ...(signal === undefined ? {} : { signal }) }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', (err) => finish({ kind: 'unreachable', problem: err.message }));

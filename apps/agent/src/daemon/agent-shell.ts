@@ -14,7 +14,7 @@ import { queryFence, settle, type AgentSettings, type AgentState, type LeaseEven
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
 import { VERSION } from '@hq/lease-core/version';
 import type { AgentConfig } from '../config.js';
-import type { StampClock as Clock } from '@hq/runtime/clock';
+import type { StampClock as Clock, Timers } from '@hq/runtime/clock';
 import type { ProbeResult } from '@hq/runtime/probe';
 import type { StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
@@ -39,6 +39,8 @@ export interface AgentOptions {
   readonly observer?: AgentObserver;
   /** Replaces the ping ⊕ health probe (tests). */
   readonly probe?: (target: string) => Promise<ProbeResult>;
+  /** The timers of the fence's long polls (tests; default the real ones). */
+  readonly timers?: Timers;
 }
 
 export class Agent {
@@ -68,7 +70,9 @@ export class Agent {
     this.peers = peers;
     this.startedWall = store.state.started.wall;
     const parts = { settings, clock: opts.clock, log: opts.log, observer: opts.observer };
-    this.fencing = new Fence({ ...parts, memory: store, roles: c.roles });
+    this.fencing = new Fence({ ...parts, memory: store, roles: c.roles, timers: opts.timers });
+    // A long poll on the fence learns of every change of the state at once.
+    store.onCommit(() => this.fencing.changed());
     this.link = new ArbiterLink({ ...parts, config: c, store, peers, token: this.token, probe: opts.probe });
     this.runs = new Runs({ fence: (role) => this.fencing.decide(role), clock: opts.clock, log: opts.log });
     this.stepDowns = new StepDowns({ ...parts, store, runs: this.runs, link: this.link, peers });

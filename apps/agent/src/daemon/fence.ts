@@ -19,7 +19,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
 import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, type FenceDecision } from '@hq/protocol';
-import { monotonicSeconds, type StampClock as Clock } from '@hq/runtime/clock';
+import type { FenceSeen } from '@hq/protocol/fence';
+import { elapsed, monotonicSeconds, realTimers, type Stamp, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { sendsVersion } from '@hq/runtime/protocol';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';
@@ -38,6 +39,43 @@ export interface FenceOptions {
   readonly roles: readonly string[];
   readonly log: Log;
   readonly observer?: AgentObserver | undefined;
+  /** The timers of the long polls (default: the real ones). */
+  readonly timers?: Timers | undefined;
+}
+
+/** A long poll waiting for its role's decision to change. */
+interface Waiter {
+  /** Decide again: answer when the decision differs, else wait for the next boundary. */
+  wake(): void;
+  /** Answer now, whatever the decision. */
+  finish(): void;
+}
+
+/**
+ * Seconds until the next instant at which the passing of time alone can change a decision on
+ * `state` (a grant starting or running out, a lock-delay, a start guard or a given confirmation
+ * ending), or null when none is ahead: between them only a commit can change it.
+ */
+export function nextBoundarySeconds(state: AgentState, now: Stamp): number | null {
+  const ahead: number[] = [];
+  const mono = (m: number | null | undefined): void => {
+    if (m !== null && m !== undefined && Number.isFinite(m) && m > now.mono) ahead.push(m - now.mono);
+  };
+  mono(state.startGuardUntilMono);
+  mono(state.waitUntilMono);
+  mono(state.gave?.untilMono);
+  for (const g of [state.current, state.pending]) {
+    if (g === null) continue;
+    mono(g.startMono);
+    const left = g.seconds - elapsed(g.sent, now);
+    if (left > 0) ahead.push(left);
+  }
+  return ahead.length === 0 ? null : Math.min(...ahead);
+}
+
+/** Does `d` differ from what a long-polling caller last saw (its run, reason or generation)? */
+export function differsFrom(d: FenceDecision, seen: FenceSeen): boolean {
+  return d.run !== seen.run || d.reason !== seen.reason || d.generation !== seen.generation;
 }
 
 /** One answer of `GET /v1/fence` as it goes on the wire. */
@@ -111,6 +149,8 @@ export class Fence {
   private readonly exact: ReadonlyMap<string, string>;
   /** Each role's answer made ready; a line in the log when it changes, not on every query. */
   private readonly answered = new Map<string, Answered>();
+  /** The long polls waiting now. */
+  private readonly waiters = new Set<Waiter>();
 
   constructor(private readonly o: FenceOptions) {
     this.roles = new Set(o.roles);
@@ -163,6 +203,56 @@ export class Fence {
     return { status: 200, body: a.body(d) };
   }
 
+  /**
+   * The long poll: the role's answer as soon as its decision differs from `seen`, else when it
+   * changes (a commit: `changed()`, or a boundary in time: `nextBoundarySeconds`), else after
+   * `waitSeconds`. Waiting costs nothing between those instants: no timer runs but the two.
+   */
+  watch(role: string, seen: FenceSeen, waitSeconds: number): Promise<FenceReply> {
+    const timers = this.o.timers ?? realTimers;
+    const peek = (): FenceDecision => fence(this.o.memory.state, role, this.o.clock.now(), this.o.settings);
+    if (waitSeconds <= 0 || differsFrom(peek(), seen)) return Promise.resolve(this.replyKnown(role));
+    return new Promise((done) => {
+      let boundary: unknown = null;
+      const disarm = (): void => {
+        if (boundary !== null) timers.clear(boundary);
+        boundary = null;
+      };
+      // A millisecond past the boundary, so the decision made then is on its far side.
+      const arm = (): void => {
+        disarm();
+        const s = nextBoundarySeconds(this.o.memory.state, this.o.clock.now());
+        if (s !== null) boundary = timers.set(() => ((boundary = null), w.wake()), Math.ceil(s * 1000) + 1);
+      };
+      const w: Waiter = {
+        wake: () => (differsFrom(peek(), seen) ? w.finish() : arm()),
+        finish: () => {
+          if (!this.waiters.delete(w)) return;
+          disarm();
+          timers.clear(deadline);
+          done(this.replyKnown(role));
+        },
+      };
+      const deadline = timers.set(() => w.finish(), waitSeconds * 1000);
+      this.waiters.add(w);
+      arm();
+    });
+  }
+
+  /** The state changed (a commit): every long poll decides again. */
+  changed(): void {
+    for (const w of [...this.waiters]) w.wake();
+  }
+
+  /** Answers every long poll now (the listener closes). */
+  releaseWaiters(): void {
+    for (const w of [...this.waiters]) w.finish();
+  }
+
+  /** How many long polls wait now (status, tests). */
+  get waiting(): number {
+    return this.waiters.size;
+  }
 
   /** The roles this host may run now (for the registry's duties); quiet: no log, no metric. */
   duties(): string[] {

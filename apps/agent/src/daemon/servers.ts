@@ -3,7 +3,7 @@
  *  - the unix socket for local fenced jobs and `hq` (no auth: the file mode is the fence):
  *    `GET /v1/fence?role=R` answered from memory (fence.ts: one answer, served by a plain
  *    node:http fast path in front of Fastify for the exact spelling of a known role and by the
- *    route for every other spelling), `/v1/status`, `/v1/seen`, `/v1/primary`,
+ *    route for every other spelling) and its long poll (`&wait=S` with the decision last seen), `/v1/status`, `/v1/seen`, `/v1/primary`,
  *    `POST /v1/heartbeat`, `POST /v1/step-down`, `POST /v1/resume`, `POST /v1/events`
  *    (an event a local `hq` command reports, logged like the agent's own), and the runs of
  *    `hq fence run` supervisors (`POST /v1/runs`, `POST /v1/runs/{id}`, `DELETE /v1/runs/{id}`);
@@ -17,7 +17,7 @@ import { dirname } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { ERRORS, isHost } from '@hq/protocol';
+import { ERRORS, FENCE_WAIT_MAX_SECONDS, isHost } from '@hq/protocol';
 // The routes' schemas as plain JSON, generated from their TypeBox definitions (../schemas/source.ts):
 // the daemon does not load TypeBox's builder.
 import {
@@ -102,14 +102,30 @@ export interface SocketAppOptions {
 export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
   const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
   const app = base('socket', metrics, () => agent.host, fast === null ? undefined : versionedFactory(fast.factory)).withTypeProvider<TypeBoxTypeProvider>();
-  if (fast !== null) {
-    app.addHook('preClose', (done) => {
-      fast.closing();
-      done();
-    });
-  }
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    fast?.closing();
+    // A long poll would hold the close for up to its wait: it is answered now, on a connection
+    // that then closes (the listener's close already passed over it as busy).
+    closing = true;
+    // An app may be made, and closed, before its agent is usable (as the fast path allows).
+    (agent as Agent | null)?.fencing.releaseWaiters();
+    done();
+  });
   app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
-    const r = agent.fencing.reply(req.query.role);
+    const q = req.query;
+    const poll = [q.wait, q.run, q.reason, q.generation].filter((v) => v !== undefined).length;
+    if (poll === 0 || !agent.fencing.isRole(q.role)) {
+      const r = agent.fencing.reply(q.role);
+      return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
+    }
+    if (poll !== 4) throw new HttpError(ERRORS.BAD_REQUEST, 'a long poll names wait, run, reason and generation together');
+    const wait = Number(q.wait);
+    if (wait > FENCE_WAIT_MAX_SECONDS) throw new HttpError(ERRORS.BAD_REQUEST, `wait must be at most ${FENCE_WAIT_MAX_SECONDS} seconds`);
+    // The connection stays quiet while it waits: longer than the listener's idle timeout allows.
+    req.raw.socket.setTimeout((wait + 10) * 1000);
+    const r = await agent.fencing.watch(q.role, { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) }, wait);
+    if (closing) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
   app.get('/v1/status', async () => agent.status());

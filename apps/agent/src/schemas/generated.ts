@@ -153,6 +153,30 @@ export const FenceQuery = {
   "properties": {
     "role": {
       "type": "string"
+    },
+    "wait": {
+      "type": "string",
+      "pattern": "^[0-9]{1,3}(\\.[0-9]{1,3})?$"
+    },
+    "run": {
+      "anyOf": [
+        {
+          "type": "string",
+          "const": "true"
+        },
+        {
+          "type": "string",
+          "const": "false"
+        }
+      ]
+    },
+    "reason": {
+      "type": "string",
+      "pattern": "^[a-z-]{1,32}$"
+    },
+    "generation": {
+      "type": "string",
+      "pattern": "^[0-9]{1,15}$"
     }
   },
   "additionalProperties": false

@@ -67,8 +67,21 @@ const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
 
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
-/** `GET /v1/fence?role=R` (the route; the fast path answers the exact spelling before it). */
-export const FenceQuery = Type.Object({ role: Type.String() }, { additionalProperties: false });
+/**
+ * `GET /v1/fence?role=R` (the route; the fast path answers the exact spelling before it), and its
+ * long poll `&wait=S&run=…&reason=…&generation=…` (the decision the caller last saw; all four or
+ * none). Query values are strings: their spelling is the check.
+ */
+export const FenceQuery = Type.Object(
+  {
+    role: Type.String(),
+    wait: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}(\\.[0-9]{1,3})?$' })),
+    run: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
+    reason: Type.Optional(Type.String({ pattern: '^[a-z-]{1,32}$' })),
+    generation: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })),
+  },
+  { additionalProperties: false },
+);
 
 /**
  * `POST /v1/events`: a category and one of its closed list of events (lease-core
