@@ -222,6 +222,16 @@ export const ConfigSchema = {
           "minLength": 1,
           "maxLength": 2048
         },
+        "compactionIntervalSeconds": {
+          "type": "integer",
+          "minimum": 0,
+          "maximum": 86400
+        },
+        "quotaBackendBytes": {
+          "type": "integer",
+          "minimum": 65536,
+          "maximum": 1099511627776
+        },
         "tls": {
           "type": "object",
           "properties": {
