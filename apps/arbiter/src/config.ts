@@ -19,6 +19,7 @@ import { surelyValid } from '@hq/runtime/quick-check';
 import { ConfigSchema } from './schemas/generated.js';
 import type * as S from './schemas/source.js';
 import { etcdEndpoint } from './store/etcd/endpoint.js';
+import { ETCD_DEFAULT_QUOTA_BYTES } from './store/etcd/space.js';
 import { bandsFromConfig, type Bands } from './registry/decide.js';
 
 export type ConfigFile = Static<typeof S.ConfigSchema>;
@@ -104,7 +105,7 @@ export const ETCD_DEFAULTS = Object.freeze({
    * etcd's `--quota-backend-bytes` (its default, 2 GiB): the warning's yardstick when the
    * members do not report their own (before etcd 3.6). Set it to the members' value.
    */
-  quotaBackendBytes: 2 * 1024 ** 3,
+  quotaBackendBytes: ETCD_DEFAULT_QUOTA_BYTES,
 });
 
 /**
