@@ -35,7 +35,7 @@ export interface CompactorOptions {
   /** True while this arbiter decides (leadership.ts L1); a turn is skipped otherwise. */
   readonly mayCompact: () => boolean;
   readonly log: Pick<Logger, 'info' | 'warn' | 'debug'>;
-  /** Called after each turn (the metrics count the compactions and the failures). */
+  /** Called after each turn that ran (the metrics count the compactions and the failures). */
   readonly onTurn?: (t: Turn) => void;
 }
 
