@@ -17,6 +17,10 @@
  *      new term's guard, before the first decision of the term.
  *  L4  A term that ends stops the checks (after the running one) and the arbiter campaigns
  *      again; the next term is a new takeover (L3).
+ *
+ * Beside the election: while it may decide, this arbiter compacts etcd's history
+ * (store/etcd/compactor.ts), and every arbiter reads etcd's space against its quota with the
+ * members' health (store/etcd/space.ts), logging each change of its level once.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
