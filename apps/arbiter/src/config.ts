@@ -97,8 +97,9 @@ export const ETCD_DEFAULTS = Object.freeze({
    * The elected arbiter compacts etcd's history to the revision it noted one interval earlier
    * (kube-apiserver's default, 5 minutes); 0 turns it off for a cluster whose own
    * `--auto-compaction-*` does it. Too small: a watch slower than one interval finds its revision
-   * compacted and reads again, a backup (read at one revision) longer than one interval fails; too large: more history kept — at one heartbeat a
-   * second, 5 minutes of it is a few MB, nothing next to the quota.
+   * compacted and reads again, and a backup (read at one revision) longer than one interval
+   * fails; too large: more history kept — at one heartbeat a second, 5 minutes of it is a few
+   * MB, nothing next to the quota.
    */
   compactionIntervalSeconds: 300,
   /**
