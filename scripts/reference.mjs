@@ -41,7 +41,7 @@ export const KEYS = {
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
   listen: ['arbiter `127.0.0.1:8470`, agent `0.0.0.0:8471`', '`{host, port}` of the API / the peer listener'],
   dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
-  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members)'],
+  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl, compactionIntervalSeconds: 300, quotaBackendBytes: 2147483648}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members). The elected arbiter compacts etcd\'s history every `compactionIntervalSeconds` to the revision it noted one interval earlier (kube-apiserver\'s default of 5 minutes; shorter: a watch slower than one interval reads again, a backup longer than one interval fails; 0: never, for a cluster that compacts itself); `quotaBackendBytes` is the members\' `--quota-backend-bytes`, the yardstick of the space warning (80 %) when the members do not report their own (etcd < 3.6)'],
   auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
   hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence and timing problems'],
   portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],
@@ -161,7 +161,7 @@ upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions
 
 | method, path | scope | what |
 |---|---|---|
-| \`GET /v1/health\` | none | \`{status, role, host, version}\`; with store etcd also \`store: "etcd"\` and \`arbiters {elected, leader, self, termSeconds, etcd {healthy, members}}\` |
+| \`GET /v1/health\` | none | \`{status, role, host, version}\`; with store etcd also \`store: "etcd"\` and \`arbiters {elected, leader, self, termSeconds, etcd {healthy, members, space {dbSizeBytes, dbSizeInUseBytes, quotaBytes, quotaFrom, usedRatio, alarm, level, warning}, compaction {intervalSeconds, revision}}}\` |
 | \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\` |
 | \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
@@ -209,7 +209,9 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
 \`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
 last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
-arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
+arbiter that decides), \`hq_etcd_member_up{endpoint}\`, \`hq_etcd_db_size_bytes{endpoint}\` (each member's database file),
+\`hq_etcd_quota_bytes\` (the members' space quota, else \`store.quotaBackendBytes\`), \`hq_etcd_nospace_alarm\` (1: etcd refuses
+every write) and \`hq_etcd_compactions_total{outcome}\` (\`compacted\`, \`failed\`).
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
 \`hq_agent_peer_confirmations_total\`, \`hq_agent_step_downs_total{result}\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,

@@ -1,7 +1,7 @@
 /**
  * hq-arbiter's one-shot commands with `store: etcd`, in-process against one real member: tokens
  * are issued, listed and revoked in etcd (every arbiter sees them), a backup is every key under
- * the prefix as one owner-only JSON document, and `check` refuses with one line (only the
+ * the prefix but the election's and the compaction's as one owner-only JSON document, and `check` refuses with one line (only the
  * elected arbiter checks). A bad store key stops every command with one line, exit 2.
  */
 import t from 'tap';
@@ -25,6 +25,9 @@ t.test('one-shot commands on the etcd store', async (t) => {
   const revoked = await arbiterCommand(['token', 'revoke', 'mbp', '--config', config]);
   t.same([revoked.code, revoked.stdout], [0, 'revoked 1 token(s) of mbp\n'], 'revoked in etcd');
 
+  // an arbiter's compaction turn and an election key: cluster bookkeeping, not state to restore
+  await fetch(`${etcd.endpoints[0]}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('/hq-cli/compaction').toString('base64'), value: Buffer.from('42').toString('base64') }) });
+  await fetch(`${etcd.endpoints[0]}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('/hq-cli/election/1f').toString('base64'), value: Buffer.from('http://a:8470').toString('base64') }) });
   const to = join(dir, 'backup.json');
   const backup = await arbiterCommand(['backup', '--to', to, '--config', config]);
   t.equal(backup.code, 0, `backup exits 0 (${backup.stderr.trim()})`);
@@ -32,6 +35,7 @@ t.test('one-shot commands on the etcd store', async (t) => {
   const doc = JSON.parse(readFileSync(to, 'utf8')) as { format: string; prefix: string; kvs: Array<{ key: string }> };
   t.match(doc, { format: 'hq-etcd-backup/1', prefix: '/hq-cli' }, 'an hq etcd backup of the prefix');
   t.ok(doc.kvs.some((kv) => kv.key === '/state') && doc.kvs.some((kv) => kv.key.startsWith('/tokens/h/')), 'with the state and the tokens');
+  t.same(doc.kvs.filter((kv) => kv.key === '/compaction' || kv.key.startsWith('/election/')), [], 'without the compaction turn and the election keys');
 
   const check = await arbiterCommand(['check', '--config', config]);
   t.equal(check.code, 2, 'check refuses with exit 2');

@@ -32,9 +32,11 @@ t.test('store: sqlite by default; etcd with its defaults, the advertise URL deri
   const e = validateConfig({ tailnetDomain: 'tail1.ts.net', listen: { port: 9000 }, store: { kind: 'etcd', endpoints: ['http://10.0.0.1:2379/', 'http://10.0.0.2:2379'] } });
   t.same(
     e.ok && e.config.store,
-    { kind: 'etcd', endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: '/hq', dialTimeoutMs: 2000, requestTimeoutMs: 5000, electionTtlSeconds: 10, advertiseUrl: 'http://cloud-vm.tail1.ts.net:9000', tls: null },
-    'etcd: endpoints as origins, prefix /hq, 2 s dial, 5 s calls, a 10 s election, this arbiter advertised on its tailnet name',
+    { kind: 'etcd', endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: '/hq', dialTimeoutMs: 2000, requestTimeoutMs: 5000, electionTtlSeconds: 10, advertiseUrl: 'http://cloud-vm.tail1.ts.net:9000', compactionIntervalSeconds: 300, quotaBackendBytes: 2147483648, tls: null },
+    'etcd: endpoints as origins, prefix /hq, 2 s dial, 5 s calls, a 10 s election, this arbiter advertised on its tailnet name, compaction every 5 min, the 2 GiB quota',
   );
+  const off = validateConfig({ store: { kind: 'etcd', endpoints: ['http://e:2379'], compactionIntervalSeconds: 0, quotaBackendBytes: 8 * 1024 ** 3 } });
+  t.match(off.ok && off.config.store, { compactionIntervalSeconds: 0, quotaBackendBytes: 8 * 1024 ** 3 }, 'compaction off (etcd compacts itself) and an 8 GiB quota');
   const own = validateConfig({ store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: '/site-a/hq', advertiseUrl: 'http://10.0.0.5:8470' } });
   t.match(own.ok && own.config.store, { prefix: '/site-a/hq', advertiseUrl: 'http://10.0.0.5:8470' }, 'a prefix and an advertise URL of its own');
 });
@@ -87,6 +89,10 @@ const invalid: Array<[string, Record<string, unknown>, string, RegExp]> = [
   ['an etcd prefix without a leading slash', { store: { kind: 'etcd', endpoints: ['http://e:2379'], prefix: 'hq' } }, 'store.prefix', /leading slash/],
   ['an etcd request timeout below the dial timeout', { store: { kind: 'etcd', endpoints: ['http://e:2379'], dialTimeoutSeconds: 3, requestTimeoutSeconds: 2 } }, 'store.requestTimeoutSeconds', /at least store.dialTimeoutSeconds/],
   ['an election TTL a keep-alive call can outlast', { store: { kind: 'etcd', endpoints: ['http://e:2379'], electionTtlSeconds: 6 } }, 'store.electionTtlSeconds', /must exceed store.requestTimeoutSeconds \+ 2/],
+  ['a negative compaction interval', { store: { kind: 'etcd', endpoints: ['http://e:2379'], compactionIntervalSeconds: -1 } }, 'store.compactionIntervalSeconds', /0/],
+  ['a fractional compaction interval', { store: { kind: 'etcd', endpoints: ['http://e:2379'], compactionIntervalSeconds: 1.5 } }, 'store.compactionIntervalSeconds', /integer/],
+  ['a compaction interval on a sqlite store', { store: { kind: 'sqlite', compactionIntervalSeconds: 60 } }, 'store.compactionIntervalSeconds', /applies to kind "etcd" only/],
+  ['a quota below etcd’s smallest useful one', { store: { kind: 'etcd', endpoints: ['http://e:2379'], quotaBackendBytes: 1000 } }, 'store.quotaBackendBytes', /65536/],
   ['an advertise URL with a path', { store: { kind: 'etcd', endpoints: ['http://e:2379'], advertiseUrl: 'http://a:8470/x' } }, 'store.advertiseUrl', /bare origin/],
 ];
 

@@ -234,6 +234,44 @@ t.test('one member', async (t) => {
     t.ok(mine.stillElected(), 'the parent stays elected');
     await mine.resign();
   });
+
+  t.test('compaction under the watches: a waiter whose start is compacted away returns for a read; the term and the observer go on', async (t) => {
+    const prefix = `/elect-compact-${process.pid}`;
+    // a 3 s re-check period: a waiter's return on its own timer is told apart from one on `compacted`
+    const e = election(prefix, 'a', { ttlSeconds: 10, marginSeconds: 1 });
+    const r = await e.campaign();
+    t.equal(r.elected, true, 'elected');
+    const stop = new AbortController();
+    t.teardown(() => stop.abort());
+    const seen: Array<string | null> = [];
+    const observing = (async () => {
+      for await (const l of e.observe(stop.signal)) seen.push(l?.value ?? null);
+    })();
+    // history, then compacted to now: a watch from an older revision is refused `compacted`
+    let now = 0n;
+    for (let i = 0; i < 20; i++) now = (await client.put(`${prefix}/x`, String(i))).revision;
+    await client.compact(now);
+    const waitFor = (e as unknown as { waitFor(k: string, p: boolean, from: bigint, w: () => boolean, s: AbortSignal): Promise<void> }).waitFor.bind(e);
+    const t0 = Date.now();
+    await waitFor(`${prefix}/x`, false, 2n, () => true, stop.signal);
+    t.ok(Date.now() - t0 < 1500, `the waiter returned at once, without throwing, for its caller to read again (${Date.now() - t0} ms, its re-check period 3 s): a throw would end the term`);
+    // compactions to the newest revision, again and again, for two terms' worth of keep-alives
+    const until = Date.now() + 3000;
+    while (Date.now() < until) {
+      await client.compact((await client.put(`${prefix}/x`, 'y')).revision);
+      await sleep(100);
+    }
+    t.equal(e.stillElected(), true, 'the term survived every compaction');
+    const b = election(prefix, 'b', { ttlSeconds: 10, marginSeconds: 1 });
+    const won = b.campaign();
+    await e.resign();
+    t.equal((await won).elected, true, 'b is elected after the resign');
+    for (let i = 0; i < 50 && seen.at(-1) !== 'b'; i++) await sleep(50);
+    t.equal(seen.at(-1), 'b', `the observer saw the change after the compactions (${JSON.stringify(seen)})`);
+    stop.abort();
+    await observing;
+    await b.resign();
+  });
 });
 
 t.test('three members: one killed, the term goes on; two killed, it lapses by our clock; healed, a campaign wins again', async (t) => {

@@ -39,6 +39,8 @@ export interface ClusterOptions {
   readonly name?: string;
   /** The etcd binary (default: `etcd` on PATH). */
   readonly bin?: string;
+  /** More etcd flags for every member (`--quota-backend-bytes N`, …). */
+  readonly extraArgs?: readonly string[];
   /** Serve the client URLs over TLS (https://) with this server certificate; `clientCertAuth`: ask clients for one signed by `caFile`. */
   readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string; readonly clientCertAuth: boolean; readonly client?: { readonly ca: string; readonly cert?: string; readonly key?: string } };
 }
@@ -259,6 +261,7 @@ export async function startEtcdCluster(opts: ClusterOptions): Promise<EtcdCluste
       '--initial-cluster-token', `${prefix}-${ports[0]}`,
       '--logger', 'zap',
       ...timing,
+      ...(opts.extraArgs ?? []),
       ...(tls === undefined ? [] : ['--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, ...(tls.clientCertAuth ? ['--client-cert-auth'] : [])]),
     ];
     return new EtcdMember(name, client, peer(i), dataDir, join(dir, `${name}.log`), args, bin, dispatcher);

@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { emptyLease, toRecord, type LeaseState, type Observer, type TimingProblem } from '@hq/lease-core';
-import { clockTime, eventData, eventTime, statusModel, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
+import { arbitersText, clockTime, eventData, eventTime, statusModel, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
 
 const NOW = 1_800_000_100;
 
@@ -111,4 +111,14 @@ t.test('event times are readable, never raw epochs', async (t) => {
   );
   t.equal(eventData({ at, data: { lastHeartbeatAt: at - 12, silentSeconds: 12, was: null } }), 'lastHeartbeatAt=17:48:58.5Z (-12 s) silentSeconds=12 was=null', 'times under *At and was too; other numbers stay numbers');
   t.equal(eventData({ at, data: { note: 'x'.repeat(300) } }).length, 200, 'the line is cut at 200 characters');
+});
+
+t.test("the arbiters line: etcd's space says nothing while it is ok, its warning and level once it matters", async (t) => {
+  const base = { elected: true, leader: 'http://a:8470', self: 'http://a:8470', termSeconds: 5 };
+  const member = { endpoint: 'http://e:2379', ok: true };
+  const space = (level: 'ok' | 'warn' | 'bad', warning: string | null) => ({ dbSizeBytes: 1, dbSizeInUseBytes: 1, quotaBytes: 10, quotaFrom: 'config' as const, usedRatio: 0.1, alarm: level === 'bad', level, warning });
+  const line = (s: ReturnType<typeof space>) => arbitersText({ ...base, etcd: { healthy: true, members: [member], space: s } });
+  t.same(line(space('ok', null)), { text: 'this arbiter (http://a:8470) is elected and decides · etcd 1/1 members up', level: 'ok' }, 'ok: the line as before');
+  t.same(line(space('warn', 'near the quota: defrag')), { text: 'this arbiter (http://a:8470) is elected and decides · etcd 1/1 members up · near the quota: defrag', level: 'warn' }, 'warn: the warning, in the warn colour');
+  t.match(line(space('bad', 'NOSPACE: disarm')), { text: /· NOSPACE: disarm$/, level: 'bad' }, 'the alarm: bad');
 });

@@ -19,6 +19,7 @@ import { surelyValid } from '@hq/runtime/quick-check';
 import { ConfigSchema } from './schemas/generated.js';
 import type * as S from './schemas/source.js';
 import { etcdEndpoint } from './store/etcd/endpoint.js';
+import { ETCD_DEFAULT_QUOTA_BYTES } from './store/etcd/space.js';
 import { bandsFromConfig, type Bands } from './registry/decide.js';
 
 export type ConfigFile = Static<typeof S.ConfigSchema>;
@@ -65,6 +66,10 @@ export type StoreConfig =
       readonly electionTtlSeconds: number;
       /** This arbiter's URL as the other arbiters reach it (they forward mutations to the elected one). */
       readonly advertiseUrl: string;
+      /** The elected arbiter compacts etcd's history this often, keeping one interval of it; 0: never (etcd's own auto-compaction does). */
+      readonly compactionIntervalSeconds: number;
+      /** The members' `--quota-backend-bytes`, for the space warning when they do not say theirs. */
+      readonly quotaBackendBytes: number;
       /** `https://` members: the CA (else the system's) and the client certificate and key, as absolute paths; read at start. */
       readonly tls: EtcdTlsFiles | null;
     };
@@ -88,6 +93,20 @@ export const ETCD_DEFAULTS = Object.freeze({
   requestTimeoutSeconds: 5,
   /** The election lease. Too small: a slow etcd ends terms for nothing; too large: a killed elected arbiter is replaced only that late (plus the S2.3 start wait). */
   electionTtlSeconds: 10,
+  /**
+   * The elected arbiter compacts etcd's history to the revision it noted one interval earlier
+   * (kube-apiserver's default, 5 minutes); 0 turns it off for a cluster whose own
+   * `--auto-compaction-*` does it. Too small: a watch slower than one interval finds its revision
+   * compacted and reads again, and a backup (read at one revision) longer than one interval
+   * fails; too large: more history kept — at one heartbeat a second, 5 minutes of it is a few
+   * MB, nothing next to the quota.
+   */
+  compactionIntervalSeconds: 300,
+  /**
+   * etcd's `--quota-backend-bytes` (its default, 2 GiB): the warning's yardstick when the
+   * members do not report their own (before etcd 3.6). Set it to the members' value.
+   */
+  quotaBackendBytes: ETCD_DEFAULT_QUOTA_BYTES,
 });
 
 /**
@@ -182,7 +201,7 @@ function httpUrlProblem(value: string): string | null {
   return null;
 }
 
-const ETCD_ONLY = ['endpoints', 'prefix', 'dialTimeoutSeconds', 'requestTimeoutSeconds', 'electionTtlSeconds', 'advertiseUrl', 'tls'] as const;
+const ETCD_ONLY = ['endpoints', 'prefix', 'dialTimeoutSeconds', 'requestTimeoutSeconds', 'electionTtlSeconds', 'advertiseUrl', 'compactionIntervalSeconds', 'quotaBackendBytes', 'tls'] as const;
 
 /** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
 /** `store.tls`: files that exist and are readable, a key only its owner can read, cert and key together. */
@@ -244,7 +263,9 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
   if (up !== null) return { key: 'store.advertiseUrl', message: up };
   const origin = new URL(advertise);
   if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '') return { key: 'store.advertiseUrl', message: `"${advertise}" must be a bare origin (no path, query or credentials)` };
-  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin, tls };
+  const compactionIntervalSeconds = s.compactionIntervalSeconds ?? ETCD_DEFAULTS.compactionIntervalSeconds;
+  const quotaBackendBytes = s.quotaBackendBytes ?? ETCD_DEFAULTS.quotaBackendBytes;
+  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin, compactionIntervalSeconds, quotaBackendBytes, tls };
 }
 
 /**

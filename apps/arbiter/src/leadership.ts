@@ -17,16 +17,24 @@
  *      new term's guard, before the first decision of the term.
  *  L4  A term that ends stops the checks (after the running one) and the arbiter campaigns
  *      again; the next term is a new takeover (L3).
+ *
+ * Beside the election: while it may decide, this arbiter compacts etcd's history
+ * (store/etcd/compactor.ts), and every arbiter reads etcd's space against its quota with the
+ * members' health (store/etcd/space.ts), logging each change of its level once.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { EtcdClient, MemberStatus } from './store/etcd/client.js';
 import { Election, type Leader, type StampClock, type Term } from './store/etcd/election.js';
 import { isEtcdError } from './store/etcd/errors.js';
 import { NotElectedError } from './store/store.js';
 import type { Compare } from './store/etcd/client.js';
 import { ELECTION_MARGIN_SECONDS } from './config.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
+import { Compactor, type Turn } from './store/etcd/compactor.js';
+import { etcdKeys } from './store/etcd/keys.js';
+import { ETCD_DEFAULT_QUOTA_BYTES, etcdSpace, type EtcdSpace } from './store/etcd/space.js';
 
 export interface Guarded {
   setGuard(guard: (() => Compare) | null): void;
@@ -48,6 +56,12 @@ export interface LeadershipOptions {
   readonly clock?: StampClock;
   /** How often the members' health is read for /v1/health, /metrics and the page (default 2 s). */
   readonly healthEveryMs?: number;
+  /** While elected, compact etcd's history this often (compactor.ts); 0: never. */
+  readonly compactionIntervalMs?: number;
+  /** The members' quota when they do not say theirs (`store.quotaBackendBytes`; default etcd's 2 GiB). */
+  readonly quotaBytes?: number;
+  /** The compactor's timers (default: real ones). */
+  readonly timers?: Timers;
 }
 
 /** What /v1/health, /metrics and the status page say about the arbiters and etcd. */
@@ -59,7 +73,12 @@ export interface LeadershipStatus {
   readonly self: string;
   /** Seconds the current term stays valid by our clock (0 when not elected). */
   readonly termSeconds: number;
-  readonly etcd: { readonly healthy: boolean; members: MemberView[] };
+  readonly etcd: {
+    readonly healthy: boolean;
+    members: MemberView[];
+    readonly space?: EtcdSpace;
+    readonly compaction: { readonly intervalSeconds: number; readonly revision: number | null };
+  };
 }
 
 /** One member as /v1/health shows it (JSON-safe: no bigint). */
@@ -69,9 +88,11 @@ export interface MemberView {
   leader?: string | null;
   version?: string;
   error?: string;
+  dbSizeBytes?: number;
 }
 
-const viewOf = (m: MemberStatus): MemberView => (m.ok ? { endpoint: m.endpoint, ok: true, leader: m.leader, version: m.version } : { endpoint: m.endpoint, ok: false, error: m.error });
+const viewOf = (m: MemberStatus): MemberView =>
+  m.ok ? { endpoint: m.endpoint, ok: true, leader: m.leader, version: m.version, dbSizeBytes: m.dbSizeBytes } : { endpoint: m.endpoint, ok: false, error: m.error };
 
 export type Route = { readonly to: 'self' } | { readonly to: 'leader'; readonly url: string } | { readonly to: 'none'; readonly why: string };
 
@@ -84,7 +105,12 @@ export class Leadership {
   private ready = false;
   private leader: Leader | null = null;
   private members: readonly MemberStatus[] = [];
+  private space: EtcdSpace | null = null;
   private loops: Promise<void>[] = [];
+  /** The elected arbiter compacts; null when `compactionIntervalMs` is 0. */
+  readonly compactor: Compactor | null;
+  /** Compactions done and failed in this life (hq_etcd_compactions_total). */
+  readonly compactions = { compacted: 0, failed: 0 };
 
   constructor(private readonly opts: LeadershipOptions) {
     this.election = new Election(opts.client, { prefix: opts.prefix, value: opts.advertiseUrl, ttlSeconds: opts.ttlSeconds, marginSeconds: ELECTION_MARGIN_SECONDS, ...(opts.clock === undefined ? {} : { clock: opts.clock }) });
@@ -93,6 +119,21 @@ export class Leadership {
       return this.election.guard();
     };
     for (const g of opts.guarded) g.setGuard(guard);
+    const every = opts.compactionIntervalMs ?? 0;
+    this.compactor =
+      every > 0
+        ? new Compactor({
+            client: opts.client,
+            key: etcdKeys(opts.prefix).compaction,
+            intervalMs: every,
+            timers: opts.timers ?? realTimers,
+            mayCompact: () => this.mayDecide(),
+            log: opts.log,
+            onTurn: (t: Turn) => {
+              if (t.outcome === 'compacted' || t.outcome === 'failed') this.compactions[t.outcome]++;
+            },
+          })
+        : null;
   }
 
   /** Starts campaigning, watching who is elected and reading the members' health. */
@@ -105,6 +146,7 @@ export class Leadership {
       await this.election.resign().catch(() => undefined);
     });
     this.loops = [campaign, this.observeLoop(), this.healthLoop()];
+    this.compactor?.start();
   }
 
   /** This arbiter's URL as the others reach it. */
@@ -133,7 +175,12 @@ export class Leadership {
       leader: elected ? this.opts.advertiseUrl : (this.leader?.value ?? null),
       self: this.opts.advertiseUrl,
       termSeconds: elected ? Math.max(0, this.election.validForSeconds()) : 0,
-      etcd: { healthy: ok * 2 > this.members.length && this.members.length > 0, members: this.members.map(viewOf) },
+      etcd: {
+        healthy: ok * 2 > this.members.length && this.members.length > 0,
+        members: this.members.map(viewOf),
+        ...(this.space === null ? {} : { space: this.space }),
+        compaction: { intervalSeconds: (this.opts.compactionIntervalMs ?? 0) / 1000, revision: this.compactor?.revision == null ? null : Number(this.compactor.revision) },
+      },
     };
   }
 
@@ -141,6 +188,7 @@ export class Leadership {
   async close(): Promise<void> {
     this.stop.abort();
     this.ready = false;
+    await this.compactor?.stop();
     await this.election.resign().catch((err: unknown) => this.opts.log.warn({ err }, 'resign failed; the term ends with its etcd lease'));
     await Promise.allSettled(this.loops);
   }
@@ -198,11 +246,23 @@ export class Leadership {
     while (!this.stop.signal.aborted) {
       try {
         this.members = await this.opts.client.status();
+        this.noteSpace(etcdSpace(this.members, this.opts.quotaBytes ?? ETCD_DEFAULT_QUOTA_BYTES));
       } catch {
         // status() answers per member; nothing to do
       }
       await pause(this.opts.healthEveryMs ?? 2000, this.stop.signal);
     }
+  }
+
+  /** Keeps the space reading; a change of its level is logged once (warn, or info when it is ok again). */
+  private noteSpace(space: EtcdSpace | null): void {
+    if (space === null) return;
+    const was = this.space?.level ?? 'ok';
+    this.space = space;
+    if (space.level === was) return;
+    const fields = { dbSizeBytes: space.dbSizeBytes, dbSizeInUseBytes: space.dbSizeInUseBytes, quotaBytes: space.quotaBytes, quotaFrom: space.quotaFrom, alarm: space.alarm };
+    if (space.warning !== null) this.opts.log.warn({ ...fields, fix: space.warning }, space.alarm ? 'etcd refuses every write: NOSPACE alarm' : 'etcd database near its space quota');
+    else this.opts.log.info(fields, 'etcd database below its space quota again');
   }
 }
 
@@ -230,6 +290,46 @@ export function registerLeadershipMetrics(registry: Registry, leadership: Leader
     collect() {
       this.reset();
       for (const m of leadership.status().etcd.members) this.set({ endpoint: m.endpoint }, m.ok ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'hq_etcd_db_size_bytes',
+    help: "Each etcd member's database file, bytes: etcd refuses every write once one passes its --quota-backend-bytes (store etcd).",
+    labelNames: ['endpoint'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const m of leadership.status().etcd.members) if (m.dbSizeBytes !== undefined) this.set({ endpoint: m.endpoint }, m.dbSizeBytes);
+    },
+  });
+  new Gauge({
+    name: 'hq_etcd_quota_bytes',
+    help: "etcd's space quota as the members say it, else store.quotaBackendBytes (store etcd).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const s = leadership.status().etcd.space;
+      if (s !== undefined) this.set(s.quotaBytes);
+    },
+  });
+  new Gauge({
+    name: 'hq_etcd_nospace_alarm',
+    help: '1 while an etcd member has raised the NOSPACE alarm: etcd refuses every write (store etcd).',
+    registers: [registry],
+    collect() {
+      this.set(leadership.status().etcd.space?.alarm === true ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: 'hq_etcd_compactions_total',
+    help: "This arbiter's compactions of etcd's history, by outcome (compacted, failed) (store etcd).",
+    labelNames: ['outcome'],
+    registers: [registry],
+    collect() {
+      // the life's totals, read at scrape time: they only rise
+      this.reset();
+      this.inc({ outcome: 'compacted' }, leadership.compactions.compacted);
+      this.inc({ outcome: 'failed' }, leadership.compactions.failed);
     },
   });
 }

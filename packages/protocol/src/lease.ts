@@ -258,7 +258,21 @@ export interface ArbitersView {
   readonly etcd: {
     /** A majority of the members answered with a raft leader. */
     readonly healthy: boolean;
-    readonly members: ReadonlyArray<{ readonly endpoint: string; readonly ok: boolean; readonly leader?: string | null; readonly version?: string; readonly error?: string }>;
+    readonly members: ReadonlyArray<{ readonly endpoint: string; readonly ok: boolean; readonly leader?: string | null; readonly version?: string; readonly error?: string; readonly dbSizeBytes?: number }>;
+    /** How close etcd is to its space quota (absent until a member answered). */
+    readonly space?: {
+      readonly dbSizeBytes: number;
+      readonly dbSizeInUseBytes: number;
+      readonly quotaBytes: number;
+      readonly quotaFrom: 'members' | 'config';
+      readonly usedRatio: number;
+      /** A member raised NOSPACE: etcd refuses every write. */
+      readonly alarm: boolean;
+      readonly level: 'ok' | 'warn' | 'bad';
+      readonly warning: string | null;
+    };
+    /** The elected arbiter's compaction of etcd's history. */
+    readonly compaction?: { readonly intervalSeconds: number; readonly revision: number | null };
   };
 }
 

@@ -6,6 +6,8 @@
  *   token         the member token file exists, holds a token, mode 0600, this user's
  *   peer-token    the peer token likewise (when the host has peers)
  *   arbiter       GET /v1/health answers as an arbiter; GET /v1/lease accepts the token
+ *   etcd-space    store etcd: the arbiter's reading of etcd's database size against its space
+ *                 quota (fails from 80 % of it, and on the NOSPACE alarm: etcd then refuses writes)
  *   clock         the offset between the arbiter's `now` and this host's clock (midpoint of
  *                 the request) is within --max-offset (hq's safety does not rest on it — agents
  *                 only use differences of arbiter times — but a large offset means time sync is
@@ -39,7 +41,21 @@ import { PROTOCOL_UNSTATED, PROTOCOL_VERSION, upgradeNote } from '@hq/protocol/v
 interface HealthArbiters {
   readonly elected?: boolean;
   readonly leader?: string | null;
-  readonly etcd?: { readonly healthy?: boolean; readonly members?: ReadonlyArray<{ readonly ok?: boolean }> };
+  readonly etcd?: {
+    readonly healthy?: boolean;
+    readonly members?: ReadonlyArray<{ readonly ok?: boolean }>;
+    readonly space?: { readonly level?: string; readonly warning?: string | null; readonly dbSizeBytes?: number; readonly quotaBytes?: number };
+  };
+}
+
+/** Store etcd: etcd's space as the arbiter read it; null for a SQLite arbiter. */
+export function etcdSpaceCheck(a: HealthArbiters | undefined): DoctorCheck | null {
+  if (a === undefined) return null;
+  const s = a.etcd?.space;
+  if (s === undefined || typeof s.dbSizeBytes !== 'number' || typeof s.quotaBytes !== 'number') return skip('etcd-space', 'the arbiter has not read etcd\'s database size yet (or is older than this hq)');
+  const used = `etcd's database is ${(s.dbSizeBytes / 1024 ** 2).toFixed(1)} MiB of its ${(s.quotaBytes / 1024 ** 2).toFixed(0)} MiB quota (${Math.round((s.dbSizeBytes / s.quotaBytes) * 100)} %)`;
+  if (s.level === 'ok') return pass('etcd-space', used);
+  return fail('etcd-space', typeof s.warning === 'string' ? s.warning : used, 'compact, defragment and disarm as deploy/README.md "etcd\'s space" says (etcdctl defrag on each member; etcdctl alarm disarm), or raise --quota-backend-bytes');
 }
 
 /** "; store etcd: … is elected, etcd 3/3 members up" (nothing for a SQLite arbiter). */
@@ -53,7 +69,7 @@ function electedLine(a: HealthArbiters | undefined): string {
 export const DOCTOR_SPEC: CommandSpec = {
   name: 'doctor',
   summary:
-    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
+    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset; with store etcd, etcd's database against its space quota), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
   flags: [
     CONFIG_FLAG,
     {
@@ -250,6 +266,8 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         const note = upgradeNote(`${String(hb.host)} (the arbiter)`, health.protocol ?? PROTOCOL_UNSTATED, typeof hb.version === 'string' ? hb.version : null);
         if (note !== null) behind.push(note);
         out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
+        const space = etcdSpaceCheck(hb.arbiters);
+        if (space !== null) out.push(space);
         const arbiterNow = rec?.now;
         if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
         else {

@@ -222,6 +222,16 @@ export const ConfigSchema = {
           "minLength": 1,
           "maxLength": 2048
         },
+        "compactionIntervalSeconds": {
+          "type": "integer",
+          "minimum": 0,
+          "maximum": 86400
+        },
+        "quotaBackendBytes": {
+          "type": "integer",
+          "minimum": 65536,
+          "maximum": 1099511627776
+        },
         "tls": {
           "type": "object",
           "properties": {
@@ -859,7 +869,111 @@ export const Health = {
                   },
                   "error": {
                     "type": "string"
+                  },
+                  "dbSizeBytes": {
+                    "type": "number",
+                    "description": "the member's database file, bytes (what etcd compares with its quota)"
                   }
+                }
+              }
+            },
+            "space": {
+              "type": "object",
+              "required": [
+                "dbSizeBytes",
+                "dbSizeInUseBytes",
+                "quotaBytes",
+                "quotaFrom",
+                "usedRatio",
+                "alarm",
+                "level",
+                "warning"
+              ],
+              "properties": {
+                "dbSizeBytes": {
+                  "type": "number",
+                  "description": "the largest member database file, bytes"
+                },
+                "dbSizeInUseBytes": {
+                  "type": "number",
+                  "description": "of it, in use (the rest is given back by etcdctl defrag)"
+                },
+                "quotaBytes": {
+                  "type": "number",
+                  "description": "etcd's --quota-backend-bytes: as the members say it, else store.quotaBackendBytes"
+                },
+                "quotaFrom": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "members"
+                    },
+                    {
+                      "type": "string",
+                      "const": "config"
+                    }
+                  ]
+                },
+                "usedRatio": {
+                  "type": "number",
+                  "description": "dbSizeBytes / quotaBytes"
+                },
+                "alarm": {
+                  "type": "boolean",
+                  "description": "a member raised NOSPACE: etcd refuses every write"
+                },
+                "level": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "ok"
+                    },
+                    {
+                      "type": "string",
+                      "const": "warn"
+                    },
+                    {
+                      "type": "string",
+                      "const": "bad"
+                    }
+                  ],
+                  "description": "warn from 80 % of the quota, bad with the alarm"
+                },
+                "warning": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ],
+                  "description": "what to do, one line (null at level ok)"
+                }
+              },
+              "description": "how close etcd is to its space quota (absent until a member answered)"
+            },
+            "compaction": {
+              "type": "object",
+              "required": [
+                "intervalSeconds",
+                "revision"
+              ],
+              "properties": {
+                "intervalSeconds": {
+                  "type": "number",
+                  "description": "store.compactionIntervalSeconds (0: the arbiter never compacts)"
+                },
+                "revision": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ],
+                  "description": "the revision this arbiter last compacted to (null: none yet)"
                 }
               }
             }
@@ -2849,7 +2963,111 @@ export const StatusAnswer = {
                   },
                   "error": {
                     "type": "string"
+                  },
+                  "dbSizeBytes": {
+                    "type": "number",
+                    "description": "the member's database file, bytes (what etcd compares with its quota)"
                   }
+                }
+              }
+            },
+            "space": {
+              "type": "object",
+              "required": [
+                "dbSizeBytes",
+                "dbSizeInUseBytes",
+                "quotaBytes",
+                "quotaFrom",
+                "usedRatio",
+                "alarm",
+                "level",
+                "warning"
+              ],
+              "properties": {
+                "dbSizeBytes": {
+                  "type": "number",
+                  "description": "the largest member database file, bytes"
+                },
+                "dbSizeInUseBytes": {
+                  "type": "number",
+                  "description": "of it, in use (the rest is given back by etcdctl defrag)"
+                },
+                "quotaBytes": {
+                  "type": "number",
+                  "description": "etcd's --quota-backend-bytes: as the members say it, else store.quotaBackendBytes"
+                },
+                "quotaFrom": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "members"
+                    },
+                    {
+                      "type": "string",
+                      "const": "config"
+                    }
+                  ]
+                },
+                "usedRatio": {
+                  "type": "number",
+                  "description": "dbSizeBytes / quotaBytes"
+                },
+                "alarm": {
+                  "type": "boolean",
+                  "description": "a member raised NOSPACE: etcd refuses every write"
+                },
+                "level": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "ok"
+                    },
+                    {
+                      "type": "string",
+                      "const": "warn"
+                    },
+                    {
+                      "type": "string",
+                      "const": "bad"
+                    }
+                  ],
+                  "description": "warn from 80 % of the quota, bad with the alarm"
+                },
+                "warning": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ],
+                  "description": "what to do, one line (null at level ok)"
+                }
+              },
+              "description": "how close etcd is to its space quota (absent until a member answered)"
+            },
+            "compaction": {
+              "type": "object",
+              "required": [
+                "intervalSeconds",
+                "revision"
+              ],
+              "properties": {
+                "intervalSeconds": {
+                  "type": "number",
+                  "description": "store.compactionIntervalSeconds (0: the arbiter never compacts)"
+                },
+                "revision": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ],
+                  "description": "the revision this arbiter last compacted to (null: none yet)"
                 }
               }
             }

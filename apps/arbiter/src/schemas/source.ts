@@ -97,6 +97,8 @@ export const ConfigSchema = Type.Object(
           requestTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
           electionTtlSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
           advertiseUrl: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+          compactionIntervalSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 })),
+          quotaBackendBytes: Type.Optional(Type.Integer({ minimum: 65_536, maximum: 1_099_511_627_776 })),
           tls: Type.Optional(
             Type.Object(
               {

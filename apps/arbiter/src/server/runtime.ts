@@ -195,6 +195,8 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       prefix: e.config.prefix,
       advertiseUrl: e.config.advertiseUrl,
       ttlSeconds: e.config.electionTtlSeconds,
+      compactionIntervalMs: e.config.compactionIntervalSeconds * 1000,
+      quotaBytes: e.config.quotaBackendBytes,
       guarded: [e.store, ...(e.registry === null ? [] : [e.registry])],
       log: log.child({ component: 'election' }),
       // L3: a takeover is a restart with the state kept; then this arbiter runs the checks.

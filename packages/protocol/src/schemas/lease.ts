@@ -159,6 +159,28 @@ export const Arbiters = Type.Object({
         leader: Type.Optional(Type.Union([Type.String(), Type.Null()])),
         version: Type.Optional(Type.String()),
         error: Type.Optional(Type.String()),
+        dbSizeBytes: Type.Optional(Type.Number({ description: "the member's database file, bytes (what etcd compares with its quota)" })),
+      }),
+    ),
+    space: Type.Optional(
+      Type.Object(
+        {
+          dbSizeBytes: Type.Number({ description: 'the largest member database file, bytes' }),
+          dbSizeInUseBytes: Type.Number({ description: 'of it, in use (the rest is given back by etcdctl defrag)' }),
+          quotaBytes: Type.Number({ description: "etcd's --quota-backend-bytes: as the members say it, else store.quotaBackendBytes" }),
+          quotaFrom: Type.Union([Type.Literal('members'), Type.Literal('config')]),
+          usedRatio: Type.Number({ description: 'dbSizeBytes / quotaBytes' }),
+          alarm: Type.Boolean({ description: 'a member raised NOSPACE: etcd refuses every write' }),
+          level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')], { description: 'warn from 80 % of the quota, bad with the alarm' }),
+          warning: Type.Union([Type.String(), Type.Null()], { description: 'what to do, one line (null at level ok)' }),
+        },
+        { description: "how close etcd is to its space quota (absent until a member answered)" },
+      ),
+    ),
+    compaction: Type.Optional(
+      Type.Object({
+        intervalSeconds: Type.Number({ description: 'store.compactionIntervalSeconds (0: the arbiter never compacts)' }),
+        revision: Type.Union([Type.Number(), Type.Null()], { description: 'the revision this arbiter last compacted to (null: none yet)' }),
       }),
     ),
   }),

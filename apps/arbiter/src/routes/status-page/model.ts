@@ -346,5 +346,9 @@ export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn'
   const up = a.etcd.members.filter((m) => m.ok).length;
   const etcd = `etcd ${up}/${a.etcd.members.length} members up${a.etcd.healthy ? '' : ' (no quorum: nothing can be decided)'}`;
   const who = a.elected ? `this arbiter (${a.self}) is elected and decides` : a.leader === null ? 'no arbiter is elected' : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
-  return { text: `${who} · ${etcd}`, level: !a.etcd.healthy || a.leader === null ? 'bad' : up < a.etcd.members.length ? 'warn' : 'ok' };
+  // etcd's space, once it matters: the warning with its fix
+  const s = a.etcd.space;
+  const space = s?.warning == null ? '' : ` · ${s.warning}`;
+  const level = !a.etcd.healthy || a.leader === null || s?.level === 'bad' ? 'bad' : up < a.etcd.members.length || s?.level === 'warn' ? 'warn' : 'ok';
+  return { text: `${who} · ${etcd}${space}`, level };
 }

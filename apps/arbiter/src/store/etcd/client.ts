@@ -189,7 +189,23 @@ export interface WatchOptions {
 }
 
 export type MemberStatus =
-  | { readonly endpoint: string; readonly ok: true; readonly memberId: string; readonly leader: string | null; readonly version: string; readonly raftTerm: bigint; readonly errors: readonly string[] }
+  | {
+      readonly endpoint: string;
+      readonly ok: true;
+      readonly memberId: string;
+      readonly leader: string | null;
+      readonly version: string;
+      readonly raftTerm: bigint;
+      /** The member's alarms and other errors as it words them (`memberID:… alarm:NOSPACE`). */
+      readonly errors: readonly string[];
+      /** The store's revision as this member has applied it. */
+      readonly revision: bigint;
+      /** Bytes of the member's database file (what etcd compares with its quota), and of it in use. */
+      readonly dbSizeBytes: number;
+      readonly dbSizeInUseBytes: number;
+      /** The member's `--quota-backend-bytes` when it says it (etcd 3.6 on); null before. */
+      readonly quotaBytes: number | null;
+    }
   | { readonly endpoint: string; readonly ok: false; readonly error: string };
 
 // ---------------------------------------------------------------------------------------
@@ -539,15 +555,43 @@ export class EtcdClient {
     throw new EtcdError('unavailable', `etcd ${stream.endpoint}/v3/watch: the member closed the stream`);
   }
 
+  /**
+   * Compacts etcd's history (every key of the cluster, not only ours) up to `revision`: reads
+   * and watches at an older revision fail `compacted` from then on. Done already (another
+   * compaction went as far or further) is not an error. Resending one is harmless, so an
+   * unanswered one may be tried again.
+   */
+  async compact(revision: bigint): Promise<void> {
+    try {
+      await this.call({ path: '/v3/kv/compaction', body: { revision: String(revision) }, write: true });
+    } catch (err) {
+      if (err instanceof EtcdError && err.kind === 'compacted') return;
+      throw err;
+    }
+  }
+
   /** Each member's own view (maintenance status), concurrently, each within the dial timeout: for health pages and tests. */
   async status(): Promise<MemberStatus[]> {
     return Promise.all(
       this.endpoints.map(async (endpoint): Promise<MemberStatus> => {
         const a = await this.attempt(endpoint, { path: '/v3/maintenance/status', body: {}, write: false, local: true }, this.dialTimeoutMs);
         if (!a.ok) return { endpoint, ok: false, error: a.verdict.error.message };
-        const w = a.json as { header?: WireHeader; leader?: string; version?: string; raftTerm?: string; errors?: string[] };
+        const w = a.json as { header?: WireHeader; leader?: string; version?: string; raftTerm?: string; errors?: string[]; dbSize?: string; dbSizeInUse?: string; dbSizeQuota?: string };
         const leader = w.leader === undefined || w.leader === '0' ? null : w.leader;
-        return { endpoint, ok: true, memberId: w.header?.member_id ?? '', leader, version: w.version ?? '', raftTerm: big(w.raftTerm), errors: w.errors ?? [] };
+        const quota = Number(w.dbSizeQuota ?? 0);
+        return {
+          endpoint,
+          ok: true,
+          memberId: w.header?.member_id ?? '',
+          leader,
+          version: w.version ?? '',
+          raftTerm: big(w.raftTerm),
+          errors: w.errors ?? [],
+          revision: big(w.header?.revision),
+          dbSizeBytes: Number(w.dbSize ?? 0),
+          dbSizeInUseBytes: Number(w.dbSizeInUse ?? w.dbSize ?? 0),
+          quotaBytes: quota > 0 ? quota : null,
+        };
       }),
     );
   }

@@ -13,6 +13,8 @@
  *   {prefix}/registry/r/{id}       one resource (id URI-encoded)
  *   {prefix}/registry/p/{port:5}   one port lease (zero-padded: key order is port order)
  *   {prefix}/election/{lease}      the arbiters' campaign keys (election.ts; never backed up)
+ *   {prefix}/compaction            the revision the last compaction went to; its version is the
+ *                                  compactors' turn counter (compactor.ts; never backed up)
  */
 export interface EtcdKeys {
   readonly prefix: string;
@@ -30,6 +32,7 @@ export interface EtcdKeys {
   readonly portDir: string;
   port(port: number): string;
   readonly electionDir: string;
+  readonly compaction: string;
   /** Survival copies: `{machine}/…` below it (store/etcd/survival.ts). */
   readonly survivalDir: string;
 }
@@ -53,6 +56,7 @@ export function etcdKeys(prefix: string): EtcdKeys {
     portDir: `${p}/registry/p/`,
     port: (port) => `${p}/registry/p/${String(port).padStart(5, '0')}`,
     electionDir: `${p}/election/`,
+    compaction: `${p}/compaction`,
     survivalDir: `${p}/survival/`,
   };
 }

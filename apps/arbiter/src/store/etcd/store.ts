@@ -595,14 +595,14 @@ export class EtcdStore implements LeaseStore {
   // StoreAdmin
 
   /**
-   * Every key under the prefix but the election's, read at one revision (a consistent copy
+   * Every key under the prefix but the election's and the compaction's, read at one revision (a consistent copy
    * while the arbiters serve), written as one JSON document, owner-only, atomically.
    */
   async backup(to: string): Promise<void> {
     const kvs: Array<{ key: string; value: string }> = [];
     const at = { revision: undefined as bigint | undefined };
     for await (const page of pagesOf(this.client, `${this.keys.prefix}/`, at)) {
-      for (const kv of page) if (!kv.key.startsWith(this.keys.electionDir)) kvs.push({ key: kv.key.slice(this.keys.prefix.length), value: kv.value });
+      for (const kv of page) if (!kv.key.startsWith(this.keys.electionDir) && kv.key !== this.keys.compaction) kvs.push({ key: kv.key.slice(this.keys.prefix.length), value: kv.value });
     }
     const revision = at.revision;
     writeAtomicSync(to, `${JSON.stringify({ format: BACKUP_FORMAT, prefix: this.keys.prefix, revision: String(revision ?? 0n), kvs })}\n`);
