@@ -253,3 +253,13 @@ t.test('one label name per concept: host names a machine in every metric, and vi
   for (const name of agent.types.keys()) t.ok(agent.labels.get(name)?.has('host'), `agent metric ${name} carries host`);
   t.match(agent.text, /hq_agent_validity_remaining_seconds\{host="mbp"\} 42/, "the agent's series name their machine");
 });
+
+t.test('docs/REFERENCE.md "Metrics" names every hq metric both daemons export', async (t) => {
+  const h = await operatorHarness(t, {}, { harness: { registry: true } });
+  await h.settle();
+  const text = readFileSync(resolve(ROOT, 'docs/REFERENCE.md'), 'utf8');
+  const section = text.slice(text.indexOf('\n## Metrics\n'), text.indexOf('\n## ', text.indexOf('\n## Metrics\n') + 5));
+  const names = [...(await describe(h.rt.metrics.registry)).types.keys(), ...(await agentMetrics()).types.keys()].filter((n) => n.startsWith('hq_'));
+  t.ok(names.includes('hq_fleet_member_load1'), 'the registry gauges are among them');
+  for (const name of new Set(names)) t.ok(section.includes(`\`${name}\``) || section.includes(`\`${name}{`), `${name} is in docs/REFERENCE.md "Metrics"`);
+});

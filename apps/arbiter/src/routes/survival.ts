@@ -91,7 +91,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
 
   const machineOf = new WeakMap<object, string>();
   app.addHook('onRequest', async (req) => {
-    if (req.method === 'GET') return undefined; // reads follow the arbiter's own read rule (scope read)
+    if (req.method === 'GET' || req.method === 'HEAD') return undefined; // reads follow the arbiter's own read rule (scope read)
     const who = await opts.authorize(req.raw.rawHeaders);
     if (who === null || !isHost(who.machine)) throw refusal(ERRORS.UNAUTHORIZED);
     machineOf.set(req, who.machine);
@@ -135,11 +135,11 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
         const machine = machineOf.get(req) as string;
         const { tier, generation } = req.params;
         const read = await readManifest(req.body.manifest, tier, generation);
-        if (!read.ok) throw refusal(ERRORS.BAD_REQUEST, read.message);
+        if (!read.ok) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, read.message);
         const m = read.manifest;
         if (read.holder !== machine) throw refusal(ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
         const sums = formatSums(m.entries);
-        if (req.body.sums !== sums) throw refusal(ERRORS.BAD_REQUEST, 'SHA256SUMS does not match the manifest entries');
+        if (req.body.sums !== sums) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, 'SHA256SUMS does not match the manifest entries');
         const r = await store.commit(machine, m, sums, keep[tier]);
         if (!r.ok) throw refusal(COMMIT_ERRORS[r.error], r.message);
         const committed: SurvivalCommitted = { generation, files: m.entries.length };

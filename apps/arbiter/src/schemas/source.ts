@@ -27,6 +27,7 @@ export {
   LeaseIdHeaders,
   LeaseRecord,
   MaintenanceBody,
+  ManifestSchema,
   OkLease,
   PortLeaseAnswer,
   PortLeaseBody,
