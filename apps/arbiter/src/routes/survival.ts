@@ -23,7 +23,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
 import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
-import { PushBody, SurvivalBlobParams, SurvivalParams } from '../schemas/generated.js';
+import { ErrorBody, PushBody, SurvivalBlobParams, SurvivalBlobStoredAnswer, SurvivalCommittedAnswer, SurvivalParams } from '../schemas/generated.js';
 import { FileSurvivalStore } from '../survival/files.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
@@ -103,7 +103,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     '/v1/survival/:tier/:generation/blobs/:sha256',
     {
       config: { scope: 'member' },
-      schema: { params: SurvivalBlobParams },
+      schema: { params: SurvivalBlobParams, response: { 200: SurvivalBlobStoredAnswer, 413: ErrorBody, 415: ErrorBody, 422: ErrorBody } },
     },
     async (req) => {
       const machine = machineOf.get(req) as string;
@@ -128,7 +128,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     {
       config: { scope: 'member' },
       bodyLimit: 4 * 1024 * 1024,
-      schema: { params: SurvivalParams, body: PushBody },
+      schema: { params: SurvivalParams, body: PushBody, response: { 200: SurvivalCommittedAnswer, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody, 413: ErrorBody, 422: ErrorBody } },
     },
     async (req) =>
       serial(async () => {

@@ -3343,6 +3343,44 @@ export const SurvivalBlobParams = {
   "additionalProperties": false
 } as unknown as typeof S.SurvivalBlobParams;
 
+export const SurvivalBlobStoredAnswer = {
+  "type": "object",
+  "required": [
+    "stored",
+    "bytes"
+  ],
+  "properties": {
+    "stored": {
+      "type": "boolean",
+      "const": true
+    },
+    "bytes": {
+      "type": "integer",
+      "minimum": 0
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.SurvivalBlobStoredAnswer;
+
+export const SurvivalCommittedAnswer = {
+  "type": "object",
+  "required": [
+    "generation",
+    "files"
+  ],
+  "properties": {
+    "generation": {
+      "type": "string",
+      "pattern": "^[0-9]{8}T[0-9]{6}Z$"
+    },
+    "files": {
+      "type": "integer",
+      "minimum": 0
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.SurvivalCommittedAnswer;
+
 export const SurvivalParams = {
   "type": "object",
   "required": [

@@ -47,6 +47,8 @@ export {
   StepDownAckAnswer,
   StepDownAckBody,
   SurvivalBlobParams,
+  SurvivalBlobStoredAnswer,
+  SurvivalCommittedAnswer,
   SurvivalParams,
   TransferBody,
 } from '@hq/protocol/schemas';

@@ -255,17 +255,28 @@ const PROTOCOL_PARAMETER = Object.freeze({
 
 const VERSION_HEADER = Object.freeze({ description: 'The protocol version the answer speaks (the request\'s).', schema: { type: 'string', pattern: '^[0-9]{1,6}$' } });
 
-/** Answer headers besides the protocol version, by `METHOD url` and status. */
+/** Answer headers besides the protocol version. */
 const ANSWER_HEADERS: Readonly<Record<string, Record<string, unknown>>> = Object.freeze({
-  etag: { description: 'The record\'s revision, for If-Match.', schema: { type: 'string', pattern: '^"[0-9]+"$' } },
-  'cache-control': { description: 'How long the answer may be reused.', schema: { type: 'string' } },
+  etag: { description: 'The lease record\'s revision (`"N"`), for If-Match.', schema: { type: 'string', pattern: '^"[0-9]+"$' } },
+  'cache-control': { description: 'Whether the answer may be reused.', schema: { type: 'string' } },
+  'content-security-policy': { description: 'The status page\'s policy: its own inline script by hash, nothing from elsewhere.', schema: { type: 'string' } },
+  'x-content-type-options': { description: '`nosniff`.', schema: { type: 'string' } },
+  'referrer-policy': { description: '`no-referrer`.', schema: { type: 'string' } },
+  'x-frame-options': { description: '`DENY`.', schema: { type: 'string' } },
+  'x-accel-buffering': { description: '`no`: a reverse proxy passes each event at once.', schema: { type: 'string' } },
 });
 
-/** The answers that carry one of ANSWER_HEADERS. */
+/** Operations whose answers carry the lease record, and with it its revision as `ETag`. */
+const RECORD_ANSWERS = new Set(['get /v1/lease', 'post /v1/lease/acquire', 'post /v1/lease/renew', 'post /v1/lease/release', 'post /v1/lease/stepped-down', 'post /v1/heartbeat', 'post /v1/lease/transfer', 'put /v1/maintenance', 'post /v1/check']);
+
+/** The ANSWER_HEADERS an answer may carry. */
 function answerHeaders(path: string, method: string, status: string): string[] {
   const out: string[] = [];
-  if ((path === '/v1/lease' && method === 'get' && status === '200') || status === '412') out.push('etag');
-  if (method === 'get' && status === '200' && (path === OPENAPI_PATH || path === '/' || path === '/v1/events/stream' || path === '/v1/status')) out.push('cache-control');
+  if (RECORD_ANSWERS.has(`${method} ${path}`) && (status === '200' || status === '409' || status === '412')) out.push('etag');
+  if (method !== 'get' || status !== '200') return out;
+  if (path === OPENAPI_PATH || path === '/v1/status' || path === '/' || path === '/v1/events/stream') out.push('cache-control');
+  if (path === '/') out.push('content-security-policy', 'x-content-type-options', 'referrer-policy', 'x-frame-options');
+  if (path === '/v1/events/stream') out.push('x-accel-buffering');
   return out;
 }
 
