@@ -27,6 +27,8 @@ t.test('a new database serves an empty record with floorPending and an ETag of i
   t.same(lease.views, {}, 'no views yet');
   t.equal(res.headers.etag, `"${lease.revision}"`, 'ETag is the quoted revision');
   t.type(lease.now, 'number', 'now is a number');
+  t.equal(lease.safetyMarginSeconds, 1, 'before the first grant the record shows the configured safetyMarginSeconds, not 0');
+  t.equal(lease.ttlSeconds, 6, 'and the configured ttlSeconds');
 });
 
 t.test('acquire grants generation 1 and a second host is refused with 409 held', async (t) => {
