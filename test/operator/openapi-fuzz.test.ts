@@ -2,7 +2,7 @@
  * A property-based client generated from the OpenAPI document the arbiter serves: for every
  * operation, requests built from the document's own JSON Schemas (valid ones, and near-valid
  * ones with one thing wrong), with no token, the admin token, a member token and a query token,
- * sent to a real `hq-arbiter serve` on loopback (store SQLite). A response fails the test when
+ * sent to a real `hq-arbiter serve` on loopback (store SQLite, then etcd with fewer requests). A response fails the test when
  * the document does not declare its status, its content type, a header it carries or its body's
  * shape; when it is a 5xx (a documented 503 with its code aside); and when a request the
  * document allows is refused as malformed (`400 HQ_ERR_BAD_REQUEST`, 413, 415).
@@ -14,10 +14,12 @@ import t from 'tap';
 import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { CLI, childEnv, startArbiter, writeConfig } from '../arbiter/child.js';
+import { etcdMembers } from '../etcd/members.js';
 
 const RUNS = Number(process.env['HQ_OPENAPI_RUNS'] ?? 24);
 const SEED = process.env['HQ_OPENAPI_SEED'] === undefined ? Date.now() % 2_147_483_647 : Number(process.env['HQ_OPENAPI_SEED']);
@@ -218,9 +220,33 @@ function declared(op: Operation, status: number): Answer | undefined {
   return op.responses[String(status)] ?? op.responses[`${String(status)[0]}XX`] ?? op.responses['default'];
 }
 
-t.test('a client generated from the served OpenAPI document gets only what the document declares', async (t) => {
+/** A free loopback port (the etcd store's arbiter advertises its URL, so it cannot listen on port 0). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+t.test('store sqlite: a client generated from the served OpenAPI document gets only what the document declares', async (t) => {
   const dir = t.testdir();
-  const config = writeConfig(dir, { candidates: ['mbp', 'node-b'] });
+  await fuzz(t, dir, writeConfig(dir, { candidates: ['mbp', 'node-b'] }), RUNS);
+});
+
+t.test('store etcd: the same client, fewer requests', async (t) => {
+  const etcd = await etcdMembers(t, { size: 1 });
+  if (etcd === null) return;
+  const dir = t.testdir();
+  const port = await freePort();
+  const store = { kind: 'etcd', endpoints: etcd.endpoints, prefix: '/hq-fuzz', advertiseUrl: `http://127.0.0.1:${port}`, dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 };
+  await fuzz(t, dir, writeConfig(dir, { candidates: ['mbp', 'node-b'], listen: { host: '127.0.0.1', port }, store }), Math.max(4, Math.ceil(RUNS / 3)));
+});
+
+async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Promise<void> {
   const a = await startArbiter(t, config);
   const issue = (name: string, scope: string) => execFileSync(process.execPath, [CLI, 'token', 'issue', name, '--scope', scope, '--config', config], { env: childEnv(), encoding: 'utf8' }).trim();
   const tokens: Record<string, string | null> = {
@@ -340,4 +366,4 @@ t.test('a client generated from the served OpenAPI document gets only what the d
     }
   }
   t.equal(a.proc.exitCode, null, 'the arbiter is still up');
-});
+}
