@@ -5,7 +5,8 @@
  * sent to a real `hq-arbiter serve` on loopback (store SQLite, then etcd with fewer requests). A response fails the test when
  * the document does not declare its status, its content type, a header it carries or its body's
  * shape; when it is a 5xx (a documented 503 with its code aside); and when a request the
- * document allows is refused as malformed (`400 HQ_ERR_BAD_REQUEST`, 413, 415).
+ * document allows is refused as malformed (`400 HQ_ERR_BAD_REQUEST`, 413, 415), or a body it
+ * refuses is accepted.
  *
  * HQ_OPENAPI_RUNS sets the requests per operation (default 24: about 700 requests);
  * HQ_OPENAPI_SEED replays a run (the seed is printed).
@@ -137,10 +138,12 @@ function nearValid(doc: Doc, raw: Schema): fc.Arbitrary<{ body: unknown; what: s
   const required = ((s['required'] as string[] | undefined) ?? []).filter((k) => k in props);
   if (s['type'] !== 'object' || Object.keys(props).length === 0) return null;
   const body = valid(doc, s) as fc.Arbitrary<Record<string, unknown>>;
+  // A value of another type than the property's: a number where an object goes, else an object.
+  const wrong = (k: string): unknown => (resolveRef(doc, props[k] as Schema)['type'] === 'object' ? 12345 : { not: ['the', 'type'] });
   const ways: Array<fc.Arbitrary<{ body: unknown; what: string }>> = [
-    body.map((b) => ({ body: { ...b, zzUnknownField: 1 }, what: 'an unknown field' })),
-    fc.tuple(body, fc.constantFrom(...Object.keys(props))).map(([b, k]) => ({ body: { ...b, [k]: { not: ['the', 'type'] } }, what: `${k} of the wrong type` })),
+    fc.tuple(body, fc.constantFrom(...Object.keys(props))).map(([b, k]) => ({ body: { ...b, [k]: wrong(k) }, what: `${k} of the wrong type` })),
   ];
+  if (s['additionalProperties'] === false) ways.push(body.map((b) => ({ body: { ...b, zzUnknownField: 1 }, what: 'an unknown field' })));
   if (required.length > 0) {
     ways.push(
       fc.tuple(body, fc.constantFrom(...required)).map(([b, k]) => {
@@ -289,6 +292,7 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
     if (res.statusCode >= 500 && !(res.statusCode === 503 && BUSY.has(parsed?.error ?? ''))) return `${where}: a 5xx`;
     if (r.valid && res.statusCode === 400 && parsed?.error === 'HQ_ERR_BAD_REQUEST') return `${where}: a request the document allows is refused as malformed`;
     if (r.valid && (res.statusCode === 413 || res.statusCode === 415)) return `${where}: a request the document allows is refused for its body`;
+    if (!r.valid && res.statusCode < 400) return `${where}: a body the document refuses was accepted`;
     const media = Object.keys(answer.content ?? {});
     if (text !== '' || type !== '') {
       const base = type.split(';')[0]?.trim() ?? '';
