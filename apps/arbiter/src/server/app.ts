@@ -9,7 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, type HqContext } from './context.js';
-import { HttpError, refusalBody } from '@hq/runtime/refusal';
+import { HttpError, RouteMethods, answerRouterError, refusalBody } from '@hq/runtime/refusal';
 import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
@@ -61,31 +61,6 @@ const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> =
   ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
 ]);
 
-/**
- * The methods of each route URL (`/v1/resources/:id`), matched against a request path the
- * way the router matches it: a `:param` is one non-empty segment, anything else literal.
- */
-export class RouteMethods {
-  private readonly routes: Array<{ readonly re: RegExp; readonly methods: Set<string> }> = [];
-
-  add(url: string, method: string | readonly string[]): void {
-    const source = `^${url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`;
-    let entry = this.routes.find((r) => r.re.source === source);
-    if (entry === undefined) {
-      entry = { re: new RegExp(source), methods: new Set() };
-      this.routes.push(entry);
-    }
-    for (const m of typeof method === 'string' ? [method] : method) entry.methods.add(m);
-  }
-
-  /** The methods `path` answers, sorted; none when no route has that path. */
-  allowed(path: string): string[] {
-    const out = new Set<string>();
-    for (const r of this.routes) if (r.re.test(path)) for (const m of r.methods) out.add(m);
-    return [...out].sort();
-  }
-}
-
 /** How long a refused body is read before its 413 goes out anyway (a client that never stops). */
 const LINGER_MS = 2_000;
 
@@ -124,10 +99,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: false },
     // The router's own refusals (a path parameter over 100 characters, a bad percent escape)
     // answer in hq's shape like every other error, never Fastify's.
-    frameworkErrors: (err, _req, reply) => {
-      const why = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is longer than 100 characters' : err.code === 'FST_ERR_BAD_URL' ? 'the path has a malformed percent escape' : 'the request is malformed';
-      void (reply as unknown as { code(n: number): { send(b: unknown): unknown } }).code(ERRORS.BAD_REQUEST.status).send({ error: ERRORS.BAD_REQUEST.code, message: why });
-    },
+    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Every route's URL and methods, for the 405 of a known path asked with another method.
@@ -180,11 +152,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0] ?? '';
-    const allow = known.allowed(path);
-    if (allow.length > 0) {
-      reply.header('allow', allow.join(', '));
-      return reply.code(405).send({ error: ERRORS.METHOD_NOT_ALLOWED.code, message: `${req.method} is not a method of ${path}; it answers ${allow.join(', ')}` });
-    }
+    const wrong = known.refusal(req.method, path);
+    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
     return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
   });
 
