@@ -19,8 +19,13 @@
  *  - from `OPERATIONS`: an `operationId` (unique, for code generators), a one-line `summary`, one
  *    tag of `TAGS` and the description of the success answer; every other answer without a
  *    description gets the catalog codes of its status (never @fastify/swagger's "Default Response");
+ *  - request bodies as the server reads them (`documentedBody`): key patterns kept, fields of a
+ *    later protocol marked `x-hq-protocol-since`, the survival manifest with its schema;
  * and, over the whole document (`shareSchemas`), every schema whose `title` is in `SHARED_SCHEMAS`
- * (the lease record, the error body, …) becomes one `components.schemas` entry used by `$ref`.
+ * (the lease record, the error body, …) becomes one `components.schemas` entry used by `$ref`;
+ * then (`declareHeaders`) the `hq-protocol` header on every request and answer, the other answer
+ * headers (ETag, cache-control, the status page's security headers) and the blob upload's body.
+ * test/operator/openapi-fuzz.test.ts holds the server to the result with a generated client.
  * A route missing from `OPERATIONS` still gets an id and a summary derived from its method and
  * URL (test/operator/openapi.test.ts fails on it for the app's own routes).
  * HEAD routes (Fastify adds one per GET) are left out: they answer like their GET.
