@@ -159,7 +159,7 @@ t.test('port leases: refusals, clamp and a full band', async (t) => {
   t.equal(json(long).port, 31450, 'the first port is granted (excluded ports outside the band change nothing)');
   const share = await h.req('POST', '/v1/leases/port', { body });
   t.equal(share.statusCode, 503, 'a second port for mbp is beyond its share of a two-port band');
-  t.same(json(share), { error: 'HQ_ERR_BAND_FULL', message: 'mbp already holds 1 ports of the test band 31450–31452, its share (half the band); release one first' }, 'and the answer says so');
+  t.same(json(share), { error: 'HQ_ERR_BAND_FULL', message: 'mbp already holds 1 port of the test band 31450–31452, its share (half the band); release one first' }, 'and the answer says so');
   const second = await h.req('POST', '/v1/leases/port', { body: { ...body, machine: 'node-b' }, token: h.tokens.admin });
   t.equal(json(second).port, 31452, 'another machine gets a port; the reserved 31451 is skipped');
   const full = await h.req('POST', '/v1/leases/port', { body: { ...body, machine: 'seed' }, token: h.tokens.admin });

@@ -129,7 +129,7 @@ export function decideAllocation(a: AllocateInput): AllocateResult {
   const share = hostShare(a.bands);
   const held = a.rows.filter((r) => r.machine === a.machine && isLive(r, a.now) && inBand(r.port, test)).length;
   if (held >= share) {
-    return { ok: false, reason: 'band-full', message: `${a.machine} already holds ${held} ports of the test band ${test.from}–${test.to}, its share (half the band); release one first` };
+    return { ok: false, reason: 'band-full', message: `${a.machine} already holds ${held} port${held === 1 ? '' : 's'} of the test band ${test.from}–${test.to}, its share (half the band); release one first` };
   }
   const reserved = new Set(a.bands.reserved);
   const excluded = new Set(a.excluded.filter((p) => inBand(p, test)));
