@@ -152,8 +152,12 @@ ${standby.map((s) => commandSection(s)).join('\n')}
 ## Arbiter HTTP API (port 8470)
 
 JSON in and out, times in epoch seconds on the arbiter's clock, bodies validated strictly (unknown
-fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400, 401, 403, 404, 409,
-412, 413, 415 — never a 5xx for bad input (with store etcd, \`503 HQ_ERR_NOT_ELECTED\` while no arbiter
+fields refused, no coercion); errors \`{error: "HQ_ERR_…", message}\` with 400, 401, 403, 404, 405, 409,
+412, 413, 415, 422 — never a 5xx for bad input, and never \`400 HQ_ERR_BAD_REQUEST\` for a request the
+document allows (a refusal the schema cannot express has its own code: \`HQ_ERR_BAD_MANIFEST\`,
+\`HQ_ERR_PROTOCOL_VERSION\`). A path parameter over 100 characters or a malformed percent escape is
+\`400 HQ_ERR_BAD_REQUEST\`; a known path asked with a method it does not answer is
+\`405 HQ_ERR_METHOD_NOT_ALLOWED\` with an \`Allow\` header; \`HEAD\` answers like \`GET\` (with store etcd, \`503 HQ_ERR_NOT_ELECTED\` while no arbiter
 is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: nothing was decided). The full document: \`GET /v1/openapi.json\`.
 Every request and answer carries \`hq-protocol: N\` (this release speaks 2 and serves 1; no header is 1,
 hq 0.1.x); a version not served is \`400 HQ_ERR_PROTOCOL_VERSION\`, naming both versions and what to
@@ -172,12 +176,12 @@ upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
-| \`GET /v1/events?after=ID&limit=N\`, \`?tail=N\`, \`?since=T\` | read | \`{events: [...]}\` ascending |
+| \`GET /v1/events?after=ID&limit=N&tail=N&since=T\` | read | \`{events: [...]}\` ascending; each part optional, \`limit\` and \`tail\` 1–1000: \`after\` and \`since\` are lower bounds (the later wins), \`tail\` keeps the last events above them, \`limit\` caps the count (default 100) |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
 | \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
-| \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases |
+| \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases; \`excluded\` ports outside the test band change nothing; one machine holds at most half the test band's allocatable ports at once (rounded up: 25 of the default 50), so a runaway loop or a stolen member token on one host leaves the other hosts their ports, while a one-host installation still runs its tests in parallel — beyond that share, or with the band full, \`503 HQ_ERR_BAND_FULL\` (the admin token may lease for any machine name, each with its own share) |
 | \`PUT /v1/survival/…\`, \`GET /v1/survival\` | member / read | survival copies |
 
 ## Agent socket and peer listener
@@ -207,7 +211,7 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
+\`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
 last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
 arbiter that decides), \`hq_etcd_member_up{endpoint}\`, \`hq_etcd_db_size_bytes{endpoint}\` (each member's database file),
 \`hq_etcd_quota_bytes\` (the members' space quota, else \`store.quotaBackendBytes\`), \`hq_etcd_nospace_alarm\` (1: etcd refuses

@@ -301,3 +301,23 @@ t.test("a route's schema is compiled at its first request, by Fastify's compiler
   t.match(run, { status: 400 }, 'another route validates as it did');
   t.ok(socket.server.listening, 'the socket still serves');
 });
+
+t.test("both listeners answer a wrong method with 405 and Allow, and the router's own refusals in hq's shape", async (t) => {
+  const { agent } = await setup(t);
+  const socket = socketApp(agent, null, { fastPath: false });
+  const peer = peerApp(agent, null);
+  t.teardown(() => Promise.all([socket.close(), peer.close()]));
+  const wrong = await peer.inject({ method: 'DELETE', url: '/v1/health' });
+  t.same([wrong.statusCode, wrong.json().error], [405, 'HQ_ERR_METHOD_NOT_ALLOWED'], 'peer: DELETE /v1/health is 405');
+  t.equal(wrong.headers['allow'], 'GET, HEAD', 'with the methods it answers');
+  const runs = await socket.inject({ method: 'GET', url: '/v1/runs/abc' });
+  t.same([runs.statusCode, runs.json().error], [405, 'HQ_ERR_METHOD_NOT_ALLOWED'], 'socket: GET on a run (a path with a parameter) is 405');
+  t.equal(runs.headers['allow'], 'DELETE, POST', 'with the methods it answers');
+  t.equal((await peer.inject({ method: 'GET', url: '/v1/nothing' })).statusCode, 404, 'an unknown path stays 404');
+  for (const [what, url] of [['a path parameter over 100 characters', `/v1/runs/${'a'.repeat(120)}`], ['a malformed percent escape', '/v1/runs/%zz']] as const) {
+    const res = await socket.inject({ method: 'DELETE', url });
+    t.equal(res.statusCode, 400, `socket, ${what}: 400`);
+    t.same(Object.keys(res.json() as object).sort(), ['error', 'message'], `socket, ${what}: only error and message`);
+    t.equal(res.json().error, 'HQ_ERR_BAD_REQUEST', `socket, ${what}: the catalog code`);
+  }
+});

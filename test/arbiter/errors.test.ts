@@ -77,11 +77,28 @@ t.test('403: scopes and a member token acting for another host', async (t) => {
   t.equal((await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.admin)).statusCode, 200, 'an admin token acts for any host');
 });
 
-t.test('404 for unknown routes and methods', async (t) => {
-  const h = await harness(t);
+t.test('404 for unknown routes, 405 for a known route asked with another method', async (t) => {
+  const h = await harness(t, {}, { registry: true });
   isError(t, await h.get('/v1/nothing'), 404, 'HQ_ERR_NOT_FOUND', 'an unknown path');
   isError(t, await h.get('/v1/lease/'), 404, 'HQ_ERR_NOT_FOUND', 'a trailing slash');
-  isError(t, await h.app.inject({ method: 'DELETE', url: '/v1/lease' }), 404, 'HQ_ERR_NOT_FOUND', 'an unknown method');
+  const wrong = await h.app.inject({ method: 'DELETE', url: '/v1/lease' });
+  isError(t, wrong, 405, 'HQ_ERR_METHOD_NOT_ALLOWED', 'a known path asked with a method it does not answer');
+  t.equal(wrong.headers['allow'], 'GET, HEAD', 'the Allow header lists the methods it answers');
+  const param = await h.app.inject({ method: 'GET', url: '/v1/leases/port/31450/heartbeat' });
+  isError(t, param, 405, 'HQ_ERR_METHOD_NOT_ALLOWED', 'a path with a parameter asked with another method');
+  t.equal(param.headers['allow'], 'POST', 'the Allow header of a parameterized path');
+  isError(t, await h.app.inject({ method: 'DELETE', url: '/v1/lease/x' }), 404, 'HQ_ERR_NOT_FOUND', 'an unknown path under a known one');
+});
+
+t.test("the router's own refusals answer in hq's shape", async (t) => {
+  const h = await harness(t, {}, { registry: true });
+  const long = await h.app.inject({ method: 'DELETE', url: `/v1/resources/${'a'.repeat(120)}`, headers: { authorization: `Bearer ${h.tokens.admin}` } });
+  isError(t, long, 400, 'HQ_ERR_BAD_REQUEST', 'a path parameter over 100 characters');
+  t.same(Object.keys(long.json() as object).sort(), ['error', 'message'], 'only error and message (no Fastify code or statusCode)');
+  t.match(long.json().message, /longer than 100 characters/, 'the message says what to fix');
+  const escape = await h.app.inject({ method: 'DELETE', url: '/v1/resources/%zz', headers: { authorization: `Bearer ${h.tokens.admin}` } });
+  isError(t, escape, 400, 'HQ_ERR_BAD_REQUEST', 'a malformed percent escape');
+  t.same(Object.keys(escape.json() as object).sort(), ['error', 'message'], 'only error and message');
 });
 
 t.test('409 carries the record and the catalog code', async (t) => {

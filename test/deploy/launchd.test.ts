@@ -5,7 +5,8 @@
  * example mbp config.
  */
 import t from 'tap';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -280,4 +281,46 @@ t.test('com.hq.service-example.plist keeps a follower of HQ alive: hq fence run 
   }
   const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
   t.match(readme, /com\.hq\.service-example\.plist/, 'the README installs it');
+});
+
+/** Runs a README's install line with a fake home, node and npm (nvm-style paths); returns the written file. */
+function runInstallLine(t: Tap.Test, line: string, out: string, extraEnv: Record<string, string> = {}): { home: string; node: string; npmRoot: string; text: string } {
+  const dir = t.testdir({ bin: {}, home: { Library: { LaunchAgents: {} } } });
+  const home = join(dir, 'home');
+  const node = join(home, '.nvm/versions/node/v20.11.0/bin/node');
+  const npmRoot = join(home, '.nvm/versions/node/v20.11.0/lib/node_modules');
+  mkdirSync(dirname(node), { recursive: true });
+  writeFileSync(node, '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  writeFileSync(join(dirname(node), 'npm'), `#!/bin/sh\n[ "$1 $2" = "root -g" ] && echo ${npmRoot}\n`, { mode: 0o755 });
+  const r = spawnSync('sh', ['-c', line], { cwd: root, encoding: 'utf8', env: { HOME: home, PATH: `${dirname(node)}:/usr/bin:/bin`, ...extraEnv } });
+  t.equal(r.status, 0, `the install line runs (${r.stderr.trim()})`);
+  return { home, node, npmRoot, text: readFileSync(out.replace(/^~/, home), 'utf8') };
+}
+
+t.test("the README's install line writes the plist with this Mac's node, daemon and home (nvm, Intel, Apple silicon alike)", async (t) => {
+  const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
+  const line = readme.split('\n').find((l) => l.startsWith('sed ') && l.includes('com.hq.agent.plist >'));
+  t.ok(line !== undefined, 'the README has one sed line writing the plist');
+  if (line === undefined) return;
+  const { home, node, npmRoot, text } = runInstallLine(t, line, '~/Library/LaunchAgents/com.hq.agent.plist');
+  const plist = parsePlist(text) as Map<string, Plist>;
+  t.same(plist.get('ProgramArguments'), [node, `${npmRoot}/@hq/agent/dist/daemon-cli.js`, '--config', `${home}/.hq/agent.json`], 'ProgramArguments: the node found on PATH and the daemon under npm root -g');
+  t.notMatch(text, /\/Users\/YOU|\/opt\/homebrew\/lib|\/opt\/homebrew\/bin\/node/, 'no placeholder is left anywhere in the written plist');
+  t.ok(existsSync(join(root, 'apps/agent/dist/daemon-cli.js')) || existsSync(join(root, 'apps/agent/src/daemon-cli.ts')), 'the daemon path is the @hq/agent package\'s dist/daemon-cli.js');
+  const header = /<!--([\s\S]*?)-->/.exec(readFileSync(join(root, 'deploy/launchd/com.hq.agent.plist'), 'utf8'))?.[1] ?? '';
+  for (const placeholder of ['/Users/YOU', '/opt/homebrew/bin/node', '/opt/homebrew/lib/node_modules']) t.ok(header.includes(placeholder), `the plist's header explains ${placeholder}`);
+  t.notMatch(header, /cloned|built there/, 'the header does not describe a checkout the plist does not run from');
+});
+
+t.test("deploy/README.md installs each systemd unit with this host's node and daemon paths", async (t) => {
+  const readme = readFileSync(join(root, 'deploy/README.md'), 'utf8');
+  for (const [unit, daemon] of [['hq-arbiter', '@hq/arbiter/dist/cli.js'], ['hq-agent', '@hq/agent/dist/daemon-cli.js']] as const) {
+    const line = readme.split('\n').find((l) => l.startsWith('sed ') && l.includes(`systemd/${unit}.service |`));
+    t.ok(line !== undefined, `the README writes ${unit}.service with one sed line`);
+    if (line === undefined) continue;
+    const local = line.replace(/\| sudo tee (\S+) >\/dev\/null$/, '> "$HOME/unit.service"');
+    const { node, npmRoot, text } = runInstallLine(t, local, '~/unit.service', { D: join(root, 'deploy') });
+    const exec = /^ExecStart=(.*)$/m.exec(text)?.[1]?.split(/\s+/) ?? [];
+    t.same(exec.slice(0, 2), [node, `${npmRoot}/${daemon}`], `${unit}: ExecStart runs the node found on PATH and the daemon under npm root -g`);
+  }
 });

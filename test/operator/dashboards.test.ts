@@ -14,6 +14,7 @@ import t from 'tap';
 import { parse as parseYaml } from 'yaml';
 import type { Registry } from 'prom-client';
 import { operatorHarness } from './helper.js';
+import { missingTool } from '../missing-tool.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
 import type { Agent } from '../../apps/agent/src/daemon/agent-shell.js';
 
@@ -201,21 +202,38 @@ t.test('the alert rules parse, cover the six asked-for alerts, and name only rea
   }
 });
 
-t.test('promtool accepts the rules and their unit tests pass (where promtool is installed)', async (t) => {
-  // $HQ_PROMTOOL names the binary ("" pretends it is not installed); else promtool on PATH.
+/** $HQ_PROMTOOL names the binary ("" pretends it is not installed); else promtool on PATH; null: skipped (a failure under CI=true). */
+function findPromtool(t: Tap.Test, what: string): string | null {
   const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
   const promtool = process.env['HQ_PROMTOOL'] ?? (which.status === 0 ? which.stdout.trim() : '');
-  if (promtool === '') {
-    const reason = 'promtool is not installed (Debian: apt-get install -y prometheus)';
-    if (process.env['CI'] === 'true') t.fail(`promtool check rules must run under CI: ${reason}`);
-    else t.skip(`promtool check rules not run: ${reason}`);
-    return;
-  }
+  if (promtool !== '') return promtool;
+  missingTool(t, `${what} not run: promtool is not installed (Debian: apt-get install -y prometheus)`);
+  return null;
+}
+
+t.test('promtool accepts the rules and their unit tests pass (where promtool is installed)', async (t) => {
+  const promtool = findPromtool(t, 'promtool check rules');
+  if (promtool === null) return;
   const check = spawnSync(promtool, ['check', 'rules', ALERTS], { encoding: 'utf8', timeout: 30_000 });
   t.equal(check.status, 0, `promtool check rules passes: ${(check.stdout + check.stderr).trim().split('\n').slice(-3).join(' | ')}`);
   const unit = spawnSync(promtool, ['test', 'rules', ALERT_TESTS], { encoding: 'utf8', timeout: 60_000, cwd: resolve(ROOT, 'deploy/prometheus') });
   t.equal(unit.status, 0, `promtool test rules passes: ${(unit.stdout + unit.stderr).trim().split('\n').slice(-6).join(' | ')}`);
   t.comment(`promtool: ${execFileSync(promtool, ['--version'], { encoding: 'utf8' }).split('\n')[0]}`);
+});
+
+t.test('promtool check metrics accepts both daemons\' /metrics (where promtool is installed)', async (t) => {
+  const promtool = findPromtool(t, 'promtool check metrics');
+  if (promtool === null) return;
+  const h = await operatorHarness(t, {}, { harness: { registry: true, processMetrics: true } });
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  await h.post('/v1/heartbeat', { host: 'node-b', heartbeatSeconds: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } }, h.tokens.nodeb);
+  const arbiter = (await h.get('/metrics')).body;
+  t.match(arbiter, /^nodejs_active_handles\{/m, "the arbiter's scrape has prom-client's process metrics");
+  for (const [who, text] of [['arbiter', arbiter], ['agent', (await agentMetrics()).text]] as const) {
+    const r = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 30_000 });
+    t.equal(r.status, 0, `promtool check metrics passes on the ${who}'s /metrics: ${(r.stdout + r.stderr).trim().split('\n').slice(-4).join(' | ')}`);
+  }
 });
 
 t.test('one label name per concept: host names a machine in every metric, and views name their target', async (t) => {
@@ -234,4 +252,14 @@ t.test('one label name per concept: host names a machine in every metric, and vi
   t.match((await h.get('/metrics')).body, /hq_view_age_seconds\{observer="node-b",target="mbp"\} \d/, 'the view age names its target like hq_view_reachable does');
   for (const name of agent.types.keys()) t.ok(agent.labels.get(name)?.has('host'), `agent metric ${name} carries host`);
   t.match(agent.text, /hq_agent_validity_remaining_seconds\{host="mbp"\} 42/, "the agent's series name their machine");
+});
+
+t.test('docs/REFERENCE.md "Metrics" names every hq metric both daemons export', async (t) => {
+  const h = await operatorHarness(t, {}, { harness: { registry: true } });
+  await h.settle();
+  const text = readFileSync(resolve(ROOT, 'docs/REFERENCE.md'), 'utf8');
+  const section = text.slice(text.indexOf('\n## Metrics\n'), text.indexOf('\n## ', text.indexOf('\n## Metrics\n') + 5));
+  const names = [...(await describe(h.rt.metrics.registry)).types.keys(), ...(await agentMetrics()).types.keys()].filter((n) => n.startsWith('hq_'));
+  t.ok(names.includes('hq_fleet_member_load1'), 'the registry gauges are among them');
+  for (const name of new Set(names)) t.ok(section.includes(`\`${name}\``) || section.includes(`\`${name}{`), `${name} is in docs/REFERENCE.md "Metrics"`);
 });

@@ -20,6 +20,7 @@ const catalog: ReadonlyArray<readonly [{ readonly [name: string]: CatalogEntry }
   [ERRORS, 'FORBIDDEN', 'HQ_ERR_FORBIDDEN', 403],
   [ERRORS, 'WRONG_HOST', 'HQ_ERR_WRONG_HOST', 403],
   [ERRORS, 'NOT_FOUND', 'HQ_ERR_NOT_FOUND', 404],
+  [ERRORS, 'METHOD_NOT_ALLOWED', 'HQ_ERR_METHOD_NOT_ALLOWED', 405],
   [ERRORS, 'HELD', 'HQ_ERR_HELD', 409],
   [ERRORS, 'NOT_HOLDER', 'HQ_ERR_NOT_HOLDER', 409],
   [ERRORS, 'STALE_GENERATION', 'HQ_ERR_STALE_GENERATION', 409],
@@ -98,7 +99,6 @@ const refusals: ReadonlyArray<readonly [string, { readonly lease: LeaseRefusal }
   ['a wrong lease id maps to CONFLICT', { registry: 'wrong-id' }, ERRORS.CONFLICT],
   ['an unknown or expired lease or resource maps to NOT_FOUND', { registry: 'not-found' }, ERRORS.NOT_FOUND],
   ['a full band maps to BAND_FULL', { registry: 'band-full' }, ERRORS.BAND_FULL],
-  ['an excluded port outside the band maps to BAD_REQUEST', { registry: 'excluded-outside-band' }, ERRORS.BAD_REQUEST],
 ];
 
 for (const [name, reason, expected] of refusals) {

@@ -9,6 +9,7 @@ import {
   decideRegister,
   decideResourceDelete,
   decideResourceHeartbeat,
+  hostShare,
   validateBands,
   bandsFromConfig,
   type Actor,
@@ -84,8 +85,12 @@ t.test('allocation gives the lowest free test port, reusing expired leases', asy
     ['reserved is skipped after a live lease', { bands: small, rows: [lease(31450)] }, 31452],
     ['a full band is refused with band-full', { bands: small, rows: [lease(31450), lease(31452), lease(31453)] }, 'band-full'],
     ['excluding every free port is band-full', { bands: small, excluded: [31450, 31452, 31453] }, 'band-full'],
-    ['an excluded port outside the band is refused', { excluded: [31420] }, 'excluded-outside-band'],
-    ['an excluded offline port is refused', { excluded: [31500] }, 'excluded-outside-band'],
+    ['an excluded port outside the band changes nothing', { excluded: [31420] }, 31450],
+    ['an excluded offline port changes nothing', { excluded: [31500, 70000, -1] }, 31450],
+    ['a machine holding half the band (its share) is refused', { rows: Array.from({ length: 25 }, (_, i) => lease(31450 + i, { machine: 'mbp' })) }, 'band-full'],
+    ['one lease under its share is granted', { rows: Array.from({ length: 24 }, (_, i) => lease(31450 + i, { machine: 'mbp' })) }, 31474],
+    ["another machine's leases do not count against its share", { rows: Array.from({ length: 25 }, (_, i) => lease(31450 + i)) }, 31475],
+    ['expired leases do not count against the share', { rows: Array.from({ length: 25 }, (_, i) => lease(31450 + i, { machine: 'mbp', expiresAt: NOW })) }, 31450],
   ];
   for (const [name, over, want] of cases) {
     const r = decideAllocation({ ...base, ...over });
@@ -99,6 +104,9 @@ t.test('allocation gives the lowest free test port, reusing expired leases', asy
   t.ok(fresh.ok && fresh.lease.leaseId === LID && fresh.lease.machine === 'mbp' && fresh.lease.createdAt === NOW, 'the lease carries the given id, owner and time');
   const full = decideAllocation({ ...base, bands: small, rows: [lease(31450), lease(31452), lease(31453)] });
   t.match(full.ok ? '' : full.message, /31450–31453/, 'the band-full message names the band');
+  t.same([hostShare(DEFAULT_BANDS), hostShare(small), hostShare({ ...small, test: { from: 31450, to: 31451 } })], [25, 2, 1], 'the share is half the allocatable ports, rounded up, at least 1');
+  const share = decideAllocation({ ...base, rows: Array.from({ length: 25 }, (_, i) => lease(31450 + i, { machine: 'mbp' })) });
+  t.match(share.ok ? '' : share.message, /mbp already holds 25 ports of the test band 31450–31499, its share/, 'the share refusal names the machine and its count');
 });
 
 t.test('renew and release need a live lease, its owner and its id', async (t) => {

@@ -136,7 +136,11 @@ export class Arbiter {
   }
 
   record(state: ArbiterState, now: number = this.now()): LeaseRecord {
-    return toRecord(state.lease, state.observers, now);
+    const r = toRecord(state.lease, state.observers, now);
+    // Before its first grant the record has no timing of its own (it was created with a zero
+    // margin): it shows the configured one, which that grant will write.
+    if (state.lease.acquiredAt !== null) return r;
+    return { ...r, ttlSeconds: this.settings.ttlSeconds, safetyMarginSeconds: this.settings.safetyMarginSeconds };
   }
 
   /** The API record of the last committed state. */

@@ -15,6 +15,9 @@ export interface MetricsSnapshot {
   readonly versions?: ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }>;
 }
 
+/** prom-client's default gauges whose names end in `_total`, which is reserved for counters. */
+export const MISNAMED_DEFAULT_GAUGES: readonly string[] = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export class Metrics {
   readonly registry = new Registry();
   readonly generation = new Gauge({ name: 'hq_lease_generation', help: 'The lease generation (fencing token).', registers: [this.registry] });
@@ -50,7 +53,11 @@ export class Metrics {
   constructor(defaults = true) {
     // The event-loop lag monitor samples every eventLoopMonitoringPrecision ms; prom-client's 10 ms
     // woke an idle arbiter 100 times a second. Once a second is enough for a dashboard.
-    if (defaults) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 1000 });
+    if (!defaults) return;
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 1000 });
+    // Gauges named like counters break `promtool check metrics` (and rate() on them is
+    // meaningless); each is the sum of the by-type gauge of the same name without `_total`.
+    for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(name);
   }
 
   /** Recomputes the state gauges from one store read. */

@@ -32,6 +32,7 @@ export const ERRORS = Object.freeze({
   FORBIDDEN: entry('HQ_ERR_FORBIDDEN', 403, 'the token may not do this'),
   WRONG_HOST: entry('HQ_ERR_WRONG_HOST', 403, 'a member token may only act for its own machine'),
   NOT_FOUND: entry('HQ_ERR_NOT_FOUND', 404, 'no such resource'),
+  METHOD_NOT_ALLOWED: entry('HQ_ERR_METHOD_NOT_ALLOWED', 405, 'the path does not answer this method (the Allow header lists those it does)'),
   HELD: entry('HQ_ERR_HELD', 409, 'the lease is held by another host'),
   NOT_HOLDER: entry('HQ_ERR_NOT_HOLDER', 409, 'this host does not hold the lease'),
   STALE_GENERATION: entry('HQ_ERR_STALE_GENERATION', 409, 'the generation is older than the current one'),
@@ -108,7 +109,7 @@ export function refusalError(reason: LeaseRefusal): CatalogEntry {
 }
 
 /** The reasons a registry decision (resources, port leases) refuses with. */
-export type RegistryRefusal = 'wrong-host' | 'wrong-owner' | 'id-taken' | 'wrong-id' | 'not-found' | 'band-full' | 'excluded-outside-band';
+export type RegistryRefusal = 'wrong-host' | 'wrong-owner' | 'id-taken' | 'wrong-id' | 'not-found' | 'band-full';
 
 const REGISTRY_REFUSAL_ERRORS: { readonly [K in RegistryRefusal]: CatalogEntry } = Object.freeze({
   'wrong-host': ERRORS.WRONG_HOST,
@@ -117,7 +118,6 @@ const REGISTRY_REFUSAL_ERRORS: { readonly [K in RegistryRefusal]: CatalogEntry }
   'wrong-id': ERRORS.CONFLICT,
   'not-found': ERRORS.NOT_FOUND,
   'band-full': ERRORS.BAND_FULL,
-  'excluded-outside-band': ERRORS.BAD_REQUEST,
 });
 
 export function registryError(reason: RegistryRefusal): CatalogEntry {

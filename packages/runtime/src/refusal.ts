@@ -6,7 +6,7 @@
  * lease's 409 with the record, a replication refusal's detail, a run claim's reason) — the body
  * the refusal was made with, field for field as the contract shows it.
  */
-import type { CatalogEntry } from '@hq/protocol';
+import { ERRORS, type CatalogEntry } from '@hq/protocol';
 
 /** A refusal's own body, when `{error, message}` is not all it says. */
 export type RefusalBody = { readonly [k: string]: unknown };
@@ -28,4 +28,58 @@ export class HttpError extends Error {
 /** The answer's body: the one the refusal carries, else `{error, message}` with `message` as `shape` writes it. */
 export function refusalBody(err: HttpError, shape: (message: string) => string = (m) => m): RefusalBody {
   return err.body ?? { error: err.code, message: shape(err.message) };
+}
+
+/**
+ * The router's own refusals (Fastify's `frameworkErrors`: a path parameter over 100 characters,
+ * a malformed percent escape) in the one style: 400 `HQ_ERR_BAD_REQUEST` with a line saying
+ * what to fix, never Fastify's `{statusCode, code, error}`.
+ */
+export function routerRefusal(code: string | undefined): HttpError {
+  const why = code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is longer than 100 characters' : code === 'FST_ERR_BAD_URL' ? 'the path has a malformed percent escape' : ERRORS.BAD_REQUEST.message;
+  return new HttpError(ERRORS.BAD_REQUEST, why);
+}
+
+/** The members of a Fastify reply `answerRouterError` uses (no Fastify import here). */
+interface CodeReply {
+  code(status: number): { send(body: unknown): unknown };
+}
+
+/** Fastify's `frameworkErrors`: answers the router's refusal in the one style. */
+export function answerRouterError(err: { readonly code?: string | undefined }, reply: unknown): void {
+  const refusal = routerRefusal(err.code);
+  void (reply as CodeReply).code(refusal.statusCode).send(refusalBody(refusal));
+}
+
+/**
+ * The methods of each route URL (`/v1/runs/:id`), matched against a request path the way the
+ * router matches it (a `:param` is one non-empty segment): a known path asked with another
+ * method is a 405 with `Allow`, not a 404. Fill it from an `onRoute` hook.
+ */
+export class RouteMethods {
+  private readonly routes: Array<{ readonly re: RegExp; readonly methods: Set<string> }> = [];
+
+  add(url: string, method: string | readonly string[]): void {
+    const source = `^${url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`;
+    let entry = this.routes.find((r) => r.re.source === source);
+    if (entry === undefined) {
+      entry = { re: new RegExp(source), methods: new Set() };
+      this.routes.push(entry);
+    }
+    for (const m of typeof method === 'string' ? [method] : method) entry.methods.add(m);
+  }
+
+  /** The methods `path` answers, sorted; none when no route has that path. */
+  allowed(path: string): string[] {
+    const out = new Set<string>();
+    for (const r of this.routes) if (r.re.test(path)) for (const m of r.methods) out.add(m);
+    return [...out].sort();
+  }
+
+  /** The 405 of `method` on `path`, or null when no route has that path (a 404). */
+  refusal(method: string, path: string): { readonly allow: string; readonly body: { readonly error: string; readonly message: string } } | null {
+    const allow = this.allowed(path);
+    if (allow.length === 0) return null;
+    return { allow: allow.join(', '), body: { error: ERRORS.METHOD_NOT_ALLOWED.code, message: `${method} is not a method of ${path}; it answers ${allow.join(', ')}` } };
+  }
 }

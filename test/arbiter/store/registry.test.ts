@@ -56,7 +56,7 @@ forEachStore(t, async (factory, t) => {
   t.test('a full band refuses, and no port is ever held by two live leases', async (t) => {
     const store = await factory.registry(t, { bands: { reserved: [], test: { from: 40000, to: 40002 }, offline: { from: 40010, to: 40011 } } });
     const got = [];
-    for (const n of [1, 2, 3, 4]) got.push(await store.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, id(n), NOW));
+    for (const [n, machine] of [[1, 'mbp'], [2, 'node-b'], [3, 'seed'], [4, 'seed-2']] as const) got.push(await store.allocatePort({ machine, purpose: 'p', ttlMs: 60_000 }, id(n), NOW));
     t.same(got.map((g) => (g.ok ? g.lease.port : g.reason)), [40000, 40001, 40002, 'band-full'], 'three ports, then band-full');
     const live = await store.listPortLeases(NOW);
     t.equal(new Set(live.map((l) => l.port)).size, live.length, 'distinct ports');

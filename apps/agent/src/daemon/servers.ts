@@ -36,7 +36,7 @@ import {
   SteppedDownAnswer,
 } from '../schemas/generated.js';
 import { ensureDir } from '@hq/runtime/files';
-import { HttpError, refusalBody } from '@hq/runtime/refusal';
+import { HttpError, RouteMethods, answerRouterError, refusalBody } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
 import { peerTokenMatches } from '../tokens.js';
@@ -58,7 +58,12 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
     // Fastify's compilers with these options, each route's schema compiled at its first request.
     schemaController: { compilersFactory: lazyCompilers() },
+    // The router's own refusals answer in hq's shape like every other error, never Fastify's.
+    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
   });
+  // Every route's URL and methods, for the 405 of a known path asked with another method.
+  const known = new RouteMethods();
+  app.addHook('onRoute', (r) => known.add(r.url, r.method));
   // Node's check of the request deadlines runs while a connection is open, not every 30 s of an idle agent.
   void sweepOnlyWhileConnected(app.server);
   app.setErrorHandler((err: FastifyError, _req, reply) => {
@@ -70,7 +75,11 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
       status === 413 ? ERRORS.TOO_LARGE.code : status === 415 ? ERRORS.UNSUPPORTED_MEDIA.code : status === 404 ? ERRORS.NOT_FOUND.code : ERRORS.BAD_REQUEST.code;
     return reply.code(status).send({ error: code, message: err.message.split('\n')[0] ?? 'bad request' });
   });
-  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message }));
+  app.setNotFoundHandler((req, reply) => {
+    const wrong = known.refusal(req.method, req.url.split('?')[0] ?? '');
+    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
+    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message });
+  });
   // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
   const versions = versionHooks(() => `hq-agent on ${host()}`);
   app.addHook('onRequest', versions.onRequest);

@@ -101,24 +101,38 @@ export interface AllocateInput {
 
 export type AllocateResult =
   | { readonly ok: true; readonly lease: PortLeaseRow; readonly reused: PortLeaseRow | null }
-  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'excluded-outside-band'>; readonly message: string }
   | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'band-full'>; readonly message: string };
 
 /**
- * 1. every excluded port must lie inside the test band (else the caller is confused: 400);
- * 2. walk the band upwards, skipping reserved, excluded and live-leased ports;
+ * How many live test-band leases one machine may hold at once: half of the band's allocatable
+ * ports, rounded up. A runaway loop or a stolen member token on one host then takes at most
+ * half, and every other host still finds ports; half and not less, so that a one-host
+ * installation still runs its parallel tests (25 of the default 50 ports), and a one-port band
+ * is that port. The admin token may lease for any machine name, each name with its own share.
+ */
+export function hostShare(bands: Bands): number {
+  const reserved = new Set(bands.reserved);
+  let free = 0;
+  for (let port = bands.test.from; port <= bands.test.to; port++) if (!reserved.has(port)) free++;
+  return Math.max(1, Math.ceil(free / 2));
+}
+
+/**
+ * 1. the machine may not hold more than its share of the band (`hostShare`; else 503);
+ * 2. walk the band upwards, skipping reserved, excluded and live-leased ports (an excluded
+ *    port outside the band changes nothing: such a port is never given anyway);
  * 3. the first port left is leased — replacing its expired row when it has one;
  * 4. none left: band full (503).
  */
 export function decideAllocation(a: AllocateInput): AllocateResult {
   const { test } = a.bands;
-  for (const p of a.excluded) {
-    if (!inBand(p, test)) {
-      return { ok: false, reason: 'excluded-outside-band', message: `excluded port ${p} is outside the test band ${test.from}–${test.to}` };
-    }
+  const share = hostShare(a.bands);
+  const held = a.rows.filter((r) => r.machine === a.machine && isLive(r, a.now) && inBand(r.port, test)).length;
+  if (held >= share) {
+    return { ok: false, reason: 'band-full', message: `${a.machine} already holds ${held} port${held === 1 ? '' : 's'} of the test band ${test.from}–${test.to}, its share (half the band); release one first` };
   }
   const reserved = new Set(a.bands.reserved);
-  const excluded = new Set(a.excluded);
+  const excluded = new Set(a.excluded.filter((p) => inBand(p, test)));
   const byPort = new Map<number, PortLeaseRow>();
   for (const r of a.rows) byPort.set(r.port, r);
   const ttlMs = clampTtl(a.ttlMs);

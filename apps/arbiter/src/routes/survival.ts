@@ -23,7 +23,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
 import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
-import { PushBody, SurvivalBlobParams, SurvivalParams } from '../schemas/generated.js';
+import { ErrorBody, PushBody, SurvivalBlobParams, SurvivalBlobStoredAnswer, SurvivalCommittedAnswer, SurvivalParams } from '../schemas/generated.js';
 import { FileSurvivalStore } from '../survival/files.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
@@ -91,7 +91,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
 
   const machineOf = new WeakMap<object, string>();
   app.addHook('onRequest', async (req) => {
-    if (req.method === 'GET') return undefined; // reads follow the arbiter's own read rule (scope read)
+    if (req.method === 'GET' || req.method === 'HEAD') return undefined; // reads follow the arbiter's own read rule (scope read)
     const who = await opts.authorize(req.raw.rawHeaders);
     if (who === null || !isHost(who.machine)) throw refusal(ERRORS.UNAUTHORIZED);
     machineOf.set(req, who.machine);
@@ -103,7 +103,7 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     '/v1/survival/:tier/:generation/blobs/:sha256',
     {
       config: { scope: 'member' },
-      schema: { params: SurvivalBlobParams },
+      schema: { params: SurvivalBlobParams, response: { 200: SurvivalBlobStoredAnswer, 413: ErrorBody, 415: ErrorBody, 422: ErrorBody } },
     },
     async (req) => {
       const machine = machineOf.get(req) as string;
@@ -128,18 +128,18 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     {
       config: { scope: 'member' },
       bodyLimit: 4 * 1024 * 1024,
-      schema: { params: SurvivalParams, body: PushBody },
+      schema: { params: SurvivalParams, body: PushBody, response: { 200: SurvivalCommittedAnswer, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody, 413: ErrorBody, 422: ErrorBody } },
     },
     async (req) =>
       serial(async () => {
         const machine = machineOf.get(req) as string;
         const { tier, generation } = req.params;
         const read = await readManifest(req.body.manifest, tier, generation);
-        if (!read.ok) throw refusal(ERRORS.BAD_REQUEST, read.message);
+        if (!read.ok) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, read.message);
         const m = read.manifest;
         if (read.holder !== machine) throw refusal(ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
         const sums = formatSums(m.entries);
-        if (req.body.sums !== sums) throw refusal(ERRORS.BAD_REQUEST, 'SHA256SUMS does not match the manifest entries');
+        if (req.body.sums !== sums) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, 'SHA256SUMS does not match the manifest entries');
         const r = await store.commit(machine, m, sums, keep[tier]);
         if (!r.ok) throw refusal(COMMIT_ERRORS[r.error], r.message);
         const committed: SurvivalCommitted = { generation, files: m.entries.length };

@@ -673,7 +673,8 @@ export const EventStreamQuery = {
   "properties": {
     "after": {
       "type": "string",
-      "pattern": "^[0-9]{1,16}$"
+      "pattern": "^[0-9]{1,15}$",
+      "description": "An event id: the answer starts after it."
     }
   },
   "additionalProperties": false
@@ -742,15 +743,18 @@ export const EventsQuery = {
   "properties": {
     "after": {
       "type": "string",
-      "pattern": "^[0-9]{1,16}$"
+      "pattern": "^[0-9]{1,15}$",
+      "description": "An event id: the answer starts after it."
     },
     "limit": {
       "type": "string",
-      "pattern": "^[0-9]{1,16}$"
+      "pattern": "^(?:[1-9][0-9]{0,2}|1000)$",
+      "description": "A count from 1 to 1000."
     },
     "tail": {
       "type": "string",
-      "pattern": "^[0-9]{1,16}$"
+      "pattern": "^(?:[1-9][0-9]{0,2}|1000)$",
+      "description": "A count from 1 to 1000."
     },
     "since": {
       "type": "string",
@@ -1673,6 +1677,120 @@ export const MaintenanceBody = {
   },
   "additionalProperties": false
 } as unknown as typeof S.MaintenanceBody;
+
+export const ManifestSchema = {
+  "type": "object",
+  "required": [
+    "generation",
+    "tier",
+    "createdAt",
+    "source",
+    "host",
+    "leaseGeneration",
+    "holder",
+    "entries"
+  ],
+  "properties": {
+    "generation": {
+      "type": "string",
+      "pattern": "^[0-9]{8}T[0-9]{6}Z$"
+    },
+    "tier": {
+      "anyOf": [
+        {
+          "type": "string",
+          "const": "core"
+        },
+        {
+          "type": "string",
+          "const": "big"
+        },
+        {
+          "type": "string",
+          "const": "obs"
+        }
+      ]
+    },
+    "createdAt": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 64
+    },
+    "source": {
+      "type": "string",
+      "maxLength": 4096
+    },
+    "host": {
+      "type": "string",
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
+    },
+    "leaseGeneration": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "holder": {
+      "anyOf": [
+        {
+          "type": "string",
+          "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+          "maxLength": 32
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "entries": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "required": [
+          "path",
+          "bytes",
+          "sha256",
+          "kind",
+          "reused"
+        ],
+        "properties": {
+          "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024
+          },
+          "bytes": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 9007199254740991
+          },
+          "sha256": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$"
+          },
+          "kind": {
+            "anyOf": [
+              {
+                "type": "string",
+                "const": "sqlite"
+              },
+              {
+                "type": "string",
+                "const": "file"
+              }
+            ]
+          },
+          "reused": {
+            "type": "boolean"
+          }
+        },
+        "additionalProperties": false
+      },
+      "maxItems": 100000
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.ManifestSchema;
 
 export const OkLease = {
   "type": "object",
@@ -3442,6 +3560,44 @@ export const SurvivalBlobParams = {
   },
   "additionalProperties": false
 } as unknown as typeof S.SurvivalBlobParams;
+
+export const SurvivalBlobStoredAnswer = {
+  "type": "object",
+  "required": [
+    "stored",
+    "bytes"
+  ],
+  "properties": {
+    "stored": {
+      "type": "boolean",
+      "const": true
+    },
+    "bytes": {
+      "type": "integer",
+      "minimum": 0
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.SurvivalBlobStoredAnswer;
+
+export const SurvivalCommittedAnswer = {
+  "type": "object",
+  "required": [
+    "generation",
+    "files"
+  ],
+  "properties": {
+    "generation": {
+      "type": "string",
+      "pattern": "^[0-9]{8}T[0-9]{6}Z$"
+    },
+    "files": {
+      "type": "integer",
+      "minimum": 0
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.SurvivalCommittedAnswer;
 
 export const SurvivalParams = {
   "type": "object",

@@ -27,6 +27,7 @@ export {
   LeaseIdHeaders,
   LeaseRecord,
   MaintenanceBody,
+  ManifestSchema,
   OkLease,
   PortLeaseAnswer,
   PortLeaseBody,
@@ -46,6 +47,8 @@ export {
   StepDownAckAnswer,
   StepDownAckBody,
   SurvivalBlobParams,
+  SurvivalBlobStoredAnswer,
+  SurvivalCommittedAnswer,
   SurvivalParams,
   TransferBody,
 } from '@hq/protocol/schemas';

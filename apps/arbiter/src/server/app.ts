@@ -9,7 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, type HqContext } from './context.js';
-import { HttpError, refusalBody } from '@hq/runtime/refusal';
+import { HttpError, RouteMethods, answerRouterError, refusalBody } from '@hq/runtime/refusal';
 import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
@@ -97,7 +97,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
     routerOptions: { ignoreTrailingSlash: false },
+    // The router's own refusals (a path parameter over 100 characters, a bad percent escape)
+    // answer in hq's shape like every other error, never Fastify's.
+    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Every route's URL and methods, for the 405 of a known path asked with another method.
+  const known = new RouteMethods();
+  app.addHook('onRoute', (r) => known.add(r.url, r.method));
 
   // JSON only (415 otherwise). An empty JSON body is "no body" (e.g. POST /v1/check).
   app.removeAllContentTypeParsers();
@@ -144,7 +151,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
+    const path = req.url.split('?')[0] ?? '';
+    const wrong = known.refusal(req.method, path);
+    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
+    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
   });
 
   // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.

@@ -19,16 +19,21 @@
  *  - from `OPERATIONS`: an `operationId` (unique, for code generators), a one-line `summary`, one
  *    tag of `TAGS` and the description of the success answer; every other answer without a
  *    description gets the catalog codes of its status (never @fastify/swagger's "Default Response");
+ *  - request bodies as the server reads them (`documentedBody`): key patterns kept, fields of a
+ *    later protocol marked `x-hq-protocol-since`, the survival manifest with its schema;
  * and, over the whole document (`shareSchemas`), every schema whose `title` is in `SHARED_SCHEMAS`
- * (the lease record, the error body, …) becomes one `components.schemas` entry used by `$ref`.
+ * (the lease record, the error body, …) becomes one `components.schemas` entry used by `$ref`;
+ * then (`declareHeaders`) the `hq-protocol` header on every request and answer, the other answer
+ * headers (ETag, cache-control, the status page's security headers) and the blob upload's body.
+ * test/operator/openapi-fuzz.test.ts holds the server to the result with a generated client.
  * A route missing from `OPERATIONS` still gets an id and a summary derived from its method and
  * URL (test/operator/openapi.test.ts fails on it for the app's own routes).
  * HEAD routes (Fastify adds one per GET) are left out: they answer like their GET.
  */
 import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { ERRORS, type CatalogEntry } from '@hq/protocol';
-import { ErrorBody } from '../schemas/generated.js';
+import { ERRORS, PROTOCOL_HEADER, PROTOCOL_PREVIOUS, PROTOCOL_VERSION, REPLICATION_ERRORS, STREAM_ERRORS, fieldsAfter, type CatalogEntry } from '@hq/protocol';
+import { ErrorBody, ManifestSchema } from '../schemas/generated.js';
 import type { RouteScope } from './context.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';
@@ -137,10 +142,14 @@ function errorResponse(entries: readonly CatalogEntry[], extra?: string): Record
 /** The error answers a route can give besides those its schema declares. */
 export function impliedErrors(url: string, method: string, scope: RouteScope, hasBody: boolean): Map<number, Record<string, unknown>> {
   const out = new Map<number, Record<string, unknown>>();
-  const bad: CatalogEntry[] = [ERRORS.BAD_REQUEST];
-  if (hasBody || url === '/v1/events' || url === '/v1/events/stream') out.set(400, errorResponse(bad, 'the request does not match the schema'));
+  const why = [
+    ...(hasBody || url.includes(':') || url === '/v1/events' || url === '/v1/events/stream' ? ['the request does not match the schema (a path parameter over 100 characters or a malformed percent escape too)'] : []),
+    ...(scope !== 'none' ? ['more than one Authorization header'] : []),
+    ...(fieldsAfter(PROTOCOL_PREVIOUS, `${method} ${url}`).length > 0 ? [`a field of protocol ${PROTOCOL_VERSION} without ${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`] : []),
+  ];
+  const bad: CatalogEntry[] = why.length > 0 ? [ERRORS.BAD_REQUEST, ERRORS.PROTOCOL_VERSION] : [ERRORS.PROTOCOL_VERSION];
+  out.set(400, errorResponse(bad, [...why, `an ${PROTOCOL_HEADER} header this arbiter does not serve`].join('; or ')));
   if (scope !== 'none') {
-    out.set(400, errorResponse(bad, out.has(400) ? 'the request does not match the schema, or it has more than one Authorization header' : 'more than one Authorization header'));
     out.set(401, errorResponse([ERRORS.UNAUTHORIZED], scope === 'read' ? 'only when a token is sent and is not valid, or auth.openReads is false' : 'no token, or an unknown or revoked one'));
   }
   if (scope === 'member' || scope === 'heartbeat' || scope === 'admin') out.set(403, errorResponse(scope === 'admin' ? [ERRORS.FORBIDDEN] : [ERRORS.FORBIDDEN, ERRORS.WRONG_HOST]));
@@ -150,7 +159,13 @@ export function impliedErrors(url: string, method: string, scope: RouteScope, ha
     out.set(415, errorResponse([ERRORS.UNSUPPORTED_MEDIA]));
   }
   out.set(500, errorResponse([ERRORS.INTERNAL], 'never with detail'));
-  out.set(503, { ...ErrorBody, description: 'the arbiter is shutting down (or, for the event stream, too many streams are open)' });
+  const busy = [
+    'the arbiter is shutting down',
+    `${ERRORS.NOT_ELECTED.code} or ${ERRORS.STORE_UNAVAILABLE.code} (store etcd: nothing was decided)`,
+    ...(url === '/v1/events/stream' ? [`${STREAM_ERRORS.TOO_MANY_STREAMS.code}: ${STREAM_ERRORS.TOO_MANY_STREAMS.message}`] : []),
+    ...(url === '/v1/leases/port' && method === 'POST' ? [`${ERRORS.BAND_FULL.code}: every port of the test band is leased, or the machine already holds its share (half the band)`] : []),
+  ];
+  out.set(503, { ...ErrorBody, description: busy.join('; ') });
   return out;
 }
 
@@ -188,10 +203,115 @@ export function transformRoute(openReads: boolean) {
       response[status] = { ...d, description: fallback };
     }
     s['response'] = response;
+    if (s['body'] !== undefined) s['body'] = documentedBody(method, url, s['body']);
     const media = MEDIA.get(url);
     if (media !== undefined && s['produces'] === undefined) s['produces'] = [media, 'application/json'];
     return { schema: s, url };
   };
+}
+
+/**
+ * `patternProperties` as `propertyNames` + `additionalProperties` (the same constraint):
+ * @fastify/swagger turns `patternProperties` into `additionalProperties` and drops the key
+ * pattern, which would document keys the server refuses.
+ */
+export function keepKeyPatterns(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(keepKeyPatterns);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(schema)) out[k] = keepKeyPatterns(v);
+  const pp = out['patternProperties'] as Record<string, unknown> | undefined;
+  if (pp !== undefined && Object.keys(pp).length === 1 && out['additionalProperties'] === false) {
+    const [[pattern, value]] = Object.entries(pp) as [[string, unknown]];
+    delete out['patternProperties'];
+    out['propertyNames'] = { pattern };
+    out['additionalProperties'] = value;
+  }
+  return out;
+}
+
+/**
+ * A request body as the document states it: key patterns kept; each field of a later
+ * protocol marked `x-hq-protocol-since` (a request without that `hq-protocol` is refused with
+ * `HQ_ERR_PROTOCOL_VERSION`); the survival manifest with its schema (the route reads it
+ * itself, answering `HQ_ERR_BAD_MANIFEST`, so the route's own schema leaves it open).
+ */
+function documentedBody(method: string, url: string, body: unknown): unknown {
+  const out = keepKeyPatterns(body) as Record<string, unknown>;
+  const props = out['properties'] as Record<string, Record<string, unknown>> | undefined;
+  if (props === undefined) return out;
+  for (let v = PROTOCOL_PREVIOUS; v < PROTOCOL_VERSION; v++) {
+    for (const f of fieldsAfter(v, `${method} ${url}`)) if (props[f] !== undefined && props[f]['x-hq-protocol-since'] === undefined) props[f] = { ...props[f], 'x-hq-protocol-since': v + 1 };
+  }
+  if (method === 'PUT' && url === '/v1/survival/:tier/:generation' && props['manifest'] !== undefined) {
+    props['manifest'] = { ...(keepKeyPatterns(ManifestSchema) as Record<string, unknown>), description: `The survival manifest: its generation and tier those of the path, holder the token's machine, leaseGeneration at least 1, createdAt a date, paths relative and distinct; else ${REPLICATION_ERRORS.BAD_MANIFEST.code}.` };
+  }
+  return out;
+}
+
+/** The header every request may carry and every answer carries: the protocol version. */
+const PROTOCOL_PARAMETER = Object.freeze({
+  in: 'header',
+  name: PROTOCOL_HEADER,
+  required: false,
+  description: `The hq protocol version the request speaks (absent: ${PROTOCOL_PREVIOUS}). A body field marked x-hq-protocol-since needs at least that version; a version not served is ${ERRORS.PROTOCOL_VERSION.code}.`,
+  schema: { type: 'string', enum: Array.from({ length: PROTOCOL_VERSION - PROTOCOL_PREVIOUS + 1 }, (_, i) => String(PROTOCOL_PREVIOUS + i)) },
+});
+
+const VERSION_HEADER = Object.freeze({ description: 'The protocol version the answer speaks (the request\'s).', schema: { type: 'string', pattern: '^[0-9]{1,6}$' } });
+
+/** Answer headers besides the protocol version. */
+const ANSWER_HEADERS: Readonly<Record<string, Record<string, unknown>>> = Object.freeze({
+  etag: { description: 'The lease record\'s revision (`"N"`), for If-Match.', schema: { type: 'string', pattern: '^"[0-9]+"$' } },
+  'cache-control': { description: 'Whether the answer may be reused.', schema: { type: 'string' } },
+  'content-security-policy': { description: 'The status page\'s policy: its own inline script by hash, nothing from elsewhere.', schema: { type: 'string' } },
+  'x-content-type-options': { description: '`nosniff`.', schema: { type: 'string' } },
+  'referrer-policy': { description: '`no-referrer`.', schema: { type: 'string' } },
+  'x-frame-options': { description: '`DENY`.', schema: { type: 'string' } },
+  'x-accel-buffering': { description: '`no`: a reverse proxy passes each event at once.', schema: { type: 'string' } },
+});
+
+/** Operations whose answers carry the lease record, and with it its revision as `ETag`. */
+const RECORD_ANSWERS = new Set(['get /v1/lease', 'post /v1/lease/acquire', 'post /v1/lease/renew', 'post /v1/lease/release', 'post /v1/lease/stepped-down', 'post /v1/heartbeat', 'post /v1/lease/transfer', 'put /v1/maintenance', 'post /v1/check']);
+
+/** The ANSWER_HEADERS an answer may carry. */
+function answerHeaders(path: string, method: string, status: string): string[] {
+  const out: string[] = [];
+  if (RECORD_ANSWERS.has(`${method} ${path}`) && (status === '200' || status === '409' || status === '412')) out.push('etag');
+  if (method !== 'get' || status !== '200') return out;
+  if (path === OPENAPI_PATH || path === '/v1/status' || path === '/' || path === '/v1/events/stream') out.push('cache-control');
+  if (path === '/') out.push('content-security-policy', 'x-content-type-options', 'referrer-policy', 'x-frame-options');
+  if (path === '/v1/events/stream') out.push('x-accel-buffering');
+  return out;
+}
+
+/** The blob upload's body (the route reads the raw stream; Fastify has no schema for it). */
+const BLOB_BODY = Object.freeze({
+  required: true,
+  description: 'The blob\'s bytes; their sha256 must be the path\'s (else HQ_ERR_CHECKSUM).',
+  content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+});
+
+/**
+ * What the document says of every operation besides its route's schema: the `hq-protocol`
+ * header on every request and answer, the other answer headers, and the blob upload's body.
+ */
+export function declareHeaders(doc: Record<string, unknown>): Record<string, unknown> {
+  const paths = doc['paths'] as Record<string, Record<string, Record<string, unknown>>> | undefined;
+  for (const [path, ops] of Object.entries(paths ?? {})) {
+    for (const [method, op] of Object.entries(ops)) {
+      const params = (op['parameters'] as Array<Record<string, unknown>> | undefined) ?? [];
+      if (!params.some((p) => p['in'] === 'header' && p['name'] === PROTOCOL_HEADER)) op['parameters'] = [...params, { ...PROTOCOL_PARAMETER }];
+      if (method === 'put' && path === '/v1/survival/{tier}/{generation}/blobs/{sha256}' && op['requestBody'] === undefined) op['requestBody'] = BLOB_BODY;
+      const responses = (op['responses'] as Record<string, Record<string, unknown>> | undefined) ?? {};
+      for (const [status, r] of Object.entries(responses)) {
+        const headers: Record<string, unknown> = { ...((r['headers'] as Record<string, unknown> | undefined) ?? {}), [PROTOCOL_HEADER]: VERSION_HEADER };
+        for (const h of answerHeaders(path, method, status)) headers[h] = ANSWER_HEADERS[h];
+        r['headers'] = headers;
+      }
+    }
+  }
+  return doc;
 }
 
 /**
@@ -239,8 +359,11 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
         title: 'hq-arbiter',
         version: opts.version,
         description:
-          'The lease API of hq: JSON in and out, times in Unix epoch seconds on the arbiter clock. Errors are `{error, message}` with a stable `HQ_ERR_*` code. Every operation states its scope in `x-scope`.',
+          'The lease API of hq: JSON in and out, times in Unix epoch seconds on the arbiter clock. Errors are `{error, message}` with a stable `HQ_ERR_*` code; `400 HQ_ERR_BAD_REQUEST` means the request does not match this document, and a refusal the schemas cannot express has its own code. A path of this document asked with a method it does not list is `405 HQ_ERR_METHOD_NOT_ALLOWED` with an `Allow` header; `HEAD` answers like `GET`. Every operation states its scope in `x-scope`.',
+        license: { name: 'MIT', identifier: 'MIT' },
+        contact: { name: 'The operators of this hq installation' },
       },
+      servers: [{ url: '/', description: 'The arbiter that served this document (port 8470 by default).' }],
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'A 64-hex token from `hq-arbiter token issue MACHINE --scope member|admin|query`.' },
@@ -249,7 +372,7 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
       tags: TAGS.map((t) => ({ ...t })),
     },
     transform: transformRoute(openReads),
-    transformObject: (d) => shareSchemas(('openapiObject' in d ? d.openapiObject : d.swaggerObject) as Record<string, unknown>),
+    transformObject: (d) => declareHeaders(shareSchemas(('openapiObject' in d ? d.openapiObject : d.swaggerObject) as Record<string, unknown>)),
   });
   app.get(
     OPENAPI_PATH,

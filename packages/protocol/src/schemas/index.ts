@@ -66,6 +66,8 @@ type Checked = [
   Assert<Same<Static<typeof M.ManifestEntrySchema>, P.ManifestEntry>>,
   Assert<Same<Static<typeof M.ManifestSchema>, P.Manifest>>,
   Assert<Same<Static<typeof M.PushBody>, P.PushRequest>>,
+  Assert<Same<Static<typeof M.SurvivalBlobStoredAnswer>, { stored: true; bytes: number }>>,
+  Assert<Same<Static<typeof M.SurvivalCommittedAnswer>, { generation: string; files: number }>>,
   Assert<Same<Static<typeof M.PushBegun>, P.PushBegun>>,
   Assert<Same<Static<typeof M.ChunkReceived>, P.ChunkReceived>>,
   Assert<Same<Static<typeof M.PushCommitted>, P.PushCommitted>>,

@@ -197,18 +197,21 @@ export const Health = Type.Object({
 });
 export const Primary = Type.Object({ known: Type.Boolean(), holder: Type.Union([Type.String(), Type.Null()]), generation: Type.Integer() });
 
-/** Query strings are strings (no coercion): digits only, checked for range in the handler. */
+/** Query strings are strings (no coercion); each pattern is the whole range. An event id: 15 digits stay below 2^53. */
+const EventId = Type.String({ pattern: '^[0-9]{1,15}$', description: 'An event id: the answer starts after it.' });
+/** How many events, 1 to 1000 (the most one answer holds). */
+const EventCount = Type.String({ pattern: '^(?:[1-9][0-9]{0,2}|1000)$', description: 'A count from 1 to 1000.' });
 export const EventsQuery = Type.Object(
   {
-    after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
-    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
-    tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })),
+    after: Type.Optional(EventId),
+    limit: Type.Optional(EventCount),
+    tail: Type.Optional(EventCount),
     since: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}(\\.[0-9]{1,9})?$' })),
   },
   { additionalProperties: false },
 );
 /** `GET /v1/events/stream?after=ID` (or `Last-Event-ID`). */
-export const EventStreamQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,16}$' })) }, { additionalProperties: false });
+export const EventStreamQuery = Type.Object({ after: Type.Optional(EventId) }, { additionalProperties: false });
 export const EventOut = Type.Object(
   {
     id: Type.Integer(),

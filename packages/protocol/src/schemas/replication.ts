@@ -115,3 +115,8 @@ export const ChunkReceived = Type.Object({ received: Type.Integer(), complete: T
 export const SurvivalParams = Type.Object({ tier: Tier, generation: GenerationId }, { additionalProperties: false });
 /** `PUT /v1/survival/:tier/:generation/blobs/:sha256`. */
 export const SurvivalBlobParams = Type.Object({ tier: Tier, generation: GenerationId, sha256: Sha256 }, { additionalProperties: false });
+
+/** `PUT /v1/survival/:tier/:generation/blobs/:sha256` → 200. */
+export const SurvivalBlobStoredAnswer = Type.Object({ stored: Type.Literal(true), bytes: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
+/** `PUT /v1/survival/:tier/:generation` → 200. */
+export const SurvivalCommittedAnswer = Type.Object({ generation: GenerationId, files: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
