@@ -95,6 +95,25 @@ function routeTests(t: Test, store: Store): void {
     }
   });
 
+  t.test('a promotion that would pass the ceiling is refused; the mutant promotes above it', async (t) => {
+    for (const limits of [undefined, NO_BOUND]) {
+      const h = await harness(t, await store(t), limits === undefined ? {} : { limits });
+      await h.settle();
+      await h.post('/v1/lease/accept-generation', { generation: GENERATION_CEILING - 1 });
+      await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+      h.clock.advance(1);
+      await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: GENERATION_CEILING, view: { target: 'mbp', reachable: false, ping: false, health: false } }, h.tokens.nodeb);
+      const checks = [await h.post('/v1/check', undefined), await h.post('/v1/check', undefined)];
+      const rec = (await h.get('/v1/lease')).json();
+      if (limits === undefined) {
+        t.equal(checks[1]?.json().error, 'HQ_ERR_GENERATION_CEILING', 'the promoting check is refused with the ceiling code');
+        t.same([rec.holder, rec.generation], ['mbp', GENERATION_CEILING], 'nothing was promoted');
+      } else {
+        t.same([rec.holder, rec.generation], ['node-b', GENERATION_CEILING + 1], 'the mutant is caught: it promotes above the ceiling');
+      }
+    }
+  });
+
   t.test('an admin cannot accept a generation at the ceiling', async (t) => {
     const h = await harness(t, await store(t));
     const r = await h.post('/v1/lease/accept-generation', { generation: GENERATION_CEILING });
