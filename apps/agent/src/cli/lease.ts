@@ -345,6 +345,24 @@ export async function maintenance(p: Parsed): Promise<number> {
   return f.code;
 }
 
+export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
+  const text = p.positionals[0] as string;
+  const generation = /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(generation)) throw new CliError(2, `G must be a generation, a whole number ≥ 1 (got ${JSON.stringify(text)})`);
+  const c = await network(p);
+  const token = await adminToken(c, p);
+  const r = await arbiter(c, 'POST', '/v1/lease/accept-generation', { generation }, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    const b = r.body as { floor?: number; was?: number };
+    out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${b.floor ?? '?'} already` : `accepted: the floor is ${b.floor ?? '?'} (was ${b.was ?? '?'}); reports up to it are taken`);
+    return 0;
+  }
+  const f = failure(r, 'lease accept-generation', c);
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  reportFailure(f, p);
+  return f.code;
+}
+
 /** `clock` (epoch ms) measures `--wait`, as in `leaseAcquire`. */
 export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
