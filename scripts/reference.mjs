@@ -161,7 +161,7 @@ Generations stay at or below the ceiling 281474976710656 (2^48): a decision that
 is \`409 HQ_ERR_GENERATION_CEILING\`, and a reported generation (\`seenGeneration\`, or the \`generation\`
 of a renewal, release, heartbeat or step-down) more than 1048576 (2^20) above the highest generation
 the arbiter granted or learned is \`409 HQ_ERR_GENERATION_JUMP\` — nothing of that request is taken
-until an admin accepts it (\`hq lease accept-generation G\`; docs/SAFETY.md "The generation bounds").
+until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation bounds").
 
 | method, path | scope | what |
 |---|---|---|

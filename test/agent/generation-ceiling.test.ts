@@ -66,3 +66,29 @@ t.test('hq lease acquire never says "acquired" for a record above the ceiling', 
   t.notMatch(r.stdout, /acquired/, 'no "acquired"');
   t.match(r.stderr, /above the generation ceiling/, 'the line says why');
 });
+
+t.test('hq lease accept G sends the generation with the admin token and says the new floor; a bad G is a usage error', async (t) => {
+  const seen: Array<{ url: string; auth: string | undefined; body: unknown }> = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      seen.push({ url: req.url ?? '', auth: req.headers.authorization, body: JSON.parse(text || 'null') });
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ ok: true, floor: 1048700, was: 57, lease: record() }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = configFor(shortDir(t), `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const env = { env: { HQ_ADMIN_TOKEN: 'cd'.repeat(32) } };
+  const r = await hq(['lease', 'accept', '1048700', '--config', config], env);
+  t.equal(r.code, 0, `exit 0 (${r.stderr.trim()})`);
+  t.same(seen, [{ url: '/v1/lease/accept-generation', auth: `Bearer ${'cd'.repeat(32)}`, body: { generation: 1048700 } }], 'one request with the admin token');
+  t.equal(r.stdout, 'accepted: the floor is 1048700 (was 57); reports up to it are taken\n', 'says the new floor');
+  for (const bad of ['0', '-3', '1.5', 'x', '99999999999999999']) {
+    const u = await hq(['lease', 'accept', bad, '--config', config], env);
+    t.equal(u.code, 2, `G ${bad} is a usage error`);
+  }
+  t.equal(seen.length, 1, 'nothing sent for a bad G');
+});

@@ -171,7 +171,7 @@ t.test('a reported generation the arbiter refused fails the generation check, na
   t.equal(r.json().error, 'HQ_ERR_GENERATION_JUMP', 'the arbiter refuses the report');
   const bad = await doctor(w);
   t.equal(bad.code, 1, 'doctor exits 1');
-  t.match(line(bad.out, 'generation'), /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept-generation 9007199254740990/, 'one line with the refusal and the fix');
+  t.match(line(bad.out, 'generation'), /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept 9007199254740990/, 'one line with the refusal and the fix');
 });
 
 t.test('a token the arbiter does not know fails the arbiter check', async (t) => {

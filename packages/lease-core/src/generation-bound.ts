@@ -77,7 +77,7 @@ export function refusalLine(r: GenerationRefusal, host: Host | null): string {
     return `nothing was granted: the next generation would be ${r.generation}, above the ceiling ${r.ceiling} that no real history reaches; the floor came from an accepted report (see the events)`;
   }
   const who = host === null ? 'a report' : `${host}'s report`;
-  return `${who} of generation ${r.reported} is refused: it is more than ${r.limit - r.known} above ${r.known}, the highest generation this arbiter granted or learned, which no real history produces; if it is real, an admin accepts it with "hq lease accept-generation ${r.reported}"`;
+  return `${who} of generation ${r.reported} is refused: it is more than ${r.limit - r.known} above ${r.known}, the highest generation this arbiter granted or learned, which no real history produces; if it is real, an admin accepts it with "hq lease accept ${r.reported}"`;
 }
 
 export type AcceptVerdict = { readonly ok: true; readonly floor: number; readonly was: number } | { readonly ok: false; readonly reason: 'above-ceiling'; readonly ceiling: number };

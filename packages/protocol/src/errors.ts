@@ -42,7 +42,7 @@ export const ERRORS = Object.freeze({
   GENERATION_JUMP: entry(
     'HQ_ERR_GENERATION_JUMP',
     409,
-    'the reported generation lies further above the highest one granted or learned than any real history goes; an admin may accept it (hq lease accept-generation)',
+    'the reported generation lies further above the highest one granted or learned than any real history goes; an admin may accept it (hq lease accept)',
   ),
   GENERATION_CEILING: entry('HQ_ERR_GENERATION_CEILING', 409, 'the next generation would be above the generation ceiling: nothing was granted'),
   CONFLICT: entry('HQ_ERR_CONFLICT', 409, 'the request conflicts with the current state'),

@@ -295,7 +295,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         const fix =
           g.kind === 'ceiling'
             ? 'the floor came from an accepted report: read the generation-refused and generation-accepted events (hq events)'
-            : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept-generation ${String(g.generation)}; else find what sends it`;
+            : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept ${String(g.generation)}; else find what sends it`;
         out.push(fail('generation', g.message, fix));
       } else if (g === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
     }

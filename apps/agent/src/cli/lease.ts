@@ -357,7 +357,7 @@ export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
     out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${b.floor ?? '?'} already` : `accepted: the floor is ${b.floor ?? '?'} (was ${b.was ?? '?'}); reports up to it are taken`);
     return 0;
   }
-  const f = failure(r, 'lease accept-generation', c);
+  const f = failure(r, 'lease accept', c);
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
   reportFailure(f, p);
   return f.code;

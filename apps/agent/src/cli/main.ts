@@ -77,7 +77,7 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     spec: {
-      name: 'lease accept-generation',
+      name: 'lease accept',
       summary:
         "Accepts generation G as one an agent really saw (admin token). The arbiter refuses a report more than 1,048,576 above the highest generation it granted or learned (HQ_ERR_GENERATION_JUMP, named by hq doctor and the status page): no real history jumps that far, short of an installation older than a million changes of holder losing its database. Accepting raises the arbiter's floor to G, so that report is taken and every later grant is above G. Refused at or above the generation ceiling, 281474976710656.",
       positionals: [{ name: 'G', help: 'The generation to accept: the one the refused report named.' }],
