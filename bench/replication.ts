@@ -100,7 +100,8 @@ async function main(): Promise<void> {
       base,
     );
     const standbyDir = join(base, 'standby-b');
-    const receiver = await StandbyReceiver.open({ standbyDir, keep: cfg.keep });
+    // The standby has seen the generation the holder pushes from (below: 7).
+    const receiver = await StandbyReceiver.open({ standbyDir, keep: cfg.keep, knownGeneration: () => 7 });
     const app = Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 60_000, connectionTimeout: 60_000 });
     await app.register(replicationPeerRoutes, { receiver, verifyPeer: (h) => h === `Bearer ${TOKEN}` });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });

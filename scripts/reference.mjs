@@ -162,6 +162,11 @@ is elected and \`503 HQ_ERR_STORE_UNAVAILABLE\` while etcd does not answer: noth
 Every request and answer carries \`hq-protocol: N\` (this release speaks 2 and serves 1; no header is 1,
 hq 0.1.x); a version not served is \`400 HQ_ERR_PROTOCOL_VERSION\`, naming both versions and what to
 upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions").
+Generations stay at or below the ceiling 281474976710656 (2^48): a decision that would grant above it
+is \`409 HQ_ERR_GENERATION_CEILING\`, and a reported generation (\`seenGeneration\`, or the \`generation\`
+of a renewal, release, heartbeat or step-down) more than 1048576 (2^20) above the highest generation
+the arbiter granted or learned is \`409 HQ_ERR_GENERATION_JUMP\` — nothing of that request is taken
+until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation bounds").
 
 | method, path | scope | what |
 |---|---|---|
@@ -174,11 +179,12 @@ upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions
 | \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?, version?}\` (\`version\`: the agent's release, protocol 2) → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
+| \`POST /v1/lease/accept-generation\` | admin | \`{generation}\` → \`{ok, floor, was, lease}\`: raises the floor to a generation an agent really saw, beyond the report bound; 409 at or above the ceiling |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
 | \`GET /v1/events?after=ID&limit=N&tail=N&since=T\` | read | \`{events: [...]}\` ascending; each part optional, \`limit\` and \`tail\` 1–1000: \`after\` and \`since\` are lower bounds (the later wins), \`tail\` keeps the last events above them, \`limit\` caps the count (default 100) |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
-| \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems |
+| \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems, \`generationRefusal\` (the last report or grant the generation bounds refused, or null) |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
 | \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases; \`excluded\` ports outside the test band change nothing; one machine holds at most half the test band's allocatable ports at once (rounded up: 25 of the default 50), so a runaway loop or a stolen member token on one host leaves the other hosts their ports, while a one-host installation still runs its tests in parallel — beyond that share, or with the band full, \`503 HQ_ERR_BAND_FULL\` (the admin token may lease for any machine name, each with its own share) |
@@ -211,7 +217,7 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
+\`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_generation_reports_refused_total{reason}\` (\`report-jump\`, \`ceiling\`), \`hq_host_version{host,version}\` (1 per host and the release its
 last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
 arbiter that decides), \`hq_etcd_member_up{endpoint}\`, \`hq_etcd_db_size_bytes{endpoint}\` (each member's database file),
 \`hq_etcd_quota_bytes\` (the members' space quota, else \`store.quotaBackendBytes\`), \`hq_etcd_nospace_alarm\` (1: etcd refuses
@@ -234,7 +240,7 @@ with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-ack
 \`step-down-unacknowledged\`, \`step-down-undone\`, \`step-down-children-unknown\`, \`step-down-failed\`,
 \`children-terminated\`, \`resume\` (a refused release undone); \`handoverOnStop\`: \`handover-on-stop\`,
 \`handed-over\`, \`handover-refused\`, \`handover-skipped\`, \`handover-failed\`; fence: \`allowed, skipped\`; guard:
-\`cli-override, cli-refused\`; control: \`agent-silent, timing-problem, timing-ok,
+\`cli-override, cli-refused\`; control: \`generation-refused\` (a report or grant the generation bounds refused), \`generation-accepted\` (an admin accepted one), \`agent-silent, timing-problem, timing-ok,
 hostname-mismatch, token-unavailable, token-ok, start-guard, state-refused\`.
 `;
 }

@@ -124,6 +124,8 @@ t.test('the peer listener answers health without a token and confirmations only 
   t.equal(wrong.statusCode, 401, 'a wrong token → 401');
   const coerced = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b', generation: '1' }, headers: { authorization: `bearer ${PEER_TOKEN}` } });
   t.equal(coerced.statusCode, 400, 'a string generation is not coerced');
+  const huge = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host: 'node-b', generation: 2 ** 48 + 1 }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
+  t.same([huge.statusCode, huge.json().error], [400, 'HQ_ERR_BAD_REQUEST'], 'a generation above the ceiling is refused, never confirmed or adopted');
   const extra = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { ...body, x: 1 }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
   t.equal(extra.statusCode, 400, 'an unknown field is refused');
   for (const host of ['constructor', 'prototype']) {

@@ -2,7 +2,7 @@
 import pino from 'pino';
 import type { Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import type { Probe } from '@hq/lease-core';
+import type { GenerationLimits, Probe } from '@hq/lease-core';
 import { issueToken } from '../../apps/arbiter/src/auth.js';
 import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.js';
 import { validateConfig, type ArbiterConfig } from '../../apps/arbiter/src/config.js';
@@ -52,12 +52,12 @@ export interface Harness {
   settle(): Promise<void>;
 }
 
-export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober; clockStart?: number; realProbes?: boolean; restart?: boolean; registry?: boolean; processMetrics?: boolean } = {}): Promise<Harness> {
+export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober; clockStart?: number; realProbes?: boolean; restart?: boolean; registry?: boolean; processMetrics?: boolean; limits?: GenerationLimits; operator?: boolean } = {}): Promise<Harness> {
   const dir = opts.dir ?? t.testdir();
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
-  const rt = await createRuntime({ config, clock, wallClockMs: { now: () => clock.now() * 1000 }, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: opts.processMetrics ?? false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false });
+  const rt = await createRuntime({ config, clock, wallClockMs: { now: () => clock.now() * 1000 }, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: opts.processMetrics ?? false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false, ...(opts.limits === undefined ? {} : { limits: opts.limits }), operator: opts.operator ?? false });
   const app = await rt.app();
   t.teardown(() => rt.close());
   const now = clock.now();

@@ -28,7 +28,7 @@ import {
   stepDown,
 } from '../../packages/lease-core/src/index.js';
 import type { AgentSettings, AgentState, ArbiterAnswer, ArbiterSettings, ArbiterState, Grant, Persisted, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
-import { DEFAULT_ROLES, FENCE_REASONS, NEVER_FAIL_OPEN, type FenceReason } from '../../packages/protocol/src/index.js';
+import { DEFAULT_ROLES, FENCE_REASONS, GENERATION_CEILING, NEVER_FAIL_OPEN, type FenceReason } from '../../packages/protocol/src/index.js';
 
 // ttl 6, margin 1: a grant is valid for 5 s from its send stamp; requests time out after 1 s.
 // The lease timing (ttl 6, margin 1) is the arbiter's: it comes with every record (A6).
@@ -404,6 +404,12 @@ t.test('onPeerResults', async (t) => {
       t.same(reason(step.state, at(15.5)), [false, 'no-quorum-expired'], 'the old validity ends as usual');
     });
   }
+  t.test('a peer naming a generation above the ceiling is not adopted and withholds its confirmation', async (t) => {
+    const step = onPeerResults(off, [yes('node-b', GENERATION_CEILING + 1)], ['node-b'], at(14), at(14.3), A);
+    t.equal(step.state.seen, off.seen, 'the seen generation stays');
+    t.same(step.state.current, off.current, 'no new grant');
+    t.same(step.events, [], 'no event');
+  });
   t.test('a higher generation from a peer is adopted and stops this host', async (t) => {
     const step = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: false, generation: 4 }], ['node-b'], at(12), at(12.1), A);
     t.equal(step.state.seen, 4, 'adopted');

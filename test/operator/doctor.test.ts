@@ -22,6 +22,8 @@ interface World {
   write(extra?: Record<string, unknown>): void;
   /** Sets the arbiter's manual clock to this host's clock plus the offset of the case. */
   sync(): void;
+  /** The arbiter's harness (its tokens, its requests). */
+  arbiter: Awaited<ReturnType<typeof operatorHarness>>;
 }
 
 function listen(server: Server, where: { port: number; host: string } | string): Promise<void> {
@@ -92,6 +94,7 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
     sync() {
       h.clock.set(Date.now() / 1000 + (opts.clockOffset ?? 0));
     },
+    arbiter: h,
   };
   w.write();
   return w;
@@ -158,6 +161,19 @@ t.test('each broken piece is one ✖ line with its fix, and doctor exits 1', asy
   t.match(line(r.out, 'arbiter'), /^✔ /, 'the arbiter still passes (openReads: the token is not needed to read)');
 });
 
+t.test('a reported generation the arbiter refused fails the generation check, naming the command that accepts it', async (t) => {
+  const w = await world(t);
+  const ok = await doctor(w);
+  t.match(line(ok.out, 'generation'), /^✔ generation\s+the arbiter refused no reported generation/, 'passes while nothing was refused');
+  w.sync();
+  const h = w.arbiter;
+  const r = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 9_007_199_254_740_990 }, h.tokens.nodeb);
+  t.equal(r.json().error, 'HQ_ERR_GENERATION_JUMP', 'the arbiter refuses the report');
+  const bad = await doctor(w);
+  t.equal(bad.code, 1, 'doctor exits 1');
+  t.match(line(bad.out, 'generation'), /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept 9007199254740990/, 'one line with the refusal and the fix');
+});
+
 t.test('a token the arbiter does not know fails the arbiter check', async (t) => {
   const w = await world(t);
   writeFileSync(join(w.stateDir, 'token'), `${'0'.repeat(64)}\n`, { mode: 0o600 });
@@ -200,7 +216,7 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   t.equal(r.code, 0, 'exit 0');
   const doc = JSON.parse(r.out) as { ok: boolean; checks: DoctorCheck[] };
   t.equal(doc.ok, true, 'ok is true');
-  t.equal(doc.checks.length, 14, 'fourteen checks (hostname; timing: the arbiter\'s word on this cadence; versions: every host still to upgrade)');
+  t.equal(doc.checks.length, 15, 'fifteen checks (hostname; timing: the arbiter\'s word on this cadence; generation: a report it refused; versions: every host still to upgrade)');
   t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');
   const help = await doctor(w, ['--help']);
   t.equal(help.code, 0, '--help exits 0');

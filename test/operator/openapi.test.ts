@@ -58,7 +58,12 @@ t.test('the document carries the TypeBox schemas and the error catalog codes', a
   t.ok(acquire?.requestBody?.content?.['application/json']?.schema?.properties?.['host'] !== undefined, 'the acquire body schema names host');
   t.equal(acquire?.requestBody?.content?.['application/json']?.schema?.additionalProperties, false, 'the acquire body refuses unknown fields');
   const conflict = doc.components.schemas['LeaseConflict'];
-  t.same(acquire?.responses['409']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/LeaseConflict' }, 'the 409 answer is the shared conflict schema');
+  t.match(
+    acquire?.responses['409']?.content?.['application/json']?.schema,
+    { anyOf: [{ $ref: '#/components/schemas/LeaseConflict' }, { $ref: '#/components/schemas/Error' }] },
+    'the 409 answer is the shared conflict schema, or an error body (a refusal by the generation bounds)',
+  );
+  t.match(acquire?.responses['409']?.description ?? '', /HQ_ERR_GENERATION_JUMP/, 'the 409 answer names the generation-jump code');
   t.ok(conflict?.properties?.['reason'] !== undefined, 'the 409 conflict answer has its reason');
   t.match(acquire?.responses['412']?.description ?? '', /HQ_ERR_PRECONDITION/, 'the 412 answer names its catalog code');
   t.match(acquire?.responses['415']?.description ?? '', /HQ_ERR_UNSUPPORTED_MEDIA/, 'the 415 answer names its catalog code');

@@ -184,3 +184,13 @@ t.test('the seen-generation floor comes from the state directory and fails close
   writeFileSync(join(dir, 'seen-generation'), 'twelve\n');
   await t.rejects(seenFloor(dir), /refusing to guess/, 'a corrupt file is an error, not 0');
 });
+
+t.test('an answer above the generation ceiling is invalid: it neither wins nor raises the floor', async (t) => {
+  const a = await peer(t, { known: true, holder: 'node-b', generation: 9_007_199_254_740_990 });
+  const b = await peer(t, { known: true, holder: 'mbp', generation: 4 });
+  const floor = { value: 0 };
+  const r = await resolvePrimary({ mode: 'lease', candidates: [{ host: 'node-b', url: a.url }, { host: 'mbp', url: b.url }], timeoutMs: 2000, floor });
+  t.match(r, { source: 'answer', holder: 'mbp', generation: 4 }, 'the real answer wins');
+  t.match(r.mode === 'lease' ? r.answers[0] : null, { status: 'invalid', problem: /above the generation ceiling/ }, 'the bogus one is named invalid');
+  t.equal(floor.value, 4, 'the floor is the real generation');
+});

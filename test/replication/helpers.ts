@@ -56,14 +56,18 @@ export interface Peer {
   readonly receiver: StandbyReceiver;
 }
 
+/** What a standby of these tests has heard from its arbiter, unless a test says: every lease generation they push. */
+export const KNOWN_GENERATION = 1000;
+
 /** A peer listener like the agent's (same limits), with the replication routes, on 127.0.0.1. */
 export async function peer(
   t: { teardown(fn: () => Promise<void> | void): void },
   standbyDir: string,
   keep = { core: 36, big: 8, obs: 8 },
   seenGeneration?: () => number,
+  knownGeneration: () => number = seenGeneration ?? (() => KNOWN_GENERATION),
 ): Promise<Peer> {
-  const receiver = await StandbyReceiver.open({ standbyDir, keep, ...(seenGeneration === undefined ? {} : { seenGeneration }) });
+  const receiver = await StandbyReceiver.open({ standbyDir, keep, knownGeneration, ...(seenGeneration === undefined ? {} : { seenGeneration }) });
   const app = answerRefusals(Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 10_000, connectionTimeout: 10_000, onProtoPoisoning: 'error' }));
   await app.register(replicationPeerRoutes, {
     receiver,

@@ -23,7 +23,7 @@
  * agent adopts generations, from the arbiter).
  */
 import { join } from 'node:path';
-import { isHost } from '@hq/protocol';
+import { GENERATION_CEILING, isHost } from '@hq/protocol';
 import type { AgentConfig } from './config.js';
 import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
@@ -178,6 +178,8 @@ function parseAnswer(host: string, body: unknown, candidates: readonly PrimaryCa
     return { host, status: 'invalid', holder: null, generation: null, problem: 'not {known, holder, generation}' };
   }
   if (!o['known'] || h === null) return { host, status: 'unknown', holder: null, generation: g };
+  // No real history gets above the ceiling: such an answer would win every comparison and raise the floor for good.
+  if (g > GENERATION_CEILING) return { host, status: 'invalid', holder: null, generation: null, problem: `generation ${g} is above the generation ceiling ${GENERATION_CEILING}` };
   if (!candidates.some((c) => c.host === h)) return { host, status: 'not-a-candidate', holder: h, generation: g };
   if (g < floor) return { host, status: 'stale', holder: h, generation: g, problem: `generation ${g} is below ${floor}, the highest this host has seen` };
   return { host, status: 'usable', holder: h, generation: g };

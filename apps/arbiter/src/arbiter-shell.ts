@@ -5,7 +5,7 @@
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
 import { upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
-import { atRestart, newBoot, renewHold, toRecord } from '@hq/lease-core';
+import { atRestart, boundRefusal, GENERATION_LIMITS, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
 import type { Clock } from '@hq/runtime/clock';
@@ -30,6 +30,34 @@ export class PreconditionFailed extends Error {
     this.name = 'PreconditionFailed';
   }
 }
+
+/**
+ * A decision whose step would break the generation bounds (lease-core generation-bound.ts): a
+ * report that jumps too far, or a grant above the ceiling. Nothing of it was written; the request
+ * is answered 409 with the one line, and the shell logs, counts and remembers it.
+ */
+export class GenerationRefused extends HttpError {
+  constructor(
+    readonly refusal: GenerationRefusal,
+    readonly host: string | null,
+  ) {
+    super(refusal.kind === 'ceiling' ? ERRORS.GENERATION_CEILING : ERRORS.GENERATION_JUMP, refusalLine(refusal, host));
+    this.name = 'GenerationRefused';
+  }
+}
+
+/** The last refused generation, for the status page and `hq doctor`. */
+export interface GenerationRefusalNote {
+  readonly at: number;
+  readonly host: string | null;
+  readonly kind: GenerationRefusal['kind'];
+  /** The generation refused: the report, or the grant above the ceiling. */
+  readonly generation: number;
+  readonly message: string;
+}
+
+/** The op of the admin's acceptance: its step raises the floor past the jump bound on purpose. */
+export const ACCEPT_GENERATION_OP = 'accept-generation';
 
 /**
  * True when no tag of `If-Match` can match `revision` or any later one: every tag is a
@@ -73,6 +101,8 @@ export interface ArbiterDeps {
   readonly metrics: Metrics;
   /** Store etcd: true only while this arbiter is the elected one and its takeover is done (leadership.ts L1). */
   readonly mayDecide?: () => boolean;
+  /** The generation bounds; the constants of lease-core unless a test widens them. */
+  readonly limits?: GenerationLimits;
 }
 
 /** A decision waiting for its transaction. */
@@ -83,6 +113,8 @@ interface Pending {
   readonly ifMatch: string | undefined;
   readonly decide: (state: ArbiterState, ctx: Context) => Step<unknown>;
   readonly outcome: (a: unknown) => string;
+  /** Whose report the decision takes (the body's host): named when the report is refused. */
+  readonly host: string | null;
 }
 
 /** A request whose token no longer stands when its decision commits: what `authenticate` answers. */
@@ -112,6 +144,34 @@ export class Arbiter {
   constructor(readonly deps: ArbiterDeps) {
     this.settings = settingsOf(deps.config);
     this.bootState = newBoot(deps.clock.now());
+  }
+
+  get limits(): GenerationLimits {
+    return this.deps.limits ?? GENERATION_LIMITS;
+  }
+
+  private lastGenerationRefusal: GenerationRefusalNote | null = null;
+
+  /** The last report or grant the generation bounds refused (in memory: the status page and hq doctor show it). */
+  generationRefusal(): GenerationRefusalNote | null {
+    return this.lastGenerationRefusal;
+  }
+
+  /**
+   * A decision's error on its way to the answer: a generation refusal is counted, remembered and
+   * written as an event (logged at warn, hooked) before the 409 goes out. Returns the error.
+   */
+  private async noteGenerationRefused(err: unknown): Promise<unknown> {
+    if (!(err instanceof GenerationRefused)) return err;
+    const r = err.refusal;
+    const generation = r.kind === 'ceiling' ? r.generation : r.reported;
+    this.lastGenerationRefusal = { at: this.now(), host: err.host, kind: r.kind, generation, message: err.message };
+    // The host's row of the status page says it too.
+    if (err.host !== null) this.noteRefused(err.host, err.message);
+    this.deps.metrics.generationRefused.inc({ reason: r.kind });
+    const data: EventInput['data'] = r.kind === 'ceiling' ? { reason: r.kind, generation: r.generation, ceiling: r.ceiling } : { reason: r.kind, reported: r.reported, known: r.known, limit: r.limit };
+    await this.note([{ at: this.now(), category: 'control', event: 'generation-refused', host: err.host, data: { ...data, message: err.message } }]).catch(() => undefined);
+    return err;
   }
 
   get boot(): Boot {
@@ -159,8 +219,8 @@ export class Arbiter {
    * and hooked after commit; the new boot replaces the old one after commit too.
    */
   async decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
-    const [result] = await this.run([{ op, confirm: undefined, ifMatch, decide, outcome }] as Pending[]);
-    if (!(result as Ran).ok) throw (result as { error: unknown }).error;
+    const [result] = await this.run([{ op, confirm: undefined, ifMatch, decide, outcome, host: null }] as Pending[]);
+    if (!(result as Ran).ok) throw await this.noteGenerationRefused((result as { error: unknown }).error);
     return (result as { decided: Decided<A> }).decided;
   }
 
@@ -173,8 +233,18 @@ export class Arbiter {
    * confirmed by the group's commit, and the decision refuses itself (401) when the token no
    * longer stands there.
    */
-  submit<A>(op: string, by: Principal | null, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
-    const queue = (): Promise<Decided<A>> => this.group.submit({ op, confirm: by?.confirm, ifMatch, decide, outcome } as Pending) as Promise<Decided<A>>;
+  submit<A>(
+    op: string,
+    by: Principal | null,
+    ifMatch: string | undefined,
+    decide: (state: ArbiterState, ctx: Context) => Step<A>,
+    outcome: (a: A) => string,
+    host: string | null = null,
+  ): Promise<Decided<A>> {
+    const queue = (): Promise<Decided<A>> =>
+      (this.group.submit({ op, confirm: by?.confirm, ifMatch, decide, outcome, host } as Pending) as Promise<Decided<A>>).catch(async (err: unknown) => {
+        throw await this.noteGenerationRefused(err);
+      });
     if (ifMatch === undefined) return queue();
     // A stale If-Match against the committed revision (the cache: no write lock) loses now;
     // this is what serial decisions would answer, as the queued ones only raise the revision.
@@ -253,6 +323,9 @@ export class Arbiter {
         if (p.confirm !== undefined && !tokenStands(store.knownToken?.(p.confirm), p.confirm)) throw unauthorized();
         if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
         const s = p.decide(state, { now, settings: this.settings, boot });
+        // Before the step counts for anything (its boot, its write): the generation bounds.
+        const bound = p.op === ACCEPT_GENERATION_OP ? null : boundRefusal(state, s.next, this.limits);
+        if (bound !== null) throw new GenerationRefused(bound, bound.kind === 'ceiling' ? s.next.lease.holder : p.host);
         steps[i] = s;
         if (s.boot.startAt === boot.startAt) boot = s.boot;
         boots[i] = boot;

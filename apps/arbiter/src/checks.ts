@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { ArbiterState, Probe } from '@hq/lease-core';
 import type { CheckAnswer } from '@hq/protocol';
 import { check } from '@hq/lease-core';
-import type { Arbiter } from './arbiter-shell.js';
+import { GenerationRefused, type Arbiter } from './arbiter-shell.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
@@ -233,7 +233,9 @@ export class Checker {
       try {
         await this.run(false);
       } catch (err) {
-        this.deps.log.error({ err }, 'check failed');
+        // A promotion the generation ceiling refused is an event already (and in hq doctor).
+        if (err instanceof GenerationRefused) this.deps.log.warn({ message: err.message }, 'check refused by the generation ceiling');
+        else this.deps.log.error({ err }, 'check failed');
       }
     });
   }

@@ -127,7 +127,7 @@ export class Hooks {
 }
 
 /** Events logged at warn: each says something is wrong that only an operator can fix. */
-const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'agent-silent', 'renew-refused']);
+const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'agent-silent', 'renew-refused', 'generation-refused', 'generation-accepted']);
 
 export class EventSink {
   constructor(

@@ -37,6 +37,12 @@ export class Metrics {
   readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
   readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions (checks and forced transfers).', registers: [this.registry] });
   readonly operations = new Counter({ name: 'hq_lease_operations_total', help: 'Lease operations by op and outcome.', labelNames: ['op', 'outcome'], registers: [this.registry] });
+  readonly generationRefused = new Counter({
+    name: 'hq_generation_reports_refused_total',
+    help: 'Decisions refused by the generation bounds: reason "report-jump" (a report further above the highest granted or learned generation than any real history goes) or "ceiling" (a grant above the generation ceiling).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly stepDownSaved = new Counter({
     name: 'hq_step_down_saved_seconds_total',
     help: 'Seconds of lock-delay that displaced holders’ step-down acknowledgements ended (issue 18).',

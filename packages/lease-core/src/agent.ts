@@ -32,7 +32,7 @@
  *      this life could not see gone (`unvouched` raises the floor to it).
  */
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
-import { NEVER_FAIL_OPEN } from '@hq/protocol';
+import { GENERATION_CEILING, NEVER_FAIL_OPEN } from '@hq/protocol';
 import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
@@ -234,7 +234,9 @@ export interface AgentStep {
 }
 
 function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], from: string): AgentState {
-  if (generation <= state.seen) return state;
+  // A peer naming a generation above the ceiling names none real: never adopted (it also
+  // withholds its confirmation, being above the known generation).
+  if (generation <= state.seen || generation > GENERATION_CEILING) return state;
   events.push(leaseEvent('generation-adopted', state.host, { from: state.seen, to: generation, via: from }));
   return { ...state, seen: generation };
 }

@@ -14,6 +14,8 @@ export type EventName =
   | 'no-lease'
   | 'generation-adopted'
   | 'generation-raised'
+  | 'generation-refused'
+  | 'generation-accepted'
   | 'floor-complete'
   | 'start-wait-lifted'
   | 'imported'

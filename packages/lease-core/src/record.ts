@@ -5,7 +5,7 @@
  * them with their own clocks: they only use differences of two arbiter times taken from one
  * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
  */
-import { isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
+import { GENERATION_CEILING, isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
 
 /**
  * The last peer confirmation an observer reports having given (SPEC S2.1, S5): the holder it
@@ -191,6 +191,9 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   const holder = r['holder'];
   if (holder !== null && !isHost(holder)) return { ok: false, problem: 'record.holder must be a host or null' };
   if (!isGeneration(r['generation'])) return { ok: false, problem: 'record.generation must be a safe integer ≥ 0' };
+  // No real history gets there, and no arbiter of this version writes one: a record above it
+  // comes from a broken or hostile arbiter, and adopting it would end every later grant.
+  if (r['generation'] > GENERATION_CEILING) return { ok: false, problem: `record.generation ${r['generation']} is above the generation ceiling ${GENERATION_CEILING}` };
   if (!isGeneration(r['revision'])) return { ok: false, problem: 'record.revision must be a safe integer ≥ 0' };
   const ttl = r['ttlSeconds'];
   if (!isTime(ttl) || ttl <= 0) return { ok: false, problem: 'record.ttlSeconds must be a positive number' };

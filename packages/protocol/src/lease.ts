@@ -5,6 +5,15 @@
 import type { LeaseRefusal } from './errors.js';
 import type { Host } from './host.js';
 
+/**
+ * The highest generation hq ever writes or accepts: 2^48. A generation moves by one per change
+ * of holder; at a thousand changes a second it would take about 8,900 years to get here, so no
+ * real history does. It stays 32 times below 2^53, so every sum the decisions make near it
+ * (floor + 1, floor + the report bound) is still an exact integer. The arbiter refuses a grant
+ * above it; agents and standbys refuse a record, a peer's claim or a push above it.
+ */
+export const GENERATION_CEILING = 2 ** 48;
+
 /** One observer's latest finding about the holder (SPEC §1 "view"). */
 export interface View {
   readonly target: Host;

@@ -12,6 +12,8 @@
  *                 the request) is within --max-offset (hq's safety does not rest on it — agents
  *                 only use differences of arbiter times — but a large offset means time sync is
  *                 broken here or there, and with it the 1 % rate-drift assumption of S6)
+ *   generation    the arbiter refused no reported generation since it started (else the report,
+ *                 and how an admin accepts it when it is real)
  *   peers         every peer's GET /v1/health answers 200
  *   tailscale     `tailscale status --json` runs and says Running (skipped when tailscaleBin is "")
  *   socket        the agent answers GET /v1/status on its socket
@@ -69,7 +71,7 @@ function electedLine(a: HealthArbiters | undefined): string {
 export const DOCTOR_SPEC: CommandSpec = {
   name: 'doctor',
   summary:
-    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset; with store etcd, etcd's database against its space quota), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
+    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset, a reported generation it refused; with store etcd, etcd's database against its space quota), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
   flags: [
     CONFIG_FLAG,
     {
@@ -305,6 +307,15 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
       if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
       else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
       else out.push(pass('timing', `the arbiter reports no timing problem; worst-case failover ${failover}`));
+      // The last report or grant the generation bounds refused since the arbiter started.
+      const g = (b as { generationRefusal?: { host?: unknown; kind?: unknown; generation?: unknown; message?: unknown } | null }).generationRefusal;
+      if (g !== undefined && g !== null && typeof g.message === 'string') {
+        const fix =
+          g.kind === 'ceiling'
+            ? 'the floor came from an accepted report: read the generation-refused and generation-accepted events (hq events)'
+            : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept ${String(g.generation)}; else find what sends it`;
+        out.push(fail('generation', g.message, fix));
+      } else if (g === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
     }
   }
 

@@ -3,6 +3,7 @@
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
 import { isHost, type LeaseRecord } from '@hq/protocol';
+import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
@@ -85,6 +86,16 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   return 0;
 }
 
+/**
+ * Null when an agent takes `rec` as its record (the checks it applies, the generation ceiling
+ * among them), else why not: an answer that promises a run is never printed for a record that
+ * no agent will run on.
+ */
+export function agentRefuses(rec: unknown): string | null {
+  const p = parseRecord(rec);
+  return p.ok ? null : p.problem;
+}
+
 async function pokeAgent(c: Resolved): Promise<void> {
   await agent(c, 'POST', '/v1/heartbeat', c.requestTimeoutSeconds + 1);
 }
@@ -106,8 +117,10 @@ export async function leaseAcquire(p: Parsed, clock: Clock = sleepSafeClockMs())
       token,
     );
     if (r.kind === 'answer' && r.status === 200) {
-      await pokeAgent(c);
       const lease = (r.body as { lease?: { generation?: number; notBefore?: number | null; now?: number } } | null)?.lease;
+      const refused = agentRefuses(lease);
+      if (refused !== null) throw new CliError(1, `the arbiter granted a record no agent runs on (${refused}); see hq doctor`);
+      await pokeAgent(c);
       out(json, r.body, `acquired: ${c.hostName} holds generation ${lease?.generation ?? '?'}`);
       return 0;
     }
@@ -332,6 +345,24 @@ export async function maintenance(p: Parsed): Promise<number> {
   return f.code;
 }
 
+export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
+  const text = p.positionals[0] as string;
+  const generation = /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(generation)) throw new CliError(2, `G must be a generation, a whole number ≥ 1 (got ${JSON.stringify(text)})`);
+  const c = await network(p);
+  const token = await adminToken(c, p);
+  const r = await arbiter(c, 'POST', '/v1/lease/accept-generation', { generation }, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    const b = r.body as { floor?: number; was?: number };
+    out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${b.floor ?? '?'} already` : `accepted: the floor is ${b.floor ?? '?'} (was ${b.was ?? '?'}); reports up to it are taken`);
+    return 0;
+  }
+  const f = failure(r, 'lease accept', c);
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  reportFailure(f, p);
+  return f.code;
+}
+
 /** `clock` (epoch ms) measures `--wait`, as in `leaseAcquire`. */
 export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
@@ -350,6 +381,8 @@ export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Pr
     return f.code;
   }
   const granted = (r.body as { lease?: LeaseRecord } | null)?.lease;
+  const refused = agentRefuses(granted);
+  if (refused !== null) throw new CliError(1, `the arbiter answered a record no agent runs on (${refused}); ${to} will not run; see hq doctor`);
   const generation = granted?.generation ?? 0;
   if (wait === 0) {
     out(json, r.body, `transferred to ${to} at generation ${generation || '?'}`);
@@ -395,6 +428,10 @@ async function waitUntilRuns(c: Resolved, clock: Clock, token: string | null, to
       }
       const d = rec.displaced;
       const left = rec.floorPending ? null : Math.max(0, (rec.notBefore ?? rec.now) - rec.now);
+      const refused = agentRefuses(rec);
+      if (refused !== null) {
+        return { code: 1, line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`, lease: rec, result: result(false, rec) };
+      }
       if (left === 0) {
         const how =
           d !== null && d.acknowledgedAt !== null

@@ -77,6 +77,26 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     spec: {
+      name: 'lease accept',
+      summary:
+        "Accepts generation G as one an agent really saw (admin token). The arbiter refuses a report more than 1,048,576 above the highest generation it granted or learned (HQ_ERR_GENERATION_JUMP, named by hq doctor and the status page): no real history jumps that far, short of an installation older than a million changes of holder losing its database. Accepting raises the arbiter's floor to G, so that report is taken and every later grant is above G. Refused at or above the generation ceiling, 281474976710656.",
+      positionals: [{ name: 'G', help: 'The generation to accept: the one the refused report named.' }],
+      flags: [
+        CONFIG_FLAG,
+        {
+          name: 'token-file',
+          kind: 'string',
+          value: 'F',
+          help: 'Reads the admin token from F when $HQ_ADMIN_TOKEN is not set. Default: {stateDir}/admin-token.',
+        },
+        JSON_FLAG,
+      ],
+      exits: ARBITER_EXITS,
+    },
+    load: async () => (await import('./lease.js')).leaseAcceptGeneration,
+  },
+  {
+    spec: {
       name: 'events',
       summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [

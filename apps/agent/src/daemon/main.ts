@@ -84,6 +84,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
       stateDir: config.stateDir,
       peerToken: agent.peerToken,
       seenGeneration: () => agent.snapshot().seen,
+      learnGeneration: () => agent.heartbeat(),
       log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
     });
   }

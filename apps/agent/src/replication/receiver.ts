@@ -15,7 +15,8 @@
  *     it started, so the sender can resume; staging is wiped at start and idle pushes expire;
  *  3. a push whose lease generation is lower than the highest one accepted is refused (lease-core
  *     `checkGeneration`, the mark kept in `accepted-generation`, raised before `latest` moves;
- *     the local agent's seen generation, when given, is a floor under the mark);
+ *     the local agent's seen generation, when given, is a floor under the mark); so is one whose
+ *     lease generation is higher than any this host knows of from the arbiter or its peers;
  *     a push without a lease generation (0: the bootstrap before the first lease) only while
  *     nothing with one was accepted; within one lease generation a tier only moves forward;
  *  4. at most `keep[tier]` generations are kept; `latest` is never pruned;
@@ -80,6 +81,15 @@ export interface ReceiverOptions {
    * has seen generation g (it may hold the lease itself), a copy from a lower one is stale.
    */
   readonly seenGeneration?: () => number | Promise<number>;
+  /**
+   * The highest lease generation this host knows of from the arbiter or its peers (the agent's
+   * seen generation). A push naming a higher one is a claim nothing here can check — a holder
+   * that invented it would lock the real one out for good (S7 turned against its owner) — so it
+   * is refused and never raises the accepted mark.
+   */
+  readonly knownGeneration: () => number | Promise<number>;
+  /** Asks the arbiter now (one heartbeat), once, before a push above `knownGeneration` is refused: a new holder pushes before this standby's next refresh. */
+  readonly learnGeneration?: () => Promise<unknown>;
   /** Epoch ms for the idle timeout (a local duration). Default: sleep-safe, so a wall jump back cannot keep a push alive. */
   readonly clock?: Clock;
 }
@@ -232,6 +242,19 @@ export class StandbyReceiver {
     return parseGeneration(await readFile(this.markFile, 'utf8'));
   }
 
+  /** Null when this standby knows of lease generation `incoming` (asking the arbiter once when `learn`), else the refusal. */
+  private async unknownGeneration(incoming: number, learn: boolean): Promise<Refusal | null> {
+    if (incoming === 0) return null;
+    let known = await this.opts.knownGeneration();
+    if (incoming > known && learn && this.opts.learnGeneration !== undefined) {
+      await this.opts.learnGeneration().catch(() => undefined);
+      known = await this.opts.knownGeneration();
+    }
+    if (incoming <= known) return null;
+    this.log.warn({ category: 'hq.standby', event: 'push-refused', reason: 'unknown-generation', leaseGeneration: incoming, known }, 'push refused');
+    return refuse('UNKNOWN_GENERATION', `lease generation ${incoming} is higher than ${known}, the highest this standby has seen from the arbiter or its peers; nothing was accepted`, { highest: known });
+  }
+
   private guard(highest: number | null, incoming: number): Refusal | null {
     if (highest === null) return refuse('INTERNAL', `${this.markFile} is unreadable; refusing every push until it is fixed`);
     if (incoming === 0) {
@@ -340,7 +363,7 @@ export class StandbyReceiver {
     if (!sums.ok) return refuse('BAD_MANIFEST', sums.reason);
     const dis = sumsDisagreement(m, sums.sums);
     if (dis !== null) return refuse('BAD_MANIFEST', `manifest/checksum list mismatch: ${dis}`);
-    const g = this.guard(await this.floor(), m.leaseGeneration);
+    const g = this.guard(await this.floor(), m.leaseGeneration) ?? (await this.unknownGeneration(m.leaseGeneration, true));
     if (g !== null) return g;
     const o = await this.order(m);
     if (o !== null) return o;
@@ -859,7 +882,7 @@ export class StandbyReceiver {
       }
       // 1. The guard and the order again: another push may have been accepted meanwhile.
       const highest = await this.acceptedGeneration();
-      const g = this.guard(await this.floor(), m.leaseGeneration);
+      const g = this.guard(await this.floor(), m.leaseGeneration) ?? (await this.unknownGeneration(m.leaseGeneration, false));
       if (g !== null) return await this.drop(push, g);
       const o = await this.order(m);
       if (o !== null) return await this.drop(push, o);

@@ -24,23 +24,38 @@ export async function registerStandby(
     readonly stateDir: string;
     readonly peerToken: { get(): Promise<TokenRead> };
     readonly seenGeneration: () => number | Promise<number>;
+    /** Asks the arbiter now (a heartbeat): a push from a holder granted since the last refresh. */
+    readonly learnGeneration?: () => Promise<unknown>;
     readonly log: ReceiverLog;
   },
 ): Promise<void> {
   const replication = resolveReplication(validateReplication(input.block), input.stateDir);
-  await peer.register(replicationPeerRoutes, await standbyPeerOptions({ replication, peerToken: input.peerToken, seenGeneration: input.seenGeneration, log: input.log }));
+  await peer.register(
+    replicationPeerRoutes,
+    await standbyPeerOptions({
+      replication,
+      peerToken: input.peerToken,
+      seenGeneration: input.seenGeneration,
+      ...(input.learnGeneration === undefined ? {} : { learnGeneration: input.learnGeneration }),
+      log: input.log,
+    }),
+  );
 }
 
 export async function standbyPeerOptions(input: {
   readonly replication: ReplicationConfig;
   readonly peerToken: { get(): Promise<TokenRead> };
-  readonly seenGeneration?: () => number | Promise<number>;
+  /** The agent's seen generation: the floor under the accepted mark, and the most a push may claim. */
+  readonly seenGeneration: () => number | Promise<number>;
+  readonly learnGeneration?: () => Promise<unknown>;
   readonly log?: ReceiverLog;
 }): Promise<ReplicationPeerRoutesOptions> {
   const receiver = await StandbyReceiver.open({
     standbyDir: input.replication.standbyDir,
     keep: input.replication.keep,
-    ...(input.seenGeneration === undefined ? {} : { seenGeneration: input.seenGeneration }),
+    seenGeneration: input.seenGeneration,
+    knownGeneration: input.seenGeneration,
+    ...(input.learnGeneration === undefined ? {} : { learnGeneration: input.learnGeneration }),
     ...(input.log === undefined ? {} : { log: input.log }),
   });
   return {

@@ -242,7 +242,7 @@ export const PeerConfirmBody = {
     "generation": {
       "type": "integer",
       "minimum": 1,
-      "maximum": 9007199254740991
+      "maximum": 281474976710656
     },
     "ttlSeconds": {
       "type": "number",

@@ -8,7 +8,7 @@
  * checks that generated.ts is what the script writes from this file.
  */
 import Type from 'typebox';
-import { HOST_SCHEMA_PATTERN, REPORTED_DATA_LIMITS, REPORTED_EVENTS, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
+import { GENERATION_CEILING, HOST_SCHEMA_PATTERN, REPORTED_DATA_LIMITS, REPORTED_EVENTS, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
 
 export { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
 
@@ -110,7 +110,8 @@ export const OkTrue = Type.Object({ ok: Type.Literal(true) });
 export const PeerConfirmBody = Type.Object(
   {
     host: Type.String({ pattern: HOST }),
-    generation: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+    // Above the ceiling is no real generation: refused, never confirmed or adopted.
+    generation: Type.Integer({ minimum: 1, maximum: GENERATION_CEILING }),
     // The lease timing of the holder's record (S6: the arbiter's), so the wait this
     // confirmation imposes covers the validity it extends.
     ttlSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { setMaintenance, transfer } from '@hq/lease-core';
+import { acceptGeneration, setMaintenance, transfer } from '@hq/lease-core';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import { CheckAnswer, Conflict, ErrorBody, MaintenanceBody, OkLease, TransferBody } from '../schemas/generated.js';
+import { AcceptGenerationAnswer, AcceptGenerationBody, CheckAnswer, ErrorBody, LeaseRefused, MaintenanceBody, OkLease, TransferBody } from '../schemas/generated.js';
+import { ACCEPT_GENERATION_OP } from '../arbiter-shell.js';
 import { answerVerdict, verdictOutcome } from './lease.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -24,16 +25,31 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post(
     '/v1/lease/transfer',
-    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: TransferBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
+    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: TransferBody, response: { 200: OkLease, 409: LeaseRefused, 400: ErrorBody } } },
     async (req, reply) => {
       const d = await arbiter.submit('transfer', req.principal, req.headers['if-match'], (s, ctx) => transfer(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);
     },
   );
 
+  // An admin accepts a generation the bounds refused as a report (an agent really saw it).
+  app.post(
+    '/v1/lease/accept-generation',
+    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: AcceptGenerationBody, response: { 200: AcceptGenerationAnswer, 400: ErrorBody, 409: ErrorBody } } },
+    async (req, reply) => {
+      const by = req.principal?.machine ?? null;
+      const d = await arbiter.submit(ACCEPT_GENERATION_OP, req.principal, req.headers['if-match'], (s, ctx) => acceptGeneration(s, ctx, { generation: req.body.generation, by }, arbiter.limits), (a) => (a.ok ? 'accepted' : a.reason));
+      const lease = arbiter.record(d.state, d.now);
+      reply.header('etag', `"${lease.revision}"`);
+      const a = d.answer;
+      if (!a.ok) throw new HttpError(ERRORS.GENERATION_CEILING, `generation ${req.body.generation} is not below the ceiling ${a.ceiling}: a floor there leaves nothing to grant; nothing was accepted`);
+      return { ok: true as const, floor: a.floor, was: a.was, lease };
+    },
+  );
+
   app.put(
     '/v1/maintenance',
-    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: MaintenanceBody, response: { 200: OkLease, 409: Conflict, 400: ErrorBody } } },
+    { config: { scope: 'admin', tokenInCommit: true }, schema: { body: MaintenanceBody, response: { 200: OkLease, 409: LeaseRefused, 400: ErrorBody } } },
     async (req, reply) => {
       const d = await arbiter.submit('maintenance', req.principal, req.headers['if-match'], (s, ctx) => setMaintenance(s, ctx, req.body), verdictOutcome);
       return answerVerdict(reply, d, false, null);

@@ -6,7 +6,7 @@ import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter-shell.js';
 import { HttpError } from '@hq/runtime/refusal';
 import { actFor } from '../server/context.js';
-import { AcquireBody, Conflict, ErrorBody, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '../schemas/generated.js';
+import { AcquireBody, ErrorBody, LeaseRefused, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '../schemas/generated.js';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 
@@ -23,7 +23,7 @@ export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold
   throw new HttpError(entry, message, { ok: false, reason, lease, error: entry.code, message });
 }
 
-const mutationResponses = { 200: OkLease, 409: Conflict, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };
+const mutationResponses = { 200: OkLease, 409: LeaseRefused, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };
 
 export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter } = app.hq;
@@ -41,29 +41,29 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/v1/lease/acquire', { config: { scope: 'member', tokenInCommit: true }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('acquire', req.principal, req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('acquire', req.principal, req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome, req.body.host);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
   app.post('/v1/lease/renew', { config: { scope: 'member', tokenInCommit: true }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('renew', req.principal, req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('renew', req.principal, req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome, req.body.host);
     return answerVerdict(reply, d, true, arbiter.hold(d));
   });
 
   app.post('/v1/lease/release', { config: { scope: 'member', tokenInCommit: true }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
     actFor(req, req.body.host);
-    const d = await arbiter.submit('release', req.principal, req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome);
+    const d = await arbiter.submit('release', req.principal, req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome, req.body.host);
     return answerVerdict(reply, d, false, null);
   });
 
   // The displaced holder's step-down acknowledgement (issue 18): a refusal is an answer, not an error.
   app.post(
     '/v1/lease/stepped-down',
-    { config: { scope: 'member', tokenInCommit: true }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody } } },
+    { config: { scope: 'member', tokenInCommit: true }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody, 412: ErrorBody } } },
     async (req, reply) => {
       actFor(req, req.body.host);
-      const d = await arbiter.submit('stepped-down', req.principal, req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason));
+      const d = await arbiter.submit('stepped-down', req.principal, req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason), req.body.host);
       const lease = arbiter.record(d.state, d.now);
       reply.header('etag', `"${lease.revision}"`);
       const a = d.answer;

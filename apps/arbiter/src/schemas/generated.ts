@@ -2,6 +2,252 @@
 // node scripts/gen-schemas.mjs && npx tsc -b). Plain JSON, typed as the TypeBox source.
 import type * as S from './source.js';
 
+export const AcceptGenerationAnswer = {
+  "type": "object",
+  "required": [
+    "ok",
+    "floor",
+    "was",
+    "lease"
+  ],
+  "properties": {
+    "ok": {
+      "type": "boolean",
+      "const": true
+    },
+    "floor": {
+      "type": "integer"
+    },
+    "was": {
+      "type": "integer"
+    },
+    "lease": {
+      "type": "object",
+      "required": [
+        "name",
+        "holder",
+        "generation",
+        "revision",
+        "acquiredAt",
+        "renewedAt",
+        "ttlSeconds",
+        "safetyMarginSeconds",
+        "expiresAt",
+        "expired",
+        "released",
+        "notBefore",
+        "views",
+        "dualUnreachableStreak",
+        "lastCheckAt",
+        "promotedFrom",
+        "maintenance",
+        "floorPending",
+        "displaced",
+        "now"
+      ],
+      "properties": {
+        "name": {
+          "type": "string",
+          "const": "hq"
+        },
+        "holder": {
+          "anyOf": [
+            {
+              "type": "string"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "generation": {
+          "type": "integer"
+        },
+        "revision": {
+          "type": "integer"
+        },
+        "acquiredAt": {
+          "anyOf": [
+            {
+              "type": "number"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "renewedAt": {
+          "anyOf": [
+            {
+              "type": "number"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "ttlSeconds": {
+          "type": "number"
+        },
+        "safetyMarginSeconds": {
+          "type": "number"
+        },
+        "expiresAt": {
+          "anyOf": [
+            {
+              "type": "number"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "expired": {
+          "type": "boolean"
+        },
+        "released": {
+          "type": "boolean"
+        },
+        "notBefore": {
+          "anyOf": [
+            {
+              "type": "number"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "views": {
+          "type": "object",
+          "properties": {},
+          "additionalProperties": {
+            "type": "object",
+            "required": [
+              "target",
+              "reachable",
+              "ping",
+              "health",
+              "at"
+            ],
+            "properties": {
+              "target": {
+                "type": "string"
+              },
+              "reachable": {
+                "type": "boolean"
+              },
+              "ping": {
+                "type": "boolean"
+              },
+              "health": {
+                "type": "boolean"
+              },
+              "at": {
+                "type": "number"
+              }
+            },
+            "title": "LeaseView"
+          }
+        },
+        "dualUnreachableStreak": {
+          "type": "integer"
+        },
+        "lastCheckAt": {
+          "anyOf": [
+            {
+              "type": "number"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "promotedFrom": {
+          "anyOf": [
+            {
+              "type": "string"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "maintenance": {
+          "type": "boolean"
+        },
+        "floorPending": {
+          "type": "boolean"
+        },
+        "displaced": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "host",
+                "generation",
+                "acknowledgedAt",
+                "savedSeconds"
+              ],
+              "properties": {
+                "host": {
+                  "type": "string"
+                },
+                "generation": {
+                  "type": "integer"
+                },
+                "acknowledgedAt": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "savedSeconds": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                }
+              },
+              "title": "DisplacedHolder"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "now": {
+          "type": "number"
+        }
+      },
+      "title": "LeaseRecord"
+    }
+  }
+} as unknown as typeof S.AcceptGenerationAnswer;
+
+export const AcceptGenerationBody = {
+  "type": "object",
+  "required": [
+    "generation"
+  ],
+  "properties": {
+    "generation": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 9007199254740991
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.AcceptGenerationBody;
+
 export const AcquireBody = {
   "type": "object",
   "required": [
@@ -1661,6 +1907,295 @@ export const LeaseRecord = {
   "title": "LeaseRecord"
 } as unknown as typeof S.LeaseRecord;
 
+export const LeaseRefused = {
+  "anyOf": [
+    {
+      "type": "object",
+      "required": [
+        "ok",
+        "reason",
+        "lease",
+        "error",
+        "message"
+      ],
+      "properties": {
+        "ok": {
+          "type": "boolean",
+          "const": false
+        },
+        "reason": {
+          "anyOf": [
+            {
+              "type": "string",
+              "const": "held"
+            },
+            {
+              "type": "string",
+              "const": "not-holder"
+            },
+            {
+              "type": "string",
+              "const": "stale-generation"
+            },
+            {
+              "type": "string",
+              "const": "expired"
+            },
+            {
+              "type": "string",
+              "const": "not-candidate"
+            },
+            {
+              "type": "string",
+              "const": "same-holder"
+            },
+            {
+              "type": "string",
+              "const": "target-silent"
+            },
+            {
+              "type": "string",
+              "const": "no-holder"
+            }
+          ]
+        },
+        "lease": {
+          "type": "object",
+          "required": [
+            "name",
+            "holder",
+            "generation",
+            "revision",
+            "acquiredAt",
+            "renewedAt",
+            "ttlSeconds",
+            "safetyMarginSeconds",
+            "expiresAt",
+            "expired",
+            "released",
+            "notBefore",
+            "views",
+            "dualUnreachableStreak",
+            "lastCheckAt",
+            "promotedFrom",
+            "maintenance",
+            "floorPending",
+            "displaced",
+            "now"
+          ],
+          "properties": {
+            "name": {
+              "type": "string",
+              "const": "hq"
+            },
+            "holder": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "generation": {
+              "type": "integer"
+            },
+            "revision": {
+              "type": "integer"
+            },
+            "acquiredAt": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "renewedAt": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "ttlSeconds": {
+              "type": "number"
+            },
+            "safetyMarginSeconds": {
+              "type": "number"
+            },
+            "expiresAt": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "expired": {
+              "type": "boolean"
+            },
+            "released": {
+              "type": "boolean"
+            },
+            "notBefore": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "views": {
+              "type": "object",
+              "properties": {},
+              "additionalProperties": {
+                "type": "object",
+                "required": [
+                  "target",
+                  "reachable",
+                  "ping",
+                  "health",
+                  "at"
+                ],
+                "properties": {
+                  "target": {
+                    "type": "string"
+                  },
+                  "reachable": {
+                    "type": "boolean"
+                  },
+                  "ping": {
+                    "type": "boolean"
+                  },
+                  "health": {
+                    "type": "boolean"
+                  },
+                  "at": {
+                    "type": "number"
+                  }
+                },
+                "title": "LeaseView"
+              }
+            },
+            "dualUnreachableStreak": {
+              "type": "integer"
+            },
+            "lastCheckAt": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "promotedFrom": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "maintenance": {
+              "type": "boolean"
+            },
+            "floorPending": {
+              "type": "boolean"
+            },
+            "displaced": {
+              "anyOf": [
+                {
+                  "type": "object",
+                  "required": [
+                    "host",
+                    "generation",
+                    "acknowledgedAt",
+                    "savedSeconds"
+                  ],
+                  "properties": {
+                    "host": {
+                      "type": "string"
+                    },
+                    "generation": {
+                      "type": "integer"
+                    },
+                    "acknowledgedAt": {
+                      "anyOf": [
+                        {
+                          "type": "number"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    },
+                    "savedSeconds": {
+                      "anyOf": [
+                        {
+                          "type": "number"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    }
+                  },
+                  "title": "DisplacedHolder"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "now": {
+              "type": "number"
+            }
+          },
+          "title": "LeaseRecord"
+        },
+        "error": {
+          "type": "string"
+        },
+        "message": {
+          "type": "string"
+        }
+      },
+      "title": "LeaseConflict"
+    },
+    {
+      "type": "object",
+      "required": [
+        "error",
+        "message"
+      ],
+      "properties": {
+        "error": {
+          "type": "string"
+        },
+        "message": {
+          "type": "string"
+        }
+      },
+      "title": "Error"
+    }
+  ]
+} as unknown as typeof S.LeaseRefused;
+
 export const MaintenanceBody = {
   "type": "object",
   "required": [
@@ -3006,6 +3541,56 @@ export const StatusAnswer = {
           }
         }
       }
+    },
+    "generationRefusal": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "at",
+            "host",
+            "kind",
+            "generation",
+            "message"
+          ],
+          "properties": {
+            "at": {
+              "type": "number"
+            },
+            "host": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "kind": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "const": "report-jump"
+                },
+                {
+                  "type": "string",
+                  "const": "ceiling"
+                }
+              ]
+            },
+            "generation": {
+              "type": "number"
+            },
+            "message": {
+              "type": "string"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
     },
     "arbiters": {
       "type": "object",

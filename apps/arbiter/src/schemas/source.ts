@@ -10,6 +10,7 @@
  */
 import Type from 'typebox';
 import { HOST_SCHEMA_PATTERN } from '@hq/protocol';
+import { Conflict, ErrorBody, GrantedGeneration, LeaseRecord } from '@hq/protocol/schemas';
 import { PortBandsConfig } from '../registry/schemas.js';
 
 export {
@@ -53,6 +54,12 @@ export {
   TransferBody,
 } from '@hq/protocol/schemas';
 export { StatusAnswer } from '../routes/status-page/schemas.js';
+
+/** A lease decision's 409: the conflict with the record, or a refusal by the generation bounds (`{error, message}`). */
+export const LeaseRefused = Type.Union([Conflict, ErrorBody]);
+/** `POST /v1/lease/accept-generation` (admin): a generation an agent really saw, above the report bound. */
+export const AcceptGenerationBody = Type.Object({ generation: GrantedGeneration }, { additionalProperties: false });
+export const AcceptGenerationAnswer = Type.Object({ ok: Type.Literal(true), floor: Type.Integer(), was: Type.Integer(), lease: LeaseRecord });
 
 /** `GET /v1/events/stream`'s answer, as the OpenAPI document describes it. */
 export const EventStreamText = Type.String({ description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`' });

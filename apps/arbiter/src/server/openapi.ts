@@ -88,6 +88,7 @@ export const OPERATIONS: Readonly<Record<string, OperationText>> = Object.freeze
   'POST /v1/heartbeat': { operationId: 'postHeartbeat', summary: "An agent's heartbeat: renew, or report its view", tag: 'lease', ok: 'The outcome and the lease record.' },
   'POST /v1/check': { operationId: 'runCheck', summary: 'Run one check of the holder now', tag: 'admin', ok: 'What the check saw and whether it promoted.' },
   'POST /v1/lease/transfer': { operationId: 'transferLease', summary: 'Force a failover to a host', tag: 'admin', ok: 'Transferred: the target holds generation + 1 after the lock-delay.' },
+  'POST /v1/lease/accept-generation': { operationId: 'acceptGeneration', summary: 'Accept a reported generation the report bound refused (an agent really saw it)', tag: 'admin', ok: 'The floor now; the next reports are measured from it.' },
   'PUT /v1/maintenance': { operationId: 'setMaintenance', summary: 'Turn maintenance on or off', tag: 'admin', ok: 'Maintenance set.' },
   'GET /v1/events': { operationId: 'listEvents', summary: 'Read the event log', tag: 'events', ok: 'Events in ascending id.' },
   'GET /v1/events/stream': { operationId: 'streamEvents', summary: 'Follow the event log (Server-Sent Events)', tag: 'events', ok: 'An event stream.' },

@@ -14,6 +14,7 @@ import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
 import { VERSION } from '@hq/lease-core/version';
+import type { GenerationLimits } from '@hq/lease-core';
 import { Metrics } from '../metrics.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { buildApp } from './app.js';
@@ -59,6 +60,8 @@ export interface RuntimeOptions {
   readonly operator?: boolean;
   readonly hookAttempts?: number;
   readonly hookBackoffMs?: number;
+  /** The generation bounds (lease-core's constants); a test of what they stop passes wider ones. */
+  readonly limits?: GenerationLimits;
   /** Default Node process metrics (off in tests that build many runtimes). */
   readonly processMetrics?: boolean;
   /**
@@ -183,7 +186,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
   // Store etcd with an election (the daemon): decisions only on the elected arbiter (leadership.ts).
   let leadership: Leadership | null = null;
-  const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
+  const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(opts.limits === undefined ? {} : { limits: opts.limits }), ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
   registerOperatorMetrics(metrics.registry, () => store.read(), config);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }), wallClockMs: opts.wallClockMs ?? wallClockMs });

@@ -31,6 +31,7 @@ import { ErrorBody, StatusAnswer, StatusPageHtml } from '../../schemas/generated
 import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
+import type { GenerationRefusalNote } from '../../arbiter-shell.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 import type { StatusAnswerT } from './schemas.js';
 
@@ -55,6 +56,8 @@ export interface StatusPageOptions {
   readonly load?: LoadLookup;
   /** The last request refused for a host's name (a member token of another machine), when any. */
   readonly refused?: (host: string) => Refusal | null;
+  /** The last report or grant the generation bounds refused, when any. */
+  readonly generationRefusal?: () => GenerationRefusalNote | null;
   /** What each host last said of its version (its heartbeat's protocol and release). */
   readonly versions?: (host: string) => HostVersion | null;
   /** Store etcd: which arbiter decides and etcd's health (absent: a single SQLite arbiter). */
@@ -73,6 +76,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
+    generationRefusal: () => hq.arbiter.generationRefusal(),
     versions: (host) => (host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host)),
     ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
@@ -116,7 +120,8 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      return withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions), opts);
+      const model = withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions), opts);
+      return { ...model, generationRefusal: opts.generationRefusal?.() ?? null };
     },
   );
 };

@@ -69,6 +69,19 @@ export const StatusAnswer = Type.Object({
     text: Type.String(),
   }),
   hosts: Type.Array(HostStatus),
+  /** The last report or grant the generation bounds refused since the arbiter started; null when none. */
+  generationRefusal: Type.Optional(
+    Type.Union([
+      Type.Object({
+        at: Type.Number(),
+        host: Type.Union([Type.String(), Type.Null()]),
+        kind: Type.Union([Type.Literal('report-jump'), Type.Literal('ceiling')]),
+        generation: Type.Number(),
+        message: Type.String(),
+      }),
+      Type.Null(),
+    ]),
+  ),
   /** Store etcd only: which arbiter decides, and etcd's members. */
   arbiters: Type.Optional(Arbiters),
   /** Store etcd only: `arbiters` in the card's words, which the page's refresh shows. */
