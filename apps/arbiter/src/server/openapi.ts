@@ -273,7 +273,7 @@ const ANSWER_HEADERS: Readonly<Record<string, Record<string, unknown>>> = Object
 });
 
 /** Operations whose answers carry the lease record, and with it its revision as `ETag`. */
-const RECORD_ANSWERS = new Set(['get /v1/lease', 'post /v1/lease/acquire', 'post /v1/lease/renew', 'post /v1/lease/release', 'post /v1/lease/stepped-down', 'post /v1/heartbeat', 'post /v1/lease/transfer', 'put /v1/maintenance', 'post /v1/check']);
+const RECORD_ANSWERS = new Set(['get /v1/lease', 'post /v1/lease/acquire', 'post /v1/lease/renew', 'post /v1/lease/release', 'post /v1/lease/stepped-down', 'post /v1/heartbeat', 'post /v1/lease/transfer', 'post /v1/lease/accept-generation', 'put /v1/maintenance', 'post /v1/check']);
 
 /** The ANSWER_HEADERS an answer may carry. */
 function answerHeaders(path: string, method: string, status: string): string[] {
