@@ -119,6 +119,8 @@ ${keyRows().join('\n')}
 | command | does | exit |
 |---|---|---|
 | \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
+| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
+| \`hq-arbiter join HOST [--ttl T] [--url URL]\` | prints once \`hq join BUNDLE\` for candidate HOST: single use, expires after T (default 15m, at most 24h), pins this arbiter's identity; keeps only the sha256 of its secret in \`{dataDir}/joins\` | 0 / 2 |
 | \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
 | \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |
 | \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
@@ -126,6 +128,10 @@ ${keyRows().join('\n')}
 | \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
 | \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
 | \`--help\`, \`--version\` | everywhere | 0 |
+
+\`token\`, \`check\` and \`backup\` where no config file is found (no \`--config\`, \`$HQ_ARBITER_CONFIG\`,
+\`~/.hq/arbiter.json\` or \`/etc/hq/arbiter.json\`) and no database exists under \`./var\` refuse (exit 2)
+rather than create one no daemon reads.
 
 ## \`hq-agent [--config F]\`
 
@@ -168,6 +174,7 @@ upgrade; answers say the version they were spoken to (docs/PROTOCOL.md "Versions
 | \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
 | \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?, version?}\` (\`version\`: the agent's release, protocol 2) → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
+| \`POST /v1/join\` | none (the bundle's secret) | \`{host, secret, nonce, dryRun?}\` → \`{payload, publicKey, signature}\`: once per bundle, issues HOST's member token and answers its config and the peer token, signed (Ed25519 over the nonce and the payload) by the identity key; \`401 HQ_ERR_JOIN_REFUSED\` for a used, expired, replaced or another host's bundle |
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |

@@ -207,6 +207,23 @@ export const COMMANDS: readonly Command[] = [
   },
   PORT_RUN_COMMAND,
   FLEET_COMMAND,
+  {
+    spec: {
+      name: 'join',
+      summary:
+        "Makes this host a candidate from the line hq-arbiter join HOST printed: redeems the bundle at the arbiter (once), checks the answer is signed by the arbiter the bundle names, and writes this host's agent config (only its own keys), its member token and the fleet's peer token (0600) in its state directory (0700).",
+      positionals: [{ name: 'BUNDLE', help: 'The word after "hq join" that hq-arbiter join printed (hq1.…).' }],
+      flags: [
+        { ...CONFIG_FLAG, help: 'The agent config file to write. Default: $HQ_CONFIG, else ~/.hq/agent.json.' },
+        { name: 'state-dir', kind: 'string', value: 'DIR', help: "The agent's state directory, written into the config; the tokens go there. Default: the config file's directory." },
+        { name: 'socket', kind: 'string', value: 'PATH', help: 'The fence socket (socketPath), for a daemon whose group members must reach it outside the 0700 state directory (systemd: /run/hq-agent/agent.sock). Default: {stateDir}/agent.sock.' },
+        { name: 'dry-run', kind: 'boolean', help: 'Prints the config and the files it would write, without using the bundle (it still works afterwards). Default: off.' },
+        { name: 'force', kind: 'boolean', help: 'Replaces an existing config file. Default: off, an existing config is refused (exit 2) before the bundle is used.' },
+      ],
+      exits: '0 joined (or the dry run printed), 1 refused (the bundle is used, expired, or the answer is not signed by its arbiter; nothing written), 2 usage or an existing config, 3 the arbiter is unreachable.',
+    },
+    load: async () => (await import('./join-fleet.js')).joinFleet,
+  },
 ];
 
 const TOP_HELP = `Usage: hq COMMAND [options]
