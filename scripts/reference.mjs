@@ -35,7 +35,7 @@ export const KEYS = {
   hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],
   arbiterUrl: ['`http://{arbiter}.{tailnetDomain}:8470`', "where the agent talks to the arbiter; a bare origin (no credentials, no path); `hq`'s read-only commands without any config use `http://127.0.0.1:8470`"],
   failOpenRoles: ['`[]`', 'roles that run when quorum is lost (never `ledger-cli`; never once a higher generation was seen)'],
-  roles: ['`telegram-poller, cron, seat-loop, release-run, conatus, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
+  roles: ['`telegram-poller, cron, release-run, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
   healthUrls: ['—', 'pinned health URL per host (`{host: url}`); default `http://HOST.{tailnetDomain}:8471/v1/health`'],
   tailnetDomain: ['`tailscale status --json` → MagicDNSSuffix', 'derives the default URLs'],
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
