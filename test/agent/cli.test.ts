@@ -236,6 +236,30 @@ t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => 
   t.ok(lines.some((l) => l.category === 'hq.lease' && l.event === 'renewed') || arb.heartbeats.length > 0, 'lease events are logged with their category');
 });
 
+t.test('a token file at 0644: the agent and hq heartbeat name the mode and say chmod 600; the heartbeat exits 1', async (t) => {
+  const dir = shortDir(t);
+  const { arb, config, pid, exited: p } = await startAgentDaemon(t, dir);
+  // The token is read at start: change its mode only once the agent runs on it.
+  for (let i = 0; i < 600 && arb.heartbeats.length === 0; i++) await sleep(50);
+  arb.requireToken = true;
+  t.teardown(() => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  });
+  const token = join(dir, 'state', 'token');
+  chmodSync(token, 0o644);
+  const hb = await hq(['heartbeat', '--config', config]);
+  t.equal(hb.code, 1, `a refused heartbeat exits 1 (${hb.stdout.trim()})`);
+  t.match(hb.stdout, /must be mode 0600 \(is 0644\); fix: chmod 600 \S+token \(the token itself stays valid\)/, 'the reason is the mode, and the fix is chmod, not a new token');
+  t.notMatch(hb.stdout, /token issue/, 'no reissue is suggested');
+  process.kill(pid, 'SIGTERM');
+  const r = await p;
+  t.match(r.stdout, /"event":"token-unavailable"[^\n]*must be mode 0600[^\n]*chmod 600/, 'the agent logged the mode and the fix');
+});
+
 t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbiter', async (t) => {
   const src = join(ROOT, 'apps/agent/src');
   const seen = new Set<string>();
@@ -417,12 +441,12 @@ t.test('an agent whose configuration can never work exits 2 at start with the fi
   const config = writeConfig(dir, { arbiterUrl: arb.url });
   const missing = await run([AGENT_CLI, '--config', config]);
   t.equal(missing.code, 2, 'no token file: exit 2');
-  t.match(missing.stderr, /tokenFile: .*token: .*hq-arbiter token issue mbp --scope member/, 'names the file and the fix');
+  t.match(missing.stderr, /tokenFile: token file \S+token does not exist; fix: on the arbiter, hq-arbiter join mbp then hq join/, 'names the file and the fix');
   oneLine(t, missing.stderr, 'a missing token file');
   writeToken(dir, 0o640);
   const open = await run([AGENT_CLI, '--config', config]);
   t.equal(open.code, 2, 'a group-readable token file: exit 2');
-  t.match(open.stderr, /tokenFile: .*0600/, 'says the mode it needs');
+  t.match(open.stderr, /tokenFile: .*must be mode 0600 \(is 0640\); fix: chmod 600 /, 'says the mode it needs and that chmod fixes it');
 
   // An arbiter that refuses the token for this host (a hostName that is not the token's machine).
   const refusing = createServer((req, res) => {

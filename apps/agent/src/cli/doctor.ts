@@ -217,7 +217,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
 
   // 3. Files.
   out.push(await checkStateDir(c));
-  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter token issue ${c.hostName} --scope member > ${c.tokenFile}; chmod 600 ${c.tokenFile}`));
+  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line it prints on this host (or hq-arbiter token issue ${c.hostName} --scope member --config /etc/hq/arbiter.json into ${c.tokenFile}, mode 0600)`));
   if (net.peers.size === 0) out.push(skip('peer-token', 'no peers configured'));
   else out.push(await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`));
 
@@ -240,7 +240,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
       const lease = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/lease'), token: token.ok ? token.token : null, timeoutSeconds });
       const t1 = now();
       if (lease.kind === 'answer' && lease.status === 401) {
-        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: issue a new one (hq-arbiter token issue ${c.hostName} --scope member) into ${c.tokenFile}`));
+        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: join again (on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line here with --force)`));
         out.push(skip('clock', 'the lease could not be read'));
       } else if (lease.kind !== 'answer' || lease.status !== 200) {
         out.push(fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`));

@@ -143,7 +143,7 @@ export const COMMANDS: readonly Command[] = [
       name: 'heartbeat',
       summary: 'Makes the local agent send one heartbeat now and prints its outcome.',
       flags: [CONFIG_FLAG, JSON_FLAG],
-      exits: '0 the arbiter answered, 2 usage or config error, 3 the agent or the arbiter is unreachable.',
+      exits: '0 the arbiter answered, 1 the arbiter refused the heartbeat (the member token, the host name), 2 usage or config error, 3 the agent or the arbiter is unreachable.',
     },
     load: async () => (await import('./local-cmds.js')).heartbeat,
   },

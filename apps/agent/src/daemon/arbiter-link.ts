@@ -32,7 +32,7 @@ import { healthUrlOf, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { ArbiterEndpoints, keepAliveFor, type HttpResult } from '@hq/runtime/http';
 import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
-import type { TokenFile } from '../tokens.js';
+import { tokenFileFix, type TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { Peers } from './peers.js';
 import type { AgentStore } from './store.js';
@@ -201,9 +201,12 @@ export class ArbiterLink {
     const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token, true);
     const received = this.o.clock.now();
     const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
-    const report = await this.absorbHeartbeat(res, answer, sent, received);
+    const absorbed = await this.absorbHeartbeat(res, answer, sent, received);
+    // Refused for want of a readable token: the report names the file's problem, not the arbiter's 401.
+    const report = token === null && this.tokenProblem !== null && absorbed.outcome === 'refused' ? { ...absorbed, problem: this.tokenProblem } : absorbed;
     this.lastHeartbeat = report;
-    if (report.status === 401 || report.status === 403) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
+    // Without a token the arbiter's 401 says nothing new: the local reason (a file at 0644, say) stays the one shown.
+    if ((report.status === 401 || report.status === 403) && token !== null) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
     else if (report.status === 200 && this.tokenProblem !== null) {
       this.tokenProblem = null;
       this.o.log.info({ category: 'hq.lease', event: 'token-ok', host: this.o.settings.host }, 'the member token works again');
@@ -339,7 +342,7 @@ export class ArbiterLink {
     const t = await this.o.token.get();
     if (!t.ok) {
       // Loud: without its token this host can neither renew nor report (rotation gone wrong).
-      this.noteTokenProblem(`${this.o.config.tokenFile}: ${t.problem}`);
+      this.noteTokenProblem(`${t.problem}; ${tokenFileFix(t.problem, this.o.config.tokenFile, this.o.settings.host)}`);
       return null;
     }
     return t.token;
