@@ -181,7 +181,7 @@ t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
   const check = await hq(['fence', 'check', '--role', 'cron', '--json', '--config', config]);
   t.equal(check.code, 1, 'fence check without an agent is a skip (exit 1)');
   t.equal((JSON.parse(check.stdout) as { reason: string }).reason, 'agent-unreachable', 'with the reason agent-unreachable');
-  t.match(check.stderr, /not answering/, 'and a clear message');
+  t.match(check.stderr, /could not ask the agent: no agent socket at/, 'and a clear message naming the cause');
   const role = await hq(['fence', 'check', '--role', 'nope', '--config', config]);
   t.equal(role.code, 2, 'an unknown role exits 2 even without an agent');
   const seen = await hq(['seen', '--config', config]);

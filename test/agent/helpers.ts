@@ -28,10 +28,10 @@ export interface Run {
   readonly ms: number;
 }
 
-export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void } = {}): Promise<Run> {
+export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void; uid?: number; gid?: number } = {}): Promise<Run> {
   return new Promise((done) => {
     const start = Date.now();
-    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid }) });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

@@ -48,6 +48,8 @@ export interface SupervisorOptions {
   readonly recheckSeconds: number;
   readonly graceSeconds: number;
   readonly skipExit: number;
+  /** The exit when the agent could not be asked (default: skipExit). */
+  readonly unreachableExit?: number;
   readonly argv: readonly string[];
   /** One fence query; should give up within `checkTimeoutSeconds`. */
   readonly check: () => Promise<FenceQueryResult>;
@@ -84,8 +86,9 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     const first = await opts.check();
     if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
     if (first.kind === 'unreachable') {
-      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem });
-      return exit(opts.skipExit);
+      const code = opts.unreachableExit ?? opts.skipExit;
+      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem, exit: code });
+      return exit(code);
     }
     const f = first.fence;
     if (!f.run) {
@@ -97,9 +100,10 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     const holder = f.holder;
     const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(generation);
     if (reg.kind === 'refused' || reg.kind === 'unreachable') {
-      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem };
+      const code = reg.kind === 'refused' ? opts.skipExit : (opts.unreachableExit ?? opts.skipExit);
+      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
       opts.log('skipped', { role: opts.role, generation, holder, ...why });
-      return exit(opts.skipExit);
+      return exit(code);
     }
     const run = reg.kind === 'registered' ? reg.run : null;
     const env = {

@@ -8,15 +8,18 @@
 import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceUnanswered } from '@hq/protocol/fence';
-import { callAgent, lightPaths } from './local.js';
+import { agentProblem, callAgent, lightPaths } from './local.js';
 import type { Clock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
+
+/** `hq fence run`'s exit when the agent could not be asked (sysexits' EX_UNAVAILABLE): never 0, so cron and systemd see it. */
+export const UNREACHABLE_EXIT = 69;
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
   name: 'fence check',
   summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
   flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
-  exits: '0 run, 1 skip (also when the agent is not running), 2 unknown role, usage or config error.',
+  exits: '0 run, 1 skip (also when the agent could not be asked; stderr names why), 2 unknown role, usage or config error.',
 };
 
 export const FENCE_RUN_SPEC: CommandSpec = {
@@ -28,7 +31,13 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },
     { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
     { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
-    { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
+    { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R (another host is HQ, or none is). Default: 0.' },
+    {
+      name: 'unreachable-exit',
+      kind: 'number',
+      value: 'N',
+      help: `The exit code when CMD is not run because the agent could not be asked (not running, this user not in its socket's group, no answer), so cron and systemd record a failure. Default: ${UNREACHABLE_EXIT} (EX_UNAVAILABLE).`,
+    },
     {
       name: 'verbose',
       kind: 'boolean',
@@ -36,7 +45,7 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     },
   ],
   rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
-  exits: "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.",
+  exits: `skip 0 (or --skip-exit), ${UNREACHABLE_EXIT} when the agent could not be asked (or --unreachable-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found.`,
 };
 
 /** The COMMANDS entries of main.ts (fence-main.ts uses the same specs and functions). */
@@ -59,7 +68,7 @@ export function quietLine(event: string, data: { readonly [k: string]: unknown }
     const g = data['generation'] === undefined ? '' : `, generation ${String(data['generation'])}`;
     return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(data['graceSeconds'])} s\n`;
   }
-  if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
+  if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}could not ask the agent: ${String(data['problem'])}; CMD was not run (exit ${String(data['exit'] ?? UNREACHABLE_EXIT)})\n`;
   if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
   return null;
 }
@@ -69,9 +78,9 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
   if (line !== null) process.stderr.write(line);
 }
 
-async function ask(socketPath: string, role: string, timeoutSeconds: number): Promise<FenceQueryResult> {
+async function ask(socketPath: string, role: string, timeoutSeconds: number, configFile: string | null = null): Promise<FenceQueryResult> {
   const r = await callAgent(socketPath, 'GET', `/v1/fence?role=${encodeURIComponent(role)}`, timeoutSeconds);
-  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: agentProblem(socketPath, r.problem, configFile) };
   if (r.status === 400) {
     const b = r.body as { message?: unknown } | null;
     return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
@@ -114,7 +123,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
   const configPath = flagString(p, 'config');
   const json = flagBool(p, 'json');
   const paths = lightPaths(configPath);
-  const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
+  const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds, paths.file);
   if (r.kind === 'bad-role') throw new CliError(2, r.message);
   if (r.kind === 'unreachable') {
     await checkOffline(configPath, role);
@@ -122,7 +131,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
       const unanswered: FenceUnanswered = { run: false, reason: AGENT_UNREACHABLE, generation: null, holder: null, role, validForSeconds: null };
       process.stdout.write(`${JSON.stringify(unanswered)}\n`);
     }
-    process.stderr.write(`hq fence check: skip: ${r.problem}; nothing runs without the agent\n`);
+    process.stderr.write(`hq fence check: skip: could not ask the agent: ${r.problem}\n`);
     return 1;
   }
   const f = r.fence;
@@ -140,8 +149,10 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const recheck = flagNumber(p, 'recheck') ?? 30;
   const grace = flagNumber(p, 'grace') ?? 5;
   const skipExit = flagNumber(p, 'skip-exit') ?? 0;
+  const unreachableExit = flagNumber(p, 'unreachable-exit') ?? UNREACHABLE_EXIT;
   if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
+  if (!Number.isInteger(unreachableExit) || unreachableExit > 255) throw new CliError(2, '--unreachable-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
   const [{ superviseFence, CHECK_TIMEOUT_SECONDS }, { wallClockMs }] = await Promise.all([import('../fence-run.js'), import('@hq/runtime/clock')]);
   let first = true;
@@ -149,13 +160,13 @@ export async function fenceRun(p: Parsed): Promise<number> {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
     const wasFirst = first;
     first = false;
-    const r = await ask(paths.socketPath, role, timeout);
+    const r = await ask(paths.socketPath, role, timeout, paths.file);
     if (r.kind === 'unreachable' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
   const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
   const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
-  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
+  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, unreachableExit, argv: p.rest, check, register: registerRun, log });
   if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
   return outcome.code;
 }
