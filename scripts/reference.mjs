@@ -213,7 +213,8 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
+\`hq_lease_runnable\` (1 while the record lets its holder run now, 0 while no host may: no holder, released,
+expired, lock-delay; alert \`HqNoHostMayRun\`), \`hq_fleet_member_up\`, \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_host_version{host,version}\` (1 per host and the release its
 last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
 arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,

@@ -571,6 +571,7 @@ t.test('hq lease release waits as long as the agent says its step-down can take,
   const ok = await hq(['lease', 'release', '--config', config]);
   t.equal(ok.code, 0, `a step-down that takes 1.2 s of its 1.5 s is waited for (${ok.stderr.trim()})`);
   t.same(bodies, ['/v1/lease/release'], 'then the release, with the generation');
+  t.match(ok.stdout, /^released by mbp: HQ is now empty — no host may run fenced jobs until one runs "hq lease acquire" .*nothing brings HQ back by itself\n$/, 'a release without a handover says HQ is empty and what brings it back');
 
   bodies.length = 0;
   stepDownMs = 0;

@@ -323,13 +323,31 @@ t.test('the operator gauges read the store once per scrape, and afresh on the ne
   registerOperatorMetrics(registry, () => {
     reads++;
     return h.rt.store.read();
-  }, h.rt.config);
+  }, h.rt.config, h.clock);
   t.match(await registry.metrics(), /hq_maintenance_enabled 0/, 'maintenance off');
   t.equal(reads, 1, 'five gauges, one store read');
   const m = await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled: true } });
   t.equal(m.statusCode, 200, 'maintenance on');
   t.match(await registry.metrics(), /hq_maintenance_enabled 1/, 'the next scrape sees it at once');
   t.equal(reads, 2, 'with one more read');
+});
+
+t.test('hq_lease_runnable is 0 while no host may run (no holder, released, lock-delay) and 1 while the holder may', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const runnable = async (): Promise<number> => Number(/^hq_lease_runnable (\d)$/m.exec((await h.get('/metrics')).body)?.[1]);
+  t.equal(await runnable(), 0, 'no holder yet: 0');
+  const a = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(a.statusCode, 200, 'mbp acquires');
+  const notBefore = (a.json() as { lease: { notBefore: number | null } }).lease.notBefore;
+  if (notBefore !== null && notBefore > h.clock.now()) {
+    t.equal(await runnable(), 0, 'behind a lock-delay: 0');
+    h.clock.advance(notBefore - h.clock.now() + 0.1);
+  }
+  t.equal(await runnable(), 1, 'the holder may run: 1');
+  const r = await h.post('/v1/lease/release', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(r.statusCode, 200, 'mbp releases');
+  t.equal(await runnable(), 0, 'released: 0');
 });
 
 t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', async (t) => {

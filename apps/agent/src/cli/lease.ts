@@ -184,7 +184,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
     if (agentUp) await pokeAgent(c);
-    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : `released by ${c.hostName}`);
+    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
     return 0;
   }
   // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
@@ -194,6 +194,15 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
   reportFailure(f, p);
   return f.code;
+}
+
+/**
+ * A release without a handover leaves no host that may run, and nothing moves the lease by
+ * itself afterwards (agents never acquire; a released lease is not promoted away): say so, and
+ * what brings HQ back.
+ */
+export function releasedLine(host: string): string {
+  return `released by ${host}: HQ is now empty — no host may run fenced jobs until one runs "hq lease acquire" (or, on the arbiter side, "hq failover --to HOST"); nothing brings HQ back by itself`;
 }
 
 /** The wait for the step-down of an agent that does not say `stepDownSeconds` (the default `--grace` of 5 s, twice, and slack). */

@@ -251,9 +251,10 @@ export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], prom
   const holder = record.holder;
   // 1. Nobody may run.
   if (holder === null || record.released || record.expired || record.expiresAt === null) {
-    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no holder: a new database waits until every candidate reports the generation it has seen' };
-    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no holder: nothing runs until a candidate acquires the lease' };
-    return { name: 'no-holder', level: 'bad', text: `no holder: ${holder}'s lease ${record.released ? 'was released' : 'expired'}; nothing runs until a candidate acquires it` };
+    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no host may run: a new database waits until every candidate reports the generation it has seen' };
+    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire' };
+    if (record.released) return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire` };
+    return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it` };
   }
   // 2. The holder does not report, or the arbiter and a standby cannot reach it.
   const row = hosts.find((h) => h.host === holder);
