@@ -145,6 +145,19 @@ t.test('transfer moves the lease behind the old holder lock-delay and maintenanc
   t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
 });
 
+t.test('a forced transfer is not counted or shown as a promotion', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal((await h.post('/v1/lease/transfer', { to: 'node-b' })).statusCode, 200, 'transferred');
+  t.match((await h.get('/metrics')).body, /^hq_promotions_total 0$/m, 'hq_promotions_total stays 0');
+  t.match((await h.get('/metrics')).body, /^hq_lease_operations_total\{op="transfer",outcome="[a-z-]+"\} 1$/m, 'the transfer is counted as an operation');
+  const { eventLabel } = await import('../../apps/arbiter/src/routes/status-page/model.js');
+  const ev = ((await h.get('/v1/events')).json() as { events: Array<{ event: string; data: Record<string, unknown> }> }).events.find((e) => e.event === 'promoted');
+  t.equal(eventLabel(ev?.event ?? '', ev?.data), 'transferred', 'the status page labels it transferred');
+  t.equal(eventLabel('promoted', { via: 'check' }), 'promoted', 'a promotion by a check stays promoted');
+});
+
 t.test('the displaced holder’s step-down acknowledgement ends the lock-delay; a second, another host’s or a forged one changes nothing', async (t) => {
   const h = await harness(t);
   await h.settle();

@@ -102,6 +102,11 @@ export function fmtSeconds(s: number | null): string {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
+/** The name the page shows: a forced transfer is logged as `promoted` with `via: "transfer"`, but it was the operator's move, not a promotion. */
+export function eventLabel(event: string, data: { readonly [k: string]: unknown } | null | undefined): string {
+  return event === 'promoted' && data?.['via'] === 'transfer' ? 'transferred' : event;
+}
+
 /** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem → "refusal" (red); maintenance → "maintenance". */
 export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
   if (event === 'promoted') return 'promotion';
