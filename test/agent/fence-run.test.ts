@@ -224,3 +224,9 @@ t.test("a step-down's nudge that comes while the supervisor tells the agent its 
   t.equal(agent.runs.supervisors.length, 1, 'the run was registered');
   t.equal(r.code, 7, `the child's exit code, not 140 (128 + SIGUSR2) (${r.stderr.trim()})`);
 });
+
+t.test('the lost line rounds the grace to a tenth of a second', async (t) => {
+  const { quietLine } = await import('../../apps/agent/src/cli/fence.js');
+  const line = quietLine('lost', { role: 'cron', reason: 'not-holder', generation: 4, graceSeconds: 3.7407857796102917 });
+  t.equal(line, 'hq fence run: lost the fence for role cron (not-holder, generation 4): stopping CMD with SIGTERM, SIGKILL after 3.7 s\n', '3.7 s, not 3.7407857796102917 s');
+});

@@ -47,7 +47,7 @@ t.test('acquire grants generation 1 and a second host is refused with 409 held',
   t.equal(c.ok, false, 'ok false');
   t.equal(c.reason, 'held', 'reason held');
   t.equal(c.error, 'HQ_ERR_HELD', 'catalog code');
-  t.type(c.message, 'string', 'message present');
+  t.match(c.message, /^the lease is held by mbp \(generation 1\); it moves by a handover from mbp/, 'the message names the holder and how the lease moves');
   t.equal(c.lease.holder, 'mbp', 'the record is in the 409 body');
   const again = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
   t.equal(again.json().lease.generation, 1, 'the holder re-acquiring renews at the same generation');
@@ -58,6 +58,7 @@ t.test('acquire by a host that is not a candidate is a 409 not-candidate', async
   const res = await h.post('/v1/lease/acquire', { host: 'stranger' });
   t.equal(res.statusCode, 409, '409');
   t.equal(res.json().error, 'HQ_ERR_NOT_CANDIDATE', 'code');
+  t.match(res.json().message, /not a candidate \(candidates: mbp, node-b\)$/, 'the message lists the candidates');
 });
 
 t.test('renew extends the lease for the holder and refuses stale generations and other hosts', async (t) => {

@@ -163,7 +163,7 @@ t.test('a token the arbiter does not know fails the arbiter check', async (t) =>
   writeFileSync(join(w.stateDir, 'token'), `${'0'.repeat(64)}\n`, { mode: 0o600 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'arbiter'), /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter token issue mbp --scope member/, 'the arbiter line says the token is refused and how to issue one');
+  t.match(line(r.out, 'arbiter'), /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter join mbp --config \S+, then the hq join line/, 'the arbiter line says the token is refused and how to join again');
   t.match(line(r.out, 'clock'), /^– clock /, 'the clock check is skipped without a record');
 });
 

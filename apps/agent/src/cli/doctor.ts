@@ -286,7 +286,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
       const failover = typeof b.failover?.text === 'string' ? b.failover.text : 'unknown';
       if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
       else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
-      else out.push(pass('timing', `the arbiter reports no timing problem; worst-case failover ${failover}`));
+      else out.push(pass('timing', `the arbiter reports no timing problem; failover ${failover}`));
     }
   }
 

@@ -66,7 +66,8 @@ export function quietLine(event: string, data: { readonly [k: string]: unknown }
   const p = 'hq fence run: ';
   if (event === 'lost') {
     const g = data['generation'] === undefined ? '' : `, generation ${String(data['generation'])}`;
-    return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(data['graceSeconds'])} s\n`;
+    const grace = typeof data['graceSeconds'] === 'number' ? Math.round(data['graceSeconds'] * 10) / 10 : data['graceSeconds'];
+    return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(grace)} s\n`;
   }
   if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}could not ask the agent: ${String(data['problem'])}; CMD was not run (exit ${String(data['exit'] ?? UNREACHABLE_EXIT)})\n`;
   if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
