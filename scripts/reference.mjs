@@ -198,7 +198,10 @@ pid the agent would signal is refused (400) when it is 1, the agent's own proces
 \`stepDownSeconds\`: the longest a step-down can take now (each run's report wait, twice its grace,
 slack), which \`hq lease release\` waits for. Peer listener (port 8471):
 \`GET /v1/health\`, \`GET /v1/primary\`, \`GET /metrics\` (no auth); \`POST /v1/peer/confirm\`
-\`{host, generation, ttlSeconds?, safetyMarginSeconds?}\` and \`GET /v1/peer\` with the peer token;
+\`{host, generation, ttlSeconds?, safetyMarginSeconds?, probe?}\` and \`GET /v1/peer\` with the peer token (\`probe: true\`
+is answered \`{confirmed: false, reason: "probe"}\` without deciding or recording anything: each agent sends one to every
+peer after each heartbeat the arbiter answers, and \`hq doctor\` one too, so a peer token that differs shows while the
+arbiter is up: event \`peer-path-broken\`, \`hq_agent_peer_path_ok\`, \`peerPaths\` in \`GET /v1/status\`);
 \`/v1/standby/…\` replication pushes.
 
 Fence reasons: \`holder, quorum-standby, within-ttl, lock-delay, not-holder, stale-generation,
@@ -220,7 +223,8 @@ arbiter that decides) and \`hq_etcd_member_up{endpoint}\`.
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
 \`hq_agent_peer_confirmations_total\`, \`hq_agent_step_downs_total{result}\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,
-\`hq_agent_member_token_ok{host}\`, \`hq_http_request_duration_seconds\`.
+\`hq_agent_member_token_ok{host}\`, \`hq_agent_peer_path_ok{host,peer}\` (the last confirmation probe of each peer: 0 when
+the peer tokens differ or the peer is not reached), \`hq_http_request_duration_seconds\`.
 
 ## Events
 

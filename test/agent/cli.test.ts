@@ -260,6 +260,44 @@ t.test('a token file at 0644: the agent and hq heartbeat name the mode and say c
   t.match(r.stdout, /"event":"token-unavailable"[^\n]*must be mode 0600[^\n]*chmod 600/, 'the agent logged the mode and the fix');
 });
 
+t.test('while the arbiter answers, the agent probes each peer\'s confirmation path: a peer token that differs is loud', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const probes: Array<{ body: string; auth: string | undefined }> = [];
+  const peer = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      probes.push({ body, auth: req.headers.authorization });
+      res.writeHead(401, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify({ error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+    });
+  });
+  await new Promise<void>((r) => peer.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => peer.close(() => r())));
+  const peerUrl = `http://127.0.0.1:${(peer.address() as AddressInfo).port}`;
+  const config = writeConfig(dir, { arbiterUrl: arb.url, peers: { 'node-b': peerUrl } });
+  writeToken(dir);
+  writeFileSync(join(dir, 'state', 'peer-token'), `${'ef'.repeat(32)}\n`, { mode: 0o600 });
+  let pid = 0;
+  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  for (let i = 0; i < 600 && probes.length === 0; i++) await sleep(50);
+  t.ok(probes.length > 0, 'the agent probed node-b');
+  t.match(JSON.parse(probes[0]?.body ?? '{}'), { host: 'mbp', probe: true }, 'with probe: true (nothing is granted)');
+  t.equal(probes[0]?.auth, `Bearer ${'ef'.repeat(32)}`, 'with its peer token');
+  await sleep(300);
+  const status = await hq(['heartbeat', '--config', config]);
+  t.equal(status.code, 0, 'the arbiter itself is fine');
+  const { callAgent } = await import('../../apps/agent/src/cli/local.js');
+  const s = await callAgent(join(dir, 'agent.sock'), 'GET', '/v1/status', 5);
+  t.match((s as { body: unknown }).body, { peerPaths: { 'node-b': { ok: false, problem: /refuses this host's peer token \(HTTP 401\): the peer tokens differ/ } } }, 'GET /v1/status names the broken path');
+  process.kill(pid, 'SIGTERM');
+  const r = await exited;
+  t.match(r.stdout, /"event":"peer-path-broken"[^\n]*"peer":"node-b"/, 'the agent logged it as an error event');
+});
+
 t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbiter', async (t) => {
   const src = join(ROOT, 'apps/agent/src');
   const seen = new Set<string>();

@@ -49,6 +49,13 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   writeFileSync(join(stateDir, 'peer-token'), 'a'.repeat(64), { mode: 0o600 });
   writeFileSync(join(stateDir, 'seen-generation'), '0\n', { mode: 0o600 });
   const peer = createServer((req, res) => {
+    // The confirmation probe: answered only with the fleet's peer token (this world's is 'a' × 64).
+    if (req.url === '/v1/peer/confirm') {
+      const ok = req.headers.authorization === `Bearer ${'a'.repeat(64)}`;
+      res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify(ok ? { confirmed: false, generation: 0, reason: 'probe' } : { error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+      return;
+    }
     // A current peer says its protocol version; one of hq 0.1.x says none.
     res.writeHead(req.url === '/v1/health' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
     res.end(JSON.stringify({ status: 'ok', role: 'agent', host: 'node-b', ...(opts.old === true ? { version: '0.1.0' } : {}) }));
@@ -114,6 +121,14 @@ async function doctor(w: World, args: string[] = [], unitPaths: string[] = [w.un
 function line(out: string, name: string): string {
   return out.split('\n').find((l) => new RegExp(`^[✔✖–] ${name} `).test(l)) ?? '';
 }
+
+t.test('peer tokens that differ fail the peers check, though the peer answers its health', async (t) => {
+  const w = await world(t);
+  writeFileSync(join(w.stateDir, 'peer-token'), 'b'.repeat(64), { mode: 0o600 });
+  const r = await doctor(w);
+  t.equal(r.code, 1, 'doctor exits 1');
+  t.match(line(r.out, 'peers'), /^✖ peers +the confirmation path is broken — node-b: \S+ refuses this host's peer token \(HTTP 401\): the peer tokens differ/, 'the mismatch is named');
+});
 
 t.test('a healthy host passes every check and exits 0', async (t) => {
   const w = await world(t);

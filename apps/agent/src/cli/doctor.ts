@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { readToken } from '../tokens.js';
+import { peerPathProblem } from '../daemon/peers.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -307,8 +308,24 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         else down.push(`${host} (${base}: ${answerLine(r)})`);
       }),
     );
-    if (down.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health`));
-    else out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
+    if (down.length > 0) out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
+    else {
+      // Health is not the path an arbiter outage needs: probe the confirmation itself, with this host's peer token.
+      const pt = await readToken(c.peerTokenFile);
+      const broken: string[] = [];
+      if (!pt.ok) broken.push(`this host's peer token: ${pt.problem}`);
+      else {
+        await Promise.all(
+          [...net.peers].map(async ([host, base]) => {
+            const r = await requestJson({ method: 'POST', url: joinUrl(base, '/v1/peer/confirm'), body: { host: c.hostName, generation: 1, probe: true }, token: pt.token, timeoutSeconds: c.requestTimeoutSeconds });
+            const problem = peerPathProblem(base, r);
+            if (problem !== null) broken.push(`${host}: ${problem}`);
+          }),
+        );
+      }
+      if (broken.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health and accept this host's peer token (confirmation probe)`));
+      else out.push(fail('peers', `the confirmation path is broken — ${broken.sort().join('; ')}`, 'in an arbiter outage the holder would stop for want of a confirmation: make the peer-token files the same bytes on every candidate (0600), then hq doctor again'));
+    }
   }
 
   // 5b. Versions (docs/PROTOCOL.md "Versions"): every host behind this release, one line each.

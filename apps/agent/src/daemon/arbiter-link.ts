@@ -215,6 +215,8 @@ export class ArbiterLink {
     this.noteTiming(report);
     this.scheduleRefresh();
     if (!this.stopped && answer !== null && answer.candidates !== null) this.o.peers.setCandidates(answer.candidates);
+    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's answer is what counts now).
+    if (!this.stopped && answer !== null) void this.o.peers.probe().catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
     this.scheduleSoon(answer !== null && answer.reportInSeconds !== null ? [answer.reportInSeconds] : []);
     return report;
   }
