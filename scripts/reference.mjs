@@ -119,7 +119,7 @@ ${keyRows().join('\n')}
 | command | does | exit |
 |---|---|---|
 | \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
-| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
+| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D] [--tailscale-bin P]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
 | \`hq-arbiter join HOST [--ttl T] [--url URL]\` | prints once \`hq join BUNDLE\` for candidate HOST: single use, expires after T (default 15m, at most 24h), pins this arbiter's identity; keeps only the sha256 of its secret in \`{dataDir}/joins\` | 0 / 2 |
 | \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
 | \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |

@@ -47,7 +47,7 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
     return p;
   };
 
-  const init = await arbiter(['init', '--config', arb, '--listen', `127.0.0.1:${pa}`, '--candidates', `mbp=http://127.0.0.2:${p1},node-b=http://127.0.0.3:${p2}`, '--arbiter', 'cloud-vm']);
+  const init = await arbiter(['init', '--config', arb, '--listen', `127.0.0.1:${pa}`, '--candidates', `mbp=http://127.0.0.2:${p1},node-b=http://127.0.0.3:${p2}`, '--arbiter', 'cloud-vm', '--tailscale-bin=']);
   t.equal(init.code, 0, `hq-arbiter init exits 0 (${init.stderr.trim()})`);
   const dataDir = join(dir, 'arb', 'var');
   t.equal(statSync(dataDir).mode & 0o777, 0o700, 'the data directory is 0700');
@@ -116,6 +116,13 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   }
   t.equal(ran.code, 0, `the fenced job exits 0 on the holder (${ran.stderr.trim()})`);
   const seconds = (Date.now() - started) / 1000;
+  for (const host of ['mbp', 'node-b'] as const) {
+    const d = await runNode([HQ_CLI, 'doctor', '--config', cfg[host]], ENV, 60_000);
+    const bad = d.stdout.split('\n').filter((l) => l.startsWith('✖'));
+    t.same(bad, [], `hq doctor on ${host}: nothing fails on the install the guide made`);
+    t.equal(d.code, 0, `hq doctor on ${host} exits 0`);
+    t.match(d.stdout, /^✔ peers /m, `${host}'s confirmation path to its peer is proven`);
+  }
   const skipped = await runNode([HQ_CLI, ...jobArgs('node-b')], ENV, 60_000);
   t.equal(skipped.code, 0, 'on the standby the job is skipped with exit 0');
   t.equal(readFileSync(marker, 'utf8'), 'mbp\n', 'the job ran on mbp only');

@@ -173,6 +173,13 @@ t.test('each broken piece is one ✖ line with its fix, and doctor exits 1', asy
   t.match(line(r.out, 'arbiter'), /^✔ /, 'the arbiter still passes (openReads: the token is not needed to read)');
 });
 
+t.test('a running agent without hq\'s unit is an explained "–", not a ✖: a healthy install exits 0', async (t) => {
+  const w = await world(t);
+  const r = await doctor(w, [], [join(w.dir, 'missing.service')]);
+  t.match(line(r.out, 'unit'), /^– unit\s+no hq unit is installed .*the agent answers: it runs under something else/, 'explained, not failed');
+  t.equal(r.code, 0, `doctor exits 0 (${r.out.split('\n').filter((l) => l.startsWith('✖')).join(' | ')})`);
+});
+
 t.test('a token the arbiter does not know fails the arbiter check', async (t) => {
   const w = await world(t);
   writeFileSync(join(w.stateDir, 'token'), `${'0'.repeat(64)}\n`, { mode: 0o600 });

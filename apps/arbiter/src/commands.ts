@@ -124,6 +124,10 @@ Options:
   --tailnet-domain DOMAIN
                   The MagicDNS suffix (lower case, like example-tailnet.ts.net): candidates
                   without a URL are found as NAME.DOMAIN:8471. Default: none.
+  --tailscale-bin PATH
+                  The tailscale CLI the probes run; --tailscale-bin= (empty) turns ping off for the
+                  whole fleet (health alone decides; joins pass it on to the agents). Default:
+                  tailscale.
 ${CONFIG_HELP}`,
   join: `Usage: hq-arbiter join HOST [--ttl T] [--url URL] [--config PATH]
 
@@ -187,7 +191,7 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix', 'ttl', 'url', 'candidates', 'arbiter', 'data-dir', 'listen', 'tailnet-domain']);
+const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix', 'ttl', 'url', 'candidates', 'arbiter', 'data-dir', 'listen', 'tailnet-domain', 'tailscale-bin']);
 const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent']);
 
 function parseArgs(argv: readonly string[]): Parsed {
@@ -211,7 +215,7 @@ function parseArgs(argv: readonly string[]): Parsed {
         flags.set(name, true);
       } else if (VALUE_FLAGS.has(name)) {
         const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
-        if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
+        if (value === undefined || (value === '' && name !== 'tailscale-bin')) throw new UsageError(`--${name} needs a value`);
         flags.set(name, value);
       } else {
         throw new UsageError(`unknown flag --${name}${didYouMean(name, [...VALUE_FLAGS, ...BOOL_FLAGS], (n) => `--${n}`)}`);
@@ -350,7 +354,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
     }
     case 'init': {
       if (help) return print(io, 'init');
-      allowOnly(p, ['candidates', 'arbiter', 'listen', 'data-dir', 'tailnet-domain']);
+      allowOnly(p, ['candidates', 'arbiter', 'listen', 'data-dir', 'tailnet-domain', 'tailscale-bin']);
       if (rest.length > 0) throw new UsageError(`init takes no arguments (got "${rest[0]}")`);
       const { initArbiter } = await import('./init.js');
       const flag = (n: string) => (typeof p.flags.get(n) === 'string' ? (p.flags.get(n) as string) : undefined);
@@ -361,6 +365,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
         listen: flag('listen'),
         dataDir: flag('data-dir'),
         tailnetDomain: flag('tailnet-domain'),
+        tailscaleBin: p.flags.get('tailscale-bin') === undefined ? undefined : String(p.flags.get('tailscale-bin')),
       });
       if (!r.ok) throw new UsageError(r.problem);
       for (const line of r.lines) io.out(`${line}\n`);

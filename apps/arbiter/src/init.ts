@@ -20,6 +20,7 @@ export interface InitOptions {
   readonly listen: string | undefined;
   readonly dataDir: string | undefined;
   readonly tailnetDomain: string | undefined;
+  readonly tailscaleBin: string | undefined;
 }
 
 type Result = { ok: true; lines: string[] } | { ok: false; problem: string };
@@ -52,7 +53,7 @@ function parseCandidates(text: string): { names: string[]; health: Record<string
 export async function initArbiter(o: InitOptions): Promise<Result> {
   const path = resolve(o.config ?? join(homedir(), '.hq', 'arbiter.json'));
   const lines: string[] = [];
-  const writing = o.candidates !== undefined || o.arbiter !== undefined || o.listen !== undefined || o.dataDir !== undefined || o.tailnetDomain !== undefined;
+  const writing = o.candidates !== undefined || o.arbiter !== undefined || o.listen !== undefined || o.dataDir !== undefined || o.tailnetDomain !== undefined || o.tailscaleBin !== undefined;
   if (existsSync(path)) {
     if (writing) return { ok: false, problem: `init: ${path} exists and is kept as it is; edit it instead, or drop the flags that would write a new one` };
     lines.push(`config ${path} exists: kept`);
@@ -66,6 +67,7 @@ export async function initArbiter(o: InitOptions): Promise<Result> {
       if (Object.keys(c.health).length > 0) file['healthUrls'] = c.health;
     }
     if (o.tailnetDomain !== undefined) file['tailnetDomain'] = o.tailnetDomain;
+    if (o.tailscaleBin !== undefined) file['tailscaleBin'] = o.tailscaleBin;
     if (o.listen !== undefined) {
       const m = /^(.+):([0-9]{1,5})$/.exec(o.listen);
       if (m === null) return { ok: false, problem: `--listen must be HOST:PORT, like 127.0.0.1:8470 (got "${o.listen}")` };

@@ -364,11 +364,11 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   }
 
   // 8. The service unit.
-  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
+  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform, s.kind === 'answer' && s.status === 200));
   return out;
 }
 
-async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): Promise<DoctorCheck> {
+async function checkUnit(paths: readonly string[], platform: NodeJS.Platform, agentRuns = false): Promise<DoctorCheck> {
   if (paths.length === 0) return skip('unit', `no service manager hq knows on ${platform}`);
   for (const p of paths) {
     const st = await lstat(p).catch(() => null);
@@ -378,6 +378,8 @@ async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): P
     platform === 'darwin'
       ? 'install deploy/launchd/com.hq.agent.plist into ~/Library/LaunchAgents and launchctl bootstrap it (deploy/launchd/README.md)'
       : 'install deploy/systemd/hq-agent.service into /etc/systemd/system and systemctl enable --now hq-agent (deploy/README.md)';
+  // A running agent without hq's unit is a choice (a try on one machine, another supervisor), not a fault.
+  if (agentRuns) return skip('unit', `no hq unit is installed (${paths.join(', ')}), and the agent answers: it runs under something else (by hand, npm start, another supervisor); for restarts after a crash or a reboot, ${fix}`);
   return fail('unit', `none of ${paths.join(', ')} exists`, fix);
 }
 
