@@ -298,6 +298,50 @@ t.test('while the arbiter answers, the agent probes each peer\'s confirmation pa
   t.match(r.stdout, /"event":"peer-path-broken"[^\n]*"peer":"node-b"/, 'the agent logged it as an error event');
 });
 
+t.test('an arbiterUrl that points at an hq agent is named as such, by the agent\'s log and by hq lease status; an unreachable arbiter is logged', async (t) => {
+  const dir = shortDir(t);
+  const agentLike = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const health = req.url === '/v1/health';
+      res.writeHead(health ? 200 : 404, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify(health ? { status: 'ok', role: 'agent', host: 'node-b', version: '0.2.0-dev' } : { error: 'HQ_ERR_NOT_FOUND', message: 'no such resource' }));
+    });
+  });
+  await new Promise<void>((r) => agentLike.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => agentLike.close(() => r())));
+  const url = `http://127.0.0.1:${(agentLike.address() as AddressInfo).port}`;
+  const config = writeConfig(dir, { arbiterUrl: url });
+  writeToken(dir);
+  const status = await hq(['lease', 'status', '--config', config]);
+  t.equal(status.code, 3, 'lease status exits 3');
+  t.match(status.stderr, /is not the arbiter: it answers like an hq agent's peer listener .*set arbiterUrl to the arbiter's address/, 'lease status names the address as an agent');
+  let pid = 0;
+  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  await sleep(2500);
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    // it may have stopped by itself
+  }
+  const r = await exited;
+  t.match(r.stdout + r.stderr, /arbiterUrl http:\/\/127\.0\.0\.1:\d+ is an hq agent \(node-b's peer listener\), not the arbiter/, 'the agent names it too');
+
+  mkdirSync(join(dir, 'd', 'state'), { recursive: true, mode: 0o700 });
+  const down = writeConfig(join(dir, 'd'), { arbiterUrl: 'http://127.0.0.1:9' });
+  writeFileSync(join(dir, 'd', 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+  let pid2 = 0;
+  const exited2 = run([AGENT_CLI, '--config', down], { onSpawn: (n) => (pid2 = n) });
+  await sleep(2500);
+  try {
+    process.kill(pid2, 'SIGTERM');
+  } catch {
+    // gone
+  }
+  const r2 = await exited2;
+  t.match(r2.stdout, /"event":"arbiter-unreachable"[^\n]*arbiter unreachable at http:\/\/127\.0\.0\.1:9/, 'an arbiter never reached since the start is logged as unreachable');
+});
+
 t.test('hq fence check loads neither Fastify, pino, undici, TypeBox nor the arbiter', async (t) => {
   const src = join(ROOT, 'apps/agent/src');
   const seen = new Set<string>();
