@@ -221,6 +221,28 @@ interface EventRow {
  * `--tail N` / `--since T` → the first page's query (null: from `--after`). At most one of
  * `--after`, `--tail`, `--since`; T is epoch seconds or an ISO 8601 time.
  */
+/** How many of the newest events `hq events --follow` prints before it follows. */
+const FOLLOW_TAIL = 20;
+
+/** `--event a,b` → the set of names, or null for every event. */
+export function eventFilter(text: string | undefined): ReadonlySet<string> | null {
+  if (text === undefined) return null;
+  const names = text.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (names.length === 0 || names.some((n) => !/^[a-z][a-z0-9-]*$/.test(n))) throw new CliError(2, `--event must be event names separated by commas, like promoted,released (got ${JSON.stringify(text)})`);
+  return new Set(names);
+}
+
+/** An event's data with its arbiter times (notBefore, was, …At) as ISO times, as the status page shows them. */
+export function readableData(data: unknown): unknown {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return data ?? {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(data)) {
+    const isTime = k === 'notBefore' || k === 'was' || k.endsWith('At');
+    out[k] = isTime && typeof v === 'number' && Number.isFinite(v) && v > 0 ? new Date(v * 1000).toISOString() : v;
+  }
+  return out;
+}
+
 export function eventsStart(p: Parsed): string | null {
   const tail = flagNumber(p, 'tail');
   const since = flagString(p, 'since');
@@ -250,8 +272,10 @@ export async function events(p: Parsed): Promise<number> {
   const token = await memberToken(c).catch(() => null);
   const follow = flagBool(p, 'follow');
   const json = flagBool(p, 'json');
-  const start = eventsStart(p);
+  // Following needs no history dump: the newest few give the context, as the status page does.
+  const start = eventsStart(p) ?? (follow && !p.flags.has('after') ? `tail=${FOLLOW_TAIL}` : null);
   let after = flagNumber(p, 'after') ?? 0;
+  const only = eventFilter(flagString(p, 'event'));
   // The first page may be the tail or a time; every later page continues after the last id.
   let query = start ?? `after=${after}&limit=1000`;
   let stop = false;
@@ -263,8 +287,9 @@ export async function events(p: Parsed): Promise<number> {
   let triedStream = false;
   const all: EventRow[] = [];
   const print = (e: EventRow): void => {
+    if (only !== null && !only.has(e.event)) return;
     if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
-    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
+    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`);
   };
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
@@ -283,8 +308,9 @@ export async function events(p: Parsed): Promise<number> {
     const wasTail = query.startsWith('tail=');
     for (const e of rows) {
       after = Math.max(after, e.id);
-      if (json && !follow) all.push(e);
-      else print(e);
+      if (json && !follow) {
+        if (only === null || only.has(e.event)) all.push(e);
+      } else print(e);
     }
     if (start !== null && rows.length === 0 && !wasTail) {
       // --since with nothing after T: follow from the newest event on (never from id 1).

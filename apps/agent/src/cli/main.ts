@@ -81,9 +81,14 @@ export const COMMANDS: readonly Command[] = [
       summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [
         CONFIG_FLAG,
-        { name: 'follow', kind: 'boolean', help: 'Keeps polling for new events once a second until interrupted. Default: off, print and exit.' },
-        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history.' },
-        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event.' },
+        {
+          name: 'follow',
+          kind: 'boolean',
+          help: "Keeps printing new events as they happen, from the arbiter's event stream (Server-Sent Events; from an arbiter without it, by reading once a second), until interrupted. It starts with the newest 20 events unless --after, --tail or --since says otherwise. Default: off, print and exit.",
+        },
+        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history (with --follow: the newest 20).' },
+        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event (with --follow: 20).' },
+        { name: 'event', kind: 'string', value: 'NAMES', help: 'Prints only these events, comma-separated (promoted,released,acquire-refused). Default: every event.' },
         { name: 'since', kind: 'string', value: 'T', help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.' },
         JSON_FLAG,
       ],
