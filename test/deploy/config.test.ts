@@ -138,3 +138,12 @@ t.test('no shipped file under deploy/ points users at a document they do not hav
     t.notMatch(text, /SPEC( §|\b)/, `${f.name} cites no SPEC section`);
   }
 });
+
+t.test('the deploy guide quotes the worst-case failover the tools print for its example settings', async (t) => {
+  const { failover, humanSeconds, describeFailover } = await import('../../packages/lease-core/src/index.js');
+  const guide = readFileSync(join(root, 'deploy/README.md'), 'utf8');
+  const f = failover({ ttlSeconds: 1500, safetyMarginSeconds: 30, checkSeconds: 600, promoteAfterChecks: 2 }, 600);
+  t.match(describeFailover(f), /^30 min worst case/, 'the function says 30 min');
+  t.ok(guide.includes(`the worst-case failover is ${humanSeconds(f.seconds)}:`), `the guide says ${humanSeconds(f.seconds)} too`);
+  t.notMatch(guide, /about 31 minutes|1860 s/, 'no second figure');
+});
