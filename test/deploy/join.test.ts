@@ -129,3 +129,44 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   t.ok(typed <= 10, `${typed} commands typed after the install (at most 10)`);
   t.comment(`first fenced job ${seconds.toFixed(1)} s after hq-arbiter init, ${typed} commands typed`);
 });
+
+t.test('hq join refuses an answer not signed by the pinned arbiter, and an expired or garbled bundle, writing nothing', async (t) => {
+  const { createServer } = await import('node:http');
+  const { generateKeyPairSync, createPublicKey, randomBytes } = await import('node:crypto');
+  const { encodeBundle, identityPin } = await import('../../packages/runtime/src/join-bundle.js');
+  const { signJoin } = await import('../../apps/arbiter/src/join.js');
+  const dir = shortDir(t);
+  const key = () => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const publicDer = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
+    return { privateKey, publicDer, pin: identityPin(publicDer) };
+  };
+  const real = key();
+  const impostor = key();
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const { nonce } = JSON.parse(body) as { nonce: string };
+      const payload = { host: 'mbp', arbiter: 'cloud-vm', arbiterUrl: 'http://10.6.6.6:8470', peers: { 'node-b': 'http://10.6.6.7:8471' }, healthUrls: {}, address: 'http://127.0.0.2:8471', tailnetDomain: null, tailscaleBin: '', memberToken: 'ab'.repeat(32), peerToken: 'cd'.repeat(32) };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(signJoin(impostor, nonce, payload)));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const bundle = (expiresAt: number) => encodeBundle({ arbiterUrl: url, host: 'mbp', secret: randomBytes(32).toString('hex'), pin: real.pin, expiresAt });
+  const config = join(dir, 'mbp', 'agent.json');
+  const r = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 + 600), '--config', config], ENV, 60_000);
+  t.equal(r.code, 1, 'exit 1');
+  t.match(r.stderr, /is not that arbiter.*nothing was written/, 'the answer is refused as not the pinned arbiter');
+  t.notOk(existsSync(join(dir, 'mbp')), 'no file, no directory');
+  const old = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 - 1), '--config', config], ENV, 60_000);
+  t.equal(old.code, 1, 'an expired bundle: exit 1');
+  t.match(old.stderr, /expired at .*run hq-arbiter join mbp on the arbiter again/, 'saying to print a new one');
+  const cut = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 + 600).slice(0, 30), '--config', config], ENV, 60_000);
+  t.equal(cut.code, 2, 'a garbled bundle: exit 2');
+  t.equal(cut.stderr.trim().split('\n').length, 1, 'one line');
+  t.notOk(existsSync(join(dir, 'mbp')), 'still nothing written');
+});
