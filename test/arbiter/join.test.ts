@@ -120,3 +120,13 @@ t.test('a one-shot command without a config file never creates a database', asyn
   }
   t.notOk(existsSync(join(dir, 'var')), 'no ./var was created');
 });
+
+t.test('a ticket the daemon may not trust is refused naming why, not as an unknown bundle', async (t) => {
+  const { chmodSync } = await import('node:fs');
+  const { cfg } = setup(t);
+  const b = decodeBundle((await createJoin(cfg, 'mbp', 'http://127.0.0.1:8470', 900, NOW)).bundle);
+  if (!b.ok) throw new Error(b.problem);
+  const dir = fleetFiles(cfg.dataDir).joins;
+  chmodSync(join(dir, readdirSync(dir)[0]!), 0o644);
+  t.match(await redeemTicket(cfg.dataDir, 'mbp', b.bundle.secret, NOW, false), { ok: false, problem: /must be mode 0600 .*as the daemon's user/ }, 'the mode is named');
+});

@@ -165,6 +165,9 @@ export async function redeemTicket(dataDir: string, host: string, secret: string
   const refused = { ok: false as const, problem: `no such join bundle for "${host}": it was used already, replaced by a newer one, or never printed here; run hq-arbiter join ${host} again` };
   if (!/^[0-9a-f]{64}$/.test(secret)) return refused;
   const path = join(fleetFiles(dataDir).joins, `${sha256Hex(secret)}.json`);
+  const raw = await readSecure(path, { secret: true, maxBytes: 4096 });
+  // A ticket the daemon may not trust (another owner, readable by others): say so, not "no such bundle".
+  if (raw.kind === 'refused') return { ok: false, problem: `the ticket of this bundle ${raw.problem}: run hq-arbiter join ${host} again as the daemon's user (sudo -u hq …)` };
   const t = await readTicket(path);
   if (t === null || t.host !== host) return refused;
   if (t.expiresAt <= nowSeconds) {
