@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { decodeBundle, JOIN_PATH, verifyJoinAnswer, type JoinPayload } from '@hq/runtime/join-bundle';
@@ -83,7 +84,8 @@ export async function joinFleet(p: Parsed): Promise<number> {
   if (payload.memberToken === null || payload.peerToken === null) throw new CliError(1, 'the arbiter answered without tokens; nothing was written');
   const dirProblem = await ensureDir(stateDir, DIR_MODE);
   if (dirProblem !== null) throw new CliError(2, `stateDir: ${dirProblem}`);
-  await ensureDir(dirname(configPath), DIR_MODE).catch(() => null);
+  // The config's directory is made when missing, never re-moded (/etc/hq stays readable by its group).
+  await mkdir(dirname(configPath), { recursive: true, mode: DIR_MODE });
   await writeAtomic(c.tokenFile, `${payload.memberToken}\n`);
   await writeAtomic(c.peerTokenFile, `${payload.peerToken}\n`);
   await writeAtomic(configPath, text);
