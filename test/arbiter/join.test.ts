@@ -130,3 +130,17 @@ t.test('a ticket the daemon may not trust is refused naming why, not as an unkno
   chmodSync(join(dir, readdirSync(dir)[0]!), 0o644);
   t.match(await redeemTicket(cfg.dataDir, 'mbp', b.bundle.secret, NOW, false), { ok: false, problem: /must be mode 0600 .*as the daemon's user/ }, 'the mode is named');
 });
+
+t.test('the agent config a join writes: only the host\'s keys; tailnet names left to the arbiter\'s candidates', async (t) => {
+  const { agentConfigFor } = await import('../../apps/agent/src/cli/join-fleet.js');
+  const { cfg } = setup(t);
+  const pinned = agentConfigFor(fleetPayload(cfg, 'mbp', 'http://127.0.0.1:8470', { memberToken: null, peerToken: null }), '/s', undefined);
+  t.same(Object.keys(pinned).sort(), ['arbiter', 'arbiterUrl', 'healthUrls', 'hostName', 'listen', 'peers', 'stateDir', 'tailscaleBin'], 'pinned addresses are written, and nothing the arbiter owns');
+  t.same(pinned['listen'], { host: '127.0.0.2', port: 8471 }, 'an IP address is listened on as it is');
+  const tailnet = fastConfig(join(t.testdir(), 'var'), { tailnetDomain: 'your-tailnet.ts.net', tailscaleBin: 'tailscale' });
+  const byName = agentConfigFor(fleetPayload(tailnet, 'mbp', 'http://cloud-vm.your-tailnet.ts.net:8470', { memberToken: null, peerToken: null }), '/s', '/run/hq-agent/agent.sock');
+  t.notOk('peers' in byName || 'healthUrls' in byName, 'tailnet names are not written: a later candidate is followed without an edit');
+  t.same(byName['listen'], { host: '127.0.0.1', port: 8471 }, 'a name is published from loopback by tailscale serve');
+  t.equal(byName['socketPath'], '/run/hq-agent/agent.sock', '--socket is written');
+  t.notOk('tailscaleBin' in byName, "the agent's own tailscale default is kept when the fleet pings");
+});

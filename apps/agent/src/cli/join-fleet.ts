@@ -13,6 +13,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { decodeBundle, JOIN_PATH, verifyJoinAnswer, type JoinPayload } from '@hq/runtime/join-bundle';
 import { AGENT_CONFIG } from '@hq/runtime/config-file';
+import { PEER_PORT } from '@hq/runtime/probe';
 import { DIR_MODE, ensureDir, writeAtomic } from '@hq/runtime/files';
 import { joinUrl, requestJson } from '@hq/runtime/http';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -37,6 +38,17 @@ export function agentConfigFor(payload: JoinPayload, stateDir: string, socketPat
   };
   if (socketPath !== undefined) file['socketPath'] = socketPath;
   if (payload.tailnetDomain !== null) file['tailnetDomain'] = payload.tailnetDomain;
+  // Addresses the tailnet names already give are left out: the agent then follows the arbiter's
+  // candidates, so a host joined later is a peer without editing this file.
+  const domain = payload.tailnetDomain;
+  if (domain !== null) {
+    const derived = (h: string): string => `http://${h}.${domain}:${PEER_PORT}`;
+    const byName = Object.entries(payload.peers).every(([h, u]) => u === derived(h)) && Object.entries(payload.healthUrls).every(([h, u]) => u === `${derived(h)}/v1/health`);
+    if (byName) {
+      delete file['peers'];
+      delete file['healthUrls'];
+    }
+  }
   if (payload.tailscaleBin !== null) file['tailscaleBin'] = payload.tailscaleBin;
   return file;
 }
