@@ -110,7 +110,7 @@ async function describe(registry: Registry): Promise<{ types: Map<string, string
 /** The agent's real registry, attached to a stub agent on host mbp (what its /metrics serves). */
 async function agentMetrics(): Promise<{ types: Map<string, string>; labels: Map<string, Set<string>>; text: string }> {
   const m = createMetrics();
-  const stub = { host: 'mbp', tokenProblem: null, now: () => ({ wall: 1_800_000_003, mono: 3 }), lastHeartbeat: { at: 1_800_000_000 }, validForSeconds: () => 42, primary: () => ({ generation: 3 }), snapshot: () => ({ seen: 3 }) };
+  const stub = { host: 'mbp', tokenProblem: null, now: () => ({ wall: 1_800_000_003, mono: 3 }), lastHeartbeat: { at: 1_800_000_000 }, validForSeconds: () => 42, primary: () => ({ generation: 3 }), snapshot: () => ({ seen: 3 }), peerPaths: new Map([['node-b', null]]) };
   m.attach(stub as unknown as Agent);
   m.heartbeat('renewed');
   m.peerConfirm('confirmed');
