@@ -35,7 +35,7 @@ export const KEYS = {
   hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],
   arbiterUrl: ['`http://{arbiter}.{tailnetDomain}:8470`', "where the agent talks to the arbiter; a bare origin (no credentials, no path); `hq`'s read-only commands without any config use `http://127.0.0.1:8470`"],
   failOpenRoles: ['`[]`', 'roles that run when quorum is lost (never `ledger-cli`; never once a higher generation was seen)'],
-  roles: ['`telegram-poller, cron, seat-loop, release-run, conatus, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
+  roles: ['`telegram-poller, cron, release-run, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
   healthUrls: ['—', 'pinned health URL per host (`{host: url}`); default `http://HOST.{tailnetDomain}:8471/v1/health`'],
   tailnetDomain: ['`tailscale status --json` → MagicDNSSuffix', 'derives the default URLs'],
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
@@ -119,6 +119,8 @@ ${keyRows().join('\n')}
 | command | does | exit |
 |---|---|---|
 | \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
+| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D] [--tailscale-bin P]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
+| \`hq-arbiter join HOST [--ttl T] [--url URL]\` | prints once \`hq join BUNDLE\` for candidate HOST: single use, expires after T (default 15m, at most 24h), pins this arbiter's identity; keeps only the sha256 of its secret in \`{dataDir}/joins\` | 0 / 2 |
 | \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
 | \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |
 | \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
@@ -127,6 +129,10 @@ ${keyRows().join('\n')}
 | \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
 | \`hq-arbiter import elanous --lease FILE [--dry-run] [--json]\` | take over from elanous HQ on a new installation: the old record's generation becomes the floor; a live old holder keeps HQ at the next generation, which runs only after the old lease's validity (deploy/README.md, "Moving from elanous") | 0 / 1 refused (a malformed FILE, an installation that already granted, an old holder that is no candidate) / 2 |
 | \`--help\`, \`--version\` | everywhere | 0 |
+
+\`token\`, \`check\` and \`backup\` where no config file is found (no \`--config\`, \`$HQ_ARBITER_CONFIG\`,
+\`~/.hq/arbiter.json\` or \`/etc/hq/arbiter.json\`) and no database exists under \`./var\` refuse (exit 2)
+rather than create one no daemon reads.
 
 ## \`hq-agent [--config F]\`
 
@@ -178,6 +184,7 @@ until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation
 | \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
 | \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?, version?}\` (\`version\`: the agent's release, protocol 2) → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
+| \`POST /v1/join\` | none (the bundle's secret) | \`{host, secret, nonce, dryRun?}\` → \`{payload, publicKey, signature}\`: once per bundle, issues HOST's member token and answers its config and the peer token, signed (Ed25519 over the nonce and the payload) by the identity key; \`401 HQ_ERR_JOIN_REFUSED\` for a used, expired, replaced or another host's bundle |
 | \`POST /v1/lease/transfer\` | admin | \`{to, force?}\` |
 | \`POST /v1/lease/accept-generation\` | admin | \`{generation}\` → \`{ok, floor, was, lease}\`: raises the floor to a generation an agent really saw, beyond the report bound; 409 at or above the ceiling |
 | \`PUT /v1/maintenance\` | admin | \`{enabled, reason?}\` |
@@ -202,7 +209,10 @@ pid the agent would signal is refused (400) when it is 1, the agent's own proces
 \`stepDownSeconds\`: the longest a step-down can take now (each run's report wait, twice its grace,
 slack), which \`hq lease release\` waits for. Peer listener (port 8471):
 \`GET /v1/health\`, \`GET /v1/primary\`, \`GET /metrics\` (no auth); \`POST /v1/peer/confirm\`
-\`{host, generation, ttlSeconds?, safetyMarginSeconds?}\` and \`GET /v1/peer\` with the peer token;
+\`{host, generation, ttlSeconds?, safetyMarginSeconds?, probe?}\` and \`GET /v1/peer\` with the peer token (\`probe: true\`
+is answered \`{confirmed: false, reason: "probe"}\` without deciding or recording anything: each agent sends one to every
+peer after each heartbeat the arbiter answers, and \`hq doctor\` one too, so a peer token that differs shows while the
+arbiter is up: event \`peer-path-broken\`, \`hq_agent_peer_path_ok\`, \`peerPaths\` in \`GET /v1/status\`);
 \`/v1/standby/…\` replication pushes.
 
 Fence reasons: \`holder, quorum-standby, within-ttl, lock-delay, not-holder, stale-generation,
@@ -217,7 +227,8 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_agent_last_heartbeat_age_seconds{host}\`, \`hq_http_request_duration_seconds\`,
 \`hq_maintenance_enabled\`, \`hq_lease_ttl_seconds\`, \`hq_agent_heartbeat_interval_seconds{host}\`,
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
-\`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_generation_reports_refused_total{reason}\` (\`report-jump\`, \`ceiling\`), \`hq_host_version{host,version}\` (1 per host and the release its
+\`hq_lease_runnable\` (1 while the record lets its holder run now, 0 while no host may: no holder, released,
+expired, lock-delay; alert \`HqNoHostMayRun\`), \`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_generation_reports_refused_total{reason}\` (\`report-jump\`, \`ceiling\`), \`hq_host_version{host,version}\` (1 per host and the release its
 last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
 arbiter that decides), \`hq_etcd_member_up{endpoint}\`, \`hq_etcd_db_size_bytes{endpoint}\` (each member's database file),
 \`hq_etcd_quota_bytes\` (the members' space quota, else \`store.quotaBackendBytes\`), \`hq_etcd_nospace_alarm\` (1: etcd refuses
@@ -225,7 +236,8 @@ every write) and \`hq_etcd_compactions_total{outcome}\` (\`compacted\`, \`failed
 Agent: \`hq_agent_fence_decisions_total\`, \`hq_agent_heartbeats_total\`,
 \`hq_agent_peer_confirmations_total\`, \`hq_agent_step_downs_total{result}\`, \`hq_agent_validity_remaining_seconds\`, \`hq_lease_generation\`,
 \`hq_agent_seen_generation\`, \`hq_agent_last_heartbeat_age_seconds{host}\`,
-\`hq_agent_member_token_ok{host}\`, \`hq_http_request_duration_seconds\`.
+\`hq_agent_member_token_ok{host}\`, \`hq_agent_peer_path_ok{host,peer}\` (the last confirmation probe of each peer: 0 when
+the peer tokens differ or the peer is not reached), \`hq_http_request_duration_seconds\`.
 
 ## Events
 

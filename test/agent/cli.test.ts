@@ -181,7 +181,7 @@ t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
   const check = await hq(['fence', 'check', '--role', 'cron', '--json', '--config', config]);
   t.equal(check.code, 1, 'fence check without an agent is a skip (exit 1)');
   t.equal((JSON.parse(check.stdout) as { reason: string }).reason, 'agent-unreachable', 'with the reason agent-unreachable');
-  t.match(check.stderr, /not answering/, 'and a clear message');
+  t.match(check.stderr, /could not ask the agent: no agent socket at/, 'and a clear message naming the cause');
   const role = await hq(['fence', 'check', '--role', 'nope', '--config', config]);
   t.equal(role.code, 2, 'an unknown role exits 2 even without an agent');
   const seen = await hq(['seen', '--config', config]);
@@ -234,6 +234,112 @@ t.test('hq-agent stops on SIGTERM: exit 0 and the socket removed', async (t) => 
   const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { category?: string; event?: string });
   t.ok(lines.every((l) => typeof l.category === 'string' || l.event === undefined), 'every log line is JSON');
   t.ok(lines.some((l) => l.category === 'hq.lease' && l.event === 'renewed') || arb.heartbeats.length > 0, 'lease events are logged with their category');
+});
+
+t.test('a token file at 0644: the agent and hq heartbeat name the mode and say chmod 600; the heartbeat exits 1', async (t) => {
+  const dir = shortDir(t);
+  const { arb, config, pid, exited: p } = await startAgentDaemon(t, dir);
+  // The token is read at start: change its mode only once the agent runs on it.
+  for (let i = 0; i < 600 && arb.heartbeats.length === 0; i++) await sleep(50);
+  arb.requireToken = true;
+  t.teardown(() => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  });
+  const token = join(dir, 'state', 'token');
+  chmodSync(token, 0o644);
+  const hb = await hq(['heartbeat', '--config', config]);
+  t.equal(hb.code, 1, `a refused heartbeat exits 1 (${hb.stdout.trim()})`);
+  t.match(hb.stdout, /must be mode 0600 \(is 0644\); fix: chmod 600 \S+token \(the token itself stays valid\)/, 'the reason is the mode, and the fix is chmod, not a new token');
+  t.notMatch(hb.stdout, /token issue/, 'no reissue is suggested');
+  process.kill(pid, 'SIGTERM');
+  const r = await p;
+  t.match(r.stdout, /"event":"token-unavailable"[^\n]*must be mode 0600[^\n]*chmod 600/, 'the agent logged the mode and the fix');
+});
+
+t.test('while the arbiter answers, the agent probes each peer\'s confirmation path: a peer token that differs is loud', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const probes: Array<{ body: string; auth: string | undefined }> = [];
+  const peer = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      probes.push({ body, auth: req.headers.authorization });
+      res.writeHead(401, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify({ error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+    });
+  });
+  await new Promise<void>((r) => peer.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => peer.close(() => r())));
+  const peerUrl = `http://127.0.0.1:${(peer.address() as AddressInfo).port}`;
+  const config = writeConfig(dir, { arbiterUrl: arb.url, peers: { 'node-b': peerUrl } });
+  writeToken(dir);
+  writeFileSync(join(dir, 'state', 'peer-token'), `${'ef'.repeat(32)}\n`, { mode: 0o600 });
+  let pid = 0;
+  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  for (let i = 0; i < 600 && probes.length === 0; i++) await sleep(50);
+  t.ok(probes.length > 0, 'the agent probed node-b');
+  t.match(JSON.parse(probes[0]?.body ?? '{}'), { host: 'mbp', probe: true }, 'with probe: true (nothing is granted)');
+  t.equal(probes[0]?.auth, `Bearer ${'ef'.repeat(32)}`, 'with its peer token');
+  await sleep(300);
+  const status = await hq(['heartbeat', '--config', config]);
+  t.equal(status.code, 0, 'the arbiter itself is fine');
+  const { callAgent } = await import('../../apps/agent/src/cli/local.js');
+  const s = await callAgent(join(dir, 'agent.sock'), 'GET', '/v1/status', 5);
+  t.match((s as { body: unknown }).body, { peerPaths: { 'node-b': { ok: false, problem: /refuses this host's peer token \(HTTP 401\): the peer tokens differ/ } } }, 'GET /v1/status names the broken path');
+  process.kill(pid, 'SIGTERM');
+  const r = await exited;
+  t.match(r.stdout, /"event":"peer-path-broken"[^\n]*"peer":"node-b"/, 'the agent logged it as an error event');
+});
+
+t.test('an arbiterUrl that points at an hq agent is named as such, by the agent\'s log and by hq lease status; an unreachable arbiter is logged', async (t) => {
+  const dir = shortDir(t);
+  const agentLike = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const health = req.url === '/v1/health';
+      res.writeHead(health ? 200 : 404, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify(health ? { status: 'ok', role: 'agent', host: 'node-b', version: '0.2.0-dev' } : { error: 'HQ_ERR_NOT_FOUND', message: 'no such resource' }));
+    });
+  });
+  await new Promise<void>((r) => agentLike.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => agentLike.close(() => r())));
+  const url = `http://127.0.0.1:${(agentLike.address() as AddressInfo).port}`;
+  const config = writeConfig(dir, { arbiterUrl: url });
+  writeToken(dir);
+  const status = await hq(['lease', 'status', '--config', config]);
+  t.equal(status.code, 3, 'lease status exits 3');
+  t.match(status.stderr, /is not the arbiter: it answers like an hq agent's peer listener .*set arbiterUrl to the arbiter's address/, 'lease status names the address as an agent');
+  let pid = 0;
+  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
+  await sleep(2500);
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    // it may have stopped by itself
+  }
+  const r = await exited;
+  t.match(r.stdout + r.stderr, /arbiterUrl http:\/\/127\.0\.0\.1:\d+ is an hq agent \(node-b's peer listener\), not the arbiter/, 'the agent names it too');
+
+  mkdirSync(join(dir, 'd', 'state'), { recursive: true, mode: 0o700 });
+  const down = writeConfig(join(dir, 'd'), { arbiterUrl: 'http://127.0.0.1:9' });
+  writeFileSync(join(dir, 'd', 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+  let pid2 = 0;
+  const exited2 = run([AGENT_CLI, '--config', down], { onSpawn: (n) => (pid2 = n) });
+  await sleep(2500);
+  try {
+    process.kill(pid2, 'SIGTERM');
+  } catch {
+    // gone
+  }
+  const r2 = await exited2;
+  t.match(r2.stdout, /"event":"arbiter-unreachable"[^\n]*arbiter unreachable at http:\/\/127\.0\.0\.1:9/, 'an arbiter never reached since the start is logged as unreachable');
 });
 
 t.test('hq fence check loads neither Fastify, pino, undici, TypeBox, the S3 signer nor the arbiter', async (t) => {
@@ -417,12 +523,12 @@ t.test('an agent whose configuration can never work exits 2 at start with the fi
   const config = writeConfig(dir, { arbiterUrl: arb.url });
   const missing = await run([AGENT_CLI, '--config', config]);
   t.equal(missing.code, 2, 'no token file: exit 2');
-  t.match(missing.stderr, /tokenFile: .*token: .*hq-arbiter token issue mbp --scope member/, 'names the file and the fix');
+  t.match(missing.stderr, /tokenFile: token file \S+token does not exist; fix: on the arbiter, hq-arbiter join mbp then hq join/, 'names the file and the fix');
   oneLine(t, missing.stderr, 'a missing token file');
   writeToken(dir, 0o640);
   const open = await run([AGENT_CLI, '--config', config]);
   t.equal(open.code, 2, 'a group-readable token file: exit 2');
-  t.match(open.stderr, /tokenFile: .*0600/, 'says the mode it needs');
+  t.match(open.stderr, /tokenFile: .*must be mode 0600 \(is 0640\); fix: chmod 600 /, 'says the mode it needs and that chmod fixes it');
 
   // An arbiter that refuses the token for this host (a hostName that is not the token's machine).
   const refusing = createServer((req, res) => {
@@ -547,6 +653,7 @@ t.test('hq lease release waits as long as the agent says its step-down can take,
   const ok = await hq(['lease', 'release', '--config', config]);
   t.equal(ok.code, 0, `a step-down that takes 1.2 s of its 1.5 s is waited for (${ok.stderr.trim()})`);
   t.same(bodies, ['/v1/lease/release'], 'then the release, with the generation');
+  t.match(ok.stdout, /^released by mbp: HQ is now empty — no host may run fenced jobs until one runs "hq lease acquire" .*nothing brings HQ back by itself\n$/, 'a release without a handover says HQ is empty and what brings it back');
 
   bodies.length = 0;
   stepDownMs = 0;

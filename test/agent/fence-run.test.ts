@@ -3,7 +3,7 @@
  * fence answer the test changes while the child runs.
  */
 import t from 'tap';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FakeAgent, hq, shortDir, sleep, writeConfig } from './helpers.js';
 
@@ -173,15 +173,42 @@ t.test('TERM sent to the supervisor is forwarded to the child, whose exit code i
   t.match(r.stderr, /signal-forwarded/, 'the forwarding is logged');
 });
 
-t.test('an unknown role exits 2 and a missing agent is a skip', async (t) => {
+t.test('an unknown role exits 2; an agent that cannot be asked is not a skip: its own exit code, the cause named', async (t) => {
   const { dir, config, agent } = await setup(t);
   const bad = await hq(['fence', 'run', '--role', 'nope', '--config', config, '--', 'true']);
   t.equal(bad.code, 2, 'unknown role → 2');
   await agent.close();
-  const down = await hq(['fence', 'run', '--role', 'cron', '--skip-exit', '5', '--config', config, '--', node, '-e', `require('fs').writeFileSync(${JSON.stringify(join(dir, 'x'))}, 'x')`]);
-  t.equal(down.code, 5, 'no agent → skip');
-  t.match(down.stderr, /^hq fence run: skip: the agent is not answering on .*; nothing runs without the agent\n$/, 'an unreachable agent is one line even without --verbose');
-  t.notOk(existsSync(join(dir, 'x')), 'nothing ran without the agent');
+  const marker = join(dir, 'x');
+  const cmd = ['--', node, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'x')`];
+  const down = await hq(['fence', 'run', '--role', 'cron', '--skip-exit', '5', '--config', config, ...cmd]);
+  t.equal(down.code, 69, 'no agent → 69 (EX_UNAVAILABLE), not the skip code: cron and systemd see a failure');
+  t.match(down.stderr, /^hq fence run: could not ask the agent: no agent socket at \S+agent\.sock \(ENOENT; socketPath from \S+agent\.json\): the agent is not running, or it listens on another socketPath; CMD was not run \(exit 69\)\n$/, 'one line naming the cause, even without --verbose');
+  const zero = await hq(['fence', 'run', '--role', 'cron', '--unreachable-exit', '0', '--config', config, ...cmd]);
+  t.equal(zero.code, 0, '--unreachable-exit overrides it');
+  t.notOk(existsSync(marker), 'nothing ran without the agent');
+  mkdirSync(join(dir, 'c2'));
+  const refused = await hq(['fence', 'check', '--role', 'cron', '--config', writeConfig(join(dir, 'c2'), { socketPath: join(dir, 'c2', 'none.sock') })]);
+  t.match(refused.stderr, /could not ask the agent: no agent socket at/, 'fence check names the cause too');
+});
+
+t.test('as a user outside the socket\'s group, or who may not read the config, the cause is the permission (EACCES)', async (t) => {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) {
+    t.skip('needs root to run hq as another user (nobody)');
+    return;
+  }
+  const { dir, config } = await setup(t);
+  chmodSync(dir, 0o755);
+  chmodSync(config, 0o644);
+  chmodSync(join(dir, 'agent.sock'), 0o600);
+  const asNobody = (args: string[]) => hq(args, { uid: 65534, gid: 65534, env: { HOME: dir, USER: 'nobody' } });
+  const sock = await asNobody(['fence', 'run', '--role', 'cron', '--config', config, '--', 'true']);
+  t.equal(sock.code, 69, `a socket it may not open: exit 69 (${sock.stderr.trim()})`);
+  t.match(sock.stderr, /this user may not use the agent's socket \S+ \(EACCES\): add nobody to its group/, 'says it is the permission, not that the agent is down');
+  chmodSync(config, 0o600);
+  const conf = await asNobody(['fence', 'run', '--role', 'cron', '--config', config, '--', 'true']);
+  t.equal(conf.code, 2, 'an unreadable config is a config error (exit 2)');
+  t.match(conf.stderr, /config file \S+agent\.json cannot be read by this user \(EACCES/, 'named as unreadable, not as missing');
+  t.notMatch(conf.stderr, /does not exist/, 'never "does not exist"');
 });
 
 t.test("a step-down's nudge that comes while the supervisor tells the agent its child is gone does not kill the supervisor", async (t) => {
@@ -197,4 +224,10 @@ t.test("a step-down's nudge that comes while the supervisor tells the agent its 
   const r = await hq(['fence', 'run', '--role', 'cron', '--config', config, '--', node, '-e', 'process.exit(7)']);
   t.equal(agent.runs.supervisors.length, 1, 'the run was registered');
   t.equal(r.code, 7, `the child's exit code, not 140 (128 + SIGUSR2) (${r.stderr.trim()})`);
+});
+
+t.test('the lost line rounds the grace to a tenth of a second', async (t) => {
+  const { quietLine } = await import('../../apps/agent/src/cli/fence.js');
+  const line = quietLine('lost', { role: 'cron', reason: 'not-holder', generation: 4, graceSeconds: 3.7407857796102917 });
+  t.equal(line, 'hq fence run: lost the fence for role cron (not-holder, generation 4): stopping CMD with SIGTERM, SIGKILL after 3.7 s\n', '3.7 s, not 3.7407857796102917 s');
 });

@@ -28,10 +28,10 @@ export interface Run {
   readonly ms: number;
 }
 
-export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void } = {}): Promise<Run> {
+export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void; uid?: number; gid?: number } = {}): Promise<Run> {
   return new Promise((done) => {
     const start = Date.now();
-    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid }) });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -231,6 +231,8 @@ export class FakeArbiter {
   leaseOver: { [k: string]: unknown } = {};
   /** The `hq-protocol` its answers carry (null: none, as hq 0.1.x). */
   protocol: string | null = '2';
+  /** Answer 401 to a request without a bearer token, as the real arbiter does. */
+  requireToken = false;
   private server: Server;
   port = 0;
   constructor() {
@@ -244,6 +246,11 @@ export class FakeArbiter {
         }
         res.setHeader('content-type', 'application/json');
         if (this.protocol !== null) res.setHeader('hq-protocol', this.protocol);
+        if (this.requireToken && req.headers.authorization === undefined) {
+          res.statusCode = 401;
+          res.end(JSON.stringify({ error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+          return;
+        }
         const lease = record({ holder: this.holder, generation: this.generation });
         if (req.url === '/v1/heartbeat') {
           const b = JSON.parse(body) as { host: string };

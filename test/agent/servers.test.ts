@@ -132,6 +132,12 @@ t.test('the peer listener answers health without a token and confirmations only 
     const reserved = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { host, generation: 1 }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
     t.same([reserved.statusCode, reserved.json().error], [400, 'HQ_ERR_BAD_REQUEST'], `the reserved name ${host} is no host, refused by the schema`);
   }
+  const probe = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { ...body, probe: true }, headers: { authorization: `Bearer ${PEER_TOKEN}` } });
+  t.same([probe.statusCode, probe.json()], [200, { confirmed: false, generation: 1, reason: 'probe' }], 'a probe is answered without a confirmation');
+  const afterProbe = JSON.parse(readFileSync(join(config.stateDir, 'local.json'), 'utf8')) as { gaveConfirmation: unknown };
+  t.equal(afterProbe.gaveConfirmation, null, 'and nothing is recorded: a probe grants nothing');
+  const probeNoToken = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: { ...body, probe: true } });
+  t.equal(probeNoToken.statusCode, 401, 'a probe needs the peer token like a confirmation (that is what it proves)');
   const ok = await peer.inject({ method: 'POST', url: '/v1/peer/confirm', payload: body, headers: { authorization: `BEARER ${PEER_TOKEN}` } });
   t.equal(ok.statusCode, 200, 'the peer token (any scheme case) is accepted');
   t.same(ok.json(), { confirmed: true, generation: 1, reason: 'confirmed' }, 'the standby confirms the holder it knows');

@@ -49,7 +49,7 @@ t.test('acquire grants generation 1 and a second host is refused with 409 held',
   t.equal(c.ok, false, 'ok false');
   t.equal(c.reason, 'held', 'reason held');
   t.equal(c.error, 'HQ_ERR_HELD', 'catalog code');
-  t.type(c.message, 'string', 'message present');
+  t.match(c.message, /^the lease is held by mbp \(generation 1\); it moves by a handover from mbp/, 'the message names the holder and how the lease moves');
   t.equal(c.lease.holder, 'mbp', 'the record is in the 409 body');
   const again = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
   t.equal(again.json().lease.generation, 1, 'the holder re-acquiring renews at the same generation');
@@ -60,6 +60,7 @@ t.test('acquire by a host that is not a candidate is a 409 not-candidate', async
   const res = await h.post('/v1/lease/acquire', { host: 'stranger' });
   t.equal(res.statusCode, 409, '409');
   t.equal(res.json().error, 'HQ_ERR_NOT_CANDIDATE', 'code');
+  t.match(res.json().message, /not a candidate \(candidates: mbp, node-b\)$/, 'the message lists the candidates');
 });
 
 t.test('renew extends the lease for the holder and refuses stale generations and other hosts', async (t) => {
@@ -145,6 +146,19 @@ t.test('transfer moves the lease behind the old holder lock-delay and maintenanc
   t.equal(m.json().lease.maintenance, true, 'maintenance on');
   const p = (await h.get('/v1/primary')).json();
   t.same(p, { known: true, holder: 'node-b', generation: 2 }, 'primary names the holder');
+});
+
+t.test('a forced transfer is not counted or shown as a promotion', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal((await h.post('/v1/lease/transfer', { to: 'node-b' })).statusCode, 200, 'transferred');
+  t.match((await h.get('/metrics')).body, /^hq_promotions_total 0$/m, 'hq_promotions_total stays 0');
+  t.match((await h.get('/metrics')).body, /^hq_lease_operations_total\{op="transfer",outcome="[a-z-]+"\} 1$/m, 'the transfer is counted as an operation');
+  const { eventLabel } = await import('../../apps/arbiter/src/routes/status-page/model.js');
+  const ev = ((await h.get('/v1/events')).json() as { events: Array<{ event: string; data: Record<string, unknown> }> }).events.find((e) => e.event === 'promoted');
+  t.equal(eventLabel(ev?.event ?? '', ev?.data), 'transferred', 'the status page labels it transferred');
+  t.equal(eventLabel('promoted', { via: 'check' }), 'promoted', 'a promotion by a check stays promoted');
 });
 
 t.test('the displaced holder’s step-down acknowledgement ends the lock-delay; a second, another host’s or a forged one changes nothing', async (t) => {
@@ -327,13 +341,31 @@ t.test('the operator gauges read the store once per scrape, and afresh on the ne
   registerOperatorMetrics(registry, () => {
     reads++;
     return h.rt.store.read();
-  }, h.rt.config);
+  }, h.rt.config, h.clock);
   t.match(await registry.metrics(), /hq_maintenance_enabled 0/, 'maintenance off');
   t.equal(reads, 1, 'five gauges, one store read');
   const m = await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled: true } });
   t.equal(m.statusCode, 200, 'maintenance on');
   t.match(await registry.metrics(), /hq_maintenance_enabled 1/, 'the next scrape sees it at once');
   t.equal(reads, 2, 'with one more read');
+});
+
+t.test('hq_lease_runnable is 0 while no host may run (no holder, released, lock-delay) and 1 while the holder may', async (t) => {
+  const h = await harness(t);
+  await h.settle();
+  const runnable = async (): Promise<number> => Number(/^hq_lease_runnable (\d)$/m.exec((await h.get('/metrics')).body)?.[1]);
+  t.equal(await runnable(), 0, 'no holder yet: 0');
+  const a = await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(a.statusCode, 200, 'mbp acquires');
+  const notBefore = (a.json() as { lease: { notBefore: number | null } }).lease.notBefore;
+  if (notBefore !== null && notBefore > h.clock.now()) {
+    t.equal(await runnable(), 0, 'behind a lock-delay: 0');
+    h.clock.advance(notBefore - h.clock.now() + 0.1);
+  }
+  t.equal(await runnable(), 1, 'the holder may run: 1');
+  const r = await h.post('/v1/lease/release', { host: 'mbp' }, h.tokens.mbp);
+  t.equal(r.statusCode, 200, 'mbp releases');
+  t.equal(await runnable(), 0, 'released: 0');
 });
 
 t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', async (t) => {

@@ -164,3 +164,10 @@ t.test('any valid node-cron check schedule is accepted, a yearly one too, with i
   t.equal(r.ok, true, 'once a year is legal');
   t.equal(r.ok && r.config.checkSeconds, 366 * 86_400, 'its largest gap is a leap year');
 });
+
+t.test('a tailnet domain with capitals, as the guide\'s placeholder was typed, says to write it in lower case', async (t) => {
+  const r = validateConfig({ tailnetDomain: 'YOUR-TAILNET.ts.net' });
+  t.match(r, { ok: false, key: 'tailnetDomain', message: /lower case \("your-tailnet\.ts\.net"\)/ }, 'the lower-case spelling is offered');
+  t.match(validateConfig({ tailnetDomain: 'bad_domain' }), { ok: false, message: /lower-case letters, digits, dots and dashes/ }, 'another bad domain is described');
+  t.match(validateConfig({ tailnetDomain: 'your-tailnet.ts.net' }), { ok: true }, 'the lower-case one is accepted');
+});

@@ -213,6 +213,20 @@ t.test('the daemon sweeps old events at start; its stream starts at the tail; hq
     t.equal(r.stderr, msg, `${args.join(' ')} says what to fix in one line`);
   }
 
+  const filtered = await hq(['--event', 'recent-149,recent-148', '--json']);
+  t.same((JSON.parse(filtered.stdout) as { events: Array<{ event: string }> }).events.map((e) => e.event).sort(), ['recent-148', 'recent-149'], '--event keeps only the named events');
+  t.equal((await hq(['--event', 'Bad Name'])).code, 2, 'a malformed --event is a usage error');
+  const { readableData } = await import('../../apps/agent/src/cli/lease.js');
+  t.same(readableData({ notBefore: 1_800_000_000.5, from: 'mbp', generation: 3 }), { notBefore: '2027-01-15T08:00:00.500Z', from: 'mbp', generation: 3 }, 'times in the data print as ISO times, other values as they are');
+  // --follow starts from the newest 20, not the whole kept history.
+  const follow = execFile(process.execPath, [join(ROOT, 'apps/agent/dist/cli/entry.js'), 'events', '--follow', '--config', agentConfig], { env: childEnv() });
+  let followed = '';
+  follow.stdout!.on('data', (d) => (followed += String(d)));
+  for (let i = 0; i < 300 && !followed.includes(`${all[all.length - 1]!.id} `); i++) await new Promise((r) => setTimeout(r, 50));
+  follow.kill('SIGKILL');
+  const ids = followed.trim().split('\n').map((l) => Number(l.split(' ')[0]));
+  t.same(ids, all.slice(-20).map((e) => e.id), 'hq events --follow prints the newest 20 first, then follows');
+
   // The daemon's own stream (app.ts wiring): without after or Last-Event-ID, the newest 20.
   const ctl = new AbortController();
   const res = await fetch(`${a.base}/v1/events/stream`, { signal: ctl.signal });

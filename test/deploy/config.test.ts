@@ -13,7 +13,7 @@ import { cronGapSeconds } from '../../packages/runtime/src/schedule.js';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DOMAIN = 'example-tailnet.ts.net';
 const CANDIDATES = ['mbp', 'node-b'];
-const DEFAULT_ROLES = ['telegram-poller', 'cron', 'seat-loop', 'release-run', 'conatus', 'git-push', 'ledger-cli'];
+const DEFAULT_ROLES = ['telegram-poller', 'cron', 'release-run', 'git-push', 'ledger-cli'];
 
 /** SPEC §3, the "who" column: the keys each daemon reads. */
 const BOTH = ['arbiter', 'standby', 'safetyMarginSeconds', 'healthUrls', 'tailnetDomain', 'tailscaleBin', 'probeTimeoutSeconds', 'listen'];
@@ -125,4 +125,25 @@ t.test('each example config holds only the keys its daemon owns, and the pair sa
     t.same(crossTiming(String(a.arbiter), lease, String(c.hostName), cadence), [], `arbiter.json with ${name}: no problem across the sides`);
     t.comment(`${name}: ${describeFailover(failover(lease, cadence.heartbeatSeconds))}`);
   }
+});
+
+t.test('no shipped file under deploy/ points users at a document they do not have', async (t) => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const root = join(import.meta.dirname, '../../deploy');
+  const files = readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && !/\.(png|json)$/.test(e.name));
+  t.ok(files.length > 10, `the deploy files are read (${files.length})`);
+  for (const f of files) {
+    const text = readFileSync(join(f.parentPath, f.name), 'utf8');
+    t.notMatch(text, /SPEC( §|\b)/, `${f.name} cites no SPEC section`);
+  }
+});
+
+t.test('the deploy guide quotes the worst-case failover the tools print for its example settings', async (t) => {
+  const { failover, humanSeconds, describeFailover } = await import('../../packages/lease-core/src/index.js');
+  const guide = readFileSync(join(root, 'deploy/README.md'), 'utf8');
+  const f = failover({ ttlSeconds: 1500, safetyMarginSeconds: 30, checkSeconds: 600, promoteAfterChecks: 2 }, 600);
+  t.match(describeFailover(f), /^30 min worst case/, 'the function says 30 min');
+  t.ok(guide.includes(`the worst-case failover is ${humanSeconds(f.seconds)}:`), `the guide says ${humanSeconds(f.seconds)} too`);
+  t.notMatch(guide, /about 31 minutes|1860 s/, 'no second figure');
 });

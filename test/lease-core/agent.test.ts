@@ -72,7 +72,7 @@ t.test('elapsed is the larger of the two clocks (A1)', async (t) => {
 
 t.test('roles: ledger-cli is never fail-open, the defaults are SPEC §3', async (t) => {
   t.equal(NEVER_FAIL_OPEN, 'ledger-cli', 'the never fail-open role');
-  t.same([...DEFAULT_ROLES], ['telegram-poller', 'cron', 'seat-loop', 'release-run', 'conatus', 'git-push', 'ledger-cli'], 'default roles');
+  t.same([...DEFAULT_ROLES], ['telegram-poller', 'cron', 'release-run', 'git-push', 'ledger-cli'], 'default roles');
   t.ok(Object.isFrozen(DEFAULT_ROLES), 'frozen');
   t.equal(isFailOpen(A, 'telegram-poller'), true, 'a listed role is fail-open');
   t.equal(isFailOpen(A, 'ledger-cli'), false, 'ledger-cli is not, even when listed');

@@ -111,7 +111,7 @@ async function describe(registry: Registry): Promise<{ types: Map<string, string
 /** The agent's real registry, attached to a stub agent on host mbp (what its /metrics serves). */
 async function agentMetrics(): Promise<{ types: Map<string, string>; labels: Map<string, Set<string>>; text: string }> {
   const m = createMetrics();
-  const stub = { host: 'mbp', tokenProblem: null, now: () => ({ wall: 1_800_000_003, mono: 3 }), lastHeartbeat: { at: 1_800_000_000 }, validForSeconds: () => 42, primary: () => ({ generation: 3 }), snapshot: () => ({ seen: 3 }) };
+  const stub = { host: 'mbp', tokenProblem: null, now: () => ({ wall: 1_800_000_003, mono: 3 }), lastHeartbeat: { at: 1_800_000_000 }, validForSeconds: () => 42, primary: () => ({ generation: 3 }), snapshot: () => ({ seen: 3 }), peerPaths: new Map([['node-b', null]]) };
   m.attach(stub as unknown as Agent);
   m.heartbeat('renewed');
   m.peerConfirm('confirmed');
@@ -181,7 +181,7 @@ t.test('the alert rules parse, cover the six asked-for alerts, and name only rea
   const doc = parseYaml(readFileSync(ALERTS, 'utf8')) as { groups: Array<{ name: string; rules: Rule[] }> };
   t.ok(Array.isArray(doc.groups) && doc.groups.length > 0, 'alerts.yml has rule groups');
   const rules = doc.groups.flatMap((g) => g.rules);
-  t.same(rules.map((r) => r.alert).sort(), ['HqAgentDown', 'HqAgentSilent', 'HqAgentTokenBroken', 'HqArbiterDown', 'HqDualUnreachable', 'HqLeaseValidityLow', 'HqMaintenanceLeftOn', 'HqPromotionHappened'], 'the six alerts of issue 8 and the two agent alerts of issue 17');
+  t.same(rules.map((r) => r.alert).sort(), ['HqAgentDown', 'HqAgentSilent', 'HqAgentTokenBroken', 'HqArbiterDown', 'HqDualUnreachable', 'HqLeaseValidityLow', 'HqMaintenanceLeftOn', 'HqNoHostMayRun', 'HqPromotionHappened'], 'the alerts asked for: the lease, the agents, and no host that may run');
   for (const r of rules) {
     t.ok(typeof r.expr === 'string' && r.expr.trim() !== '', `${r.alert} has an expression`);
     t.ok(['info', 'warning', 'critical'].includes(r.labels?.severity ?? ''), `${r.alert} has a severity`);

@@ -51,6 +51,13 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   writeFileSync(join(stateDir, 'peer-token'), 'a'.repeat(64), { mode: 0o600 });
   writeFileSync(join(stateDir, 'seen-generation'), '0\n', { mode: 0o600 });
   const peer = createServer((req, res) => {
+    // The confirmation probe: answered only with the fleet's peer token (this world's is 'a' × 64).
+    if (req.url === '/v1/peer/confirm') {
+      const ok = req.headers.authorization === `Bearer ${'a'.repeat(64)}`;
+      res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json', 'hq-protocol': '2' });
+      res.end(JSON.stringify(ok ? { confirmed: false, generation: 0, reason: 'probe' } : { error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+      return;
+    }
     // A current peer says its protocol version; one of hq 0.1.x says none.
     res.writeHead(req.url === '/v1/health' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
     res.end(JSON.stringify({ status: 'ok', role: 'agent', host: 'node-b', ...(opts.old === true ? { version: '0.1.0' } : {}) }));
@@ -118,6 +125,14 @@ function line(out: string, name: string): string {
   return out.split('\n').find((l) => new RegExp(`^[✔✖–] ${name} `).test(l)) ?? '';
 }
 
+t.test('peer tokens that differ fail the peers check, though the peer answers its health', async (t) => {
+  const w = await world(t);
+  writeFileSync(join(w.stateDir, 'peer-token'), 'b'.repeat(64), { mode: 0o600 });
+  const r = await doctor(w);
+  t.equal(r.code, 1, 'doctor exits 1');
+  t.match(line(r.out, 'peers'), /^✖ peers +the confirmation path is broken — node-b: \S+ refuses this host's peer token \(HTTP 401\): the peer tokens differ/, 'the mismatch is named');
+});
+
 t.test('a healthy host passes every check and exits 0', async (t) => {
   const w = await world(t);
   const r = await doctor(w);
@@ -174,12 +189,19 @@ t.test('a reported generation the arbiter refused fails the generation check, na
   t.match(line(bad.out, 'generation'), /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept 9007199254740990/, 'one line with the refusal and the fix');
 });
 
+t.test('a running agent without hq\'s unit is an explained "–", not a ✖: a healthy install exits 0', async (t) => {
+  const w = await world(t);
+  const r = await doctor(w, [], [join(w.dir, 'missing.service')]);
+  t.match(line(r.out, 'unit'), /^– unit\s+no hq unit is installed .*the agent answers: it runs under something else/, 'explained, not failed');
+  t.equal(r.code, 0, `doctor exits 0 (${r.out.split('\n').filter((l) => l.startsWith('✖')).join(' | ')})`);
+});
+
 t.test('a token the arbiter does not know fails the arbiter check', async (t) => {
   const w = await world(t);
   writeFileSync(join(w.stateDir, 'token'), `${'0'.repeat(64)}\n`, { mode: 0o600 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'arbiter'), /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter token issue mbp --scope member/, 'the arbiter line says the token is refused and how to issue one');
+  t.match(line(r.out, 'arbiter'), /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter join mbp --config \S+, then the hq join line/, 'the arbiter line says the token is refused and how to join again');
   t.match(line(r.out, 'clock'), /^– clock /, 'the clock check is skipped without a record');
 });
 

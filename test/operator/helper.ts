@@ -66,7 +66,7 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
   } finally {
     unsubscribe('fastify.initialization', onInit);
   }
-  registerOperatorMetrics(h.rt.metrics.registry, () => h.rt.store.read(), h.rt.config.failoverSeconds);
+  registerOperatorMetrics(h.rt.metrics.registry, () => h.rt.store.read(), h.rt.config, h.clock);
   const waiters = new EventWaiters();
   const status = { ...statusPageOptions(h.app.hq), ...opts.status };
   const stream = {

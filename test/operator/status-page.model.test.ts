@@ -44,9 +44,9 @@ const silent = { lastHeartbeatAt: NOW - 3 };
 
 t.test('the phase line says what is going on, in order of precedence', async (t) => {
   const cases: Array<[string, Partial<LeaseState>, Record<string, Partial<Observer>>, { name: string; level: string; text: string | RegExp }, { candidates?: string[]; problems?: TimingProblem[] }?]> = [
-    ['a lease nobody holds is no holder', {}, both, { name: 'no-holder', level: 'bad', text: 'no holder: nothing runs until a candidate acquires the lease' }],
-    ['an expired lease is no holder, naming who let it lapse', { ...HELD, expiresAt: NOW - 1 }, both, { name: 'no-holder', level: 'bad', text: "no holder: mbp's lease expired; nothing runs until a candidate acquires it" }],
-    ['a released lease is no holder', { ...HELD, released: true }, both, { name: 'no-holder', level: 'bad', text: /mbp's lease was released/ }],
+    ['a lease nobody holds is no holder', {}, both, { name: 'no-holder', level: 'bad', text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire' }],
+    ['an expired lease is no holder, naming who let it lapse', { ...HELD, expiresAt: NOW - 1 }, both, { name: 'no-holder', level: 'bad', text: "no host may run: mbp's lease expired; nothing runs until a candidate acquires it" }],
+    ['a released lease is no holder', { ...HELD, released: true }, both, { name: 'no-holder', level: 'bad', text: /^no host may run: mbp released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire$/ }],
     ['a new database without a holder waits for the reports', { floorPending: true }, both, { name: 'no-holder', level: 'bad', text: /a new database waits until every candidate reports/ }],
     ['a renewing holder and a reporting standby are healthy', HELD, both, { name: 'healthy', level: 'ok', text: 'mbp holds the lease and runs; node-b stands by' }],
     ['a holder silent past 2 × its interval is the first problem', HELD, { mbp: silent, 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: 'mbp, the holder, is silent: no heartbeat for 3.0 s; its lease runs out unless it renews' }],

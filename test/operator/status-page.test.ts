@@ -54,7 +54,7 @@ t.test('the status page renders the holder and follows a promotion without a rel
   t.equal(await page.evaluate(() => (window as unknown as { hqMark?: number }).hqMark), 42, 'the page updated in place (no reload)');
   t.equal(await page.evaluate(() => performance.getEntriesByType('navigation').length), 1, 'there was a single navigation');
   await page.waitForSelector('#events li.ev-promotion', { timeout: 15_000 });
-  t.match((await page.textContent('#events li.ev-promotion .ev-name')) ?? '', 'promoted', 'the promotion is highlighted in the timeline');
+  t.match((await page.textContent('#events li.ev-promotion .ev-name')) ?? '', 'transferred', 'the change of holder is highlighted in the timeline, named a transfer (not a promotion)');
   t.match((await page.textContent('tr[data-host="node-b"] .c-role')) ?? '', 'holder', 'node-b is now the holder row');
   t.match((await page.textContent('#lockdelay')) ?? '', /lock-delay/, 'the lock-delay of the promotion is counted down');
   t.same(errors, [], 'the page logged no errors (CSP, script)');

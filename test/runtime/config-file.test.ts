@@ -62,3 +62,15 @@ t.test('a ConfigError of another copy of the module is a ConfigError (the fence 
   t.notOk(Object.assign(new Error('x'), { name: 'ConfigError' }) instanceof ConfigError, 'nor one merely named so');
   t.equal(err.key, 'ttlSeconds', 'its key');
 });
+
+t.test('a JSON syntax error is given as the line and column an editor shows', async (t) => {
+  const { atLineColumn, readConfigFile } = await import('../../packages/runtime/src/config-file.js');
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const file = join(t.testdir(), 'agent.json');
+  writeFileSync(file, '{\n  "hostName": "mbp",\n  "stateDir": "/x"\n  "peers": {}\n}\n');
+  const r = readConfigFile(file);
+  t.match(r, { ok: false, problem: 'not-json', message: /at line 4, column 3$/ }, 'line 4, column 3: where the comma is missing');
+  t.notMatch((r as { message: string }).message, /position/, 'no character offset');
+  t.equal(atLineColumn('x', 'no position here'), 'no position here', 'a message without a position is kept');
+});

@@ -51,6 +51,8 @@ export interface SupervisorOptions {
   readonly recheckSeconds: number;
   readonly graceSeconds: number;
   readonly skipExit: number;
+  /** The exit when the agent could not be asked (default: skipExit). */
+  readonly unreachableExit?: number;
   readonly argv: readonly string[];
   /** One fence query; should give up within `checkTimeoutSeconds`. */
   readonly check: () => Promise<FenceQueryResult>;
@@ -98,14 +100,15 @@ export type SupervisorOutcome =
 export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
   const now = opts.now ?? stampClock.now;
   const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
-  const skip = (fence?: FenceDecision): SupervisorOutcome => ({ kind: 'exit', code: opts.skipExit, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
+  const skip = (fence?: FenceDecision, code = opts.skipExit): SupervisorOutcome => ({ kind: 'exit', code, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
   return (async () => {
     const asked = now();
     const first = await opts.check();
     if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
     if (first.kind === 'unreachable') {
-      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem });
-      return skip();
+      const code = opts.unreachableExit ?? opts.skipExit;
+      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem, exit: code });
+      return skip(undefined, code);
     }
     const f = first.fence;
     if (!f.run) {
@@ -117,9 +120,10 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     const holder = f.holder;
     const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(generation);
     if (reg.kind === 'refused' || reg.kind === 'unreachable') {
-      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem };
+      const code = reg.kind === 'refused' ? opts.skipExit : (opts.unreachableExit ?? opts.skipExit);
+      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
       opts.log('skipped', { role: opts.role, generation, holder, ...why });
-      return skip(f);
+      return skip(f, code);
     }
     const run = reg.kind === 'registered' ? reg.run : null;
     if (opts.stop?.aborted === true) {

@@ -63,3 +63,13 @@ export function bearer(header: string | string[] | undefined): string | null {
   const m = /^bearer\s+(\S+)\s*$/i.exec(header);
   return m === null ? null : (m[1] as string);
 }
+
+/**
+ * What fixes a token file `readToken` refused: a mode or owner needs chmod/chown, which keeps
+ * the token valid; only a missing or garbled file needs a new token (a reissue invalidates the old).
+ */
+export function tokenFileFix(problem: string, path: string, host: string): string {
+  if (/must be mode 0600|group- or world-writable/.test(problem)) return `fix: chmod 600 ${path} (the token itself stays valid)`;
+  if (/is owned by uid/.test(problem)) return `fix: chown it to the agent's user, or run the agent as the file's owner (the token itself stays valid)`;
+  return `fix: on the arbiter, hq-arbiter join ${host} then hq join … on this host (or hq-arbiter token issue ${host} --scope member --config /etc/hq/arbiter.json into ${path}, mode 0600)`;
+}

@@ -356,7 +356,8 @@ export class Arbiter {
       if (byOutcome === undefined) counted.set(p.op, (byOutcome = new Map()));
       byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
       for (const e of o.committed.events) {
-        if (e.event === 'promoted') this.deps.metrics.promotions.inc();
+        // A promotion is the arbiter's own move; a forced transfer is an operator's (counted per op).
+        if (e.event === 'promoted' && e.data['via'] !== 'transfer') this.deps.metrics.promotions.inc();
         const saved = e.data['savedSeconds'];
         if (e.event === 'stepped-down' && typeof saved === 'number') this.deps.metrics.stepDownSaved.inc(saved);
       }

@@ -4,6 +4,8 @@
  * start failed); 2 usage or configuration error (one line on stderr).
  */
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ARBITER_CONFIG, defaultConfigPaths } from '@hq/runtime/config-file';
 import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
@@ -17,6 +19,7 @@ import type { Scope } from './store/store.js';
 const SCOPES: readonly Scope[] = ['admin', 'member', 'query'];
 /** The configured store (SQLite's file, or etcd's prefix), for a one-shot command: no election. */
 const openStore = async (cfg: ArbiterConfig) => {
+  refuseUnnamedDatabase(cfg);
   const { openStores } = await import('./server/runtime.js');
   const s = await openStores(cfg, false);
   // the store, with a close() that also ends what opened it (etcd's client)
@@ -24,6 +27,19 @@ const openStore = async (cfg: ArbiterConfig) => {
 };
 
 class UsageError extends Error {}
+
+/**
+ * A one-shot command run where no config file was found would open the built-in default
+ * database (./var/hq.db under the current directory): never create one there, because it is
+ * not the daemon's and a token issued into it is refused by the real arbiter.
+ */
+function refuseUnnamedDatabase(cfg: ArbiterConfig): void {
+  if (FROM_FILE.has(cfg) || cfg.store.kind !== 'sqlite') return;
+  const db = join(cfg.dataDir, 'hq.db');
+  if (existsSync(db)) return;
+  const looked = defaultConfigPaths(ARBITER_CONFIG).join(', ');
+  throw new UsageError(`no config file found (--config, $HQ_ARBITER_CONFIG, ${looked}), and no database at ${db}: pass the daemon's --config (for example --config /etc/hq/arbiter.json); nothing was created`);
+}
 
 const CONFIG_HELP = `  --config PATH   Read the configuration from PATH. Without it, $HQ_ARBITER_CONFIG is used, then
                   ~/.hq/arbiter.json, then /etc/hq/arbiter.json, and when none exists the built-in
@@ -42,6 +58,8 @@ Commands:
   token issue      Issue a bearer token for a machine and print it once.
   token revoke     Revoke every token of a machine.
   token list       List tokens without their secrets.
+  init             Write a config (when none exists) and the fleet's secrets into the data directory.
+  join             Print, once, the command that joins a candidate: hq join BUNDLE.
   check            Run one check against the database (for a system cron) and print its result.
   backup           Write an online backup of the database to a file.
   migrate          Copy a SQLite installation's state into a new etcd prefix (store "etcd").
@@ -83,6 +101,50 @@ Options:
                   "token list"). Off by default: issue replaces.
   --id N          Revoke only the token with id N, when it belongs to MACHINE (default: all).
   --json          Print the list as one JSON array instead of a table.
+${CONFIG_HELP}`,
+  init: `Usage: hq-arbiter init [--candidates LIST] [--arbiter NAME] [--listen HOST:PORT]
+                       [--data-dir DIR] [--tailnet-domain DOMAIN] [--config PATH]
+
+Prepares an arbiter. When the config file (--config, else $HQ_ARBITER_CONFIG, else
+~/.hq/arbiter.json) does not exist, writes it from the flags (atomic, mode 0600); an existing
+one is kept as it is and the flags are refused. Then creates the data directory (0700) and, when
+missing, the fleet's peer token (peer-token, 0600: the shared secret of agent-to-agent calls,
+handed to each agent by its join) and the arbiter's identity key (identity.key, 0600: joining
+hosts check its fingerprint). Run it as the daemon's user. Prints what it wrote and what to run
+next. The database and the admin token are created by the daemon's first start.
+
+Options:
+  --candidates LIST
+                  The candidates in promotion order, comma-separated; each NAME or NAME=URL,
+                  URL being that host's peer listener (http://ADDRESS:8471), whose /v1/health
+                  the arbiter probes and the other agents call. Default: mbp,node-b.
+  --arbiter NAME  This arbiter's host name (never a candidate). Default: cloud-vm.
+  --listen HOST:PORT
+                  Where the daemon listens. Default: 127.0.0.1:8470.
+  --data-dir DIR  The data directory (made absolute). Default: ~/.hq/arbiter next to the config.
+  --tailnet-domain DOMAIN
+                  The MagicDNS suffix (lower case, like example-tailnet.ts.net): candidates
+                  without a URL are found as NAME.DOMAIN:8471. Default: none.
+  --tailscale-bin PATH
+                  The tailscale CLI the probes run; --tailscale-bin= (empty) turns ping off for the
+                  whole fleet (health alone decides; joins pass it on to the agents). Default:
+                  tailscale.
+${CONFIG_HELP}`,
+  join: `Usage: hq-arbiter join HOST [--ttl T] [--url URL] [--config PATH]
+
+Prints, once, one line to run on candidate HOST: "hq join BUNDLE". The bundle is single use,
+expires after T, joins HOST only, and lets HOST check it talks to this arbiter (it carries the
+sha256 of this arbiter's identity key). Redeeming it (POST /v1/join on the running daemon)
+issues HOST's member token (replacing any earlier one) and hands HOST its config: the arbiter
+URL, its peers and their health URLs, and the fleet's peer token. Only a hash of the bundle's
+secret is kept, in {dataDir}/joins; a newer bundle for HOST replaces an unused older one. Run it
+as the daemon's user (sudo -u hq …), on the arbiter's host: the daemon reads what it writes.
+
+Options:
+  --ttl T         How long the bundle can be redeemed: seconds, or with s, m or h (at most 24h).
+                  Default: 15m.
+  --url URL       The arbiter's URL as HOST reaches it. Default: http://ARBITER.TAILNETDOMAIN:PORT
+                  with tailnetDomain, else http://LISTENHOST:PORT.
 ${CONFIG_HELP}`,
   check: `Usage: hq-arbiter check [--config PATH]
 
@@ -150,7 +212,7 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix', 'lease']);
+const VALUE_FLAGS = new Set(['config', 'scope', 'to', 'id', 'from', 'prefix', 'lease', 'ttl', 'url', 'candidates', 'arbiter', 'data-dir', 'listen', 'tailnet-domain', 'tailscale-bin']);
 const BOOL_FLAGS = new Set(['json', 'help', 'keep-old', 'version', 'exit-with-parent', 'dry-run']);
 
 function parseArgs(argv: readonly string[]): Parsed {
@@ -174,7 +236,7 @@ function parseArgs(argv: readonly string[]): Parsed {
         flags.set(name, true);
       } else if (VALUE_FLAGS.has(name)) {
         const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
-        if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
+        if (value === undefined || (value === '' && name !== 'tailscale-bin')) throw new UsageError(`--${name} needs a value`);
         flags.set(name, value);
       } else {
         throw new UsageError(`unknown flag --${name}${didYouMean(name, [...VALUE_FLAGS, ...BOOL_FLAGS], (n) => `--${n}`)}`);
@@ -193,9 +255,15 @@ function allowOnly(p: Parsed, allowed: readonly string[]): void {
   }
 }
 
+/** The configs read from a file (not the built-in defaults). */
+const FROM_FILE = new WeakSet<ArbiterConfig>();
+
 async function config(p: Parsed): Promise<ArbiterConfig> {
   const flag = p.flags.get('config');
-  return loadConfigLazily(configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync));
+  const path = configPath(typeof flag === 'string' ? flag : undefined, process.env, existsSync);
+  const cfg = await loadConfigLazily(path);
+  if (path !== null) FROM_FILE.add(cfg);
+  return cfg;
 }
 
 async function stderrLog() {
@@ -305,6 +373,49 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       }
       throw new UsageError(verb === undefined ? 'token needs issue, revoke or list' : `unknown token command "${verb}"${didYouMean(verb, ['issue', 'revoke', 'list'])}`);
     }
+    case 'init': {
+      if (help) return print(io, 'init');
+      allowOnly(p, ['candidates', 'arbiter', 'listen', 'data-dir', 'tailnet-domain', 'tailscale-bin']);
+      if (rest.length > 0) throw new UsageError(`init takes no arguments (got "${rest[0]}")`);
+      const { initArbiter } = await import('./init.js');
+      const flag = (n: string) => (typeof p.flags.get(n) === 'string' ? (p.flags.get(n) as string) : undefined);
+      const r = await initArbiter({
+        config: flag('config') ?? (process.env[ARBITER_CONFIG.envVar] || undefined),
+        candidates: flag('candidates'),
+        arbiter: flag('arbiter'),
+        listen: flag('listen'),
+        dataDir: flag('data-dir'),
+        tailnetDomain: flag('tailnet-domain'),
+        tailscaleBin: p.flags.get('tailscale-bin') === undefined ? undefined : String(p.flags.get('tailscale-bin')),
+      });
+      if (!r.ok) throw new UsageError(r.problem);
+      for (const line of r.lines) io.out(`${line}\n`);
+      return 0;
+    }
+    case 'join': {
+      if (help) return print(io, 'join');
+      allowOnly(p, ['ttl', 'url']);
+      const [host, ...extra] = rest;
+      if (host === undefined || !isHost(host)) throw new UsageError(`join needs a HOST matching ${HOST_PATTERN.source} (one of the candidates)`);
+      if (extra.length > 0) throw new UsageError(`join takes one HOST (got "${extra[0]}" too)`);
+      const ttlFlag = p.flags.get('ttl');
+      const { JOIN_TTL_SECONDS, createJoin, defaultArbiterUrl, joinProblem, parseTtl } = await import('./join.js');
+      const ttl = typeof ttlFlag === 'string' ? parseTtl(ttlFlag) : JOIN_TTL_SECONDS;
+      if (ttl === null) throw new UsageError(`--ttl must be seconds, or a number with s, m or h, at most 24h (got "${String(ttlFlag)}")`);
+      const cfg = await config(p);
+      if (!FROM_FILE.has(cfg)) throw new UsageError('join: no config file found: pass the daemon\'s --config (hq-arbiter init writes one)');
+      const problem = joinProblem(cfg, host);
+      if (problem !== null) throw new UsageError(`join: ${problem}`);
+      const urlFlag = p.flags.get('url');
+      const url = typeof urlFlag === 'string' ? urlFlag : defaultArbiterUrl(cfg);
+      if (url === null) throw new UsageError('join: the arbiter listens on every address: say how candidates reach it with --url http://ADDRESS:PORT');
+      if (!/^https?:\/\/[^/?#@]+$/.test(url)) throw new UsageError(`--url must be a bare origin like http://cloud-vm.example-tailnet.ts.net:8470 (got "${url}")`);
+      const now = clock.now() / 1000;
+      const j = await createJoin(cfg, host, url, ttl, now);
+      io.out(`hq join ${j.bundle}\n`);
+      io.err(`hq-arbiter: run that line on ${host} before ${new Date(j.expiresAt * 1000).toISOString()} (${ttl % 60 === 0 ? `${ttl / 60} min` : `${ttl} s`}); it works once, for ${host} only, and is not shown again. The daemon must be running at ${url}.\n`);
+      return 0;
+    }
     case 'check': {
       if (help) return print(io, 'check');
       allowOnly(p, ['json']);
@@ -313,6 +424,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
       if (cfg.store.kind === 'etcd') {
         throw new UsageError('check: with store "etcd" only the elected arbiter checks (it needs the election): ask it with "curl -X POST -H \'authorization: Bearer $ADMIN\' http://ARBITER:8470/v1/check" (any arbiter forwards it)');
       }
+      refuseUnnamedDatabase(cfg);
       const { createRuntime } = await import('./server/runtime.js');
       const rt = await createRuntime({ config: cfg, log: await stderrLog(), processMetrics: false });
       try {
@@ -424,7 +536,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<
     }
     default:
       if (help) return print(io, 'main');
-      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'token', 'check', 'backup', 'migrate', 'import', 'help']) || ' (try --help)'}`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, ['serve', 'init', 'join', 'token', 'check', 'backup', 'migrate', 'import', 'help']) || ' (try --help)'}`);
   }
 }
 

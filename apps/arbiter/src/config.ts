@@ -306,6 +306,11 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
     if (first.keyword === 'pattern' && /arbiter|candidates|standby/.test(key)) {
       return fail(key, `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`);
     }
+    if (first.keyword === 'pattern' && key === 'tailnetDomain') {
+      const v = (input as { tailnetDomain?: unknown }).tailnetDomain;
+      const lower = typeof v === 'string' && v !== v.toLowerCase() ? ` — write it in lower case ("${v.toLowerCase()}"), as tailscale status --json prints MagicDNSSuffix` : '';
+      return fail(key, `must be a DNS domain of lower-case letters, digits, dots and dashes, like example-tailnet.ts.net${lower}`);
+    }
     return fail(key, first.message);
   }
   const file = input as ConfigFile;

@@ -35,7 +35,7 @@ export class Metrics {
   });
   readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
   readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
-  readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions (checks and forced transfers).', registers: [this.registry] });
+  readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions by checks (the holder unreachable). Handovers and forced transfers are not: hq_lease_operations_total{op="release"|"transfer"}.', registers: [this.registry] });
   readonly operations = new Counter({ name: 'hq_lease_operations_total', help: 'Lease operations by op and outcome.', labelNames: ['op', 'outcome'], registers: [this.registry] });
   readonly generationRefused = new Counter({
     name: 'hq_generation_reports_refused_total',

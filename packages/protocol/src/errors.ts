@@ -30,6 +30,7 @@ export const ERRORS = Object.freeze({
   UNKNOWN_ROLE: entry('HQ_ERR_UNKNOWN_ROLE', 400, 'the role is not one of the configured roles'),
   UNAUTHORIZED: entry('HQ_ERR_UNAUTHORIZED', 401, 'a valid bearer token is required'),
   FORBIDDEN: entry('HQ_ERR_FORBIDDEN', 403, 'the token may not do this'),
+  JOIN_REFUSED: entry('HQ_ERR_JOIN_REFUSED', 401, 'the join bundle is unknown, used, expired or not for this host'),
   WRONG_HOST: entry('HQ_ERR_WRONG_HOST', 403, 'a member token may only act for its own machine'),
   NOT_FOUND: entry('HQ_ERR_NOT_FOUND', 404, 'no such resource'),
   METHOD_NOT_ALLOWED: entry('HQ_ERR_METHOD_NOT_ALLOWED', 405, 'the path does not answer this method (the Allow header lists those it does)'),

@@ -5,7 +5,7 @@
  * (TypeBox, loaded only where needed). Only node built-ins are loaded, so `hq fence check` reads
  * its socket path through this module and nothing heavier.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -47,19 +47,44 @@ export function defaultConfigPaths(lookup: ConfigLookup): string[] {
   return [join(homedir(), '.hq', lookup.name), join('/etc/hq', lookup.name)];
 }
 
-/** The config file to use, or null when none exists (every default); a named file must exist. */
+/** Why `path` cannot be used as a file: null when it exists, else the errno code (ENOENT, EACCES, …). */
+function statProblem(path: string): string | null {
+  try {
+    statSync(path);
+    return null;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'error';
+  }
+}
+
+/** One line for a config path this user cannot see: a permission is not a missing file. */
+function unusable(path: string, code: string, from: string): string {
+  if (code === 'EACCES') return `config file ${path}${from} cannot be read by this user (EACCES: the file or a directory above it denies it); run as the agent's user, or join its group (sudo usermod -aG hq $USER, then log in again)`;
+  if (code === 'ENOENT') return `config file ${path}${from} does not exist`;
+  return `config file ${path}${from} cannot be used (${code})`;
+}
+
+/**
+ * The config file to use, or null when none exists (every default); a named file must exist. A
+ * default location this user may not look into is an error, not "no file": silently falling back
+ * to every default would ask another socket and another arbiter.
+ */
 export function findConfigFile(explicit: string | undefined, lookup: ConfigLookup, env: NodeJS.ProcessEnv = process.env): string | null {
   if (explicit !== undefined) {
-    if (!existsSync(explicit)) throw new ConfigError('--config', `config file ${explicit} does not exist`);
+    const code = statProblem(explicit);
+    if (code !== null) throw new ConfigError('--config', unusable(explicit, code, ''));
     return resolve(explicit);
   }
   const fromEnv = env[lookup.envVar];
   if (fromEnv !== undefined && fromEnv !== '') {
-    if (!existsSync(fromEnv)) throw new ConfigError(lookup.envVar, `config file ${fromEnv} (from $${lookup.envVar}) does not exist`);
+    const code = statProblem(fromEnv);
+    if (code !== null) throw new ConfigError(lookup.envVar, unusable(fromEnv, code, ` (from $${lookup.envVar})`));
     return resolve(fromEnv);
   }
   for (const candidate of defaultConfigPaths(lookup)) {
-    if (existsSync(candidate)) return candidate;
+    const code = statProblem(candidate);
+    if (code === null) return candidate;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ConfigError('--config', unusable(candidate, code, ''));
   }
   return null;
 }
@@ -69,6 +94,16 @@ export type ConfigFileRead =
   /** `code`: the errno code (`ENOENT`, `EACCES`); `message`: the whole error line. */
   | { readonly ok: false; readonly problem: 'unreadable'; readonly code: string; readonly message: string }
   | { readonly ok: false; readonly problem: 'not-json'; readonly message: string };
+
+/** JSON.parse's "at position N" as the line and column an editor shows (1-based). */
+export function atLineColumn(text: string, message: string): string {
+  const m = /at position (\d+)/.exec(message);
+  if (m === null) return message;
+  const before = text.slice(0, Number(m[1]));
+  const line = before.split('\n').length;
+  const column = before.length - before.lastIndexOf('\n');
+  return message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd() + ` at line ${line}, column ${column}`;
+}
 
 /** Reads and parses `file`; never throws. */
 export function readConfigFile(file: string): ConfigFileRead {
@@ -82,7 +117,7 @@ export function readConfigFile(file: string): ConfigFileRead {
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
   } catch (err) {
-    return { ok: false, problem: 'not-json', message: (err as Error).message };
+    return { ok: false, problem: 'not-json', message: atLineColumn(text, (err as Error).message) };
   }
 }
 
@@ -91,7 +126,7 @@ export function readConfigObject(file: string | null): { [k: string]: unknown } 
   if (file === null) return {};
   const r = readConfigFile(file);
   if (!r.ok) {
-    if (r.problem === 'unreadable') throw new ConfigError('--config', `cannot read config file ${file}: ${r.message}`);
+    if (r.problem === 'unreadable') throw new ConfigError('--config', r.code === 'EACCES' ? unusable(file, 'EACCES', '') : `cannot read config file ${file}: ${r.message}`);
     throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${r.message}`);
   }
   if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value)) throw new ConfigError('(top level)', `${file}: the config must be a JSON object`);

@@ -3,6 +3,7 @@
  */
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
+import { ERRORS } from '@hq/protocol';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { readSecure } from '@hq/runtime/files';
@@ -95,6 +96,10 @@ export function failure(r: HttpResult, what: string, c?: Resolved): { code: numb
   if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter${at} is unreachable (${r.problem})${urlSource(c)}` };
   const b = r.body as { error?: unknown; message?: unknown; reason?: unknown } | null;
   const detail = [b?.reason, b?.error, b?.message].filter((x) => typeof x === 'string').join(': ');
+  // An hq agent's peer listener answers the arbiter's routes with its generic 404 (the arbiter's names the route).
+  if (r.status === 404 && b?.error === ERRORS.NOT_FOUND.code && b.message === ERRORS.NOT_FOUND.message) {
+    return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} is not the arbiter: it answers like an hq agent's peer listener (HTTP 404 for the arbiter's routes); set arbiterUrl to the arbiter's address (port 8470 by default)${urlSource(c)}` };
+  }
   // An hq arbiter answers every refusal with an HQ_ERR_ code; anything else is another server.
   if (r.status >= 400 && !(typeof b?.error === 'string' && b.error.startsWith('HQ_ERR_'))) {
     return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}` };

@@ -31,6 +31,7 @@ import { join } from 'node:path';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { readToken } from '../tokens.js';
+import { peerPathProblem } from '../daemon/peers.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -235,7 +236,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
 
   // 3. Files.
   out.push(await checkStateDir(c));
-  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter token issue ${c.hostName} --scope member > ${c.tokenFile}; chmod 600 ${c.tokenFile}`));
+  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line it prints on this host (or hq-arbiter token issue ${c.hostName} --scope member --config /etc/hq/arbiter.json into ${c.tokenFile}, mode 0600)`));
   if (net.peers.size === 0) out.push(skip('peer-token', 'no peers configured'));
   else out.push(await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`));
 
@@ -258,7 +259,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
       const lease = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/lease'), token: token.ok ? token.token : null, timeoutSeconds });
       const t1 = now();
       if (lease.kind === 'answer' && lease.status === 401) {
-        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: issue a new one (hq-arbiter token issue ${c.hostName} --scope member) into ${c.tokenFile}`));
+        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: join again (on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line here with --force)`));
         out.push(skip('clock', 'the lease could not be read'));
       } else if (lease.kind !== 'answer' || lease.status !== 200) {
         out.push(fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`));
@@ -306,7 +307,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
       const failover = typeof b.failover?.text === 'string' ? b.failover.text : 'unknown';
       if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
       else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
-      else out.push(pass('timing', `the arbiter reports no timing problem; worst-case failover ${failover}`));
+      else out.push(pass('timing', `the arbiter reports no timing problem; failover ${failover}`));
       // The last report or grant the generation bounds refused since the arbiter started.
       const g = (b as { generationRefusal?: { host?: unknown; kind?: unknown; generation?: unknown; message?: unknown } | null }).generationRefusal;
       if (g !== undefined && g !== null && typeof g.message === 'string') {
@@ -336,8 +337,24 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         else down.push(`${host} (${base}: ${answerLine(r)})`);
       }),
     );
-    if (down.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health`));
-    else out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
+    if (down.length > 0) out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
+    else {
+      // Health is not the path an arbiter outage needs: probe the confirmation itself, with this host's peer token.
+      const pt = await readToken(c.peerTokenFile);
+      const broken: string[] = [];
+      if (!pt.ok) broken.push(`this host's peer token: ${pt.problem}`);
+      else {
+        await Promise.all(
+          [...net.peers].map(async ([host, base]) => {
+            const r = await requestJson({ method: 'POST', url: joinUrl(base, '/v1/peer/confirm'), body: { host: c.hostName, generation: 1, probe: true }, token: pt.token, timeoutSeconds: c.requestTimeoutSeconds });
+            const problem = peerPathProblem(base, r);
+            if (problem !== null) broken.push(`${host}: ${problem}`);
+          }),
+        );
+      }
+      if (broken.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health and accept this host's peer token (confirmation probe)`));
+      else out.push(fail('peers', `the confirmation path is broken — ${broken.sort().join('; ')}`, 'in an arbiter outage the holder would stop for want of a confirmation: make the peer-token files the same bytes on every candidate (0600), then hq doctor again'));
+    }
   }
 
   // 5b. Versions (docs/PROTOCOL.md "Versions"): every host behind this release, one line each.
@@ -376,11 +393,11 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   }
 
   // 8. The service unit.
-  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
+  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform, s.kind === 'answer' && s.status === 200));
   return out;
 }
 
-async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): Promise<DoctorCheck> {
+async function checkUnit(paths: readonly string[], platform: NodeJS.Platform, agentRuns = false): Promise<DoctorCheck> {
   if (paths.length === 0) return skip('unit', `no service manager hq knows on ${platform}`);
   for (const p of paths) {
     const st = await lstat(p).catch(() => null);
@@ -390,6 +407,8 @@ async function checkUnit(paths: readonly string[], platform: NodeJS.Platform): P
     platform === 'darwin'
       ? 'install deploy/launchd/com.hq.agent.plist into ~/Library/LaunchAgents and launchctl bootstrap it (deploy/launchd/README.md)'
       : 'install deploy/systemd/hq-agent.service into /etc/systemd/system and systemctl enable --now hq-agent (deploy/README.md)';
+  // A running agent without hq's unit is a choice (a try on one machine, another supervisor), not a fault.
+  if (agentRuns) return skip('unit', `no hq unit is installed (${paths.join(', ')}), and the agent answers: it runs under something else (by hand, npm start, another supervisor); for restarts after a crash or a reboot, ${fix}`);
   return fail('unit', `none of ${paths.join(', ')} exists`, fix);
 }
 

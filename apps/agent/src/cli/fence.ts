@@ -8,15 +8,18 @@
 import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
-import { callAgent, lightPaths } from './local.js';
+import { agentProblem, callAgent, lightPaths } from './local.js';
 import type { Clock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
+
+/** `hq fence run`'s exit when the agent could not be asked (sysexits' EX_UNAVAILABLE): never 0, so cron and systemd see it. */
+export const UNREACHABLE_EXIT = 69;
 
 export const FENCE_CHECK_SPEC: CommandSpec = {
   name: 'fence check',
   summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
   flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
-  exits: '0 run, 1 skip (also when the agent is not running), 2 unknown role, usage or config error.',
+  exits: '0 run, 1 skip (also when the agent could not be asked; stderr names why), 2 unknown role, usage or config error.',
 };
 
 export const FENCE_RUN_SPEC: CommandSpec = {
@@ -28,7 +31,13 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     { name: 'role', kind: 'string', value: 'R', help: 'The role CMD runs as, one of the configured roles. Required.', required: true },
     { name: 'recheck', kind: 'number', value: 'S', help: 'Re-checks the fence every S seconds while CMD runs (and always before the validity ends). Default: 30.' },
     { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost (shortened so both land before the validity ends). Default: 5.' },
-    { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R. Default: 0.' },
+    { name: 'skip-exit', kind: 'number', value: 'N', help: 'The exit code when CMD is not run because this host may not run R (another host is HQ, or none is). Default: 0.' },
+    {
+      name: 'unreachable-exit',
+      kind: 'number',
+      value: 'N',
+      help: `The exit code when CMD is not run because the agent could not be asked (not running, this user not in its socket's group, no answer), so cron and systemd record a failure. Default: ${UNREACHABLE_EXIT} (EX_UNAVAILABLE).`,
+    },
     {
       name: 'follow',
       kind: 'boolean',
@@ -47,8 +56,7 @@ export const FENCE_RUN_SPEC: CommandSpec = {
     },
   ],
   rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell.' },
-  exits:
-    "skip 0 (or --skip-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found. With --follow: 0 when stopped by SIGTERM or SIGINT, CMD's code when --restart does not start it again, 2 usage, unknown role or config error.",
+  exits: `skip 0 (or --skip-exit), ${UNREACHABLE_EXIT} when the agent could not be asked (or --unreachable-exit), 75 when the supervisor stopped CMD, else CMD's own exit code (a signal n gives 128+n); 2 usage, unknown role or config error; 127 CMD not found. With --follow: 0 when stopped by SIGTERM or SIGINT, CMD's code when --restart does not start it again, 2 usage, unknown role or config error.`,
 };
 
 /** The COMMANDS entries of main.ts (fence-main.ts uses the same specs and functions). */
@@ -69,9 +77,10 @@ export function quietLine(event: string, data: { readonly [k: string]: unknown }
   const p = 'hq fence run: ';
   if (event === 'lost') {
     const g = data['generation'] === undefined ? '' : `, generation ${String(data['generation'])}`;
-    return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(data['graceSeconds'])} s\n`;
+    const grace = typeof data['graceSeconds'] === 'number' ? Math.round(data['graceSeconds'] * 10) / 10 : data['graceSeconds'];
+    return `${p}lost the fence for role ${String(data['role'])} (${String(data['reason'])}${g}): stopping CMD with SIGTERM, SIGKILL after ${String(grace)} s\n`;
   }
-  if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}skip: ${String(data['problem'])}; nothing runs without the agent\n`;
+  if (event === 'skipped' && data['reason'] === AGENT_UNREACHABLE) return `${p}could not ask the agent: ${String(data['problem'])}; CMD was not run (exit ${String(data['exit'] ?? UNREACHABLE_EXIT)})\n`;
   if (event === 'spawn-failed') return `${p}cannot start ${JSON.stringify(data['command'])}: ${String(data['problem'])}\n`;
   if (event === 'restarting') return `${p}CMD for role ${String(data['role'])} exited with ${String(data['code'])}: starting it again in ${String(data['inSeconds'])} s\n`;
   if (event === 'waiting' && data['reason'] === AGENT_UNREACHABLE) return `${p}waiting: ${String(data['problem'])}\n`;
@@ -83,9 +92,9 @@ function quietLog(event: string, data: { [k: string]: unknown }): void {
   if (line !== null) process.stderr.write(line);
 }
 
-async function ask(socketPath: string, role: string, timeoutSeconds: number, path = `/v1/fence?role=${encodeURIComponent(role)}`): Promise<FenceQueryResult> {
+async function ask(socketPath: string, role: string, timeoutSeconds: number, configFile: string | null = null, path = `/v1/fence?role=${encodeURIComponent(role)}`): Promise<FenceQueryResult> {
   const r = await callAgent(socketPath, 'GET', path, timeoutSeconds);
-  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
+  if (r.kind === 'unreachable') return { kind: 'unreachable', problem: agentProblem(socketPath, r.problem, configFile) };
   if (r.status === 400) {
     const b = r.body as { message?: unknown } | null;
     return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
@@ -128,7 +137,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
   const configPath = flagString(p, 'config');
   const json = flagBool(p, 'json');
   const paths = lightPaths(configPath);
-  const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds);
+  const r = await ask(paths.socketPath, role, paths.requestTimeoutSeconds, paths.file);
   if (r.kind === 'bad-role') throw new CliError(2, r.message);
   if (r.kind === 'unreachable') {
     await checkOffline(configPath, role);
@@ -136,7 +145,7 @@ export async function fenceCheck(p: Parsed): Promise<number> {
       const unanswered: FenceUnanswered = { run: false, reason: AGENT_UNREACHABLE, generation: null, holder: null, role, validForSeconds: null };
       process.stdout.write(`${JSON.stringify(unanswered)}\n`);
     }
-    process.stderr.write(`hq fence check: skip: ${r.problem}; nothing runs without the agent\n`);
+    process.stderr.write(`hq fence check: skip: could not ask the agent: ${r.problem}\n`);
     return 1;
   }
   const f = r.fence;
@@ -156,11 +165,13 @@ export async function fenceRun(p: Parsed): Promise<number> {
   const skipExit = flagNumber(p, 'skip-exit') ?? 0;
   const follow = flagBool(p, 'follow');
   const restart = flagString(p, 'restart');
+  const unreachableExit = flagNumber(p, 'unreachable-exit') ?? UNREACHABLE_EXIT;
   if (recheck <= 0) throw new CliError(2, '--recheck must be above 0');
   if (!follow && restart !== undefined) throw new CliError(2, '--restart needs --follow');
   if (follow && p.flags.has('skip-exit')) throw new CliError(2, '--skip-exit does not go with --follow: a follower waits instead of skipping');
   if (follow) return followRun(p, role, configPath, recheck, grace, restart ?? 'on-failure');
   if (!Number.isInteger(skipExit) || skipExit > 255) throw new CliError(2, '--skip-exit must be an integer from 0 to 255');
+  if (!Number.isInteger(unreachableExit) || unreachableExit > 255) throw new CliError(2, '--unreachable-exit must be an integer from 0 to 255');
   const paths = lightPaths(configPath);
   const [{ superviseFence, CHECK_TIMEOUT_SECONDS }, { wallClockMs }] = await Promise.all([import('../fence-run.js'), import('@hq/runtime/clock')]);
   let first = true;
@@ -168,13 +179,13 @@ export async function fenceRun(p: Parsed): Promise<number> {
     const timeout = first ? paths.requestTimeoutSeconds : CHECK_TIMEOUT_SECONDS;
     const wasFirst = first;
     first = false;
-    const r = await ask(paths.socketPath, role, timeout);
+    const r = await ask(paths.socketPath, role, timeout, paths.file);
     if (r.kind === 'unreachable' && wasFirst) await checkOffline(configPath, role);
     return r;
   };
   const log = flagBool(p, 'verbose') ? verboseLog(wallClockMs) : quietLog;
   const registerRun = (generation: number): Promise<Registration> => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds);
-  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, argv: p.rest, check, register: registerRun, log });
+  const outcome = await superviseFence({ role, recheckSeconds: recheck, graceSeconds: grace, skipExit, unreachableExit, argv: p.rest, check, register: registerRun, log });
   if (outcome.kind === 'bad-role') throw new CliError(2, outcome.message);
   return outcome.code;
 }
@@ -202,8 +213,8 @@ async function followRun(p: Parsed, role: string, configPath: string | undefined
   };
   const longPoll = (seen: FenceSeen | null, wait: number): Promise<FenceQueryResult> =>
     seen === null || wait <= 0
-      ? ask(paths.socketPath, role, paths.requestTimeoutSeconds)
-      : ask(paths.socketPath, role, wait + paths.requestTimeoutSeconds, fenceWaitPath(role, seen, wait));
+      ? ask(paths.socketPath, role, paths.requestTimeoutSeconds, paths.file)
+      : ask(paths.socketPath, role, wait + paths.requestTimeoutSeconds, paths.file, fenceWaitPath(role, seen, wait));
   const stop = new AbortController();
   const onSignal = (): void => stop.abort();
   // The agent's step-down nudge may reach a follower between two runs: never its default (death).
@@ -223,7 +234,7 @@ async function followRun(p: Parsed, role: string, configPath: string | undefined
           graceSeconds: grace,
           skipExit: 0,
           argv: p.rest,
-          check: () => ask(paths.socketPath, role, CHECK_TIMEOUT_SECONDS),
+          check: () => ask(paths.socketPath, role, CHECK_TIMEOUT_SECONDS, paths.file),
           register: (generation) => register(paths.socketPath, role, generation, grace, paths.requestTimeoutSeconds),
           // A long poll that fails (an agent restarting, or one without long polls) leaves the re-checks to their schedule.
           watch: async (d) => (await longPoll(d, recheck)).kind === 'answer',

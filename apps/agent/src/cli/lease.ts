@@ -197,7 +197,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
     if (agentUp) await pokeAgent(c);
-    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : `released by ${c.hostName}`);
+    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
     return 0;
   }
   // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
@@ -207,6 +207,15 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
   reportFailure(f, p);
   return f.code;
+}
+
+/**
+ * A release without a handover leaves no host that may run, and nothing moves the lease by
+ * itself afterwards (agents never acquire; a released lease is not promoted away): say so, and
+ * what brings HQ back.
+ */
+export function releasedLine(host: string): string {
+  return `released by ${host}: HQ is now empty — no host may run fenced jobs until one runs "hq lease acquire" (or, on the arbiter side, "hq failover --to HOST"); nothing brings HQ back by itself`;
 }
 
 /** The wait for the step-down of an agent that does not say `stepDownSeconds` (the default `--grace` of 5 s, twice, and slack). */
@@ -225,6 +234,28 @@ interface EventRow {
  * `--tail N` / `--since T` → the first page's query (null: from `--after`). At most one of
  * `--after`, `--tail`, `--since`; T is epoch seconds or an ISO 8601 time.
  */
+/** How many of the newest events `hq events --follow` prints before it follows. */
+const FOLLOW_TAIL = 20;
+
+/** `--event a,b` → the set of names, or null for every event. */
+export function eventFilter(text: string | undefined): ReadonlySet<string> | null {
+  if (text === undefined) return null;
+  const names = text.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (names.length === 0 || names.some((n) => !/^[a-z][a-z0-9-]*$/.test(n))) throw new CliError(2, `--event must be event names separated by commas, like promoted,released (got ${JSON.stringify(text)})`);
+  return new Set(names);
+}
+
+/** An event's data with its arbiter times (notBefore, was, …At) as ISO times, as the status page shows them. */
+export function readableData(data: unknown): unknown {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return data ?? {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(data)) {
+    const isTime = k === 'notBefore' || k === 'was' || k.endsWith('At');
+    out[k] = isTime && typeof v === 'number' && Number.isFinite(v) && v > 0 ? new Date(v * 1000).toISOString() : v;
+  }
+  return out;
+}
+
 export function eventsStart(p: Parsed): string | null {
   const tail = flagNumber(p, 'tail');
   const since = flagString(p, 'since');
@@ -254,8 +285,10 @@ export async function events(p: Parsed): Promise<number> {
   const token = await memberToken(c).catch(() => null);
   const follow = flagBool(p, 'follow');
   const json = flagBool(p, 'json');
-  const start = eventsStart(p);
+  // Following needs no history dump: the newest few give the context, as the status page does.
+  const start = eventsStart(p) ?? (follow && !p.flags.has('after') ? `tail=${FOLLOW_TAIL}` : null);
   let after = flagNumber(p, 'after') ?? 0;
+  const only = eventFilter(flagString(p, 'event'));
   // The first page may be the tail or a time; every later page continues after the last id.
   let query = start ?? `after=${after}&limit=1000`;
   let stop = false;
@@ -267,8 +300,9 @@ export async function events(p: Parsed): Promise<number> {
   let triedStream = false;
   const all: EventRow[] = [];
   const print = (e: EventRow): void => {
+    if (only !== null && !only.has(e.event)) return;
     if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
-    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(e.data ?? {})}\n`);
+    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`);
   };
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
@@ -287,8 +321,9 @@ export async function events(p: Parsed): Promise<number> {
     const wasTail = query.startsWith('tail=');
     for (const e of rows) {
       after = Math.max(after, e.id);
-      if (json && !follow) all.push(e);
-      else print(e);
+      if (json && !follow) {
+        if (only === null || only.has(e.event)) all.push(e);
+      } else print(e);
     }
     if (start !== null && rows.length === 0 && !wasTail) {
       // --since with nothing after T: follow from the newest event on (never from id 1).

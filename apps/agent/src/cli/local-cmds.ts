@@ -30,6 +30,7 @@ export async function heartbeat(p: Parsed): Promise<number> {
   }
   const b = r.body as Partial<HeartbeatReport>;
   out(flagBool(p, 'json'), b, `heartbeat: ${b.outcome ?? '?'} (holder ${b.holder ?? 'none'}, generation ${b.generation ?? '?'})${b.problem ? `: ${b.problem}` : ''}`);
+  if (b.outcome === 'refused') return 1;
   return b.outcome === 'unreachable' || b.outcome === 'invalid-answer' ? 3 : 0;
 }
 

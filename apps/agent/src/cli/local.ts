@@ -86,3 +86,18 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
     req.end(payload ?? undefined);
   });
 }
+
+/**
+ * Why the agent could not be asked, from the socket error: a permission (this user is not in the
+ * socket's group), no socket (the agent is not running, or listens elsewhere), a socket nobody
+ * listens on (the agent stopped), or no answer in time.
+ */
+export function agentProblem(socketPath: string, problem: string, configFile: string | null): string {
+  const where = configFile === null ? 'no config file was found, so the default socketPath is used' : `socketPath from ${configFile}`;
+  const user = process.env['USER'] ?? process.env['LOGNAME'] ?? 'this user';
+  if (problem === 'EACCES' || problem === 'EPERM') return `this user may not use the agent's socket ${socketPath} (${problem}): add ${user} to its group (sudo usermod -aG hq ${user}; cron and new logins pick it up)`;
+  if (problem === 'ENOENT') return `no agent socket at ${socketPath} (ENOENT; ${where}): the agent is not running, or it listens on another socketPath`;
+  if (problem === 'ECONNREFUSED') return `nothing listens on ${socketPath} (ECONNREFUSED): the agent stopped; start it`;
+  if (problem.startsWith('no answer within')) return `the agent did not answer on ${socketPath}: ${problem} (it is overloaded or stopped with SIGSTOP)`;
+  return `the agent is not answering on ${socketPath} (${problem})`;
+}

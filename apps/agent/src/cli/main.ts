@@ -101,9 +101,14 @@ export const COMMANDS: readonly Command[] = [
       summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [
         CONFIG_FLAG,
-        { name: 'follow', kind: 'boolean', help: 'Keeps polling for new events once a second until interrupted. Default: off, print and exit.' },
-        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history.' },
-        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event.' },
+        {
+          name: 'follow',
+          kind: 'boolean',
+          help: "Keeps printing new events as they happen, from the arbiter's event stream (Server-Sent Events; from an arbiter without it, by reading once a second), until interrupted. It starts with the newest 20 events unless --after, --tail or --since says otherwise. Default: off, print and exit.",
+        },
+        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history (with --follow: the newest 20).' },
+        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event (with --follow: 20).' },
+        { name: 'event', kind: 'string', value: 'NAMES', help: 'Prints only these events, comma-separated (promoted,released,acquire-refused). Default: every event.' },
         { name: 'since', kind: 'string', value: 'T', help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.' },
         JSON_FLAG,
       ],
@@ -163,7 +168,7 @@ export const COMMANDS: readonly Command[] = [
       name: 'heartbeat',
       summary: 'Makes the local agent send one heartbeat now and prints its outcome.',
       flags: [CONFIG_FLAG, JSON_FLAG],
-      exits: '0 the arbiter answered, 2 usage or config error, 3 the agent or the arbiter is unreachable.',
+      exits: '0 the arbiter answered, 1 the arbiter refused the heartbeat (the member token, the host name), 2 usage or config error, 3 the agent or the arbiter is unreachable.',
     },
     load: async () => (await import('./local-cmds.js')).heartbeat,
   },
@@ -243,6 +248,23 @@ export const COMMANDS: readonly Command[] = [
       exits: '0 imported (or shown with --dry-run), 1 refused (a malformed old file, existing hq state without --force, nothing to import), 2 usage error.',
     },
     load: async () => (await import('./import-elanous.js')).importElanous,
+  },
+  {
+    spec: {
+      name: 'join',
+      summary:
+        "Makes this host a candidate from the line hq-arbiter join HOST printed: redeems the bundle at the arbiter (once), checks the answer is signed by the arbiter the bundle names, and writes this host's agent config (only its own keys), its member token and the fleet's peer token (0600) in its state directory (0700).",
+      positionals: [{ name: 'BUNDLE', help: 'The word after "hq join" that hq-arbiter join printed (hq1.…).' }],
+      flags: [
+        { ...CONFIG_FLAG, help: 'The agent config file to write. Default: $HQ_CONFIG, else ~/.hq/agent.json.' },
+        { name: 'state-dir', kind: 'string', value: 'DIR', help: "The agent's state directory, written into the config; the tokens go there. Default: the config file's directory." },
+        { name: 'socket', kind: 'string', value: 'PATH', help: 'The fence socket (socketPath), for a daemon whose group members must reach it outside the 0700 state directory (systemd: /run/hq-agent/agent.sock). Default: {stateDir}/agent.sock.' },
+        { name: 'dry-run', kind: 'boolean', help: 'Prints the config and the files it would write, without using the bundle (it still works afterwards). Default: off.' },
+        { name: 'force', kind: 'boolean', help: 'Replaces an existing config file. Default: off, an existing config is refused (exit 2) before the bundle is used.' },
+      ],
+      exits: '0 joined (or the dry run printed), 1 refused (the bundle is used, expired, or the answer is not signed by its arbiter; nothing written), 2 usage or an existing config, 3 the arbiter is unreachable.',
+    },
+    load: async () => (await import('./join-fleet.js')).joinFleet,
   },
 ];
 

@@ -239,6 +239,7 @@ export class Agent {
       pending: s.pending === null ? null : { generation: s.pending.generation, startsInSeconds: Math.max(0, s.pending.startMono - now.mono) },
       lastHeartbeat: last === null ? null : { ...last, ageSeconds: now.wall - last.at },
       peers: this.peers.hosts(),
+      peerPaths: Object.fromEntries([...this.peers.peerPaths].map(([peer, problem]) => [peer, { ok: problem === null, problem }])),
       uptimeSeconds: now.mono - s.started.mono,
     };
   }
@@ -247,6 +248,11 @@ export class Agent {
     const s = this.store.state;
     const k = s.known;
     return { known: k !== null && k.holder !== null, holder: k?.holder ?? null, generation: k?.generation ?? s.seen };
+  }
+
+  /** The confirmation path to each peer as the last probe found it (null: it works). */
+  get peerPaths(): ReadonlyMap<string, string | null> {
+    return this.peers.peerPaths;
   }
 
   peerInfo(): object {

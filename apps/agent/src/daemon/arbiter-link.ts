@@ -30,9 +30,9 @@ import {
 import type { ReleaseRequest, StepDownAck } from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
-import { ArbiterEndpoints, keepAliveFor, type HttpResult } from '@hq/runtime/http';
+import { ArbiterEndpoints, joinUrl, keepAliveFor, requestJson, type HttpResult } from '@hq/runtime/http';
 import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
-import type { TokenFile } from '../tokens.js';
+import { tokenFileFix, type TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { Peers } from './peers.js';
 import type { AgentStore } from './store.js';
@@ -201,9 +201,16 @@ export class ArbiterLink {
     const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token, true);
     const received = this.o.clock.now();
     const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
-    const report = await this.absorbHeartbeat(res, answer, sent, received);
+    const absorbed = await this.absorbHeartbeat(res, answer, sent, received);
+    // Refused for want of a readable token: the report names the file's problem, not the arbiter's 401.
+    const report = token === null && this.tokenProblem !== null && absorbed.outcome === 'refused' ? { ...absorbed, problem: this.tokenProblem } : absorbed;
     this.lastHeartbeat = report;
-    if (report.status === 401 || report.status === 403) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
+    if (report.status === 200 && this.unreachableSaid !== null) {
+      this.unreachableSaid = null;
+      this.o.log.info({ category: 'hq.lease', event: 'arbiter-reachable', url: this.arbiters.url }, `the arbiter at ${this.arbiters.url} answers again`);
+    }
+    // Without a token the arbiter's 401 says nothing new: the local reason (a file at 0644, say) stays the one shown.
+    if ((report.status === 401 || report.status === 403) && token !== null) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
     else if (report.status === 200 && this.tokenProblem !== null) {
       this.tokenProblem = null;
       this.o.log.info({ category: 'hq.lease', event: 'token-ok', host: this.o.settings.host }, 'the member token works again');
@@ -212,6 +219,8 @@ export class ArbiterLink {
     this.noteTiming(report);
     this.scheduleRefresh();
     if (!this.stopped && answer !== null && answer.candidates !== null) this.o.peers.setCandidates(answer.candidates);
+    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's answer is what counts now).
+    if (!this.stopped && answer !== null) void this.o.peers.probe().catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
     this.scheduleSoon(answer !== null && answer.reportInSeconds !== null ? [answer.reportInSeconds] : []);
     return report;
   }
@@ -263,18 +272,38 @@ export class ArbiterLink {
   /** No answer, or not 200: the arbiter is marked unreachable (lease-core logs the transition). */
   private async failed(res: HttpResult, via: 'heartbeat' | 'refresh'): Promise<Ending> {
     if (res.kind === 'unreachable') {
-      const wasOk = this.o.store.state.arbiterOk;
       await this.o.store.commit((s) => onArbiterFailure(s));
-      // Repeats go to debug.
-      (wasOk ? this.o.log.warn : this.o.log.debug).call(this.o.log, { category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
+      // Said once per new problem, also when the arbiter was never reached since the start.
+      if (this.unreachableSaid !== res.problem) {
+        this.unreachableSaid = res.problem;
+        this.o.log.warn({ category: 'hq.lease', event: 'arbiter-unreachable', via, url: this.arbiters.url, problem: res.problem }, `arbiter unreachable at ${this.arbiters.url}: ${res.problem}`);
+      } else this.o.log.debug({ category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
       return { outcome: 'unreachable', status: null, problem: res.problem, exchange: { kind: 'no-answer' } };
     }
     const b = res.body as { error?: unknown; message?: unknown } | null;
-    const problem = typeof b?.message === 'string' ? b.message : `HTTP ${res.status}`;
+    let problem = typeof b?.message === 'string' ? b.message : `HTTP ${res.status}`;
+    if (res.status === 404) problem = (await this.notAnArbiter()) ?? problem;
     const exchange: ArbiterExchange = { kind: 'refused', status: res.status };
     await this.o.store.commit((s) => onArbiterFailure(s));
     this.o.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b?.error ?? null, problem }, 'arbiter refused the request');
     return { outcome: arbiterDown(exchange) ? 'unreachable' : 'refused', status: res.status, problem, exchange };
+  }
+
+  /**
+   * A 404 from the arbiter URL: an arbiter has every route, so ask what answers there. An hq
+   * agent's peer listener (port 8471 instead of 8470, a wrong host) is named as such.
+   */
+  private async notAnArbiter(): Promise<string | null> {
+    const url = this.arbiters.url;
+    const h = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds: this.o.config.requestTimeoutSeconds });
+    const body = h.kind === 'answer' ? (h.body as { role?: unknown; host?: unknown } | null) : null;
+    if (body?.role !== 'agent') return null;
+    const line = `arbiterUrl ${url} is an hq agent (${typeof body.host === 'string' ? body.host : 'a candidate'}'s peer listener), not the arbiter: set arbiterUrl to the arbiter's address (port 8470 by default)`;
+    if (this.notArbiterSaid !== url) {
+      this.notArbiterSaid = url;
+      this.o.log.error({ category: 'hq.lease', event: 'arbiter-url-is-agent', url }, line);
+    }
+    return line;
   }
 
   /** A 200 whose body does not read: treated as a failure, never acted on. */
@@ -335,11 +364,16 @@ export class ArbiterLink {
     void this.heartbeat().catch((err: unknown) => this.o.log.error({ err }, 'heartbeat failed'));
   }
 
+  /** The last unreachable problem logged (null once the arbiter answered again). */
+  private unreachableSaid: string | null = null;
+  /** The arbiter URL already logged as an agent's. */
+  private notArbiterSaid: string | null = null;
+
   private async memberToken(): Promise<string | null> {
     const t = await this.o.token.get();
     if (!t.ok) {
       // Loud: without its token this host can neither renew nor report (rotation gone wrong).
-      this.noteTokenProblem(`${this.o.config.tokenFile}: ${t.problem}`);
+      this.noteTokenProblem(`${t.problem}; ${tokenFileFix(t.problem, this.o.config.tokenFile, this.o.settings.host)}`);
       return null;
     }
     return t.token;

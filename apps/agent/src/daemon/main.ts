@@ -10,7 +10,7 @@ import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfigLazily, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
 import { ArbiterEndpoints } from '@hq/runtime/http';
-import { TokenFile } from '../tokens.js';
+import { TokenFile, tokenFileFix } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { Agent, VERSION } from './agent-shell.js';
@@ -61,7 +61,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   if (!token.ok) {
     throw new ConfigError(
       'tokenFile',
-      `tokenFile: ${config.tokenFile}: ${token.problem}; on the arbiter run "hq-arbiter token issue ${config.hostName} --scope member", write the token to ${config.tokenFile} and chmod 600 it`,
+      `tokenFile: ${token.problem}; ${tokenFileFix(token.problem, config.tokenFile, config.hostName)}`,
     );
   }
   if (config.hostMismatch !== null) {

@@ -84,6 +84,17 @@ export function createMetrics(): AgentMetrics {
     },
   });
   new Gauge({
+    name: 'hq_agent_peer_path_ok',
+    help: "1 while the last probe of the peer's confirmation path (POST /v1/peer/confirm, probe: true) worked; 0 once it failed (another peer token, the peer unreachable). Proven on every heartbeat the arbiter answers.",
+    labelNames: ['host', 'peer'] as const,
+    registers: [registry],
+    collect() {
+      if (agent === null) return;
+      this.reset();
+      for (const [peer, problem] of agent.peerPaths) this.set({ host: agent.host, peer }, problem === null ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'hq_agent_last_heartbeat_age_seconds',
     help: 'Seconds since the last heartbeat answer (or failure).',
     labelNames: ['host'] as const,

@@ -11,7 +11,7 @@ import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirma
 import type { ConfirmAnswer, ConfirmRequest } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
-import { joinUrl, requestJson } from '@hq/runtime/http';
+import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import type { TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { AgentStore } from './store.js';
@@ -94,6 +94,45 @@ export class Peers {
     return ok;
   }
 
+  /** Each peer's path as the last probe found it: null = works, else the problem. */
+  private paths = new Map<string, string | null>();
+
+  /** The last probe's findings, peer → problem (null: the path works). */
+  get peerPaths(): ReadonlyMap<string, string | null> {
+    return this.paths;
+  }
+
+  /**
+   * Proves the confirmation path to every peer while nothing depends on it: `POST
+   * /v1/peer/confirm` with `probe: true` (answered without granting). A peer token that differs,
+   * a listener that is not reached, a peer that refuses: each is an error line when it starts
+   * (and an info line when it ends), the metric and `GET /v1/status` (hq doctor) — found now,
+   * not in an arbiter outage when the holder would stop for want of a confirmation.
+   */
+  async probe(): Promise<void> {
+    const t = await this.o.peerToken.get();
+    const found = await Promise.all(
+      [...this.peers.entries()].map(async ([peer, url]): Promise<[string, string | null]> => {
+        if (!t.ok) return [peer, `this host's peer token: ${t.problem}`];
+        const r = await requestJson({
+          method: 'POST',
+          url: joinUrl(url, '/v1/peer/confirm'),
+          body: { host: this.o.settings.host, generation: 1, probe: true },
+          token: t.token,
+          timeoutSeconds: this.o.settings.requestTimeoutSeconds,
+        });
+        return [peer, peerPathProblem(url, r)];
+      }),
+    );
+    const next = new Map(found);
+    for (const [peer, problem] of next) {
+      const before = this.paths.get(peer);
+      if (problem !== null && problem !== before) this.o.log.error({ category: 'hq.lease', event: 'peer-path-broken', peer, problem }, `${peer} could not confirm this host in an arbiter outage`);
+      if (problem === null && before !== undefined && before !== null) this.o.log.info({ category: 'hq.lease', event: 'peer-path-ok', peer }, `the confirmation path to ${peer} works again`);
+    }
+    this.paths = next;
+  }
+
   /** A peer asks this agent to confirm it: decided, persisted (fsync), then answered (S2.2). */
   async confirm(req: ConfirmRequest): Promise<ConfirmAnswer> {
     let answer: ConfirmAnswer | null = null;
@@ -109,4 +148,14 @@ export class Peers {
     }
     return a;
   }
+}
+
+/** What a probe's answer says about the path to a peer: null when it works, else one line with the fix. */
+export function peerPathProblem(url: string, r: HttpResult): string | null {
+  if (r.kind === 'unreachable') return `${url} does not answer (${r.problem}): is hq-agent running there, and its port reachable from here?`;
+  if (r.status === 200) return null;
+  if (r.status === 401) return `${url} refuses this host's peer token (HTTP 401): the peer tokens differ; copy one peer-token file to the other host (mode 0600), or join both again`;
+  // An agent of an earlier release refuses the probe field before it checks the token.
+  if (r.status === 400) return `${url} refused the confirmation probe (HTTP 400): it runs an earlier hq that cannot be probed, so the path is not proven; upgrade it`;
+  return `${url} answered HTTP ${r.status} to the confirmation probe`;
 }

@@ -263,6 +263,7 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     async (req) => {
       if (!isHost(req.body.host)) throw new HttpError(ERRORS.BAD_REQUEST, 'host must be a host name');
       const b = req.body;
+      if (b.probe === true) return { confirmed: false, generation: agent.primary().generation, reason: 'probe' };
       const answer = await agent.confirm({
         host: b.host,
         generation: b.generation,

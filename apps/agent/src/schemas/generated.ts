@@ -253,6 +253,9 @@ export const PeerConfirmBody = {
       "type": "number",
       "minimum": 0,
       "maximum": 31536000
+    },
+    "probe": {
+      "type": "boolean"
     }
   },
   "additionalProperties": false

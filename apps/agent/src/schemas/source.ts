@@ -116,6 +116,9 @@ export const PeerConfirmBody = Type.Object(
     // confirmation imposes covers the validity it extends.
     ttlSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 31_536_000 })),
     safetyMarginSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 31_536_000 })),
+    // A probe proves the path (listener, peer token, schema) while the arbiter is up: it is
+    // answered without deciding, recording or granting anything.
+    probe: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

@@ -19,8 +19,15 @@ export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold
   const entry = refusalError(reason);
   // A refusal event may carry a more precise line (a silent target: when it was last heard).
   const said = d.events.find((e) => e.data['reason'] === reason && typeof e.data['message'] === 'string')?.data['message'];
-  const message = typeof said === 'string' ? said : entry.message;
+  const message = typeof said === 'string' ? said : refusalLine(reason, entry.message, lease, reply.server.hq.config.candidates);
   throw new HttpError(entry, message, { ok: false, reason, lease, error: entry.code, message });
+}
+
+/** The catalog's line with what the caller needs next: who holds the lease, which hosts are candidates. */
+function refusalLine(reason: LeaseRefusal, generic: string, lease: { holder: string | null; generation: number }, candidates: readonly string[]): string {
+  if (reason === 'held' && lease.holder !== null) return `the lease is held by ${lease.holder} (generation ${lease.generation}); it moves by a handover from ${lease.holder} (hq lease release --handover-to HOST) or hq failover --to HOST`;
+  if (reason === 'not-candidate') return `${generic} (candidates: ${candidates.join(', ')})`;
+  return generic;
 }
 
 const mutationResponses = { 200: OkLease, 409: LeaseRefused, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };

@@ -1684,6 +1684,54 @@ export const HeartbeatBody = {
   "additionalProperties": false
 } as unknown as typeof S.HeartbeatBody;
 
+export const JoinAnswer = {
+  "type": "object",
+  "required": [
+    "payload",
+    "publicKey",
+    "signature"
+  ],
+  "properties": {
+    "payload": {
+      "type": "string"
+    },
+    "publicKey": {
+      "type": "string"
+    },
+    "signature": {
+      "type": "string"
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.JoinAnswer;
+
+export const JoinBody = {
+  "type": "object",
+  "required": [
+    "host",
+    "secret",
+    "nonce"
+  ],
+  "properties": {
+    "host": {
+      "type": "string",
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$"
+    },
+    "secret": {
+      "type": "string",
+      "pattern": "^[0-9a-f]{64}$"
+    },
+    "nonce": {
+      "type": "string",
+      "pattern": "^[0-9a-f]{32,128}$"
+    },
+    "dryRun": {
+      "type": "boolean"
+    }
+  },
+  "additionalProperties": false
+} as unknown as typeof S.JoinBody;
+
 export const LeaseIdHeaders = {
   "type": "object",
   "required": [

@@ -63,6 +63,18 @@ export const AcceptGenerationAnswer = Type.Object({ ok: Type.Literal(true), floo
 
 /** `GET /v1/events/stream`'s answer, as the OpenAPI document describes it. */
 export const EventStreamText = Type.String({ description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`' });
+/** `POST /v1/join`: the one-time secret of a join bundle, the joining host's nonce, and whether to consume it. */
+export const JoinBody = Type.Object(
+  {
+    host: Type.String({ pattern: HOST_SCHEMA_PATTERN }),
+    secret: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+    nonce: Type.String({ pattern: '^[0-9a-f]{32,128}$' }),
+    dryRun: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+/** `POST /v1/join`'s answer: the payload as signed JSON text, the identity key (SPKI DER) and the Ed25519 signature, base64. */
+export const JoinAnswer = Type.Object({ payload: Type.String(), publicKey: Type.String(), signature: Type.String() }, { additionalProperties: false });
 /** `GET /`'s answer, as the OpenAPI document describes it. */
 export const StatusPageHtml = Type.String({ description: 'text/html' });
 

@@ -22,6 +22,7 @@ import { statusPage, statusPageOptions } from '../routes/status-page/index.js';
 import type { HostLoad } from '../routes/status-page/model.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 import { survivalRoutes } from '../routes/survival.js';
+import { joinRoutes } from '../routes/join.js';
 import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
 import { CasError, NotElectedError } from '../store/store.js';
@@ -205,6 +206,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(adminRoutes);
   await app.register(eventRoutes);
   await app.register(metricsRoutes);
+  await app.register(joinRoutes);
   if (opts.operator !== undefined) {
     await app.register(statusPage, statusPageOptions(opts.hq, { load: opts.operator.load }));
     await app.register(eventStreamRoutes, {

@@ -20,6 +20,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent } from 'undici';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
+import { JOIN_PATH } from '@hq/runtime/join-bundle';
 import type { Leadership, Route } from '../leadership.js';
 
 /** Marks a forwarded request: never forwarded twice. */
@@ -45,6 +46,8 @@ export const forwardPlugin = fp(
     // passes without a promise (issue 19); one to forward goes on to `forward`.
     app.addHook('onRequest', (req, reply, done) => {
       if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return done();
+      // A join bundle's ticket is in this arbiter's dataDir (token writes need no election, as for `token issue`).
+      if (req.url === JOIN_PATH) return done();
       const route = opts.leadership.route();
       if (route.to === 'self') return done();
       forward(req, reply, route).then(

@@ -86,6 +86,7 @@ export const OPERATIONS: Readonly<Record<string, OperationText>> = Object.freeze
   'POST /v1/lease/release': { operationId: 'releaseLease', summary: 'Release the lease, optionally handing it over', tag: 'lease', ok: 'Released (or handed over).' },
   'POST /v1/lease/stepped-down': { operationId: 'ackStepDown', summary: 'The displaced holder stepped down with no fenced child alive: end the lock-delay', tag: 'lease', ok: 'Whether the acknowledgement ended the lock-delay, and the record.' },
   'POST /v1/heartbeat': { operationId: 'postHeartbeat', summary: "An agent's heartbeat: renew, or report its view", tag: 'lease', ok: 'The outcome and the lease record.' },
+  'POST /v1/join': { operationId: 'redeemJoin', summary: "Redeem a join bundle's one-time secret: the host's config and tokens, signed", tag: 'admin', ok: 'The signed payload (tokens left out in a dry run).' },
   'POST /v1/check': { operationId: 'runCheck', summary: 'Run one check of the holder now', tag: 'admin', ok: 'What the check saw and whether it promoted.' },
   'POST /v1/lease/transfer': { operationId: 'transferLease', summary: 'Force a failover to a host', tag: 'admin', ok: 'Transferred: the target holds generation + 1 after the lock-delay.' },
   'POST /v1/lease/accept-generation': { operationId: 'acceptGeneration', summary: 'Accept a reported generation the report bound refused (an agent really saw it)', tag: 'admin', ok: 'The floor now; the next reports are measured from it.' },

@@ -188,7 +188,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let leadership: Leadership | null = null;
   const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(opts.limits === undefined ? {} : { limits: opts.limits }), ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
-  registerOperatorMetrics(metrics.registry, () => store.read(), config);
+  registerOperatorMetrics(metrics.registry, () => store.read(), config, clock);
   const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }), wallClockMs: opts.wallClockMs ?? wallClockMs });
   if (stores.etcd !== null && opts.elect === true) {
     const e = stores.etcd;

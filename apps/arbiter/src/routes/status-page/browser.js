@@ -122,11 +122,13 @@
     list.forEach(function(e){
       if (e.id <= lastId) return;
       lastId = e.id;
+      // model.ts eventLabel: a forced transfer is not a promotion.
+      var name = e.event === 'promoted' && e.data && e.data.via === 'transfer' ? 'transferred' : e.event;
       var li = el('li', 'ev ev-' + kind(e.event));
       li.setAttribute('data-id', String(e.id));
       li.appendChild(el('span', 'ev-at', clock(e.at)));
       li.appendChild(document.createTextNode(' '));
-      li.appendChild(el('span', 'ev-name', e.event));
+      li.appendChild(el('span', 'ev-name', name));
       li.appendChild(document.createTextNode(' '));
       li.appendChild(el('span', 'ev-host', e.host === null ? '-' : e.host));
       li.appendChild(document.createTextNode(' '));

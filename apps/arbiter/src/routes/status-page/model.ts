@@ -102,6 +102,11 @@ export function fmtSeconds(s: number | null): string {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
+/** The name the page shows: a forced transfer is logged as `promoted` with `via: "transfer"`, but it was the operator's move, not a promotion. */
+export function eventLabel(event: string, data: { readonly [k: string]: unknown } | null | undefined): string {
+  return event === 'promoted' && data?.['via'] === 'transfer' ? 'transferred' : event;
+}
+
 /** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem → "refusal" (red); maintenance → "maintenance". */
 export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
   if (event === 'promoted') return 'promotion';
@@ -251,9 +256,10 @@ export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], prom
   const holder = record.holder;
   // 1. Nobody may run.
   if (holder === null || record.released || record.expired || record.expiresAt === null) {
-    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no holder: a new database waits until every candidate reports the generation it has seen' };
-    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no holder: nothing runs until a candidate acquires the lease' };
-    return { name: 'no-holder', level: 'bad', text: `no holder: ${holder}'s lease ${record.released ? 'was released' : 'expired'}; nothing runs until a candidate acquires it` };
+    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no host may run: a new database waits until every candidate reports the generation it has seen' };
+    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire' };
+    if (record.released) return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire` };
+    return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it` };
   }
   // 2. The holder does not report, or the arbiter and a standby cannot reach it.
   const row = hosts.find((h) => h.host === holder);

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
-import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, fmtSeconds } from './model.js';
+import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, eventLabel, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 
@@ -55,7 +55,7 @@ function hostRow(h: HostStatusT): string {
 function eventItem(e: EventRow): string {
   return (
     `<li data-id="${esc(e.id)}" class="ev ev-${esc(eventKind(e.event))}">` +
-    `<span class="ev-at">${esc(clockTime(e.at))}</span> <span class="ev-name">${esc(e.event)}</span> ` +
+    `<span class="ev-at">${esc(clockTime(e.at))}</span> <span class="ev-name">${esc(eventLabel(e.event, e.data))}</span> ` +
     `<span class="ev-host">${esc(e.host ?? '-')}</span> <span class="ev-data">${esc(eventData(e))}</span></li>`
   );
 }
