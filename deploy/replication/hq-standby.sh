@@ -1,6 +1,6 @@
 #!/bin/sh
 # hq-standby.sh TIER — one replication run of TIER (core | big | obs), the same body on every
-# candidate host. `hq standby role` decides how it runs (SPEC §6, the seeds' standby-role):
+# candidate host. `hq standby role` decides how it runs (the seeds' standby-role):
 #   direct → no lease yet and this host is the default source: snapshot and push now;
 #   fenced → a lease exists, or the arbiter cannot be read: snapshot under `hq fence run --role
 #            cron`, so only the holder copies (during an outage its fence says quorum-standby);
