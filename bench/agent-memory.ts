@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/agent-memory.ts`: where the idle agent's MiB go (issue 20).
+ * `npx tsx bench/agent-memory.ts`: where the idle agent's MiB go.
  *
  *  1. Each library of the agent imported alone by a fresh node process (bench/memory-probe.mjs,
  *     `--expose-gc`: a full collection before each reading), beside a bare node.
@@ -64,11 +64,11 @@ const plus = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixe
 /** The libraries of the agent (what each of them is for in the agent). */
 const LIBRARIES: ReadonlyArray<readonly [string, string]> = [
   ['pino', 'the log'],
-  ['typebox', 'not loaded (the schemas are JSON generated from it since issue 20)'],
+  ['typebox', 'not loaded (the schemas are JSON generated from it)'],
   ['typebox/schema', 'only for a config the quick check cannot pass (its message)'],
-  ['typebox/value', 'not loaded (was the config check until issue 20)'],
-  ['undici', 'not loaded (was the HTTP client until issue 20: node:http now)'],
-  ['node-cron', 'cron parser (its timer is not used since issue 20)'],
+  ['typebox/value', 'not loaded (the config is checked by generated code)'],
+  ['undici', 'not loaded (the HTTP client is node:http)'],
+  ['node-cron', 'cron parser (its timer is not used)'],
   ['prom-client', '`/metrics`'],
   ['fastify', 'the socket and the peer listener'],
   ['ajv', "schema validation, loaded at a route's first request with a schema"],
@@ -226,7 +226,7 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
     if (scrape.statusCode !== 200 || !metricsText.includes('hq_agent_fence_decisions_total')) throw new Error(`/metrics answered ${scrape.statusCode}`);
     await sleep(5000);
     const scraped = await heapReport(agent, report);
-    // The supervisor of a fenced job (issue 20: ≤ 45 MiB) while its child runs.
+    // The supervisor of a fenced job (≤ 45 MiB) while its child runs.
     const sup = spawn(process.execPath, [HQ, 'fence', 'run', '--role', 'cron', '--config', agentConfig, '--', 'sleep', '4'], { env: CHILD_ENV, stdio: 'ignore' });
     await sleep(2000);
     const supervisor = procMemory(sup.pid!);

@@ -193,10 +193,10 @@ http.get({ socketPath: process.argv[2], path: '/v1/fence?role=cron' }, (res) => 
       ['goal', 'measured', ''],
       ['l', 'r', 'l'],
       [
-        ['socket ≥ 0.8 × the bare node:http server, answers/s (issue 20)', `${(r.rps / ceil.rps).toFixed(2)} ×`, verdict(r.rps / ceil.rps >= 0.8 && socketOk)],
-        ['socket p99 ≤ 1.5 × the bare server’s (issue 20)', `${(r.p99 / ceil.p99).toFixed(2)} ×`, verdict(r.p99 <= 1.5 * ceil.p99)],
+        ['socket ≥ 0.8 × the bare node:http server, answers/s', `${(r.rps / ceil.rps).toFixed(2)} ×`, verdict(r.rps / ceil.rps >= 0.8 && socketOk)],
+        ['socket p99 ≤ 1.5 × the bare server’s', `${(r.p99 / ceil.p99).toFixed(2)} ×`, verdict(r.p99 <= 1.5 * ceil.p99)],
         ['(context) agent ÷ ceiling, server CPU per answer', `${(r.cpuUs / ceil.cpuUs).toFixed(2)} ×`, '—'],
-        ['(context, issue 9) socket ≥ 40,000 answers/s, p99 ≤ 1 ms at 32 clients', `${Math.round(r.rps)}/s, ${r.p99.toFixed(3)} ms`, verdict(r.rps >= 40_000 && r.p99 <= 1 && socketOk)],
+        ['(context) socket ≥ 40,000 answers/s, p99 ≤ 1 ms at 32 clients', `${Math.round(r.rps)}/s, ${r.p99.toFixed(3)} ms`, verdict(r.rps >= 40_000 && r.p99 <= 1 && socketOk)],
         ['`hq fence check` ≤ 1.2 × the bare node client (medians)', `${ratio.toFixed(2)} ×`, verdict(ratio <= 1.2)],
         ['`hq fence run` adds ≤ 150 ms to `true` (medians)', `${ms(added)} ms`, verdict(added <= 150)],
         ['(context) of it Node’s own start-up: the bare node client − `true`', `${ms(median(node.times) - median(bareTrue.times))} ms`, '—'],
@@ -231,7 +231,7 @@ Sample answer: \`${sample}\`
 The socket answers \`GET /v1/fence?role=R\` (a configured role, spelled exactly so) from a plain node:http
 handler in front of Fastify (its \`serverFactory\`, apps/agent/src/daemon/fence.ts); everything else — unknown
 roles, other query strings, other paths — goes to the Fastify routes (the fence route sends the same answer, fence.ts), and test/agent/fence-fast-path.test.ts
-compares the two byte for byte. Since issue 20 each role's answer is made ready (\`Answered\` in fence.ts): the
+compares the two byte for byte. Each role's answer is made ready (\`Answered\` in fence.ts): the
 body's text around \`validForSeconds\` is rebuilt only when the decision changes (run, reason, generation, holder),
 so a request costs the decision (lease-core \`settle\` + \`fence\`), one number's text and one \`writeHead\` that
 carries the protocol header too (\`SENDS_VERSION\`, packages/runtime/src/protocol.ts) — test/agent/fence-answer.test.ts
@@ -280,7 +280,7 @@ function libraryFootprint(): string {
     ['prom-client', ['prom-client']],
     ['typebox (the schemas of both daemons)', ['typebox']],
     ['better-sqlite3', ['better-sqlite3']],
-    ['what the agent loads at start (issue 20: no TypeBox for a valid config): fastify, pino, prom-client, node-cron', ['fastify', 'pino', 'prom-client', 'node-cron']],
+    ['what the agent loads at start (no TypeBox for a valid config): fastify, pino, prom-client, node-cron', ['fastify', 'pino', 'prom-client', 'node-cron']],
   ];
   const rows = sets.map(([name, mods]) => {
     const runs = [0, 1, 2].map(() => {
@@ -405,7 +405,7 @@ async function footprintPart(): Promise<void> {
     agent = await startAgent(agentConfig);
     // The holder's idle state is the usual one. A grant is immediate (no lock-delay) once the
     // only candidate has reported its seen generation in a request the arbiter counts for its
-    // start waits (from 2 × requestTimeoutSeconds = 10 s after its start, SPEC S2.3, S2.4).
+    // start waits (from 2 × requestTimeoutSeconds = 10 s after its start, S2.3, S2.4).
     await sleep(Math.max(0, arbStarted + 10_500 - performance.now()));
     spawnSync(process.execPath, [HQ, 'heartbeat', '--config', agentConfig], { env: CHILD_ENV });
     const acq = spawnSync(process.execPath, [HQ, 'lease', 'acquire', '--wait', '30', '--json', '--config', agentConfig], { env: CHILD_ENV, encoding: 'utf8' });
@@ -447,9 +447,9 @@ async function footprintPart(): Promise<void> {
       ['goal', 'measured', ''],
       ['l', 'r', 'l'],
       [
-        ['idle arbiter VmRSS ≤ 80 MiB (issue 20)', `${rss.arbiter.toFixed(1)} MiB`, verdict(rss.arbiter <= 80)],
-        ['idle agent VmRSS ≤ 60 MiB (issue 20)', `${rss.agent.toFixed(1)} MiB`, verdict(rss.agent <= 60)],
-        [`idle agent CPU ≤ 0.02 s per 30 s (issue 20; ${(IDLE_SECONDS * 20) / 30} ms in this window)`, `${(cpu.agent * 1000).toFixed(0)} ms`, verdict(cpu.agent <= (IDLE_SECONDS * 0.02) / 30 + 1e-9)],
+        ['idle arbiter VmRSS ≤ 80 MiB', `${rss.arbiter.toFixed(1)} MiB`, verdict(rss.arbiter <= 80)],
+        ['idle agent VmRSS ≤ 60 MiB', `${rss.agent.toFixed(1)} MiB`, verdict(rss.agent <= 60)],
+        [`idle agent CPU ≤ 0.02 s per 30 s (${(IDLE_SECONDS * 20) / 30} ms in this window)`, `${(cpu.agent * 1000).toFixed(0)} ms`, verdict(cpu.agent <= (IDLE_SECONDS * 0.02) / 30 + 1e-9)],
       ],
     );
     const libs = libraryFootprint();
@@ -487,14 +487,14 @@ What the memory is: the file-backed part is the \`node\` binary's pages (a bare 
 35 MiB of them and has about 43 MiB of VmRSS; every part of Node a daemon uses — its HTTP server, crypto, streams —
 touches more), so a VmRSS of 60 MiB leaves the agent some 17 MiB of its own. The anonymous part is the V8 heap
 (the modules' code and data, the apps built at start) and malloc's arenas. Where each MiB goes, library by
-library, and what issue 20 changed: the next section (\`npx tsx bench/agent-memory.ts\`). Both daemons keep V8's
+library: the next section (\`npx tsx bench/agent-memory.ts\`). Both daemons keep V8's
 young generation at its initial size and start without the optimizing compiler, which is back once they listen
 (packages/runtime/src/v8-footprint.ts); the arbiter loads etcd's modules and undici (≈ 19 MiB) only for
 \`store.kind: "etcd"\`.
 
 What wakes them: the agent's timers are its own — the registry member and its port lease every 30 s, the
 refresh every 60 s, the crons. Its waits of "5 s" are the deadline of a request in flight (\`requestTimeoutSeconds\`),
-ended by the answer, not a timer that fires. Since issue 20 nothing else fires: Node's HTTP server sweeps its
+ended by the answer, not a timer that fires. Nothing else fires: Node's HTTP server sweeps its
 connections for request deadlines every 30 s from \`listen\` on, so both listeners now sweep only while a
 connection is open (packages/runtime/src/idle-server.ts), and a request whose next one comes later than node's
 5 s keep-alive closes with its answer instead of leaving a socket whose timer fires 5 s later

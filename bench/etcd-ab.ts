@@ -1,5 +1,5 @@
 /**
- * `BENCH_A=/path/to/another/checkout npx tsx bench/etcd-ab.ts` (issue 19): the heartbeat's CPU of
+ * `BENCH_A=/path/to/another/checkout npx tsx bench/etcd-ab.ts`: the heartbeat's CPU of
  * two builds side by side — arbiter A from the other checkout (built, `npm install` done there),
  * arbiter B from this one — each with `store: etcd` on its own prefix of one etcd member, both
  * started the same way (bench/hq-arbiter.ts), then renew rounds (the holder's `POST /v1/heartbeat`,

@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/etcd-calls.ts` (issue 19): what one etcd member does for the hq(etcd) arbiter's
+ * `npx tsx bench/etcd-calls.ts`: what one etcd member does for the hq(etcd) arbiter's
  * heartbeats, from etcd's own `/metrics` — gRPC calls by method, raft proposals, WAL fsyncs, the
  * MVCC puts, ranges (a txn's compares) and txns — each divided by the heartbeats answered, beside
  * the CPU per heartbeat of the arbiter and of etcd (/proc). One etcd arbiter (bench/hq-arbiter.ts)

@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/etcd-txn.ts` (issue 19): what one etcd member takes of txns shaped like the
+ * `npx tsx bench/etcd-txn.ts`: what one etcd member takes of txns shaped like the
  * etcd store's group commit, with no arbiter in front — the question it answers is whether
  * sending two groups at once (txns in flight side by side) would give etcd more to do per
  * second than one group at a time. Each txn is the group's write: the state (900 bytes), the

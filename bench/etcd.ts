@@ -1,5 +1,5 @@
 /**
- * `npm run bench:etcd` (issue 9): hq's arbiter beside a single etcd, same load generator
+ * `npm run bench:etcd`: hq's arbiter beside a single etcd, same load generator
  * (`load()` of bench/lib.ts: undici closed loop), same concurrency, same machine, both on
  * loopback. Four operations, each on both sides:
  *   read     GET /v1/lease                          vs  POST /v3/kv/range (linearizable, the default)
@@ -36,7 +36,7 @@ const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 const PROFILE_DIR = process.env['BENCH_PROFILE'];
-/** Registry members registered on each arbiter before the heartbeat is measured again (issue 19: 10,000). */
+/** Registry members registered on each arbiter before the heartbeat is measured again (10,000). */
 const MEMBERS = Number(process.env['BENCH_MEMBERS'] ?? 10_000);
 /** A short checked run of every scenario before the timed rounds: warms both servers and proves the answers are successes. */
 const WARMUP_SECONDS = Math.min(1, SECONDS);
@@ -307,7 +307,7 @@ function hqScenarios(hq: HqArbiter, side: 'hq' | 'hq-etcd' = 'hq'): { scenarios:
         if (status !== 200) return 'error';
         if (step === 0) return 'released';
         // A fresh grant answers a generation no acquire answered before; another connection's
-        // grant found unreleased is renewed by this acquire (SPEC §4: the holder re-acquiring renews).
+        // grant found unreleased is renewed by this acquire (the holder re-acquiring renews).
         const g = Number(match(body, /"generation":(\d+)/));
         if (grants.has(g)) return 'acquired(renewed)';
         grants.add(g);
@@ -478,13 +478,13 @@ async function strictAcquireCheck(hq: HqArbiter): Promise<void> {
 interface Row {
   op: string;
   hq: Run[];
-  /** The same arbiter with `store: etcd` on the same etcd member (issue 19: ≥ 0.8 × etcd's own). */
+  /** The same arbiter with `store: etcd` on the same etcd member (≥ 0.8 × etcd's own). */
   hqEtcd: Run[];
   etcd: Run[];
   target: number | null;
 }
 
-/** The etcd-backed arbiter against the engine it uses: its overhead over etcd (issue 19). */
+/** The etcd-backed arbiter against the engine it uses: its overhead over etcd. */
 const ETCD_ARBITER_TARGET = 0.8;
 
 const ALL_OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqOp: Op }> = [
@@ -737,12 +737,11 @@ classified the same way (the outcome counts in the last column).
 \`/hq-bench\`; it is elected at once, the only campaigner, then waits out its start wait like the other), driven
 by the same hq scenarios: a group of decisions (the requests that arrived while the last one was in flight) is
 one etcd txn comparing the state's \`mod_revision\` and the election key, decided on the store's last commit
-(apps/arbiter/README.md, "The etcd store": no read before it; until issue 19's last change every group read the
-state first, two round trips instead of one), and one group is in flight at a time — so it is bounded by etcd's
+(apps/arbiter/README.md, "The etcd store": no read before it), and one group is in flight at a time — so it is bounded by etcd's
 own figures; after a group, the next waits up to 2 ms for that group's callers to come back (\`LINGER_MS\`), so that
 the 32 connections' requests share one txn rather than two; a renew's txn also writes its \`renewed\` event (the event
 log), etcd's put writes one key. The goal
-of issue 19 is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the same operation (its overhead over the engine it uses); the SQLite
+is ≥ ${ETCD_ARBITER_TARGET} × etcd's ops/s for the same operation (its overhead over the engine it uses); the SQLite
 arbiter's figures stay where they were.
 
 What one operation is, per side:
@@ -758,8 +757,7 @@ What one operation is, per side:
   renewal, \`POST /v3/lease/keepalive\` of one lease (TTL ${ETCD_TTL} s), for information: **etcd 3.4 does not persist a
   keepalive** — the leader renews the lease in memory (no raft entry, no WAL write, no fsync; lease checkpointing
   is off by default), and after a restart every lease gets its full TTL again — so it is the same call for a
-  client but not the same work (until issue 19's etcd work this row was the renew's target, which compared a
-  durable write with an in-memory one).
+  client but not the same work.
 - **CAS, one key, contended**: hq \`POST /v1/lease/renew\` of the holder with \`If-Match: "<revision>"\`; a loser gets
   412 with the current revision as its ETag and retries with it. etcd \`POST /v3/kv/txn\`: compare the key's
   \`mod_revision\` with the one last seen → put the record; the failure branch ranges the key, and a loser retries

@@ -1,5 +1,5 @@
 /**
- * Standby replication figures (SPEC §6, issues 6 and 21), on loopback with a real peer server,
+ * Standby replication figures, on loopback with a real peer server,
  * beside `rsync --inplace --no-whole-file` on the same generation folders:
  *  (a) one row updated in a 200 MiB SQLite database (goal: ≤ 1 MiB sent);
  *  (b) 1 MiB of rows appended;  (c) rows deleted and the database VACUUMed (worst case);

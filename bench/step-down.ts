@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/step-down.ts` (issue 18): a planned failover with the old holder alive —
+ * `npx tsx bench/step-down.ts`: a planned failover with the old holder alive —
  * `hq failover --to H` while the holder runs a fenced child (`hq fence run -- sleep 1000`) — to
  * H's first `run: true` on its own unix socket (polled every ~20 ms), on the system tests'
  * cluster (test/system/harness.ts). The old holder's agent steps down, ends the child and
@@ -169,7 +169,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${machine}\n\n${perRound}\n\n${summary}\n`);
   writeSection(
     'step-down',
-    `## Planned failover: \`hq failover --to\` with the old holder alive (issue 18)
+    `## Planned failover: \`hq failover --to\` with the old holder alive
 
 Command: \`npx tsx bench/step-down.ts\` (\`BENCH_STEP_DOWN_ROUNDS\`, default 5, at the fast settings;
 \`BENCH_STEP_DOWN_DEFAULTS=N\` adds N rounds at the default settings). The system tests' cluster: each round

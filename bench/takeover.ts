@@ -1,5 +1,5 @@
 /**
- * The takeover part of `npm run bench:etcd` (issue 19: "arbiter takeover time"): two real
+ * The takeover part of `npm run bench:etcd` ("arbiter takeover time"): two real
  * `hq-arbiter serve` processes on one prefix of the bench's etcd, both candidates reporting and
  * mbp holding the lease; then, per round, kill -9 of the elected arbiter and, measured from the
  * kill, the time until the other

@@ -1,8 +1,8 @@
 /*
- * hq's lease protocol as a Promela model, checked by spin (issue #18, item 2).
+ * hq's lease protocol as a Promela model, checked by spin.
  *
  * The decisions of packages/lease-core (arbiter.ts, agent.ts) for one arbiter and N = 2 or 3
- * candidates, plus the step-down acknowledgement issue #18 designs, under every interleaving
+ * candidates, plus the step-down acknowledgement, under every interleaving
  * of requests, answers, lost messages, crashes, sleeps and clock jumps. docs/SAFETY.md ("The
  * model check") lists what was checked, with which numbers, and why this abstraction is
  * enough; `npm run model` (scripts/model.mjs) and test/model/spin.test.ts run it.
@@ -112,7 +112,7 @@ byte flr = 0;           /* the floor: the highest generation any agent reported 
  * max(expiresAt, every reported confirmation of the old holder + ttl) + margin, and the old
  * holder is always the current one; one of another host (an earlier holder) is dropped,
  * which only shortens a later lock-delay. (-DNO_CONF_LOCKDELAY: not folded.) */
-/* #18: what the current lock-delay protects (an acknowledgement may end it). */
+/* Step-down: what the current lock-delay protects (an acknowledgement may end it). */
 byte ldh = NONE;        /* the old holder whose validity it waits for */
 byte ldg = 0;           /* ... at this generation */
 byte resid = 0;         /* the replaced grant's own notBefore - now: the wait apart from ldh's validity */
@@ -134,8 +134,8 @@ byte pg[N]; byte ps[N]; byte pl[N];   /* pending grant (a renewal that may not s
 byte w[N];              /* lock-delay wait of the known generation (monotonic), INF while pending */
 byte gh[N]; byte gu[N]; /* gave a confirmation to gh; its own wait ends in gu (0: none given) */
 byte sg[N];             /* start guard (S2.2) */
-byte sd[N];             /* #18: stepped down from this generation (persisted first) */
-byte sdst[N];           /* #18: 1 ack due, 2 handover due; mutant: 3 ack first, 4 persist next, 5 release first */
+byte sd[N];             /* stepped down from this generation (persisted first) */
+byte sdst[N];           /* 1 ack due, 2 handover due; mutant: 3 ack first, 4 persist next, 5 release first */
 byte hto[N];            /* handover target while sdst = 2 or 5 */
 byte spg[N];            /* ACK_BEFORE_PERSIST: the generation the late step-down is about */
 bit slp[N];             /* the machine sleeps */
@@ -398,7 +398,7 @@ inline lockdelay(x, out) {
 }
 
 /* grant(h) behind the wait `ldv`, from the old holder `frm` (NONE: none); with `protect` the
- * wait is a lock-delay for frm's validity, which frm's acknowledgement may end (#18), and the
+ * wait is a lock-delay for frm's validity, which frm's acknowledgement may end, and the
  * arbiter asks frm to step down at once. */
 inline grant(h, ldv, frm, protect) {
   t3 = MAX(ldv, SWGRANT);
@@ -523,7 +523,7 @@ inline arb_release(a, g, x) {
   granted()
 }
 
-/* #18: "generation g stepped down, no child alive", authenticated as `tok`, naming `body`.
+/* Step-down acknowledgement: "generation g stepped down, no child alive", authenticated as `tok`, naming `body`.
  * Only the protected holder's ack for the protected generation, while the wait runs, counts;
  * it ends the wait down to what it held apart from that holder's validity. */
 inline arb_ack(tok, body, g) {
@@ -581,7 +581,7 @@ inline drop(a) {
   cg[a] = 0; cs[a] = 0; cl[a] = 0; pg[a] = 0; ps[a] = 0; pl[a] = 0
 }
 
-/* #18 step (1): persist "stepped down from g" before anything else: nothing of g runs again.
+/* Step-down (1): persist "stepped down from g" before anything else: nothing of g runs again.
  * Steps (2) and (3) follow: the children of g end (they may, at any time; the supervisor's
  * re-check ends them too), and the acknowledgement waits until none is left. */
 inline step_down(a, g) {
@@ -611,7 +611,7 @@ inline agent_answer(a) {
   if
   :: ag[a] < seen[a] -> stale[a] = 1; drop(a)
   :: else ->
-     /* #18: learning the loss starts the step-down, before the record is adopted. */
+     /* Learning the loss starts the step-down, before the record is adopted. */
      if
      :: (kh[a] == a && kg[a] > sd[a] && ah[a] != a && sdst[a] <= 1) -> step_down(a, kg[a])
      :: else
@@ -621,7 +621,7 @@ inline agent_answer(a) {
      same = (kh[a] == ah[a] && kg[a] == ag[a]);
      mine = (ah[a] == a);
      if :: (!same || !mine || afp[a]) -> drop(a) :: else fi;
-     /* #18 design: the latest answer's notBefore replaces the earlier one (answers arrive in
+     /* The latest answer's notBefore replaces the earlier one (answers arrive in
       * order), so an acknowledged step-down reaches the new holder with its next answer. */
      w[a] = (afp[a] -> INF : DUR(a, anb[a]));
      kh[a] = ah[a]; kg[a] = ag[a]; kfp[a] = afp[a];
@@ -756,9 +756,9 @@ inline tick() {
 #define STEPDOWN(a)
 #else
 #define STEPDOWN(a) \
-  /* #18 (3): the acknowledgement, once no child of the stepped-down generation is alive */ \
+  /* Step-down (3): the acknowledgement, once no child of the stepped-down generation is alive */ \
   :: d_step { (CAN(a) && sdst[a] == 1 && CHILDGONE(a)) -> arb_ack(a, a, sd[a]); sdst[a] = 0; check() } \
-  /* #18: the arbiter's "step down from g" reaches the old holder */ \
+  /* The arbiter's "step down from g" reaches the old holder */ \
   :: d_step { (CAN(a) && psg[a] != 0) -> \
        printf("@ host%d gets the arbiter's step-down request for %d\n", a, psg[a]); \
        if :: (psg[a] > sd[a] && sdst[a] <= 1) -> step_down(a, psg[a]) :: else fi; psg[a] = 0; check() } \

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run model`: checks model/hq.pml with spin (issue #18, item 2; docs/SAFETY.md, "The model
+ * `npm run model`: checks model/hq.pml with spin (docs/SAFETY.md, "The model
  * check"). Every configuration is searched exhaustively for S1, S2 and S2w (errors must be 0),
  * except the `mutantsOnly` ones, whose search does not fit (SAFETY.md records how far it got);
  * then every mutant — the model with one mechanism removed by one -D switch — must give a

@@ -246,7 +246,7 @@ Logs are pino JSON lines with \`category\` (\`hq.lease\`, \`hq.fence\`, \`hq.sta
 \`acquired, renewed, released, acquire-refused, renew-refused, release-refused, standby,
 quorum-standby, arbiter-unreachable, no-lease, generation-adopted, generation-raised,
 floor-complete, start-wait-lifted, imported, expired-seen, promoted, arbiter-check, maintenance,
-confirmation-given, confirmation-refused, stale-generation\`; step-down (issue 18): \`step-down\`
+confirmation-given, confirmation-refused, stale-generation\`; step-down: \`step-down\`
 (an agent lost a generation or releases), \`stepped-down\` (the arbiter accepted an acknowledgement,
 with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-acknowledged\`,
 \`step-down-unacknowledged\`, \`step-down-undone\`, \`step-down-children-unknown\`, \`step-down-failed\`,

@@ -117,7 +117,7 @@ t.test('config errors exit 2 with one line naming the key, for hq and hq-agent',
     ['a reserved arbiter', { arbiter: 'prototype' }, /^\S+: arbiter: "prototype" is a reserved name$/],
     ['a hostName that is no host', { hostName: 'Node B' }, /^\S+: hostName: must match \^\[a-z0-9\]\[a-z0-9-\]\{0,31\}\$$/],
     ['a cron that never fires', { heartbeatCron: '0 0 30 2 *' }, /heartbeatCron/],
-    // The member token is sent to arbiterUrl: a bare origin only (#16 item 13).
+    // The member token is sent to arbiterUrl: a bare origin only.
     ['credentials in arbiterUrl', { arbiterUrl: 'http://user:pass@127.0.0.1:8470' }, /arbiterUrl: .* must not carry credentials/],
     ['a path in arbiterUrl', { arbiterUrl: 'http://127.0.0.1:8470/hq' }, /arbiterUrl: .* must be a bare origin without a path \(use http:\/\/127\.0\.0\.1:8470\)/],
   ];
@@ -175,7 +175,7 @@ t.test('the fast test settings and the defaults both pass the timing checks', as
   t.equal(resolveConfig({ stateDir: join(dir, 'h') }, null).hostName, 'node-b', 'the host file names the host');
 });
 
-t.test('local commands exit as SPEC §5 says when nothing runs', async (t) => {
+t.test('local commands exit with their documented codes when nothing runs', async (t) => {
   const dir = shortDir(t);
   const config = writeConfig(dir);
   const check = await hq(['fence', 'check', '--role', 'cron', '--json', '--config', config]);
@@ -515,7 +515,7 @@ function writeToken(dir: string, mode = 0o600): string {
   return path;
 }
 
-t.test('an agent whose configuration can never work exits 2 at start with the fix (#16 item 14)', async (t) => {
+t.test('an agent whose configuration can never work exits 2 at start with the fix', async (t) => {
   const dir = shortDir(t);
   const arb = new FakeArbiter();
   await arb.listen();
@@ -550,7 +550,7 @@ t.test('an agent whose configuration can never work exits 2 at start with the fi
   t.notOk(existsSync(join(dir, 'agent.sock')), 'and leaves no socket behind');
 });
 
-t.test('a hostName that differs from the host file: the config wins, logged at start and shown by hq doctor (#16 item 9)', async (t) => {
+t.test('a hostName that differs from the host file: the config wins, logged at start and shown by hq doctor', async (t) => {
   const dir = shortDir(t);
   const { config, pid, exited: p } = await startAgentDaemon(t, dir, () => writeFileSync(join(dir, 'state', 'host'), 'node-b\n', { mode: 0o600 }));
   process.kill(pid, 'SIGTERM');
@@ -564,7 +564,7 @@ t.test('a hostName that differs from the host file: the config wins, logged at s
   t.match(host, { status: 'fail', detail: /hostName "mbp" in the config, but .*host says "node-b"; the config wins/ }, 'hq doctor shows it');
 });
 
-t.test('errors name what they used: the URL and the file it came from, a server that is no arbiter, the config file; --json errors are JSON on stdout (#17)', async (t) => {
+t.test('errors name what they used: the URL and the file it came from, a server that is no arbiter, the config file; --json errors are JSON on stdout', async (t) => {
   const dir = shortDir(t);
   const down = writeConfig(dir, { arbiterUrl: 'http://127.0.0.1:9' });
   const a = await hq(['lease', 'status', '--config', down]);
@@ -592,7 +592,7 @@ t.test('errors name what they used: the URL and the file it came from, a server 
   t.match(JSON.parse(cj.stdout), { ok: false, error: 'config', exitCode: 2 }, 'a config error is JSON on stdout with --json');
 });
 
-t.test('help is wrapped to 80 columns: hq --help and every command, doctor and standby included (#17)', async (t) => {
+t.test('help is wrapped to 80 columns: hq --help and every command, doctor and standby included', async (t) => {
   const { DOCTOR_SPEC } = await import('../../apps/agent/src/cli/doctor.js');
   const { STANDBY_SPECS } = await import('../../apps/agent/src/cli/standby-specs.js');
   const specs = [...COMMANDS.map((c) => c.spec), DOCTOR_SPEC, ...Object.values(STANDBY_SPECS)];

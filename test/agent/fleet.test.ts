@@ -1,5 +1,5 @@
 /**
- * `hq fleet` takes the holder from `GET /v1/lease`, not from the registry (#17 item 1): right
+ * `hq fleet` takes the holder from `GET /v1/lease`, not from the registry: right
  * after a failover the registry's records still carry the duties the old holder last reported
  * (for up to its 30 s registration interval), while the lease record names the new holder at
  * once. A fake arbiter answers exactly that; `hq fleet` runs as a real process.

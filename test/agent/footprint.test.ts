@@ -1,5 +1,5 @@
 /**
- * What a started, idle hq-agent holds (issue 20): a young generation that start-up did not grow,
+ * What a started, idle hq-agent holds: a young generation that start-up did not grow,
  * and none of the libraries it needs only when asked — undici (never: the client is node:http),
  * ajv (at a route's first schema). The real daemon (dist) against a FakeArbiter, its memory read
  * by bench/heap-report.mjs (preloaded; it writes on SIGUSR2).
@@ -53,7 +53,7 @@ t.test('an idle agent keeps a small young generation and has not loaded undici o
   const loaded = (r: Report, pkg: string): boolean => r.commonjs.some((p) => p.includes(`/node_modules/${pkg}/`));
 
   const idle = await report();
-  // About 4 MiB as V8 starts it; start-up grew it to 26–31 MiB (16 MiB × 2 of room) before issue 20.
+  // About 4 MiB as V8 starts it; start-up grew it to 26–31 MiB (16 MiB × 2 of room) before it was kept small.
   t.ok((idle.spaces['new_space'] ?? Infinity) <= 8, `the young generation is not grown (${idle.spaces['new_space']?.toFixed(1)} MiB)`);
   t.ok(loaded(idle, 'fastify'), 'Fastify is loaded (the listeners)');
   t.notOk(loaded(idle, 'undici'), 'undici is not');

@@ -1,5 +1,5 @@
 /**
- * The agent's and the arbiter's log lines have one shape (#17 item 4): `time` in epoch
+ * The agent's and the arbiter's log lines have one shape: `time` in epoch
  * milliseconds, `name`, `pid`, and `category`, `event`, `host` each exactly once. The raw JSON
  * text is checked, since JSON.parse keeps only the last of two equal keys.
  */

@@ -1,5 +1,5 @@
 /**
- * The fenced children the agent knows of (daemon/runs.ts, issue 18): claims checked against the
+ * The fenced children the agent knows of (daemon/runs.ts): claims checked against the
  * fence, and `end` with real process groups — TERM, KILL after the grace, gone — and the cases
  * in which it cannot vouch for a child (its supervisor died before it reported the group).
  */

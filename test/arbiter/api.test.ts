@@ -307,7 +307,7 @@ t.test('sweepEvents keeps events younger than events.maxAgeDays and at most even
   t.equal(await h.rt.sweepEvents(), 100, 'two days later (the driven clock) every one is past maxAgeDays');
 });
 
-t.test('metrics expose the SPEC names computed from the store', async (t) => {
+t.test('metrics expose the documented names computed from the store', async (t) => {
   const h = await harness(t);
   await h.settle();
   await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
@@ -368,7 +368,7 @@ t.test('hq_lease_runnable is 0 while no host may run (no holder, released, lock-
   t.equal(await runnable(), 0, 'released: 0');
 });
 
-t.test('the daemon wiring serves the SPEC §8 registry beside the lease API', async (t) => {
+t.test('the daemon wiring serves the fleet registry beside the lease API', async (t) => {
   const h = await harness(t, { portBands: { test: { from: 40000, to: 40001 } } }, { registry: true });
   const a = await h.post('/v1/leases/port', { machine: 'mbp', purpose: 'web', ttlMs: 60000 }, h.tokens.mbp);
   t.equal(a.statusCode, 200, 'a port lease is granted');

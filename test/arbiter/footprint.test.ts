@@ -1,8 +1,8 @@
 /**
- * What a started, idle SQLite arbiter holds (issue 20): a young generation that start-up did not
+ * What a started, idle SQLite arbiter holds: a young generation that start-up did not
  * grow (@hq/runtime/v8-footprint, set by its bin), and not undici: the etcd client and the
  * forwarder that use it load only for `store.kind: "etcd"` (server/runtime.ts, leadership.ts,
- * forward.ts). Once it listens, a load grows the young generation (issue 19). The real daemon
+ * forward.ts). Once it listens, a load grows the young generation. The real daemon
  * (dist): the young generation's size from /metrics, the modules from bench/heap-report.mjs
  * (preloaded; it writes on SIGUSR2, which also starts the daemon's close: so it comes last).
  */
@@ -65,7 +65,7 @@ t.test('an idle SQLite arbiter keeps a small young generation and has not loaded
   const idle = await youngMiB();
   t.ok(idle <= 8, `the young generation is not grown by start-up (${idle.toFixed(1)} MiB)`);
 
-  // Once it listens, a load may grow it (issue 19: a third less CPU per heartbeat under load).
+  // Once it listens, a load may grow it (a third less CPU per heartbeat under load).
   let answered = 0;
   await Promise.all(Array.from({ length: 32 }, async () => {
     for (let i = 0; i < 1000; i++) {

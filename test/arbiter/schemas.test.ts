@@ -1,6 +1,6 @@
 /**
  * The arbiter checks its config and its routes with plain JSON schemas (schemas/generated.ts),
- * not with TypeBox's builder (issue 20: TypeBox's 680-odd modules were the largest part of an
+ * not with TypeBox's builder (TypeBox's 680-odd modules were the largest part of an
  * idle arbiter's memory): generated.ts must be what scripts/gen-schemas.mjs writes from the
  * TypeBox definitions (schemas/source.ts) now; no module the daemon loads imports TypeBox; and
  * the quick check that lets a valid config through without TypeBox (@hq/runtime/quick-check)

@@ -1,5 +1,5 @@
 /**
- * deploy/config: the example configs are valid JSON, use only the SPEC §3 keys of their daemon,
+ * deploy/config: the example configs are valid JSON, use only the documented keys of their daemon,
  * describe one consistent three-host fleet on the placeholder tailnet, and satisfy the timing
  * relationships of S6 (lease-core's `checkTiming`) between the arbiter and each agent.
  */
@@ -15,7 +15,7 @@ const DOMAIN = 'example-tailnet.ts.net';
 const CANDIDATES = ['mbp', 'node-b'];
 const DEFAULT_ROLES = ['telegram-poller', 'cron', 'release-run', 'git-push', 'ledger-cli'];
 
-/** SPEC §3, the "who" column: the keys each daemon reads. */
+/** The keys each daemon reads (docs/REFERENCE.md, configuration). */
 const BOTH = ['arbiter', 'standby', 'safetyMarginSeconds', 'healthUrls', 'tailnetDomain', 'tailscaleBin', 'probeTimeoutSeconds', 'listen'];
 const AGENT_KEYS = new Set([
   ...BOTH,
@@ -48,17 +48,17 @@ t.test('every example config is a JSON object', async (t) => {
   }
 });
 
-t.test('the arbiter config uses only the arbiter’s SPEC §3 keys', async (t) => {
+t.test('the arbiter config uses only the arbiter’s keys', async (t) => {
   const c = load('arbiter.json');
-  for (const key of Object.keys(c)) t.ok(ARBITER_KEYS.has(key), `arbiter.json: ${key} is an arbiter key of SPEC §3`);
+  for (const key of Object.keys(c)) t.ok(ARBITER_KEYS.has(key), `arbiter.json: ${key} is an arbiter key`);
   t.same(Object.keys(c.listen as Json).sort(), ['host', 'port'], 'listen has exactly host and port');
   t.same(Object.keys(c.auth as Json), ['openReads'], 'auth has only openReads');
 });
 
-t.test('each agent config uses only the agent’s SPEC §3 keys', async (t) => {
+t.test('each agent config uses only the agent’s keys', async (t) => {
   for (const [name] of AGENTS) {
     const c = load(name);
-    for (const key of Object.keys(c)) t.ok(AGENT_KEYS.has(key), `${name}: ${key} is an agent key of SPEC §3`);
+    for (const key of Object.keys(c)) t.ok(AGENT_KEYS.has(key), `${name}: ${key} is an agent key`);
     t.same(Object.keys(c.listen as Json).sort(), ['host', 'port'], `${name}: listen has exactly host and port`);
   }
 });
@@ -74,7 +74,7 @@ t.test('the arbiter config describes cloud-vm judging mbp and node-b on the plac
     Object.fromEntries(CANDIDATES.map((h) => [h, `http://${h}.${DOMAIN}:8471/v1/health`])),
     'every candidate has its pinned health URL on its peer port 8471',
   );
-  t.same(c.auth, { openReads: true }, 'reads stay open on the tailnet (the SPEC default, spelled out)');
+  t.same(c.auth, { openReads: true }, 'reads stay open on the tailnet (the default, spelled out)');
 });
 
 t.test('each agent config names its host, the arbiter, its peer and the same health URLs', async (t) => {
@@ -89,7 +89,7 @@ t.test('each agent config names its host, the arbiter, its peer and the same hea
     t.same(c.peers, Object.fromEntries(peer.map((h) => [h, `http://${h}.${DOMAIN}:8471`])), `${name} lists the other candidate as its only peer`);
     t.same(c.healthUrls, arbiter.healthUrls, `${name} pins the same health URLs as the arbiter`);
     t.same(c.listen, { host: '127.0.0.1', port: 8471 }, `${name} serves peers on loopback port 8471 (tailscale serve exposes it)`);
-    t.same(c.roles, DEFAULT_ROLES, `${name} lists the SPEC's default roles`);
+    t.same(c.roles, DEFAULT_ROLES, `${name} lists the default roles`);
     t.notOk((c.failOpenRoles as string[]).includes('ledger-cli'), `${name} never makes ledger-cli fail-open`);
     const socket = String(c.socketPath);
     t.ok(socket.startsWith('/') && String(c.stateDir).startsWith('/'), `${name} spells out absolute state and socket paths`);

@@ -1,5 +1,5 @@
 /**
- * The history checker of the fault harness (issue 5): it reads one schedule's recorded history
+ * The history checker of the fault harness: it reads one schedule's recorded history
  * — JSONL lines from the fenced workers, the daemons (stamped by the harness as they arrive),
  * the harness's own client and the arbiter's event log — and answers, per safety property,
  * OK, VIOLATION or UNKNOWN. Every time `t` is seconds of CLOCK_MONOTONIC

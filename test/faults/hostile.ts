@@ -7,7 +7,7 @@
  * duplicate headers, bad chunking and CR/LF reach the server as sent).
  *
  * Every answer must be: not a 5xx, no stack trace in the body; and a rejected request (4xx
- * other than 409 — a 409 is a decided refusal, which SPEC §7 logs as `*-refused`) must change
+ * other than 409 — a 409 is a decided refusal, which is logged as `*-refused`) must change
  * nothing: the `GET /v1/lease` revision and the event log are the same after it as before.
  * The server must be alive at the end.
  */

@@ -6,7 +6,7 @@
  * By default the run builds the committed HEAD in /tmp/hqf-build-<commit> and tests that build
  * (`--no-pin`: the checkout's apps/<name>/dist as they are).
  *
- * The full fault run (issue 5): N seeded fault schedules on a real cluster in network
+ * The full fault run: N seeded fault schedules on a real cluster in network
  * namespaces (default 1000, each about 45 s), K kill -9 points of the arbiter during streams of
  * acknowledged CAS (default 1000), and R fuzzed requests plus the hostile-input catalogue against
  * a real arbiter (default 100000). Prints a verdict line per schedule and a summary; exits 1 on

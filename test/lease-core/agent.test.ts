@@ -70,7 +70,7 @@ t.test('elapsed is the larger of the two clocks (A1)', async (t) => {
   for (const [name, from, to, expected] of cases) t.equal(elapsed(from, to), expected, name);
 });
 
-t.test('roles: ledger-cli is never fail-open, the defaults are SPEC §3', async (t) => {
+t.test('roles: ledger-cli is never fail-open, the defaults are the documented ones', async (t) => {
   t.equal(NEVER_FAIL_OPEN, 'ledger-cli', 'the never fail-open role');
   t.same([...DEFAULT_ROLES], ['telegram-poller', 'cron', 'release-run', 'git-push', 'ledger-cli'], 'default roles');
   t.ok(Object.isFrozen(DEFAULT_ROLES), 'frozen');
@@ -480,7 +480,7 @@ t.test('stepDown and resume', async (t) => {
 });
 
 // ---------------------------------------------------------------------------------------
-// the step-down of a holder that lost the lease (A7, issue 18)
+// the step-down of a holder that lost the lease (A7)
 
 /** The record after an admin moved the lease from mbp (generation 3) to node-b (4), behind a lock-delay. */
 const moved = (patch: Partial<RecordSummary> = {}): ArbiterAnswer => telling({ holder: 'node-b', generation: 4, revision: 12, notBefore: T + 10, ...patch });
@@ -671,9 +671,9 @@ t.test('persisted', async (t) => {
 });
 
 // ---------------------------------------------------------------------------------------
-// the fence: every reason of SPEC §5 and the clocks (A1, A2)
+// the fence: every documented reason and the clocks (A1, A2)
 
-t.test('fence: every reason of SPEC §5', async (t) => {
+t.test('fence: every documented reason', async (t) => {
   const off = onArbiterFailure(holding()).state;
   const quorum = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(11), at(11), A).state;
   const gave = onConfirmRequest(onArbiterAnswer(fresh(), telling({ holder: 'node-b', generation: 3 }), at(9), at(9), A).state, { host: 'node-b', generation: 3 }, at(10), A).state;

@@ -545,7 +545,7 @@ runTable('transfer', transfer, [
 ]);
 
 // ---------------------------------------------------------------------------------------
-// the step-down acknowledgement (G6, issue 18)
+// the step-down acknowledgement (G6)
 
 // mbp (generation 3, expires 1050) is moved to node-b at 1000: generation 4 at revision 6,
 // behind mbp's lock-delay until 1060. node-b is alive (heard at 995).
@@ -577,7 +577,7 @@ runTable('steppedDown', steppedDown, [
   ['a duplicate acknowledgement is refused', steppedDown(MOVED, ctx(1005), ACK).next, ctx(1006), ACK, { ok: false, reason: 'duplicate', lease: { notBefore: 1005 }, unchanged: true }],
   ['an acknowledgement while nothing was displaced is refused', held(), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder', unchanged: true }],
   ['an acknowledgement to a record without holder is refused', state({ displaced: MOVED.lease.displaced ?? null }), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder' }],
-  ['an acknowledgement to a row written before issue 18 is refused', state({ ...MOVED.lease, displaced: undefined }), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder' }],
+  ['an acknowledgement to a row written before 0.2.0 is refused', state({ ...MOVED.lease, displaced: undefined }), ctx(1000), ACK, { ok: false, reason: 'not-previous-holder' }],
   ['an acknowledgement cannot end the start wait (S2.3)', { ...MOVED, lease: { ...MOVED.lease, notBefore: 1110 } }, ctx(1020, young()), ACK, { ok: false, reason: 'other-wait' }],
   [
     'an acknowledgement ends the lock-delay only down to the start wait',

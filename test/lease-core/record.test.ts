@@ -84,7 +84,7 @@ t.test('toRecord shows the lease, the computed expiry and the views', async (t) 
   const d = { host: 'node-b', generation: 2, revision: 6, floor: 90, acknowledgedAt: 104, savedSeconds: 11 };
   t.same(toRecord({ ...held, displaced: d }, observers, 110).displaced, { host: 'node-b', generation: 2, acknowledgedAt: 104, savedSeconds: 11 }, 'displaced shown without its revision and floor');
   const { displaced: _gone, ...old } = held;
-  t.equal(toRecord(old, observers, 110).displaced, null, 'a row written before issue 18 shows none');
+  t.equal(toRecord(old, observers, 110).displaced, null, 'a row written before 0.2.0 shows none');
 });
 
 t.test('toRecord views have a null prototype and hostile names cannot pollute prototypes', async (t) => {
@@ -155,7 +155,7 @@ const accepted: ReadonlyArray<readonly [string, object, Partial<RecordSummary>]>
   ['a record without holder at a generation is accepted when expired', { holder: null, generation: 4, expired: true }, { holder: null, generation: 4, expired: true }],
   ['a null notBefore is accepted', { notBefore: null }, { notBefore: null }],
   ['a released, floor-pending record is accepted', { released: true, floorPending: true, expired: true }, { released: true, floorPending: true }],
-  ['a record without displaced (before issue 18) has none', { displaced: undefined }, { displaced: null }],
+  ['a record without displaced (before 0.2.0) has none', { displaced: undefined }, { displaced: null }],
   [
     'a displaced holder is kept without its savedSeconds',
     { displaced: { host: 'node-b', generation: 2, acknowledgedAt: 105, savedSeconds: 12 } },

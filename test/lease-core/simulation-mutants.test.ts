@@ -1,6 +1,6 @@
 // Each mechanism of S2 matters: the simulator, given a decision set with one mechanism
 // removed, must find a violation within a bounded number of seeded schedules. The step-down
-// acknowledgement's three (issue 18): persist first, children gone before it, bound to the
+// acknowledgement's three: persist first, children gone before it, bound to the
 // generation (and the revision: either binding alone refuses every replay the schedules make, so
 // that mutant drops both).
 import t from 'tap';

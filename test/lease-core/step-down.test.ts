@@ -1,4 +1,4 @@
-// The step-down acknowledgement in the simulator, on fixed schedules (issue 18): a planned move
+// The step-down acknowledgement in the simulator, on fixed schedules: a planned move
 // with the old holder alive ends in a few heartbeats instead of the lock-delay, the old worker
 // gone first; a holder killed mid-step-down leaves the full lock-delay in place.
 import t from 'tap';

@@ -1,5 +1,5 @@
 /**
- * model/hq.pml, checked by spin (issue #18, item 2; docs/SAFETY.md, "The model check"). Each
+ * model/hq.pml, checked by spin (docs/SAFETY.md, "The model check"). Each
  * small configuration is searched exhaustively with no error, in the order of states SAFETY.md
  * records, and each of its mutants — the model with one mechanism removed by one -D switch —
  * gives a counterexample with a trail. `npm run model` runs the big configurations. Every run

@@ -3,7 +3,7 @@
  * the agent's metrics registry: both parse, every metric they name is in the arbiter's /metrics
  * (scraped from the real app) or the agent's (its real registry, attached to a stub agent),
  * every label they group by is a label of those metrics, one label name per concept (`host` for
- * a machine, never `machine`), the panels and alerts issues 8 and 17 ask for are there (an agents
+ * a machine, never `machine`), the panels and alerts the operator needs are there (an agents
  * row), and `promtool check rules` plus the rules' unit tests (`promtool test rules
  * alerts.test.yml`) pass — skipped where promtool is not installed, a failure under CI=true.
  */
@@ -173,7 +173,7 @@ t.test('the Grafana dashboard parses, has the asked-for panels, and names only r
   for (const name of used) t.ok(known(types, name), `dashboard metric ${name} is in the arbiter's or the agent's /metrics`);
   for (const l of new Set(exprs.flatMap(groupingLabels))) t.ok(labels.has(l) || TARGET_LABELS.has(l), `dashboard label ${l} is a label of an hq metric (or a target label)`);
   for (const spec of ['hq_lease_generation', 'hq_lease_holder', 'hq_lease_expires_in_seconds', 'hq_lease_dual_unreachable_streak', 'hq_view_reachable', 'hq_view_age_seconds', 'hq_checks_total', 'hq_probe_total', 'hq_promotions_total', 'hq_lease_operations_total', 'hq_agent_last_heartbeat_age_seconds', 'hq_http_request_duration_seconds_bucket']) {
-    t.ok(used.has(spec), `the dashboard shows ${spec} (SPEC §7)`);
+    t.ok(used.has(spec), `the dashboard shows ${spec}`);
   }
 });
 

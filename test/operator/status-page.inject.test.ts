@@ -147,7 +147,7 @@ t.test('registryLoad picks the newest machine resource of the host and ignores j
   t.equal(calls, 1, 'the registry is read once per render');
 });
 
-t.test('a silent host and a refused token are problems on the host row (#16 item 14)', async (t) => {
+t.test('a silent host and a refused token are problems on the host row', async (t) => {
   const h = await operatorHarness(t);
   await h.settle();
   await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, heartbeatSeconds: 1 }, h.tokens.mbp);

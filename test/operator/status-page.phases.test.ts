@@ -1,5 +1,5 @@
 /**
- * The status page through the phases an operator must tell apart at a glance (#17), in a real
+ * The status page through the phases an operator must tell apart at a glance, in a real
  * headless Chromium (./browser.ts) on a real arbiter app listening on 127.0.0.1. Agents are
  * played by heartbeats over HTTP, the arbiter's checks by `POST /v1/check` with a fake prober,
  * time by the arbiter's manual clock; the page's own clock is fixed (`page.clock`), so its

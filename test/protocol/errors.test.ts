@@ -12,7 +12,7 @@ import {
   type RegistryRefusal,
 } from '../../packages/protocol/src/index.js';
 
-// Every code hq answers with: group, name → [code, HTTP status] (SPEC §4 and the replication routes).
+// Every code hq answers with: group, name → [code, HTTP status] (the lease API and the replication routes).
 const catalog: ReadonlyArray<readonly [{ readonly [name: string]: CatalogEntry }, string, string, number]> = [
   [ERRORS, 'BAD_REQUEST', 'HQ_ERR_BAD_REQUEST', 400],
   [ERRORS, 'UNKNOWN_ROLE', 'HQ_ERR_UNKNOWN_ROLE', 400],

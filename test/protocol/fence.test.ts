@@ -2,11 +2,11 @@ import t from 'tap';
 import { AGENT_UNREACHABLE, FENCE_REASONS, FENCE_WAIT_MAX_SECONDS, GENERATION_CHANGED, GUARD_REASONS, fenceWaitPath, isFenceDecision, isFenceReason } from '../../packages/protocol/src/fence.js';
 import * as root from '../../packages/protocol/src/index.js';
 
-t.test('the reasons are SPEC §5 and the CLI mints two of its own', async (t) => {
+t.test('the reasons are the documented ones and the CLI mints two of its own', async (t) => {
   t.same(
     [...FENCE_REASONS],
     ['holder', 'quorum-standby', 'within-ttl', 'lock-delay', 'not-holder', 'stale-generation', 'no-quorum-expired', 'no-lease', 'no-lease-after-seen', 'fail-open'],
-    'the agent decides one of these, in SPEC order',
+    'the agent decides one of these, in the documented order',
   );
   t.equal(AGENT_UNREACHABLE, 'agent-unreachable', 'hq fence check|run and hq guard when the agent does not answer');
   t.equal(GENERATION_CHANGED, 'generation-changed', 'hq fence run when a re-check names another tenure');

@@ -21,7 +21,7 @@ const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);
 
 t.test('tiers and generation ids', async (t) => {
-  t.same([...TIERS], ['core', 'big', 'obs'], 'SPEC §6 tiers');
+  t.same([...TIERS], ['core', 'big', 'obs'], 'the documented tiers');
   for (const v of ['core', 'big', 'obs']) t.ok(isTier(v), `${v} is a tier`);
   for (const v of ['Core', 'all', '', null, 1]) t.notOk(isTier(v), `${JSON.stringify(v)} is not`);
   t.equal(generationId(Date.UTC(2026, 11, 1, 7, 0, 5, 123)), '20261201T070005Z', 'one clock reading, UTC, milliseconds dropped');

@@ -48,7 +48,7 @@ const record = {
 };
 
 t.test('the closed lists', async (t) => {
-  t.same([...HEARTBEAT_OUTCOMES], ['renewed', 'standby', 'no-lease', 'renew-refused'], 'SPEC §4 heartbeat outcomes');
+  t.same([...HEARTBEAT_OUTCOMES], ['renewed', 'standby', 'no-lease', 'renew-refused'], 'the documented heartbeat outcomes');
   t.same([...AGENT_HEARTBEAT_OUTCOMES], [...HEARTBEAT_OUTCOMES, 'unreachable', 'refused', 'invalid-answer'], "the agent's report adds why there was no outcome");
   for (const o of HEARTBEAT_OUTCOMES) t.ok(isHeartbeatOutcome(o), `${o} is an outcome`);
   for (const o of ['unreachable', 'RENEWED', null]) t.notOk(isHeartbeatOutcome(o), `${String(o)} is not the arbiter's`);
@@ -77,7 +77,7 @@ t.test('answers: the record, the outcomes and the reasons are the closed lists',
   t.ok(Value.Check(Conflict, { ok: false, reason: 'held', lease: record, error: 'HQ_ERR_HELD', message: 'held' }), 'a conflict');
   t.notOk(Value.Check(ConfirmAnswer, { confirmed: false, generation: 3, reason: 'bored' }), 'an unknown confirmation reason');
   const displaced = { host: 'node-b', generation: 2, acknowledgedAt: 150, savedSeconds: 1200 };
-  t.ok(Value.Check(LeaseRecord, { ...record, displaced }), 'a record with an acknowledged displaced holder (issue 18)');
+  t.ok(Value.Check(LeaseRecord, { ...record, displaced }), 'a record with an acknowledged displaced holder');
   t.ok(Value.Check(HeartbeatAnswer, { ...answer, stepDown: 2 }), 'a heartbeat answer asking for a step-down acknowledgement');
   t.ok(Value.Check(StepDownAckBody, { host: 'mbp', generation: 2, revision: 9 }), 'an acknowledgement');
   t.notOk(Value.Check(StepDownAckBody, { host: 'mbp', generation: 0, revision: 9 }), 'an acknowledgement for generation 0 is refused');

@@ -1,5 +1,5 @@
 /**
- * #16 item 13: the agent registers its instance resource (kind "instance", with the endpoint
+ * The agent registers its instance resource (kind "instance", with the endpoint
  * others reach it at) beside its machine, and `hq primary --write-join FILE` writes the join
  * file (bare-origin URLs, the query token falling back to the member token, 0600, atomic).
  */

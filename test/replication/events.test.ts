@@ -1,5 +1,5 @@
 /**
- * The sender side's events (SPEC §7): `hq standby snapshot|promote|role` and `hq primary` report
+ * The sender side's events: `hq standby snapshot|promote|role` and `hq primary` report
  * `hq.standby` and `control` events to the local agent (`POST /v1/events`), which logs them as
  * its own pino lines; with the agent down the commands answer exactly as before, without delay.
  */

@@ -308,7 +308,7 @@ t.test('standbyPeerOptions wires the receiver to the peer token file, re-read af
 });
 
 // ---------------------------------------------------------------------------------------
-// chunks (issue 21)
+// chunks
 
 /** A state with one SQLite database of about 2 MiB (1 KiB random rows) and one small file. */
 async function setupDb(t: Parameters<Parameters<typeof tap.test>[1]>[0], keep?: { core: number; big: number; obs: number }) {

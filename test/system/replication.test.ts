@@ -1,5 +1,5 @@
 /**
- * Standby replication end to end between two real agents (issue 6, SPEC §6): a real arbiter
+ * Standby replication end to end between two real agents: a real arbiter
  * and two real `hq-agent` processes on loopback whose configs carry a `replication` block; mbp
  * takes the lease and snapshots its application state (a SQLite database being written, a
  * config.json with an `hq` block and a telegram poller, a plain file, a secret) under

@@ -1,5 +1,5 @@
 /**
- * Whole system, real processes (issue 18): `hq failover --to node-b` while mbp is alive and runs
+ * Whole system, real processes: `hq failover --to node-b` while mbp is alive and runs
  * a fenced child under `hq fence run`. mbp's agent learns it lost the lease, persists its
  * step-down, ends the child (registered by its supervisor) and acknowledges; the arbiter ends the
  * lock-delay, and node-b runs within a few heartbeats — never while the child lives. With mbp's

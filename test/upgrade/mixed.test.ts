@@ -1,5 +1,5 @@
 /**
- * Upgrading one host at a time (issue 22), with real processes: the previous release (tag
+ * Upgrading one host at a time, with real processes: the previous release (tag
  * v0.1.0, protocol 1, built from this repository's history) and this checkout (protocol 2) in
  * one fleet. For each upgrade order — arbiter first, standby first, holder first — a fleet of
  * the previous release acquires; then, one host upgraded at a time, the mixed fleet renews,

@@ -348,7 +348,7 @@ export function peersFromCandidates(config: AgentConfig, candidates: readonly st
   return peers;
 }
 
-/** The health URL of a host (SPEC §3 probe), or null when it has none. */
+/** The health URL of a host (its `probe`), or null when it has none. */
 export function healthUrlOf(config: AgentConfig, host: string): string | null {
   return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? tailnetHealthUrl(host, config.tailnetDomain, DEFAULTS.listenPort) : null);
 }

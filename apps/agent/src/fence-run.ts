@@ -3,7 +3,7 @@
  * host's validity).
  *
  *  1. Ask the fence; skip (exit 0 or `--skip-exit`) unless it says run.
- *  2. Register the run with the agent (issue 18) — refused, it skips; then spawn CMD directly
+ *  2. Register the run with the agent — refused, it skips; then spawn CMD directly
  *     (no shell) as the leader of its own process group, with HQ_GENERATION (and its old
  *     name ELANOUS_HQ_GENERATION), HQ_HOLDER, HQ_ROLE, and tell the agent the group; forward TERM/INT/HUP/QUIT to the group (the group
  *     is `@hq/runtime/supervise`'s, shared with `hq port run`). The agent can so end the child

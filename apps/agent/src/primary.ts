@@ -1,5 +1,5 @@
 /**
- * `resolvePrimary` — where is HQ now? (SPEC §8, the seeds' primary resolution)
+ * `resolvePrimary` — where is HQ now? (the seeds' primary resolution)
  *
  * Static mode (no lease consulted), first that applies:
  *  1. the configured URL (`configUrl`);

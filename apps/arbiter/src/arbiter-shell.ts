@@ -345,7 +345,7 @@ export class Arbiter {
   private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], startBoot: Boot, boot: Boot, now: number): readonly Ran[] {
     if (this.bootState === startBoot) this.bootState = boot;
     // The operations counter moves once per op and outcome of the group (the same totals as one
-    // `inc` per decision, before any answer goes out; issue 19: prom-client hashes the labels per call).
+    // `inc` per decision, before any answer goes out; prom-client hashes the labels per call).
     const counted = new Map<string, Map<string, number>>();
     const ran = outcomes.map((o, i): Ran => {
       if (!o.ok) return { ok: false, error: o.error };

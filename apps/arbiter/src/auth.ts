@@ -1,5 +1,5 @@
 /**
- * Bearer tokens (SPEC §4): 256 random bits, shown once as 64 hex characters, stored only as
+ * Bearer tokens: 256 random bits, shown once as 64 hex characters, stored only as
  * their sha256. A presented token is hashed, looked up, and the stored hash compared with
  * `timingSafeEqual`. Tokens are read from the store on every request, or — for a request whose
  * decision's commit confirms its token (store etcd) — checked again in that commit; either way a

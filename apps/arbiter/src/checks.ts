@@ -1,5 +1,5 @@
 /**
- * Checks (SPEC §1 "check", S5): probe the holder, record the arbiter's view, count the
+ * Checks (S5): probe the holder, record the arbiter's view, count the
  * streak, maybe promote — the decision is lease-core `check`. The probe runs *before* the
  * transaction: read the holder, probe it, then inside the transaction re-read and skip when
  * the holder changed meanwhile (the probe is about someone else).

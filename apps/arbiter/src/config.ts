@@ -45,7 +45,7 @@ export interface ArbiterConfig {
   readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
   /** The event log keeps rows younger than maxAgeDays and at most the newest maxCount. */
   readonly events: { readonly maxAgeDays: number; readonly maxCount: number };
-  /** SPEC §8 port bands, defaults filled in (registry/decide.ts). */
+  /** The registry's port bands, defaults filled in (registry/decide.ts). */
   readonly portBands: Bands;
   /** Derived: the largest gap of `checkCron`, seconds. */
   readonly checkSeconds: number;

@@ -9,7 +9,7 @@ import { requestJson } from '@hq/runtime/http';
 import type { Logger } from 'pino';
 import type { EventRow } from './store/store.js';
 
-/** The events that call hooks (SPEC §4): promotion, refused renewal, a streak, maintenance, silence. */
+/** The events that call hooks: promotion, refused renewal, a streak, maintenance, silence. */
 export function wantsHook(e: EventRow): boolean {
   switch (e.event) {
     case 'promoted':

@@ -28,12 +28,8 @@ export type Outcome<O> = { readonly ok: true; readonly value: O } | { readonly o
 export const MAX_GROUP = 256;
 
 /**
- * How long the group after a network commit waits for the callers of the last one (ms). 2, not
- * 1: on a loaded 2-core machine 32 callers answered together are back within 1–2 ms, so at 1 ms
- * the next group went with about 18 of them and a second txn took the rest; at 2 ms a group holds
- * about 30 (one etcd txn per 30 heartbeats instead of 18, `bench/etcd-calls.ts`) and the renew
- * rose by a fifth (docs/BENCH.md, "the next group waits 2 ms for its callers"). The cost is at most 2 ms on an answer
- * after a group whose callers do not come back; a lone caller and SQLite never wait.
+ * How long the group after a network commit waits for the callers of the last one (ms): long
+ * enough for callers answered together to share the next txn (figures in docs/BENCH.md).
  */
 export const LINGER_MS = 2;
 

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (SPEC §7) on an own Registry. Counters move after commit; the lease and
+ * Prometheus metrics on an own Registry. Counters move after commit; the lease and
  * view gauges are recomputed from the store at scrape time (`refresh`), so they are never
  * stale and cost nothing between scrapes.
  */
@@ -45,7 +45,7 @@ export class Metrics {
   });
   readonly stepDownSaved = new Counter({
     name: 'hq_step_down_saved_seconds_total',
-    help: 'Seconds of lock-delay that displaced holders’ step-down acknowledgements ended (issue 18).',
+    help: 'Seconds of lock-delay that displaced holders’ step-down acknowledgements ended.',
     registers: [this.registry],
   });
   readonly http = new Histogram({

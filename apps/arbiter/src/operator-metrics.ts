@@ -1,5 +1,5 @@
 /**
- * Gauges the dashboard and the alert rules need beyond SPEC §7's list, computed at scrape time
+ * Gauges the dashboard and the alert rules need beyond the documented metrics (docs/REFERENCE.md), computed at scrape time
  * from one store read (prom-client `collect`), so they cost nothing between scrapes:
  *  - `hq_maintenance_enabled` — 1 while maintenance is on (alert: left on for hours);
  *  - `hq_lease_ttl_seconds` — the record's TTL (alert: validity below a quarter of it);

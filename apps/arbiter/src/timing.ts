@@ -58,7 +58,7 @@ export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover
     if (s !== null) hb = Math.max(hb ?? 0, s);
   }
   // A pure function of the config and `hb`: every heartbeat asks it twice (its answer and
-  // `noteTiming`) with the same few values, so each is computed once per config (issue 19).
+  // `noteTiming`) with the same few values, so each is computed once per config.
   let known = FAILOVERS.get(config);
   if (known === undefined) FAILOVERS.set(config, (known = new Map()));
   let f = known.get(hb);
@@ -87,7 +87,7 @@ export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
 /**
  * `crossTiming` of a candidate's report: a pure function of the config and the cadence the
  * report states, which is the same in nearly every report — so each is computed once per
- * config (issue 19: every heartbeat asked it, building its messages again). The arrays are
+ * config (every heartbeat asked it, building its messages again). The arrays are
  * frozen: shared by every answer that names them.
  */
 export function reportedTiming(config: ArbiterConfig, timing: LeaseTiming, host: string, cadence: Partial<Cadence>): readonly TimingProblem[] {

@@ -126,7 +126,7 @@ export interface Releasing {
   readonly untilMono: number;
 }
 
-/** What the agent keeps in `local.json` (SPEC §5 plus the two flags of S2.2). */
+/** What the agent keeps in `local.json` (the fence's memory plus the two flags of S2.2). */
 export interface Persisted {
   readonly holder: Host | null;
   readonly generation: number;

@@ -585,7 +585,7 @@ export function transfer(state: ArbiterState, ctx: Context, input: TransferReque
 }
 
 // ---------------------------------------------------------------------------------------
-// the step-down acknowledgement (issue 18)
+// the step-down acknowledgement
 
 export type StepDownVerdict =
   | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }

@@ -1,4 +1,4 @@
-/** Structured events (SPEC §7): every decision says what happened as data, the shell logs it. */
+/** Structured events: every decision says what happened as data, the shell logs it. */
 export type Category = 'hq.lease' | 'hq.fence' | 'hq.standby' | 'control';
 
 export type EventName =

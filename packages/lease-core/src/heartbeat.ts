@@ -31,7 +31,7 @@ export interface GivenConfirmation {
   readonly atMono: number;
 }
 
-/** The host a standby probes before its heartbeat (its view, SPEC §1): the known holder, unless that is itself. */
+/** The host a standby probes before its heartbeat (its view): the known holder, unless that is itself. */
 export function heartbeatProbe(state: AgentState): Host | null {
   const holder = state.known?.holder ?? null;
   return holder === null || holder === state.host ? null : holder;

@@ -8,7 +8,7 @@
 import { GENERATION_CEILING, isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
 
 /**
- * The last peer confirmation an observer reports having given (SPEC S2.1, S5): the holder it
+ * The last peer confirmation an observer reports having given (S2.1, S5): the holder it
  * confirmed, at which generation, and when, as arbiter time (receive time minus the age the
  * observer measured on its own monotonic clock, so the estimate can only be late, never early).
  */
@@ -32,7 +32,7 @@ export interface Observer {
 }
 
 /**
- * The holder a grant displaced, whose validity the grant's lock-delay waits for (issue 18). Its
+ * The holder a grant displaced, whose validity the grant's lock-delay waits for. Its
  * agent, once it has persisted "stepped down from `generation`" and seen its fenced children gone,
  * acknowledges; the arbiter then ends the lock-delay at once — down to `floor`, never below it.
  */
@@ -80,7 +80,7 @@ export interface LeaseState {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly maintenanceReason: string | null;
-  /** Set by every grant that displaced a holder; absent in a row written before issue 18 (= null). */
+  /** Set by every grant that displaced a holder; absent in a row written before 0.2.0 (= null). */
   readonly displaced?: Displaced | null;
 }
 

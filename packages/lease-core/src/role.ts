@@ -1,5 +1,5 @@
 /**
- * The replication role (the seeds' standby-role rules, SPEC §6): how a host should run its
+ * The replication role (the seeds' standby-role rules): how a host should run its
  * standby copy job.
  *  - a lease exists → `fenced` (the copy runs under `hq fence run`, so only the holder copies);
  *  - the lease cannot be read (arbiter outage) → `fenced`: the job then runs where the fence says

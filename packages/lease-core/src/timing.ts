@@ -175,7 +175,7 @@ export function lockDelaySeconds(t: Pick<LeaseTiming, 'ttlSeconds' | 'safetyMarg
   return t.ttlSeconds + t.safetyMarginSeconds;
 }
 
-/** What the worst-case failover is made of, and the result (SPEC S6: one function, every place prints it). */
+/** What the worst-case failover is made of, and the result (S6: one function, every place prints it). */
 export interface Failover {
   readonly seconds: number;
   readonly promoteAfterChecks: number;

@@ -1,5 +1,5 @@
 /**
- * The agent's two listeners (SPEC §5): the unix socket (`hq` and fenced jobs; the fence itself is
+ * The agent's two listeners: the unix socket (`hq` and fenced jobs; the fence itself is
  * in ./fence.ts) and the peer listener (other agents, the arbiter's probe).
  */
 import type { FenceReason } from './fence.js';
@@ -29,7 +29,7 @@ export interface SteppedDownAnswer {
 
 /**
  * `POST /v1/runs`: an `hq fence run` supervisor registers its run before it spawns the child,
- * so the agent can end it on a step-down even if the supervisor died (issue 18).
+ * so the agent can end it on a step-down even if the supervisor died.
  */
 export interface RunClaim {
   readonly role: string;

@@ -1,5 +1,5 @@
 /**
- * Every error code hq answers with (SPEC §4 errors: `{ "error": "<code>", "message": "<one
+ * Every error code hq answers with (docs/PROTOCOL.md: `{ "error": "<code>", "message": "<one
  * line>" }`). Each entry has a stable `code` (what callers match on), the HTTP status it maps
  * to, and a one-line message. Three groups, by who answers: `ERRORS` (every API of both
  * daemons), `REPLICATION_ERRORS` (the standby receiver and the arbiter's survival route) and

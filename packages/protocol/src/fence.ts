@@ -1,11 +1,11 @@
 /**
- * The fence (SPEC §5): the agent's answer to `GET /v1/fence?role=R`, and every reason a fence
+ * The fence: the agent's answer to `GET /v1/fence?role=R`, and every reason a fence
  * answer, `hq fence check|run` or `hq guard` can give — the agent's decisions and the ones the
  * CLI mints when it cannot ask. Its own subpath (`@hq/protocol/fence`) so the fence path loads
  * this one module and nothing else of the contract.
  */
 
-/** The agent's decisions (lease-core `fence`), in SPEC order. */
+/** The agent's decisions (lease-core `fence`), in the documented order. */
 export const FENCE_REASONS = Object.freeze([
   'holder',
   'quorum-standby',

@@ -1,5 +1,5 @@
 /**
- * Host names (SPEC §1): `^[a-z0-9][a-z0-9-]{0,31}$`, never `constructor` or `prototype`.
+ * Host names: `^[a-z0-9][a-z0-9-]{0,31}$`, never `constructor` or `prototype`.
  * Names are compared exactly — no trimming, no case folding — and are never used as keys of
  * plain objects anywhere in hq (maps only), so a hostile name cannot reach a prototype. Every
  * schema and every check of a host, on every side, uses the rule from here.

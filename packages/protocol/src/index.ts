@@ -1,5 +1,5 @@
 /**
- * @hq/protocol — the contract between hq's processes (SPEC §1, §4–§8): what crosses a process
+ * @hq/protocol — the contract between hq's processes: what crosses a process
  * boundary, written once and imported by every side (arbiter, agent, CLI, replication,
  * lease-core), so a change of a reason, an outcome or a field is a compile error wherever it
  * matters. Plain types and constants only, no dependencies: the fence path loads it (or just

@@ -1,5 +1,5 @@
 /**
- * The arbiter's lease API (SPEC §4): the record, and the request and answer of each endpoint.
+ * The arbiter's lease API: the record, and the request and answer of each endpoint.
  * Times are Unix epoch seconds on the arbiter's clock.
  */
 import type { LeaseRefusal } from './errors.js';
@@ -14,7 +14,7 @@ import type { Host } from './host.js';
  */
 export const GENERATION_CEILING = 2 ** 48;
 
-/** One observer's latest finding about the holder (SPEC §1 "view"). */
+/** One observer's latest finding about the holder (its "view"). */
 export interface View {
   readonly target: Host;
   readonly reachable: boolean;
@@ -45,7 +45,7 @@ export interface LeaseRecord {
   readonly promotedFrom: Host | null;
   readonly maintenance: boolean;
   readonly floorPending: boolean;
-  /** The holder the current grant displaced, and its step-down acknowledgement (issue 18); null when none. */
+  /** The holder the current grant displaced, and its step-down acknowledgement; null when none. */
   readonly displaced: DisplacedHolder | null;
   readonly now: number;
 }
@@ -93,7 +93,7 @@ export interface TransferRequest {
   readonly force?: boolean;
 }
 
-/** `POST /v1/lease/stepped-down` (member): "generation g stepped down, no fenced child alive" (issue 18). */
+/** `POST /v1/lease/stepped-down` (member): "generation g stepped down, no fenced child alive". */
 export interface StepDownAck {
   /** The displaced holder (a member token may only name its own machine). */
   readonly host: Host;
@@ -147,7 +147,7 @@ export interface LeaseConflict {
 // ---------------------------------------------------------------------------------------
 // the heartbeat
 
-/** What the arbiter answers a heartbeat with (SPEC §4), in SPEC order. */
+/** What the arbiter answers a heartbeat with, in the documented order. */
 export const HEARTBEAT_OUTCOMES = Object.freeze(['renewed', 'standby', 'no-lease', 'renew-refused'] as const);
 
 export type HeartbeatOutcome = (typeof HEARTBEAT_OUTCOMES)[number];
@@ -235,7 +235,7 @@ export interface CheckAnswer {
   readonly skipped?: string;
 }
 
-/** `GET /v1/primary` on the arbiter and on every agent (SPEC §8). */
+/** `GET /v1/primary` on the arbiter and on every agent. */
 export interface PrimaryAnswer {
   readonly known: boolean;
   readonly holder: Host | null;

@@ -1,8 +1,8 @@
 /**
- * The fleet registry and port leases (SPEC §8). Times are epoch milliseconds (the seeds'
+ * The fleet registry and port leases. Times are epoch milliseconds (the seeds'
  * `ttlMs`, `observedAt`).
  *
- * Resource ids and lease purposes match `^[a-z0-9][a-z0-9-]{0,63}$` (the host rule of SPEC §1,
+ * Resource ids and lease purposes match `^[a-z0-9][a-z0-9-]{0,63}$` (the host name rule,
  * 64 characters so that an instance id can be `{host}-{service}-{n}`) and are never
  * `constructor` or `prototype`; `__proto__` is refused by the pattern. Lease ids are 32
  * lowercase hex digits (128 random bits).

@@ -1,5 +1,5 @@
 /**
- * Standby replication (SPEC §6): a generation's two index files, the rules every reader applies
+ * Standby replication: a generation's two index files, the rules every reader applies
  * to them, the secret names that never leave a host in a survival copy, and the push routes of
  * the standby (agent peer listener) and of the arbiter's survival copies.
  *

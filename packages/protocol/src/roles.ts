@@ -1,5 +1,5 @@
 /**
- * Fence roles (SPEC §5): the names a fenced job asks about (`GET /v1/fence?role=R`, `hq fence
+ * Fence roles: the names a fenced job asks about (`GET /v1/fence?role=R`, `hq fence
  * check --role R`). The agent's `roles` key lists the known ones; any other role is a 400
  * (`HQ_ERR_UNKNOWN_ROLE`) and exit 2.
  */

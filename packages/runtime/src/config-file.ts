@@ -33,7 +33,7 @@ export class ConfigError extends Error {
   }
 }
 
-/** Where a daemon's file is looked for (SPEC §3): `--config`, `$envVar`, `~/.hq/{name}`, `/etc/hq/{name}`. */
+/** Where a daemon's file is looked for: `--config`, `$envVar`, `~/.hq/{name}`, `/etc/hq/{name}`. */
 export interface ConfigLookup {
   readonly envVar: string;
   readonly name: string;

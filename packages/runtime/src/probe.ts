@@ -1,5 +1,5 @@
 /**
- * The probe of a host (SPEC §3), the same for the arbiter's checks and a standby's view:
+ * The probe of a host, the same for the arbiter's checks and a standby's view:
  * `tailscale ping` ⊕ the health URL, `reachable = ping || health`, both bounded by the probe
  * timeout. Never ssh, never a shell: the ping is an argv. Also the MagicDNS look-up that gives
  * hosts their tailnet names when `tailnetDomain` is not configured.
@@ -9,7 +9,7 @@
  */
 import { runFile } from './exec.js';
 
-/** The agent's peer listener by default (SPEC §3 `listen`): where an unpinned health probe goes. */
+/** The agent's peer listener by default (its `listen`): where an unpinned health probe goes. */
 export const PEER_PORT = 8471;
 
 export interface ProbeResult {

@@ -25,7 +25,7 @@ interface HookReply {
 /**
  * Fastify's callback-style hooks: `done()` goes on, a refusal sends its answer and does not
  * call it. Synchronous, so that a request passes them without a promise or a turn of the
- * microtask queue each (issue 19: they run on every request).
+ * microtask queue each (they run on every request).
  */
 export interface VersionHooks {
   /** Refuses a version this side does not serve; stamps the answer with the one it was spoken to. */

@@ -8,8 +8,8 @@
  * comes while it allocates a little, possibly never: 15–24 MiB of VmRSS for nothing. So V8
  * never grows it (`--semi-space-growth-factor=1`, a heuristic V8 reads at each growth decision;
  * its `--max-semi-space-size` is read only when the process starts): it stays at its initial
- * size, about 4 MiB (test/agent/footprint.test.ts, test/arbiter/footprint.test.ts). The fence socket under 32 clients answered
- * as fast with it as without (within the noise of the shared machine, issue 20).
+ * size, about 4 MiB (test/agent/footprint.test.ts, test/arbiter/footprint.test.ts). It costs the fence socket under load
+ * nothing measurable (docs/BENCH.md).
  *
  * V8's optimizing compiler (TurboFan) is off while the daemon starts, and back on once it is up.
  * Start-up runs its libraries' set-up code once (Fastify's, pino's, prom-client's, the config
@@ -31,9 +31,8 @@ export function keepYoungGenerationSmall(): void {
  * dozens are in flight (the arbiter's heartbeats): V8's own growth rule again (factor 2, its
  * default). The young generation then grows only while much survives each scavenge — a load,
  * not an idle daemon, which keeps the size start-up left (test/arbiter/footprint.test.ts) —
- * and V8's memory reducer gives it back once the load is gone. Measured on the arbiter (issue 19,
- * docs/BENCH.md "Issue 19: events in shared keys, and the young generation under load"): a third less CPU per heartbeat under 32
- * connections; after a burst, VmRSS is back near its idle figure within about 90 s.
+ * and V8's memory reducer gives it back once the load is gone: less CPU per heartbeat under load
+ * (figures in docs/BENCH.md).
  */
 export function letYoungGenerationGrow(): void {
   setFlagsFromString('--semi-space-growth-factor=2');

@@ -110,7 +110,7 @@ forEachStore(t, async (factory, t) => {
     t.equal((await store.listEvents(0, 10)).length, 2, "not even the first one's event");
     t.same(await store.transactAll([]), [], 'an empty group commits nothing');
   });
-  t.test('the displaced holder (issue 18) reads back from storage, from another handle and from a backup', async (t) => {
+  t.test('the displaced holder reads back from storage, from another handle and from a backup', async (t) => {
     const store = await factory.lease(t);
     const displaced = { host: 'mbp', generation: 3, revision: 7, floor: null, acknowledgedAt: 1005.5, savedSeconds: 55 };
     await store.transact((s) => ({ next: { ...s, lease: { ...s.lease, holder: 'node-b', generation: 4, revision: s.lease.revision + 1, displaced } }, events: [], result: null }));

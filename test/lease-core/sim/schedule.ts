@@ -2,7 +2,7 @@
  * Seeded schedules: 1–3 faults with random kind, target, start and length, then healing, then
  * (L1) the holder's machine switched off for good. Planned moves with the old holder alive
  * (forced transfers, handovers) count as faults here, and two composite kinds aim at the
- * step-down acknowledgement (issue 18): `crash-step-down` kills an agent in the middle of its
+ * step-down acknowledgement: `crash-step-down` kills an agent in the middle of its
  * step-down (after persisting, or after its children are gone) around a transfer, and
  * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again.
  * `runSchedule(seed)` is deterministic: a failing seed printed by the test replays exactly with
@@ -144,7 +144,7 @@ export interface Result {
   readonly unmeasured: string | null;
   readonly promotions: number;
   readonly runs: number;
-  /** Transfers and handovers made with the old holder's agent up (issue 18). */
+  /** Transfers and handovers made with the old holder's agent up. */
   readonly moves: readonly Move[];
 }
 
@@ -158,7 +158,7 @@ export interface RunOptions {
   readonly skipL1?: boolean;
 }
 
-/** L1 bound (SPEC S2): promoteAfterChecks × check interval + lock-delay + one heartbeat. */
+/** L1 bound: promoteAfterChecks × check interval + lock-delay + one heartbeat. */
 export function l1Bound(cfg: SimConfig): number {
   const lockDelay = cfg.ttlSeconds + cfg.safetyMarginSeconds;
   return (cfg.promoteAfterChecks * cfg.checkSeconds + lockDelay + cfg.heartbeatSeconds) * (1 + 2 * cfg.drift);

@@ -28,7 +28,7 @@ export function runSlice(t: Test, slice: number): void {
   const failovers: number[] = [];
   let promotions = 0;
   const unmeasured = new Map<string, number>();
-  // Planned moves with the old holder alive (issue 18): seconds until the new holder ran.
+  // Planned moves with the old holder alive: seconds until the new holder ran.
   const moved = { acknowledged: [] as number[], waited: [] as number[] };
   for (const seed of seeds) {
     const r = runSchedule(seed);

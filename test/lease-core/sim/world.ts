@@ -40,7 +40,7 @@ export const DT = 0.1;
 export const GRACE = 2;
 
 /**
- * The order of a step-down (issue 18): persist, children gone, acknowledge — or one of the two
+ * The order of a step-down: persist, children gone, acknowledge — or one of the two
  * broken orders the mutants use: the acknowledgement before the persisted step-down (the old
  * state answers the fence meanwhile), or before the children are gone.
  */

@@ -1,5 +1,5 @@
 /**
- * `hq fleet [--json]` (SPEC §8): the machines in the arbiter's registry with their load, the age
+ * `hq fleet [--json]`: the machines in the arbiter's registry with their load, the age
  * of their last heartbeat (arbiter clock) and their lease role. Light module: the config and
  * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
  * `FLEET_COMMAND`.

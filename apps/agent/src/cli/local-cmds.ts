@@ -55,7 +55,7 @@ export async function hostSet(p: Parsed): Promise<number> {
 }
 
 /**
- * `hq primary`: `resolvePrimary` in lease mode (SPEC §8) over the configured candidates, with the
+ * `hq primary`: `resolvePrimary` in lease mode over the configured candidates, with the
  * floor at the highest generation this host has seen (the running agent's or `seen-generation`,
  * whichever is higher). `primary.js` (and undici with it) is loaded only by this command.
  */

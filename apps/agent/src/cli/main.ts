@@ -1,5 +1,5 @@
 /**
- * `hq` — the command table (SPEC §5). Each command's code is imported only when it runs, so
+ * `hq` — the command table. Each command's code is imported only when it runs, so
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
 import { didYouMean } from '@hq/lease-core/suggest';
@@ -299,7 +299,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return doctorCommand(argv.slice(1));
   }
   if (argv[0] === 'standby') {
-    // `hq standby …` (SPEC §6) has its own table in standby.ts.
+    // `hq standby …` has its own table in standby.ts.
     const { standbyCommand } = await import('./standby.js');
     return standbyCommand(argv.slice(1));
   }

@@ -1,5 +1,5 @@
 /**
- * `hq port run` (SPEC §8). This module stays light — the command table may import it for its
+ * `hq port run`. This module stays light — the command table may import it for its
  * spec — and loads the config, undici and the supervisor only when the command runs.
  *
  * Wiring in cli/main.ts is one entry of COMMANDS: `PORT_RUN_COMMAND`.

@@ -1,5 +1,5 @@
 /**
- * `hq standby snapshot|verify|promote|role` (SPEC §6): the sending and operating side of
+ * `hq standby snapshot|verify|promote|role`: the sending and operating side of
  * replication, over the library in replication/ (the daemon loads only its receiving side).
  *
  * Wiring: `standbyCommand(argv, ctx)` takes the words after `standby` (e.g.

@@ -6,7 +6,7 @@
  *  - arbiter-link.ts: heartbeats and lease reads, one exchange in flight at a time;
  *  - peers.ts: peer confirmation, asked (the holder, arbiter down) and given (a standby);
  *  - runs.ts: the fenced children the supervisors registered;
- *  - step-down.ts: ending them and telling the arbiter when this host lost the lease (issue 18).
+ *  - step-down.ts: ending them and telling the arbiter when this host lost the lease.
  * This class opens them in order, starts and stops them, and answers the summaries the
  * listeners serve (status, primary, peer info) from memory.
  */

@@ -65,7 +65,7 @@ interface HeartbeatAnswer {
   readonly failover: string | null;
   readonly reportInSeconds: number | null;
   readonly candidates: readonly string[] | null;
-  /** The generation the arbiter asks this host to acknowledge its step-down from (issue 18). */
+  /** The generation the arbiter asks this host to acknowledge its step-down from. */
   readonly stepDown: number | null;
 }
 
@@ -329,7 +329,7 @@ export class ArbiterLink {
   }
 
   // -------------------------------------------------------------------------------------
-  // the step-down's calls (issue 18): beside the exchanges, not behind a heartbeat in flight
+  // the step-down's calls: beside the exchanges, not behind a heartbeat in flight
 
   /** `POST /v1/lease/stepped-down`: this host stepped down from a generation, no child alive. */
   async acknowledge(ack: StepDownAck): Promise<HttpResult> {

@@ -1,5 +1,5 @@
 /**
- * The fence, from memory only: "may this host run role R now?" (SPEC §5). One implementation
+ * The fence, from memory only: "may this host run role R now?". One implementation
  * answers the socket's `GET /v1/fence?role=R` — the decision (lease-core `queryFence`: the
  * state settled once, the decision on it, the settled copy kept), its log line when a role's
  * decision changes, its counter, and the answer's bytes — for both ways in:

@@ -1,7 +1,7 @@
 /**
  * The agent's log lines, in the shape the arbiter writes (apps/arbiter/src/log.ts): one JSON
  * object per line with `level`, `time` (epoch milliseconds, pino's default), `pid`, `name`
- * (`hq-agent`), then the event's own keys — `category` and `event` (SPEC §7) exactly once, and
+ * (`hq-agent`), then the event's own keys — `category` and `event` exactly once, and
  * `host` exactly once (the host the event is about; this machine when the event names none).
  *
  * Why not pino's `base`/`child` bindings for `host` and `category`: bindings are written as they

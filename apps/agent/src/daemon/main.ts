@@ -77,7 +77,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
-    // Standby replication (SPEC §6) only when configured: its receiving side is loaded only then.
+    // Standby replication only when configured: its receiving side is loaded only then.
     const { registerStandby } = await import('../replication/wire.js');
     await registerStandby(peer, {
       block: config.replication,
@@ -127,7 +127,7 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
     );
   }
   agent.start();
-  // SPEC §8: the machine registers itself in the arbiter's registry with its load and duties.
+  // The machine registers itself in the arbiter's registry with its load and duties.
   // With several arbiters (arbiterUrls) the registry's calls move to the next on failure too.
   const registryRequest = new ArbiterEndpoints(config.arbiterUrls ?? [config.arbiterUrl]).asRequester();
   const member = new Member({

@@ -1,5 +1,5 @@
 /**
- * The fenced children this agent knows of (issue 18). Every `hq fence run` supervisor registers
+ * The fenced children this agent knows of. Every `hq fence run` supervisor registers
  * its run before it spawns the child (`claim`: refused unless the fence says run for that
  * generation now), reports the child's process group right after the spawn (`started`) and
  * deregisters when the child is gone (`done`). So the agent knows each group even if its

@@ -1,5 +1,5 @@
 /**
- * The step-down (issue 18), in the order lease-core A7 asks for:
+ * The step-down, in the order lease-core A7 asks for:
  *  1. the decision is persisted (fsync) before anything else — the store's commit of the state
  *     that names it (a lost generation: `ackDue`; a release: `stepDown`); from then on the fence
  *     answers no for that generation;

@@ -1,5 +1,5 @@
 /**
- * The agent's registry membership (SPEC §8): registers this machine at the arbiter with its
+ * The agent's registry membership: registers this machine at the arbiter with its
  * load and duties, and keeps the record alive.
  *
  *  1. The first exchange (at `start()`) registers `{id, name, kind: "machine", machine, attrs,
@@ -56,7 +56,7 @@ export interface MemberLog {
 
 export interface MemberOptions {
   readonly arbiterUrl: string;
-  /** This machine (SPEC §1 host name); also the resource id. */
+  /** This machine (its host name); also the resource id. */
   readonly machine: string;
   /** The member token, or null when there is none (then every exchange fails and backs off). */
   readonly token: () => Promise<string | null>;

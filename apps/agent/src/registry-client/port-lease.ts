@@ -1,5 +1,5 @@
 /**
- * The port-lease keeper (the seeds' port-lease heartbeat, SPEC §8): keeps one leased port alive
+ * The port-lease keeper (the seeds' port-lease heartbeat): keeps one leased port alive
  * and says — once — when it is lost.
  *
  *  1. The deadline is `last success + ttl − margin`, where "last success" is the *send* time of

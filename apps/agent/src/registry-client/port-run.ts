@@ -1,5 +1,5 @@
 /**
- * `hq port run --purpose P [--ttl S] [--grace G] -- CMD…` (SPEC §8):
+ * `hq port run --purpose P [--ttl S] [--grace G] -- CMD…`:
  *
  *  1. Lease a test-band port from the arbiter for this machine.
  *  2. Probe that the port can be bound here; if not, release it and ask again with the port in

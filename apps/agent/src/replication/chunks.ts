@@ -1,6 +1,6 @@
 /**
  * A file as a list of chunks addressed by their sha256, so a push sends only the chunks the
- * standby lacks (issue 21).
+ * standby lacks.
  *
  * Guarantees:
  *  1. the same bytes always give the same chunks (no state beyond the file; the gear table is a

@@ -1,5 +1,5 @@
 /**
- * The `replication` block of the agent config (SPEC §6): what to protect, where generations
+ * The `replication` block of the agent config: what to protect, where generations
  * arrive, how long they are kept and when each tier runs. Validated strictly with TypeBox
  * (unknown keys refused, no coercion) and resolved into one `ReplicationConfig` with every
  * default filled in; every problem is one line that names the key (ConfigError, exit 2).

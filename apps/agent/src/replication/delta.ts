@@ -1,5 +1,5 @@
 /**
- * What a push sends of what the standby already has, as differences from it (issue 21): the
+ * What a push sends of what the standby already has, as differences from it: the
  * manifest as the entries that differ from a base generation the standby keeps, and a chunk list
  * as runs copied from the list of a base file it keeps. Both sides rebuild the same full
  * manifest or list with these functions; the receiver then checks it exactly as a full one.

@@ -1,5 +1,5 @@
 /**
- * The standby side of a push (SPEC §6, S7). A push is: `begin` with the manifest and SHA256SUMS
+ * The standby side of a push (S7). A push is: `begin` with the manifest and SHA256SUMS
  * → the list of blobs (files, by sha256) this standby lacks → for each, `putRecipe` (its chunk
  * list) → the chunks this standby lacks, in `putChunks` batches → `commit`, which assembles each
  * file from the chunks received and the chunks it holds. A pusher that does not chunk sends

@@ -54,7 +54,7 @@ export const AgentConfigSchema = Type.Object(
     advertiseUrl: Type.Optional(Url),
     /** On SIGTERM the holder hands the lease to a standby heard from recently, then exits. */
     handoverOnStop: Type.Optional(Type.Boolean()),
-    /** Standby replication (SPEC §6); validated by `replication/config.ts`, where it is used. */
+    /** Standby replication; validated by `replication/config.ts`, where it is used. */
     replication: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },

@@ -1,5 +1,5 @@
 /**
- * Fleet registry and port leases (SPEC §8): the pure decisions. No I/O, no clock: every
+ * Fleet registry and port leases: the pure decisions. No I/O, no clock: every
  * function takes `now` (epoch milliseconds, the arbiter's clock) and the rows it decides on,
  * and returns a discriminated union — an expected refusal is `{ ok: false, reason }`, never a
  * throw. `SqliteRegistryStore` calls these inside one `BEGIN IMMEDIATE` transaction.

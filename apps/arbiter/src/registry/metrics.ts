@@ -1,4 +1,4 @@
-/** The fleet gauges (SPEC §8), computed from the registry at scrape time. */
+/** The fleet gauges, computed from the registry at scrape time. */
 import { Gauge, type Registry } from 'prom-client';
 import type { ResourceRow } from './decide.js';
 import type { RegistryStore } from '../store/store.js';

@@ -1,5 +1,5 @@
 /**
- * The registry's HTTP API (SPEC §8). Register after the auth plugin (`hq-auth`): routes declare
+ * The registry's HTTP API. Register after the auth plugin (`hq-auth`): routes declare
  * their scope in `config.scope` and read the caller from `req.principal` (set by that plugin);
  * refusals are `HttpError`s, answered `{error, message}` by the app's error handler. Every write
  * goes through one `GroupCommit` (the writes of one event-loop turn share a COMMIT); the clock is

@@ -34,7 +34,7 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
         timingProblems: problems as TimingProblem[],
         failover: failoverOf(config, d.state).text,
         candidates: config.candidates as string[],
-        // The displaced holder learns at once that its acknowledgement is awaited (issue 18).
+        // The displaced holder learns at once that its acknowledgement is awaited.
         stepDown: stepDownAsked(d.state, d.ctx, body.host),
       };
     },

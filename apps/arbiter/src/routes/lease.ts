@@ -64,7 +64,7 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return answerVerdict(reply, d, false, null);
   });
 
-  // The displaced holder's step-down acknowledgement (issue 18): a refusal is an answer, not an error.
+  // The displaced holder's step-down acknowledgement: a refusal is an answer, not an error.
   app.post(
     '/v1/lease/stepped-down',
     { config: { scope: 'member', tokenInCommit: true }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody, 412: ErrorBody } } },

@@ -1,5 +1,5 @@
 /**
- * Survival copies (SPEC §6, issue 6): the holder sends the survival subset of a generation (never
+ * Survival copies: the holder sends the survival subset of a generation (never
  * a secret) to the arbiter, which keeps the last N per machine and tier in its survival store
  * (../survival/store.ts: on its disk with SQLite, under the prefix with etcd).
  *

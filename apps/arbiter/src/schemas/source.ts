@@ -136,7 +136,7 @@ export const ConfigSchema = Type.Object(
       ),
     ),
     auth: Type.Optional(Type.Object({ openReads: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
-    /** SPEC §8 port bands (see registry/README.md). */
+    /** The registry's port bands (see registry/README.md). */
     portBands: Type.Optional(PortBandsConfig),
     /** The event log's bounded history (swept hourly and at start). */
     events: Type.Optional(

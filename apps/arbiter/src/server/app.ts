@@ -165,7 +165,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     fast?.closing();
   });
   // Callback-style hooks (here and in the version, forward and auth hooks): every request runs
-  // them, and a synchronous one costs no promise and no turn of the microtask queue (issue 19).
+  // them, and a synchronous one costs no promise and no turn of the microtask queue.
   app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
     // A body refused before it was read (413: Fastify answers on the Content-Length alone and
@@ -215,7 +215,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       waiters: opts.operator.waiters,
       nowMs: () => opts.hq.arbiter.now() * 1000,
     });
-    // Survival copies of the holder's state (SPEC §6): under {dataDir}/survival, or in etcd.
+    // Survival copies of the holder's state: under {dataDir}/survival, or in etcd.
     await app.register(survivalRoutes, {
       dataDir: opts.hq.config.dataDir,
       ...(opts.hq.survival === undefined ? {} : { store: opts.hq.survival }),

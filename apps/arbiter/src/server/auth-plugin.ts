@@ -1,4 +1,4 @@
-/** Route scopes (SPEC §4): checked on every request before the body is read. */
+/** Route scopes: checked on every request before the body is read. */
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ERRORS } from '@hq/protocol';

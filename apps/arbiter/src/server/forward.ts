@@ -43,7 +43,7 @@ export const forwardPlugin = fp(
       await agent.close();
     });
     // Callback-style: a request this arbiter answers itself (every one on the elected arbiter)
-    // passes without a promise (issue 19); one to forward goes on to `forward`.
+    // passes without a promise; one to forward goes on to `forward`.
     app.addHook('onRequest', (req, reply, done) => {
       if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return done();
       // A join bundle's ticket is in this arbiter's dataDir (token writes need no election, as for `token issue`).

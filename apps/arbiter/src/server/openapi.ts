@@ -128,7 +128,7 @@ const MEDIA: ReadonlyMap<string, string> = new Map([
   ['/v1/events/stream', 'text/event-stream'],
 ]);
 
-/** Mutations that honour `If-Match: "<revision>"` (SPEC §4). */
+/** Mutations that honour `If-Match: "<revision>"`. */
 const IF_MATCH = new Set(['/v1/lease/acquire', '/v1/lease/renew', '/v1/lease/release', '/v1/lease/transfer', '/v1/heartbeat', '/v1/maintenance']);
 
 function scopeOf(route: { readonly config?: unknown }): RouteScope {

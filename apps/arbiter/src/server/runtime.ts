@@ -27,7 +27,7 @@ import { SqliteRegistryStore } from '../registry/store.js';
 import type { LeaseStore, RegistryStore } from '../store/store.js';
 import type { EtcdTlsFiles, StoreConfig } from '../config.js';
 // The etcd store's modules (and undici, its HTTP client: ≈ 19 MiB of VmRSS) load only for
-// `store.kind: "etcd"`: the embedded SQLite arbiter never needs them (docs/BENCH.md, issue 20).
+// `store.kind: "etcd"`: the embedded SQLite arbiter never needs them (docs/BENCH.md).
 import type { EtcdClient, EtcdTls } from '../store/etcd/client.js';
 import type { EtcdStore } from '../store/etcd/store.js';
 import type { EtcdRegistryStore } from '../store/etcd/registry.js';
@@ -52,7 +52,7 @@ export interface RuntimeOptions {
   /** This is a (re)start of the daemon: clamp the previous life's times (lease-core `atRestart`). */
   readonly restart?: boolean;
   /**
-   * Serve the SPEC §8 registry (resources, port leases, fleet gauges) from this app. The daemon
+   * Serve the fleet registry (resources, port leases, fleet gauges) from this app. The daemon
    * does; tests that wire `registryRoutes` themselves (test/registry) leave it off.
    */
   readonly registry?: boolean;
@@ -82,7 +82,7 @@ export interface Runtime {
   readonly metrics: Metrics;
   readonly hooks: Hooks;
   readonly adminTokenPath: string | null;
-  /** SPEC §8: resources and port leases, on a second connection to the same hq.db (when enabled). */
+  /** The registry: resources and port leases, on a second connection to the same hq.db (when enabled). */
   readonly registry: RegistryStore | null;
   /** Store etcd with `elect`: the election; null otherwise. */
   readonly leadership: Leadership | null;
@@ -224,7 +224,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   if (store.createdNow) log.info({ where: stores.where }, 'store created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
-  // The status page's load column: the machines the agents register (SPEC §8).
+  // The status page's load column: the machines the agents register.
   const load = registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
   let app: FastifyInstance | null = null;
   let closed = false;

@@ -78,7 +78,7 @@ export const MIGRATIONS: readonly Migration[] = [
     // IF NOT EXISTS here only: before this migration the registry created its own tables on
     // every open of its connection, so a database at version 2 may hold them already (made by a
     // daemon) or not (made by `hq-arbiter token` or `check`). Either way it ends with both.
-    why: 'the registry (SPEC §8) joins the numbered list: resources and port leases',
+    why: 'the registry joins the numbered list: resources and port leases',
     sql: `
   CREATE TABLE IF NOT EXISTS resources (
     id TEXT PRIMARY KEY,
@@ -108,7 +108,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 4,
-    why: 'the holder a grant displaced, as JSON (issue 18): its step-down acknowledgement may end the lock-delay',
+    why: 'the holder a grant displaced, as JSON: its step-down acknowledgement may end the lock-delay',
     sql: `
   ALTER TABLE lease ADD COLUMN displaced TEXT;
   `,

@@ -206,7 +206,7 @@ export interface ResourceFilter {
 }
 
 /**
- * The registry (SPEC §8): resources and port leases, times in epoch ms passed in (no clock
+ * The registry: resources and port leases, times in epoch ms passed in (no clock
  * inside). Each write reads, decides (registry/decide.ts) and writes atomically, serialised
  * with every other write to the same rows — in this process or another: no port is ever held
  * by two live leases. Expired rows are never returned as live; `sweep` only reclaims space.

@@ -1,5 +1,5 @@
 /**
- * The survival copies' seam: where the arbiter keeps what holders send it (SPEC §6). The route
+ * The survival copies' seam: where the arbiter keeps what holders send it. The route
  * (routes/survival.ts) checks who sends what; a store keeps blobs and publishes generations.
  * `FileSurvivalStore` (files.ts) keeps them under `{dataDir}/survival` (one arbiter, SQLite);
  * `EtcdSurvivalStore` (../store/etcd/survival.ts) under the etcd prefix, so that every arbiter

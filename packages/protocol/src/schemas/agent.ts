@@ -1,4 +1,4 @@
-/** The agent's listeners (SPEC §5): the bodies its routes validate and the answers they declare. */
+/** The agent's listeners: the bodies its routes validate and the answers they declare. */
 import Type from 'typebox';
 import { CONFIRM_REASONS, REPORTED_DATA_LIMITS, REPORTED_EVENTS, REPORTED_KEY_PATTERN, type ReportedCategory } from '../agent.js';
 import { CadenceSeconds, GrantedGeneration, Host, Literals } from './common.js';

@@ -1,4 +1,4 @@
-/** The arbiter's lease API (SPEC §4): request bodies, answers, the record. */
+/** The arbiter's lease API: request bodies, answers, the record. */
 import Type, { type Static } from 'typebox';
 import { LEASE_REFUSALS } from '../errors.js';
 import type * as P from '../lease.js';

@@ -1,4 +1,4 @@
-/** The fleet registry and port leases (SPEC §8). */
+/** The fleet registry and port leases. */
 import Type from 'typebox';
 import type * as P from '../registry.js';
 import { LEASE_ID_SCHEMA_PATTERN, MIN_TTL_MS, PORT_LEASE_ID_HEADER, RESOURCE_ID_MAX_LENGTH, RESOURCE_ID_SCHEMA_PATTERN } from '../registry.js';

@@ -1,5 +1,5 @@
 /**
- * Standby replication (SPEC §6): the manifest and its reader — the one every side applies (the
+ * Standby replication: the manifest and its reader — the one every side applies (the
  * agent building and receiving generations, the arbiter taking survival copies) — and the
  * bodies of the standby's and the survival route's push endpoints.
  */

@@ -1,5 +1,5 @@
 /**
- * The load column from the registry (SPEC §8): each agent registers its machine with
+ * The load column from the registry: each agent registers its machine with
  * `loadAvg, cpuCount, freeMem, totalMem` every 30 s; the page shows the newest live one.
  */
 import type { HostLoad } from './model.js';
@@ -14,7 +14,7 @@ export interface LoadLookup {
   readonly ready?: () => Awaitable<void>;
 }
 
-/** What `registryLoad` needs of a registry row (SPEC §8 machine resources). */
+/** What `registryLoad` needs of a registry row (a machine resource). */
 export interface MachineRow {
   readonly kind: string;
   readonly machine: string;

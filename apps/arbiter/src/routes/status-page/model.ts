@@ -17,7 +17,7 @@ import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
 
-/** What the registry knows about a machine's load (SPEC §8); every field optional. */
+/** What the registry knows about a machine's load; every field optional. */
 export interface HostLoad {
   readonly loadAvg?: readonly number[];
   readonly cpuCount?: number;
