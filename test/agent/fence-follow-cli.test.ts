@@ -38,6 +38,6 @@ t.test('with no agent the follower waits, and SIGTERM ends it with 0', async (t)
   process.kill(pid, 'SIGTERM');
   const r = await run;
   t.equal(r.code, 0, 'exit 0 on SIGTERM');
-  t.match(r.stderr, /hq fence run: waiting: the agent is not answering/, 'it said once that it waits for the agent');
+  t.match(r.stderr, /hq fence run: waiting: no agent socket at \S+agent\.sock \(ENOENT; socketPath from \S+\): the agent is not running/, 'it said once that it waits for the agent');
   t.ok(r.stderr.split('\n').filter((l) => l.includes('waiting')).length <= 2, 'without repeating it every retry');
 });
