@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
 import type { AddressInfo } from 'node:net';
-import { AGENT_CLI, FakeAgent, FakeArbiter, ROOT, hq, record, run, shortDir, sleep, writeConfig } from './helpers.js';
+import { AGENT_CLI, FakeAgent, FakeArbiter, ROOT, hq, record, run, runUntil, shortDir, sleep, writeConfig } from './helpers.js';
 
 function oneLine(t: Parameters<Parameters<typeof t.test>[1]>[0], stderr: string, what: string): void {
   const lines = stderr.trim().split('\n');
@@ -316,29 +316,13 @@ t.test('an arbiterUrl that points at an hq agent is named as such, by the agent\
   const status = await hq(['lease', 'status', '--config', config]);
   t.equal(status.code, 3, 'lease status exits 3');
   t.match(status.stderr, /is not the arbiter: it answers like an hq agent's peer listener .*set arbiterUrl to the arbiter's address/, 'lease status names the address as an agent');
-  let pid = 0;
-  const exited = run([AGENT_CLI, '--config', config], { onSpawn: (n) => (pid = n) });
-  await sleep(2500);
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    // it may have stopped by itself
-  }
-  const r = await exited;
+  const r = await runUntil([AGENT_CLI, '--config', config], /is an hq agent/);
   t.match(r.stdout + r.stderr, /arbiterUrl http:\/\/127\.0\.0\.1:\d+ is an hq agent \(node-b's peer listener\), not the arbiter/, 'the agent names it too');
 
   mkdirSync(join(dir, 'd', 'state'), { recursive: true, mode: 0o700 });
   const down = writeConfig(join(dir, 'd'), { arbiterUrl: 'http://127.0.0.1:9' });
   writeFileSync(join(dir, 'd', 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
-  let pid2 = 0;
-  const exited2 = run([AGENT_CLI, '--config', down], { onSpawn: (n) => (pid2 = n) });
-  await sleep(2500);
-  try {
-    process.kill(pid2, 'SIGTERM');
-  } catch {
-    // gone
-  }
-  const r2 = await exited2;
+  const r2 = await runUntil([AGENT_CLI, '--config', down], /"event":"arbiter-unreachable"/);
   t.match(r2.stdout, /"event":"arbiter-unreachable"[^\n]*arbiter unreachable at http:\/\/127\.0\.0\.1:9/, 'an arbiter never reached since the start is logged as unreachable');
 });
 

@@ -28,14 +28,20 @@ export interface Run {
   readonly ms: number;
 }
 
-export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void; uid?: number; gid?: number } = {}): Promise<Run> {
+export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void; onOutput?: (stdout: string, stderr: string) => void; uid?: number; gid?: number } = {}): Promise<Run> {
   return new Promise((done) => {
     const start = Date.now();
     const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid }) });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      opts.onOutput?.(stdout, stderr);
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+      opts.onOutput?.(stdout, stderr);
+    });
     if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
     child.on('close', (code, signal) => {
@@ -43,6 +49,23 @@ export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; ti
       done({ code, signal, stdout, stderr, ms: Date.now() - start });
     });
   });
+}
+
+/** Runs a daemon until its output matches `pattern` (or `ms` passed), then SIGTERMs it; a loaded machine only makes it wait longer. */
+export async function runUntil(args: readonly string[], pattern: RegExp, ms = 20_000, opts: Parameters<typeof run>[1] = {}): Promise<Run> {
+  let pid = 0;
+  let seen: () => void = () => undefined;
+  const matched = new Promise<void>((r) => (seen = r));
+  const exited = run(args, { ...opts, timeoutMs: ms + 10_000, onSpawn: (n) => (pid = n), onOutput: (out, err) => pattern.test(out + err) && seen() });
+  const timer = setTimeout(seen, ms);
+  await Promise.race([matched, exited]);
+  clearTimeout(timer);
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    // it stopped by itself
+  }
+  return exited;
 }
 
 export function hq(args: readonly string[], opts: Parameters<typeof run>[1] = {}): Promise<Run> {
