@@ -40,6 +40,52 @@ export function routerRefusal(code: string | undefined): HttpError {
   return new HttpError(ERRORS.BAD_REQUEST, why);
 }
 
+/** One line of at most 300 characters: what an answer's `message` may be. */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 300);
+}
+
+/** Fastify's own refusals of a body, by code: hq's catalog entry (and its message) for each. */
+const FASTIFY_CODES: ReadonlyMap<string, CatalogEntry> = new Map([
+  ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ERRORS.UNSUPPORTED_MEDIA],
+  ['FST_ERR_CTP_BODY_TOO_LARGE', ERRORS.TOO_LARGE],
+  ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_EMPTY_JSON_BODY', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
+]);
+
+/** The members of an error reaching a Fastify error handler that `refusalOf` reads (no Fastify import here). */
+export interface RouteError {
+  readonly message: string;
+  readonly code?: string | undefined;
+  readonly statusCode?: number | undefined;
+  readonly validation?: unknown;
+  readonly validationContext?: string | undefined;
+}
+
+/**
+ * The status and body of every app's error handler, after the app's own errors (the arbiter's
+ * store): a refusal answers its catalog entry; a schema failure, a body Fastify refused or
+ * another 4xx answers 400, 404, 413 or 415 with hq's code and one line; anything else is null —
+ * the caller logs it and answers 500, showing no detail.
+ */
+export function refusalOf(err: RouteError): { readonly status: number; readonly body: RefusalBody } | null {
+  if (err instanceof HttpError) return { status: err.statusCode, body: refusalBody(err, oneLine) };
+  if (err.validation !== undefined) {
+    const where = err.validationContext ?? 'request';
+    return { status: 400, body: { error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) } };
+  }
+  const mapped = err.code === undefined ? undefined : FASTIFY_CODES.get(err.code);
+  if (mapped !== undefined) return { status: mapped.status, body: { error: mapped.code, message: mapped.message } };
+  const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+  if (status < 400 || status >= 500) return null;
+  const entry = status === 404 ? ERRORS.NOT_FOUND : status === 413 ? ERRORS.TOO_LARGE : status === 415 ? ERRORS.UNSUPPORTED_MEDIA : ERRORS.BAD_REQUEST;
+  return { status: entry.status, body: { error: entry.code, message: oneLine(err.message || entry.message) } };
+}
+
+/** The 500 every app answers for what it did not expect. */
+export const INTERNAL_BODY: RefusalBody = { error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message };
+
 /** The members of a Fastify reply `answerRouterError` uses (no Fastify import here). */
 interface CodeReply {
   code(status: number): { send(body: unknown): unknown };
