@@ -91,6 +91,11 @@ interface CodeReply {
   code(status: number): { send(body: unknown): unknown };
 }
 
+/** The members of a Fastify reply `RouteMethods.answerUnknown` uses. */
+interface NotFoundReply extends CodeReply {
+  code(status: number): { header(name: string, value: string): { send(body: unknown): unknown }; send(body: unknown): unknown };
+}
+
 /** Fastify's `frameworkErrors`: answers the router's refusal in the one style. */
 export function answerRouterError(err: { readonly code?: string | undefined }, reply: unknown): void {
   const refusal = routerRefusal(err.code);
@@ -120,6 +125,17 @@ export class RouteMethods {
     const out = new Set<string>();
     for (const r of this.routes) if (r.re.test(path)) for (const m of r.methods) out.add(m);
     return [...out].sort();
+  }
+
+  /**
+   * Fastify's not-found handler of every hq app: a known path asked with another method is a 405
+   * with `Allow`, any other a 404 naming what was asked.
+   */
+  answerUnknown(req: { readonly method: string; readonly url: string }, reply: NotFoundReply): void {
+    const path = req.url.split('?')[0] ?? '';
+    const wrong = this.refusal(req.method, path);
+    if (wrong !== null) void reply.code(405).header('allow', wrong.allow).send(wrong.body);
+    else void reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${path}` });
   }
 
   /** The 405 of `method` on `path`, or null when no route has that path (a 404). */

@@ -71,11 +71,7 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
     const refusal = refusalOf(err);
     return refusal !== null ? reply.code(refusal.status).send(refusal.body) : reply.code(500).send(INTERNAL_BODY);
   });
-  app.setNotFoundHandler((req, reply) => {
-    const wrong = known.refusal(req.method, req.url.split('?')[0] ?? '');
-    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
-    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message });
-  });
+  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
   // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
   const versions = versionHooks(() => `hq-agent on ${host()}`);
   app.addHook('onRequest', versions.onRequest);

@@ -129,12 +129,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     return reply.code(500).send(INTERNAL_BODY);
   });
 
-  app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split('?')[0] ?? '';
-    const wrong = known.refusal(req.method, path);
-    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
-    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
-  });
+  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
 
   // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.
   let closing = false;
