@@ -5,14 +5,13 @@
  * standby copy and the arbiter's survival copies all publish and prune through here.
  */
 import { lstat, readdir, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { GENERATION_RE } from '@hq/protocol';
-import { fsyncDir } from './files.js';
+import { fsyncDir, tempBeside } from './files.js';
 
 /** Points `link` at `target` (a name in the same folder) with one rename. */
 export async function swapLink(link: string, target: string): Promise<void> {
-  const tmp = join(dirname(link), `.${basename(link)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  const tmp = tempBeside(link);
   await symlink(target, tmp);
   try {
     await rename(tmp, link);
