@@ -1,7 +1,7 @@
 /** The one refusal style: an HttpError is its catalog entry's status and code, and its body. */
 import t from 'tap';
 import { ERRORS } from '../../packages/protocol/src/index.js';
-import { HttpError, refusalBody } from '../../packages/runtime/src/refusal.js';
+import { HttpError, refusalBody, refusalOf } from '../../packages/runtime/src/refusal.js';
 
 t.test("a refusal carries its catalog entry's status and code, and the entry's message unless told", async (t) => {
   const plain = new HttpError(ERRORS.UNAUTHORIZED);
@@ -20,4 +20,16 @@ t.test('a refusal that carries more answers with its own body, verbatim and in i
   const e = new HttpError(ERRORS.STALE_GENERATION, body.message, body);
   t.equal(e.statusCode, 409, 'the status is still the entry’s');
   t.equal(JSON.stringify(refusalBody(e, () => 'shaped')), JSON.stringify(body), 'the body is sent as given: fields, order and message untouched');
+});
+
+t.test('the one error handler: refusals, schema failures and Fastify 4xx in one line; the rest is a 500 with no detail', async (t) => {
+  t.same(refusalOf(new HttpError(ERRORS.BAD_REQUEST, 'after  must be\na safe integer')), { status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: 'after must be a safe integer' } });
+  const lease = { record: { generation: 3 } };
+  t.same(refusalOf(new HttpError(ERRORS.CONFLICT, 'held', lease)), { status: 409, body: lease }, 'a refusal with its own body answers it whole');
+  t.same(refusalOf({ message: 'must have required property \'role\'', statusCode: 400, validation: [], validationContext: 'body' }), { status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: "body must have required property 'role'" } }, 'a schema failure names where');
+  t.same(refusalOf({ message: 'Body is not valid JSON', statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }), { status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: ERRORS.BAD_REQUEST.message } });
+  t.same(refusalOf({ message: 'too big', statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }), { status: 413, body: { error: 'HQ_ERR_TOO_LARGE', message: ERRORS.TOO_LARGE.message } });
+  t.same(refusalOf({ message: 'odd\nthing', statusCode: 406 }), { status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: 'odd thing' } }, 'another 4xx is a 400');
+  t.equal(refusalOf({ message: 'secret detail', statusCode: 502 }), null, 'a 5xx is left to the 500');
+  t.equal(refusalOf(new Error('boom')), null, 'an unexpected error is left to the 500');
 });

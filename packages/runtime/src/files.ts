@@ -68,7 +68,7 @@ export async function readSecure(path: string, options: ReadOptions = {}): Promi
 }
 
 /** The temp file beside `path` (same directory, so the rename is atomic); hidden, unique. */
-function tempBeside(path: string): string {
+export function tempBeside(path: string): string {
   return join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
 }
 

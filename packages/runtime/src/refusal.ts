@@ -40,9 +40,60 @@ export function routerRefusal(code: string | undefined): HttpError {
   return new HttpError(ERRORS.BAD_REQUEST, why);
 }
 
+/** One line of at most 300 characters: what an answer's `message` may be. */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 300);
+}
+
+/** Fastify's own refusals of a body, by code: hq's catalog entry (and its message) for each. */
+const FASTIFY_CODES: ReadonlyMap<string, CatalogEntry> = new Map([
+  ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ERRORS.UNSUPPORTED_MEDIA],
+  ['FST_ERR_CTP_BODY_TOO_LARGE', ERRORS.TOO_LARGE],
+  ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_EMPTY_JSON_BODY', ERRORS.BAD_REQUEST],
+  ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
+]);
+
+/** The members of an error reaching a Fastify error handler that `refusalOf` reads (no Fastify import here). */
+export interface RouteError {
+  readonly message: string;
+  readonly code?: string | undefined;
+  readonly statusCode?: number | undefined;
+  readonly validation?: unknown;
+  readonly validationContext?: string | undefined;
+}
+
+/**
+ * The status and body of every app's error handler, after the app's own errors (the arbiter's
+ * store): a refusal answers its catalog entry; a schema failure, a body Fastify refused or
+ * another 4xx answers 400, 404, 413 or 415 with hq's code and one line; anything else is null —
+ * the caller logs it and answers 500, showing no detail.
+ */
+export function refusalOf(err: RouteError): { readonly status: number; readonly body: RefusalBody } | null {
+  if (err instanceof HttpError) return { status: err.statusCode, body: refusalBody(err, oneLine) };
+  if (err.validation !== undefined) {
+    const where = err.validationContext ?? 'request';
+    return { status: 400, body: { error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) } };
+  }
+  const mapped = err.code === undefined ? undefined : FASTIFY_CODES.get(err.code);
+  if (mapped !== undefined) return { status: mapped.status, body: { error: mapped.code, message: mapped.message } };
+  const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+  if (status < 400 || status >= 500) return null;
+  const entry = status === 404 ? ERRORS.NOT_FOUND : status === 413 ? ERRORS.TOO_LARGE : status === 415 ? ERRORS.UNSUPPORTED_MEDIA : ERRORS.BAD_REQUEST;
+  return { status: entry.status, body: { error: entry.code, message: oneLine(err.message || entry.message) } };
+}
+
+/** The 500 every app answers for what it did not expect. */
+export const INTERNAL_BODY: RefusalBody = { error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message };
+
 /** The members of a Fastify reply `answerRouterError` uses (no Fastify import here). */
 interface CodeReply {
   code(status: number): { send(body: unknown): unknown };
+}
+
+/** The members of a Fastify reply `RouteMethods.answerUnknown` uses. */
+interface NotFoundReply extends CodeReply {
+  code(status: number): { header(name: string, value: string): { send(body: unknown): unknown }; send(body: unknown): unknown };
 }
 
 /** Fastify's `frameworkErrors`: answers the router's refusal in the one style. */
@@ -74,6 +125,17 @@ export class RouteMethods {
     const out = new Set<string>();
     for (const r of this.routes) if (r.re.test(path)) for (const m of r.methods) out.add(m);
     return [...out].sort();
+  }
+
+  /**
+   * Fastify's not-found handler of every hq app: a known path asked with another method is a 405
+   * with `Allow`, any other a 404 naming what was asked.
+   */
+  answerUnknown(req: { readonly method: string; readonly url: string }, reply: NotFoundReply): void {
+    const path = req.url.split('?')[0] ?? '';
+    const wrong = this.refusal(req.method, path);
+    if (wrong !== null) void reply.code(405).header('allow', wrong.allow).send(wrong.body);
+    else void reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${path}` });
   }
 
   /** The 405 of `method` on `path`, or null when no route has that path (a 404). */

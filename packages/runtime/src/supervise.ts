@@ -18,6 +18,16 @@ import { constants } from 'node:os';
 /** Exit code when the supervisor stopped the child (EX_TEMPFAIL). */
 export const EXIT_LOST = 75;
 
+/** kill(2) on a process (pid > 0) or a process group (pid < 0): 'ok', 'gone' (ESRCH) or 'denied'. */
+export function sendSignal(pid: number, sig: NodeJS.Signals | 0): 'ok' | 'gone' | 'denied' {
+  try {
+    process.kill(pid, sig);
+    return 'ok';
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH' ? 'gone' : 'denied';
+  }
+}
+
 const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
 export type GroupEnd =
@@ -63,12 +73,7 @@ export function superviseGroup(o: GroupOptions): ProcessGroup {
   let finished = false;
   let killTimer: NodeJS.Timeout | null = null;
   const signal = (sig: NodeJS.Signals): void => {
-    if (pid === undefined) return;
-    try {
-      process.kill(-pid, sig);
-    } catch {
-      /* the group is gone */
-    }
+    if (pid !== undefined) sendSignal(-pid, sig); // a group already gone has nothing left to stop
   };
   const forward = (sig: NodeJS.Signals) => () => {
     o.onForward?.(sig);

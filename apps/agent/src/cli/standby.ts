@@ -28,7 +28,7 @@ import { promote, formatPromote, PromoteError } from '../replication/promote.js'
 import { pushGeneration, type PushResult } from '../replication/push.js';
 import { pushSurvival, type SurvivalResult } from '../replication/survival.js';
 import type { S3SurvivalResult } from '../replication/survival-s3.js';
-import { readLatest } from '../replication/fsx.js';
+import { readLatest } from '@hq/runtime/generations';
 import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
 import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
 import { didYouMean } from '@hq/lease-core/suggest';

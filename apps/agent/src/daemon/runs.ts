@@ -18,6 +18,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FenceDecision, RunClaim, RunClaimAnswer } from '@hq/protocol';
 import type { StampClock as Clock } from '@hq/runtime/clock';
+import { sendSignal as signal } from '@hq/runtime/supervise';
 import type { Log } from './observe.js';
 
 interface Run extends RunClaim {
@@ -52,17 +53,6 @@ const NUDGE_SLACK_SECONDS = 1.5;
 /** A fail-open claim has no validity to end its wait for the group's report; its supervisor spawns right after the claim. */
 const MAX_REPORT_WAIT_SECONDS = 30;
 
-type Signal = 'SIGTERM' | 'SIGKILL' | 'SIGUSR2' | 0;
-
-/** kill(2) on a process (pid > 0) or a process group (pid < 0): 'ok', 'gone' (ESRCH) or 'denied'. */
-function signal(pid: number, sig: Signal): 'ok' | 'gone' | 'denied' {
-  try {
-    process.kill(pid, sig);
-    return 'ok';
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH' ? 'gone' : 'denied';
-  }
-}
 
 /** `pid (comm) state ppid pgrp …` of /proc/PID/stat (Linux), or null where there is none (macOS, gone). */
 function procStat(pid: number | 'self'): { ppid: number; pgrp: number } | null {

@@ -36,7 +36,7 @@ import {
   SteppedDownAnswer,
 } from '../schemas/generated.js';
 import { ensureDir } from '@hq/runtime/files';
-import { HttpError, RouteMethods, answerRouterError, refusalBody } from '@hq/runtime/refusal';
+import { HttpError, INTERNAL_BODY, RouteMethods, answerRouterError, refusalOf } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
 import { peerTokenMatches } from '../tokens.js';
@@ -67,19 +67,11 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
   // Node's check of the request deadlines runs while a connection is open, not every 30 s of an idle agent.
   void sweepOnlyWhileConnected(app.server);
   app.setErrorHandler((err: FastifyError, _req, reply) => {
-    // Every route's refusal: its catalog entry's status, `{error, message}` or the body it carries.
-    if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err));
-    const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) return reply.code(500).send({ error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message });
-    const code =
-      status === 413 ? ERRORS.TOO_LARGE.code : status === 415 ? ERRORS.UNSUPPORTED_MEDIA.code : status === 404 ? ERRORS.NOT_FOUND.code : ERRORS.BAD_REQUEST.code;
-    return reply.code(status).send({ error: code, message: err.message.split('\n')[0] ?? 'bad request' });
+    // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
+    const refusal = refusalOf(err);
+    return refusal !== null ? reply.code(refusal.status).send(refusal.body) : reply.code(500).send(INTERNAL_BODY);
   });
-  app.setNotFoundHandler((req, reply) => {
-    const wrong = known.refusal(req.method, req.url.split('?')[0] ?? '');
-    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
-    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message });
-  });
+  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
   // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
   const versions = versionHooks(() => `hq-agent on ${host()}`);
   app.addHook('onRequest', versions.onRequest);

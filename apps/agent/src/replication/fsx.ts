@@ -1,13 +1,12 @@
 /**
- * File helpers of replication beside `@hq/runtime/files` (atomic writes, private directories):
- * new files 0600 and fsync'd, the `latest` link moved with one rename (atomic on POSIX), copies
- * hashed while they stream so what lands is what was checked.
+ * File helpers of replication beside `@hq/runtime/files` (atomic writes, private directories) and
+ * `@hq/runtime/generations` (publishing a tier): new files 0600 and fsync'd, copies hashed while
+ * they stream so what lands is what was checked.
  */
 import { constants } from 'node:fs';
-import { lstat, open, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { lstat, open, rm } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
-import { FILE_MODE, fsyncDir } from '@hq/runtime/files';
+import { FILE_MODE } from '@hq/runtime/files';
 
 export function rand(): string {
   return randomBytes(6).toString('hex');
@@ -66,30 +65,6 @@ export async function copyHashed(src: string, dest: string, mode = FILE_MODE, ob
     await inp.close();
   }
   return { sha256: hash.digest('hex'), bytes };
-}
-
-/** Points `link` at `target` (a name in the same folder) with one rename. */
-export async function swapLink(link: string, target: string): Promise<void> {
-  const tmp = join(dirname(link), `.${basename(link)}.${process.pid}.${rand()}.tmp`);
-  await symlink(target, tmp);
-  try {
-    await rename(tmp, link);
-  } catch (err) {
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fsyncDir(dirname(link));
-}
-
-/** The target of a `latest` link when it is a link to a plain name, else null. */
-export async function readLatest(link: string): Promise<string | null> {
-  try {
-    const st = await lstat(link);
-    if (!st.isSymbolicLink()) return null;
-    return await readlink(link);
-  } catch {
-    return null;
-  }
 }
 
 export async function removeTree(path: string): Promise<void> {

@@ -51,15 +51,19 @@ export type PushResult =
       readonly sentBytes: number;
     };
 
-interface Answer {
+export interface Answer {
   readonly status: number;
   readonly body: { [k: string]: unknown } | null;
 }
 
-class Unreachable extends Error {}
+export class Unreachable extends Error {}
 
-async function call(
-  opts: PushOptions,
+/**
+ * One request to a peer or the arbiter with the bearer token, answered within `timeoutSeconds`
+ * whole (`Unreachable` otherwise); the body of the answer as an object when it is one.
+ */
+export async function call(
+  opts: Pick<PushOptions, 'baseUrl' | 'token' | 'timeoutSeconds'>,
   method: 'POST' | 'PUT' | 'DELETE',
   path: string,
   body: string | Buffer | NodeJS.ReadableStream | undefined,

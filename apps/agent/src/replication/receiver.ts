@@ -30,13 +30,14 @@
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { link, lstat, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
-import { rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
+import { rand, removeTree, writeFileNew } from './fsx.js';
+import { latestGeneration, listGenerations, publishGeneration, pruneGenerations, tierListing } from '@hq/runtime/generations';
 import { decodeRecipe, runsOf } from './chunks.js';
 import { applyEntries, decodeRecipeDelta } from './delta.js';
 import { RecipeStore } from './recipes.js';
@@ -270,8 +271,8 @@ export class StandbyReceiver {
   /** The manifest of a tier's `latest`, or null. */
   private async latestManifest(tier: Tier): Promise<Manifest | null> {
     const tierRoot = join(this.opts.standbyDir, tier);
-    const name = await readLatest(join(tierRoot, 'latest'));
-    if (name === null || !GENERATION_RE.test(name)) return null;
+    const name = await latestGeneration(tierRoot);
+    if (name === null) return null;
     try {
       const m = parseManifest(await readFile(join(tierRoot, name, 'MANIFEST.json'), 'utf8'));
       return typeof m === 'string' ? null : m;
@@ -305,13 +306,7 @@ export class StandbyReceiver {
     const idx = new Map<string, { abs: string; bytes: number }>();
     for (const t of TIERS) {
       const tierRoot = join(this.opts.standbyDir, t);
-      let names: string[];
-      try {
-        names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort().reverse();
-      } catch {
-        continue;
-      }
-      for (const n of names) {
+      for (const n of (await listGenerations(tierRoot)).reverse()) {
         try {
           const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8'));
           if (typeof m === 'string') continue;
@@ -847,8 +842,7 @@ export class StandbyReceiver {
     const referenced = new Set<string>();
     for (const t of TIERS) {
       const tierRoot = join(this.opts.standbyDir, t);
-      const names = (await readdir(tierRoot).catch(() => [] as string[])).filter((n) => GENERATION_RE.test(n));
-      for (const n of names) {
+      for (const n of await listGenerations(tierRoot)) {
         const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8').catch(() => ''));
         // An unreadable generation keeps every list: a list is only a cache of its file.
         if (typeof m === 'string') return 0;
@@ -923,10 +917,8 @@ export class StandbyReceiver {
       if (highest !== null && m.leaseGeneration > highest) await writeAtomic(this.markFile, `${m.leaseGeneration}\n`);
       const tierRoot = join(this.opts.standbyDir, m.tier);
       await mkdirPrivate(tierRoot);
-      await rename(gen, join(tierRoot, m.generation));
-      await fsyncDir(tierRoot);
-      await swapLink(join(tierRoot, 'latest'), m.generation);
-      await this.prune(m.tier, m.generation);
+      await publishGeneration(tierRoot, m.generation, gen);
+      await pruneGenerations(tierRoot, this.opts.keep[m.tier], m.generation);
       await this.collect();
       this.pushes.delete(push.id);
       await removeTree(push.dir);
@@ -974,21 +966,9 @@ export class StandbyReceiver {
     return true;
   }
 
-  private async prune(tier: Tier, latest: string): Promise<void> {
-    const tierRoot = join(this.opts.standbyDir, tier);
-    const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
-    const keep = this.opts.keep[tier];
-    for (const n of names.slice(0, Math.max(0, names.length - keep))) if (n !== latest) await removeTree(join(tierRoot, n));
-  }
-
   async status(): Promise<StandbyStatus> {
     const tiers = [];
-    for (const t of TIERS) {
-      const tierRoot = join(this.opts.standbyDir, t);
-      const names = await readdir(tierRoot).catch(() => [] as string[]);
-      const latest = await readLatest(join(tierRoot, 'latest'));
-      tiers.push({ tier: t, latest, generations: names.filter((n) => GENERATION_RE.test(n)).sort() });
-    }
+    for (const t of TIERS) tiers.push({ tier: t, ...(await tierListing(join(this.opts.standbyDir, t))) });
     return { acceptedGeneration: await this.acceptedGeneration(), pushes: this.pushes.size, tiers };
   }
 }

@@ -18,14 +18,15 @@
  *     `<tier>/.chunks/<sha256>` for the push; lists no kept generation names are removed with
  *     the generations (a missing list only costs the push a re-read).
  */
-import { chmod, link, lstat, readdir, readFile, rename, stat } from 'node:fs/promises';
+import { chmod, link, lstat, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
 import { wallClockMs } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
-import { copyHashed, fsyncFile, rand, readLatest, removeTree, swapLink, writeFileNew } from './fsx.js';
-import { formatManifest, formatSums, generationId, GENERATION_RE, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
+import { copyHashed, fsyncFile, rand, removeTree, writeFileNew } from './fsx.js';
+import { latestGeneration, publishGeneration, pruneGenerations } from '@hq/runtime/generations';
+import { formatManifest, formatSums, generationId, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { Chunker, chunkFile, type FileChunks } from './chunks.js';
 import { RecipeStore } from './recipes.js';
@@ -163,8 +164,8 @@ interface Previous {
 }
 
 async function previous(tierRoot: string): Promise<Previous | null> {
-  const name = await readLatest(join(tierRoot, 'latest'));
-  if (name === null || !GENERATION_RE.test(name)) return null;
+  const name = await latestGeneration(tierRoot);
+  if (name === null) return null;
   const dir = join(tierRoot, name);
   try {
     const m = parseManifest(await readFile(join(dir, 'MANIFEST.json'), 'utf8'));
@@ -242,10 +243,9 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     await writeFileNew(join(building, 'MANIFEST.json'), formatManifest(manifest));
     await writeFileNew(join(building, 'SHA256SUMS'), formatSums(entries));
     for (const d of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(d);
-    await rename(building, final);
-    await fsyncDir(tierRoot);
-    await writeAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints));
-    await swapLink(join(tierRoot, 'latest'), generation);
+    await publishGeneration(tierRoot, generation, building, () =>
+      writeAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints)),
+    );
     await pruneOutbox(tierRoot, cfg.keepLocal, generation, recipes);
     const isSecret = (p: string) => cfg.secretPatterns.some((r) => r.test(p.toLowerCase()));
     return {
@@ -329,14 +329,10 @@ export function outboxRecipes(cfg: Pick<ReplicationConfig, 'outboxDir'>, tier: T
 
 /** Keeps the newest `keep` local generations (never `latest`) and the chunk lists they name. */
 async function pruneOutbox(tierRoot: string, keep: number, latest: string, recipes: RecipeStore): Promise<void> {
-  const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
-  const drop = names.slice(0, Math.max(0, names.length - keep)).filter((n) => n !== latest);
-  for (const n of drop) {
-    await removeTree(join(tierRoot, n));
-    await removeTree(join(tierRoot, `${n}.sources.json`));
-  }
+  const { removed, kept } = await pruneGenerations(tierRoot, keep, latest);
+  for (const n of removed) await removeTree(join(tierRoot, `${n}.sources.json`));
   const referenced = new Set<string>();
-  for (const n of names.filter((x) => !drop.includes(x))) {
+  for (const n of kept) {
     const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8').catch(() => ''));
     // A generation that cannot be read keeps every list (a list is only a cache).
     if (typeof m === 'string') return;
@@ -348,6 +344,6 @@ async function pruneOutbox(tierRoot: string, keep: number, latest: string, recip
 /** The newest local generation folder of a tier, or null. */
 export async function latestOutbox(cfg: ReplicationConfig, tier: Tier): Promise<string | null> {
   const root = join(cfg.outboxDir, tier);
-  const name = await readLatest(join(root, 'latest'));
-  return name !== null && GENERATION_RE.test(name) ? join(root, name) : null;
+  const name = await latestGeneration(root);
+  return name !== null ? join(root, name) : null;
 }

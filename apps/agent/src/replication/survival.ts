@@ -5,8 +5,8 @@
  */
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
-import { request } from 'undici';
-import { formatSums, type Manifest, type ManifestEntry, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol';
+import { formatSums, type Manifest, type ManifestEntry } from '@hq/protocol';
+import { call, Unreachable, type Answer } from './push.js';
 
 export type SurvivalResult =
   | { readonly ok: true; readonly files: number; readonly sentBytes: number }
@@ -20,55 +20,31 @@ export async function pushSurvival(opts: {
   readonly token: string;
   readonly timeoutSeconds: number;
 }): Promise<SurvivalResult> {
-  const base = `${opts.arbiterUrl.replace(/\/+$/, '')}/v1/survival/${opts.manifest.tier}/${opts.manifest.generation}`;
-  const ms = Math.max(1, Math.round(opts.timeoutSeconds * 1000));
-  const headers = { authorization: `Bearer ${opts.token}`, accept: 'application/json', [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
+  const path = `/v1/survival/${opts.manifest.tier}/${opts.manifest.generation}`;
+  const to = { baseUrl: opts.arbiterUrl, token: opts.token, timeoutSeconds: opts.timeoutSeconds };
   let sentBytes = 0;
-  const answer = async (res: Awaited<ReturnType<typeof request>>): Promise<SurvivalResult | null> => {
-    const text = await res.body.text();
-    if (res.statusCode === 200) return null;
-    let b: { error?: unknown; message?: unknown } | null;
-    try {
-      b = JSON.parse(text) as { error?: unknown; message?: unknown } | null;
-    } catch {
-      b = null;
-    }
-    return {
-      ok: false,
-      status: res.statusCode,
-      error: typeof b?.error === 'string' ? b.error : null,
-      message: typeof b?.message === 'string' ? b.message : `HTTP ${res.statusCode}`,
-    };
-  };
+  const refused = (a: Answer): SurvivalResult => ({
+    ok: false,
+    status: a.status,
+    error: typeof a.body?.['error'] === 'string' ? a.body['error'] : null,
+    message: typeof a.body?.['message'] === 'string' ? a.body['message'] : `HTTP ${a.status}`,
+  });
   try {
     const sent = new Set<string>();
     for (const e of opts.entries) {
       if (sent.has(e.sha256)) continue;
       sent.add(e.sha256);
-      const res = await request(`${base}/blobs/${e.sha256}`, {
-        method: 'PUT',
-        headers: { ...headers, 'content-type': 'application/octet-stream', 'content-length': String(e.bytes) },
-        body: e.bytes === 0 ? '' : createReadStream(join(opts.dir, e.path)),
-        headersTimeout: ms,
-        bodyTimeout: ms,
-      });
-      const bad = await answer(res);
-      if (bad !== null) return bad;
+      const body = e.bytes === 0 ? '' : createReadStream(join(opts.dir, e.path));
+      const a = await call(to, 'PUT', `${path}/blobs/${e.sha256}`, body, { 'content-type': 'application/octet-stream', 'content-length': String(e.bytes) });
+      if (a.status !== 200) return refused(a);
       sentBytes += e.bytes;
     }
     const manifest: Manifest = { ...opts.manifest, entries: [...opts.entries] };
-    const res = await request(base, {
-      method: 'PUT',
-      headers: { ...headers, 'content-type': 'application/json' },
-      body: JSON.stringify({ manifest, sums: formatSums(manifest.entries) }),
-      headersTimeout: ms,
-      bodyTimeout: ms,
-    });
-    const bad = await answer(res);
-    if (bad !== null) return bad;
+    const a = await call(to, 'PUT', path, JSON.stringify({ manifest, sums: formatSums(manifest.entries) }), { 'content-type': 'application/json' });
+    if (a.status !== 200) return refused(a);
     return { ok: true, files: opts.entries.length, sentBytes };
   } catch (err) {
-    const e = err as { code?: string; message?: string };
-    return { ok: false, status: null, error: null, message: e.code ?? e.message ?? 'error' };
+    // An exchange that failed or ran out of time: nothing was refused, nothing to read.
+    return { ok: false, status: null, error: null, message: err instanceof Unreachable ? err.message : ((err as { message?: string }).message ?? 'error') };
   }
 }

@@ -16,7 +16,7 @@
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { wallClockMs } from '@hq/runtime/clock';
-import { readLatest } from './fsx.js';
+import { readLatest } from '@hq/runtime/generations';
 import { GENERATION_RE, INDEX_FILES, parseSums, sumsDisagreement, type Manifest, type Tier } from '@hq/protocol';
 import { parseManifest } from '@hq/protocol/schemas';
 import { sha256File } from './manifest.js';

@@ -9,7 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from './auth-plugin.js';
 import { contextPlugin, type HqContext } from './context.js';
-import { HttpError, RouteMethods, answerRouterError, refusalBody } from '@hq/runtime/refusal';
+import { INTERNAL_BODY, RouteMethods, answerRouterError, oneLine, refusalOf } from '@hq/runtime/refusal';
 import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
@@ -49,18 +49,6 @@ export interface AppOptions {
   /** `GET /v1/lease` answered in front of Fastify (default true; false = the route only, for tests that compare). */
   readonly fastPath?: boolean;
 }
-
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 300);
-}
-
-const FASTIFY_CODES: ReadonlyMap<string, (typeof ERRORS)[keyof typeof ERRORS]> = new Map([
-  ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ERRORS.UNSUPPORTED_MEDIA],
-  ['FST_ERR_CTP_BODY_TOO_LARGE', ERRORS.TOO_LARGE],
-  ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', ERRORS.BAD_REQUEST],
-  ['FST_ERR_CTP_EMPTY_JSON_BODY', ERRORS.BAD_REQUEST],
-  ['FST_ERR_CTP_INVALID_JSON_BODY', ERRORS.BAD_REQUEST],
-]);
 
 /** How long a refused body is read before its 413 goes out anyway (a client that never stops). */
 const LINGER_MS = 2_000;
@@ -123,8 +111,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       reply.header('etag', `"${err.revision}"`);
       return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
     }
-    // Every route's refusal: its catalog entry's status, `{error, message}` or the body it carries.
-    if (err instanceof HttpError) return reply.code(err.statusCode).send(refusalBody(err, oneLine));
     // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
     if (err instanceof NotElectedError) return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
     // The record kept changing under every retry (other writers on the prefix): nothing decided.
@@ -136,27 +122,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
       return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: oneLine(`${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`) });
     }
-    if (err.validation !== undefined) {
-      const where = err.validationContext ?? 'request';
-      return reply.code(400).send({ error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) });
-    }
-    const mapped = err.code === undefined ? undefined : FASTIFY_CODES.get(err.code);
-    if (mapped !== undefined) return reply.code(mapped.status).send({ error: mapped.code, message: mapped.message });
-    const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
-    if (status >= 400 && status < 500) {
-      const entry = status === 404 ? ERRORS.NOT_FOUND : status === 413 ? ERRORS.TOO_LARGE : status === 415 ? ERRORS.UNSUPPORTED_MEDIA : ERRORS.BAD_REQUEST;
-      return reply.code(status === 404 || status === 413 || status === 415 ? status : 400).send({ error: entry.code, message: oneLine(err.message || entry.message) });
-    }
+    // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
+    const refusal = refusalOf(err);
+    if (refusal !== null) return reply.code(refusal.status).send(refusal.body);
     req.log.error({ err, route: req.routeOptions.url }, 'request failed');
-    return reply.code(500).send({ error: ERRORS.INTERNAL.code, message: ERRORS.INTERNAL.message });
+    return reply.code(500).send(INTERNAL_BODY);
   });
 
-  app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split('?')[0] ?? '';
-    const wrong = known.refusal(req.method, path);
-    if (wrong !== null) return reply.code(405).header('allow', wrong.allow).send(wrong.body);
-    return reply.code(404).send({ error: ERRORS.NOT_FOUND.code, message: `no route ${req.method} ${req.url.split('?')[0]}` });
-  });
+  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
 
   // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.
   let closing = false;

@@ -7,12 +7,13 @@
  * route serialises commits.
  */
 import { constants } from 'node:fs';
-import { link, lstat, open, readdir, readFile, readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
+import { link, lstat, open, readdir, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
-import { GENERATION_RE, TIERS, formatManifest, isHost, type Manifest, type SurvivalList } from '@hq/protocol';
-import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
+import { TIERS, formatManifest, isHost, type Manifest, type SurvivalList } from '@hq/protocol';
+import { mkdirPrivate, writeAtomic } from '@hq/runtime/files';
+import { publishGeneration, pruneGenerations, tierListing } from '@hq/runtime/generations';
 import type { BlobResult, CommitResult, SurvivalStore } from './store.js';
 
 async function hashFile(path: string): Promise<string> {
@@ -114,19 +115,13 @@ export class FileSurvivalStore implements SurvivalStore {
       await writeAtomic(join(building, 'MANIFEST.json'), formatManifest(m));
       await writeAtomic(join(building, 'SHA256SUMS'), sums);
       if (m.leaseGeneration > mark) await writeAtomic(markFile, `${m.leaseGeneration}\n`);
-      await rename(building, final);
-      await fsyncDir(tierRoot);
-      const tmpLink = join(tierRoot, `.latest-${randomBytes(4).toString('hex')}`);
-      await symlink(generation, tmpLink);
-      await rename(tmpLink, join(tierRoot, 'latest'));
-      await fsyncDir(tierRoot);
+      await publishGeneration(tierRoot, generation, building);
     } catch (err) {
       await rm(building, { recursive: true, force: true });
       throw err;
     }
     // Keep N; the blobs this generation used are now linked into it.
-    const names = (await readdir(tierRoot)).filter((n) => GENERATION_RE.test(n)).sort();
-    for (const n of names.slice(0, Math.max(0, names.length - keep))) if (n !== generation) await rm(join(tierRoot, n), { recursive: true, force: true });
+    await pruneGenerations(tierRoot, keep, generation);
     for (const e of m.entries) await unlink(join(blobs, e.sha256)).catch(() => undefined);
     return { ok: true, files: m.entries.length };
   }
@@ -135,12 +130,7 @@ export class FileSurvivalStore implements SurvivalStore {
     const machines = [];
     for (const machine of (await readdir(this.root).catch(() => [] as string[])).filter((n) => isHost(n)).sort()) {
       const tiers = [];
-      for (const tier of TIERS) {
-        const dir = join(this.root, machine, tier);
-        const generations = (await readdir(dir).catch(() => [] as string[])).filter((n) => GENERATION_RE.test(n)).sort();
-        const latest = await readlink(join(dir, 'latest')).catch(() => null);
-        tiers.push({ tier, latest, generations });
-      }
+      for (const tier of TIERS) tiers.push({ tier, ...(await tierListing(join(this.root, machine, tier))) });
       machines.push({ machine, tiers });
     }
     return { machines };
