@@ -46,7 +46,7 @@ const execFileAsync = promisify(execFile);
 
 const ms = (x: number): string => x.toFixed(1);
 
-/** One round of the lean client against one server: its answers, the server's and the client's CPU per answer, the host's load. */
+/** One round of the lean client against one server: answers, the server's and the client's CPU per answer, the load. */
 interface Round {
   readonly name: string;
   readonly answers: number;
@@ -146,7 +146,9 @@ http.createServer((req, res) => {
         const load0 = loadavg()[0]!;
         const { stdout: out } = await execFileAsync(
           process.execPath,
-          [LEAN_CLIENT, socket, '/v1/fence?role=cron', String(SECONDS), String(FENCE_CONNECTIONS), String(FENCE_DEPTH), '"run":true', '"reason":"holder"', '"role":"cron"'],
+          [LEAN_CLIENT, socket, '/v1/fence?role=cron', String(SECONDS), String(FENCE_CONNECTIONS), String(FENCE_DEPTH)]
+            // every answer must hold these (the holder's run for cron)
+            .concat(['"run":true', '"reason":"holder"', '"role":"cron"']),
           { env: CHILD_ENV, encoding: 'utf8' },
         );
         const r = JSON.parse(out) as { answers: number; rps: number; p50: number; p99: number; bad: number; clientCpuUs: number };

@@ -91,7 +91,11 @@ const FENCE_URL = /^[a-z0-9-]+$/;
 
 /** Does `d` differ from `last` in more than its validity (a line in the log)? */
 const changed = (d: FenceDecision, last: FenceDecision | undefined): boolean =>
-  last === undefined || d.run !== last.run || d.reason !== last.reason || d.generation !== last.generation || d.holder !== last.holder;
+  last === undefined ||
+  d.run !== last.run ||
+  d.reason !== last.reason ||
+  d.generation !== last.generation ||
+  d.holder !== last.holder;
 
 export class Fence {
   private readonly roles: ReadonlySet<string>;
@@ -234,7 +238,8 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
         return handler(req, res); // the route answers (its error handler: a 500 without detail)
       }
       // The route's header order: the version (its onRequest hook), then Fastify's two.
-      res.writeHead(200, [PROTOCOL_HEADER, version, 'content-type', FENCE_CONTENT_TYPE, 'content-length', String(Buffer.byteLength(body))]);
+      const length = String(Buffer.byteLength(body));
+      res.writeHead(200, [PROTOCOL_HEADER, version, 'content-type', FENCE_CONTENT_TYPE, 'content-length', length]);
       res.end(body);
       timer?.observe(monotonicSeconds() - t0);
       return undefined;
