@@ -7,6 +7,8 @@
 // the fence path runs without Node's ES module loader (about 2 MiB and 20–40 ms per process):
 // it loads the one-file bundle dist/cli/fence-main.cjs (scripts/bundle-fence.mjs) unless that
 // is missing or older than one of the modules it was built from — then the ES modules themselves.
+// An installed tree's bundle is never stale (`prepare` and `npm run package` write it after tsc);
+// a working tree rebuilt with `tsc -b` alone is, and its real-process tests run this shim.
 const [a, b] = process.argv.slice(2);
 if (a === 'fence' && (b === 'check' || b === 'run')) {
   const bundled = freshBundle();

@@ -11,9 +11,7 @@
  * compares them byte for byte). No I/O here: a supervisor asks often.
  *
  * The decision is made for every query (the state settles, a validity boundary may pass between
- * two queries); what is ready before the question is everything around it: per role the last
- * decision's body without its `validForSeconds` (`Answered`: rebuilt, and logged, only when
- * the decision changes in anything else), its counter, and the headers.
+ * two queries); the body is `JSON.stringify` of it.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyServerFactory } from 'fastify';
@@ -91,71 +89,26 @@ export const FENCE_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** A role as a fenced job spells it in the query (roles are `[a-z0-9-]`: nothing to percent-decode). */
 const FENCE_URL = /^[a-z0-9-]+$/;
 
-/** `validForSeconds` as JSON.stringify writes a number or null. */
-const jsonNumber = (v: number | null): string => (v !== null && Number.isFinite(v) ? String(v) : 'null');
-
-/** Stands in for `validForSeconds` while a body's text around it is made. */
-const MARK = JSON.stringify('\u0000hq-valid-for\u0000');
-
-/**
- * One role's answer made ready: the last decision's JSON cut around its `validForSeconds`, so a
- * query whose decision differs from the last one only in that number costs a concatenation.
- * `body(d)` is exactly `JSON.stringify(d)` (test/agent/fence-answer.test.ts).
- */
-export class Answered {
-  private run = false;
-  private reason = '';
-  private generation = -1;
-  private holder: string | null = null;
-  private role = '';
-  private head = '';
-  private tail = '';
-  /** The bytes of `head` + `tail` (the number between them is ASCII). */
-  private bytes = 0;
-  private ready = false;
-
-  /** Makes `d` the decision answered; true when it differs from the last one in more than its validity. */
-  update(d: FenceDecision): boolean {
-    if (this.ready && d.run === this.run && d.reason === this.reason && d.generation === this.generation && d.holder === this.holder && d.role === this.role) return false;
-    const text = JSON.stringify({ ...d, validForSeconds: MARK });
-    // The mark is after the role and the holder (lastIndexOf: neither can fool it) and before `run` and `reason`.
-    const at = text.lastIndexOf(JSON.stringify(MARK));
-    this.head = text.slice(0, at);
-    this.tail = text.slice(at + JSON.stringify(MARK).length);
-    this.bytes = Buffer.byteLength(this.head) + Buffer.byteLength(this.tail);
-    this.run = d.run;
-    this.reason = d.reason;
-    this.generation = d.generation;
-    this.holder = d.holder;
-    this.role = d.role;
-    this.ready = true;
-    return true;
-  }
-
-  /** The body of `d`, the decision last given to `update`. */
-  body(d: FenceDecision): string {
-    return this.head + jsonNumber(d.validForSeconds) + this.tail;
-  }
-
-  /** The body's length in bytes (`Buffer.byteLength(this.body(d))`). */
-  byteLength(d: FenceDecision): number {
-    return this.bytes + jsonNumber(d.validForSeconds).length;
-  }
-}
+/** Does `d` differ from `last` in more than its validity (a line in the log)? */
+const changed = (d: FenceDecision, last: FenceDecision | undefined): boolean =>
+  last === undefined ||
+  d.run !== last.run ||
+  d.reason !== last.reason ||
+  d.generation !== last.generation ||
+  d.holder !== last.holder;
 
 export class Fence {
   private readonly roles: ReadonlySet<string>;
   /** `/v1/fence?role=R` → R for every configured role a query can spell without escapes. */
   private readonly exact: ReadonlyMap<string, string>;
-  /** Each role's answer made ready; a line in the log when it changes, not on every query. */
-  private readonly answered = new Map<string, Answered>();
+  /** Each role's last decision: a line in the log when it changes, not on every query. */
+  private readonly last = new Map<string, FenceDecision>();
   /** The long polls waiting now. */
   private readonly waiters = new Set<Waiter>();
 
   constructor(private readonly o: FenceOptions) {
     this.roles = new Set(o.roles);
     this.exact = new Map(o.roles.filter((r) => FENCE_URL.test(r)).map((r) => [`/v1/fence?role=${r}`, r]));
-    for (const r of o.roles) this.answered.set(r, new Answered());
   }
 
   isRole(role: string): boolean {
@@ -169,24 +122,18 @@ export class Fence {
 
   /** The decision for a configured role (the caller checked it): logged on a change, counted. */
   decide(role: string): FenceDecision {
-    return this.answer(role).d;
-  }
-
-  /** The decision for a configured role (logged on a change, counted) and its role's answer, made ready for it. */
-  answer(role: string): { readonly d: FenceDecision; readonly a: Answered } {
     const q = queryFence(this.o.memory.state, role, this.o.clock.now(), this.o.settings);
     this.o.memory.keepSettled(q.state);
     const d = q.decision;
     this.o.observer?.fence?.(d);
-    let a = this.answered.get(role);
-    if (a === undefined) this.answered.set(role, (a = new Answered()));
-    if (a.update(d)) {
+    if (changed(d, this.last.get(role))) {
+      this.last.set(role, d);
       this.o.log.info(
         { category: 'hq.fence', event: d.run ? 'allowed' : 'skipped', host: this.o.settings.host, role, reason: d.reason, generation: d.generation, holder: d.holder },
         d.run ? 'allowed' : 'skipped',
       );
     }
-    return { d, a };
+    return d;
   }
 
   /** The answer for any role: its decision, or a 400 for a role that is not configured. */
@@ -199,8 +146,7 @@ export class Fence {
 
   /** The answer for a role known to be configured. */
   replyKnown(role: string): FenceReply {
-    const { d, a } = this.answer(role);
-    return { status: 200, body: a.body(d) };
+    return { status: 200, body: JSON.stringify(this.decide(role)) };
   }
 
   /**
@@ -285,16 +231,16 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
       const role = f.exactQuery(req.url ?? '');
       if (role === undefined) return handler(req, res);
       const t0 = monotonicSeconds();
-      let answer: { readonly d: FenceDecision; readonly a: Answered };
+      let body: string;
       try {
-        answer = f.answer(role);
+        body = f.replyKnown(role).body;
       } catch {
         return handler(req, res); // the route answers (its error handler: a 500 without detail)
       }
-      const { d, a } = answer;
       // The route's header order: the version (its onRequest hook), then Fastify's two.
-      res.writeHead(200, [PROTOCOL_HEADER, version, 'content-type', FENCE_CONTENT_TYPE, 'content-length', String(a.byteLength(d))]);
-      res.end(a.body(d));
+      const length = String(Buffer.byteLength(body));
+      res.writeHead(200, [PROTOCOL_HEADER, version, 'content-type', FENCE_CONTENT_TYPE, 'content-length', length]);
+      res.end(body);
       timer?.observe(monotonicSeconds() - t0);
       return undefined;
     });
