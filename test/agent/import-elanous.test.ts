@@ -49,7 +49,7 @@ t.test('local.json: {holder, generation, confirmedAt, ttlSeconds}', async (t) =>
     ['{"generation":1,"confirmedAt":true}', /^confirmedAt must be a time/],
     ['{"generation":1,"ttlSeconds":-5}', /^ttlSeconds must be a number ≥ 0/],
     ['"mbp"', /^is not a JSON object$/],
-    ['{"generation":1,}', /^is not valid JSON$/],
+    ['{"generation":1,}', /^is not valid JSON: .* at line 1, column 17$/],
   ];
   for (const [text, problem] of bad) t.match(parseOldLocal(text), { ok: false, problem }, `${text} is refused`);
 });

@@ -14,7 +14,7 @@ t.test('parseOldLease reads the old record and refuses what is not one, with one
   t.same(parseOldLease('{"holder":null,"generation":0}', 600), { ok: true, value: { holder: null, generation: 0, expiresAt: null, ttlSeconds: 600, released: false } }, 'a record that never granted');
   const bad: [string, RegExp][] = [
     ['{"holder":"mbp","generation":7', /^is not complete JSON \(truncated\?\)$/],
-    ['{"holder":"mbp" "generation":7}', /^is not valid JSON$/],
+    ['{"holder":"mbp" "generation":7}', /^is not valid JSON: .* at line 1, column 17$/],
     ['[7]', /^is not a JSON object$/],
     ['{"holder":"mbp","generation":-3}', /^generation must be an integer ≥ 0 \(got -3\)$/],
     ['{"holder":"mbp"}', /^generation must be an integer ≥ 0 \(got nothing\)$/],

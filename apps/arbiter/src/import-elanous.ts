@@ -10,6 +10,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { emptyLease, importOld, isGeneration, newBoot, type ArbiterState, type ImportAnswer, type OldLease } from '@hq/lease-core';
 import { hostProblem } from '@hq/protocol';
+import { parseJsonObject } from '@hq/runtime/config-file';
 import type { ArbiterConfig } from './config.js';
 import { settingsOf } from './arbiter-shell.js';
 import { DATABASE_FILE } from './store/database.js';
@@ -34,17 +35,9 @@ function timeOf(v: unknown, key: string): Parsed<number | null> {
  * streaks) are the old arbiter's and ignored. `defaultTtl` stands in for a missing `ttlSeconds`.
  */
 export function parseOldLease(text: string, defaultTtl: number): Parsed<OldLease> {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    // An error at the very end of the text: the file was cut short (a write that never finished).
-    const m = /end of (JSON )?input|Unterminated|position (\d+)/i.exec((err as Error).message);
-    const truncated = m !== null && (m[2] === undefined || Number(m[2]) >= text.trimEnd().length);
-    return { ok: false, problem: truncated ? 'is not complete JSON (truncated?)' : 'is not valid JSON' };
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, problem: 'is not a JSON object' };
-  const o = v as { [k: string]: unknown };
+  const j = parseJsonObject(text);
+  if (!j.ok) return j;
+  const o = j.value;
   const g = o['generation'];
   if (!isGeneration(g)) return { ok: false, problem: `generation must be an integer ≥ 0 (got ${JSON.stringify(g) ?? 'nothing'})` };
   const h = o['holder'] ?? null;

@@ -105,6 +105,24 @@ export function atLineColumn(text: string, message: string): string {
   return message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd() + ` at line ${line}, column ${column}`;
 }
 
+/**
+ * `text` as a JSON object, or one line saying what is wrong with it: cut short (an error at its very
+ * end: a write that never finished), not JSON (with the line and column), or not an object.
+ */
+export function parseJsonObject(text: string): { readonly ok: true; readonly value: { [k: string]: unknown } } | { readonly ok: false; readonly problem: string } {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    const m = /end of (JSON )?input|Unterminated|position (\d+)/i.exec(message);
+    const truncated = m !== null && (m[2] === undefined || Number(m[2]) >= text.trimEnd().length);
+    return { ok: false, problem: truncated ? 'is not complete JSON (truncated?)' : `is not valid JSON: ${atLineColumn(text, message)}` };
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, problem: 'is not a JSON object' };
+  return { ok: true, value: v as { [k: string]: unknown } };
+}
+
 /** Reads and parses `file`; never throws. */
 export function readConfigFile(file: string): ConfigFileRead {
   let text: string;

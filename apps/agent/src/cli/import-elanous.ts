@@ -13,7 +13,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { isGeneration, type Persisted } from '@hq/lease-core';
 import { DEFAULT_ROLES, hostProblem, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
-import { AGENT_CONFIG, expandHome } from '@hq/runtime/config-file';
+import { AGENT_CONFIG, expandHome, parseJsonObject } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { ensureDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { resolveConfig, validateConfigFile } from '../config.js';
@@ -41,20 +41,6 @@ export function parseOldSeen(text: string): Read<number> {
   return { ok: true, value: n };
 }
 
-function parseJson(text: string): Read<{ [k: string]: unknown }> {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    // An error at the very end of the text: the file was cut short (a write that never finished).
-    const m = /end of (JSON )?input|Unterminated|position (\d+)/i.exec((err as Error).message);
-    const truncated = m !== null && (m[2] === undefined || Number(m[2]) >= text.trimEnd().length);
-    return { ok: false, problem: truncated ? 'is not complete JSON (truncated?)' : 'is not valid JSON' };
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, problem: 'is not a JSON object' };
-  return { ok: true, value: v as { [k: string]: unknown } };
-}
-
 export interface OldLocal {
   readonly holder: string | null;
   readonly generation: number;
@@ -63,7 +49,7 @@ export interface OldLocal {
 
 /** The old local cache `{holder, generation, confirmedAt, ttlSeconds}` (other fields ignored). */
 export function parseOldLocal(text: string): Read<OldLocal> {
-  const j = parseJson(text);
+  const j = parseJsonObject(text);
   if (!j.ok) return j;
   const o = j.value;
   const holder = o['holder'] ?? null;
@@ -92,7 +78,7 @@ export interface OldConfig {
 
 /** The old `~/.elanous/config.json`: only its `hq` block is read; its types are checked here. */
 export function parseOldConfig(text: string): Read<OldConfig> {
-  const j = parseJson(text);
+  const j = parseJsonObject(text);
   if (!j.ok) return j;
   const block = j.value['hq'];
   if (block === undefined) return { ok: true, value: { hq: {}, unknown: [] } };
