@@ -32,7 +32,8 @@ t.test('the seen-generation marker: an integer ≥ 0', async (t) => {
   t.same(parseOldSeen('7'), { ok: true, value: 7 }, 'bare');
   t.same(parseOldSeen('7\n'), { ok: true, value: 7 }, 'with a newline');
   t.same(parseOldSeen('0\n'), { ok: true, value: 0 }, 'never seen');
-  t.match(parseOldSeen('-3\n'), { ok: false, problem: 'holds -3: a generation is an integer ≥ 0' }, 'negative');
+  t.match(parseOldSeen('281474976710657'), { ok: false, problem: 'holds 281474976710657: a generation is an integer from 0 to 281474976710656' }, 'above the ceiling no real history reaches');
+  t.match(parseOldSeen('-3\n'), { ok: false, problem: 'holds -3: a generation is an integer from 0 to 281474976710656' }, 'negative');
   t.match(parseOldSeen('7\r\n'), { ok: false, problem: /CR LF/ }, 'CR LF');
   t.match(parseOldSeen('seven'), { ok: false, problem: /not a generation/ }, 'not a number');
   t.match(parseOldSeen(''), { ok: false }, 'empty');
@@ -44,7 +45,7 @@ t.test('local.json: {holder, generation, confirmedAt, ttlSeconds}', async (t) =>
   t.same(parseOldLocal('{"generation":0}'), { ok: true, value: { holder: null, generation: 0, ttlSeconds: null } }, 'a fresh one');
   const bad: [string, RegExp][] = [
     ['{"holder":"mbp","generation":7', /^is not complete JSON \(truncated\?\)$/],
-    ['{"holder":"mbp","generation":-1}', /^generation must be an integer ≥ 0 \(got -1\)$/],
+    ['{"holder":"mbp","generation":-1}', /^generation must be an integer from 0 to 281474976710656 \(got -1\)$/],
     ['{"holder":"Mbp","generation":1}', /^holder "Mbp" /],
     ['{"generation":1,"confirmedAt":true}', /^confirmedAt must be a time/],
     ['{"generation":1,"ttlSeconds":-5}', /^ttlSeconds must be a number ≥ 0/],
@@ -169,8 +170,8 @@ t.test('bad old files: one clear line each, exit 1, nothing written', async (t) 
     ['truncated local.json', (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"holder":"mbp","generation":7,"confi'), /local\.json is not complete JSON \(truncated\?\); nothing changed/],
     ['truncated config.json', (d) => writeFileSync(join(d, '.elanous', 'config.json'), '{"hq":{"arbiter":"cloud-vm",'), /config\.json is not complete JSON \(truncated\?\); nothing changed/],
     ['a host file with CR LF', (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'mbp\r\n'), /host has a CR LF \(Windows\) line end: .*; nothing changed/],
-    ['a negative generation', (d) => writeFileSync(join(d, '.elanous-hq', 'seen-generation'), '-3\n'), /seen-generation holds -3: a generation is an integer ≥ 0; nothing changed/],
-    ['a negative generation in local.json', (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"generation":-1}'), /local\.json generation must be an integer ≥ 0 \(got -1\); nothing changed/],
+    ['a negative generation', (d) => writeFileSync(join(d, '.elanous-hq', 'seen-generation'), '-3\n'), /seen-generation holds -3: a generation is an integer from 0 to 281474976710656; nothing changed/],
+    ['a negative generation in local.json', (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"generation":-1}'), /local\.json generation must be an integer from 0 to 281474976710656 \(got -1\); nothing changed/],
     ['hostName against the host file', (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'node-b'), /the host file names node-b but hq\.hostName in config\.json names mbp/],
     ['an hq block hq refuses', (d) => writeOldLayout(d, { host: 'mbp', hq: { failOpenRoles: ['ledger-cli'] } }), /the old hq block does not make a valid agent config: .*ledger-cli.*; nothing changed/],
   ];

@@ -16,9 +16,10 @@ t.test('parseOldLease reads the old record and refuses what is not one, with one
     ['{"holder":"mbp","generation":7', /^is not complete JSON \(truncated\?\)$/],
     ['{"holder":"mbp" "generation":7}', /^is not valid JSON: .* at line 1, column 17$/],
     ['[7]', /^is not a JSON object$/],
-    ['{"holder":"mbp","generation":-3}', /^generation must be an integer ≥ 0 \(got -3\)$/],
-    ['{"holder":"mbp"}', /^generation must be an integer ≥ 0 \(got nothing\)$/],
-    ['{"holder":"mbp","generation":"7"}', /^generation must be an integer ≥ 0 \(got "7"\)$/],
+    ['{"holder":"mbp","generation":-3}', /^generation must be an integer from 0 to 281474976710656 \(got -3\)$/],
+    ['{"holder":"mbp"}', /^generation must be an integer from 0 to 281474976710656 \(got nothing\)$/],
+    ['{"holder":"mbp","generation":281474976710657}', /^generation must be an integer from 0 to 281474976710656 \(got 281474976710657\)$/],
+    ['{"holder":"mbp","generation":"7"}', /^generation must be an integer from 0 to 281474976710656 \(got "7"\)$/],
     ['{"holder":"MBP\\r","generation":7}', /^holder "MBP\\r" /],
     ['{"holder":"mbp","generation":7,"ttlSeconds":0}', /^ttlSeconds must be a positive number/],
     ['{"holder":"mbp","generation":7,"released":"yes"}', /^released must be true or false/],
@@ -91,7 +92,7 @@ t.test('import elanous refuses bad files and usage with one line, writing nothin
   };
   const cases: [string[], number, RegExp][] = [
     [['--lease', write('trunc.json', '{"holder":"mbp","generation":7')], 1, /^hq-arbiter: import elanous: .*trunc\.json: is not complete JSON \(truncated\?\); nothing changed\n$/],
-    [['--lease', write('neg.json', '{"holder":"mbp","generation":-1}')], 1, /^hq-arbiter: import elanous: .*neg\.json: generation must be an integer ≥ 0 \(got -1\); nothing changed\n$/],
+    [['--lease', write('neg.json', '{"holder":"mbp","generation":-1}')], 1, /^hq-arbiter: import elanous: .*neg\.json: generation must be an integer from 0 to 281474976710656 \(got -1\); nothing changed\n$/],
     [['--lease', join(dir, 'absent.json')], 1, /^hq-arbiter: import elanous: cannot read .*absent\.json \(ENOENT\); nothing changed\n$/],
     [['--lease', write('stranger.json', JSON.stringify({ holder: 'laptop', generation: 3, expiresAt: 1_800_000_100 }))], 1, /^hq-arbiter: import elanous: the old holder laptop is not one of the candidates: .*; nothing changed\n$/],
     [[], 2, /^hq-arbiter: import elanous needs --lease FILE/],

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { emptyLease, importOld, isGeneration, newBoot, type ArbiterState, type ImportAnswer, type OldLease } from '@hq/lease-core';
-import { hostProblem } from '@hq/protocol';
+import { GENERATION_CEILING, hostProblem } from '@hq/protocol';
 import { parseJsonObject } from '@hq/runtime/config-file';
 import type { ArbiterConfig } from './config.js';
 import { settingsOf } from './arbiter-shell.js';
@@ -39,7 +39,7 @@ export function parseOldLease(text: string, defaultTtl: number): Parsed<OldLease
   if (!j.ok) return j;
   const o = j.value;
   const g = o['generation'];
-  if (!isGeneration(g)) return { ok: false, problem: `generation must be an integer ≥ 0 (got ${JSON.stringify(g) ?? 'nothing'})` };
+  if (!isGeneration(g) || g > GENERATION_CEILING) return { ok: false, problem: `generation must be an integer from 0 to ${GENERATION_CEILING} (got ${JSON.stringify(g) ?? 'nothing'})` };
   const h = o['holder'] ?? null;
   if (h !== null) {
     const problem = hostProblem(h);

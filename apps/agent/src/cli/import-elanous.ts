@@ -12,7 +12,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { isGeneration, type Persisted } from '@hq/lease-core';
-import { DEFAULT_ROLES, hostProblem, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
+import { DEFAULT_ROLES, GENERATION_CEILING, hostProblem, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
 import { AGENT_CONFIG, expandHome, parseJsonObject } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { ensureDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
@@ -37,7 +37,7 @@ export function parseOldSeen(text: string): Read<number> {
   if (text.includes('\r')) return { ok: false, problem: 'has a CR LF (Windows) line end: write the number with a plain newline or none' };
   if (!/^-?\d{1,16}$/.test(body)) return { ok: false, problem: `holds ${JSON.stringify(body)}, not a generation (an integer ≥ 0)` };
   const n = Number(body);
-  if (!isGeneration(n)) return { ok: false, problem: `holds ${body}: a generation is an integer ≥ 0` };
+  if (!isGeneration(n) || n > GENERATION_CEILING) return { ok: false, problem: `holds ${body}: a generation is an integer from 0 to ${GENERATION_CEILING}` };
   return { ok: true, value: n };
 }
 
@@ -55,7 +55,7 @@ export function parseOldLocal(text: string): Read<OldLocal> {
   const holder = o['holder'] ?? null;
   if (holder !== null && hostProblem(holder) !== null) return { ok: false, problem: `holder ${JSON.stringify(holder)} ${hostProblem(holder)}` };
   const g = o['generation'];
-  if (!isGeneration(g)) return { ok: false, problem: `generation must be an integer ≥ 0 (got ${JSON.stringify(g) ?? 'nothing'})` };
+  if (!isGeneration(g) || g > GENERATION_CEILING) return { ok: false, problem: `generation must be an integer from 0 to ${GENERATION_CEILING} (got ${JSON.stringify(g) ?? 'nothing'})` };
   const c = o['confirmedAt'] ?? null;
   if (c !== null && !(typeof c === 'number' && Number.isFinite(c)) && typeof c !== 'string') return { ok: false, problem: `confirmedAt must be a time or null (got ${JSON.stringify(c)})` };
   const ttl = o['ttlSeconds'] ?? null;
