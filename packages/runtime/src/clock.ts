@@ -89,3 +89,17 @@ export const realTimers: Timers = {
   set: (fn, ms) => setTimeout(fn, ms),
   clear: (h) => clearTimeout(h as NodeJS.Timeout),
 };
+
+/** Resolves after `ms` on `timers`, or at once when `signal` aborts (its timer cleared: nothing holds the process). */
+export function pause(timers: Timers, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((done) => {
+    if (signal?.aborted === true) return done();
+    const finish = (): void => {
+      timers.clear(h);
+      signal?.removeEventListener('abort', finish);
+      done();
+    };
+    const h = timers.set(finish, ms);
+    signal?.addEventListener('abort', finish, { once: true });
+  });
+}
