@@ -22,7 +22,7 @@ import { GenerationRefused, type Arbiter } from './arbiter-shell.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
-import type { Clock } from '@hq/runtime/clock';
+import type { MsClock } from '@hq/runtime/clock';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -108,7 +108,7 @@ export interface CheckerDeps {
    * lock row is compared across processes (a daemon and `hq-arbiter check`), each with its own
    * arbiter clock, so it is stamped in wall time.
    */
-  readonly wallClockMs: Clock;
+  readonly wallClockMs: MsClock;
 }
 
 export class Checker {

@@ -16,7 +16,7 @@
  * Time and timers are parameters: tests drive them.
  */
 import { AGENT_UNREACHABLE, fenceWaitPath, isFenceDecision, type FenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
-import { pause, realTimers, sleepSafeClockMs, type Clock, type Timers } from '@hq/runtime/clock';
+import { pause, realTimers, sleepSafeClockMs, type MsClock, type Timers } from '@hq/runtime/clock';
 import { callAgent, lightPaths } from '../cli/local.js';
 
 export type { FenceDecision, FenceUnanswered };
@@ -32,7 +32,7 @@ export interface ClientOptions {
   /** Seconds a plain query may take. Default 2. */
   readonly requestTimeoutSeconds?: number;
   /** Epoch milliseconds that never run slow (default: the sleep-safe clock). */
-  readonly clock?: Clock;
+  readonly clock?: MsClock;
   readonly timers?: Timers;
   /** Replaces the socket (tests). */
   readonly transport?: Transport;
@@ -160,7 +160,7 @@ export async function* tenures(role: string, o: TenureOptions = {}): AsyncGenera
 
 interface Hold {
   readonly transport: Transport;
-  readonly clock: Clock;
+  readonly clock: MsClock;
   readonly timers: Timers;
   readonly timeout: number;
   readonly stopBefore: number;
