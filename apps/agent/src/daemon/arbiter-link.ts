@@ -9,7 +9,7 @@
  * A failed exchange (no answer, not 200, a body that does not read) takes one path for both.
  * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
  */
-import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
+import { scheduleCron, scheduleDeps, type Schedule } from '@hq/runtime/schedule';
 import { VERSION } from '@hq/lease-core/version';
 import {
   arbiterDown,
@@ -146,7 +146,7 @@ export class ArbiterLink {
 
   /** Heartbeats on the cron from now on, the first one at once. */
   start(): void {
-    this.task = scheduleCron(this.o.config.heartbeatCron, 'hq-heartbeat', () => this.tick());
+    this.task = scheduleCron(this.o.config.heartbeatCron, 'hq-heartbeat', () => this.tick(), scheduleDeps(this.timers));
     this.tick();
   }
 
