@@ -8,6 +8,7 @@
 import t from 'tap';
 import type { FenceDecision } from '../../packages/protocol/src/fence.js';
 import { superviseFence, type FenceQueryResult, type SupervisorOptions } from '../../apps/agent/src/fence-run.js';
+import { FakeTime } from '../registry/fake-time.js';
 
 const RUN: FenceDecision = { run: true, reason: 'holder', generation: 2, holder: 'mbp', role: 'cron', validForSeconds: 60 };
 const LOST: FenceDecision = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', role: 'cron', validForSeconds: null };
@@ -50,14 +51,18 @@ t.test('a watch that fails asks for no re-check', async (t) => {
   let checks = 0;
   let watches = 0;
   const stop = new AbortController();
+  const time = new FakeTime();
   const out = superviseFence(
     options({
       check: async (): Promise<FenceQueryResult> => (checks++, { kind: 'answer', fence: RUN }),
       watch: async () => (watches++, false),
       stop: stop.signal,
+      timers: time,
     }),
   );
-  await new Promise((r) => setTimeout(r, 1_000));
+  // CMD's spawn is real: its re-check is scheduled once it runs.
+  while (time.pending().length === 0) await new Promise((r) => setImmediate(r));
+  await time.advance(1_000);
   t.equal(checks, 1, 'only the first check in a second');
   t.equal(watches, 1, 'one watch, not retried until a re-check succeeds');
   stop.abort();

@@ -10,16 +10,40 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FenceDecision } from '@hq/protocol';
 import { Runs } from '../../apps/agent/src/daemon/runs.js';
-import { stampClock } from '../../packages/runtime/src/clock.js';
+import { readStamp, type StampClock } from '../../packages/runtime/src/clock.js';
 import type { Log } from '../../apps/agent/src/daemon/observe.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 const yes = (generation: number, validForSeconds: number | null = 5): FenceDecision => ({ run: true, reason: 'holder', generation, holder: 'mbp', role: 'cron', validForSeconds });
 const no: FenceDecision = { run: false, reason: 'not-holder', generation: 2, holder: 'node-b', role: 'cron', validForSeconds: null };
 
-function runs(decision: () => FenceDecision): Runs {
-  return new Runs({ fence: () => decision(), clock: stampClock, log: silent });
+/**
+ * The real clock, moved forward when the test says: the wait for a nudged supervisor (which this
+ * test process is, and ignores) is skipped, while the groups still end in real time.
+ */
+interface JumpClock extends StampClock {
+  jump(seconds: number): void;
 }
+
+function jumpClock(): JumpClock {
+  let offset = 0;
+  return {
+    now: () => {
+      const s = readStamp();
+      return { wall: s.wall + offset, mono: s.mono + offset };
+    },
+    jump: (seconds) => {
+      offset += seconds;
+    },
+  };
+}
+
+function runs(decision: () => FenceDecision, clock: StampClock = jumpClock()): Runs {
+  return new Runs({ fence: () => decision(), clock, log: silent });
+}
+
+/** How long `end` waits before it signals a group whose supervisor it nudged: the grace and the slack. */
+const nudgeWait = (graceSeconds: number): number => graceSeconds + 1.5;
 
 /** A process group led by `sh`, optionally ignoring SIGTERM; resolves once it runs. */
 function group(t: { teardown(fn: () => void): void }, ignoreTerm = false): ChildProcess {
@@ -66,7 +90,8 @@ t.test('a claim is accepted only while the fence says run for that very generati
 
 t.test('end TERMs every group of the generation and below, waits until gone, leaves the newer ones', async (t) => {
   let d = yes(3);
-  const r = runs(() => d);
+  const clock = jumpClock();
+  const r = runs(() => d, clock);
   const groups = [group(t), group(t), group(t)];
   for (const [i, g] of groups.entries()) {
     if (i === 2) d = yes(4); // a run of a later tenure
@@ -74,7 +99,9 @@ t.test('end TERMs every group of the generation and below, waits until gone, lea
     if (a.ok) r.started(a.id, g.pid as number);
   }
   const [one, two, later] = groups.map((g) => g.pid as number) as [number, number, number];
-  const ended = await r.end(3);
+  const ending = r.end(3);
+  clock.jump(nudgeWait(1));
+  const ended = await ending;
   t.same(ended, { gone: true, ended: 2, problem: null }, 'both groups of generation 3 are gone');
   t.ok(groupGone(one) && groupGone(two), 'the processes are really gone');
   t.notOk(groupGone(later), 'the run of generation 4 lives on');
@@ -83,15 +110,19 @@ t.test('end TERMs every group of the generation and below, waits until gone, lea
 });
 
 t.test('a child that ignores SIGTERM gets SIGKILL after its grace', async (t) => {
-  const r = runs(() => yes(3));
+  const clock = jumpClock();
+  const r = runs(() => yes(3), clock);
   const stubborn = group(t, true);
   await new Promise((done) => setTimeout(done, 100)); // the trap is set
   const a = r.claim(claim(3, 0.5));
   if (a.ok) r.started(a.id, stubborn.pid as number);
-  const started = Date.now();
-  const ended = await r.end(3);
+  const ending = r.end(3);
+  clock.jump(nudgeWait(0.5));
+  const started = clock.now().mono;
+  const ended = await ending;
+  const ms = Math.round((clock.now().mono - started) * 1000);
   t.equal(ended.gone, true, 'gone');
-  t.ok(Date.now() - started >= 450, `not before the grace (${Date.now() - started} ms)`);
+  t.ok(ms >= 450, `not before the grace (${ms} ms)`);
   t.ok(groupGone(stubborn.pid as number), 'the group is gone');
 });
 
@@ -123,11 +154,14 @@ t.test('a fail-open claim has no deadline, and a claim past its validity is not 
   r.claim(claim(3));
   const ended = await r.end(3);
   t.equal(ended.gone, false, 'its validity is over and it never reported: not gone');
-  const open = runs(() => yes(3, null));
+  const clock = jumpClock();
+  const open = runs(() => yes(3, null), clock);
   const a = open.claim(claim(3));
   const child = group(t);
   if (a.ok) open.started(a.id, child.pid as number);
-  t.same((await open.end(3)).gone, true, 'a fail-open run is ended like any other');
+  const ending = open.end(3);
+  clock.jump(nudgeWait(1));
+  t.same((await ending).gone, true, 'a fail-open run is ended like any other');
 });
 
 /**

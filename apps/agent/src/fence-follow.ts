@@ -17,7 +17,7 @@
  * Timers come from `timers`, times from `clock` (seconds): tests drive both.
  */
 import type { FenceDecision, FenceSeen } from '@hq/protocol/fence';
-import type { Clock, Timers } from '@hq/runtime/clock';
+import type { SecondsClock, Timers } from '@hq/runtime/clock';
 import type { FenceQueryResult, SupervisorOutcome } from './fence-run.js';
 
 export const RESTART_POLICIES = Object.freeze(['on-failure', 'always', 'never'] as const);
@@ -50,7 +50,7 @@ export interface FollowOptions {
   readonly supervise: (stop: AbortSignal) => Promise<SupervisorOutcome>;
   readonly log: (event: string, data: { [k: string]: unknown }) => void;
   /** Seconds, never going back (the back-off's healthy run is measured on it). */
-  readonly clock: Clock;
+  readonly clock: SecondsClock;
   readonly timers: Timers;
   /** Aborted: stop CMD and end. */
   readonly stop: AbortSignal;

@@ -21,7 +21,7 @@
  *     outcome says why CMD is not running any more, so the follower knows what comes next.
  */
 import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
-import { elapsed, stampClock, type Stamp } from '@hq/runtime/clock';
+import { elapsed, realTimers, stampClock, type Stamp, type Timers } from '@hq/runtime/clock';
 import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
 
 export type FenceQueryResult =
@@ -61,6 +61,8 @@ export interface SupervisorOptions {
   readonly log: (event: string, data: { [k: string]: unknown }) => void;
   readonly env?: NodeJS.ProcessEnv;
   readonly now?: () => Stamp;
+  /** The re-check schedule and the kill grace. Default real timers. */
+  readonly timers?: Timers;
   /** Forward these signals received by this process (tests pass false to drive it). */
   readonly forwardSignals?: boolean;
   /**
@@ -99,6 +101,7 @@ export type SupervisorOutcome =
 
 export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
   const now = opts.now ?? stampClock.now;
+  const timers = opts.timers ?? realTimers;
   const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
   const skip = (fence?: FenceDecision, code = opts.skipExit): SupervisorOutcome => ({ kind: 'exit', code, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
   return (async () => {
@@ -138,10 +141,11 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       HQ_HOLDER: holder ?? '',
       HQ_ROLE: opts.role,
     };
-    let checkTimer: NodeJS.Timeout | null = null;
+    let checkTimer: unknown = null;
     const g = superviseGroup({
       argv: opts.argv,
       env,
+      timers,
       ...(opts.forwardSignals === undefined ? {} : { forwardSignals: opts.forwardSignals }),
       onForward: (signal) => opts.log('signal-forwarded', { role: opts.role, signal }),
       onSpawn: (pid) => {
@@ -154,7 +158,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
     let end: SupervisorEnd = 'exited';
     const halt = (event: 'lost' | 'stopping', data: { [k: string]: unknown }): void => {
       if (g.stopping || g.finished) return;
-      if (checkTimer !== null) clearTimeout(checkTimer);
+      if (checkTimer !== null) timers.clear(checkTimer);
       end = event === 'lost' ? 'lost' : 'stopped';
       const remaining = left(validity);
       const killIn = Math.max(0, Math.min(opts.graceSeconds, remaining - KILL_LEAD));
@@ -182,7 +186,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       const remaining = left(validity);
       const byDeadline = remaining - opts.graceSeconds - LEAD;
       const wait = Math.max(MIN_GAP, Math.min(opts.recheckSeconds, byDeadline));
-      checkTimer = setTimeout(() => void recheck(), Number.isFinite(wait) ? wait * 1000 : opts.recheckSeconds * 1000);
+      checkTimer = timers.set(() => void recheck(), Number.isFinite(wait) ? wait * 1000 : opts.recheckSeconds * 1000);
     };
     // The agent stepping down asks for a re-check now (daemon/runs.ts): the loss is then this supervisor's own.
     let checking = false;
@@ -193,7 +197,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
         nudged = true; // the answer in flight may predate the step-down: ask again after it
         return;
       }
-      if (checkTimer !== null) clearTimeout(checkTimer);
+      if (checkTimer !== null) timers.clear(checkTimer);
       void recheck();
     };
     if (opts.forwardSignals !== false) process.on('SIGUSR2', nudge);
@@ -229,7 +233,7 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       schedule();
     };
     const ended = await g.ended;
-    if (checkTimer !== null) clearTimeout(checkTimer);
+    if (checkTimer !== null) timers.clear(checkTimer);
     opts.stop?.removeEventListener('abort', onStop);
     // The child is gone: the agent may forget the run (best effort; it checks the group itself).
     // Only then the nudge goes: SIGUSR2 with no listener would kill this supervisor (exit 140

@@ -8,7 +8,7 @@ import { upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol'
 import { atRestart, boundRefusal, GENERATION_LIMITS, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
-import type { Clock } from '@hq/runtime/clock';
+import type { SecondsClock } from '@hq/runtime/clock';
 import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
 import { ERRORS } from '@hq/protocol';
@@ -96,7 +96,7 @@ export interface ArbiterDeps {
   readonly config: ArbiterConfig;
   /** The record CAS for decisions, the event log for shell-side events (`note`), the tokens a commit confirms. */
   readonly store: LeaseRecords & EventLog & Pick<TokenStore, 'findToken' | 'knownToken'>;
-  readonly clock: Clock;
+  readonly clock: SecondsClock;
   readonly sink: EventSink;
   readonly metrics: Metrics;
   /** Store etcd: true only while this arbiter is the elected one and its takeover is done (leadership.ts L1). */

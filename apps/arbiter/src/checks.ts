@@ -13,7 +13,7 @@
 import { isSilent } from './timing.js';
 import { randomBytes } from 'node:crypto';
 import { healthOk, magicDnsSuffix, tailnetHealthUrl, tailscalePing } from '@hq/runtime/probe';
-import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
+import { scheduleCron, scheduleDeps, type Schedule } from '@hq/runtime/schedule';
 import type { Logger } from 'pino';
 import type { ArbiterState, Probe } from '@hq/lease-core';
 import type { CheckAnswer } from '@hq/protocol';
@@ -22,7 +22,7 @@ import { GenerationRefused, type Arbiter } from './arbiter-shell.js';
 import type { ArbiterConfig } from './config.js';
 import type { Metrics } from './metrics.js';
 import type { CheckLock, EventInput, LeaseRecords } from './store/store.js';
-import type { Clock } from '@hq/runtime/clock';
+import { pause, realTimers, type MsClock, type Timers } from '@hq/runtime/clock';
 
 export interface Prober {
   probe(host: string): Promise<Probe>;
@@ -108,7 +108,9 @@ export interface CheckerDeps {
    * lock row is compared across processes (a daemon and `hq-arbiter check`), each with its own
    * arbiter clock, so it is stamped in wall time.
    */
-  readonly wallClockMs: Clock;
+  readonly wallClockMs: MsClock;
+  /** The wait for another check's lock and the check schedule (default real timers). */
+  readonly timers?: Timers;
 }
 
 export class Checker {
@@ -158,7 +160,7 @@ export class Checker {
         this.deps.metrics.checks.inc({ result: 'skipped' });
         return { ran: false, reason: 'busy', state: await this.deps.store.read() };
       }
-      await new Promise((r) => setTimeout(r, 100));
+      await pause(this.deps.timers ?? realTimers, 100);
     }
     try {
       return await this.once();
@@ -237,7 +239,7 @@ export class Checker {
         if (err instanceof GenerationRefused) this.deps.log.warn({ message: err.message }, 'check refused by the generation ceiling');
         else this.deps.log.error({ err }, 'check failed');
       }
-    });
+    }, scheduleDeps(this.deps.timers));
   }
 
   /** Stops the schedule and waits for a running check to end. */

@@ -9,7 +9,7 @@ import { ARBITER_CONFIG, defaultConfigPaths } from '@hq/runtime/config-file';
 import { HOST_PATTERN, isHost } from '@hq/protocol';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { VERSION } from '@hq/lease-core/version';
-import { wallClockMs, type Clock } from '@hq/runtime/clock';
+import { wallClockMs, type MsClock } from '@hq/runtime/clock';
 import { deferOptimizingCompiler, letYoungGenerationGrow } from '@hq/runtime/v8-footprint';
 import { ConfigError, configPath, loadConfigLazily, type ArbiterConfig } from './config.js';
 import { LockError } from './serve-lock.js';
@@ -271,7 +271,7 @@ async function stderrLog() {
   return pino({ name: 'hq-arbiter', base: { pid: process.pid } }, pino.destination(2));
 }
 
-async function dispatch(argv: readonly string[], io: Io, clock: Clock): Promise<number> {
+async function dispatch(argv: readonly string[], io: Io, clock: MsClock): Promise<number> {
   const p = parseArgs(argv);
   if (p.flags.has('version')) {
     io.out(`${VERSION}\n`);
@@ -559,7 +559,7 @@ export interface Io {
  * `clock` (epoch ms, the wall: token and migration times are read by other processes) stamps
  * what a command writes.
  */
-export async function main(argv: readonly string[], io: Io, clock: Clock = wallClockMs): Promise<number> {
+export async function main(argv: readonly string[], io: Io, clock: MsClock = wallClockMs): Promise<number> {
   try {
     return await dispatch(argv, io, clock);
   } catch (err) {

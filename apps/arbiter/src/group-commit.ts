@@ -20,6 +20,7 @@
  * first (a caller alone never waits: N = 1). A group that answered at once (SQLite) never waits.
  * The wait only delays; which items share a group never changes what each is decided on.
  */
+import { realTimers, type Timers } from '@hq/runtime/clock';
 import { isPromise, type Awaitable } from './awaitable.js';
 
 export type Outcome<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
@@ -46,12 +47,13 @@ export class GroupCommitQueue<I, O> {
   private running = false;
   /** After a group that answered with a promise: the items queued then plus its size, which the next group waits for; 0 otherwise. */
   private expect = 0;
-  private linger: NodeJS.Timeout | null = null;
+  private linger: unknown = null;
 
   constructor(
     private readonly runAll: (items: readonly I[]) => Awaitable<readonly Outcome<O>[]>,
     private readonly maxGroup = MAX_GROUP,
     private readonly lingerMs = LINGER_MS,
+    private readonly timers: Timers = realTimers,
   ) {}
 
   /** Resolves with the item's value once the transaction that holds it has committed. */
@@ -66,14 +68,14 @@ export class GroupCommitQueue<I, O> {
     if (this.running || this.scheduled) return;
     if (this.lingerMs > 0 && this.queue.length < Math.min(this.expect, this.maxGroup)) {
       // The last group's callers are not all back yet: wait for them, at most lingerMs.
-      this.linger ??= setTimeout(() => {
+      this.linger ??= this.timers.set(() => {
         this.linger = null;
         this.flush();
       }, this.lingerMs);
       return;
     }
     if (this.linger !== null) {
-      clearTimeout(this.linger);
+      this.timers.clear(this.linger);
       this.linger = null;
     }
     this.scheduled = true;

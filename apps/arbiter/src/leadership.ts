@@ -22,7 +22,6 @@
  * (store/etcd/compactor.ts), and every arbiter reads etcd's space against its quota with the
  * members' health (store/etcd/space.ts), logging each change of its level once.
  */
-import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { EtcdClient, MemberStatus } from './store/etcd/client.js';
@@ -31,7 +30,7 @@ import { isEtcdError } from './store/etcd/errors.js';
 import { NotElectedError } from './store/store.js';
 import type { Compare } from './store/etcd/client.js';
 import { ELECTION_MARGIN_SECONDS } from './config.js';
-import { realTimers, type Timers } from '@hq/runtime/clock';
+import { pause, realTimers, type Timers } from '@hq/runtime/clock';
 import { Compactor, type Turn } from './store/etcd/compactor.js';
 import { etcdKeys } from './store/etcd/keys.js';
 import { ETCD_DEFAULT_QUOTA_BYTES, etcdSpace, type EtcdSpace } from './store/etcd/space.js';
@@ -60,7 +59,7 @@ export interface LeadershipOptions {
   readonly compactionIntervalMs?: number;
   /** The members' quota when they do not say theirs (`store.quotaBackendBytes`; default etcd's 2 GiB). */
   readonly quotaBytes?: number;
-  /** The compactor's timers (default: real ones). */
+  /** The retry and health pauses and the compactor's timers (default: real ones). */
   readonly timers?: Timers;
 }
 
@@ -204,12 +203,12 @@ export class Leadership {
       } catch (err) {
         if (!isEtcdError(err)) throw err;
         log.warn({ err: err.message }, 'campaign failed; trying again');
-        await pause(RETRY_MS, this.stop.signal);
+        await pause(this.opts.timers ?? realTimers, RETRY_MS, this.stop.signal);
         continue;
       }
       if (!r.elected) {
         if (r.reason !== 'aborted') log.warn({ why: r.reason }, 'campaign ended before the election; campaigning again');
-        await pause(RETRY_MS / 4, this.stop.signal);
+        await pause(this.opts.timers ?? realTimers, RETRY_MS / 4, this.stop.signal);
         continue;
       }
       log.info({ key: r.term.key, self: this.opts.advertiseUrl }, 'elected: taking over (S2.3 start wait from now)');
@@ -222,7 +221,7 @@ export class Leadership {
         await this.election.resign().catch(() => undefined);
         // A takeover that fails for good (the state key missing, etcd refusing) is not retried
         // as fast as etcd answers.
-        await pause(RETRY_MS, this.stop.signal);
+        await pause(this.opts.timers ?? realTimers, RETRY_MS, this.stop.signal);
       }
       const why = await r.term.ended;
       this.ready = false;
@@ -250,7 +249,7 @@ export class Leadership {
       } catch {
         // status() answers per member; nothing to do
       }
-      await pause(this.opts.healthEveryMs ?? 2000, this.stop.signal);
+      await pause(this.opts.timers ?? realTimers, this.opts.healthEveryMs ?? 2000, this.stop.signal);
     }
   }
 
@@ -264,11 +263,6 @@ export class Leadership {
     if (space.warning !== null) this.opts.log.warn({ ...fields, fix: space.warning }, space.alarm ? 'etcd refuses every write: NOSPACE alarm' : 'etcd database near its space quota');
     else this.opts.log.info(fields, 'etcd database below its space quota again');
   }
-}
-
-/** Sleeps `ms`, or less when `signal` aborts; never rejects. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
 /** `hq_arbiter_elected` (1 on the elected arbiter) and `hq_etcd_member_up{endpoint}`, at scrape time. */

@@ -21,7 +21,7 @@ import type { ArbiterState } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { failoverOf, timingProblems } from './timing.js';
 import type { Awaitable } from './awaitable.js';
-import type { Clock } from '@hq/runtime/clock';
+import type { SecondsClock } from '@hq/runtime/clock';
 
 export const OPERATOR_METRICS = Object.freeze([
   'hq_maintenance_enabled',
@@ -39,7 +39,7 @@ export function leaseRunnable(lease: ArbiterState['lease'], now: number): boolea
 }
 
 /** Registers the gauges once per registry (a second call does nothing). */
-export function registerOperatorMetrics(registry: Registry, read: () => Awaitable<ArbiterState>, config: ArbiterConfig, clock: Clock): void {
+export function registerOperatorMetrics(registry: Registry, read: () => Awaitable<ArbiterState>, config: ArbiterConfig, clock: SecondsClock): void {
   if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
   // One read per scrape: prom-client starts every collect of one scrape in the same turn of the
   // event loop, so the first reads and the others reuse it until the turn is over (no clock).

@@ -22,10 +22,20 @@ import { elapsed, type Stamp } from '@hq/lease-core/stamp';
 
 export { elapsed, type Stamp };
 
-/** A time in one unit (the arbiter: epoch seconds; the registry clients: epoch ms). */
-export interface Clock {
+/**
+ * A time in the unit `U` names. The unit is a type only (nothing reads it at run time): a clock
+ * in seconds handed where milliseconds are expected fails to compile.
+ */
+export interface Clock<U extends TimeUnit = TimeUnit> {
   now(): number;
+  readonly unit?: U;
 }
+
+export type TimeUnit = 'seconds' | 'ms';
+/** Epoch (or monotonic) seconds: lease times, the arbiter's clock. */
+export type SecondsClock = Clock<'seconds'>;
+/** Epoch (or monotonic) milliseconds: log stamps, request deadlines, the registry clients. */
+export type MsClock = Clock<'ms'>;
 
 /** Both readings per `now()`. */
 export interface StampClock {
@@ -43,30 +53,30 @@ export function readStamp(): Stamp {
 export const stampClock: StampClock = { now: readStamp };
 
 /** The wall clock, epoch ms, read each time: for times that cross processes. */
-export const wallClockMs: Clock = { now: () => Date.now() };
+export const wallClockMs: MsClock = { now: () => Date.now() };
 
 /** Monotonic milliseconds (arbitrary origin): request deadlines and durations. */
-export const monotonicClockMs: Clock = { now: () => monotonicSeconds() * 1000 };
+export const monotonicClockMs: MsClock = { now: () => monotonicSeconds() * 1000 };
 
 /** Epoch seconds that never go backwards within a life: wall at start + monotonic since. */
-export function steadyClock(): Clock {
+export function steadyClock(): SecondsClock {
   const start = readStamp();
   return { now: () => start.wall + (monotonicSeconds() - start.mono) };
 }
 
 /** Epoch ms: wall at start + the larger of the two clocks' time since. */
-export function sleepSafeClockMs(): Clock {
+export function sleepSafeClockMs(): MsClock {
   const start = readStamp();
   return { now: () => (start.wall + elapsed(start, readStamp())) * 1000 };
 }
 
-/** A clock for tests: starts at `start` and moves only when told. */
-export interface ManualClock extends Clock {
+/** A clock for tests: starts at `start` and moves only when told, in the unit of the clock it stands for. */
+export interface ManualClock<U extends TimeUnit = TimeUnit> extends Clock<U> {
   advance(by: number): void;
   set(at: number): void;
 }
 
-export function manualClock(start = 1_800_000_000): ManualClock {
+export function manualClock<U extends TimeUnit = 'seconds'>(start = 1_800_000_000): ManualClock<U> {
   let t = start;
   return {
     now: () => t,
@@ -89,3 +99,17 @@ export const realTimers: Timers = {
   set: (fn, ms) => setTimeout(fn, ms),
   clear: (h) => clearTimeout(h as NodeJS.Timeout),
 };
+
+/** Resolves after `ms` on `timers`, or at once when `signal` aborts (its timer cleared: nothing holds the process). */
+export function pause(timers: Timers, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((done) => {
+    if (signal?.aborted === true) return done();
+    const finish = (): void => {
+      timers.clear(h);
+      signal?.removeEventListener('abort', finish);
+      done();
+    };
+    const h = timers.set(finish, ms);
+    signal?.addEventListener('abort', finish, { once: true });
+  });
+}

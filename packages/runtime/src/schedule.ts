@@ -15,7 +15,7 @@
 import cron from 'node-cron';
 import { nextFiring, type CronFields } from '@hq/lease-core';
 import { cronGapSeconds } from './cron-gap.js';
-import { monotonicSeconds, wallClockMs } from './clock.js';
+import { monotonicSeconds, realTimers, wallClockMs, type Timers } from './clock.js';
 
 export { cronGapSeconds };
 
@@ -32,6 +32,8 @@ export interface ScheduleDeps {
     stop(): unknown;
     destroy(): unknown;
   };
+  /** The watchdog's timer (default real timers). */
+  readonly timers?: Timers;
 }
 
 /** node-cron's longest timer: a later run is reached by re-arming (and a clock step is noticed). */
@@ -44,13 +46,13 @@ const MISSED_TOLERANCE_MS = 1000;
  * each firing of `nextFiring`, unless the timer came more than 1 s late (an event loop that was
  * blocked, a suspended machine: node-cron calls that a missed execution and skips it).
  */
-export function wallClockSchedule(expr: string, fn: () => void, now: () => number = wallClockMs.now): { stop(): void; destroy(): void } {
+export function wallClockSchedule(expr: string, fn: () => void, now: () => number = wallClockMs.now, timers: Timers = realTimers): { stop(): void; destroy(): void } {
   const fields: CronFields = cron.parse(expr);
-  let timer: NodeJS.Timeout | null = null;
+  let timer: unknown = null;
   let stopped = false;
   const arm = (slot: number | null): void => {
     if (stopped || slot === null) return;
-    timer = setTimeout(() => beat(slot), Math.min(MAX_WAIT_MS, Math.max(0, slot - now())));
+    timer = timers.set(() => beat(slot), Math.min(MAX_WAIT_MS, Math.max(0, slot - now())));
   };
   const beat = (slot: number): void => {
     const at = now();
@@ -65,7 +67,7 @@ export function wallClockSchedule(expr: string, fn: () => void, now: () => numbe
   return {
     stop() {
       stopped = true;
-      if (timer !== null) clearTimeout(timer);
+      if (timer !== null) timers.clear(timer);
     },
     destroy() {
       this.stop();
@@ -73,9 +75,12 @@ export function wallClockSchedule(expr: string, fn: () => void, now: () => numbe
   };
 }
 
-const DEPS: ScheduleDeps = { now: monotonicSeconds, cronSchedule: (e, f) => wallClockSchedule(e, f) };
+/** The production schedule: the wall-clock schedule and the monotonic watchdog, on `timers`. */
+export function scheduleDeps(timers: Timers = realTimers): ScheduleDeps {
+  return { now: monotonicSeconds, cronSchedule: (e, f) => wallClockSchedule(e, f, wallClockMs.now, timers), timers };
+}
 
-export function scheduleCron(expr: string, name: string, job: () => void | Promise<void>, deps: ScheduleDeps = DEPS): Schedule {
+export function scheduleCron(expr: string, name: string, job: () => void | Promise<void>, deps: ScheduleDeps = scheduleDeps()): Schedule {
   const parsed = cronGapSeconds(expr);
   // The config was validated at load; a schedule we cannot measure gets no watchdog.
   const interval = parsed.ok ? parsed.seconds : Infinity;
@@ -85,16 +90,24 @@ export function scheduleCron(expr: string, name: string, job: () => void | Promi
     void job();
   };
   const task = deps.cronSchedule(expr, fire, { noOverlap: true, name });
-  const watchdog = Number.isFinite(interval)
-    ? setInterval(() => {
-        if (deps.now() - last > interval * 1.5) fire();
-        // setInterval takes at most 2^31 − 1 ms (a longer delay fires after 1 ms): a yearly
-        // schedule's watchdog looks every ~24 days and still fires only after 1.5 × its gap.
-      }, Math.min(MAX_TIMER_MS, Math.max(250, (interval * 1000) / 2)))
-    : null;
+  const timers = deps.timers ?? realTimers;
+  // A timer takes at most 2^31 − 1 ms (a longer delay fires after 1 ms): a yearly schedule's
+  // watchdog looks every ~24 days and still fires only after 1.5 × its gap.
+  const every = Math.min(MAX_TIMER_MS, Math.max(250, (interval * 1000) / 2));
+  let watchdog: unknown = null;
+  let stopped = false;
+  const look = (): void => {
+    if (stopped) return;
+    watchdog = timers.set(() => {
+      look(); // re-armed first, as an interval would be, whatever the job does
+      if (deps.now() - last > interval * 1.5) fire();
+    }, every);
+  };
+  if (Number.isFinite(interval)) look();
   return {
     async stop() {
-      if (watchdog !== null) clearInterval(watchdog);
+      stopped = true;
+      if (watchdog !== null) timers.clear(watchdog);
       await task.stop();
       await task.destroy();
     },

@@ -14,6 +14,7 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
+import { realTimers, type Timers } from './clock.js';
 
 /** Exit code when the supervisor stopped the child (EX_TEMPFAIL). */
 export const EXIT_LOST = 75;
@@ -53,6 +54,8 @@ export interface GroupOptions {
   readonly onForward?: (signal: NodeJS.Signals) => void;
   /** Called once CMD runs. */
   readonly onSpawn?: (pid: number | undefined) => void;
+  /** The grace timer after `stop`. Default real timers. */
+  readonly timers?: Timers;
 }
 
 export interface ProcessGroup {
@@ -71,7 +74,8 @@ export function superviseGroup(o: GroupOptions): ProcessGroup {
   const pid = child.pid;
   let stopping = false;
   let finished = false;
-  let killTimer: NodeJS.Timeout | null = null;
+  const timers = o.timers ?? realTimers;
+  let killTimer: unknown = null;
   const signal = (sig: NodeJS.Signals): void => {
     if (pid !== undefined) sendSignal(-pid, sig); // a group already gone has nothing left to stop
   };
@@ -85,7 +89,7 @@ export function superviseGroup(o: GroupOptions): ProcessGroup {
     const finish = (end: GroupEnd): void => {
       if (finished) return;
       finished = true;
-      if (killTimer !== null) clearTimeout(killTimer);
+      if (killTimer !== null) timers.clear(killTimer);
       for (const [s, h] of handlers) process.off(s, h);
       done(end);
     };
@@ -113,7 +117,7 @@ export function superviseGroup(o: GroupOptions): ProcessGroup {
       if (stopping || finished) return;
       stopping = true;
       signal('SIGTERM');
-      killTimer = setTimeout(() => {
+      killTimer = timers.set(() => {
         onKill?.();
         signal('SIGKILL');
       }, graceMs);

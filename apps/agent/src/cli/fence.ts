@@ -9,7 +9,7 @@ import type { FenceQueryResult, Registration } from '../fence-run.js';
 import { CONFIG_FLAG, CliError, JSON_FLAG, flagBool, flagNumber, flagString, type CommandSpec, type Parsed } from './args.js';
 import { AGENT_UNREACHABLE, isFenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
 import { agentProblem, callAgent, lightPaths } from './local.js';
-import type { Clock } from '@hq/runtime/clock';
+import type { MsClock } from '@hq/runtime/clock';
 import { writeCliLine } from './log-line.js';
 
 /** `hq fence run`'s exit when the agent could not be asked (sysexits' EX_UNAVAILABLE): never 0, so cron and systemd see it. */
@@ -63,7 +63,7 @@ export const FENCE_RUN_SPEC: CommandSpec = {
 export const FENCE_CHECK_COMMAND = { spec: FENCE_CHECK_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceCheck };
 export const FENCE_RUN_COMMAND = { spec: FENCE_RUN_SPEC, load: async (): Promise<(p: Parsed) => Promise<number>> => fenceRun };
 
-function verboseLog(clock: Clock): (event: string, data: { [k: string]: unknown }) => void {
+function verboseLog(clock: MsClock): (event: string, data: { [k: string]: unknown }) => void {
   return (event, data) => writeCliLine(clock, 'hq.fence', event, data, event === 'lost' || event === 'killed' || event === 'spawn-failed' ? 'warn' : 'info');
 }
 

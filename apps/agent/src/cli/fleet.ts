@@ -4,7 +4,7 @@
  * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
  * `FLEET_COMMAND`.
  */
-import { wallClockMs, type Clock } from '@hq/runtime/clock';
+import { wallClockMs, type MsClock } from '@hq/runtime/clock';
 import { CONFIG_FLAG, JSON_FLAG, flagBool, runCommand, type CommandSpec, type Parsed } from './args.js';
 
 export const FLEET_SPEC: CommandSpec = {
@@ -95,7 +95,7 @@ export function fleetTable(rows: readonly FleetRow[]): string {
 }
 
 /** `clock` (epoch ms, the wall: heartbeat times are the members') stands in when the arbiter sends no `now`. */
-export async function fleet(p: Parsed, clock: Clock = wallClockMs): Promise<number> {
+export async function fleet(p: Parsed, clock: MsClock = wallClockMs): Promise<number> {
   const { arbiter, failure, memberToken, networkForReading, out, reportFailure } = await import('./context.js');
   const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);

@@ -4,7 +4,7 @@
  * `category`, `event` and the data — so one log pipeline reads the CLI, the agent and the
  * arbiter alike. Imports no code (the clock is the caller's): it sits on the fence path.
  */
-import type { Clock } from '@hq/runtime/clock';
+import type { MsClock } from '@hq/runtime/clock';
 
 /** pino's level numbers. */
 const LEVELS = { info: 30, warn: 40 } as const;
@@ -17,6 +17,6 @@ export function cliLine(category: string, event: string, data: { readonly [k: st
 }
 
 /** Writes `cliLine(…)` to stderr, stamped by `clock` (epoch ms: the process's `wallClockMs`). */
-export function writeCliLine(clock: Clock, category: string, event: string, data: { readonly [k: string]: unknown }, level: LineLevel = 'info'): void {
+export function writeCliLine(clock: MsClock, category: string, event: string, data: { readonly [k: string]: unknown }, level: LineLevel = 'info'): void {
   process.stderr.write(cliLine(category, event, data, level, clock.now()));
 }

@@ -16,7 +16,7 @@
  * Time and timers are parameters: tests drive them.
  */
 import { AGENT_UNREACHABLE, fenceWaitPath, isFenceDecision, type FenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
-import { realTimers, sleepSafeClockMs, type Clock, type Timers } from '@hq/runtime/clock';
+import { pause, realTimers, sleepSafeClockMs, type MsClock, type Timers } from '@hq/runtime/clock';
 import { callAgent, lightPaths } from '../cli/local.js';
 
 export type { FenceDecision, FenceUnanswered };
@@ -32,7 +32,7 @@ export interface ClientOptions {
   /** Seconds a plain query may take. Default 2. */
   readonly requestTimeoutSeconds?: number;
   /** Epoch milliseconds that never run slow (default: the sleep-safe clock). */
-  readonly clock?: Clock;
+  readonly clock?: MsClock;
   readonly timers?: Timers;
   /** Replaces the socket (tests). */
   readonly transport?: Transport;
@@ -68,20 +68,6 @@ export class TenureEnded extends Error {
 }
 
 const MIN_GAP_SECONDS = 0.2;
-
-/** Resolves after `seconds`, or at once when `signal` aborts (its timer cleared: nothing holds the process). */
-function pause(timers: Timers, seconds: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((done) => {
-    if (signal?.aborted === true) return done();
-    const finish = (): void => {
-      timers.clear(h);
-      signal?.removeEventListener('abort', finish);
-      done();
-    };
-    const h = timers.set(finish, seconds * 1000);
-    signal?.addEventListener('abort', finish, { once: true });
-  });
-}
 const UNREACHABLE_MAX_SECONDS = 5;
 
 function transportOf(o: ClientOptions): Transport {
@@ -129,7 +115,7 @@ export async function* tenures(role: string, o: TenureOptions = {}): AsyncGenera
   const stopBefore = o.stopBeforeSeconds ?? 1;
   const maxWait = o.waitSeconds ?? 30;
   const outer = o.signal;
-  const sleep = (seconds: number): Promise<void> => pause(timers, seconds, outer);
+  const sleep = (seconds: number): Promise<void> => pause(timers, seconds * 1000, outer);
   const seenOf = (d: FenceDecision): FenceSeen => ({ run: d.run, reason: d.reason, generation: d.generation });
   let seen: FenceSeen | null = null;
   let retry = MIN_GAP_SECONDS;
@@ -174,7 +160,7 @@ export async function* tenures(role: string, o: TenureOptions = {}): AsyncGenera
 
 interface Hold {
   readonly transport: Transport;
-  readonly clock: Clock;
+  readonly clock: MsClock;
   readonly timers: Timers;
   readonly timeout: number;
   readonly stopBefore: number;
@@ -206,7 +192,7 @@ function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure
     else timer = h.timers.set(fire, ms);
   };
   arm();
-  const rest = (seconds: number): Promise<void> => pause(h.timers, seconds, ctl.signal);
+  const rest = (seconds: number): Promise<void> => pause(h.timers, seconds * 1000, ctl.signal);
   void (async () => {
     let last: FenceSeen = { run: a.run, reason: a.reason, generation: a.generation };
     while (!ctl.signal.aborted) {

@@ -41,6 +41,8 @@ export interface AgentOptions {
   readonly probe?: (target: string) => Promise<ProbeResult>;
   /** The timers of the fence's long polls (tests; default the real ones). */
   readonly timers?: Timers;
+  /** The timers of the arbiter link (refresh, extra heartbeats) and of the runs' polls (tests; default the real ones). */
+  readonly linkTimers?: Timers;
 }
 
 export class Agent {
@@ -73,8 +75,8 @@ export class Agent {
     this.fencing = new Fence({ ...parts, memory: store, roles: c.roles, timers: opts.timers });
     // A long poll on the fence learns of every change of the state at once.
     store.onCommit(() => this.fencing.changed());
-    this.link = new ArbiterLink({ ...parts, config: c, store, peers, token: this.token, probe: opts.probe });
-    this.runs = new Runs({ fence: (role) => this.fencing.decide(role), clock: opts.clock, log: opts.log });
+    this.link = new ArbiterLink({ ...parts, config: c, store, peers, token: this.token, probe: opts.probe, timers: opts.linkTimers });
+    this.runs = new Runs({ fence: (role) => this.fencing.decide(role), clock: opts.clock, timers: opts.linkTimers, log: opts.log });
     this.stepDowns = new StepDowns({ ...parts, store, runs: this.runs, link: this.link, peers });
   }
 

@@ -9,7 +9,7 @@
  * A failed exchange (no answer, not 200, a body that does not read) takes one path for both.
  * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
  */
-import { scheduleCron, type Schedule } from '@hq/runtime/schedule';
+import { scheduleCron, scheduleDeps, type Schedule } from '@hq/runtime/schedule';
 import { VERSION } from '@hq/lease-core/version';
 import {
   arbiterDown,
@@ -29,7 +29,7 @@ import {
 } from '@hq/lease-core';
 import type { ReleaseRequest, StepDownAck } from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
-import type { StampClock as Clock } from '@hq/runtime/clock';
+import { realTimers, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { ArbiterEndpoints, joinUrl, keepAliveFor, requestJson, type HttpResult } from '@hq/runtime/http';
 import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
 import { tokenFileFix, type TokenFile } from '../tokens.js';
@@ -108,6 +108,8 @@ export interface LinkOptions {
   readonly store: AgentStore;
   readonly peers: Peers;
   readonly clock: Clock;
+  /** The refresh and the extra heartbeats (default real timers). */
+  readonly timers?: Timers | undefined;
   readonly log: Log;
   readonly observer?: AgentObserver | undefined;
   readonly token: TokenFile;
@@ -122,15 +124,17 @@ export class ArbiterLink {
   private exchanges: Promise<unknown> = Promise.resolve();
   private waiting = 0;
   private task: Schedule | null = null;
-  private refreshTimer: NodeJS.Timeout | null = null;
+  private refreshTimer: unknown = null;
   /** An extra heartbeat before the next cron tick: a renewal the TTL needs, or a report the arbiter asked for. */
-  private soonTimer: { readonly timer: NodeJS.Timeout; readonly atMono: number } | null = null;
+  private soonTimer: { readonly timer: unknown; readonly atMono: number } | null = null;
   private lastTimingKey = '';
   private stopped = false;
   /** `arbiterUrls` (or `arbiterUrl` alone): tried in order, the next on failure. */
   private readonly arbiters: ArbiterEndpoints;
+  private readonly timers: Timers;
 
   constructor(private readonly o: LinkOptions) {
+    this.timers = o.timers ?? realTimers;
     this.arbiters = new ArbiterEndpoints(o.config.arbiterUrls ?? [o.config.arbiterUrl]);
   }
 
@@ -142,7 +146,7 @@ export class ArbiterLink {
 
   /** Heartbeats on the cron from now on, the first one at once. */
   start(): void {
-    this.task = scheduleCron(this.o.config.heartbeatCron, 'hq-heartbeat', () => this.tick());
+    this.task = scheduleCron(this.o.config.heartbeatCron, 'hq-heartbeat', () => this.tick(), scheduleDeps(this.timers));
     this.tick();
   }
 
@@ -151,9 +155,9 @@ export class ArbiterLink {
     this.stopped = true;
     if (this.task !== null) await this.task.stop();
     this.task = null;
-    if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
+    if (this.refreshTimer !== null) this.timers.clear(this.refreshTimer);
     this.refreshTimer = null;
-    if (this.soonTimer !== null) clearTimeout(this.soonTimer.timer);
+    if (this.soonTimer !== null) this.timers.clear(this.soonTimer.timer);
     this.soonTimer = null;
     await this.exchanges.catch(() => undefined);
   }
@@ -412,8 +416,8 @@ export class ArbiterLink {
 
   private scheduleRefresh(): void {
     if (this.stopped) return;
-    if (this.refreshTimer !== null) clearTimeout(this.refreshTimer);
-    this.refreshTimer = setTimeout(() => {
+    if (this.refreshTimer !== null) this.timers.clear(this.refreshTimer);
+    this.refreshTimer = this.timers.set(() => {
       this.refreshTimer = null;
       if (this.stopped) return;
       if (this.waiting > 0) return this.scheduleRefresh();
@@ -439,9 +443,9 @@ export class ArbiterLink {
     const atMono = this.o.clock.now().mono + seconds;
     if (this.soonTimer !== null) {
       if (this.soonTimer.atMono <= atMono) return;
-      clearTimeout(this.soonTimer.timer);
+      this.timers.clear(this.soonTimer.timer);
     }
-    const timer = setTimeout(() => {
+    const timer = this.timers.set(() => {
       this.soonTimer = null;
       this.tick();
     }, Math.min(2 ** 31 - 1, Math.ceil(seconds * 1000)));

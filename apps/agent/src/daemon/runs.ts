@@ -15,9 +15,8 @@
  * run (lease-core `ackFloor`), so runs registered with that life need not be remembered.
  */
 import { readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { FenceDecision, RunClaim, RunClaimAnswer } from '@hq/protocol';
-import type { StampClock as Clock } from '@hq/runtime/clock';
+import { pause, realTimers, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { sendSignal as signal } from '@hq/runtime/supervise';
 import type { Log } from './observe.js';
 
@@ -32,6 +31,8 @@ export interface RunsOptions {
   /** The fence for a configured role, from memory. */
   readonly fence: (role: string) => FenceDecision;
   readonly clock: Clock;
+  /** The polls while groups end (default real timers). */
+  readonly timers?: Timers | undefined;
   readonly log: Log;
 }
 
@@ -162,7 +163,7 @@ export class Runs {
         }
         break;
       }
-      await sleep(POLL_MS);
+      await pause(this.o.timers ?? realTimers, POLL_MS);
     }
     // 2. A live supervisor re-checks now and stops its child itself; the others get SIGTERM.
     const groups = mine().filter((r): r is Run & { pgid: number } => r.pgid !== null);
@@ -200,7 +201,7 @@ export class Runs {
         problem ??= `the process group(s) ${left.map((r) => r.pgid).join(', ')} still exist ${GONE_SLACK_SECONDS} s after SIGKILL`;
         break;
       }
-      await sleep(POLL_MS);
+      await pause(this.o.timers ?? realTimers, POLL_MS);
     }
     return { gone: problem === null, ended: groups.length, problem };
   }

@@ -20,7 +20,7 @@
  * to `arbiterUrl`. Clock and timers are injectable: tests drive time, nothing sleeps.
  */
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
-import { realTimers, wallClockMs, type Clock, type Timers } from '@hq/runtime/clock';
+import { realTimers, wallClockMs, type MsClock, type Timers } from '@hq/runtime/clock';
 import { describe, keepAliveFor, joinUrl, requestJson, type HttpResult, type Requester } from '@hq/runtime/http';
 
 /** Heartbeat period: the seeds' 30 s. */
@@ -75,7 +75,7 @@ export interface MemberOptions {
   readonly maxBackoffMs?: number;
   readonly requestTimeoutMs?: number;
   /** Epoch milliseconds. */
-  readonly clock?: Clock;
+  readonly clock?: MsClock;
   readonly timers?: Timers;
   readonly request?: Requester;
   readonly load?: (now: number) => LoadSample;

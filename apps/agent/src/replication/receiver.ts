@@ -34,7 +34,7 @@ import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
-import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
+import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { rand, removeTree, writeFileNew } from './fsx.js';
 import { latestGeneration, listGenerations, publishGeneration, pruneGenerations, tierListing } from '@hq/runtime/generations';
@@ -92,7 +92,7 @@ export interface ReceiverOptions {
   /** Asks the arbiter now (one heartbeat), once, before a push above `knownGeneration` is refused: a new holder pushes before this standby's next refresh. */
   readonly learnGeneration?: () => Promise<unknown>;
   /** Epoch ms for the idle timeout (a local duration). Default: sleep-safe, so a wall jump back cannot keep a push alive. */
-  readonly clock?: Clock;
+  readonly clock?: MsClock;
 }
 
 interface Blob {
@@ -198,7 +198,7 @@ export class StandbyReceiver {
   private readonly markFile: string;
   private readonly recipes: RecipeStore;
 
-  private readonly clock: Clock;
+  private readonly clock: MsClock;
 
   private constructor(private readonly opts: ReceiverOptions) {
     this.log = opts.log ?? quiet;

@@ -24,6 +24,7 @@ import { ErrorBody, EventStreamQuery, EventStreamText } from '../schemas/generat
 import { HttpError } from '@hq/runtime/refusal';
 import type { EventRow } from '../store/store.js';
 import type { Awaitable } from '../awaitable.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
 
 /** Rows read per store query while catching up. */
 const PAGE = 500;
@@ -32,6 +33,9 @@ const PAGE = 500;
 export class EventWaiters {
   private readonly waiting = new Set<() => void>();
   private lastNotified = 0;
+
+  /** `timers`: the waits' timeouts (default real timers). */
+  constructor(private readonly timers: Timers = realTimers) {}
 
   /** Wakes every waiter. `rows` (optional) only records the highest id seen, for tests. */
   notify(rows?: readonly EventRow[]): void {
@@ -62,14 +66,14 @@ export class EventWaiters {
       const finish = (woken: boolean): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        this.timers.clear(timer);
         this.waiting.delete(wake);
         signal?.removeEventListener('abort', abort);
         resolve(woken);
       };
       const wake = (): void => finish(true);
       const abort = (): void => finish(false);
-      const timer = setTimeout(() => finish(false), Math.max(0, timeoutMs));
+      const timer = this.timers.set(() => finish(false), Math.max(0, timeoutMs));
       if (signal?.aborted === true) return finish(false);
       signal?.addEventListener('abort', abort, { once: true });
       this.waiting.add(wake);

@@ -9,7 +9,7 @@ import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter-shell.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
-import { steadyClock, wallClockMs, type Clock } from '@hq/runtime/clock';
+import { steadyClock, wallClockMs, type MsClock, type SecondsClock } from '@hq/runtime/clock';
 import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
@@ -42,9 +42,9 @@ export function version(): string {
 
 export interface RuntimeOptions {
   readonly config: ArbiterConfig;
-  readonly clock?: Clock;
+  readonly clock?: SecondsClock;
   /** The wall clock, epoch ms, for times other processes compare (the check lock); default `wallClockMs`. */
-  readonly wallClockMs?: Clock;
+  readonly wallClockMs?: MsClock;
   readonly log?: Logger;
   readonly prober?: Prober;
   /** Issue `{dataDir}/admin.token` when no admin token exists (the daemon does). */

@@ -23,7 +23,7 @@
  * certificate when given. Not here: authentication (etcd users; an `auth` answer is classified), nested txns.
  */
 import { Agent } from 'undici';
-import { monotonicClockMs, type Clock } from '@hq/runtime/clock';
+import { monotonicClockMs, type MsClock } from '@hq/runtime/clock';
 import { etcdEndpoint } from './endpoint.js';
 import { classifyAnswer, classifyTransport, EtcdError, type Verdict } from './errors.js';
 
@@ -42,7 +42,7 @@ export interface EtcdClientOptions {
    */
   readonly requestTimeoutMs?: number;
   /** Measures the call's deadline, ms (default: monotonic; tests drive it). */
-  readonly clock?: Clock;
+  readonly clock?: MsClock;
   /**
    * For `https://` endpoints: the CA that signed the members' certificates (PEM; default: the
    * system's trust store) and this client's certificate and key (PEM) when the members ask for
@@ -387,7 +387,7 @@ export class EtcdClient {
   readonly dialTimeoutMs: number;
   readonly requestTimeoutMs: number;
   private readonly agent: Agent;
-  private readonly clock: Clock;
+  private readonly clock: MsClock;
   /** the endpoint tried first: the last one that answered */
   private current = 0;
   private clusterId: string | undefined;
