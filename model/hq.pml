@@ -47,7 +47,7 @@
  *   NO_LOCK_DELAY NO_CONF_LOCKDELAY NO_STANDBY_WAIT NO_START_WAIT NO_FLOOR NO_FLOOR_WAIT
  *   NO_START_GUARD NO_SAFETY_MARGIN VALIDITY_FROM_RECEIVE WALL_WAITS MONO_VALIDITY
  *   ACK_BEFORE_PERSIST ACK_BEFORE_CHILDREN_GONE ACCEPT_ANY_GEN_ACK ACCEPT_FORGED_ACK
- *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB
+ *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
  * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
@@ -121,6 +121,7 @@ byte resid = 0;         /* the replaced grant's own notBefore - now: the wait ap
 byte sw = TTL + M;      /* start wait: startAt + ttl + margin - now (S2.3) */
 byte line = RT + 1;     /* ticks until a report counts (S2.3, S2.4) */
 byte rep[N];            /* per candidate: 0 no counting report, 1 reported never-seen, 2 reported seen > 0 */
+bit nel = 0;            /* every candidate reported never-seen once: no earlier life runs, for the whole life */
 
 /* Agents. */
 byte rate[N];           /* clock rate: 0 slow, 1 exact, 2 fast */
@@ -184,10 +185,10 @@ hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 
 #if N == 2
 #define ALLREP (rep[0] != 0 && rep[1] != 0)
-#define ALLNEVER (rep[0] == 1 && rep[1] == 1)
+#define ALLNEVER (nel || (rep[0] == 1 && rep[1] == 1))
 #else
 #define ALLREP (rep[0] != 0 && rep[1] != 0 && rep[2] != 0)
-#define ALLNEVER (rep[0] == 1 && rep[1] == 1 && rep[2] == 1)
+#define ALLNEVER (nel || (rep[0] == 1 && rep[1] == 1 && rep[2] == 1))
 #endif
 /* startWaitUntil - now (S2.3) */
 #define SWEFF (ALLNEVER -> 0 : sw)
@@ -318,7 +319,7 @@ static void hq_after(void) {
       if (now.psg[a_] != 0 && now.psg[a_] <= now.sd[a_]) now.psg[a_] = 0;
     }
     if (!now.fpd) { now.from = NONE; now.tl = 0; }
-    if (!now.fpd && now.sw == 0) for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0;
+    if (!now.fpd && now.sw == 0) { for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0; now.nel = 0; }
     if (now.nb == 0) { now.ldh = NONE; now.ldg = 0; now.resid = 0; }
     if (now.hol == NONE) now.xm = 0;
   }
@@ -425,7 +426,7 @@ inline note(h, s, g, counts) {
   if :: t1 > flr -> flr = t1 :: else fi;
 #endif
   if
-  :: (s != 255 && counts) -> rep[h] = ((s > 0 || rep[h] == 2) -> 2 : 1)
+  :: (s != 255 && counts) -> rep[h] = ((s > 0 || rep[h] == 2) -> 2 : 1); if :: ALLNEVER -> nel = 1 :: else fi
   :: else
   fi;
   if
@@ -571,7 +572,7 @@ inline arb_restart(wipe, jmp) {
      skip
   fi;
   tl = 0;
-  sw = TTL + M; line = RT + 1;
+  sw = TTL + M; line = RT + 1; nel = 0;
   for (i : 0 .. N - 1) { rep[i] = 0 }
 }
 
@@ -672,7 +673,16 @@ inline restart(a) {
   /* persisted(): a confirmation given, or a lock-delay pending (S2.2) */
   t1 = (gu[a] > 0 || pg[a] != 0 || (cg[a] != 0 && cs[a] > 0) || w[a] > 0 || sg[a] > 0);
   if :: (kh[a] != UNK && kg[a] > seen[a]) -> seen[a] = kg[a] :: else fi;
-  kh[a] = UNK; kg[a] = 0; kfp[a] = 0; stale[a] = 0; drop(a); w[a] = 0; gh[a] = NONE; gu[a] = 0;
+  /* local.json keeps the known holder and generation: a record with a holder whose floor was
+   * complete is known again after the start (a restarted holder asks its peers, L2); one whose
+   * floor was pending is not final and is forgotten (-DRESTORE_PENDING: kept as final). */
+#ifdef RESTORE_PENDING
+  t2 = (kh[a] < N);
+#else
+  t2 = (kh[a] < N && !kfp[a]);
+#endif
+  if :: !t2 -> kh[a] = UNK; kg[a] = 0 :: else fi;
+  kfp[a] = 0; stale[a] = 0; drop(a); w[a] = 0; gh[a] = NONE; gu[a] = 0;
 #ifdef NO_START_GUARD
   sg[a] = 0;
 #else

@@ -1,6 +1,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import {
+  asksPeers,
   acknowledged,
   unvouched,
   acquire,
@@ -648,8 +649,8 @@ t.test('settle folds a started pending grant, drops spent waits, and keeps the r
 });
 
 t.test('persisted', async (t) => {
-  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a fresh agent');
-  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a running holder');
+  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0, released: false, floorPending: false }, 'a fresh agent');
+  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0, released: false, floorPending: false }, 'a running holder');
   const waiting = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
   t.equal(persisted(waiting, at(11)).lockDelayPending, true, 'a lock-delay in progress is pending');
   t.equal(persisted(waiting, at(13)).lockDelayPending, false, 'and not after it');
@@ -660,8 +661,50 @@ t.test('persisted', async (t) => {
     t.equal(restarted.startGuardUntilMono, 507, 'guarded');
     const running = holding();
     const again = initialAgent(A, at(11), 3, persisted(running, at(11)));
-    t.same(reason(again, at(11.5)), [false, 'no-lease-after-seen'], 'no validity survives a restart');
+    t.same(reason(again, at(11.5)), [false, 'no-quorum-expired'], 'no validity survives a restart (the record does: A8)');
   });
+});
+
+t.test('A8, L2: a holder restarted during an arbiter outage runs again on its peers, after its start guard; a standby never', async (t) => {
+  const P = { ...A, failOpenRoles: [] };
+  // mbp holds generation 3 and runs on node-b's confirmation; the arbiter is down.
+  const off = onArbiterFailure(holding({}, P)).state;
+  const quorum = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(14), at(14), P).state;
+  t.same(reason(quorum, at(15), 'cron', P), [true, 'quorum-standby'], 'before the restart: quorum-standby');
+  const disk = persisted(quorum, at(15));
+  t.match(disk, { holder: 'mbp', generation: 3, released: false, floorPending: false }, 'local.json says who holds what');
+  const restarted = initialAgent(P, at(100), 3, disk);
+  t.match(restarted.known, { holder: 'mbp', generation: 3, floorPending: false, released: false, ttlSeconds: 6 }, 'the record is known again');
+  t.equal(persisted(restarted, at(100)).holder, 'mbp', 'and written back as it was, not with holder null');
+  t.same(reason(restarted, at(100.5), 'cron', P), [false, 'no-quorum-expired'], 'nothing runs on the restored record alone, and the reason is not no-lease-after-seen');
+  const down = onArbiterFailure(restarted);
+  t.ok(asksPeers(down.state, { kind: 'no-answer' }), 'the restarted holder asks its peers');
+  const again = onPeerResults(down.state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(again, at(101.5), 'cron', P), [true, 'quorum-standby'], 'and runs again on their confirmation');
+  const newer = onPeerResults(down.state, [{ peer: 'node-b', answered: true, confirmed: false, generation: 4 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(newer, at(101.5), 'cron', P)[0], false, 'a peer that knows a newer generation stops it');
+
+  // With a flag on record (a grant that had not started), the start guard comes first.
+  const waiting = onArbiterAnswer(fresh(P), confirming({ notBefore: T + 3 }), at(10), at(10), P).state;
+  const guarded = initialAgent(P, at(100), 3, persisted(waiting, at(11)));
+  t.equal(guarded.startGuardUntilMono, 107, 'the start guard holds for ttl + margin');
+  const early = onPeerResults(onArbiterFailure(guarded).state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(early, at(101.5), 'cron', P), [false, 'lock-delay'], 'confirmed, but inside the start guard: no');
+  const after = onPeerResults(onArbiterFailure(guarded).state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(107), at(107), P).state;
+  t.same(reason(after, at(107.5), 'cron', P), [true, 'quorum-standby'], 'after it: quorum-standby');
+
+  // A restarted standby knows the holder again and never runs.
+  const b = initialAgent(B, at(100), 3, persisted(standby(), at(11)));
+  t.same(reason(b, at(100.5), 'cron', B), [false, 'not-holder'], 'a restarted standby: not-holder');
+  t.notOk(asksPeers(onArbiterFailure(b).state, { kind: 'no-answer' }), 'and asks no one');
+  t.equal(onConfirmRequest(b, { host: 'node-c', generation: 3 }, at(101), B).answer.reason, 'other-holder', 'it confirms no other holder at that generation');
+
+  // What is not known again: a pending record, a released one, a file written before the flags.
+  const pending = persisted(onArbiterAnswer(fresh(P), confirming({ floorPending: true }), at(10), at(10), P).state, at(11));
+  t.equal(initialAgent(P, at(100), 3, pending).known, null, 'a record whose floor was pending is forgotten');
+  t.equal(initialAgent(P, at(100), 3, { ...disk, released: true }).known, null, 'a released one too');
+  const { released: _r, floorPending: _f, ...older } = disk;
+  t.equal(initialAgent(P, at(100), 3, older).known, null, 'and one from a file that did not say');
 });
 
 // ---------------------------------------------------------------------------------------

@@ -30,6 +30,11 @@
  *      could have run alone (above `ackFloor`): the fenced children of an earlier life are not
  *      known to it, so it cannot say they are gone; nor those of a generation whose children
  *      this life could not see gone (`unvouched` raises the floor to it).
+ *  A8  A restart keeps the known record (holder, generation, lease timing) when it was final —
+ *      its floor complete, not released: a holder restarted while the arbiter is down runs
+ *      again, after its start guard (A4), only on every standby's confirmation (L2); nothing
+ *      runs on the restored record alone, and a pending record (its generation may still be
+ *      raised) is forgotten.
  */
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
 import { NEVER_FAIL_OPEN } from '@hq/protocol';
@@ -140,11 +145,35 @@ export interface Persisted {
   /** A7: the step-down marks (absent in files written before them: 0). */
   readonly steppedDown?: number;
   readonly lost?: number;
+  /**
+   * The known record was released / had its floor pending (absent in files written before
+   * they were kept: the record is then not known again after a restart, A8).
+   */
+  readonly released?: boolean;
+  readonly floorPending?: boolean;
 }
 
 /** The start guard's length from what local.json kept (A4, A6); Infinity when it kept none. */
 export function startGuardSeconds(p: Pick<Persisted, 'ttlSeconds' | 'safetyMarginSeconds'>): number {
   return p.ttlSeconds > 0 ? p.ttlSeconds + p.safetyMarginSeconds : Infinity;
+}
+
+/**
+ * A8: the record local.json kept, known again after a restart — only a final one (its floor
+ * complete, not released) with a holder and its lease timing. The restarted holder then asks
+ * its peers as before (L2); a standby knows whom it confirms.
+ */
+function restoredKnown(p: Persisted | null): Known | null {
+  if (p === null || p.holder === null || p.released !== false || p.floorPending !== false || !(p.ttlSeconds > 0)) return null;
+  return {
+    holder: p.holder,
+    generation: p.generation,
+    expired: false,
+    released: false,
+    floorPending: false,
+    ttlSeconds: p.ttlSeconds,
+    safetyMarginSeconds: p.safetyMarginSeconds,
+  };
 }
 
 export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
@@ -159,7 +188,7 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
     started,
     startGuardUntilMono: flagged ? started.mono + startGuardSeconds(persisted) : null,
     seen: first,
-    known: null,
+    known: restoredKnown(persisted),
     stale: false,
     current: null,
     pending: null,
@@ -214,6 +243,8 @@ export function persisted(state: AgentState, now: Stamp): Persisted {
     lockDelayPending: waiting || state.startGuardUntilMono !== null,
     steppedDown: state.steppedDown,
     lost: state.lost,
+    released: state.known?.released ?? false,
+    floorPending: state.known?.floorPending ?? false,
   };
 }
 

@@ -13,7 +13,8 @@
  *      holder's last possible validity (its `expiresAt`, and every peer confirmation a standby
  *      reported giving it, + ttl) plus one safety margin (S2.1).
  *  G4  after a start, grants wait until `ttl + margin` after the start unless every candidate
- *      reported never having seen a generation (S2.3); renewals of the recorded holder carry a
+ *      reported never having seen a generation (S2.3) — once established, for every grant of
+ *      this life (`Boot.noEarlierLife`); renewals of the recorded holder carry a
  *      `hold` until the floor is known to be no higher than the record (a restored backup).
  *  G5  promotion only by `check`, only after `promoteAfterChecks` consecutive checks in which the
  *      arbiter cannot reach the holder and the promotee's fresh view agrees, never while the
@@ -74,6 +75,12 @@ export interface ArbiterSettings {
 export interface Boot {
   readonly startAt: number;
   readonly reports: ReadonlyMap<Host, number>;
+  /**
+   * Every candidate has reported never having seen a generation, in reports that count: no
+   * validity of an earlier life exists anywhere. A fact about the previous life, so it stays
+   * for the whole life — the grants of this life that make reports non-zero cannot undo it.
+   */
+  readonly noEarlierLife: boolean;
 }
 
 export interface ArbiterState {
@@ -109,7 +116,7 @@ const HOLDER_REPORT_DELAY_SECONDS = 1;
 const HOLDER_REPORT_WINDOW_SECONDS = 30;
 
 export function newBoot(startAt: number): Boot {
-  return { startAt, reports: new Map() };
+  return { startAt, reports: new Map(), noEarlierLife: false };
 }
 
 export function isCandidate(settings: ArbiterSettings, host: Host): boolean {
@@ -121,7 +128,7 @@ function allReported(ctx: Context, boot: Boot): boolean {
 }
 
 function allNeverSeen(ctx: Context, boot: Boot): boolean {
-  return allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0);
+  return boot.noEarlierLife || (allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0));
 }
 
 /** True when a report sent now with this request timeout counts for S2.3/S2.4. */
@@ -219,7 +226,8 @@ export function noteReport(
   if (seen !== undefined && reportCounts(ctx, boot, requestTimeoutSeconds) && isCandidate(ctx.settings, host)) {
     const reports = new Map(boot.reports);
     reports.set(host, Math.max(reports.get(host) ?? 0, seen));
-    nextBoot = { startAt: boot.startAt, reports };
+    nextBoot = { startAt: boot.startAt, reports, noEarlierLife: boot.noEarlierLife };
+    if (!boot.noEarlierLife && allNeverSeen(ctx, nextBoot)) nextBoot = { ...nextBoot, noEarlierLife: true };
   }
   let lease = state.lease;
   if (lease.floorPending) {
