@@ -47,7 +47,7 @@
  *   NO_LOCK_DELAY NO_CONF_LOCKDELAY NO_STANDBY_WAIT NO_START_WAIT NO_FLOOR NO_FLOOR_WAIT
  *   NO_START_GUARD NO_SAFETY_MARGIN VALIDITY_FROM_RECEIVE WALL_WAITS MONO_VALIDITY
  *   ACK_BEFORE_PERSIST ACK_BEFORE_CHILDREN_GONE ACCEPT_ANY_GEN_ACK ACCEPT_FORGED_ACK
- *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING
+ *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING ACK_LIFT_WITHOUT_RAN
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
  * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
@@ -136,6 +136,7 @@ byte w[N];              /* lock-delay wait of the known generation (monotonic), 
 byte gh[N]; byte gu[N]; /* gave a confirmation to gh; its own wait ends in gu (0: none given) */
 byte sg[N];             /* start guard (S2.2) */
 byte sd[N];             /* #18: stepped down from this generation (persisted first) */
+byte rn[N];             /* the highest generation this host ran (fence said run): its lock-delay was over */
 byte sdst[N];           /* #18: 1 ack due, 2 handover due; mutant: 3 ack first, 4 persist next, 5 release first */
 byte hto[N];            /* handover target while sdst = 2 or 5 */
 byte spg[N];            /* ACK_BEFORE_PERSIST: the generation the late step-down is about */
@@ -174,10 +175,10 @@ byte nag = 0;
 /* Scratch of one transition, zeroed at its end; hidden from the state unless compiled for
  * pan's breadth-first search (-DVISIBLE), which needs every variable visible. */
 #ifdef VISIBLE
-byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine;
+byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine, lft;
 byte ok1 = 1, ok2 = 1, ok3 = 1;
 #else
-hidden byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine;
+hidden byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine, lft;   /* lft: this grant skips every wait (G7) */
 #endif
 hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 
@@ -196,6 +197,13 @@ hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 #define SWGRANT 0
 #else
 #define SWGRANT SWEFF
+#endif
+/* G7: a host that ran generation g stepped down from it; during the start wait, once every
+ * candidate reported nothing above g, no earlier wait is left for its successor. */
+#ifdef ACK_LIFT_WITHOUT_RAN
+#define RANLIFT(a, g) (SWEFF > 0 && ALLREP && flr <= (g))
+#else
+#define RANLIFT(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && flr <= (g))
 #endif
 /* renewHold - now (G4) */
 #define HOLD ((SWEFF > 0 && !(ALLREP && flr <= gen)) -> SWEFF : 0)
@@ -262,7 +270,7 @@ static void hq_perm(State *d, const State *s, const int *p) {
     HP_ARR(cg); HP_ARR(cs); HP_ARR(cl); HP_ARR(pg); HP_ARR(ps); HP_ARR(pl); HP_ARR(w);
     HP_ARR(gu); HP_ARR(sg); HP_ARR(sd); HP_ARR(sdst); HP_ARR(spg); HP_ARR(slp); HP_ARR(crun);
     HP_ARR(ccg); HP_ARR(cd); HP_ARR(rph); HP_ARR(rage); HP_ARR(ag); HP_ARR(afp); HP_ARR(anb);
-    HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg);
+    HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg); HP_ARR(rn);
     /* per host, and naming a host */
     d->kh[p[a_]] = HP_VAL(s->kh[a_]); d->gh[p[a_]] = HP_VAL(s->gh[a_]);
     d->hto[p[a_]] = HP_VAL(s->hto[a_]);
@@ -297,6 +305,10 @@ static void hq_after(void) {
   HV(ok1) = 1; HV(ok2) = 1; HV(ok3) = 1;
   if (!now.ovf) {
     for (a_ = 0; a_ < N; a_++) {
+#if !defined(NO_STEP_DOWN) && !defined(NO_ARBITER_RESTART)
+      /* (only read by G7, which needs a start wait with every report in: an arbiter restart) */
+      if (H_RUN(a_) && now.kg[a_] > now.rn[a_]) now.rn[a_] = now.kg[a_];
+#endif
       if (H_RUN(a_) && !now.crun[a_]) {
         if (now.kg[a_] < now.maxrun) HV(ok1) = 0;
         if (now.kg[a_] > now.maxrun) now.maxrun = now.kg[a_];
@@ -350,7 +362,7 @@ static void hq_dump(void) {
 
 inline check() {
   c_code { hq_after(); hq_dump(); };
-  i = 0; j = 0; t1 = 0; t2 = 0; t3 = 0; ogen = 0; ohol = 0; ofpd = 0; same = 0; mine = 0;
+  i = 0; j = 0; t1 = 0; t2 = 0; t3 = 0; ogen = 0; ohol = 0; ofpd = 0; same = 0; mine = 0; lft = 0;
   assert(ok1);   /* S1: a fenced child never starts a generation below one that already ran */
   assert(ok2);   /* S2: no two hosts answer run: true at once */
   assert(ok3)    /* S2w: no two hosts have a fenced child at work at once */
@@ -402,7 +414,7 @@ inline lockdelay(x, out) {
  * wait is a lock-delay for frm's validity, which frm's acknowledgement may end (#18), and the
  * arbiter asks frm to step down at once. */
 inline grant(h, ldv, frm, protect) {
-  t3 = MAX(ldv, SWGRANT);
+  t3 = (lft -> 0 : MAX(ldv, SWGRANT));
   if
   :: (protect && frm != NONE) ->
      ldh = frm; ldg = gen; resid = nb;
@@ -518,7 +530,7 @@ inline arb_release(a, g, x) {
   before();
   note(a, 255, g, 0);
   if
-  :: (hol == a && g == gen) -> grant(x, nb, a, 0)
+  :: (hol == a && g == gen) -> lft = RANLIFT(a, g); grant(x, nb, a, 0)
   :: else
   fi;
   granted()
@@ -538,12 +550,23 @@ inline arb_ack(tok, body, g) {
       g == ldg &&
 #endif
       body == ldh && hol != ldh && nb > 0) ->
+     if
+     :: RANLIFT(body, g) ->
+        /* G7: it ran g (its own lock-delay was over) and acknowledges: nothing is left to wait for */
+        nb = 0; xm = TTL + M; ldh = NONE; ldg = 0; resid = 0
+     :: else ->
 #ifdef ACK_ENDS_WHOLE_DELAY
-     nb = SWGRANT;
+        nb = SWGRANT;
 #else
-     nb = MAX(resid, SWGRANT);
+        nb = MAX(resid, SWGRANT);
 #endif
-     xm = nb + TTL + M; ldh = NONE; ldg = 0; resid = 0
+        xm = nb + TTL + M;
+#ifdef NO_ARBITER_RESTART
+        ldh = NONE; ldg = 0; resid = 0;
+#endif
+        /* (else a later copy, once the reports are in, may still end the start wait: G7) */
+        skip
+     fi
   :: else
   fi
 }

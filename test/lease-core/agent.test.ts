@@ -484,7 +484,7 @@ t.test('A7: a holder that sees another holder steps down for good and owes an ac
   const step = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A);
   const s = step.state;
   t.same([s.steppedDown, s.lost, s.current, s.pending], [3, 3, null, null], 'generation 3 is stepped down and lost');
-  t.same(s.ackDue, { generation: 3, revision: 12 }, 'the acknowledgement is bound to the generation and the revision seen');
+  t.same(s.ackDue, { generation: 3, revision: 12, ran: true }, 'the acknowledgement is bound to the generation and the revision seen');
   t.same(
     step.events.filter((e) => e.event === 'step-down').map((e) => e.data),
     [{ generation: 3, holder: 'node-b', to: 4, via: 'record', acknowledge: true }],
@@ -493,7 +493,16 @@ t.test('A7: a holder that sees another holder steps down for good and owes an ac
   t.match(persisted(s, at(11.1)), { steppedDown: 3, lost: 3 }, 'both marks are in local.json (the shell writes it first)');
   for (const role of ['cron', 'telegram-poller', 'ledger-cli']) t.equal(decide(s, at(11.2), role).run, false, `${role} does not run`);
   const later = onArbiterAnswer(s, moved({ revision: 13 }), at(12), at(12.1), A).state;
-  t.same([later.ackDue, later.lost], [{ generation: 3, revision: 12 }, 3], 'a later answer does not decide again');
+  t.same([later.ackDue, later.lost], [{ generation: 3, revision: 12, ran: true }, 3], 'a later answer does not decide again');
+});
+
+t.test('G7: the acknowledgement says whether this life of the agent ran the generation', async (t) => {
+  t.equal(holding().ran, 3, 'a holder whose grant started ran it');
+  const waiting = onArbiterAnswer(fresh(), confirming({ notBefore: T + 30 }), at(10), at(10.2), A).state;
+  t.equal(waiting.ran, 0, 'one still inside its lock-delay did not');
+  t.same(onArbiterAnswer(waiting, moved(), at(11), at(11.1), A).state.ackDue, { generation: 3, revision: 12, ran: false }, 'so its acknowledgement does not say so');
+  const guarded = initialAgent(A, at(0), 0, { holder: 'mbp', generation: 2, confirmedAt: null, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: true });
+  t.equal(onArbiterAnswer(guarded, confirming(), at(1), at(1.1), A).state.ran, 0, 'nor one inside its start guard');
 });
 
 t.test('A7: a higher generation for this same host is a loss of the old one, with nothing to acknowledge', async (t) => {
@@ -522,7 +531,7 @@ t.test('A7: a generation an earlier life of the agent held is never acknowledged
   const s = onArbiterAnswer(again, moved(), at(11), at(11.1), A).state;
   t.same([s.steppedDown, s.ackDue], [3, null], 'stepped down, but no acknowledgement');
   const newer = onArbiterAnswer(onArbiterAnswer(again, confirming({ generation: 5 }), at(12), at(12.1), A).state, moved({ generation: 6, revision: 30 }), at(13), at(13.1), A).state;
-  t.same(newer.ackDue, { generation: 5, revision: 30 }, 'a generation first held in this life is');
+  t.same(newer.ackDue, { generation: 5, revision: 30, ran: true }, 'a generation first held in this life is');
 });
 
 t.test('A7: the step-down marks survive a restart, and a stepped-down generation never runs again', async (t) => {
@@ -554,13 +563,13 @@ t.test('A7: the arbiter asks the displaced holder to acknowledge', async (t) => 
   t.equal(acknowledged(sent, 3), sent, 'nothing owed: nothing changes');
   const asked = (s: AgentState, stepDown: number | null, patch: Partial<RecordSummary> = {}) =>
     onArbiterAnswer(s, { ...moved({ revision: 14, ...patch }), stepDown }, at(12), at(12.1), A);
-  t.same(asked(sent, 3).state.ackDue, { generation: 3, revision: 14 }, 'asked again (the answer got lost): the same acknowledgement again');
+  t.same(asked(sent, 3).state.ackDue, { generation: 3, revision: 14, ran: true }, 'asked again (the answer got lost): the same acknowledgement again');
   t.equal(asked(lost, 3).state.ackDue, lost.ackDue, 'while one is owed, it stays');
   t.equal(asked(sent, null).state.ackDue, null, 'not asked: nothing');
   t.equal(asked(sent, 4).state.ackDue, null, 'asked for the record’s own generation: ignored');
   t.equal(asked(sent, 0).state.ackDue, null, 'asked for generation 0: ignored');
   const stranger = asked(onArbiterAnswer(fresh(A, 2), telling({ holder: 'node-b', generation: 2 }), at(1), at(1.1), A).state, 3);
-  t.same([stranger.state.steppedDown, stranger.state.lost, stranger.state.ackDue], [3, 3, { generation: 3, revision: 14 }], 'an agent that never knew it held 3 steps down when asked');
+  t.same([stranger.state.steppedDown, stranger.state.lost, stranger.state.ackDue], [3, 3, { generation: 3, revision: 14, ran: false }], 'an agent that never knew it held 3 steps down when asked');
   t.same(stranger.events.map((e) => e.event), ['generation-adopted', 'step-down'], 'and says so');
   const restarted = initialAgent(A, at(50), 0, persisted(lost, at(11.1)));
   t.equal(asked(restarted, 3).state.ackDue, null, 'after a restart: never (its children are unknown)');

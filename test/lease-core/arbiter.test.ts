@@ -1142,6 +1142,39 @@ t.test('once every candidate reported never having seen a generation, no grant o
   t.match(acked.answer, { ok: true, notBefore: START + 12.1 }, "mbp's acknowledgement ends the move at once, not at the end of the start wait (start + 61)");
 });
 
+t.test('G7: after a restart on a kept database, the acknowledgement of a holder that ran ends the start wait, once every candidate reported nothing newer', async (t) => {
+  const D: ArbiterSettings = { ...S, ttlSeconds: 60, safetyMarginSeconds: 1, viewFreshSeconds: 60 };
+  // mbp held generation 3 before the restart and renews; the arbiter started at START.
+  const restarted = atRestart(state({ holder: 'mbp', generation: 3, revision: 20, acquiredAt: 100, renewedAt: 990, expiresAt: 1050, notBefore: 101 }, [alive('mbp', START + 2)], 3), ctx(START, young(), D));
+  // node-b confirmed mbp while the arbiter was down, and says so: mbp's lock-delay outlasts the start wait.
+  const kept: ArbiterState = { ...restarted, observers: new Map([...restarted.observers, ['node-b', { ...NO_OBSERVER, lastHeartbeatAt: START + 2, heartbeatSeconds: 10, confirmation: { holder: 'mbp', generation: 3, at: START + 3 } }]]) };
+  const reported = (seenB: number): Boot => ({ startAt: START, reports: new Map([['mbp', 3], ['node-b', seenB]]), noEarlierLife: false });
+  const moved = transfer(kept, ctx(START + 3.5, reported(3), D), { to: 'node-b' });
+  t.equal(moved.answer.ok, true, 'the transfer is made');
+  t.equal(moved.next.lease.notBefore, START + 64, "behind mbp's lock-delay (the confirmation + ttl + margin), beyond the start wait");
+  const ack = (ran: boolean, boot: Boot, floor = 3) =>
+    steppedDown({ ...moved.next, floor }, ctx(START + 3.6, boot, D), { host: 'mbp', generation: 3, revision: moved.next.lease.revision, ran });
+  t.match(ack(true, reported(3)).answer, { ok: true, notBefore: START + 3.6 }, 'ran, every report in, none newer: node-b may start now');
+  t.match(ack(true, reported(3)).events.find((e) => e.event === 'stepped-down')?.data, { ran: true }, 'the event says it ran');
+  t.match(ack(false, reported(3)).answer, { ok: true, notBefore: START + 61 }, 'an acknowledgement without "ran" ends the lock-delay only down to the start wait');
+  const partial: Boot = { startAt: START, reports: new Map([['mbp', 3]]), noEarlierLife: false };
+  t.match(ack(true, partial).answer, { ok: true, notBefore: START + 61 }, 'not before every candidate reported (a restored backup may not know the newest holder)');
+  t.match(ack(true, reported(4), 4).answer, { ok: true, notBefore: START + 61 }, 'nor when a candidate reported a newer generation');
+  // An acknowledgement accepted before the reports were in is followed by one after them.
+  const first = ack(true, partial);
+  const again = steppedDown(first.next, ctx(START + 11, reported(3), D), { host: 'mbp', generation: 3, revision: first.next.lease.revision, ran: true });
+  t.match(again.answer, { ok: true, notBefore: START + 11 }, 'a second acknowledgement, once the reports are in, ends the start wait');
+  t.equal(stepDownAsked(first.next, ctx(START + 11, reported(3), D), 'mbp'), 3, 'and the arbiter asks for it');
+  t.equal(steppedDown(first.next, ctx(START + 11, partial, D), { host: 'mbp', generation: 3, revision: first.next.lease.revision, ran: true }).answer.ok, false, 'while nothing more would end, a second one is a duplicate');
+
+  // The holder's handover after the restart: `ran` lets the target start at once.
+  const hand = (ran: boolean, boot: Boot) => release(kept, ctx(START + 3.5, boot, D), { host: 'mbp', generation: 3, handoverTo: 'node-b', ran });
+  t.equal(hand(true, reported(3)).next.lease.notBefore, START + 3.5, 'a handover by a holder that ran: no start wait');
+  t.equal(hand(false, reported(3)).next.lease.notBefore, START + 61, 'without "ran": the start wait');
+  t.equal(hand(true, partial).next.lease.notBefore, START + 61, 'before every report: the start wait');
+  t.equal(release(kept, ctx(START + 3.5, reported(3), D), { host: 'mbp', handoverTo: 'node-b', ran: true }).next.lease.notBefore, START + 61, 'a release that names no generation: the start wait');
+});
+
 t.test('the configured standby is the preferred promotee; the others follow in candidates order (the issue: it was validated, then unused)', async (t) => {
   const views: ReadonlyArray<readonly [string, Partial<Observer>]> = [
     ['node-b', { ...unreachableView('mbp', 995) }],

@@ -73,6 +73,8 @@ export interface AckDue {
   readonly generation: number;
   /** The revision of the record in which it saw the lease lost. */
   readonly revision: number;
+  /** This life of the agent ran the generation (see `AgentState.ran`). */
+  readonly ran: boolean;
 }
 
 /** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
@@ -117,6 +119,12 @@ export interface AgentState {
   readonly ackDue: AckDue | null;
   /** A release step-down whose release may not have reached the arbiter (see `releaseSent`); memory only. */
   readonly releasing: Releasing | null;
+  /**
+   * The highest generation this life of the agent ran: a grant of it was current with its start
+   * (lock-delay, hold) passed and neither the start guard nor a given confirmation holding it
+   * back. Its lock-delay — which waited for the holder before it — was over. Memory only.
+   */
+  readonly ran: number;
 }
 
 /**
@@ -200,6 +208,7 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
     ackFloor: first,
     ackDue: null,
     releasing,
+    ran: 0,
   };
 }
 
@@ -225,6 +234,8 @@ export function settle(state: AgentState, now: Stamp): AgentState {
   }
   if (next.gave !== null && now.mono >= next.gave.untilMono) next = { ...next, gave: null };
   if (next.startGuardUntilMono !== null && now.mono >= next.startGuardUntilMono) next = { ...next, startGuardUntilMono: null };
+  const c = next.current;
+  if (c !== null && c.generation > next.ran && active(c, now) && next.startGuardUntilMono === null && next.gave === null) next = { ...next, ran: c.generation };
   return next;
 }
 
@@ -277,7 +288,7 @@ function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], 
  */
 function lose(state: AgentState, g: number, r: RecordSummary, via: 'record' | 'asked', events: LeaseEvent[]): AgentState {
   const owes = g > state.ackFloor && r.holder !== null && r.holder !== state.host && !r.floorPending && r.notBefore !== null && r.notBefore > r.now;
-  const ackDue = owes ? { generation: g, revision: r.revision } : state.ackDue;
+  const ackDue = owes ? { generation: g, revision: r.revision, ran: state.ran >= g } : state.ackDue;
   events.push(leaseEvent('step-down', state.host, { generation: g, holder: r.holder, to: r.generation, via, acknowledge: owes }));
   return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, g), lost: Math.max(state.lost, g), ackDue };
 }
@@ -353,7 +364,7 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     // Asked again after it acknowledged (the answer got lost): the children were gone then, and
     // nothing of that generation ran since (A7), so the same acknowledgement is still true.
     if (asked > state.lost) state = lose(state, asked, r, 'asked', events);
-    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision } };
+    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
   }
   if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
     const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);

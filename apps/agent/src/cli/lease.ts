@@ -153,7 +153,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const waitSeconds = c.requestTimeoutSeconds + (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
   const down = await agent(c, 'POST', '/v1/step-down', waitSeconds);
   const agentUp = down.kind === 'answer' && down.status === 200;
-  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown } | null) : null;
+  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown; ran?: unknown } | null) : null;
   let generation: number | undefined;
   if (agentUp) {
     const st = await agent(c, 'GET', '/v1/status');
@@ -180,6 +180,8 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const body: { [k: string]: unknown } = { host: c.hostName };
   if (generation !== undefined) body['generation'] = generation;
   if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  // The holder ran this generation and its children are gone: the arbiter may skip its start wait.
+  if (handoverTo !== undefined && ready?.childrenGone === true && ready.ran === true) body['ran'] = true;
   if (force) body['force'] = true;
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {

@@ -450,7 +450,8 @@ export const SteppedDownAnswer = {
   "required": [
     "ok",
     "steppedDown",
-    "childrenGone"
+    "childrenGone",
+    "ran"
   ],
   "properties": {
     "ok": {
@@ -461,6 +462,9 @@ export const SteppedDownAnswer = {
       "type": "integer"
     },
     "childrenGone": {
+      "type": "boolean"
+    },
+    "ran": {
       "type": "boolean"
     }
   }

@@ -2140,6 +2140,9 @@ export const ReleaseBody = {
     },
     "force": {
       "type": "boolean"
+    },
+    "ran": {
+      "type": "boolean"
     }
   },
   "additionalProperties": false
@@ -3184,6 +3187,9 @@ export const StepDownAckBody = {
       "type": "integer",
       "minimum": 0,
       "maximum": 9007199254740991
+    },
+    "ran": {
+      "type": "boolean"
     }
   },
   "additionalProperties": false
