@@ -122,6 +122,7 @@ byte sw = TTL + M;      /* start wait: startAt + ttl + margin - now (S2.3) */
 byte line = RT + 1;     /* ticks until a report counts (S2.3, S2.4) */
 byte rep[N];            /* per candidate: 0 no counting report, 1 reported never-seen, 2 reported seen > 0 */
 bit nel = 0;            /* every candidate reported never-seen once: no earlier life runs, for the whole life */
+bit lg = 0;             /* the record's grant was made in this life (read only during the start wait) */
 
 /* Agents. */
 byte rate[N];           /* clock rate: 0 slow, 1 exact, 2 fast */
@@ -200,11 +201,15 @@ hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 #endif
 /* G7: a host that ran generation g stepped down from it; during the start wait, once every
  * candidate reported nothing above g, no earlier wait is left for its successor. */
+/* Nothing newer than g reported, but the displacing grant (g + 1, of this life) the agents learned. */
+#define NEWEST(g) (flr <= (g) || (flr <= gen && gen == (g) + 1 && lg))
 #ifdef ACK_LIFT_WITHOUT_RAN
-#define RANLIFT(a, g) (SWEFF > 0 && ALLREP && flr <= (g))
+#define RANLIFT(a, g) (SWEFF > 0 && ALLREP && NEWEST(g))
 #else
-#define RANLIFT(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && flr <= (g))
+#define RANLIFT(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && NEWEST(g))
 #endif
+/* A handover's release names the record's own generation: nothing above it may be reported. */
+#define RANLIFT_REL(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && flr <= (g))
 /* renewHold - now (G4) */
 #define HOLD ((SWEFF > 0 && !(ALLREP && flr <= gen)) -> SWEFF : 0)
 
@@ -332,6 +337,7 @@ static void hq_after(void) {
     }
     if (!now.fpd) { now.from = NONE; now.tl = 0; }
     if (!now.fpd && now.sw == 0) { for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0; now.nel = 0; }
+    if (now.sw == 0) now.lg = 0;
     if (now.nb == 0) { now.ldh = NONE; now.ldg = 0; now.resid = 0; }
     if (now.hol == NONE) now.xm = 0;
   }
@@ -425,7 +431,7 @@ inline grant(h, ldv, frm, protect) {
   fi;
   gen = MAX(gen, flr) + 1;
   if :: gen > G -> ovf = 1 :: else fi;
-  hol = h; nb = t3; xm = t3 + TTL + M; from = frm; tl = 1
+  hol = h; nb = t3; xm = t3 + TTL + M; from = frm; tl = 1; lg = 1
 }
 
 /* noteReport: raise the floor, count the report for this life, complete a pending floor
@@ -530,7 +536,7 @@ inline arb_release(a, g, x) {
   before();
   note(a, 255, g, 0);
   if
-  :: (hol == a && g == gen) -> lft = RANLIFT(a, g); grant(x, nb, a, 0)
+  :: (hol == a && g == gen) -> lft = RANLIFT_REL(a, g); grant(x, nb, a, 0)
   :: else
   fi;
   granted()
@@ -578,7 +584,10 @@ inline arb_restart(wipe, jmp) {
   if
   :: wipe ->
      hol = NONE; gen = 0; fpd = FRESH; xm = 0; nb = 0; from = NONE; flr = 0;
-     ldh = NONE; ldg = 0; resid = 0
+     ldh = NONE; ldg = 0; resid = 0;
+     /* A step-down request rides on an answer, with the record the agent adopts, within one
+      * request timeout: one of the lost numbering never reaches an agent of the new one alone. */
+     for (i : 0 .. N - 1) { psg[i] = 0 }
   :: else ->
      t1 = (nb > 0);
      xm = (xm > jmp -> xm - jmp : 0); nb = (nb > jmp -> nb - jmp : 0); resid = (resid > jmp -> resid - jmp : 0);
@@ -595,7 +604,7 @@ inline arb_restart(wipe, jmp) {
      skip
   fi;
   tl = 0;
-  sw = TTL + M; line = RT + 1; nel = 0;
+  sw = TTL + M; line = RT + 1; nel = 0; lg = 0;
   for (i : 0 .. N - 1) { rep[i] = 0 }
 }
 

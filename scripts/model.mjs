@@ -129,6 +129,30 @@ export const CONFIGS = [
     mutants: ['RESTORE_PENDING', 'NO_START_GUARD'],
   },
   {
+    // A planned move during the start wait after an arbiter restart (database kept with a forward
+    // jump, or lost): the acknowledgement of a holder that ran ends every wait (G7).
+    name: 'restart-step-down',
+    memoryMb: 13000,
+    hash: 26,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
+    on: ['STEP_DOWN', 'ARBITER_RESTART'],
+    states: 1.25e7,
+    mutants: ['ACK_BEFORE_PERSIST'],
+  },
+  {
+    // Only for its mutant: the G7 lift without `ran` needs a chain of three hosts (host0's
+    // validity, host1's grant still waiting for it, host1 displaced during the start wait).
+    name: 'restart-step-down-3c',
+    mutantsOnly: true,
+    mutantDepth: 120,
+    memoryMb: 13000,
+    hash: 27,
+    defs: { N: 3, G: 3, TTL: 4, RT: 0, ARBITER_RESTARTS: 1, SYMMETRY: 1 },
+    on: ['STEP_DOWN', 'ARBITER_RESTART'],
+    states: 1e8,
+    mutants: ['ACK_LIFT_WITHOUT_RAN'],
+  },
+  {
     name: 'step-down-4',
     memoryMb: 13000,
     hash: 27,

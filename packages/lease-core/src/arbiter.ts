@@ -618,7 +618,19 @@ export type StepDownVerdict =
  * start wait runs: after it, the lock-delays are the arbiter's own again.
  */
 function ranLifts(state: ArbiterState, d: Displaced, ctx: Context): boolean {
-  return ctx.now < startWaitUntil(ctx, ctx.boot) && allReported(ctx, ctx.boot) && state.floor <= d.generation;
+  return ctx.now < startWaitUntil(ctx, ctx.boot) && allReported(ctx, ctx.boot) && nothingNewer(state, ctx, d.generation);
+}
+
+/**
+ * No report names a generation above `g` that this life did not grant: the agents learn the
+ * displacing grant (g + 1, made in this life right above g) and report it, which says nothing of
+ * an earlier life; a report above the record, or a grant that had to jump above g + 1 (the floor
+ * was higher), does.
+ */
+function nothingNewer(state: ArbiterState, ctx: Context, g: number): boolean {
+  const l = state.lease;
+  if (state.floor <= g) return true;
+  return state.floor <= l.generation && l.generation === g + 1 && l.acquiredAt !== null && l.acquiredAt > ctx.boot.startAt;
 }
 
 /** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits; G7). */

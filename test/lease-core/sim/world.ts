@@ -158,7 +158,9 @@ export interface Fault {
     | 'transfer'
     | 'handover'
     | 'crash-step-down'
-    | 'replay-ack';
+    | 'replay-ack'
+    | 'restart-move'
+    | 'outage-restart';
   readonly start: number;
   readonly length: number;
   readonly a: Host;
