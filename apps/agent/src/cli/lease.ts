@@ -406,10 +406,14 @@ async function waitUntilRuns(c: Resolved, clock: Clock, token: string | null, to
               : 'no lock-delay to wait for';
         return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
       }
+      // Which wait holds the new holder, and until when (arbiter time, UTC).
+      const until = rec.notBefore === null ? '' : ` (until ${new Date(rec.notBefore * 1000).toISOString()})`;
       const line =
         left === null
           ? 'waiting for every candidate to report its seen generation (the floor is pending)'
-          : `waiting: lock-delay ${fmtAge(left)} left${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
+          : d !== null && d.acknowledgedAt !== null
+            ? `waiting: ${fmtAge(left)} left${until}: ${d.host} acknowledged its step-down; what remains is the arbiter's start wait (it started less than ttl + margin ago) or the lock-delay ${d.host}'s own grant still carried`
+            : `waiting: lock-delay ${fmtAge(left)} left${until}${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
       if (!json && line.replace(/[0-9.]+ (s|min|h) left/, '') !== said) {
         said = line.replace(/[0-9.]+ (s|min|h) left/, '');
         process.stdout.write(`${line}\n`);
