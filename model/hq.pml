@@ -337,7 +337,11 @@ static void hq_after(void) {
     }
     if (!now.fpd) { now.from = NONE; now.tl = 0; }
     if (!now.fpd && now.sw == 0) { for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0; now.nel = 0; }
+#if defined(NO_STEP_DOWN) || defined(NO_ARBITER_RESTART)
+    now.lg = 0;   /* read only by G7, which needs both */
+#else
     if (now.sw == 0) now.lg = 0;
+#endif
     if (now.nb == 0) { now.ldh = NONE; now.ldg = 0; now.resid = 0; }
     if (now.hol == NONE) now.xm = 0;
   }
