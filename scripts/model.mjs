@@ -140,19 +140,6 @@ export const CONFIGS = [
     mutants: ['ACK_BEFORE_PERSIST'],
   },
   {
-    // Only for its mutant: the G7 lift without `ran` needs a chain of three hosts (host0's
-    // validity, host1's grant still waiting for it, host1 displaced during the start wait).
-    name: 'restart-step-down-3c',
-    mutantsOnly: true,
-    mutantDepth: 100,
-    memoryMb: 13000,
-    hash: 27,
-    defs: { N: 3, G: 3, TTL: 3, RT: 0, ARBITER_RESTARTS: 1, SYMMETRY: 1 },
-    on: ['STEP_DOWN', 'ARBITER_RESTART'],
-    states: 1e8,
-    mutants: ['ACK_LIFT_WITHOUT_RAN'],
-  },
-  {
     name: 'step-down-4',
     memoryMb: 13000,
     hash: 27,
