@@ -47,7 +47,9 @@
  *   NO_LOCK_DELAY NO_CONF_LOCKDELAY NO_STANDBY_WAIT NO_START_WAIT NO_FLOOR NO_FLOOR_WAIT
  *   NO_START_GUARD NO_SAFETY_MARGIN VALIDITY_FROM_RECEIVE WALL_WAITS MONO_VALIDITY
  *   ACK_BEFORE_PERSIST ACK_BEFORE_CHILDREN_GONE ACCEPT_ANY_GEN_ACK ACCEPT_FORGED_ACK
- *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB
+ *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING
+ * (ACK_LIFT_WITHOUT_RAN is defined too; its counterexample needs three hosts and three generations
+ * across an arbiter restart, and no search for it has finished yet: SAFETY.md, G7.)
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
  * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
@@ -121,6 +123,8 @@ byte resid = 0;         /* the replaced grant's own notBefore - now: the wait ap
 byte sw = TTL + M;      /* start wait: startAt + ttl + margin - now (S2.3) */
 byte line = RT + 1;     /* ticks until a report counts (S2.3, S2.4) */
 byte rep[N];            /* per candidate: 0 no counting report, 1 reported never-seen, 2 reported seen > 0 */
+bit nel = 0;            /* every candidate reported never-seen once: no earlier life runs, for the whole life */
+bit lg = 0;             /* the record's grant was made in this life (read only during the start wait) */
 
 /* Agents. */
 byte rate[N];           /* clock rate: 0 slow, 1 exact, 2 fast */
@@ -135,6 +139,7 @@ byte w[N];              /* lock-delay wait of the known generation (monotonic), 
 byte gh[N]; byte gu[N]; /* gave a confirmation to gh; its own wait ends in gu (0: none given) */
 byte sg[N];             /* start guard (S2.2) */
 byte sd[N];             /* stepped down from this generation (persisted first) */
+byte rn[N];             /* the highest generation this host ran (fence said run): its lock-delay was over */
 byte sdst[N];           /* 1 ack due, 2 handover due; mutant: 3 ack first, 4 persist next, 5 release first */
 byte hto[N];            /* handover target while sdst = 2 or 5 */
 byte spg[N];            /* ACK_BEFORE_PERSIST: the generation the late step-down is about */
@@ -173,10 +178,10 @@ byte nag = 0;
 /* Scratch of one transition, zeroed at its end; hidden from the state unless compiled for
  * pan's breadth-first search (-DVISIBLE), which needs every variable visible. */
 #ifdef VISIBLE
-byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine;
+byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine, lft;
 byte ok1 = 1, ok2 = 1, ok3 = 1;
 #else
-hidden byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine;
+hidden byte i, j, t1, t2, t3, ogen, ohol, ofpd, same, mine, lft;   /* lft: this grant skips every wait (G7) */
 #endif
 hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 
@@ -184,10 +189,10 @@ hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 
 #if N == 2
 #define ALLREP (rep[0] != 0 && rep[1] != 0)
-#define ALLNEVER (rep[0] == 1 && rep[1] == 1)
+#define ALLNEVER (nel || (rep[0] == 1 && rep[1] == 1))
 #else
 #define ALLREP (rep[0] != 0 && rep[1] != 0 && rep[2] != 0)
-#define ALLNEVER (rep[0] == 1 && rep[1] == 1 && rep[2] == 1)
+#define ALLNEVER (nel || (rep[0] == 1 && rep[1] == 1 && rep[2] == 1))
 #endif
 /* startWaitUntil - now (S2.3) */
 #define SWEFF (ALLNEVER -> 0 : sw)
@@ -196,6 +201,17 @@ hidden byte ok1 = 1, ok2 = 1, ok3 = 1;
 #else
 #define SWGRANT SWEFF
 #endif
+/* G7: a host that ran generation g stepped down from it; during the start wait, once every
+ * candidate reported nothing above g, no earlier wait is left for its successor. */
+/* Nothing newer than g reported, but the displacing grant (g + 1, of this life) the agents learned. */
+#define NEWEST(g) (flr <= (g) || (flr <= gen && gen == (g) + 1 && lg))
+#ifdef ACK_LIFT_WITHOUT_RAN
+#define RANLIFT(a, g) (SWEFF > 0 && ALLREP && NEWEST(g))
+#else
+#define RANLIFT(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && NEWEST(g))
+#endif
+/* A handover's release names the record's own generation: nothing above it may be reported. */
+#define RANLIFT_REL(a, g) (rn[a] >= (g) && SWEFF > 0 && ALLREP && flr <= (g))
 /* renewHold - now (G4) */
 #define HOLD ((SWEFF > 0 && !(ALLREP && flr <= gen)) -> SWEFF : 0)
 
@@ -261,7 +277,7 @@ static void hq_perm(State *d, const State *s, const int *p) {
     HP_ARR(cg); HP_ARR(cs); HP_ARR(cl); HP_ARR(pg); HP_ARR(ps); HP_ARR(pl); HP_ARR(w);
     HP_ARR(gu); HP_ARR(sg); HP_ARR(sd); HP_ARR(sdst); HP_ARR(spg); HP_ARR(slp); HP_ARR(crun);
     HP_ARR(ccg); HP_ARR(cd); HP_ARR(rph); HP_ARR(rage); HP_ARR(ag); HP_ARR(afp); HP_ARR(anb);
-    HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg);
+    HP_ARR(ahold); HP_ARR(aconf); HP_ARR(psg); HP_ARR(rlg); HP_ARR(rn);
     /* per host, and naming a host */
     d->kh[p[a_]] = HP_VAL(s->kh[a_]); d->gh[p[a_]] = HP_VAL(s->gh[a_]);
     d->hto[p[a_]] = HP_VAL(s->hto[a_]);
@@ -296,6 +312,10 @@ static void hq_after(void) {
   HV(ok1) = 1; HV(ok2) = 1; HV(ok3) = 1;
   if (!now.ovf) {
     for (a_ = 0; a_ < N; a_++) {
+#if !defined(NO_STEP_DOWN) && !defined(NO_ARBITER_RESTART)
+      /* (only read by G7, which needs a start wait with every report in: an arbiter restart) */
+      if (H_RUN(a_) && now.kg[a_] > now.rn[a_]) now.rn[a_] = now.kg[a_];
+#endif
       if (H_RUN(a_) && !now.crun[a_]) {
         if (now.kg[a_] < now.maxrun) HV(ok1) = 0;
         if (now.kg[a_] > now.maxrun) now.maxrun = now.kg[a_];
@@ -318,7 +338,12 @@ static void hq_after(void) {
       if (now.psg[a_] != 0 && now.psg[a_] <= now.sd[a_]) now.psg[a_] = 0;
     }
     if (!now.fpd) { now.from = NONE; now.tl = 0; }
-    if (!now.fpd && now.sw == 0) for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0;
+    if (!now.fpd && now.sw == 0) { for (a_ = 0; a_ < N; a_++) now.rep[a_] = 0; now.nel = 0; }
+#if defined(NO_STEP_DOWN) || defined(NO_ARBITER_RESTART)
+    now.lg = 0;   /* read only by G7, which needs both */
+#else
+    if (now.sw == 0) now.lg = 0;
+#endif
     if (now.nb == 0) { now.ldh = NONE; now.ldg = 0; now.resid = 0; }
     if (now.hol == NONE) now.xm = 0;
   }
@@ -349,7 +374,7 @@ static void hq_dump(void) {
 
 inline check() {
   c_code { hq_after(); hq_dump(); };
-  i = 0; j = 0; t1 = 0; t2 = 0; t3 = 0; ogen = 0; ohol = 0; ofpd = 0; same = 0; mine = 0;
+  i = 0; j = 0; t1 = 0; t2 = 0; t3 = 0; ogen = 0; ohol = 0; ofpd = 0; same = 0; mine = 0; lft = 0;
   assert(ok1);   /* S1: a fenced child never starts a generation below one that already ran */
   assert(ok2);   /* S2: no two hosts answer run: true at once */
   assert(ok3)    /* S2w: no two hosts have a fenced child at work at once */
@@ -401,7 +426,7 @@ inline lockdelay(x, out) {
  * wait is a lock-delay for frm's validity, which frm's acknowledgement may end, and the
  * arbiter asks frm to step down at once. */
 inline grant(h, ldv, frm, protect) {
-  t3 = MAX(ldv, SWGRANT);
+  t3 = (lft -> 0 : MAX(ldv, SWGRANT));
   if
   :: (protect && frm != NONE) ->
      ldh = frm; ldg = gen; resid = nb;
@@ -412,7 +437,7 @@ inline grant(h, ldv, frm, protect) {
   fi;
   gen = MAX(gen, flr) + 1;
   if :: gen > G -> ovf = 1 :: else fi;
-  hol = h; nb = t3; xm = t3 + TTL + M; from = frm; tl = 1
+  hol = h; nb = t3; xm = t3 + TTL + M; from = frm; tl = 1; lg = 1
 }
 
 /* noteReport: raise the floor, count the report for this life, complete a pending floor
@@ -425,7 +450,7 @@ inline note(h, s, g, counts) {
   if :: t1 > flr -> flr = t1 :: else fi;
 #endif
   if
-  :: (s != 255 && counts) -> rep[h] = ((s > 0 || rep[h] == 2) -> 2 : 1)
+  :: (s != 255 && counts) -> rep[h] = ((s > 0 || rep[h] == 2) -> 2 : 1); if :: ALLNEVER -> nel = 1 :: else fi
   :: else
   fi;
   if
@@ -517,7 +542,7 @@ inline arb_release(a, g, x) {
   before();
   note(a, 255, g, 0);
   if
-  :: (hol == a && g == gen) -> grant(x, nb, a, 0)
+  :: (hol == a && g == gen) -> lft = RANLIFT_REL(a, g); grant(x, nb, a, 0)
   :: else
   fi;
   granted()
@@ -537,12 +562,23 @@ inline arb_ack(tok, body, g) {
       g == ldg &&
 #endif
       body == ldh && hol != ldh && nb > 0) ->
+     if
+     :: RANLIFT(body, g) ->
+        /* G7: it ran g (its own lock-delay was over) and acknowledges: nothing is left to wait for */
+        nb = 0; xm = TTL + M; ldh = NONE; ldg = 0; resid = 0
+     :: else ->
 #ifdef ACK_ENDS_WHOLE_DELAY
-     nb = SWGRANT;
+        nb = SWGRANT;
 #else
-     nb = MAX(resid, SWGRANT);
+        nb = MAX(resid, SWGRANT);
 #endif
-     xm = nb + TTL + M; ldh = NONE; ldg = 0; resid = 0
+        xm = nb + TTL + M;
+#ifdef NO_ARBITER_RESTART
+        ldh = NONE; ldg = 0; resid = 0;
+#endif
+        /* (else a later copy, once the reports are in, may still end the start wait: G7) */
+        skip
+     fi
   :: else
   fi
 }
@@ -554,7 +590,10 @@ inline arb_restart(wipe, jmp) {
   if
   :: wipe ->
      hol = NONE; gen = 0; fpd = FRESH; xm = 0; nb = 0; from = NONE; flr = 0;
-     ldh = NONE; ldg = 0; resid = 0
+     ldh = NONE; ldg = 0; resid = 0;
+     /* A step-down request rides on an answer, with the record the agent adopts, within one
+      * request timeout: one of the lost numbering never reaches an agent of the new one alone. */
+     for (i : 0 .. N - 1) { psg[i] = 0 }
   :: else ->
      t1 = (nb > 0);
      xm = (xm > jmp -> xm - jmp : 0); nb = (nb > jmp -> nb - jmp : 0); resid = (resid > jmp -> resid - jmp : 0);
@@ -571,7 +610,7 @@ inline arb_restart(wipe, jmp) {
      skip
   fi;
   tl = 0;
-  sw = TTL + M; line = RT + 1;
+  sw = TTL + M; line = RT + 1; nel = 0; lg = 0;
   for (i : 0 .. N - 1) { rep[i] = 0 }
 }
 
@@ -672,7 +711,16 @@ inline restart(a) {
   /* persisted(): a confirmation given, or a lock-delay pending (S2.2) */
   t1 = (gu[a] > 0 || pg[a] != 0 || (cg[a] != 0 && cs[a] > 0) || w[a] > 0 || sg[a] > 0);
   if :: (kh[a] != UNK && kg[a] > seen[a]) -> seen[a] = kg[a] :: else fi;
-  kh[a] = UNK; kg[a] = 0; kfp[a] = 0; stale[a] = 0; drop(a); w[a] = 0; gh[a] = NONE; gu[a] = 0;
+  /* local.json keeps the known holder and generation: a record with a holder whose floor was
+   * complete is known again after the start (a restarted holder asks its peers, L2); one whose
+   * floor was pending is not final and is forgotten (-DRESTORE_PENDING: kept as final). */
+#ifdef RESTORE_PENDING
+  t2 = (kh[a] < N);
+#else
+  t2 = (kh[a] < N && !kfp[a]);
+#endif
+  if :: !t2 -> kh[a] = UNK; kg[a] = 0 :: else fi;
+  kfp[a] = 0; stale[a] = 0; drop(a); w[a] = 0; gh[a] = NONE; gu[a] = 0;
 #ifdef NO_START_GUARD
   sg[a] = 0;
 #else

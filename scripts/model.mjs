@@ -118,6 +118,28 @@ export const CONFIGS = [
     mutants: ['SD_IN_MEMORY'],
   },
   {
+    // An agent restart inside an arbiter outage, with the database lost or kept: the restarted
+    // holder knows its record again from local.json, only when it was final (its floor complete).
+    name: 'restart-in-outage',
+    memoryMb: 13000,
+    hash: 25,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1, AGENT_RESTARTS: 1 },
+    on: ['ARBITER_RESTART', 'AGENT_RESTART', 'ROUNDS'],
+    states: 1.5e7,
+    mutants: ['RESTORE_PENDING', 'NO_START_GUARD'],
+  },
+  {
+    // A planned move during the start wait after an arbiter restart (database kept with a forward
+    // jump, or lost): the acknowledgement of a holder that ran ends every wait (G7).
+    name: 'restart-step-down',
+    memoryMb: 13000,
+    hash: 26,
+    defs: { N: 2, G: 2, TTL: 2, RT: 0, ARBITER_RESTARTS: 1 },
+    on: ['STEP_DOWN', 'ARBITER_RESTART'],
+    states: 1.25e7,
+    mutants: ['ACK_BEFORE_PERSIST'],
+  },
+  {
     name: 'step-down-4',
     memoryMb: 13000,
     hash: 27,

@@ -180,8 +180,8 @@ until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation
 | \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\` |
 | \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
-| \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?}\` |
-| \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
+| \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?, ran?}\` (\`ran\`: the handing-over holder ran that generation; during the arbiter's start wait, once every candidate reported nothing above it, the handover then skips the start wait) |
+| \`POST /v1/lease/stepped-down\` | member | \`{host, generation, revision, ran?}\`: the displaced holder stepped down, no fenced child alive → \`{accepted, reason, savedSeconds, lease}\`; accepted only for the generation its grant displaced, while the lock-delay runs, once — it then ends |
 | \`POST /v1/heartbeat\` | member | \`{host, generation?, seenGeneration?, view?, confirmation?, heartbeatSeconds?, refreshSeconds?, requestTimeoutSeconds?, version?}\` (\`version\`: the agent's release, protocol 2) → \`{outcome, reason, lease, hold, reportInSeconds, timingProblems, failover, candidates, stepDown}\` |
 | \`POST /v1/check\` | admin | one check now |
 | \`POST /v1/join\` | none (the bundle's secret) | \`{host, secret, nonce, dryRun?}\` → \`{payload, publicKey, signature}\`: once per bundle, issues HOST's member token and answers its config and the peer token, signed (Ed25519 over the nonce and the payload) by the identity key; \`401 HQ_ERR_JOIN_REFUSED\` for a used, expired, replaced or another host's bundle |

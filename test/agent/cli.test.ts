@@ -490,6 +490,25 @@ t.test('hq failover and hq lease release --handover-to pass --force as force: tr
   t.same(bodies.at(-1), { url: '/v1/lease/release', body: { host: 'mbp', handoverTo: 'node-b', force: true } }, 'the handover carries force: true');
 });
 
+t.test('a refused acquire names the holder and its generation in its one line', async (t) => {
+  const dir = shortDir(t);
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.statusCode = 409;
+      res.end(JSON.stringify({ ok: false, reason: 'held', lease: record({ holder: 'node-b', generation: 4 }), error: 'HQ_ERR_HELD', message: 'the lease is held' }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  writeToken(dir);
+  const r = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(r.code, 1, 'refused: exit 1');
+  t.equal(r.stderr, 'hq lease acquire: refused: held by node-b (generation 4; HTTP 409)\n', 'one line naming holder and generation');
+});
+
 /** A member token in the state dir of a `writeConfig` config (0600, dir 0700). */
 function writeToken(dir: string, mode = 0o600): string {
   mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });

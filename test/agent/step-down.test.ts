@@ -56,7 +56,7 @@ t.test('the lost generation is on disk before its acknowledgement leaves', async
   await hear(answer({}, true));
   await hear(lost);
   t.equal(sent.length, 1, 'one acknowledgement');
-  t.same(sent[0]?.ack, { host: 'mbp', generation: 3, revision: 12 }, 'for generation 3, in the revision that showed the loss');
+  t.same(sent[0]?.ack, { host: 'mbp', generation: 3, revision: 12, ran: true }, 'for generation 3, in the revision that showed the loss, saying it ran');
   t.ok((sent[0]?.onDisk.lost ?? 0) >= 3 || (sent[0]?.onDisk.steppedDown ?? 0) >= 3, `local.json said generation 3 is stepped down when it left (${JSON.stringify(sent[0]?.onDisk)})`);
 });
 

@@ -1,6 +1,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import {
+  asksPeers,
   acknowledged,
   unvouched,
   acquire,
@@ -489,7 +490,7 @@ t.test('A7: a holder that sees another holder steps down for good and owes an ac
   const step = onArbiterAnswer(holding(), moved(), at(11), at(11.1), A);
   const s = step.state;
   t.same([s.steppedDown, s.lost, s.current, s.pending], [3, 3, null, null], 'generation 3 is stepped down and lost');
-  t.same(s.ackDue, { generation: 3, revision: 12 }, 'the acknowledgement is bound to the generation and the revision seen');
+  t.same(s.ackDue, { generation: 3, revision: 12, ran: true }, 'the acknowledgement is bound to the generation and the revision seen');
   t.same(
     step.events.filter((e) => e.event === 'step-down').map((e) => e.data),
     [{ generation: 3, holder: 'node-b', to: 4, via: 'record', acknowledge: true }],
@@ -498,7 +499,30 @@ t.test('A7: a holder that sees another holder steps down for good and owes an ac
   t.match(persisted(s, at(11.1)), { steppedDown: 3, lost: 3 }, 'both marks are in local.json (the shell writes it first)');
   for (const role of ['cron', 'telegram-poller', 'ledger-cli']) t.equal(decide(s, at(11.2), role).run, false, `${role} does not run`);
   const later = onArbiterAnswer(s, moved({ revision: 13 }), at(12), at(12.1), A).state;
-  t.same([later.ackDue, later.lost], [{ generation: 3, revision: 12 }, 3], 'a later answer does not decide again');
+  t.same([later.ackDue, later.lost], [{ generation: 3, revision: 12, ran: true }, 3], 'a later answer does not decide again');
+});
+
+t.test('G7: the acknowledgement says whether this life of the agent ran the generation', async (t) => {
+  t.equal(holding().ran, 3, 'a holder whose grant started ran it');
+  const waiting = onArbiterAnswer(fresh(), confirming({ notBefore: T + 30 }), at(10), at(10.2), A).state;
+  t.equal(waiting.ran, 0, 'one still inside its lock-delay did not');
+  t.same(onArbiterAnswer(waiting, moved(), at(11), at(11.1), A).state.ackDue, { generation: 3, revision: 12, ran: false }, 'so its acknowledgement does not say so');
+  const guarded = initialAgent(A, at(0), 0, { holder: 'mbp', generation: 2, confirmedAt: null, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: true });
+  t.equal(onArbiterAnswer(guarded, confirming(), at(1), at(1.1), A).state.ran, 0, 'nor one inside its start guard');
+});
+
+t.test('A4, A7: a standby that confirmed the holder ends its own wait once the arbiter accepted that holder’s step-down', async (t) => {
+  const gave = onConfirmRequest(standby(), { host: 'mbp', generation: 3 }, at(11), B).state;
+  t.not(gave.gave, null, 'node-b confirmed mbp at generation 3 and waits');
+  const promoted = (displaced: RecordSummary['displaced']) =>
+    onArbiterAnswer(gave, confirming({ holder: 'node-b', generation: 4, revision: 30, notBefore: T, displaced }), at(12), at(12.1), B);
+  const acked = promoted({ host: 'mbp', generation: 3, acknowledgedAt: T - 1, savedSeconds: 5 });
+  t.equal(acked.state.gave, null, 'mbp acknowledged its step-down from generation 3: the wait for it is over');
+  t.ok(acked.events.some((e) => e.event === 'confirmation-released'), 'and says so');
+  t.same(reason(acked.state, at(12.2), 'cron', B), [true, 'holder'], 'node-b runs');
+  t.not(promoted({ host: 'mbp', generation: 3, acknowledgedAt: null, savedSeconds: null }).state.gave, null, 'not before the acknowledgement');
+  t.not(promoted({ host: 'mbp', generation: 2, acknowledgedAt: T - 1, savedSeconds: 5 }).state.gave, null, 'nor for a lower generation than the one confirmed');
+  t.not(promoted({ host: 'node-c', generation: 3, acknowledgedAt: T - 1, savedSeconds: 5 }).state.gave, null, 'nor for another holder');
 });
 
 t.test('A7: a higher generation for this same host is a loss of the old one, with nothing to acknowledge', async (t) => {
@@ -527,7 +551,7 @@ t.test('A7: a generation an earlier life of the agent held is never acknowledged
   const s = onArbiterAnswer(again, moved(), at(11), at(11.1), A).state;
   t.same([s.steppedDown, s.ackDue], [3, null], 'stepped down, but no acknowledgement');
   const newer = onArbiterAnswer(onArbiterAnswer(again, confirming({ generation: 5 }), at(12), at(12.1), A).state, moved({ generation: 6, revision: 30 }), at(13), at(13.1), A).state;
-  t.same(newer.ackDue, { generation: 5, revision: 30 }, 'a generation first held in this life is');
+  t.same(newer.ackDue, { generation: 5, revision: 30, ran: true }, 'a generation first held in this life is');
 });
 
 t.test('A7: the step-down marks survive a restart, and a stepped-down generation never runs again', async (t) => {
@@ -559,13 +583,13 @@ t.test('A7: the arbiter asks the displaced holder to acknowledge', async (t) => 
   t.equal(acknowledged(sent, 3), sent, 'nothing owed: nothing changes');
   const asked = (s: AgentState, stepDown: number | null, patch: Partial<RecordSummary> = {}) =>
     onArbiterAnswer(s, { ...moved({ revision: 14, ...patch }), stepDown }, at(12), at(12.1), A);
-  t.same(asked(sent, 3).state.ackDue, { generation: 3, revision: 14 }, 'asked again (the answer got lost): the same acknowledgement again');
+  t.same(asked(sent, 3).state.ackDue, { generation: 3, revision: 14, ran: true }, 'asked again (the answer got lost): the same acknowledgement again');
   t.equal(asked(lost, 3).state.ackDue, lost.ackDue, 'while one is owed, it stays');
   t.equal(asked(sent, null).state.ackDue, null, 'not asked: nothing');
   t.equal(asked(sent, 4).state.ackDue, null, 'asked for the record’s own generation: ignored');
   t.equal(asked(sent, 0).state.ackDue, null, 'asked for generation 0: ignored');
   const stranger = asked(onArbiterAnswer(fresh(A, 2), telling({ holder: 'node-b', generation: 2 }), at(1), at(1.1), A).state, 3);
-  t.same([stranger.state.steppedDown, stranger.state.lost, stranger.state.ackDue], [3, 3, { generation: 3, revision: 14 }], 'an agent that never knew it held 3 steps down when asked');
+  t.same([stranger.state.steppedDown, stranger.state.lost, stranger.state.ackDue], [3, 3, { generation: 3, revision: 14, ran: false }], 'an agent that never knew it held 3 steps down when asked');
   t.same(stranger.events.map((e) => e.event), ['generation-adopted', 'step-down'], 'and says so');
   const restarted = initialAgent(A, at(50), 0, persisted(lost, at(11.1)));
   t.equal(asked(restarted, 3).state.ackDue, null, 'after a restart: never (its children are unknown)');
@@ -654,8 +678,8 @@ t.test('settle folds a started pending grant, drops spent waits, and keeps the r
 });
 
 t.test('persisted', async (t) => {
-  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a fresh agent');
-  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0 }, 'a running holder');
+  t.same(persisted(fresh(A, 4), at(1)), { holder: null, generation: 4, confirmedAt: null, ttlSeconds: 0, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0, released: false, floorPending: false }, 'a fresh agent');
+  t.same(persisted(holding(), at(11)), { holder: 'mbp', generation: 3, confirmedAt: W + 10, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false, steppedDown: 0, lost: 0, released: false, floorPending: false }, 'a running holder');
   const waiting = onArbiterAnswer(fresh(), telling({ notBefore: T + 3 }), at(10), at(10), A).state;
   t.equal(persisted(waiting, at(11)).lockDelayPending, true, 'a lock-delay in progress is pending');
   t.equal(persisted(waiting, at(13)).lockDelayPending, false, 'and not after it');
@@ -666,8 +690,50 @@ t.test('persisted', async (t) => {
     t.equal(restarted.startGuardUntilMono, 507, 'guarded');
     const running = holding();
     const again = initialAgent(A, at(11), 3, persisted(running, at(11)));
-    t.same(reason(again, at(11.5)), [false, 'no-lease-after-seen'], 'no validity survives a restart');
+    t.same(reason(again, at(11.5)), [false, 'no-quorum-expired'], 'no validity survives a restart (the record does: A8)');
   });
+});
+
+t.test('A8, L2: a holder restarted during an arbiter outage runs again on its peers, after its start guard; a standby never', async (t) => {
+  const P = { ...A, failOpenRoles: [] };
+  // mbp holds generation 3 and runs on node-b's confirmation; the arbiter is down.
+  const off = onArbiterFailure(holding({}, P)).state;
+  const quorum = onPeerResults(off, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(14), at(14), P).state;
+  t.same(reason(quorum, at(15), 'cron', P), [true, 'quorum-standby'], 'before the restart: quorum-standby');
+  const disk = persisted(quorum, at(15));
+  t.match(disk, { holder: 'mbp', generation: 3, released: false, floorPending: false }, 'local.json says who holds what');
+  const restarted = initialAgent(P, at(100), 3, disk);
+  t.match(restarted.known, { holder: 'mbp', generation: 3, floorPending: false, released: false, ttlSeconds: 6 }, 'the record is known again');
+  t.equal(persisted(restarted, at(100)).holder, 'mbp', 'and written back as it was, not with holder null');
+  t.same(reason(restarted, at(100.5), 'cron', P), [false, 'no-quorum-expired'], 'nothing runs on the restored record alone, and the reason is not no-lease-after-seen');
+  const down = onArbiterFailure(restarted);
+  t.ok(asksPeers(down.state, { kind: 'no-answer' }), 'the restarted holder asks its peers');
+  const again = onPeerResults(down.state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(again, at(101.5), 'cron', P), [true, 'quorum-standby'], 'and runs again on their confirmation');
+  const newer = onPeerResults(down.state, [{ peer: 'node-b', answered: true, confirmed: false, generation: 4 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(newer, at(101.5), 'cron', P)[0], false, 'a peer that knows a newer generation stops it');
+
+  // With a flag on record (a grant that had not started), the start guard comes first.
+  const waiting = onArbiterAnswer(fresh(P), confirming({ notBefore: T + 3 }), at(10), at(10), P).state;
+  const guarded = initialAgent(P, at(100), 3, persisted(waiting, at(11)));
+  t.equal(guarded.startGuardUntilMono, 107, 'the start guard holds for ttl + margin');
+  const early = onPeerResults(onArbiterFailure(guarded).state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(101), at(101), P).state;
+  t.same(reason(early, at(101.5), 'cron', P), [false, 'lock-delay'], 'confirmed, but inside the start guard: no');
+  const after = onPeerResults(onArbiterFailure(guarded).state, [{ peer: 'node-b', answered: true, confirmed: true, generation: 3 }], ['node-b'], at(107), at(107), P).state;
+  t.same(reason(after, at(107.5), 'cron', P), [true, 'quorum-standby'], 'after it: quorum-standby');
+
+  // A restarted standby knows the holder again and never runs.
+  const b = initialAgent(B, at(100), 3, persisted(standby(), at(11)));
+  t.same(reason(b, at(100.5), 'cron', B), [false, 'not-holder'], 'a restarted standby: not-holder');
+  t.notOk(asksPeers(onArbiterFailure(b).state, { kind: 'no-answer' }), 'and asks no one');
+  t.equal(onConfirmRequest(b, { host: 'node-c', generation: 3 }, at(101), B).answer.reason, 'other-holder', 'it confirms no other holder at that generation');
+
+  // What is not known again: a pending record, a released one, a file written before the flags.
+  const pending = persisted(onArbiterAnswer(fresh(P), confirming({ floorPending: true }), at(10), at(10), P).state, at(11));
+  t.equal(initialAgent(P, at(100), 3, pending).known, null, 'a record whose floor was pending is forgotten');
+  t.equal(initialAgent(P, at(100), 3, { ...disk, released: true }).known, null, 'a released one too');
+  const { released: _r, floorPending: _f, ...older } = disk;
+  t.equal(initialAgent(P, at(100), 3, older).known, null, 'and one from a file that did not say');
 });
 
 // ---------------------------------------------------------------------------------------

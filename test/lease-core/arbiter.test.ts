@@ -49,7 +49,7 @@ const S: ArbiterSettings = {
 const S3: ArbiterSettings = { ...S, candidates: ['mbp', 'node-b', 'node-c'] };
 const WARM: Boot = newBoot(0);
 const START = 1000; // the start of a young boot
-const young = (reports: ReadonlyArray<readonly [string, number]> = []): Boot => ({ startAt: START, reports: new Map(reports) });
+const young = (reports: ReadonlyArray<readonly [string, number]> = []): Boot => ({ startAt: START, reports: new Map(reports), noEarlierLife: false });
 
 function ctx(now: number, boot: Boot = WARM, settings: ArbiterSettings = S): Context {
   return { now, boot, settings };
@@ -744,9 +744,9 @@ t.test('check', async (t) => {
   }
   t.test('a view from an earlier life of the arbiter is no evidence', async (t) => {
     const s = held({ acquiredAt: 800 }, [['node-b', unreachableView('mbp', 990)]]);
-    t.equal(promotee(s, ctx(1000, { startAt: 995, reports: new Map() })), null, 'taken before this start');
-    t.equal(promotee(s, ctx(1000, { startAt: 990, reports: new Map() })), null, 'taken at the start');
-    t.equal(promotee(s, ctx(1000, { startAt: 989, reports: new Map() })), 'node-b', 'taken after the start');
+    t.equal(promotee(s, ctx(1000, { startAt: 995, reports: new Map(), noEarlierLife: false })), null, 'taken before this start');
+    t.equal(promotee(s, ctx(1000, { startAt: 990, reports: new Map(), noEarlierLife: false })), null, 'taken at the start');
+    t.equal(promotee(s, ctx(1000, { startAt: 989, reports: new Map(), noEarlierLife: false })), 'node-b', 'taken after the start');
   });
   t.test('a lease without acquiredAt skips the tenure test', async (t) => {
     t.equal(promotee(held({ acquiredAt: null }, [['node-b', unreachableView('mbp', 10)]]), ctx(20)), 'node-b', 'eligible');
@@ -830,7 +830,7 @@ t.test('startWaitUntil, renewHold and lockDelayUntil', async (t) => {
     'the latest confirmation of the old holder wins',
   );
   t.equal(isCandidate(S, 'mbp') && !isCandidate(S, 'cloud-vm') && !isCandidate(S, 'MBP'), true, 'candidates are compared exactly');
-  t.same(newBoot(5), { startAt: 5, reports: new Map() }, 'a new boot has no reports');
+  t.same(newBoot(5), { startAt: 5, reports: new Map(), noEarlierLife: false }, 'a new boot has no reports');
 });
 
 // ---------------------------------------------------------------------------------------
@@ -1120,6 +1120,60 @@ t.test('a first grant made during the start wait may start once every candidate 
     { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: 5 },
   );
   t.equal(afterTransfer.next.lease.notBefore, transferred.next.lease.notBefore, "a grant that carries an old holder's lock-delay is not lifted");
+});
+
+t.test('once every candidate reported never having seen a generation, no grant of this life waits for the start (S2.3 is about the previous life)', async (t) => {
+  const D: ArbiterSettings = { ...S, ttlSeconds: 60, safetyMarginSeconds: 1, viewFreshSeconds: 60 };
+  const fresh = state({ floorPending: true });
+  const first = acquireCore(fresh, ctx(START + 3, young(), D), { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 5 });
+  const a = heartbeatCore(first.next, ctx(START + 10.25, first.boot, D), { host: 'mbp', generation: 1, seenGeneration: 0, requestTimeoutSeconds: 5 });
+  const b = heartbeatCore(a.next, ctx(START + 10.5, a.boot, D), { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: 5 });
+  t.equal(b.boot.noEarlierLife, true, 'the last never-seen report establishes it');
+  t.equal(startWaitUntil(ctx(START + 10.5, b.boot, D), b.boot), -Infinity, 'no start wait from then on');
+  // mbp adopts generation 1 and reports it: its reports are no longer "never seen".
+  const c = heartbeatCore(b.next, ctx(START + 11, b.boot, D), { host: 'mbp', generation: 1, seenGeneration: 1, requestTimeoutSeconds: 5 });
+  t.equal(c.boot.reports.get('mbp'), 1, 'the report of generation 1 is recorded');
+  t.equal(c.boot.noEarlierLife, true, 'a grant of this life does not undo the fact');
+  const moved = transfer(c.next, ctx(START + 12, c.boot, D), { to: 'node-b', force: true });
+  t.equal(moved.answer.ok, true, 'the transfer is made');
+  const lock = lockDelayUntil(c.next, ctx(START + 12, c.boot, D), 'mbp');
+  t.equal(moved.next.lease.notBefore, lock, "the transfer waits for mbp's lock-delay only");
+  const acked = steppedDown(moved.next, ctx(START + 12.1, moved.boot, D), { host: 'mbp', generation: 1, revision: moved.next.lease.revision });
+  t.match(acked.answer, { ok: true, notBefore: START + 12.1 }, "mbp's acknowledgement ends the move at once, not at the end of the start wait (start + 61)");
+});
+
+t.test('G7: after a restart on a kept database, the acknowledgement of a holder that ran ends the start wait, once every candidate reported nothing newer', async (t) => {
+  const D: ArbiterSettings = { ...S, ttlSeconds: 60, safetyMarginSeconds: 1, viewFreshSeconds: 60 };
+  // mbp held generation 3 before the restart and renews; the arbiter started at START.
+  const restarted = atRestart(state({ holder: 'mbp', generation: 3, revision: 20, acquiredAt: 100, renewedAt: 990, expiresAt: 1050, notBefore: 101 }, [alive('mbp', START + 2)], 3), ctx(START, young(), D));
+  // node-b confirmed mbp while the arbiter was down, and says so: mbp's lock-delay outlasts the start wait.
+  const kept: ArbiterState = { ...restarted, observers: new Map([...restarted.observers, ['node-b', { ...NO_OBSERVER, lastHeartbeatAt: START + 2, heartbeatSeconds: 10, confirmation: { holder: 'mbp', generation: 3, at: START + 3 } }]]) };
+  const reported = (seenB: number): Boot => ({ startAt: START, reports: new Map([['mbp', 3], ['node-b', seenB]]), noEarlierLife: false });
+  const moved = transfer(kept, ctx(START + 3.5, reported(3), D), { to: 'node-b' });
+  t.equal(moved.answer.ok, true, 'the transfer is made');
+  t.equal(moved.next.lease.notBefore, START + 64, "behind mbp's lock-delay (the confirmation + ttl + margin), beyond the start wait");
+  const ack = (ran: boolean, boot: Boot, floor = 3) =>
+    steppedDown({ ...moved.next, floor }, ctx(START + 3.6, boot, D), { host: 'mbp', generation: 3, revision: moved.next.lease.revision, ran });
+  t.match(ack(true, reported(3)).answer, { ok: true, notBefore: START + 3.6 }, 'ran, every report in, none newer: node-b may start now');
+  t.match(ack(true, reported(3)).events.find((e) => e.event === 'stepped-down')?.data, { ran: true }, 'the event says it ran');
+  t.match(ack(false, reported(3)).answer, { ok: true, notBefore: START + 61 }, 'an acknowledgement without "ran" ends the lock-delay only down to the start wait');
+  const partial: Boot = { startAt: START, reports: new Map([['mbp', 3]]), noEarlierLife: false };
+  t.match(ack(true, partial).answer, { ok: true, notBefore: START + 61 }, 'not before every candidate reported (a restored backup may not know the newest holder)');
+  t.match(ack(true, reported(5), 5).answer, { ok: true, notBefore: START + 61 }, 'nor when a candidate reported a generation above the record (a holder the kept record does not know)');
+  t.match(ack(true, reported(4), 4).answer, { ok: true, notBefore: START + 3.6 }, 'the displacing grant itself, reported back by the agents that learned it, is no such generation');
+  // An acknowledgement accepted before the reports were in is followed by one after them.
+  const first = ack(true, partial);
+  const again = steppedDown(first.next, ctx(START + 11, reported(3), D), { host: 'mbp', generation: 3, revision: first.next.lease.revision, ran: true });
+  t.match(again.answer, { ok: true, notBefore: START + 11 }, 'a second acknowledgement, once the reports are in, ends the start wait');
+  t.equal(stepDownAsked(first.next, ctx(START + 11, reported(3), D), 'mbp'), 3, 'and the arbiter asks for it');
+  t.equal(steppedDown(first.next, ctx(START + 11, partial, D), { host: 'mbp', generation: 3, revision: first.next.lease.revision, ran: true }).answer.ok, false, 'while nothing more would end, a second one is a duplicate');
+
+  // The holder's handover after the restart: `ran` lets the target start at once.
+  const hand = (ran: boolean, boot: Boot) => release(kept, ctx(START + 3.5, boot, D), { host: 'mbp', generation: 3, handoverTo: 'node-b', ran });
+  t.equal(hand(true, reported(3)).next.lease.notBefore, START + 3.5, 'a handover by a holder that ran: no start wait');
+  t.equal(hand(false, reported(3)).next.lease.notBefore, START + 61, 'without "ran": the start wait');
+  t.equal(hand(true, partial).next.lease.notBefore, START + 61, 'before every report: the start wait');
+  t.equal(release(kept, ctx(START + 3.5, reported(3), D), { host: 'mbp', handoverTo: 'node-b', ran: true }).next.lease.notBefore, START + 61, 'a release that names no generation: the start wait');
 });
 
 t.test('the configured standby is the preferred promotee; the others follow in candidates order (the issue: it was validated, then unused)', async (t) => {

@@ -63,3 +63,31 @@ for (const phase of ['persisted', 'children-gone'] as const) {
     t.ok(mbpEnd <= nodeB, 'mbp’s worker (its deadline, the supervisor’s) was over first');
   });
 }
+
+t.test('a transfer right after an arbiter restart: mbp ran, acknowledges, node-b runs before the start wait would end', async (t) => {
+  // A TTL of 20 s: reports count two request timeouts (6 s) after the start, well inside its start wait.
+  const cfg = { ...FAST, ttlSeconds: 20, viewFreshSeconds: 20 };
+  const restartAt = MOVE_AT - 2;
+  const up = restartAt + 0.5;
+  const w = new World(7, cfg, REAL, [{ kind: 'crash-arbiter', start: restartAt, length: 0.5, a: 'arbiter', b: 'arbiter', amount: 0 }, move('transfer')]);
+  w.runUntil(MOVE_AT + 30);
+  const { nodeB, mbpEnd } = handoff(w);
+  t.same(w.violations, [], 'no violation');
+  const startWaitEnd = up + cfg.ttlSeconds + cfg.safetyMarginSeconds;
+  t.ok(nodeB < startWaitEnd - 8, `node-b ran at ${nodeB.toFixed(2)}, long before the start wait would end (${startWaitEnd.toFixed(2)})`);
+  t.ok(mbpEnd <= nodeB, "mbp's worker was gone first");
+  t.ok(w.events.some((e) => e.event === 'stepped-down' && e.data['ran'] === true), 'the acknowledgement said mbp ran');
+});
+
+t.test("mbp's agent restarted inside an arbiter outage: it runs again on node-b's confirmation, never beside node-b", async (t) => {
+  const outageAt = 15;
+  const w = new World(7, FAST, REAL, [
+    { kind: 'crash-arbiter', start: outageAt, length: 20, a: 'arbiter', b: 'arbiter', amount: 0 },
+    { kind: 'crash-agent', start: outageAt + 3, length: 1, a: 'mbp', b: 'mbp', amount: 0 },
+  ]);
+  w.runUntil(outageAt + 19);
+  t.same(w.violations, [], 'no violation');
+  const again = w.runs.find((r) => r.host === 'mbp' && r.start > outageAt + 4);
+  t.ok(again !== undefined && again.start < outageAt + 20, `mbp ran again at ${again?.start.toFixed(2)}, inside the outage`);
+  t.notOk(w.runs.some((r) => r.host === 'node-b'), 'node-b never ran');
+});

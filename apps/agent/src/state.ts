@@ -38,7 +38,7 @@ export function parsePersisted(text: string): Persisted | string {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'is not a JSON object';
   const o = v as { [k: string]: unknown };
-  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending', 'steppedDown', 'lost']);
+  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending', 'steppedDown', 'lost', 'released', 'floorPending']);
   for (const k of Object.keys(o)) if (!known.has(k)) return `has an unknown field ${JSON.stringify(k)}`;
   const holder = o['holder'];
   if (holder !== null && !isHost(holder)) return 'holder must be a host or null';
@@ -71,7 +71,13 @@ export function parsePersisted(text: string): Persisted | string {
   if (!isGeneration(steppedDown)) return 'steppedDown must be an integer ≥ 0';
   const lost = o['lost'] ?? 0;
   if (!isGeneration(lost)) return 'lost must be an integer ≥ 0';
-  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending, steppedDown, lost };
+  // Absent in files written before they were kept: the record is then not known again at start.
+  const released = o['released'];
+  if (released !== undefined && typeof released !== 'boolean') return 'released must be a boolean';
+  const floorPending = o['floorPending'];
+  if (floorPending !== undefined && typeof floorPending !== 'boolean') return 'floorPending must be a boolean';
+  const flags = { ...(released === undefined ? {} : { released }), ...(floorPending === undefined ? {} : { floorPending }) };
+  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending, steppedDown, lost, ...flags };
 }
 
 export async function loadPersisted(path: string): Promise<Loaded<Persisted>> {

@@ -30,6 +30,11 @@
  *      could have run alone (above `ackFloor`): the fenced children of an earlier life are not
  *      known to it, so it cannot say they are gone; nor those of a generation whose children
  *      this life could not see gone (`unvouched` raises the floor to it).
+ *  A8  A restart keeps the known record (holder, generation, lease timing) when it was final —
+ *      its floor complete, not released: a holder restarted while the arbiter is down runs
+ *      again, after its start guard (A4), only on every standby's confirmation (L2); nothing
+ *      runs on the restored record alone, and a pending record (its generation may still be
+ *      raised) is forgotten.
  */
 import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
 import { GENERATION_CEILING, NEVER_FAIL_OPEN } from '@hq/protocol';
@@ -68,6 +73,8 @@ export interface AckDue {
   readonly generation: number;
   /** The revision of the record in which it saw the lease lost. */
   readonly revision: number;
+  /** This life of the agent ran the generation (see `AgentState.ran`). */
+  readonly ran: boolean;
 }
 
 /** The lease as last learned from the arbiter (the agent's `/v1/status` shows it as is). */
@@ -112,6 +119,12 @@ export interface AgentState {
   readonly ackDue: AckDue | null;
   /** A release step-down whose release may not have reached the arbiter (see `releaseSent`); memory only. */
   readonly releasing: Releasing | null;
+  /**
+   * The highest generation this life of the agent ran: a grant of it was current with its start
+   * (lock-delay, hold) passed and neither the start guard nor a given confirmation holding it
+   * back. Its lock-delay — which waited for the holder before it — was over. Memory only.
+   */
+  readonly ran: number;
 }
 
 /**
@@ -140,11 +153,35 @@ export interface Persisted {
   /** A7: the step-down marks (absent in files written before them: 0). */
   readonly steppedDown?: number;
   readonly lost?: number;
+  /**
+   * The known record was released / had its floor pending (absent in files written before
+   * they were kept: the record is then not known again after a restart, A8).
+   */
+  readonly released?: boolean;
+  readonly floorPending?: boolean;
 }
 
 /** The start guard's length from what local.json kept (A4, A6); Infinity when it kept none. */
 export function startGuardSeconds(p: Pick<Persisted, 'ttlSeconds' | 'safetyMarginSeconds'>): number {
   return p.ttlSeconds > 0 ? p.ttlSeconds + p.safetyMarginSeconds : Infinity;
+}
+
+/**
+ * A8: the record local.json kept, known again after a restart — only a final one (its floor
+ * complete, not released) with a holder and its lease timing. The restarted holder then asks
+ * its peers as before (L2); a standby knows whom it confirms.
+ */
+function restoredKnown(p: Persisted | null): Known | null {
+  if (p === null || p.holder === null || p.released !== false || p.floorPending !== false || !(p.ttlSeconds > 0)) return null;
+  return {
+    holder: p.holder,
+    generation: p.generation,
+    expired: false,
+    released: false,
+    floorPending: false,
+    ttlSeconds: p.ttlSeconds,
+    safetyMarginSeconds: p.safetyMarginSeconds,
+  };
 }
 
 export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
@@ -159,7 +196,7 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
     started,
     startGuardUntilMono: flagged ? started.mono + startGuardSeconds(persisted) : null,
     seen: first,
-    known: null,
+    known: restoredKnown(persisted),
     stale: false,
     current: null,
     pending: null,
@@ -171,6 +208,7 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
     ackFloor: first,
     ackDue: null,
     releasing,
+    ran: 0,
   };
 }
 
@@ -196,6 +234,8 @@ export function settle(state: AgentState, now: Stamp): AgentState {
   }
   if (next.gave !== null && now.mono >= next.gave.untilMono) next = { ...next, gave: null };
   if (next.startGuardUntilMono !== null && now.mono >= next.startGuardUntilMono) next = { ...next, startGuardUntilMono: null };
+  const c = next.current;
+  if (c !== null && c.generation > next.ran && active(c, now) && next.startGuardUntilMono === null && next.gave === null) next = { ...next, ran: c.generation };
   return next;
 }
 
@@ -214,6 +254,8 @@ export function persisted(state: AgentState, now: Stamp): Persisted {
     lockDelayPending: waiting || state.startGuardUntilMono !== null,
     steppedDown: state.steppedDown,
     lost: state.lost,
+    released: state.known?.released ?? false,
+    floorPending: state.known?.floorPending ?? false,
   };
 }
 
@@ -248,7 +290,7 @@ function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], 
  */
 function lose(state: AgentState, g: number, r: RecordSummary, via: 'record' | 'asked', events: LeaseEvent[]): AgentState {
   const owes = g > state.ackFloor && r.holder !== null && r.holder !== state.host && !r.floorPending && r.notBefore !== null && r.notBefore > r.now;
-  const ackDue = owes ? { generation: g, revision: r.revision } : state.ackDue;
+  const ackDue = owes ? { generation: g, revision: r.revision, ran: state.ran >= g } : state.ackDue;
   events.push(leaseEvent('step-down', state.host, { generation: g, holder: r.holder, to: r.generation, via, acknowledge: owes }));
   return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, g), lost: Math.max(state.lost, g), ackDue };
 }
@@ -309,6 +351,15 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   const acknowledged = r.displaced !== null && r.displaced.acknowledgedAt !== null;
   const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity || acknowledged ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
   state = { ...state, known, waitUntilMono };
+  // The holder this agent confirmed stepped down, for every generation the confirmation could
+  // serve, and the arbiter accepted its acknowledgement: that validity can no longer be used
+  // (A7), so this agent's own wait for it ends too (A4) — else a standby that confirmed the
+  // holder through an arbiter restart would wait out ttl + margin after a planned move.
+  const d = r.displaced;
+  if (acknowledged && d !== null && state.gave !== null && state.gave.holder === d.host && state.gave.generation <= d.generation) {
+    events.push(leaseEvent('confirmation-released', state.host, { holder: d.host, generation: state.gave.generation, acknowledged: d.generation }));
+    state = { ...state, gave: null };
+  }
   if (acknowledged && state.pending !== null) state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
   const held = state0.known !== null && state0.known.holder === state.host ? state0.known.generation : 0;
   if (held > state.lost && (r.holder !== state.host || r.generation > held)) state = lose(state, held, r, 'record', events);
@@ -324,7 +375,7 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     // Asked again after it acknowledged (the answer got lost): the children were gone then, and
     // nothing of that generation ran since (A7), so the same acknowledgement is still true.
     if (asked > state.lost) state = lose(state, asked, r, 'asked', events);
-    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision } };
+    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
   }
   if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
     const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);

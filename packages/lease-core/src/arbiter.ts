@@ -13,7 +13,8 @@
  *      holder's last possible validity (its `expiresAt`, and every peer confirmation a standby
  *      reported giving it, + ttl) plus one safety margin (S2.1).
  *  G4  after a start, grants wait until `ttl + margin` after the start unless every candidate
- *      reported never having seen a generation (S2.3); renewals of the recorded holder carry a
+ *      reported never having seen a generation (S2.3) — once established, for every grant of
+ *      this life (`Boot.noEarlierLife`); renewals of the recorded holder carry a
  *      `hold` until the floor is known to be no higher than the record (a restored backup).
  *  G5  promotion only by `check`, only after `promoteAfterChecks` consecutive checks in which the
  *      arbiter cannot reach the holder and the promotee's fresh view agrees, never while the
@@ -21,7 +22,10 @@
  *  G6  a lock-delay ends early only on the displaced holder's step-down acknowledgement, for
  *      exactly the generation it held, while the lock-delay still runs, once; and never below
  *      what it waits for besides that holder: the displaced holder's own lock-delay (the holder
- *      before it), the start wait (S2.3), a pending floor (S2.4).
+ *      before it), the start wait (S2.3), a pending floor (S2.4) — except G7.
+ *  G7  during the start wait, an acknowledgement saying the displaced holder ran its generation
+ *      also ends the start wait and that holder's own lock-delay, once every candidate reported
+ *      (in a request that counts) no generation above it (`ranLifts`).
  *
  * Not guaranteed here: that the shell's clock is monotonic (it passes `now` from a clock that
  * is — see the arbiter's `Clock`), or that writes are durable (the store's job, S4).
@@ -74,6 +78,12 @@ export interface ArbiterSettings {
 export interface Boot {
   readonly startAt: number;
   readonly reports: ReadonlyMap<Host, number>;
+  /**
+   * Every candidate has reported never having seen a generation, in reports that count: no
+   * validity of an earlier life exists anywhere. A fact about the previous life, so it stays
+   * for the whole life — the grants of this life that make reports non-zero cannot undo it.
+   */
+  readonly noEarlierLife: boolean;
 }
 
 export interface ArbiterState {
@@ -109,7 +119,7 @@ const HOLDER_REPORT_DELAY_SECONDS = 1;
 const HOLDER_REPORT_WINDOW_SECONDS = 30;
 
 export function newBoot(startAt: number): Boot {
-  return { startAt, reports: new Map() };
+  return { startAt, reports: new Map(), noEarlierLife: false };
 }
 
 export function isCandidate(settings: ArbiterSettings, host: Host): boolean {
@@ -121,7 +131,7 @@ function allReported(ctx: Context, boot: Boot): boolean {
 }
 
 function allNeverSeen(ctx: Context, boot: Boot): boolean {
-  return allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0);
+  return boot.noEarlierLife || (allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0));
 }
 
 /** True when a report sent now with this request timeout counts for S2.3/S2.4. */
@@ -219,7 +229,8 @@ export function noteReport(
   if (seen !== undefined && reportCounts(ctx, boot, requestTimeoutSeconds) && isCandidate(ctx.settings, host)) {
     const reports = new Map(boot.reports);
     reports.set(host, Math.max(reports.get(host) ?? 0, seen));
-    nextBoot = { startAt: boot.startAt, reports };
+    nextBoot = { startAt: boot.startAt, reports, noEarlierLife: boot.noEarlierLife };
+    if (!boot.noEarlierLife && allNeverSeen(ctx, nextBoot)) nextBoot = { ...nextBoot, noEarlierLife: true };
   }
   let lease = state.lease;
   if (lease.floorPending) {
@@ -266,10 +277,13 @@ export function noteReport(
   return { state: changed ? { ...state, lease, floor } : state, boot: nextBoot, events };
 }
 
-/** A grant to `host`: a new generation above record and floor, behind the needed waits. */
-function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBefore: number, from: Host | null): LeaseState {
+/**
+ * A grant to `host`: a new generation above record and floor, behind the needed waits (`lifted`:
+ * a handover by a holder that ran, G7 — no start wait, no wait of the old grant).
+ */
+function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBefore: number, from: Host | null, lifted = false): LeaseState {
   const { now, settings } = ctx;
-  const start = Math.max(notBefore, startWaitUntil(ctx, boot), now);
+  const start = lifted ? now : Math.max(notBefore, startWaitUntil(ctx, boot), now);
   const old = state.lease;
   // `from` is always the record's holder: the grant displaces it (G6).
   const displaced: Displaced | null =
@@ -544,11 +558,14 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseReques
     }
     // The handing-over holder stepped down: no wait for it. But a lock-delay its own grant still
     // waited for protects the holder before it (a transfer just made to it), and stays.
-    const next = grant(state, ctx, noted.boot, input.handoverTo, Math.max(ctx.now, lease.notBefore ?? -Infinity), input.host);
+    // G7: a holder that ran its generation hands over without the start wait once every
+    // candidate reported nothing above it (the same proof as an acknowledgement's).
+    const lifted = input.ran === true && input.generation === lease.generation && ctx.now < startWaitUntil(ctx, noted.boot) && allReported(ctx, noted.boot) && state.floor <= lease.generation;
+    const next = grant(state, ctx, noted.boot, input.handoverTo, Math.max(ctx.now, lease.notBefore ?? -Infinity), input.host, lifted);
     return ok({ ...state, lease: next }, noted.boot, [
       ...noted.events,
       leaseEvent('released', input.host, { generation: lease.generation, handoverTo: input.handoverTo }),
-      leaseEvent('acquired', input.handoverTo, { generation: next.generation, notBefore: next.notBefore, from: input.host, via: 'handover' }),
+      leaseEvent('acquired', input.handoverTo, { generation: next.generation, notBefore: next.notBefore, from: input.host, via: 'handover', ...(lifted ? { startWaitLifted: true } : {}) }),
     ]);
   }
   if (lease.released) return ok(state, noted.boot, noted.events);
@@ -591,20 +608,50 @@ export type StepDownVerdict =
   | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }
   | { readonly ok: false; readonly reason: StepDownRefusal };
 
-/** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits). */
-function ackedUntil(d: Displaced, ctx: Context): number {
+/**
+ * G7: an acknowledgement that says the displaced holder *ran* its generation in the agent's life
+ * that acknowledges ends the start wait too, and the displaced grant's own lock-delay. Running
+ * proves that lock-delay over on the agent's monotonic clock (an arbiter clock that jumped forward
+ * while it was down cannot); the acknowledgement proves the holder's validity over; and every
+ * candidate has reported, in a request that counts, no generation above the displaced one: no
+ * newer holder exists that the kept record does not know (a restored backup). Only while the
+ * start wait runs: after it, the lock-delays are the arbiter's own again.
+ */
+function ranLifts(state: ArbiterState, d: Displaced, ctx: Context): boolean {
+  return ctx.now < startWaitUntil(ctx, ctx.boot) && allReported(ctx, ctx.boot) && nothingNewer(state, ctx, d.generation);
+}
+
+/**
+ * No report names a generation above `g` that this life did not grant: the agents learn the
+ * displacing grant (g + 1, made in this life right above g) and report it, which says nothing of
+ * an earlier life; a report above the record, or a grant that had to jump above g + 1 (the floor
+ * was higher), does.
+ */
+function nothingNewer(state: ArbiterState, ctx: Context, g: number): boolean {
+  const l = state.lease;
+  if (state.floor <= g) return true;
+  return state.floor <= l.generation && l.generation === g + 1 && l.acquiredAt !== null && l.acquiredAt > ctx.boot.startAt;
+}
+
+/** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits; G7). */
+function ackedUntil(state: ArbiterState, d: Displaced, ctx: Context, ran: boolean): number {
+  if (ran && ranLifts(state, d, ctx)) return ctx.now;
   return Math.max(ctx.now, d.floor ?? -Infinity, startWaitUntil(ctx, ctx.boot));
 }
 
-/** Null when an acknowledgement from `host` for `generation` would end the lock-delay now, else why not. */
-function ackRefusal(lease: LeaseState, ctx: Context, host: Host, generation: number, revision: number): StepDownRefusal | null {
+/**
+ * Null when an acknowledgement from `host` for `generation` would end the lock-delay now, else
+ * why not. A second one counts only when it ends more (G7: the reports completed since the first).
+ */
+function ackRefusal(state: ArbiterState, ctx: Context, host: Host, generation: number, revision: number, ran: boolean): StepDownRefusal | null {
+  const lease = state.lease;
   const d = lease.displaced ?? null;
   if (d === null || lease.holder === null || d.host !== host) return 'not-previous-holder';
   if (generation !== d.generation) return 'wrong-generation';
   if (revision < d.revision) return 'stale-revision';
-  if (d.acknowledgedAt !== null) return 'duplicate';
+  if (d.acknowledgedAt !== null && !(ran && ranLifts(state, d, ctx))) return 'duplicate';
   if (lease.notBefore === null || ctx.now >= lease.notBefore) return 'late';
-  if (lease.floorPending || ackedUntil(d, ctx) >= lease.notBefore) return 'other-wait';
+  if (lease.floorPending || ackedUntil(state, d, ctx, ran) >= lease.notBefore) return 'other-wait';
   return null;
 }
 
@@ -621,17 +668,18 @@ export function steppedDown(state0: ArbiterState, ctx: Context, input: StepDownA
   const noted = noteReport(state0, ctx, ctx.boot, input.host, undefined, input.generation);
   const state = noted.state;
   const lease = state.lease;
-  const reason = ackRefusal(lease, ctx, input.host, input.generation, input.revision);
+  const ran = input.ran === true;
+  const reason = ackRefusal(state, ctx, input.host, input.generation, input.revision, ran);
   if (reason !== null) {
     const event = leaseEvent('step-down-refused', input.host, { reason, generation: input.generation, revision: input.revision, holder: lease.holder });
     return { next: state, boot: noted.boot, events: [...noted.events, event], answer: { ok: false, reason } };
   }
   const d = lease.displaced as Displaced;
   const was = lease.notBefore as number;
-  const until = ackedUntil(d, ctx);
+  const until = ackedUntil(state, d, ctx, ran);
   const savedSeconds = was - until;
-  const next = write(lease, { notBefore: until, displaced: { ...d, acknowledgedAt: ctx.now, savedSeconds } });
-  const event = leaseEvent('stepped-down', input.host, { generation: input.generation, holder: lease.holder, to: lease.generation, notBefore: until, savedSeconds });
+  const next = write(lease, { notBefore: until, displaced: { ...d, acknowledgedAt: ctx.now, savedSeconds: savedSeconds + (d.savedSeconds ?? 0) } });
+  const event = leaseEvent('stepped-down', input.host, { generation: input.generation, holder: lease.holder, to: lease.generation, notBefore: until, savedSeconds, ...(ran ? { ran: true } : {}) });
   return { next: { ...state, lease: next }, boot: noted.boot, events: [...noted.events, event], answer: { ok: true, savedSeconds, notBefore: until } };
 }
 
@@ -639,11 +687,13 @@ export function steppedDown(state0: ArbiterState, ctx: Context, input: StepDownA
  * The generation the arbiter asks `host` to acknowledge its step-down from (in the heartbeat
  * answer), or null: only while an acknowledgement would be accepted, so an agent whose
  * acknowledgement got lost sends it again, and one that never learned of the grant learns now.
+ * The arbiter cannot know whether the holder ran (G7): it asks when an acknowledgement that says
+ * so would be accepted.
  */
 export function stepDownAsked(state: ArbiterState, ctx: Context, host: Host): number | null {
   const d = state.lease.displaced ?? null;
   if (d === null) return null;
-  return ackRefusal(state.lease, ctx, host, d.generation, d.revision) === null ? d.generation : null;
+  return ackRefusal(state, ctx, host, d.generation, d.revision, true) === null ? d.generation : null;
 }
 
 /** The refusal event's data for a silent target; `message` is what the HTTP answer says. */

@@ -24,6 +24,7 @@ export type EventName =
   | 'arbiter-check'
   | 'maintenance'
   | 'confirmation-given'
+  | 'confirmation-released'
   | 'confirmation-refused'
   | 'step-down'
   | 'stepped-down'

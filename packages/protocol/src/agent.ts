@@ -25,6 +25,8 @@ export interface SteppedDownAnswer {
   readonly steppedDown: number;
   /** False when a child may still run (one the agent could not signal, or never learned the group of). */
   readonly childrenGone: boolean;
+  /** This life of the agent ran that generation (the arbiter may then skip the start wait for the handover). */
+  readonly ran: boolean;
 }
 
 /**

@@ -85,6 +85,8 @@ export interface ReleaseRequest {
   readonly handoverTo?: Host;
   /** Hand over even to a target not heard from within its heartbeat interval. */
   readonly force?: boolean;
+  /** With `handoverTo`: this holder ran the generation it hands over (as in `StepDownAck`). */
+  readonly ran?: boolean;
 }
 
 /** `POST /v1/lease/transfer` (admin). */
@@ -101,6 +103,11 @@ export interface StepDownAck {
   readonly generation: number;
   /** The revision of the record in which it saw that it lost the lease. */
   readonly revision: number;
+  /**
+   * This agent ran the generation (its lock-delay and every wait of its own were over), in the
+   * life that acknowledges: the wait before it — the holder before it — is over too.
+   */
+  readonly ran?: boolean;
 }
 
 /**

@@ -4,7 +4,10 @@
  * (forced transfers, handovers) count as faults here, and two composite kinds aim at the
  * step-down acknowledgement: `crash-step-down` kills an agent in the middle of its
  * step-down (after persisting, or after its children are gone) around a transfer, and
- * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again.
+ * `replay-ack` moves the lease back and forth and then delivers an old acknowledgement again;
+ * `restart-move` restarts the arbiter (its database kept or lost) and moves the lease (a transfer
+ * or a handover) during its start wait; `outage-restart` restarts a candidate's agent inside an
+ * arbiter outage (the holder's, when it is the first candidate).
  * `runSchedule(seed)` is deterministic: a failing seed printed by the test replays exactly with
  * `HQ_SIM_SEED=<seed>`.
  */
@@ -37,6 +40,8 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'handover',
   'crash-step-down',
   'replay-ack',
+  'restart-move',
+  'outage-restart',
 ];
 
 /** Room a replay-ack composite needs before HEALED_BY: three moves apart, then the replay. */
@@ -103,6 +108,24 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
         faults.push({ kind: 'transfer', start: Math.min(start + rng.between(0.2, 2), HEALED_BY - down - 0.1), length: 0.01, a: to, b: to, amount: 0, force: rng.next() < 0.3 });
         break;
       }
+      case 'restart-move': {
+        // The arbiter restarts (database kept, or lost), and a planned move follows within its start wait.
+        const down = rng.between(0.3, 3);
+        const s0 = Math.min(start, HEALED_BY - down - 8);
+        faults.push({ kind: rng.next() < 0.75 ? 'crash-arbiter' : 'wipe-arbiter', start: s0, length: down, a: ARBITER, b: ARBITER, amount: 0 });
+        const move = rng.next() < 0.5 ? 'transfer' : 'handover';
+        f = { kind: move, start: s0 + down + rng.between(0.2, cfg.ttlSeconds), length: 0.01, a: candidate, b: candidate, amount: 0, force: rng.next() < 0.3 };
+        break;
+      }
+      case 'outage-restart': {
+        // A long arbiter outage with a candidate's agent killed and restarted inside it.
+        const outage = rng.between(2 * cfg.ttlSeconds, 4 * cfg.ttlSeconds);
+        const s0 = Math.min(start, HEALED_BY - outage);
+        faults.push({ kind: 'crash-arbiter', start: s0, length: outage, a: ARBITER, b: ARBITER, amount: 0 });
+        const who = rng.next() < 0.7 ? (cfg.candidates[0] as Host) : candidate;
+        f = { kind: 'crash-agent', start: s0 + rng.between(0.5, outage / 2), length: rng.between(0.3, 3), a: who, b: who, amount: 0 };
+        break;
+      }
       case 'replay-ack': {
         // mbp-style A → B → A → B, then one of the displaced host's old acknowledgements again.
         // The first candidate holds after the operator's acquire, so the lease leaves it first.
@@ -126,11 +149,13 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
   // at once (monotonic stopped, wall moved back), and nothing short of a clock that counts
   // sleep (CLOCK_BOOTTIME, mach_continuous_time) can measure that gap. Such jumps are dropped.
   // A jump soon after waking is in the model: the agent's first tick after the wake sees the
-  // validity over (wall time moved on) and drops it for good (lease-core `settle`).
+  // validity over (wall time moved on) and drops it for good (lease-core `settle`). A backward
+  // jump shortly *before* a sleep is the same limit: a validity sent before the jump runs on the
+  // monotonic clock alone until the sleep stops it too, so jumps within one TTL before a sleep go.
   return faults.filter(
     (f) =>
       f.kind !== 'jump' ||
-      !faults.some((s) => s.kind === 'sleep' && s.a === f.a && f.start >= s.start - 0.2 && f.start <= s.start + s.length + 0.2),
+      !faults.some((s) => s.kind === 'sleep' && s.a === f.a && f.start >= s.start - (f.amount < 0 ? cfg.ttlSeconds : 0.2) && f.start <= s.start + s.length + 0.2),
   );
 }
 

@@ -158,7 +158,9 @@ export interface Fault {
     | 'transfer'
     | 'handover'
     | 'crash-step-down'
-    | 'replay-ack';
+    | 'replay-ack'
+    | 'restart-move'
+    | 'outage-restart';
   readonly start: number;
   readonly length: number;
   readonly a: Host;
@@ -199,6 +201,7 @@ interface Worker {
 interface StepDownJob {
   readonly generation: number;
   readonly revision: number;
+  readonly ran: boolean;
   phase: 'killing' | 'acking';
   /** ack-before-persist: the decided state, committed only once the acknowledgement is answered. */
   deferred: AgentState | null;
@@ -214,6 +217,7 @@ interface HandoverJob {
   readonly generation: number;
   readonly to: Host;
   readonly force: boolean;
+  readonly ran: boolean;
   phase: 'killing' | 'releasing';
   id: number;
   sent: Stamp | null;
@@ -608,7 +612,7 @@ export class World {
     const g = a.state.known?.generation ?? 0;
     if (g <= a.state.steppedDown) return;
     a.commit(this.d.core.stepDown(a.state));
-    a.handover = { generation: g, to, force, phase: 'killing', id: this.id(), sent: null };
+    a.handover = { generation: g, to, force, ran: a.state.ran >= g, phase: 'killing', id: this.id(), sent: null };
   }
 
   private handoverTick(a: Agent, now: Stamp): void {
@@ -618,7 +622,7 @@ export class World {
       h.phase = 'releasing';
       h.sent = now;
       a.commit(this.d.core.releaseSent(a.state, now, a.settings));
-      this.send(a.host, ARBITER, { kind: 'release', id: h.id, body: { host: a.host, generation: h.generation, handoverTo: h.to, force: h.force } });
+      this.send(a.host, ARBITER, { kind: 'release', id: h.id, body: { host: a.host, generation: h.generation, handoverTo: h.to, force: h.force, ran: h.ran } });
     } else if (h.phase === 'releasing' && h.sent !== null && this.d.core.elapsed(h.sent, now) > a.settings.requestTimeoutSeconds) {
       // No answer: the outcome is unknown; the agent's own records tell (lease-core `releasing`).
       a.handover = null;
@@ -642,7 +646,7 @@ export class World {
   private stepDownTick(a: Agent, now: Stamp): void {
     const due = a.state.ackDue;
     if (a.job === null && due !== null) {
-      a.job = { generation: due.generation, revision: due.revision, phase: 'killing', deferred: null, victim: null, ackId: 0, sent: null, tries: 0 };
+      a.job = { generation: due.generation, revision: due.revision, ran: due.ran, phase: 'killing', deferred: null, victim: null, ackId: 0, sent: null, tries: 0 };
       if (this.crashHere(a, 'persisted')) return;
     }
     const job = a.job;
@@ -662,7 +666,7 @@ export class World {
     job.sent = now;
     job.tries++;
     if (job.ackId === 0) job.ackId = this.id();
-    const body: protocol.StepDownAck = { host: a.host, generation: job.generation, revision: job.revision };
+    const body: protocol.StepDownAck = { host: a.host, generation: job.generation, revision: job.revision, ran: job.ran };
     const log = this.acksSent.get(a.host) ?? [];
     log.push(body);
     this.acksSent.set(a.host, log);
@@ -804,7 +808,7 @@ export class World {
       if (this.d.stepDownOrder === 'ack-before-persist' && due !== null && due !== a.state.ackDue && a.job === null) {
         // The mutant: kill the children and acknowledge first, commit the step-down afterwards.
         const victim = a.worker.running ? (this.runs.findLast((r) => r.host === a.host && r.end === Infinity) ?? null) : null;
-        a.job = { generation: due.generation, revision: due.revision, phase: 'killing', deferred: step.state, victim, ackId: 0, sent: null, tries: 0 };
+        a.job = { generation: due.generation, revision: due.revision, ran: due.ran, phase: 'killing', deferred: step.state, victim, ackId: 0, sent: null, tries: 0 };
         this.terminate(a);
         return;
       }

@@ -105,6 +105,11 @@ export function failure(r: HttpResult, what: string, c?: Resolved): { code: numb
     return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}` };
   }
   if (r.status >= 500) return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
+  // A lease held by another host: name it and its generation, as the record in the answer does.
+  const l = (r.body as { lease?: { holder?: unknown; generation?: unknown } } | null)?.lease;
+  if (b?.reason === 'held' && typeof l?.holder === 'string' && typeof l.generation === 'number') {
+    return { code: 1, line: `${what}: refused: held by ${l.holder} (generation ${l.generation}; HTTP ${r.status})` };
+  }
   return { code: 1, line: `${what}: refused (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
 }
 

@@ -166,7 +166,7 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const waitSeconds = c.requestTimeoutSeconds + (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
   const down = await agent(c, 'POST', '/v1/step-down', waitSeconds);
   const agentUp = down.kind === 'answer' && down.status === 200;
-  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown } | null) : null;
+  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown; ran?: unknown } | null) : null;
   let generation: number | undefined;
   if (agentUp) {
     const st = await agent(c, 'GET', '/v1/status');
@@ -193,6 +193,8 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const body: { [k: string]: unknown } = { host: c.hostName };
   if (generation !== undefined) body['generation'] = generation;
   if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  // The holder ran this generation and its children are gone: the arbiter may skip its start wait.
+  if (handoverTo !== undefined && ready?.childrenGone === true && ready.ran === true) body['ran'] = true;
   if (force) body['force'] = true;
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
@@ -476,10 +478,14 @@ async function waitUntilRuns(c: Resolved, clock: Clock, token: string | null, to
               : 'no lock-delay to wait for';
         return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
       }
+      // Which wait holds the new holder, and until when (arbiter time, UTC).
+      const until = rec.notBefore === null ? '' : ` (until ${new Date(rec.notBefore * 1000).toISOString()})`;
       const line =
         left === null
           ? 'waiting for every candidate to report its seen generation (the floor is pending)'
-          : `waiting: lock-delay ${fmtAge(left)} left${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
+          : d !== null && d.acknowledgedAt !== null
+            ? `waiting: ${fmtAge(left)} left${until}: ${d.host} acknowledged its step-down; what remains is the arbiter's start wait (it started less than ttl + margin ago) or the lock-delay ${d.host}'s own grant still carried`
+            : `waiting: lock-delay ${fmtAge(left)} left${until}${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
       if (!json && line.replace(/[0-9.]+ (s|min|h) left/, '') !== said) {
         said = line.replace(/[0-9.]+ (s|min|h) left/, '');
         process.stdout.write(`${line}\n`);

@@ -138,7 +138,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
   app.post('/v1/heartbeat', async () => agent.heartbeat());
   app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
     const ready = await agent.stepDown();
-    return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone };
+    return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
   });
   app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req) => {
     if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);

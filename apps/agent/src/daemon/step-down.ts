@@ -37,6 +37,8 @@ export interface ReleaseReady {
   readonly steppedDown: number;
   /** False when a child of that generation may still run (see `Runs.end`). */
   readonly childrenGone: boolean;
+  /** This life of the agent ran that generation (lease-core `AgentState.ran`). */
+  readonly ran: boolean;
 }
 
 export class StepDowns {
@@ -77,7 +79,7 @@ export class StepDowns {
     }
     let res: HttpResult | null = null;
     for (let i = 0; i < ACK_TRIES; i++) {
-      res = await this.o.link.acknowledge({ host, generation: due.generation, revision: due.revision });
+      res = await this.o.link.acknowledge({ host, generation: due.generation, revision: due.revision, ran: due.ran });
       if (res.kind === 'answer' && res.status < 500) break;
     }
     const b = res !== null && res.kind === 'answer' && res.status === 200 ? (res.body as { accepted?: unknown; reason?: unknown; savedSeconds?: unknown } | null) : null;
@@ -108,7 +110,7 @@ export class StepDowns {
     const ended = await this.o.runs.end(g);
     if (!ended.gone) this.o.log.warn({ category: 'hq.lease', event: 'step-down-children-unknown', generation: g, problem: ended.problem }, 'step-down-children-unknown');
     await this.o.store.commit((s) => ({ state: releaseSent(s, this.o.clock.now(), this.o.settings), events: [] }));
-    return { steppedDown: g, childrenGone: ended.gone };
+    return { steppedDown: g, childrenGone: ended.gone, ran: this.o.store.state.ran >= g && g > 0 };
   }
 
   /** Undoes a release step-down whose release the arbiter refused. */

@@ -477,7 +477,8 @@ export const SteppedDownAnswer = {
   "required": [
     "ok",
     "steppedDown",
-    "childrenGone"
+    "childrenGone",
+    "ran"
   ],
   "properties": {
     "ok": {
@@ -488,6 +489,9 @@ export const SteppedDownAnswer = {
       "type": "integer"
     },
     "childrenGone": {
+      "type": "boolean"
+    },
+    "ran": {
       "type": "boolean"
     }
   }

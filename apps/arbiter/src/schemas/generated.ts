@@ -2955,6 +2955,9 @@ export const ReleaseBody = {
     },
     "force": {
       "type": "boolean"
+    },
+    "ran": {
+      "type": "boolean"
     }
   },
   "additionalProperties": false
@@ -4153,6 +4156,9 @@ export const StepDownAckBody = {
       "type": "integer",
       "minimum": 0,
       "maximum": 9007199254740991
+    },
+    "ran": {
+      "type": "boolean"
     }
   },
   "additionalProperties": false

@@ -29,7 +29,7 @@ export const ConfirmBody = Type.Object(
 );
 export const ConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Literals(CONFIRM_REASONS) });
 
-export const SteppedDownAnswer = Type.Object({ ok: Type.Literal(true), steppedDown: Type.Integer(), childrenGone: Type.Boolean() });
+export const SteppedDownAnswer = Type.Object({ ok: Type.Literal(true), steppedDown: Type.Integer(), childrenGone: Type.Boolean(), ran: Type.Boolean() });
 
 /** A pid the agent may signal: never 1 (init; a process group of 1 would be kill(-1), every process). */
 const Pid = Type.Integer({ minimum: 2, maximum: 4_194_304 });

@@ -74,7 +74,7 @@ export const AcquireBody = Type.Object(
 );
 export const RenewBody = Type.Object({ host: Host, generation: GrantedGeneration }, { additionalProperties: false });
 export const ReleaseBody = Type.Object(
-  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()) },
+  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()), ran: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
 );
 export const ViewIn = Type.Object(
@@ -119,7 +119,7 @@ export const HeartbeatAnswer = Type.Object({
   stepDown: Type.Union([Type.Integer(), Type.Null()]),
 });
 
-export const StepDownAckBody = Type.Object({ host: Host, generation: GrantedGeneration, revision: Generation }, { additionalProperties: false });
+export const StepDownAckBody = Type.Object({ host: Host, generation: GrantedGeneration, revision: Generation, ran: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 export const StepDownAckAnswer = Type.Object({
   accepted: Type.Boolean(),
   reason: Type.Union([Literals(STEP_DOWN_REFUSALS), Type.Null()]),

@@ -1,0 +1,96 @@
+/**
+ * Whole system, real processes: the paths on which HQ stopped or waited for nothing.
+ *  1. `hq failover --to node-b` right after the arbiter's first start: node-b runs within a few
+ *     heartbeats, not at the end of the start wait (every candidate reported never-seen once, a
+ *     fact about the previous life that a grant of this life does not undo).
+ *  2. The same right after the arbiter restarted on its kept database: mbp ran its generation and
+ *     acknowledges its step-down saying so; once every candidate reported, node-b runs.
+ *  3. mbp's agent restarted while the arbiter is down: it knows its record again from local.json,
+ *     runs again on node-b's confirmation (`quorum-standby`) and never beside node-b.
+ * The TTL is 40 s here so that the start wait (ttl + margin = 41 s) stands apart from a few
+ * heartbeats; every other key is L1's fast setting.
+ */
+import t, { type Test } from 'tap';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Cluster, sleep } from './harness.js';
+
+const TTL = 40;
+const START_WAIT_MS = (TTL + 1) * 1000;
+/** A few of the agents' refreshes (1 s), with room for a loaded machine. */
+const FEW_HEARTBEATS_MS = 8000;
+
+async function cluster(t: Test): Promise<{ c: Cluster; arbiterStart: number }> {
+  const c = await Cluster.create({ arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
+  t.teardown(() => c.stopAll());
+  const arbiterStart = Date.now();
+  await c.startArbiter();
+  await c.startAgent('mbp');
+  await c.startAgent('node-b');
+  const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '30']);
+  t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
+  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
+  await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 10_000, 'node-b knows mbp holds');
+  return { c, arbiterStart };
+}
+
+/** `hq failover --to node-b`, then the time until node-b's first `run: true` (ms from the failover's start). */
+async function failoverToNodeB(t: Test, c: Cluster): Promise<number> {
+  const overlap = c.watchOverlap(t);
+  const started = Date.now();
+  const r = await c.hq('node-b', ['failover', '--to', 'node-b', '--json'], { HQ_ADMIN_TOKEN: c.adminToken });
+  t.equal(r.code, 0, `hq failover --to node-b exits 0 (${r.stderr.trim()})`);
+  await c.waitFor(async () => (await c.fence('node-b'))?.run === true, START_WAIT_MS + 20_000, 'node-b runs');
+  const ms = Date.now() - started;
+  t.equal(await overlap.stop(), null, 'no sample had both hosts running');
+  return ms;
+}
+
+t.test('a failover right after the arbiter’s first start does not wait out the start wait', async (t) => {
+  const { c, arbiterStart } = await cluster(t);
+  const ms = await failoverToNodeB(t, c);
+  t.ok(Date.now() - arbiterStart < START_WAIT_MS, `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`);
+  t.ok(ms < FEW_HEARTBEATS_MS, `node-b ran ${ms} ms after hq failover started`);
+  t.comment(`failover right after a fresh start (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
+});
+
+t.test('a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs', async (t) => {
+  const { c } = await cluster(t);
+  await c.kill('arbiter', 'SIGTERM');
+  const restarted = Date.now();
+  await c.startArbiter();
+  await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'holder', 20_000, 'mbp renews with the restarted arbiter');
+  const ms = await failoverToNodeB(t, c);
+  t.ok(Date.now() - restarted < START_WAIT_MS, `node-b ran ${Date.now() - restarted} ms after the restart, before its start wait (${START_WAIT_MS} ms) would end`);
+  t.ok(ms < FEW_HEARTBEATS_MS + 4000, `node-b ran ${ms} ms after hq failover started (the reports that count come 2 s after the start)`);
+  const events = (JSON.parse((await c.hq('node-b', ['events', '--json'])).stdout) as { events: { event: string; host: string | null; data: { [k: string]: unknown } }[] }).events;
+  t.ok(events.some((e) => e.event === 'stepped-down' && e.host === 'mbp' && e.data['ran'] === true), 'the arbiter accepted mbp’s acknowledgement saying it ran');
+  t.comment(`failover right after an arbiter restart (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
+});
+
+t.test('the holder’s agent restarted during an arbiter outage runs again on its peer; node-b never runs', async (t) => {
+  const { c } = await cluster(t);
+  await c.kill('arbiter', 'SIGKILL');
+  await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'quorum-standby', 15_000, 'mbp runs on node-b’s confirmation');
+  const overlap = c.watchOverlap(t);
+  await c.kill('mbp', 'SIGTERM');
+  const restarted = Date.now();
+  await c.startAgent('mbp');
+  const local = JSON.parse(readFileSync(join(c.stateDir('mbp'), 'local.json'), 'utf8')) as { holder: string | null; generation: number };
+  t.match(local, { holder: 'mbp', generation: 1 }, 'local.json still says mbp holds generation 1');
+  const first = await c.fence('mbp');
+  t.not(first?.reason, 'no-lease-after-seen', `right after the restart the reason is not no-lease-after-seen (${first?.reason})`);
+  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, START_WAIT_MS + 10_000, 'mbp runs again');
+  const f = await c.fence('mbp');
+  t.equal(f?.reason, 'quorum-standby', 'on its peer’s confirmation');
+  t.comment(`holder's agent restarted in an arbiter outage: runs again ${Date.now() - restarted} ms after its restart`);
+  for (let i = 0; i < 6; i++) {
+    t.equal((await c.fence('mbp'))?.run, true, `mbp keeps running (sample ${i})`);
+    await sleep(500);
+  }
+  await c.kill('node-b', 'SIGTERM');
+  await c.startAgent('node-b');
+  await sleep(3000);
+  t.equal((await c.fence('node-b'))?.run, false, 'a restarted standby does not run');
+  t.equal(await overlap.stop(), null, 'no sample had both hosts running');
+});
