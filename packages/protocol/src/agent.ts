@@ -124,6 +124,8 @@ export interface AgentStatus {
   readonly pending: { readonly generation: number; readonly startsInSeconds: number } | null;
   readonly lastHeartbeat: (HeartbeatReport & { readonly ageSeconds: number }) | null;
   readonly peers: readonly Host[];
+  /** The confirmation path to each peer as the last probe found it. */
+  readonly peerPaths: { readonly [peer: string]: { readonly ok: boolean; readonly problem: string | null } };
   readonly uptimeSeconds: number;
 }
 
