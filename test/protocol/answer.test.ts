@@ -1,5 +1,5 @@
 import t from 'tap';
-import { fieldsOf, generationField, isGeneration, readHeartbeatAnswer, stringField } from '../../packages/protocol/src/index.js';
+import { eventsOf, fieldsOf, generationField, isAgentHeartbeatOutcome, isEventRecord, isGeneration, readHeartbeatAnswer, stringField } from '../../packages/protocol/src/index.js';
 
 t.test('fieldsOf: an object gives its fields, anything else none', async (t) => {
   const body = { message: 'no', n: 1 };
@@ -48,4 +48,29 @@ t.test('readHeartbeatAnswer: each odd field costs only itself', async (t) => {
   const b = readHeartbeatAnswer({ reportInSeconds: Number.NaN, stepDown: 1.5, hold: '1' });
   t.same([b.reportInSeconds, b.stepDown, b.hold, b.candidates], [null, null, null, null], 'NaN, a fraction and a string are refused');
   t.same(readHeartbeatAnswer(null), { outcome: undefined, lease: undefined, hold: null, timingProblems: [], failover: null, reportInSeconds: null, candidates: null, stepDown: null }, 'no body: nothing taken');
+});
+
+t.test('isAgentHeartbeatOutcome: the arbiter\'s four outcomes and the agent\'s three', async (t) => {
+  for (const o of ['renewed', 'standby', 'no-lease', 'renew-refused', 'unreachable', 'refused', 'invalid-answer']) t.ok(isAgentHeartbeatOutcome(o), o);
+  for (const o of ['held', '', null, 1]) t.notOk(isAgentHeartbeatOutcome(o), `${JSON.stringify(o)} is no outcome`);
+});
+
+t.test('eventsOf keeps the rows that are events', async (t) => {
+  const good = { id: 1, at: 1700000000, category: 'hq.lease', event: 'granted', host: 'mbp', data: {} };
+  const noHost = { ...good, id: 2, host: null };
+  t.same(eventsOf({ events: [good, noHost] }), [good, noHost]);
+  const bad = [
+    { ...good, id: 1.5 },
+    { ...good, at: '1' },
+    { ...good, category: 1 },
+    { ...good, event: null },
+    { ...good, host: 3 },
+    { ...good, data: null },
+    { ...good, data: 'x' },
+    null,
+  ];
+  for (const b of bad) t.notOk(isEventRecord(b), `${JSON.stringify(b)} is not an event`);
+  t.same(eventsOf({ events: bad }), [], 'every odd row is left out');
+  t.same(eventsOf({ events: 'none' }), [], 'events that are not a list are none');
+  t.same(eventsOf(null), [], 'no body, no events');
 });

@@ -59,6 +59,12 @@ export const AGENT_HEARTBEAT_OUTCOMES = Object.freeze([...HEARTBEAT_OUTCOMES, 'u
 
 export type AgentHeartbeatOutcome = (typeof AGENT_HEARTBEAT_OUTCOMES)[number];
 
+const AGENT_OUTCOMES: ReadonlySet<unknown> = new Set(AGENT_HEARTBEAT_OUTCOMES);
+
+export function isAgentHeartbeatOutcome(value: unknown): value is AgentHeartbeatOutcome {
+  return AGENT_OUTCOMES.has(value);
+}
+
 /** `POST /v1/heartbeat` on the socket: one heartbeat now, and what came of it. */
 export interface HeartbeatReport {
   readonly outcome: AgentHeartbeatOutcome;

@@ -343,3 +343,22 @@ export interface EventRecord {
 export interface EventsAnswer {
   readonly events: readonly EventRecord[];
 }
+
+export function isEventRecord(v: unknown): v is EventRecord {
+  const e = fieldsOf(v);
+  return (
+    Number.isSafeInteger(e.id) &&
+    typeof e.at === 'number' &&
+    typeof e.category === 'string' &&
+    typeof e.event === 'string' &&
+    (e.host === null || typeof e.host === 'string') &&
+    typeof e.data === 'object' &&
+    e.data !== null
+  );
+}
+
+/** The events of a `GET /v1/events` answer; a row that is not an event is left out. */
+export function eventsOf(body: unknown): EventRecord[] {
+  const events = fieldsOf(body).events;
+  return Array.isArray(events) ? events.filter(isEventRecord) : [];
+}

@@ -12,6 +12,7 @@
  */
 import { request } from 'undici';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol/version';
+import { fieldsOf } from '@hq/protocol/answer';
 import { joinUrl } from '@hq/runtime/http';
 
 export interface StreamEvent {
@@ -43,8 +44,7 @@ export interface FollowOptions {
 export type FollowResult = { readonly lastId: number; readonly unsupported: false; readonly failed: string | null } | { readonly lastId: number; readonly unsupported: true; readonly failed: null };
 
 function isEvent(v: unknown): v is StreamEvent {
-  if (typeof v !== 'object' || v === null) return false;
-  const o = v as { [k: string]: unknown };
+  const o = fieldsOf(v);
   return typeof o['id'] === 'number' && Number.isSafeInteger(o['id']) && typeof o['at'] === 'number' && typeof o['event'] === 'string' && typeof o['category'] === 'string';
 }
 
@@ -117,7 +117,7 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
         const text = await res.body.text().catch(() => '');
         let detail = '';
         try {
-          const b = JSON.parse(text) as { error?: unknown; message?: unknown };
+          const b = fieldsOf(JSON.parse(text));
           detail = [b.error, b.message].filter((x) => typeof x === 'string').join(': ');
         } catch {
           detail = '';
