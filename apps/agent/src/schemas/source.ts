@@ -10,12 +10,13 @@
 import Type from 'typebox';
 import { GENERATION_CEILING, HOST_SCHEMA_PATTERN, REPORTED_DATA_LIMITS, REPORTED_EVENTS, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
 
-export { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
+import { Host } from '@hq/protocol/schemas';
+
+export { AgentStatus, HeartbeatReport, OkAnswer, PeerInfo, Primary, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SeenAnswer, SteppedDownAnswer } from '@hq/protocol/schemas';
 
 // ---------------------------------------------------------------------------------------
 // the config file (config.ts)
 
-const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN });
 const Seconds = Type.Number({ exclusiveMinimum: 0 });
 const Url = Type.String({ pattern: '^https?://' });
 const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
@@ -63,8 +64,6 @@ export const AgentConfigSchema = Type.Object(
 // ---------------------------------------------------------------------------------------
 // the listeners (daemon/servers.ts)
 
-const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
-
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
 /**
@@ -109,7 +108,7 @@ export const OkTrue = Type.Object({ ok: Type.Literal(true) });
 /** `POST /v1/peer/confirm`. */
 export const PeerConfirmBody = Type.Object(
   {
-    host: Type.String({ pattern: HOST }),
+    host: Host,
     // Above the ceiling is no real generation: refused, never confirmed or adopted.
     generation: Type.Integer({ minimum: 1, maximum: GENERATION_CEILING }),
     // The lease timing of the holder's record (S6: the arbiter's), so the wait this
