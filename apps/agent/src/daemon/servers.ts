@@ -142,7 +142,9 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     if (closing) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
-  app.get('/v1/status', { schema: { response: { 200: AgentStatus } } }, async () => agent.status());
+  // Asked by idle callers (doctor, the status page): declared, but written by JSON.stringify so
+  // an idle agent compiles no serializer for it.
+  app.get('/v1/status', { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify }, async () => agent.status());
   app.get('/v1/seen', { schema: { response: { 200: SeenAnswer } } }, async () => {
     const seen = agent.snapshot().seen;
     return { seen: seen > 0, generation: seen };
