@@ -2,12 +2,11 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { eventsOf, fieldsOf, generationField, isHost, type LeaseRecord } from '@hq/protocol';
+import { eventsOf, fieldsOf, generationField, isHost, type EventRecord, type LeaseRecord } from '@hq/protocol';
 import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
-import type { StreamEvent } from './events-follow.js';
 
 function fmtAge(s: number): string {
   if (!Number.isFinite(s)) return '?';
@@ -222,8 +221,6 @@ export function releasedLine(host: string): string {
 /** The wait for the step-down of an agent that does not say `stepDownSeconds` (the default `--grace` of 5 s, twice, and slack). */
 const STEP_DOWN_MIN_SECONDS = 15;
 
-type EventRow = StreamEvent;
-
 /**
  * `--tail N` / `--since T` → the first page's query (null: from `--after`). At most one of
  * `--after`, `--tail`, `--since`; T is epoch seconds or an ISO 8601 time.
@@ -292,8 +289,8 @@ export async function events(p: Parsed): Promise<number> {
   }
   let first = true;
   let triedStream = false;
-  const all: EventRow[] = [];
-  const print = (e: EventRow): void => {
+  const all: EventRecord[] = [];
+  const print = (e: EventRecord): void => {
     if (only !== null && !only.has(e.event)) return;
     if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
     else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`);
