@@ -26,7 +26,6 @@ import {
   FenceQuery,
   HeartbeatReport,
   OkAnswer,
-  OkTrue,
   PeerConfirmAnswer,
   PeerConfirmBody,
   PeerInfo,
@@ -179,7 +178,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     await agent.resume();
     return { ok: true as const };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkTrue, 400: ErrorBody } } }, async (req) => {
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } }, async (req) => {
     const data = req.body.data ?? {};
     const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
     if (taken !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);

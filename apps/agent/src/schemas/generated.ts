@@ -864,19 +864,6 @@ export const OkAnswer = {
   }
 } as unknown as typeof S.OkAnswer;
 
-export const OkTrue = {
-  "type": "object",
-  "required": [
-    "ok"
-  ],
-  "properties": {
-    "ok": {
-      "type": "boolean",
-      "const": true
-    }
-  }
-} as unknown as typeof S.OkTrue;
-
 export const PeerConfirmAnswer = {
   "type": "object",
   "required": [
