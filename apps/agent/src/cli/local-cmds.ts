@@ -2,7 +2,7 @@
  * The local verbs of `hq`: heartbeat, seen, host set, primary, guard.
  */
 import { leaseEvent } from '@hq/lease-core';
-import { fieldsOf, hostProblem, isAgentHeartbeatOutcome, stringField } from '@hq/protocol';
+import { NEVER_FAIL_OPEN, fieldsOf, hostProblem, isAgentHeartbeatOutcome, stringField } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -143,7 +143,7 @@ async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true 
 
 /** What `hq guard` decides without `--override`. */
 async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string }): Promise<GuardVerdict> {
-  const f = await agent(c, 'GET', '/v1/fence?role=ledger-cli', 2);
+  const f = await agent(c, 'GET', `/v1/fence?role=${NEVER_FAIL_OPEN}`, 2);
   let reason: GuardReason = AGENT_UNREACHABLE;
   let generation: number | null = null;
   let holder: string | null = null;
