@@ -1,7 +1,7 @@
 /**
  * Reading an answer that was not checked whole: its fields, each `unknown` until a guard says
  * what it is, so a reader takes what is well formed and never trusts a shape it did not test.
- * No dependencies: the fence path loads it.
+ * No dependencies: a light command can load it alone (`@hq/protocol/answer`).
  */
 
 /** The fields of an answer's body. */
