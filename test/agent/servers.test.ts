@@ -329,3 +329,25 @@ t.test("both listeners answer a wrong method with 405 and Allow, and the router'
     t.equal(res.json().error, 'HQ_ERR_BAD_REQUEST', `socket, ${what}: the catalog code`);
   }
 });
+
+t.test('each answer the agent declares is what it sends, whole', async (t) => {
+  const { config, agent, peer } = await setup(t);
+  const declared = await import('../../apps/agent/src/schemas/source.js');
+  const { default: Value } = await import('typebox/value');
+  const hb = await get(config.socketPath, '/v1/heartbeat', 'POST');
+  const st = await get(config.socketPath, '/v1/status');
+  const answers: ReadonlyArray<readonly [string, object, unknown, unknown]> = [
+    ['POST /v1/heartbeat', declared.HeartbeatReport, hb.body, agent.lastHeartbeat],
+    ['GET /v1/status', declared.AgentStatus, st.body, null],
+    ['GET /v1/seen', declared.SeenAnswer, (await get(config.socketPath, '/v1/seen')).body, null],
+    ['GET /v1/primary', declared.Primary, (await get(config.socketPath, '/v1/primary')).body, agent.primary()],
+    ['GET /v1/peer', declared.PeerInfo, (await peer.inject({ method: 'GET', url: '/v1/peer', headers: { authorization: `Bearer ${PEER_TOKEN}` } })).json(), agent.peerInfo()],
+  ];
+  for (const [route, schema, body, produced] of answers) {
+    t.ok(Value.Check(schema as never, body), `${route} matches its schema`);
+    const props = Object.keys((schema as { properties: object }).properties).sort();
+    t.same(Object.keys(body as object).sort(), props, `${route} sends every declared field and no other`);
+    if (produced !== null) t.same(body, JSON.parse(JSON.stringify(produced)), `${route}: the serializer dropped nothing the agent produced`);
+  }
+  t.equal(st.body['holder'], 'mbp', 'the status is read after the renewal');
+});

@@ -23,7 +23,7 @@
  * agent adopts generations, from the arbiter).
  */
 import { join } from 'node:path';
-import { GENERATION_CEILING, isHost } from '@hq/protocol';
+import { GENERATION_CEILING, fieldsOf, isHost } from '@hq/protocol';
 import type { AgentConfig } from './config.js';
 import { readSecure } from '@hq/runtime/files';
 import { loadSeen, statePaths } from './state.js';
@@ -171,7 +171,7 @@ export async function readJoinFile(path: string): Promise<JoinRead> {
 
 function parseAnswer(host: string, body: unknown, candidates: readonly PrimaryCandidate[], floor: number): PrimaryAnswer {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return { host, status: 'invalid', holder: null, generation: null, problem: 'not a JSON object' };
-  const o = body as { [k: string]: unknown };
+  const o = fieldsOf(body);
   const g = o['generation'];
   const h = o['holder'];
   if (typeof o['known'] !== 'boolean' || typeof g !== 'number' || !Number.isSafeInteger(g) || g < 0 || (h !== null && typeof h !== 'string')) {

@@ -61,6 +61,12 @@ export const AGENT_HEARTBEAT_OUTCOMES = Object.freeze([...HEARTBEAT_OUTCOMES, 'u
 
 export type AgentHeartbeatOutcome = (typeof AGENT_HEARTBEAT_OUTCOMES)[number];
 
+const AGENT_OUTCOMES: ReadonlySet<unknown> = new Set(AGENT_HEARTBEAT_OUTCOMES);
+
+export function isAgentHeartbeatOutcome(value: unknown): value is AgentHeartbeatOutcome {
+  return AGENT_OUTCOMES.has(value);
+}
+
 /** `POST /v1/heartbeat` on the socket: one heartbeat now, and what came of it. */
 export interface HeartbeatReport {
   readonly outcome: AgentHeartbeatOutcome;
@@ -126,6 +132,8 @@ export interface AgentStatus {
   readonly pending: { readonly generation: number; readonly startsInSeconds: number } | null;
   readonly lastHeartbeat: (HeartbeatReport & { readonly ageSeconds: number }) | null;
   readonly peers: readonly Host[];
+  /** The confirmation path to each peer as the last probe found it. */
+  readonly peerPaths: { readonly [peer: string]: { readonly ok: boolean; readonly problem: string | null } };
   readonly uptimeSeconds: number;
 }
 

@@ -5,6 +5,7 @@
  * matters. Plain types and constants only, no dependencies: the fence path loads it (or just
  * `@hq/protocol/fence`). The TypeBox schemas of these bodies are `@hq/protocol/schemas`.
  */
+export * from './answer.js';
 export * from './host.js';
 export * from './roles.js';
 export * from './fence.js';

@@ -3,6 +3,7 @@
  * Times are Unix epoch seconds on the arbiter's clock.
  */
 import type { LeaseRefusal } from './errors.js';
+import { fieldsOf } from './answer.js';
 import type { Host } from './host.js';
 
 /**
@@ -226,6 +227,39 @@ export interface HeartbeatAnswer {
   readonly stepDown: number | null;
 }
 
+/**
+ * A 200 heartbeat answer as the agent reads it: field by field, each taken when well formed
+ * whatever the others are (null or empty when not), so one odd field costs only itself. The
+ * outcome and the lease are left for the agent's own checks (`isHeartbeatOutcome`, the record's parser).
+ */
+export interface HeartbeatAnswerRead {
+  readonly outcome: unknown;
+  readonly lease: unknown;
+  readonly hold: number | null;
+  /** The messages of the timing problems. */
+  readonly timingProblems: readonly string[];
+  readonly failover: string | null;
+  readonly reportInSeconds: number | null;
+  readonly candidates: readonly string[] | null;
+  readonly stepDown: number | null;
+}
+
+export function readHeartbeatAnswer(body: unknown): HeartbeatAnswerRead {
+  const b = fieldsOf(body);
+  const timingProblems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
+  const { hold, reportInSeconds: report, candidates, stepDown } = b;
+  return {
+    outcome: b.outcome,
+    lease: b.lease,
+    hold: typeof hold === 'number' && Number.isFinite(hold) ? hold : null,
+    timingProblems,
+    failover: typeof b.failover === 'string' ? b.failover : null,
+    reportInSeconds: typeof report === 'number' && Number.isFinite(report) && report >= 0 ? report : null,
+    candidates: Array.isArray(candidates) && candidates.every((h): h is string => typeof h === 'string') ? candidates : null,
+    stepDown: typeof stepDown === 'number' && Number.isSafeInteger(stepDown) && stepDown > 0 ? stepDown : null,
+  };
+}
+
 // ---------------------------------------------------------------------------------------
 // the rest
 
@@ -315,4 +349,23 @@ export interface EventRecord {
 /** `GET /v1/events` → 200. */
 export interface EventsAnswer {
   readonly events: readonly EventRecord[];
+}
+
+export function isEventRecord(v: unknown): v is EventRecord {
+  const e = fieldsOf(v);
+  return (
+    Number.isSafeInteger(e.id) &&
+    typeof e.at === 'number' &&
+    typeof e.category === 'string' &&
+    typeof e.event === 'string' &&
+    (e.host === null || typeof e.host === 'string') &&
+    typeof e.data === 'object' &&
+    e.data !== null
+  );
+}
+
+/** The events of a `GET /v1/events` answer; a row that is not an event is left out. */
+export function eventsOf(body: unknown): EventRecord[] {
+  const events = fieldsOf(body).events;
+  return Array.isArray(events) ? events.filter(isEventRecord) : [];
 }

@@ -3,7 +3,7 @@
  */
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
-import { ERRORS } from '@hq/protocol';
+import { ERRORS, fieldsOf, generationField } from '@hq/protocol';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { readSecure } from '@hq/runtime/files';
@@ -73,8 +73,8 @@ export function agent(c: AgentConfig, method: 'GET' | 'POST', path: string, time
 export async function seenGeneration(c: AgentConfig): Promise<{ generation: number; source: 'agent' | 'file' | 'none' }> {
   const r = await agent(c, 'GET', '/v1/seen', 2);
   if (r.kind === 'answer' && r.status === 200) {
-    const g = (r.body as { generation?: unknown } | null)?.generation;
-    if (typeof g === 'number' && Number.isSafeInteger(g) && g >= 0) return { generation: g, source: 'agent' };
+    const g = generationField(r.body, 'generation');
+    if (g !== null) return { generation: g, source: 'agent' };
   }
   const f = await readSecure(join(c.stateDir, 'seen-generation'));
   if (f.kind === 'missing') return { generation: 0, source: 'none' };
@@ -94,14 +94,14 @@ function urlSource(c: Resolved | undefined): string {
 export function failure(r: HttpResult, what: string, c?: Resolved): { code: number; line: string } {
   const at = c === undefined ? '' : ` at ${c.arbiterUrl}`;
   if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter${at} is unreachable (${r.problem})${urlSource(c)}` };
-  const b = r.body as { error?: unknown; message?: unknown; reason?: unknown } | null;
-  const detail = [b?.reason, b?.error, b?.message].filter((x) => typeof x === 'string').join(': ');
+  const b = fieldsOf(r.body);
+  const detail = [b.reason, b.error, b.message].filter((x) => typeof x === 'string').join(': ');
   // An hq agent's peer listener answers the arbiter's routes with its generic 404 (the arbiter's names the route).
-  if (r.status === 404 && b?.error === ERRORS.NOT_FOUND.code && b.message === ERRORS.NOT_FOUND.message) {
+  if (r.status === 404 && b.error === ERRORS.NOT_FOUND.code && b.message === ERRORS.NOT_FOUND.message) {
     return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} is not the arbiter: it answers like an hq agent's peer listener (HTTP 404 for the arbiter's routes); set arbiterUrl to the arbiter's address (port 8470 by default)${urlSource(c)}` };
   }
   // An hq arbiter answers every refusal with an HQ_ERR_ code; anything else is another server.
-  if (r.status >= 400 && !(typeof b?.error === 'string' && b.error.startsWith('HQ_ERR_'))) {
+  if (r.status >= 400 && !(typeof b.error === 'string' && b.error.startsWith('HQ_ERR_'))) {
     return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}` };
   }
   if (r.status >= 500) return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };

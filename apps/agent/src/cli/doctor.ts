@@ -39,34 +39,26 @@ import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
 import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
 import { callAgent, type LocalResult } from './local.js';
 import { PROTOCOL_UNSTATED, PROTOCOL_VERSION, upgradeNote } from '@hq/protocol/version';
+import { fieldsOf, stringField } from '@hq/protocol/answer';
 
-/** Store etcd: what the arbiter's /v1/health says about the election and etcd. */
-interface HealthArbiters {
-  readonly elected?: boolean;
-  readonly leader?: string | null;
-  readonly etcd?: {
-    readonly healthy?: boolean;
-    readonly members?: ReadonlyArray<{ readonly ok?: boolean }>;
-    readonly space?: { readonly level?: string; readonly warning?: string | null; readonly dbSizeBytes?: number; readonly quotaBytes?: number };
-  };
-}
-
-/** Store etcd: etcd's space as the arbiter read it; null for a SQLite arbiter. */
-export function etcdSpaceCheck(a: HealthArbiters | undefined): DoctorCheck | null {
-  if (a === undefined) return null;
-  const s = a.etcd?.space;
-  if (s === undefined || typeof s.dbSizeBytes !== 'number' || typeof s.quotaBytes !== 'number') return skip('etcd-space', 'the arbiter has not read etcd\'s database size yet (or is older than this hq)');
+/** Store etcd: etcd's space as the arbiter's /v1/health read it; null for a SQLite arbiter. */
+export function etcdSpaceCheck(arbiters: unknown): DoctorCheck | null {
+  if (arbiters === undefined) return null;
+  const s = fieldsOf(fieldsOf(fieldsOf(arbiters).etcd).space);
+  if (typeof s.dbSizeBytes !== 'number' || typeof s.quotaBytes !== 'number') return skip('etcd-space', 'the arbiter has not read etcd\'s database size yet (or is older than this hq)');
   const used = `etcd's database is ${(s.dbSizeBytes / 1024 ** 2).toFixed(1)} MiB of its ${(s.quotaBytes / 1024 ** 2).toFixed(0)} MiB quota (${Math.round((s.dbSizeBytes / s.quotaBytes) * 100)} %)`;
   if (s.level === 'ok') return pass('etcd-space', used);
   return fail('etcd-space', typeof s.warning === 'string' ? s.warning : used, 'compact, defragment and disarm as deploy/README.md "etcd\'s space" says (etcdctl defrag on each member; etcdctl alarm disarm), or raise --quota-backend-bytes');
 }
 
 /** "; store etcd: … is elected, etcd 3/3 members up" (nothing for a SQLite arbiter). */
-function electedLine(a: HealthArbiters | undefined): string {
-  if (a === undefined) return '';
-  const members = a.etcd?.members ?? [];
-  const who = a.elected === true ? 'this arbiter is elected' : a.leader == null ? 'no arbiter is elected' : `${a.leader} is elected`;
-  return `; store etcd: ${who}, etcd ${members.filter((m) => m.ok === true).length}/${members.length} members up${a.etcd?.healthy === true ? '' : ' (no quorum)'}`;
+function electedLine(arbiters: unknown): string {
+  if (arbiters === undefined) return '';
+  const a = fieldsOf(arbiters);
+  const etcd = fieldsOf(a.etcd);
+  const members: unknown[] = Array.isArray(etcd.members) ? etcd.members : [];
+  const who = a.elected === true ? 'this arbiter is elected' : a.leader == null ? 'no arbiter is elected' : `${String(a.leader)} is elected`;
+  return `; store etcd: ${who}, etcd ${members.filter((m) => fieldsOf(m).ok === true).length}/${members.length} members up${etcd.healthy === true ? '' : ' (no quorum)'}`;
 }
 
 export const DOCTOR_SPEC: CommandSpec = {
@@ -189,8 +181,9 @@ async function checkTokenFile(name: string, path: string, fix: string): Promise<
 
 function answerLine(r: HttpResult): string {
   if (r.kind === 'unreachable') return `unreachable (${r.problem})`;
-  const b = r.body as { error?: unknown; message?: unknown } | null;
-  return `HTTP ${r.status}${typeof b?.error === 'string' ? ` ${b.error}` : ''}${typeof b?.message === 'string' ? `: ${b.message}` : ''}`;
+  const error = stringField(r.body, 'error');
+  const message = stringField(r.body, 'message');
+  return `HTTP ${r.status}${error !== null ? ` ${error}` : ''}${message !== null ? `: ${message}` : ''}`;
 }
 
 /** Runs every check. Never throws. */
@@ -249,8 +242,8 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   } else {
     const timeoutSeconds = c.requestTimeoutSeconds;
     const health = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds });
-    const hb = health.kind === 'answer' ? (health.body as { role?: unknown; host?: unknown; version?: unknown; arbiters?: HealthArbiters } | null) : null;
-    if (health.kind !== 'answer' || health.status !== 200 || hb?.role !== 'arbiter') {
+    const hb = fieldsOf(health.kind === 'answer' ? health.body : null);
+    if (health.kind !== 'answer' || health.status !== 200 || hb.role !== 'arbiter') {
       out.push(fail('arbiter', `${url}/v1/health: ${health.kind === 'answer' && health.status === 200 ? 'answered, but not as an arbiter' : answerLine(health)}`, `check that hq-arbiter runs on ${c.arbiter} and that ${url} is reachable from here (tailscale ping ${c.arbiter})`));
       out.push(skip('clock', 'the arbiter is unreachable'));
     } else {
@@ -265,13 +258,13 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         out.push(fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`));
         out.push(skip('clock', 'the lease could not be read'));
       } else {
-        const rec = lease.body as { now?: unknown; holder?: unknown; generation?: unknown } | null;
+        const rec = fieldsOf(lease.body);
         const note = upgradeNote(`${String(hb.host)} (the arbiter)`, health.protocol ?? PROTOCOL_UNSTATED, typeof hb.version === 'string' ? hb.version : null);
         if (note !== null) behind.push(note);
-        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec?.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec?.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
+        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
         const space = etcdSpaceCheck(hb.arbiters);
         if (space !== null) out.push(space);
-        const arbiterNow = rec?.now;
+        const arbiterNow = rec.now;
         if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
         else {
           const offset = arbiterNow - (t0 + t1) / 2;
@@ -291,32 +284,33 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   else {
     const token = await readToken(c.tokenFile);
     const st = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/status'), token: token.ok ? token.token : null, timeoutSeconds: c.requestTimeoutSeconds });
-    const b = st.kind === 'answer' && st.status === 200 ? (st.body as { failover?: { text?: unknown }; timingProblems?: unknown; hosts?: unknown } | null) : null;
+    const b = st.kind === 'answer' && st.status === 200 ? fieldsOf(st.body) : null;
     if (b === null) out.push(skip('timing', `${url}/v1/status: ${answerLine(st)}`));
     else {
       // Protocol 2: each host's version as its last heartbeat said it (an arbiter of protocol 1 has no such field).
       for (const h of Array.isArray(b.hosts) ? b.hosts : []) {
-        const u = (h as { upgrade?: unknown } | null)?.upgrade;
-        if (typeof u === 'string' && !behind.some((n) => n.startsWith(`${(h as { host?: unknown }).host} `))) behind.push(u);
+        const { upgrade: u, host } = fieldsOf(h);
+        if (typeof u === 'string' && !behind.some((n) => n.startsWith(`${String(host)} `))) behind.push(u);
       }
       const problems = (Array.isArray(b.timingProblems) ? b.timingProblems : [])
-        .map((p) => p as { host?: unknown; message?: unknown } | null)
-        .filter((p) => p !== null && typeof p.message === 'string');
-      const mine = problems.filter((p) => p?.host === c.hostName).map((p) => String(p?.message));
-      const others = problems.filter((p) => p?.host !== c.hostName).map((p) => String(p?.message));
-      const failover = typeof b.failover?.text === 'string' ? b.failover.text : 'unknown';
+        .map((p) => fieldsOf(p))
+        .filter((p) => typeof p.message === 'string');
+      const mine = problems.filter((p) => p.host === c.hostName).map((p) => String(p.message));
+      const others = problems.filter((p) => p.host !== c.hostName).map((p) => String(p.message));
+      const failover = stringField(b.failover, 'text') ?? 'unknown';
       if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
       else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
       else out.push(pass('timing', `the arbiter reports no timing problem; failover ${failover}`));
       // The last report or grant the generation bounds refused since the arbiter started.
-      const g = (b as { generationRefusal?: { host?: unknown; kind?: unknown; generation?: unknown; message?: unknown } | null }).generationRefusal;
-      if (g !== undefined && g !== null && typeof g.message === 'string') {
+      const refusal = b.generationRefusal;
+      const g = fieldsOf(refusal);
+      if (refusal !== undefined && refusal !== null && typeof g.message === 'string') {
         const fix =
           g.kind === 'ceiling'
             ? 'the floor came from an accepted report: read the generation-refused and generation-accepted events (hq events)'
             : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept ${String(g.generation)}; else find what sends it`;
         out.push(fail('generation', g.message, fix));
-      } else if (g === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
+      } else if (refusal === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
     }
   }
 
@@ -330,8 +324,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
         const r = await requestJson({ method: 'GET', url: joinUrl(base, '/v1/health'), timeoutSeconds: c.requestTimeoutSeconds });
         if (r.kind === 'answer' && r.status === 200) {
           up.push(host);
-          const v = (r.body as { version?: unknown } | null)?.version;
-          const note = upgradeNote(host, r.protocol ?? PROTOCOL_UNSTATED, typeof v === 'string' ? v : null);
+          const note = upgradeNote(host, r.protocol ?? PROTOCOL_UNSTATED, stringField(r.body, 'version'));
           if (note !== null && !behind.some((n) => n.startsWith(`${host} `))) behind.push(note);
         }
         else down.push(`${host} (${base}: ${answerLine(r)})`);
@@ -371,7 +364,7 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
     const r = await runFile(c.tailscaleBin, ['status', '--json'], { timeoutMs: Math.max(1000, c.probeTimeoutSeconds * 1000) });
     let state: unknown = null;
     try {
-      state = (JSON.parse(r.stdout) as { BackendState?: unknown }).BackendState;
+      state = fieldsOf(JSON.parse(r.stdout)).BackendState;
     } catch {
       state = null;
     }
@@ -383,10 +376,10 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   // 7. The agent's socket.
   const s: LocalResult = await callAgent(c.socketPath, 'GET', '/v1/status', c.requestTimeoutSeconds);
   if (s.kind === 'answer' && s.status === 200) {
-    const b = s.body as { holder?: unknown; generation?: unknown } | null;
+    const b = fieldsOf(s.body);
     const st = await lstat(c.socketPath).catch(() => null);
     const m = st === null ? '' : `, mode ${mode(st.mode)}`;
-    out.push(pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b?.holder === 'string' ? b.holder : 'none'}, generation ${String(b?.generation ?? '?')})`));
+    out.push(pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b.holder === 'string' ? b.holder : 'none'}, generation ${String(b.generation ?? '?')})`));
   } else {
     const why = s.kind === 'unreachable' ? s.problem : `HTTP ${s.status}`;
     out.push(fail('socket', `the agent does not answer on ${c.socketPath} (${why})`, platform === 'darwin' ? 'start it: launchctl kickstart -k gui/$(id -u)/com.hq.agent' : 'start it: systemctl start hq-agent (journalctl -u hq-agent for why it stopped)'));

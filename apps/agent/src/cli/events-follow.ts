@@ -12,16 +12,12 @@
  */
 import { request } from 'undici';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol/version';
+import { fieldsOf } from '@hq/protocol/answer';
+import { isEventRecord, type EventRecord } from '@hq/protocol';
 import { joinUrl } from '@hq/runtime/http';
 
-export interface StreamEvent {
-  readonly id: number;
-  readonly at: number;
-  readonly category: string;
-  readonly event: string;
-  readonly host: string | null;
-  readonly data: unknown;
-}
+/** One event of the stream: the protocol's event row. */
+export type StreamEvent = EventRecord;
 
 export interface FollowOptions {
   readonly url: string;
@@ -41,12 +37,6 @@ export interface FollowOptions {
 }
 
 export type FollowResult = { readonly lastId: number; readonly unsupported: false; readonly failed: string | null } | { readonly lastId: number; readonly unsupported: true; readonly failed: null };
-
-function isEvent(v: unknown): v is StreamEvent {
-  if (typeof v !== 'object' || v === null) return false;
-  const o = v as { [k: string]: unknown };
-  return typeof o['id'] === 'number' && Number.isSafeInteger(o['id']) && typeof o['at'] === 'number' && typeof o['event'] === 'string' && typeof o['category'] === 'string';
-}
 
 /** Parses complete SSE frames out of `buffer`; returns the rest. */
 export function parseFrames(buffer: string, each: (frame: { id: string | null; event: string | null; data: string }) => void): string {
@@ -117,7 +107,7 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
         const text = await res.body.text().catch(() => '');
         let detail = '';
         try {
-          const b = JSON.parse(text) as { error?: unknown; message?: unknown };
+          const b = fieldsOf(JSON.parse(text));
           detail = [b.error, b.message].filter((x) => typeof x === 'string').join(': ');
         } catch {
           detail = '';
@@ -137,7 +127,7 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
             } catch {
               return;
             }
-            if (isEvent(row) && row.id > lastId) {
+            if (isEventRecord(row) && row.id > lastId) {
               lastId = row.id;
               o.onEvent(row);
             }

@@ -96,8 +96,9 @@ async function ask(socketPath: string, role: string, timeoutSeconds: number, con
   const r = await callAgent(socketPath, 'GET', path, timeoutSeconds);
   if (r.kind === 'unreachable') return { kind: 'unreachable', problem: agentProblem(socketPath, r.problem, configFile) };
   if (r.status === 400) {
-    const b = r.body as { message?: unknown } | null;
-    return { kind: 'bad-role', message: typeof b?.message === 'string' ? b.message : `unknown role "${role}"` };
+    // Narrowed in place: the fence path loads no module for it.
+    const b = r.body;
+    return { kind: 'bad-role', message: typeof b === 'object' && b !== null && 'message' in b && typeof b.message === 'string' ? b.message : `unknown role "${role}"` };
   }
   if (r.status !== 200 || !isFenceDecision(r.body)) return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status}` };
   return { kind: 'answer', fence: r.body };
@@ -111,9 +112,9 @@ async function register(socketPath: string, role: string, generation: number, gr
   const r = await callAgent(socketPath, 'POST', '/v1/runs', timeoutSeconds, { role, generation, graceSeconds, supervisorPid: process.pid });
   if (r.kind === 'unreachable') return { kind: 'unreachable', problem: `the agent is not answering on ${socketPath} (${r.problem})` };
   if (r.status === 404) return { kind: 'unsupported' };
-  const b = r.body as { ok?: unknown; id?: unknown; reason?: unknown } | null;
-  if (r.status === 409) return { kind: 'refused', reason: typeof b?.reason === 'string' ? b.reason : 'refused' };
-  if (r.status !== 200 || typeof b?.id !== 'string') return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status} to the run's registration` };
+  const b = typeof r.body === 'object' && r.body !== null ? r.body : {};
+  if (r.status === 409) return { kind: 'refused', reason: 'reason' in b && typeof b.reason === 'string' ? b.reason : 'refused' };
+  if (r.status !== 200 || !('id' in b) || typeof b.id !== 'string') return { kind: 'unreachable', problem: `the agent answered HTTP ${r.status} to the run's registration` };
   const path = `/v1/runs/${b.id}`;
   return {
     kind: 'registered',

@@ -4,6 +4,7 @@
  * undici load only when the command runs. Wiring in cli/main.ts: one COMMANDS entry,
  * `FLEET_COMMAND`.
  */
+import { fieldsOf, generationField, stringField } from '@hq/protocol';
 import { wallClockMs, type MsClock } from '@hq/runtime/clock';
 import { CONFIG_FLAG, JSON_FLAG, flagBool, runCommand, type CommandSpec, type Parsed } from './args.js';
 
@@ -35,6 +36,13 @@ interface ResourceIn {
   attrs: { [k: string]: unknown };
   renewedAt: number;
   expiresAt: number;
+}
+
+/** A registry record as the table reads it; one without its machine or its times is left out. */
+function resourceIn(v: unknown): ResourceIn | null {
+  const f = fieldsOf(v);
+  if (typeof f.machine !== 'string' || typeof f.renewedAt !== 'number' || typeof f.expiresAt !== 'number') return null;
+  return { machine: f.machine, name: typeof f.name === 'string' ? f.name : '', attrs: fieldsOf(f.attrs), renewedAt: f.renewedAt, expiresAt: f.expiresAt };
 }
 
 function num(v: unknown): number | null {
@@ -105,10 +113,11 @@ export async function fleet(p: Parsed, clock: MsClock = wallClockMs): Promise<nu
     reportFailure(f, p);
     return f.code;
   }
-  const body = r.body as { resources?: ResourceIn[]; now?: number } | null;
-  const resources = Array.isArray(body?.resources) ? body.resources : [];
-  const nowMs = typeof body?.now === 'number' ? body.now : clock.now();
-  const lease = l.kind === 'answer' && l.status === 200 ? (l.body as { holder: string | null; expired: boolean; generation?: number }) : null;
+  const body = fieldsOf(r.body);
+  const resources = (Array.isArray(body.resources) ? body.resources : []).map(resourceIn).filter((x): x is ResourceIn => x !== null);
+  const nowMs = typeof body.now === 'number' ? body.now : clock.now();
+  const rec = l.kind === 'answer' && l.status === 200 ? fieldsOf(l.body) : null;
+  const lease = rec === null ? null : { holder: stringField(rec, 'holder'), expired: rec.expired === true, generation: generationField(rec, 'generation') };
   if (lease === null) process.stderr.write(`hq: fleet: ${failure(l, 'reading the lease').line} — the ROLE column shows ? (the holder comes from GET /v1/lease)\n`);
   const rows = fleetRows(resources, nowMs, lease, c.candidates, c.arbiter);
   out(flagBool(p, 'json'), { machines: rows, holder: lease?.holder ?? null, generation: lease?.generation ?? null, now: nowMs }, fleetTable(rows));

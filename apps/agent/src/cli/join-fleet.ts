@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { stringField } from '@hq/protocol/answer';
 import { decodeBundle, JOIN_PATH, verifyJoinAnswer, type JoinPayload } from '@hq/runtime/join-bundle';
 import { AGENT_CONFIG } from '@hq/runtime/config-file';
 import { PEER_PORT } from '@hq/runtime/probe';
@@ -70,8 +71,7 @@ export async function joinFleet(p: Parsed): Promise<number> {
   const r = await requestJson({ method: 'POST', url: joinUrl(b.arbiterUrl, JOIN_PATH), body: { host: b.host, secret: b.secret, nonce, ...(dryRun ? { dryRun: true } : {}) }, timeoutSeconds: 10 });
   if (r.kind === 'unreachable') throw new CliError(3, `the arbiter at ${b.arbiterUrl} does not answer (${r.problem}): is hq-arbiter serve running there, and is that address reachable from this host?`);
   if (r.status !== 200) {
-    const body = r.body as { error?: unknown; message?: unknown } | null;
-    const why = typeof body?.message === 'string' ? body.message : `HTTP ${r.status}`;
+    const why = stringField(r.body, 'message') ?? `HTTP ${r.status}`;
     if (r.status === 404) throw new CliError(1, `${b.arbiterUrl} has no join endpoint (HTTP 404): it is not an hq arbiter of this release (an agent's address?)`);
     throw new CliError(1, `the arbiter refused the bundle: ${why}`);
   }

@@ -2,7 +2,7 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { isHost, type LeaseRecord } from '@hq/protocol';
+import { eventsOf, fieldsOf, generationField, isHost, type EventRecord, type LeaseRecord } from '@hq/protocol';
 import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
@@ -34,13 +34,13 @@ interface ArbiterTiming {
 /** The worst-case failover and the timing problems, from the arbiter's `GET /v1/status`. */
 async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTiming> {
   const r = await arbiter(c, 'GET', '/v1/status', undefined, token);
-  const b = r.kind === 'answer' && r.status === 200 ? (r.body as { failover?: { seconds?: unknown; lockDelaySeconds?: unknown; text?: unknown }; timingProblems?: unknown } | null) : null;
-  const f = b?.failover;
-  const problems = Array.isArray(b?.timingProblems) ? b.timingProblems.map((p) => (p as { message?: unknown } | null)?.message).filter((m): m is string => typeof m === 'string') : [];
+  const b = fieldsOf(r.kind === 'answer' && r.status === 200 ? r.body : null);
+  const f = fieldsOf(b.failover);
+  const problems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
   return {
-    failoverSeconds: typeof f?.seconds === 'number' ? f.seconds : null,
-    lockDelaySeconds: typeof f?.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
-    failover: typeof f?.text === 'string' ? f.text : 'unknown (the arbiter does not serve /v1/status)',
+    failoverSeconds: typeof f.seconds === 'number' ? f.seconds : null,
+    lockDelaySeconds: typeof f.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
+    failover: typeof f.text === 'string' ? f.text : 'unknown (the arbiter does not serve /v1/status)',
     timingProblems: problems,
   };
 }
@@ -117,11 +117,11 @@ export async function leaseAcquire(p: Parsed, clock: Clock = sleepSafeClockMs())
       token,
     );
     if (r.kind === 'answer' && r.status === 200) {
-      const lease = (r.body as { lease?: { generation?: number; notBefore?: number | null; now?: number } } | null)?.lease;
+      const lease = fieldsOf(r.body).lease;
       const refused = agentRefuses(lease);
       if (refused !== null) throw new CliError(1, `the arbiter granted a record no agent runs on (${refused}); see hq doctor`);
       await pokeAgent(c);
-      out(json, r.body, `acquired: ${c.hostName} holds generation ${lease?.generation ?? '?'}`);
+      out(json, r.body, `acquired: ${c.hostName} holds generation ${String(fieldsOf(lease).generation ?? '?')}`);
       return 0;
     }
     const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
@@ -162,16 +162,16 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
   // As long as the agent's step-down can take (its children's graces), said by the agent itself.
   const before = await agent(c, 'GET', '/v1/status');
-  const bound = before.kind === 'answer' && before.status === 200 ? (before.body as { stepDownSeconds?: unknown } | null)?.stepDownSeconds : undefined;
+  const bound = before.kind === 'answer' && before.status === 200 ? fieldsOf(before.body).stepDownSeconds : undefined;
   const waitSeconds = c.requestTimeoutSeconds + (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
   const down = await agent(c, 'POST', '/v1/step-down', waitSeconds);
   const agentUp = down.kind === 'answer' && down.status === 200;
-  const ready = agentUp ? (down.body as { steppedDown?: unknown; childrenGone?: unknown; ran?: unknown } | null) : null;
+  const ready = agentUp ? fieldsOf(down.body) : null;
   let generation: number | undefined;
   if (agentUp) {
     const st = await agent(c, 'GET', '/v1/status');
     if (st.kind === 'answer' && st.status === 200) {
-      const s = st.body as { holder?: unknown; generation?: unknown };
+      const s = fieldsOf(st.body);
       if (s.holder === c.hostName && typeof s.generation === 'number' && s.generation > 0) generation = s.generation;
     }
   }
@@ -222,15 +222,6 @@ export function releasedLine(host: string): string {
 
 /** The wait for the step-down of an agent that does not say `stepDownSeconds` (the default `--grace` of 5 s, twice, and slack). */
 const STEP_DOWN_MIN_SECONDS = 15;
-
-interface EventRow {
-  id: number;
-  at: number;
-  category: string;
-  event: string;
-  host: string | null;
-  data: unknown;
-}
 
 /**
  * `--tail N` / `--since T` → the first page's query (null: from `--after`). At most one of
@@ -300,8 +291,8 @@ export async function events(p: Parsed): Promise<number> {
   }
   let first = true;
   let triedStream = false;
-  const all: EventRow[] = [];
-  const print = (e: EventRow): void => {
+  const all: EventRecord[] = [];
+  const print = (e: EventRecord): void => {
     if (only !== null && !only.has(e.event)) return;
     if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
     else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`);
@@ -319,7 +310,7 @@ export async function events(p: Parsed): Promise<number> {
       continue;
     }
     first = false;
-    const rows = ((r.body as { events?: EventRow[] } | null)?.events ?? []) as EventRow[];
+    const rows = eventsOf(r.body);
     const wasTail = query.startsWith('tail=');
     for (const e of rows) {
       after = Math.max(after, e.id);
@@ -330,7 +321,7 @@ export async function events(p: Parsed): Promise<number> {
     if (start !== null && rows.length === 0 && !wasTail) {
       // --since with nothing after T: follow from the newest event on (never from id 1).
       const last = await arbiter(c, 'GET', '/v1/events?tail=1', undefined, token);
-      const newest = last.kind === 'answer' && last.status === 200 ? ((last.body as { events?: EventRow[] } | null)?.events ?? [])[0] : undefined;
+      const newest = last.kind === 'answer' && last.status === 200 ? eventsOf(last.body)[0] : undefined;
       if (newest !== undefined) after = Math.max(after, newest.id);
     }
     query = `after=${after}&limit=1000`;
@@ -353,7 +344,7 @@ export async function events(p: Parsed): Promise<number> {
         token,
         after,
         signal: ac.signal,
-        onEvent: (e) => print(e as EventRow),
+        onEvent: (e) => print(e),
         onProblem: (line) => process.stderr.write(`hq: ${line}; retrying\n`),
       });
       if (!streamed.unsupported) return streamed.failed === null ? 0 : 3;
@@ -390,8 +381,8 @@ export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
   const token = await adminToken(c, p);
   const r = await arbiter(c, 'POST', '/v1/lease/accept-generation', { generation }, token);
   if (r.kind === 'answer' && r.status === 200) {
-    const b = r.body as { floor?: number; was?: number };
-    out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${b.floor ?? '?'} already` : `accepted: the floor is ${b.floor ?? '?'} (was ${b.was ?? '?'}); reports up to it are taken`);
+    const b = fieldsOf(r.body);
+    out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${String(b.floor ?? '?')} already` : `accepted: the floor is ${String(b.floor ?? '?')} (was ${String(b.was ?? '?')}); reports up to it are taken`);
     return 0;
   }
   const f = failure(r, 'lease accept', c);
@@ -417,10 +408,10 @@ export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Pr
     reportFailure(f, p);
     return f.code;
   }
-  const granted = (r.body as { lease?: LeaseRecord } | null)?.lease;
+  const granted = fieldsOf(r.body).lease;
   const refused = agentRefuses(granted);
   if (refused !== null) throw new CliError(1, `the arbiter answered a record no agent runs on (${refused}); ${to} will not run; see hq doctor`);
-  const generation = granted?.generation ?? 0;
+  const generation = generationField(granted, 'generation') ?? 0;
   if (wait === 0) {
     out(json, r.body, `transferred to ${to} at generation ${generation || '?'}`);
     return 0;

@@ -2,7 +2,7 @@
  * The local verbs of `hq`: heartbeat, seen, host set, primary, guard.
  */
 import { leaseEvent } from '@hq/lease-core';
-import { hostProblem, type HeartbeatReport } from '@hq/protocol';
+import { NEVER_FAIL_OPEN, fieldsOf, hostProblem, isAgentHeartbeatOutcome, stringField } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -28,10 +28,12 @@ export async function heartbeat(p: Parsed): Promise<number> {
     process.stderr.write(`hq: heartbeat: the agent answered HTTP ${r.status}\n`);
     return 3;
   }
-  const b = r.body as Partial<HeartbeatReport>;
-  out(flagBool(p, 'json'), b, `heartbeat: ${b.outcome ?? '?'} (holder ${b.holder ?? 'none'}, generation ${b.generation ?? '?'})${b.problem ? `: ${b.problem}` : ''}`);
-  if (b.outcome === 'refused') return 1;
-  return b.outcome === 'unreachable' || b.outcome === 'invalid-answer' ? 3 : 0;
+  const b = fieldsOf(r.body);
+  const outcome = isAgentHeartbeatOutcome(b.outcome) ? b.outcome : null;
+  const problem = stringField(b, 'problem');
+  out(flagBool(p, 'json'), r.body, `heartbeat: ${outcome ?? '?'} (holder ${String(b.holder ?? 'none')}, generation ${String(b.generation ?? '?')})${problem ? `: ${problem}` : ''}`);
+  if (outcome === 'refused') return 1;
+  return outcome === 'unreachable' || outcome === 'invalid-answer' ? 3 : 0;
 }
 
 export async function seen(p: Parsed): Promise<number> {
@@ -141,7 +143,7 @@ async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true 
 
 /** What `hq guard` decides without `--override`. */
 async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string }): Promise<GuardVerdict> {
-  const f = await agent(c, 'GET', '/v1/fence?role=ledger-cli', 2);
+  const f = await agent(c, 'GET', `/v1/fence?role=${NEVER_FAIL_OPEN}`, 2);
   let reason: GuardReason = AGENT_UNREACHABLE;
   let generation: number | null = null;
   let holder: string | null = null;

@@ -22,7 +22,7 @@ import { wallClockMs } from '@hq/runtime/clock';
 import { readToken } from '../tokens.js';
 import { AGENT_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
 import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
-import { isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
+import { fieldsOf, isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
 import { planTier } from '../replication/plan.js';
 import { promote, formatPromote, PromoteError } from '../replication/promote.js';
 import { pushGeneration, type PushResult } from '../replication/push.js';
@@ -121,9 +121,9 @@ async function leaseForSnapshot(agent: AgentConfig, env: NodeJS.ProcessEnv): Pro
   }
   const r = await callAgent(agent.socketPath, 'GET', '/v1/status', agent.requestTimeoutSeconds);
   if (r.kind === 'answer' && r.status === 200) {
-    const b = r.body as { holder?: unknown; generation?: unknown; seen?: unknown } | null;
-    const holder = typeof b?.holder === 'string' ? b.holder : null;
-    const generation = typeof b?.generation === 'number' ? b.generation : 0;
+    const b = fieldsOf(r.body);
+    const holder = typeof b.holder === 'string' ? b.holder : null;
+    const generation = typeof b.generation === 'number' ? b.generation : 0;
     if (holder !== null && holder !== agent.hostName) throw new CliError(1, `${holder} holds the lease, not this host (${agent.hostName}); only the holder snapshots`);
     if (holder === null && generation > 0) throw new CliError(1, 'no holder is known but a generation was seen; refusing to snapshot blind');
     return { generation: holder === null ? 0 : generation, holder };

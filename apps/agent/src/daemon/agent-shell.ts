@@ -11,14 +11,15 @@
  * listeners serve (status, primary, peer info) from memory.
  */
 import { queryFence, settle, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
-import type { ConfirmAnswer, ConfirmRequest, FenceDecision, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
+import { NEVER_FAIL_OPEN } from '@hq/protocol';
+import type { AgentStatus, ConfirmAnswer, ConfirmRequest, FenceDecision, HeartbeatReport, PeerInfo, PrimaryAnswer, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
 import { VERSION } from '@hq/lease-core/version';
 import type { AgentConfig } from '../config.js';
 import type { StampClock as Clock, Timers } from '@hq/runtime/clock';
 import type { ProbeResult } from '@hq/runtime/probe';
 import type { StatePaths } from '../state.js';
 import { TokenFile } from '../tokens.js';
-import { ArbiterLink, type HeartbeatReport } from './arbiter-link.js';
+import { ArbiterLink } from './arbiter-link.js';
 import { Fence } from './fence.js';
 import type { AgentObserver, Log } from './observe.js';
 import { Peers } from './peers.js';
@@ -28,7 +29,6 @@ import { AgentStore } from './store.js';
 
 export { VERSION };
 export type { AgentObserver, Log } from './observe.js';
-export type { HeartbeatOutcome, HeartbeatReport } from './arbiter-link.js';
 
 export type ResolvedConfig = AgentConfig & { readonly arbiterUrl: string };
 
@@ -207,9 +207,9 @@ export class Agent {
   // -------------------------------------------------------------------------------------
   // the summaries: memory only
 
-  status(): object {
+  status(): AgentStatus {
     const now = this.now();
-    const { state: s, decision: d } = queryFence(this.store.state, 'ledger-cli', now, this.settings);
+    const { state: s, decision: d } = queryFence(this.store.state, NEVER_FAIL_OPEN, now, this.settings);
     const last = this.link.lastHeartbeat;
     return {
       host: this.host,
@@ -246,7 +246,7 @@ export class Agent {
     };
   }
 
-  primary(): { known: boolean; holder: string | null; generation: number } {
+  primary(): PrimaryAnswer {
     const s = this.store.state;
     const k = s.known;
     return { known: k !== null && k.holder !== null, holder: k?.holder ?? null, generation: k?.generation ?? s.seen };
@@ -257,7 +257,7 @@ export class Agent {
     return this.peers.peerPaths;
   }
 
-  peerInfo(): object {
+  peerInfo(): PeerInfo {
     const s = settle(this.store.state, this.now());
     return {
       host: this.host,

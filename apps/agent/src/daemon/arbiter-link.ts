@@ -27,7 +27,7 @@ import {
   type ReportedCadence,
   type Stamp,
 } from '@hq/lease-core';
-import type { ReleaseRequest, StepDownAck } from '@hq/protocol';
+import { fieldsOf, isHeartbeatOutcome, readHeartbeatAnswer, type AgentHeartbeatOutcome, type HeartbeatAnswerRead, type HeartbeatReport, type ReleaseRequest, type StepDownAck } from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import { realTimers, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { ArbiterEndpoints, joinUrl, keepAliveFor, requestJson, type HttpResult } from '@hq/runtime/http';
@@ -37,66 +37,9 @@ import type { AgentObserver, Log } from './observe.js';
 import type { Peers } from './peers.js';
 import type { AgentStore } from './store.js';
 
-export type HeartbeatOutcome = 'renewed' | 'standby' | 'no-lease' | 'renew-refused' | 'unreachable' | 'refused' | 'invalid-answer';
-
-export interface HeartbeatReport {
-  readonly status: number | null;
-  readonly problem: string | null;
-  readonly at: number;
-  /** What the arbiter said about this host's cadence against its lease timing (S6). */
-  readonly timingProblems: readonly string[];
-  /** The arbiter's worst-case failover sentence, as it prints it everywhere. */
-  readonly failover: string | null;
-  readonly outcome: HeartbeatOutcome;
-  readonly holder: string | null;
-  readonly generation: number;
-  readonly peerConfirmation: 'confirmed' | 'not-confirmed' | null;
-}
-
-/** The outcomes a 200 heartbeat answer may state (lease-core `heartbeat`). */
-const ANSWERED: readonly string[] = ['renewed', 'standby', 'no-lease', 'renew-refused'];
-
-/** A 200 heartbeat answer, read field by field: each is taken when well formed, whatever the others are. */
-interface HeartbeatAnswer {
-  readonly outcome: unknown;
-  readonly lease: unknown;
-  readonly hold: number | null;
-  readonly timingProblems: string[];
-  readonly failover: string | null;
-  readonly reportInSeconds: number | null;
-  readonly candidates: readonly string[] | null;
-  /** The generation the arbiter asks this host to acknowledge its step-down from. */
-  readonly stepDown: number | null;
-}
-
-function readHeartbeatAnswer(body: unknown): HeartbeatAnswer {
-  const b = body as { [k: string]: unknown } | null;
-  const timingProblems: string[] = [];
-  if (Array.isArray(b?.['timingProblems'])) {
-    for (const p of b['timingProblems'] as unknown[]) {
-      const m = (p as { message?: unknown } | null)?.message;
-      if (typeof m === 'string') timingProblems.push(m);
-    }
-  }
-  const hold = b?.['hold'];
-  const report = b?.['reportInSeconds'];
-  const candidates = b?.['candidates'];
-  const stepDown = b?.['stepDown'];
-  return {
-    outcome: b?.['outcome'],
-    lease: b?.['lease'],
-    hold: typeof hold === 'number' && Number.isFinite(hold) ? hold : null,
-    timingProblems,
-    failover: typeof b?.['failover'] === 'string' ? b['failover'] : null,
-    reportInSeconds: typeof report === 'number' && Number.isFinite(report) && report >= 0 ? report : null,
-    candidates: Array.isArray(candidates) && candidates.every((h) => typeof h === 'string') ? (candidates as string[]) : null,
-    stepDown: typeof stepDown === 'number' && Number.isSafeInteger(stepDown) && stepDown > 0 ? stepDown : null,
-  };
-}
-
 /** How an exchange ended, before the report names the record it left. */
 interface Ending {
-  readonly outcome: HeartbeatOutcome;
+  readonly outcome: AgentHeartbeatOutcome;
   readonly status: number | null;
   readonly problem: string | null;
   readonly exchange: ArbiterExchange;
@@ -230,19 +173,19 @@ export class ArbiterLink {
   }
 
   /** A heartbeat answer: it may confirm this host; then the holder may ask its peers. */
-  private async absorbHeartbeat(res: HttpResult, answer: HeartbeatAnswer | null, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
+  private async absorbHeartbeat(res: HttpResult, answer: HeartbeatAnswerRead | null, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
     let end: Ending;
     if (answer === null) end = await this.failed(res, 'heartbeat');
     else {
       const parsed = parseRecord(answer.lease);
       const o = answer.outcome;
       if (!parsed.ok) end = await this.invalid(parsed.problem, 'heartbeat');
-      else if (typeof o !== 'string' || !ANSWERED.includes(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
+      else if (!isHeartbeatOutcome(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
       else {
         const confirms = o === 'renewed';
         const a: ArbiterAnswer = { record: parsed.value, confirms, hold: confirms ? answer.hold : null, stepDown: answer.stepDown };
         await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
-        end = { outcome: o as HeartbeatOutcome, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
+        end = { outcome: o, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
       }
     }
     let peerConfirmation: HeartbeatReport['peerConfirmation'] = null;
@@ -284,12 +227,12 @@ export class ArbiterLink {
       } else this.o.log.debug({ category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
       return { outcome: 'unreachable', status: null, problem: res.problem, exchange: { kind: 'no-answer' } };
     }
-    const b = res.body as { error?: unknown; message?: unknown } | null;
-    let problem = typeof b?.message === 'string' ? b.message : `HTTP ${res.status}`;
+    const b = fieldsOf(res.body);
+    let problem = typeof b.message === 'string' ? b.message : `HTTP ${res.status}`;
     if (res.status === 404) problem = (await this.notAnArbiter()) ?? problem;
     const exchange: ArbiterExchange = { kind: 'refused', status: res.status };
     await this.o.store.commit((s) => onArbiterFailure(s));
-    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b?.error ?? null, problem }, 'arbiter refused the request');
+    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b.error ?? null, problem }, 'arbiter refused the request');
     return { outcome: arbiterDown(exchange) ? 'unreachable' : 'refused', status: res.status, problem, exchange };
   }
 
@@ -300,8 +243,8 @@ export class ArbiterLink {
   private async notAnArbiter(): Promise<string | null> {
     const url = this.arbiters.url;
     const h = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds: this.o.config.requestTimeoutSeconds });
-    const body = h.kind === 'answer' ? (h.body as { role?: unknown; host?: unknown } | null) : null;
-    if (body?.role !== 'agent') return null;
+    const body = fieldsOf(h.kind === 'answer' ? h.body : null);
+    if (body.role !== 'agent') return null;
     const line = `arbiterUrl ${url} is an hq agent (${typeof body.host === 'string' ? body.host : 'a candidate'}'s peer listener), not the arbiter: set arbiterUrl to the arbiter's address (port 8470 by default)`;
     if (this.notArbiterSaid !== url) {
       this.notArbiterSaid = url;

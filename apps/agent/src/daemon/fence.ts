@@ -16,7 +16,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
-import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, type FenceDecision } from '@hq/protocol';
+import { ERRORS, NEVER_FAIL_OPEN, PROTOCOL_HEADER, PROTOCOL_VERSION, type FenceDecision } from '@hq/protocol';
 import type { FenceSeen } from '@hq/protocol/fence';
 import { elapsed, monotonicSeconds, realTimers, type Stamp, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { sendsVersion } from '@hq/runtime/protocol';
@@ -208,7 +208,7 @@ export class Fence {
 
   /** Seconds of validity left for a non-fail-open role, 0 when it may not run. */
   validForSeconds(): number {
-    const d = fence(this.o.memory.state, 'ledger-cli', this.o.clock.now(), this.o.settings);
+    const d = fence(this.o.memory.state, NEVER_FAIL_OPEN, this.o.clock.now(), this.o.settings);
     return d.run && d.validForSeconds !== null ? Math.max(0, d.validForSeconds) : 0;
   }
 }

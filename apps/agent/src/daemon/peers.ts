@@ -8,7 +8,7 @@
  * The peers are the configured ones, or the other candidates the arbiter names.
  */
 import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
-import type { ConfirmAnswer, ConfirmRequest } from '@hq/protocol';
+import { fieldsOf, isGeneration, type ConfirmAnswer, type ConfirmRequest } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
@@ -72,12 +72,12 @@ export class Peers {
           timeoutSeconds: this.o.settings.requestTimeoutSeconds,
         });
         if (r.kind !== 'answer' || r.status !== 200) return { peer, answered: false };
-        const b = r.body as { confirmed?: unknown; generation?: unknown } | null;
+        const b = fieldsOf(r.body);
         return {
           peer,
           answered: true,
-          ...(typeof b?.confirmed === 'boolean' ? { confirmed: b.confirmed } : {}),
-          ...(typeof b?.generation === 'number' && Number.isSafeInteger(b.generation) && b.generation >= 0 ? { generation: b.generation } : {}),
+          ...(typeof b.confirmed === 'boolean' ? { confirmed: b.confirmed } : {}),
+          ...(isGeneration(b.generation) ? { generation: b.generation } : {}),
         };
       }),
     );

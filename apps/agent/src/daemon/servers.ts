@@ -21,18 +21,22 @@ import { ERRORS, FENCE_WAIT_MAX_SECONDS, isHost } from '@hq/protocol';
 // The routes' schemas as plain JSON, generated from their TypeBox definitions (../schemas/source.ts):
 // the daemon does not load TypeBox's builder.
 import {
+  AgentStatus,
   ErrorBody,
   FenceQuery,
+  HeartbeatReport,
   OkAnswer,
-  OkTrue,
   PeerConfirmAnswer,
   PeerConfirmBody,
+  PeerInfo,
+  Primary,
   ReportedEventBody,
   RunClaimBody,
   RunClaimed,
   RunParams,
   RunRefused,
   RunStartedBody,
+  SeenAnswer,
   SteppedDownAnswer,
 } from '../schemas/generated.js';
 import { ensureDir } from '@hq/runtime/files';
@@ -129,13 +133,15 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     if (closing) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
-  app.get('/v1/status', async () => agent.status());
-  app.get('/v1/seen', async () => {
+  // Asked by idle callers (doctor, the status page): declared, but written by JSON.stringify so
+  // an idle agent compiles no serializer for it.
+  app.get('/v1/status', { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify }, async () => agent.status());
+  app.get('/v1/seen', { schema: { response: { 200: SeenAnswer } } }, async () => {
     const seen = agent.snapshot().seen;
     return { seen: seen > 0, generation: seen };
   });
-  app.get('/v1/primary', async () => agent.primary());
-  app.post('/v1/heartbeat', async () => agent.heartbeat());
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
+  app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => agent.heartbeat());
   app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
     const ready = await agent.stepDown();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
@@ -160,11 +166,11 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
     return { ok: true as const };
   });
-  app.post('/v1/resume', async () => {
+  app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
     await agent.resume();
-    return { ok: true };
+    return { ok: true as const };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkTrue, 400: ErrorBody } } }, async (req) => {
+  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } }, async (req) => {
     const data = req.body.data ?? {};
     const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
     if (taken !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
@@ -232,13 +238,13 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
   };
   app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
-  app.get('/v1/primary', async () => agent.primary());
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
   app.get('/metrics', async (_req, reply) => {
     if (metrics === null) throw new HttpError(ERRORS.NOT_FOUND, 'metrics are off');
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
-  app.get('/v1/peer', { preHandler: requirePeer }, async () => agent.peerInfo());
+  app.get('/v1/peer', { preHandler: requirePeer, schema: { response: { 200: PeerInfo } } }, async () => agent.peerInfo());
   app.post(
     '/v1/peer/confirm',
     {

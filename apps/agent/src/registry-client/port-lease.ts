@@ -18,6 +18,7 @@
  * The margin is 10 s, or a third of the TTL when that is shorter (a 3 s test TTL still works).
  * Clock (epoch ms, sleep-safe by default) and timers are injectable: tests drive time.
  */
+import { fieldsOf } from '@hq/protocol/answer';
 import { realTimers, sleepSafeClockMs, type Timers } from '@hq/runtime/clock';
 import { describe, keepAliveFor, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
 
@@ -171,7 +172,7 @@ export class PortLeaseKeeper {
     });
     if (this.state !== 'running') return;
     if (r.kind === 'answer' && r.status === 200) {
-      const ttl = (r.body as { ttlMs?: unknown } | null)?.ttlMs;
+      const ttl = fieldsOf(r.body).ttlMs;
       if (typeof ttl === 'number' && Number.isSafeInteger(ttl) && ttl > 0) this.ttlMs = Math.min(this.ttlMs, ttl);
       this.lastSuccess = sentAt;
       if (this.failures > 0) this.o.log?.('port-lease-renewed', { port: this.o.port, after: this.failures });

@@ -11,6 +11,7 @@
  *  5. When CMD ends: release the lease and exit with CMD's code (a signal n → 128 + n).
  */
 import { createServer } from 'node:net';
+import { fieldsOf } from '@hq/protocol/answer';
 import { sleepSafeClockMs } from '@hq/runtime/clock';
 import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
 import { describe, joinUrl, requestJson, type Requester } from '@hq/runtime/http';
@@ -69,9 +70,9 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       timeoutSeconds: o.requestTimeoutMs / 1000,
     });
     if (r.kind === 'unreachable') return { ok: false, code: 3, line: `port run: the arbiter is unreachable (${r.problem})` };
-    const b = r.body as { port?: unknown; leaseId?: unknown; ttlMs?: unknown; message?: unknown } | null;
-    if (r.status !== 200 || typeof b?.port !== 'number' || typeof b.leaseId !== 'string') {
-      const msg = typeof b?.message === 'string' ? `: ${b.message}` : '';
+    const b = fieldsOf(r.body);
+    if (r.status !== 200 || typeof b.port !== 'number' || typeof b.leaseId !== 'string') {
+      const msg = typeof b.message === 'string' ? `: ${b.message}` : '';
       // 503 band full is a refusal of this request, not an outage: exit 1 like other refusals.
       return { ok: false, code: r.status >= 500 && r.status !== 503 ? 3 : 1, line: `port run: refused (${describe(r)}${msg})` };
     }

@@ -7,11 +7,13 @@ export const AgentConfigSchema = {
   "properties": {
     "hostName": {
       "type": "string",
-      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$"
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
     },
     "arbiter": {
       "type": "string",
-      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$"
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
     },
     "arbiterUrl": {
       "type": "string",
@@ -129,6 +131,549 @@ export const AgentConfigSchema = {
   "additionalProperties": false
 } as unknown as typeof S.AgentConfigSchema;
 
+export const AgentStatus = {
+  "type": "object",
+  "required": [
+    "host",
+    "version",
+    "holder",
+    "generation",
+    "seen",
+    "known",
+    "run",
+    "reason",
+    "validForSeconds",
+    "arbiterOk",
+    "stale",
+    "lockDelaySeconds",
+    "floorPending",
+    "startGuardSeconds",
+    "leaseTiming",
+    "cadence",
+    "timingProblems",
+    "tokenProblem",
+    "failover",
+    "gaveConfirmation",
+    "steppedDown",
+    "stepDownSeconds",
+    "grant",
+    "pending",
+    "lastHeartbeat",
+    "peers",
+    "peerPaths",
+    "uptimeSeconds"
+  ],
+  "properties": {
+    "host": {
+      "type": "string",
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
+    },
+    "version": {
+      "type": "string"
+    },
+    "holder": {
+      "anyOf": [
+        {
+          "type": "string",
+          "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+          "maxLength": 32
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "generation": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "seen": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "known": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "holder",
+            "generation",
+            "expired",
+            "released",
+            "floorPending",
+            "ttlSeconds",
+            "safetyMarginSeconds"
+          ],
+          "properties": {
+            "holder": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+                  "maxLength": 32
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            },
+            "expired": {
+              "type": "boolean"
+            },
+            "released": {
+              "type": "boolean"
+            },
+            "floorPending": {
+              "type": "boolean"
+            },
+            "ttlSeconds": {
+              "type": "number"
+            },
+            "safetyMarginSeconds": {
+              "type": "number"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "run": {
+      "type": "boolean"
+    },
+    "reason": {
+      "anyOf": [
+        {
+          "type": "string",
+          "const": "holder"
+        },
+        {
+          "type": "string",
+          "const": "quorum-standby"
+        },
+        {
+          "type": "string",
+          "const": "within-ttl"
+        },
+        {
+          "type": "string",
+          "const": "lock-delay"
+        },
+        {
+          "type": "string",
+          "const": "not-holder"
+        },
+        {
+          "type": "string",
+          "const": "stale-generation"
+        },
+        {
+          "type": "string",
+          "const": "no-quorum-expired"
+        },
+        {
+          "type": "string",
+          "const": "no-lease"
+        },
+        {
+          "type": "string",
+          "const": "no-lease-after-seen"
+        },
+        {
+          "type": "string",
+          "const": "fail-open"
+        }
+      ]
+    },
+    "validForSeconds": {
+      "anyOf": [
+        {
+          "type": "number"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "arbiterOk": {
+      "type": "boolean"
+    },
+    "stale": {
+      "type": "boolean"
+    },
+    "lockDelaySeconds": {
+      "anyOf": [
+        {
+          "type": "number"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "floorPending": {
+      "type": "boolean"
+    },
+    "startGuardSeconds": {
+      "anyOf": [
+        {
+          "type": "number"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "leaseTiming": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "ttlSeconds",
+            "safetyMarginSeconds"
+          ],
+          "properties": {
+            "ttlSeconds": {
+              "type": "number"
+            },
+            "safetyMarginSeconds": {
+              "type": "number"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "cadence": {
+      "type": "object",
+      "required": [
+        "heartbeatSeconds",
+        "refreshSeconds",
+        "requestTimeoutSeconds"
+      ],
+      "properties": {
+        "heartbeatSeconds": {
+          "type": "number"
+        },
+        "refreshSeconds": {
+          "type": "number"
+        },
+        "requestTimeoutSeconds": {
+          "type": "number"
+        }
+      }
+    },
+    "timingProblems": {
+      "type": "array",
+      "items": {
+        "type": "string"
+      }
+    },
+    "tokenProblem": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "failover": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "gaveConfirmation": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "holder",
+            "generation",
+            "ageSeconds",
+            "waitSeconds"
+          ],
+          "properties": {
+            "holder": {
+              "type": "string",
+              "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+              "maxLength": 32
+            },
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            },
+            "ageSeconds": {
+              "type": "number"
+            },
+            "waitSeconds": {
+              "type": "number"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "steppedDown": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "stepDownSeconds": {
+      "type": "number"
+    },
+    "grant": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "generation",
+            "source"
+          ],
+          "properties": {
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            },
+            "source": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "const": "arbiter"
+                },
+                {
+                  "type": "string",
+                  "const": "peer"
+                }
+              ]
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "pending": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "generation",
+            "startsInSeconds"
+          ],
+          "properties": {
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            },
+            "startsInSeconds": {
+              "type": "number"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "lastHeartbeat": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "outcome",
+            "status",
+            "problem",
+            "holder",
+            "generation",
+            "peerConfirmation",
+            "at",
+            "timingProblems",
+            "failover",
+            "ageSeconds"
+          ],
+          "properties": {
+            "outcome": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "const": "renewed"
+                },
+                {
+                  "type": "string",
+                  "const": "standby"
+                },
+                {
+                  "type": "string",
+                  "const": "no-lease"
+                },
+                {
+                  "type": "string",
+                  "const": "renew-refused"
+                },
+                {
+                  "type": "string",
+                  "const": "unreachable"
+                },
+                {
+                  "type": "string",
+                  "const": "refused"
+                },
+                {
+                  "type": "string",
+                  "const": "invalid-answer"
+                }
+              ]
+            },
+            "status": {
+              "anyOf": [
+                {
+                  "type": "integer"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "problem": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "holder": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+                  "maxLength": 32
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            },
+            "peerConfirmation": {
+              "anyOf": [
+                {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "confirmed"
+                    },
+                    {
+                      "type": "string",
+                      "const": "not-confirmed"
+                    }
+                  ]
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "at": {
+              "type": "number"
+            },
+            "timingProblems": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              }
+            },
+            "failover": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "ageSeconds": {
+              "type": "number"
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "peers": {
+      "type": "array",
+      "items": {
+        "type": "string",
+        "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+        "maxLength": 32
+      }
+    },
+    "peerPaths": {
+      "type": "object",
+      "patternProperties": {
+        "^.*$": {
+          "type": "object",
+          "required": [
+            "ok",
+            "problem"
+          ],
+          "properties": {
+            "ok": {
+              "type": "boolean"
+            },
+            "problem": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            }
+          }
+        }
+      }
+    },
+    "uptimeSeconds": {
+      "type": "number"
+    }
+  }
+} as unknown as typeof S.AgentStatus;
+
 export const ErrorBody = {
   "type": "object",
   "required": [
@@ -182,6 +727,130 @@ export const FenceQuery = {
   "additionalProperties": false
 } as unknown as typeof S.FenceQuery;
 
+export const HeartbeatReport = {
+  "type": "object",
+  "required": [
+    "outcome",
+    "status",
+    "problem",
+    "holder",
+    "generation",
+    "peerConfirmation",
+    "at",
+    "timingProblems",
+    "failover"
+  ],
+  "properties": {
+    "outcome": {
+      "anyOf": [
+        {
+          "type": "string",
+          "const": "renewed"
+        },
+        {
+          "type": "string",
+          "const": "standby"
+        },
+        {
+          "type": "string",
+          "const": "no-lease"
+        },
+        {
+          "type": "string",
+          "const": "renew-refused"
+        },
+        {
+          "type": "string",
+          "const": "unreachable"
+        },
+        {
+          "type": "string",
+          "const": "refused"
+        },
+        {
+          "type": "string",
+          "const": "invalid-answer"
+        }
+      ]
+    },
+    "status": {
+      "anyOf": [
+        {
+          "type": "integer"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "problem": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "holder": {
+      "anyOf": [
+        {
+          "type": "string",
+          "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+          "maxLength": 32
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "generation": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "peerConfirmation": {
+      "anyOf": [
+        {
+          "anyOf": [
+            {
+              "type": "string",
+              "const": "confirmed"
+            },
+            {
+              "type": "string",
+              "const": "not-confirmed"
+            }
+          ]
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "at": {
+      "type": "number"
+    },
+    "timingProblems": {
+      "type": "array",
+      "items": {
+        "type": "string"
+      }
+    },
+    "failover": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    }
+  }
+} as unknown as typeof S.HeartbeatReport;
+
 export const OkAnswer = {
   "type": "object",
   "required": [
@@ -194,19 +863,6 @@ export const OkAnswer = {
     }
   }
 } as unknown as typeof S.OkAnswer;
-
-export const OkTrue = {
-  "type": "object",
-  "required": [
-    "ok"
-  ],
-  "properties": {
-    "ok": {
-      "type": "boolean",
-      "const": true
-    }
-  }
-} as unknown as typeof S.OkTrue;
 
 export const PeerConfirmAnswer = {
   "type": "object",
@@ -237,7 +893,8 @@ export const PeerConfirmBody = {
   "properties": {
     "host": {
       "type": "string",
-      "pattern": "^[a-z0-9][a-z0-9-]{0,31}$"
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
     },
     "generation": {
       "type": "integer",
@@ -260,6 +917,99 @@ export const PeerConfirmBody = {
   },
   "additionalProperties": false
 } as unknown as typeof S.PeerConfirmBody;
+
+export const PeerInfo = {
+  "type": "object",
+  "required": [
+    "host",
+    "holder",
+    "generation",
+    "seenGeneration",
+    "gaveConfirmation"
+  ],
+  "properties": {
+    "host": {
+      "type": "string",
+      "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+      "maxLength": 32
+    },
+    "holder": {
+      "anyOf": [
+        {
+          "type": "string",
+          "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+          "maxLength": 32
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "generation": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "seenGeneration": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    },
+    "gaveConfirmation": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "holder",
+            "generation"
+          ],
+          "properties": {
+            "holder": {
+              "type": "string",
+              "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+              "maxLength": 32
+            },
+            "generation": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 9007199254740991
+            }
+          }
+        },
+        {
+          "type": "null"
+        }
+      ]
+    }
+  }
+} as unknown as typeof S.PeerInfo;
+
+export const Primary = {
+  "type": "object",
+  "required": [
+    "known",
+    "holder",
+    "generation"
+  ],
+  "properties": {
+    "known": {
+      "type": "boolean"
+    },
+    "holder": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
+    "generation": {
+      "type": "integer"
+    }
+  }
+} as unknown as typeof S.Primary;
 
 export const ReportedEventBody = {
   "anyOf": [
@@ -471,6 +1221,24 @@ export const RunStartedBody = {
   },
   "additionalProperties": false
 } as unknown as typeof S.RunStartedBody;
+
+export const SeenAnswer = {
+  "type": "object",
+  "required": [
+    "seen",
+    "generation"
+  ],
+  "properties": {
+    "seen": {
+      "type": "boolean"
+    },
+    "generation": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 9007199254740991
+    }
+  }
+} as unknown as typeof S.SeenAnswer;
 
 export const SteppedDownAnswer = {
   "type": "object",

@@ -8,14 +8,17 @@
  * checks that generated.ts is what the script writes from this file.
  */
 import Type from 'typebox';
-import { GENERATION_CEILING, HOST_SCHEMA_PATTERN, REPORTED_DATA_LIMITS, REPORTED_EVENTS, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
+import { GENERATION_CEILING, HOST_SCHEMA_PATTERN, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
 
-export { OkAnswer, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SteppedDownAnswer } from '@hq/protocol/schemas';
+import { Host } from '@hq/protocol/schemas';
+
+export { AgentStatus, HeartbeatReport, OkAnswer, PeerInfo, Primary, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SeenAnswer, SteppedDownAnswer } from '@hq/protocol/schemas';
+// `POST /v1/events`: a category, one of its closed list of events, flat scalar data under camelCase keys.
+export { ReportedEventBody } from '@hq/protocol/schemas';
 
 // ---------------------------------------------------------------------------------------
 // the config file (config.ts)
 
-const Host = Type.String({ pattern: HOST_SCHEMA_PATTERN });
 const Seconds = Type.Number({ exclusiveMinimum: 0 });
 const Url = Type.String({ pattern: '^https?://' });
 const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
@@ -63,8 +66,6 @@ export const AgentConfigSchema = Type.Object(
 // ---------------------------------------------------------------------------------------
 // the listeners (daemon/servers.ts)
 
-const HOST = '^[a-z0-9][a-z0-9-]{0,31}$';
-
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
 
 /**
@@ -83,33 +84,10 @@ export const FenceQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * `POST /v1/events`: a category and one of its closed list of events (lease-core
- * REPORTED_EVENTS), with flat scalar data. Keys are camelCase words, never one the log line
- * sets itself (pino's and the event's own), so a report cannot forge another line's fields.
- */
-const ReportedData = Type.Record(
-  Type.String({ pattern: '^[a-z][A-Za-z0-9]{0,31}$' }),
-  Type.Union([Type.String({ maxLength: REPORTED_DATA_LIMITS.maxString }), Type.Number(), Type.Boolean(), Type.Null()]),
-  { maxProperties: REPORTED_DATA_LIMITS.maxFields },
-);
-const reported = <C extends keyof typeof REPORTED_EVENTS>(category: C) =>
-  Type.Object(
-    {
-      category: Type.Literal(category),
-      event: Type.Union(REPORTED_EVENTS[category].map((e) => Type.Literal(e))),
-      data: Type.Optional(ReportedData),
-    },
-    { additionalProperties: false },
-  );
-export const ReportedEventBody = Type.Union([reported('hq.standby'), reported('control')]);
-
-export const OkTrue = Type.Object({ ok: Type.Literal(true) });
-
 /** `POST /v1/peer/confirm`. */
 export const PeerConfirmBody = Type.Object(
   {
-    host: Type.String({ pattern: HOST }),
+    host: Host,
     // Above the ceiling is no real generation: refused, never confirmed or adopted.
     generation: Type.Integer({ minimum: 1, maximum: GENERATION_CEILING }),
     // The lease timing of the holder's record (S6: the arbiter's), so the wait this
