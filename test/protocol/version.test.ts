@@ -67,6 +67,12 @@ t.test('the heartbeat gained the agent release in protocol 2; a protocol 1 reque
   t.match(REQUEST_FIELDS[0]?.absent, /hq 0\.1\.x/, 'its absence is documented');
 });
 
+t.test('the old holder\'s ran came with protocol 2: left out for an hq 0.1 arbiter, whose release and ack know no such field', async (t) => {
+  t.same(fieldsAfter(1, 'POST /v1/lease/release'), ['ran'], 'a protocol 1 release carries no ran');
+  t.same(fieldsAfter(1, 'POST /v1/lease/stepped-down'), ['ran'], 'nor a protocol 1 acknowledgement');
+  t.same(fieldsAfter(2, 'POST /v1/lease/release'), [], 'protocol 2: every field');
+});
+
 t.test('how a host reads to the operator', async (t) => {
   t.equal(hostVersionText(1, null), 'hq 0.1 (protocol 1)', 'protocol 1 never says its release');
   t.equal(hostVersionText(2, '0.2.0'), 'hq 0.2.0 (protocol 2)', 'protocol 2 does');
