@@ -4,7 +4,7 @@
  */
 import { eventsOf, fieldsOf, generationField, isHost, type EventRecord, type LeaseRecord } from '@hq/protocol';
 import { parseRecord } from '@hq/lease-core';
-import { sleepSafeClockMs, type Clock } from '@hq/runtime/clock';
+import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
 import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
 
@@ -101,7 +101,7 @@ async function pokeAgent(c: Resolved): Promise<void> {
 }
 
 /** `clock` (epoch ms) measures `--wait`: sleep-safe, so the wait ends early rather than late. */
-export async function leaseAcquire(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
+export async function leaseAcquire(p: Parsed, clock: MsClock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const token = await memberToken(c);
   const wait = flagNumber(p, 'wait') ?? 0;
@@ -392,7 +392,7 @@ export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
 }
 
 /** `clock` (epoch ms) measures `--wait`, as in `leaseAcquire`. */
-export async function failover(p: Parsed, clock: Clock = sleepSafeClockMs()): Promise<number> {
+export async function failover(p: Parsed, clock: MsClock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
@@ -436,7 +436,7 @@ interface Waited {
  * changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
  * stopped answering.
  */
-async function waitUntilRuns(c: Resolved, clock: Clock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
+async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
   const deadline = started + wait * 1000;
   const waited = (): number => Math.round((clock.now() - started) / 100) / 10;
   let said = '';
