@@ -509,6 +509,33 @@ t.test('a refused acquire names the holder and its generation in its one line', 
   t.equal(r.stderr, 'hq lease acquire: refused: held by node-b (generation 4; HTTP 409)\n', 'one line naming holder and generation');
 });
 
+t.test('a granted acquire says when the new holder may run: now, after the lock-delay or start wait (until when), or once the floor is complete', async (t) => {
+  const dir = shortDir(t);
+  let lease: { [k: string]: unknown } = {};
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ ok: true, lease }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  writeToken(dir);
+  const now = 1_800_000_000;
+  lease = record({ holder: 'mbp', generation: 5, now, notBefore: null });
+  const at = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(at.code, 0, 'granted: exit 0');
+  t.match(at.stdout, /^acquired: mbp holds generation 5; it may run now\n$/, 'no wait: it says so');
+  lease = record({ holder: 'mbp', generation: 6, now, notBefore: now + 30 });
+  const later = await hq(['lease', 'acquire', '--config', config]);
+  t.match(later.stdout, /^acquired: mbp holds generation 6; it may run in 30\.0 s \(at 2027-01-15T08:00:30\.000Z: the old holder's lock-delay, or the arbiter's start wait/, 'behind notBefore: how long and until when');
+  lease = record({ holder: 'mbp', generation: 7, now, notBefore: now + 30, floorPending: true });
+  const pending = await hq(['lease', 'acquire', '--config', config]);
+  t.match(pending.stdout, /^acquired: mbp holds generation 7; it may run once every candidate has reported its seen generation/, 'the floor pending: what it waits for');
+});
+
 /** A member token in the state dir of a `writeConfig` config (0600, dir 0700). */
 function writeToken(dir: string, mode = 0o600): string {
   mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });

@@ -15,6 +15,20 @@ function fmtAge(s: number): string {
   return `${(s / 3600).toFixed(1)} h`;
 }
 
+/**
+ * When a just-granted holder may first run, from the record the grant answered: at once, once the
+ * floor is complete (every candidate reported), or when `notBefore` passes (the old holder's
+ * lock-delay, or the arbiter's start wait after it started), in arbiter time.
+ */
+function runsWhen(lease: unknown): string {
+  const r = fieldsOf(lease);
+  if (r.floorPending === true) return 'it may run once every candidate has reported its seen generation to the arbiter (the floor is pending)';
+  const notBefore = typeof r.notBefore === 'number' ? r.notBefore : null;
+  const now = typeof r.now === 'number' ? r.now : null;
+  if (notBefore === null || now === null || notBefore <= now) return 'it may run now';
+  return `it may run in ${fmtAge(notBefore - now)} (at ${new Date(notBefore * 1000).toISOString()}: the old holder's lock-delay, or the arbiter's start wait after it started)`;
+}
+
 /** Left-aligned columns, two spaces apart; the last column is not padded. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -121,7 +135,7 @@ export async function leaseAcquire(p: Parsed, clock: MsClock = sleepSafeClockMs(
       const refused = agentRefuses(lease);
       if (refused !== null) throw new CliError(1, `the arbiter granted a record no agent runs on (${refused}); see hq doctor`);
       await pokeAgent(c);
-      out(json, r.body, `acquired: ${c.hostName} holds generation ${String(fieldsOf(lease).generation ?? '?')}`);
+      out(json, r.body, `acquired: ${c.hostName} holds generation ${String(fieldsOf(lease).generation ?? '?')}; ${runsWhen(lease)}`);
       return 0;
     }
     const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
