@@ -310,20 +310,27 @@ export interface ArbitersView {
     readonly healthy: boolean;
     readonly members: ReadonlyArray<{ readonly endpoint: string; readonly ok: boolean; readonly leader?: string | null; readonly version?: string; readonly error?: string; readonly dbSizeBytes?: number }>;
     /** How close etcd is to its space quota (absent until a member answered). */
-    readonly space?: {
-      readonly dbSizeBytes: number;
-      readonly dbSizeInUseBytes: number;
-      readonly quotaBytes: number;
-      readonly quotaFrom: 'members' | 'config';
-      readonly usedRatio: number;
-      /** A member raised NOSPACE: etcd refuses every write. */
-      readonly alarm: boolean;
-      readonly level: 'ok' | 'warn' | 'bad';
-      readonly warning: string | null;
-    };
+    readonly space?: EtcdSpace;
     /** The elected arbiter's compaction of etcd's history. */
     readonly compaction?: { readonly intervalSeconds: number; readonly revision: number | null };
   };
+}
+
+/** How close etcd is to its space quota: the largest member's database file against the quota. */
+export interface EtcdSpace {
+  readonly dbSizeBytes: number;
+  /** Of it, in use (the rest is freed by compaction and given back by a defragmentation). */
+  readonly dbSizeInUseBytes: number;
+  readonly quotaBytes: number;
+  /** `members`: a member said its quota (etcd 3.6 on); `config`: `store.quotaBackendBytes`. */
+  readonly quotaFrom: 'members' | 'config';
+  /** dbSizeBytes / quotaBytes. */
+  readonly usedRatio: number;
+  /** A member raised NOSPACE: etcd refuses every write. */
+  readonly alarm: boolean;
+  readonly level: 'ok' | 'warn' | 'bad';
+  /** One line with what to do, null at level ok. */
+  readonly warning: string | null;
 }
 
 /** `GET /v1/events?after=&limit=&tail=&since=`: digits only (no coercion), ranges checked by the route. */

@@ -6,7 +6,10 @@
  * defragmented and the alarm is disarmed. Compaction alone frees pages inside the file but never
  * shrinks it, so the file size is what is compared here too.
  */
+import type { EtcdSpace } from '@hq/protocol';
 import type { MemberStatus } from './client.js';
+
+export type { EtcdSpace };
 
 /**
  * Warn at 80 % of the quota. The database grows slowly once compaction runs (bounded by one
@@ -18,23 +21,6 @@ export const SPACE_WARN_RATIO = 0.8;
 
 /** etcd's own default `--quota-backend-bytes` (2 GiB). */
 export const ETCD_DEFAULT_QUOTA_BYTES = 2 * 1024 ** 3;
-
-export interface EtcdSpace {
-  /** The largest member database file, bytes (the first member past its quota raises the alarm). */
-  readonly dbSizeBytes: number;
-  /** Of it, in use (the rest is freed by compaction and given back by a defragmentation). */
-  readonly dbSizeInUseBytes: number;
-  readonly quotaBytes: number;
-  /** `members`: a member said its quota (etcd 3.6 on); `config`: `store.quotaBackendBytes`. */
-  readonly quotaFrom: 'members' | 'config';
-  /** dbSizeBytes / quotaBytes. */
-  readonly usedRatio: number;
-  /** A member has raised NOSPACE: etcd refuses every write now. */
-  readonly alarm: boolean;
-  readonly level: 'ok' | 'warn' | 'bad';
-  /** One line with what to do, null at level ok. */
-  readonly warning: string | null;
-}
 
 export function bytesText(n: number): string {
   if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(n % 1024 ** 3 === 0 ? 0 : 1)} GiB`;
