@@ -511,18 +511,16 @@ t.test('G7: the acknowledgement says whether this life of the agent ran the gene
   t.equal(onArbiterAnswer(guarded, confirming(), at(1), at(1.1), A).state.ran, 0, 'nor one inside its start guard');
 });
 
-t.test('A4, A7: a standby that confirmed the holder ends its own wait once the arbiter accepted that holder’s step-down', async (t) => {
+t.test('A4 (S2.1): a standby that confirmed the holder keeps its own wait through that holder\'s accepted step-down', async (t) => {
   const gave = onConfirmRequest(standby(), { host: 'mbp', generation: 3 }, at(11), B).state;
   t.not(gave.gave, null, 'node-b confirmed mbp at generation 3 and waits');
   const promoted = (displaced: RecordSummary['displaced']) =>
     onArbiterAnswer(gave, confirming({ holder: 'node-b', generation: 4, revision: 30, notBefore: T, displaced }), at(12), at(12.1), B);
   const acked = promoted({ host: 'mbp', generation: 3, acknowledgedAt: T - 1, savedSeconds: 5 });
-  t.equal(acked.state.gave, null, 'mbp acknowledged its step-down from generation 3: the wait for it is over');
-  t.ok(acked.events.some((e) => e.event === 'confirmation-released'), 'and says so');
-  t.same(reason(acked.state, at(12.2), 'cron', B), [true, 'holder'], 'node-b runs');
-  t.not(promoted({ host: 'mbp', generation: 3, acknowledgedAt: null, savedSeconds: null }).state.gave, null, 'not before the acknowledgement');
-  t.not(promoted({ host: 'mbp', generation: 2, acknowledgedAt: T - 1, savedSeconds: 5 }).state.gave, null, 'nor for a lower generation than the one confirmed');
-  t.not(promoted({ host: 'node-c', generation: 3, acknowledgedAt: T - 1, savedSeconds: 5 }).state.gave, null, 'nor for another holder');
+  // mbp may have answered run on that confirmation to a caller its step-down cannot reach (a
+  // script that asked hq fence check): the wait covers those answers, not only its children.
+  t.not(acked.state.gave, null, 'mbp acknowledged its step-down from generation 3: node-b still waits out the confirmation it gave');
+  t.same(reason(acked.state, at(12.2), 'cron', B)[0], false, 'node-b does not run inside it');
 });
 
 t.test('A7: a higher generation for this same host is a loss of the old one, with nothing to acknowledge', async (t) => {

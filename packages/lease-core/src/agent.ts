@@ -351,15 +351,6 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   const acknowledged = r.displaced !== null && r.displaced.acknowledgedAt !== null;
   const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity || acknowledged ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
   state = { ...state, known, waitUntilMono };
-  // The holder this agent confirmed stepped down, for every generation the confirmation could
-  // serve, and the arbiter accepted its acknowledgement: that validity can no longer be used
-  // (A7), so this agent's own wait for it ends too (A4) — else a standby that confirmed the
-  // holder through an arbiter restart would wait out ttl + margin after a planned move.
-  const d = r.displaced;
-  if (acknowledged && d !== null && state.gave !== null && state.gave.holder === d.host && state.gave.generation <= d.generation) {
-    events.push(leaseEvent('confirmation-released', state.host, { holder: d.host, generation: state.gave.generation, acknowledged: d.generation }));
-    state = { ...state, gave: null };
-  }
   if (acknowledged && state.pending !== null) state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
   const held = state0.known !== null && state0.known.holder === state.host ? state0.known.generation : 0;
   if (held > state.lost && (r.holder !== state.host || r.generation > held)) state = lose(state, held, r, 'record', events);

@@ -24,7 +24,6 @@ export type EventName =
   | 'arbiter-check'
   | 'maintenance'
   | 'confirmation-given'
-  | 'confirmation-released'
   | 'confirmation-refused'
   | 'step-down'
   | 'stepped-down'
