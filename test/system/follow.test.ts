@@ -8,7 +8,7 @@
  * worker and exits 0. A worker that crashes is started again on the same host with a growing
  * back-off, never on the other.
  */
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -59,18 +59,6 @@ function follow(c: Cluster, host: HostName, log: string, crash = false): Followe
   return f;
 }
 
-async function cluster(t: Test): Promise<Cluster> {
-  const c = await Cluster.create();
-  t.teardown(() => c.stopAll());
-  await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
-  const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
-  t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
-  await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 15_000, 'node-b knows mbp holds');
-  return c;
-}
-
 /** Every tick of `from` precedes every tick of `to` in the window given: never both at once. */
 function handover(all: readonly Tick[], from: HostName, to: HostName, after: number): { lastOld: number; firstNew: number } {
   const old = all.filter((x) => x.host === from && x.t >= after);
@@ -79,7 +67,7 @@ function handover(all: readonly Tick[], from: HostName, to: HostName, after: num
 }
 
 t.test('one worker fleet-wide: acquire, failover --to, kill -9 of the holder’s agent, an agent restart, SIGTERM', async (t) => {
-  const c = await cluster(t);
+  const c = await Cluster.withHolder(t);
   const log = join(c.dir, 'ticks.log');
   writeFileSync(log, '');
   const fm = follow(c, 'mbp', log);
@@ -136,7 +124,7 @@ t.test('one worker fleet-wide: acquire, failover --to, kill -9 of the holder’s
 });
 
 t.test('a worker that crashes is started again on the same host with a growing back-off, never on the other', async (t) => {
-  const c = await cluster(t);
+  const c = await Cluster.withHolder(t);
   const log = join(c.dir, 'ticks.log');
   writeFileSync(log, '');
   const fm = follow(c, 'mbp', log, true);
@@ -157,7 +145,7 @@ t.test('a worker that crashes is started again on the same host with a growing b
 });
 
 t.test('@hq/agent/client in a real process: kill -9 of its agent aborts the tenure before the other host may run', async (t) => {
-  const c = await cluster(t);
+  const c = await Cluster.withHolder(t);
   await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 15_000, 'mbp may run');
   const client = join(ROOT, 'apps/agent/dist/client/index.js');
   const script = `

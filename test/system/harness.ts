@@ -121,6 +121,25 @@ export class Cluster {
     readonly arbiterPorts: readonly number[] = [arbiterPort],
   ) {}
 
+  /**
+   * The fleet most system tests start from: arbiter and both agents up, mbp acquired and may run,
+   * node-b knows mbp holds; stopped at the test's end. `arbiterStartedAt` is Date.now() just before
+   * the arbiter was started.
+   */
+  static async withHolder(t: { teardown(fn: () => unknown): void; equal(a: unknown, b: unknown, m: string): unknown }, options: ClusterOptions = {}): Promise<Cluster & { readonly arbiterStartedAt: number }> {
+    const c = await Cluster.create(options);
+    t.teardown(() => c.stopAll());
+    const arbiterStartedAt = Date.now();
+    await c.startArbiter();
+    await c.startAgent('mbp');
+    await c.startAgent('node-b');
+    const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '30']);
+    t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
+    await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
+    await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 15_000, 'node-b knows mbp holds');
+    return Object.assign(c, { arbiterStartedAt });
+  }
+
   /** The cluster lives in a short temp dir (unix socket paths are limited to ~104 bytes). */
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'hq-sys-'));

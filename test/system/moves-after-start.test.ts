@@ -21,20 +21,6 @@ const START_WAIT_MS = (TTL + 1) * 1000;
 /** A few of the agents' refreshes (1 s), with room for a loaded machine. */
 const FEW_HEARTBEATS_MS = 8000;
 
-async function cluster(t: Test): Promise<{ c: Cluster; arbiterStart: number }> {
-  const c = await Cluster.create({ arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
-  t.teardown(() => c.stopAll());
-  const arbiterStart = Date.now();
-  await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
-  const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '30']);
-  t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
-  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
-  await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 10_000, 'node-b knows mbp holds');
-  return { c, arbiterStart };
-}
-
 /** `hq failover --to node-b`, then the time until node-b's first `run: true` (ms from the failover's start). */
 async function failoverToNodeB(t: Test, c: Cluster): Promise<number> {
   const overlap = c.watchOverlap(t);
@@ -48,7 +34,8 @@ async function failoverToNodeB(t: Test, c: Cluster): Promise<number> {
 }
 
 t.test('a failover right after the arbiter’s first start does not wait out the start wait', async (t) => {
-  const { c, arbiterStart } = await cluster(t);
+  const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
+  const arbiterStart = c.arbiterStartedAt;
   const ms = await failoverToNodeB(t, c);
   t.ok(Date.now() - arbiterStart < START_WAIT_MS, `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`);
   t.ok(ms < FEW_HEARTBEATS_MS, `node-b ran ${ms} ms after hq failover started`);
@@ -56,7 +43,7 @@ t.test('a failover right after the arbiter’s first start does not wait out the
 });
 
 t.test('a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs', async (t) => {
-  const { c } = await cluster(t);
+  const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
   await c.kill('arbiter', 'SIGTERM');
   const restarted = Date.now();
   await c.startArbiter();
@@ -90,7 +77,7 @@ t.test('a failover right after the arbiter restarted on its kept database: mbp r
 });
 
 t.test('the holder’s agent restarted during an arbiter outage runs again on its peer; node-b never runs', async (t) => {
-  const { c } = await cluster(t);
+  const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
   await c.kill('arbiter', 'SIGKILL');
   await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'quorum-standby', 15_000, 'mbp runs on node-b’s confirmation');
   const overlap = c.watchOverlap(t);

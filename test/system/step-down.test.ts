@@ -5,11 +5,11 @@
  * lock-delay, and node-b runs within a few heartbeats — never while the child lives. With mbp's
  * agent killed mid-step-down nothing is acknowledged and the full lock-delay holds.
  */
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Cluster, FAST_AGENT, FAST_ARBITER, HQ_CLI, processAlive, sleep, type ClusterOptions } from './harness.js';
+import { Cluster, FAST_AGENT, FAST_ARBITER, HQ_CLI, processAlive, sleep } from './harness.js';
 
 /** Lock-delay of a transfer away from a holder that renews every second: its expiry (≈ ttl from now) + margin. */
 const LOCK_DELAY_SECONDS = FAST_ARBITER.ttlSeconds + FAST_ARBITER.safetyMarginSeconds;
@@ -72,21 +72,8 @@ async function transferredAt(c: Cluster): Promise<number> {
   return e.at * 1000;
 }
 
-async function cluster(t: Test, options: ClusterOptions = {}): Promise<Cluster> {
-  const c = await Cluster.create(options);
-  t.teardown(() => c.stopAll());
-  await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
-  const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
-  t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
-  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 15_000, 'mbp may run');
-  await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 10_000, 'node-b knows mbp holds');
-  return c;
-}
-
 t.test('hq failover --to node-b with mbp alive: the child is gone first, node-b runs within a few heartbeats', async (t) => {
-  const c = await cluster(t);
+  const c = await Cluster.withHolder(t);
   const child = await fencedChild(c, 'mbp', { ignoreTerm: false, grace: 2 });
   const started = Date.now();
   const w = watch(c, child.pid);
@@ -120,7 +107,7 @@ t.test('hq failover --to node-b with mbp alive: the child is gone first, node-b 
 });
 
 t.test('mbp’s agent killed mid-step-down: nothing is acknowledged, the full lock-delay holds', async (t) => {
-  const c = await cluster(t);
+  const c = await Cluster.withHolder(t);
   // The child ignores SIGTERM, so the agent's step-down waits out the 5 s grace: it is killed in it.
   const child = await fencedChild(c, 'mbp', { ignoreTerm: true, grace: 5 });
   const started = Date.now();
@@ -145,7 +132,7 @@ t.test('mbp’s agent killed mid-step-down: nothing is acknowledged, the full lo
 });
 
 t.test('handoverOnStop: SIGTERM of the holder’s agent ends its child, hands the lease to node-b and exits 0', async (t) => {
-  const c = await cluster(t, { agent: { handoverOnStop: true } });
+  const c = await Cluster.withHolder(t, { agent: { handoverOnStop: true } });
   const child = await fencedChild(c, 'mbp', { ignoreTerm: false, grace: 2 });
   const w = watch(c, child.pid);
   const stopped = Date.now();

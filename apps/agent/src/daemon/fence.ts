@@ -187,6 +187,7 @@ export class Fence {
 
   /** The state changed (a commit): every long poll decides again. */
   changed(): void {
+    if (this.waiters.size === 0) return; // every commit comes here; most have no long poll waiting
     for (const w of [...this.waiters]) w.wake();
   }
 
