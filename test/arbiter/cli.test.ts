@@ -101,7 +101,7 @@ t.test('token issue replaces the machine\'s token of that scope unless --keep-ol
   const dir = t.testdir();
   const config = writeConfig(dir);
   const { authenticate } = await import('../../apps/arbiter/src/auth.js');
-  const { SqliteStore } = await import('../../apps/arbiter/src/store/sqlite.js');
+  const { SqliteStore } = await import('../../apps/arbiter/src/store/sqlite/lease.js');
   const valid = (token: string): boolean => {
     const store = new SqliteStore({ dataDir: join(dir, 'var'), ttlSeconds: 1500 });
     try {

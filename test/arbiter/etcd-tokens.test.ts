@@ -11,7 +11,7 @@
 import t, { type Test } from 'tap';
 import { issueToken, sha256Hex } from '../../apps/arbiter/src/auth.js';
 import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
-import { EtcdStore } from '../../apps/arbiter/src/store/etcd/store.js';
+import { EtcdStore } from '../../apps/arbiter/src/store/etcd/lease.js';
 import { etcdMembers } from '../etcd/members.js';
 import { harness, type Harness } from './helper.js';
 

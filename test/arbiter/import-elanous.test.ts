@@ -2,7 +2,7 @@ import t from 'tap';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseOldLease } from '../../apps/arbiter/src/import-elanous.js';
-import { SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
+import { SqliteStore } from '../../apps/arbiter/src/store/sqlite/lease.js';
 import { writeConfig } from './child.js';
 import { arbiterCommand } from './helper.js';
 

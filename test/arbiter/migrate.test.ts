@@ -12,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256Hex } from '../../apps/arbiter/src/auth.js';
 import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
-import { EtcdStore } from '../../apps/arbiter/src/store/etcd/store.js';
+import { EtcdStore } from '../../apps/arbiter/src/store/etcd/lease.js';
 import { EtcdRegistryStore } from '../../apps/arbiter/src/store/etcd/registry.js';
 import { createRuntime } from '../../apps/arbiter/src/server/runtime.js';
 import { etcdMembers } from '../etcd/members.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { harness } from './helper.js';
 import { CLI, ROOT, childEnv, startArbiter, writeConfig } from './child.js';
-import { SqliteStore } from '../../apps/arbiter/src/store/sqlite.js';
+import { SqliteStore } from '../../apps/arbiter/src/store/sqlite/lease.js';
 import { LockError, takeServeLock } from '../../apps/arbiter/src/serve-lock.js';
 
 /** The built bin, as an operator runs it. */

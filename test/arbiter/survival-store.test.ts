@@ -10,7 +10,7 @@
 import t, { type Test } from 'tap';
 import { createHash } from 'node:crypto';
 import { formatSums, type Manifest, type ManifestEntry } from '@hq/protocol';
-import { FileSurvivalStore } from '../../apps/arbiter/src/survival/files.js';
+import { FileSurvivalStore } from '../../apps/arbiter/src/store/sqlite/survival.js';
 import type { SurvivalStore } from '../../apps/arbiter/src/survival/store.js';
 import { EtcdClient } from '../../apps/arbiter/src/store/etcd/client.js';
 import { ETCD_SURVIVAL_LIMITS, EtcdSurvivalStore } from '../../apps/arbiter/src/store/etcd/survival.js';

@@ -480,7 +480,7 @@ export class NetnsCluster {
    * clusters side by side on two cores could not spare. */
   private async issueTokens(): Promise<void> {
     if (this.store === 'etcd') return this.issueEtcdTokens();
-    const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
+    const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite/lease.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
     // issueToken is async since the store seam serves etcd too: awaited (a Promise written as the token was the harness's bug)
     const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string> };
     const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });

@@ -30,9 +30,9 @@ export interface Mutant {
   readonly patches: readonly Patch[];
 }
 
-/** store/etcd/store.ts `writePart`: the election key's compare on every state write (leadership.ts L2, election.ts E4). */
+/** store/etcd/lease.ts `writePart`: the election key's compare on every state write (leadership.ts L2, election.ts E4). */
 const NO_WRITE_GUARD: Patch = {
-  file: 'store/etcd/store.js',
+  file: 'store/etcd/lease.js',
   anchor: 'const guard = this.guard?.() ?? null;',
   replacement: 'const guard = null; /* hqf mutant: no election guard on the write */',
   what: "EtcdStore.writePart's guard (`const guard = this.guard?.() ?? null;`)",

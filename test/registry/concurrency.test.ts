@@ -6,8 +6,8 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { SqliteRegistryStore } from '../../apps/arbiter/src/registry/store.js';
-import { openDatabase } from '../../apps/arbiter/src/store/database.js';
+import { SqliteRegistryStore } from '../../apps/arbiter/src/store/sqlite/registry.js';
+import { openDatabase } from '../../apps/arbiter/src/store/sqlite/database.js';
 import { childEnv } from '../arbiter/child.js';
 
 const WORKER = resolve(import.meta.dirname, 'fixtures/allocate-worker.ts');

@@ -12,8 +12,8 @@ import { manualClock, type ManualClock } from '../../packages/runtime/src/clock.
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import { registryRoutes } from '../../apps/arbiter/src/registry/routes.js';
 import { registerFleetMetrics } from '../../apps/arbiter/src/registry/metrics.js';
-import { SqliteRegistryStore } from '../../apps/arbiter/src/registry/store.js';
-import { openDatabase } from '../../apps/arbiter/src/store/database.js';
+import { SqliteRegistryStore } from '../../apps/arbiter/src/store/sqlite/registry.js';
+import { openDatabase } from '../../apps/arbiter/src/store/sqlite/database.js';
 import type { Bands } from '../../apps/arbiter/src/registry/decide.js';
 import { fastConfig } from '../arbiter/helper.js';
 

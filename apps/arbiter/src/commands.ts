@@ -488,7 +488,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: MsClock): Promis
         }
         return 0;
       } catch (err) {
-        const { PrefixNotEmptyError } = await import('./store/etcd/store.js');
+        const { PrefixNotEmptyError } = await import('./store/etcd/lease.js');
         if (!(err instanceof PrefixNotEmptyError)) throw err;
         io.err(`hq-arbiter: migrate: ${err.message}; nothing was written\n`);
         return 1;

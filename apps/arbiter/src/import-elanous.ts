@@ -13,7 +13,7 @@ import { GENERATION_CEILING, hostProblem } from '@hq/protocol';
 import { parseJsonObject } from '@hq/runtime/config-file';
 import type { ArbiterConfig } from './config.js';
 import { settingsOf } from './arbiter-shell.js';
-import { DATABASE_FILE } from './store/database.js';
+import { DATABASE_FILE } from './store/sqlite/database.js';
 import { CasError, type LeaseStore } from './store/store.js';
 
 /** The old record is a few hundred bytes; anything much larger is not one. */

@@ -9,7 +9,7 @@
 import t from 'tap';
 import type { ArbiterState } from '@hq/lease-core';
 import { cmp, EtcdClient } from '../../../apps/arbiter/src/store/etcd/client.js';
-import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/store.js';
+import { EtcdStore, NotElectedError } from '../../../apps/arbiter/src/store/etcd/lease.js';
 import { CasError } from '../../../apps/arbiter/src/store/store.js';
 import { EtcdError } from '../../../apps/arbiter/src/store/etcd/errors.js';
 import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';

@@ -8,13 +8,13 @@ import type { Test } from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite.js';
-import { openDatabase } from '../../../apps/arbiter/src/store/database.js';
-import { SqliteRegistryStore } from '../../../apps/arbiter/src/registry/store.js';
+import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite/lease.js';
+import { openDatabase } from '../../../apps/arbiter/src/store/sqlite/database.js';
+import { SqliteRegistryStore } from '../../../apps/arbiter/src/store/sqlite/registry.js';
 import type { LeaseStore, RegistryStore } from '../../../apps/arbiter/src/store/store.js';
 import type { Bands } from '../../../apps/arbiter/src/registry/decide.js';
 import { EtcdClient, type Txn, type TxnResult } from '../../../apps/arbiter/src/store/etcd/client.js';
-import { EtcdStore } from '../../../apps/arbiter/src/store/etcd/store.js';
+import { EtcdStore } from '../../../apps/arbiter/src/store/etcd/lease.js';
 import { EtcdRegistryStore } from '../../../apps/arbiter/src/store/etcd/registry.js';
 import { etcdMembers, type EtcdCluster } from '../../etcd/members.js';
 

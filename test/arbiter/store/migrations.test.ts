@@ -9,10 +9,10 @@ import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { main } from '../../../apps/arbiter/src/commands.js';
-import { MIGRATIONS } from '../../../apps/arbiter/src/store/migrations.js';
-import { openDatabase, schemaVersion } from '../../../apps/arbiter/src/store/database.js';
-import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite.js';
-import { SqliteRegistryStore } from '../../../apps/arbiter/src/registry/store.js';
+import { MIGRATIONS } from '../../../apps/arbiter/src/store/sqlite/migrations.js';
+import { openDatabase, schemaVersion } from '../../../apps/arbiter/src/store/sqlite/database.js';
+import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite/lease.js';
+import { SqliteRegistryStore } from '../../../apps/arbiter/src/store/sqlite/registry.js';
 import { writeConfig } from '../child.js';
 
 const FIXTURES = join(import.meta.dirname, 'fixtures');

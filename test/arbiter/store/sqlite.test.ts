@@ -7,9 +7,9 @@ import t from 'tap';
 import Database from 'better-sqlite3';
 import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite.js';
+import { SqliteStore } from '../../../apps/arbiter/src/store/sqlite/lease.js';
 import { CasError } from '../../../apps/arbiter/src/store/store.js';
-import { MIGRATIONS } from '../../../apps/arbiter/src/store/migrations.js';
+import { MIGRATIONS } from '../../../apps/arbiter/src/store/sqlite/migrations.js';
 import type { ArbiterState } from '@hq/lease-core';
 
 const bump = (s: ArbiterState, generation: number) => ({ next: { ...s, lease: { ...s.lease, generation, revision: s.lease.revision + 1 } }, events: [], result: null });

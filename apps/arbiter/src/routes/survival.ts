@@ -24,7 +24,7 @@ import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSe
 import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
 import { ErrorBody, PushBody, SurvivalBlobParams, SurvivalBlobStoredAnswer, SurvivalCommittedAnswer, SurvivalParams } from '../schemas/generated.js';
-import { FileSurvivalStore } from '../survival/files.js';
+import { FileSurvivalStore } from '../store/sqlite/survival.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
 export interface SurvivalRoutesOptions {

@@ -16,24 +16,24 @@ import { EventSink, Hooks } from '../events.js';
 import { VERSION } from '@hq/lease-core/version';
 import type { GenerationLimits } from '@hq/lease-core';
 import { Metrics } from '../metrics.js';
-import { SqliteStore } from '../store/sqlite.js';
+import { SqliteStore } from '../store/sqlite/lease.js';
 import { buildApp } from './app.js';
 import { EventWaiters } from '../routes/events-stream.js';
 import { registerOperatorMetrics } from '../operator-metrics.js';
 import { registryRoutes } from '../registry/routes.js';
 import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
-import { SqliteRegistryStore } from '../registry/store.js';
+import { SqliteRegistryStore } from '../store/sqlite/registry.js';
 import type { LeaseStore, RegistryStore } from '../store/store.js';
 import type { EtcdTlsFiles, StoreConfig } from '../config.js';
 // The etcd store's modules (and undici, its HTTP client: ≈ 19 MiB of VmRSS) load only for
 // `store.kind: "etcd"`: the embedded SQLite arbiter never needs them (docs/BENCH.md).
 import type { EtcdClient, EtcdTls } from '../store/etcd/client.js';
-import type { EtcdStore } from '../store/etcd/store.js';
+import type { EtcdStore } from '../store/etcd/lease.js';
 import type { EtcdRegistryStore } from '../store/etcd/registry.js';
 import type { EtcdSurvivalStore } from '../store/etcd/survival.js';
 import type { Leadership } from '../leadership.js';
-import { openDatabase } from '../store/database.js';
+import { openDatabase } from '../store/sqlite/database.js';
 
 /** hq's version (one source: @hq/lease-core/version). */
 export function version(): string {
@@ -141,7 +141,7 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
   }
   const [{ EtcdClient }, { EtcdStore }, { EtcdRegistryStore }, { EtcdSurvivalStore }] = await Promise.all([
     import('../store/etcd/client.js'),
-    import('../store/etcd/store.js'),
+    import('../store/etcd/lease.js'),
     import('../store/etcd/registry.js'),
     import('../store/etcd/survival.js'),
   ]);

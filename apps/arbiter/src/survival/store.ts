@@ -1,7 +1,7 @@
 /**
  * The survival copies' seam: where the arbiter keeps what holders send it. The route
  * (routes/survival.ts) checks who sends what; a store keeps blobs and publishes generations.
- * `FileSurvivalStore` (files.ts) keeps them under `{dataDir}/survival` (one arbiter, SQLite);
+ * `FileSurvivalStore` (../store/sqlite/survival.ts) keeps them under `{dataDir}/survival` (one arbiter, SQLite);
  * `EtcdSurvivalStore` (../store/etcd/survival.ts) under the etcd prefix, so that every arbiter
  * in front of the cluster serves the same copies and a takeover loses none.
  *

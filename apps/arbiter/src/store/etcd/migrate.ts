@@ -24,13 +24,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ArbiterState } from '@hq/lease-core';
-import { openDatabase, DATABASE_FILE } from '../database.js';
-import { SqliteStore } from '../sqlite.js';
-import { SqliteRegistryStore } from '../../registry/store.js';
+import { openDatabase, DATABASE_FILE } from '../sqlite/database.js';
+import { SqliteStore } from '../sqlite/lease.js';
+import { SqliteRegistryStore } from '../sqlite/registry.js';
 import type { EtcdClient } from './client.js';
 import { etcdKeys } from './keys.js';
 import { encodeResource } from './registry.js';
-import { encodeEvent, encodeState, writeNewPrefix, type PrefixKv } from './store.js';
+import { encodeEvent, encodeState, writeNewPrefix, type PrefixKv } from './lease.js';
 
 export interface MigrateSource {
   /** The SQLite database: its file, or the dataDir holding `hq.db`. */

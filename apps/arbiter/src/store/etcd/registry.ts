@@ -35,13 +35,13 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from '../../registry/decide.js';
-import { attrsFromJson, attrsToObject } from '../../registry/store.js';
+import { attrsFromJson, attrsToObject } from '../sqlite/registry.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, type EtcdKeys } from './keys.js';
-import { NotElectedError, pagesOf } from './store.js';
+import { NotElectedError, pagesOf } from './lease.js';
 
 /** A resource's value: the row, its attrs as the same JSON text SQLite stores. */
 type StoredResource = Omit<ResourceRow, 'attrs'> & { readonly attrs: string };

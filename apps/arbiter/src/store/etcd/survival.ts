@@ -29,7 +29,7 @@ import type { BlobResult, CommitResult, SurvivalStore } from '../../survival/sto
 import { cmp, op, type EtcdClient, type TxnOp } from './client.js';
 import { EtcdError } from './errors.js';
 import { MAX_TXN_OPS, etcdKeys } from './keys.js';
-import { pagesOf } from './store.js';
+import { pagesOf } from './lease.js';
 
 export const ETCD_SURVIVAL_LIMITS = Object.freeze({ blobBytes: 1024 * 1024, generationBytes: 16 * 1024 * 1024 });
 

@@ -1,5 +1,5 @@
 /**
- * SqliteStore — the lease side's seams (store.ts: LeaseRecords, EventLog, TokenStore,
+ * SqliteStore — the lease side's seams (../store.ts: LeaseRecords, EventLog, TokenStore,
  * CheckLock, StoreAdmin) over the lease record, observers, events and tokens in one SQLite file
  * (`{dataDir}/hq.db`), through better-sqlite3. The file is opened and migrated by
  * `openDatabase` (database.ts), the one opener of every connection to it.
@@ -18,9 +18,9 @@ import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ArbiterState, Displaced, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
-import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from './store.js';
+import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
 import { DATABASE_FILE, openDatabase } from './database.js';
-import { decideAll, leaseChanged, transactOne } from './decide-all.js';
+import { decideAll, leaseChanged, transactOne } from '../decide-all.js';
 
 interface LeaseRow {
   holder: string | null;

@@ -1,8 +1,8 @@
 /**
- * SqliteRegistryStore — the registry seam (`RegistryStore`, ../store/store.ts) over resources
+ * SqliteRegistryStore — the registry seam (`RegistryStore`, ../store.ts) over resources
  * and port leases in the arbiter's SQLite file, beside the lease record (own tables, same file
  * `{dataDir}/hq.db`, same numbered migration list: the connection comes from `openDatabase`
- * in ../store/database.ts, which has migrated it).
+ * in ./database.ts, which has migrated it).
  *
  * Invariants:
  *  - Every write is one `BEGIN IMMEDIATE` transaction: the write lock is taken before the
@@ -39,9 +39,9 @@ import {
   type ResourceKind,
   type ResourceResult,
   type ResourceRow,
-} from './decide.js';
-import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store/store.js';
-import { isPromise, type Awaitable } from '../awaitable.js';
+} from '../../registry/decide.js';
+import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store.js';
+import { isPromise, type Awaitable } from '../../awaitable.js';
 
 interface ResourceDbRow {
   id: string;

@@ -14,7 +14,7 @@ import { checkGeneration, parseGeneration } from '@hq/lease-core';
 import { TIERS, formatManifest, isHost, type Manifest, type SurvivalList } from '@hq/protocol';
 import { mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { publishGeneration, pruneGenerations, tierListing } from '@hq/runtime/generations';
-import type { BlobResult, CommitResult, SurvivalStore } from './store.js';
+import type { BlobResult, CommitResult, SurvivalStore } from '../../survival/store.js';
 
 async function hashFile(path: string): Promise<string> {
   const h = createHash('sha256');
