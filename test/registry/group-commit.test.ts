@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { GroupCommit } from '../../apps/arbiter/src/registry/group-commit.js';
-import type { RegistryStore } from '../../apps/arbiter/src/store/store.js';
+import type { RegistryStore } from '../../apps/arbiter/src/registry/store.js';
 import { forEachStore } from '../arbiter/store/factories.js';
 import type { Actor } from '../../apps/arbiter/src/registry/decide.js';
 

@@ -19,7 +19,7 @@
  */
 import { GroupCommitQueue, MAX_GROUP } from '../group-commit.js';
 import type { Awaitable } from '../awaitable.js';
-import type { RegistryStore } from '../store/store.js';
+import type { RegistryStore } from './store.js';
 
 export { MAX_GROUP };
 

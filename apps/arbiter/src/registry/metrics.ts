@@ -1,7 +1,7 @@
 /** The fleet gauges, computed from the registry at scrape time. */
 import { Gauge, type Registry } from 'prom-client';
 import type { ResourceRow } from './decide.js';
-import type { RegistryStore } from '../store/store.js';
+import type { RegistryStore } from './store.js';
 import type { Awaitable } from '../awaitable.js';
 
 export interface FleetMetricsOptions {

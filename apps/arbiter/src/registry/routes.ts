@@ -12,8 +12,7 @@ import { ERRORS, registryError, type RegistryRefusal, type Resource } from '@hq/
 import { HttpError } from '@hq/runtime/refusal';
 import { GroupCommit } from './group-commit.js';
 import { inBand, type Actor, type AttrValue, type Attrs, type ResourceRow } from './decide.js';
-import { attrsToObject } from '../store/sqlite/registry.js';
-import type { RegistryStore } from '../store/store.js';
+import { attrsToObject, type RegistryStore } from './store.js';
 import {
   Deleted,
   ErrorBody,

@@ -24,7 +24,8 @@ import { registryRoutes } from '../registry/routes.js';
 import { registryLoad } from '../routes/status-page/load.js';
 import { registerFleetMetrics } from '../registry/metrics.js';
 import { SqliteRegistryStore } from '../store/sqlite/registry.js';
-import type { LeaseStore, RegistryStore } from '../store/store.js';
+import type { LeaseStore } from '../store/store.js';
+import type { RegistryStore } from '../registry/store.js';
 import type { EtcdTlsFiles, StoreConfig } from '../config.js';
 // The etcd store's modules (and undici, its HTTP client: ≈ 19 MiB of VmRSS) load only for
 // `store.kind: "etcd"`: the embedded SQLite arbiter never needs them (docs/BENCH.md).

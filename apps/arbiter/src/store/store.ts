@@ -1,10 +1,11 @@
 /**
  * The storage seams. The rest of the arbiter knows storage only through these interfaces, one
  * per concern, each with the guarantee a backend must keep (apps/arbiter/README.md, "The
- * storage seams", says the same in prose). `SqliteStore` (lease record, events, tokens, check
- * lock, admin) and `SqliteRegistryStore` (resources, port leases) are the implementations today;
- * a second backend (etcd) implements the same interfaces, and the store tests in test/arbiter/store/
- * run against every factory in `STORE_FACTORIES`.
+ * storage seams", says the same in prose). The lease side's seams are here; the registry's
+ * (../registry/store.ts) and the survival copies' (../survival/store.ts) live with their feature.
+ * Each backend implements all three, mirrored: sqlite/{lease,registry,survival}.ts and
+ * etcd/{lease,registry,survival}.ts; the store tests in test/arbiter/store/ run against every
+ * factory in `STORE_FACTORIES`.
  *
  * Every method returns an `Awaitable`: a value now or a promise of it, and every caller awaits
  * it. Why not promises throughout: better-sqlite3 is synchronous and a SQLite decision, its
@@ -16,18 +17,6 @@
  */
 import type { ArbiterState, Category } from '@hq/lease-core';
 import type { Awaitable } from '../awaitable.js';
-import type {
-  Actor,
-  AllocateResult,
-  Attrs,
-  Bands,
-  LeaseAccess,
-  PortLeaseRow,
-  RegisterInput,
-  ResourceKind,
-  ResourceResult,
-  ResourceRow,
-} from '../registry/decide.js';
 
 export type Scope = 'admin' | 'member' | 'query';
 
@@ -88,9 +77,6 @@ export class NotElectedError extends Error {
     this.name = 'NotElectedError';
   }
 }
-
-/** One write's outcome in a registry group (`RegistryStore.commitAll`). */
-export type WriteOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
 
 /** One decision's outcome in a group commit. */
 export type Outcome = { readonly ok: true; readonly committed: Committed<unknown> } | { readonly ok: false; readonly error: unknown };
@@ -192,48 +178,3 @@ export interface StoreAdmin {
 
 /** Everything of the lease side one backend provides. */
 export interface LeaseStore extends LeaseRecords, EventLog, TokenStore, CheckLock, StoreAdmin {}
-
-export interface AllocateRequest {
-  readonly machine: string;
-  readonly purpose: string;
-  readonly ttlMs: number;
-  readonly excluded?: readonly number[];
-}
-
-export interface ResourceFilter {
-  readonly kind?: ResourceKind;
-  readonly machine?: string;
-}
-
-/**
- * The registry: resources and port leases, times in epoch ms passed in (no clock
- * inside). Each write reads, decides (registry/decide.ts) and writes atomically, serialised
- * with every other write to the same rows — in this process or another: no port is ever held
- * by two live leases. Expired rows are never returned as live; `sweep` only reclaims space.
- */
-export interface RegistryStore {
-  readonly bands: Bands;
-  register(req: RegisterInput, actor: Actor, now: number): Awaitable<ResourceResult>;
-  heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): Awaitable<ResourceResult>;
-  deleteResource(id: string, actor: Actor, now: number): Awaitable<ResourceResult>;
-  /** Live resources only, ordered by id. */
-  listResources(filter: ResourceFilter, now: number): Awaitable<ResourceRow[]>;
-  /** The lowest free test port for `req`, as one atomic read → decide → write. */
-  allocatePort(req: AllocateRequest, leaseId: string, now: number): Awaitable<AllocateResult>;
-  renewPort(port: number, leaseId: string, actor: Actor, now: number): Awaitable<LeaseAccess>;
-  releasePort(port: number, leaseId: string, actor: Actor, now: number): Awaitable<LeaseAccess>;
-  /** Live leases, by port. */
-  listPortLeases(now: number): Awaitable<PortLeaseRow[]>;
-  /**
-   * Runs `writes` — each one call of one of this store's writes above — as one commit where the
-   * backend can (SQLite: one transaction, each write a savepoint; one fsync for the group), else
-   * as one commit per write, in order. Either way: each write is decided on every write before
-   * it (committed, or earlier in the group); a write that throws is undone alone and its error
-   * is its outcome; the outcomes come back only once the writes are durable; and when the
-   * group's commit fails, it throws and the writes it held fail with it. Group commit
-   * (registry/group-commit.ts) relies on nothing more.
-   */
-  commitAll<T>(writes: readonly (() => Awaitable<T>)[]): Awaitable<readonly WriteOutcome<T>[]>;
-  /** Deletes rows that expired before `olderThan` (housekeeping; correctness never needs it). */
-  sweep(olderThan: number): Awaitable<{ resources: number; leases: number }>;
-}

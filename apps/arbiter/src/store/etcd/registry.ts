@@ -35,9 +35,8 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from '../../registry/decide.js';
-import { attrsFromJson, attrsToObject } from '../sqlite/registry.js';
 import type { Awaitable } from '../../awaitable.js';
-import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store.js';
+import { attrsFromJson, attrsToObject, type AllocateRequest, type RegistryStore, type ResourceFilter, type WriteOutcome } from '../../registry/store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, type EtcdKeys } from './keys.js';

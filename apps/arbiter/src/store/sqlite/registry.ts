@@ -40,7 +40,7 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from '../../registry/decide.js';
-import type { AllocateRequest, RegistryStore, ResourceFilter, WriteOutcome } from '../store.js';
+import { attrsFromJson, attrsToObject, type AllocateRequest, type RegistryStore, type ResourceFilter, type WriteOutcome } from '../../registry/store.js';
 import { isPromise, type Awaitable } from '../../awaitable.js';
 
 interface ResourceDbRow {
@@ -66,23 +66,6 @@ interface LeaseDbRow {
   created_at: number;
   renewed_at: number;
   expires_at: number;
-}
-
-/** JSON → Map; keys go into a Map, never onto a plain object's prototype chain. */
-export function attrsFromJson(text: string): Attrs {
-  const parsed = JSON.parse(text) as unknown;
-  const m = new Map<string, AttrValue>();
-  if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
-    for (const [k, v] of Object.entries(parsed)) m.set(k, v as AttrValue);
-  }
-  return m;
-}
-
-/** Map → a null-prototype object for JSON (no key can reach Object.prototype). */
-export function attrsToObject(attrs: Attrs): { [key: string]: AttrValue } {
-  const o = Object.create(null) as { [key: string]: AttrValue };
-  for (const [k, v] of attrs) o[k] = v;
-  return o;
 }
 
 function resourceFromRow(r: ResourceDbRow): ResourceRow {
