@@ -2,7 +2,7 @@
  * What a started, idle SQLite arbiter holds: a young generation that start-up did not
  * grow (@hq/runtime/v8-footprint, set by its bin), and not undici: the etcd client and the
  * forwarder that use it load only for `store.kind: "etcd"` (server/runtime.ts, leadership.ts,
- * forward.ts). Once it listens, a load grows the young generation. The real daemon
+ * plugins/forward.ts). Once it listens, a load grows the young generation. The real daemon
  * (dist): the young generation's size from /metrics, the modules from bench/heap-report.mjs
  * (preloaded; it writes on SIGUSR2, which also starts the daemon's close: so it comes last).
  */

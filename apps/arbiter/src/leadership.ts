@@ -2,7 +2,7 @@
  * One arbiter decides at a time (store `etcd`): every arbiter on the prefix campaigns
  * (store/etcd/election.ts); the elected one makes every decision that reads a clock — grants,
  * renewals' expiry, lock-delays, checks, promotions, the registry's expiries — and the others
- * serve reads and forward mutations to it (server/forward.ts).
+ * serve reads and forward mutations to it (plugins/forward.ts).
  *
  * Invariants:
  *  L1  `mayDecide()` is true only between the end of a takeover (below) and the first moment

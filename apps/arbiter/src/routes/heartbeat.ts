@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { heartbeat, stepDownAsked } from '@hq/lease-core';
 import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion, type TimingProblem } from '@hq/protocol';
-import { actFor } from '../server/context.js';
+import { actFor } from '../plugins/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/generated.js';
 import { failoverOf, leaseTimingOf, reportedTiming } from '../timing.js';
 

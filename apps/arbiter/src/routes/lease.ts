@@ -5,7 +5,7 @@ import { acquire, release, renew, steppedDown } from '@hq/lease-core';
 import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter-shell.js';
 import { HttpError } from '@hq/runtime/refusal';
-import { actFor } from '../server/context.js';
+import { actFor } from '../plugins/context.js';
 import { AcquireBody, ErrorBody, LeaseRefused, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '../schemas/generated.js';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);

@@ -7,8 +7,8 @@ import type { Logger } from 'pino';
 import type { IncomingMessage } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
-import { authPlugin } from './auth-plugin.js';
-import { contextPlugin, type HqContext } from './context.js';
+import { authPlugin } from '../plugins/auth.js';
+import { contextPlugin, type HqContext } from '../plugins/context.js';
 import { INTERNAL_BODY, RouteMethods, answerRouterError, oneLine, refusalOf } from '@hq/runtime/refusal';
 import { PreconditionFailed } from '../arbiter-shell.js';
 import { healthRoutes } from '../routes/health.js';
@@ -167,7 +167,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.
   const leadership = opts.hq.leadership ?? null;
   if (leadership !== null) {
-    const { forwardPlugin } = await import('./forward.js'); // undici: loaded only for etcd
+    const { forwardPlugin } = await import('../plugins/forward.js'); // undici: loaded only for etcd
     await app.register(forwardPlugin, { leadership });
   }
   await app.register(authPlugin);

@@ -18,7 +18,7 @@ import type { ArbiterState } from '@hq/lease-core';
 import { authenticate, type AuthResult } from '../auth.js';
 import { monotonicSeconds } from '@hq/runtime/clock';
 import { isPromise, type Awaitable } from '../awaitable.js';
-import type { HqContext } from './context.js';
+import type { HqContext } from '../plugins/context.js';
 
 export interface FastPath {
   readonly factory: FastifyServerFactory;

@@ -34,7 +34,7 @@ import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { ERRORS, PROTOCOL_HEADER, PROTOCOL_PREVIOUS, PROTOCOL_VERSION, REPLICATION_ERRORS, STREAM_ERRORS, fieldsAfter, type CatalogEntry } from '@hq/protocol';
 import { ErrorBody, ManifestSchema } from '../schemas/generated.js';
-import type { RouteScope } from './context.js';
+import type { RouteScope } from '../plugins/context.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';
 

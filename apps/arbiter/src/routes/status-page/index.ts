@@ -25,7 +25,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { ArbiterState } from '@hq/lease-core';
 import { PROTOCOL_VERSION, type LeaseRecord } from '@hq/protocol';
-import type { HqContext } from '../../server/context.js';
+import type { HqContext } from '../../plugins/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody, StatusAnswer, StatusPageHtml } from '../../schemas/generated.js';
 import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type Refusal, type StatusSettings } from './model.js';
