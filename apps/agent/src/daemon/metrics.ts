@@ -7,11 +7,26 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FenceDecision } from '@hq/protocol';
-import type { Agent, AgentObserver } from './agent-shell.js';
+import type { AgentObserver } from './observe.js';
+
+/**
+ * What the gauges read at scrape time. The agent shell is one; written out here rather than
+ * imported, so the metrics depend on the observer contract alone and not on the shell.
+ */
+export interface ScrapedAgent {
+  readonly host: string;
+  readonly tokenProblem: string | null;
+  readonly peerPaths: Iterable<readonly [string, string | null]>;
+  readonly lastHeartbeat: { readonly at: number } | null;
+  now(): { readonly wall: number };
+  validForSeconds(): number;
+  primary(): { readonly generation: number };
+  snapshot(): { readonly seen: number };
+}
 
 export interface AgentMetrics extends AgentObserver {
   readonly registry: Registry;
-  attach(agent: Agent): void;
+  attach(agent: ScrapedAgent): void;
   httpDuration: Histogram<'listener' | 'method' | 'route' | 'status'>;
 }
 
@@ -48,7 +63,7 @@ export function createMetrics(): AgentMetrics {
     buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
     registers: [registry],
   });
-  let agent: Agent | null = null;
+  let agent: ScrapedAgent | null = null;
   new Gauge({
     name: 'hq_agent_validity_remaining_seconds',
     help: 'Seconds this host may still run a non-fail-open role (0 when it may not).',
