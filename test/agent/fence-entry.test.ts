@@ -117,14 +117,12 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
   const names = [...local].map((f) => f.slice(ROOT.length + 1)).sort();
   t.same(
     names,
-    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts'],
-    'seven modules (the config reader is the shell library\'s), no command table, no supervisor',
+    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts', 'packages/runtime/src/suggest.ts'],
+    'eight modules (the config reader and the suggester are the shell library\'s), no command table, no supervisor',
   );
-  // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
-  // a subpath export that does not load lease-core's decisions; @hq/protocol/fence is the fence
-  // answer and its reasons, one file of the contract that does not load the rest of it; likewise
-  // @hq/protocol/version, the header every socket request carries.
-  t.same([...externals].filter((e) => !e.startsWith('node:')).sort(), ['@hq/lease-core/suggest', '@hq/protocol/fence', '@hq/protocol/version'], 'and node built-ins only, besides the suggester, the fence contract and the protocol version');
+  // @hq/protocol/fence is the fence answer and its reasons, one file of the contract that does
+  // not load the rest of it; likewise @hq/protocol/version, the header every socket request carries.
+  t.same([...externals].filter((e) => !e.startsWith('node:')).sort(), ['@hq/protocol/fence', '@hq/protocol/version'], 'and node built-ins only, besides the fence contract and the protocol version');
   for (const name of ['fence', 'version']) {
     const text = readFileSync(join(ROOT, `packages/protocol/src/${name}.ts`), 'utf8');
     t.same([...text.matchAll(/^import\s+(?!type\b)/gm)], [], `@hq/protocol/${name} imports nothing`);

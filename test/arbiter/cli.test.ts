@@ -1,5 +1,5 @@
 import t from 'tap';
-import { VERSION } from '../../packages/lease-core/src/version.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
 import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';

@@ -9,7 +9,7 @@ import t from 'tap';
 import pino from 'pino';
 import { request } from 'undici';
 import { buildApp } from '../../apps/arbiter/src/server/app.js';
-import { VERSION } from '../../packages/lease-core/src/version.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
 import { EventWaiters } from '../../apps/arbiter/src/routes/events-stream.js';
 import { harness } from './helper.js';
 

@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { VERSION } from '../../packages/lease-core/src/version.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CI = process.env['CI'] === 'true';

@@ -1,12 +1,12 @@
 /**
- * One version source: VERSION in lease-core, which every package.json repeats, CHANGELOG.md
+ * One version source: VERSION in @hq/runtime/version, which every package.json repeats, CHANGELOG.md
  * names, and the three bins print with --version (through their built entries).
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { VERSION } from '../../packages/lease-core/src/index.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PACKAGES = ['.', 'packages/protocol', 'packages/lease-core', 'packages/runtime', 'apps/arbiter', 'apps/agent'];

@@ -21,7 +21,7 @@ import type { Page } from 'playwright-core';
 import { registryLoad } from '../../apps/arbiter/src/routes/status-page/load.js';
 import { openPage } from './browser.js';
 import { operatorHarness } from './helper.js';
-import { VERSION } from '../../packages/lease-core/src/version.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const SHOTS = join(ROOT, 'docs', 'status-page');

@@ -26,7 +26,7 @@ import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkCadence, wrongDaemon } from '@hq/lease-core';
 import { DEFAULT_ROLES, NEVER_FAIL_OPEN, hostProblem, isHost } from '@hq/protocol';
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 
 export { AgentConfigSchema };
 

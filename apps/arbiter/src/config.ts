@@ -13,7 +13,7 @@ import type { Compile as CompileFn } from 'typebox/compile';
 import { ARBITER_CONFIG, ConfigError, defaultConfigPaths, readConfigFile } from '@hq/runtime/config-file';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 import { HOST_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
 import { surelyValid } from '@hq/runtime/quick-check';
 import { ConfigSchema } from './schemas/generated.js';

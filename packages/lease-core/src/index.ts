@@ -13,5 +13,3 @@ export * from './agent.js';
 export * from './heartbeat.js';
 export * from './role.js';
 export * from './guard.js';
-export * from './version.js';
-export * from './suggest.js';

@@ -4,7 +4,7 @@
  * value or a bad number is a usage error (exit 2, one line: `hq COMMAND: problem`), with the
  * nearest known flag when the unknown one looks like a typo.
  */
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 import { ConfigError } from '@hq/runtime/config-file';
 
 export class CliError extends Error {

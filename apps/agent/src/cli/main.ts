@@ -2,7 +2,7 @@
  * `hq` — the command table. Each command's code is imported only when it runs, so
  * `hq fence check` loads neither Fastify, pino, undici nor TypeBox.
  */
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 import { HOST_PATTERN } from '@hq/protocol';
 import { CONFIG_FLAG, JSON_FLAG, runCommand, wrap, type CommandSpec, type Parsed } from './args.js';
 // Light modules: they import only args.js (fence.js: node built-ins and the light config
@@ -289,7 +289,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return argv.length === 0 ? 2 : 0;
   }
   if (argv[0] === '--version' || argv[0] === '-V') {
-    const { VERSION } = await import('@hq/lease-core/version');
+    const { VERSION } = await import('@hq/runtime/version');
     process.stdout.write(`${VERSION}\n`);
     return 0;
   }

@@ -31,7 +31,7 @@ import type { S3SurvivalResult } from '../replication/survival-s3.js';
 import { readLatest } from '@hq/runtime/generations';
 import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
 import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 import { STANDBY_SPECS } from './standby-specs.js';
 import { formatVerification, verifyTier } from '../replication/verify.js';
 

@@ -13,7 +13,7 @@
 import { queryFence, settle, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
 import { NEVER_FAIL_OPEN } from '@hq/protocol';
 import type { AgentStatus, ConfirmAnswer, ConfirmRequest, FenceDecision, HeartbeatReport, PeerInfo, PrimaryAnswer, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
-import { VERSION } from '@hq/lease-core/version';
+import { VERSION } from '@hq/runtime/version';
 import type { AgentConfig } from '../config.js';
 import type { StampClock as Clock, Timers } from '@hq/runtime/clock';
 import type { ProbeResult } from '@hq/runtime/probe';

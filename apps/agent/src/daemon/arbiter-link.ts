@@ -10,7 +10,7 @@
  * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
  */
 import { scheduleCron, scheduleDeps, type Schedule } from '@hq/runtime/schedule';
-import { VERSION } from '@hq/lease-core/version';
+import { VERSION } from '@hq/runtime/version';
 import {
   arbiterDown,
   asksPeers,

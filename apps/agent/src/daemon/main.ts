@@ -12,7 +12,7 @@ import { ensureDir } from '@hq/runtime/files';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile, tokenFileFix } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
-import { didYouMean } from '@hq/lease-core/suggest';
+import { didYouMean } from '@hq/runtime/suggest';
 import { Agent, VERSION } from './agent-shell.js';
 import { createMetrics } from './metrics.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';

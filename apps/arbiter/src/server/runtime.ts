@@ -13,7 +13,7 @@ import { steadyClock, wallClockMs, type MsClock, type SecondsClock } from '@hq/r
 import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
-import { VERSION } from '@hq/lease-core/version';
+import { VERSION } from '@hq/runtime/version';
 import type { GenerationLimits } from '@hq/lease-core';
 import { Metrics } from '../metrics.js';
 import { SqliteStore } from '../store/sqlite/lease.js';
@@ -36,7 +36,7 @@ import type { EtcdSurvivalStore } from '../store/etcd/survival.js';
 import type { Leadership } from '../leadership.js';
 import { openDatabase } from '../store/sqlite/database.js';
 
-/** hq's version (one source: @hq/lease-core/version). */
+/** hq's version (one source: @hq/runtime/version). */
 export function version(): string {
   return VERSION;
 }

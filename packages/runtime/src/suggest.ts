@@ -1,7 +1,7 @@
 /**
  * "Did you mean …?" for the command lines and config files: the known word nearest to what was
- * typed. Pure and dependency-free, and a subpath export (`@hq/lease-core/suggest`), so the light
- * fence path of `hq` can use it without loading the decisions.
+ * typed. Pure and dependency-free, a subpath of its own (`@hq/runtime/suggest`), so the light
+ * fence path of `hq` can use it without loading anything else.
  */
 
 /** Levenshtein distance (insertions, deletions, substitutions; a swap of neighbours counts 1). */

@@ -2,7 +2,7 @@
  * hq's version: the one source that `hq --version`, `hq-agent --version`, `hq-arbiter --version`,
  * `/v1/health` and the OpenAPI document print. Every package.json of the repository carries the
  * same string (test/deploy/version.test.ts holds them together); bump them all at once and
- * add the CHANGELOG.md entry. Also a subpath export (`@hq/lease-core/version`), so a CLI prints
- * it without loading the decisions.
+ * add the CHANGELOG.md entry. A subpath of its own (`@hq/runtime/version`), so a CLI prints it
+ * without loading anything else.
  */
 export const VERSION = '0.2.0-dev';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { didYouMean, editDistance, nearest } from '../../packages/lease-core/src/index.js';
+import { didYouMean, editDistance, nearest } from '../../packages/runtime/src/suggest.js';
 
 t.test('edit distance counts one typo as one', async (t) => {
   const cases: [string, string, number][] = [
