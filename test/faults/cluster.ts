@@ -42,7 +42,7 @@ const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli/entry.js');
 const ISSUE_TOKENS = join(ROOT, 'test/faults/issue-tokens.mjs');
 /** The etcd binary (Debian's etcd-server; `etcdUnavailable` says when there is none). */
 export const ETCD_BIN = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((p) => existsSync(p)) ?? '/usr/bin/etcd';
-const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/sqlite-guard.js');
+const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/shell/sqlite-guard.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';

@@ -12,7 +12,7 @@
 //   outcome  "accepted" | "refused" (the guard said no) | "error" (e.g. SQLITE_BUSY).
 // Plus `start` and, on SIGTERM, `end`; one writeSync per line. Every `t` is CLOCK_MONOTONIC in
 // seconds (process.hrtime), the clock every process here shares. The guard comes from the build
-// under test (HQF_LEASE_CORE, a path to @hq/lease-core's dist/sqlite-guard.js).
+// under test (HQF_LEASE_CORE, a path to @hq/lease-core's dist/shell/sqlite-guard.js).
 import { openSync, writeSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';

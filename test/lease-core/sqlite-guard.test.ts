@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { sqliteGuard, type SqliteLike } from '../../packages/lease-core/src/sqlite-guard.js';
+import { sqliteGuard, type SqliteLike } from '../../packages/lease-core/src/shell/sqlite-guard.js';
 
 function open(t: Test): Database.Database {
   const db = new Database(join(t.testdir(), 'resource.db'));

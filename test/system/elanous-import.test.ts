@@ -12,7 +12,7 @@ import t from 'tap';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { sqliteGuard } from '../../packages/lease-core/src/sqlite-guard.js';
+import { sqliteGuard } from '../../packages/lease-core/src/shell/sqlite-guard.js';
 import { writeOldLayout } from '../agent/elanous-layout.js';
 import { ARBITER_CLI, Cluster, HOSTS, HQ_CLI, runNode, type HostName, type Run } from './harness.js';
 

@@ -5,7 +5,7 @@
  * the handle it is given), kept out of the pure root `@hq/lease-core`; the decision it applies
  * is the root's `checkGeneration`. It imports no driver: any better-sqlite3-like handle works.
  */
-import { checkGeneration, type GuardResult } from './guard.js';
+import { checkGeneration, type GuardResult } from '../guard.js';
 
 /** The subset of a better-sqlite3 `Database` the guard needs (duck-typed: no import). */
 export interface SqliteLike {
