@@ -1,6 +1,6 @@
 /**
  * The agent's decisions: what it believes after each answer, whether it confirms a peer, and
- * the fence ("may this host run role R now?"). Pure: the shell passes `Stamp`s read from its
+ * the memory the fence (fence.ts: "may this host run role R now?") answers from. Pure: the shell passes `Stamp`s read from its
  * clock and persists `persisted(state)` (fsync'd) *before* it lets the new state answer anyone.
  *
  * Guarantees:
@@ -36,8 +36,8 @@
  *      runs on the restored record alone, and a pending record (its generation may still be
  *      raised) is forgotten.
  */
-import type { ConfirmAnswer, ConfirmRequest, FenceDecision, FenceReason, Host, KnownLease } from '@hq/protocol';
-import { GENERATION_CEILING, NEVER_FAIL_OPEN } from '@hq/protocol';
+import type { ConfirmAnswer, ConfirmRequest, Host, KnownLease } from '@hq/protocol';
+import { GENERATION_CEILING } from '@hq/protocol';
 import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
 import { leaseEvent } from './events.js';
@@ -212,7 +212,8 @@ export function initialAgent(settings: AgentSettings, started: Stamp, seen: numb
   };
 }
 
-function active(g: Grant | null, now: Stamp): boolean {
+/** A grant this host may run on at `now`: its start has come and its validity runs (A1, A2). */
+export function active(g: Grant | null, now: Stamp): boolean {
   return g !== null && now.mono >= g.startMono && elapsed(g.sent, now) < g.seconds;
 }
 
@@ -539,62 +540,4 @@ export function acknowledged(state: AgentState, generation: number): AgentState 
 export function unvouched(state: AgentState, generation: number): AgentState {
   const cleared = state.ackDue !== null && state.ackDue.generation <= generation ? null : state.ackDue;
   return { ...state, ackDue: cleared, ackFloor: Math.max(state.ackFloor, generation) };
-}
-
-// ---------------------------------------------------------------------------------------
-// the fence
-
-export function isFailOpen(settings: Pick<AgentSettings, 'failOpenRoles'>, role: string): boolean {
-  return role !== NEVER_FAIL_OPEN && settings.failOpenRoles.includes(role);
-}
-
-/**
- * May this host run `role` now? From memory only. In order: no record → no-lease(-after-seen);
- * a stale record → stale-generation; another holder → not-holder; start guard, the standby's
- * own wait and lock-delay → lock-delay; a live grant → holder / within-ttl / quorum-standby;
- * otherwise fail-open for fail-open roles, else no-quorum-expired (or no-lease once released).
- */
-export function fence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
-  return decideFence(settle(state0, now), role, now, settings);
-}
-
-/**
- * The fence query as the shell answers it: settled once, the decision on that settled state,
- * and the settled state for the shell to keep in memory (a validity once seen over stays over,
- * so a later backward wall jump cannot revive it; settling only drops grants and flags, so the
- * disk stays the more cautious copy until the next commit writes it).
- */
-export function queryFence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): { readonly state: AgentState; readonly decision: FenceDecision } {
-  const state = settle(state0, now);
-  return { state, decision: decideFence(state, role, now, settings) };
-}
-
-/** `fence` on a state already settled at `now`. */
-function decideFence(state: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
-  const known = state.known;
-  const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
-  const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });
-  if (state.stale) return no('stale-generation');
-  // A5: a higher generation seen (a peer reported it) ends everything, fail-open roles included.
-  if (known !== null && known.generation < state.seen) return no('stale-generation');
-  if (known === null || known.holder === null) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
-  if (known.holder !== state.host) return no('not-holder');
-  if (known.released) return no(state.seen > 0 ? 'no-lease-after-seen' : 'no-lease');
-  // A7: a generation this host stepped down from is not its own any more, whatever it holds.
-  if (known.generation <= state.steppedDown) return no('not-holder');
-  if (state.startGuardUntilMono !== null) return no('lock-delay');
-  if (state.gave !== null) return no('lock-delay');
-  for (const g of [state.current, state.pending]) {
-    if (g !== null && active(g, now) && g.generation === known.generation) {
-      const reason: FenceReason = g.source === 'peer' ? 'quorum-standby' : state.arbiterOk ? 'holder' : 'within-ttl';
-      return { ...base, run: true, reason, validForSeconds: g.seconds - elapsed(g.sent, now) };
-    }
-  }
-  const waiting =
-    known.floorPending ||
-    now.mono < state.waitUntilMono ||
-    (state.pending !== null && now.mono < state.pending.startMono && elapsed(state.pending.sent, now) < state.pending.seconds);
-  if (waiting) return no('lock-delay');
-  if (isFailOpen(settings, role)) return { ...base, run: true, reason: 'fail-open' };
-  return no('no-quorum-expired');
 }

@@ -10,6 +10,7 @@ export * from './cron.js';
 export * from './arbiter.js';
 export * from './generation-bound.js';
 export * from './agent.js';
+export * from './fence.js';
 export * from './heartbeat.js';
 export * from './role.js';
 export * from './guard.js';

@@ -2,8 +2,10 @@
  * `@hq/lease-core/sqlite-guard` — the S7 guard for a resource kept in SQLite: the mark lives in
  * a table of the resource's own database (not the arbiter's), checked and raised inside the
  * writer's own transaction. This is shell code (it creates a table and runs statements through
- * the handle it is given), kept out of the pure root `@hq/lease-core`; the decision it applies
- * is the root's `checkGeneration`. It imports no driver: any better-sqlite3-like handle works.
+ * the handle it is given), the only file of lease-core that is not a decision: the resource side
+ * imports its guard from this package, and @hq/runtime, which depends on lease-core, cannot hold
+ * a helper that lease-core exports. The decision it applies is the root's `checkGeneration`. It
+ * imports no driver: any better-sqlite3-like handle works.
  */
 import { checkGeneration, type GuardResult } from '../guard.js';
 
