@@ -14,6 +14,7 @@ import { standbyCommand } from '../../apps/agent/src/cli/standby.js';
 import Fastify from 'fastify';
 import { readdirSync } from 'node:fs';
 import { survivalRoutes } from '../../apps/arbiter/src/routes/survival.js';
+import { FileSurvivalStore } from '../../apps/arbiter/src/store/sqlite/survival.js';
 import { decideRole, leaseOf, parseDefaultSource } from '../../apps/agent/src/replication/role.js';
 import { peer, tmp, TOKEN, write, answerRefusals } from './helpers.js';
 
@@ -163,7 +164,7 @@ t.test('the survival subset reaches the arbiter without a single secret, and a s
   const member = 'd'.repeat(64);
   const dataDir = join(base, 'arbiter-data');
   const arb = answerRefusals(Fastify({ logger: false, bodyLimit: 64 * 1024 }));
-  await arb.register(survivalRoutes, { dataDir, authorize: (raw) => (raw.includes(`Bearer ${member}`) ? { machine: 'mbp' } : null) });
+  await arb.register(survivalRoutes, { store: new FileSurvivalStore(dataDir), authorize: (raw) => (raw.includes(`Bearer ${member}`) ? { machine: 'mbp' } : null) });
   const arbUrl = await arb.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => arb.close());
   const app = join(base, 'app');

@@ -24,18 +24,14 @@ import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSe
 import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
 import { ErrorBody, PushBody, SurvivalBlobParams, SurvivalBlobStoredAnswer, SurvivalCommittedAnswer, SurvivalParams } from '../schemas/generated.js';
-import { FileSurvivalStore } from '../store/sqlite/survival.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
 export interface SurvivalRoutesOptions {
-  /** Where the copies live: `store`, else files under `{dataDir}/survival`. */
-  readonly dataDir: string;
-  readonly store?: SurvivalStore;
+  /** Where the copies live (the server picks the backend: files under the data dir, or etcd). */
+  readonly store: SurvivalStore;
   readonly authorize: (rawHeaders: readonly string[]) => { readonly machine: string } | null | Promise<{ readonly machine: string } | null>;
   /** Generations kept per tier and machine. Default core 36, big 8, obs 8. */
   readonly keep?: { readonly core?: number; readonly big?: number; readonly obs?: number };
-  /** Largest blob, bytes, of the default file store. Default 32 MiB (survival items are core-sized). */
-  readonly maxBlobBytes?: number;
 }
 
 const COMMIT_ERRORS: { readonly [E in CommitError]: CatalogEntry } = {
@@ -80,7 +76,7 @@ function refusal(entry: CatalogEntry, message: string = entry.message): HttpErro
 
 export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const store = opts.store ?? new FileSurvivalStore(opts.dataDir, opts.maxBlobBytes);
+  const store = opts.store;
   const keep = { core: opts.keep?.core ?? SURVIVAL_KEEP.core, big: opts.keep?.big ?? SURVIVAL_KEEP.big, obs: opts.keep?.obs ?? SURVIVAL_KEEP.obs };
   let commits: Promise<unknown> = Promise.resolve();
   const serial = <T>(fn: () => Promise<T>): Promise<T> => {

@@ -22,6 +22,7 @@ import { statusPage, statusPageOptions } from '../routes/status-page/index.js';
 import type { HostLoad } from '../routes/status-page/model.js';
 import { type EventWaiters, eventStreamRoutes } from '../routes/events-stream.js';
 import { survivalRoutes } from '../routes/survival.js';
+import { FileSurvivalStore } from '../store/sqlite/survival.js';
 import { joinRoutes } from '../routes/join.js';
 import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
@@ -190,8 +191,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     });
     // Survival copies of the holder's state: under {dataDir}/survival, or in etcd.
     await app.register(survivalRoutes, {
-      dataDir: opts.hq.config.dataDir,
-      ...(opts.hq.survival === undefined ? {} : { store: opts.hq.survival }),
+      store: opts.hq.survival ?? new FileSurvivalStore(opts.hq.config.dataDir),
       authorize: async (raw) => {
         const r = await authenticate(opts.hq.store, raw);
         return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
