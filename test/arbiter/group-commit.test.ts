@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { harness } from './helper.js';
-import { ifMatchStale, PreconditionFailed } from '../../apps/arbiter/src/arbiter-shell.js';
+import { ifMatchStale, PreconditionFailed } from '../../apps/arbiter/src/if-match.js';
 
 t.test('concurrent renewals share one transaction and come out as if serial; a stale If-Match fails alone', async (t) => {
   const h = await harness(t);

@@ -10,7 +10,7 @@ import { ERRORS } from '@hq/protocol';
 import { authPlugin } from '../plugins/auth.js';
 import { contextPlugin, type HqContext } from '../plugins/context.js';
 import { INTERNAL_BODY, RouteMethods, answerRouterError, oneLine, refusalOf } from '@hq/runtime/refusal';
-import { PreconditionFailed } from '../arbiter-shell.js';
+import { PreconditionFailed } from '../if-match.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
 import { heartbeatRoutes } from '../routes/heartbeat.js';
