@@ -1,6 +1,7 @@
 /**
- * The agent's decisions: what it believes after each answer, whether it confirms a peer, and
- * the memory the fence (fence.ts: "may this host run role R now?") answers from. Pure: the shell passes `Stamp`s read from its
+ * The agent's decisions: what it believes after each answer, and the memory that the fence
+ * (fence.ts: "may this host run role R now?"), peer confirmation (agent/confirm.ts) and the
+ * step-down (agent/step-down.ts) work on. Pure: the shell passes `Stamp`s read from its
  * clock and persists `persisted(state)` (fsync'd) *before* it lets the new state answer anyone.
  *
  * Guarantees:
@@ -36,7 +37,7 @@
  *      runs on the restored record alone, and a pending record (its generation may still be
  *      raised) is forgotten.
  */
-import type { ConfirmAnswer, ConfirmRequest, Host, KnownLease } from '@hq/protocol';
+import type { Host, KnownLease } from '@hq/protocol';
 import { GENERATION_CEILING } from '@hq/protocol';
 import type { RecordSummary } from './record.js';
 import type { LeaseEvent } from './events.js';
@@ -276,7 +277,8 @@ export interface AgentStep {
   readonly events: readonly LeaseEvent[];
 }
 
-function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], from: string): AgentState {
+/** A generation a peer or an answer names, taken as seen when it is higher and real (A3). */
+export function adoptSeen(state: AgentState, generation: number, events: LeaseEvent[], from: string): AgentState {
   // A peer naming a generation above the ceiling names none real: never adopted (it also
   // withholds its confirmation, being above the known generation).
   if (generation <= state.seen || generation > GENERATION_CEILING) return state;
@@ -395,149 +397,10 @@ export function onArbiterFailure(state: AgentState): AgentStep {
   };
 }
 
-// ---------------------------------------------------------------------------------------
-// peer confirmation (rule ③, L2)
-
 /**
- * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
- * for a generation below the seen one, for a holder other than the one it knows at that
- * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
- * the shell persists `gaveConfirmation` before it answers.
+ * Undo a step-down whose release the arbiter refused; a lost generation stays stepped down (A7).
+ * Here, not in agent/step-down.ts: an answer that proves the release never landed undoes it too.
  */
-export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
-  const state = settle(state0, received);
-  const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
-    state,
-    events: [leaseEvent('confirmation-refused', state.host, { holder: req.host, generation: req.generation, reason, seen: state.seen })],
-    answer: { confirmed: false, generation: state.seen, reason },
-  });
-  if (req.host === state.host) return refuse('self');
-  if (state.seen > req.generation) return refuse('higher-generation');
-  if (state.known !== null && state.known.holder !== req.host && state.known.holder !== null && state.known.generation >= req.generation) {
-    return refuse('other-holder');
-  }
-  if (active(state.current, received) || active(state.pending, received)) return refuse('holding');
-  // The wait this confirmation imposes covers the requester's validity (A4): the longer of the
-  // timing it states and the one this agent knows (else the last one it confirmed with); with
-  // none there is nothing to wait by, and it confirms nothing.
-  const stated = Math.max(req.ttlSeconds ?? 0, state.known?.ttlSeconds ?? 0);
-  const ttl = stated > 0 ? stated : (state.gave?.ttlSeconds ?? 0);
-  const margin = stated > 0 ? Math.max(req.safetyMarginSeconds ?? 0, state.known?.safetyMarginSeconds ?? 0) : (state.gave?.safetyMarginSeconds ?? 0);
-  if (!(ttl > 0)) return refuse('unknown-timing');
-  const events: LeaseEvent[] = [];
-  let next = adoptSeen(state, req.generation, events, 'peer');
-  const untilMono = received.mono + ttl + margin;
-  next = {
-    ...next,
-    current: null,
-    pending: null,
-    gave: {
-      holder: req.host,
-      generation: req.generation,
-      at: received,
-      untilMono: Math.max(untilMono, next.gave?.untilMono ?? -Infinity),
-      // An earlier confirmation's longer wait is kept, and so is the timing it was computed
-      // with: local.json's start guard must cover both (A4).
-      ttlSeconds: Math.max(ttl, next.gave?.ttlSeconds ?? 0),
-      safetyMarginSeconds: Math.max(margin, next.gave?.safetyMarginSeconds ?? 0),
-    },
-  };
-  events.push(leaseEvent('confirmation-given', state.host, { holder: req.host, generation: req.generation }));
-  return { state: next, events, answer: { confirmed: true, generation: next.seen, reason: 'confirmed' } };
-}
-
-export interface PeerResult {
-  readonly peer: Host;
-  /** The peer answered within the request timeout. */
-  readonly answered: boolean;
-  readonly confirmed?: boolean;
-  readonly generation?: number;
-}
-
-/**
- * The holder asked every standby peer (`peers`) to confirm it. A validity from `sent` exists
- * only when every one of them answered, confirmed, and named a generation no higher than this
- * host's (a missing generation withholds the confirmation; a higher one is adopted, L2).
- */
-export function onPeerResults(state0: AgentState, results: readonly PeerResult[], peers: readonly Host[], sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
-  const events: LeaseEvent[] = [];
-  let state = state0;
-  for (const r of results) {
-    if (r.answered && typeof r.generation === 'number') state = adoptSeen(state, r.generation, events, 'peer');
-  }
-  const known = state.known;
-  if (
-    known === null ||
-    known.holder !== state.host ||
-    known.released ||
-    known.floorPending ||
-    state.stale ||
-    known.generation < state.seen ||
-    known.generation <= state.steppedDown
-  ) {
-    if (state.seen !== state0.seen) state = { ...state, current: null, pending: null };
-    return { state: settle(state, received), events };
-  }
-  if (elapsed(sent, received) > settings.requestTimeoutSeconds) return { state: settle(state, received), events };
-  const byPeer = new Map(results.map((r) => [r.peer, r] as const));
-  const quorum =
-    peers.length > 0 &&
-    peers.every((p) => {
-      const r = byPeer.get(p);
-      return r !== undefined && r.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
-    });
-  if (!quorum) return { state: settle(state, received), events };
-  const grant: Grant = {
-    generation: known.generation,
-    sent,
-    seconds: known.ttlSeconds - known.safetyMarginSeconds,
-    startMono: Math.max(received.mono, state.waitUntilMono),
-    earliestMono: received.mono,
-    source: 'peer',
-  };
-  events.push(leaseEvent('quorum-standby', state.host, { generation: known.generation, peers: peers.length }));
-  if (grant.startMono <= received.mono) state = { ...state, current: grant };
-  else if (!active(state.current, received)) state = { ...state, current: null, pending: grant };
-  return { state: settle(state, received), events };
-}
-
-/**
- * Step down before a release or handover: nothing of this generation runs any more (A7). The
- * shell persists it, ends the fenced children, then lets the release go (`releaseSent`).
- */
-export function stepDown(state: AgentState): AgentState {
-  const k = state.known;
-  const g = Math.max(state.steppedDown, k !== null && k.holder === state.host ? k.generation : 0);
-  const releasing = g > state.lost ? { generation: g, untilMono: Infinity } : state.releasing;
-  return { ...state, current: null, pending: null, steppedDown: g, releasing };
-}
-
-/**
- * The release of a step-down leaves now (the CLI sends it at once, within one request timeout):
- * from one more request timeout on, a record still naming this host proves it never landed.
- */
-export function releaseSent(state: AgentState, now: Stamp, settings: AgentSettings): AgentState {
-  const r = state.releasing;
-  return r === null ? state : { ...state, releasing: { ...r, untilMono: now.mono + 2 * settings.requestTimeoutSeconds } };
-}
-
-/** Undo a step-down whose release the arbiter refused; a lost generation stays stepped down (A7). */
 export function resume(state: AgentState): AgentState {
   return { ...state, steppedDown: state.lost, releasing: null };
-}
-
-/** The shell sent the acknowledgement owed for `generation` (whatever the arbiter answered). */
-export function acknowledged(state: AgentState, generation: number): AgentState {
-  return state.ackDue !== null && state.ackDue.generation === generation ? { ...state, ackDue: null } : state;
-}
-
-/**
- * The shell could not see every child of `generation` gone (a supervisor died before it said
- * its group, a group it may not signal): nothing is owed, and nothing ever will be for it —
- * `generation` joins the floor of the generations never acknowledged (A7), so the arbiter asking
- * again does not make it owed again (when a second look would find no child it knows of).
- */
-export function unvouched(state: AgentState, generation: number): AgentState {
-  const cleared = state.ackDue !== null && state.ackDue.generation <= generation ? null : state.ackDue;
-  return { ...state, ackDue: cleared, ackFloor: Math.max(state.ackFloor, generation) };
 }

@@ -35,6 +35,8 @@ export * from './arbiter/import.js';
 export * from './arbiter/check.js';
 export * from './generation-bound.js';
 export * from './agent.js';
+export * from './agent/confirm.js';
+export * from './agent/step-down.js';
 export * from './fence.js';
 export * from './heartbeat.js';
 export * from './role.js';
