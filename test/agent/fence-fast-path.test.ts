@@ -102,7 +102,7 @@ const FAST: readonly [string, string][] = [
   ['another role', get('/v1/fence?role=ledger-cli')],
   ['Connection: close', get('/v1/fence?role=cron', 'Connection: close\r\n')],
   ['HTTP/1.0', 'GET /v1/fence?role=cron HTTP/1.0\r\n\r\n'],
-  ['a GET with a body', get('/v1/fence?role=cron', 'Content-Type: application/json\r\nContent-Length: 2\r\n') + '{}'],
+  ['a GET with a body', `${get('/v1/fence?role=cron', 'Content-Type: application/json\r\nContent-Length: 2\r\n')}{}`],
   ['the previous protocol version', get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_PREVIOUS}\r\n`)],
   ['the current protocol version', get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_VERSION}\r\n`)],
 ];

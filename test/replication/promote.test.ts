@@ -166,7 +166,7 @@ const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?
   ['a tampered checksum', (s) => writeFileSync(join(core(s), 'ledger.txt'), 'LEDGER\n'), /checksum mismatch: ledger.txt/],
   ['a sums line that is not well formed', (s) => rewriteSums(s, (x) => x.replace('  ', ' ')), /SHA256SUMS line 1 is not/],
   ['an upper-case digest', (s) => rewriteSums(s, (x) => x.replace(/^[0-9a-f]{64}/, (h) => h.toUpperCase())), /SHA256SUMS line 1 is not/],
-  ['a duplicated sums line', (s) => rewriteSums(s, (x) => x + x.split('\n')[0] + '\n'), /twice/],
+  ['a duplicated sums line', (s) => rewriteSums(s, (x) => `${x + x.split('\n')[0]}\n`), /twice/],
   ['a sums path that escapes', (s) => rewriteSums(s, (x) => x.replace('  ledger.txt', '  ../../../etc/passwd')), /SHA256SUMS line \d+: path may not hold/],
   ['an absolute sums path', (s) => rewriteSums(s, (x) => x.replace('  ledger.txt', '  /etc/passwd')), /must be relative/],
   ['a sums file without its final newline', (s) => rewriteSums(s, (x) => x.slice(0, -1)), /does not end with a newline/],

@@ -136,7 +136,7 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   const portPuts = new Map<number, Array<PortAck & { createdAt: number; rev: bigint }>>();
   const abort = new AbortController();
   let seen = 0n;
-  for await (const batch of client.watch(keys.prefix + '/', { prefix: true, startRevision: 1n, signal: abort.signal })) {
+  for await (const batch of client.watch(`${keys.prefix}/`, { prefix: true, startRevision: 1n, signal: abort.signal })) {
     for (const e of batch.events) {
       seen = e.kv.modRevision;
       if (e.type !== 'put') continue;

@@ -695,7 +695,7 @@ export class World {
     const machineUp = !this.dead.has(holder) && !this.asleep(holder);
     const roundTrip = !this.linkCut(ARBITER, holder) && !this.linkCut(holder, ARBITER);
     const agent = this.agents.get(holder);
-    const agentServing = agent !== undefined && agent.up && !agent.paused;
+    const agentServing = agent?.up === true && !agent.paused;
     return { ping: machineUp && roundTrip, health: machineUp && roundTrip && agentServing };
   }
 
@@ -783,7 +783,7 @@ export class World {
       const rt = !this.linkCut(a.host, holder) && !this.linkCut(holder, a.host);
       const peer = this.agents.get(holder);
       const ping = machineUp && rt;
-      const health = ping && peer !== undefined && peer.up && !peer.paused;
+      const health = ping && peer?.up === true && !peer.paused;
       body.view = { target: holder, reachable: ping || health, ping, health };
     }
     if (st.gave !== null) {

@@ -409,7 +409,7 @@ const MARK: Readonly<Record<Status, string>> = { pass: '✔', fail: '✖', skip:
 
 export function formatChecks(checks: readonly DoctorCheck[]): string {
   const w = Math.max(...checks.map((c) => c.name.length));
-  return checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n') + '\n';
+  return `${checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n')}\n`;
 }
 
 /** The command as the table calls it. */

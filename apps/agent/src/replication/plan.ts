@@ -116,7 +116,7 @@ export async function planTier(cfg: ReplicationConfig, tier: Tier): Promise<Plan
         const st = await lstat(cur).catch(() => null);
         if (st === null || st.isSymbolicLink() || !st.isDirectory()) {
           ok = false;
-          if (st !== null && st.isSymbolicLink()) skipped.push({ path: item.path, why: 'symlink' });
+          if (st?.isSymbolicLink()) skipped.push({ path: item.path, why: 'symlink' });
           break;
         }
       }
