@@ -403,7 +403,7 @@ export function onArbiterFailure(state: AgentState): AgentStep {
  * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
  * the shell persists `gaveConfirmation` before it answers.
  */
-export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
+export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, _settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
   const state = settle(state0, received);
   const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
     state,
