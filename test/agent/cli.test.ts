@@ -698,7 +698,10 @@ t.test('hq lease release waits as long as the agent says its step-down can take,
   answerAfterMs = 0;
   stepDownMs = 1000;
   agent.routes['POST /v1/step-down'] = async () => ({ status: 200, body: { ok: true, steppedDown: 3, childrenGone: false } });
-  agent.routes['POST /v1/resume'] = async () => (resumed++, { status: 200, body: { ok: true } });
+  agent.routes['POST /v1/resume'] = async () => {
+    resumed++;
+    return { status: 200, body: { ok: true } };
+  };
   const unproven = await hq(['lease', 'release', '--handover-to', 'node-b', '--config', config]);
   t.equal(unproven.code, 1, 'a handover with a child not proven gone exits 1');
   t.match(unproven.stderr, /^hq lease release: a fenced child of generation 3 could not be proven gone/, 'saying so');

@@ -88,7 +88,10 @@ t.test('one member', async (t) => {
     // The same key asked for by many in one turn (every lease read asks for the state key): read once.
     const txn = client.txn.bind(client);
     const sent: number[] = [];
-    client.txn = (x) => (sent.push(x.success.length), txn(x));
+    client.txn = (x) => {
+      sent.push(x.success.length);
+      return txn(x);
+    };
     const same = await Promise.all([...Array.from({ length: 50 }, () => client.get('batch/7')), ...Array.from({ length: 50 }, () => client.get('batch/8'))]);
     client.txn = txn;
     t.same(sent, [2], '100 gets of two keys: one read of the two keys');

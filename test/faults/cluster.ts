@@ -644,7 +644,7 @@ export class NetnsCluster {
   async start(): Promise<void> {
     if (this.store === 'etcd') {
       mkdirSync(join(this.dir, 'etcd'), { recursive: true, mode: 0o700 });
-      ETCD_MEMBERS.forEach((_, i) => this.startEtcdMember(i));
+      for (const i of ETCD_MEMBERS.keys()) this.startEtcdMember(i);
       if (this.relay === null || this.relay.exited) this.startRelay();
       await this.waitEtcdHealthy();
     }

@@ -148,7 +148,7 @@ export const HOSTILE_HOSTS: readonly unknown[] = [
 ];
 
 /** Values no generation field may accept. */
-export const HOSTILE_NUMBERS: readonly unknown[] = [-1, 1.5, 0.1, 2 ** 53, 1e308, -0.5, '1', '0x1', true, null, [1], { n: 1 }, 9007199254740993, -9007199254740992];
+export const HOSTILE_NUMBERS: readonly unknown[] = [-1, 1.5, 0.1, 2 ** 53, 1e308, -0.5, '1', '0x1', true, null, [1], { n: 1 }, Number.MAX_SAFE_INTEGER + 1, -9007199254740992];
 
 function json(v: unknown): string {
   return JSON.stringify(v);

@@ -743,7 +743,10 @@ export class World {
     this.handoverTick(a, a.stamp());
     if (!a.up) return; // killed mid-step-down
     // ack-before-persist: the agent awaits its acknowledgement before it commits anything
-    if (a.job?.deferred != null) return this.fenceWorker(a);
+    if (a.job?.deferred != null) {
+      this.fenceWorker(a);
+      return;
+    }
     // request timeout: the answer, if any, will be discarded
     if (a.inflight !== null && core.elapsed(a.inflight.sent, now) > s.requestTimeoutSeconds) {
       a.inflight = null;
