@@ -103,8 +103,9 @@ t.test('toRecord views have a null prototype and hostile names cannot pollute pr
   t.throws(() => {
     (r.views as { [k: string]: unknown })['constructor'] = 'x';
   }, TypeError, 'views cannot be overwritten');
+  const view = { target: 'mbp', reachable: false, ping: false, health: false, at: 1 };
   // biome-ignore lint/suspicious/noProto: the test is that JSON keeps __proto__ as data
-  t.same(JSON.parse(JSON.stringify(r)).views.__proto__, { target: 'mbp', reachable: false, ping: false, health: false, at: 1 }, 'JSON shows the key as data');
+  t.same(JSON.parse(JSON.stringify(r)).views.__proto__, view, 'JSON shows the key as data');
 });
 
 const predicates: ReadonlyArray<readonly [string, (v: unknown) => boolean, unknown, boolean]> = [
