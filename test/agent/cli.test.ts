@@ -87,7 +87,7 @@ t.test('with no agent config at all, the read-only commands ask the arbiter at i
     const r = await hq(args, { env: { HOME: home, HQ_CONFIG: '' } });
     // Whatever listens on 8470 here (nothing, or an arbiter): never the "not set" config error.
     t.ok(r.code === 0 || r.code === 3, `hq ${args.join(' ')} exits 0 or 3, not 2 (${r.code}: ${r.stderr.trim()})`);
-    t.equal(r.stderr.split('\n')[0] + '\n', line, `hq ${args.join(' ')}: the first line names the URL and why`);
+    t.equal(`${r.stderr.split('\n')[0]}\n`, line, `hq ${args.join(' ')}: the first line names the URL and why`);
     t.notMatch(r.stderr, /arbiterUrl: not set/, `hq ${args.join(' ')}: no config error`);
     if (r.code === 3) t.match(r.stderr, /127\.0\.0\.1:8470|unreachable/, 'an unreachable default is reported as unreachable');
   }
@@ -698,7 +698,10 @@ t.test('hq lease release waits as long as the agent says its step-down can take,
   answerAfterMs = 0;
   stepDownMs = 1000;
   agent.routes['POST /v1/step-down'] = async () => ({ status: 200, body: { ok: true, steppedDown: 3, childrenGone: false } });
-  agent.routes['POST /v1/resume'] = async () => (resumed++, { status: 200, body: { ok: true } });
+  agent.routes['POST /v1/resume'] = async () => {
+    resumed++;
+    return { status: 200, body: { ok: true } };
+  };
   const unproven = await hq(['lease', 'release', '--handover-to', 'node-b', '--config', config]);
   t.equal(unproven.code, 1, 'a handover with a child not proven gone exits 1');
   t.match(unproven.stderr, /^hq lease release: a fenced child of generation 3 could not be proven gone/, 'saying so');

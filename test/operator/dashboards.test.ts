@@ -141,6 +141,7 @@ t.test('the Grafana dashboard parses, has the asked-for panels, and names only r
   const queries = d.panels.filter((p) => p.type !== 'row');
   for (const p of queries) {
     t.ok(p.gridPos !== undefined, `panel "${p.title}" has a position`);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own placeholder for the imported data source
     t.equal(p.datasource?.uid, '${DS_PROMETHEUS}', `panel "${p.title}" uses the imported data source`);
     t.ok((p.targets ?? []).length > 0 && (p.targets ?? []).every((x) => typeof x.expr === 'string' && x.expr !== ''), `panel "${p.title}" has queries`);
   }
@@ -189,7 +190,6 @@ t.test('the alert rules parse, cover the six asked-for alerts, and name only rea
   }
   const { types: arbiterTypes, labels: arbiterLabels } = await scrape(t);
   const agent = await agentMetrics();
-  const types = new Map([...agent.types, ...arbiterTypes]);
   const labels = new Set([...arbiterLabels, ...[...agent.labels.values()].flatMap((l) => [...l])]);
   for (const r of rules) {
     const names = metricNames(r.expr);

@@ -353,7 +353,10 @@ export class Arbiter {
       const step = steps[i] as Step<unknown>;
       const outcome = p.outcome(step.answer);
       let byOutcome = counted.get(p.op);
-      if (byOutcome === undefined) counted.set(p.op, (byOutcome = new Map()));
+      if (byOutcome === undefined) {
+        byOutcome = new Map();
+        counted.set(p.op, byOutcome);
+      }
       byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
       for (const e of o.committed.events) {
         // A promotion is the arbiter's own move; a forced transfer is an operator's (counted per op).

@@ -515,7 +515,7 @@ async function dispatch(argv: readonly string[], io: Io, clock: MsClock): Promis
       const now = clock.now() / 1000;
       const dryRun = p.flags.has('dry-run');
       const blank = dryRun ? mod.notCreatedYet(cfg) : null;
-      let r;
+      let r: import('./import-elanous.js').ImportResult;
       if (blank !== null) r = mod.dryImport(blank, cfg, old.value, now);
       else {
         const store = await openStore(cfg);

@@ -342,7 +342,7 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
   // The holder and the standby both say when they see the lease expired (the old system's
   // rule: the standby logs `expired-seen {holder, generation}`), once per tenure.
-  const wasExpired = state0.known !== null && state0.known.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
+  const wasExpired = state0.known?.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
   if (r.expired && r.holder !== null && !wasExpired) events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
   // Lock-delay of this generation, measured from receipt on the monotonic clock (A2). Within a
   // tenure it only grows — except once the displaced holder acknowledged its step-down: then
@@ -403,7 +403,7 @@ export function onArbiterFailure(state: AgentState): AgentStep {
  * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
  * the shell persists `gaveConfirmation` before it answers.
  */
-export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
+export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, _settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
   const state = settle(state0, received);
   const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
     state,
@@ -483,7 +483,7 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
     peers.length > 0 &&
     peers.every((p) => {
       const r = byPeer.get(p);
-      return r !== undefined && r.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
+      return r?.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
     });
   if (!quorum) return { state: settle(state, received), events };
   const grant: Grant = {

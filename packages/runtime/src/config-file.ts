@@ -102,7 +102,7 @@ export function atLineColumn(text: string, message: string): string {
   const before = text.slice(0, Number(m[1]));
   const line = before.split('\n').length;
   const column = before.length - before.lastIndexOf('\n');
-  return message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd() + ` at line ${line}, column ${column}`;
+  return `${message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd()} at line ${line}, column ${column}`;
 }
 
 /**

@@ -25,6 +25,7 @@
  * Wiring: in main.ts's COMMANDS, `{ spec: DOCTOR_SPEC, load: async () => (await import('./doctor.js')).doctor }`
  * (copy DOCTOR_SPEC inline to keep the table's imports light).
  */
+import type { Stats } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -138,7 +139,7 @@ export function defaultUnitPaths(platform: NodeJS.Platform, home: string): strin
 
 async function checkStateDir(c: AgentConfig): Promise<DoctorCheck> {
   const dir = c.stateDir;
-  let st;
+  let st: Stats;
   try {
     st = await lstat(dir);
   } catch (err) {
@@ -409,7 +410,7 @@ const MARK: Readonly<Record<Status, string>> = { pass: '✔', fail: '✖', skip:
 
 export function formatChecks(checks: readonly DoctorCheck[]): string {
   const w = Math.max(...checks.map((c) => c.name.length));
-  return checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n') + '\n';
+  return `${checks.map((c) => `${MARK[c.status]} ${c.name.padEnd(w)}  ${c.detail}${c.status === 'fail' ? ` — fix: ${c.fix}` : ''}`).join('\n')}\n`;
 }
 
 /** The command as the table calls it. */

@@ -165,7 +165,7 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
   const now = ctx.now ?? wallClockMs.now;
   const started = now();
   const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
-  let snap;
+  let snap: Awaited<ReturnType<typeof buildSnapshot>>;
   try {
     snap = await buildSnapshot({ cfg, tier, host: l.agent.hostName, lease, ...(ctx.now === undefined ? {} : { now: ctx.now }) });
   } catch (err) {

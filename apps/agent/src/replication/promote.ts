@@ -16,6 +16,7 @@
  *     otherwise `config.json` stays byte for byte as received.
  *  4. Any failure after DIR was created removes DIR.
  */
+import type { Stats } from 'node:fs';
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -93,7 +94,7 @@ function pollerOff(config: Record<string, unknown>, path: string): void {
 
 async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; host: string; folder: string }> {
   let path = resolve(file);
-  let st;
+  let st: Stats;
   try {
     st = await stat(path);
   } catch {

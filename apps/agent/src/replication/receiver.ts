@@ -38,7 +38,7 @@ import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { fsyncDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { rand, removeTree, writeFileNew } from './fsx.js';
 import { latestGeneration, listGenerations, publishGeneration, pruneGenerations, tierListing } from '@hq/runtime/generations';
-import { decodeRecipe, runsOf } from './chunks.js';
+import { decodeRecipe, runsOf, type RecipeRead } from './chunks.js';
 import { applyEntries, decodeRecipeDelta } from './delta.js';
 import { RecipeStore } from './recipes.js';
 import { refuse, type Refusal } from './errors.js';
@@ -567,7 +567,7 @@ export class StandbyReceiver {
       if (size <= limit) parts.push(chunk as Buffer);
     }
     if (size > limit) return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
-    let r;
+    let r: RecipeRead;
     if (base === undefined) r = decodeRecipe(Buffer.concat(parts), blob.bytes);
     else {
       // A delta from the list of a file kept here.
@@ -584,7 +584,11 @@ export class StandbyReceiver {
     const held = await this.heldChunks(push);
     if (asm === undefined) {
       const offsets: number[] = [];
-      r.chunks.reduce((at, c) => (offsets.push(at), at + c.bytes), 0);
+      let at = 0;
+      for (const c of r.chunks) {
+        offsets.push(at);
+        at += c.bytes;
+      }
       asm = { sha256: sha, path: join(push.dir, 'asm', sha), chunks: r.chunks, offsets, written: new Uint8Array(r.chunks.length) };
       await mkdirPrivate(join(push.dir, 'asm'));
       const fh = await open(asm.path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);

@@ -153,7 +153,7 @@ export function survivalSubset(manifest: Manifest, plan: Plan, isSecret: (p: str
   const allowed = new Map(plan.items.map((i) => [i.path, i] as const));
   return manifest.entries.filter((e) => {
     const item = allowed.get(e.path);
-    return item !== undefined && item.survival && !item.secret && !isSecret(e.path);
+    return item?.survival && !item.secret && !isSecret(e.path);
   });
 }
 
