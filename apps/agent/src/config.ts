@@ -21,7 +21,8 @@ import type SchemaModule from 'typebox/schema';
 // does not load TypeBox's builder.
 import { AgentConfigSchema } from './schemas/generated.js';
 import { surelyValid } from '@hq/runtime/quick-check';
-import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile } from '@hq/runtime/config-file';
+import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkCadence, wrongDaemon } from '@hq/lease-core';
@@ -175,22 +176,24 @@ function readHostFile(stateDir: string): string | null {
   }
 }
 
-/** Loads, validates and fills defaults. Throws ConfigError. */
+/** The agent's config for the one loader: its schema, TypeBox's checker, its own relations. */
+export const AGENT_CONFIG_KIND: ConfigKind<AgentConfig> = {
+  schema: AgentConfigSchema,
+  loadChecker: loadConfigChecker,
+  check: (input, file) => namingFile(file, () => resolveConfig(validateConfigFile(input), file)),
+};
+
+/** Finds, reads, checks and fills defaults. Throws ConfigError. */
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const file = findConfigFile(explicit, AGENT_CONFIG, env);
-  const raw = readConfigObject(file);
-  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+  return loadConfigFile(AGENT_CONFIG_KIND, findConfigFile(explicit, AGENT_CONFIG, env));
 }
 
 /**
  * `loadConfig`, loading TypeBox's checker only when the config needs it (the daemon: a valid
  * config is accepted without it).
  */
-export async function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
-  const file = findConfigFile(explicit, AGENT_CONFIG, env);
-  const raw = readConfigObject(file);
-  if (!surelyValid(AgentConfigSchema, raw)) await loadConfigChecker();
-  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+export function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
+  return loadConfigFileLazily(AGENT_CONFIG_KIND, findConfigFile(explicit, AGENT_CONFIG, env));
 }
 
 /** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */
