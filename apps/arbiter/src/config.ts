@@ -10,7 +10,7 @@ import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Static } from 'typebox';
 import type { Compile as CompileFn } from 'typebox/compile';
-import { ARBITER_CONFIG, ConfigError, defaultConfigPaths } from '@hq/runtime/config-file';
+import { ARBITER_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
 import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
@@ -280,15 +280,10 @@ export function etcdStoreOf(endpoints: readonly string[], prefix: string | undef
 }
 
 /**
- * Checks a parsed config file (shape, names, URLs, S6) and resolves every default; the first
- * problem is thrown as a ConfigError whose message is the key's problem.
+ * The file against the schema: a config the quick check is sure of is one TypeBox accepts; any
+ * other goes to TypeBox, which decides and names the problem.
  */
-export function checkConfig(input: unknown, cwd: string = process.cwd()): ArbiterConfig {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw problem('(root)', 'the configuration must be a JSON object');
-  }
-  // A config the quick check is sure of is one TypeBox accepts; any other goes to TypeBox, which
-  // decides and names the problem.
+function refuseBadShape(input: object): void {
   const sure = surelyValid(ConfigSchema, input);
   const checker = sure ? null : compiled;
   if (!sure && checker === null) {
@@ -317,6 +312,17 @@ export function checkConfig(input: unknown, cwd: string = process.cwd()): Arbite
     }
     throw problem(key, first.message);
   }
+}
+
+/**
+ * Checks a parsed config file (shape, names, URLs, S6) and resolves every default; the first
+ * problem is thrown as a ConfigError whose message is the key's problem.
+ */
+export function checkConfig(input: unknown, cwd: string = process.cwd()): ArbiterConfig {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw problem('(root)', 'the configuration must be a JSON object');
+  }
+  refuseBadShape(input);
   const file = input as ConfigFile;
 
   const arbiter = file.arbiter ?? DEFAULTS.arbiter;
@@ -393,15 +399,13 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   }
 }
 
-/** Where the config comes from: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`, else none. */
-export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists: (p: string) => boolean): string | null {
-  if (flag !== undefined) return flag;
-  const fromEnv = env[ARBITER_CONFIG.envVar];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  for (const p of defaultConfigPaths(ARBITER_CONFIG)) {
-    if (exists(p)) return p;
-  }
-  return null;
+/**
+ * The config file: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`,
+ * else none (the built-in defaults); a named file must exist. `exists` stands in for the file
+ * system in tests.
+ */
+export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists?: (p: string) => boolean): string | null {
+  return findConfigFile(flag, ARBITER_CONFIG, env, exists === undefined ? undefined : (p) => (exists(p) ? null : 'ENOENT'));
 }
 
 export { ConfigError };
@@ -414,6 +418,7 @@ function invalidConfig(key: string, problem: string, path: string | null): Confi
 
 /** The arbiter's config for the one loader: its schema, TypeBox's checker, its own relations. */
 export const ARBITER_CONFIG_KIND: ConfigKind<ArbiterConfig> = {
+  daemon: 'arbiter',
   schema: ConfigSchema,
   loadChecker: loadConfigChecker,
   check: (input, file) => {

@@ -6,10 +6,12 @@
  * cannot pass, so a valid config never loads it. Kept apart from config-file.ts: the fence path
  * reads its few paths through that module alone.
  */
-import { readConfigObject } from './config-file.js';
+import { readConfigObject, type ConfigLookup } from './config-file.js';
 import { surelyValid } from './quick-check.js';
 
 export interface ConfigKind<C> {
+  /** Whose file it is (named when this user cannot read it). */
+  readonly daemon: ConfigLookup['daemon'];
   /** The config's schema as plain JSON, which the quick check reads. */
   readonly schema: unknown;
   /** Loads TypeBox's checker, once: `check` needs it for a file the quick check cannot pass. */
@@ -20,12 +22,12 @@ export interface ConfigKind<C> {
 
 /** The config in `file` (every default for null); TypeBox's checker must be loaded already. */
 export function loadConfigFile<C>(kind: ConfigKind<C>, file: string | null): C {
-  return kind.check(readConfigObject(file), file);
+  return kind.check(readConfigObject(file, kind.daemon), file);
 }
 
 /** `loadConfigFile`, loading TypeBox's checker only when the file needs it. */
 export async function loadConfigFileLazily<C>(kind: ConfigKind<C>, file: string | null): Promise<C> {
-  const input = readConfigObject(file);
+  const input = readConfigObject(file, kind.daemon);
   if (!surelyValid(kind.schema, input)) await kind.loadChecker();
   return kind.check(input, file);
 }

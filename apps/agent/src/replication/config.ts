@@ -337,6 +337,7 @@ export function loadAgentWithReplication(explicit?: string, env: NodeJS.ProcessE
 
 /** The agent's config with its `replication` block checked too, for the one loader. */
 const WITH_REPLICATION: ConfigKind<Loaded> = {
+  daemon: 'agent',
   schema: AGENT_CONFIG_KIND.schema,
   loadChecker: AGENT_CONFIG_KIND.loadChecker,
   check: ({ replication, ...rest }, file) =>

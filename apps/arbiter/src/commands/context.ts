@@ -32,7 +32,7 @@ export function fromFile(cfg: ArbiterConfig): boolean {
 }
 
 export async function config(p: Parsed): Promise<ArbiterConfig> {
-  const path = configPath(flagString(p, 'config'), process.env, existsSync);
+  const path = configPath(flagString(p, 'config'));
   const cfg = await loadConfigLazily(path);
   if (path !== null) FROM_FILE.add(cfg);
   return cfg;
