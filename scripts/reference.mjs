@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Writes docs/REFERENCE.md: every `hq` command and flag (from the CLI's own command specs, the
+// Writes docs/REFERENCE.md: every `hq` and `hq-arbiter` command and flag (from the CLIs' command specs, the
 // same text `--help` prints), every config key of both daemons with its owner, default and
 // meaning (the key lists come from the TypeBox schemas the daemons validate with, so a key added
 // without a line here fails `test/deploy/reference.test.ts`), the endpoints, exit codes, metrics
@@ -12,6 +12,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (p) => import(join(root, p));
 
 const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
+const { COMMANDS: ARBITER_COMMANDS } = await dist('apps/arbiter/dist/commands.js');
 const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
 const { STANDBY_SPECS } = await dist('apps/agent/dist/cli/standby-specs.js');
 const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
@@ -116,20 +117,8 @@ ${keyRows().join('\n')}
 
 ## \`hq-arbiter\`
 
-| command | does | exit |
-|---|---|---|
-| \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
-| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D] [--tailscale-bin P]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
-| \`hq-arbiter join HOST [--ttl T] [--url URL]\` | prints once \`hq join BUNDLE\` for candidate HOST: single use, expires after T (default 15m, at most 24h), pins this arbiter's identity; keeps only the sha256 of its secret in \`{dataDir}/joins\` | 0 / 2 |
-| \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
-| \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |
-| \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
-| \`hq-arbiter check\` | one check against the database (for a system cron) | 0 / 1 / 2 |
-| \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
-| \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
-| \`hq-arbiter import elanous --lease FILE [--dry-run] [--json]\` | take over from elanous HQ on a new installation: the old record's generation becomes the floor; a live old holder keeps HQ at the next generation, which runs only after the old lease's validity (deploy/README.md, "Moving from elanous") | 0 / 1 refused (a malformed FILE, an installation that already granted, an old holder that is no candidate) / 2 |
-| \`--help\`, \`--version\` | everywhere | 0 |
-
+${ARBITER_COMMANDS.map((c) => commandSection(c.spec, 'hq-arbiter')).join('\n')}
+Every command takes \`--help\`; \`hq-arbiter --version\` prints hq's version (exit 0).
 \`token\`, \`check\` and \`backup\` where no config file is found (no \`--config\`, \`$HQ_ARBITER_CONFIG\`,
 \`~/.hq/arbiter.json\` or \`/etc/hq/arbiter.json\`) and no database exists under \`./var\` refuse (exit 2)
 rather than create one no daemon reads.

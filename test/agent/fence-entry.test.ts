@@ -117,8 +117,8 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
   const names = [...local].map((f) => f.slice(ROOT.length + 1)).sort();
   t.same(
     names,
-    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts'],
-    'seven modules (the config reader is the shell library\'s), no command table, no supervisor',
+    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/cli.ts', 'packages/runtime/src/config-file.ts'],
+    'eight modules (the command-line kit and the config reader are the shell library\'s), no command table, no supervisor',
   );
   // @hq/lease-core/suggest is one dependency-free file (the "did you mean" of a usage error),
   // a subpath export that does not load lease-core's decisions; @hq/protocol/fence is the fence
