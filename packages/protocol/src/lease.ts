@@ -182,6 +182,19 @@ export interface ConfirmationReport {
   readonly ageSeconds: number;
 }
 
+/**
+ * What an agent's last probe found of the confirmation path to one peer (`POST /v1/peer/confirm`
+ * with `probe: true`): whether the peer would answer a confirmation request from it, and since when.
+ */
+export interface PeerPathReport {
+  readonly peer: Host;
+  readonly ok: boolean;
+  /** One line: why the peer could not confirm this host (null when `ok`). */
+  readonly problem: string | null;
+  /** Seconds since the probes first found the path in this state, on the agent's monotonic clock. */
+  readonly ageSeconds: number;
+}
+
 /** `POST /v1/heartbeat`. */
 export interface HeartbeatRequest {
   readonly host: Host;
@@ -195,6 +208,8 @@ export interface HeartbeatRequest {
   readonly requestTimeoutSeconds?: number;
   /** Protocol 2: the agent's hq release (absent: hq 0.1.x, protocol 1). */
   readonly version?: string;
+  /** Protocol 2: the confirmation path to each peer as the agent's probes found it (absent: not probed yet, or hq 0.1.x). */
+  readonly peerPaths?: readonly PeerPathReport[];
 }
 
 /** A relation across the two sides that a report breaks (S6). */

@@ -43,6 +43,8 @@ interface ArbiterTiming {
   failover: string;
   /** The cross-side relations the agents' reports break, as the arbiter states them. */
   timingProblems: string[];
+  /** The broken confirmation paths between candidates, as the arbiter states them. */
+  peerPathProblems: string[];
 }
 
 /** The worst-case failover and the timing problems, from the arbiter's `GET /v1/status`. */
@@ -51,11 +53,13 @@ async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTimin
   const b = fieldsOf(r.kind === 'answer' && r.status === 200 ? r.body : null);
   const f = fieldsOf(b.failover);
   const problems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
+  const paths = Array.isArray(b.peerPaths) ? b.peerPaths.map(fieldsOf).filter((p) => p.ok === false && typeof p.text === 'string').map((p) => p.text as string) : [];
   return {
     failoverSeconds: typeof f.seconds === 'number' ? f.seconds : null,
     lockDelaySeconds: typeof f.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
     failover: typeof f.text === 'string' ? f.text : 'unknown (the arbiter does not serve /v1/status)',
     timingProblems: problems,
+    peerPathProblems: paths,
   };
 }
 
@@ -87,6 +91,7 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
     `failover     ${fo.failover}`,
     ...fo.timingProblems.map((m, i) => `${i === 0 ? 'timing' : '      '}       PROBLEM: ${m}`),
+    ...fo.peerPathProblems.map((m, i) => `${i === 0 ? 'peer path' : '         '}    PROBLEM: ${m}`),
     ...(rec.dualUnreachableStreak > 0 ? [`streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)`] : []),
     '',
     ...(views.length === 0

@@ -137,10 +137,13 @@ export class ArbiterLink {
     const target = heartbeatProbe(s0);
     const view = target === null ? null : await this.probe(target);
     const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
+    const peerPaths = this.o.peers.peerPathReports();
     const body = {
       ...heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation),
       // Protocol 2 (the client leaves it out for an arbiter of protocol 1): the operator sees this host's release.
       version: VERSION,
+      // Protocol 2 too: what the last probes found of the path to each peer (the arbiter's status page shows a broken one).
+      ...(peerPaths.length === 0 ? {} : { peerPaths }),
     };
     const token = await this.memberToken();
     const sent = this.o.clock.now();
@@ -166,8 +169,15 @@ export class ArbiterLink {
     this.noteTiming(report);
     this.scheduleRefresh();
     if (!this.stopped && answer !== null && answer.candidates !== null) this.o.peers.setCandidates(answer.candidates);
-    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's answer is what counts now).
-    if (!this.stopped && answer !== null) void this.o.peers.probe().catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
+    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's
+    // answer is what counts now); a changed finding goes to the arbiter in a heartbeat at once,
+    // not at the next cron tick (one extra heartbeat per change, none while nothing changes).
+    if (!this.stopped && answer !== null) {
+      void this.o.peers
+        .probe()
+        .then((changed) => changed && this.scheduleSoon([0]))
+        .catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
+    }
     this.scheduleSoon(answer !== null && answer.reportInSeconds !== null ? [answer.reportInSeconds] : []);
     return report;
   }

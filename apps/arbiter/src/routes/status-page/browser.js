@@ -23,7 +23,7 @@
   function now(){ return Date.now() / 1000 + offset; }
   function kind(ev){
     if (ev === 'promoted') return 'promotion';
-    if (/-refused$/.test(ev) || ev === 'stale-generation' || ev === 'agent-silent' || ev === 'timing-problem') return 'refusal';
+    if (/-refused$/.test(ev) || ev === 'stale-generation' || ev === 'agent-silent' || ev === 'timing-problem' || ev === 'peer-path-broken') return 'refusal';
     if (ev === 'maintenance') return 'maintenance';
     return 'plain';
   }
@@ -105,6 +105,13 @@
     var tp = $('timing');
     tp.hidden = s.timingProblems.length === 0;
     tp.replaceChildren.apply(tp, s.timingProblems.map(function(x){ return el('li', 'bad', x.message); }));
+    var pp = $('peerpaths'), paths = s.peerPaths || [];
+    pp.hidden = paths.length === 0;
+    pp.replaceChildren.apply(pp, paths.map(function(x){
+      var li = el('li', x.ok ? 'ok' : 'bad', x.text);
+      li.setAttribute('data-host', x.host); li.setAttribute('data-peer', x.peer);
+      return li;
+    }));
     var body = $('hosts-body');
     var rows = [];
     s.hosts.forEach(function(h){

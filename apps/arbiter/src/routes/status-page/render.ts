@@ -80,7 +80,7 @@ main{max-width:980px;margin:0 auto;padding:12px}
 .phase-ok{border-left-color:var(--ok)}
 .phase-warn{border-left-color:var(--warn);background:color-mix(in srgb,var(--warn) 14%,var(--card))}
 .phase-bad{border-left-color:var(--bad);background:color-mix(in srgb,var(--bad) 14%,var(--card))}
-tr.problem td.c-host{color:var(--bad)}td.c-heartbeat.bad{font-weight:600}
+tr.problem td.c-host{color:var(--bad)}#peerpaths li.bad{font-weight:700}td.c-heartbeat.bad{font-weight:600}
 #banner{background:var(--warn);color:#000;font-weight:700;border-radius:12px;padding:12px 14px;margin:0 0 12px}
 #banner[hidden]{display:none}
 table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
@@ -150,7 +150,8 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
   <div style="flex-basis:100%"><span id="revision" class="label">${esc(`revision ${r.revision}${r.promotedFrom !== null ? `, promoted from ${r.promotedFrom}` : ''}`)}</span>
     <span id="streak" class="bad">${esc(streakText(r, m.failover.promoteAfterChecks))}</span></div>
 </section>
-<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
+<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul>
+<ul id="peerpaths" class="problems" aria-label="peer paths"${m.peerPaths.length === 0 ? ' hidden' : ''}>${m.peerPaths.map((p) => `<li class="${p.ok ? 'ok' : 'bad'}" data-host="${esc(p.host)}" data-peer="${esc(p.peer)}">${esc(p.text)}</li>`).join('')}</ul></section>
 ${m.arbiters === undefined ? '' : arbitersCard(m.arbiters)}<section class="card" aria-label="hosts"><div class="label">hosts</div>
 <table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th><th>version</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>
