@@ -29,7 +29,7 @@ export const KEYS = {
   safetyMarginSeconds: ['`30`', 'clock-rate allowance shaved off every validity and added to every lock-delay; ≥ 1 % of the TTL and < half of it; agents read it from the record'],
   checkCron: ['`*/10 * * * *`', 'node-cron schedule of checks (6 fields = seconds); any valid expression, its real largest gap is used'],
   heartbeatCron: ['`*/10 * * * *`', "the agent's heartbeat schedule; reported to the arbiter with every heartbeat"],
-  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats; must be shorter than the TTL (checked by the arbiter)'],
+  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats (every 2 s while it knows of no holder, so a standby learns of the first grant at once); must be shorter than the TTL (checked by the arbiter)'],
   requestTimeoutSeconds: ['`5`', 'an answer later than this is discarded, never acted on; declared in every request (the arbiter counts start-wait reports with it)'],
   probeTimeoutSeconds: ['5, or half the check / heartbeat interval when shorter', "each daemon's own probe timeout; must be shorter than its own check / heartbeat interval"],
   hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],

@@ -102,6 +102,12 @@ export class Peers {
     return new Map([...this.paths].map(([peer, p]) => [peer, p.problem]));
   }
 
+  /** True when the last probe found a path broken (then each lease read probes again, not only each heartbeat). */
+  get anyBroken(): boolean {
+    for (const p of this.paths.values()) if (p.problem !== null) return true;
+    return false;
+  }
+
   /** The findings as a heartbeat reports them (empty before the first probe). */
   peerPathReports(): PeerPathReport[] {
     const mono = this.o.clock.now().mono;
