@@ -206,7 +206,9 @@ t.test('the server renders a silent holder: the phase line and the validity in r
   t.equal(x.statusCode, 200, 'a forced transfer promotes node-b behind lock-delay');
   html = (await h.get('/')).body;
   t.match(html, /data-phase="lock-delay"/, 'the phase is lock-delay');
-  t.match(html, /<div id="validity" class="warn">/, 'the validity of a holder that may not run yet is amber');
+  t.match(html, /<div id="validity" class="warn">may run in \d+(\.\d)? s, then for 6\.0 s \(until [0-9:. -]+Z\)<\/div>/, 'the validity of a holder that may not run yet is amber: when it may run, for the TTL, until when');
+  const r = (await h.get('/v1/lease')).json() as { expiresAt: number; now: number; ttlSeconds: number };
+  t.ok(r.expiresAt - r.now > r.ttlSeconds, 'while the record\'s expiresAt is more than one TTL away (so "left" would have said more than the TTL)');
   t.match(html, /<div id="lockdelay" class="warn">lock-delay: may run in \d+(\.\d)? s<\/div>/, 'the lock-delay is marked');
 });
 

@@ -152,6 +152,30 @@ export interface LeaseConflict {
   readonly message: string;
 }
 
+/**
+ * When the record's holder may run, in arbiter time: from `from` (its lock-delay or the start
+ * wait, `notBefore`; now when that has passed) until `until` (`expiresAt`). A grant behind a wait
+ * counts its validity from the wait's end, so `expiresAt − now` can exceed the TTL; what the
+ * holder may run for is `validSeconds` (`until − max(now, from)`), never more than the TTL the
+ * grant or renewal gave. Null when no host may run on this record (no holder, released,
+ * expired, the floor pending: the validity then starts only once it is complete).
+ */
+export interface RunWindow {
+  readonly from: number;
+  readonly until: number;
+  /** Seconds until it may run (0: it may now). */
+  readonly startsInSeconds: number;
+  /** Seconds it may run from then (or from now), at most the TTL. */
+  readonly validSeconds: number;
+}
+
+export function runWindow(r: Pick<LeaseRecord, 'holder' | 'released' | 'expired' | 'expiresAt' | 'notBefore' | 'floorPending' | 'now'>): RunWindow | null {
+  if (r.holder === null || r.released || r.expired || r.expiresAt === null || r.floorPending) return null;
+  const from = Math.max(r.now, r.notBefore ?? r.now);
+  if (from >= r.expiresAt) return null;
+  return { from, until: r.expiresAt, startsInSeconds: from - r.now, validSeconds: r.expiresAt - from };
+}
+
 // ---------------------------------------------------------------------------------------
 // the heartbeat
 

@@ -59,10 +59,13 @@
     var c = 'ok', text;
     if (rec.holder === null) { text = 'no lease'; c = 'bad'; }
     else if (rec.released) { text = 'released'; c = 'bad'; }
-    else if (rec.expiresAt === null) { text = 'expired'; c = 'bad'; }
+    else if (rec.expired || rec.expiresAt === null) { text = 'expired'; c = 'bad'; }
+    else if (rec.floorPending) { text = 'may run once every candidate has reported its seen generation'; c = 'warn'; }
     else {
-      var left = rec.expiresAt - now();
+      // protocol runWindow: the validity counts from the end of a wait, so never more than the TTL is shown.
+      var t = now(), from = Math.max(t, rec.notBefore === null ? t : rec.notBefore), left = rec.expiresAt - from;
       if (left <= 0) { text = 'expired'; c = 'bad'; }
+      else if (from > t) { text = 'may run in ' + fmt(from - t) + ', then for ' + fmt(left) + ' (until ' + clock(rec.expiresAt) + ')'; c = 'warn'; }
       else if (phase.name === 'holder-silent') { text = fmt(left) + ' left' + (rec.renewedAt === null ? '' : ', not renewed for ' + fmt(now() - rec.renewedAt)); c = 'bad'; }
       else { text = fmt(left) + ' left'; c = phase.name === 'lock-delay' || left < rec.ttlSeconds * 0.25 ? 'warn' : 'ok'; }
     }

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { LeaseRecord } from '@hq/protocol';
+import { runWindow, type LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, eventLabel, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
@@ -19,13 +19,18 @@ export function esc(value: unknown): string {
 
 /**
  * The validity cell. Green only while the holder reports and may run: a silent holder's is red,
- * one that waits out lock-delay amber.
+ * one that waits out lock-delay amber. A holder that may not run yet shows when it may and for
+ * how long (its validity counts from then), never a remaining validity longer than the TTL.
  */
 function validityText(r: LeaseRecord, phase: StatusAnswerT['phase']): { text: string; cls: string } {
   if (r.holder === null) return { text: 'no lease', cls: 'bad' };
   if (r.released) return { text: 'released', cls: 'bad' };
   if (r.expired || r.expiresAt === null) return { text: 'expired', cls: 'bad' };
-  const left = r.expiresAt - r.now;
+  if (r.floorPending) return { text: 'may run once every candidate has reported its seen generation', cls: 'warn' };
+  const w = runWindow(r);
+  if (w === null) return { text: 'expired', cls: 'bad' };
+  if (w.startsInSeconds > 0) return { text: `may run in ${fmtSeconds(w.startsInSeconds)}, then for ${fmtSeconds(w.validSeconds)} (until ${clockTime(w.until)})`, cls: 'warn' };
+  const left = w.validSeconds;
   if (phase.name === 'holder-silent') return { text: `${fmtSeconds(left)} left${r.renewedAt === null ? '' : `, not renewed for ${fmtSeconds(r.now - r.renewedAt)}`}`, cls: 'bad' };
   return { text: `${fmtSeconds(left)} left`, cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
 }
