@@ -149,7 +149,7 @@ ${standby.map((s) => commandSection(s)).join('\n')}
 | code | meaning |
 |---|---|
 | 0 | ok; \`fence check\`: may run; \`fence run\`: the skip (or \`--skip-exit N\`) |
-| 1 | refused (the arbiter said no), \`fence check\`: skip, \`doctor\`: a check failed |
+| 1 | refused (the arbiter said no), \`fence check\`: skip — also when it could not ask the agent (the line says why; \`fence run\` uses 69 for that), \`doctor\`: a check failed |
 | 2 | usage or configuration error (one line naming the key or flag) |
 | 3 | unreachable (the arbiter or the agent did not answer) |
 | 4 | \`hq guard\`: the write is refused |
