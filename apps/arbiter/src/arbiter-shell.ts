@@ -46,7 +46,6 @@ export class GenerationRefused extends HttpError {
   }
 }
 
-/** The last refused generation, for the status page and `hq doctor`. */
 /** One candidate's path to a peer as its probes last found it; `since` in arbiter time. */
 export interface PeerPath {
   readonly ok: boolean;
@@ -54,6 +53,7 @@ export interface PeerPath {
   readonly since: number;
 }
 
+/** The last refused generation, for the status page and `hq doctor`. */
 export interface GenerationRefusalNote {
   readonly at: number;
   readonly host: string | null;
