@@ -31,6 +31,7 @@ type Checked = [
   Assert<Same<Static<typeof L.ReleaseBody>, P.ReleaseRequest>>,
   Assert<Same<Static<typeof L.ViewIn>, P.ViewReport>>,
   Assert<Same<Static<typeof L.ConfirmationIn>, P.ConfirmationReport>>,
+  Assert<Same<Static<typeof L.PeerPathIn>, P.PeerPathReport>>,
   Assert<Same<Static<typeof L.HeartbeatBody>, P.HeartbeatRequest>>,
   Assert<Same<Static<typeof L.TimingProblemOut>, P.TimingProblem>>,
   Assert<Same<Static<typeof L.HeartbeatAnswer>, P.HeartbeatAnswer>>,
