@@ -186,208 +186,270 @@ function answerLine(r: HttpResult): string {
   return `HTTP ${r.status}${error !== null ? ` ${error}` : ''}${message !== null ? `: ${message}` : ''}`;
 }
 
+/** What the checks share once the config is valid; the earlier checks fill in what later ones need. */
+interface DoctorRun {
+  readonly c: AgentConfig;
+  readonly now: () => number;
+  readonly platform: NodeJS.Platform;
+  readonly home: string;
+  readonly unitPaths: readonly string[] | undefined;
+  readonly maxOffset: number;
+  /** The arbiter's URL, once resolved (null: unknown). */
+  url: string | null;
+  /** The config with its network settings resolved (the tailnet's peers included). */
+  net: AgentConfig;
+  /** "… runs hq 0.1 (protocol 1); upgrade it" for each host behind this release. */
+  readonly behind: string[];
+  /** The agent answered GET /v1/status on its socket. */
+  agentRuns: boolean;
+}
+
+type Check = (r: DoctorRun) => Promise<DoctorCheck[]>;
+
+/** The checks after the config's, in the order they are shown. */
+const CHECKS: readonly Check[] = [
+  checkHostname,
+  checkArbiterUrl,
+  async (r) => [await checkStateDir(r.c)],
+  checkTokens,
+  checkArbiter,
+  checkTiming,
+  checkPeers,
+  checkVersions,
+  checkTailscale,
+  checkSocket,
+  async (r) => [await checkUnit(r.unitPaths ?? defaultUnitPaths(r.platform, r.home), r.platform, r.agentRuns)],
+];
+
+/** The checks skipped when the config is not valid (the unit's is still run). */
+const NEEDS_CONFIG = ['hostname', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
+
 /** Runs every check. Never throws. */
 export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<DoctorCheck[]> {
-  const now = ctx.now ?? (() => wallClockMs.now() / 1000);
   const platform = ctx.platform ?? process.platform;
   const home = ctx.home ?? homedir();
-  const maxOffset = opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET;
-  const out: DoctorCheck[] = [];
-  const NEEDS_CONFIG = ['hostname', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
-
-  // 1. The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
+  // The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
   let c: AgentConfig;
   try {
     c = loadConfig(configFlag, ctx.env ?? process.env);
   } catch (err) {
     const key = err instanceof ConfigError ? err.key : null;
-    out.push(fail('config', (err as { message?: string }).message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`));
-    for (const n of NEEDS_CONFIG) out.push(skip(n, 'needs a valid config'));
-    out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform));
-    return out;
+    return [
+      fail('config', (err as { message?: string }).message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`),
+      ...NEEDS_CONFIG.map((n) => skip(n, 'needs a valid config')),
+      await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform),
+    ];
   }
-  out.push(
+  const out: DoctorCheck[] = [
     pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName} (heartbeat every ${secs(c.heartbeatSeconds)}, refresh ${secs(c.refreshSeconds)}, request timeout ${secs(c.requestTimeoutSeconds)})`),
-  );
+  ];
+  const run: DoctorRun = {
+    c,
+    now: ctx.now ?? (() => wallClockMs.now() / 1000),
+    platform,
+    home,
+    unitPaths: ctx.unitPaths,
+    maxOffset: opts.maxOffsetSeconds ?? DEFAULT_MAX_OFFSET,
+    url: null,
+    net: c,
+    behind: [],
+    agentRuns: false,
+  };
+  for (const check of CHECKS) out.push(...(await check(run)));
+  return out;
+}
 
-  // 1b. The host's name: the config's hostName wins over the host file; a difference is a mistake.
+/** The host's name: the config's hostName wins over the host file; a difference is a mistake. */
+async function checkHostname({ c }: DoctorRun): Promise<DoctorCheck[]> {
   if (c.hostMismatch !== null) {
-    out.push(fail('hostname', `hostName "${c.hostName}" in the config, but ${c.hostMismatch.file} says "${c.hostMismatch.name}"; the config wins`, `make them agree: hq host set ${c.hostName}, or remove hostName from the config`));
-  } else out.push(pass('hostname', c.hostName));
+    return [fail('hostname', `hostName "${c.hostName}" in the config, but ${c.hostMismatch.file} says "${c.hostMismatch.name}"; the config wins`, `make them agree: hq host set ${c.hostName}, or remove hostName from the config`)];
+  }
+  return [pass('hostname', c.hostName)];
+}
 
-  // 2. The network settings (arbiterUrl may come from the tailnet).
-  let url: string | null = null;
-  let net: AgentConfig = c;
+/** The network settings (arbiterUrl may come from the tailnet). */
+async function checkArbiterUrl(r: DoctorRun): Promise<DoctorCheck[]> {
   try {
-    const r = await resolveNetwork(c);
-    url = r.arbiterUrl;
-    net = r;
-    out.push(pass('arbiter-url', url));
+    const net = await resolveNetwork(r.c);
+    r.url = net.arbiterUrl;
+    r.net = net;
+    return [pass('arbiter-url', net.arbiterUrl)];
   } catch (err) {
-    out.push(fail('arbiter-url', (err as Error).message, 'set arbiterUrl (or tailnetDomain) in the agent config, or make `tailscale status` work'));
+    return [fail('arbiter-url', (err as Error).message, 'set arbiterUrl (or tailnetDomain) in the agent config, or make `tailscale status` work')];
   }
+}
 
-  // 3. Files.
-  out.push(await checkStateDir(c));
-  out.push(await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line it prints on this host (or hq-arbiter token issue ${c.hostName} --scope member --config /etc/hq/arbiter.json into ${c.tokenFile}, mode 0600)`));
-  if (net.peers.size === 0) out.push(skip('peer-token', 'no peers configured'));
-  else out.push(await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`));
+/** The member token file, and the peer token's when the host has peers. */
+async function checkTokens({ c, net }: DoctorRun): Promise<DoctorCheck[]> {
+  return [
+    await checkTokenFile('token', c.tokenFile, `on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line it prints on this host (or hq-arbiter token issue ${c.hostName} --scope member --config /etc/hq/arbiter.json into ${c.tokenFile}, mode 0600)`),
+    net.peers.size === 0
+      ? skip('peer-token', 'no peers configured')
+      : await checkTokenFile('peer-token', c.peerTokenFile, `write the fleet's shared peer secret to ${c.peerTokenFile} (the same on every candidate); chmod 600 ${c.peerTokenFile}`),
+  ];
+}
 
-  // 4. The arbiter: health, the token, the clock offset.
-  /** "… runs hq 0.1 (protocol 1); upgrade it" for each host behind this release (step 5b). */
-  const behind: string[] = [];
-  if (url === null) {
-    out.push(skip('arbiter', 'no arbiter URL'));
-    out.push(skip('clock', 'no arbiter URL'));
-  } else {
-    const timeoutSeconds = c.requestTimeoutSeconds;
-    const health = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds });
-    const hb = fieldsOf(health.kind === 'answer' ? health.body : null);
-    if (health.kind !== 'answer' || health.status !== 200 || hb.role !== 'arbiter') {
-      out.push(fail('arbiter', `${url}/v1/health: ${health.kind === 'answer' && health.status === 200 ? 'answered, but not as an arbiter' : answerLine(health)}`, `check that hq-arbiter runs on ${c.arbiter} and that ${url} is reachable from here (tailscale ping ${c.arbiter})`));
-      out.push(skip('clock', 'the arbiter is unreachable'));
-    } else {
-      const token = await readToken(c.tokenFile);
-      const t0 = now();
-      const lease = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/lease'), token: token.ok ? token.token : null, timeoutSeconds });
-      const t1 = now();
-      if (lease.kind === 'answer' && lease.status === 401) {
-        out.push(fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: join again (on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line here with --force)`));
-        out.push(skip('clock', 'the lease could not be read'));
-      } else if (lease.kind !== 'answer' || lease.status !== 200) {
-        out.push(fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`));
-        out.push(skip('clock', 'the lease could not be read'));
-      } else {
-        const rec = fieldsOf(lease.body);
-        const note = upgradeNote(`${String(hb.host)} (the arbiter)`, health.protocol ?? PROTOCOL_UNSTATED, typeof hb.version === 'string' ? hb.version : null);
-        if (note !== null) behind.push(note);
-        out.push(pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`));
-        const space = etcdSpaceCheck(hb.arbiters);
-        if (space !== null) out.push(space);
-        const arbiterNow = rec.now;
-        if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) out.push(fail('clock', 'the record has no "now"', 'upgrade hq-arbiter'));
-        else {
-          const offset = arbiterNow - (t0 + t1) / 2;
-          const uncertainty = (t1 - t0) / 2;
-          const line = `this host's clock is ${secs(Math.abs(offset))} ${offset >= 0 ? 'behind' : 'ahead of'} the arbiter's (± ${secs(uncertainty)})`;
-          if (Math.abs(offset) - uncertainty > maxOffset) {
-            out.push(fail('clock', `${line}, more than ${maxOffset} s`, 'enable time sync on both hosts (timedatectl set-ntp true / chrony; macOS: System Settings → Date & Time → set automatically)'));
-          } else out.push(pass('clock', line));
-        }
+/** The arbiter: health, the token, etcd's space, the clock offset. */
+async function checkArbiter(r: DoctorRun): Promise<DoctorCheck[]> {
+  const { c, url } = r;
+  if (url === null) return [skip('arbiter', 'no arbiter URL'), skip('clock', 'no arbiter URL')];
+  const timeoutSeconds = c.requestTimeoutSeconds;
+  const health = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds });
+  const hb = fieldsOf(health.kind === 'answer' ? health.body : null);
+  if (health.kind !== 'answer' || health.status !== 200 || hb.role !== 'arbiter') {
+    return [
+      fail('arbiter', `${url}/v1/health: ${health.kind === 'answer' && health.status === 200 ? 'answered, but not as an arbiter' : answerLine(health)}`, `check that hq-arbiter runs on ${c.arbiter} and that ${url} is reachable from here (tailscale ping ${c.arbiter})`),
+      skip('clock', 'the arbiter is unreachable'),
+    ];
+  }
+  const token = await readToken(c.tokenFile);
+  const t0 = r.now();
+  const lease = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/lease'), token: token.ok ? token.token : null, timeoutSeconds });
+  const t1 = r.now();
+  if (lease.kind === 'answer' && lease.status === 401) {
+    return [
+      fail('arbiter', `${url} refuses this host's token (${answerLine(lease)})`, `the token was revoked or belongs to another arbiter: join again (on the arbiter: hq-arbiter join ${c.hostName} --config /etc/hq/arbiter.json, then the hq join line here with --force)`),
+      skip('clock', 'the lease could not be read'),
+    ];
+  }
+  if (lease.kind !== 'answer' || lease.status !== 200) {
+    return [fail('arbiter', `${url}/v1/lease: ${answerLine(lease)}`, `check the arbiter's log (journalctl -u hq-arbiter)`), skip('clock', 'the lease could not be read')];
+  }
+  const rec = fieldsOf(lease.body);
+  const note = upgradeNote(`${String(hb.host)} (the arbiter)`, health.protocol ?? PROTOCOL_UNSTATED, typeof hb.version === 'string' ? hb.version : null);
+  if (note !== null) r.behind.push(note);
+  const out = [pass('arbiter', `${url} is ${String(hb.host)} ${String(hb.version)}; holder ${typeof rec.holder === 'string' ? rec.holder : 'none'}, generation ${String(rec.generation ?? '?')}${token.ok ? ', token accepted' : ''}${electedLine(hb.arbiters)}`)];
+  const space = etcdSpaceCheck(hb.arbiters);
+  if (space !== null) out.push(space);
+  out.push(clockCheck(rec.now, t0, t1, r.maxOffset));
+  return out;
+}
+
+/** The offset between the arbiter's `now` and this host's clock at the midpoint of the request [t0, t1]. */
+function clockCheck(arbiterNow: unknown, t0: number, t1: number, maxOffset: number): DoctorCheck {
+  if (typeof arbiterNow !== 'number' || !Number.isFinite(arbiterNow)) return fail('clock', 'the record has no "now"', 'upgrade hq-arbiter');
+  const offset = arbiterNow - (t0 + t1) / 2;
+  const uncertainty = (t1 - t0) / 2;
+  const line = `this host's clock is ${secs(Math.abs(offset))} ${offset >= 0 ? 'behind' : 'ahead of'} the arbiter's (± ${secs(uncertainty)})`;
+  if (Math.abs(offset) - uncertainty > maxOffset) {
+    return fail('clock', `${line}, more than ${maxOffset} s`, 'enable time sync on both hosts (timedatectl set-ntp true / chrony; macOS: System Settings → Date & Time → set automatically)');
+  }
+  return pass('clock', line);
+}
+
+/**
+ * The timing across the sides (S6): the arbiter checks this host's reported cadence against its
+ * lease timing on every heartbeat; doctor shows what it found and the failover it implies, and
+ * the last generation the arbiter refused. Each host's version as its last heartbeat said it.
+ */
+async function checkTiming(r: DoctorRun): Promise<DoctorCheck[]> {
+  const { c, url } = r;
+  if (url === null) return [skip('timing', 'no arbiter URL')];
+  const token = await readToken(c.tokenFile);
+  const st = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/status'), token: token.ok ? token.token : null, timeoutSeconds: c.requestTimeoutSeconds });
+  const b = st.kind === 'answer' && st.status === 200 ? fieldsOf(st.body) : null;
+  if (b === null) return [skip('timing', `${url}/v1/status: ${answerLine(st)}`)];
+  // Protocol 2: each host's version as its last heartbeat said it (an arbiter of protocol 1 has no such field).
+  for (const h of Array.isArray(b.hosts) ? b.hosts : []) {
+    const { upgrade: u, host } = fieldsOf(h);
+    if (typeof u === 'string' && !r.behind.some((n) => n.startsWith(`${String(host)} `))) r.behind.push(u);
+  }
+  const problems = (Array.isArray(b.timingProblems) ? b.timingProblems : [])
+    .map((p) => fieldsOf(p))
+    .filter((p) => typeof p.message === 'string');
+  const mine = problems.filter((p) => p.host === c.hostName).map((p) => String(p.message));
+  const others = problems.filter((p) => p.host !== c.hostName).map((p) => String(p.message));
+  const failover = stringField(b.failover, 'text') ?? 'unknown';
+  const out: DoctorCheck[] = [];
+  if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
+  else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
+  else out.push(pass('timing', `the arbiter reports no timing problem; failover ${failover}`));
+  // The last report or grant the generation bounds refused since the arbiter started.
+  const refusal = b.generationRefusal;
+  const g = fieldsOf(refusal);
+  if (refusal !== undefined && refusal !== null && typeof g.message === 'string') {
+    const fix =
+      g.kind === 'ceiling'
+        ? 'the floor came from an accepted report: read the generation-refused and generation-accepted events (hq events)'
+        : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept ${String(g.generation)}; else find what sends it`;
+    out.push(fail('generation', g.message, fix));
+  } else if (refusal === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
+  return out;
+}
+
+/** Every peer's health, then the confirmation path itself with this host's peer token. */
+async function checkPeers(r: DoctorRun): Promise<DoctorCheck[]> {
+  const { c, net } = r;
+  if (net.peers.size === 0) return [skip('peers', 'no peers configured (set peers or tailnetDomain)')];
+  const down: string[] = [];
+  const up: string[] = [];
+  await Promise.all(
+    [...net.peers].map(async ([host, base]) => {
+      const a = await requestJson({ method: 'GET', url: joinUrl(base, '/v1/health'), timeoutSeconds: c.requestTimeoutSeconds });
+      if (a.kind === 'answer' && a.status === 200) {
+        up.push(host);
+        const note = upgradeNote(host, a.protocol ?? PROTOCOL_UNSTATED, stringField(a.body, 'version'));
+        if (note !== null && !r.behind.some((n) => n.startsWith(`${host} `))) r.behind.push(note);
       }
-    }
-  }
-
-  // 4b. The timing across the sides (S6): the arbiter checks this host's reported cadence against
-  // its lease timing on every heartbeat; doctor shows what it found and the failover it implies.
-  if (url === null) out.push(skip('timing', 'no arbiter URL'));
+      else down.push(`${host} (${base}: ${answerLine(a)})`);
+    }),
+  );
+  if (down.length > 0) return [fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`)];
+  // Health is not the path an arbiter outage needs: probe the confirmation itself, with this host's peer token.
+  const pt = await readToken(c.peerTokenFile);
+  const broken: string[] = [];
+  if (!pt.ok) broken.push(`this host's peer token: ${pt.problem}`);
   else {
-    const token = await readToken(c.tokenFile);
-    const st = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/status'), token: token.ok ? token.token : null, timeoutSeconds: c.requestTimeoutSeconds });
-    const b = st.kind === 'answer' && st.status === 200 ? fieldsOf(st.body) : null;
-    if (b === null) out.push(skip('timing', `${url}/v1/status: ${answerLine(st)}`));
-    else {
-      // Protocol 2: each host's version as its last heartbeat said it (an arbiter of protocol 1 has no such field).
-      for (const h of Array.isArray(b.hosts) ? b.hosts : []) {
-        const { upgrade: u, host } = fieldsOf(h);
-        if (typeof u === 'string' && !behind.some((n) => n.startsWith(`${String(host)} `))) behind.push(u);
-      }
-      const problems = (Array.isArray(b.timingProblems) ? b.timingProblems : [])
-        .map((p) => fieldsOf(p))
-        .filter((p) => typeof p.message === 'string');
-      const mine = problems.filter((p) => p.host === c.hostName).map((p) => String(p.message));
-      const others = problems.filter((p) => p.host !== c.hostName).map((p) => String(p.message));
-      const failover = stringField(b.failover, 'text') ?? 'unknown';
-      if (mine.length > 0) out.push(fail('timing', mine.join('; '), `change this host's key named above in ${c.file ?? 'the agent config'}, or the arbiter's key on ${c.arbiter}`));
-      else if (others.length > 0) out.push(fail('timing', `another host: ${others.join('; ')}`, 'run hq doctor on that host'));
-      else out.push(pass('timing', `the arbiter reports no timing problem; failover ${failover}`));
-      // The last report or grant the generation bounds refused since the arbiter started.
-      const refusal = b.generationRefusal;
-      const g = fieldsOf(refusal);
-      if (refusal !== undefined && refusal !== null && typeof g.message === 'string') {
-        const fix =
-          g.kind === 'ceiling'
-            ? 'the floor came from an accepted report: read the generation-refused and generation-accepted events (hq events)'
-            : `if ${String(g.host ?? 'that host')} really saw generation ${String(g.generation)} (a restored or lost arbiter database), accept it: hq lease accept ${String(g.generation)}; else find what sends it`;
-        out.push(fail('generation', g.message, fix));
-      } else if (refusal === null) out.push(pass('generation', 'the arbiter refused no reported generation since it started'));
-    }
-  }
-
-  // 5. Peers.
-  if (net.peers.size === 0) out.push(skip('peers', 'no peers configured (set peers or tailnetDomain)'));
-  else {
-    const down: string[] = [];
-    const up: string[] = [];
     await Promise.all(
       [...net.peers].map(async ([host, base]) => {
-        const r = await requestJson({ method: 'GET', url: joinUrl(base, '/v1/health'), timeoutSeconds: c.requestTimeoutSeconds });
-        if (r.kind === 'answer' && r.status === 200) {
-          up.push(host);
-          const note = upgradeNote(host, r.protocol ?? PROTOCOL_UNSTATED, stringField(r.body, 'version'));
-          if (note !== null && !behind.some((n) => n.startsWith(`${host} `))) behind.push(note);
-        }
-        else down.push(`${host} (${base}: ${answerLine(r)})`);
+        const a = await requestJson({ method: 'POST', url: joinUrl(base, '/v1/peer/confirm'), body: { host: c.hostName, generation: 1, probe: true }, token: pt.token, timeoutSeconds: c.requestTimeoutSeconds });
+        const problem = peerPathProblem(base, a);
+        if (problem !== null) broken.push(`${host}: ${problem}`);
       }),
     );
-    if (down.length > 0) out.push(fail('peers', `not answering: ${down.sort().join('; ')}`, `check that hq-agent runs on each of them and that port ${c.listen.port} is reachable over the tailnet (hq doctor there)`));
-    else {
-      // Health is not the path an arbiter outage needs: probe the confirmation itself, with this host's peer token.
-      const pt = await readToken(c.peerTokenFile);
-      const broken: string[] = [];
-      if (!pt.ok) broken.push(`this host's peer token: ${pt.problem}`);
-      else {
-        await Promise.all(
-          [...net.peers].map(async ([host, base]) => {
-            const r = await requestJson({ method: 'POST', url: joinUrl(base, '/v1/peer/confirm'), body: { host: c.hostName, generation: 1, probe: true }, token: pt.token, timeoutSeconds: c.requestTimeoutSeconds });
-            const problem = peerPathProblem(base, r);
-            if (problem !== null) broken.push(`${host}: ${problem}`);
-          }),
-        );
-      }
-      if (broken.length === 0) out.push(pass('peers', `${up.sort().join(', ')} answer /v1/health and accept this host's peer token (confirmation probe)`));
-      else out.push(fail('peers', `the confirmation path is broken — ${broken.sort().join('; ')}`, 'in an arbiter outage the holder would stop for want of a confirmation: make the peer-token files the same bytes on every candidate (0600), then hq doctor again'));
-    }
   }
+  if (broken.length === 0) return [pass('peers', `${up.sort().join(', ')} answer /v1/health and accept this host's peer token (confirmation probe)`)];
+  return [fail('peers', `the confirmation path is broken — ${broken.sort().join('; ')}`, 'in an arbiter outage the holder would stop for want of a confirmation: make the peer-token files the same bytes on every candidate (0600), then hq doctor again')];
+}
 
-  // 5b. Versions (docs/PROTOCOL.md "Versions"): every host behind this release, one line each.
+/** Versions (docs/PROTOCOL.md "Versions"): every host behind this release, one line each. */
+async function checkVersions({ c, behind }: DoctorRun): Promise<DoctorCheck[]> {
   const local = await callAgent(c.socketPath, 'GET', '/v1/seen', c.requestTimeoutSeconds);
   if (local.kind === 'answer' && (local.protocol ?? PROTOCOL_UNSTATED) < PROTOCOL_VERSION) {
     behind.unshift(`the hq-agent daemon on this host speaks protocol ${local.protocol ?? PROTOCOL_UNSTATED} (an older hq still running); restart it`);
   }
-  if (behind.length > 0) out.push(fail('versions', behind.join('; '), 'upgrade one host at a time: the arbiter, then the standby, then the holder after a handover (deploy/README.md "Upgrading")'));
-  else out.push(pass('versions', `every host heard from speaks hq protocol ${PROTOCOL_VERSION}`));
+  if (behind.length > 0) return [fail('versions', behind.join('; '), 'upgrade one host at a time: the arbiter, then the standby, then the holder after a handover (deploy/README.md "Upgrading")')];
+  return [pass('versions', `every host heard from speaks hq protocol ${PROTOCOL_VERSION}`)];
+}
 
-  // 6. tailscale.
-  if (c.tailscaleBin === '') out.push(skip('tailscale', 'tailscaleBin is "" (health probes alone decide)'));
-  else {
-    const r = await runFile(c.tailscaleBin, ['status', '--json'], { timeoutMs: Math.max(1000, c.probeTimeoutSeconds * 1000) });
-    let state: unknown = null;
-    try {
-      state = fieldsOf(JSON.parse(r.stdout)).BackendState;
-    } catch {
-      state = null;
-    }
-    if (r.code === 'ENOENT') out.push(fail('tailscale', `${c.tailscaleBin} is not installed or not on PATH`, 'install tailscale, set tailscaleBin to its absolute path, or set tailscaleBin to "" to probe by health URL only'));
-    else if (state === 'Running') out.push(pass('tailscale', `${c.tailscaleBin} status: Running`));
-    else out.push(fail('tailscale', `${c.tailscaleBin} status: ${typeof state === 'string' ? state : r.problem ?? 'no BackendState'}`, 'run `tailscale up` (and check `tailscale status`)'));
+/** `tailscale status --json` runs and says Running (skipped when tailscaleBin is ""). */
+async function checkTailscale({ c }: DoctorRun): Promise<DoctorCheck[]> {
+  if (c.tailscaleBin === '') return [skip('tailscale', 'tailscaleBin is "" (health probes alone decide)')];
+  const r = await runFile(c.tailscaleBin, ['status', '--json'], { timeoutMs: Math.max(1000, c.probeTimeoutSeconds * 1000) });
+  let state: unknown = null;
+  try {
+    state = fieldsOf(JSON.parse(r.stdout)).BackendState;
+  } catch {
+    state = null;
   }
+  if (r.code === 'ENOENT') return [fail('tailscale', `${c.tailscaleBin} is not installed or not on PATH`, 'install tailscale, set tailscaleBin to its absolute path, or set tailscaleBin to "" to probe by health URL only')];
+  if (state === 'Running') return [pass('tailscale', `${c.tailscaleBin} status: Running`)];
+  return [fail('tailscale', `${c.tailscaleBin} status: ${typeof state === 'string' ? state : r.problem ?? 'no BackendState'}`, 'run `tailscale up` (and check `tailscale status`)')];
+}
 
-  // 7. The agent's socket.
+/** The agent answers GET /v1/status on its socket. */
+async function checkSocket(r: DoctorRun): Promise<DoctorCheck[]> {
+  const { c } = r;
   const s: LocalResult = await callAgent(c.socketPath, 'GET', '/v1/status', c.requestTimeoutSeconds);
   if (s.kind === 'answer' && s.status === 200) {
+    r.agentRuns = true;
     const b = fieldsOf(s.body);
     const st = await lstat(c.socketPath).catch(() => null);
     const m = st === null ? '' : `, mode ${mode(st.mode)}`;
-    out.push(pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b.holder === 'string' ? b.holder : 'none'}, generation ${String(b.generation ?? '?')})`));
-  } else {
-    const why = s.kind === 'unreachable' ? s.problem : `HTTP ${s.status}`;
-    out.push(fail('socket', `the agent does not answer on ${c.socketPath} (${why})`, platform === 'darwin' ? 'start it: launchctl kickstart -k gui/$(id -u)/com.hq.agent' : 'start it: systemctl start hq-agent (journalctl -u hq-agent for why it stopped)'));
+    return [pass('socket', `the agent answers on ${c.socketPath}${m} (holder ${typeof b.holder === 'string' ? b.holder : 'none'}, generation ${String(b.generation ?? '?')})`)];
   }
-
-  // 8. The service unit.
-  out.push(await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform, s.kind === 'answer' && s.status === 200));
-  return out;
+  const why = s.kind === 'unreachable' ? s.problem : `HTTP ${s.status}`;
+  return [fail('socket', `the agent does not answer on ${c.socketPath} (${why})`, r.platform === 'darwin' ? 'start it: launchctl kickstart -k gui/$(id -u)/com.hq.agent' : 'start it: systemctl start hq-agent (journalctl -u hq-agent for why it stopped)')];
 }
 
 async function checkUnit(paths: readonly string[], platform: NodeJS.Platform, agentRuns = false): Promise<DoctorCheck> {
