@@ -30,7 +30,7 @@ import { pushSurvival, type SurvivalResult } from '../replication/survival.js';
 import type { S3SurvivalResult } from '../replication/survival-s3.js';
 import { readLatest } from '@hq/runtime/generations';
 import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
-import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
+import { buildSnapshot, SnapshotError, type SnapshotResult } from '../replication/snapshot.js';
 import { didYouMean } from '@hq/lease-core/suggest';
 import { STANDBY_SPECS } from './standby-specs.js';
 import { formatVerification, verifyTier } from '../replication/verify.js';
@@ -165,7 +165,7 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
   const now = ctx.now ?? wallClockMs.now;
   const started = now();
   const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
-  let snap;
+  let snap: SnapshotResult;
   try {
     snap = await buildSnapshot({ cfg, tier, host: l.agent.hostName, lease, ...(ctx.now === undefined ? {} : { now: ctx.now }) });
   } catch (err) {
@@ -175,57 +175,14 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
   if (snap.hostLocalStripped.length > 0) {
     await report(l.agent.socketPath, 'config-host-local-stripped', { tier, generation: snap.manifest.generation, keys: snap.hostLocalStripped.join(',') });
   }
-  const pushed: { host: string; result: PushResult }[] = [];
-  if (!flagBool(p, 'no-push')) {
-    let peers = l.agent.peers;
-    if (peers.size === 0) peers = await resolveNetwork(l.agent).then((c) => c.peers, () => peers);
-    const targets = cfg.pushTo ?? [...peers.keys()];
-    if (targets.length === 0) throw new CliError(1, `standby ${tier} ${snap.manifest.generation}: built, but no standby to push to (replication.pushTo, peers)`);
-    const token = await readToken(l.agent.peerTokenFile);
-    if (!token.ok) throw new CliError(2, `${token.problem} (the peer token, peerTokenFile)`);
-    for (const host of targets) {
-      const url = peers.get(host);
-      if (url === undefined) {
-        pushed.push({ host, result: { ok: false, kind: 'unreachable', error: null, message: `no peer URL for ${host}`, status: null, sentBytes: 0 } });
-        continue;
-      }
-      const result = await pushGeneration({ dir: snap.dir, baseUrl: url, token: token.token, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), chunkBytes: cfg.chunkBytes });
-      pushed.push({ host, result });
-    }
-  }
-  let survival: SurvivalResult | null = null;
-  let survivalS3: S3SurvivalResult | null = null;
+  const pushed = flagBool(p, 'no-push') ? [] : await pushToStandbys(l, cfg, tier, snap);
   // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with,
   // and no host is yet the one whose copies count: the bucket waits for the lease too.
-  const survivalSkipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
-  if (flagBool(p, 'survival') && !survivalSkipped) {
-    const subset = new Set(snap.survival);
-    const entries = snap.manifest.entries.filter((e) => subset.has(e.path));
-    try {
-      const c = await resolveNetwork(l.agent);
-      const tok = await readToken(c.tokenFile);
-      survival = tok.ok
-        ? await pushSurvival({ dir: snap.dir, manifest: snap.manifest, entries, arbiterUrl: c.arbiterUrl, token: tok.token, timeoutSeconds: Math.max(30, c.requestTimeoutSeconds) })
-        : { ok: false, status: null, error: null, message: `${tok.problem} (the member token, tokenFile)` };
-    } catch (err) {
-      survival = { ok: false, status: null, error: null, message: (err as Error).message };
-    }
-    // The bucket whatever the arbiter answered: it is there for when the arbiter's machine is lost.
-    if (cfg.survivalS3 !== null) {
-      const { pushSurvivalS3 } = await import('../replication/survival-s3.js');
-      survivalS3 = await pushSurvivalS3({
-        dir: snap.dir,
-        manifest: snap.manifest,
-        entries,
-        target: cfg.survivalS3,
-        secretPatterns: cfg.secretPatterns,
-        timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds),
-        env: ctx.env ?? process.env,
-      });
-    }
-  }
+  const skipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
+  const copies: SurvivalCopies = flagBool(p, 'survival') && !skipped ? await survivalCopies(ctx, l, cfg, snap) : { survival: null, survivalS3: null, skipped };
   const seconds = Math.round((now() - started) / 100) / 10;
   const m = snap.manifest;
+  const { survival, survivalS3 } = copies;
   const summary = {
     generation: m.generation,
     tier,
@@ -244,31 +201,8 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     ),
     seconds,
   };
-  const pushText =
-    pushed.length === 0
-      ? '-'
-      : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
-  const s3Text =
-    survivalS3 === null
-      ? ''
-      : survivalS3.ok
-        ? `, s3 ok (${survivalS3.files} files${survivalS3.pruned.length === 0 ? '' : `, ${survivalS3.pruned.length} pruned`})`
-        : `, s3 failed: ${survivalS3.message}`;
-  const survivalText = survivalSkipped
-    ? 'skipped (no lease yet)'
-    : survival === null
-      ? '-'
-      : `${survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`}${s3Text}`;
-  line(
-    ctx,
-    json,
-    summary,
-    `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · survival ${survivalText} · ${seconds}s`,
-  );
-  let code = 0;
-  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) code = 1;
-  else if ((survival !== null && !survival.ok && survival.status !== null) || (survivalS3 !== null && !survivalS3.ok && survivalS3.kind === 'refused')) code = 1;
-  else if (pushed.some((x) => !x.result.ok) || [survival, survivalS3].some((s) => s !== null && !s.ok)) code = 3;
+  line(ctx, json, summary, `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText(pushed)} · survival ${survivalText(copies)} · ${seconds}s`);
+  const code = snapshotExitCode(pushed, copies);
   await report(l.agent.socketPath, 'generation', {
     tier,
     generation: m.generation,
@@ -279,12 +213,96 @@ async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationCo
     holder: m.holder,
     pushedTo: pushed.filter((x) => x.result.ok).map((x) => x.host).join(','),
     pushFailed: pushed.filter((x) => !x.result.ok).map((x) => x.host).join(','),
-    survival: survivalSkipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
-    survivalS3: survivalSkipped ? 'skipped' : survivalS3 === null ? 'off' : survivalS3.ok ? 'ok' : 'failed',
+    survival: copies.skipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
+    survivalS3: copies.skipped ? 'skipped' : survivalS3 === null ? 'off' : survivalS3.ok ? 'ok' : 'failed',
     seconds,
     exitCode: code,
   });
   return code;
+}
+
+type Pushed = { host: string; result: PushResult }[];
+
+/** The generation pushed to each standby (replication.pushTo, else every peer), one after the other. */
+async function pushToStandbys(l: Loaded, cfg: ReplicationConfig, tier: Tier, snap: SnapshotResult): Promise<Pushed> {
+  const pushed: Pushed = [];
+  let peers = l.agent.peers;
+  if (peers.size === 0) peers = await resolveNetwork(l.agent).then((c) => c.peers, () => peers);
+  const targets = cfg.pushTo ?? [...peers.keys()];
+  if (targets.length === 0) throw new CliError(1, `standby ${tier} ${snap.manifest.generation}: built, but no standby to push to (replication.pushTo, peers)`);
+  const token = await readToken(l.agent.peerTokenFile);
+  if (!token.ok) throw new CliError(2, `${token.problem} (the peer token, peerTokenFile)`);
+  for (const host of targets) {
+    const url = peers.get(host);
+    if (url === undefined) {
+      pushed.push({ host, result: { ok: false, kind: 'unreachable', error: null, message: `no peer URL for ${host}`, status: null, sentBytes: 0 } });
+      continue;
+    }
+    const result = await pushGeneration({ dir: snap.dir, baseUrl: url, token: token.token, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), chunkBytes: cfg.chunkBytes });
+    pushed.push({ host, result });
+  }
+  return pushed;
+}
+
+interface SurvivalCopies {
+  readonly survival: SurvivalResult | null;
+  readonly survivalS3: S3SurvivalResult | null;
+  /** Asked for, but skipped: no lease yet. */
+  readonly skipped: boolean;
+}
+
+/** The survival subset copied to the arbiter, and to the bucket when one is configured. */
+async function survivalCopies(ctx: Io, l: Loaded, cfg: ReplicationConfig, snap: SnapshotResult): Promise<SurvivalCopies> {
+  const subset = new Set(snap.survival);
+  const entries = snap.manifest.entries.filter((e) => subset.has(e.path));
+  let survival: SurvivalResult;
+  try {
+    const c = await resolveNetwork(l.agent);
+    const tok = await readToken(c.tokenFile);
+    survival = tok.ok
+      ? await pushSurvival({ dir: snap.dir, manifest: snap.manifest, entries, arbiterUrl: c.arbiterUrl, token: tok.token, timeoutSeconds: Math.max(30, c.requestTimeoutSeconds) })
+      : { ok: false, status: null, error: null, message: `${tok.problem} (the member token, tokenFile)` };
+  } catch (err) {
+    survival = { ok: false, status: null, error: null, message: (err as Error).message };
+  }
+  // The bucket whatever the arbiter answered: it is there for when the arbiter's machine is lost.
+  if (cfg.survivalS3 === null) return { survival, survivalS3: null, skipped: false };
+  const { pushSurvivalS3 } = await import('../replication/survival-s3.js');
+  const survivalS3 = await pushSurvivalS3({
+    dir: snap.dir,
+    manifest: snap.manifest,
+    entries,
+    target: cfg.survivalS3,
+    secretPatterns: cfg.secretPatterns,
+    timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds),
+    env: ctx.env ?? process.env,
+  });
+  return { survival, survivalS3, skipped: false };
+}
+
+function pushText(pushed: Pushed): string {
+  if (pushed.length === 0) return '-';
+  return pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
+}
+
+function survivalText({ survival, survivalS3, skipped }: SurvivalCopies): string {
+  const s3Text =
+    survivalS3 === null
+      ? ''
+      : survivalS3.ok
+        ? `, s3 ok (${survivalS3.files} files${survivalS3.pruned.length === 0 ? '' : `, ${survivalS3.pruned.length} pruned`})`
+        : `, s3 failed: ${survivalS3.message}`;
+  if (skipped) return 'skipped (no lease yet)';
+  if (survival === null) return '-';
+  return `${survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`}${s3Text}`;
+}
+
+/** 1 when a standby or a survival copy refused, 3 when one was unreachable, else 0. */
+function snapshotExitCode(pushed: Pushed, { survival, survivalS3 }: SurvivalCopies): number {
+  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) return 1;
+  if ((survival !== null && !survival.ok && survival.status !== null) || (survivalS3 !== null && !survivalS3.ok && survivalS3.kind === 'refused')) return 1;
+  if (pushed.some((x) => !x.result.ok) || [survival, survivalS3].some((s) => s !== null && !s.ok)) return 3;
+  return 0;
 }
 
 /** `verify --s3`: reads the bucket's newest survival copy of each tier back. */
