@@ -242,14 +242,8 @@ const show = (p: string): string => {
   return p === home || p.startsWith(`${home}/`) ? `~${p.slice(home.length)}` : p;
 };
 
-export async function importElanous(p: Parsed): Promise<number> {
-  const json = flagBool(p, 'json');
-  const dryRun = flagBool(p, 'dry-run');
-  const force = flagBool(p, 'force');
-  const home = resolve(expandHome(flagString(p, 'old-home') ?? '~'));
-  const hqDir = join(home, '.elanous-hq');
-  const oldDir = join(home, '.elanous');
-  // 1. Every old file, parsed before anything is written.
+/** The old files (config.json, the host file, the seen generation, local.json), each parsed; at least one must be there, and the host names must agree. */
+async function readOldFiles(home: string, hqDir: string, oldDir: string) {
   const cfg = await oldFile(join(oldDir, 'config.json'), parseOldConfig);
   const hq = cfg?.hq ?? {};
   const seenFile = typeof hq['seenGenerationFile'] === 'string' ? resolve(home, (hq['seenGenerationFile'] as string).replace(/^~(?=$|\/)/, home)) : join(hqDir, 'seen-generation');
@@ -263,9 +257,11 @@ export async function importElanous(p: Parsed): Promise<number> {
   if (host !== null && hostName !== null && host !== hostName) {
     throw new CliError(1, `the host file names ${host} but hq.hostName in config.json names ${hostName}: make them agree; nothing changed`);
   }
-  const cron = await crontabText(flagString(p, 'crontab'));
-  const lines = crontabReplacements(cron.text);
-  // 2. The agent's config: its own keys only.
+  return { cfg, hq, host, seen, local, hostName };
+}
+
+/** The agent's config from the old hq block: its own keys, the roles (defaults, elanous's, the crontab's) and replication of the old state folder. */
+function agentConfigOf(hq: { readonly [k: string]: unknown }, lines: ReturnType<typeof crontabReplacements>, oldDir: string): { [k: string]: unknown } {
   const roles = [...DEFAULT_ROLES];
   for (const r of [...ELANOUS_ROLES, ...lines.flatMap((l) => (l.role === undefined ? [] : [l.role]))]) {
     if (!roles.includes(r) && new RegExp(ROLE_SCHEMA_PATTERN).test(r)) roles.push(r);
@@ -275,6 +271,22 @@ export async function importElanous(p: Parsed): Promise<number> {
   agent['roles'] = roles;
   // Absolute: the agent may run as another user, whose ~ is elsewhere.
   agent['replication'] = { stateDir: oldDir, plan: ELANOUS_PLAN, pollersOff: [...ELANOUS_POLLERS] };
+  return agent;
+}
+
+export async function importElanous(p: Parsed): Promise<number> {
+  const json = flagBool(p, 'json');
+  const dryRun = flagBool(p, 'dry-run');
+  const force = flagBool(p, 'force');
+  const home = resolve(expandHome(flagString(p, 'old-home') ?? '~'));
+  const hqDir = join(home, '.elanous-hq');
+  const oldDir = join(home, '.elanous');
+  // 1. Every old file, parsed before anything is written.
+  const { cfg, hq, host, seen, local, hostName } = await readOldFiles(home, hqDir, oldDir);
+  const cron = await crontabText(flagString(p, 'crontab'));
+  const lines = crontabReplacements(cron.text);
+  // 2. The agent's config: its own keys only.
+  const agent = agentConfigOf(hq, lines, oldDir);
   const fromEnv = process.env[AGENT_CONFIG.envVar];
   const target = resolve(expandHome(flagString(p, 'config') ?? (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv)));
   const stateDir = resolve(expandHome('~/.hq'));
