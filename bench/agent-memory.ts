@@ -243,7 +243,7 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
       f1(r.anon - Object.values(r.spaces).reduce((a, b) => a + b, 0)),
     ];
     const text = table(
-      ['`hq-agent` (defaults, ' + reason + ')', 'VmRSS MiB', 'anonymous', 'file-backed', 'V8 heap used', 'new space', 'old space', 'code + large objects', 'anonymous outside the V8 heap'],
+      [`\`hq-agent\` (defaults, ${reason})`, 'VmRSS MiB', 'anonymous', 'file-backed', 'V8 heap used', 'new space', 'old space', 'code + large objects', 'anonymous outside the V8 heap'],
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       [row(`idle ${IDLE_SECONDS} s after the acquire`, idle), row('5 s after one `GET /metrics`', scraped)],
     );

@@ -97,7 +97,7 @@ interface Timed {
 function timeInterleaved(cmds: readonly { name: string; cmd: string; args: readonly string[]; expect: number }[]): Timed[] {
   for (const c of cmds) for (let i = 0; i < WARMUP; i++) timeRun(c.cmd, c.args, c.expect);
   const out = cmds.map((c) => ({ name: c.name, times: [] as number[] }));
-  for (let i = 0; i < RUNS; i++) cmds.forEach((c, k) => out[k]!.times.push(timeRun(c.cmd, c.args, c.expect)));
+  for (let i = 0; i < RUNS; i++) for (const [k, c] of cmds.entries()) out[k]!.times.push(timeRun(c.cmd, c.args, c.expect));
   for (const o of out) o.times.sort((a, b) => a - b);
   return out;
 }
@@ -190,7 +190,7 @@ http.get({ socketPath: process.argv[2], path: '/v1/fence?role=cron' }, (res) => 
       { name: 'bare `node` client (one `http.get`)', cmd: process.execPath, args: [bare, socketPath], expect: 0 },
       { name: '`curl --unix-socket`', cmd: 'curl', args: ['-sf', '--unix-socket', socketPath, 'http://localhost/v1/fence?role=cron'], expect: 0 },
     ]);
-    const [hq, node, curl] = checks as [Timed, Timed, Timed];
+    const [hq, node] = checks as [Timed, Timed, Timed];
     const ratio = median(hq.times) / median(node.times);
 
     // 3. hq fence run start-up

@@ -27,7 +27,7 @@ const member = cluster.members[0]!;
 const base = member.clientUrl;
 const store = (p: string) => ({ kind: 'etcd', endpoints: [base], prefix: p, advertiseUrl: 'http://127.0.0.1:1' });
 const [a, b] = await Promise.all([other.startArbiter({ build: false, nodeArgs: extraA, store: store('/a') }), mine.startArbiter({ build: false, nodeArgs: extraB, store: store('/b') })]);
-const sides = [{ name: `A ${aRoot}${extraA.length ? ' ' + extraA.join(' ') : ''}`, hq: a, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }, { name: `B this tree${extraB.length ? ' ' + extraB.join(' ') : ''}`, hq: b, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }];
+const sides = [{ name: `A ${aRoot}${extraA.length ? ` ${extraA.join(' ')}` : ''}`, hq: a, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }, { name: `B this tree${extraB.length ? ` ${extraB.join(' ')}` : ''}`, hq: b, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }];
 try {
   for (const s of sides) await load('warm', s.hq.base, mine.holderHeartbeat(s.hq), { seconds: 3, connections: 32 });
   const l0 = loadavg()[0]!;

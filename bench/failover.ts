@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { checkTiming, failover, type Timing } from '@hq/lease-core';
 import { callAgent } from '../apps/agent/src/cli/local.js';
-import { Cluster, type HostName } from '../test/system/harness.js';
+import type { Cluster, HostName } from '../test/system/harness.js';
 import { ROOT, machineLine, median, sleep, table, startHeldCluster, writeSection } from './lib.js';
 
 const ROUNDS = Number(process.env['BENCH_FAILOVER_ROUNDS'] ?? 5);

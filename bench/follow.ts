@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Cluster, HQ_CLI, type HostName } from '../test/system/harness.js';
+import { type Cluster, HQ_CLI, type HostName } from '../test/system/harness.js';
 import { machineLine, median, sleep, startHeldCluster, table, writeSection } from './lib.js';
 
 const ROUNDS = Number(process.env['BENCH_FOLLOW_ROUNDS'] ?? 3);

@@ -27,7 +27,7 @@ const settle = () => new Promise((r) => setTimeout(r, 200));
 /** A node:http server on a free loopback port answering `{}` (for the client actions). */
 async function server() {
   const http = await import('node:http');
-  const srv = http.createServer((req, res) => res.end('{}'));
+  const srv = http.createServer((_req, res) => res.end('{}'));
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${srv.address().port}/`, close: () => new Promise((r) => srv.close(r)) };
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Writes docs/REFERENCE.md: every `hq` command and flag (from the CLI's own command specs, the
+// Writes docs/REFERENCE.md: every `hq` and `hq-arbiter` command and flag (from the CLIs' command specs, the
 // same text `--help` prints), every config key of both daemons with its owner, default and
 // meaning (the key lists come from the TypeBox schemas the daemons validate with, so a key added
 // without a line here fails `test/deploy/reference.test.ts`), the endpoints, exit codes, metrics
@@ -12,6 +12,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (p) => import(join(root, p));
 
 const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
+const { COMMANDS: ARBITER_COMMANDS } = await dist('apps/arbiter/dist/commands.js');
 const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
 const { STANDBY_SPECS } = await dist('apps/agent/dist/cli/standby-specs.js');
 const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
@@ -29,7 +30,7 @@ export const KEYS = {
   safetyMarginSeconds: ['`30`', 'clock-rate allowance shaved off every validity and added to every lock-delay; ≥ 1 % of the TTL and < half of it; agents read it from the record'],
   checkCron: ['`*/10 * * * *`', 'node-cron schedule of checks (6 fields = seconds); any valid expression, its real largest gap is used'],
   heartbeatCron: ['`*/10 * * * *`', "the agent's heartbeat schedule; reported to the arbiter with every heartbeat"],
-  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats; must be shorter than the TTL (checked by the arbiter)'],
+  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats (every 2 s while it knows of no holder, so a standby learns of the first grant at once); must be shorter than the TTL (checked by the arbiter)'],
   requestTimeoutSeconds: ['`5`', 'an answer later than this is discarded, never acted on; declared in every request (the arbiter counts start-wait reports with it)'],
   probeTimeoutSeconds: ['5, or half the check / heartbeat interval when shorter', "each daemon's own probe timeout; must be shorter than its own check / heartbeat interval"],
   hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],
@@ -43,7 +44,7 @@ export const KEYS = {
   dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
   store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl, compactionIntervalSeconds: 300, quotaBackendBytes: 2147483648}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members). The elected arbiter compacts etcd\'s history every `compactionIntervalSeconds` to the revision it noted one interval earlier (kube-apiserver\'s default of 5 minutes; shorter: a watch slower than one interval reads again, a backup longer than one interval fails; 0: never, for a cluster that compacts itself); `quotaBackendBytes` is the members\' `--quota-backend-bytes`, the yardstick of the space warning (80 %) when the members do not report their own (etcd < 3.6)'],
   auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
-  hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence and timing problems'],
+  hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence, timing problems and a broken peer path'],
   portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],
   events: ['`{maxAgeDays: 90, maxCount: 100000}`', 'the bounded event history, swept at start and hourly'],
   stateDir: ['`~/.hq`', 'holds `local.json`, `seen-generation`, `host`, the tokens (dir 0700)'],
@@ -116,20 +117,8 @@ ${keyRows().join('\n')}
 
 ## \`hq-arbiter\`
 
-| command | does | exit |
-|---|---|---|
-| \`hq-arbiter [serve] [--config F] [--exit-with-parent]\` | the daemon; holds \`{dataDir}/arbiter.lock\` for its life | 2 config / lock held |
-| \`hq-arbiter init [--candidates NAME[=URL],…] [--arbiter N] [--listen H:P] [--data-dir D] [--tailnet-domain D] [--tailscale-bin P]\` | writes the config when none exists (never over one), then the data directory (0700) with the fleet's \`peer-token\` and \`identity.key\` (0600) | 0 / 2 |
-| \`hq-arbiter join HOST [--ttl T] [--url URL]\` | prints once \`hq join BUNDLE\` for candidate HOST: single use, expires after T (default 15m, at most 24h), pins this arbiter's identity; keeps only the sha256 of its secret in \`{dataDir}/joins\` | 0 / 2 |
-| \`hq-arbiter token issue MACHINE --scope member\\|admin\\|query [--keep-old]\` | prints a new 64-hex token once; replaces MACHINE's token of that scope unless \`--keep-old\`; member only for a candidate, admin/query only for another name | 0 / 2 |
-| \`hq-arbiter token revoke MACHINE [--id N]\` | revokes (from the next request on) | 0 / 2 |
-| \`hq-arbiter token list [--json]\` | tokens without secrets | 0 |
-| \`hq-arbiter check\` | one check against the database (for a system cron) | 0 / 1 / 2 |
-| \`hq-arbiter backup --to FILE\` | online backup of \`hq.db\` | 0 / 2 |
-| \`hq-arbiter migrate --from sqlite:PATH --to etcd:URL[,URL…] [--prefix P] [--json]\` | copy a SQLite installation's state into an empty etcd prefix | 0 / 1 prefix not empty / 2 |
-| \`hq-arbiter import elanous --lease FILE [--dry-run] [--json]\` | take over from elanous HQ on a new installation: the old record's generation becomes the floor; a live old holder keeps HQ at the next generation, which runs only after the old lease's validity (deploy/README.md, "Moving from elanous") | 0 / 1 refused (a malformed FILE, an installation that already granted, an old holder that is no candidate) / 2 |
-| \`--help\`, \`--version\` | everywhere | 0 |
-
+${ARBITER_COMMANDS.map((c) => commandSection(c.spec, 'hq-arbiter')).join('\n')}
+Every command takes \`--help\`; \`hq-arbiter --version\` prints hq's version (exit 0).
 \`token\`, \`check\` and \`backup\` where no config file is found (no \`--config\`, \`$HQ_ARBITER_CONFIG\`,
 \`~/.hq/arbiter.json\` or \`/etc/hq/arbiter.json\`) and no database exists under \`./var\` refuse (exit 2)
 rather than create one no daemon reads.
@@ -149,7 +138,7 @@ ${standby.map((s) => commandSection(s)).join('\n')}
 | code | meaning |
 |---|---|
 | 0 | ok; \`fence check\`: may run; \`fence run\`: the skip (or \`--skip-exit N\`) |
-| 1 | refused (the arbiter said no), \`fence check\`: skip, \`doctor\`: a check failed |
+| 1 | refused (the arbiter said no), \`fence check\`: skip — also when it could not ask the agent (the line says why; \`fence run\` uses 69 for that), \`doctor\`: a check failed |
 | 2 | usage or configuration error (one line naming the key or flag) |
 | 3 | unreachable (the arbiter or the agent did not answer) |
 | 4 | \`hq guard\`: the write is refused |
@@ -191,7 +180,7 @@ until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation
 | \`GET /v1/primary\` | read | \`{known, holder, generation}\` |
 | \`GET /v1/events?after=ID&limit=N&tail=N&since=T\` | read | \`{events: [...]}\` ascending; each part optional, \`limit\` and \`tail\` 1–1000: \`after\` and \`since\` are lower bounds (the later wins), \`tail\` keeps the last events above them, \`limit\` caps the count (default 100) |
 | \`GET /v1/events/stream\` | read | Server-Sent Events (from \`Last-Event-ID\`, else the newest 20) |
-| \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems, \`generationRefusal\` (the last report or grant the generation bounds refused, or null) |
+| \`GET /v1/status\` | read | the status page's data: the phase line, hosts (each with \`protocol\`, \`release\`, \`versionText\`, \`upgrade\`), failover sentence, timing problems, \`peerPaths\` (each candidate's path to each peer as its heartbeat reported it, broken first), \`generationRefusal\` (the last report or grant the generation bounds refused, or null) |
 | \`GET /\` | read | the status page |
 | \`GET /metrics\` | read | Prometheus text |
 | \`/v1/resources…\`, \`/v1/leases/port…\` | member | the fleet registry and port leases; \`excluded\` ports outside the test band change nothing; one machine holds at most half the test band's allocatable ports at once (rounded up: 25 of the default 50), so a runaway loop or a stolen member token on one host leaves the other hosts their ports, while a one-host installation still runs its tests in parallel — beyond that share, or with the band full, \`503 HQ_ERR_BAND_FULL\` (the admin token may lease for any machine name, each with its own share) |
@@ -212,7 +201,9 @@ slack), which \`hq lease release\` waits for. Peer listener (port 8471):
 \`{host, generation, ttlSeconds?, safetyMarginSeconds?, probe?}\` and \`GET /v1/peer\` with the peer token (\`probe: true\`
 is answered \`{confirmed: false, reason: "probe"}\` without deciding or recording anything: each agent sends one to every
 peer after each heartbeat the arbiter answers, and \`hq doctor\` one too, so a peer token that differs shows while the
-arbiter is up: event \`peer-path-broken\`, \`hq_agent_peer_path_ok\`, \`peerPaths\` in \`GET /v1/status\`);
+arbiter is up: event \`peer-path-broken\`, \`hq_agent_peer_path_ok\`, \`peerPaths\` in \`GET /v1/status\`; the next heartbeat
+carries the findings, at once when one changed, so the arbiter's status page, \`hq lease status\`, its log and
+\`hq_peer_path_ok\` show them too);
 \`/v1/standby/…\` replication pushes.
 
 Fence reasons: \`holder, quorum-standby, within-ttl, lock-delay, not-holder, stale-generation,
@@ -229,7 +220,9 @@ Arbiter: \`hq_lease_generation\`, \`hq_lease_holder{host}\`, \`hq_lease_expires_
 \`hq_failover_worst_case_seconds\`, \`hq_timing_problem{host,arbiter_key,agent_key}\`,
 \`hq_lease_runnable\` (1 while the record lets its holder run now, 0 while no host may: no holder, released,
 expired, lock-delay; alert \`HqNoHostMayRun\`), \`hq_fleet_member_up{host}\`, \`hq_fleet_member_load1{host}\` (the machine's 1-minute load average, from its last registration), \`hq_port_leases\`, \`hq_step_down_saved_seconds_total\`, \`hq_generation_reports_refused_total{reason}\` (\`report-jump\`, \`ceiling\`), \`hq_host_version{host,version}\` (1 per host and the release its
-last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too); with store etcd also \`hq_arbiter_elected\` (1 on the
+last heartbeat spoke, \`0.1\` for protocol 1; the arbiter too), \`hq_peer_path_ok{host,peer}\` (0 when host's last heartbeat
+said peer could not confirm it in an arbiter outage: peer tokens that differ, a peer listener not reached; kept in memory,
+reported again by every agent after an arbiter restart); with store etcd also \`hq_arbiter_elected\` (1 on the
 arbiter that decides), \`hq_etcd_member_up{endpoint}\`, \`hq_etcd_db_size_bytes{endpoint}\` (each member's database file),
 \`hq_etcd_quota_bytes\` (the members' space quota, else \`store.quotaBackendBytes\`), \`hq_etcd_nospace_alarm\` (1: etcd refuses
 every write) and \`hq_etcd_compactions_total{outcome}\` (\`compacted\`, \`failed\`).
@@ -251,7 +244,9 @@ confirmation-given, confirmation-refused, stale-generation\`; step-down: \`step-
 with \`savedSeconds\`), \`step-down-refused\` (with the reason), \`step-down-acknowledged\`,
 \`step-down-unacknowledged\`, \`step-down-undone\`, \`step-down-children-unknown\`, \`step-down-failed\`,
 \`children-terminated\`, \`resume\` (a refused release undone); \`handoverOnStop\`: \`handover-on-stop\`,
-\`handed-over\`, \`handover-refused\`, \`handover-skipped\`, \`handover-failed\`; fence: \`allowed, skipped\`; guard:
+\`handed-over\`, \`handover-refused\`, \`handover-skipped\`, \`handover-failed\`; peer paths: \`peer-path-broken\` (with \`peer\`
+and \`problem\`; a warning, hooks called; the agent logs it, and the arbiter records it once per change from the
+agent's heartbeat), \`peer-path-ok\`; fence: \`allowed, skipped\`; guard:
 \`cli-override, cli-refused\`; control: \`generation-refused\` (a report or grant the generation bounds refused), \`generation-accepted\` (an admin accepted one), \`agent-silent, timing-problem, timing-ok,
 hostname-mismatch, token-unavailable, token-ok, start-guard, state-refused\`.
 `;

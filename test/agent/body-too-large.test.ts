@@ -7,7 +7,6 @@
  */
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';

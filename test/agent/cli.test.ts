@@ -87,7 +87,7 @@ t.test('with no agent config at all, the read-only commands ask the arbiter at i
     const r = await hq(args, { env: { HOME: home, HQ_CONFIG: '' } });
     // Whatever listens on 8470 here (nothing, or an arbiter): never the "not set" config error.
     t.ok(r.code === 0 || r.code === 3, `hq ${args.join(' ')} exits 0 or 3, not 2 (${r.code}: ${r.stderr.trim()})`);
-    t.equal(r.stderr.split('\n')[0] + '\n', line, `hq ${args.join(' ')}: the first line names the URL and why`);
+    t.equal(`${r.stderr.split('\n')[0]}\n`, line, `hq ${args.join(' ')}: the first line names the URL and why`);
     t.notMatch(r.stderr, /arbiterUrl: not set/, `hq ${args.join(' ')}: no config error`);
     if (r.code === 3) t.match(r.stderr, /127\.0\.0\.1:8470|unreachable/, 'an unreachable default is reported as unreachable');
   }
@@ -450,8 +450,31 @@ t.test('hq lease status prints a header block and one table row per observer; --
   const j = await hq(['lease', 'status', '--json', '--config', config]);
   t.equal(j.code, 0, 'lease status --json exits 0');
   const v = JSON.parse(j.stdout) as { [k: string]: unknown };
-  t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'failover', 'timingProblems'], '--json keeps its keys');
+  t.same(Object.keys(v), ['lease', 'validForSeconds', 'lockDelayLeftSeconds', 'views', 'maintenance', 'failoverSeconds', 'lockDelaySeconds', 'failover', 'timingProblems', 'peerPathProblems'], '--json keeps its keys (and names broken peer paths)');
   t.match(v, { lease: { holder: 'node-b', generation: 4 }, maintenance: true, views: [{ observer: 'node-b', target: 'mbp', reachable: false }, { observer: 'mbp', target: 'node-b', reachable: true }] }, '--json keeps its content');
+});
+
+t.test('hq lease status never shows a validity longer than the TTL: a holder behind a wait shows when it may run and until when', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const now = Date.now() / 1000;
+  // A grant behind 24.7 min of lock-delay at ttl 1500 s: expiresAt − now is 49.7 min.
+  const notBefore = now + 1482;
+  arb.leaseOver = { ttlSeconds: 1500, safetyMarginSeconds: 30, notBefore, expiresAt: notBefore + 1500 };
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  const r = await hq(['lease', 'status', '--config', config]);
+  t.equal(r.code, 0, `lease status exits 0 (${r.stderr.trim()})`);
+  const line = r.stdout.split('\n').find((l) => l.startsWith('validity')) ?? '';
+  t.match(line, /^validity {5}may run in 24\.\d min \(at \S+Z\), then for 25\.0 min \(until \S+Z\) \(ttl 1500 s; lock-delay 24\.\d min left\)$/, 'when it may run, for how long and until when');
+  t.notMatch(line, /49\.\d min/, 'not the 49.7 min to expiresAt');
+  const j = JSON.parse((await hq(['lease', 'status', '--json', '--config', config])).stdout) as { validForSeconds: number; lockDelayLeftSeconds: number };
+  t.ok(j.validForSeconds <= 1500 && j.validForSeconds > 1499, `--json validForSeconds is what it may run for, at most the TTL (${j.validForSeconds})`);
+  t.ok(j.lockDelayLeftSeconds > 1400, '--json lockDelayLeftSeconds says how long until then');
+  arb.leaseOver = { ttlSeconds: 1500, safetyMarginSeconds: 30, notBefore: now - 10, expiresAt: now + 1490 };
+  const running = await hq(['lease', 'status', '--config', config]);
+  t.match(running.stdout, /^validity {5}2[45]\.\d min left \(ttl 1500 s\)$/m, 'a holder that may run now: the validity left');
 });
 
 t.test('hq failover and hq lease release --handover-to pass --force as force: true, and show a target-silent refusal', async (t) => {
@@ -698,7 +721,10 @@ t.test('hq lease release waits as long as the agent says its step-down can take,
   answerAfterMs = 0;
   stepDownMs = 1000;
   agent.routes['POST /v1/step-down'] = async () => ({ status: 200, body: { ok: true, steppedDown: 3, childrenGone: false } });
-  agent.routes['POST /v1/resume'] = async () => (resumed++, { status: 200, body: { ok: true } });
+  agent.routes['POST /v1/resume'] = async () => {
+    resumed++;
+    return { status: 200, body: { ok: true } };
+  };
   const unproven = await hq(['lease', 'release', '--handover-to', 'node-b', '--config', config]);
   t.equal(unproven.code, 1, 'a handover with a child not proven gone exits 1');
   t.match(unproven.stderr, /^hq lease release: a fenced child of generation 3 could not be proven gone/, 'saying so');

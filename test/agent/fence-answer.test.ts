@@ -15,7 +15,9 @@ t.test('the Fence answers with the decision as JSON and logs a line when it chan
   let now = at(11);
   const lines: string[] = [];
   const fence = new Fence({
-    memory: { get state() { return state; }, keepSettled: (s) => void (state = s) },
+    memory: { get state() { return state; }, keepSettled: (s) => {
+      state = s;
+    } },
     clock: { now: () => now },
     settings,
     roles: ['cron'],

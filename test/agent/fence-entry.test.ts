@@ -117,8 +117,8 @@ t.test('the fence entry loads only args, fence, the light config reader, the soc
   const names = [...local].map((f) => f.slice(ROOT.length + 1)).sort();
   t.same(
     names,
-    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/config-file.ts', 'packages/runtime/src/suggest.ts'],
-    'eight modules (the config reader and the suggester are the shell library\'s), no command table, no supervisor',
+    ['apps/agent/src/cli/args.ts', 'apps/agent/src/cli/fence-entry.ts', 'apps/agent/src/cli/fence-main.ts', 'apps/agent/src/cli/fence.ts', 'apps/agent/src/cli/local.ts', 'apps/agent/src/cli/log-line.ts', 'packages/runtime/src/cli.ts', 'packages/runtime/src/config-file.ts', 'packages/runtime/src/suggest.ts'],
+    'nine modules (the command-line kit, the config reader and the suggester are the shell library\'s), no command table, no supervisor',
   );
   // @hq/protocol/fence is the fence answer and its reasons, one file of the contract that does
   // not load the rest of it; likewise @hq/protocol/version, the header every socket request carries.

@@ -23,7 +23,7 @@ interface Rig {
   readonly logs: { event: string; data: { [k: string]: unknown } }[];
   decision: FenceDecision;
   /** What the next supervisions return (shifted; when empty they run until stopped). */
-  outcomes: (SupervisorOutcome | { holdMs: number; then: SupervisorOutcome })[];
+  outcomes: (SupervisorOutcome | { holdMs: number; outcome: SupervisorOutcome })[];
   done: Promise<{ kind: string; code?: number }>;
 }
 
@@ -56,7 +56,7 @@ function rig(restart: RestartPolicy, first: FenceDecision, outcomes: Rig['outcom
     const next = r.outcomes.shift();
     if (next !== undefined && 'kind' in next) return Promise.resolve(next);
     return new Promise((done) => {
-      const h = next === undefined ? null : time.set(() => done(next.then), next.holdMs);
+      const h = next === undefined ? null : time.set(() => done(next.outcome), next.holdMs);
       signal.addEventListener('abort', () => {
         if (h !== null) time.clear(h);
         done({ kind: 'exit', code: 75, end: 'stopped', fence: RUN });
@@ -93,7 +93,7 @@ t.test('a standby waits on the long poll without polling, and runs within the ch
 });
 
 t.test('after a loss the follower asks afresh and waits again on the standby decision', async (t) => {
-  const r = rig('on-failure', RUN, [{ holdMs: 5_000, then: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
+  const r = rig('on-failure', RUN, [{ holdMs: 5_000, outcome: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
   await flush();
   r.decision = STANDBY;
   await r.time.advance(5_000);
@@ -118,7 +118,7 @@ t.test('a crashing command is restarted with a back-off that doubles to its boun
 });
 
 t.test('a healthy run starts the back-off over', async (t) => {
-  const r = rig('always', RUN, [exited(1), exited(1), exited(1), { holdMs: 61_000, then: exited(1) }, exited(1)]);
+  const r = rig('always', RUN, [exited(1), exited(1), exited(1), { holdMs: 61_000, outcome: exited(1) }, exited(1)]);
   await r.time.advance(200_000);
   const gaps = r.runs.slice(1).map((at, i) => (at - (r.runs[i] as number)) / 1000);
   t.same(gaps.slice(0, 5), [1, 2, 4, 62, 2], 'after a 61 s run the next wait is 1 s again (then 2 s)');
@@ -157,7 +157,10 @@ t.test('an agent that does not answer is asked again with a back-off; the follow
   const done = followFence({
     role: 'seat-loop',
     restart: 'on-failure',
-    wait: async () => (asks.push(time.now), { kind: 'unreachable', problem: 'ECONNREFUSED' }),
+    wait: async () => {
+      asks.push(time.now);
+      return { kind: 'unreachable', problem: 'ECONNREFUSED' };
+    },
     supervise: async () => exited(0),
     log: () => undefined,
     clock: { now: () => time.now / 1000 },
@@ -172,7 +175,7 @@ t.test('an agent that does not answer is asked again with a back-off; the follow
 });
 
 t.test('a loss after which the agent says run again (same tenure) runs the command again at once, without back-off', async (t) => {
-  const r = rig('on-failure', RUN, [{ holdMs: 5_000, then: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
+  const r = rig('on-failure', RUN, [{ holdMs: 5_000, outcome: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
   await r.time.advance(5_000);
   t.equal(r.runs.length, 2, 'a second run');
   t.equal((r.runs[1] as number) - (r.runs[0] as number), 5_000, 'in the instant the first was lost');

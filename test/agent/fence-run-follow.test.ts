@@ -34,7 +34,10 @@ t.test('a watch that reports a change makes the supervisor re-check at once and 
   const started = Date.now();
   const out = superviseFence(
     options({
-      check: async (): Promise<FenceQueryResult> => (checks++, { kind: 'answer', fence: answer }),
+      check: async (): Promise<FenceQueryResult> => {
+        checks++;
+        return { kind: 'answer', fence: answer };
+      },
       watch: () => new Promise<boolean>((done) => (report = done)),
     }),
   );
@@ -54,8 +57,14 @@ t.test('a watch that fails asks for no re-check', async (t) => {
   const time = new FakeTime();
   const out = superviseFence(
     options({
-      check: async (): Promise<FenceQueryResult> => (checks++, { kind: 'answer', fence: RUN }),
-      watch: async () => (watches++, false),
+      check: async (): Promise<FenceQueryResult> => {
+        checks++;
+        return { kind: 'answer', fence: RUN };
+      },
+      watch: async () => {
+        watches++;
+        return false;
+      },
       stop: stop.signal,
       timers: time,
     }),

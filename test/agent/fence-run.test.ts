@@ -5,6 +5,7 @@
 import t from 'tap';
 import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { FakeAgent, hq, shortDir, sleep, writeConfig } from './helpers.js';
 
 async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
@@ -204,11 +205,42 @@ t.test('as a user outside the socket\'s group, or who may not read the config, t
   const sock = await asNobody(['fence', 'run', '--role', 'cron', '--config', config, '--', 'true']);
   t.equal(sock.code, 69, `a socket it may not open: exit 69 (${sock.stderr.trim()})`);
   t.match(sock.stderr, /this user may not use the agent's socket \S+ \(EACCES\): add nobody to its group/, 'says it is the permission, not that the agent is down');
+  const check = await asNobody(['fence', 'check', '--role', 'cron', '--config', config]);
+  t.equal(check.code, 1, `hq fence check as that user: 1, the skip (${check.stderr.trim()})`);
+  t.match(check.stderr, /^hq fence check: skip: could not ask the agent: this user may not use the agent's socket \S+ \(EACCES\): add nobody to its group/, 'naming the permission too');
   chmodSync(config, 0o600);
   const conf = await asNobody(['fence', 'run', '--role', 'cron', '--config', config, '--', 'true']);
   t.equal(conf.code, 2, 'an unreadable config is a config error (exit 2)');
   t.match(conf.stderr, /config file \S+agent\.json cannot be read by this user \(EACCES/, 'named as unreadable, not as missing');
   t.notMatch(conf.stderr, /does not exist/, 'never "does not exist"');
+});
+
+t.test('hq fence check that cannot ask the agent exits 1 (skip), and its one line names the cause as hq fence run does', async (t) => {
+  const dir = shortDir(t);
+  const lines = (r: { stderr: string }): string[] => r.stderr.split('\n').filter((l) => l !== '');
+  // No socket at all.
+  const config = writeConfig(dir);
+  const none = await hq(['fence', 'check', '--role', 'cron', '--config', config]);
+  t.equal(none.code, 1, 'no socket: 1, the skip (hq fence run would exit 69)');
+  t.match(lines(none), [/^hq fence check: skip: could not ask the agent: no agent socket at \S+agent\.sock \(ENOENT; socketPath from \S+agent\.json\): the agent is not running/], 'one line: no socket, and which config named it');
+  // A socket file nothing listens on: an agent killed without cleaning up.
+  const sock = join(dir, 'agent.sock');
+  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'ignore'] });
+  await new Promise<void>((r) => child.stdout.once('data', () => r()));
+  child.kill('SIGKILL');
+  await new Promise<void>((r) => child.once('exit', () => r()));
+  t.ok(existsSync(sock), 'the dead listener left its socket file');
+  const stale = await hq(['fence', 'check', '--role', 'cron', '--config', config]);
+  t.equal(stale.code, 1, 'nothing listening: 1');
+  t.match(lines(stale), [/^hq fence check: skip: could not ask the agent: nothing listens on \S+agent\.sock \(ECONNREFUSED\): the agent stopped; start it$/], 'one line: nothing listens');
+  // No config file anywhere: the default socket, said to be the default.
+  const home = join(dir, 'home');
+  mkdirSync(home);
+  const noConfig = await hq(['fence', 'check', '--role', 'cron'], { env: { HOME: home, HQ_CONFIG: '' } });
+  t.equal(noConfig.code, 1, 'no config: 1');
+  t.match(lines(noConfig), [/could not ask the agent: no agent socket at \S+ \(ENOENT; no config file was found, so the default socketPath is used\)/], 'one line: no config file was found');
+  const json = await hq(['fence', 'check', '--role', 'cron', '--json', '--config', config]);
+  t.match(JSON.parse(json.stdout), { run: false, reason: 'agent-unreachable' }, '--json says it could not ask, not another host\'s turn');
 });
 
 t.test("a step-down's nudge that comes while the supervisor tells the agent its child is gone does not kill the supervisor", async (t) => {

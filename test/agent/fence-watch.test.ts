@@ -46,7 +46,10 @@ async function setup(t: Test, holder: string) {
   /** A long poll, and whether it has answered yet. */
   const poll = (path: string): { readonly answer: Promise<Answer>; answered(): boolean } => {
     let done = false;
-    const answer = ask(path).then((a) => ((done = true), a));
+    const answer = ask(path).then((a) => {
+      done = true;
+      return a;
+    });
     return { answer, answered: () => done };
   };
   const close = async (): Promise<void> => {

@@ -241,6 +241,24 @@ t.test('to an arbiter of protocol 1 the heartbeat leaves the protocol 2 field ou
   t.equal(hb?.version, undefined, 'without the release field');
 });
 
+t.test('the heartbeat carries what the peer probes found, and leaves it out for an arbiter of protocol 1', async (t) => {
+  const dir = shortDir(t);
+  const { arb, config: base } = await agentSetup(t, dir);
+  // Nothing listens on port 9: the probe finds the path broken.
+  const config = { ...base, peers: new Map([['node-b', 'http://127.0.0.1:9']]) };
+  const agent = await Agent.open({ config, clock: stampClock, log: silent });
+  t.teardown(() => agent.stop());
+  await agent.heartbeat();
+  t.equal((arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths, undefined, 'before the first probe: no peerPaths');
+  for (let i = 0; i < 250 && !agent.peerPaths.has('node-b'); i++) await sleep(20); // the probe after the heartbeat, in the background
+  await agent.heartbeat();
+  t.match((arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths, [{ peer: 'node-b', ok: false, problem: /^http:\/\/127\.0\.0\.1:9 does not answer/, ageSeconds: Number }], 'then the finding, with its age');
+  arb.protocol = null;
+  await agent.heartbeat(); // learns protocol 1 from this answer
+  await agent.heartbeat();
+  t.equal((arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths, undefined, 'an arbiter of protocol 1 never gets the field');
+});
+
 t.test('a run names only pids the agent may signal: not 1, not the agent, not a group its supervisor did not start', async (t) => {
   const { socket, agent } = await setup(t);
   await agent.heartbeat(); // the holder: the fence says run for generation 1

@@ -3,7 +3,6 @@
  * (start guard, "no confirmation") on a corrupt, insecure, foreign-owned or symlinked file.
  */
 import t from 'tap';
-import { missingTool } from '../missing-tool.js';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';

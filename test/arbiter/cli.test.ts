@@ -6,6 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, buildDist, childEnv, startArbiter, writeConfig } from './child.js';
 import { arbiterCommand } from './helper.js';
+import { COMMANDS } from '../../apps/arbiter/src/commands.js';
 
 /** In-process: the same `main` the bin runs, with stdout and stderr captured. */
 /** Through the built bin, as an operator runs it. */
@@ -39,6 +40,21 @@ t.test('--help for every command prints full-sentence help and exits 0', async (
     t.match(r.stdout, /^Usage: hq-arbiter/, `${args.join(' ')} starts with usage`);
     t.match(r.stdout, /--config PATH\s+Read the configuration from PATH\./, `${args.join(' ')} explains --config in a sentence`);
   }
+});
+
+t.test("each command's --help is made from its spec: every flag, a group's commands together, 80 columns", async (t) => {
+  for (const { spec } of COMMANDS) {
+    const r = await arbiterCommand([...spec.name.split(' '), '--help']);
+    t.equal(r.code, 0, `${spec.name} --help exits 0`);
+    t.match(r.stdout, `Usage: hq-arbiter ${spec.name}`, `${spec.name} --help has its usage line`);
+    for (const f of spec.flags) t.match(r.stdout, new RegExp(`\\n  --${f.name}\\b`), `${spec.name} --help explains --${f.name}`);
+    t.same(r.stdout.split('\n').filter((l) => [...l].length > 80), [], `${spec.name} --help fits 80 columns`);
+  }
+  const group = await arbiterCommand(['token', '--help']);
+  t.match(group.stdout, /^Usage: hq-arbiter token issue [^\n]*\n(.*\n)? {7}hq-arbiter token revoke [^\n]*\n {7}hq-arbiter token list /, 'token --help: the three token commands');
+  const top = await arbiterCommand(['--help']);
+  for (const { spec } of COMMANDS) t.match(top.stdout, `\n  ${spec.name} `, `hq-arbiter --help lists ${spec.name}`);
+  t.same(top.stdout.split('\n').filter((l) => [...l].length > 80), [], 'hq-arbiter --help fits 80 columns');
 });
 
 t.test('an unknown flag or command names the nearest known one', async (t) => {

@@ -36,7 +36,7 @@ t.test('concurrent renewals share one transaction and come out as if serial; a s
   t.equal(answers[10]?.statusCode, 200, 'the heartbeat in the same batch answered');
 
   const lease = (await h.get('/v1/lease')).json() as { revision: number; generation: number };
-  const last = (answers[10]?.json() as { lease: { revision: number } }).lease.revision;
+  const last = (answers[10]!.json() as { lease: { revision: number } }).lease.revision;
   t.ok(last >= revision + 9, 'the heartbeat, last in the batch, saw all nine renewals');
   t.equal(lease.revision, last, 'the stored revision is the one the last decision of the batch left');
   const events = (await h.get('/v1/events?limit=100', h.tokens.admin)).json() as { events: Array<{ id: number; event: string }> };

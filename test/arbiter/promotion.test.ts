@@ -39,7 +39,7 @@ interface Health {
 
 async function healthServer(t: Tap, name: string): Promise<Health> {
   const h: Health = { server: createServer(), url: '', up: true, hits: 0 };
-  h.server.on('request', (req, res) => {
+  h.server.on('request', (_req, res) => {
     h.hits++;
     res.writeHead(h.up ? 200 : 503, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ status: h.up ? 'ok' : 'down', host: name }));

@@ -35,11 +35,19 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   const arb = join(dir, 'arb', 'arbiter.json');
   const cfg = { mbp: join(dir, 'mbp', 'agent.json'), 'node-b': join(dir, 'nb', 'agent.json') } as const;
   const procs: ChildProcess[] = [];
-  t.teardown(() => procs.forEach((p) => p.exitCode === null && p.signalCode === null && p.kill('SIGKILL')));
+  t.teardown(() => {
+    for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+  });
   const started = Date.now();
   let typed = 0;
-  const arbiter = (args: string[]) => (typed++, runNode([ARBITER_CLI, ...args], ENV, 60_000));
-  const hq = (args: string[]) => (typed++, runNode([HQ_CLI, ...args], ENV, 60_000));
+  const arbiter = (args: string[]) => {
+    typed++;
+    return runNode([ARBITER_CLI, ...args], ENV, 60_000);
+  };
+  const hq = (args: string[]) => {
+    typed++;
+    return runNode([HQ_CLI, ...args], ENV, 60_000);
+  };
   const daemon = (args: string[]) => {
     typed++;
     const p = spawn(process.execPath, args, { env: { ...process.env, ...ENV }, stdio: ['ignore', 'ignore', 'pipe'] });

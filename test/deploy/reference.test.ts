@@ -1,7 +1,7 @@
 /**
  * docs/REFERENCE.md is generated from the code (scripts/reference.mjs): the command specs `--help`
- * prints and the config schemas the daemons validate with. A key or flag added without updating
- * the reference fails here.
+ * prints (of `hq` and `hq-arbiter`) and the config schemas the daemons validate with. A key or
+ * flag added without updating the reference fails here.
  */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
@@ -26,5 +26,6 @@ t.test('the reference names every key with its owner, and every hq command', asy
     t.match(text, new RegExp(`\\| \`${key}\` \\| ${owner}`), `${key} is owned by ${owner}`);
   }
   for (const cmd of ['hq lease status', 'hq fence run', 'hq guard', 'hq doctor', 'hq standby snapshot', 'hq port run']) t.match(text, `### \`${cmd}`, `${cmd} has a section`);
+  for (const cmd of ['serve', 'token issue', 'token revoke', 'token list', 'init', 'join', 'check', 'backup', 'migrate', 'import elanous']) t.match(text, `### \`hq-arbiter ${cmd}`, `hq-arbiter ${cmd} has a section`);
   t.notMatch(text, /\.\.\/shared/, 'no pointer outside the repository');
 });

@@ -79,6 +79,7 @@ t.test('one member', async (t) => {
 
   t.test('gets asked together go as one read, each answered with its own key, none missing a write acknowledged before it', async (t) => {
     const puts = await Promise.all(Array.from({ length: 150 }, (_, i) => client.put(`batch/${i}`, String(i))));
+    // biome-ignore lint/complexity/useMathMinMax: revisions are bigints, which Math.max does not take
     const last = puts.reduce((m, p) => (p.revision > m ? p.revision : m), 0n);
     const answers = await Promise.all([...Array.from({ length: 150 }, (_, i) => client.get(`batch/${i}`)), client.get('batch/absent')]);
     t.same(answers.slice(0, 150).map((a) => a.kv?.value), Array.from({ length: 150 }, (_, i) => String(i)), 'every get has its own key\'s value');
@@ -88,7 +89,10 @@ t.test('one member', async (t) => {
     // The same key asked for by many in one turn (every lease read asks for the state key): read once.
     const txn = client.txn.bind(client);
     const sent: number[] = [];
-    client.txn = (x) => (sent.push(x.success.length), txn(x));
+    client.txn = (x) => {
+      sent.push(x.success.length);
+      return txn(x);
+    };
     const same = await Promise.all([...Array.from({ length: 50 }, () => client.get('batch/7')), ...Array.from({ length: 50 }, () => client.get('batch/8'))]);
     client.txn = txn;
     t.same(sent, [2], '100 gets of two keys: one read of the two keys');

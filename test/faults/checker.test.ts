@@ -92,7 +92,7 @@ function resourceOf(rs: readonly Rec[]): Rec {
 }
 
 /** JSONL of a history; the resource's table is derived from its accepted writes unless one is given. */
-const jsonl = (rs: readonly Rec[]): string => (rs.some((r) => r.src === 'resource') ? rs : [...rs, resourceOf(rs)]).map((r) => JSON.stringify(r)).join('\n') + '\n';
+const jsonl = (rs: readonly Rec[]): string => `${(rs.some((r) => r.src === 'resource') ? rs : [...rs, resourceOf(rs)]).map((r) => JSON.stringify(r)).join('\n')}\n`;
 
 t.test('a clean failover history is OK on every property', async (t) => {
   const r = check(jsonl(clean()));

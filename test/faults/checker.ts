@@ -198,7 +198,6 @@ export function check(history: string | readonly string[]): Report {
   if (end === undefined) c.unknown(ALL, 'the history has no end record (the harness did not finish it)');
 
   const ttlSeconds = num(config?.ttlSeconds) ?? 6;
-  const recheckSeconds = num(config?.recheckSeconds) ?? 1;
   const graceSeconds = num(config?.graceSeconds) ?? 1;
 
   // ---- workers: sequence numbers contiguous per process, a start is followed by ticks, every

@@ -315,7 +315,7 @@ export class NetnsCluster {
   }
 
   record(r: { [k: string]: unknown }): void {
-    appendFileSync(this.history, JSON.stringify(r) + '\n');
+    appendFileSync(this.history, `${JSON.stringify(r)}\n`);
   }
 
   /** The shared resource: WAL (readers never block the writer), the writes table and the guard's mark. */
@@ -353,7 +353,7 @@ export class NetnsCluster {
   /** The whole history: the harness's file and every worker file. */
   readHistory(): string {
     const parts = [this.history, ...HOSTS.map((h) => this.workerFile(h))].filter((f) => existsSync(f)).map((f) => readFileSync(f, 'utf8'));
-    return parts.map((p) => (p.endsWith('\n') || p === '' ? p : p + '\n')).join('');
+    return parts.map((p) => (p.endsWith('\n') || p === '' ? p : `${p}\n`)).join('');
   }
 
   private async makeNetwork(): Promise<void> {
@@ -644,7 +644,7 @@ export class NetnsCluster {
   async start(): Promise<void> {
     if (this.store === 'etcd') {
       mkdirSync(join(this.dir, 'etcd'), { recursive: true, mode: 0o700 });
-      ETCD_MEMBERS.forEach((_, i) => this.startEtcdMember(i));
+      for (const i of ETCD_MEMBERS.keys()) this.startEtcdMember(i);
       if (this.relay === null || this.relay.exited) this.startRelay();
       await this.waitEtcdHealthy();
     }
@@ -699,7 +699,7 @@ export class NetnsCluster {
         done(a);
       });
       const headers = token !== undefined ? { authorization: `Bearer ${token}` } : undefined;
-      relay.child.stdin!.write(JSON.stringify({ id, method, path, body, headers, timeoutMs, base }) + '\n');
+      relay.child.stdin!.write(`${JSON.stringify({ id, method, path, body, headers, timeoutMs, base })}\n`);
     });
   }
 
@@ -776,7 +776,7 @@ export class NetnsCluster {
         if (this.workerSup.get(h) !== p || !this.workersOn || this.destroyed) return;
         const f = this.lastFence.get(h);
         const waited = hr() - exited;
-        if ((f !== undefined && f.run && f.t > exited) || waited >= WORKER_IDLE_RETRY_S) this.spawnWorker(h);
+        if ((f?.run && f.t > exited) || waited >= WORKER_IDLE_RETRY_S) this.spawnWorker(h);
         else setTimeout(again, 100);
       };
       setTimeout(again, 300);

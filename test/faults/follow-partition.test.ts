@@ -50,7 +50,17 @@ if (why !== null) {
     const lastOld = Math.max(...mbp.filter((l) => l.kind === 'tick').map((l) => l.t));
     const firstNew = Math.min(...nodeb.filter((l) => l.kind === 'tick').map((l) => l.t));
     t.ok(lastOld < firstNew, `mbp's last tick ${(lastOld - cut).toFixed(2)} s after the cut, node-b's first ${(firstNew - cut).toFixed(2)} s after`);
-    t.ok(mbp.some((l) => l.kind === 'end'), "mbp's worker was stopped (its SIGTERM line)");
+    // Under load a worker may not write its SIGTERM line within the 1 s grace; then SIGKILL ends it.
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const mbpPids = [...new Set(mbp.map((l) => l.pid))];
+    t.ok(mbp.some((l) => l.kind === 'end') || mbpPids.every((pid) => !alive(pid)), "mbp's worker was stopped (its SIGTERM line, or gone after the grace's SIGKILL)");
     t.ok(nodeb.every((l) => l.generation === 2), 'node-b’s worker runs at generation 2');
     t.equal(mbp.filter((l) => l.outcome === 'refused').length, 0, 'no write of mbp’s was refused: it had stopped before node-b wrote');
     t.comment(`partition of the holder: its worker's last tick ${(lastOld - cut).toFixed(2)} s after the cut, the new holder's first ${(firstNew - cut).toFixed(2)} s after`);

@@ -102,7 +102,7 @@ export function build(port: number, r: Req): Buffer {
   } else if (r.noLength !== true && (r.body !== undefined || r.method === 'POST' || r.method === 'PUT')) {
     lines.push(`Content-Length: ${body.length}`);
   }
-  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), payload]);
+  return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), payload]);
 }
 
 export interface Case {
@@ -148,7 +148,7 @@ export const HOSTILE_HOSTS: readonly unknown[] = [
 ];
 
 /** Values no generation field may accept. */
-export const HOSTILE_NUMBERS: readonly unknown[] = [-1, 1.5, 0.1, 2 ** 53, 1e308, -0.5, '1', '0x1', true, null, [1], { n: 1 }, 9007199254740993, -9007199254740992];
+export const HOSTILE_NUMBERS: readonly unknown[] = [-1, 1.5, 0.1, 2 ** 53, 1e308, -0.5, '1', '0x1', true, null, [1], { n: 1 }, Number.MAX_SAFE_INTEGER + 1, -9007199254740992];
 
 function json(v: unknown): string {
   return JSON.stringify(v);
@@ -301,7 +301,7 @@ export function catalogue(t: Tokens): Case[] {
     }
   }
   const paths = [
-    '/v1/../v1/lease', '/v1/lease/../../etc/passwd', '/v1/lease%00', '/v1/lease%2e%2e', '//v1/lease', '/v1//lease', '/v1/lease?x=' + 'a'.repeat(8000), '/' + 'a'.repeat(100_000),
+    '/v1/../v1/lease', '/v1/lease/../../etc/passwd', '/v1/lease%00', '/v1/lease%2e%2e', '//v1/lease', '/v1//lease', `/v1/lease?x=${'a'.repeat(8000)}`, `/${'a'.repeat(100_000)}`,
     '/v1/events?after=-1', '/v1/events?after=abc', '/v1/events?after=1.5', '/v1/events?after=1e400', '/v1/events?limit=0', '/v1/events?limit=100000', '/v1/events?limit=-5',
     '/v1/events?limit=1.5', '/v1/events?after=1&after=2', '/v1/events?limit=1&limit=1000', '/v1/events?after=%00', '/v1/events?__proto__=1', '/v1/events?constructor=1',
     '/v1/events?after=9007199254740993', '/v1/events?unknown=1', '/v1/LEASE', '/V1/lease', '/v1/lease/', '/v1/lease/acquire/extra', '/v1/events/stream/../../metrics', '/%ff%fe', '/v1/lease#frag',
@@ -353,7 +353,7 @@ export function fuzzCase(r: () => number, t: Tokens): Case {
   if (r() < 0.03 && tok !== null) headers.push(['Authorization', `Bearer ${tok}`]);
   let path = route.path;
   if (path === '/v1/events' && r() < 0.5) path += `?after=${pick(['0', '-1', 'x', '1.5', '99999999999999999999'])}&limit=${pick(['1', '1000', '0', '1001', 'abc'])}`;
-  if (r() < 0.03) path = pick(['/v1/lease/x', '/v1/%00', '/../', '/v1/lease?' + 'q'.repeat(2000)]);
+  if (r() < 0.03) path = pick(['/v1/lease/x', '/v1/%00', '/../', `/v1/lease?${'q'.repeat(2000)}`]);
   let body: string | Buffer | undefined;
   if (method !== 'GET' || r() < 0.05) {
     const o: { [k: string]: unknown } = { ...((route.body?.() as object | undefined) ?? {}) };
@@ -369,7 +369,7 @@ export function fuzzCase(r: () => number, t: Tokens): Case {
     const y = r();
     if (y < 0.05) text = text.slice(0, Math.floor(r() * text.length));
     else if (y < 0.08) text = deep(1 + Math.floor(r() * 20_000), '[', ']');
-    else if (y < 0.1) text = '\ufeff' + text;
+    else if (y < 0.1) text = `\ufeff${text}`;
     else if (y < 0.12) text = text.replace('{', '{"host":"node-b",');
     else if (y < 0.13) text = 'x'.repeat(70_000);
     body = text;

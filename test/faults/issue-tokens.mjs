@@ -18,7 +18,7 @@ try {
     const [machine, scope] = pair.split(':');
     out[machine] = await issueToken(stores.store, machine, scope, Date.now() / 1000);
   }
-  process.stdout.write(JSON.stringify(out) + '\n');
+  process.stdout.write(`${JSON.stringify(out)}\n`);
 } finally {
   await stores.close();
 }

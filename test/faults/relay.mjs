@@ -28,9 +28,9 @@ rl.on('line', async (raw) => {
     try {
       body = JSON.parse(text);
     } catch {}
-    process.stdout.write(JSON.stringify({ id: req.id, status: r.status, body, t0, t1: now() }) + '\n');
+    process.stdout.write(`${JSON.stringify({ id: req.id, status: r.status, body, t0, t1: now() })}\n`);
   } catch (err) {
-    process.stdout.write(JSON.stringify({ id: req.id, error: String(err?.name ?? err), t0, t1: now() }) + '\n');
+    process.stdout.write(`${JSON.stringify({ id: req.id, error: String(err?.name ?? err), t0, t1: now() })}\n`);
   }
 });
 rl.on('close', () => process.exit(0));

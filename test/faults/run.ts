@@ -85,7 +85,7 @@ function stats(xs: readonly number[]): { n: number; median: number | null; p95: 
 let commit = 'checkout dist';
 if (!process.argv.includes('--no-pin')) {
   const { pinBuild } = await import('./build.js');
-  commit = pinBuild((s) => process.stdout.write(s + '\n'));
+  commit = pinBuild((s) => process.stdout.write(`${s}\n`));
 }
 
 const started = Date.now();
@@ -132,8 +132,8 @@ if (only.has('schedules') && schedules > 0) {
       else recoveries.push(r.recovery);
       const details = PROPS.filter((p) => r.report[p].verdict !== 'OK').map((p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`);
       const refused = w.refused > 0 ? ` refused=${w.refused}${w.pastValidityAfterWake > 0 ? ` (after wake ${w.pastValidityAfterWake})` : ''}` : '';
-      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} writes=${w.accepted}/${w.attempts}${refused} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : r.recovery.toFixed(1) + 's'} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ' harness: ' + r.errors.join('; ') : ''}${details.length > 0 ? '\n    ' + details.join('\n    ') : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
-      process.stdout.write(line + '\n');
+      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} writes=${w.accepted}/${w.attempts}${refused} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : `${r.recovery.toFixed(1)}s`} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ` harness: ${r.errors.join('; ')}` : ''}${details.length > 0 ? `\n    ${details.join('\n    ')}` : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
+      process.stdout.write(`${line}\n`);
       if (r.report.verdict !== 'OK') bad.push(line);
     };
     // K clusters at once from one queue; each result waits until every earlier one is printed.
@@ -180,14 +180,14 @@ if (only.has('schedules') && schedules > 0) {
 
 if (only.has('crash') && killPoints > 0) {
   const { crashRun } = await import('./crash.js');
-  const r = await crashRun({ killPoints, seed, log: (s) => process.stdout.write(s + '\n') });
+  const r = await crashRun({ killPoints, seed, log: (s) => process.stdout.write(`${s}\n`) });
   summary.crash = r;
   if (r.losses > 0 || r.integrityFailures > 0 || r.errors.length > 0) failed = true;
 }
 
 if (only.has('hostile') && requests >= 0) {
   const { hostileRun } = await import('./hostile.js');
-  const r = await hostileRun({ requests, seed, log: (s) => process.stdout.write(s + '\n') });
+  const r = await hostileRun({ requests, seed, log: (s) => process.stdout.write(`${s}\n`) });
   summary.hostile = r;
   if (r.failures.length > 0) failed = true;
 }
@@ -195,5 +195,5 @@ if (only.has('hostile') && requests >= 0) {
 summary.minutes = Math.round((Date.now() - started) / 600) / 100;
 summary.result = failed ? 'FAIL' : 'PASS';
 process.stdout.write(`\nsummary ${JSON.stringify(summary, null, 2)}\n`);
-if (jsonOut !== undefined) writeFileSync(jsonOut, JSON.stringify(summary, null, 2) + '\n');
+if (jsonOut !== undefined) writeFileSync(jsonOut, `${JSON.stringify(summary, null, 2)}\n`);
 process.exit(failed ? 1 : 0);

@@ -271,7 +271,7 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
 
     // Heal: everything back, every daemon alive, then wait for a host to run again.
     await c.healAll();
-    if (c.store === 'etcd') ETCD_MEMBERS.forEach((_, i) => c.etcdRunning(i) || c.startEtcdMember(i));
+    if (c.store === 'etcd') for (const i of ETCD_MEMBERS.keys()) if (!c.etcdRunning(i)) c.startEtcdMember(i);
     for (const d of c.daemonNames) if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
     c.record({ src: 'harness', kind: 'healed', t: hr() });
     const healed = hr();

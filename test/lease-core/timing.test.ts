@@ -8,6 +8,7 @@ import {
   failover,
   humanSeconds,
   lockDelaySeconds,
+  refreshEverySeconds,
   renewEverySeconds,
   MAX_DRIFT_RATE,
   RENEWALS_PER_VALIDITY,
@@ -123,4 +124,12 @@ t.test('the holder renews on the TTL it holds, whatever its cron says (S6)', asy
   t.equal(renewEverySeconds(1500, 30, 600), 490, 'defaults: every (1500 − 30) / 3 = 490 s, sooner than the 600 s cron');
   t.equal(renewEverySeconds(6, 1, 1), 1, 'fast: the 1 s cron is sooner');
   t.equal(renewEverySeconds(10, 1, 20), 3, 'the issue: a 20 s cron in front of a 10 s TTL renews every 3 s');
+});
+
+t.test('an agent that knows of no holder reads the lease every 2 s; one that knows a holder every refreshSeconds', async (t) => {
+  t.equal(refreshEverySeconds(null, 60), 2, 'nothing learned yet: 2 s, not the 60 s default');
+  t.equal(refreshEverySeconds({ holder: null, released: false }, 60), 2, 'a record without a holder: 2 s');
+  t.equal(refreshEverySeconds({ holder: 'mbp', released: true }, 60), 2, 'a released record: 2 s (an acquire brings HQ back)');
+  t.equal(refreshEverySeconds({ holder: 'mbp', released: false }, 60), 60, 'a holder known: refreshSeconds');
+  t.equal(refreshEverySeconds(null, 1), 1, 'never slower than refreshSeconds');
 });

@@ -141,6 +141,7 @@ t.test('the Grafana dashboard parses, has the asked-for panels, and names only r
   const queries = d.panels.filter((p) => p.type !== 'row');
   for (const p of queries) {
     t.ok(p.gridPos !== undefined, `panel "${p.title}" has a position`);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own placeholder for the imported data source
     t.equal(p.datasource?.uid, '${DS_PROMETHEUS}', `panel "${p.title}" uses the imported data source`);
     t.ok((p.targets ?? []).length > 0 && (p.targets ?? []).every((x) => typeof x.expr === 'string' && x.expr !== ''), `panel "${p.title}" has queries`);
   }
@@ -189,7 +190,6 @@ t.test('the alert rules parse, cover the six asked-for alerts, and name only rea
   }
   const { types: arbiterTypes, labels: arbiterLabels } = await scrape(t);
   const agent = await agentMetrics();
-  const types = new Map([...agent.types, ...arbiterTypes]);
   const labels = new Set([...arbiterLabels, ...[...agent.labels.values()].flatMap((l) => [...l])]);
   for (const r of rules) {
     const names = metricNames(r.expr);
@@ -227,9 +227,15 @@ t.test('promtool check metrics accepts both daemons\' /metrics (where promtool i
   const h = await operatorHarness(t, {}, { harness: { registry: true, processMetrics: true } });
   await h.settle();
   await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
-  await h.post('/v1/heartbeat', { host: 'node-b', heartbeatSeconds: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } }, h.tokens.nodeb);
+  await h.post(
+    '/v1/heartbeat',
+    { host: 'node-b', heartbeatSeconds: 1, view: { target: 'mbp', reachable: true, ping: true, health: true }, peerPaths: [{ peer: 'mbp', ok: false, problem: 'http://mbp:8471 refuses this host\'s peer token (HTTP 401)', ageSeconds: 3 }] },
+    h.tokens.nodeb,
+    { 'hq-protocol': '2' },
+  );
   const arbiter = (await h.get('/metrics')).body;
   t.match(arbiter, /^nodejs_active_handles\{/m, "the arbiter's scrape has prom-client's process metrics");
+  t.match(arbiter, /^hq_peer_path_ok\{host="node-b",peer="mbp"\} 0$/m, 'and the peer path node-b reported broken');
   for (const [who, text] of [['arbiter', arbiter], ['agent', (await agentMetrics()).text]] as const) {
     const r = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 30_000 });
     t.equal(r.status, 0, `promtool check metrics passes on the ${who}'s /metrics: ${(r.stdout + r.stderr).trim().split('\n').slice(-4).join(' | ')}`);

@@ -123,9 +123,8 @@ t.test('the document is valid OpenAPI 3.1 that code generators and Swagger UI ca
   t.ok(doc.components.schemas?.['LeaseRecord']?.properties?.['generation'] !== undefined, 'the lease record is one shared component');
   t.same(doc.paths['/v1/lease']?.['get']?.responses?.['200']?.content?.['application/json']?.schema, record, 'GET /v1/lease answers the shared lease record by $ref');
   t.same(doc.components.schemas?.['LeaseConflict']?.properties?.['lease'], record, 'the conflict answer refers to the lease record too');
-  t.same(doc.paths['/v1/heartbeat']?.['post']?.responses?.['200']?.content?.['application/json']?.schema?.['properties'] !== undefined
-    ? (doc.paths['/v1/heartbeat']?.['post']?.responses?.['200']?.content?.['application/json']?.schema?.['properties'] as Record<string, unknown>)['lease']
-    : undefined, record, 'so does the heartbeat answer');
+  const heartbeatProperties = doc.paths['/v1/heartbeat']?.['post']?.responses?.['200']?.content?.['application/json']?.schema?.['properties'] as Record<string, unknown> | undefined;
+  t.same(heartbeatProperties?.['lease'], record, 'so does the heartbeat answer');
   const text = JSON.stringify(doc.paths);
   t.notOk(text.includes('"dualUnreachableStreak"'), 'the lease record is not repeated inline anywhere under paths');
   t.same(doc.paths['/v1/lease/acquire']?.['post']?.responses?.['412']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' }, 'error answers share the error body');

@@ -206,6 +206,46 @@ t.test('the server renders a silent holder: the phase line and the validity in r
   t.equal(x.statusCode, 200, 'a forced transfer promotes node-b behind lock-delay');
   html = (await h.get('/')).body;
   t.match(html, /data-phase="lock-delay"/, 'the phase is lock-delay');
-  t.match(html, /<div id="validity" class="warn">/, 'the validity of a holder that may not run yet is amber');
+  t.match(html, /<div id="validity" class="warn">may run in \d+(\.\d)? s, then for 6\.0 s \(until [0-9:. -]+Z\)<\/div>/, 'the validity of a holder that may not run yet is amber: when it may run, for the TTL, until when');
+  const r = (await h.get('/v1/lease')).json() as { expiresAt: number; now: number; ttlSeconds: number };
+  t.ok(r.expiresAt - r.now > r.ttlSeconds, 'while the record\'s expiresAt is more than one TTL away (so "left" would have said more than the TTL)');
   t.match(html, /<div id="lockdelay" class="warn">lock-delay: may run in \d+(\.\d)? s<\/div>/, 'the lock-delay is marked');
+});
+
+t.test("a candidate's broken peer path is loud on the page, in /v1/status, the metric and the log once per change", async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+  const problem = "http://127.0.0.1:8471 refuses this host's peer token (HTTP 401): the peer tokens differ";
+  const broken = { host: 'mbp', generation: 1, seenGeneration: 1, peerPaths: [{ peer: 'node-b', ok: false, problem, ageSeconds: 2 }] };
+  const v2 = { 'hq-protocol': '2' };
+  t.equal((await h.post('/v1/heartbeat', broken, h.tokens.mbp)).statusCode, 400, 'a protocol 1 heartbeat may not carry peerPaths');
+  t.equal((await h.post('/v1/heartbeat', broken, h.tokens.mbp, v2)).statusCode, 200, 'a protocol 2 heartbeat with peerPaths is accepted');
+  h.clock.advance(1);
+  await h.post('/v1/heartbeat', broken, h.tokens.mbp, v2);
+  const s = (await h.get('/v1/status')).json() as { phase: { name: string; level: string; text: string }; peerPaths: Array<{ host: string; peer: string; ok: boolean; text: string }> };
+  t.match(s.peerPaths, [{ host: 'mbp', peer: 'node-b', ok: false, text: /^mbp → node-b broken for 3(\.0)? s: node-b could not confirm mbp if the arbiter went down: .*the peer tokens differ/ }], 'the path, both hosts, the cause and since when');
+  t.match(s.phase, { name: 'peer-path-broken', level: 'bad', text: /^peer path broken: mbp → node-b/ }, 'the phase line says it');
+  const html = (await h.get('/')).body;
+  t.match(html, /<li class="bad" data-host="mbp" data-peer="node-b">mbp → node-b broken for [^<]*the peer tokens differ<\/li>/, 'the page shows it in red');
+  t.match((await h.get('/metrics')).body, /^hq_peer_path_ok\{host="mbp",peer="node-b"\} 0$/m, 'the metric is 0');
+  const events = (await h.get('/v1/events?after=0&limit=100')).json() as { events: Array<{ event: string; host: string; data: { peer?: string } }> };
+  t.equal(events.events.filter((e) => e.event === 'peer-path-broken').length, 1, 'one event for two heartbeats saying the same');
+  t.match(events.events.find((e) => e.event === 'peer-path-broken'), { host: 'mbp', data: { peer: 'node-b', problem } }, 'naming both hosts and the cause');
+  await h.post('/v1/heartbeat', { ...broken, peerPaths: [{ peer: 'node-b', ok: true, problem: null, ageSeconds: 0 }] }, h.tokens.mbp, v2);
+  const after = (await h.get('/v1/status')).json() as typeof s;
+  t.match(after.peerPaths, [{ host: 'mbp', peer: 'node-b', ok: true, text: /^mbp → node-b works/ }], 'mended: the path works');
+  t.not(after.phase.name, 'peer-path-broken', 'and the phase no longer says broken');
+  t.match((await h.get('/metrics')).body, /^hq_peer_path_ok\{host="mbp",peer="node-b"\} 1$/m, 'the metric is 1');
+  const again = (await h.get('/v1/events?after=0&limit=100')).json() as typeof events;
+  t.equal(again.events.filter((e) => e.event === 'peer-path-ok').length, 1, 'the mend is one event');
+});
+
+t.test('a heartbeat without peerPaths (an agent of hq 0.1, or before its first probe) shows no path', async (t) => {
+  const h = await operatorHarness(t);
+  await h.settle();
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0 }, h.tokens.nodeb);
+  const s = (await h.get('/v1/status')).json() as { peerPaths: unknown[] };
+  t.same(s.peerPaths, [], 'none');
+  t.notMatch((await h.get('/metrics')).body, /^hq_peer_path_ok\{/m, 'no metric series');
 });

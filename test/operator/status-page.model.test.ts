@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { emptyLease, toRecord, type LeaseState, type Observer, type TimingProblem } from '@hq/lease-core';
-import { arbitersText, clockTime, eventData, eventTime, statusModel, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
+import { arbitersText, clockTime, eventData, eventTime, peerPathRows, statusModel, type PeerPaths, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
 
 const NOW = 1_800_000_100;
 
@@ -17,7 +17,7 @@ function observer(o: Partial<Observer>): Observer {
   return { view: null, confirmation: null, lastHeartbeatAt: NOW - 0.5, heartbeatSeconds: 1, ...o };
 }
 
-function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, opts: { candidates?: string[]; problems?: TimingProblem[]; load?: Parameters<typeof statusModel>[3] } = {}) {
+function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, opts: { candidates?: string[]; problems?: TimingProblem[]; load?: Parameters<typeof statusModel>[3]; paths?: PeerPaths } = {}) {
   const l = { ...emptyLease(6, 1), ...lease };
   const candidates = opts.candidates ?? ['mbp', 'node-b'];
   const obs = new Map<string, Observer>(Object.entries(observers).map(([h, o]) => [h, observer(o)]));
@@ -36,7 +36,7 @@ function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Obs
     timingProblems: problems,
     timingProblem: problems[0]?.message ?? null,
   };
-  return statusModel({ lease: l, observers: obs, floor: 0 }, toRecord(l, obs, NOW), settings, opts.load);
+  return statusModel({ lease: l, observers: obs, floor: 0 }, toRecord(l, obs, NOW), settings, opts.load, undefined, undefined, opts.paths);
 }
 
 const both = { mbp: {}, 'node-b': {} };
@@ -121,4 +121,30 @@ t.test("the arbiters line: etcd's space says nothing while it is ok, its warning
   t.same(line(space('ok', null)), { text: 'this arbiter (http://a:8470) is elected and decides · etcd 1/1 members up', level: 'ok' }, 'ok: the line as before');
   t.same(line(space('warn', 'near the quota: defrag')), { text: 'this arbiter (http://a:8470) is elected and decides · etcd 1/1 members up · near the quota: defrag', level: 'warn' }, 'warn: the warning, in the warn colour');
   t.match(line(space('bad', 'NOSPACE: disarm')), { text: /· NOSPACE: disarm$/, level: 'bad' }, 'the alarm: bad');
+});
+
+t.test('a broken peer path: its own phase after a timing problem and before a silent standby; rows broken first', async (t) => {
+  const problem = "http://node-b:8471 refuses this host's peer token (HTTP 401): the peer tokens differ";
+  const paths: PeerPaths = new Map([
+    ['node-b', new Map([['mbp', { ok: true, problem: null, since: NOW - 60 }]])],
+    ['mbp', new Map([['node-b', { ok: false, problem, since: NOW - 120 }]])],
+  ]);
+  const rows = peerPathRows(paths, NOW);
+  t.same(
+    rows.map((r) => [r.host, r.peer, r.ok, r.forSeconds]),
+    [
+      ['mbp', 'node-b', false, 120],
+      ['node-b', 'mbp', true, 60],
+    ],
+    'broken first, each with how long it has been so',
+  );
+  t.equal(rows[0]?.text, `mbp → node-b broken for 2.0 min: node-b could not confirm mbp if the arbiter went down: ${problem}`, 'both hosts and the cause');
+  t.equal(rows[1]?.text, 'node-b → mbp works (for 60 s)', 'a working path says so');
+  const held = { mbp: {}, 'node-b': {} };
+  t.match(model(HELD, held, { paths }).phase, { name: 'peer-path-broken', level: 'bad', text: /^peer path broken: mbp → node-b broken for 2\.0 min: / }, 'a held lease with a broken path: the phase says it, in red');
+  t.match(model(HELD, held, { paths, problems: [TIMING] }).phase, { name: 'timing-problem' }, 'a timing problem comes first');
+  t.match(model(HELD, { mbp: {}, 'node-b': { lastHeartbeatAt: NOW - 10 } }, { paths }).phase, { name: 'peer-path-broken' }, 'before a silent standby');
+  const mended: PeerPaths = new Map([['mbp', new Map([['node-b', { ok: true, problem: null, since: NOW - 1 }]])]]);
+  t.match(model(HELD, held, { paths: mended }).phase, { name: 'healthy' }, 'every path working: healthy');
+  t.same(model(HELD, held).peerPaths, [], 'no report yet: no rows');
 });

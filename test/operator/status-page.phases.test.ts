@@ -103,6 +103,7 @@ t.test('the status page makes each phase obvious: healthy, holder silent, promot
   t.match(await phase(page), { cls: /phase-warn/, text: 'node-b was promoted from mbp and may not run yet: lock-delay waits out the old holder\'s validity' }, 'the phase line says the new holder may not run yet');
   t.match(await cell(page, '#lockdelay'), { text: 'lock-delay: may run in 3.0 s', cls: 'warn' }, 'the lock-delay counts down, marked');
   t.equal((await cell(page, '#validity')).cls, 'warn', 'the validity of a holder that may not run yet is not green');
+  t.match((await cell(page, '#validity')).text, /^may run in 3\.0 s, then for 6\.0 s \(until [0-9:. -]+Z\)$/, "the page's own countdown: when it may run, then for the TTL, never the TTL plus the wait");
   t.match(await row(page, 'mbp'), { heartbeat: { cls: /\bbad\b/ }, view: { text: /\(from before node-b held the lease\)$/, cls: /muted/ } }, "the old holder's view (of node-b, from its own tenure) is grey, not green");
   const promoted = await eventText(page, 'promoted');
   t.match(promoted, /notBefore=08:00:10\.5Z \(\+3\.0 s\)/, 'the promotion gives notBefore as a time and how far ahead');

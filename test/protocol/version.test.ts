@@ -61,10 +61,11 @@ t.test('a refusal names both versions and what to upgrade', async (t) => {
 });
 
 t.test('the heartbeat gained the agent release in protocol 2; a protocol 1 request may not carry it', async (t) => {
-  t.same(fieldsAfter(1, 'POST /v1/heartbeat'), ['version'], 'protocol 1: no version field');
+  t.same(fieldsAfter(1, 'POST /v1/heartbeat'), ['version', 'peerPaths'], 'protocol 1: no version field, no peer paths');
   t.same(fieldsAfter(2, 'POST /v1/heartbeat'), [], 'protocol 2: every field');
   t.same(fieldsAfter(1, 'POST /v1/lease/acquire'), [], 'acquire is unchanged');
   t.match(REQUEST_FIELDS[0]?.absent, /hq 0\.1\.x/, 'its absence is documented');
+  t.match(REQUEST_FIELDS.find((f) => f.field === 'peerPaths')?.absent, /shows none/, "the peer paths' absence too");
 });
 
 t.test('the old holder\'s ran came with protocol 2: left out for an hq 0.1 arbiter, whose release and ack know no such field', async (t) => {

@@ -52,7 +52,13 @@ async function arbiter(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  t.teardown(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
   const a = server.address();
   return { url: `http://127.0.0.1:${typeof a === 'object' && a !== null ? a.port : 0}`, registered, renewed };
 }
@@ -69,7 +75,14 @@ async function agentUp(t: Parameters<Parameters<typeof t.test>[1]>[0], extra: { 
   const child = spawn(process.execPath, [AGENT_CLI, '--config', config], { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  t.teardown(() => new Promise<void>((r) => (child.exitCode !== null ? r() : (child.once('close', () => r()), child.kill('SIGTERM')))));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        if (child.exitCode !== null) return r();
+        child.once('close', () => r());
+        child.kill('SIGTERM');
+      }),
+  );
   const end = Date.now() + 10_000;
   while (!out.includes('"agent-started"') && Date.now() < end) await sleep(25);
   return { dir, state, config, arb, port };

@@ -98,7 +98,10 @@ t.test('a heartbeat answered 404 re-registers in the same exchange', async (t) =
 t.test('without a token every exchange fails and backs off', async (t) => {
   const time = new FakeTime();
   let calls = 0;
-  const member = new Member({ arbiterUrl: 'http://127.0.0.1:8470', machine: 'mbp', token: async () => null, clock: time.clock, timers: time, load, request: async () => (calls++, ok) });
+  const member = new Member({ arbiterUrl: 'http://127.0.0.1:8470', machine: 'mbp', token: async () => null, clock: time.clock, timers: time, load, request: async () => {
+    calls++;
+    return ok;
+  } });
   member.start();
   await time.advance(0);
   t.equal(calls, 0, 'no request is sent without a token');

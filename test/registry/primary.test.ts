@@ -153,13 +153,34 @@ t.test('static mode: the configured URL, else a well-formed 0600 join file, else
   const j = await resolvePrimary({ mode: 'static', joinFile: join0600, localUrl: 'http://127.0.0.1:8471' });
   t.match(j, { source: 'join-file', url: 'http://127.0.0.1:8470', token: 'd'.repeat(64), host: 'cloud-vm' }, "the join file's URL comes with its own token");
   const bad: [string, (p: string) => void][] = [
-    ['a group-readable join file', (p) => (writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1' })), chmodSync(p, 0o640))],
-    ['a join file that is not JSON', (p) => (writeFileSync(p, 'url=http://x'), chmodSync(p, 0o600))],
-    ['a join file with an unknown key', (p) => (writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', admin: true })), chmodSync(p, 0o600))],
-    ['a join file without a URL', (p) => (writeFileSync(p, JSON.stringify({ token: 'd'.repeat(64) })), chmodSync(p, 0o600))],
-    ['a join file with credentials in the URL', (p) => (writeFileSync(p, JSON.stringify({ url: 'http://u:p@127.0.0.1:1' })), chmodSync(p, 0o600))],
-    ['a join file with a non-http URL', (p) => (writeFileSync(p, JSON.stringify({ url: 'file:///etc/passwd' })), chmodSync(p, 0o600))],
-    ['a join file whose token is not a token', (p) => (writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', token: 'short' })), chmodSync(p, 0o600))],
+    ['a group-readable join file', (p) => {
+      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1' }));
+      chmodSync(p, 0o640);
+    }],
+    ['a join file that is not JSON', (p) => {
+      writeFileSync(p, 'url=http://x');
+      chmodSync(p, 0o600);
+    }],
+    ['a join file with an unknown key', (p) => {
+      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', admin: true }));
+      chmodSync(p, 0o600);
+    }],
+    ['a join file without a URL', (p) => {
+      writeFileSync(p, JSON.stringify({ token: 'd'.repeat(64) }));
+      chmodSync(p, 0o600);
+    }],
+    ['a join file with credentials in the URL', (p) => {
+      writeFileSync(p, JSON.stringify({ url: 'http://u:p@127.0.0.1:1' }));
+      chmodSync(p, 0o600);
+    }],
+    ['a join file with a non-http URL', (p) => {
+      writeFileSync(p, JSON.stringify({ url: 'file:///etc/passwd' }));
+      chmodSync(p, 0o600);
+    }],
+    ['a join file whose token is not a token', (p) => {
+      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', token: 'short' }));
+      chmodSync(p, 0o600);
+    }],
     ['a symlinked join file', (p) => symlinkSync(join0600, p)],
   ];
   for (const [i, [name, make]] of bad.entries()) {

@@ -28,8 +28,12 @@ async function hq(argv: string[], env: NodeJS.ProcessEnv = {}, now?: () => numbe
   let stdout = '';
   let stderr = '';
   const code = await standbyCommand(argv, {
-    stdout: (s) => void (stdout += s),
-    stderr: (s) => void (stderr += s),
+    stdout: (s) => {
+      stdout += s;
+    },
+    stderr: (s) => {
+      stderr += s;
+    },
     env: { ...env, HQ_CONFIG: '' },
     ...(now === undefined ? {} : { now }),
   });

@@ -131,11 +131,21 @@ const rewriteManifest = (s: Setup, f: (m: Record<string, unknown>) => void) => {
   writeFileSync(p, JSON.stringify(m));
 };
 
+// biome-ignore lint/suspicious/noConfusingVoidType: a fault either returns nothing or the options the command needs
 const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?: string }, RegExp][] = [
   ['a missing latest', (s) => unlinkSync(join(s.standbyDir, 'core', 'latest')), /latest is missing/],
-  ['latest pointing out of the tier folder', (s) => (unlinkSync(join(s.standbyDir, 'core', 'latest')), symlinkSync(`../big/${s.gens['big']}`, join(s.standbyDir, 'core', 'latest'))), /latest points outside/],
-  ['latest as an absolute path', (s) => (unlinkSync(join(s.standbyDir, 'core', 'latest')), symlinkSync(core(s), join(s.standbyDir, 'core', 'latest'))), /latest points outside/],
-  ['latest as a plain folder, not a link', (s) => (unlinkSync(join(s.standbyDir, 'core', 'latest')), mkdirSync(join(s.standbyDir, 'core', 'latest'))), /latest is missing or not a link/],
+  ['latest pointing out of the tier folder', (s) => {
+    unlinkSync(join(s.standbyDir, 'core', 'latest'));
+    symlinkSync(`../big/${s.gens['big']}`, join(s.standbyDir, 'core', 'latest'));
+  }, /latest points outside/],
+  ['latest as an absolute path', (s) => {
+    unlinkSync(join(s.standbyDir, 'core', 'latest'));
+    symlinkSync(core(s), join(s.standbyDir, 'core', 'latest'));
+  }, /latest points outside/],
+  ['latest as a plain folder, not a link', (s) => {
+    unlinkSync(join(s.standbyDir, 'core', 'latest'));
+    mkdirSync(join(s.standbyDir, 'core', 'latest'));
+  }, /latest is missing or not a link/],
   [
     'a generation folder that is a symlink',
     (s) => {
@@ -144,7 +154,10 @@ const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?
     },
     /is a symlink/,
   ],
-  ['a tier folder that is a symlink', (s) => (renameSync(join(s.standbyDir, 'core'), join(s.base, 'core-moved')), symlinkSync(join(s.base, 'core-moved'), join(s.standbyDir, 'core'))), /tier folder is a symlink/],
+  ['a tier folder that is a symlink', (s) => {
+    renameSync(join(s.standbyDir, 'core'), join(s.base, 'core-moved'));
+    symlinkSync(join(s.base, 'core-moved'), join(s.standbyDir, 'core'));
+  }, /tier folder is a symlink/],
   [
     'a file in the generation replaced by a symlink',
     (s) => {
@@ -162,11 +175,14 @@ const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?
     },
     /symlink in generation: decisions/,
   ],
-  ['a MANIFEST.json that is a symlink', (s) => (renameSync(join(core(s), 'MANIFEST.json'), join(s.base, 'm.json')), symlinkSync(join(s.base, 'm.json'), join(core(s), 'MANIFEST.json'))), /MANIFEST.json is a symlink/],
+  ['a MANIFEST.json that is a symlink', (s) => {
+    renameSync(join(core(s), 'MANIFEST.json'), join(s.base, 'm.json'));
+    symlinkSync(join(s.base, 'm.json'), join(core(s), 'MANIFEST.json'));
+  }, /MANIFEST.json is a symlink/],
   ['a tampered checksum', (s) => writeFileSync(join(core(s), 'ledger.txt'), 'LEDGER\n'), /checksum mismatch: ledger.txt/],
   ['a sums line that is not well formed', (s) => rewriteSums(s, (x) => x.replace('  ', ' ')), /SHA256SUMS line 1 is not/],
   ['an upper-case digest', (s) => rewriteSums(s, (x) => x.replace(/^[0-9a-f]{64}/, (h) => h.toUpperCase())), /SHA256SUMS line 1 is not/],
-  ['a duplicated sums line', (s) => rewriteSums(s, (x) => x + x.split('\n')[0] + '\n'), /twice/],
+  ['a duplicated sums line', (s) => rewriteSums(s, (x) => `${x + x.split('\n')[0]}\n`), /twice/],
   ['a sums path that escapes', (s) => rewriteSums(s, (x) => x.replace('  ledger.txt', '  ../../../etc/passwd')), /SHA256SUMS line \d+: path may not hold/],
   ['an absolute sums path', (s) => rewriteSums(s, (x) => x.replace('  ledger.txt', '  /etc/passwd')), /must be relative/],
   ['a sums file without its final newline', (s) => rewriteSums(s, (x) => x.slice(0, -1)), /does not end with a newline/],
@@ -178,10 +194,16 @@ const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?
   ['a file the manifest does not list', (s) => writeFileSync(join(core(s), 'planted.sh'), 'rm -rf /'), /file not in the manifest: planted.sh/],
   ['a listed file that is missing', (s) => unlinkSync(join(core(s), 'ledger.txt')), /missing file: ledger.txt/],
   ['a big tier that fails while core is fine', (s) => writeFileSync(join(s.standbyDir, 'big', s.gens['big'] as string, 'huge.bin'), 'short'), /big: checksum mismatch/],
-  ['a DIR that already exists', (s) => (mkdirSync(s.to), { to: s.to }), /already exists/],
+  ['a DIR that already exists', (s) => {
+    mkdirSync(s.to);
+    return { to: s.to };
+  }, /already exists/],
   ['a DIR inside the standby folder', (s) => ({ to: join(s.standbyDir, 'promoted-here') }), /outside the standby folder/],
   ['a DIR inside the hq-config folder', (s) => ({ to: join(s.base, 'hqcfg', 'state') }), /outside the hq-config folder/],
-  ['an hq-config without hq.hostName', (s) => (writeFileSync(s.hqConfig, JSON.stringify({ hq: { arbiter: 'x' } })), {}), /no hq.hostName/],
+  ['an hq-config without hq.hostName', (s) => {
+    writeFileSync(s.hqConfig, JSON.stringify({ hq: { arbiter: 'x' } }));
+    return {};
+  }, /no hq.hostName/],
   ['an hq-config that does not exist', (s) => ({ hqConfig: join(s.base, 'nope.json') }), /does not exist/],
   ['a DIR whose parent does not exist', (s) => ({ to: join(s.base, 'no', 'such', 'dir') }), /parent of --to/],
   ['a promoted config.json whose poller is not an object', (s) => {
@@ -191,7 +213,11 @@ const catalogue: readonly [string, (s: Setup) => void | { to?: string; hqConfig?
     writeFileSync(join(dir, 'config.json'), text);
     const sha = require('node:crypto').createHash('sha256').update(text).digest('hex') as string;
     const m = JSON.parse(readFileSync(join(dir, 'MANIFEST.json'), 'utf8')) as { entries: { path: string; sha256: string; bytes: number }[] };
-    for (const e of m.entries) if (e.path === 'config.json') ((e.sha256 = sha), (e.bytes = text.length));
+    for (const e of m.entries) {
+      if (e.path !== 'config.json') continue;
+      e.sha256 = sha;
+      e.bytes = text.length;
+    }
     writeFileSync(join(dir, 'MANIFEST.json'), JSON.stringify(m));
     writeFileSync(join(dir, 'SHA256SUMS'), m.entries.map((e) => `${e.sha256}  ${e.path}\n`).join(''));
   }, /telegram is not an object/],

@@ -123,7 +123,12 @@ t.test('a connection killed mid-chunk leaves latest untouched, no partial genera
         `PUT /v1/standby/pushes/${body.push}/blobs/${sha} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n` +
           `Content-Type: application/octet-stream\r\nContent-Length: 300000\r\nX-HQ-Offset: 0\r\n\r\n`,
       );
-      sock.write(Buffer.alloc(150_000, 9), () => setTimeout(() => (sock.destroy(), done()), 50));
+      sock.write(Buffer.alloc(150_000, 9), () =>
+        setTimeout(() => {
+          sock.destroy();
+          done();
+        }, 50),
+      );
     });
   });
   await new Promise((r) => setTimeout(r, 100));
@@ -350,7 +355,11 @@ async function commit(url: string, push: string): Promise<{ status: number; body
 /** The batch body of these chunks of a file: each its raw sha256, then its bytes. */
 function batch(file: Buffer, chunks: readonly Chunk[], indexes: readonly number[]): Buffer {
   const offsets: number[] = [];
-  chunks.reduce((at, c) => (offsets.push(at), at + c.bytes), 0);
+  let at = 0;
+  for (const c of chunks) {
+    offsets.push(at);
+    at += c.bytes;
+  }
   return Buffer.concat(indexes.flatMap((i) => [Buffer.from((chunks[i] as Chunk).sha256, 'hex'), file.subarray(offsets[i] as number, (offsets[i] as number) + (chunks[i] as Chunk).bytes)]));
 }
 const indexesOf = (runs: readonly (readonly [number, number])[]) => runs.flatMap(([first, count]) => Array.from({ length: count }, (_, k) => first + k));
@@ -435,7 +444,12 @@ t.test('a push cut inside a batch of chunks leaves latest and the kept generatio
         `PUT /v1/standby/pushes/${b.push}/chunks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n` +
           `Content-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`,
       );
-      sock.write(body.subarray(0, cutAt), () => setTimeout(() => (sock.destroy(), done()), 50));
+      sock.write(body.subarray(0, cutAt), () =>
+        setTimeout(() => {
+          sock.destroy();
+          done();
+        }, 50),
+      );
     });
   });
   await new Promise((r) => setTimeout(r, 100));

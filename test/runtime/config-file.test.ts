@@ -4,6 +4,7 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigFile, readConfigObject } from '../../packages/runtime/src/config-file.js';
+import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '../../packages/runtime/src/config-load.js';
 
 t.test('a config file is read as JSON, or says why it cannot be', async (t) => {
   const dir = t.testdir({ 'ok.json': '{"a": [1]}', 'broken.json': '{"a": ' });
@@ -73,4 +74,26 @@ t.test('a JSON syntax error is given as the line and column an editor shows', as
   t.match(r, { ok: false, problem: 'not-json', message: /at line 4, column 3$/ }, 'line 4, column 3: where the comma is missing');
   t.notMatch((r as { message: string }).message, /position/, 'no character offset');
   t.equal(atLineColumn('x', 'no position here'), 'no position here', 'a message without a position is kept');
+});
+
+t.test('the one config loader: TypeBox only for a file the quick check cannot pass, then the daemon\'s check', async (t) => {
+  const dir = t.testdir({ 'ok.json': '{"a": 1}', 'odd.json': '{"a": "x"}', 'broken.json': '{"a":\n 1,,}' });
+  let loads = 0;
+  const kind: ConfigKind<{ [k: string]: unknown }> = {
+    daemon: 'arbiter',
+    schema: { type: 'object', properties: { a: { type: 'number' } }, additionalProperties: false },
+    loadChecker: async () => {
+      loads++;
+    },
+    check: (input, file) => {
+      if (input['a'] !== undefined && typeof input['a'] !== 'number') throw new ConfigError('a', `${file}: a: must be a number`);
+      return input;
+    },
+  };
+  t.same(await loadConfigFileLazily(kind, join(dir, 'ok.json')), { a: 1 }, 'a valid file is checked and answered');
+  t.equal(loads, 0, 'without loading the checker');
+  await t.rejects(loadConfigFileLazily(kind, join(dir, 'odd.json')), { name: 'ConfigError', key: 'a', message: `${join(dir, 'odd.json')}: a: must be a number` }, "the daemon's check says what is wrong");
+  t.equal(loads, 1, 'after loading the checker for it');
+  t.same(loadConfigFile(kind, null), {}, 'no file: every default');
+  t.throws(() => loadConfigFile(kind, join(dir, 'broken.json')), { name: 'ConfigError', message: /is not valid JSON: .* at line 2, column \d+$/ }, 'bad JSON is named with its line and column');
 });

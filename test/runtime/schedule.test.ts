@@ -55,7 +55,9 @@ t.test('the wall-clock schedule runs the job at its firings without building an 
       return target(...args);
     },
   });
-  t.teardown(() => void (Intl.DateTimeFormat = Original));
+  t.teardown(() => {
+    Intl.DateTimeFormat = Original;
+  });
   let runs = 0;
   let seen: () => void = () => undefined;
   const ran = new Promise<void>((r) => (seen = r));

@@ -70,7 +70,14 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   await c.startArbiter(1);
   // mbp's acquire as `hq lease acquire` sends it, until granted (after the start wait)
   let acquired: Answer | null = null;
-  await c.waitFor(async () => (acquired = await send('POST', '/v1/lease/acquire', memberToken, { host: 'mbp', seenGeneration: 0 }))?.status === 200, 30_000, 'mbp is granted the lease');
+  await c.waitFor(
+    async () => {
+      acquired = await send('POST', '/v1/lease/acquire', memberToken, { host: 'mbp', seenGeneration: 0 });
+      return acquired?.status === 200;
+    },
+    30_000,
+    'mbp is granted the lease',
+  );
   t.match(acquired, { status: 200, body: { lease: { holder: 'mbp', generation: 1 } } }, 'mbp holds generation 1');
 
   // The streams: renewals of mbp's lease (admin token, as an operator's script would) and port
@@ -136,7 +143,7 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   const portPuts = new Map<number, Array<PortAck & { createdAt: number; rev: bigint }>>();
   const abort = new AbortController();
   let seen = 0n;
-  for await (const batch of client.watch(keys.prefix + '/', { prefix: true, startRevision: 1n, signal: abort.signal })) {
+  for await (const batch of client.watch(`${keys.prefix}/`, { prefix: true, startRevision: 1n, signal: abort.signal })) {
     for (const e of batch.events) {
       seen = e.kv.modRevision;
       if (e.type !== 'put') continue;

@@ -21,7 +21,8 @@ import type SchemaModule from 'typebox/schema';
 // does not load TypeBox's builder.
 import { AgentConfigSchema } from './schemas/generated.js';
 import { surelyValid } from '@hq/runtime/quick-check';
-import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile } from '@hq/runtime/config-file';
+import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
 import { magicDnsSuffix, PEER_PORT, tailnetHealthUrl } from '@hq/runtime/probe';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkCadence, wrongDaemon } from '@hq/lease-core';
@@ -175,49 +176,53 @@ function readHostFile(stateDir: string): string | null {
   }
 }
 
-/** Loads, validates and fills defaults. Throws ConfigError. */
+/** The agent's config for the one loader: its schema, TypeBox's checker, its own relations. */
+export const AGENT_CONFIG_KIND: ConfigKind<AgentConfig> = {
+  daemon: 'agent',
+  schema: AgentConfigSchema,
+  loadChecker: loadConfigChecker,
+  check: (input, file) => namingFile(file, () => resolveConfig(validateConfigFile(input), file)),
+};
+
+/** Finds, reads, checks and fills defaults. Throws ConfigError. */
 export function loadConfig(explicit?: string, env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const file = findConfigFile(explicit, AGENT_CONFIG, env);
-  const raw = readConfigObject(file);
-  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+  return loadConfigFile(AGENT_CONFIG_KIND, findConfigFile(explicit, AGENT_CONFIG, env));
 }
 
 /**
  * `loadConfig`, loading TypeBox's checker only when the config needs it (the daemon: a valid
  * config is accepted without it).
  */
-export async function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
-  const file = findConfigFile(explicit, AGENT_CONFIG, env);
-  const raw = readConfigObject(file);
-  if (!surelyValid(AgentConfigSchema, raw)) await loadConfigChecker();
-  return namingFile(file, () => resolveConfig(validateConfigFile(raw), file));
+export function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig> {
+  return loadConfigFileLazily(AGENT_CONFIG_KIND, findConfigFile(explicit, AGENT_CONFIG, env));
+}
+
+/**
+ * This host's name: hostName, else the host file, else the OS host name. The host file and
+ * hostName both name this host; the config wins, and a difference is said (logged at start,
+ * shown by hq doctor).
+ */
+function hostNameOf(configured: string | undefined, stateDir: string): { hostName: string; hostMismatch: { file: string; name: string } | null } {
+  const fromFile = readHostFile(stateDir);
+  if (configured !== undefined) {
+    return { hostName: configured, hostMismatch: fromFile !== null && fromFile !== configured ? { file: join(stateDir, 'host'), name: fromFile } : null };
+  }
+  if (fromFile !== null) {
+    const problem = hostProblem(fromFile);
+    if (problem !== null) throw new ConfigError('hostName', `hostName: the host file ${join(stateDir, 'host')} holds "${fromFile}", which ${problem}`);
+    return { hostName: fromFile, hostMismatch: null };
+  }
+  const os = hostname().replace(/\.local$/, '');
+  if (!isHost(os)) {
+    throw new ConfigError('hostName', `hostName: the OS host name "${os}" is not a valid host; set hostName or run "hq host set NAME"`);
+  }
+  return { hostName: os, hostMismatch: null };
 }
 
 /** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */
 export function resolveConfig(c: AgentConfigFile, file: string | null): AgentConfig {
   const stateDir = resolve(expandHome(c.stateDir ?? '~/.hq'));
-  let hostName = c.hostName;
-  // The host file and hostName both name this host; the config wins, and a difference is said
-  // (logged at start, shown by hq doctor).
-  let hostMismatch: { file: string; name: string } | null = null;
-  if (hostName !== undefined) {
-    const fromFile = readHostFile(stateDir);
-    if (fromFile !== null && fromFile !== hostName) hostMismatch = { file: join(stateDir, 'host'), name: fromFile };
-  }
-  if (hostName === undefined) {
-    const fromFile = readHostFile(stateDir);
-    if (fromFile !== null) {
-      const problem = hostProblem(fromFile);
-      if (problem !== null) throw new ConfigError('hostName', `hostName: the host file ${join(stateDir, 'host')} holds "${fromFile}", which ${problem}`);
-      hostName = fromFile;
-    } else {
-      const os = hostname().replace(/\.local$/, '');
-      if (!isHost(os)) {
-        throw new ConfigError('hostName', `hostName: the OS host name "${os}" is not a valid host; set hostName or run "hq host set NAME"`);
-      }
-      hostName = os;
-    }
-  }
+  const { hostName, hostMismatch } = hostNameOf(c.hostName, stateDir);
   const arbiter = c.arbiter ?? DEFAULTS.arbiter;
   if (hostName === arbiter) throw new ConfigError('hostName', `hostName: "${hostName}" is the arbiter's host, which is never a candidate`);
   const heartbeatCron = c.heartbeatCron ?? DEFAULTS.heartbeatCron;

@@ -22,7 +22,7 @@
  */
 import { AGENT_UNREACHABLE, GENERATION_CHANGED, type FenceDecision, type FenceRunReason } from '@hq/protocol/fence';
 import { elapsed, realTimers, stampClock, type Stamp, type Timers } from '@hq/runtime/clock';
-import { exitCodeOf, superviseGroup } from '@hq/runtime/supervise';
+import { exitCodeOf, superviseGroup, type ProcessGroup } from '@hq/runtime/supervise';
 
 export type FenceQueryResult =
   | { readonly kind: 'answer'; readonly fence: FenceDecision }
@@ -99,40 +99,91 @@ export type SupervisorOutcome =
   | { readonly kind: 'exit'; readonly code: number; readonly end: SupervisorEnd; readonly fence?: FenceDecision }
   | { readonly kind: 'bad-role'; readonly message: string };
 
-export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
+export async function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutcome> {
   const now = opts.now ?? stampClock.now;
-  const timers = opts.timers ?? realTimers;
-  const left = (v: Validity): number => v.seconds - elapsed(v.from, now());
+  const admitted = await admit(opts, now);
+  if ('kind' in admitted) return admitted;
+  return new Supervision(opts, now, admitted).run();
+}
+
+/** A run the fence allowed and the agent registered (or cannot register): what it is fenced on. */
+interface Admitted {
+  readonly fence: FenceDecision;
+  /** When the allowing answer was requested: its validity counts from there. */
+  readonly asked: Stamp;
+  readonly run: Registered | null;
+}
+
+/** Steps 1–2 before the spawn: the fence asked, the run registered; the outcome when CMD does not start. */
+async function admit(opts: SupervisorOptions, now: () => Stamp): Promise<Admitted | SupervisorOutcome> {
   const skip = (fence?: FenceDecision, code = opts.skipExit): SupervisorOutcome => ({ kind: 'exit', code, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
-  return (async () => {
-    const asked = now();
-    const first = await opts.check();
-    if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
-    if (first.kind === 'unreachable') {
-      const code = opts.unreachableExit ?? opts.skipExit;
-      opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem, exit: code });
-      return skip(undefined, code);
-    }
-    const f = first.fence;
-    if (!f.run) {
-      opts.log('skipped', { role: opts.role, reason: f.reason, generation: f.generation, holder: f.holder });
-      return skip(f);
-    }
-    let validity: Validity = { from: asked, seconds: f.validForSeconds ?? Infinity };
-    const generation = f.generation;
-    const holder = f.holder;
-    const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(generation);
-    if (reg.kind === 'refused' || reg.kind === 'unreachable') {
-      const code = reg.kind === 'refused' ? opts.skipExit : (opts.unreachableExit ?? opts.skipExit);
-      const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
-      opts.log('skipped', { role: opts.role, generation, holder, ...why });
-      return skip(f, code);
-    }
-    const run = reg.kind === 'registered' ? reg.run : null;
-    if (opts.stop?.aborted === true) {
-      await run?.done().catch(() => undefined);
-      return skip(f);
-    }
+  const asked = now();
+  const first = await opts.check();
+  if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
+  if (first.kind === 'unreachable') {
+    const code = opts.unreachableExit ?? opts.skipExit;
+    opts.log('skipped', { role: opts.role, reason: AGENT_UNREACHABLE, problem: first.problem, exit: code });
+    return skip(undefined, code);
+  }
+  const f = first.fence;
+  if (!f.run) {
+    opts.log('skipped', { role: opts.role, reason: f.reason, generation: f.generation, holder: f.holder });
+    return skip(f);
+  }
+  const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(f.generation);
+  if (reg.kind === 'refused' || reg.kind === 'unreachable') {
+    const code = reg.kind === 'refused' ? opts.skipExit : (opts.unreachableExit ?? opts.skipExit);
+    const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
+    opts.log('skipped', { role: opts.role, generation: f.generation, holder: f.holder, ...why });
+    return skip(f, code);
+  }
+  const run = reg.kind === 'registered' ? reg.run : null;
+  if (opts.stop?.aborted === true) {
+    await run?.done().catch(() => undefined);
+    return skip(f);
+  }
+  return { fence: f, asked, run };
+}
+
+/** Steps 2–5 once admitted: CMD spawned in its group, re-checked on a schedule (and on a nudge or a change), stopped on a loss. */
+class Supervision {
+  private readonly timers: Timers;
+  private readonly generation: number;
+  private readonly holder: string | null;
+  private validity: Validity;
+  private checkTimer: unknown = null;
+  private end: SupervisorEnd = 'exited';
+  /** A long poll is out (one at a time while CMD runs). */
+  private watching = false;
+  /** A re-check is in flight. */
+  private checking = false;
+  /** A nudge came during a re-check: its answer may predate the step-down, so ask again after it. */
+  private nudged = false;
+  private g!: ProcessGroup;
+
+  constructor(
+    private readonly opts: SupervisorOptions,
+    private readonly now: () => Stamp,
+    private readonly admitted: Admitted,
+  ) {
+    this.timers = opts.timers ?? realTimers;
+    this.generation = admitted.fence.generation;
+    this.holder = admitted.fence.holder;
+    this.validity = { from: admitted.asked, seconds: admitted.fence.validForSeconds ?? Infinity };
+  }
+
+  private left(v: Validity): number {
+    return v.seconds - elapsed(v.from, this.now());
+  }
+
+  private get over(): boolean {
+    return this.g.stopping || this.g.finished;
+  }
+
+  async run(): Promise<SupervisorOutcome> {
+    const { opts, generation, holder } = this;
+    const f = this.admitted.fence;
+    const run = this.admitted.run;
     const env = {
       ...(opts.env ?? process.env),
       HQ_GENERATION: String(generation),
@@ -141,107 +192,113 @@ export function superviseFence(opts: SupervisorOptions): Promise<SupervisorOutco
       HQ_HOLDER: holder ?? '',
       HQ_ROLE: opts.role,
     };
-    let checkTimer: unknown = null;
-    const g = superviseGroup({
+    this.g = superviseGroup({
       argv: opts.argv,
       env,
-      timers,
+      timers: this.timers,
       ...(opts.forwardSignals === undefined ? {} : { forwardSignals: opts.forwardSignals }),
       onForward: (signal) => opts.log('signal-forwarded', { role: opts.role, signal }),
       onSpawn: (pid) => {
-        opts.log('allowed', { role: opts.role, generation, holder, pid, validForSeconds: left(validity) });
+        opts.log('allowed', { role: opts.role, generation, holder, pid, validForSeconds: this.left(this.validity) });
         if (run !== null && pid !== undefined) void run.started(pid);
-        schedule();
-        watch(f);
+        this.schedule();
+        this.watch(f);
       },
     });
-    let end: SupervisorEnd = 'exited';
-    const halt = (event: 'lost' | 'stopping', data: { [k: string]: unknown }): void => {
-      if (g.stopping || g.finished) return;
-      if (checkTimer !== null) timers.clear(checkTimer);
-      end = event === 'lost' ? 'lost' : 'stopped';
-      const remaining = left(validity);
-      const killIn = Math.max(0, Math.min(opts.graceSeconds, remaining - KILL_LEAD));
-      opts.log(event, { role: opts.role, generation, holder, graceSeconds: killIn, validForSeconds: remaining, ...data });
-      g.stop(killIn * 1000, () => opts.log('killed', { role: opts.role, generation }));
-    };
-    const lose = (reason: FenceRunReason, data: { [k: string]: unknown }): void => halt('lost', { reason, ...data });
-    const onStop = (): void => halt('stopping', {});
-    opts.stop?.addEventListener('abort', onStop);
-    // One long poll at a time while CMD runs; its end (a change, or its wait over) is a re-check now.
-    let watching = false;
-    const watch = (d: FenceDecision): void => {
-      if (opts.watch === undefined || watching || g.stopping || g.finished) return;
-      watching = true;
-      void opts
-        .watch(d)
-        .catch(() => false)
-        .then((due) => {
-          watching = false;
-          if (due) nudge();
-        });
-    };
-    const schedule = (): void => {
-      if (g.stopping || g.finished) return;
-      const remaining = left(validity);
-      const byDeadline = remaining - opts.graceSeconds - LEAD;
-      const wait = Math.max(MIN_GAP, Math.min(opts.recheckSeconds, byDeadline));
-      checkTimer = timers.set(() => void recheck(), Number.isFinite(wait) ? wait * 1000 : opts.recheckSeconds * 1000);
-    };
-    // The agent stepping down asks for a re-check now (daemon/runs.ts): the loss is then this supervisor's own.
-    let checking = false;
-    let nudged = false;
-    const nudge = (): void => {
-      if (g.stopping || g.finished) return;
-      if (checking) {
-        nudged = true; // the answer in flight may predate the step-down: ask again after it
-        return;
-      }
-      if (checkTimer !== null) timers.clear(checkTimer);
-      void recheck();
-    };
-    if (opts.forwardSignals !== false) process.on('SIGUSR2', nudge);
-    const recheck = async (): Promise<void> => {
-      checkTimer = null;
-      if (g.stopping || g.finished) return;
-      const at = now();
-      checking = true;
-      const r = await opts.check().finally(() => {
-        checking = false;
-      });
-      if (g.stopping || g.finished) return;
-      if (nudged) {
-        nudged = false;
-        return void recheck();
-      }
-      if (r.kind === 'answer') {
-        const a = r.fence;
-        if (!a.run) return lose(a.reason, { now: { generation: a.generation, holder: a.holder } });
-        if (a.generation !== generation || a.holder !== holder) {
-          return lose(GENERATION_CHANGED, { now: { generation: a.generation, holder: a.holder } });
-        }
-        const next: Validity = { from: at, seconds: a.validForSeconds ?? Infinity };
-        // Keep the later end: an answer can only extend what the earlier one promised.
-        if (left(next) > left(validity)) validity = next;
-        watch(a);
-        return schedule();
-      }
-      // No answer: keep going only while a later check still leaves room to stop in time.
-      if (left(validity) <= opts.graceSeconds + LEAD + MIN_GAP) {
-        return lose(AGENT_UNREACHABLE, { problem: r.kind === 'unreachable' ? r.problem : r.message });
-      }
-      schedule();
-    };
-    const ended = await g.ended;
-    if (checkTimer !== null) timers.clear(checkTimer);
-    opts.stop?.removeEventListener('abort', onStop);
+    opts.stop?.addEventListener('abort', this.onStop);
+    if (opts.forwardSignals !== false) process.on('SIGUSR2', this.nudge);
+    const ended = await this.g.ended;
+    if (this.checkTimer !== null) this.timers.clear(this.checkTimer);
+    opts.stop?.removeEventListener('abort', this.onStop);
     // The child is gone: the agent may forget the run (best effort; it checks the group itself).
     // Only then the nudge goes: SIGUSR2 with no listener would kill this supervisor (exit 140
     // instead of the child's code) if a step-down came while the agent still knew the run.
     if (run !== null) await run.done().catch(() => undefined);
-    process.off('SIGUSR2', nudge);
+    process.off('SIGUSR2', this.nudge);
     if (ended.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: ended.problem });
     if (ended.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: ended.code, signal: ended.signal });
-    return { kind: 'exit', code: exitCodeOf(ended), end: ended.kind === 'stopped' ? end : 'exited', fence: f };
-  })();
+    return { kind: 'exit', code: exitCodeOf(ended), end: ended.kind === 'stopped' ? this.end : 'exited', fence: f };
+  }
+
+  /** SIGTERM the group, SIGKILL after the grace — never later than just before the validity ends. */
+  private halt(event: 'lost' | 'stopping', data: { [k: string]: unknown }): void {
+    if (this.over) return;
+    if (this.checkTimer !== null) this.timers.clear(this.checkTimer);
+    this.end = event === 'lost' ? 'lost' : 'stopped';
+    const remaining = this.left(this.validity);
+    const killIn = Math.max(0, Math.min(this.opts.graceSeconds, remaining - KILL_LEAD));
+    this.opts.log(event, { role: this.opts.role, generation: this.generation, holder: this.holder, graceSeconds: killIn, validForSeconds: remaining, ...data });
+    this.g.stop(killIn * 1000, () => this.opts.log('killed', { role: this.opts.role, generation: this.generation }));
+  }
+
+  private lose(reason: FenceRunReason, data: { [k: string]: unknown }): void {
+    this.halt('lost', { reason, ...data });
+  }
+
+  private readonly onStop = (): void => this.halt('stopping', {});
+
+  /** One long poll at a time while CMD runs; its end (a change, or its wait over) is a re-check now. */
+  private watch(d: FenceDecision): void {
+    if (this.opts.watch === undefined || this.watching || this.over) return;
+    this.watching = true;
+    void this.opts
+      .watch(d)
+      .catch(() => false)
+      .then((due) => {
+        this.watching = false;
+        if (due) this.nudge();
+      });
+  }
+
+  /** The next re-check: every `recheck` seconds, and early enough that SIGTERM + grace + SIGKILL fit inside the validity. */
+  private schedule(): void {
+    if (this.over) return;
+    const remaining = this.left(this.validity);
+    const byDeadline = remaining - this.opts.graceSeconds - LEAD;
+    const wait = Math.max(MIN_GAP, Math.min(this.opts.recheckSeconds, byDeadline));
+    this.checkTimer = this.timers.set(() => void this.recheck(), Number.isFinite(wait) ? wait * 1000 : this.opts.recheckSeconds * 1000);
+  }
+
+  /** The agent stepping down asks for a re-check now (daemon/runs.ts): the loss is then this supervisor's own. */
+  private readonly nudge = (): void => {
+    if (this.over) return;
+    if (this.checking) {
+      this.nudged = true; // the answer in flight may predate the step-down: ask again after it
+      return;
+    }
+    if (this.checkTimer !== null) this.timers.clear(this.checkTimer);
+    void this.recheck();
+  };
+
+  private async recheck(): Promise<void> {
+    this.checkTimer = null;
+    if (this.over) return;
+    const at = this.now();
+    this.checking = true;
+    const r = await this.opts.check().finally(() => {
+      this.checking = false;
+    });
+    if (this.over) return;
+    if (this.nudged) {
+      this.nudged = false;
+      return void this.recheck();
+    }
+    if (r.kind === 'answer') {
+      const a = r.fence;
+      if (!a.run) return this.lose(a.reason, { now: { generation: a.generation, holder: a.holder } });
+      if (a.generation !== this.generation || a.holder !== this.holder) {
+        return this.lose(GENERATION_CHANGED, { now: { generation: a.generation, holder: a.holder } });
+      }
+      const next: Validity = { from: at, seconds: a.validForSeconds ?? Infinity };
+      // Keep the later end: an answer can only extend what the earlier one promised.
+      if (this.left(next) > this.left(this.validity)) this.validity = next;
+      this.watch(a);
+      return this.schedule();
+    }
+    // No answer: keep going only while a later check still leaves room to stop in time.
+    if (this.left(this.validity) <= this.opts.graceSeconds + LEAD + MIN_GAP) {
+      return this.lose(AGENT_UNREACHABLE, { problem: r.kind === 'unreachable' ? r.problem : r.message });
+    }
+    this.schedule();
+  }
 }

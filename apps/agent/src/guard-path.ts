@@ -4,6 +4,7 @@
  * "inside" test on the results. `..` is applied to the physical directory reached so far,
  * never lexically to the original text.
  */
+import type { Stats } from 'node:fs';
 import { lstat, readlink } from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
 
@@ -28,7 +29,7 @@ export async function physicalPath(input: string, cwd: string = process.cwd()): 
       current = next;
       continue;
     }
-    let st;
+    let st: Stats;
     try {
       st = await lstat(next);
     } catch (err) {

@@ -4,7 +4,7 @@
  * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
-import { upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
+import { upgradeNote, type LeaseRecord, type PeerPathReport, type TimingProblem } from '@hq/protocol';
 import { atRestart, boundRefusal, GENERATION_LIMITS, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
@@ -32,6 +32,13 @@ export class GenerationRefused extends HttpError {
     super(refusal.kind === 'ceiling' ? ERRORS.GENERATION_CEILING : ERRORS.GENERATION_JUMP, refusalLine(refusal, host));
     this.name = 'GenerationRefused';
   }
+}
+
+/** One candidate's path to a peer as its probes last found it; `since` in arbiter time. */
+export interface PeerPath {
+  readonly ok: boolean;
+  readonly problem: string | null;
+  readonly since: number;
 }
 
 /** The last refused generation, for the status page and `hq doctor`. */
@@ -317,7 +324,10 @@ export class Arbiter {
       const step = steps[i] as Step<unknown>;
       const outcome = p.outcome(step.answer);
       let byOutcome = counted.get(p.op);
-      if (byOutcome === undefined) counted.set(p.op, (byOutcome = new Map()));
+      if (byOutcome === undefined) {
+        byOutcome = new Map();
+        counted.set(p.op, byOutcome);
+      }
       byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1);
       for (const e of o.committed.events) {
         // A promotion is the arbiter's own move; a forced transfer is an operator's (counted per op).
@@ -398,6 +408,42 @@ export class Arbiter {
   /** Every host heard so far and its version. */
   hostVersions(): ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }> {
     return this.versions;
+  }
+
+  /**
+   * The confirmation path between candidates as each agent's last heartbeat reported its probes
+   * (in memory, like the versions: every agent reports again with its next heartbeat after a
+   * restart, and at once when a finding changes). host → peer → finding, `since` in arbiter time.
+   */
+  private readonly peerPaths = new Map<string, Map<string, PeerPath>>();
+
+  /**
+   * A heartbeat's `peerPaths`: a path that broke or works again is an event once (log, timeline,
+   * hook), never once per heartbeat. Resolves undefined when nothing changed (no promise per report).
+   */
+  notePeerPaths(host: string, reports: readonly PeerPathReport[] | undefined): Promise<void> | undefined {
+    if (reports === undefined || !this.config.candidates.includes(host)) return undefined;
+    const at = this.now();
+    const was = this.peerPaths.get(host);
+    const next = new Map<string, PeerPath>();
+    const events: EventInput[] = [];
+    for (const r of reports) {
+      const before = was?.get(r.peer);
+      if (before !== undefined && before.ok === r.ok && before.problem === r.problem) {
+        next.set(r.peer, before);
+        continue;
+      }
+      next.set(r.peer, { ok: r.ok, problem: r.problem, since: at - r.ageSeconds });
+      if (!r.ok) events.push({ at, category: 'hq.lease', event: 'peer-path-broken', host, data: { peer: r.peer, problem: r.problem } });
+      else if (before !== undefined) events.push({ at, category: 'hq.lease', event: 'peer-path-ok', host, data: { peer: r.peer } });
+    }
+    this.peerPaths.set(host, next);
+    return events.length === 0 ? undefined : this.note(events);
+  }
+
+  /** Every candidate's paths to its peers as last reported (host → peer → finding). */
+  peerPathsOf(): ReadonlyMap<string, ReadonlyMap<string, PeerPath>> {
+    return this.peerPaths;
   }
   private lastFailover: string | null = null;
 

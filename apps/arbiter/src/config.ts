@@ -1,5 +1,5 @@
 /**
- * hq-arbiter configuration: one JSON file, validated once at start by `validateConfig` — shape
+ * hq-arbiter configuration: one JSON file, checked once at start by `checkConfig` — shape
  * (TypeBox, unknown keys refused; a key the agent owns is refused naming its owner), host names,
  * URLs, and the arbiter's own timing relations (lease-core `checkLeaseTiming`). The agents'
  * cadence is not the arbiter's to configure: it arrives with their heartbeats and the arbiter
@@ -10,7 +10,8 @@ import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Static } from 'typebox';
 import type { Compile as CompileFn } from 'typebox/compile';
-import { ARBITER_CONFIG, ConfigError, defaultConfigPaths, readConfigFile } from '@hq/runtime/config-file';
+import { ARBITER_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
+import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
 import { cronGapSeconds } from '@hq/runtime/schedule';
 import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
 import { didYouMean } from '@hq/runtime/suggest';
@@ -186,8 +187,8 @@ function keyOf(path: string): string {
   return parts.length === 0 ? '(root)' : parts.map((p) => (/^\d+$/.test(p) ? `[${p}]` : p)).join('.').replace(/\.\[/g, '[');
 }
 
-function fail(key: string, message: string): ConfigResult {
-  return { ok: false, key, message };
+function problem(key: string, message: string): ConfigError {
+  return new ConfigError(key, message);
 }
 
 function httpUrlProblem(value: string): string | null {
@@ -278,17 +279,15 @@ export function etcdStoreOf(endpoints: readonly string[], prefix: string | undef
   return s as Extract<StoreConfig, { kind: 'etcd' }>;
 }
 
-/** Validates a parsed config file (shape, names, URLs, S6) and resolves every default. */
-export function validateConfig(input: unknown, cwd: string = process.cwd()): ConfigResult {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    return fail('(root)', 'the configuration must be a JSON object');
-  }
-  // A config the quick check is sure of is one TypeBox accepts; any other goes to TypeBox, which
-  // decides and names the problem.
+/**
+ * The file against the schema: a config the quick check is sure of is one TypeBox accepts; any
+ * other goes to TypeBox, which decides and names the problem.
+ */
+function refuseBadShape(input: object): void {
   const sure = surelyValid(ConfigSchema, input);
   const checker = sure ? null : compiled;
   if (!sure && checker === null) {
-    throw new Error("validateConfig: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+    throw new Error("checkConfig: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
   }
   if (checker !== null && !checker.Check(input)) {
     const errors = [...checker.Errors(input)] as unknown as SchemaError[];
@@ -298,47 +297,58 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
       const key = extra.instancePath === '' ? name : `${keyOf(extra.instancePath)}.${name}`;
       const owned = extra.instancePath === '' ? wrongDaemon(name, 'hq-arbiter') : null;
       const known = extra.instancePath === '' ? Object.keys(ConfigSchema.properties) : [];
-      return fail(key, owned ?? `is not a known key${didYouMean(name, known)}`);
+      throw problem(key, owned ?? `is not a known key${didYouMean(name, known)}`);
     }
     const first = errors.find((e) => e.keyword !== 'boolean') ?? errors[0];
-    if (first === undefined) return fail('(root)', 'does not match the schema');
+    if (first === undefined) throw problem('(root)', 'does not match the schema');
     const key = keyOf(first.instancePath);
     if (first.keyword === 'pattern' && /arbiter|candidates|standby/.test(key)) {
-      return fail(key, `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`);
+      throw problem(key, `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`);
     }
     if (first.keyword === 'pattern' && key === 'tailnetDomain') {
       const v = (input as { tailnetDomain?: unknown }).tailnetDomain;
       const lower = typeof v === 'string' && v !== v.toLowerCase() ? ` — write it in lower case ("${v.toLowerCase()}"), as tailscale status --json prints MagicDNSSuffix` : '';
-      return fail(key, `must be a DNS domain of lower-case letters, digits, dots and dashes, like example-tailnet.ts.net${lower}`);
+      throw problem(key, `must be a DNS domain of lower-case letters, digits, dots and dashes, like example-tailnet.ts.net${lower}`);
     }
-    return fail(key, first.message);
+    throw problem(key, first.message);
   }
+}
+
+/**
+ * Checks a parsed config file (shape, names, URLs, S6) and resolves every default; the first
+ * problem is thrown as a ConfigError whose message is the key's problem.
+ */
+export function checkConfig(input: unknown, cwd: string = process.cwd()): ArbiterConfig {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw problem('(root)', 'the configuration must be a JSON object');
+  }
+  refuseBadShape(input);
   const file = input as ConfigFile;
 
   const arbiter = file.arbiter ?? DEFAULTS.arbiter;
   const candidates = file.candidates ?? DEFAULTS.candidates;
-  if (new Set(candidates).size !== candidates.length) return fail('candidates', 'must not name a host twice');
-  if (candidates.includes(arbiter)) return fail('candidates', `must not include the arbiter "${arbiter}"`);
+  if (new Set(candidates).size !== candidates.length) throw problem('candidates', 'must not name a host twice');
+  if (candidates.includes(arbiter)) throw problem('candidates', `must not include the arbiter "${arbiter}"`);
   const standby = file.standby ?? null;
-  if (standby !== null && !candidates.includes(standby)) return fail('standby', `"${standby}" is not one of the candidates`);
+  if (standby !== null && !candidates.includes(standby)) throw problem('standby', `"${standby}" is not one of the candidates`);
 
   const healthUrls = new Map<string, string>();
   for (const [host, url] of Object.entries(file.healthUrls ?? {})) {
     const hp = hostProblem(host);
-    if (hp !== null || !isHost(host)) return fail(`healthUrls.${host}`, `the key ${hp ?? 'is not a host'}`);
+    if (hp !== null || !isHost(host)) throw problem(`healthUrls.${host}`, `the key ${hp ?? 'is not a host'}`);
     const up = httpUrlProblem(url);
-    if (up !== null) return fail(`healthUrls.${host}`, up);
+    if (up !== null) throw problem(`healthUrls.${host}`, up);
     healthUrls.set(host, url);
   }
   const urls = file.hooks?.urls ?? [];
   for (const [i, url] of urls.entries()) {
     const up = httpUrlProblem(url);
-    if (up !== null) return fail(`hooks.urls[${i}]`, up);
+    if (up !== null) throw problem(`hooks.urls[${i}]`, up);
   }
 
   const checkCron = file.checkCron ?? DEFAULTS.checkCron;
   const gap = cronGapSeconds(checkCron);
-  if (!gap.ok) return fail('checkCron', gap.message);
+  if (!gap.ok) throw problem('checkCron', gap.message);
   const checkSeconds = gap.seconds;
 
   const ttlSeconds = file.ttlSeconds ?? DEFAULTS.ttlSeconds;
@@ -348,49 +358,54 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
   const probeTimeoutSeconds = file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2);
 
   const bands = bandsFromConfig(file.portBands);
-  if (!bands.ok) return fail(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
+  if (!bands.ok) throw problem(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
 
   const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null, cwd);
-  if ('key' in store) return fail(store.key, store.message);
+  if ('key' in store) throw problem(store.key, store.message);
 
   const timing = checkLeaseTiming({ ttlSeconds, checkSeconds, viewFreshSeconds, probeTimeoutSeconds, safetyMarginSeconds, promoteAfterChecks });
-  if (!timing.ok) return fail(timing.key, timing.message);
+  if (!timing.ok) throw problem(timing.key, timing.message);
   return {
-    ok: true,
-    config: {
-      arbiter,
-      candidates: [...candidates],
-      standby,
-      ttlSeconds,
-      viewFreshSeconds,
-      promoteAfterChecks,
-      safetyMarginSeconds,
-      checkCron,
-      healthUrls,
-      tailnetDomain: file.tailnetDomain ?? null,
-      tailscaleBin: file.tailscaleBin ?? DEFAULTS.tailscaleBin,
-      probeTimeoutSeconds,
-      listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
-      dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
-      store,
-      auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
-      hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
-      events: { maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays, maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount },
-      portBands: bands.bands,
-      checkSeconds,
-    },
+    arbiter,
+    candidates: [...candidates],
+    standby,
+    ttlSeconds,
+    viewFreshSeconds,
+    promoteAfterChecks,
+    safetyMarginSeconds,
+    checkCron,
+    healthUrls,
+    tailnetDomain: file.tailnetDomain ?? null,
+    tailscaleBin: file.tailscaleBin ?? DEFAULTS.tailscaleBin,
+    probeTimeoutSeconds,
+    listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
+    dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
+    store,
+    auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
+    hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
+    events: { maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays, maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount },
+    portBands: bands.bands,
+    checkSeconds,
   };
 }
 
-/** Where the config comes from: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`, else none. */
-export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists: (p: string) => boolean): string | null {
-  if (flag !== undefined) return flag;
-  const fromEnv = env[ARBITER_CONFIG.envVar];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  for (const p of defaultConfigPaths(ARBITER_CONFIG)) {
-    if (exists(p)) return p;
+/** `checkConfig` with its problem as a value instead of thrown. */
+export function validateConfig(input: unknown, cwd: string = process.cwd()): ConfigResult {
+  try {
+    return { ok: true, config: checkConfig(input, cwd) };
+  } catch (err) {
+    if (err instanceof ConfigError) return { ok: false, key: err.key, message: err.message };
+    throw err;
   }
-  return null;
+}
+
+/**
+ * The config file: `--config`, `$HQ_ARBITER_CONFIG`, `~/.hq/arbiter.json`, `/etc/hq/arbiter.json`,
+ * else none (the built-in defaults); a named file must exist. `exists` stands in for the file
+ * system in tests.
+ */
+export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists?: (p: string) => boolean): string | null {
+  return findConfigFile(flag, ARBITER_CONFIG, env, exists === undefined ? undefined : (p) => (exists(p) ? null : 'ENOENT'));
 }
 
 export { ConfigError };
@@ -401,31 +416,29 @@ function invalidConfig(key: string, problem: string, path: string | null): Confi
   return new ConfigError(key, `invalid config${path === null ? '' : ` ${path}`}: ${text}`.replace(/\s*\n\s*/g, ' '));
 }
 
-/** The parsed file at `path` (the empty object, all defaults, for null). Throws ConfigError. */
-function readInput(path: string | null): unknown {
-  if (path === null) return {};
-  const r = readConfigFile(path);
-  if (!r.ok) throw invalidConfig('(file)', r.problem === 'unreadable' ? `cannot be read (${r.code})` : `is not valid JSON (${r.message})`, path);
-  return r.value;
-}
-
-function resolved(input: unknown, path: string | null, cwd: string): ArbiterConfig {
-  const result = validateConfig(input, cwd);
-  if (!result.ok) throw invalidConfig(result.key, result.message, path);
-  return result.config;
-}
+/** The arbiter's config for the one loader: its schema, TypeBox's checker, its own relations. */
+export const ARBITER_CONFIG_KIND: ConfigKind<ArbiterConfig> = {
+  daemon: 'arbiter',
+  schema: ConfigSchema,
+  loadChecker: loadConfigChecker,
+  check: (input, file) => {
+    try {
+      return checkConfig(input);
+    } catch (err) {
+      throw err instanceof ConfigError ? invalidConfig(err.key, err.message, file) : err;
+    }
+  },
+};
 
 /**
- * Reads and validates the file at `path` (or the built-in defaults for null). Throws ConfigError.
+ * Reads and checks the file at `path` (or the built-in defaults for null). Throws ConfigError.
  * TypeBox's checker must be loaded for a file the quick check cannot pass (config-checker.js).
  */
-export function loadConfig(path: string | null, cwd: string = process.cwd()): ArbiterConfig {
-  return resolved(readInput(path), path, cwd);
+export function loadConfig(path: string | null): ArbiterConfig {
+  return loadConfigFile(ARBITER_CONFIG_KIND, path);
 }
 
 /** `loadConfig`, loading TypeBox's checker only when the file needs it (the CLI). */
-export async function loadConfigLazily(path: string | null, cwd: string = process.cwd()): Promise<ArbiterConfig> {
-  const input = readInput(path);
-  if (!surelyValid(ConfigSchema, input)) await loadConfigChecker();
-  return resolved(input, path, cwd);
+export function loadConfigLazily(path: string | null): Promise<ArbiterConfig> {
+  return loadConfigFileLazily(ARBITER_CONFIG_KIND, path);
 }

@@ -9,7 +9,7 @@ import { requestJson } from '@hq/runtime/http';
 import type { Logger } from 'pino';
 import type { EventRow } from './store/store.js';
 
-/** The events that call hooks: promotion, refused renewal, a streak, maintenance, silence. */
+/** The events that call hooks: promotion, refused renewal, a streak, maintenance, silence, a broken peer path. */
 export function wantsHook(e: EventRow): boolean {
   switch (e.event) {
     case 'promoted':
@@ -17,6 +17,7 @@ export function wantsHook(e: EventRow): boolean {
     case 'maintenance':
     case 'agent-silent':
     case 'timing-problem':
+    case 'peer-path-broken':
       return true;
     case 'arbiter-check':
       return typeof e.data['streak'] === 'number' && e.data['streak'] > 0;
@@ -127,7 +128,7 @@ export class Hooks {
 }
 
 /** Events logged at warn: each says something is wrong that only an operator can fix. */
-const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'agent-silent', 'renew-refused', 'generation-refused', 'generation-accepted']);
+const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'peer-path-broken', 'agent-silent', 'renew-refused', 'generation-refused', 'generation-accepted']);
 
 export class EventSink {
   constructor(

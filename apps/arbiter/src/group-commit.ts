@@ -110,12 +110,15 @@ export class GroupCommitQueue<I, O> {
     // A network commit: the next group waits for what is queued and this group's callers.
     this.expect = later ? this.queue.length + group.length : 0;
     if (this.queue.length > 0) this.schedule();
-    group.forEach((q, i) => {
-      if (outcomes === undefined) return q.reject(err);
+    for (const [i, q] of group.entries()) {
+      if (outcomes === undefined) {
+        q.reject(err);
+        continue;
+      }
       const o = outcomes[i];
       if (o === undefined) q.reject(new Error('group commit: no outcome for an item'));
       else if (o.ok) q.resolve(o.value);
       else q.reject(o.error);
-    });
+    }
   }
 }

@@ -25,7 +25,7 @@
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { EtcdClient, MemberStatus } from './store/etcd/client.js';
-import { Election, type Leader, type StampClock, type Term } from './store/etcd/election.js';
+import { Election, type CampaignResult, type Leader, type StampClock, type Term } from './store/etcd/election.js';
 import { isEtcdError } from './store/etcd/errors.js';
 import { NotElectedError } from './store/store.js';
 import type { Compare } from './store/etcd/client.js';
@@ -197,7 +197,7 @@ export class Leadership {
   private async campaignLoop(): Promise<void> {
     const { log } = this.opts;
     while (!this.stop.signal.aborted) {
-      let r;
+      let r: CampaignResult;
       try {
         r = await this.election.campaign(this.stop.signal);
       } catch (err) {

@@ -13,6 +13,8 @@ export interface MetricsSnapshot {
   readonly candidates: readonly string[];
   /** Each host's protocol and release (its last heartbeat; the arbiter itself too). */
   readonly versions?: ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }>;
+  /** Each candidate's confirmation path to each peer, as its last heartbeat reported it (host → peer → ok). */
+  readonly peerPaths?: ReadonlyMap<string, ReadonlyMap<string, { readonly ok: boolean }>>;
 }
 
 /** prom-client's default gauges whose names end in `_total`, which is reserved for counters. */
@@ -31,6 +33,12 @@ export class Metrics {
     name: 'hq_host_version',
     help: 'Always 1, for each host and the hq version its last heartbeat spoke ("0.1" for protocol 1, which never says its release; the arbiter itself too).',
     labelNames: ['host', 'version'],
+    registers: [this.registry],
+  });
+  readonly peerPathOk = new Gauge({
+    name: 'hq_peer_path_ok',
+    help: "1 when host's last confirmation probe of peer worked, 0 when peer could not confirm host in an arbiter outage (peer tokens that differ, a peer listener not reached), as host's heartbeat reported it.",
+    labelNames: ['host', 'peer'],
     registers: [this.registry],
   });
   readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
@@ -87,5 +95,7 @@ export class Metrics {
     }
     this.hostVersion.reset();
     for (const [host, v] of s.versions ?? []) this.hostVersion.set({ host, version: v.release ?? (v.protocol === 1 ? PROTOCOL_1_RELEASE : `protocol ${v.protocol}`) }, 1);
+    this.peerPathOk.reset();
+    for (const [host, paths] of s.peerPaths ?? []) for (const [peer, p] of paths) this.peerPathOk.set({ host, peer }, p.ok ? 1 : 0);
   }
 }

@@ -60,7 +60,10 @@ export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover
   // A pure function of the config and `hb`: every heartbeat asks it twice (its answer and
   // `noteTiming`) with the same few values, so each is computed once per config.
   let known = FAILOVERS.get(config);
-  if (known === undefined) FAILOVERS.set(config, (known = new Map()));
+  if (known === undefined) {
+    known = new Map();
+    FAILOVERS.set(config, known);
+  }
   let f = known.get(hb);
   if (f === undefined) {
     const bare = failover(leaseTimingOf(config), hb);
@@ -92,7 +95,10 @@ export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
  */
 export function reportedTiming(config: ArbiterConfig, timing: LeaseTiming, host: string, cadence: Partial<Cadence>): readonly TimingProblem[] {
   let known = REPORTED.get(config);
-  if (known === undefined) REPORTED.set(config, (known = new Map()));
+  if (known === undefined) {
+    known = new Map();
+    REPORTED.set(config, known);
+  }
   const key = `${host}\n${cadence.heartbeatSeconds}\n${cadence.refreshSeconds}\n${cadence.requestTimeoutSeconds}`;
   let problems = known.get(key);
   if (problems === undefined) {

@@ -345,7 +345,7 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
   // The holder and the standby both say when they see the lease expired (the old system's
   // rule: the standby logs `expired-seen {holder, generation}`), once per tenure.
-  const wasExpired = state0.known !== null && state0.known.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
+  const wasExpired = state0.known?.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
   if (r.expired && r.holder !== null && !wasExpired) events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
   // Lock-delay of this generation, measured from receipt on the monotonic clock (A2). Within a
   // tenure it only grows — except once the displaced holder acknowledged its step-down: then

@@ -223,6 +223,20 @@ export function describeFailover(f: Failover): string {
 }
 
 /**
+ * How often an agent that knows of no holder (none learned yet, or the record says released)
+ * reads the lease: a lease read is one cheap GET, and the standby then learns of the first grant
+ * within seconds instead of at its next refresh (a minute at the defaults) — without any new
+ * message from the holder's side to its peers, which would need its own auth and retries.
+ */
+export const NO_HOLDER_REFRESH_SECONDS = 2;
+
+/** Seconds until an agent's next lease read: `refreshSeconds`, sooner while it knows of no holder. */
+export function refreshEverySeconds(known: { readonly holder: string | null; readonly released: boolean } | null, refreshSeconds: number): number {
+  const noHolder = known === null || known.holder === null || known.released;
+  return noHolder ? Math.min(refreshSeconds, NO_HOLDER_REFRESH_SECONDS) : refreshSeconds;
+}
+
+/**
  * How often the holder renews (S6): on its cron, but never less often than
  * `RENEWALS_PER_VALIDITY` times per validity of the lease it holds, so a long cron cannot let a
  * held lease lapse.

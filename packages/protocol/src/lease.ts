@@ -152,6 +152,30 @@ export interface LeaseConflict {
   readonly message: string;
 }
 
+/**
+ * When the record's holder may run, in arbiter time: from `from` (its lock-delay or the start
+ * wait, `notBefore`; now when that has passed) until `until` (`expiresAt`). A grant behind a wait
+ * counts its validity from the wait's end, so `expiresAt − now` can exceed the TTL; what the
+ * holder may run for is `validSeconds` (`until − max(now, from)`), never more than the TTL the
+ * grant or renewal gave. Null when no host may run on this record (no holder, released,
+ * expired, the floor pending: the validity then starts only once it is complete).
+ */
+export interface RunWindow {
+  readonly from: number;
+  readonly until: number;
+  /** Seconds until it may run (0: it may now). */
+  readonly startsInSeconds: number;
+  /** Seconds it may run from then (or from now), at most the TTL. */
+  readonly validSeconds: number;
+}
+
+export function runWindow(r: Pick<LeaseRecord, 'holder' | 'released' | 'expired' | 'expiresAt' | 'notBefore' | 'floorPending' | 'now'>): RunWindow | null {
+  if (r.holder === null || r.released || r.expired || r.expiresAt === null || r.floorPending) return null;
+  const from = Math.max(r.now, r.notBefore ?? r.now);
+  if (from >= r.expiresAt) return null;
+  return { from, until: r.expiresAt, startsInSeconds: from - r.now, validSeconds: r.expiresAt - from };
+}
+
 // ---------------------------------------------------------------------------------------
 // the heartbeat
 
@@ -182,6 +206,19 @@ export interface ConfirmationReport {
   readonly ageSeconds: number;
 }
 
+/**
+ * What an agent's last probe found of the confirmation path to one peer (`POST /v1/peer/confirm`
+ * with `probe: true`): whether the peer would answer a confirmation request from it, and since when.
+ */
+export interface PeerPathReport {
+  readonly peer: Host;
+  readonly ok: boolean;
+  /** One line: why the peer could not confirm this host (null when `ok`). */
+  readonly problem: string | null;
+  /** Seconds since the probes first found the path in this state, on the agent's monotonic clock. */
+  readonly ageSeconds: number;
+}
+
 /** `POST /v1/heartbeat`. */
 export interface HeartbeatRequest {
   readonly host: Host;
@@ -195,6 +232,8 @@ export interface HeartbeatRequest {
   readonly requestTimeoutSeconds?: number;
   /** Protocol 2: the agent's hq release (absent: hq 0.1.x, protocol 1). */
   readonly version?: string;
+  /** Protocol 2: the confirmation path to each peer as the agent's probes found it (absent: not probed yet, or hq 0.1.x). */
+  readonly peerPaths?: readonly PeerPathReport[];
 }
 
 /** A relation across the two sides that a report breaks (S6). */

@@ -89,7 +89,7 @@ export function parseSums(text: string): SumsResult {
   if (!text.endsWith('\n')) return { ok: false, reason: 'SHA256SUMS does not end with a newline' };
   const lines = text.slice(0, -1).split('\n');
   for (const [i, line] of lines.entries()) {
-    const m = /^([0-9a-f]{64})  (.+)$/.exec(line);
+    const m = /^([0-9a-f]{64}) {2}(.+)$/.exec(line);
     if (m === null) return { ok: false, reason: `SHA256SUMS line ${i + 1} is not "<sha256>  <path>"` };
     const path = m[2] as string;
     const problem = relPathProblem(path);

@@ -44,6 +44,7 @@ export interface RequestField {
 
 export const REQUEST_FIELDS: readonly RequestField[] = Object.freeze([
   Object.freeze({ since: 2, route: 'POST /v1/heartbeat', field: 'version', absent: `the agent runs hq ${PROTOCOL_1_RELEASE}.x (protocol 1)` }),
+  Object.freeze({ since: 2, route: 'POST /v1/heartbeat', field: 'peerPaths', absent: 'the agent does not report its peer paths: the arbiter shows none for it (hq doctor on the agent still does)' }),
   Object.freeze({ since: 2, route: 'POST /v1/lease/release', field: 'ran', absent: 'the old holder does not say it ran its generation: a handover right after an arbiter restart waits out the start wait' }),
   Object.freeze({ since: 2, route: 'POST /v1/lease/stepped-down', field: 'ran', absent: 'the old holder does not say it ran its generation: its acknowledgement does not end the start wait' }),
 ]);

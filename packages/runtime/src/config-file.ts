@@ -37,10 +37,12 @@ export class ConfigError extends Error {
 export interface ConfigLookup {
   readonly envVar: string;
   readonly name: string;
+  /** Whose file it is, for the line saying this user cannot read it. */
+  readonly daemon: 'agent' | 'arbiter';
 }
 
-export const AGENT_CONFIG: ConfigLookup = { envVar: 'HQ_CONFIG', name: 'agent.json' };
-export const ARBITER_CONFIG: ConfigLookup = { envVar: 'HQ_ARBITER_CONFIG', name: 'arbiter.json' };
+export const AGENT_CONFIG: ConfigLookup = { envVar: 'HQ_CONFIG', name: 'agent.json', daemon: 'agent' };
+export const ARBITER_CONFIG: ConfigLookup = { envVar: 'HQ_ARBITER_CONFIG', name: 'arbiter.json', daemon: 'arbiter' };
 
 /** The places looked at when neither `--config` nor the variable names a file. */
 export function defaultConfigPaths(lookup: ConfigLookup): string[] {
@@ -58,33 +60,34 @@ function statProblem(path: string): string | null {
 }
 
 /** One line for a config path this user cannot see: a permission is not a missing file. */
-function unusable(path: string, code: string, from: string): string {
-  if (code === 'EACCES') return `config file ${path}${from} cannot be read by this user (EACCES: the file or a directory above it denies it); run as the agent's user, or join its group (sudo usermod -aG hq $USER, then log in again)`;
+function unusable(path: string, code: string, from: string, daemon: ConfigLookup['daemon'] = 'agent'): string {
+  if (code === 'EACCES') return `config file ${path}${from} cannot be read by this user (EACCES: the file or a directory above it denies it); run as the ${daemon}'s user, or join its group (sudo usermod -aG hq $USER, then log in again)`;
   if (code === 'ENOENT') return `config file ${path}${from} does not exist`;
   return `config file ${path}${from} cannot be used (${code})`;
 }
 
 /**
- * The config file to use, or null when none exists (every default); a named file must exist. A
+ * The config file to use, or null when none exists (every default); a named file must exist
+ * (`problemOf`: why a path cannot be used, null when it can; tests pass their own). A
  * default location this user may not look into is an error, not "no file": silently falling back
  * to every default would ask another socket and another arbiter.
  */
-export function findConfigFile(explicit: string | undefined, lookup: ConfigLookup, env: NodeJS.ProcessEnv = process.env): string | null {
+export function findConfigFile(explicit: string | undefined, lookup: ConfigLookup, env: NodeJS.ProcessEnv = process.env, problemOf: (path: string) => string | null = statProblem): string | null {
   if (explicit !== undefined) {
-    const code = statProblem(explicit);
-    if (code !== null) throw new ConfigError('--config', unusable(explicit, code, ''));
+    const code = problemOf(explicit);
+    if (code !== null) throw new ConfigError('--config', unusable(explicit, code, '', lookup.daemon));
     return resolve(explicit);
   }
   const fromEnv = env[lookup.envVar];
   if (fromEnv !== undefined && fromEnv !== '') {
-    const code = statProblem(fromEnv);
-    if (code !== null) throw new ConfigError(lookup.envVar, unusable(fromEnv, code, ` (from $${lookup.envVar})`));
+    const code = problemOf(fromEnv);
+    if (code !== null) throw new ConfigError(lookup.envVar, unusable(fromEnv, code, ` (from $${lookup.envVar})`, lookup.daemon));
     return resolve(fromEnv);
   }
   for (const candidate of defaultConfigPaths(lookup)) {
-    const code = statProblem(candidate);
+    const code = problemOf(candidate);
     if (code === null) return candidate;
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ConfigError('--config', unusable(candidate, code, ''));
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ConfigError('--config', unusable(candidate, code, '', lookup.daemon));
   }
   return null;
 }
@@ -102,7 +105,7 @@ export function atLineColumn(text: string, message: string): string {
   const before = text.slice(0, Number(m[1]));
   const line = before.split('\n').length;
   const column = before.length - before.lastIndexOf('\n');
-  return message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd() + ` at line ${line}, column ${column}`;
+  return `${message.replace(/ in JSON at position \d+.*$|at position \d+.*$/, '').trimEnd()} at line ${line}, column ${column}`;
 }
 
 /**
@@ -140,11 +143,11 @@ export function readConfigFile(file: string): ConfigFileRead {
 }
 
 /** The file's content as a JSON object, `{}` without a file (every default); else a ConfigError naming it. */
-export function readConfigObject(file: string | null): { [k: string]: unknown } {
+export function readConfigObject(file: string | null, daemon: ConfigLookup['daemon'] = 'agent'): { [k: string]: unknown } {
   if (file === null) return {};
   const r = readConfigFile(file);
   if (!r.ok) {
-    if (r.problem === 'unreadable') throw new ConfigError('--config', r.code === 'EACCES' ? unusable(file, 'EACCES', '') : `cannot read config file ${file}: ${r.message}`);
+    if (r.problem === 'unreadable') throw new ConfigError('--config', r.code === 'EACCES' ? unusable(file, 'EACCES', '', daemon) : `cannot read config file ${file}: ${r.message}`);
     throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${r.message}`);
   }
   if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value)) throw new ConfigError('(top level)', `${file}: the config must be a JSON object`);

@@ -8,7 +8,7 @@ import { largestGapSeconds, type CronResult } from '@hq/lease-core';
 
 export function cronGapSeconds(expr: string): CronResult {
   if (!cron.validate(expr)) return { ok: false, message: `"${expr}" is not a valid cron expression (5 fields, or 6 with seconds first)` };
-  let fields;
+  let fields: ReturnType<typeof cron.parse>;
   try {
     fields = cron.parse(expr);
   } catch (err) {

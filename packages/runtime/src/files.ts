@@ -7,8 +7,8 @@
  * file owned by another user, a group/world-writable file, or anything but a plain file is
  * refused (the caller fails closed), never followed.
  */
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { chmod, lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import { chmod, lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -33,7 +33,7 @@ export interface ReadOptions {
 
 /** Reads a state file, refusing anything that could have been planted or tampered with. */
 export async function readSecure(path: string, options: ReadOptions = {}): Promise<ReadResult> {
-  let st;
+  let st: Stats;
   try {
     st = await lstat(path);
   } catch (err) {
@@ -50,7 +50,7 @@ export async function readSecure(path: string, options: ReadOptions = {}): Promi
   }
   const max = options.maxBytes ?? 1 << 20;
   if (st.size > max) return { kind: 'refused', problem: `is larger than ${max} bytes` };
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch (err) {

@@ -57,7 +57,10 @@ export function wallClockSchedule(expr: string, fn: () => void, now: () => numbe
   const beat = (slot: number): void => {
     const at = now();
     // Early: a wait longer than a day, or the wall clock went back; node-cron waits again too.
-    if (at < slot) return arm(slot);
+    if (at < slot) {
+      arm(slot);
+      return;
+    }
     const late = at - slot;
     const after = nextFiring(fields, slot);
     if (late <= MISSED_TOLERANCE_MS && (after === null || late < after - slot)) fn();

@@ -695,7 +695,7 @@ export class World {
     const machineUp = !this.dead.has(holder) && !this.asleep(holder);
     const roundTrip = !this.linkCut(ARBITER, holder) && !this.linkCut(holder, ARBITER);
     const agent = this.agents.get(holder);
-    const agentServing = agent !== undefined && agent.up && !agent.paused;
+    const agentServing = agent?.up === true && !agent.paused;
     return { ping: machineUp && roundTrip, health: machineUp && roundTrip && agentServing };
   }
 
@@ -743,7 +743,10 @@ export class World {
     this.handoverTick(a, a.stamp());
     if (!a.up) return; // killed mid-step-down
     // ack-before-persist: the agent awaits its acknowledgement before it commits anything
-    if (a.job?.deferred != null) return this.fenceWorker(a);
+    if (a.job?.deferred != null) {
+      this.fenceWorker(a);
+      return;
+    }
     // request timeout: the answer, if any, will be discarded
     if (a.inflight !== null && core.elapsed(a.inflight.sent, now) > s.requestTimeoutSeconds) {
       a.inflight = null;
@@ -783,7 +786,7 @@ export class World {
       const rt = !this.linkCut(a.host, holder) && !this.linkCut(holder, a.host);
       const peer = this.agents.get(holder);
       const ping = machineUp && rt;
-      const health = ping && peer !== undefined && peer.up && !peer.paused;
+      const health = ping && peer?.up === true && !peer.paused;
       body.view = { target: holder, reachable: ping || health, ping, health };
     }
     if (st.gave !== null) {

@@ -19,7 +19,7 @@ export const FENCE_CHECK_SPEC: CommandSpec = {
   name: 'fence check',
   summary: 'Asks the local agent whether this host may run role R now. The answer comes from the agent’s memory; no network is used.',
   flags: [CONFIG_FLAG, { name: 'role', kind: 'string', value: 'R', help: 'The role to check, one of the configured roles. Required.', required: true }, JSON_FLAG],
-  exits: '0 run, 1 skip (also when the agent could not be asked; stderr names why), 2 unknown role, usage or config error.',
+  exits: `0 run, 1 skip — 1 also when it could not ask the agent (the line on stderr says why: this user not in the socket's group (EACCES), no socket (ENOENT), nothing listening (ECONNREFUSED), no answer in time); \`hq fence run\` uses ${UNREACHABLE_EXIT} for that. 2 unknown role, usage or config error.`,
 };
 
 export const FENCE_RUN_SPEC: CommandSpec = {

@@ -11,160 +11,18 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { isGeneration, type Persisted } from '@hq/lease-core';
-import { DEFAULT_ROLES, GENERATION_CEILING, hostProblem, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
-import { AGENT_CONFIG, expandHome, parseJsonObject } from '@hq/runtime/config-file';
+import type { Persisted } from '@hq/lease-core';
+import { DEFAULT_ROLES, ROLE_SCHEMA_PATTERN } from '@hq/protocol';
+import { AGENT_CONFIG, expandHome } from '@hq/runtime/config-file';
 import { runFile } from '@hq/runtime/exec';
 import { ensureDir, mkdirPrivate, writeAtomic } from '@hq/runtime/files';
 import { resolveConfig, validateConfigFile } from '../config.js';
 import '../config-checker.js';
 import { loadSeen, statePaths, writeHost, writePersisted, writeSeen } from '../state.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
+import { AGENT_KEYS, ARBITER_KEYS, SHARED_KEYS, crontabReplacements, parseOldConfig, parseOldHost, parseOldLocal, parseOldSeen, type CronLine, type Read } from './elanous-files.js';
 
-export type Read<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: string };
-
-/** The old host file: a host name, with no line end or one plain newline. */
-export function parseOldHost(text: string): Read<string> {
-  if (text.includes('\r')) return { ok: false, problem: 'has a CR LF (Windows) line end: write the name with a plain newline or none' };
-  const name = text.endsWith('\n') ? text.slice(0, -1) : text;
-  const problem = hostProblem(name);
-  return problem === null ? { ok: true, value: name } : { ok: false, problem: `holds ${JSON.stringify(name)}, which ${problem}` };
-}
-
-/** The old seen-generation marker: an integer ≥ 0, optionally followed by one newline. */
-export function parseOldSeen(text: string): Read<number> {
-  const body = text.endsWith('\n') ? text.slice(0, -1) : text;
-  if (text.includes('\r')) return { ok: false, problem: 'has a CR LF (Windows) line end: write the number with a plain newline or none' };
-  if (!/^-?\d{1,16}$/.test(body)) return { ok: false, problem: `holds ${JSON.stringify(body)}, not a generation (an integer ≥ 0)` };
-  const n = Number(body);
-  if (!isGeneration(n) || n > GENERATION_CEILING) return { ok: false, problem: `holds ${body}: a generation is an integer from 0 to ${GENERATION_CEILING}` };
-  return { ok: true, value: n };
-}
-
-export interface OldLocal {
-  readonly holder: string | null;
-  readonly generation: number;
-  readonly ttlSeconds: number | null;
-}
-
-/** The old local cache `{holder, generation, confirmedAt, ttlSeconds}` (other fields ignored). */
-export function parseOldLocal(text: string): Read<OldLocal> {
-  const j = parseJsonObject(text);
-  if (!j.ok) return j;
-  const o = j.value;
-  const holder = o['holder'] ?? null;
-  if (holder !== null && hostProblem(holder) !== null) return { ok: false, problem: `holder ${JSON.stringify(holder)} ${hostProblem(holder)}` };
-  const g = o['generation'];
-  if (!isGeneration(g) || g > GENERATION_CEILING) return { ok: false, problem: `generation must be an integer from 0 to ${GENERATION_CEILING} (got ${JSON.stringify(g) ?? 'nothing'})` };
-  const c = o['confirmedAt'] ?? null;
-  if (c !== null && !(typeof c === 'number' && Number.isFinite(c)) && typeof c !== 'string') return { ok: false, problem: `confirmedAt must be a time or null (got ${JSON.stringify(c)})` };
-  const ttl = o['ttlSeconds'] ?? null;
-  if (ttl !== null && !(typeof ttl === 'number' && Number.isFinite(ttl) && ttl >= 0)) return { ok: false, problem: `ttlSeconds must be a number ≥ 0 (got ${JSON.stringify(ttl)})` };
-  return { ok: true, value: { holder: holder as string | null, generation: g, ttlSeconds: ttl as number | null } };
-}
-
-/** The keys of the old `hq` block, and where each goes in hq. */
-const AGENT_KEYS = ['arbiter', 'failOpenRoles', 'healthUrls', 'hostName', 'tailscaleBin', 'probeTimeoutSeconds'] as const;
-const ARBITER_KEYS = ['standby', 'ttlSeconds'] as const;
-/** Read by both daemons in hq: written to the agent's config, and the arbiter's needs them too. */
-const SHARED_KEYS: readonly string[] = ['arbiter', 'healthUrls', 'tailscaleBin', 'probeTimeoutSeconds'];
-
-export interface OldConfig {
-  /** The `hq` block (absent: empty). */
-  readonly hq: { readonly [k: string]: unknown };
-  /** Keys of the block hq has no place for. */
-  readonly unknown: readonly string[];
-}
-
-/** The old `~/.elanous/config.json`: only its `hq` block is read; its types are checked here. */
-export function parseOldConfig(text: string): Read<OldConfig> {
-  const j = parseJsonObject(text);
-  if (!j.ok) return j;
-  const block = j.value['hq'];
-  if (block === undefined) return { ok: true, value: { hq: {}, unknown: [] } };
-  if (typeof block !== 'object' || block === null || Array.isArray(block)) return { ok: false, problem: 'hq must be a JSON object' };
-  const hq = block as { [k: string]: unknown };
-  const str = (k: string) => hq[k] === undefined || typeof hq[k] === 'string';
-  for (const k of ['arbiter', 'standby', 'hostName', 'tailscaleBin', 'seenGenerationFile']) if (!str(k)) return { ok: false, problem: `hq.${k} must be a string` };
-  for (const k of ['arbiter', 'standby', 'hostName']) {
-    if (hq[k] !== undefined && hostProblem(hq[k]) !== null) return { ok: false, problem: `hq.${k} ${JSON.stringify(hq[k])} ${hostProblem(hq[k])}` };
-  }
-  for (const k of ['ttlSeconds', 'probeTimeoutSeconds']) {
-    const v = hq[k];
-    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) return { ok: false, problem: `hq.${k} must be a positive number (got ${JSON.stringify(v)})` };
-  }
-  const roles = hq['failOpenRoles'];
-  if (roles !== undefined && !(Array.isArray(roles) && roles.every((r) => typeof r === 'string'))) return { ok: false, problem: 'hq.failOpenRoles must be a list of role names' };
-  const urls = hq['healthUrls'];
-  if (urls !== undefined && (typeof urls !== 'object' || urls === null || Array.isArray(urls) || !Object.values(urls).every((u) => typeof u === 'string'))) {
-    return { ok: false, problem: 'hq.healthUrls must map host names to URLs' };
-  }
-  const known = new Set<string>([...AGENT_KEYS, ...ARBITER_KEYS, 'seenGenerationFile']);
-  return { ok: true, value: { hq, unknown: Object.keys(hq).filter((k) => !known.has(k)) } };
-}
-
-export interface CronLine {
-  readonly line: string;
-  /** remove: the daemons do its work; replace: a fenced job; review: rewrite it by hand. */
-  readonly action: 'remove' | 'replace' | 'review';
-  /** What replaces it: null when the line goes (the daemons do its work). */
-  readonly replacement: string | null;
-  readonly why: string;
-  /** The fence role of a fenced job. */
-  readonly role?: string;
-}
-
-const ELANOUS_HQ = /(^|\s)((?:\S*\/)?elanous)\s+hq(\s+|$)/;
-
-/**
- * The crontab's lines that run `elanous hq …`, each with its hq replacement: the heartbeat and
- * the arbiter check go (hq-agent and hq-arbiter do them), a fenced job becomes
- * `hq fence run --role R -- CMD`, anything else is named for a look by hand.
- */
-export function crontabReplacements(crontab: string): CronLine[] {
-  const out: CronLine[] = [];
-  for (const raw of crontab.split('\n')) {
-    const line = raw.replace(/\r$/, '');
-    if (line.trim().startsWith('#')) continue;
-    const m = ELANOUS_HQ.exec(line);
-    if (m === null) continue;
-    const before = line.slice(0, m.index + m[1]!.length);
-    const after = line.slice(m.index + m[0].length);
-    // Each word with where it starts: CMD is kept exactly as written (quotes, spacing).
-    const tokens = [...after.matchAll(/\S+/g)].map((x) => ({ word: x[0], at: x.index }));
-    const words = tokens.map((x) => x.word);
-    const verb = words[0] ?? '';
-    if (verb === 'heartbeat') out.push({ line, action: 'remove', replacement: null, why: 'hq-agent heartbeats by itself (heartbeatCron)' });
-    else if (verb === 'arbiter-check' || verb === 'check') out.push({ line, action: 'remove', replacement: null, why: 'hq-arbiter checks by itself (checkCron)' });
-    else if (verb === 'fence') {
-      let role: string | null = null;
-      let i = 1;
-      const flags: string[] = [];
-      for (; i < words.length; i++) {
-        const w = words[i]!;
-        if (w === '--') {
-          i++;
-          break;
-        }
-        if (w === '--role') role = words[++i] ?? null;
-        else if (w.startsWith('--role=')) role = w.slice('--role='.length);
-        else if (w === '--verbose' || w === '-v') flags.push('--verbose');
-        else if (w.startsWith('-')) flags.push(w);
-        else break;
-      }
-      const cmd = i < tokens.length ? after.slice(tokens[i]!.at).trimEnd() : '';
-      if (role === null || cmd === '') out.push({ line, action: 'review', replacement: null, why: 'a fence line without --role or a command: rewrite it by hand as hq fence run --role R -- CMD' });
-      else {
-        const extra = flags.length === 0 ? '' : ` ${flags.join(' ')}`;
-        out.push({ line, action: 'replace', replacement: `${before}hq fence run --role ${role}${extra} -- ${cmd}`, why: 'a fenced job', role });
-      }
-    } else {
-      const map: { [k: string]: string } = { status: 'hq lease status', acquire: 'hq lease acquire', release: 'hq lease release', seen: 'hq seen', guard: 'hq guard (--hq-override is --override)' };
-      out.push({ line, action: 'review', replacement: null, why: `no direct replacement for "elanous hq ${verb}"${map[verb] === undefined ? '' : `: see ${map[verb]}`}; rewrite it by hand` });
-    }
-  }
-  return out;
-}
+export { crontabReplacements, parseOldConfig, parseOldHost, parseOldLocal, parseOldSeen, type CronLine, type OldConfig, type OldLocal, type Read } from './elanous-files.js';
 
 /**
  * The old system's replication plan (its `~/.elanous` layout), the same as
@@ -242,14 +100,8 @@ const show = (p: string): string => {
   return p === home || p.startsWith(`${home}/`) ? `~${p.slice(home.length)}` : p;
 };
 
-export async function importElanous(p: Parsed): Promise<number> {
-  const json = flagBool(p, 'json');
-  const dryRun = flagBool(p, 'dry-run');
-  const force = flagBool(p, 'force');
-  const home = resolve(expandHome(flagString(p, 'old-home') ?? '~'));
-  const hqDir = join(home, '.elanous-hq');
-  const oldDir = join(home, '.elanous');
-  // 1. Every old file, parsed before anything is written.
+/** The old files (config.json, the host file, the seen generation, local.json), each parsed; at least one must be there, and the host names must agree. */
+async function readOldFiles(home: string, hqDir: string, oldDir: string) {
   const cfg = await oldFile(join(oldDir, 'config.json'), parseOldConfig);
   const hq = cfg?.hq ?? {};
   const seenFile = typeof hq['seenGenerationFile'] === 'string' ? resolve(home, (hq['seenGenerationFile'] as string).replace(/^~(?=$|\/)/, home)) : join(hqDir, 'seen-generation');
@@ -263,9 +115,11 @@ export async function importElanous(p: Parsed): Promise<number> {
   if (host !== null && hostName !== null && host !== hostName) {
     throw new CliError(1, `the host file names ${host} but hq.hostName in config.json names ${hostName}: make them agree; nothing changed`);
   }
-  const cron = await crontabText(flagString(p, 'crontab'));
-  const lines = crontabReplacements(cron.text);
-  // 2. The agent's config: its own keys only.
+  return { cfg, hq, host, seen, local, hostName };
+}
+
+/** The agent's config from the old hq block: its own keys, the roles (defaults, elanous's, the crontab's) and replication of the old state folder. */
+function agentConfigOf(hq: { readonly [k: string]: unknown }, lines: ReturnType<typeof crontabReplacements>, oldDir: string): { [k: string]: unknown } {
   const roles = [...DEFAULT_ROLES];
   for (const r of [...ELANOUS_ROLES, ...lines.flatMap((l) => (l.role === undefined ? [] : [l.role]))]) {
     if (!roles.includes(r) && new RegExp(ROLE_SCHEMA_PATTERN).test(r)) roles.push(r);
@@ -275,6 +129,22 @@ export async function importElanous(p: Parsed): Promise<number> {
   agent['roles'] = roles;
   // Absolute: the agent may run as another user, whose ~ is elsewhere.
   agent['replication'] = { stateDir: oldDir, plan: ELANOUS_PLAN, pollersOff: [...ELANOUS_POLLERS] };
+  return agent;
+}
+
+export async function importElanous(p: Parsed): Promise<number> {
+  const json = flagBool(p, 'json');
+  const dryRun = flagBool(p, 'dry-run');
+  const force = flagBool(p, 'force');
+  const home = resolve(expandHome(flagString(p, 'old-home') ?? '~'));
+  const hqDir = join(home, '.elanous-hq');
+  const oldDir = join(home, '.elanous');
+  // 1. Every old file, parsed before anything is written.
+  const { cfg, hq, host, seen, local, hostName } = await readOldFiles(home, hqDir, oldDir);
+  const cron = await crontabText(flagString(p, 'crontab'));
+  const lines = crontabReplacements(cron.text);
+  // 2. The agent's config: its own keys only.
+  const agent = agentConfigOf(hq, lines, oldDir);
   const fromEnv = process.env[AGENT_CONFIG.envVar];
   const target = resolve(expandHome(flagString(p, 'config') ?? (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv)));
   const stateDir = resolve(expandHome('~/.hq'));

@@ -2,7 +2,7 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { eventsOf, fieldsOf, generationField, isHost, type EventRecord, type LeaseRecord } from '@hq/protocol';
+import { eventsOf, fieldsOf, generationField, isHost, runWindow, type EventRecord, type LeaseRecord } from '@hq/protocol';
 import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
@@ -43,6 +43,8 @@ interface ArbiterTiming {
   failover: string;
   /** The cross-side relations the agents' reports break, as the arbiter states them. */
   timingProblems: string[];
+  /** The broken confirmation paths between candidates, as the arbiter states them. */
+  peerPathProblems: string[];
 }
 
 /** The worst-case failover and the timing problems, from the arbiter's `GET /v1/status`. */
@@ -51,11 +53,13 @@ async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTimin
   const b = fieldsOf(r.kind === 'answer' && r.status === 200 ? r.body : null);
   const f = fieldsOf(b.failover);
   const problems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
+  const paths = Array.isArray(b.peerPaths) ? b.peerPaths.map(fieldsOf).filter((p) => p.ok === false && typeof p.text === 'string').map((p) => p.text as string) : [];
   return {
     failoverSeconds: typeof f.seconds === 'number' ? f.seconds : null,
     lockDelaySeconds: typeof f.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
     failover: typeof f.text === 'string' ? f.text : 'unknown (the arbiter does not serve /v1/status)',
     timingProblems: problems,
+    peerPathProblems: paths,
   };
 }
 
@@ -70,7 +74,9 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   }
   const rec = r.body as LeaseRecord;
   const now = rec.now;
-  const validFor = rec.expiresAt === null || rec.expired ? 0 : Math.max(0, rec.expiresAt - now);
+  // The validity counts from the end of a wait (lock-delay, start wait): what the holder may run for, never more than the TTL.
+  const window = runWindow(rec);
+  const validFor = window === null ? 0 : window.validSeconds;
   const lockDelay = rec.notBefore === null ? 0 : Math.max(0, rec.notBefore - now);
   const views = Object.entries(rec.views ?? {}).map(([observer, v]) => ({ observer, ...v, ageSeconds: now - v.at }));
   const fo = await timingOf(c, token);
@@ -78,7 +84,11 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     out(true, { lease: rec, validForSeconds: validFor, lockDelayLeftSeconds: lockDelay, views, maintenance: rec.maintenance ?? false, ...fo }, '');
     return 0;
   }
-  const validity = rec.released === true ? 'released' : rec.expired ? 'expired' : `${fmtAge(validFor)} left`;
+  let validity = rec.released === true ? 'released' : rec.expired ? 'expired' : rec.holder === null ? 'no lease' : `${fmtAge(validFor)} left`;
+  if (rec.holder !== null && !rec.released && !rec.expired && rec.floorPending === true) validity = 'may run once every candidate has reported its seen generation';
+  else if (window !== null && window.startsInSeconds > 0) {
+    validity = `may run in ${fmtAge(window.startsInSeconds)} (at ${new Date(window.from * 1000).toISOString()}), then for ${fmtAge(validFor)} (until ${new Date(window.until * 1000).toISOString()})`;
+  }
   const lockDelayNote = rec.floorPending === true ? 'lock-delay pending until every candidate reported its seen generation' : lockDelay > 0 ? `lock-delay ${fmtAge(lockDelay)} left` : null;
   const lines = [
     `holder       ${rec.holder ?? 'none'}`,
@@ -87,6 +97,7 @@ export async function leaseStatus(p: Parsed): Promise<number> {
     `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
     `failover     ${fo.failover}`,
     ...fo.timingProblems.map((m, i) => `${i === 0 ? 'timing' : '      '}       PROBLEM: ${m}`),
+    ...fo.peerPathProblems.map((m, i) => `${i === 0 ? 'peer path' : '         '}    PROBLEM: ${m}`),
     ...(rec.dualUnreachableStreak > 0 ? [`streak       ${rec.dualUnreachableStreak} dual-unreachable check(s)`] : []),
     '',
     ...(views.length === 0

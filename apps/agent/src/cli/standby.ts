@@ -11,281 +11,28 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { parseGeneration } from '@hq/lease-core';
 import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
 import { seenGeneration } from './context.js';
-import { callAgent } from './local.js';
-import { reportEvent } from './report.js';
-import { resolveNetwork, type AgentConfig } from '../config.js';
+import { resolveNetwork } from '../config.js';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { wallClockMs } from '@hq/runtime/clock';
 import { readToken } from '../tokens.js';
-import { AGENT_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
-import { loadAgentWithReplication, planIsEmpty, type Loaded, type ReplicationConfig } from '../replication/config.js';
-import { fieldsOf, isTier, TIERS, type ReportedEvent, type Tier } from '@hq/protocol';
-import { planTier } from '../replication/plan.js';
+import { ConfigError } from '@hq/runtime/config-file';
+import { TIERS, type Tier } from '@hq/protocol';
 import { promote, formatPromote, PromoteError } from '../replication/promote.js';
-import { pushGeneration, type PushResult } from '../replication/push.js';
-import { pushSurvival, type SurvivalResult } from '../replication/survival.js';
-import type { S3SurvivalResult } from '../replication/survival-s3.js';
 import { readLatest } from '@hq/runtime/generations';
 import { decideRole, leaseOf, parseDefaultSource } from '../replication/role.js';
-import { buildSnapshot, SnapshotError } from '../replication/snapshot.js';
 import { didYouMean } from '@hq/runtime/suggest';
 import { STANDBY_SPECS } from './standby-specs.js';
 import { formatVerification, verifyTier } from '../replication/verify.js';
 
 export { STANDBY_SPECS };
 
-export interface StandbyContext {
-  readonly stdout?: (s: string) => void;
-  readonly stderr?: (s: string) => void;
-  readonly env?: NodeJS.ProcessEnv;
-  /** ms since the epoch (tests drive it). */
-  readonly now?: () => number;
-}
+import { io, line, load, needReplication, pollersOffOf, report, socketOf, standbyDirOf, tiersOf, type Io, type StandbyContext } from './standby-common.js';
+import { standbySnapshot } from './standby-snapshot.js';
 
-type Io = Required<Pick<StandbyContext, 'stdout' | 'stderr'>> & StandbyContext;
-
-function io(ctx: StandbyContext): Io {
-  return {
-    ...ctx,
-    stdout: ctx.stdout ?? ((s) => void process.stdout.write(s)),
-    stderr: ctx.stderr ?? ((s) => void process.stderr.write(s)),
-  };
-}
-
-function line(ctx: Io, json: boolean, value: unknown, text: string): void {
-  ctx.stdout(json ? `${JSON.stringify(value)}\n` : `${text}\n`);
-}
-
-function load(p: Parsed, ctx: StandbyContext): Loaded {
-  return loadAgentWithReplication(flagString(p, 'config'), ctx.env ?? process.env);
-}
-
-/** The local agent's socket, for reporting events; null when no config can be loaded. */
-function socketOf(p: Parsed, ctx: StandbyContext): string | null {
-  try {
-    return load(p, ctx).agent.socketPath;
-  } catch {
-    return null;
-  }
-}
-
-/** Reports an `hq.standby` event to the local agent's log (best effort: see `reportEvent`). */
-async function report(socket: string | null, event: ReportedEvent<'hq.standby'>, data: { [k: string]: string | number | boolean | null }): Promise<void> {
-  if (socket !== null) await reportEvent(socket, 'hq.standby', event, data);
-}
-
-function needReplication(l: Loaded): ReplicationConfig {
-  if (l.replication === null) throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication block`);
-  return l.replication;
-}
-
-function tiersOf(text: string, flag: string): Tier[] {
-  const list = text.split(',');
-  if (list.some((t) => !isTier(t)) || new Set(list).size !== list.length) throw new CliError(2, `${flag} must be core, big and/or obs, comma-separated, without duplicates`);
-  return list as Tier[];
-}
-
-/**
- * The poller key paths promotion turns off (`replication.pollersOff`); none when the config has
- * no replication block, or when `--standby` is given and no config file exists at all.
- */
-function pollersOffOf(p: Parsed, ctx: StandbyContext): readonly string[] {
-  if (flagString(p, 'standby') !== undefined && findConfigFile(flagString(p, 'config'), AGENT_CONFIG, ctx.env ?? process.env) === null) return [];
-  return load(p, ctx).replication?.pollersOff ?? [];
-}
-
-/** Refuses a block whose plan lists nothing (there is no built-in plan). */
-function needPlan(cfg: ReplicationConfig): ReplicationConfig {
-  if (planIsEmpty(cfg)) {
-    throw new CliError(2, 'replication.plan: lists nothing to protect; add plan.files, plan.dirs or plan.obs (deploy/replication/example-plan.json is an example)');
-  }
-  return cfg;
-}
-
-function standbyDirOf(p: Parsed, ctx: StandbyContext): string {
-  const explicit = flagString(p, 'standby');
-  if (explicit !== undefined) return explicit;
-  return needReplication(load(p, ctx)).standbyDir;
-}
-
-/** The lease this snapshot runs under: `hq fence run`'s environment, else the local agent. */
-async function leaseForSnapshot(agent: AgentConfig, env: NodeJS.ProcessEnv): Promise<{ generation: number; holder: string | null }> {
-  const g = parseGeneration(env['HQ_GENERATION']);
-  const h = env['HQ_HOLDER'];
-  if (g !== null && g > 0) {
-    if (h !== undefined && h !== agent.hostName) throw new CliError(1, `HQ_HOLDER is ${h}, not this host (${agent.hostName}); only the holder snapshots`);
-    return { generation: g, holder: agent.hostName };
-  }
-  const r = await callAgent(agent.socketPath, 'GET', '/v1/status', agent.requestTimeoutSeconds);
-  if (r.kind === 'answer' && r.status === 200) {
-    const b = fieldsOf(r.body);
-    const holder = typeof b.holder === 'string' ? b.holder : null;
-    const generation = typeof b.generation === 'number' ? b.generation : 0;
-    if (holder !== null && holder !== agent.hostName) throw new CliError(1, `${holder} holds the lease, not this host (${agent.hostName}); only the holder snapshots`);
-    if (holder === null && generation > 0) throw new CliError(1, 'no holder is known but a generation was seen; refusing to snapshot blind');
-    return { generation: holder === null ? 0 : generation, holder };
-  }
-  const seen = await seenGeneration(agent);
-  if (seen.generation > 0) throw new CliError(1, 'the agent is not running and a generation was seen; run the snapshot under "hq fence run --role cron"');
-  return { generation: 0, holder: null };
-}
-
-export async function standbySnapshot(p: Parsed, context: StandbyContext = {}): Promise<number> {
-  const ctx = io(context);
-  const json = flagBool(p, 'json');
-  const tier = flagString(p, 'tier') ?? '';
-  if (!isTier(tier)) throw new CliError(2, `--tier must be one of ${TIERS.join(', ')} (got ${JSON.stringify(tier)})`);
-  const l = load(p, ctx);
-  const cfg = needPlan(needReplication(l));
-  if (flagBool(p, 'dry-run')) {
-    const plan = await planTier(cfg, tier);
-    const bytes = plan.items.reduce((n, i) => n + i.bytes, 0);
-    const survival = plan.items.filter((i) => i.survival).length;
-    line(
-      ctx,
-      json,
-      { tier, dryRun: true, items: plan.items.length, survival, bytes, plan: plan.items.map(({ abs: _abs, ...rest }) => rest), skipped: plan.skipped },
-      `standby ${tier} plan: ${plan.items.length} files (${survival} survival) · ${(bytes / 1e6).toFixed(1)} MB · ${plan.skipped.length} skipped`,
-    );
-    return 0;
-  }
-  try {
-    return await snapshotAndPush(p, ctx, l, cfg, tier, json);
-  } catch (err) {
-    // A snapshot that did not happen (refused, failed, nothing to push to) is a `failed` event.
-    if (!(err instanceof CliError) || err.exitCode === 1) await report(l.agent.socketPath, 'failed', { tier, problem: (err as Error).message });
-    throw err;
-  }
-}
-
-async function snapshotAndPush(p: Parsed, ctx: Io, l: Loaded, cfg: ReplicationConfig, tier: Tier, json: boolean): Promise<number> {
-  const now = ctx.now ?? wallClockMs.now;
-  const started = now();
-  const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
-  let snap;
-  try {
-    snap = await buildSnapshot({ cfg, tier, host: l.agent.hostName, lease, ...(ctx.now === undefined ? {} : { now: ctx.now }) });
-  } catch (err) {
-    if (err instanceof SnapshotError) throw new CliError(1, `standby ${tier} FAILED: ${err.message}`);
-    throw err;
-  }
-  if (snap.hostLocalStripped.length > 0) {
-    await report(l.agent.socketPath, 'config-host-local-stripped', { tier, generation: snap.manifest.generation, keys: snap.hostLocalStripped.join(',') });
-  }
-  const pushed: { host: string; result: PushResult }[] = [];
-  if (!flagBool(p, 'no-push')) {
-    let peers = l.agent.peers;
-    if (peers.size === 0) peers = await resolveNetwork(l.agent).then((c) => c.peers, () => peers);
-    const targets = cfg.pushTo ?? [...peers.keys()];
-    if (targets.length === 0) throw new CliError(1, `standby ${tier} ${snap.manifest.generation}: built, but no standby to push to (replication.pushTo, peers)`);
-    const token = await readToken(l.agent.peerTokenFile);
-    if (!token.ok) throw new CliError(2, `${token.problem} (the peer token, peerTokenFile)`);
-    for (const host of targets) {
-      const url = peers.get(host);
-      if (url === undefined) {
-        pushed.push({ host, result: { ok: false, kind: 'unreachable', error: null, message: `no peer URL for ${host}`, status: null, sentBytes: 0 } });
-        continue;
-      }
-      const result = await pushGeneration({ dir: snap.dir, baseUrl: url, token: token.token, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), chunkBytes: cfg.chunkBytes });
-      pushed.push({ host, result });
-    }
-  }
-  let survival: SurvivalResult | null = null;
-  let survivalS3: S3SurvivalResult | null = null;
-  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with,
-  // and no host is yet the one whose copies count: the bucket waits for the lease too.
-  const survivalSkipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
-  if (flagBool(p, 'survival') && !survivalSkipped) {
-    const subset = new Set(snap.survival);
-    const entries = snap.manifest.entries.filter((e) => subset.has(e.path));
-    try {
-      const c = await resolveNetwork(l.agent);
-      const tok = await readToken(c.tokenFile);
-      survival = tok.ok
-        ? await pushSurvival({ dir: snap.dir, manifest: snap.manifest, entries, arbiterUrl: c.arbiterUrl, token: tok.token, timeoutSeconds: Math.max(30, c.requestTimeoutSeconds) })
-        : { ok: false, status: null, error: null, message: `${tok.problem} (the member token, tokenFile)` };
-    } catch (err) {
-      survival = { ok: false, status: null, error: null, message: (err as Error).message };
-    }
-    // The bucket whatever the arbiter answered: it is there for when the arbiter's machine is lost.
-    if (cfg.survivalS3 !== null) {
-      const { pushSurvivalS3 } = await import('../replication/survival-s3.js');
-      survivalS3 = await pushSurvivalS3({
-        dir: snap.dir,
-        manifest: snap.manifest,
-        entries,
-        target: cfg.survivalS3,
-        secretPatterns: cfg.secretPatterns,
-        timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds),
-        env: ctx.env ?? process.env,
-      });
-    }
-  }
-  const seconds = Math.round((now() - started) / 100) / 10;
-  const m = snap.manifest;
-  const summary = {
-    generation: m.generation,
-    tier,
-    files: m.entries.length,
-    reused: snap.reused,
-    bytes: snap.bytes,
-    leaseGeneration: m.leaseGeneration,
-    holder: m.holder,
-    survival: snap.survival.length,
-    survivalCopy: survival,
-    survivalS3,
-    pushed: pushed.map(({ host, result }) =>
-      result.ok
-        ? { host, ok: true, sentBytes: result.sentBytes, sentBlobs: result.sentBlobs }
-        : { host, ok: false, kind: result.kind, error: result.error, message: result.message, sentBytes: result.sentBytes },
-    ),
-    seconds,
-  };
-  const pushText =
-    pushed.length === 0
-      ? '-'
-      : pushed.map(({ host, result }) => (result.ok ? `${host} ok (${result.sentBlobs} blobs, ${(result.sentBytes / 1e6).toFixed(2)} MB)` : `${host} ${result.kind}: ${result.message}`)).join(', ');
-  const s3Text =
-    survivalS3 === null
-      ? ''
-      : survivalS3.ok
-        ? `, s3 ok (${survivalS3.files} files${survivalS3.pruned.length === 0 ? '' : `, ${survivalS3.pruned.length} pruned`})`
-        : `, s3 failed: ${survivalS3.message}`;
-  const survivalText = survivalSkipped
-    ? 'skipped (no lease yet)'
-    : survival === null
-      ? '-'
-      : `${survival.ok ? `arbiter ok (${survival.files} files)` : `arbiter failed: ${survival.message}`}${s3Text}`;
-  line(
-    ctx,
-    json,
-    summary,
-    `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText} · survival ${survivalText} · ${seconds}s`,
-  );
-  let code = 0;
-  if (pushed.some((x) => !x.result.ok && x.result.kind === 'refused')) code = 1;
-  else if ((survival !== null && !survival.ok && survival.status !== null) || (survivalS3 !== null && !survivalS3.ok && survivalS3.kind === 'refused')) code = 1;
-  else if (pushed.some((x) => !x.result.ok) || [survival, survivalS3].some((s) => s !== null && !s.ok)) code = 3;
-  await report(l.agent.socketPath, 'generation', {
-    tier,
-    generation: m.generation,
-    files: m.entries.length,
-    reused: snap.reused,
-    bytes: snap.bytes,
-    leaseGeneration: m.leaseGeneration,
-    holder: m.holder,
-    pushedTo: pushed.filter((x) => x.result.ok).map((x) => x.host).join(','),
-    pushFailed: pushed.filter((x) => !x.result.ok).map((x) => x.host).join(','),
-    survival: survivalSkipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
-    survivalS3: survivalSkipped ? 'skipped' : survivalS3 === null ? 'off' : survivalS3.ok ? 'ok' : 'failed',
-    seconds,
-    exitCode: code,
-  });
-  return code;
-}
+export type { StandbyContext } from './standby-common.js';
+export { standbySnapshot };
 
 /** `verify --s3`: reads the bucket's newest survival copy of each tier back. */
 async function verifyBucket(p: Parsed, ctx: Io, json: boolean): Promise<number> {

@@ -20,6 +20,7 @@ import {
   onArbiterAnswer,
   onArbiterFailure,
   parseRecord,
+  refreshEverySeconds,
   renewEverySeconds,
   type AgentSettings,
   type ArbiterAnswer,
@@ -125,6 +126,9 @@ export class ArbiterLink {
       const k = s.known;
       const unconfirmed = k !== null && k.holder === this.o.settings.host && !k.released && s.current === null && s.pending === null && !k.floorPending;
       this.scheduleSoon(unconfirmed ? [0] : []);
+      // A broken path (often only a peer started after this agent) is probed again at each lease
+      // read until it works, so the finding is not a stale alarm for a whole heartbeat interval.
+      if (report.status === 200 && this.o.peers.anyBroken) this.probePeers();
       return report;
     });
   }
@@ -137,10 +141,13 @@ export class ArbiterLink {
     const target = heartbeatProbe(s0);
     const view = target === null ? null : await this.probe(target);
     const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
+    const peerPaths = this.o.peers.peerPathReports();
     const body = {
       ...heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation),
       // Protocol 2 (the client leaves it out for an arbiter of protocol 1): the operator sees this host's release.
       version: VERSION,
+      // Protocol 2 too: what the last probes found of the path to each peer (the arbiter's status page shows a broken one).
+      ...(peerPaths.length === 0 ? {} : { peerPaths }),
     };
     const token = await this.memberToken();
     const sent = this.o.clock.now();
@@ -166,10 +173,21 @@ export class ArbiterLink {
     this.noteTiming(report);
     this.scheduleRefresh();
     if (!this.stopped && answer !== null && answer.candidates !== null) this.o.peers.setCandidates(answer.candidates);
-    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's answer is what counts now).
-    if (!this.stopped && answer !== null) void this.o.peers.probe().catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
+    // While the arbiter answers, prove the path an outage would need (not awaited: the heartbeat's
+    // answer is what counts now); a changed finding goes to the arbiter in a heartbeat at once,
+    // not at the next cron tick (one extra heartbeat per change, none while nothing changes).
+    if (answer !== null) this.probePeers();
     this.scheduleSoon(answer !== null && answer.reportInSeconds !== null ? [answer.reportInSeconds] : []);
     return report;
+  }
+
+  /** Probes the peer paths in the background; a changed finding is reported by a heartbeat now. */
+  private probePeers(): void {
+    if (this.stopped) return;
+    void this.o.peers
+      .probe()
+      .then((changed) => changed && this.scheduleSoon([0]))
+      .catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
   }
 
   /** A heartbeat answer: it may confirm this host; then the holder may ask its peers. */
@@ -365,7 +383,7 @@ export class ArbiterLink {
       if (this.stopped) return;
       if (this.waiting > 0) return this.scheduleRefresh();
       void this.refresh().catch((err: unknown) => this.o.log.error({ err }, 'refresh failed'));
-    }, this.o.config.refreshSeconds * 1000);
+    }, refreshEverySeconds(this.o.store.state.known, this.o.config.refreshSeconds) * 1000);
   }
 
   /**

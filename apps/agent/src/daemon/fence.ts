@@ -168,7 +168,11 @@ export class Fence {
       const arm = (): void => {
         disarm();
         const s = nextBoundarySeconds(this.o.memory.state, this.o.clock.now());
-        if (s !== null) boundary = timers.set(() => ((boundary = null), w.wake()), Math.ceil(s * 1000) + 1);
+        if (s === null) return;
+        boundary = timers.set(() => {
+          boundary = null;
+          w.wake();
+        }, Math.ceil(s * 1000) + 1);
       };
       const w: Waiter = {
         wake: () => (differsFrom(peek(), seen) ? w.finish() : arm()),
@@ -252,5 +256,10 @@ export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null
     server.setTimeout(opts.connectionTimeout ?? 0);
     return server as Server;
   };
-  return { factory, closing: () => void (closing = true) };
+  return {
+    factory,
+    closing: () => {
+      closing = true;
+    },
+  };
 }

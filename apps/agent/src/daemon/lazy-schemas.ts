@@ -27,7 +27,13 @@ export const compiled = { validators: 0, serializers: 0 };
 /** A function that builds `make()`'s function at its first call (or first look at ajv's `schemaEnv`). */
 function lazyValidator(make: () => Validate): Validate {
   let real: Validate | null = null;
-  const get = (): Validate => (real ??= (compiled.validators++, make()));
+  const get = (): Validate => {
+    if (real === null) {
+      compiled.validators++;
+      real = make();
+    }
+    return real;
+  };
   const v = ((...args: unknown[]) => get()(...args)) as Validate;
   // Fastify reads both from the function it was given: ajv's root-data hook and the last errors.
   Object.defineProperty(v, 'schemaEnv', { get: () => get().schemaEnv });
@@ -47,7 +53,13 @@ export function lazyCompilers(): CompilersFactory {
     const compile = (): ReturnType<BuildSerializer> => (compiler ??= (fromFastify('@fastify/fast-json-stringify-compiler') as () => BuildSerializer)()(externalSchemas, options));
     return (route) => {
       let real: ((data: unknown) => string) | null = null;
-      return (data: unknown) => (real ??= (compiled.serializers++, compile()(route)))(data);
+      return (data: unknown) => {
+        if (real === null) {
+          compiled.serializers++;
+          real = compile()(route);
+        }
+        return real(data);
+      };
     };
   };
   return { buildValidator, buildSerializer };

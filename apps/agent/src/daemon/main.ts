@@ -6,6 +6,8 @@
  * `handoverOnStop`, the holder first hands the lease to a standby (its children ended first).
  */
 import { unlink } from 'node:fs/promises';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { agentLogger, componentLogger } from './log.js';
 import { advertisedUrl, ConfigError, loadConfigLazily, resolveNetwork } from '../config.js';
 import { ensureDir } from '@hq/runtime/files';
@@ -13,8 +15,9 @@ import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile, tokenFileFix } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/runtime/suggest';
-import { Agent, VERSION } from './agent-shell.js';
-import { createMetrics } from './metrics.js';
+import { Agent, VERSION, type ResolvedConfig } from './agent-shell.js';
+import { createMetrics, type AgentMetrics } from './metrics.js';
+import type { Member } from '../registry-client/member.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
 
 const HELP = `Usage: hq-agent [--config PATH]
@@ -52,11 +55,40 @@ export interface DaemonHandle {
 }
 
 export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
+  const { config, log } = await checkedConfig(configPath);
+  const metrics = createMetrics();
+  const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
+  metrics.attach(agent);
+  const { socket, peer } = await buildServers(agent, metrics, config, log);
+  const peerPort = await listen(socket, peer, config);
+  log.info(
+    { category: 'hq.lease', event: 'agent-started', version: VERSION, socket: config.socketPath, peerPort, arbiterUrl: config.arbiterUrl, heartbeatCron: config.heartbeatCron },
+    'agent started',
+  );
+  await checkTokenWithArbiter(agent, socket, peer, config);
+  agent.start();
+  const members = await registerMembers(agent, config, log, peerPort);
+  let stopping: Promise<void> | null = null;
+  return {
+    agent,
+    peerPort,
+    stop(opts = {}) {
+      stopping ??= stopDaemon(agent, config, log, [socket, peer], members, opts.handover === true);
+      return stopping;
+    },
+  };
+}
+
+/**
+ * The config with its network resolved, checked as far as it can be before anything starts: the
+ * state directory and the token file (a configuration that can never work stops here with the
+ * fix, exit 2); a hostName that differs from the host file is logged.
+ */
+async function checkedConfig(configPath: string | undefined): Promise<{ config: ResolvedConfig; log: Logger }> {
   const config = await resolveNetwork(await loadConfigLazily(configPath));
   const log = agentLogger(config.hostName);
   const dirProblem = await ensureDir(config.stateDir, 0o700);
   if (dirProblem !== null) throw new ConfigError('stateDir', `stateDir: ${dirProblem}`);
-  // A configuration that can never work stops here with the fix (exit 2): first the token file.
   const token = await new TokenFile(config.tokenFile).get();
   if (!token.ok) {
     throw new ConfigError(
@@ -70,10 +102,11 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
       'hostName in the config differs from the host file; the config wins',
     );
   }
-  const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
-  metrics.attach(agent);
-  const { Member, instanceId } = await import('../registry-client/member.js');
+  return { config, log };
+}
+
+/** The socket's app and the peer listener's, with standby replication on the peer one when configured. */
+async function buildServers(agent: Agent, metrics: AgentMetrics, config: ResolvedConfig, log: Logger): Promise<{ socket: FastifyInstance; peer: FastifyInstance }> {
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
@@ -88,6 +121,11 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
       log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
     });
   }
+  return { socket, peer };
+}
+
+/** Listens on the socket, then the peer port (a taken one is CannotStart); answers the peer port bound. */
+async function listen(socket: FastifyInstance, peer: FastifyInstance, config: ResolvedConfig): Promise<number> {
   try {
     await listenSocket(socket, config.socketPath, config.stateDir);
   } catch (err) {
@@ -102,48 +140,55 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
     throw new CannotStart('listen', `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   const address = peer.server.address();
-  const peerPort = typeof address === 'object' && address !== null ? address.port : config.listen.port;
-  log.info(
-    { category: 'hq.lease', event: 'agent-started', version: VERSION, socket: config.socketPath, peerPort, arbiterUrl: config.arbiterUrl, heartbeatCron: config.heartbeatCron },
-    'agent started',
-  );
-  // Then the token against the arbiter: a hostName that is not the token's machine (403) or a
-  // token the arbiter does not know (401) can never work. An arbiter that cannot be reached now
-  // proves nothing (L2: the agent runs on its peers); the check is then the running one.
+  return typeof address === 'object' && address !== null ? address.port : config.listen.port;
+}
+
+/**
+ * The token against the arbiter, with the first heartbeat: a hostName that is not the token's
+ * machine (403) or a token the arbiter does not know (401) can never work, so the agent stops
+ * with the fix. An arbiter that cannot be reached now proves nothing (L2: the agent runs on its
+ * peers); the check is then the running one.
+ */
+async function checkTokenWithArbiter(agent: Agent, socket: FastifyInstance, peer: FastifyInstance, config: ResolvedConfig): Promise<void> {
   const first = await agent.heartbeat();
-  if (first.status === 401 || first.status === 403) {
-    await agent.stop();
-    await Promise.allSettled([socket.close(), peer.close()]);
-    await unlink(config.socketPath).catch(() => undefined);
-    if (first.status === 403) {
-      throw new ConfigError(
-        'hostName',
-        `hostName: the arbiter refuses "${config.hostName}" with the member token in ${config.tokenFile} (${first.problem ?? 'HTTP 403'}); set hostName to the token's machine, or issue a token for ${config.hostName}`,
-      );
-    }
+  if (first.status !== 401 && first.status !== 403) return;
+  await agent.stop();
+  await Promise.allSettled([socket.close(), peer.close()]);
+  await unlink(config.socketPath).catch(() => undefined);
+  if (first.status === 403) {
     throw new ConfigError(
-      'tokenFile',
-      `tokenFile: the arbiter does not accept the token in ${config.tokenFile} (${first.problem ?? 'HTTP 401'}); issue one with "hq-arbiter token issue ${config.hostName} --scope member"`,
+      'hostName',
+      `hostName: the arbiter refuses "${config.hostName}" with the member token in ${config.tokenFile} (${first.problem ?? 'HTTP 403'}); set hostName to the token's machine, or issue a token for ${config.hostName}`,
     );
   }
-  agent.start();
-  // The machine registers itself in the arbiter's registry with its load and duties.
-  // With several arbiters (arbiterUrls) the registry's calls move to the next on failure too.
+  throw new ConfigError(
+    'tokenFile',
+    `tokenFile: the arbiter does not accept the token in ${config.tokenFile} (${first.problem ?? 'HTTP 401'}); issue one with "hq-arbiter token issue ${config.hostName} --scope member"`,
+  );
+}
+
+/**
+ * The machine registers itself in the arbiter's registry with its load and duties, and beside
+ * it this agent as an instance: where other hosts reach its peer listener. With several arbiters
+ * (arbiterUrls) the registry's calls move to the next on failure too.
+ */
+async function registerMembers(agent: Agent, config: ResolvedConfig, log: Logger, peerPort: number): Promise<Member[]> {
+  const { Member, instanceId } = await import('../registry-client/member.js');
   const registryRequest = new ArbiterEndpoints(config.arbiterUrls ?? [config.arbiterUrl]).asRequester();
+  const token = async (): Promise<string | null> => {
+    const t = await agent.token.get();
+    return t.ok ? t.token : null;
+  };
   const member = new Member({
     arbiterUrl: config.arbiterUrl,
     request: registryRequest,
     machine: config.hostName,
-    token: async () => {
-      const t = await agent.token.get();
-      return t.ok ? t.token : null;
-    },
+    token,
     duties: () => agent.duties(),
     requestTimeoutMs: config.requestTimeoutSeconds * 1000,
     log: componentLogger(log, config.hostName, 'registry', 'control'),
   });
   member.start();
-  // Beside it, this agent as an instance: where other hosts reach its peer listener.
   const endpoint = advertisedUrl(config, peerPort);
   if (endpoint === null) {
     log.warn(
@@ -158,36 +203,28 @@ export async function startDaemon(configPath: string | undefined, clock: StampCl
     id: instanceId(config.hostName),
     kind: 'instance',
     attrs: () => ({ service: 'hq-agent', endpoint, version: VERSION }),
-    token: async () => {
-      const t = await agent.token.get();
-      return t.ok ? t.token : null;
-    },
+    token,
     requestTimeoutMs: config.requestTimeoutSeconds * 1000,
     log: componentLogger(log, config.hostName, 'registry', 'control'),
   });
   instance.start();
-  let stopping: Promise<void> | null = null;
-  return {
-    agent,
-    peerPort,
-    stop(opts = {}) {
-      stopping ??= (async () => {
-        if (opts.handover === true && config.handoverOnStop) {
-          const to = await agent.handOverOnStop().catch((err: unknown) => {
-            log.error({ err, category: 'hq.lease', event: 'handover-failed' }, 'handover on stop failed');
-            return null;
-          });
-          log.info({ category: 'hq.lease', event: 'handover-on-stop', to }, 'handover on stop');
-        }
-        await Promise.allSettled([agent.stop(), member.stop(), instance.stop()]);
-        await Promise.allSettled([socket.close(), peer.close()]);
-        await unlink(config.socketPath).catch(() => undefined);
-        log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');
-        log.flush();
-      })();
-      return stopping;
-    },
-  };
+  return [member, instance];
+}
+
+/** The stop: with `handover` and `handoverOnStop`, the lease handed over first; then the timers, the listeners, the socket file. */
+async function stopDaemon(agent: Agent, config: ResolvedConfig, log: Logger, servers: readonly FastifyInstance[], members: readonly Member[], handover: boolean): Promise<void> {
+  if (handover && config.handoverOnStop) {
+    const to = await agent.handOverOnStop().catch((err: unknown) => {
+      log.error({ err, category: 'hq.lease', event: 'handover-failed' }, 'handover on stop failed');
+      return null;
+    });
+    log.info({ category: 'hq.lease', event: 'handover-on-stop', to }, 'handover on stop');
+  }
+  await Promise.allSettled([agent.stop(), ...members.map((m) => m.stop())]);
+  await Promise.allSettled(servers.map((s) => s.close()));
+  await unlink(config.socketPath).catch(() => undefined);
+  log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');
+  log.flush();
 }
 
 export interface MainOptions {

@@ -32,6 +32,33 @@ export interface AgentMetrics extends AgentObserver {
 
 export function createMetrics(): AgentMetrics {
   const registry = new Registry();
+  const { fenceDecisions, heartbeats, confirms, stepDowns, httpDuration } = counters(registry);
+  let agent: ScrapedAgent | null = null;
+  gauges(registry, () => agent);
+  return {
+    registry,
+    httpDuration,
+    attach(a) {
+      agent = a;
+      registry.setDefaultLabels({ host: a.host });
+    },
+    fence(d: FenceDecision) {
+      fenceDecisions.inc({ role: d.role, run: String(d.run), reason: d.reason });
+    },
+    heartbeat(outcome: string) {
+      heartbeats.inc({ outcome });
+    },
+    peerConfirm(result: string) {
+      confirms.inc({ result });
+    },
+    stepDown(result: string) {
+      stepDowns.inc({ result });
+    },
+  };
+}
+
+/** The series counted as things happen (the agent reports them through its observer). */
+function counters(registry: Registry) {
   const fenceDecisions = new Counter({
     name: 'hq_agent_fence_decisions_total',
     help: 'Fence decisions answered, by role, run and reason.',
@@ -63,12 +90,17 @@ export function createMetrics(): AgentMetrics {
     buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
     registers: [registry],
   });
-  let agent: ScrapedAgent | null = null;
+  return { fenceDecisions, heartbeats, confirms, stepDowns, httpDuration };
+}
+
+/** The series read from the attached agent at each scrape (nothing, or 0, before it is attached). */
+function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
   new Gauge({
     name: 'hq_agent_validity_remaining_seconds',
     help: 'Seconds this host may still run a non-fail-open role (0 when it may not).',
     registers: [registry],
     collect() {
+      const agent = current();
       this.set(agent === null ? 0 : agent.validForSeconds());
     },
   });
@@ -77,6 +109,7 @@ export function createMetrics(): AgentMetrics {
     help: 'The lease generation this agent knows.',
     registers: [registry],
     collect() {
+      const agent = current();
       this.set(agent === null ? 0 : agent.primary().generation);
     },
   });
@@ -85,6 +118,7 @@ export function createMetrics(): AgentMetrics {
     help: 'The highest generation this host has seen.',
     registers: [registry],
     collect() {
+      const agent = current();
       this.set(agent === null ? 0 : agent.snapshot().seen);
     },
   });
@@ -94,6 +128,7 @@ export function createMetrics(): AgentMetrics {
     labelNames: ['host'] as const,
     registers: [registry],
     collect() {
+      const agent = current();
       if (agent === null) return;
       this.set({ host: agent.host }, agent.tokenProblem === null ? 1 : 0);
     },
@@ -104,6 +139,7 @@ export function createMetrics(): AgentMetrics {
     labelNames: ['host', 'peer'] as const,
     registers: [registry],
     collect() {
+      const agent = current();
       if (agent === null) return;
       this.reset();
       for (const [peer, problem] of agent.peerPaths) this.set({ host: agent.host, peer }, problem === null ? 1 : 0);
@@ -115,28 +151,9 @@ export function createMetrics(): AgentMetrics {
     labelNames: ['host'] as const,
     registers: [registry],
     collect() {
+      const agent = current();
       if (agent === null || agent.lastHeartbeat === null) return;
       this.set({ host: agent.host }, Math.max(0, agent.now().wall - agent.lastHeartbeat.at));
     },
   });
-  return {
-    registry,
-    httpDuration,
-    attach(a) {
-      agent = a;
-      registry.setDefaultLabels({ host: a.host });
-    },
-    fence(d: FenceDecision) {
-      fenceDecisions.inc({ role: d.role, run: String(d.run), reason: d.reason });
-    },
-    heartbeat(outcome: string) {
-      heartbeats.inc({ outcome });
-    },
-    peerConfirm(result: string) {
-      confirms.inc({ result });
-    },
-    stepDown(result: string) {
-      stepDowns.inc({ result });
-    },
-  };
 }

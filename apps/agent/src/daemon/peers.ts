@@ -8,7 +8,7 @@
  * The peers are the configured ones, or the other candidates the arbiter names.
  */
 import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
-import { fieldsOf, isGeneration, type ConfirmAnswer, type ConfirmRequest } from '@hq/protocol';
+import { fieldsOf, isGeneration, type ConfirmAnswer, type ConfirmRequest, type PeerPathReport } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { joinUrl, requestJson, type HttpResult } from '@hq/runtime/http';
@@ -94,22 +94,35 @@ export class Peers {
     return ok;
   }
 
-  /** Each peer's path as the last probe found it: null = works, else the problem. */
-  private paths = new Map<string, string | null>();
+  /** Each peer's path as the last probe found it (null = works, else the problem) and since when (monotonic seconds). */
+  private paths = new Map<string, { readonly problem: string | null; readonly sinceMono: number }>();
 
   /** The last probe's findings, peer → problem (null: the path works). */
   get peerPaths(): ReadonlyMap<string, string | null> {
-    return this.paths;
+    return new Map([...this.paths].map(([peer, p]) => [peer, p.problem]));
+  }
+
+  /** True when the last probe found a path broken (then each lease read probes again, not only each heartbeat). */
+  get anyBroken(): boolean {
+    for (const p of this.paths.values()) if (p.problem !== null) return true;
+    return false;
+  }
+
+  /** The findings as a heartbeat reports them (empty before the first probe). */
+  peerPathReports(): PeerPathReport[] {
+    const mono = this.o.clock.now().mono;
+    return [...this.paths].map(([peer, p]) => ({ peer, ok: p.problem === null, problem: p.problem, ageSeconds: Math.min(31_536_000, Math.max(0, mono - p.sinceMono)) }));
   }
 
   /**
    * Proves the confirmation path to every peer while nothing depends on it: `POST
    * /v1/peer/confirm` with `probe: true` (answered without granting). A peer token that differs,
    * a listener that is not reached, a peer that refuses: each is an error line when it starts
-   * (and an info line when it ends), the metric and `GET /v1/status` (hq doctor) — found now,
-   * not in an arbiter outage when the holder would stop for want of a confirmation.
+   * (and an info line when it ends), the metric, `GET /v1/status` (hq doctor) and the next
+   * heartbeat (the arbiter's status page) — found now, not in an arbiter outage when the holder
+   * would stop for want of a confirmation. Resolves true when a peer's finding changed.
    */
-  async probe(): Promise<void> {
+  async probe(): Promise<boolean> {
     const t = await this.o.peerToken.get();
     const found = await Promise.all(
       [...this.peers.entries()].map(async ([peer, url]): Promise<[string, string | null]> => {
@@ -124,13 +137,19 @@ export class Peers {
         return [peer, peerPathProblem(url, r)];
       }),
     );
-    const next = new Map(found);
-    for (const [peer, problem] of next) {
+    const mono = this.o.clock.now().mono;
+    const next = new Map<string, { problem: string | null; sinceMono: number }>();
+    let changed = found.length !== this.paths.size;
+    for (const [peer, problem] of found) {
       const before = this.paths.get(peer);
-      if (problem !== null && problem !== before) this.o.log.error({ category: 'hq.lease', event: 'peer-path-broken', peer, problem }, `${peer} could not confirm this host in an arbiter outage`);
-      if (problem === null && before !== undefined && before !== null) this.o.log.info({ category: 'hq.lease', event: 'peer-path-ok', peer }, `the confirmation path to ${peer} works again`);
+      if (problem !== null && problem !== before?.problem) this.o.log.error({ category: 'hq.lease', event: 'peer-path-broken', peer, problem }, `${peer} could not confirm this host in an arbiter outage`);
+      if (problem === null && before !== undefined && before.problem !== null) this.o.log.info({ category: 'hq.lease', event: 'peer-path-ok', peer }, `the confirmation path to ${peer} works again`);
+      const same = before !== undefined && before.problem === problem;
+      if (!same) changed = true;
+      next.set(peer, same ? before : { problem, sinceMono: mono });
     }
     this.paths = next;
+    return changed;
   }
 
   /** A peer asks this agent to confirm it: decided, persisted (fsync), then answered (S2.2). */

@@ -11,6 +11,7 @@
  *    and with the peer token `POST /v1/peer/confirm`, `GET /v1/peer`.
  * Both compile a route's schemas at its first request (lazy-schemas.ts).
  */
+import type { Stats } from 'node:fs';
 import { chmod, lstat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
@@ -95,6 +96,7 @@ function base(listener: string, metrics: AgentMetrics | null, host: () => string
 // the unix socket
 
 export { ReportedEventBody };
+// biome-ignore lint/suspicious/noRedeclare: the schema and its static type share one name, as TypeBox code does
 export type ReportedEventBody = Static<typeof ReportedEventBody>;
 /** Fields every log line sets itself: a report's data may not carry them. */
 const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
@@ -212,7 +214,7 @@ export async function prepareSocketPath(path: string, stateDir: string): Promise
   const dir = dirname(path);
   const problem = await ensureDir(dir, dir === stateDir ? 0o700 : 0o750);
   if (problem !== null) throw new SocketInUse(`socket directory ${problem}`);
-  let st;
+  let st: Stats;
   try {
     st = await lstat(path);
   } catch {

@@ -77,7 +77,10 @@ export class Chunker {
   update(buf: Buffer): void {
     this.file.update(buf);
     this.bytes += buf.length;
-    if (this.fixed !== undefined) return this.feed(buf);
+    if (this.fixed !== undefined) {
+      this.feed(buf);
+      return;
+    }
     this.head.push(buf);
     if (this.bytes >= 100) this.decide();
   }

@@ -13,8 +13,9 @@ import Type, { type Static } from 'typebox';
 // typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
 // (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
 import Schema from 'typebox/schema';
-import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile, readConfigObject } from '@hq/runtime/config-file';
-import { resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
+import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, namingFile } from '@hq/runtime/config-file';
+import { loadConfigFile, type ConfigKind } from '@hq/runtime/config-load';
+import { AGENT_CONFIG_KIND, resolveConfig, validateConfigFile, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { DEFAULT_SECRET_PATTERNS, HOST_SCHEMA_PATTERN, isHost, relPathProblem, TIERS, type Tier } from '@hq/protocol';
 import { cronGapSeconds } from '@hq/runtime/schedule';
@@ -331,14 +332,21 @@ export interface Loaded {
  * both parts. Throws ConfigError.
  */
 export function loadAgentWithReplication(explicit?: string, env: NodeJS.ProcessEnv = process.env): Loaded {
-  const file = findConfigFile(explicit, AGENT_CONFIG, env);
-  const { replication, ...rest } = readConfigObject(file);
-  return namingFile(file, () => {
-    const agent = resolveConfig(validateConfigFile(rest), file);
-    const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
-    return { agent, replication: block };
-  });
+  return loadConfigFile(WITH_REPLICATION, findConfigFile(explicit, AGENT_CONFIG, env));
 }
+
+/** The agent's config with its `replication` block checked too, for the one loader. */
+const WITH_REPLICATION: ConfigKind<Loaded> = {
+  daemon: 'agent',
+  schema: AGENT_CONFIG_KIND.schema,
+  loadChecker: AGENT_CONFIG_KIND.loadChecker,
+  check: ({ replication, ...rest }, file) =>
+    namingFile(file, () => {
+      const agent = resolveConfig(validateConfigFile(rest), file);
+      const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
+      return { agent, replication: block };
+    }),
+};
 
 /** The tier folder of a standby or outbox root. */
 export function tierDir(root: string, tier: Tier): string {

@@ -7,7 +7,7 @@
  * files (`-wal`, `-shm`, `-journal`) and `.tmp` / `.lock` files. A file is SQLite when it
  * starts with the SQLite header, whatever its name: such a file is never copied live.
  */
-import { constants } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSecretPath, type Tier } from '@hq/protocol';
@@ -58,7 +58,7 @@ async function walkStat(root: string, rel: string): Promise<{ ok: true; size: nu
   let cur = root;
   for (const [i, part] of parts.entries()) {
     cur = join(cur, part);
-    let st;
+    let st: Stats;
     try {
       st = await lstat(cur);
     } catch {
@@ -116,7 +116,7 @@ export async function planTier(cfg: ReplicationConfig, tier: Tier): Promise<Plan
         const st = await lstat(cur).catch(() => null);
         if (st === null || st.isSymbolicLink() || !st.isDirectory()) {
           ok = false;
-          if (st !== null && st.isSymbolicLink()) skipped.push({ path: item.path, why: 'symlink' });
+          if (st?.isSymbolicLink()) skipped.push({ path: item.path, why: 'symlink' });
           break;
         }
       }

@@ -16,6 +16,7 @@
  *     otherwise `config.json` stays byte for byte as received.
  *  4. Any failure after DIR was created removes DIR.
  */
+import type { Stats } from 'node:fs';
 import { lstat, mkdir, readFile, realpath, rm, stat, utimes, chmod } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { wallClockMs } from '@hq/runtime/clock';
@@ -93,7 +94,7 @@ function pollerOff(config: Record<string, unknown>, path: string): void {
 
 async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; host: string; folder: string }> {
   let path = resolve(file);
-  let st;
+  let st: Stats;
   try {
     st = await stat(path);
   } catch {
@@ -111,10 +112,61 @@ async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; 
   return { block: block as Record<string, unknown>, host, folder: await realpath(dirname(path)) };
 }
 
+type HqBlock = Awaited<ReturnType<typeof hqBlock>>;
+/** A file to promote: the newest kept copy of its path. */
+type Chosen = { abs: string; sha256: string; bytes: number; generation: string };
+
 export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
   const started = (opts.now ?? wallClockMs.now)();
   if (opts.tiers.length === 0) throw new PromoteError('no tiers to promote');
   // 1. Everything is checked before DIR exists.
+  const { to, parent, target, hq } = await checkTarget(opts);
+  const verified: TierVerification[] = [];
+  for (const t of opts.tiers) {
+    const v = await verifyTier(opts.standbyDir, t, (opts.now ?? wallClockMs.now)());
+    if (!v.ok) throw new PromoteError(`verification failed: ${v.reason ?? t}`);
+    verified.push(v);
+  }
+  try {
+    await lstat(target);
+    throw new PromoteError(`--to ${to} already exists`);
+  } catch (err) {
+    if (err instanceof PromoteError) throw err;
+  }
+  const chosen = newestCopies(verified);
+  const pollersOff = opts.pollersOff ?? [];
+  const config = await promotedConfig(chosen, pollersOff, hq);
+  const summary: PromoteSummary = {
+    to: target,
+    tiers: Object.fromEntries(verified.map((v) => [v.tier, v.generation as string])),
+    files: chosen.size,
+    bytes: [...chosen.values()].reduce((n, f) => n + f.bytes, 0),
+    pollersOff: config === null ? [] : [...pollersOff],
+    hq: hq?.host ?? '-',
+    seconds: 0,
+    dryRun: opts.dryRun === true,
+  };
+  if (opts.dryRun === true) return summary;
+  await opts.onVerified?.();
+  // 2. Create and fill.
+  await mkdir(target, { mode: 0o700 });
+  try {
+    await chmod(target, 0o700);
+    const made = await copyFiles(target, chosen);
+    // 3. config.json, when promotion changes it: keep the copy, write the promoted one.
+    if (config !== null) await rewriteConfig(target, config);
+    for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
+    await fsyncDir(parent);
+    return { ...summary, seconds: Math.round(((opts.now ?? wallClockMs.now)() - started) / 100) / 10 };
+  } catch (err) {
+    // 4. Roll back.
+    await rm(target, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** `--to` resolved (its parent must exist) and the hq config read; the target lies outside both the standby and the hq-config folders. */
+async function checkTarget(opts: PromoteOptions): Promise<{ to: string; parent: string; target: string; hq: HqBlock | null }> {
   const to = resolve(opts.to);
   let parent: string;
   try {
@@ -132,86 +184,62 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
   if (inside(standbyReal, target)) throw new PromoteError(`--to ${to} must lie outside the standby folder ${standbyReal}`);
   const hq = opts.hqConfig === undefined ? null : await hqBlock(opts.hqConfig);
   if (hq !== null && inside(hq.folder, target)) throw new PromoteError(`--to ${to} must lie outside the hq-config folder ${hq.folder}`);
-  const verified: TierVerification[] = [];
-  for (const t of opts.tiers) {
-    const v = await verifyTier(opts.standbyDir, t, (opts.now ?? wallClockMs.now)());
-    if (!v.ok) throw new PromoteError(`verification failed: ${v.reason ?? t}`);
-    verified.push(v);
-  }
-  try {
-    await lstat(target);
-    throw new PromoteError(`--to ${to} already exists`);
-  } catch (err) {
-    if (err instanceof PromoteError) throw err;
-  }
-  // Newest generation wins a path present in several tiers.
-  const chosen = new Map<string, { abs: string; sha256: string; bytes: number; generation: string }>();
+  return { to, parent, target, hq };
+}
+
+/** Newest generation wins a path present in several tiers. */
+function newestCopies(verified: readonly TierVerification[]): Map<string, Chosen> {
+  const chosen = new Map<string, Chosen>();
   for (const v of [...verified].sort((a, b) => Date.parse(a.createdAt ?? '') - Date.parse(b.createdAt ?? ''))) {
     for (const f of v.files) chosen.set(f.path, { abs: f.abs, sha256: f.sha256, bytes: f.bytes, generation: v.generation as string });
   }
-  let config: Record<string, unknown> | null = null;
-  const pollersOff = opts.pollersOff ?? [];
+  return chosen;
+}
+
+/** The promoted config.json when promotion changes it (pollers off, the hq block), else null. */
+async function promotedConfig(chosen: ReadonlyMap<string, Chosen>, pollersOff: readonly string[], hq: HqBlock | null): Promise<Record<string, unknown> | null> {
   const cfgSource = chosen.get('config.json');
-  if (cfgSource !== undefined && (pollersOff.length > 0 || hq !== null)) {
-    config = objectOf(await readFile(cfgSource.abs, 'utf8'), 'the promoted config.json');
-    for (const p of pollersOff) pollerOff(config, p);
-    if (hq !== null) config['hq'] = hq.block;
-  }
-  const summary: PromoteSummary = {
-    to: target,
-    tiers: Object.fromEntries(verified.map((v) => [v.tier, v.generation as string])),
-    files: chosen.size,
-    bytes: [...chosen.values()].reduce((n, f) => n + f.bytes, 0),
-    pollersOff: config === null ? [] : [...pollersOff],
-    hq: hq?.host ?? '-',
-    seconds: 0,
-    dryRun: opts.dryRun === true,
-  };
-  if (opts.dryRun === true) return summary;
-  await opts.onVerified?.();
-  // 2. Create and fill.
-  await mkdir(target, { mode: 0o700 });
-  try {
-    await chmod(target, 0o700);
-    const made = new Set<string>([target]);
-    const paths = [...chosen.keys()].sort();
-    for (const p of paths) {
-      const f = chosen.get(p) as { abs: string; sha256: string; bytes: number };
-      const dest = join(target, p);
-      if (!inside(target, dest)) throw new PromoteError(`path escapes --to: ${p}`);
-      let cur = target;
-      for (const part of p.split('/').slice(0, -1)) {
-        cur = join(cur, part);
-        if (!made.has(cur)) {
-          await mkdir(cur, { mode: 0o700 });
-          made.add(cur);
-        }
+  if (cfgSource === undefined || (pollersOff.length === 0 && hq === null)) return null;
+  const config = objectOf(await readFile(cfgSource.abs, 'utf8'), 'the promoted config.json');
+  for (const p of pollersOff) pollerOff(config, p);
+  if (hq !== null) config['hq'] = hq.block;
+  return config;
+}
+
+/** Copies each chosen file into the target (hashed as copied, mode and times kept); answers the folders made. */
+async function copyFiles(target: string, chosen: ReadonlyMap<string, Chosen>): Promise<Set<string>> {
+  const made = new Set<string>([target]);
+  for (const p of [...chosen.keys()].sort()) {
+    const f = chosen.get(p) as Chosen;
+    const dest = join(target, p);
+    if (!inside(target, dest)) throw new PromoteError(`path escapes --to: ${p}`);
+    let cur = target;
+    for (const part of p.split('/').slice(0, -1)) {
+      cur = join(cur, part);
+      if (!made.has(cur)) {
+        await mkdir(cur, { mode: 0o700 });
+        made.add(cur);
       }
-      const st = await lstat(f.abs);
-      if (!st.isFile()) throw new PromoteError(`${p} changed under the standby folder`);
-      const h = await copyHashed(f.abs, dest, st.mode & 0o777);
-      if (h.sha256 !== f.sha256 || h.bytes !== f.bytes) throw new PromoteError(`checksum mismatch while copying ${p}`);
-      await chmod(dest, st.mode & 0o7777);
-      await utimes(dest, st.atime, st.mtime);
     }
-    // 3. config.json, when promotion changes it: keep the copy, write the promoted one.
-    if (config !== null) {
-      const cfgPath = join(target, 'config.json');
-      const pre = join(target, 'config.json.pre-promote');
-      const st = await lstat(cfgPath);
-      await copyHashed(cfgPath, pre, st.mode & 0o777);
-      await utimes(pre, st.atime, st.mtime);
-      await rm(cfgPath);
-      await writeFileNew(cfgPath, `${JSON.stringify(config, null, 2)}\n`, st.mode & 0o777);
-    }
-    for (const d of [...made].sort((a, b) => b.length - a.length)) await fsyncDir(d);
-    await fsyncDir(parent);
-    return { ...summary, seconds: Math.round(((opts.now ?? wallClockMs.now)() - started) / 100) / 10 };
-  } catch (err) {
-    // 4. Roll back.
-    await rm(target, { recursive: true, force: true });
-    throw err;
+    const st = await lstat(f.abs);
+    if (!st.isFile()) throw new PromoteError(`${p} changed under the standby folder`);
+    const h = await copyHashed(f.abs, dest, st.mode & 0o777);
+    if (h.sha256 !== f.sha256 || h.bytes !== f.bytes) throw new PromoteError(`checksum mismatch while copying ${p}`);
+    await chmod(dest, st.mode & 0o7777);
+    await utimes(dest, st.atime, st.mtime);
   }
+  return made;
+}
+
+/** Keeps the copied config.json as config.json.pre-promote and writes the promoted one. */
+async function rewriteConfig(target: string, config: Record<string, unknown>): Promise<void> {
+  const cfgPath = join(target, 'config.json');
+  const pre = join(target, 'config.json.pre-promote');
+  const st = await lstat(cfgPath);
+  await copyHashed(cfgPath, pre, st.mode & 0o777);
+  await utimes(pre, st.atime, st.mtime);
+  await rm(cfgPath);
+  await writeFileNew(cfgPath, `${JSON.stringify(config, null, 2)}\n`, st.mode & 0o777);
 }
 
 /** The seeds' one-line summary. */

@@ -18,7 +18,7 @@
  * with the replication catalog's status (409 for a stale lease generation). Register it on the peer app:
  *   `app.register(replicationPeerRoutes, { receiver, verifyPeer })`.
  */
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Readable } from 'node:stream';
 import { BASE_HEADER, OFFSET_HEADER, REPLICATION_ERRORS } from '@hq/protocol';
@@ -55,41 +55,21 @@ function refused(r: Refusal): never {
   throw new HttpError(r.error, r.message, { error: r.error.code, message: r.message, ...(r.extra ?? {}) });
 }
 
-export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOptions> = async (instance, opts) => {
-  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const { receiver } = opts;
+/** Exactly one Authorization header, and it is the peer token; else 401. */
+async function requirePeerToken(req: FastifyRequest, verifyPeer: ReplicationPeerRoutesOptions['verifyPeer']): Promise<undefined> {
+  // Node keeps only the first of two Authorization headers: count them in the raw list.
+  let count = 0;
+  for (let i = 0; i < req.raw.rawHeaders.length; i += 2) if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
+  if (count !== 1 || !(await verifyPeer(req.headers.authorization))) {
+    throw new HttpError(REPLICATION_ERRORS.UNAUTHORIZED);
+  }
+  return undefined;
+}
 
-  app.addHook('onRequest', async (req) => {
-    // Node keeps only the first of two Authorization headers: count them in the raw list.
-    let count = 0;
-    for (let i = 0; i < req.raw.rawHeaders.length; i += 2) if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
-    if (count !== 1 || !(await opts.verifyPeer(req.headers.authorization))) {
-      throw new HttpError(REPLICATION_ERRORS.UNAUTHORIZED);
-    }
-    return undefined;
-  });
+const typed = (instance: FastifyInstance) => instance.withTypeProvider<TypeBoxTypeProvider>();
 
-  // Blob chunks stay a stream: the handler writes them to disk as they arrive.
-  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
-
-  app.get('/v1/standby', async () => receiver.status());
-
-  app.post(
-    '/v1/standby/pushes',
-    {
-      bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
-      schema: {
-        body: StandbyPushBody,
-        response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
-      },
-    },
-    async (req) => {
-      const r = await receiver.begin(req.body);
-      if (!r.ok) refused(r);
-      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
-    },
-  );
-
+/** The uploads of a push: a file's chunk list, a batch of chunks, or a piece of a whole file. */
+function uploadRoutes(app: ReturnType<typeof typed>, receiver: StandbyReceiver): void {
   const octets = (type: string | undefined): void => {
     if (type !== 'application/octet-stream') refused({ ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'the body must be application/octet-stream' });
   };
@@ -135,6 +115,36 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
       return { received: r.received, complete: r.complete };
     },
   );
+}
+
+export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOptions> = async (instance, opts) => {
+  const app = typed(instance);
+  const { receiver } = opts;
+
+  app.addHook('onRequest', async (req) => requirePeerToken(req, opts.verifyPeer));
+
+  // Blob chunks stay a stream: the handler writes them to disk as they arrive.
+  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+
+  app.get('/v1/standby', async () => receiver.status());
+
+  app.post(
+    '/v1/standby/pushes',
+    {
+      bodyLimit: opts.manifestBodyLimit ?? 16 * 1024 * 1024,
+      schema: {
+        body: StandbyPushBody,
+        response: { 200: PushBegun, '4xx': RefusalBody, '5xx': RefusalBody },
+      },
+    },
+    async (req) => {
+      const r = await receiver.begin(req.body);
+      if (!r.ok) refused(r);
+      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
+    },
+  );
+
+  uploadRoutes(app, receiver);
 
   app.post(
     '/v1/standby/pushes/:push/commit',

@@ -18,7 +18,7 @@
  *     `<tier>/.chunks/<sha256>` for the push; lists no kept generation names are removed with
  *     the generations (a missing list only costs the push a re-read).
  */
-import { chmod, link, lstat, readFile, stat } from 'node:fs/promises';
+import { chmod, lstat, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReplicationConfig } from './config.js';
@@ -31,6 +31,7 @@ import { parseManifest } from '@hq/protocol/schemas';
 import { Chunker, chunkFile, type FileChunks } from './chunks.js';
 import { RecipeStore } from './recipes.js';
 import { planTier, type Plan, type Planned } from './plan.js';
+import { fingerprintAll, previous, STABLE_MS, tryReuse, type Fingerprints, type Fp } from './snapshot-reuse.js';
 
 export class SnapshotError extends Error {
   override readonly name = 'SnapshotError';
@@ -57,51 +58,6 @@ export interface SnapshotResult {
   readonly survival: readonly string[];
   /** The host-local keys removed from `config.json` in this generation (empty when none were there). */
   readonly hostLocalStripped: readonly string[];
-}
-
-interface Fingerprint {
-  readonly dev: string;
-  readonly ino: string;
-  readonly size: string;
-  readonly mtimeNs: string;
-  readonly ctimeNs: string;
-}
-type Fp = { main: Fingerprint; wal: Fingerprint | null; journal: Fingerprint | null };
-interface Fingerprints {
-  readonly takenAtMs: number;
-  readonly files: readonly (readonly [string, Fp])[];
-}
-
-/** Reused only when the source last changed this long before the previous fingerprint. */
-const STABLE_MS = 2000;
-
-async function fingerprint(abs: string): Promise<Fingerprint | null> {
-  try {
-    const st = await stat(abs, { bigint: true });
-    return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtimeNs: String(st.mtimeNs), ctimeNs: String(st.ctimeNs) };
-  } catch {
-    return null;
-  }
-}
-
-/** An empty `-wal` or `-journal` holds nothing: the same as none (a read-only open leaves an empty `-wal`). */
-async function sideFingerprint(abs: string): Promise<Fingerprint | null> {
-  const f = await fingerprint(abs);
-  return f === null || f.size === '0' ? null : f;
-}
-
-async function fingerprintAll(abs: string): Promise<Fp | null> {
-  const main = await fingerprint(abs);
-  if (main === null) return null;
-  return { main, wal: await sideFingerprint(`${abs}-wal`), journal: await sideFingerprint(`${abs}-journal`) };
-}
-
-const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
-  a === null || b === null ? a === b : a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
-
-function stableBefore(fp: Fp, takenAtMs: number, stableMs: number): boolean {
-  const limit = BigInt(Math.floor(takenAtMs - stableMs)) * 1_000_000n;
-  return [fp.main, fp.wal, fp.journal].every((f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit));
 }
 
 /** Which of `keys` a `config.json` text holds at its top level. */
@@ -153,33 +109,8 @@ export function survivalSubset(manifest: Manifest, plan: Plan, isSecret: (p: str
   const allowed = new Map(plan.items.map((i) => [i.path, i] as const));
   return manifest.entries.filter((e) => {
     const item = allowed.get(e.path);
-    return item !== undefined && item.survival && !item.secret && !isSecret(e.path);
+    return item?.survival && !item.secret && !isSecret(e.path);
   });
-}
-
-interface Previous {
-  readonly manifest: Manifest;
-  readonly dir: string;
-  readonly fingerprints: Fingerprints | null;
-}
-
-async function previous(tierRoot: string): Promise<Previous | null> {
-  const name = await latestGeneration(tierRoot);
-  if (name === null) return null;
-  const dir = join(tierRoot, name);
-  try {
-    const m = parseManifest(await readFile(join(dir, 'MANIFEST.json'), 'utf8'));
-    if (typeof m === 'string') return null;
-    let fingerprints: Fingerprints | null = null;
-    try {
-      fingerprints = JSON.parse(await readFile(join(tierRoot, `${name}.sources.json`), 'utf8')) as Fingerprints;
-    } catch {
-      fingerprints = null;
-    }
-    return { manifest: m, dir, fingerprints };
-  } catch {
-    return null;
-  }
 }
 
 /** Builds the generation. Throws SnapshotError (or an I/O error) and leaves nothing half-built. */
@@ -261,32 +192,6 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     await removeTree(building);
     throw err;
   }
-}
-
-async function tryReuse(
-  item: Planned,
-  fp: Fp,
-  dest: string,
-  prev: Previous | null,
-  prevEntries: ReadonlyMap<string, ManifestEntry>,
-  prevFps: ReadonlyMap<string, Fp>,
-  stableMs: number,
-): Promise<ManifestEntry | null> {
-  if (prev === null || prev.fingerprints === null || item.path === 'config.json') return null;
-  const old = prevEntries.get(item.path);
-  const oldFp = prevFps.get(item.path);
-  if (old === undefined || oldFp === undefined || old.kind !== item.kind) return null;
-  if (!same(fp.main, oldFp.main) || !same(fp.wal, oldFp.wal) || !same(fp.journal, oldFp.journal)) return null;
-  if (!stableBefore(oldFp, prev.fingerprints.takenAtMs, stableMs)) return null;
-  const src = join(prev.dir, item.path);
-  try {
-    const st = await lstat(src);
-    if (!st.isFile() || st.size !== old.bytes) return null;
-    await link(src, dest);
-  } catch {
-    return null;
-  }
-  return { path: item.path, bytes: old.bytes, sha256: old.sha256, kind: old.kind, reused: true };
 }
 
 async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string, stripped: string[], recipes: RecipeStore): Promise<ManifestEntry> {

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { formatSums, type Manifest, type ManifestEntry } from '@hq/protocol';
-import { call, Unreachable, type Answer } from './push.js';
+import { call, Unreachable, type Answer } from './push-call.js';
 
 export type SurvivalResult =
   | { readonly ok: true; readonly files: number; readonly sentBytes: number }

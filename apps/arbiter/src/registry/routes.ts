@@ -88,11 +88,29 @@ function portOf(store: RegistryStore, text: string): number {
 
 const refusals = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
-export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = async (app, opts) => {
-  const { store, now } = opts;
-  const newLeaseId = opts.newLeaseId ?? (() => randomBytes(16).toString('hex'));
-  const group = new GroupCommit(store);
+type App = Parameters<FastifyPluginAsyncTypebox<RegistryRoutesOptions>>[0];
 
+/** What both groups of routes use: the store, the clock, and the group commit every write goes through. */
+interface Routes {
+  readonly store: RegistryStore;
+  readonly now: () => number;
+  readonly group: GroupCommit;
+  readonly newLeaseId: () => string;
+}
+
+export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = async (app, opts) => {
+  const routes: Routes = {
+    store: opts.store,
+    now: opts.now,
+    group: new GroupCommit(opts.store),
+    newLeaseId: opts.newLeaseId ?? (() => randomBytes(16).toString('hex')),
+  };
+  resourceRoutes(app, routes);
+  portLeaseRoutes(app, routes);
+};
+
+/** Resources: register, heartbeat, list, delete. */
+function resourceRoutes(app: App, { store, now, group }: Routes): void {
   app.post('/v1/resources/register', { config: { scope: 'member' }, schema: { body: RegisterBody, response: { 200: ResourceOut, ...refusals } } }, async (req) => {
     const b = req.body;
     const actor = actorOf(req);
@@ -129,7 +147,10 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
     if (!d.ok) refuse(d.reason, d.message);
     return { ok: true as const, id: req.params.id };
   });
+}
 
+/** Port leases in the test band: lease, list, renew, release. */
+function portLeaseRoutes(app: App, { store, now, group, newLeaseId }: Routes): void {
   app.post('/v1/leases/port', { config: { scope: 'member' }, schema: { body: PortLeaseBody, response: { 200: PortLeaseAnswer, ...refusals, 503: ErrorBody } } }, async (req) => {
     const actor = actorOf(req);
     const b = req.body;
@@ -177,4 +198,4 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
       return { ok: true as const, port };
     },
   );
-};
+}

@@ -24,6 +24,8 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // The version the report speaks (the hook served it) and, from protocol 2, the release it names.
       const spoken = spokenVersion(req.headers[PROTOCOL_HEADER]);
       arbiter.noteVersion(body.host, spoken.ok ? spoken.version : PROTOCOL_UNSTATED, body.version ?? null);
+      const paths = arbiter.notePeerPaths(body.host, body.peerPaths);
+      if (paths !== undefined) await paths;
       return {
         outcome: d.answer.outcome,
         reason: d.answer.reason,

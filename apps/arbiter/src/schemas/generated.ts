@@ -1679,6 +1679,46 @@ export const HeartbeatBody = {
     "version": {
       "type": "string",
       "pattern": "^[0-9A-Za-z][0-9A-Za-z.+-]{0,31}$"
+    },
+    "peerPaths": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "required": [
+          "peer",
+          "ok",
+          "problem",
+          "ageSeconds"
+        ],
+        "properties": {
+          "peer": {
+            "type": "string",
+            "pattern": "^(?!(?:constructor|prototype)$)[a-z0-9][a-z0-9-]{0,31}$",
+            "maxLength": 32
+          },
+          "ok": {
+            "type": "boolean"
+          },
+          "problem": {
+            "anyOf": [
+              {
+                "type": "string",
+                "maxLength": 400
+              },
+              {
+                "type": "null"
+              }
+            ]
+          },
+          "ageSeconds": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 31536000
+          }
+        },
+        "additionalProperties": false
+      },
+      "maxItems": 64
     }
   },
   "additionalProperties": false
@@ -3221,6 +3261,7 @@ export const StatusAnswer = {
     "maintenance",
     "failover",
     "timingProblems",
+    "peerPaths",
     "phase",
     "hosts"
   ],
@@ -3339,6 +3380,47 @@ export const StatusAnswer = {
         }
       }
     },
+    "peerPaths": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "required": [
+          "host",
+          "peer",
+          "ok",
+          "problem",
+          "forSeconds",
+          "text"
+        ],
+        "properties": {
+          "host": {
+            "type": "string"
+          },
+          "peer": {
+            "type": "string"
+          },
+          "ok": {
+            "type": "boolean"
+          },
+          "problem": {
+            "anyOf": [
+              {
+                "type": "string"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          },
+          "forSeconds": {
+            "type": "number"
+          },
+          "text": {
+            "type": "string"
+          }
+        }
+      }
+    },
     "phase": {
       "type": "object",
       "required": [
@@ -3364,6 +3446,10 @@ export const StatusAnswer = {
             {
               "type": "string",
               "const": "timing-problem"
+            },
+            {
+              "type": "string",
+              "const": "peer-path-broken"
             },
             {
               "type": "string",

@@ -76,5 +76,10 @@ export function leaseFastPath(hq: () => HqContext): FastPath {
     server.setTimeout(opts.connectionTimeout ?? 0);
     return server as Server;
   };
-  return { factory, closing: () => void (closing = true) };
+  return {
+    factory,
+    closing: () => {
+      closing = true;
+    },
+  };
 }

@@ -13,7 +13,7 @@ import { type AgentSettings, type Grant, type AgentState, active, settle, type A
  * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
  * the shell persists `gaveConfirmation` before it answers.
  */
-export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
+export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, _settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
   const state = settle(state0, received);
   const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
     state,
@@ -93,7 +93,7 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
     peers.length > 0 &&
     peers.every((p) => {
       const r = byPeer.get(p);
-      return r !== undefined && r.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
+      return r?.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
     });
   if (!quorum) return { state: settle(state, received), events };
   const grant: Grant = {

@@ -3,7 +3,7 @@
  * sent, the acknowledgement sent, children the shell could not see gone). Undoing a refused
  * release (`resume`) is in agent.ts, as an arbiter answer can undo it too.
  */
-import { type AgentSettings, type AgentState, type Stamp } from '../agent.js';
+import type { AgentSettings, AgentState, Stamp } from '../agent.js';
 
 /**
  * Step down before a release or handover: nothing of this generation runs any more (A7). The

@@ -5,7 +5,7 @@
 import type { Host } from '@hq/protocol';
 import type { LeaseEvent } from '../events.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, isCandidate, noteReport, grant, ok } from '../arbiter.js';
+import { type ArbiterState, type Context, type Step, isCandidate, noteReport, grant } from '../arbiter.js';
 
 /** The old system's lease record, as the shell read it; times are arbiter epoch seconds. */
 export interface OldLease {

@@ -1,7 +1,7 @@
 /** The arbiter's start: what a restart (or an etcd takeover) does to the record it finds. */
 import type { Host } from '@hq/protocol';
 import type { LeaseState, Observer } from '../record.js';
-import { type ArbiterState, type Context } from '../arbiter.js';
+import type { ArbiterState, Context } from '../arbiter.js';
 
 /**
  * Called once at start, before the first decision: the stored times come from the previous

@@ -5,7 +5,7 @@
 import type { Host, StepDownAck, StepDownRefusal } from '@hq/protocol';
 import type { Displaced } from '../record.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, allReported, startWaitUntil, write, noteReport, ok } from '../arbiter.js';
+import { type ArbiterState, type Context, type Step, allReported, startWaitUntil, write, noteReport } from '../arbiter.js';
 
 export type StepDownVerdict =
   | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }

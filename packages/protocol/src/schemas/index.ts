@@ -20,6 +20,7 @@ import type * as R from './registry.js';
 import type * as M from './replication.js';
 
 /** Each schema is the contract's type (`Same`): neither can change without the other. */
+// biome-ignore lint/correctness/noUnusedVariables: a compile-time check; declaring it is what makes tsc test it
 type Checked = [
   Assert<Same<Static<typeof L.ViewOut>, P.View>>,
   Assert<Same<Static<typeof L.LeaseRecord>, P.LeaseRecord>>,
@@ -30,6 +31,7 @@ type Checked = [
   Assert<Same<Static<typeof L.ReleaseBody>, P.ReleaseRequest>>,
   Assert<Same<Static<typeof L.ViewIn>, P.ViewReport>>,
   Assert<Same<Static<typeof L.ConfirmationIn>, P.ConfirmationReport>>,
+  Assert<Same<Static<typeof L.PeerPathIn>, P.PeerPathReport>>,
   Assert<Same<Static<typeof L.HeartbeatBody>, P.HeartbeatRequest>>,
   Assert<Same<Static<typeof L.TimingProblemOut>, P.TimingProblem>>,
   Assert<Same<Static<typeof L.HeartbeatAnswer>, P.HeartbeatAnswer>>,

@@ -85,6 +85,10 @@ export const ConfirmationIn = Type.Object(
   { holder: Host, generation: GrantedGeneration, ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
   { additionalProperties: false },
 );
+export const PeerPathIn = Type.Object(
+  { peer: Host, ok: Type.Boolean(), problem: Type.Union([Type.String({ maxLength: 400 }), Type.Null()]), ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
+  { additionalProperties: false },
+);
 export const HeartbeatBody = Type.Object(
   {
     host: Host,
@@ -98,6 +102,8 @@ export const HeartbeatBody = Type.Object(
     requestTimeoutSeconds: Type.Optional(CadenceSeconds),
     // Protocol 2: the agent's hq release, for the operator (hq doctor, the status page, hq_host_version).
     version: Type.Optional(Type.String({ pattern: '^[0-9A-Za-z][0-9A-Za-z.+-]{0,31}$' })),
+    // Protocol 2: the agent's last probe of the confirmation path to each peer (the status page, hq_peer_path_ok).
+    peerPaths: Type.Optional(Type.Array(PeerPathIn, { maxItems: 64 })),
   },
   { additionalProperties: false },
 );

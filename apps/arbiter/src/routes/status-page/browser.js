@@ -23,7 +23,7 @@
   function now(){ return Date.now() / 1000 + offset; }
   function kind(ev){
     if (ev === 'promoted') return 'promotion';
-    if (/-refused$/.test(ev) || ev === 'stale-generation' || ev === 'agent-silent' || ev === 'timing-problem') return 'refusal';
+    if (/-refused$/.test(ev) || ev === 'stale-generation' || ev === 'agent-silent' || ev === 'timing-problem' || ev === 'peer-path-broken') return 'refusal';
     if (ev === 'maintenance') return 'maintenance';
     return 'plain';
   }
@@ -59,10 +59,13 @@
     var c = 'ok', text;
     if (rec.holder === null) { text = 'no lease'; c = 'bad'; }
     else if (rec.released) { text = 'released'; c = 'bad'; }
-    else if (rec.expiresAt === null) { text = 'expired'; c = 'bad'; }
+    else if (rec.expired || rec.expiresAt === null) { text = 'expired'; c = 'bad'; }
+    else if (rec.floorPending) { text = 'may run once every candidate has reported its seen generation'; c = 'warn'; }
     else {
-      var left = rec.expiresAt - now();
+      // protocol runWindow: the validity counts from the end of a wait, so never more than the TTL is shown.
+      var t = now(), from = Math.max(t, rec.notBefore === null ? t : rec.notBefore), left = rec.expiresAt - from;
       if (left <= 0) { text = 'expired'; c = 'bad'; }
+      else if (from > t) { text = 'may run in ' + fmt(from - t) + ', then for ' + fmt(left) + ' (until ' + clock(rec.expiresAt) + ')'; c = 'warn'; }
       else if (phase.name === 'holder-silent') { text = fmt(left) + ' left' + (rec.renewedAt === null ? '' : ', not renewed for ' + fmt(now() - rec.renewedAt)); c = 'bad'; }
       else { text = fmt(left) + ' left'; c = phase.name === 'lock-delay' || left < rec.ttlSeconds * 0.25 ? 'warn' : 'ok'; }
     }
@@ -105,6 +108,13 @@
     var tp = $('timing');
     tp.hidden = s.timingProblems.length === 0;
     tp.replaceChildren.apply(tp, s.timingProblems.map(function(x){ return el('li', 'bad', x.message); }));
+    var pp = $('peerpaths'), paths = s.peerPaths || [];
+    pp.hidden = paths.length === 0;
+    pp.replaceChildren.apply(pp, paths.map(function(x){
+      var li = el('li', x.ok ? 'ok' : 'bad', x.text);
+      li.setAttribute('data-host', x.host); li.setAttribute('data-peer', x.peer);
+      return li;
+    }));
     var body = $('hosts-body');
     var rows = [];
     s.hosts.forEach(function(h){

@@ -28,7 +28,7 @@ import { PROTOCOL_VERSION, type LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../plugins/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody, StatusAnswer, StatusPageHtml } from '../../schemas/generated.js';
-import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type Refusal, type StatusSettings } from './model.js';
+import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type PeerPaths, type Refusal, type StatusSettings } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { GenerationRefusalNote } from '../../arbiter-shell.js';
@@ -60,6 +60,8 @@ export interface StatusPageOptions {
   readonly generationRefusal?: () => GenerationRefusalNote | null;
   /** What each host last said of its version (its heartbeat's protocol and release). */
   readonly versions?: (host: string) => HostVersion | null;
+  /** Each candidate's confirmation path to each peer, as its last heartbeat reported it. */
+  readonly peerPaths?: () => PeerPaths;
   /** Store etcd: which arbiter decides and etcd's health (absent: a single SQLite arbiter). */
   readonly arbiters?: () => ArbitersT;
   /** Seconds between the page's refreshes. Default 3. */
@@ -78,6 +80,7 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     refused: (host) => hq.arbiter.refusedFor(host),
     generationRefusal: () => hq.arbiter.generationRefusal(),
     versions: (host) => (host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host)),
+    peerPaths: () => hq.arbiter.peerPathsOf(),
     ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };
@@ -100,7 +103,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       const record = opts.record(state);
-      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused, opts.versions), opts);
+      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused, opts.versions, opts.peerPaths?.()), opts);
       const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
@@ -120,7 +123,7 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      const model = withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions), opts);
+      const model = withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions, opts.peerPaths?.()), opts);
       return { ...model, generationRefusal: opts.generationRefusal?.() ?? null };
     },
   );

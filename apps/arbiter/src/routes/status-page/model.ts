@@ -6,7 +6,7 @@
  *
  * The phase (`phaseOf`) is the one line at the top that says what is going on, in this order of
  * precedence: no holder → holder silent (or unreachable) → lock-delay → timing problem → a
- * silent standby (after a failover: the old holder) → healthy.
+ * broken peer path → a silent standby (after a failover: the old holder) → healthy.
  */
 import type { ArbiterState } from '@hq/lease-core';
 import { hostVersionText, upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
@@ -15,7 +15,7 @@ import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
-import type { HostStatusT, StatusAnswerT } from './schemas.js';
+import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from './schemas.js';
 
 /** What the registry knows about a machine's load; every field optional. */
 export interface HostLoad {
@@ -66,6 +66,28 @@ function versionOf(v: HostVersion | null): Pick<HostStatusT, 'protocol' | 'relea
   return { protocol: v.protocol, release: v.release, versionText: hostVersionText(v.protocol, v.release), note: (host) => upgradeNote(host, v.protocol, v.release) };
 }
 
+/** What a candidate's last heartbeat said of its path to each peer (`since` in arbiter time). */
+export type PeerPaths = ReadonlyMap<string, ReadonlyMap<string, { readonly ok: boolean; readonly problem: string | null; readonly since: number }>>;
+
+/**
+ * The paths as rows, broken first: "mbp → node-b broken for 2.0 min: node-b could not confirm mbp
+ * if the arbiter went down: …" — both hosts and the cause, since a holder whose standby cannot
+ * confirm it stops in an arbiter outage instead of running on.
+ */
+export function peerPathRows(paths: PeerPaths | undefined, now: number): PeerPathStatusT[] {
+  const rows: PeerPathStatusT[] = [];
+  for (const [host, peers] of paths ?? []) {
+    for (const [peer, p] of peers) {
+      const forSeconds = Math.max(0, now - p.since);
+      const text = p.ok
+        ? `${host} → ${peer} works (for ${fmtSeconds(forSeconds)})`
+        : `${host} → ${peer} broken for ${fmtSeconds(forSeconds)}: ${peer} could not confirm ${host} if the arbiter went down: ${p.problem ?? 'no reason given'}`;
+      rows.push({ host, peer, ok: p.ok, problem: p.problem, forSeconds, text });
+    }
+  }
+  return rows.sort((a, b) => Number(a.ok) - Number(b.ok));
+}
+
 /** Events shown in the timeline. */
 export const TIMELINE_EVENTS = 50;
 
@@ -107,10 +129,10 @@ export function eventLabel(event: string, data: { readonly [k: string]: unknown 
   return event === 'promoted' && data?.['via'] === 'transfer' ? 'transferred' : event;
 }
 
-/** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem → "refusal" (red); maintenance → "maintenance". */
+/** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem, peer-path-broken → "refusal" (red); maintenance → "maintenance". */
 export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
   if (event === 'promoted') return 'promotion';
-  if (event.endsWith('-refused') || event === 'stale-generation' || event === 'agent-silent' || event === 'timing-problem') return 'refusal';
+  if (event.endsWith('-refused') || event === 'stale-generation' || event === 'agent-silent' || event === 'timing-problem' || event === 'peer-path-broken') return 'refusal';
   if (event === 'maintenance') return 'maintenance';
   return 'plain';
 }
@@ -194,6 +216,7 @@ export function statusModel(
   load?: (host: string) => HostLoad | null,
   refused?: (host: string) => Refusal | null,
   versions?: (host: string) => HostVersion | null,
+  peerPaths?: PeerPaths,
 ): StatusAnswerT {
   const now = record.now;
   const names: string[] = [...settings.candidates];
@@ -233,6 +256,7 @@ export function statusModel(
     };
   });
   const problems = [...(settings.timingProblems ?? [])];
+  const paths = peerPathRows(peerPaths, now);
   return {
     now,
     maintenance: { enabled: state.lease.maintenance, reason: state.lease.maintenanceReason },
@@ -246,13 +270,20 @@ export function statusModel(
       problem: settings.timingProblem,
     },
     timingProblems: problems,
-    phase: phaseOf(record, hosts, settings.promoteAfterChecks, problems),
+    peerPaths: paths,
+    phase: phaseOf(record, hosts, settings.promoteAfterChecks, problems, paths),
     hosts,
   };
 }
 
 /** What is going on, in one line and one colour (the top of the page). */
-export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], promoteAfterChecks: number, problems: readonly TimingProblem[]): StatusAnswerT['phase'] {
+export function phaseOf(
+  record: LeaseRecord,
+  hosts: readonly HostStatusT[],
+  promoteAfterChecks: number,
+  problems: readonly TimingProblem[],
+  paths: readonly PeerPathStatusT[] = [],
+): StatusAnswerT['phase'] {
   const holder = record.holder;
   // 1. Nobody may run.
   if (holder === null || record.released || record.expired || record.expiresAt === null) {
@@ -283,6 +314,10 @@ export function phaseOf(record: LeaseRecord, hosts: readonly HostStatusT[], prom
   // 4. The settings across the sides break failover.
   const first = problems[0];
   if (first !== undefined) return { name: 'timing-problem', level: 'bad', text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}` };
+  // 4b. A standby could not confirm a candidate: an arbiter outage would stop HQ instead of failing over.
+  const broken = paths.filter((p) => !p.ok);
+  const b0 = broken[0];
+  if (b0 !== undefined) return { name: 'peer-path-broken', level: 'bad', text: `peer path broken: ${b0.text}${broken.length > 1 ? ` (and ${broken.length - 1} more below)` : ''}` };
   // 5. The holder runs, but a standby is gone: no failover to it until it is back.
   const standbys = hosts.filter((h) => h.role === 'standby');
   const gone = standbys.filter((h) => h.heartbeatProblem).map((h) => h.host);

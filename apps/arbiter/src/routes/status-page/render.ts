@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { LeaseRecord } from '@hq/protocol';
+import { runWindow, type LeaseRecord } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, eventLabel, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
@@ -19,13 +19,18 @@ export function esc(value: unknown): string {
 
 /**
  * The validity cell. Green only while the holder reports and may run: a silent holder's is red,
- * one that waits out lock-delay amber.
+ * one that waits out lock-delay amber. A holder that may not run yet shows when it may and for
+ * how long (its validity counts from then), never a remaining validity longer than the TTL.
  */
 function validityText(r: LeaseRecord, phase: StatusAnswerT['phase']): { text: string; cls: string } {
   if (r.holder === null) return { text: 'no lease', cls: 'bad' };
   if (r.released) return { text: 'released', cls: 'bad' };
   if (r.expired || r.expiresAt === null) return { text: 'expired', cls: 'bad' };
-  const left = r.expiresAt - r.now;
+  if (r.floorPending) return { text: 'may run once every candidate has reported its seen generation', cls: 'warn' };
+  const w = runWindow(r);
+  if (w === null) return { text: 'expired', cls: 'bad' };
+  if (w.startsInSeconds > 0) return { text: `may run in ${fmtSeconds(w.startsInSeconds)}, then for ${fmtSeconds(w.validSeconds)} (until ${clockTime(w.until)})`, cls: 'warn' };
+  const left = w.validSeconds;
   if (phase.name === 'holder-silent') return { text: `${fmtSeconds(left)} left${r.renewedAt === null ? '' : `, not renewed for ${fmtSeconds(r.now - r.renewedAt)}`}`, cls: 'bad' };
   return { text: `${fmtSeconds(left)} left`, cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
 }
@@ -80,7 +85,7 @@ main{max-width:980px;margin:0 auto;padding:12px}
 .phase-ok{border-left-color:var(--ok)}
 .phase-warn{border-left-color:var(--warn);background:color-mix(in srgb,var(--warn) 14%,var(--card))}
 .phase-bad{border-left-color:var(--bad);background:color-mix(in srgb,var(--bad) 14%,var(--card))}
-tr.problem td.c-host{color:var(--bad)}td.c-heartbeat.bad{font-weight:600}
+tr.problem td.c-host{color:var(--bad)}#peerpaths li.bad{font-weight:700}td.c-heartbeat.bad{font-weight:600}
 #banner{background:var(--warn);color:#000;font-weight:700;border-radius:12px;padding:12px 14px;margin:0 0 12px}
 #banner[hidden]{display:none}
 table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
@@ -150,7 +155,8 @@ export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnsw
   <div style="flex-basis:100%"><span id="revision" class="label">${esc(`revision ${r.revision}${r.promotedFrom !== null ? `, promoted from ${r.promotedFrom}` : ''}`)}</span>
     <span id="streak" class="bad">${esc(streakText(r, m.failover.promoteAfterChecks))}</span></div>
 </section>
-<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul></section>
+<section class="card" aria-label="failover"><div class="label">failover</div><div id="failover">${esc(m.failover.text)}</div><ul id="timing" class="problems" aria-label="timing problems"${m.timingProblems.length === 0 ? ' hidden' : ''}>${m.timingProblems.map((p) => `<li class="bad">${esc(p.message)}</li>`).join('')}</ul>
+<ul id="peerpaths" class="problems" aria-label="peer paths"${m.peerPaths.length === 0 ? ' hidden' : ''}>${m.peerPaths.map((p) => `<li class="${p.ok ? 'ok' : 'bad'}" data-host="${esc(p.host)}" data-peer="${esc(p.peer)}">${esc(p.text)}</li>`).join('')}</ul></section>
 ${m.arbiters === undefined ? '' : arbitersCard(m.arbiters)}<section class="card" aria-label="hosts"><div class="label">hosts</div>
 <table id="hosts"><thead><tr><th>host</th><th>role</th><th>last heartbeat</th><th>view of holder</th><th>load</th><th>version</th></tr></thead>
 <tbody id="hosts-body">${m.hosts.map(hostRow).join('')}</tbody></table></section>

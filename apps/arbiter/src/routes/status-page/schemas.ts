@@ -41,6 +41,19 @@ export const HostStatus = Type.Object({
 });
 export type HostStatusT = Static<typeof HostStatus>;
 
+/** One candidate's confirmation path to a peer, as its last heartbeat reported its probes. */
+export const PeerPathStatus = Type.Object({
+  host: Type.String(),
+  peer: Type.String(),
+  ok: Type.Boolean(),
+  problem: Type.Union([Type.String(), Type.Null()]),
+  /** Seconds since the path has been in this state. */
+  forSeconds: Type.Number(),
+  /** The line both renderers print ("mbp → node-b broken for 2.0 min: …"). */
+  text: Type.String(),
+});
+export type PeerPathStatusT = Static<typeof PeerPathStatus>;
+
 export const StatusAnswer = Type.Object({
   now: Type.Number(),
   maintenance: Type.Object({ enabled: Type.Boolean(), reason: Type.Union([Type.String(), Type.Null()]) }),
@@ -54,6 +67,8 @@ export const StatusAnswer = Type.Object({
     problem: Type.Union([Type.String(), Type.Null()]),
   }),
   timingProblems: Type.Array(TimingProblemOut),
+  /** Every reported path between candidates, broken ones first (empty until an agent reports one). */
+  peerPaths: Type.Array(PeerPathStatus),
   /** What is going on, in one line: the top of the page. */
   phase: Type.Object({
     name: Type.Union([
@@ -61,6 +76,7 @@ export const StatusAnswer = Type.Object({
       Type.Literal('holder-silent'),
       Type.Literal('lock-delay'),
       Type.Literal('timing-problem'),
+      Type.Literal('peer-path-broken'),
       Type.Literal('failed-over'),
       Type.Literal('standby-down'),
       Type.Literal('healthy'),

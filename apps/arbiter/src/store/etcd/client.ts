@@ -322,6 +322,7 @@ function opBody(o: TxnOp): Record<string, unknown> {
 }
 
 function responsesOf(ops: readonly TxnOp[], wire: WireTxn['responses']): TxnResponse[] {
+  // biome-ignore lint/suspicious/useIterableCallbackReturn: the switch covers every op type (TypeScript checks it)
   return ops.map((o, i): TxnResponse => {
     const r = wire?.[i] ?? {};
     switch (o.type) {
@@ -455,8 +456,12 @@ export class EtcdClient {
               r.responses.map((x) => ({ kv: x.type === 'range' ? x.kvs[0] : undefined, revision: r.revision })),
             );
       done.then(
-        (answers) => part.forEach((k, j) => byKey.get(k)!.forEach((g) => g.resolve(answers[j]!))),
-        (err: unknown) => part.forEach((k) => byKey.get(k)!.forEach((g) => g.reject(err))),
+        (answers) => {
+          for (const [j, k] of part.entries()) for (const g of byKey.get(k)!) g.resolve(answers[j]!);
+        },
+        (err: unknown) => {
+          for (const k of part) for (const g of byKey.get(k)!) g.reject(err);
+        },
       );
     }
   }
@@ -732,8 +737,7 @@ async function* splitLines(body: AsyncIterable<Buffer | string>): AsyncGenerator
   let buf = '';
   for await (const chunk of body) {
     buf += typeof chunk === 'string' ? chunk : utf8.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf('\n')) >= 0) {
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
       const line = buf.slice(0, nl).trim();
       buf = buf.slice(nl + 1);
       if (line !== '') yield line;

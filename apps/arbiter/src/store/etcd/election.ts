@@ -209,7 +209,7 @@ export class Election {
   /** True while this side is elected and its term valid by our clock (E2); false ends the term (E3). Check before each decision. */
   stillElected(): boolean {
     const s = this.session;
-    return s !== null && s.elected && this.live(s);
+    return s?.elected === true && this.live(s);
   }
 
   /** Seconds the current term stays valid by our clock; 0 when not elected. */

@@ -87,10 +87,8 @@ export function classifyAnswer(grpcCode: number, message: string, write: boolean
     case GRPC.RESOURCE_EXHAUSTED:
       // the space quota alarm (NOSPACE): refused before applying
       return { error: new EtcdError('unavailable', line), retry: false };
-    case GRPC.UNAVAILABLE:
-    case GRPC.DEADLINE_EXCEEDED:
-    case GRPC.UNKNOWN:
     default:
+      // UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN and any other code
       if (!write || NOT_PROPOSED.includes(message)) return { error: new EtcdError('unavailable', line), retry: true };
       return { error: new EtcdError('indeterminate', `${line} (the write may have applied)`), retry: false };
   }

@@ -19,7 +19,7 @@
  * which raises the floor above that grant (SAFETY.md, S1). What must not happen is both stores
  * deciding at once: stop the SQLite arbiter before an etcd arbiter starts (the README says so).
  */
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -55,7 +55,7 @@ export interface MigrateReport {
 
 /** The database file `path` names: the file itself, or `{path}/hq.db` for a directory. */
 export function databaseFileOf(path: string): string {
-  let st;
+  let st: Stats;
   try {
     st = statSync(path);
   } catch {
@@ -133,7 +133,7 @@ export async function migrateSqliteToEtcd(source: MigrateSource, client: EtcdCli
     // 2. read the copy
     const copy = new SqliteStore({ dataDir: tmp, ttlSeconds: 0 });
     const db = openDatabase({ path: copy.path });
-    let snap;
+    let snap: ReturnType<typeof snapshotKvs>;
     try {
       snap = snapshotKvs(copy.read(), copy, db, nowMs);
     } finally {

@@ -249,7 +249,7 @@ export class SqliteStore implements LeaseStore {
     // outermost commit may fill the cache.
     const outermost = !this.db.inTransaction;
     this.cached = null;
-    let done;
+    let done: ReturnType<SqliteStore['run']>;
     try {
       done = this.run(decisions);
     } catch (err) {

@@ -30,7 +30,6 @@ import {
   validateBands,
   type Actor,
   type AllocateResult,
-  type AttrValue,
   type Attrs,
   type Bands,
   type LeaseAccess,
