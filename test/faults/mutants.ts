@@ -47,9 +47,9 @@ const NO_MAY_DECIDE: Patch = {
 /** election.ts `stillElected` (E2): the term's validity by our own clock. */
 const NO_STILL_ELECTED_CLOCK: Patch = {
   file: 'store/etcd/election.js',
-  anchor: 'return s !== null && s.elected && this.live(s);',
-  replacement: 'return s !== null && s.elected && s.ending === null; /* hqf mutant: stillElected without the clock */',
-  what: "Election.stillElected (`return s !== null && s.elected && this.live(s);`)",
+  anchor: 'return s?.elected === true && this.live(s);',
+  replacement: 'return s?.elected === true && s.ending === null; /* hqf mutant: stillElected without the clock */',
+  what: "Election.stillElected (`return s?.elected === true && this.live(s);`)",
 };
 /** election.ts `live` (E2/E3): a term found lapsed by our clock ends (without it, only etcd's word ends it). */
 const NO_LAPSE: Patch = {
