@@ -33,10 +33,15 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
   const hqHome = (h: HostName) => join(home(h), '.hq');
 
   // The old layout on every host.
-  const now = Date.now() / 1000;
   mkdirSync(join(home('cloud-vm'), '.elanous-hq'), { recursive: true });
   const lease = join(home('cloud-vm'), '.elanous-hq', 'lease.json');
-  writeFileSync(lease, JSON.stringify({ holder: 'mbp', generation: 7, acquiredAt: now - 600, renewedAt: now - 1, expiresAt: now + 5, ttlSeconds: 6, standby: 'node-b', views: {} }));
+  // The old holder renewed a second ago; written again just before the import, so a slow machine
+  // cannot let the old lease run out before the arbiter reads it.
+  const writeLease = (): void => {
+    const now = Date.now() / 1000;
+    writeFileSync(lease, JSON.stringify({ holder: 'mbp', generation: 7, acquiredAt: now - 600, renewedAt: now - 1, expiresAt: now + 5, ttlSeconds: 6, standby: 'node-b', views: {} }));
+  };
+  writeLease();
   for (const h of HOSTS) {
     writeOldLayout(home(h), { host: h, seen: 7, ttlSeconds: 6 });
     writeFileSync(join(home(h), 'crontab'), CRONTAB);
@@ -67,6 +72,7 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
 
   let importedAt = 0;
   await t.test('the arbiter imports the old record: mbp keeps HQ at generation 8', async (t) => {
+    writeLease();
     importedAt = Date.now() / 1000;
     const r = await runNode([ARBITER_CLI, 'import', 'elanous', '--lease', lease, '--json', '--config', c.arbiterConfig]);
     t.equal(r.code, 0, `the import exits 0 (${r.stderr.trim()})`);
