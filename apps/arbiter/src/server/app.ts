@@ -71,9 +71,32 @@ function lingerThen(req: IncomingMessage, next: () => void): void {
   req.resume();
 }
 
+/**
+ * The app, built in order: Fastify with hq's limits, JSON only, the one error handler and the
+ * unknown-route answer, the closing and lingering hooks, the request-duration metric, the protocol
+ * version, then the plugins, the API's routes and (for the daemon) the operator pages.
+ */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const fast = opts.fastPath === false ? null : leaseFastPath(() => opts.hq);
-  const app = Fastify({
+  const app = createFastify(opts, fast);
+  answerUnknownRoutes(app);
+  acceptJsonOnly(app);
+  answerErrors(app);
+  closeAndLinger(app, fast);
+  observeDurations(app, opts.hq);
+  speakProtocolVersion(app, opts.hq);
+  await registerPlugins(app, opts.hq);
+  await registerApiRoutes(app, opts.hq);
+  if (opts.operator !== undefined) await registerOperatorPages(app, opts.hq, opts.operator);
+  return app;
+}
+
+type FastPath = ReturnType<typeof leaseFastPath>;
+type App = ReturnType<typeof createFastify>;
+
+/** Fastify with hq's limits and timeouts, serving `GET /v1/lease` in front of it when `fast` is given. */
+function createFastify(opts: AppOptions, fast: FastPath | null) {
+  return Fastify({
     ...(fast !== null ? { serverFactory: versionedFactory(fast.factory) } : {}),
     loggerInstance: opts.log as unknown as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -91,12 +114,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // answer in hq's shape like every other error, never Fastify's.
     frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
+}
 
-  // Every route's URL and methods, for the 405 of a known path asked with another method.
+/** Every route's URL and methods, for the 405 of a known path asked with another method; 404 otherwise. */
+function answerUnknownRoutes(app: App): void {
   const known = new RouteMethods();
   app.addHook('onRoute', (r) => known.add(r.url, r.method));
+  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
+}
 
-  // JSON only (415 otherwise). An empty JSON body is "no body" (e.g. POST /v1/check).
+/** JSON only (415 otherwise). An empty JSON body is "no body" (e.g. POST /v1/check). */
+function acceptJsonOnly(app: App): void {
   app.removeAllContentTypeParsers();
   const json = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (req, body, done) => {
@@ -106,7 +134,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     }
     json(req, body as string, done);
   });
+}
 
+/** The one error handler: a lost If-Match, the store's refusals, every route's and Fastify's 4xx, else a 500 without detail. */
+function answerErrors(app: App): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof PreconditionFailed) {
       reply.header('etag', `"${err.revision}"`);
@@ -129,9 +160,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     req.log.error({ err, route: req.routeOptions.url }, 'request failed');
     return reply.code(500).send(INTERNAL_BODY);
   });
+}
 
-  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
-
+/** Once closing, answers end their connection; a refused body is read before its 413 goes out. */
+function closeAndLinger(app: App, fast: FastPath | null): void {
   // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.
   let closing = false;
   app.addHook('preClose', async () => {
@@ -149,31 +181,41 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (reply.statusCode === 413 && !req.raw.complete) return lingerThen(req.raw, () => done(null, payload));
     done(null, payload);
   });
+}
 
+/** The request-duration histogram, by method, route and status. */
+function observeDurations(app: App, hq: HqContext): void {
   app.addHook('onResponse', (req, reply, done) => {
-    opts.hq.metrics.http.observe(
-      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
+    hq.metrics.http.observe({ method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
     done();
   });
+}
 
-  // The protocol version (docs/PROTOCOL.md "Versions"): first, so every answer — a forwarded one,
-  // a refusal, a 404 — carries it, and a version this arbiter does not serve goes no further.
-  const versions = versionHooks(() => `hq-arbiter on ${opts.hq.config.arbiter}`);
+/**
+ * The protocol version (docs/PROTOCOL.md "Versions"): first, so every answer — a forwarded one,
+ * a refusal, a 404 — carries it, and a version this arbiter does not serve goes no further.
+ */
+function speakProtocolVersion(app: App, hq: HqContext): void {
+  const versions = versionHooks(() => `hq-arbiter on ${hq.config.arbiter}`);
   app.addHook('onRequest', versions.onRequest);
   app.addHook('preValidation', versions.preValidation);
+}
 
-  await app.register(contextPlugin, { hq: opts.hq });
+/** The context every route is handed, forwarding (store etcd), then authentication. */
+async function registerPlugins(app: App, hq: HqContext): Promise<void> {
+  await app.register(contextPlugin, { hq });
   // Store etcd: before authentication, a mutation on an arbiter that does not decide goes to the one that does.
-  const leadership = opts.hq.leadership ?? null;
+  const leadership = hq.leadership ?? null;
   if (leadership !== null) {
     const { forwardPlugin } = await import('../plugins/forward.js'); // undici: loaded only for etcd
     await app.register(forwardPlugin, { leadership });
   }
   await app.register(authPlugin);
-  // Before every route: @fastify/swagger learns routes from an onRoute hook.
-  await registerOpenApi(app, { version: opts.hq.version, openReads: opts.hq.config.auth.openReads });
+}
+
+/** The API: the OpenAPI document first (@fastify/swagger learns routes from an onRoute hook), then every route. */
+async function registerApiRoutes(app: App, hq: HqContext): Promise<void> {
+  await registerOpenApi(app, { version: hq.version, openReads: hq.config.auth.openReads });
   await app.register(healthRoutes);
   await app.register(leaseRoutes);
   await app.register(heartbeatRoutes);
@@ -181,22 +223,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(eventRoutes);
   await app.register(metricsRoutes);
   await app.register(joinRoutes);
-  if (opts.operator !== undefined) {
-    await app.register(statusPage, statusPageOptions(opts.hq, { load: opts.operator.load }));
-    await app.register(eventStreamRoutes, {
-      listEvents: (after, limit) => opts.hq.store.listEvents(after, limit),
-      tailAfter: (n) => opts.hq.store.tailAfter(n),
-      waiters: opts.operator.waiters,
-      nowMs: () => opts.hq.arbiter.now() * 1000,
-    });
-    // Survival copies of the holder's state: under {dataDir}/survival, or in etcd.
-    await app.register(survivalRoutes, {
-      store: opts.hq.survival ?? new FileSurvivalStore(opts.hq.config.dataDir),
-      authorize: async (raw) => {
-        const r = await authenticate(opts.hq.store, raw);
-        return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
-      },
-    });
-  }
-  return app;
+}
+
+/** The daemon's operator pages: the status page, the event stream, and the survival copies' routes. */
+async function registerOperatorPages(app: App, hq: HqContext, operator: NonNullable<AppOptions['operator']>): Promise<void> {
+  await app.register(statusPage, statusPageOptions(hq, { load: operator.load }));
+  await app.register(eventStreamRoutes, {
+    listEvents: (after, limit) => hq.store.listEvents(after, limit),
+    tailAfter: (n) => hq.store.tailAfter(n),
+    waiters: operator.waiters,
+    nowMs: () => hq.arbiter.now() * 1000,
+  });
+  // Survival copies of the holder's state: under {dataDir}/survival, or in etcd.
+  await app.register(survivalRoutes, {
+    store: hq.survival ?? new FileSurvivalStore(hq.config.dataDir),
+    authorize: async (raw) => {
+      const r = await authenticate(hq.store, raw);
+      return r.ok && r.principal !== null ? { machine: r.principal.machine } : null;
+    },
+  });
 }
