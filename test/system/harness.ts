@@ -6,7 +6,8 @@
  * cadence: every key left out), `tailscaleBin: ""`, health URLs pinned to each agent's peer
  * listener.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createServer } from 'node:net';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +21,8 @@ export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
 /** Entries a pinned older build (test/upgrade: 0.1.0) has under another path: `cli.js` became `cli/entry.js` in 0.2.0. */
 const ENTRY_BEFORE_RENAME: { readonly [rel: string]: string } = { 'apps/agent/dist/cli/entry.js': 'apps/agent/dist/cli.js' };
+
+const execFileAsync = promisify(execFile);
 
 export const HOSTS = ['mbp', 'node-b'] as const;
 export type HostName = (typeof HOSTS)[number];
@@ -131,8 +134,7 @@ export class Cluster {
     t.teardown(() => c.stopAll());
     const arbiterStartedAt = Date.now();
     await c.startArbiter();
-    await c.startAgent('mbp');
-    await c.startAgent('node-b');
+    await c.startAgents();
     const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '30']);
     t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
     await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
@@ -154,11 +156,13 @@ export class Cluster {
     const c = new Cluster(dir, arbiterPort, peerPorts, options, arbiterPorts);
     c.writeConfigs();
     const issuer = options.tokenRoot === undefined ? ARBITER_CLI : join(options.tokenRoot, ARBITER_CLI.slice(ROOT.length + 1));
-    for (const h of HOSTS) {
-      const token = execFileSync(process.execPath, [issuer, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
-      writeFileSync(join(c.stateDir(h), 'token'), `${token}\n`, { mode: 0o600 });
-    }
-    c.adminToken = execFileSync(process.execPath, [issuer, 'token', 'issue', 'ops', '--scope', 'admin', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+    const issue = async (name: string, scope: string): Promise<string> =>
+      (await execFileAsync(process.execPath, [issuer, 'token', 'issue', name, '--scope', scope, '--config', c.arbiterConfig], { encoding: 'utf8' })).stdout.trim();
+    // The first issue creates the database; the others then run side by side (each mostly waits on its fsync).
+    const [first, ...rest] = HOSTS;
+    const tokens = [await issue(first, 'member'), ...(await Promise.all(rest.map((h) => issue(h, 'member'))))];
+    HOSTS.forEach((h, i) => writeFileSync(join(c.stateDir(h), 'token'), `${tokens[i]}\n`, { mode: 0o600 }));
+    c.adminToken = await issue('ops', 'admin');
     const peerToken = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(c.stateDir(h), 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
     return c;
@@ -297,6 +301,11 @@ export class Cluster {
     await this.waitFor(async () => (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
+  }
+
+  /** Starts both agents side by side. */
+  async startAgents(): Promise<void> {
+    await Promise.all(HOSTS.map((h) => this.startAgent(h)));
   }
 
   /** Sends `signal` and waits for the process to exit. */

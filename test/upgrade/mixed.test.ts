@@ -133,8 +133,7 @@ if (!prev.ok) {
       };
 
       await c.startArbiter();
-      await c.startAgent('mbp');
-      await c.startAgent('node-b');
+      await c.startAgents();
       const monitor = c.watchOverlap(t);
 
       await t.test(`a fleet of ${PREVIOUS_TAG} acquires`, async (t) => {
