@@ -202,6 +202,8 @@ if (!prev.ok) {
     });
   };
 
+  // Each fleet and the refusal have their own cluster and mostly wait on real time: they run side by side.
+  t.jobs = 4;
   fleet('arbiter first, then the standby, then the holder', ['arbiter', 'node-b', 'mbp']);
   fleet('standby first, then the arbiter, then the holder', ['node-b', 'arbiter', 'mbp']);
   fleet('holder first, then the standby, then the arbiter', ['mbp', 'node-b', 'arbiter']);
