@@ -27,16 +27,26 @@ const execFileAsync = promisify(execFile);
 export const HOSTS = ['mbp', 'node-b'] as const;
 export type HostName = (typeof HOSTS)[number];
 
-export function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a !== null ? a.port : 0;
-      s.close(() => done(port));
+/** Ports this process handed out: clusters started side by side never get the same one. */
+const handedOut = new Set<number>();
+
+/**
+ * A port free now, for a daemon to listen on soon: picked below the kernel's ephemeral range
+ * (32768 and up), where no outgoing connection and no listen on port 0 can take it in between.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_768);
+    if (handedOut.has(port)) continue;
+    const free = await new Promise<boolean>((done) => {
+      const s = createServer();
+      s.once('error', () => done(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
     });
-  });
+    if (!free) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /** Does a process with this pid exist (EPERM: it does, another user's)? */
@@ -44,6 +54,12 @@ export { pidAlive as processAlive } from '../../apps/arbiter/src/serve-lock.js';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Throws when a daemon being started has already exited: its start failed, waiting longer would not help. */
+function exitedEarly(name: string, child: ChildProcess): false {
+  if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was ready`);
+  return false;
 }
 
 export interface Run {
@@ -283,8 +299,9 @@ export class Cluster {
   /** Starts arbiter i (named `arbiter` for 0, `arbiter-i` otherwise) and waits for its /v1/health. */
   async startArbiter(i = 0): Promise<void> {
     const name = i === 0 ? 'arbiter' : `arbiter-${i}`;
-    this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
+    const child = this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
     await this.waitFor(async () => {
+      exitedEarly(name, child);
       try {
         const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
         return r.status === 200;
@@ -297,8 +314,8 @@ export class Cluster {
   }
 
   async startAgent(h: HostName): Promise<void> {
-    this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    const child = this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
+    await this.waitFor(async () => exitedEarly(h, child) || (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
   }
