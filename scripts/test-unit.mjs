@@ -13,6 +13,7 @@ const SLOW_DIRS = ['system', 'faults', 'etcd', 'upgrade', 'model'];
 /** Files elsewhere that start real processes or wait on real time (each several seconds or more). */
 const SLOW_FILES = [
   'test/deploy/install.test.ts',
+  'test/deploy/join.test.ts',
   'test/agent/cli.test.ts',
   'test/agent/fence-entry.test.ts',
   'test/agent/fence-follow-cli.test.ts',
@@ -31,6 +32,7 @@ const SLOW_FILES = [
   'test/operator/dashboards.test.ts',
   'test/operator/doctor.test.ts',
   'test/operator/events-follow.test.ts',
+  'test/operator/openapi-fuzz.test.ts',
   'test/operator/status-page.phases.test.ts',
   'test/operator/status-page.test.ts',
   'test/registry/concurrency.test.ts',
@@ -49,6 +51,7 @@ const args = [
   ...SLOW_DIRS.map((d) => `--exclude=test/${d}/**`),
   // a real etcd member
   '--exclude=test/**/*etcd*',
+  '--exclude=test/arbiter/generation-bound.test.ts',
   '--exclude=test/arbiter/leadership.test.ts',
   '--exclude=test/arbiter/migrate.test.ts',
   '--exclude=test/arbiter/survival-store.test.ts',

@@ -6,12 +6,16 @@
  * start and stop, a fence check.
  *
  * Needs the npm registry: without it the test is skipped and says so, except under CI=true,
- * where it fails. better-sqlite3 downloads a prebuilt binary, or compiles one (minutes) where
- * GitHub's release downloads are unreachable.
+ * where it fails. better-sqlite3's install downloads its prebuilt binary; the test serves that
+ * download on loopback, packed from the binary this checkout's own install built for this Node, so
+ * the install neither depends on GitHub nor compiles SQLite (minutes of CPU). A version this
+ * checkout does not have is not served, and the install compiles it as a user's would.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,6 +65,30 @@ function startUntil(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: 
   return { proc, line, exited };
 }
 
+/**
+ * A loopback mirror of better-sqlite3's prebuilt binaries holding one: this checkout's build, for
+ * this Node's ABI, platform and arch (prebuild-install asks for exactly that file). Returns the env
+ * that points the install at it, and whether it was asked for; null when there is nothing to serve.
+ */
+async function prebuiltMirror(t: Test, dir: string): Promise<{ env: NodeJS.ProcessEnv; served: () => boolean } | null> {
+  const pkgDir = resolve(createRequire(import.meta.url).resolve('better-sqlite3/package.json'), '..');
+  const version = (JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { version: string }).version;
+  const file = join(dir, 'better-sqlite3-prebuilt.tar.gz');
+  const tar = spawnSync('tar', ['-czf', file, '-C', pkgDir, 'build/Release/better_sqlite3.node'], { encoding: 'utf8' });
+  if (tar.status !== 0) return null;
+  const wanted = `/v${version}/better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  let served = false;
+  const server = createServer((req, res) => {
+    if (req.url !== wanted) return void res.writeHead(404).end();
+    served = true;
+    res.writeHead(200, { 'content-type': 'application/gzip' }).end(readFileSync(file));
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  t.teardown(() => void server.close());
+  const port = (server.address() as { port: number }).port;
+  return { env: { npm_config_better_sqlite3_binary_host: `http://127.0.0.1:${port}` }, served: () => served };
+}
+
 t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter on PATH, and each runs', async (t) => {
   const reach = registryReachable();
   if (!reach.ok) {
@@ -78,12 +106,20 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   t.same(tarballs, [`hq-agent-${VERSION}.tgz`, `hq-arbiter-${VERSION}.tgz`], 'two tarballs, named with the version');
 
   const prefix = join(dir, 'prefix');
-  const install = spawnSync('npm', ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', ...tarballs.map((f) => join(dir, 'tgz', f))], {
-    encoding: 'utf8',
-    env: cleanEnv(),
-    timeout: 15 * 60_000,
+  const mirror = await prebuiltMirror(t, dir);
+  // Asynchronous: the mirror answers from this process while npm installs.
+  const install = await new Promise<{ status: number | null; stderr: string }>((done) => {
+    const p = spawn('npm', ['install', '-g', '--prefer-offline', '--prefix', prefix, '--no-audit', '--no-fund', ...tarballs.map((f) => join(dir, 'tgz', f))], {
+      env: cleanEnv(mirror?.env),
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 15 * 60_000,
+    });
+    let stderr = '';
+    p.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    p.on('close', (status) => done({ status, stderr }));
   });
   t.equal(install.status, 0, `npm install -g succeeds (${install.stderr.trim().split('\n').slice(-3).join(' | ')})`);
+  t.comment(mirror?.served() === true ? "better-sqlite3's binary came from the loopback mirror" : 'better-sqlite3 was compiled: the mirror had no binary for the version npm chose');
   const bin = join(prefix, 'bin');
   t.same(readdirSync(bin).sort(), ['hq', 'hq-agent', 'hq-arbiter'], 'the prefix has the three bins');
 

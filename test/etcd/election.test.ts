@@ -94,6 +94,9 @@ function manualClock(): StampClock & { advance(seconds: number): void } {
   return { now: () => now, advance: (s) => (now = { wall: now.wall + s, mono: now.mono + s }) };
 }
 
+// The one-member and three-member runs each start their own etcd and mostly wait out TTLs: side by side.
+t.jobs = 2;
+
 t.test('one member', async (t) => {
   const etcd = await etcdMembers(t, { size: 1 });
   if (etcd === null) return;

@@ -35,14 +35,15 @@ import { buildRoot } from './build.js';
 export const ROOT = resolve(import.meta.dirname, '../..');
 const WORKER = join(ROOT, 'test/faults/worker.mjs');
 const RELAY = join(ROOT, 'test/faults/relay.mjs');
-// Resolved at each use: a run may pin its build (HQF_ROOT) after this module loaded.
-const ARBITER_CLI_ = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
-const AGENT_DAEMON_ = (): string => join(buildRoot(), 'apps/agent/dist/daemon-cli.js');
-const HQ_CLI_ = (): string => join(buildRoot(), 'apps/agent/dist/cli/entry.js');
+// Resolved at each use: a run may pin its build (HQF_ROOT) after this module loaded, and a
+// cluster may run a build of its own (a mutant beside the real build).
+const ARBITER_CLI_ = (root = buildRoot()): string => join(root, 'apps/arbiter/dist/cli.js');
+const AGENT_DAEMON_ = (root = buildRoot()): string => join(root, 'apps/agent/dist/daemon-cli.js');
+const HQ_CLI_ = (root = buildRoot()): string => join(root, 'apps/agent/dist/cli/entry.js');
 const ISSUE_TOKENS = join(ROOT, 'test/faults/issue-tokens.mjs');
 /** The etcd binary (Debian's etcd-server; `etcdUnavailable` says when there is none). */
 export const ETCD_BIN = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((p) => existsSync(p)) ?? '/usr/bin/etcd';
-const LEASE_CORE_ = (): string => join(buildRoot(), 'packages/lease-core/dist/shell/sqlite-guard.js');
+const LEASE_CORE_ = (root = buildRoot()): string => join(root, 'packages/lease-core/dist/shell/sqlite-guard.js');
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export type Host = 'mbp' | 'node-b';
@@ -263,6 +264,8 @@ export class NetnsCluster {
   private constructor(
     readonly tag: string,
     readonly store: StoreKind,
+    /** The build whose daemons and CLI this cluster runs; unset: `buildRoot()` at each use. */
+    private readonly root?: string,
   ) {
     const n = clusterCount++;
     this.ns = { arb: `hqf-${tag}-${n}-arb`, mbp: `hqf-${tag}-${n}-mbp`, nodeb: `hqf-${tag}-${n}-nodeb`, etcd: `hqf-${tag}-${n}-etcd` };
@@ -272,10 +275,14 @@ export class NetnsCluster {
     this.faketime = faketimeAvailable();
   }
 
+  private build(): string {
+    return this.root ?? buildRoot();
+  }
+
   /** Makes the namespaces, links, configs and the shared resource (no daemon runs yet; `start()` issues the tokens first). */
-  static async create(tag = String(process.pid), store: StoreKind = 'sqlite'): Promise<NetnsCluster> {
+  static async create(tag = String(process.pid), store: StoreKind = 'sqlite', root?: string): Promise<NetnsCluster> {
     hookCleanup();
-    const c = new NetnsCluster(tag, store);
+    const c = new NetnsCluster(tag, store, root);
     live.add(c);
     try {
       await c.makeNetwork();
@@ -480,9 +487,9 @@ export class NetnsCluster {
    * clusters side by side on two cores could not spare. */
   private async issueTokens(): Promise<void> {
     if (this.store === 'etcd') return this.issueEtcdTokens();
-    const { SqliteStore } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/store/sqlite/lease.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
+    const { SqliteStore } = (await import(pathToFileURL(join(this.build(), 'apps/arbiter/dist/store/sqlite/lease.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
     // issueToken is async since the store seam serves etcd too: awaited (a Promise written as the token was the harness's bug)
-    const { issueToken } = (await import(pathToFileURL(join(buildRoot(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string> };
+    const { issueToken } = (await import(pathToFileURL(join(this.build(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string> };
     const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });
     try {
       const issue = (machine: string, scope: string): Promise<string> => issueToken(store, machine, scope, Date.now() / 1000);
@@ -500,7 +507,7 @@ export class NetnsCluster {
     // Tried three times: on a loaded machine one etcd call can miss the 1 s request timeout (a
     // token written by a try that failed is never handed out: harmless).
     let r = { ok: false, err: '', out: '' };
-    for (let i = 0; i < 3 && !r.ok; i++) r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, buildRoot(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
+    for (let i = 0; i < 3 && !r.ok; i++) r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, this.build(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
     if (!r.ok) throw new Error(`issuing the tokens into etcd: ${r.err.slice(0, 300)}`);
     const tokens = JSON.parse(r.out) as Record<string, string>;
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${tokens[h]}\n`, { mode: 0o600 });
@@ -562,7 +569,7 @@ export class NetnsCluster {
   }
 
   async startArbiter(d: Daemon = 'arbiter'): Promise<void> {
-    this.daemons.set(d, this.spawnIn('arb', d, [ARBITER_CLI_(), 'serve', '--config', this.configOf(d)], this.env(d), true));
+    this.daemons.set(d, this.spawnIn('arb', d, [ARBITER_CLI_(this.build()), 'serve', '--config', this.configOf(d)], this.env(d), true));
     if (this.relay === null || this.relay.exited) this.startRelay();
     const base = `http://127.0.0.1:${arbiterPort(d)}`;
     await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000, undefined, base)).status === 200, START_WAIT_MS, `${d} answers /v1/health`);
@@ -637,7 +644,7 @@ export class NetnsCluster {
   }
 
   async startAgent(h: Host): Promise<void> {
-    this.daemons.set(h, this.spawnIn(NODE_OF[h], h, [AGENT_DAEMON_(), '--config', this.agentConfig(h)], this.env(h), true));
+    this.daemons.set(h, this.spawnIn(NODE_OF[h], h, [AGENT_DAEMON_(this.build()), '--config', this.agentConfig(h)], this.env(h), true));
     await this.waitFor(async () => existsSync(this.socket(h)), START_WAIT_MS, `agent ${h} opens its socket`);
   }
 
@@ -756,11 +763,11 @@ export class NetnsCluster {
       this.workerSup.set(h, null);
       return;
     }
-    const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_() };
+    const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_(this.build()) };
     const p = this.spawnIn(
       NODE_OF[h],
       `fence-${h}`,
-      [HQ_CLI_(), 'fence', 'run', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
+      [HQ_CLI_(this.build()), 'fence', 'run', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
       env,
       false,
     );
@@ -790,8 +797,8 @@ export class NetnsCluster {
   startFollowers(): void {
     this.workersOn = true;
     for (const h of HOSTS) {
-      const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_() };
-      const args = [HQ_CLI_(), 'fence', 'run', '--follow', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds)];
+      const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_(this.build()) };
+      const args = [HQ_CLI_(this.build()), 'fence', 'run', '--follow', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds)];
       const p = this.spawnIn(NODE_OF[h], `follow-${h}`, [...args, '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource], env, false);
       this.workerSpawns++;
       this.workerSup.set(h, p);

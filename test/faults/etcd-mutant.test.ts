@@ -45,18 +45,11 @@ function afterWake(dir: string): { arbiter: string | null; lines: string[] } {
   return { arbiter: d, lines };
 }
 
-async function run(root: string | null): Promise<{ r: ScheduleResult; woke: ReturnType<typeof afterWake> }> {
-  const before = process.env.HQF_ROOT;
-  if (root !== null) process.env.HQF_ROOT = root;
-  try {
-    const r = await runSchedule(SCHEDULE, { window: WINDOW, tag: `${process.pid}`, store: 'etcd', keepAll: true });
-    const woke = r.dir === null ? { arbiter: null, lines: [] } : afterWake(r.dir);
-    if (r.dir !== null) rmSync(r.dir, { recursive: true, force: true });
-    return { r, woke };
-  } finally {
-    if (before === undefined) delete process.env.HQF_ROOT;
-    else process.env.HQF_ROOT = before;
-  }
+async function run(root: string | undefined): Promise<{ r: ScheduleResult; woke: ReturnType<typeof afterWake> }> {
+  const r = await runSchedule(SCHEDULE, { window: WINDOW, tag: `${process.pid}`, store: 'etcd', keepAll: true, ...(root === undefined ? {} : { root }) });
+  const woke = r.dir === null ? { arbiter: null, lines: [] } : afterWake(r.dir);
+  if (r.dir !== null) rmSync(r.dir, { recursive: true, force: true });
+  return { r, woke };
 }
 
 const why = netnsUnavailable() ?? etcdUnavailable();
@@ -65,11 +58,13 @@ if (why !== null) {
   missingTool(t, `the etcd mutant schedule was skipped: ${why}`);
 } else {
   t.teardown(destroyAll);
+  // The real build and the mutant each run on their own namespaces and cluster, side by side.
+  t.jobs = 2;
   const m = mutant('no-term-check');
   const label = SCHEDULE.faults.map(describe).join(', ');
 
   t.test(`real build: ${label} keeps S1–S5`, async (t) => {
-    const { r, woke } = await run(null);
+    const { r, woke } = await run(undefined);
     t.comment(`woken ${woke.arbiter ?? '?'} logged ${woke.lines.length} lines before its term ended; runs ${r.report.runs.length}, writes ${r.report.writes.accepted} accepted of ${r.report.writes.attempts}, ${r.seconds.toFixed(0)} s`);
     t.same(r.errors, [], 'the harness carried out every fault');
     for (const p of PROPS) t.equal(r.report[p].verdict, 'OK', `${p} is OK (${r.report[p].detail.join('; ')})`);

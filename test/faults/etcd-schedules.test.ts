@@ -21,6 +21,8 @@ if (why !== null) {
   missingTool(t, `the etcd namespace fault schedules were skipped: ${why}`);
 } else {
   t.teardown(destroyAll);
+  // Each schedule has its own namespaces and cluster and mostly waits on real time: they run side by side.
+  t.jobs = 2;
   const clockJumps = faketimeAvailable();
   for (let i = 0; i < COUNT; i++) {
     const s = makeSchedule(SEED, i, WINDOW, { clockJumps, store: 'etcd' });

@@ -146,12 +146,12 @@ export interface ScheduleResult {
 }
 
 /** Runs one schedule on a fresh cluster and checks its history. */
-export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string; store?: StoreKind }): Promise<ScheduleResult> {
+export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string; store?: StoreKind; root?: string }): Promise<ScheduleResult> {
   const began = hr();
   const errors: string[] = [];
   let c: NetnsCluster;
   try {
-    c = await NetnsCluster.create(opts.tag, opts.store ?? 'sqlite');
+    c = await NetnsCluster.create(opts.tag, opts.store ?? 'sqlite', opts.root);
   } catch (err) {
     // No cluster, no history: the schedule is UNKNOWN (and fails the run).
     return { schedule, report: check(''), recovery: null, seconds: hr() - began, dir: null, errors: [`cluster: ${(err as Error).message.slice(0, 300)}`], phases: {} };

@@ -19,6 +19,8 @@ if (why !== null) {
   missingTool(t, `the namespace fault schedules were skipped: ${why}`);
 } else {
   t.teardown(destroyAll);
+  // Each schedule has its own namespaces and cluster and mostly waits on real time: they run side by side.
+  t.jobs = 3;
   const clockJumps = faketimeAvailable();
   if (!clockJumps) t.comment('clock-jump faults left out: libfaketime is not installed (apt-get install -y faketime)');
   for (let i = 0; i < COUNT; i++) {

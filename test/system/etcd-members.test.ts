@@ -69,8 +69,7 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
       throw new Error(`${err.message}; arbiter 0's election: ${terms('arbiter')}; arbiter 1's: ${terms('arbiter-1')}`);
     });
   t.comment(`arbiter ${elected} is elected`);
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
   const acquired = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
   t.equal(acquired.code, 0, `mbp acquires the lease (stderr: ${acquired.stderr.trim()})`);
   await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'holder', 20_000, 'mbp runs as the holder');

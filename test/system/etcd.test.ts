@@ -29,8 +29,7 @@ t.test('two arbiters on three etcd members', async (t) => {
   await c.waitFor(async () => (await health(0))?.elected === true, 20_000, 'arbiter 0 is elected');
   await c.startArbiter(1);
   await c.waitFor(async () => (await health(1))?.leader === c.arbiterUrl(0), 20_000, 'arbiter 1 sees arbiter 0 elected');
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
 
   const monitor = c.watchOverlap(t);
 

@@ -10,8 +10,7 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
   const c = await Cluster.create();
   t.teardown(() => c.stopAll());
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
 
   const monitor = c.watchOverlap(t);
 

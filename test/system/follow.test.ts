@@ -14,6 +14,9 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster, FAST_ARBITER, HQ_CLI, ROOT, processAlive, sleep, type HostName } from './harness.js';
 
+// Each scenario has its own cluster, and each mostly waits on real time: they run side by side.
+t.jobs = 3;
+
 const LOCK_DELAY_SECONDS = FAST_ARBITER.ttlSeconds + FAST_ARBITER.safetyMarginSeconds;
 
 interface Tick {

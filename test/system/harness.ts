@@ -6,7 +6,8 @@
  * cadence: every key left out), `tailscaleBin: ""`, health URLs pinned to each agent's peer
  * listener.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createServer } from 'node:net';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,19 +22,31 @@ export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
 /** Entries a pinned older build (test/upgrade: 0.1.0) has under another path: `cli.js` became `cli/entry.js` in 0.2.0. */
 const ENTRY_BEFORE_RENAME: { readonly [rel: string]: string } = { 'apps/agent/dist/cli/entry.js': 'apps/agent/dist/cli.js' };
 
+const execFileAsync = promisify(execFile);
+
 export const HOSTS = ['mbp', 'node-b'] as const;
 export type HostName = (typeof HOSTS)[number];
 
-export function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a !== null ? a.port : 0;
-      s.close(() => done(port));
+/** Ports this process handed out: clusters started side by side never get the same one. */
+const handedOut = new Set<number>();
+
+/**
+ * A port free now, for a daemon to listen on soon: picked below the kernel's ephemeral range
+ * (32768 and up), where no outgoing connection and no listen on port 0 can take it in between.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_768);
+    if (handedOut.has(port)) continue;
+    const free = await new Promise<boolean>((done) => {
+      const s = createServer();
+      s.once('error', () => done(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
     });
-  });
+    if (!free) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /** Does a process with this pid exist (EPERM: it does, another user's)? */
@@ -41,6 +54,12 @@ export { pidAlive as processAlive } from '../../apps/arbiter/src/serve-lock.js';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Throws when a daemon being started has already exited: its start failed, waiting longer would not help. */
+function exitedEarly(name: string, child: ChildProcess): false {
+  if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was ready`);
+  return false;
 }
 
 export interface Run {
@@ -131,8 +150,7 @@ export class Cluster {
     t.teardown(() => c.stopAll());
     const arbiterStartedAt = Date.now();
     await c.startArbiter();
-    await c.startAgent('mbp');
-    await c.startAgent('node-b');
+    await c.startAgents();
     const r = await c.hq('mbp', ['lease', 'acquire', '--wait', '30']);
     t.equal(r.code, 0, `mbp acquires (${r.stderr.trim()})`);
     await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp may run');
@@ -154,11 +172,13 @@ export class Cluster {
     const c = new Cluster(dir, arbiterPort, peerPorts, options, arbiterPorts);
     c.writeConfigs();
     const issuer = options.tokenRoot === undefined ? ARBITER_CLI : join(options.tokenRoot, ARBITER_CLI.slice(ROOT.length + 1));
-    for (const h of HOSTS) {
-      const token = execFileSync(process.execPath, [issuer, 'token', 'issue', h, '--scope', 'member', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
-      writeFileSync(join(c.stateDir(h), 'token'), `${token}\n`, { mode: 0o600 });
-    }
-    c.adminToken = execFileSync(process.execPath, [issuer, 'token', 'issue', 'ops', '--scope', 'admin', '--config', c.arbiterConfig], { encoding: 'utf8' }).trim();
+    const issue = async (name: string, scope: string): Promise<string> =>
+      (await execFileAsync(process.execPath, [issuer, 'token', 'issue', name, '--scope', scope, '--config', c.arbiterConfig], { encoding: 'utf8' })).stdout.trim();
+    // The first issue creates the database; the others then run side by side (each mostly waits on its fsync).
+    const [first, ...rest] = HOSTS;
+    const tokens = [await issue(first, 'member'), ...(await Promise.all(rest.map((h) => issue(h, 'member'))))];
+    for (const [i, h] of HOSTS.entries()) writeFileSync(join(c.stateDir(h), 'token'), `${tokens[i]}\n`, { mode: 0o600 });
+    c.adminToken = await issue('ops', 'admin');
     const peerToken = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(c.stateDir(h), 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
     return c;
@@ -279,8 +299,9 @@ export class Cluster {
   /** Starts arbiter i (named `arbiter` for 0, `arbiter-i` otherwise) and waits for its /v1/health. */
   async startArbiter(i = 0): Promise<void> {
     const name = i === 0 ? 'arbiter' : `arbiter-${i}`;
-    this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
+    const child = this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
     await this.waitFor(async () => {
+      exitedEarly(name, child);
       try {
         const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
         return r.status === 200;
@@ -293,10 +314,15 @@ export class Cluster {
   }
 
   async startAgent(h: HostName): Promise<void> {
-    this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    const child = this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
+    await this.waitFor(async () => exitedEarly(h, child) || (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
+  }
+
+  /** Starts both agents side by side. */
+  async startAgents(): Promise<void> {
+    await Promise.all(HOSTS.map((h) => this.startAgent(h)));
   }
 
   /** Sends `signal` and waits for the process to exit. */

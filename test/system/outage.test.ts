@@ -14,8 +14,7 @@ t.test('an arbiter outage is no outage, and a forced transfer stops the fenced c
   const c = await Cluster.create();
   t.teardown(() => c.stopAll());
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
 
   const acquired = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
   t.equal(acquired.code, 0, `mbp acquires the lease (stderr: ${acquired.stderr.trim()})`);

@@ -16,6 +16,9 @@ interface EventRow {
   data: Record<string, unknown>;
 }
 
+// Each scenario has its own cluster, and each mostly waits on real time: they run side by side.
+t.jobs = 3;
+
 async function getJson(c: Cluster, path: string): Promise<unknown> {
   const r = await fetch(`http://127.0.0.1:${c.arbiterPort}${path}`);
   return r.json();
@@ -29,8 +32,7 @@ t.test('fast settings, own keys only: generation 1 for the whole first tenure, t
   const c = await Cluster.create({ settings: 'fast' });
   t.teardown(() => c.stopAll());
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
   const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '20', '--json']);
   t.equal(acq.code, 0, `acquire exits 0 (${acq.stderr.trim()})`);
   t.equal((JSON.parse(acq.stdout) as { lease: { generation: number } }).lease.generation, 1, 'the first grant is generation 1');
@@ -65,8 +67,7 @@ t.test('default settings, own keys only: the first holder runs within 30 s of hq
   const c = await Cluster.create({ settings: 'defaults' });
   t.teardown(() => c.stopAll());
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
   // `hq lease acquire` at once, as a newcomer following the guide does. The agents' start-up
   // heartbeats came too early after the arbiter's start to count for its start wait; the
   // arbiter asks each to report again (reportInSeconds) instead of waiting for the next cron ten
@@ -96,8 +97,7 @@ t.test('a cadence the lease timing cannot serve is loud everywhere, and the hold
   const c = await Cluster.create({ settings: 'fast', agent: { heartbeatCron: '*/20 * * * * *' } });
   t.teardown(() => c.stopAll());
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
   const acq = await c.hq('mbp', ['lease', 'acquire', '--wait', '20']);
   t.equal(acq.code, 0, `acquire exits 0 (${acq.stderr.trim()})`);
   await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 20_000, 'mbp runs');

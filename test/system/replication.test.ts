@@ -91,8 +91,7 @@ t.test('a snapshot of the holder reaches the standby agent, verifies and promote
   writeFileSync(join(app, 'secrets/api.key'), 'sk-not-a-real-key-0123456789\n', { mode: 0o600 });
 
   await c.startArbiter();
-  await c.startAgent('mbp');
-  await c.startAgent('node-b');
+  await c.startAgents();
   const promoted = join(c.dir, 'promoted-node-b');
   let snap: SnapshotSummary | null = null;
 

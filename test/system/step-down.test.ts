@@ -12,6 +12,9 @@ import { join } from 'node:path';
 import { Cluster, FAST_AGENT, FAST_ARBITER, HQ_CLI, processAlive, sleep } from './harness.js';
 
 /** Lock-delay of a transfer away from a holder that renews every second: its expiry (≈ ttl from now) + margin. */
+// Each scenario has its own cluster, and each mostly waits on real time: they run side by side.
+t.jobs = 3;
+
 const LOCK_DELAY_SECONDS = FAST_ARBITER.ttlSeconds + FAST_ARBITER.safetyMarginSeconds;
 
 /** `hq fence run --role cron -- sh -c '…; exec sleep 1000'` on `host`; the child writes its pid to a file. */

@@ -133,8 +133,7 @@ if (!prev.ok) {
       };
 
       await c.startArbiter();
-      await c.startAgent('mbp');
-      await c.startAgent('node-b');
+      await c.startAgents();
       const monitor = c.watchOverlap(t);
 
       await t.test(`a fleet of ${PREVIOUS_TAG} acquires`, async (t) => {
@@ -203,6 +202,8 @@ if (!prev.ok) {
     });
   };
 
+  // Each fleet and the refusal have their own cluster and mostly wait on real time: they run side by side.
+  t.jobs = 4;
   fleet('arbiter first, then the standby, then the holder', ['arbiter', 'node-b', 'mbp']);
   fleet('standby first, then the arbiter, then the holder', ['node-b', 'arbiter', 'mbp']);
   fleet('holder first, then the standby, then the arbiter', ['mbp', 'node-b', 'arbiter']);

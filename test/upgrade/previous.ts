@@ -1,12 +1,15 @@
 /**
- * The previous released hq, built from this repository's history: a detached `git worktree` of
- * its tag in a temp dir, this checkout's third-party node_modules linked in (the same lock file;
- * the `@hq/*` workspace links point into the worktree itself), then `tsc -b` there. Its
- * daemons and CLI are then run as real processes beside this checkout's.
+ * The previous released hq, built from this repository's history: `git archive` of its tag in
+ * a temp dir, this checkout's third-party node_modules linked in (the same lock file; the
+ * `@hq/*` workspace links point into the tree itself), then `tsc -b` there. The build is kept
+ * in the temp dir under a name made of the release, this checkout's path and the TypeScript
+ * version, and later runs reuse it. Its daemons and CLI are then run as real processes beside
+ * this checkout's.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../system/harness.js';
@@ -21,10 +24,10 @@ export const PREVIOUS_TAG = 'v0.1.0';
 export const PREVIOUS_COMMIT = 'd822c095f85a29835794dc43907fc7eed5af01de';
 
 export interface PreviousBuild {
-  /** The worktree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` (0.1.0's CLI entry; `cli/entry.js` since 0.2.0) under it. */
+  /** The tree: `apps/arbiter/dist/cli.js`, `apps/agent/dist/daemon-cli.js`, `apps/agent/dist/cli.js` (0.1.0's CLI entry; `cli/entry.js` since 0.2.0) under it. */
   readonly root: string;
   readonly commit: string;
-  /** Removes the worktree (and its registration in this repository). */
+  /** Releases it (nothing to do: the build is kept for the next run). */
   remove(): void;
 }
 
@@ -68,31 +71,37 @@ export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
     throw err;
   }
   const commit = resolveRelease(tag);
-  const dir = mkdtempSync(join(tmpdir(), 'hq-prev-'));
-  const remove = (): void => {
-    try {
-      git(['worktree', 'remove', '--force', dir]);
-    } catch {
-      // already gone
-    }
-    rmSync(dir, { recursive: true, force: true });
-    git(['worktree', 'prune']);
-  };
+  const modules = join(ROOT, 'node_modules');
+  // One build per release, checkout and compiler, kept for later runs: the release never changes,
+  // and its tree links this checkout's node_modules.
+  const tsc = (JSON.parse(readFileSync(join(modules, 'typescript', 'package.json'), 'utf8')) as { version: string }).version;
+  const key = createHash('sha256').update(`${commit}\n${ROOT}\n${tsc}`).digest('hex').slice(0, 12);
+  const dir = join(tmpdir(), `hq-prev-${commit.slice(0, 12)}-${key}`);
+  if (existsSync(join(dir, '.built'))) return { ok: true, build: { root: dir, commit, remove: () => undefined } };
+  // Built aside and renamed into place: two runs starting together never share a half build.
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
   try {
-    git(['worktree', 'add', '--detach', dir, commit]);
-    const modules = join(ROOT, 'node_modules');
-    mkdirSync(join(dir, 'node_modules', '@hq'), { recursive: true });
+    execFileSync('sh', ['-c', `git -C '${ROOT}' archive ${commit} | tar -x -C '${tmp}'`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    mkdirSync(join(tmp, 'node_modules', '@hq'), { recursive: true });
     for (const name of readdirSync(modules)) {
       if (name === '@hq') continue;
-      symlinkSync(join(modules, name), join(dir, 'node_modules', name));
+      symlinkSync(join(modules, name), join(tmp, 'node_modules', name));
     }
-    // Relative links (../../apps/agent …): the same text inside the worktree points at its own packages.
-    for (const name of readdirSync(join(modules, '@hq'))) symlinkSync(readlinkSync(join(modules, '@hq', name)), join(dir, 'node_modules', '@hq', name));
-    await promisify(execFile)(process.execPath, [join(modules, 'typescript', 'bin', 'tsc'), '-b'], { cwd: dir, timeout: 600_000 });
+    // Relative links (../../apps/agent …): the same text inside the tree points at its own packages.
+    for (const name of readdirSync(join(modules, '@hq'))) symlinkSync(readlinkSync(join(modules, '@hq', name)), join(tmp, 'node_modules', '@hq', name));
+    await promisify(execFile)(process.execPath, [join(modules, 'typescript', 'bin', 'tsc'), '-b'], { cwd: tmp, timeout: 600_000 });
+    writeFileSync(join(tmp, '.built'), `${commit}\n`);
   } catch (err) {
-    remove();
+    rmSync(tmp, { recursive: true, force: true });
     const e = err as { stdout?: Buffer | string; message: string };
     throw new Error(`building ${tag} failed: ${e.message}${e.stdout === undefined ? '' : `\n${String(e.stdout).slice(-2000)}`}`);
   }
-  return { ok: true, build: { root: dir, commit, remove } };
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    rmSync(tmp, { recursive: true, force: true }); // another run finished first
+  }
+  return { ok: true, build: { root: dir, commit, remove: () => undefined } };
 }
