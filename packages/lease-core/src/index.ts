@@ -8,6 +8,7 @@ export * from './timing.js';
 export * from './keys.js';
 export * from './cron.js';
 export * from './arbiter.js';
+export * from './wait.js';
 export * from './generation-bound.js';
 export * from './agent.js';
 export * from './heartbeat.js';

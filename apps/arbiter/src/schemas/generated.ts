@@ -224,6 +224,75 @@ export const AcceptGenerationAnswer = {
             }
           ]
         },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
         "now": {
           "type": "number"
         }
@@ -858,6 +927,75 @@ export const Conflict = {
                 }
               },
               "title": "DisplacedHolder"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
             },
             {
               "type": "null"
@@ -1514,6 +1652,75 @@ export const HeartbeatAnswer = {
             }
           ]
         },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
         "now": {
           "type": "number"
         }
@@ -1948,6 +2155,75 @@ export const LeaseRecord = {
         }
       ]
     },
+    "wait": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "kind",
+            "until",
+            "host",
+            "unreported",
+            "text"
+          ],
+          "properties": {
+            "kind": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "const": "lock-delay"
+                },
+                {
+                  "type": "string",
+                  "const": "start-wait"
+                },
+                {
+                  "type": "string",
+                  "const": "floor-pending"
+                },
+                {
+                  "type": "string",
+                  "const": "confirmation"
+                }
+              ]
+            },
+            "until": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "host": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "unreported": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              }
+            },
+            "text": {
+              "type": "string"
+            }
+          },
+          "title": "LeaseWait"
+        },
+        {
+          "type": "null"
+        }
+      ]
+    },
     "now": {
       "type": "number"
     }
@@ -2204,6 +2480,75 @@ export const LeaseRefused = {
                     }
                   },
                   "title": "DisplacedHolder"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "wait": {
+              "anyOf": [
+                {
+                  "type": "object",
+                  "required": [
+                    "kind",
+                    "until",
+                    "host",
+                    "unreported",
+                    "text"
+                  ],
+                  "properties": {
+                    "kind": {
+                      "anyOf": [
+                        {
+                          "type": "string",
+                          "const": "lock-delay"
+                        },
+                        {
+                          "type": "string",
+                          "const": "start-wait"
+                        },
+                        {
+                          "type": "string",
+                          "const": "floor-pending"
+                        },
+                        {
+                          "type": "string",
+                          "const": "confirmation"
+                        }
+                      ]
+                    },
+                    "until": {
+                      "anyOf": [
+                        {
+                          "type": "number"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    },
+                    "host": {
+                      "anyOf": [
+                        {
+                          "type": "string"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    },
+                    "unreported": {
+                      "type": "array",
+                      "items": {
+                        "type": "string"
+                      }
+                    },
+                    "text": {
+                      "type": "string"
+                    }
+                  },
+                  "title": "LeaseWait"
                 },
                 {
                   "type": "null"
@@ -2583,6 +2928,75 @@ export const OkLease = {
                 }
               },
               "title": "DisplacedHolder"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
             },
             {
               "type": "null"
@@ -4119,6 +4533,75 @@ export const StepDownAckAnswer = {
                 }
               },
               "title": "DisplacedHolder"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
             },
             {
               "type": "null"
