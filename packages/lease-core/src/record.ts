@@ -144,8 +144,9 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
     maintenance: lease.maintenance,
     floorPending: lease.floorPending,
     displaced: publicDisplaced(lease.displaced ?? null),
-    wait,
     now,
+    // After `now`: the route's serializer writes optional fields last, and the fast path's bytes match it.
+    wait,
   };
 }
 

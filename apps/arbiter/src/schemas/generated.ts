@@ -224,6 +224,9 @@ export const AcceptGenerationAnswer = {
             }
           ]
         },
+        "now": {
+          "type": "number"
+        },
         "wait": {
           "anyOf": [
             {
@@ -292,9 +295,6 @@ export const AcceptGenerationAnswer = {
               "type": "null"
             }
           ]
-        },
-        "now": {
-          "type": "number"
         }
       },
       "title": "LeaseRecord"
@@ -933,6 +933,9 @@ export const Conflict = {
             }
           ]
         },
+        "now": {
+          "type": "number"
+        },
         "wait": {
           "anyOf": [
             {
@@ -1001,9 +1004,6 @@ export const Conflict = {
               "type": "null"
             }
           ]
-        },
-        "now": {
-          "type": "number"
         }
       },
       "title": "LeaseRecord"
@@ -1652,6 +1652,9 @@ export const HeartbeatAnswer = {
             }
           ]
         },
+        "now": {
+          "type": "number"
+        },
         "wait": {
           "anyOf": [
             {
@@ -1720,9 +1723,6 @@ export const HeartbeatAnswer = {
               "type": "null"
             }
           ]
-        },
-        "now": {
-          "type": "number"
         }
       },
       "title": "LeaseRecord"
@@ -2155,6 +2155,9 @@ export const LeaseRecord = {
         }
       ]
     },
+    "now": {
+      "type": "number"
+    },
     "wait": {
       "anyOf": [
         {
@@ -2223,9 +2226,6 @@ export const LeaseRecord = {
           "type": "null"
         }
       ]
-    },
-    "now": {
-      "type": "number"
     }
   },
   "title": "LeaseRecord"
@@ -2486,6 +2486,9 @@ export const LeaseRefused = {
                 }
               ]
             },
+            "now": {
+              "type": "number"
+            },
             "wait": {
               "anyOf": [
                 {
@@ -2554,9 +2557,6 @@ export const LeaseRefused = {
                   "type": "null"
                 }
               ]
-            },
-            "now": {
-              "type": "number"
             }
           },
           "title": "LeaseRecord"
@@ -2934,6 +2934,9 @@ export const OkLease = {
             }
           ]
         },
+        "now": {
+          "type": "number"
+        },
         "wait": {
           "anyOf": [
             {
@@ -3002,9 +3005,6 @@ export const OkLease = {
               "type": "null"
             }
           ]
-        },
-        "now": {
-          "type": "number"
         }
       },
       "title": "LeaseRecord"
@@ -4539,6 +4539,9 @@ export const StepDownAckAnswer = {
             }
           ]
         },
+        "now": {
+          "type": "number"
+        },
         "wait": {
           "anyOf": [
             {
@@ -4607,9 +4610,6 @@ export const StepDownAckAnswer = {
               "type": "null"
             }
           ]
-        },
-        "now": {
-          "type": "number"
         }
       },
       "title": "LeaseRecord"

@@ -59,8 +59,8 @@ export const LeaseRecord = Type.Object(
     maintenance: Type.Boolean(),
     floorPending: Type.Boolean(),
     displaced: Type.Union([DisplacedOut, Type.Null()]),
-    wait: Type.Optional(Type.Union([LeaseWaitOut, Type.Null()])),
     now: Time,
+    wait: Type.Optional(Type.Union([LeaseWaitOut, Type.Null()])),
   },
   { title: 'LeaseRecord' },
 );
