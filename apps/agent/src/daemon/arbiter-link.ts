@@ -21,6 +21,7 @@ import {
   onArbiterFailure,
   parseRecord,
   renewEverySeconds,
+  reportWanted,
   type AgentSettings,
   type ArbiterAnswer,
   type ArbiterExchange,
@@ -124,7 +125,9 @@ export class ArbiterLink {
       const s = this.o.store.state;
       const k = s.known;
       const unconfirmed = k !== null && k.holder === this.o.settings.host && !k.released && s.current === null && s.pending === null && !k.floorPending;
-      this.scheduleSoon(unconfirmed ? [0] : []);
+      // The arbiter's start wait or floor waits for this host's report or acknowledgement: now, not at the next tick.
+      const asked = res.kind === 'answer' && res.status === 200 && reportWanted(res.body, this.o.settings.host);
+      this.scheduleSoon(unconfirmed || asked ? [0] : []);
       return report;
     });
   }
