@@ -1,8 +1,9 @@
 /**
  * Which wait holds the record's holder back, for the operator: the arbiter answers it with the
  * record (`wait`), and the status page, `hq lease status` and the CLI's waits print its sentence.
- * It decides nothing: the waits themselves are the grant's `notBefore`, the floor and the agents'
- * own waits; this names the one that ends last, until when, and what would end it sooner.
+ * It lets nothing run: the waits themselves are the grant's `notBefore`, the floor and the agents'
+ * own waits; this names the one that ends last, until when, and what would end it sooner (agents
+ * read it only to report sooner, `reportWanted`).
  */
 import type { Host, LeaseWait } from '@hq/protocol';
 import type { ArbiterState, Context } from './arbiter.js';
