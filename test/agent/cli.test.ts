@@ -590,7 +590,7 @@ t.test('hq lease release --handover-to H --wait S prints which wait holds H unti
   const lines = r.stdout.trimEnd().split('\n');
   t.equal(lines[0], 'handed over to node-b at generation 2; waiting up to 20 s until it may run');
   t.match(lines[1], /^waiting: \d+\.\d s left: the arbiter's start wait until T: node-b has not yet reported$/, 'which wait, how long, why');
-  t.match(lines[2], /^node-b may run at generation 2 after \d+(\.\d)? s: no lock-delay to wait for$/, 'then that it may run');
+  t.match(lines[2], /^node-b may run at generation 2 after \d+(\.\d)? s: the old holder stepped down before it handed over: no lock-delay to wait for$/, 'then that it may run');
   const usage = await hq(['lease', 'release', '--wait', '5', '--config', config]);
   t.equal(usage.code, 2, '--wait without --handover-to: exit 2');
   t.equal(usage.stderr, 'hq lease release: --wait applies only with --handover-to\n', 'one line naming the fix');

@@ -55,6 +55,13 @@ t.test('a failover right after the arbiter’s first start does not wait out the
   t.ok(Date.now() - arbiterStart < START_WAIT_MS, `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`);
   t.ok(ms < FEW_HEARTBEATS_MS, `node-b ran ${ms} ms after hq failover started`);
   t.comment(`failover right after a fresh start (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
+  // And back by a handover that waits until mbp may run, saying what it waited for.
+  const overlap = c.watchOverlap(t);
+  const back = await c.hq('node-b', ['lease', 'release', '--handover-to', 'mbp', '--wait', '30']);
+  t.equal(back.code, 0, `hq lease release --handover-to mbp --wait 30 exits 0 (${back.stderr.trim()})`);
+  t.match(back.stdout, /^handed over to mbp at generation 3; waiting up to 30 s until it may run\n(waiting: .*\n)*mbp may run at generation 3 after [0-9.]+ s: node-b stepped down before it handed over: no lock-delay to wait for\n$/, `it waited until mbp may run (${back.stdout.trim()})`);
+  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, FEW_HEARTBEATS_MS, 'mbp runs');
+  t.equal(await overlap.stop(), null, 'no sample had both hosts running');
 });
 
 t.test('a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs', async (t) => {

@@ -507,12 +507,15 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
         return { code: 1, line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`, lease: rec, result: result(false, rec) };
       }
       if (wait === null) {
+        // A handover carries no lock-delay of the old holder: it stepped down before it asked.
         const how =
           d !== null && d.acknowledgedAt !== null
             ? `${d.host} acknowledged its step-down from generation ${d.generation} (${(d.savedSeconds ?? 0).toFixed(1)} s of lock-delay saved)`
-            : d !== null
-              ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
-              : 'no lock-delay to wait for';
+            : command === 'lease release'
+              ? `${d?.host ?? 'the old holder'} stepped down before it handed over: no lock-delay to wait for`
+              : d !== null
+                ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
+                : 'no lock-delay to wait for';
         return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
       }
       // Which wait holds the new holder, until when and why, whenever that changes.
