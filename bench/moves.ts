@@ -6,6 +6,7 @@
  *  1. `hq failover --to node-b` right after the arbiter's first start (mbp acquired and runs);
  *  2. `hq failover` back, once the arbiter is older than ttl + margin + 5 s ("long after");
  *  3. the arbiter restarted (SIGTERM, start on the same data directory), `hq failover` 5 s later;
+ *     then restarted again and `hq lease release --handover-to` on the holder 5 s later;
  *  4. the arbiter killed; once the holder runs on its peer's confirmation, its agent restarted
  *     (SIGTERM, start on the same state directory): the time until it runs again.
  * Each figure is the time to the host's first `run: true` on its own unix socket (polled every
@@ -47,10 +48,10 @@ async function runs(c: Cluster, h: HostName): Promise<boolean> {
   return (await c.fence(h))?.run === true;
 }
 
-/** `hq failover --to to`, then polls until `to` runs; samples whether it holds a confirmation it gave meanwhile. */
-async function move(c: Cluster, to: HostName, limitS: number): Promise<{ seconds: number; gave: string }> {
+/** `hq failover --to to` (or a handover to it by `handoverBy`), then polls until `to` runs; samples whether it holds a confirmation it gave meanwhile. */
+async function move(c: Cluster, to: HostName, limitS: number, handoverBy: HostName | null = null): Promise<{ seconds: number; gave: string }> {
   const started = Date.now();
-  const cli = c.hq(to, ['failover', '--to', to], { HQ_ADMIN_TOKEN: c.adminToken });
+  const cli = handoverBy === null ? c.hq(to, ['failover', '--to', to], { HQ_ADMIN_TOKEN: c.adminToken }) : c.hq(handoverBy, ['lease', 'release', '--handover-to', to]);
   let gave = '';
   let lastSample = 0;
   for (;;) {
@@ -65,7 +66,7 @@ async function move(c: Cluster, to: HostName, limitS: number): Promise<{ seconds
   }
   const seconds = (Date.now() - started) / 1000;
   const out = await cli;
-  if (out.code !== 0) throw new Error(`hq failover --to ${to} exited ${out.code}: ${out.stderr.trim()}`);
+  if (out.code !== 0) throw new Error(`${handoverBy === null ? 'hq failover' : 'hq lease release --handover-to'} ${to} exited ${out.code}: ${out.stderr.trim()}`);
   return { seconds, gave: gave === '' ? 'no' : gave };
 }
 
@@ -118,16 +119,28 @@ async function series(settings: Settings): Promise<Row[]> {
     rows.push({ settings, path: '5 s after an arbiter restart (SIGTERM, same database)', move: `${from} → ${to}`, sinceStart: s0, ...m });
     log(`${settings}: after a restart: ${m.seconds.toFixed(2)} s (confirmation: ${m.gave})`);
 
-    await c.waitFor(async () => (await c.fence(to))?.reason === 'holder', limitS * 1000, `${to} renews`);
+    // The deploy guide's upgrade order: the arbiter first, then a handover on the holder.
+    await c.waitFor(async () => (await c.fence(from))?.holder === to, limitS * 1000, `${from} knows ${to} holds`);
+    await c.kill('arbiter', 'SIGTERM');
+    arbiterStart = Date.now();
+    await c.startArbiter();
+    await sleep(5000 - (Date.now() - arbiterStart));
+    s0 = since();
+    m = await move(c, from, limitS, to);
+    rows.push({ settings, path: '`hq lease release --handover-to` 5 s after an arbiter restart', move: `${to} → ${from}`, sinceStart: s0, ...m });
+    log(`${settings}: handover after a restart: ${m.seconds.toFixed(2)} s (confirmation: ${m.gave})`);
+    const holder = from;
+
+    await c.waitFor(async () => (await c.fence(holder))?.reason === 'holder', limitS * 1000, `${holder} renews`);
     await c.kill('arbiter', 'SIGKILL');
-    await c.waitFor(async () => (await c.fence(to))?.reason === 'quorum-standby', limitS * 1000, `${to} runs on its peer’s confirmation`);
-    await c.kill(to, 'SIGTERM');
+    await c.waitFor(async () => (await c.fence(holder))?.reason === 'quorum-standby', limitS * 1000, `${holder} runs on its peer’s confirmation`);
+    await c.kill(holder, 'SIGTERM');
     const restarted = Date.now();
-    await c.startAgent(to);
-    await c.waitFor(async () => runs(c, to), limitS * 1000, `${to} runs again`);
+    await c.startAgent(holder);
+    await c.waitFor(async () => runs(c, holder), limitS * 1000, `${holder} runs again`);
     const seconds = (Date.now() - restarted) / 1000;
-    const reason = (await c.fence(to))?.reason ?? '?';
-    rows.push({ settings, path: 'the holder’s agent restarted during an arbiter outage', move: `${to} again (${reason})`, seconds, sinceStart: null, gave: '—' });
+    const reason = (await c.fence(holder))?.reason ?? '?';
+    rows.push({ settings, path: 'the holder’s agent restarted during an arbiter outage', move: `${holder} again (${reason})`, seconds, sinceStart: null, gave: '—' });
     log(`${settings}: holder restarted in an outage: runs again after ${seconds.toFixed(2)} s (${reason})`);
   } finally {
     await c.stopAll();
