@@ -169,8 +169,9 @@ cluster, once at L1's fast settings (ttl 6 s, margin 1 s, heartbeats and refresh
 timing key at its default (ttl 1500 s, margin 30 s, heartbeats every 10 min, refresh 60 s, request timeout 5 s),
 each daemon given only its own keys. In order on one cluster: \`hq failover --to\` right after the arbiter's first
 start, back again once the arbiter is older than ttl + margin + 5 s, once more 5 s after the arbiter was restarted
-(SIGTERM, same database); then the arbiter is killed and, once the holder runs on its peer's confirmation, the
-holder's agent is restarted (SIGTERM, same state directory). Figures are seconds to the host's first \`run: true\`
+(SIGTERM, same database), and back by \`hq lease release --handover-to\` on the holder 5 s after another restart (the
+deploy guide's upgrade order); then the arbiter is killed and, once the holder runs on its peer's confirmation,
+the holder's agent is restarted (SIGTERM, same state directory). Figures are seconds to the host's first \`run: true\`
 on its own unix socket (polled every ${POLL_MS} ms), from \`hq failover\`'s own start (its Node start-up included) or
 from the agent's restart. At the defaults a move waits for the old holder to learn of it and acknowledge (its next
 refresh, up to 60 s) and for the new holder's next refresh; a new holder that gave the old one a peer confirmation
