@@ -166,7 +166,7 @@ until an admin accepts it (\`hq lease accept G\`; docs/SAFETY.md "The generation
 | method, path | scope | what |
 |---|---|---|
 | \`GET /v1/health\` | none | \`{status, role, host, version}\`; with store etcd also \`store: "etcd"\` and \`arbiters {elected, leader, self, termSeconds, etcd {healthy, members, space {dbSizeBytes, dbSizeInUseBytes, quotaBytes, quotaFrom, usedRatio, alarm, level, warning}, compaction {intervalSeconds, revision}}}\` |
-| \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\` |
+| \`GET /v1/lease\` | read | the record (\`ETag: "<revision>"\`), with \`ttlSeconds\` and \`safetyMarginSeconds\`, and \`wait\` (\`{kind, until, host, unreported, text}\` or null): which wait holds the holder — the old holder's \`lock-delay\`, the arbiter's \`start-wait\`, a \`floor-pending\` new database, or its own \`confirmation\` of the old holder — until when and why |
 | \`POST /v1/lease/acquire\` | member/admin | \`{host, seenGeneration?, requestTimeoutSeconds?}\` |
 | \`POST /v1/lease/renew\` | member/admin | \`{host, generation}\` |
 | \`POST /v1/lease/release\` | member/admin | \`{host, generation?, handoverTo?, force?, ran?}\` (\`ran\`: the handing-over holder ran that generation; during the arbiter's start wait, once every candidate reported nothing above it, the handover then skips the start wait) |

@@ -21,6 +21,7 @@ const SLOW_FILES = [
   'test/agent/footprint.test.ts',
   'test/agent/guard.test.ts',
   'test/agent/import-elanous.test.ts',
+  'test/agent/report-wanted.test.ts',
   'test/agent/runs.test.ts',
   'test/arbiter/cli.test.ts',
   'test/arbiter/config.test.ts',

@@ -532,7 +532,7 @@ t.test('a refused acquire names the holder and its generation in its one line', 
   t.equal(r.stderr, 'hq lease acquire: refused: held by node-b (generation 4; HTTP 409)\n', 'one line naming holder and generation');
 });
 
-t.test('a granted acquire says when the new holder may run: now, after the lock-delay or start wait (until when), or once the floor is complete', async (t) => {
+t.test('a granted acquire says when the new holder may run: now, after which wait (until when, why), or once the floor is complete', async (t) => {
   const dir = shortDir(t);
   let lease: { [k: string]: unknown } = {};
   const server = createServer((req, res) => {
@@ -553,10 +553,70 @@ t.test('a granted acquire says when the new holder may run: now, after the lock-
   t.match(at.stdout, /^acquired: mbp holds generation 5; it may run now\n$/, 'no wait: it says so');
   lease = record({ holder: 'mbp', generation: 6, now, notBefore: now + 30 });
   const later = await hq(['lease', 'acquire', '--config', config]);
-  t.match(later.stdout, /^acquired: mbp holds generation 6; it may run in 30\.0 s \(at 2027-01-15T08:00:30\.000Z: the old holder's lock-delay, or the arbiter's start wait/, 'behind notBefore: how long and until when');
+  t.match(later.stdout, /^acquired: mbp holds generation 6; it may run in 30\.0 s: until 2027-01-15T08:00:30\.000Z: the old holder's lock-delay, or the arbiter's start wait/, 'an arbiter that does not say which wait (hq 0.1): how long and until when, both waits named');
   lease = record({ holder: 'mbp', generation: 7, now, notBefore: now + 30, floorPending: true });
   const pending = await hq(['lease', 'acquire', '--config', config]);
-  t.match(pending.stdout, /^acquired: mbp holds generation 7; it may run once every candidate has reported its seen generation/, 'the floor pending: what it waits for');
+  t.match(pending.stdout, /^acquired: mbp holds generation 7; it may not run yet: the floor is pending: it may run once every candidate has reported its seen generation/, 'the floor pending: what it waits for');
+  const start = { kind: 'start-wait', until: now + 30, host: null, unreported: ['node-b'], text: "the arbiter's start wait until 2027-01-15T08:00:30.000Z (…): it ends sooner once every candidate has reported (node-b has not yet)" };
+  lease = record({ holder: 'mbp', generation: 8, now, notBefore: now + 30, wait: start });
+  const said = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(said.stdout, `acquired: mbp holds generation 8; it may run in 30.0 s: ${start.text}\n`, "the arbiter's word on which wait holds it, how long it has left, and why");
+  lease = record({ holder: 'mbp', generation: 9, now, notBefore: now + 30, floorPending: true, wait: { kind: 'floor-pending', until: null, host: null, unreported: ['node-b'], text: "the arbiter's database is new: (node-b has not yet)" } });
+  const floor = await hq(['lease', 'acquire', '--config', config]);
+  t.equal(floor.stdout, "acquired: mbp holds generation 9; it may not run yet: the arbiter's database is new: (node-b has not yet)\n", 'a pending floor, with who has not reported');
+  lease = record({ holder: 'mbp', generation: 10, now, notBefore: now + 30, wait: null });
+  t.equal((await hq(['lease', 'acquire', '--config', config])).stdout, 'acquired: mbp holds generation 10; it may run now\n', 'wait null from this arbiter: nothing holds it');
+});
+
+t.test('hq lease status shows which wait holds the holder (text), and the record carries it (--json)', async (t) => {
+  const dir = shortDir(t);
+  const arb = new FakeArbiter();
+  await arb.listen();
+  t.teardown(() => arb.close());
+  const now = Date.now() / 1000;
+  arb.holder = 'node-b';
+  arb.generation = 2;
+  const wait = { kind: 'start-wait', until: now + 90, host: null, unreported: [], text: "the arbiter's start wait until T: it ends sooner once mbp acknowledges its step-down saying it ran generation 1" };
+  arb.leaseOver = { promotedFrom: 'mbp', notBefore: now + 90, wait };
+  const config = writeConfig(dir, { arbiterUrl: arb.url });
+  const r = await hq(['lease', 'status', '--config', config]);
+  t.equal(r.code, 0, `exit 0 (${r.stderr.trim()})`);
+  const lines = r.stdout.split('\n');
+  t.match(lines[2], /^validity\s+\d+\.\d s left \(ttl 6 s\)$/, 'the validity line no longer calls every wait a lock-delay');
+  t.match(lines[3], /^waiting\s+\d+\.\d s left: the arbiter's start wait until T: it ends sooner once mbp acknowledges its step-down saying it ran generation 1$/, 'the waiting line: how long, which wait and why');
+  const j = await hq(['lease', 'status', '--json', '--config', config]);
+  t.match(JSON.parse(j.stdout), { lease: { wait } }, '--json carries the record’s wait');
+});
+
+t.test('hq lease release --handover-to H --wait S prints which wait holds H until it may run', async (t) => {
+  const dir = shortDir(t);
+  const now = Date.now() / 1000;
+  const start = { kind: 'start-wait', until: now + 40, host: null, unreported: ['node-b'], text: "the arbiter's start wait until T: node-b has not yet reported" };
+  const granted = record({ holder: 'node-b', generation: 2, notBefore: now + 40, wait: start });
+  let reads = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url === '/v1/lease/release') return void res.end(JSON.stringify({ ok: true, lease: granted }));
+      reads++;
+      // Read 1: the start wait; then the wait is over.
+      res.end(JSON.stringify(reads < 2 ? granted : record({ holder: 'node-b', generation: 2, notBefore: now, wait: null })));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const config = writeConfig(dir, { arbiterUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  writeToken(dir);
+  const r = await hq(['lease', 'release', '--handover-to', 'node-b', '--wait', '20', '--config', config]);
+  t.equal(r.code, 0, `exit 0 (${r.stderr.trim()})`);
+  const lines = r.stdout.trimEnd().split('\n');
+  t.equal(lines[0], 'handed over to node-b at generation 2; waiting up to 20 s until it may run');
+  t.match(lines[1], /^waiting: \d+\.\d s left: the arbiter's start wait until T: node-b has not yet reported$/, 'which wait, how long, why');
+  t.match(lines[2], /^node-b may run at generation 2 after \d+(\.\d)? s: the old holder stepped down before it handed over: no lock-delay to wait for$/, 'then that it may run');
+  const usage = await hq(['lease', 'release', '--wait', '5', '--config', config]);
+  t.equal(usage.code, 2, '--wait without --handover-to: exit 2');
+  t.equal(usage.stderr, 'hq lease release: --wait applies only with --handover-to\n', 'one line naming the fix');
 });
 
 /** A member token in the state dir of a `writeConfig` config (0600, dir 0700). */

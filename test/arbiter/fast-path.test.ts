@@ -51,6 +51,9 @@ t.test('the fast path answers exactly what the route answers, and leaves the res
   await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } }, h.tokens.nodeb);
   const held = await compare('held, with a view');
   t.equal(held.holder, 'mbp', 'the record is the held one');
+  t.equal((await h.post('/v1/lease/transfer', { to: 'node-b', force: true }, h.tokens.admin)).statusCode, 200, 'a transfer to node-b');
+  const moving = await compare('a transfer behind lock-delay');
+  t.match(moving.wait, { kind: 'lock-delay', host: 'mbp', until: moving.notBefore }, 'the record says which wait holds node-b, in the same bytes');
   await h.post('/v1/maintenance', { enabled: true, reason: 'test' }, h.tokens.admin);
   await compare('after maintenance was asked');
   h.clock.advance(30);

@@ -12,6 +12,7 @@ import {
   initialAgent,
   onArbiterAnswer,
   onConfirmRequest,
+  reportWanted,
   stepDown,
 } from '../../packages/lease-core/src/index.js';
 import type { AgentSettings, AgentState, ArbiterAnswer, ArbiterExchange, RecordSummary, Stamp } from '../../packages/lease-core/src/index.js';
@@ -110,4 +111,18 @@ t.test('asksPeers: the holder asks its peers after a failed arbiter or a held re
   t.equal(asksPeers(stepDown(held), noAnswer), false, 'after a step-down: no');
   t.equal(asksPeers(fresh(), noAnswer), false, 'no record: no');
   t.equal(asksPeers({ ...held, stale: true }, noAnswer), false, 'a stale record: no');
+});
+
+t.test('reportWanted: a record read between heartbeats asks for one when the arbiter waits for this host', async (t) => {
+  const wait = (kind: string, unreported: string[]) => ({ kind, until: 1, host: null, unreported, text: '' });
+  const displaced = (host: string, acknowledgedAt: number | null) => ({ host, generation: 3, acknowledgedAt, savedSeconds: null });
+  t.equal(reportWanted({ wait: wait('start-wait', ['mbp', 'node-b']) }, 'mbp'), true, 'named among the unreported');
+  t.equal(reportWanted({ wait: wait('floor-pending', ['node-b']) }, 'mbp'), false, 'another host’s report is not this one’s');
+  t.equal(reportWanted({ wait: wait('start-wait', []), displaced: displaced('mbp', null) }, 'mbp'), true, 'every report in, only the displaced holder’s acknowledgement missing');
+  t.equal(reportWanted({ wait: wait('start-wait', ['node-b']), displaced: displaced('mbp', null) }, 'mbp'), false, 'not while a report is missing: its acknowledgement would not count yet');
+  t.equal(reportWanted({ wait: wait('start-wait', []), displaced: displaced('mbp', 5) }, 'mbp'), false, 'an acknowledgement already accepted');
+  t.equal(reportWanted({ wait: wait('lock-delay', []), displaced: displaced('mbp', null) }, 'mbp'), false, 'a lock-delay: the acknowledgement comes with the step-down itself');
+  t.equal(reportWanted({ wait: null, displaced: displaced('mbp', null) }, 'mbp'), false, 'no wait');
+  t.equal(reportWanted({ notBefore: 1 }, 'mbp'), false, 'an arbiter that says no wait (hq 0.1)');
+  t.equal(reportWanted(null, 'mbp'), false, 'no record');
 });

@@ -3,7 +3,8 @@
  * phase line of each state, the "view of holder" cell, the load cell and the event times.
  */
 import t from 'tap';
-import { emptyLease, toRecord, type LeaseState, type Observer, type TimingProblem } from '@hq/lease-core';
+import { emptyLease, leaseWait, newBoot, toRecord, type Boot, type LeaseState, type Observer, type TimingProblem } from '@hq/lease-core';
+import { lockDelayText } from '../../apps/arbiter/src/routes/status-page/render.js';
 import { arbitersText, clockTime, eventData, eventTime, peerPathRows, statusModel, type PeerPaths, type StatusSettings } from '../../apps/arbiter/src/routes/status-page/model.js';
 
 const NOW = 1_800_000_100;
@@ -17,7 +18,7 @@ function observer(o: Partial<Observer>): Observer {
   return { view: null, confirmation: null, lastHeartbeatAt: NOW - 0.5, heartbeatSeconds: 1, ...o };
 }
 
-function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, opts: { candidates?: string[]; problems?: TimingProblem[]; load?: Parameters<typeof statusModel>[3]; paths?: PeerPaths } = {}) {
+function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Observer>>, opts: { candidates?: string[]; problems?: TimingProblem[]; load?: Parameters<typeof statusModel>[3]; paths?: PeerPaths; boot?: Boot } = {}) {
   const l = { ...emptyLease(6, 1), ...lease };
   const candidates = opts.candidates ?? ['mbp', 'node-b'];
   const obs = new Map<string, Observer>(Object.entries(observers).map(([h, o]) => [h, observer(o)]));
@@ -36,14 +37,18 @@ function model(lease: Partial<LeaseState>, observers: Record<string, Partial<Obs
     timingProblems: problems,
     timingProblem: problems[0]?.message ?? null,
   };
-  return statusModel({ lease: l, observers: obs, floor: 0 }, toRecord(l, obs, NOW), settings, opts.load, undefined, undefined, opts.paths);
+  const state = { lease: l, observers: obs, floor: 0 };
+  // The record as the arbiter answers it: with the wait its life's boot says holds the holder.
+  const wait = leaseWait(state, { now: NOW, boot: opts.boot ?? newBoot(0), settings: { arbiter: 'cloud-vm', candidates, ttlSeconds: 6, safetyMarginSeconds: 1, promoteAfterChecks: 2, viewFreshSeconds: 6 } });
+  return statusModel(state, toRecord(l, obs, NOW, wait), settings, opts.load, undefined, undefined, opts.paths);
 }
 
 const both = { mbp: {}, 'node-b': {} };
 const silent = { lastHeartbeatAt: NOW - 3 };
 
 t.test('the phase line says what is going on, in order of precedence', async (t) => {
-  const cases: Array<[string, Partial<LeaseState>, Record<string, Partial<Observer>>, { name: string; level: string; text: string | RegExp }, { candidates?: string[]; problems?: TimingProblem[] }?]> = [
+  const young: Boot = { startAt: NOW - 2, reports: new Map(), noEarlierLife: false };
+  const cases: Array<[string, Partial<LeaseState>, Record<string, Partial<Observer>>, { name: string; level: string; text: string | RegExp }, { candidates?: string[]; problems?: TimingProblem[]; boot?: Boot }?]> = [
     ['a lease nobody holds is no holder', {}, both, { name: 'no-holder', level: 'bad', text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire' }],
     ['an expired lease is no holder, naming who let it lapse', { ...HELD, expiresAt: NOW - 1 }, both, { name: 'no-holder', level: 'bad', text: "no host may run: mbp's lease expired; nothing runs until a candidate acquires it" }],
     ['a released lease is no holder', { ...HELD, released: true }, both, { name: 'no-holder', level: 'bad', text: /^no host may run: mbp released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire$/ }],
@@ -54,9 +59,16 @@ t.test('the phase line says what is going on, in order of precedence', async (t)
     ['a reporting holder the checks cannot reach is unreachable', { ...HELD, dualUnreachableStreak: 1 }, both, { name: 'holder-silent', level: 'bad', text: /^mbp, the holder, is unreachable \(it still reports\)/ }],
     ['a holder never heard from says so', HELD, { 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: /is silent \(heartbeat: never\)/ }],
     ['a silent holder outranks a timing problem', HELD, { mbp: silent, 'node-b': {} }, { name: 'holder-silent', level: 'bad', text: /silent/ }, { problems: [TIMING] }],
-    ['a promotion behind lock-delay may not run yet', { ...HELD, holder: 'node-b', generation: 2, acquiredAt: NOW - 1, promotedFrom: 'mbp', notBefore: NOW + 3 }, { mbp: silent, 'node-b': {} }, { name: 'lock-delay', level: 'warn', text: "node-b was promoted from mbp and may not run yet: lock-delay waits out the old holder's validity" }],
+    ['a promotion behind lock-delay may not run yet', { ...HELD, holder: 'node-b', generation: 2, acquiredAt: NOW - 1, promotedFrom: 'mbp', notBefore: NOW + 3 }, { mbp: silent, 'node-b': {} }, { name: 'lock-delay', level: 'warn', text: /^node-b was promoted from mbp and may not run yet: lock-delay until 2027-01-15T08:01:43\.000Z: it waits out mbp's last possible validity; it ends at once when mbp's agent acknowledges its step-down$/ }],
     ['an acquire behind lock-delay says acquired', { ...HELD, notBefore: NOW + 3 }, both, { name: 'lock-delay', level: 'warn', text: /^mbp acquired the lease and may not run yet/ }],
-    ['a held lease on a new database waits for the reports', { ...HELD, floorPending: true }, both, { name: 'lock-delay', level: 'warn', text: /a new database waits until every candidate reports/ }],
+    ['a held lease on a new database waits for the reports, naming who has not reported', { ...HELD, floorPending: true }, both, { name: 'lock-delay', level: 'warn', text: /the arbiter's database is new: mbp may run once every candidate has reported .*\(mbp, node-b have not yet\)/ }],
+    [
+      'a move right after a restart waits for the start wait, not for the old holder',
+      { ...HELD, holder: 'node-b', generation: 2, acquiredAt: NOW - 1, promotedFrom: 'mbp', notBefore: NOW - 2 + 7, displaced: { host: 'mbp', generation: 1, revision: 6, floor: null, acknowledgedAt: null, savedSeconds: null } },
+      both,
+      { name: 'lock-delay', level: 'warn', text: /^node-b was promoted from mbp and may not run yet: the arbiter's start wait until .*it ends sooner once every candidate has reported.*mbp acknowledges its step-down saying it ran generation 1$/ },
+      { boot: young },
+    ],
     ['a timing problem is said with its message', HELD, both, { name: 'timing-problem', level: 'bad', text: `timing problem: ${TIMING.message}` }, { problems: [TIMING] }],
     ['more timing problems are counted', HELD, both, { name: 'timing-problem', level: 'bad', text: /\(and 1 more below\)$/ }, { problems: [TIMING, TIMING] }],
     ['after a failover the silent old holder leaves no standby', { ...HELD, holder: 'node-b', generation: 2, promotedFrom: 'mbp' }, { mbp: silent, 'node-b': {} }, { name: 'failed-over', level: 'warn', text: 'node-b took over from mbp (generation 2) and runs; mbp is silent, so there is no standby until it is back' }],
@@ -64,6 +76,24 @@ t.test('the phase line says what is going on, in order of precedence', async (t)
     ['with a third candidate a silent standby leaves the other', HELD, { mbp: {}, 'node-b': silent, 'node-c': {} }, { name: 'standby-down', level: 'warn', text: 'mbp holds the lease and runs; standby node-b is silent, node-c stands by' }, { candidates: ['mbp', 'node-b', 'node-c'] }],
   ];
   for (const [name, lease, observers, want, opts] of cases) t.match(model(lease, observers, opts).phase, want, name);
+  const start = model({ ...HELD, holder: 'node-b', generation: 2, promotedFrom: 'mbp', notBefore: NOW + 5 }, both, { boot: young }).phase.text;
+  t.notMatch(start, /mbp's last possible validity|old holder's validity/, 'the start wait is never put on the old holder’s validity');
+  t.notMatch(start, /lock-delay/, 'nor called a lock-delay');
+});
+
+t.test('the wait under the validity is called by its name and counts down to its end', async (t) => {
+  const rec = (lease: Partial<LeaseState>, boot: Boot = newBoot(0)) => {
+    const l = { ...emptyLease(6, 1), ...lease };
+    const state = { lease: l, observers: new Map<string, Observer>(), floor: 0 };
+    return toRecord(l, state.observers, NOW, leaseWait(state, { now: NOW, boot, settings: { arbiter: 'cloud-vm', candidates: ['mbp', 'node-b'], ttlSeconds: 6, safetyMarginSeconds: 1, promoteAfterChecks: 2, viewFreshSeconds: 6 } }));
+  };
+  t.equal(lockDelayText(rec({ ...HELD, notBefore: NOW + 3 })), 'lock-delay: may run in 3.0 s', 'the old holder’s lock-delay');
+  t.equal(lockDelayText(rec({ ...HELD, notBefore: NOW + 5 }, { startAt: NOW - 2, reports: new Map(), noEarlierLife: false })), "the arbiter's start wait: may run in 5.0 s", 'the start wait, by its name');
+  t.equal(lockDelayText(rec({ ...HELD, floorPending: true }, { startAt: NOW - 20, reports: new Map([['mbp', 0]]), noEarlierLife: false })), 'floor: pending until node-b reports', 'a pending floor names who has not reported');
+  t.equal(lockDelayText(rec(HELD)), '', 'nothing when the holder may run');
+  const old = { ...toRecord({ ...emptyLease(6, 1), ...HELD, notBefore: NOW + 3 }, new Map(), NOW) };
+  delete (old as { wait?: unknown }).wait;
+  t.equal(lockDelayText(old), 'lock-delay: may run in 3.0 s', 'a record without wait (hq 0.1) still counts down');
 });
 
 t.test('the view of holder cell: green or red only for a view a check would count', async (t) => {

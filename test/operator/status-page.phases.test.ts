@@ -100,7 +100,7 @@ t.test('the status page makes each phase obvious: healthy, holder silent, promot
   t.equal((await h.rt.store.read()).lease.holder, 'node-b', 'node-b holds generation 2');
   await shows(page, 'lock-delay');
   t.equal(await page.textContent('#holder'), 'node-b', 'the page shows the new holder');
-  t.match(await phase(page), { cls: /phase-warn/, text: 'node-b was promoted from mbp and may not run yet: lock-delay waits out the old holder\'s validity' }, 'the phase line says the new holder may not run yet');
+  t.match(await phase(page), { cls: /phase-warn/, text: /^node-b was promoted from mbp and may not run yet: lock-delay until \S+Z: it waits out mbp's last possible validity; it ends at once when mbp's agent acknowledges its step-down from generation 1$/ }, 'the phase line says the new holder may not run yet, which wait holds it and what ends it sooner');
   t.match(await cell(page, '#lockdelay'), { text: 'lock-delay: may run in 3.0 s', cls: 'warn' }, 'the lock-delay counts down, marked');
   t.equal((await cell(page, '#validity')).cls, 'warn', 'the validity of a holder that may not run yet is not green');
   t.match((await cell(page, '#validity')).text, /^may run in 3\.0 s, then for 6\.0 s \(until [0-9:. -]+Z\)$/, "the page's own countdown: when it may run, then for the TTL, never the TTL plus the wait");

@@ -24,25 +24,47 @@ const START_WAIT_MS = (TTL + 1) * 1000;
 /** A few of the agents' refreshes (1 s), with room for a loaded machine. */
 const FEW_HEARTBEATS_MS = 8000;
 
-/** `hq failover --to node-b`, then the time until node-b's first `run: true` (ms from the failover's start). */
-async function failoverToNodeB(t: Test, c: Cluster): Promise<number> {
+interface Wait {
+  kind: string;
+  until: number | null;
+  host: string | null;
+  text: string;
+}
+
+/**
+ * `hq failover --to node-b`, then the time until node-b's first `run: true` (ms from the
+ * failover's start), and the wait the transfer's record said holds node-b.
+ */
+async function failoverToNodeB(t: Test, c: Cluster): Promise<{ ms: number; wait: Wait | null }> {
   const overlap = c.watchOverlap(t);
   const started = Date.now();
   const r = await c.hq('node-b', ['failover', '--to', 'node-b', '--json'], { HQ_ADMIN_TOKEN: c.adminToken });
   t.equal(r.code, 0, `hq failover --to node-b exits 0 (${r.stderr.trim()})`);
+  const lease = (JSON.parse(r.stdout) as { lease: { notBefore: number | null; wait?: Wait | null } }).lease;
+  t.not(lease.wait, undefined, 'the record says which wait holds node-b');
+  if (lease.wait !== null && lease.wait !== undefined && lease.wait.until !== null) t.equal(lease.wait.until, lease.notBefore, 'until the record’s notBefore');
   await c.waitFor(async () => (await c.fence('node-b'))?.run === true, START_WAIT_MS + 20_000, 'node-b runs');
   const ms = Date.now() - started;
   t.equal(await overlap.stop(), null, 'no sample had both hosts running');
-  return ms;
+  return { ms, wait: lease.wait ?? null };
 }
 
 t.test('a failover right after the arbiter’s first start does not wait out the start wait', async (t) => {
   const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
   const arbiterStart = c.arbiterStartedAt;
-  const ms = await failoverToNodeB(t, c);
+  const { ms, wait } = await failoverToNodeB(t, c);
+  // Every candidate reported never having seen a generation: no start wait, only mbp's validity.
+  t.match(wait, { kind: 'lock-delay', host: 'mbp', text: /mbp's last possible validity.*acknowledges its step-down/ }, 'the transfer waits for mbp’s lock-delay only, and says what ends it');
   t.ok(Date.now() - arbiterStart < START_WAIT_MS, `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`);
   t.ok(ms < FEW_HEARTBEATS_MS, `node-b ran ${ms} ms after hq failover started`);
   t.comment(`failover right after a fresh start (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
+  // And back by a handover that waits until mbp may run, saying what it waited for.
+  const overlap = c.watchOverlap(t);
+  const back = await c.hq('node-b', ['lease', 'release', '--handover-to', 'mbp', '--wait', '30']);
+  t.equal(back.code, 0, `hq lease release --handover-to mbp --wait 30 exits 0 (${back.stderr.trim()})`);
+  t.match(back.stdout, /^handed over to mbp at generation 3; waiting up to 30 s until it may run\n(waiting: .*\n)*mbp may run at generation 3 after [0-9.]+ s: node-b stepped down before it handed over: no lock-delay to wait for\n$/, `it waited until mbp may run (${back.stdout.trim()})`);
+  await c.waitFor(async () => (await c.fence('mbp'))?.run === true, FEW_HEARTBEATS_MS, 'mbp runs');
+  t.equal(await overlap.stop(), null, 'no sample had both hosts running');
 });
 
 t.test('a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs', async (t) => {
@@ -64,7 +86,10 @@ t.test('a failover right after the arbiter restarted on its kept database: mbp r
     }
   })();
   await sleep(3000);
-  const ms = await failoverToNodeB(t, c);
+  const { ms, wait } = await failoverToNodeB(t, c);
+  // The start wait holds the move unless mbp's renewal since the restart reaches past it.
+  t.match(wait, { kind: /^(start-wait|lock-delay)$/ }, `the transfer names its wait (${wait?.text ?? 'none'})`);
+  if (wait?.kind === 'start-wait') t.notMatch(wait.text, /mbp's last possible validity/, 'the start wait is not put on mbp’s validity');
   sampling = false;
   await sampler;
   if (gave === null) {

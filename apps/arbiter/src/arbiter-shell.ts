@@ -5,7 +5,7 @@
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
 import { upgradeNote, type LeaseRecord, type PeerPathReport, type TimingProblem } from '@hq/protocol';
-import { atRestart, boundRefusal, GENERATION_LIMITS, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
+import { atRestart, boundRefusal, GENERATION_LIMITS, leaseWait, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
 import type { SecondsClock } from '@hq/runtime/clock';
@@ -167,7 +167,7 @@ export class Arbiter {
   }
 
   record(state: ArbiterState, now: number = this.now()): LeaseRecord {
-    const r = toRecord(state.lease, state.observers, now);
+    const r = toRecord(state.lease, state.observers, now, leaseWait(state, this.context(now)));
     // Before its first grant the record has no timing of its own (it was created with a zero
     // margin): it shows the configured one, which that grant will write.
     if (state.lease.acquiredAt !== null) return r;

@@ -117,6 +117,11 @@ export function allReported(ctx: Context, boot: Boot): boolean {
   return ctx.settings.candidates.every((c) => boot.reports.has(c));
 }
 
+/** The candidates whose report of this life (one that counts for S2.3/S2.4) is still missing. */
+export function unreportedCandidates(ctx: Context, boot: Boot): Host[] {
+  return ctx.settings.candidates.filter((c) => !boot.reports.has(c));
+}
+
 function allNeverSeen(ctx: Context, boot: Boot): boolean {
   return boot.noEarlierLife || (allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0));
 }

@@ -14,7 +14,7 @@
  *      behind a hold (S2.3), and never for a record whose floor is pending (S2.4).
  */
 import type { AgentState, ArbiterAnswer, Stamp } from './agent.js';
-import type { ConfirmationReport, HeartbeatRequest, Host, ViewReport } from '@hq/protocol';
+import { fieldsOf, type ConfirmationReport, type HeartbeatRequest, type Host, type ViewReport } from '@hq/protocol';
 import type { Cadence } from './timing.js';
 
 /** The part of this agent's cadence a heartbeat reports (S6: the agent owns it; the probe timeout stays home). */
@@ -83,4 +83,22 @@ export function asksPeers(state: AgentState, exchange: ArbiterExchange): boolean
   if (!heldRenewal && !arbiterDown(exchange)) return false;
   const k = state.known;
   return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
+}
+
+/**
+ * Whether a record read between heartbeats (`GET /v1/lease`) asks this host for a heartbeat now:
+ * the record's `wait` names it among the candidates whose report the start wait or a pending
+ * floor still needs, or the start wait holds a move away from it, every report is in, and only
+ * its step-down acknowledgement is missing (the arbiter asks for that in a heartbeat's answer).
+ * Otherwise that report would come at the next cron tick — ten minutes at the defaults — and a
+ * planned move right after an arbiter restart would wait for it. Liveness only: a heartbeat
+ * never lets anything run that would not run anyway.
+ */
+export function reportWanted(lease: unknown, host: Host): boolean {
+  const r = fieldsOf(lease);
+  const w = fieldsOf(r.wait);
+  const unreported = Array.isArray(w.unreported) ? w.unreported : [];
+  if (unreported.includes(host)) return true;
+  const d = fieldsOf(r.displaced);
+  return w.kind === 'start-wait' && unreported.length === 0 && d.host === host && d.acknowledgedAt === null;
 }

@@ -33,6 +33,7 @@ export * from './arbiter/maintenance.js';
 export * from './arbiter/step-down.js';
 export * from './arbiter/import.js';
 export * from './arbiter/check.js';
+export * from './wait.js';
 export * from './generation-bound.js';
 export * from './agent.js';
 export * from './agent/confirm.js';

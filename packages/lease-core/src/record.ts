@@ -5,7 +5,7 @@
  * them with their own clocks: they only use differences of two arbiter times taken from one
  * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
  */
-import { GENERATION_CEILING, isHost, type DisplacedHolder, type Host, type LeaseRecord, type View } from '@hq/protocol';
+import { GENERATION_CEILING, isHost, type DisplacedHolder, type Host, type LeaseRecord, type LeaseWait, type View } from '@hq/protocol';
 
 /**
  * The last peer confirmation an observer reports having given (S2.1, S5): the holder it
@@ -114,10 +114,10 @@ export function isExpired(lease: LeaseState, now: number): boolean {
 }
 
 /**
- * Builds the API record. `views` is written with `Object.defineProperty` onto a null-prototype
+ * Builds the API record (`wait`: `leaseWait` of the same state, which needs the arbiter's life). `views` is written with `Object.defineProperty` onto a null-prototype
  * object, so an observer name can never reach `Object.prototype` (names are validated anyway).
  */
-export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observer>, now: number): LeaseRecord {
+export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observer>, now: number, wait: LeaseWait | null = null): LeaseRecord {
   const views = Object.create(null) as Record<string, View>;
   for (const [name, observer] of observers) {
     if (observer.view !== null) {
@@ -145,6 +145,8 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
     floorPending: lease.floorPending,
     displaced: publicDisplaced(lease.displaced ?? null),
     now,
+    // After `now`: the route's serializer writes optional fields last, and the fast path's bytes match it.
+    wait,
   };
 }
 

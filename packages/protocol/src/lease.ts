@@ -48,7 +48,35 @@ export interface LeaseRecord {
   readonly floorPending: boolean;
   /** The holder the current grant displaced, and its step-down acknowledgement; null when none. */
   readonly displaced: DisplacedHolder | null;
+  /**
+   * Which wait holds the holder back before it may run, until when and why; null when none.
+   * Absent from an arbiter of hq 0.1 (read it as unknown, not as "no wait").
+   */
+  readonly wait?: LeaseWait | null;
   readonly now: number;
+}
+
+/**
+ * What can hold a granted holder back: the old holder's lock-delay (its last possible validity),
+ * the arbiter's start wait (a validity of its previous life may still run), a pending floor (a
+ * new database waits for every candidate's seen generation), or a peer confirmation the new
+ * holder itself gave the old one while the arbiter was unreachable (its agent waits that out).
+ */
+export const LEASE_WAITS = Object.freeze(['lock-delay', 'start-wait', 'floor-pending', 'confirmation'] as const);
+
+export type LeaseWaitKind = (typeof LEASE_WAITS)[number];
+
+/** The record's `wait`: the arbiter's own account of what the holder waits for. */
+export interface LeaseWait {
+  readonly kind: LeaseWaitKind;
+  /** Arbiter time it ends by itself; null when it ends only on reports (`floor-pending`). */
+  readonly until: number | null;
+  /** The host whose validity it waits out (the displaced holder, or the one confirmed); null when none. */
+  readonly host: Host | null;
+  /** Candidates that have not yet reported, since the arbiter started, in a request that counts. */
+  readonly unreported: Host[];
+  /** One sentence for an operator: which wait, until when, why, and what ends it sooner. */
+  readonly text: string;
 }
 
 /**

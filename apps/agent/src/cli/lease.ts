@@ -16,17 +16,32 @@ function fmtAge(s: number): string {
 }
 
 /**
- * When a just-granted holder may first run, from the record the grant answered: at once, once the
- * floor is complete (every candidate reported), or when `notBefore` passes (the old holder's
- * lock-delay, or the arbiter's start wait after it started), in arbiter time.
+ * Which wait holds the record's holder and why, in the arbiter's own words (the record's `wait`),
+ * with how long it has left (null: it ends on reports, not at a time); null when nothing holds
+ * it. An arbiter of hq 0.1 does not say which wait: its record's own fields give how long.
+ * Every command that waits for a holder prints this, and `hq lease status` shows it.
  */
-function runsWhen(lease: unknown): string {
+export function waitNote(lease: unknown): { readonly left: number | null; readonly text: string } | null {
   const r = fieldsOf(lease);
-  if (r.floorPending === true) return 'it may run once every candidate has reported its seen generation to the arbiter (the floor is pending)';
-  const notBefore = typeof r.notBefore === 'number' ? r.notBefore : null;
   const now = typeof r.now === 'number' ? r.now : null;
-  if (notBefore === null || now === null || notBefore <= now) return 'it may run now';
-  return `it may run in ${fmtAge(notBefore - now)} (at ${new Date(notBefore * 1000).toISOString()}: the old holder's lock-delay, or the arbiter's start wait after it started)`;
+  const w = fieldsOf(r.wait);
+  if (typeof w.text === 'string') {
+    const until = typeof w.until === 'number' ? w.until : null;
+    if (until === null || now === null) return { left: null, text: w.text };
+    return until > now ? { left: until - now, text: w.text } : null;
+  }
+  if ('wait' in r) return null;
+  if (r.floorPending === true) return { left: null, text: 'the floor is pending: it may run once every candidate has reported its seen generation to the arbiter' };
+  const notBefore = typeof r.notBefore === 'number' ? r.notBefore : null;
+  if (notBefore === null || now === null || notBefore <= now) return null;
+  return { left: notBefore - now, text: `until ${new Date(notBefore * 1000).toISOString()}: the old holder's lock-delay, or the arbiter's start wait after it started` };
+}
+
+/** When a just-granted holder may first run, from the record the grant answered. */
+function runsWhen(lease: unknown): string {
+  const w = waitNote(lease);
+  if (w === null) return 'it may run now';
+  return w.left === null ? `it may not run yet: ${w.text}` : `it may run in ${fmtAge(w.left)}: ${w.text}`;
 }
 
 /** Left-aligned columns, two spaces apart; the last column is not padded. */
@@ -89,11 +104,12 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   else if (window !== null && window.startsInSeconds > 0) {
     validity = `may run in ${fmtAge(window.startsInSeconds)} (at ${new Date(window.from * 1000).toISOString()}), then for ${fmtAge(validFor)} (until ${new Date(window.until * 1000).toISOString()})`;
   }
-  const lockDelayNote = rec.floorPending === true ? 'lock-delay pending until every candidate reported its seen generation' : lockDelay > 0 ? `lock-delay ${fmtAge(lockDelay)} left` : null;
+  const wait = rec.released === true || rec.expired ? null : waitNote(rec);
   const lines = [
     `holder       ${rec.holder ?? 'none'}`,
     `generation   ${rec.generation} (revision ${rec.revision}${rec.promotedFrom !== null ? `, promoted from ${rec.promotedFrom}` : ''})`,
-    `validity     ${validity} (ttl ${rec.ttlSeconds} s${lockDelayNote === null ? '' : `; ${lockDelayNote}`})`,
+    `validity     ${validity} (ttl ${rec.ttlSeconds} s)`,
+    ...(wait === null ? [] : [`waiting      ${wait.left === null ? '' : `${fmtAge(wait.left)} left: `}${wait.text}`]),
     `maintenance  ${rec.maintenance === true ? 'on' : 'off'}`,
     `failover     ${fo.failover}`,
     ...fo.timingProblems.map((m, i) => `${i === 0 ? 'timing' : '      '}       PROBLEM: ${m}`),
@@ -176,13 +192,18 @@ export async function leaseRenew(p: Parsed): Promise<number> {
   return f.code;
 }
 
-export async function leaseRelease(p: Parsed): Promise<number> {
+/** `clock` (epoch ms) measures `--wait`, as in `leaseAcquire`. */
+export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const token = await memberToken(c);
   const handoverTo = flagString(p, 'handover-to');
   if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
   const force = flagBool(p, 'force');
   if (force && handoverTo === undefined) throw new CliError(2, '--force applies only with --handover-to');
+  const wait = flagNumber(p, 'wait') ?? 0;
+  if (!(wait >= 0) || !Number.isFinite(wait)) throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
+  if (wait > 0 && handoverTo === undefined) throw new CliError(2, '--wait applies only with --handover-to');
+  const started = clock.now();
   // 1. Step down locally first: persisted, and every fenced child of this generation ended
   //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
   // As long as the agent's step-down can take (its children's graces), said by the agent itself.
@@ -224,8 +245,18 @@ export async function leaseRelease(p: Parsed): Promise<number> {
   const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
   if (r.kind === 'answer' && r.status === 200) {
     if (agentUp) await pokeAgent(c);
-    out(flagBool(p, 'json'), r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
-    return 0;
+    const json = flagBool(p, 'json');
+    if (handoverTo === undefined || wait === 0) {
+      out(json, r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
+      return 0;
+    }
+    const granted = fieldsOf(r.body).lease;
+    const generation = generationField(granted, 'generation') ?? 0;
+    if (!json) process.stdout.write(`handed over to ${handoverTo} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
+    const w = await waitUntilRuns(c, clock, token, handoverTo, generation, started, wait, json, 'lease release');
+    if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
+    else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq lease release: '}${w.line}\n`);
+    return w.code;
   }
   // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
   //    unknown, and the agent undoes it by itself once the arbiter's record shows it never landed.
@@ -442,7 +473,7 @@ export async function failover(p: Parsed, clock: MsClock = sleepSafeClockMs()): 
     return 0;
   }
   if (!json) process.stdout.write(`transferred to ${to} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
-  const w = await waitUntilRuns(c, clock, token, to, generation, started, wait, json);
+  const w = await waitUntilRuns(c, clock, token, to, generation, started, wait, json, 'failover');
   if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
   else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq failover: '}${w.line}\n`);
   return w.code;
@@ -456,12 +487,12 @@ interface Waited {
 }
 
 /**
- * `hq failover --wait`: reads the record until `to` may run at `generation` (its lock-delay is
- * over: the old holder acknowledged, or it ran out), printing a line whenever what it waits for
- * changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
+ * `hq failover --wait` and `hq lease release --handover-to H --wait`: reads the record until `to`
+ * may run at `generation` (no wait of the record holds it any more), printing which wait holds it,
+ * until when and why, whenever that changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
  * stopped answering.
  */
-async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean): Promise<Waited> {
+async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean, command: string): Promise<Waited> {
   const deadline = started + wait * 1000;
   const waited = (): number => Math.round((clock.now() - started) / 100) / 10;
   let said = '';
@@ -479,39 +510,38 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
       if (rec.holder !== to || rec.generation !== generation) {
         return { code: 1, line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited()} s)`, lease: rec, result: result(false, rec) };
       }
-      const d = rec.displaced;
-      const left = rec.floorPending ? null : Math.max(0, (rec.notBefore ?? rec.now) - rec.now);
+      // An arbiter of hq 0.1 sends no displaced.
+      const d = rec.displaced ?? null;
+      const wait = waitNote(rec);
       const refused = agentRefuses(rec);
       if (refused !== null) {
         return { code: 1, line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`, lease: rec, result: result(false, rec) };
       }
-      if (left === 0) {
+      if (wait === null) {
+        // A handover carries no lock-delay of the old holder: it stepped down before it asked.
         const how =
           d !== null && d.acknowledgedAt !== null
             ? `${d.host} acknowledged its step-down from generation ${d.generation} (${(d.savedSeconds ?? 0).toFixed(1)} s of lock-delay saved)`
-            : d !== null
-              ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
-              : 'no lock-delay to wait for';
+            : command === 'lease release'
+              ? `${d?.host ?? 'the old holder'} stepped down before it handed over: no lock-delay to wait for`
+              : d !== null
+                ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
+                : 'no lock-delay to wait for';
         return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
       }
-      // Which wait holds the new holder, and until when (arbiter time, UTC).
-      const until = rec.notBefore === null ? '' : ` (until ${new Date(rec.notBefore * 1000).toISOString()})`;
-      const line =
-        left === null
-          ? 'waiting for every candidate to report its seen generation (the floor is pending)'
-          : d !== null && d.acknowledgedAt !== null
-            ? `waiting: ${fmtAge(left)} left${until}: ${d.host} acknowledged its step-down; what remains is the arbiter's start wait (it started less than ttl + margin ago) or the lock-delay ${d.host}'s own grant still carried`
-            : `waiting: lock-delay ${fmtAge(left)} left${until}${d !== null ? ` unless ${d.host} acknowledges its step-down from generation ${d.generation}` : ''}`;
-      if (!json && line.replace(/[0-9.]+ (s|min|h) left/, '') !== said) {
-        said = line.replace(/[0-9.]+ (s|min|h) left/, '');
+      // Which wait holds the new holder, until when and why, whenever that changes.
+      const line = `waiting: ${wait.left === null ? '' : `${fmtAge(wait.left)} left: `}${wait.text}`;
+      if (!json && wait.text !== said) {
+        said = wait.text;
         process.stdout.write(`${line}\n`);
       }
     } else if (clock.now() + 1000 > deadline) {
-      const f = failure(r, 'failover --wait', c);
-      return { code: f.code, line: f.line.replace(/^failover --wait: /, ''), lease: last, result: result(false, last) };
+      const f = failure(r, `${command} --wait`, c);
+      return { code: f.code, line: f.line.replace(`${command} --wait: `, ''), lease: last, result: result(false, last) };
     }
     if (clock.now() >= deadline) {
-      return { code: 1, line: `${to} may not run yet after ${waited()} s (lock-delay not over; the old holder did not acknowledge)`, lease: last, result: result(false, last) };
+      const still = last === null ? null : waitNote(last);
+      return { code: 1, line: `${to} may not run yet after ${waited()} s${still === null ? '' : `: ${still.text}`}`, lease: last, result: result(false, last) };
     }
     await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - clock.now())));
   }

@@ -69,6 +69,12 @@ export const COMMANDS: readonly Command[] = [
           help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). The arbiter refuses a target not heard from within its heartbeat interval × 1.5 + 5 s. Default: none, the lease is only released.',
         },
         { name: 'force', kind: 'boolean', help: 'With --handover-to: hands over even to a target the arbiter has not heard from recently. Default: off.' },
+        {
+          name: 'wait',
+          kind: 'number',
+          value: 'S',
+          help: "With --handover-to: waits up to S seconds, printing which wait holds H (the arbiter's start wait, a pending floor, H's own confirmation of this host), until when and why, until H may run; exit 1 when S runs out first. Default: 0 (no wait).",
+        },
         JSON_FLAG,
       ],
       exits: ARBITER_EXITS,
@@ -149,7 +155,7 @@ export const COMMANDS: readonly Command[] = [
           name: 'wait',
           kind: 'number',
           value: 'S',
-          help: 'Waits up to S seconds, printing progress, until H may run, and says whether the old holder acknowledged its step-down or the lock-delay ran out; exit 1 when S runs out first. Default: 0 (no wait).',
+          help: "Waits up to S seconds until H may run, printing which wait holds it (the old holder's lock-delay, the arbiter's start wait, a pending floor, H's own confirmation of the old holder), until when and why, and says whether the old holder acknowledged its step-down or the lock-delay ran out; exit 1 when S runs out first. Default: 0 (no wait).",
         },
         {
           name: 'token-file',

@@ -22,6 +22,7 @@ import {
   parseRecord,
   refreshEverySeconds,
   renewEverySeconds,
+  reportWanted,
   type AgentSettings,
   type ArbiterAnswer,
   type ArbiterExchange,
@@ -125,7 +126,9 @@ export class ArbiterLink {
       const s = this.o.store.state;
       const k = s.known;
       const unconfirmed = k !== null && k.holder === this.o.settings.host && !k.released && s.current === null && s.pending === null && !k.floorPending;
-      this.scheduleSoon(unconfirmed ? [0] : []);
+      // The arbiter's start wait or floor waits for this host's report or acknowledgement: now, not at the next tick.
+      const asked = res.kind === 'answer' && res.status === 200 && reportWanted(res.body, this.o.settings.host);
+      this.scheduleSoon(unconfirmed || asked ? [0] : []);
       // A broken path (often only a peer started after this agent) is probed again at each lease
       // read until it works, so the finding is not a stale alarm for a whole heartbeat interval.
       if (report.status === 200 && this.o.peers.anyBroken) this.probePeers();

@@ -226,6 +226,75 @@ export const AcceptGenerationAnswer = {
         },
         "now": {
           "type": "number"
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
         }
       },
       "title": "LeaseRecord"
@@ -866,6 +935,75 @@ export const Conflict = {
         },
         "now": {
           "type": "number"
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
         }
       },
       "title": "LeaseRecord"
@@ -1516,6 +1654,75 @@ export const HeartbeatAnswer = {
         },
         "now": {
           "type": "number"
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
         }
       },
       "title": "LeaseRecord"
@@ -1990,6 +2197,75 @@ export const LeaseRecord = {
     },
     "now": {
       "type": "number"
+    },
+    "wait": {
+      "anyOf": [
+        {
+          "type": "object",
+          "required": [
+            "kind",
+            "until",
+            "host",
+            "unreported",
+            "text"
+          ],
+          "properties": {
+            "kind": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "const": "lock-delay"
+                },
+                {
+                  "type": "string",
+                  "const": "start-wait"
+                },
+                {
+                  "type": "string",
+                  "const": "floor-pending"
+                },
+                {
+                  "type": "string",
+                  "const": "confirmation"
+                }
+              ]
+            },
+            "until": {
+              "anyOf": [
+                {
+                  "type": "number"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "host": {
+              "anyOf": [
+                {
+                  "type": "string"
+                },
+                {
+                  "type": "null"
+                }
+              ]
+            },
+            "unreported": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              }
+            },
+            "text": {
+              "type": "string"
+            }
+          },
+          "title": "LeaseWait"
+        },
+        {
+          "type": "null"
+        }
+      ]
     }
   },
   "title": "LeaseRecord"
@@ -2252,6 +2528,75 @@ export const LeaseRefused = {
             },
             "now": {
               "type": "number"
+            },
+            "wait": {
+              "anyOf": [
+                {
+                  "type": "object",
+                  "required": [
+                    "kind",
+                    "until",
+                    "host",
+                    "unreported",
+                    "text"
+                  ],
+                  "properties": {
+                    "kind": {
+                      "anyOf": [
+                        {
+                          "type": "string",
+                          "const": "lock-delay"
+                        },
+                        {
+                          "type": "string",
+                          "const": "start-wait"
+                        },
+                        {
+                          "type": "string",
+                          "const": "floor-pending"
+                        },
+                        {
+                          "type": "string",
+                          "const": "confirmation"
+                        }
+                      ]
+                    },
+                    "until": {
+                      "anyOf": [
+                        {
+                          "type": "number"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    },
+                    "host": {
+                      "anyOf": [
+                        {
+                          "type": "string"
+                        },
+                        {
+                          "type": "null"
+                        }
+                      ]
+                    },
+                    "unreported": {
+                      "type": "array",
+                      "items": {
+                        "type": "string"
+                      }
+                    },
+                    "text": {
+                      "type": "string"
+                    }
+                  },
+                  "title": "LeaseWait"
+                },
+                {
+                  "type": "null"
+                }
+              ]
             }
           },
           "title": "LeaseRecord"
@@ -2631,6 +2976,75 @@ export const OkLease = {
         },
         "now": {
           "type": "number"
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
         }
       },
       "title": "LeaseRecord"
@@ -4213,6 +4627,75 @@ export const StepDownAckAnswer = {
         },
         "now": {
           "type": "number"
+        },
+        "wait": {
+          "anyOf": [
+            {
+              "type": "object",
+              "required": [
+                "kind",
+                "until",
+                "host",
+                "unreported",
+                "text"
+              ],
+              "properties": {
+                "kind": {
+                  "anyOf": [
+                    {
+                      "type": "string",
+                      "const": "lock-delay"
+                    },
+                    {
+                      "type": "string",
+                      "const": "start-wait"
+                    },
+                    {
+                      "type": "string",
+                      "const": "floor-pending"
+                    },
+                    {
+                      "type": "string",
+                      "const": "confirmation"
+                    }
+                  ]
+                },
+                "until": {
+                  "anyOf": [
+                    {
+                      "type": "number"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "host": {
+                  "anyOf": [
+                    {
+                      "type": "string"
+                    },
+                    {
+                      "type": "null"
+                    }
+                  ]
+                },
+                "unreported": {
+                  "type": "array",
+                  "items": {
+                    "type": "string"
+                  }
+                },
+                "text": {
+                  "type": "string"
+                }
+              },
+              "title": "LeaseWait"
+            },
+            {
+              "type": "null"
+            }
+          ]
         }
       },
       "title": "LeaseRecord"

@@ -36,6 +36,7 @@ type Checked = [
   Assert<Same<Static<typeof L.TimingProblemOut>, P.TimingProblem>>,
   Assert<Same<Static<typeof L.HeartbeatAnswer>, P.HeartbeatAnswer>>,
   Assert<Same<Static<typeof L.DisplacedOut>, P.DisplacedHolder>>,
+  Assert<Same<Static<typeof L.LeaseWaitOut>, P.LeaseWait>>,
   Assert<Same<Static<typeof L.StepDownAckBody>, P.StepDownAck>>,
   Assert<Same<Static<typeof L.StepDownAckAnswer>, P.StepDownAckAnswer>>,
   Assert<Same<Static<typeof L.TransferBody>, P.TransferRequest>>,

@@ -2,7 +2,7 @@
 import Type, { type Static } from 'typebox';
 import { LEASE_REFUSALS } from '../errors.js';
 import type * as P from '../lease.js';
-import { HEARTBEAT_OUTCOMES, STEP_DOWN_REFUSALS } from '../lease.js';
+import { HEARTBEAT_OUTCOMES, LEASE_WAITS, STEP_DOWN_REFUSALS } from '../lease.js';
 import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals, NullableTime, Time } from './common.js';
 
 export const ViewOut = Type.Object(
@@ -24,6 +24,17 @@ export const DisplacedOut = Type.Object(
     savedSeconds: Type.Union([Type.Number(), Type.Null()]),
   },
   { title: 'DisplacedHolder' },
+);
+
+export const LeaseWaitOut = Type.Object(
+  {
+    kind: Literals(LEASE_WAITS),
+    until: NullableTime,
+    host: Type.Union([Type.String(), Type.Null()]),
+    unreported: Type.Array(Type.String()),
+    text: Type.String(),
+  },
+  { title: 'LeaseWait' },
 );
 
 export const LeaseRecord = Type.Object(
@@ -49,6 +60,7 @@ export const LeaseRecord = Type.Object(
     floorPending: Type.Boolean(),
     displaced: Type.Union([DisplacedOut, Type.Null()]),
     now: Time,
+    wait: Type.Optional(Type.Union([LeaseWaitOut, Type.Null()])),
   },
   { title: 'LeaseRecord' },
 );

@@ -53,6 +53,7 @@
     var s = parts.join(' ');
     return s.length > 200 ? s.slice(0, 199) + '\u2026' : s;
   }
+  var WAIT_LABELS = { 'lock-delay': 'lock-delay', 'start-wait': "the arbiter's start wait", 'floor-pending': 'floor', confirmation: 'its own confirmation of the old holder' };
   function el(tag, c, text){ var e = document.createElement(tag); if (c) e.className = c; if (text !== undefined) e.textContent = text; return e; }
   // render.ts validityText: green only while the holder reports and may run.
   function validity(){
@@ -70,8 +71,14 @@
       else { text = fmt(left) + ' left'; c = phase.name === 'lock-delay' || left < rec.ttlSeconds * 0.25 ? 'warn' : 'ok'; }
     }
     set($('validity'), text); cls($('validity'), c);
-    var ld = '';
-    if (rec.floorPending) ld = 'lock-delay: pending until every candidate reports its seen generation';
+    // render.ts lockDelayText: the record's wait by its name.
+    var ld = '', w = rec.wait || null;
+    if (w !== null) {
+      var label = WAIT_LABELS[w.kind] || w.kind;
+      if (w.until === null) ld = label + ': pending until ' + (w.unreported.length === 0 ? 'the next report' : w.unreported.join(', ') + (w.unreported.length === 1 ? ' reports' : ' report'));
+      else if (w.until > now()) ld = label + ': may run in ' + fmt(w.until - now());
+    }
+    else if (rec.floorPending) ld = 'lock-delay: pending until every candidate reports its seen generation';
     else if (rec.notBefore !== null && rec.notBefore > now()) ld = 'lock-delay: may run in ' + fmt(rec.notBefore - now());
     set($('lockdelay'), ld); cls($('lockdelay'), ld === '' ? '' : 'warn');
     var age = (Date.now() - updated) / 1000;

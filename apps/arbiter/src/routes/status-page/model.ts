@@ -305,11 +305,13 @@ export function phaseOf(
     const checks = streak > 0 ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby` : '; its lease runs out unless it renews';
     return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
   }
-  // 3. Granted, but not yet allowed to run.
+  // 3. Granted, but not yet allowed to run: the record says which wait holds it, and why.
+  const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
+  const wait = record.wait ?? null;
+  if (wait !== null) return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: ${wait.text}` };
   if (record.floorPending) return { name: 'lock-delay', level: 'warn', text: `${holder} holds the lease but may not run yet: a new database waits until every candidate reports its seen generation` };
   if (record.notBefore !== null && record.notBefore > record.now) {
-    const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
-    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: lock-delay waits out the old holder's validity` };
+    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run before ${new Date(record.notBefore * 1000).toISOString()}` };
   }
   // 4. The settings across the sides break failover.
   const first = problems[0];

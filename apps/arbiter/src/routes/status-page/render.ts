@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { runWindow, type LeaseRecord } from '@hq/protocol';
+import { runWindow, type LeaseRecord, type LeaseWaitKind } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, eventLabel, fmtSeconds } from './model.js';
 import type { HostStatusT, StatusAnswerT } from './schemas.js';
@@ -35,11 +35,26 @@ function validityText(r: LeaseRecord, phase: StatusAnswerT['phase']): { text: st
   return { text: `${fmtSeconds(left)} left`, cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
 }
 
-function lockDelayText(r: LeaseRecord): string {
+/** The wait under the validity, by its name (browser.js says the same as time passes). */
+export function lockDelayText(r: LeaseRecord): string {
+  const w = r.wait ?? null;
+  if (w !== null) {
+    const label = WAIT_LABELS[w.kind];
+    if (w.until === null) return `${label}: pending until ${w.unreported.length === 0 ? 'the next report' : `${w.unreported.join(', ')} ${w.unreported.length === 1 ? 'reports' : 'report'}`}`;
+    return w.until > r.now ? `${label}: may run in ${fmtSeconds(w.until - r.now)}` : '';
+  }
   if (r.floorPending) return 'lock-delay: pending until every candidate reports its seen generation';
   if (r.notBefore !== null && r.notBefore > r.now) return `lock-delay: may run in ${fmtSeconds(r.notBefore - r.now)}`;
   return '';
 }
+
+/** How each wait of the record is called on the page. */
+const WAIT_LABELS: { readonly [K in LeaseWaitKind]: string } = {
+  'lock-delay': 'lock-delay',
+  'start-wait': "the arbiter's start wait",
+  'floor-pending': 'floor',
+  confirmation: 'its own confirmation of the old holder',
+};
 
 function streakText(r: LeaseRecord, promoteAfterChecks: number): string {
   return r.dualUnreachableStreak > 0 ? `holder unreachable: check ${r.dualUnreachableStreak} of ${promoteAfterChecks} before a promotion` : '';
