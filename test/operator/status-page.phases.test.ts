@@ -12,9 +12,11 @@
  *   timing-problem     node-b reports a refreshSeconds the arbiter's ttlSeconds cannot work with
  *
  * Each phase is asserted (the phase line's name, text and colour, the cells a person reads) and
- * screenshotted into docs/status-page/<phase>.png (the README shows them), rewritten each run.
+ * screenshotted: into docs/status-page/<phase>.png (the README shows them) when
+ * HQ_UPDATE_SCREENSHOTS=1, else into a temporary folder, so a test run leaves the tree as it was.
  */
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import t, { type Test } from 'tap';
 import type { Page } from 'playwright-core';
@@ -24,7 +26,7 @@ import { operatorHarness } from './helper.js';
 import { VERSION } from '../../packages/runtime/src/version.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
-const SHOTS = join(ROOT, 'docs', 'status-page');
+const SHOTS = process.env.HQ_UPDATE_SCREENSHOTS === '1' ? join(ROOT, 'docs', 'status-page') : mkdtempSync(join(tmpdir(), 'hq-status-shots-'));
 
 const UP = { ping: true, health: true };
 const DOWN = { ping: false, health: false };
@@ -182,5 +184,5 @@ async function shot(t: Test, page: Page, name: string): Promise<void> {
   mkdirSync(SHOTS, { recursive: true });
   const path = join(SHOTS, `${name}.png`);
   await page.screenshot({ path });
-  t.ok(statSync(path).size > 10_000, `docs/status-page/${name}.png is written`);
+  t.ok(statSync(path).size > 10_000, `${name}.png is written`);
 }
