@@ -48,13 +48,29 @@ type Key = Exclude<keyof Reading, 'step'>;
 /** Runs the probe RUNS times on `mods`; per step the median of each figure. */
 function probe(mods: readonly string[]): Reading[] {
   const runs = Array.from({ length: RUNS }, () => {
-    const r = spawnSync(process.execPath, ['--expose-gc', PROBE, ...mods], { cwd: ROOT, encoding: 'utf8', env: CHILD_ENV });
+    const r = spawnSync(process.execPath, ['--expose-gc', PROBE, ...mods], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: CHILD_ENV,
+    });
     if (r.status !== 0) throw new Error(`memory-probe ${mods.join(' ')} exited ${r.status}: ${r.stderr.trim()}`);
-    return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Reading);
+    return r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Reading);
   });
   return runs[0]!.map((first, i) => {
     const med = (k: Key): number => median(runs.map((run) => run[i]![k]));
-    return { step: first.step, rss: med('rss'), vmrss: med('vmrss'), anon: med('anon'), file: med('file'), heapUsed: med('heapUsed'), heapTotal: med('heapTotal'), newSpace: med('newSpace') };
+    return {
+      step: first.step,
+      rss: med('rss'),
+      vmrss: med('vmrss'),
+      anon: med('anon'),
+      file: med('file'),
+      heapUsed: med('heapUsed'),
+      heapTotal: med('heapTotal'),
+      newSpace: med('newSpace'),
+    };
   });
 }
 
@@ -95,17 +111,48 @@ function aloneTable(): string {
   const rows = [['bare `node`', '—', f1(bare.vmrss), '—', '—', '—', f1(bare.heapUsed), f1(bare.newSpace)]];
   for (const [lib, what] of LIBRARIES) {
     const r = probe([lib])[1]!;
-    rows.push([`\`${lib}\``, what, f1(r.vmrss), plus(r.vmrss - bare.vmrss), plus(r.anon - bare.anon), plus(r.file - bare.file), plus(r.heapUsed - bare.heapUsed), f1(r.newSpace)]);
+    rows.push([
+      `\`${lib}\``,
+      what,
+      f1(r.vmrss),
+      plus(r.vmrss - bare.vmrss),
+      plus(r.anon - bare.anon),
+      plus(r.file - bare.file),
+      plus(r.heapUsed - bare.heapUsed),
+      f1(r.newSpace),
+    ]);
   }
-  return table(['imported alone', 'in the agent', 'VmRSS MiB', 'Δ VmRSS', 'Δ anonymous', 'Δ file-backed', 'Δ V8 heap used', 'V8 new space MiB'], ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'], rows);
+  return table(
+    [
+      'imported alone',
+      'in the agent',
+      'VmRSS MiB',
+      'Δ VmRSS',
+      'Δ anonymous',
+      'Δ file-backed',
+      'Δ V8 heap used',
+      'V8 new space MiB',
+    ],
+    ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
+    rows,
+  );
 }
 
 /** What running a library costs beyond loading it: each sequence in its own fresh process. */
 const ACTIONS: ReadonlyArray<readonly [string, readonly string[]]> = [
-  ['node-cron: load it, then schedule `*/10 * * * *` (node-cron computes each run with `Intl.DateTimeFormat`)', ['node-cron', '+cron-schedule']],
-  ["hq's schedule: load packages/runtime's schedule.js (lease-core, node-cron for its parser), then run `wallClockSchedule` of the same expression (node-cron's rules on `Date`)", ['./packages/runtime/dist/schedule.js', '+hq-schedule']],
+  [
+    'node-cron: load it, then schedule `*/10 * * * *` (node-cron computes each run with `Intl.DateTimeFormat`)',
+    ['node-cron', '+cron-schedule'],
+  ],
+  [
+    "hq's schedule: load packages/runtime's schedule.js (lease-core, node-cron for its parser), then run `wallClockSchedule` of the same expression (node-cron's rules on `Date`)",
+    ['./packages/runtime/dist/schedule.js', '+hq-schedule'],
+  ],
   ['one `Intl.DateTimeFormat(…).formatToParts()` alone', ['+intl']],
-  ['a node:http server and one node:http request to it, then undici and one undici `request` to it', ['+http-request', 'undici', '+undici-request']],
+  [
+    'a node:http server and one node:http request to it, then undici and one undici `request` to it',
+    ['+http-request', 'undici', '+undici-request'],
+  ],
 ];
 
 function actionTable(): string {
@@ -115,10 +162,22 @@ function actionTable(): string {
     rs.forEach((r, i) => {
       if (i === 0) return;
       const prev = rs[i - 1]!;
-      rows.push([i === 1 ? what : '', `\`${r.step}\``, f1(r.vmrss), plus(r.vmrss - prev.vmrss), plus(r.anon - prev.anon), plus(r.file - prev.file), plus(r.heapUsed - prev.heapUsed)]);
+      rows.push([
+        i === 1 ? what : '',
+        `\`${r.step}\``,
+        f1(r.vmrss),
+        plus(r.vmrss - prev.vmrss),
+        plus(r.anon - prev.anon),
+        plus(r.file - prev.file),
+        plus(r.heapUsed - prev.heapUsed),
+      ]);
     });
   }
-  return table(['fresh process', 'step', 'VmRSS', 'Δ VmRSS', 'Δ anonymous', 'Δ file-backed', 'Δ V8 heap used'], ['l', 'l', 'r', 'r', 'r', 'r', 'r'], rows);
+  return table(
+    ['fresh process', 'step', 'VmRSS', 'Δ VmRSS', 'Δ anonymous', 'Δ file-backed', 'Δ V8 heap used'],
+    ['l', 'l', 'r', 'r', 'r', 'r', 'r'],
+    rows,
+  );
 }
 
 function orderTable(): string {
@@ -126,9 +185,31 @@ function orderTable(): string {
   const rows = rs.map((r, i) => {
     const prev = i === 0 ? null : rs[i - 1]!;
     const d = (k: Key): string => (prev === null ? '—' : plus(r[k] - prev[k]));
-    return [i === 0 ? 'bare `node`' : `\`${r.step.replace(/^\.\//, '')}\``, f1(r.rss), f1(r.vmrss), d('vmrss'), d('anon'), d('file'), d('heapUsed'), f1(r.newSpace)];
+    return [
+      i === 0 ? 'bare `node`' : `\`${r.step.replace(/^\.\//, '')}\``,
+      f1(r.rss),
+      f1(r.vmrss),
+      d('vmrss'),
+      d('anon'),
+      d('file'),
+      d('heapUsed'),
+      f1(r.newSpace),
+    ];
   });
-  return table(['then imports', 'memoryUsage().rss', 'VmRSS', 'Δ VmRSS', 'Δ anonymous', 'Δ file-backed', 'Δ V8 heap used', 'V8 new space'], ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'], rows);
+  return table(
+    [
+      'then imports',
+      'memoryUsage().rss',
+      'VmRSS',
+      'Δ VmRSS',
+      'Δ anonymous',
+      'Δ file-backed',
+      'Δ V8 heap used',
+      'V8 new space',
+    ],
+    ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    rows,
+  );
 }
 
 interface HeapReport {
@@ -168,10 +249,14 @@ async function heapReport(proc: ChildProcess, file: string): Promise<HeapReport>
 function startAgent(config: string, report: string): Promise<{ proc: ChildProcess; peerPort: number }> {
   // BENCH_NODE_FLAGS (e.g. `--max-semi-space-size=1`): node flags for the agent, as in bench/agent.ts.
   const flags = (process.env['BENCH_NODE_FLAGS'] ?? '').split(' ').filter((f) => f !== '');
-  const proc = spawn(process.execPath, [...flags, '--import', join(ROOT, 'bench/heap-report.mjs'), AGENT_CLI, '--config', config], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...CHILD_ENV, HQ_BENCH_HEAP_REPORT: report },
-  });
+  const proc = spawn(
+    process.execPath,
+    [...flags, '--import', join(ROOT, 'bench/heap-report.mjs'), AGENT_CLI, '--config', config],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...CHILD_ENV, HQ_BENCH_HEAP_REPORT: report },
+    },
+  );
   return new Promise((res, rej) => {
     const timer = setTimeout(() => rej(new Error('hq-agent did not start')), 60_000);
     proc.on('exit', (code) => rej(new Error(`hq-agent exited ${code}`)));
@@ -195,8 +280,20 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
   let agent: ChildProcess | null = null;
   try {
     const arbConfig = join(dir, 'arbiter.json');
-    writeFileSync(arbConfig, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', candidates: ['mbp'] }));
-    const token = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', 'mbp', '--scope', 'member', '--config', arbConfig], { encoding: 'utf8', env: CHILD_ENV }).trim();
+    writeFileSync(
+      arbConfig,
+      JSON.stringify({
+        dataDir: join(dir, 'var'),
+        listen: { host: '127.0.0.1', port: 0 },
+        tailscaleBin: '',
+        candidates: ['mbp'],
+      }),
+    );
+    const token = execFileSync(
+      process.execPath,
+      [ARBITER_CLI, 'token', 'issue', 'mbp', '--scope', 'member', '--config', arbConfig],
+      { encoding: 'utf8', env: CHILD_ENV },
+    ).trim();
     arb = await startNode([ARBITER_CLI, 'serve', '--config', arbConfig], 'hq-arbiter listening', CHILD_ENV);
     const arbStarted = performance.now();
     const state = join(dir, 'mbp');
@@ -207,7 +304,15 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
     const socketPath = join(dir, 'mbp.sock');
     writeFileSync(
       agentConfig,
-      JSON.stringify({ hostName: 'mbp', arbiterUrl: arb.base, stateDir: state, socketPath, listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', peers: {} }),
+      JSON.stringify({
+        hostName: 'mbp',
+        arbiterUrl: arb.base,
+        stateDir: state,
+        socketPath,
+        listen: { host: '127.0.0.1', port: 0 },
+        tailscaleBin: '',
+        peers: {},
+      }),
     );
     const report = join(dir, 'heap.json');
     const started = await startAgent(agentConfig, report);
@@ -216,18 +321,27 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
     await sleep(Math.max(0, arbStarted + 10_500 - performance.now()));
     spawnSync(process.execPath, [HQ, 'heartbeat', '--config', agentConfig], { env: CHILD_ENV });
     spawnSync(process.execPath, [HQ, 'lease', 'acquire', '--wait', '30', '--config', agentConfig], { env: CHILD_ENV });
-    const fence = spawnSync(process.execPath, [HQ, 'fence', 'check', '--role', 'cron', '--json', '--config', agentConfig], { env: CHILD_ENV, encoding: 'utf8' });
+    const fence = spawnSync(
+      process.execPath,
+      [HQ, 'fence', 'check', '--role', 'cron', '--json', '--config', agentConfig],
+      { env: CHILD_ENV, encoding: 'utf8' },
+    );
     const reason = (JSON.parse(fence.stdout || '{}') as { reason?: string }).reason ?? 'unknown';
     process.stderr.write(`agent-memory: the agent's fence says ${reason}; idle for ${IDLE_SECONDS} s…\n`);
     await sleep(IDLE_SECONDS * 1000);
     const idle = await heapReport(agent, report);
     const scrape = await request(`http://127.0.0.1:${started.peerPort}/metrics`);
     const metricsText = await scrape.body.text();
-    if (scrape.statusCode !== 200 || !metricsText.includes('hq_agent_fence_decisions_total')) throw new Error(`/metrics answered ${scrape.statusCode}`);
+    if (scrape.statusCode !== 200 || !metricsText.includes('hq_agent_fence_decisions_total'))
+      throw new Error(`/metrics answered ${scrape.statusCode}`);
     await sleep(5000);
     const scraped = await heapReport(agent, report);
     // The supervisor of a fenced job (≤ 45 MiB) while its child runs.
-    const sup = spawn(process.execPath, [HQ, 'fence', 'run', '--role', 'cron', '--config', agentConfig, '--', 'sleep', '4'], { env: CHILD_ENV, stdio: 'ignore' });
+    const sup = spawn(
+      process.execPath,
+      [HQ, 'fence', 'run', '--role', 'cron', '--config', agentConfig, '--', 'sleep', '4'],
+      { env: CHILD_ENV, stdio: 'ignore' },
+    );
     await sleep(2000);
     const supervisor = procMemory(sup.pid!);
     await new Promise((r) => sup.once('exit', r));
@@ -243,14 +357,31 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
       f1(r.anon - Object.values(r.spaces).reduce((a, b) => a + b, 0)),
     ];
     const text = table(
-      [`\`hq-agent\` (defaults, ${reason})`, 'VmRSS MiB', 'anonymous', 'file-backed', 'V8 heap used', 'new space', 'old space', 'code + large objects', 'anonymous outside the V8 heap'],
+      [
+        `\`hq-agent\` (defaults, ${reason})`,
+        'VmRSS MiB',
+        'anonymous',
+        'file-backed',
+        'V8 heap used',
+        'new space',
+        'old space',
+        'code + large objects',
+        'anonymous outside the V8 heap',
+      ],
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       [row(`idle ${IDLE_SECONDS} s after the acquire`, idle), row('5 s after one `GET /metrics`', scraped)],
     );
     const supText = table(
       ['process', 'VmRSS MiB', 'anonymous', 'file-backed'],
       ['l', 'r', 'r', 'r'],
-      [['`hq fence run --role cron -- sleep 4` (the supervisor, 2 s after its start, its child running)', f1(supervisor.vmrss), f1(supervisor.anon), f1(supervisor.file)]],
+      [
+        [
+          '`hq fence run --role cron -- sleep 4` (the supervisor, 2 s after its start, its child running)',
+          f1(supervisor.vmrss),
+          f1(supervisor.anon),
+          f1(supervisor.file),
+        ],
+      ],
     );
     return { text: `${text}\n\n${supText}`, idle };
   } finally {
@@ -261,7 +392,11 @@ async function daemonTable(): Promise<{ text: string; idle: HeapReport }> {
 }
 
 async function main(): Promise<void> {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')],
+    { stdio: 'inherit' },
+  );
   // The fence path's CommonJS bundle, as `npm run build` writes it (bin/hq.cjs runs it while it is fresh).
   execFileSync(process.execPath, [join(ROOT, 'scripts/bundle-fence.mjs')], { stdio: 'inherit' });
   const load0 = loadavg()[0]!;
@@ -276,8 +411,12 @@ async function main(): Promise<void> {
   const daemon = await daemonTable();
   const uname = execFileSync('uname', ['-a'], { encoding: 'utf8' }).trim();
   const nproc = execFileSync('nproc', { encoding: 'utf8' }).trim();
-  const machine = machineLine(`, ${RUNS} runs per probe (medians), ${IDLE_SECONDS} s idle, load average ${load0.toFixed(1)} at the start`);
-  process.stdout.write(`${machine}\n${uname}; nproc ${nproc}\n\n${alone}\n\n${order}\n\n${actions}\n\n${daemon.text}\n`);
+  const machine = machineLine(
+    `, ${RUNS} runs per probe (medians), ${IDLE_SECONDS} s idle, load average ${load0.toFixed(1)} at the start`,
+  );
+  process.stdout.write(
+    `${machine}\n${uname}; nproc ${nproc}\n\n${alone}\n\n${order}\n\n${actions}\n\n${daemon.text}\n`,
+  );
   writeSection(
     'agent-memory',
     `## Where the idle agent's memory goes

@@ -9,7 +9,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startArbiter, jsonHeaders as json } from './hq-arbiter.js';
-import { CONNECTIONS, ROOT, SECONDS, load, machineLine, startNode, statusText, stopProc, writeSection, type Daemon, type Result } from './lib.js';
+import {
+  CONNECTIONS,
+  ROOT,
+  SECONDS,
+  load,
+  machineLine,
+  startNode,
+  statusText,
+  stopProc,
+  writeSection,
+  type Daemon,
+  type Result,
+} from './lib.js';
 
 async function main(): Promise<void> {
   const hq = await startArbiter();
@@ -24,16 +36,39 @@ async function main(): Promise<void> {
     ceiling = await startNode([join(ROOT, 'bench/ceiling.mjs'), join(ceilingDir, 'ceiling')], 'ceiling listening');
     results.push(await load('ceiling: GET row', ceiling.base, () => ({ method: 'GET', path: '/v1/lease' })));
     results.push(await load('arbiter: GET /v1/lease', arb.base, () => ({ method: 'GET', path: '/v1/lease' })));
-    results.push(await load('ceiling: FULL update', ceiling.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: { 'content-type': 'application/json' }, body: '{}' })));
+    results.push(
+      await load('ceiling: FULL update', ceiling.base, () => ({
+        method: 'POST',
+        path: '/v1/lease/renew',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })),
+    );
     const hb = JSON.stringify({ host: 'mbp', generation, seenGeneration: generation, heartbeatSeconds: 600 });
-    results.push(await load('arbiter: heartbeat (durable renew)', arb.base, () => ({ method: 'POST', path: '/v1/heartbeat', headers: json(mbp), body: hb })));
+    results.push(
+      await load('arbiter: heartbeat (durable renew)', arb.base, () => ({
+        method: 'POST',
+        path: '/v1/heartbeat',
+        headers: json(mbp),
+        body: hb,
+      })),
+    );
     const renew = JSON.stringify({ host: 'mbp', generation });
-    results.push(await load('arbiter: renew', arb.base, () => ({ method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew })));
+    results.push(
+      await load('arbiter: renew', arb.base, () => ({
+        method: 'POST',
+        path: '/v1/lease/renew',
+        headers: json(mbp),
+        body: renew,
+      })),
+    );
     // Contention: half the clients renew as mbp, half try to acquire as node-b (409 held).
     const acquire = JSON.stringify({ host: 'node-b', seenGeneration: generation });
     results.push(
       await load('arbiter: renew ∥ acquire (contention)', arb.base, (w) =>
-        w % 2 === 0 ? { method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew } : { method: 'POST', path: '/v1/lease/acquire', headers: json(nodeb), body: acquire },
+        w % 2 === 0
+          ? { method: 'POST', path: '/v1/lease/renew', headers: json(mbp), body: renew }
+          : { method: 'POST', path: '/v1/lease/acquire', headers: json(nodeb), body: acquire },
       ),
     );
     // CAS: every client renews with If-Match of the last revision it saw; losers get 412.
@@ -42,11 +77,18 @@ async function main(): Promise<void> {
       await load(
         'arbiter: renew with If-Match (CAS race)',
         arb.base,
-        (w) => ({ method: 'POST', path: '/v1/lease/renew', headers: { ...json(admin), 'if-match': `"${seen.get(w) ?? 0}"` }, body: renew }),
-        { onAnswer: (w, _status, etag) => {
-          // 200 and 412 both carry the current revision as the ETag.
-          if (etag !== undefined) seen.set(w, Number(etag.replaceAll('"', '')));
-        } },
+        (w) => ({
+          method: 'POST',
+          path: '/v1/lease/renew',
+          headers: { ...json(admin), 'if-match': `"${seen.get(w) ?? 0}"` },
+          body: renew,
+        }),
+        {
+          onAnswer: (w, _status, etag) => {
+            // 200 and 412 both carry the current revision as the ETag.
+            if (etag !== undefined) seen.set(w, Number(etag.replaceAll('"', '')));
+          },
+        },
       ),
     );
   } finally {

@@ -11,10 +11,14 @@ mkdirSync(dir, { recursive: true });
 const db = new Database(join(dir, 'ceiling.db'));
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
-db.exec("CREATE TABLE IF NOT EXISTS lease (name TEXT PRIMARY KEY, holder TEXT, generation INTEGER, revision INTEGER, renewed_at REAL, expires_at REAL)");
+db.exec(
+  'CREATE TABLE IF NOT EXISTS lease (name TEXT PRIMARY KEY, holder TEXT, generation INTEGER, revision INTEGER, renewed_at REAL, expires_at REAL)',
+);
 db.prepare("INSERT OR IGNORE INTO lease VALUES ('hq', 'mbp', 1, 0, 0, 0)").run();
 const read = db.prepare("SELECT * FROM lease WHERE name = 'hq'");
-const update = db.prepare("UPDATE lease SET revision = revision + 1, renewed_at = ?, expires_at = ? WHERE name = 'hq' AND revision = ?");
+const update = db.prepare(
+  "UPDATE lease SET revision = revision + 1, renewed_at = ?, expires_at = ? WHERE name = 'hq' AND revision = ?",
+);
 const app = Fastify({ logger: false });
 app.get('/v1/lease', async () => read.get());
 app.post('/v1/lease/renew', async () =>

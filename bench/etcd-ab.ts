@@ -26,23 +26,51 @@ const cluster = await oneEtcdMember('bench/etcd-ab.ts', 'hq-bench-ab');
 const member = cluster.members[0]!;
 const base = member.clientUrl;
 const store = (p: string) => ({ kind: 'etcd', endpoints: [base], prefix: p, advertiseUrl: 'http://127.0.0.1:1' });
-const [a, b] = await Promise.all([other.startArbiter({ build: false, nodeArgs: extraA, store: store('/a') }), mine.startArbiter({ build: false, nodeArgs: extraB, store: store('/b') })]);
-const sides = [{ name: `A ${aRoot}${extraA.length ? ` ${extraA.join(' ')}` : ''}`, hq: a, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }, { name: `B this tree${extraB.length ? ` ${extraB.join(' ')}` : ''}`, hq: b, cpu: [] as number[], rps: [] as number[], etcd: [] as number[] }];
+const [a, b] = await Promise.all([
+  other.startArbiter({ build: false, nodeArgs: extraA, store: store('/a') }),
+  mine.startArbiter({ build: false, nodeArgs: extraB, store: store('/b') }),
+]);
+const sides = [
+  {
+    name: `A ${aRoot}${extraA.length ? ` ${extraA.join(' ')}` : ''}`,
+    hq: a,
+    cpu: [] as number[],
+    rps: [] as number[],
+    etcd: [] as number[],
+  },
+  {
+    name: `B this tree${extraB.length ? ` ${extraB.join(' ')}` : ''}`,
+    hq: b,
+    cpu: [] as number[],
+    rps: [] as number[],
+    etcd: [] as number[],
+  },
+];
 try {
   for (const s of sides) await load('warm', s.hq.base, mine.holderHeartbeat(s.hq), { seconds: 3, connections: 32 });
   const l0 = loadavg()[0]!;
   for (let r = 0; r < ROUNDS; r++) {
     for (const s of r % 2 === 0 ? sides : [...sides].reverse()) {
       const pid = s.hq.daemon.proc.pid!;
-      const c0 = cpuSeconds(pid), e0 = cpuSeconds(member.pid!);
+      const c0 = cpuSeconds(pid),
+        e0 = cpuSeconds(member.pid!);
       const res = await load('renew', s.hq.base, mine.holderHeartbeat(s.hq), { seconds: SECONDS, connections: 32 });
-      const c1 = cpuSeconds(pid), e1 = cpuSeconds(member.pid!);
-      if ((res.statuses.get(200) ?? 0) !== res.requests) throw new Error(`statuses ${JSON.stringify([...res.statuses])}`);
-      s.cpu.push(((c1 - c0) * 1e6) / res.requests); s.rps.push(res.rps); s.etcd.push(((e1 - e0) * 1e6) / res.requests);
-      console.log(`round ${r + 1} ${s.name}: ${Math.round(res.rps)}/s arbiter ${s.cpu.at(-1)!.toFixed(1)} µs/answer etcd ${s.etcd.at(-1)!.toFixed(1)} load ${loadavg()[0]!.toFixed(1)}`);
+      const c1 = cpuSeconds(pid),
+        e1 = cpuSeconds(member.pid!);
+      if ((res.statuses.get(200) ?? 0) !== res.requests)
+        throw new Error(`statuses ${JSON.stringify([...res.statuses])}`);
+      s.cpu.push(((c1 - c0) * 1e6) / res.requests);
+      s.rps.push(res.rps);
+      s.etcd.push(((e1 - e0) * 1e6) / res.requests);
+      console.log(
+        `round ${r + 1} ${s.name}: ${Math.round(res.rps)}/s arbiter ${s.cpu.at(-1)!.toFixed(1)} µs/answer etcd ${s.etcd.at(-1)!.toFixed(1)} load ${loadavg()[0]!.toFixed(1)}`,
+      );
     }
   }
-  for (const s of sides) console.log(`MEDIAN ${s.name}: arbiter ${median(s.cpu).toFixed(1)} µs/answer (min ${Math.min(...s.cpu).toFixed(1)}), ${Math.round(median(s.rps))}/s, etcd ${median(s.etcd).toFixed(1)} µs/answer; load ${l0.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`);
+  for (const s of sides)
+    console.log(
+      `MEDIAN ${s.name}: arbiter ${median(s.cpu).toFixed(1)} µs/answer (min ${Math.min(...s.cpu).toFixed(1)}), ${Math.round(median(s.rps))}/s, etcd ${median(s.etcd).toFixed(1)} µs/answer; load ${l0.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`,
+    );
 } finally {
   await Promise.all([a.stop(), b.stop()]);
   await cluster.stop();

@@ -27,7 +27,10 @@ const COUNTERS = [
   'etcd_network_client_grpc_sent_bytes_total',
 ];
 // Should it fail, startArbiter stops what it started, and the member is killed at exit.
-const hq = await startArbiter({ build: false, store: { kind: 'etcd', endpoints: [base], prefix: '/b', advertiseUrl: 'http://127.0.0.1:1' } });
+const hq = await startArbiter({
+  build: false,
+  store: { kind: 'etcd', endpoints: [base], prefix: '/b', advertiseUrl: 'http://127.0.0.1:1' },
+});
 const req = holderHeartbeat(hq);
 async function metrics(): Promise<Map<string, number>> {
   const text = await (await fetch(`${base}/metrics`)).text();
@@ -45,18 +48,24 @@ try {
   await load('warm', hq.base, req, { seconds: 3, connections: 32 });
   for (let r = 0; r < ROUNDS; r++) {
     const m0 = await metrics();
-    const c0 = cpuSeconds(member.pid!), a0 = cpuSeconds(hq.daemon.proc.pid!);
+    const c0 = cpuSeconds(member.pid!),
+      a0 = cpuSeconds(hq.daemon.proc.pid!);
     const res = await load('renew', hq.base, req, { seconds: SECONDS, connections: 32 });
     if ((res.statuses.get(200) ?? 0) !== res.requests) throw new Error(`statuses ${JSON.stringify([...res.statuses])}`);
     const m1 = await metrics();
-    const c1 = cpuSeconds(member.pid!), a1 = cpuSeconds(hq.daemon.proc.pid!);
-    console.log(`${Math.round(res.rps)}/s ${res.requests} answers; etcd ${(((c1 - c0) * 1e6) / res.requests).toFixed(0)} µs/answer, arbiter ${(((a1 - a0) * 1e6) / res.requests).toFixed(0)} µs/answer`);
+    const c1 = cpuSeconds(member.pid!),
+      a1 = cpuSeconds(hq.daemon.proc.pid!);
+    console.log(
+      `${Math.round(res.rps)}/s ${res.requests} answers; etcd ${(((c1 - c0) * 1e6) / res.requests).toFixed(0)} µs/answer, arbiter ${(((a1 - a0) * 1e6) / res.requests).toFixed(0)} µs/answer`,
+    );
     for (const [k, v] of m1) {
       const d = v - (m0.get(k) ?? 0);
       if (d > 0) console.log(`  ${k}: ${d} (${(d / res.requests).toFixed(3)} per answer)`);
     }
   }
-  console.log(`\n${new Date().toISOString()} — ${machineLine(`, etcd ${cluster.version} (one member), 32 connections, ${SECONDS} s per round`)}`);
+  console.log(
+    `\n${new Date().toISOString()} — ${machineLine(`, etcd ${cluster.version} (one member), 32 connections, ${SECONDS} s per round`)}`,
+  );
 } finally {
   await hq.stop();
   await cluster.stop();

@@ -49,12 +49,15 @@ async function txn(id: number, events: string): Promise<void> {
   });
   const r = await pool.request({ path: '/v3/kv/txn', method: 'POST', body });
   const text = await r.body.text();
-  if (r.statusCode !== 200 || text.includes('"error"')) throw new Error(`etcd answered ${r.statusCode}: ${text.slice(0, 200)}`);
+  if (r.statusCode !== 200 || text.includes('"error"'))
+    throw new Error(`etcd answered ${r.statusCode}: ${text.slice(0, 200)}`);
 }
 
 try {
   let id = 0;
-  console.log('| depth | events per txn | events bytes | txns/s | events/s | etcd CPU µs per event | etcd CPU µs per txn |\n|---:|---:|---:|---:|---:|---:|---:|');
+  console.log(
+    '| depth | events per txn | events bytes | txns/s | events/s | etcd CPU µs per event | etcd CPU µs per txn |\n|---:|---:|---:|---:|---:|---:|---:|',
+  );
   for (let rep = 0; rep < REPEAT; rep++) {
     for (const [depth, n] of SHAPES) {
       // A txn of no events still puts the events key (one byte), as the shape of a write stays the same.
@@ -73,10 +76,14 @@ try {
       );
       const s = (performance.now() - t0) / 1000;
       const cpu = cpuSeconds(member.pid!) - c0;
-      console.log(`| ${depth} | ${n} | ${n * 120} | ${Math.round(done / s)} | ${Math.round((done * n) / s)} | ${n === 0 ? '—' : ((cpu * 1e6) / (done * n)).toFixed(0)} | ${((cpu * 1e6) / done).toFixed(0)} |`);
+      console.log(
+        `| ${depth} | ${n} | ${n * 120} | ${Math.round(done / s)} | ${Math.round((done * n) / s)} | ${n === 0 ? '—' : ((cpu * 1e6) / (done * n)).toFixed(0)} | ${((cpu * 1e6) / done).toFixed(0)} |`,
+      );
     }
   }
-  console.log(`\n${new Date().toISOString()} — ${machineLine(`, etcd ${cluster.version} (one member), ${SECONDS} s per row`)}`);
+  console.log(
+    `\n${new Date().toISOString()} — ${machineLine(`, etcd ${cluster.version} (one member), ${SECONDS} s per row`)}`,
+  );
 } finally {
   await pool.close();
   await cluster.stop();

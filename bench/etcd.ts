@@ -30,7 +30,14 @@ import { join } from 'node:path';
 import { onPath, startEtcdCluster } from '../test/etcd/members.js';
 import { jsonHeaders, startArbiter, type HqArbiter } from './hq-arbiter.js';
 import { cpuSeconds, load, machineLine, median, ROOT, statusText, table, writeSection, type Req } from './lib.js';
-import { measureTakeovers, TAKEOVER_SETTINGS, takeoverDoc, takeoverTable, type TakeoverRound, type TakeoverSetting } from './takeover.js';
+import {
+  measureTakeovers,
+  TAKEOVER_SETTINGS,
+  takeoverDoc,
+  takeoverTable,
+  type TakeoverRound,
+  type TakeoverSetting,
+} from './takeover.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
@@ -47,11 +54,15 @@ const TAKEOVERS = Number(process.env['BENCH_TAKEOVERS'] ?? 5);
 /** `takeover`: only the takeover part (unset: everything). */
 const ONLY = process.env['BENCH_ONLY'];
 if (ONLY !== undefined && ONLY !== 'takeover') {
-  process.stderr.write(`bench:etcd: BENCH_ONLY must be "takeover" (or unset for the whole bench), not ${JSON.stringify(ONLY)}\n`);
+  process.stderr.write(
+    `bench:etcd: BENCH_ONLY must be "takeover" (or unset for the whole bench), not ${JSON.stringify(ONLY)}\n`,
+  );
   process.exit(2);
 }
 if (!Number.isInteger(TAKEOVERS) || TAKEOVERS < (ONLY === 'takeover' ? 1 : 0)) {
-  process.stderr.write(`bench:etcd: BENCH_TAKEOVERS must be a whole number ≥ ${ONLY === 'takeover' ? 1 : 0}, not ${JSON.stringify(process.env['BENCH_TAKEOVERS'])}\n`);
+  process.stderr.write(
+    `bench:etcd: BENCH_TAKEOVERS must be a whole number ≥ ${ONLY === 'takeover' ? 1 : 0}, not ${JSON.stringify(process.env['BENCH_TAKEOVERS'])}\n`,
+  );
   process.exit(2);
 }
 
@@ -103,13 +114,18 @@ function ensureEtcd(): string {
   const found = onPath('etcd');
   if (found !== null) return found;
   if (process.getuid?.() !== 0) {
-    process.stderr.write('bench:etcd: no etcd on PATH; run as root to have it install Debian\'s etcd-server, or install it (apt-get install etcd-server)\n');
+    process.stderr.write(
+      "bench:etcd: no etcd on PATH; run as root to have it install Debian's etcd-server, or install it (apt-get install etcd-server)\n",
+    );
     process.exit(2);
   }
   const policy = '/usr/sbin/policy-rc.d';
   const ownPolicy = !existsSync(policy);
   if (ownPolicy) {
-    writeFileSync(policy, '#!/bin/sh\n# written by hq bench/etcd.ts for the etcd-server install; removed after it\nexit 101\n');
+    writeFileSync(
+      policy,
+      '#!/bin/sh\n# written by hq bench/etcd.ts for the etcd-server install; removed after it\nexit 101\n',
+    );
     chmodSync(policy, 0o755);
   }
   const before = new Set(etcdPids());
@@ -117,7 +133,10 @@ function ensureEtcd(): string {
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
     process.stderr.write('installing etcd-server (apt-get update, apt-get install -y etcd-server)…\n');
     execFileSync('apt-get', ['update'], { stdio: ['ignore', 'inherit', 'inherit'], env });
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'etcd-server'], { stdio: ['ignore', 'inherit', 'inherit'], env });
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'etcd-server'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env,
+    });
   } finally {
     if (ownPolicy) rmSync(policy, { force: true });
   }
@@ -140,7 +159,11 @@ const unb64 = (s: string): string => Buffer.from(s, 'base64').toString('utf8');
 
 /** One etcd gateway call for setup and checks: the parsed JSON, or an error naming the answer. */
 async function etcdCall<T>(base: string, path: string, body: unknown): Promise<T> {
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   if (!res.ok) throw new Error(`etcd ${path} answered ${res.status}: ${text}`);
   // keepalive is a stream: one JSON object per line, `{"result": …}`
@@ -150,8 +173,18 @@ async function etcdCall<T>(base: string, path: string, body: unknown): Promise<T
   return parsed.result ?? parsed;
 }
 
-async function hqCall(hq: HqArbiter, path: string, token: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; etag: string | null; json: Record<string, unknown> }> {
-  const res = await fetch(`${hq.base}${path}`, { method: 'POST', headers: { ...jsonHeaders(token), ...headers }, body: JSON.stringify(body) });
+async function hqCall(
+  hq: HqArbiter,
+  path: string,
+  token: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; etag: string | null; json: Record<string, unknown> }> {
+  const res = await fetch(`${hq.base}${path}`, {
+    method: 'POST',
+    headers: { ...jsonHeaders(token), ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, etag: res.headers.get('etag'), json: (await res.json()) as Record<string, unknown> };
 }
 
@@ -249,8 +282,18 @@ async function run(s: Scenario, seconds: number): Promise<Run> {
   };
   lat.sort((a, b) => a - b);
   const q = (p: number): number => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
-  const outs = [...outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}×${n}`).join(' ');
-  return { ops: lat.length / elapsed, p50: q(0.5), p99: q(0.99), statuses: `${statusText(r.statuses)} (${outs})`, outcomes, cpu };
+  const outs = [...outcomes]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k}×${n}`)
+    .join(' ');
+  return {
+    ops: lat.length / elapsed,
+    p50: q(0.5),
+    p99: q(0.99),
+    statuses: `${statusText(r.statuses)} (${outs})`,
+    outcomes,
+    cpu,
+  };
 }
 
 const revisionOf = (etag: string | undefined): number => (etag === undefined ? 0 : Number(etag.replaceAll('"', '')));
@@ -260,7 +303,10 @@ const match = (body: string, re: RegExp): string | undefined => re.exec(body)?.[
  * The hq side. Heartbeat and renew name the holder's generation, which the acquire scenario
  * moves: `settle()` (after each acquire run) makes sure mbp holds the lease and re-reads it.
  */
-function hqScenarios(hq: HqArbiter, side: 'hq' | 'hq-etcd' = 'hq'): { scenarios: Scenario[]; settle: () => Promise<void> } {
+function hqScenarios(
+  hq: HqArbiter,
+  side: 'hq' | 'hq-etcd' = 'hq',
+): { scenarios: Scenario[]; settle: () => Promise<void> } {
   const { mbp } = hq.tokens;
   let hb = '';
   let renew = '';
@@ -279,18 +325,36 @@ function hqScenarios(hq: HqArbiter, side: 'hq' | 'hq-etcd' = 'hq'): { scenarios:
   const grants = new Set<number>();
   const scenarios: Scenario[] = [
     {
-      side, op: 'read', base: hq.base, steps: 1, bad: ['error'],
+      side,
+      op: 'read',
+      base: hq.base,
+      steps: 1,
+      bad: ['error'],
       next: () => ({ method: 'GET', path: '/v1/lease' }),
       answer: (_w, _s, status, _e, body) => (status === 200 && body.includes('"holder":"mbp"') ? 'record' : 'error'),
     },
     {
-      side, op: 'renew', base: hq.base, steps: 1, bad: ['error'],
+      side,
+      op: 'renew',
+      base: hq.base,
+      steps: 1,
+      bad: ['error'],
       next: () => ({ method: 'POST', path: '/v1/heartbeat', headers: jsonHeaders(mbp), body: hb }),
-      answer: (_w, _s, status, _e, body) => (status === 200 && body.includes('"outcome":"renewed"') ? 'renewed' : 'error'),
+      answer: (_w, _s, status, _e, body) =>
+        status === 200 && body.includes('"outcome":"renewed"') ? 'renewed' : 'error',
     },
     {
-      side, op: 'cas', base: hq.base, steps: 1, bad: ['error'],
-      next: (w) => ({ method: 'POST', path: '/v1/lease/renew', headers: { ...jsonHeaders(mbp), 'if-match': `"${seen.get(w) ?? 0}"` }, body: renew }),
+      side,
+      op: 'cas',
+      base: hq.base,
+      steps: 1,
+      bad: ['error'],
+      next: (w) => ({
+        method: 'POST',
+        path: '/v1/lease/renew',
+        headers: { ...jsonHeaders(mbp), 'if-match': `"${seen.get(w) ?? 0}"` },
+        body: renew,
+      }),
       answer: (w, _s, status, etag) => {
         // 200 and 412 both carry the current revision as the ETag.
         if (etag !== undefined) seen.set(w, revisionOf(etag));
@@ -298,7 +362,11 @@ function hqScenarios(hq: HqArbiter, side: 'hq' | 'hq-etcd' = 'hq'): { scenarios:
       },
     },
     {
-      side, op: 'acquire', base: hq.base, steps: 2, bad: ['error'],
+      side,
+      op: 'acquire',
+      base: hq.base,
+      steps: 2,
+      bad: ['error'],
       next: (_w, step) =>
         step === 0
           ? { method: 'POST', path: '/v1/lease/release', headers: jsonHeaders(mbp), body: '{"host":"mbp"}' }
@@ -341,32 +409,78 @@ async function etcdScenarios(base: string, value: string): Promise<Scenario[]> {
     status === 200 && body.includes('"kvs":[') ? 'record' : 'error';
   return [
     {
-      side: 'etcd', op: 'read', base, steps: 1, bad: ['error'],
-      next: () => ({ method: 'POST', path: '/v3/kv/range', headers: { 'content-type': 'application/json' }, body: range }),
+      side: 'etcd',
+      op: 'read',
+      base,
+      steps: 1,
+      bad: ['error'],
+      next: () => ({
+        method: 'POST',
+        path: '/v3/kv/range',
+        headers: { 'content-type': 'application/json' },
+        body: range,
+      }),
       answer: readAnswer,
     },
     {
-      side: 'etcd', op: 'read-serializable', base, steps: 1, bad: ['error'],
-      next: () => ({ method: 'POST', path: '/v3/kv/range', headers: { 'content-type': 'application/json' }, body: rangeSer }),
+      side: 'etcd',
+      op: 'read-serializable',
+      base,
+      steps: 1,
+      bad: ['error'],
+      next: () => ({
+        method: 'POST',
+        path: '/v3/kv/range',
+        headers: { 'content-type': 'application/json' },
+        body: rangeSer,
+      }),
       answer: readAnswer,
     },
     {
       // a durable renew: the record written again, through raft (WAL + fsync), all connections on the one key
-      side: 'etcd', op: 'renew', base, steps: 1, bad: ['error'],
-      next: () => ({ method: 'POST', path: '/v3/kv/put', headers: { 'content-type': 'application/json' }, body: putRecord }),
-      answer: (_w, _s, status, _e, body) => (status === 200 && !body.includes('"error"') && /"revision":"\d+"/.test(body) ? 'renewed' : 'error'),
+      side: 'etcd',
+      op: 'renew',
+      base,
+      steps: 1,
+      bad: ['error'],
+      next: () => ({
+        method: 'POST',
+        path: '/v3/kv/put',
+        headers: { 'content-type': 'application/json' },
+        body: putRecord,
+      }),
+      answer: (_w, _s, status, _e, body) =>
+        status === 200 && !body.includes('"error"') && /"revision":"\d+"/.test(body) ? 'renewed' : 'error',
     },
     {
-      side: 'etcd', op: 'keepalive', base, steps: 1, bad: ['error', 'expired'],
-      next: () => ({ method: 'POST', path: '/v3/lease/keepalive', headers: { 'content-type': 'application/json' }, body: keepalive }),
+      side: 'etcd',
+      op: 'keepalive',
+      base,
+      steps: 1,
+      bad: ['error', 'expired'],
+      next: () => ({
+        method: 'POST',
+        path: '/v3/lease/keepalive',
+        headers: { 'content-type': 'application/json' },
+        body: keepalive,
+      }),
       answer: (_w, _s, status, _e, body) => {
         if (status !== 200 || body.includes('"error"')) return 'error';
         return Number(match(body, /"TTL":"(\d+)"/) ?? 0) > 0 ? 'renewed' : 'expired';
       },
     },
     {
-      side: 'etcd', op: 'cas', base, steps: 1, bad: ['error'],
-      next: (w) => ({ method: 'POST', path: '/v3/kv/txn', headers: { 'content-type': 'application/json' }, body: txn(seen.get(w) ?? '0') }),
+      side: 'etcd',
+      op: 'cas',
+      base,
+      steps: 1,
+      bad: ['error'],
+      next: (w) => ({
+        method: 'POST',
+        path: '/v3/kv/txn',
+        headers: { 'content-type': 'application/json' },
+        body: txn(seen.get(w) ?? '0'),
+      }),
       answer: (w, _s, status, _e, body) => {
         if (status !== 200 || body.includes('"error"')) return 'error';
         if (body.includes('"succeeded":true')) {
@@ -384,11 +498,20 @@ async function etcdScenarios(base: string, value: string): Promise<Scenario[]> {
       },
     },
     {
-      side: 'etcd', op: 'acquire', base, steps: 2, bad: ['error'],
+      side: 'etcd',
+      op: 'acquire',
+      base,
+      steps: 2,
+      bad: ['error'],
       next: (w, step) =>
         step === 0
           ? { method: 'POST', path: '/v3/lease/grant', headers: { 'content-type': 'application/json' }, body: grant }
-          : { method: 'POST', path: '/v3/kv/put', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key, value: val, lease: leaseOf.get(w) ?? '0' }) },
+          : {
+              method: 'POST',
+              path: '/v3/kv/put',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ key, value: val, lease: leaseOf.get(w) ?? '0' }),
+            },
       answer: (w, step, status, _e, body) => {
         if (status !== 200 || body.includes('"error"')) return 'error';
         if (step === 1) return 'put';
@@ -411,27 +534,58 @@ async function strictChecks(hq: HqArbiter, base: string, value: string): Promise
   const k = await etcdCall<{ ID: string; TTL: string }>(base, '/v3/lease/keepalive', { ID: g.ID });
   check(k.ID === g.ID && Number(k.TTL) > 0, `etcd keepalive renews (TTL ${k.TTL})`);
   const put = await etcdCall<{ header: { revision: string } }>(base, '/v3/kv/put', { key, value: b64(value) });
-  check(Number(put.header.revision) > Number(r.kvs![0]!.mod_revision), `etcd put of the record writes a new revision (${put.header.revision})`);
+  check(
+    Number(put.header.revision) > Number(r.kvs![0]!.mod_revision),
+    `etcd put of the record writes a new revision (${put.header.revision})`,
+  );
   const rev = put.header.revision;
-  const txn = (mr: string) => ({ compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: mr }], success: [{ request_put: { key, value: b64(value) } }], failure: [{ request_range: { key } }] });
-  type Txn = { succeeded?: boolean; header: { revision: string }; responses?: Array<{ response_range?: { kvs?: Kv[] } }> };
+  const txn = (mr: string) => ({
+    compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: mr }],
+    success: [{ request_put: { key, value: b64(value) } }],
+    failure: [{ request_range: { key } }],
+  });
+  type Txn = {
+    succeeded?: boolean;
+    header: { revision: string };
+    responses?: Array<{ response_range?: { kvs?: Kv[] } }>;
+  };
   const won = await etcdCall<Txn>(base, '/v3/kv/txn', txn(rev));
   check(won.succeeded === true, 'etcd txn at the current mod_revision succeeds');
   const lost = await etcdCall<Txn>(base, '/v3/kv/txn', txn(rev));
   const cur = lost.responses?.[0]?.response_range?.kvs?.[0]?.mod_revision;
-  check(lost.succeeded !== true && cur === won.header.revision, 'etcd txn at a stale mod_revision fails and its range names the current one');
+  check(
+    lost.succeeded !== true && cur === won.header.revision,
+    'etcd txn at a stale mod_revision fails and its range names the current one',
+  );
   await etcdCall(base, '/v3/kv/put', { key, value: b64(value), lease: g.ID });
   const after = await etcdCall<{ kvs?: Kv[] }>(base, '/v3/kv/range', { key });
   check(after.kvs?.[0]?.lease === g.ID, 'etcd put with a lease attaches it');
 
   const { mbp } = hq.tokens;
   const gen = hq.generation;
-  const hb = await hqCall(hq, '/v1/heartbeat', mbp, { host: 'mbp', generation: gen, seenGeneration: gen, heartbeatSeconds: 600 });
-  check(hb.status === 200 && hb.json['outcome'] === 'renewed', `hq heartbeat renews (${JSON.stringify(hb.json['outcome'])})`);
-  const okCas = await hqCall(hq, '/v1/lease/renew', mbp, { host: 'mbp', generation: gen }, { 'if-match': hb.etag ?? `"${(hb.json['lease'] as { revision: number }).revision}"` });
+  const hb = await hqCall(hq, '/v1/heartbeat', mbp, {
+    host: 'mbp',
+    generation: gen,
+    seenGeneration: gen,
+    heartbeatSeconds: 600,
+  });
+  check(
+    hb.status === 200 && hb.json['outcome'] === 'renewed',
+    `hq heartbeat renews (${JSON.stringify(hb.json['outcome'])})`,
+  );
+  const okCas = await hqCall(
+    hq,
+    '/v1/lease/renew',
+    mbp,
+    { host: 'mbp', generation: gen },
+    { 'if-match': hb.etag ?? `"${(hb.json['lease'] as { revision: number }).revision}"` },
+  );
   check(okCas.status === 200, `hq renew at the current revision is 200 (${okCas.status})`);
   const stale = await hqCall(hq, '/v1/lease/renew', mbp, { host: 'mbp', generation: gen }, { 'if-match': '"1"' });
-  check(stale.status === 412 && stale.etag === okCas.etag, `hq renew at a stale revision is 412 with the current ETag (${stale.status})`);
+  check(
+    stale.status === 412 && stale.etag === okCas.etag,
+    `hq renew at a stale revision is 412 with the current ETag (${stale.status})`,
+  );
 }
 
 /** Registers `n` machines in `a`'s registry (admin token, 16 at a time); every answer must be 200. */
@@ -451,7 +605,15 @@ async function registerMembers(a: HqArbiter, n: number): Promise<number> {
             method: 'POST',
             path: '/v1/resources/register',
             headers: jsonHeaders(a.tokens.admin),
-            body: JSON.stringify({ id, name: id, kind: 'machine', machine: id, attrs: { load1: 0.5 }, observedAt, ttlMs: 86_400_000 }),
+            body: JSON.stringify({
+              id,
+              name: id,
+              kind: 'machine',
+              machine: id,
+              attrs: { load1: 0.5 },
+              observedAt,
+              ttlMs: 86_400_000,
+            }),
           });
           const text = await res.body.text();
           check(res.statusCode === 200, `register ${id} on ${a.base}: ${res.statusCode} ${text.slice(0, 200)}`);
@@ -470,7 +632,10 @@ async function strictAcquireCheck(hq: HqArbiter): Promise<void> {
   const rel = await hqCall(hq, '/v1/lease/release', mbp, { host: 'mbp' });
   const acq = await hqCall(hq, '/v1/lease/acquire', mbp, { host: 'mbp' });
   const g = (acq.json['lease'] as { generation: number } | undefined)?.generation ?? 0;
-  check(rel.status === 200 && acq.status === 200 && acq.json['ok'] === true && g > hq.generation, `hq release then acquire grants a new generation (${rel.status}, ${acq.status}, ${g})`);
+  check(
+    rel.status === 200 && acq.status === 200 && acq.json['ok'] === true && g > hq.generation,
+    `hq release then acquire grants a new generation (${rel.status}, ${acq.status}, ${g})`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -500,7 +665,10 @@ const ALL_OPS: ReadonlyArray<{ op: Op; label: string; target: number | null; hqO
  * operations' rows, each with the etcd rows beside it (read: both reads; renew: put and keepalive).
  * For profiling one route (with `BENCH_PROFILE`) and quick partial runs.
  */
-const OPS_CHOSEN = (process.env['BENCH_OPS'] ?? '').split(',').map((o) => o.trim()).filter((o) => o !== '');
+const OPS_CHOSEN = (process.env['BENCH_OPS'] ?? '')
+  .split(',')
+  .map((o) => o.trim())
+  .filter((o) => o !== '');
 const HQ_OPS: readonly Op[] = ['read', 'renew', 'cas', 'acquire'];
 const badOp = OPS_CHOSEN.find((o) => !(HQ_OPS as readonly string[]).includes(o));
 if (badOp !== undefined) {
@@ -517,7 +685,14 @@ const ms = (x: number): string => (Number.isNaN(x) ? '—' : x.toFixed(2));
 function medianRun(runs: readonly Run[]): Run {
   const m = median(runs.map((r) => r.ops));
   const at = runs.find((r) => r.ops === m) ?? runs[0]!;
-  return { ops: m, p50: median(runs.map((r) => r.p50)), p99: median(runs.map((r) => r.p99)), statuses: at.statuses, outcomes: at.outcomes, cpu: at.cpu };
+  return {
+    ops: m,
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    statuses: at.statuses,
+    outcomes: at.outcomes,
+    cpu: at.cpu,
+  };
 }
 
 async function main(): Promise<void> {
@@ -532,7 +707,9 @@ async function main(): Promise<void> {
   const etcd = { base: member.clientUrl, version: cluster.version };
   process.stderr.write(`etcd ${etcd.version} (pid ${member.pid}) on ${etcd.base}, log ${member.log}\n`);
   if (ONLY === 'takeover') {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], {
+      stdio: 'inherit',
+    });
     const { tbl, runLine } = await takeovers(etcd.base, etcd.version, loadAtStart);
     process.stdout.write(`${runLine}\n\n${tbl}\n`);
     writeSection('etcd-takeover', takeoverDoc(tbl, runLine), 'etcd');
@@ -541,7 +718,12 @@ async function main(): Promise<void> {
   const profileArgs = PROFILE_DIR !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
   const hq = await startArbiter({ nodeArgs: profileArgs, onStop: track });
   process.stderr.write(`hq-arbiter (pid ${hq.daemon.proc.pid}) on ${hq.base}\n`);
-  const hqe = await startArbiter({ build: false, nodeArgs: profileArgs, onStop: track, store: { kind: 'etcd', endpoints: [etcd.base], prefix: '/hq-bench', advertiseUrl: 'http://127.0.0.1:1' } });
+  const hqe = await startArbiter({
+    build: false,
+    nodeArgs: profileArgs,
+    onStop: track,
+    store: { kind: 'etcd', endpoints: [etcd.base], prefix: '/hq-bench', advertiseUrl: 'http://127.0.0.1:1' },
+  });
   process.stderr.write(`hq-arbiter with store etcd (pid ${hqe.daemon.proc.pid}) on ${hqe.base}\n`);
   SIDE_PIDS.hq.arbiter = hq.daemon.proc.pid ?? null;
   SIDE_PIDS['hq-etcd'] = { arbiter: hqe.daemon.proc.pid ?? null, etcd: member.pid ?? null };
@@ -563,7 +745,11 @@ async function main(): Promise<void> {
     const out: Array<{ row: Row; s: Scenario }> = [];
     OPS.forEach((o, i) => {
       const row = rows[i]!;
-      const pair = [{ row, s: find(hqSide.scenarios, o.hqOp) }, { row, s: find(hqeSide.scenarios, o.hqOp) }, { row, s: find(etcds, o.op) }];
+      const pair = [
+        { row, s: find(hqSide.scenarios, o.hqOp) },
+        { row, s: find(hqeSide.scenarios, o.hqOp) },
+        { row, s: find(etcds, o.op) },
+      ];
       // hq's reads are measured once, under the first read row (the second row shares them)
       const both = SHARED_HQ.has(o.op) ? pair.slice(2) : pair;
       // alternate which side goes first, so drift on a busy machine does not favour one side
@@ -581,7 +767,8 @@ async function main(): Promise<void> {
     const r = await run(s, WARMUP_SECONDS);
     await after(s);
     const bad = s.bad.filter((b) => (r.outcomes.get(b) ?? 0) > 0);
-    if (bad.length > 0 || r.outcomes.size === 0) throw new Error(`warm-up of ${s.side} ${s.op} had failed answers: ${r.statuses}`);
+    if (bad.length > 0 || r.outcomes.size === 0)
+      throw new Error(`warm-up of ${s.side} ${s.op} had failed answers: ${r.statuses}`);
     process.stderr.write(`  ${s.side} ${s.op}: ${Math.round(r.ops)}/s ${r.statuses}\n`);
   }
   for (let round = 0; round < ROUNDS; round++) {
@@ -589,13 +776,18 @@ async function main(): Promise<void> {
       const r = await run(s, SECONDS);
       await after(s);
       (s.side === 'hq' ? row.hq : s.side === 'hq-etcd' ? row.hqEtcd : row.etcd).push(r);
-      process.stderr.write(`round ${round + 1}/${ROUNDS} ${s.side} ${s.op}: ${Math.round(r.ops)}/s p50 ${r.p50.toFixed(2)} ms ${r.statuses}\n`);
+      process.stderr.write(
+        `round ${round + 1}/${ROUNDS} ${s.side} ${s.op}: ${Math.round(r.ops)}/s p50 ${r.p50.toFixed(2)} ms ${r.statuses}\n`,
+      );
     }
   }
   // The holder's heartbeat again, with MEMBERS machines in each arbiter's registry.
   const withMembers: Array<{ side: string; seconds: number; run: Run }> = [];
   if (MEMBERS > 0) {
-    for (const [side, a, sc] of [['hq', hq, hqSide], ['hq(etcd)', hqe, hqeSide]] as const) {
+    for (const [side, a, sc] of [
+      ['hq', hq, hqSide],
+      ['hq(etcd)', hqe, hqeSide],
+    ] as const) {
       const seconds = await registerMembers(a, MEMBERS);
       process.stderr.write(`${side}: ${MEMBERS} registry members registered in ${seconds.toFixed(1)} s\n`);
       await sc.settle();
@@ -616,19 +808,48 @@ async function main(): Promise<void> {
 
   // Derived rows from the same runs: the CAS answers that swapped, the acquires that were fresh
   // grants (hq; every etcd iteration is one), per second; no latencies of their own.
-  const only = (labels: readonly string[], of: readonly string[]) => (r: Run): Run => {
-    const count = (ls: readonly string[]): number => ls.reduce((a, l) => a + (r.outcomes.get(l) ?? 0), 0);
-    const n = count(labels);
-    const total = count(of);
-    return { ...r, ops: total === 0 ? 0 : (r.ops * n) / total, p50: NaN, p99: NaN, statuses: `${labels.join('+')} ${n} of ${total}` };
-  };
-  const derive = (label: string, op: string, hqOnly: ReturnType<typeof only>, etcdOnly: ReturnType<typeof only>): void => {
+  const only =
+    (labels: readonly string[], of: readonly string[]) =>
+    (r: Run): Run => {
+      const count = (ls: readonly string[]): number => ls.reduce((a, l) => a + (r.outcomes.get(l) ?? 0), 0);
+      const n = count(labels);
+      const total = count(of);
+      return {
+        ...r,
+        ops: total === 0 ? 0 : (r.ops * n) / total,
+        p50: NaN,
+        p99: NaN,
+        statuses: `${labels.join('+')} ${n} of ${total}`,
+      };
+    };
+  const derive = (
+    label: string,
+    op: string,
+    hqOnly: ReturnType<typeof only>,
+    etcdOnly: ReturnType<typeof only>,
+  ): void => {
     const i = rows.findIndex((r) => r.op === op);
     if (i < 0) return; // not run (BENCH_OPS)
-    rows.splice(i + 1, 0, { op: label, hq: rows[i]!.hq.map(hqOnly), hqEtcd: rows[i]!.hqEtcd.map(hqOnly), etcd: rows[i]!.etcd.map(etcdOnly), target: null });
+    rows.splice(i + 1, 0, {
+      op: label,
+      hq: rows[i]!.hq.map(hqOnly),
+      hqEtcd: rows[i]!.hqEtcd.map(hqOnly),
+      etcd: rows[i]!.etcd.map(etcdOnly),
+      target: null,
+    });
   };
-  derive('CAS: successful swaps only', 'CAS, one key, contended', only(['swapped'], ['swapped', 'stale']), only(['swapped'], ['swapped', 'stale']));
-  derive('acquire: fresh grants only', 'acquire', only(['acquired(granted)'], ['acquired(granted)', 'acquired(renewed)']), only(['put'], ['put']));
+  derive(
+    'CAS: successful swaps only',
+    'CAS, one key, contended',
+    only(['swapped'], ['swapped', 'stale']),
+    only(['swapped'], ['swapped', 'stale']),
+  );
+  derive(
+    'acquire: fresh grants only',
+    'acquire',
+    only(['acquired(granted)'], ['acquired(granted)', 'acquired(renewed)']),
+    only(['put'], ['put']),
+  );
 
   const body = rows.map((row) => {
     const h = medianRun(row.hq);
@@ -640,16 +861,40 @@ async function main(): Promise<void> {
     const derived = row.op.includes('only');
     return [
       row.op,
-      Math.round(h.ops), ms(h.p50), ms(h.p99),
-      Math.round(x.ops), ms(x.p99),
-      Math.round(e.ops), ms(e.p50), ms(e.p99),
-      ratio.toFixed(2), row.target === null ? '—' : `≥ ${row.target}×`, met,
-      xr.toFixed(2), derived || row.target === null && row.op !== 'acquire' ? '—' : xr >= ETCD_ARBITER_TARGET ? 'yes' : 'no',
+      Math.round(h.ops),
+      ms(h.p50),
+      ms(h.p99),
+      Math.round(x.ops),
+      ms(x.p99),
+      Math.round(e.ops),
+      ms(e.p50),
+      ms(e.p99),
+      ratio.toFixed(2),
+      row.target === null ? '—' : `≥ ${row.target}×`,
+      met,
+      xr.toFixed(2),
+      derived || (row.target === null && row.op !== 'acquire') ? '—' : xr >= ETCD_ARBITER_TARGET ? 'yes' : 'no',
       `hq ${h.statuses}; hq(etcd) ${x.statuses}; etcd ${e.statuses}`,
     ];
   });
   const tbl = table(
-    ['operation', 'hq ops/s', 'hq p50 ms', 'hq p99 ms', 'hq(etcd) ops/s', 'hq(etcd) p99 ms', 'etcd ops/s', 'etcd p50 ms', 'etcd p99 ms', 'hq/etcd', 'target', 'met?', `hq(etcd)/etcd (≥ ${ETCD_ARBITER_TARGET})`, 'met?', 'statuses (median round)'],
+    [
+      'operation',
+      'hq ops/s',
+      'hq p50 ms',
+      'hq p99 ms',
+      'hq(etcd) ops/s',
+      'hq(etcd) p99 ms',
+      'etcd ops/s',
+      'etcd p50 ms',
+      'etcd p99 ms',
+      'hq/etcd',
+      'target',
+      'met?',
+      `hq(etcd)/etcd (≥ ${ETCD_ARBITER_TARGET})`,
+      'met?',
+      'statuses (median round)',
+    ],
     ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'r', 'l', 'l'],
     body,
   );
@@ -663,26 +908,62 @@ async function main(): Promise<void> {
       const e = medianRun(row.etcd).cpu;
       const xt = x.arbiter + x.etcd + x.client;
       const et = e.etcd + e.client;
-      return [row.op, us(x.arbiter), us(x.etcd), us(x.client), us(xt), us(e.etcd), us(e.client), us(et), (et / xt).toFixed(2), (medianRun(row.hqEtcd).ops / medianRun(row.etcd).ops).toFixed(2)];
+      return [
+        row.op,
+        us(x.arbiter),
+        us(x.etcd),
+        us(x.client),
+        us(xt),
+        us(e.etcd),
+        us(e.client),
+        us(et),
+        (et / xt).toFixed(2),
+        (medianRun(row.hqEtcd).ops / medianRun(row.etcd).ops).toFixed(2),
+      ];
     });
   const cpuTbl = table(
-    ['operation', 'hq(etcd): arbiter µs', 'its etcd µs', 'load generator µs', 'total µs', 'etcd alone: etcd µs', 'load generator µs', 'total µs', 'CPU bound: etcd total ÷ hq(etcd) total', 'measured hq(etcd)/etcd'],
+    [
+      'operation',
+      'hq(etcd): arbiter µs',
+      'its etcd µs',
+      'load generator µs',
+      'total µs',
+      'etcd alone: etcd µs',
+      'load generator µs',
+      'total µs',
+      'CPU bound: etcd total ÷ hq(etcd) total',
+      'measured hq(etcd)/etcd',
+    ],
     ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     cpuRows,
   );
   const cpuPart = `\nCPU time per answer (µs, utime + stime from /proc of each process over its run, median round; the load generator is this process). On ${cpus().length} cores shared by all three, a side that needs more CPU per answer answers fewer per second: the next-to-last column is the ratio the CPU alone allows.\n\n${cpuTbl}\n`;
   const busy = loadAtStart > cpus().length ? ' — a busy machine, the figures are noisy' : '';
-  const machine = machineLine(`, etcd ${etcd.version}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds per operation and side (medians), load average ${loadAtStart.toFixed(1)} at the start${busy}`);
+  const machine = machineLine(
+    `, etcd ${etcd.version}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds per operation and side (medians), load average ${loadAtStart.toFixed(1)} at the start${busy}`,
+  );
   const members =
     withMembers.length === 0
       ? ''
       : table(
           ['side', `registering ${MEMBERS} members, s`, 'heartbeats/s', 'p50 ms', 'p99 ms', 'statuses'],
           ['l', 'r', 'r', 'r', 'r', 'l'],
-          withMembers.map((m) => [m.side, m.seconds.toFixed(1), Math.round(m.run.ops), ms(m.run.p50), ms(m.run.p99), m.run.statuses]),
+          withMembers.map((m) => [
+            m.side,
+            m.seconds.toFixed(1),
+            Math.round(m.run.ops),
+            ms(m.run.p50),
+            ms(m.run.p99),
+            m.run.statuses,
+          ]),
         );
-  process.stdout.write(`${machine}\n\n${tbl}\n${cpuPart}${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}${take === null ? '' : `\nArbiter takeover:\n\n${take.tbl}\n`}`);
-  const takeSection = take === null ? '' : `<!-- bench:etcd-takeover -->\n${takeoverDoc(take.tbl, take.runLine).trim()}\n<!-- /bench:etcd-takeover -->\n`;
+  process.stdout.write(
+    `${machine}\n\n${tbl}\n${cpuPart}${members === '' ? '' : `\nThe holder's heartbeat with ${MEMBERS} registry members:\n\n${members}\n`}${take === null ? '' : `\nArbiter takeover:\n\n${take.tbl}\n`}`,
+  );
+  const takeSection =
+    take === null
+      ? ''
+      : `<!-- bench:etcd-takeover -->\n${takeoverDoc(take.tbl, take.runLine).trim()}\n<!-- /bench:etcd-takeover -->\n`;
   writeSection('etcd', doc(machine, `${tbl}${cpuPart}`, etcd.version, members, takeSection));
 }
 
@@ -690,7 +971,10 @@ async function main(): Promise<void> {
 async function takeovers(base: string, version: string, loadNow: number): Promise<{ tbl: string; runLine: string }> {
   const results: Array<{ setting: TakeoverSetting; rounds: TakeoverRound[] }> = [];
   for (const setting of TAKEOVER_SETTINGS) {
-    results.push({ setting, rounds: await measureTakeovers(base, setting, TAKEOVERS, track, (l) => process.stderr.write(`${l}\n`)) });
+    results.push({
+      setting,
+      rounds: await measureTakeovers(base, setting, TAKEOVERS, track, (l) => process.stderr.write(`${l}\n`)),
+    });
   }
   const busy = loadNow > cpus().length ? ' — a busy machine' : '';
   const runLine = `${new Date().toISOString()} — ${machineLine(`, etcd ${version} (one member, default timing), ${TAKEOVERS} rounds per setting, load average ${loadNow.toFixed(1)} at the start${busy}`)}`;
@@ -708,12 +992,16 @@ Command: \`npm run bench:etcd\` (\`BENCH_SECONDS\` (10), \`BENCH_ROUNDS\` (3), \
 Run: ${new Date().toISOString()} — ${machine}.
 
 ${tbl}
-${members === '' ? '' : `
+${
+  members === ''
+    ? ''
+    : `
 The holder's heartbeat (\`POST /v1/heartbeat\`, renewed, ${CONNECTIONS} connections, ${SECONDS} s) again after ${MEMBERS} machines were
 registered in each arbiter's registry (\`POST /v1/resources/register\`, admin token, 16 at a time):
 
 ${members}
-`}
+`
+}
 How it runs. One real \`hq-arbiter serve\` (set up as in the arbiter bench: temp config on 127.0.0.1, member
 tokens from \`hq-arbiter token issue\`, the 10.5 s start wait, both candidates heartbeat, mbp acquires) and one
 etcd ${version} (Debian's \`etcd-server\`), a single member with \`--listen-client-urls\`, \`--listen-peer-urls\` and

@@ -127,7 +127,8 @@ async function round(c: Cluster, holder: HostName, generation: number): Promise<
   await c.kill(holder, 'SIGKILL');
   // The record right after the kill still carries the dead holder's last renewal (promotion needs ≥ 2 checks).
   const after = await getJson<LeaseRecord>(c, '/v1/lease');
-  const lastRenewalS = after.holder === holder && after.renewedAt !== null ? after.renewedAt : (before.renewedAt ?? NaN);
+  const lastRenewalS =
+    after.holder === holder && after.renewedAt !== null ? after.renewedAt : (before.renewedAt ?? NaN);
   let sawPromotion = NaN;
   let runAt = NaN;
   let runReason = '';
@@ -144,10 +145,14 @@ async function round(c: Cluster, holder: HostName, generation: number): Promise<
     }
     await sleep(Math.max(0, POLL_MS - (t - t0)));
   }
-  if (Number.isNaN(runAt)) throw new Error(`${standby} did not run within 30 s of the kill; its log: ${(c.logs.get(standby) ?? '').slice(-800)}`);
+  if (Number.isNaN(runAt))
+    throw new Error(
+      `${standby} did not run within 30 s of the kill; its log: ${(c.logs.get(standby) ?? '').slice(-800)}`,
+    );
   const events = await eventsAfter(c, fromId);
   const promoted = events.find((e) => e.event === 'promoted' && e.host === standby);
-  if (promoted === undefined) throw new Error(`no promoted event for ${standby} (events: ${events.map((e) => e.event).join(', ')})`);
+  if (promoted === undefined)
+    throw new Error(`no promoted event for ${standby} (events: ${events.map((e) => e.event).join(', ')})`);
   const notBefore = typeof promoted.data['notBefore'] === 'number' ? promoted.data['notBefore'] : NaN;
   const s = (ms: number): number => (ms - killedAt) / 1000;
   return {
@@ -168,7 +173,11 @@ function stats(xs: readonly number[]): { min: number; median: number; max: numbe
 }
 
 async function main(): Promise<void> {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter'), join(ROOT, 'apps/agent')],
+    { stdio: 'inherit' },
+  );
   const timing = checkTiming(TIMING);
   if (!timing.ok) throw new Error(`the bench's timing is invalid: ${timing.message}`);
   // The worst case as every place prints it (lease-core failover), plus one refresh for the
@@ -200,9 +209,29 @@ async function main(): Promise<void> {
 
   const f = (n: number): string => n.toFixed(2);
   const perRound = table(
-    ['round', 'killed', 'last renewal', 'promoted', 'lock-delay ends', 'standby sees promotion', 'first run: true', 'run − lock-delay end', 'reason'],
+    [
+      'round',
+      'killed',
+      'last renewal',
+      'promoted',
+      'lock-delay ends',
+      'standby sees promotion',
+      'first run: true',
+      'run − lock-delay end',
+      'reason',
+    ],
     ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
-    rounds.map((r, i) => [i + 1, r.holder, f(r.lastRenewal), f(r.promoted), f(r.lockDelayEnd), f(r.sawPromotion), f(r.run), f(r.run - r.lockDelayEnd), r.runReason]),
+    rounds.map((r, i) => [
+      i + 1,
+      r.holder,
+      f(r.lastRenewal),
+      f(r.promoted),
+      f(r.lockDelayEnd),
+      f(r.sawPromotion),
+      f(r.run),
+      f(r.run - r.lockDelayEnd),
+      r.runReason,
+    ]),
   );
   const run = stats(rounds.map((r) => r.run));
   const summaryRows: (string | number)[][] = [

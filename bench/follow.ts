@@ -44,10 +44,14 @@ const lines = (log: string): Line[] =>
     : [];
 
 function follower(c: Cluster, h: HostName, argv: readonly string[]): ChildProcess {
-  return spawn(process.execPath, [HQ_CLI, 'fence', 'run', '--follow', '--role', 'cron', '--grace', '2', '--config', c.agentConfig(h), '--', ...argv], {
-    stdio: 'ignore',
-    env: { ...process.env, NODE_OPTIONS: '' },
-  });
+  return spawn(
+    process.execPath,
+    [HQ_CLI, 'fence', 'run', '--follow', '--role', 'cron', '--grace', '2', '--config', c.agentConfig(h), '--', ...argv],
+    {
+      stdio: 'ignore',
+      env: { ...process.env, NODE_OPTIONS: '' },
+    },
+  );
 }
 
 /** The `time` of the first agent log line of `event` for role cron at or after `since` (ms). */
@@ -72,7 +76,11 @@ try {
   const log = join(c.dir, 'follow.log');
   writeFileSync(log, '');
   for (const h of ['mbp', 'node-b'] as const) procs.push(follower(c, h, [process.execPath, '-e', WORKER, log, h]));
-  await c.waitFor(async () => lines(log).some((l) => l.host === 'mbp' && l.kind === 'start'), 30_000, "mbp's worker runs");
+  await c.waitFor(
+    async () => lines(log).some((l) => l.host === 'mbp' && l.kind === 'start'),
+    30_000,
+    "mbp's worker runs",
+  );
   const rows: (string | number)[][] = [];
   const starts: number[] = [];
   const stops: number[] = [];
@@ -83,7 +91,11 @@ try {
     const since = Date.now();
     const r = await c.hq(to, ['failover', '--to', to], { HQ_ADMIN_TOKEN: c.adminToken });
     if (r.code !== 0) throw new Error(`hq failover exited ${r.code}: ${r.stderr.trim()}`);
-    await c.waitFor(async () => lines(log).some((l) => l.host === to && l.kind === 'start' && l.t >= since), 30_000, `${to}'s worker runs`);
+    await c.waitFor(
+      async () => lines(log).some((l) => l.host === to && l.kind === 'start' && l.t >= since),
+      30_000,
+      `${to}'s worker runs`,
+    );
     const started = lines(log).find((l) => l.host === to && l.kind === 'start' && l.t >= since) as Line;
     const ended = lines(log).find((l) => l.host === from && l.kind === 'end' && l.t >= since);
     const allowed = firstEvent(c, to, 'allowed', since);
@@ -92,7 +104,12 @@ try {
     const toStop = ended === undefined ? NaN : (ended.t - skipped) / 1000;
     starts.push(toRun);
     stops.push(toStop);
-    rows.push([`${from} → ${to}`, toStop.toFixed(3), toRun.toFixed(3), ended !== undefined && ended.t < started.t ? 'yes' : 'no']);
+    rows.push([
+      `${from} → ${to}`,
+      toStop.toFixed(3),
+      toRun.toFixed(3),
+      ended !== undefined && ended.t < started.t ? 'yes' : 'no',
+    ]);
     from = to;
   }
   for (const p of procs.splice(0)) p.kill('SIGTERM');

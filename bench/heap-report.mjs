@@ -16,6 +16,19 @@ if (out) {
     const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)\\s+kB$`, 'm').exec(st)?.[1] ?? NaN) / 1024;
     const mu = process.memoryUsage();
     const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, mib(s.physical_space_size)]));
-    writeFileSync(out, JSON.stringify({ vmrss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), rss: mib(mu.rss), heapUsed: mib(mu.heapUsed), heapTotal: mib(mu.heapTotal), external: mib(mu.external), spaces, commonjs: Object.keys(createRequire(import.meta.url).cache) }));
+    writeFileSync(
+      out,
+      JSON.stringify({
+        vmrss: kb('VmRSS'),
+        anon: kb('RssAnon'),
+        file: kb('RssFile'),
+        rss: mib(mu.rss),
+        heapUsed: mib(mu.heapUsed),
+        heapTotal: mib(mu.heapTotal),
+        external: mib(mu.external),
+        spaces,
+        commonjs: Object.keys(createRequire(import.meta.url).cache),
+      }),
+    );
   });
 }

@@ -47,7 +47,11 @@ export interface ArbiterOptions {
  * while it is still starting), and past the ready line its stdout — one JSON log line per lease
  * event, so one per renew — is drained unread instead of parsed line by line in this process.
  */
-export function spawnDaemon(args: readonly string[], ready: string, spawned: (d: Daemon['proc']) => void): Promise<Daemon> {
+export function spawnDaemon(
+  args: readonly string[],
+  ready: string,
+  spawned: (d: Daemon['proc']) => void,
+): Promise<Daemon> {
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   spawned(proc);
   return new Promise((res, rej) => {
@@ -74,11 +78,19 @@ export function spawnDaemon(args: readonly string[], ready: string, spawned: (d:
   });
 }
 
-export const jsonHeaders = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
+export const jsonHeaders = (token: string): Record<string, string> => ({
+  authorization: `Bearer ${token}`,
+  'content-type': 'application/json',
+});
 
 /** The holder's heartbeat as a load request (`POST /v1/heartbeat` of mbp at its generation: outcome `renewed`). */
 export function holderHeartbeat(hq: Pick<HqArbiter, 'generation' | 'tokens'>): () => Req {
-  const body = JSON.stringify({ host: 'mbp', generation: hq.generation, seenGeneration: hq.generation, heartbeatSeconds: 600 });
+  const body = JSON.stringify({
+    host: 'mbp',
+    generation: hq.generation,
+    seenGeneration: hq.generation,
+    heartbeatSeconds: 600,
+  });
   const req: Req = { method: 'POST', path: '/v1/heartbeat', headers: jsonHeaders(hq.tokens.mbp), body };
   return () => req;
 }
@@ -110,35 +122,64 @@ export async function startArbiter(opts: ArbiterOptions = {}): Promise<HqArbiter
     if (stopped) throw new Error('hq-arbiter: stopped while starting');
   };
   if (opts.build !== false) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], {
+      stdio: 'inherit',
+    });
   }
   live();
   dir = mkdtempSync(join(tmpdir(), 'hq-bench-arbiter-'));
   try {
     const config = join(dir, 'arbiter.json');
     // Checks and heartbeat schedule far apart: the benches measure requests, not the check loop.
-    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', ...(opts.store === undefined ? {} : { store: opts.store }) }));
+    writeFileSync(
+      config,
+      JSON.stringify({
+        dataDir: join(dir, 'var'),
+        listen: { host: '127.0.0.1', port: 0 },
+        tailscaleBin: '',
+        ...(opts.store === undefined ? {} : { store: opts.store }),
+      }),
+    );
     const issue = (m: string, scope: string): string =>
-      execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8' }).trim();
+      execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', m, '--scope', scope, '--config', config], {
+        encoding: 'utf8',
+      }).trim();
     const mbp = issue('mbp', 'member');
     const nodeb = issue('node-b', 'member');
     live();
-    const daemon = await spawnDaemon([...(opts.nodeArgs ?? []), ARBITER_CLI, 'serve', '--config', config], 'hq-arbiter listening', (p) => {
-      proc = p;
-    });
+    const daemon = await spawnDaemon(
+      [...(opts.nodeArgs ?? []), ARBITER_CLI, 'serve', '--config', config],
+      'hq-arbiter listening',
+      (p) => {
+        proc = p;
+      },
+    );
     const admin = readFileSync(join(dir, 'var', 'admin.token'), 'utf8').trim();
     process.stderr.write('waiting 10.5 s for the arbiter start waits to pass…\n');
     await sleep(10_500);
     live();
-    for (const [host, token] of [['mbp', mbp], ['node-b', nodeb]] as const) {
+    for (const [host, token] of [
+      ['mbp', mbp],
+      ['node-b', nodeb],
+    ] as const) {
       // Each report declares the agent's default request timeout: only such a report counts for the start wait.
       await post(daemon.base, '/v1/heartbeat', token, { host, seenGeneration: 0, requestTimeoutSeconds: 5 });
     }
-    const acq = JSON.parse(await post(daemon.base, '/v1/lease/acquire', mbp, { host: 'mbp' })) as { lease: { generation: number } };
+    const acq = JSON.parse(await post(daemon.base, '/v1/lease/acquire', mbp, { host: 'mbp' })) as {
+      lease: { generation: number };
+    };
     const p = new Pool(daemon.base);
     const record = await (await p.request({ method: 'GET', path: '/v1/lease' })).body.text();
     await p.close();
-    return { daemon, base: daemon.base, dir, tokens: { mbp, nodeb, admin }, generation: acq.lease.generation, record, stop };
+    return {
+      daemon,
+      base: daemon.base,
+      dir,
+      tokens: { mbp, nodeb, admin },
+      generation: acq.lease.generation,
+      record,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;

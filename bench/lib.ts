@@ -77,10 +77,19 @@ export interface LoadOptions {
 }
 
 /** Closed loop: `connections` workers, each sending its next request when the last answer is read. */
-export async function load(name: string, base: string, next: (worker: number) => Req, opts: LoadOptions = {}): Promise<Result> {
+export async function load(
+  name: string,
+  base: string,
+  next: (worker: number) => Req,
+  opts: LoadOptions = {},
+): Promise<Result> {
   const seconds = opts.seconds ?? SECONDS;
   const connections = opts.connections ?? CONNECTIONS;
-  const pool = new Pool(base, { connections, pipelining: 1, ...(opts.socketPath !== undefined ? { socketPath: opts.socketPath } : {}) });
+  const pool = new Pool(base, {
+    connections,
+    pipelining: 1,
+    ...(opts.socketPath !== undefined ? { socketPath: opts.socketPath } : {}),
+  });
   const lat: number[] = [];
   const statuses = new Map<number, number>();
   const end = performance.now() + seconds * 1000;
@@ -88,7 +97,13 @@ export async function load(name: string, base: string, next: (worker: number) =>
     while (performance.now() < end) {
       const r = next(w);
       const t0 = performance.now();
-      const res = await pool.request({ origin: base, method: r.method, path: r.path, headers: r.headers, body: r.body });
+      const res = await pool.request({
+        origin: base,
+        method: r.method,
+        path: r.path,
+        headers: r.headers,
+        body: r.body,
+      });
       const text = await res.body.text();
       lat.push(performance.now() - t0);
       statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
@@ -101,7 +116,14 @@ export async function load(name: string, base: string, next: (worker: number) =>
   const elapsed = (performance.now() - t0) / 1000;
   await pool.close();
   lat.sort((a, b) => a - b);
-  return { name, requests: lat.length, statuses, rps: lat.length / elapsed, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99) };
+  return {
+    name,
+    requests: lat.length,
+    statuses,
+    rps: lat.length / elapsed,
+    p50: quantile(lat, 0.5),
+    p99: quantile(lat, 0.99),
+  };
 }
 
 /** q-quantile of an ascending array (nearest rank); NaN when empty. */
@@ -110,11 +132,17 @@ export function quantile(sorted: readonly number[], q: number): number {
 }
 
 export function median(xs: readonly number[]): number {
-  return quantile([...xs].sort((a, b) => a - b), 0.5);
+  return quantile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
 }
 
 export function statusText(statuses: ReadonlyMap<number, number>): string {
-  return [...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ');
+  return [...statuses]
+    .sort((a, b) => a[0] - b[0])
+    .map(([s, n]) => `${s}×${n}`)
+    .join(' ');
 }
 
 export function machineLine(extra = ''): string {
@@ -151,7 +179,11 @@ export function writeSection(name: string, markdown: string, within?: string): v
 }
 
 /** A markdown table from a header row and rows of cells. */
-export function table(head: readonly string[], align: readonly ('l' | 'r')[], rows: readonly (readonly (string | number)[])[]): string {
+export function table(
+  head: readonly string[],
+  align: readonly ('l' | 'r')[],
+  rows: readonly (readonly (string | number)[])[],
+): string {
   const sep = align.map((a) => (a === 'r' ? '---:' : '---'));
   return [head, sep, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
 }
@@ -182,10 +214,19 @@ export interface OpenLoopResult extends Result {
  * answered (a slow server builds a queue instead of slowing the generator down, so the
  * latencies are not flattered). Latency is from the send to the end of the body.
  */
-export async function openLoop(name: string, base: string, next: (i: number) => Req, opts: OpenLoopOptions): Promise<OpenLoopResult> {
+export async function openLoop(
+  name: string,
+  base: string,
+  next: (i: number) => Req,
+  opts: OpenLoopOptions,
+): Promise<OpenLoopResult> {
   const seconds = opts.seconds ?? SECONDS;
   const total = Math.floor(seconds * opts.rate);
-  const pool = new Pool(base, { connections: opts.connections ?? 64, pipelining: 1, ...(opts.socketPath !== undefined ? { socketPath: opts.socketPath } : {}) });
+  const pool = new Pool(base, {
+    connections: opts.connections ?? 64,
+    pipelining: 1,
+    ...(opts.socketPath !== undefined ? { socketPath: opts.socketPath } : {}),
+  });
   const lat: number[] = [];
   const lags: number[] = [];
   const statuses = new Map<number, number>();
@@ -198,7 +239,13 @@ export async function openLoop(name: string, base: string, next: (i: number) => 
     lags.push(t0 - due);
     const p = (async () => {
       try {
-        const res = await pool.request({ origin: base, method: r.method, path: r.path, headers: r.headers, body: r.body });
+        const res = await pool.request({
+          origin: base,
+          method: r.method,
+          path: r.path,
+          headers: r.headers,
+          body: r.body,
+        });
         await res.body.text();
         const ms = performance.now() - t0;
         lat.push(ms);

@@ -20,7 +20,9 @@ function reading(step) {
   const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)\\s+kB$`, 'm').exec(st)?.[1] ?? NaN) / 1024;
   const mu = process.memoryUsage();
   const newSpace = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.physical_space_size ?? NaN;
-  process.stdout.write(`${JSON.stringify({ step, rss: mib(mu.rss), vmrss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), heapUsed: mib(mu.heapUsed), heapTotal: mib(mu.heapTotal), newSpace: mib(newSpace) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ step, rss: mib(mu.rss), vmrss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), heapUsed: mib(mu.heapUsed), heapTotal: mib(mu.heapTotal), newSpace: mib(newSpace) })}\n`,
+  );
 }
 const settle = () => new Promise((r) => setTimeout(r, 200));
 
@@ -50,7 +52,16 @@ const ACTIONS = {
   },
   /** One Intl.DateTimeFormat formatToParts (what node-cron does for each tick). */
   async '+intl'() {
-    new Intl.DateTimeFormat('en-US', { year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', weekday: 'short', hour12: false }).formatToParts(new Date());
+    new Intl.DateTimeFormat('en-US', {
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      weekday: 'short',
+      hour12: false,
+    }).formatToParts(new Date());
   },
   /** A node:http server, then one undici `request` to it. */
   async '+undici-request'() {

@@ -49,9 +49,17 @@ async function runs(c: Cluster, h: HostName): Promise<boolean> {
 }
 
 /** `hq failover --to to` (or a handover to it by `handoverBy`), then polls until `to` runs; samples whether it holds a confirmation it gave meanwhile. */
-async function move(c: Cluster, to: HostName, limitS: number, handoverBy: HostName | null = null): Promise<{ seconds: number; gave: string }> {
+async function move(
+  c: Cluster,
+  to: HostName,
+  limitS: number,
+  handoverBy: HostName | null = null,
+): Promise<{ seconds: number; gave: string }> {
   const started = Date.now();
-  const cli = handoverBy === null ? c.hq(to, ['failover', '--to', to], { HQ_ADMIN_TOKEN: c.adminToken }) : c.hq(handoverBy, ['lease', 'release', '--handover-to', to]);
+  const cli =
+    handoverBy === null
+      ? c.hq(to, ['failover', '--to', to], { HQ_ADMIN_TOKEN: c.adminToken })
+      : c.hq(handoverBy, ['lease', 'release', '--handover-to', to]);
   let gave = '';
   let lastSample = 0;
   for (;;) {
@@ -60,13 +68,17 @@ async function move(c: Cluster, to: HostName, limitS: number, handoverBy: HostNa
     if (Date.now() - lastSample > 1000) {
       lastSample = Date.now();
       const g = (await c.status(to))?.['gaveConfirmation'] as { waitSeconds: number } | null | undefined;
-      if (gave === '' && g !== null && g !== undefined && g.waitSeconds > 0) gave = `yes (${g.waitSeconds.toFixed(0)} s left when seen)`;
+      if (gave === '' && g !== null && g !== undefined && g.waitSeconds > 0)
+        gave = `yes (${g.waitSeconds.toFixed(0)} s left when seen)`;
     }
     await sleep(POLL_MS);
   }
   const seconds = (Date.now() - started) / 1000;
   const out = await cli;
-  if (out.code !== 0) throw new Error(`${handoverBy === null ? 'hq failover' : 'hq lease release --handover-to'} ${to} exited ${out.code}: ${out.stderr.trim()}`);
+  if (out.code !== 0)
+    throw new Error(
+      `${handoverBy === null ? 'hq failover' : 'hq lease release --handover-to'} ${to} exited ${out.code}: ${out.stderr.trim()}`,
+    );
   return { seconds, gave: gave === '' ? 'no' : gave };
 }
 
@@ -116,7 +128,13 @@ async function series(settings: Settings): Promise<Row[]> {
     await sleep(5000 - (Date.now() - arbiterStart));
     s0 = since();
     m = await move(c, to, limitS);
-    rows.push({ settings, path: '5 s after an arbiter restart (SIGTERM, same database)', move: `${from} → ${to}`, sinceStart: s0, ...m });
+    rows.push({
+      settings,
+      path: '5 s after an arbiter restart (SIGTERM, same database)',
+      move: `${from} → ${to}`,
+      sinceStart: s0,
+      ...m,
+    });
     log(`${settings}: after a restart: ${m.seconds.toFixed(2)} s (confirmation: ${m.gave})`);
 
     // The deploy guide's upgrade order: the arbiter first, then a handover on the holder.
@@ -127,20 +145,37 @@ async function series(settings: Settings): Promise<Row[]> {
     await sleep(5000 - (Date.now() - arbiterStart));
     s0 = since();
     m = await move(c, from, limitS, to);
-    rows.push({ settings, path: '`hq lease release --handover-to` 5 s after an arbiter restart', move: `${to} → ${from}`, sinceStart: s0, ...m });
+    rows.push({
+      settings,
+      path: '`hq lease release --handover-to` 5 s after an arbiter restart',
+      move: `${to} → ${from}`,
+      sinceStart: s0,
+      ...m,
+    });
     log(`${settings}: handover after a restart: ${m.seconds.toFixed(2)} s (confirmation: ${m.gave})`);
     const holder = from;
 
     await c.waitFor(async () => (await c.fence(holder))?.reason === 'holder', limitS * 1000, `${holder} renews`);
     await c.kill('arbiter', 'SIGKILL');
-    await c.waitFor(async () => (await c.fence(holder))?.reason === 'quorum-standby', limitS * 1000, `${holder} runs on its peer’s confirmation`);
+    await c.waitFor(
+      async () => (await c.fence(holder))?.reason === 'quorum-standby',
+      limitS * 1000,
+      `${holder} runs on its peer’s confirmation`,
+    );
     await c.kill(holder, 'SIGTERM');
     const restarted = Date.now();
     await c.startAgent(holder);
     await c.waitFor(async () => runs(c, holder), limitS * 1000, `${holder} runs again`);
     const seconds = (Date.now() - restarted) / 1000;
     const reason = (await c.fence(holder))?.reason ?? '?';
-    rows.push({ settings, path: 'the holder’s agent restarted during an arbiter outage', move: `${holder} again (${reason})`, seconds, sinceStart: null, gave: '—' });
+    rows.push({
+      settings,
+      path: 'the holder’s agent restarted during an arbiter outage',
+      move: `${holder} again (${reason})`,
+      seconds,
+      sinceStart: null,
+      gave: '—',
+    });
     log(`${settings}: holder restarted in an outage: runs again after ${seconds.toFixed(2)} s (${reason})`);
   } finally {
     await c.stopAll();
@@ -154,7 +189,14 @@ async function main(): Promise<void> {
   for (const s of which) rows.push(...(await series(s)));
   const f = (n: number | null): string => (n === null ? '—' : n.toFixed(2));
   const t = table(
-    ['settings', 'path', 'move', 'first `run: true` (s)', 'arbiter age at the move (s)', 'new holder had confirmed the old one'],
+    [
+      'settings',
+      'path',
+      'move',
+      'first `run: true` (s)',
+      'arbiter age at the move (s)',
+      'new holder had confirmed the old one',
+    ],
     ['l', 'l', 'l', 'r', 'r', 'l'],
     rows.map((r) => [r.settings, r.path, r.move, f(r.seconds), f(r.sinceStart), r.gave]),
   );

@@ -23,7 +23,18 @@ const fileTime = new Map();
 for (const [id, us] of self) {
   const cf = byId.get(id).callFrame;
   const url = cf.url.replace(/^file:\/\//, '');
-  const where = url === '' ? '(native)' : url.includes('node_modules/') ? url.slice(url.lastIndexOf('node_modules/') + 13).split('/').slice(0, url.includes('node_modules/@') ? 2 : 1).join('/') : url.startsWith('node:') ? url : url.split('/').slice(-3).join('/');
+  const where =
+    url === ''
+      ? '(native)'
+      : url.includes('node_modules/')
+        ? url
+            .slice(url.lastIndexOf('node_modules/') + 13)
+            .split('/')
+            .slice(0, url.includes('node_modules/@') ? 2 : 1)
+            .join('/')
+        : url.startsWith('node:')
+          ? url
+          : url.split('/').slice(-3).join('/');
   const fn = `${cf.functionName || '(anonymous)'}  ${where}:${cf.lineNumber + 1}`;
   fnTime.set(fn, (fnTime.get(fn) ?? 0) + us);
   fileTime.set(where, (fileTime.get(where) ?? 0) + us);

@@ -42,7 +42,9 @@ const KEPT = '<!-- bench/replication.ts rewrites the doc above this line and kee
 
 function rsyncVersion(): string | null {
   try {
-    return (execFileSync('rsync', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '').replace(/\s+/g, ' ') || null;
+    return (
+      (execFileSync('rsync', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '').replace(/\s+/g, ' ') || null
+    );
   } catch {
     return null;
   }
@@ -51,7 +53,11 @@ function rsyncVersion(): string | null {
 /** rsync of one generation folder onto the copy of the previous one; protocol bytes both ways. */
 function rsync(from: string, to: string): { bytes: number; ms: number } {
   const t0 = process.hrtime.bigint();
-  const out = execFileSync('rsync', ['-a', '--delete', '--inplace', '--no-whole-file', '--stats', `${from}/`, `${to}/`], { encoding: 'utf8' });
+  const out = execFileSync(
+    'rsync',
+    ['-a', '--delete', '--inplace', '--no-whole-file', '--stats', `${from}/`, `${to}/`],
+    { encoding: 'utf8' },
+  );
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   const num = (label: string) => Number((new RegExp(`${label}: ([0-9,]+)`).exec(out)?.[1] ?? 'NaN').replace(/,/g, ''));
   return { bytes: num('Total bytes sent') + num('Total bytes received'), ms };
@@ -87,7 +93,8 @@ async function main(): Promise<void> {
     insert(Math.floor((TOTAL_MIB * MIB) / 1030));
     const checkpoint = () => db.pragma('wal_checkpoint(TRUNCATE)');
     checkpoint();
-    for (let i = 0; i < 8; i++) writeFileSync(join(state, 'files', `notes-${i}.txt`), `${randomBytes(2048).toString('base64')}\n`);
+    for (let i = 0; i < 8; i++)
+      writeFileSync(join(state, 'files', `notes-${i}.txt`), `${randomBytes(2048).toString('base64')}\n`);
     writeFileSync(join(state, 'files', 'small.json'), JSON.stringify({ counter: 1 }));
     const cfg = resolveReplication(
       validateReplication({
@@ -135,14 +142,30 @@ async function main(): Promise<void> {
       const w0 = wire();
       const p0 = process.hrtime.bigint();
       const c0 = process.cpuUsage();
-      const p = await pushGeneration({ dir: g.dir, baseUrl: url, token: TOKEN, timeoutSeconds: 120, chunkBytes: cfg.chunkBytes });
+      const p = await pushGeneration({
+        dir: g.dir,
+        baseUrl: url,
+        token: TOKEN,
+        timeoutSeconds: 120,
+        chunkBytes: cfg.chunkBytes,
+      });
       const hqMs = Number(process.hrtime.bigint() - p0) / 1e6;
       const c1 = process.cpuUsage(c0);
       const cpuMs = (c1.user + c1.system) / 1000;
       if (!p.ok) throw new Error(`push ${name} failed: ${p.message}`);
       const hqBytes = wire() - w0;
-      rows.push({ name, hqBytes, hqBody: p.sentBytes, hqMs, cpuMs, snapMs, rsync: rsyncSeen === null ? null : rsync(g.dir, rsyncDest) });
-      process.stdout.write(`${name}: hq ${hqBytes} B ${hqMs.toFixed(0)} ms; rsync ${rows.at(-1)?.rsync?.bytes ?? '-'} B\n`);
+      rows.push({
+        name,
+        hqBytes,
+        hqBody: p.sentBytes,
+        hqMs,
+        cpuMs,
+        snapMs,
+        rsync: rsyncSeen === null ? null : rsync(g.dir, rsyncDest),
+      });
+      process.stdout.write(
+        `${name}: hq ${hqBytes} B ${hqMs.toFixed(0)} ms; rsync ${rows.at(-1)?.rsync?.bytes ?? '-'} B\n`,
+      );
     };
     await step('first push (everything)', () => undefined);
     await step('(a) one row updated', () => {
@@ -160,12 +183,20 @@ async function main(): Promise<void> {
     });
     // (d) and (e) are quick and the machine is shared: each runs REPEAT times, the median is kept.
     const median = (name: string, rs: Row[]): Row => {
-      const mid = <T>(xs: T[], key: (x: T) => number) => [...xs].sort((a, b) => key(a) - key(b))[Math.floor(xs.length / 2)] as T;
+      const mid = <T>(xs: T[], key: (x: T) => number) =>
+        [...xs].sort((a, b) => key(a) - key(b))[Math.floor(xs.length / 2)] as T;
       const m = mid(rs, (r) => r.hqMs);
-      return { ...m, name: `${name} (median of ${rs.length})`, rsync: rs[0]?.rsync === null ? null : mid(rs, (r) => r.rsync?.ms ?? 0).rsync };
+      return {
+        ...m,
+        name: `${name} (median of ${rs.length})`,
+        rsync: rs[0]?.rsync === null ? null : mid(rs, (r) => r.rsync?.ms ?? 0).rsync,
+      };
     };
     for (const [name, change] of [
-      ['(d) one small file changed', (i: number) => writeFileSync(join(state, 'files', 'small.json'), JSON.stringify({ counter: 2 + i }))],
+      [
+        '(d) one small file changed',
+        (i: number) => writeFileSync(join(state, 'files', 'small.json'), JSON.stringify({ counter: 2 + i })),
+      ],
       ['(e) nothing changed', () => undefined],
     ] as const) {
       const from = rows.length;

@@ -69,7 +69,14 @@ function du(dir) {
 }
 
 const S3rver = createRequire(import.meta.url)(join(root, 'node_modules/s3rver'));
-const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: join(scratch, 's3'), configureBuckets: [{ name: 'bench' }], vhostBuckets: false });
+const server = new S3rver({
+  port: 0,
+  address: '127.0.0.1',
+  silent: true,
+  directory: join(scratch, 's3'),
+  configureBuckets: [{ name: 'bench' }],
+  vhostBuckets: false,
+});
 const { port } = await server.run();
 const url = `http://127.0.0.1:${port}`;
 const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
@@ -80,13 +87,21 @@ try {
     mkdirSync(dir);
     writeFileSync(join(dir, 'package.json'), '{"name":"bench","version":"1.0.0","type":"module","private":true}');
     execFileSync('npm', ['i', '--no-audit', '--no-fund', '--silent', ...c.install], { cwd: dir, stdio: 'ignore' });
-    const packages = execFileSync('npm', ['ls', '--all', '--parseable'], { cwd: dir, encoding: 'utf8' }).trim().split('\n').length - 1;
+    const packages =
+      execFileSync('npm', ['ls', '--all', '--parseable'], { cwd: dir, encoding: 'utf8' }).trim().split('\n').length - 1;
     const size = du(join(dir, 'node_modules'));
-    writeFileSync(join(dir, 'b.mjs'), `${put}\n${c.pre}\nconst t0 = performance.now();\n${c.code}\nconst t2 = performance.now();\nconsole.log(JSON.stringify({ importMs: t1 - t0, putMs: t2 - t1, rss: process.memoryUsage().rss }));\n`);
+    writeFileSync(
+      join(dir, 'b.mjs'),
+      `${put}\n${c.pre}\nconst t0 = performance.now();\n${c.code}\nconst t2 = performance.now();\nconsole.log(JSON.stringify({ importMs: t1 - t0, putMs: t2 - t1, rss: process.memoryUsage().rss }));\n`,
+    );
     const runs = [];
     for (let i = 0; i < RUNS; i++) {
       // Asynchronously: the server runs in this process and must answer meanwhile.
-      const r = await promisify(execFile)(process.execPath, ['b.mjs'], { cwd: dir, env: { ...process.env, S3_URL: url, NODE_OPTIONS: '' }, encoding: 'utf8' });
+      const r = await promisify(execFile)(process.execPath, ['b.mjs'], {
+        cwd: dir,
+        env: { ...process.env, S3_URL: url, NODE_OPTIONS: '' },
+        encoding: 'utf8',
+      });
       runs.push(JSON.parse(r.stdout.trim().split('\n').at(-1)));
     }
     rows.push(
@@ -97,5 +112,7 @@ try {
   await server.close();
   rmSync(scratch, { recursive: true, force: true });
 }
-console.log('| client | packages | installed | import | first PUT | cold start | RSS after |\n|---|---|---|---|---|---|---|');
+console.log(
+  '| client | packages | installed | import | first PUT | cold start | RSS after |\n|---|---|---|---|---|---|---|',
+);
 console.log(rows.join('\n'));

@@ -20,7 +20,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
-import { ROOT, machineLine, openLoop, quantile, startNode, statusText, stopProc, table, writeSection, type OpenLoopResult, type Req } from './lib.js';
+import {
+  ROOT,
+  machineLine,
+  openLoop,
+  quantile,
+  startNode,
+  statusText,
+  stopProc,
+  table,
+  writeSection,
+  type OpenLoopResult,
+  type Req,
+} from './lib.js';
 
 const SECONDS = Number(process.env['BENCH_SCALE_SECONDS'] ?? 60);
 const RESOURCES = 10_000;
@@ -56,7 +68,13 @@ async function closedBatch(
       for (let i = n++; i < count; i = n++) {
         const r = next(i);
         const s = performance.now();
-        const res = await pool.request({ origin: base, method: r.method, path: r.path, headers: r.headers, body: r.body });
+        const res = await pool.request({
+          origin: base,
+          method: r.method,
+          path: r.path,
+          headers: r.headers,
+          body: r.body,
+        });
         const text = await res.body.text();
         lat.push(performance.now() - s);
         statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
@@ -94,10 +112,14 @@ interface Sampler {
 }
 
 function startSampler(base: string, seconds: number, rate: number, warmup: number): Sampler {
-  const child = spawn(process.execPath, ['--import', 'tsx', import.meta.filename, '--sample', base, String(seconds), String(rate), String(warmup)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', import.meta.filename, '--sample', base, String(seconds), String(rate), String(warmup)],
+    {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
   let ready!: () => void;
   const readyP = new Promise<void>((res) => (ready = res));
   const result = new Promise<OpenLoopResult>((res, rej) => {
@@ -154,7 +176,12 @@ async function httpBuckets(base: string): Promise<Map<string, Map<number, number
  * bound, in ms, of the histogram bucket holding the q-quantile (onRequest → onResponse, so it
  * leaves out the time a request waits in the socket before the loop reads it).
  */
-function serverQuantile(before: Map<string, Map<number, number>>, after: Map<string, Map<number, number>>, route: string, q: number): string {
+function serverQuantile(
+  before: Map<string, Map<number, number>>,
+  after: Map<string, Map<number, number>>,
+  route: string,
+  q: number,
+): string {
   const a = after.get(route);
   if (a === undefined) return '—';
   const b = before.get(route) ?? new Map<number, number>();
@@ -162,24 +189,41 @@ function serverQuantile(before: Map<string, Map<number, number>>, after: Map<str
   const total = (a.get(Infinity) ?? 0) - (b.get(Infinity) ?? 0);
   if (total <= 0) return '—';
   for (const le of les) {
-    if ((a.get(le) ?? 0) - (b.get(le) ?? 0) >= q * total) return le === Infinity ? `> ${les[les.length - 2]! * 1000}` : `≤ ${le * 1000}`;
+    if ((a.get(le) ?? 0) - (b.get(le) ?? 0) >= q * total)
+      return le === Infinity ? `> ${les[les.length - 2]! * 1000}` : `≤ ${le * 1000}`;
   }
   return '—';
 }
 
 async function main(): Promise<void> {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], {
+    stdio: 'inherit',
+  });
   const dir = mkdtempSync(join(tmpdir(), 'hq-scale-'));
   let arb: Awaited<ReturnType<typeof startNode>> | null = null;
   let sampler: Sampler | null = null;
   try {
     const config = join(dir, 'arbiter.json');
     // The registry's machines are the candidates: a member token is issued for a candidate only.
-    writeFileSync(config, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', portBands: { test: BAND }, candidates: Array.from({ length: MACHINES }, (_, m) => machineName(m)) }));
-    const tokens = Array.from({ length: MACHINES }, (_, m) =>
-      execFileSync(process.execPath, [CLI, 'token', 'issue', machineName(m), '--scope', 'member', '--config', config], { encoding: 'utf8' }).trim(),
+    writeFileSync(
+      config,
+      JSON.stringify({
+        dataDir: join(dir, 'var'),
+        listen: { host: '127.0.0.1', port: 0 },
+        tailscaleBin: '',
+        portBands: { test: BAND },
+        candidates: Array.from({ length: MACHINES }, (_, m) => machineName(m)),
+      }),
     );
-    const headers = (m: number): Record<string, string> => ({ authorization: `Bearer ${tokens[m]}`, 'content-type': 'application/json' });
+    const tokens = Array.from({ length: MACHINES }, (_, m) =>
+      execFileSync(process.execPath, [CLI, 'token', 'issue', machineName(m), '--scope', 'member', '--config', config], {
+        encoding: 'utf8',
+      }).trim(),
+    );
+    const headers = (m: number): Record<string, string> => ({
+      authorization: `Bearer ${tokens[m]}`,
+      'content-type': 'application/json',
+    });
     const prof = process.env['BENCH_SCALE_PROF'];
     const nodeArgs = prof !== undefined && prof !== '' ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
     arb = await startNode([...nodeArgs, CLI, 'serve', '--config', config], 'hq-arbiter listening');
@@ -209,7 +253,12 @@ async function main(): Promise<void> {
       base,
       LEASES,
       16,
-      (j) => ({ method: 'POST', path: '/v1/leases/port', headers: headers(j % MACHINES), body: JSON.stringify({ machine: machineName(j % MACHINES), purpose: `bench-${j}`, ttlMs: TTL_MS }) }),
+      (j) => ({
+        method: 'POST',
+        path: '/v1/leases/port',
+        headers: headers(j % MACHINES),
+        body: JSON.stringify({ machine: machineName(j % MACHINES), purpose: `bench-${j}`, ttlMs: TTL_MS }),
+      }),
       (j, status, text) => {
         if (status === 200) {
           const b = JSON.parse(text) as { port: number; leaseId: string };
@@ -217,55 +266,91 @@ async function main(): Promise<void> {
         }
       },
     );
-    process.stderr.write(`leased ${leases.length} ports in ${alloc.seconds.toFixed(1)} s (${statusText(alloc.statuses)})\n`);
+    process.stderr.write(
+      `leased ${leases.length} ports in ${alloc.seconds.toFixed(1)} s (${statusText(alloc.statuses)})\n`,
+    );
     if (leases.length === 0) throw new Error('no port lease was granted');
 
     // 3. the load, open loop, with the sampler as a separate process
-    process.stderr.write(`load for ${SECONDS} s: ${(RESOURCES / PERIOD_S).toFixed(0)} heartbeats/s, ${(leases.length / PERIOD_S).toFixed(0)} lease renewals/s, ${SAMPLE_RATE} GET /v1/lease/s…\n`);
+    process.stderr.write(
+      `load for ${SECONDS} s: ${(RESOURCES / PERIOD_S).toFixed(0)} heartbeats/s, ${(leases.length / PERIOD_S).toFixed(0)} lease renewals/s, ${SAMPLE_RATE} GET /v1/lease/s…\n`,
+    );
     // BENCH_SCALE_DEBUG=1: the slowest answer of each second, per stream, on stderr afterwards.
     const debug = process.env['BENCH_SCALE_DEBUG'] === '1';
     const slowest = new Map<string, number[]>();
-    const track = (name: string) => (sentAt: number, ms: number): void => {
-      if (!debug) return;
-      const a = slowest.get(name) ?? [];
-      const sec = Math.floor(sentAt / 1000);
-      a[sec] = Math.max(a[sec] ?? 0, ms);
-      slowest.set(name, a);
-    };
+    const track =
+      (name: string) =>
+      (sentAt: number, ms: number): void => {
+        if (!debug) return;
+        const a = slowest.get(name) ?? [];
+        const sec = Math.floor(sentAt / 1000);
+        a[sec] = Math.max(a[sec] ?? 0, ms);
+        slowest.set(name, a);
+      };
     sampler.go();
     // The schedule runs on through the warm-up into the measured window: resource i is due at
     // (i mod 10,000) × 3 ms of each 30 s period, whichever window it falls in.
-    const heartbeat = (offset: number) => (i: number): Req => {
-      const r = (i + offset) % RESOURCES;
-      const m = r % MACHINES;
-      return { method: 'POST', path: `/v1/resources/${resourceId(r)}/heartbeat`, headers: headers(m), body: JSON.stringify({ attrs: { service: 'svc', n: Math.floor(r / MACHINES), loadAvg: [0.5, 0.4, 0.3] } }) };
-    };
-    const renewal = (offset: number) => (i: number): Req => {
-      const l = leases[(i + offset) % leases.length]!;
-      return { method: 'POST', path: `/v1/leases/port/${l.port}/heartbeat`, headers: { authorization: `Bearer ${tokens[l.machine]}`, 'x-port-lease-id': l.leaseId } };
-    };
+    const heartbeat =
+      (offset: number) =>
+      (i: number): Req => {
+        const r = (i + offset) % RESOURCES;
+        const m = r % MACHINES;
+        return {
+          method: 'POST',
+          path: `/v1/resources/${resourceId(r)}/heartbeat`,
+          headers: headers(m),
+          body: JSON.stringify({ attrs: { service: 'svc', n: Math.floor(r / MACHINES), loadAvg: [0.5, 0.4, 0.3] } }),
+        };
+      };
+    const renewal =
+      (offset: number) =>
+      (i: number): Req => {
+        const l = leases[(i + offset) % leases.length]!;
+        return {
+          method: 'POST',
+          path: `/v1/leases/port/${l.port}/heartbeat`,
+          headers: { authorization: `Bearer ${tokens[l.machine]}`, 'x-port-lease-id': l.leaseId },
+        };
+      };
     const hbRate = RESOURCES / PERIOD_S;
     const renewRate = leases.length / PERIOD_S;
     const [hbWarm, renewWarm] = await Promise.all([
       openLoop('warm-up', base, heartbeat(0), { rate: hbRate, seconds: WARMUP_S, connections: 64 }),
       openLoop('warm-up', base, renewal(0), { rate: renewRate, seconds: WARMUP_S, connections: 16 }),
     ]);
-    const warmNon200 = [...hbWarm.statuses, ...renewWarm.statuses].filter(([st]) => st !== 200).reduce((a, [, n]) => a + n, 0);
+    const warmNon200 = [...hbWarm.statuses, ...renewWarm.statuses]
+      .filter(([st]) => st !== 200)
+      .reduce((a, [, n]) => a + n, 0);
     const before = await httpBuckets(base);
     const [hb, renew] = await Promise.all([
-      openLoop('resource heartbeat', base, heartbeat(Math.floor(WARMUP_S * hbRate)), { rate: hbRate, seconds: SECONDS, connections: 64, onLatency: track('heartbeat') }),
-      openLoop('port lease renewal', base, renewal(Math.floor(WARMUP_S * renewRate)), { rate: renewRate, seconds: SECONDS, connections: 16, onLatency: track('renewal') }),
+      openLoop('resource heartbeat', base, heartbeat(Math.floor(WARMUP_S * hbRate)), {
+        rate: hbRate,
+        seconds: SECONDS,
+        connections: 64,
+        onLatency: track('heartbeat'),
+      }),
+      openLoop('port lease renewal', base, renewal(Math.floor(WARMUP_S * renewRate)), {
+        rate: renewRate,
+        seconds: SECONDS,
+        connections: 16,
+        onLatency: track('renewal'),
+      }),
     ]);
     const lease = await sampler.result;
     const after = await httpBuckets(base);
-    for (const [name, a] of slowest) process.stderr.write(`slowest ${name} per second (ms): ${Array.from(a, (x) => Math.round(x ?? 0)).join(' ')}\n`);
+    for (const [name, a] of slowest)
+      process.stderr.write(`slowest ${name} per second (ms): ${Array.from(a, (x) => Math.round(x ?? 0)).join(' ')}\n`);
 
     // 4. the registry afterwards
     const pool = new Pool(base);
     const t0 = performance.now();
-    const list = JSON.parse(await (await pool.request({ method: 'GET', path: '/v1/resources' })).body.text()) as { resources: unknown[] };
+    const list = JSON.parse(await (await pool.request({ method: 'GET', path: '/v1/resources' })).body.text()) as {
+      resources: unknown[];
+    };
     const listMs = performance.now() - t0;
-    const ports = JSON.parse(await (await pool.request({ method: 'GET', path: '/v1/leases/port' })).body.text()) as { leases: unknown[] };
+    const ports = JSON.parse(await (await pool.request({ method: 'GET', path: '/v1/leases/port' })).body.text()) as {
+      leases: unknown[];
+    };
     await pool.close();
 
     const f = (n: number): string => n.toFixed(2);
@@ -281,7 +366,16 @@ async function main(): Promise<void> {
       statusText(r.statuses),
     ]);
     const loadTable = table(
-      ['during the load', 'req/s', 'p50 ms', 'p99 ms', 'arbiter p50 ms', 'arbiter p99 ms', 'generator lag p99 ms', 'statuses'],
+      [
+        'during the load',
+        'req/s',
+        'p50 ms',
+        'p99 ms',
+        'arbiter p50 ms',
+        'arbiter p99 ms',
+        'generator lag p99 ms',
+        'statuses',
+      ],
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
       rows,
     );
@@ -289,8 +383,24 @@ async function main(): Promise<void> {
       ['setup (closed loop, 16 in flight)', 'count', 'seconds', 'per second', 'p50 ms', 'p99 ms', 'statuses'],
       ['l', 'r', 'r', 'r', 'r', 'r', 'l'],
       [
-        ['register resources', RESOURCES, f(reg.seconds), Math.round(RESOURCES / reg.seconds), f(reg.p50), f(reg.p99), statusText(reg.statuses)],
-        ['allocate port leases', LEASES, f(alloc.seconds), Math.round(LEASES / alloc.seconds), f(alloc.p50), f(alloc.p99), statusText(alloc.statuses)],
+        [
+          'register resources',
+          RESOURCES,
+          f(reg.seconds),
+          Math.round(RESOURCES / reg.seconds),
+          f(reg.p50),
+          f(reg.p99),
+          statusText(reg.statuses),
+        ],
+        [
+          'allocate port leases',
+          LEASES,
+          f(alloc.seconds),
+          Math.round(LEASES / alloc.seconds),
+          f(alloc.p50),
+          f(alloc.p99),
+          statusText(alloc.statuses),
+        ],
       ],
     );
     const hbAll200 = hb.statuses.size === 1 && hb.statuses.has(200);
@@ -335,5 +445,6 @@ ${goals}
   }
 }
 
-if (process.argv[2] === '--sample') await sampler(process.argv[3]!, Number(process.argv[4]), Number(process.argv[5]), Number(process.argv[6]));
+if (process.argv[2] === '--sample')
+  await sampler(process.argv[3]!, Number(process.argv[4]), Number(process.argv[5]), Number(process.argv[6]));
 else await main();

@@ -57,11 +57,33 @@ async function lastId(c: Cluster): Promise<number> {
 async function fencedChild(c: Cluster, h: HostName): Promise<{ pid: number; supervisor: ChildProcess }> {
   const file = join(c.dir, `${h}-bench-child.pid`);
   rmSync(file, { force: true });
-  const supervisor = spawn(process.execPath, [HQ_CLI, 'fence', 'run', '--role', 'cron', '--grace', '2', '--config', c.agentConfig(h), '--', 'sh', '-c', `echo $$ > ${file}; exec sleep 1000`], {
-    stdio: 'ignore',
-    env: { ...process.env, NODE_OPTIONS: '' },
-  });
-  await c.waitFor(async () => existsSync(file) && readFileSync(file, 'utf8').trim() !== '', 20_000, `the fenced child runs on ${h}`);
+  const supervisor = spawn(
+    process.execPath,
+    [
+      HQ_CLI,
+      'fence',
+      'run',
+      '--role',
+      'cron',
+      '--grace',
+      '2',
+      '--config',
+      c.agentConfig(h),
+      '--',
+      'sh',
+      '-c',
+      `echo $$ > ${file}; exec sleep 1000`,
+    ],
+    {
+      stdio: 'ignore',
+      env: { ...process.env, NODE_OPTIONS: '' },
+    },
+  );
+  await c.waitFor(
+    async () => existsSync(file) && readFileSync(file, 'utf8').trim() !== '',
+    20_000,
+    `the fenced child runs on ${h}`,
+  );
   return { pid: Number(readFileSync(file, 'utf8').trim()), supervisor };
 }
 
@@ -84,7 +106,10 @@ async function round(c: Cluster, from: HostName, settings: Round['settings'], li
   }
   const out = await cli;
   // Exit 3 (no answer within the request timeout, a loaded machine) may still have transferred: the event log says.
-  if (out.code !== 0 && !(out.code === 3 && (await events(c, fromId)).some((e) => e.event === 'promoted' && e.host === to))) {
+  if (
+    out.code !== 0 &&
+    !(out.code === 3 && (await events(c, fromId)).some((e) => e.event === 'promoted' && e.host === to))
+  ) {
     throw new Error(`hq failover exited ${out.code}: ${out.stderr.trim()}`);
   }
   if (Number.isNaN(run)) throw new Error(`${to} did not run within ${limitMs} ms`);
@@ -121,7 +146,9 @@ async function series(settings: Round['settings'], rounds: number): Promise<Roun
       // A grant within ttl + margin (25.5 min) of the arbiter's start waits for its start wait
       // (S2.3), which no acknowledgement ends: the rounds start once the arbiter is older.
       const waitMs = (1500 + 30 + 5) * 1000;
-      process.stderr.write(`defaults: waiting ${waitMs / 60_000} min for the arbiter's start wait (ttl + margin) to pass…\n`);
+      process.stderr.write(
+        `defaults: waiting ${waitMs / 60_000} min for the arbiter's start wait (ttl + margin) to pass…\n`,
+      );
       await sleep(waitMs);
     }
     let holder: HostName = 'mbp';
@@ -139,7 +166,9 @@ async function series(settings: Round['settings'], rounds: number): Promise<Roun
         continue;
       }
       out.push(r);
-      process.stderr.write(`${settings} round ${i + 1}/${rounds}: ${r.from} → ${r.to} runs after ${r.run.toFixed(2)} s (transfer ${r.transfer.toFixed(2)} s, acknowledged ${r.acknowledged?.toFixed(2) ?? '—'} s, lock-delay would end ${r.lockDelayEnd.toFixed(2)} s)\n`);
+      process.stderr.write(
+        `${settings} round ${i + 1}/${rounds}: ${r.from} → ${r.to} runs after ${r.run.toFixed(2)} s (transfer ${r.transfer.toFixed(2)} s, acknowledged ${r.acknowledged?.toFixed(2) ?? '—'} s, lock-delay would end ${r.lockDelayEnd.toFixed(2)} s)\n`,
+      );
       holder = r.to;
     }
   } finally {
@@ -149,12 +178,35 @@ async function series(settings: Round['settings'], rounds: number): Promise<Roun
 }
 
 async function main(): Promise<void> {
-  const rounds = [...(await series('fast', FAST_ROUNDS)), ...(DEFAULT_ROUNDS > 0 ? await series('defaults', DEFAULT_ROUNDS) : [])];
+  const rounds = [
+    ...(await series('fast', FAST_ROUNDS)),
+    ...(DEFAULT_ROUNDS > 0 ? await series('defaults', DEFAULT_ROUNDS) : []),
+  ];
   const f = (n: number | null): string => (n === null ? '—' : n.toFixed(2));
   const perRound = table(
-    ['settings', 'from → to', 'transfer', 'acknowledged', 'child gone', 'first run: true', 'transfer → run', 'lock-delay would end', 'saved'],
+    [
+      'settings',
+      'from → to',
+      'transfer',
+      'acknowledged',
+      'child gone',
+      'first run: true',
+      'transfer → run',
+      'lock-delay would end',
+      'saved',
+    ],
     ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
-    rounds.map((r) => [r.settings, `${r.from} → ${r.to}`, f(r.transfer), f(r.acknowledged), f(r.childGone), f(r.run), f(r.run - r.transfer), f(r.lockDelayEnd), f(r.savedSeconds)]),
+    rounds.map((r) => [
+      r.settings,
+      `${r.from} → ${r.to}`,
+      f(r.transfer),
+      f(r.acknowledged),
+      f(r.childGone),
+      f(r.run),
+      f(r.run - r.transfer),
+      f(r.lockDelayEnd),
+      f(r.savedSeconds),
+    ]),
   );
   const summary = (['fast', 'defaults'] as const)
     .map((s) => rounds.filter((r) => r.settings === s))

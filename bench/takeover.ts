@@ -37,7 +37,11 @@ export interface TakeoverSetting {
 
 export const TAKEOVER_SETTINGS: readonly TakeoverSetting[] = [
   { label: 'default', store: {}, electionTtlSeconds: 10 },
-  { label: 'short', store: { dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 }, electionTtlSeconds: 4 },
+  {
+    label: 'short',
+    store: { dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 },
+    electionTtlSeconds: 4,
+  },
 ];
 
 export interface TakeoverRound {
@@ -60,9 +64,20 @@ async function health(base: string): Promise<Health | null> {
   }
 }
 
-async function post(base: string, path: string, token: string, body: unknown, timeoutMs = 2000): Promise<{ status: number; json: Record<string, unknown> } | null> {
+async function post(
+  base: string,
+  path: string,
+  token: string,
+  body: unknown,
+  timeoutMs = 2000,
+): Promise<{ status: number; json: Record<string, unknown> } | null> {
   try {
-    const res = await fetch(`${base}${path}`, { method: 'POST', headers: jsonHeaders(token), body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
+    const res = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: jsonHeaders(token),
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
     const text = await res.text();
     let json: Record<string, unknown> = {};
     try {
@@ -90,7 +105,13 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | null 
  * `rounds` takeovers with one setting; `track` registers each arbiter's stop (and the temp dir's
  * removal) with the bench's cleanup.
  */
-export async function measureTakeovers(etcdBase: string, setting: TakeoverSetting, rounds: number, track: (stop: () => Promise<void>) => void, log: (s: string) => void): Promise<TakeoverRound[]> {
+export async function measureTakeovers(
+  etcdBase: string,
+  setting: TakeoverSetting,
+  rounds: number,
+  track: (stop: () => Promise<void>) => void,
+  log: (s: string) => void,
+): Promise<TakeoverRound[]> {
   const dir = mkdtempSync(join(tmpdir(), `hq-bench-takeover-${setting.label}-`));
   track(async () => rmSync(dir, { recursive: true, force: true }));
   const ports = [await freePort(), await freePort()];
@@ -104,13 +125,22 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
         dataDir: join(dir, `var-${i}`),
         listen: { host: '127.0.0.1', port },
         tailscaleBin: '',
-        store: { kind: 'etcd', endpoints: [etcdBase], prefix: `/hq-bench-takeover-${setting.label}-${process.pid}`, advertiseUrl: urls[i], ...setting.store },
+        store: {
+          kind: 'etcd',
+          endpoints: [etcdBase],
+          prefix: `/hq-bench-takeover-${setting.label}-${process.pid}`,
+          advertiseUrl: urls[i],
+          ...setting.store,
+        },
       }),
     );
     return config;
   });
   // Tokens live in etcd under the prefix: issued once, valid at both arbiters.
-  const issue = (m: string): string => execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', m, '--scope', 'member', '--config', configs[0]!], { encoding: 'utf8' }).trim();
+  const issue = (m: string): string =>
+    execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', m, '--scope', 'member', '--config', configs[0]!], {
+      encoding: 'utf8',
+    }).trim();
   const mbp = issue('mbp');
   const nodeb = issue('node-b');
 
@@ -129,19 +159,30 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
   };
   await start(0);
   await start(1);
-  const elected = await until('an election', 30_000, async () => {
-    for (const i of [0, 1]) if ((await health(urls[i]!))?.arbiters?.elected === true) return i + 1;
-    return null;
-  }) - 1;
-  log(`takeover (${setting.label}): arbiter ${elected} elected; waiting 2 × ${AGENT_REQUEST_TIMEOUT} s for reports that count (S2.3), then mbp acquires…`);
+  const elected =
+    (await until('an election', 30_000, async () => {
+      for (const i of [0, 1]) if ((await health(urls[i]!))?.arbiters?.elected === true) return i + 1;
+      return null;
+    })) - 1;
+  log(
+    `takeover (${setting.label}): arbiter ${elected} elected; waiting 2 × ${AGENT_REQUEST_TIMEOUT} s for reports that count (S2.3), then mbp acquires…`,
+  );
   await sleep(2 * AGENT_REQUEST_TIMEOUT * 1000 + 500);
-  for (const [host, token] of [['mbp', mbp], ['node-b', nodeb]] as const) {
-    const r = await post(urls[elected]!, '/v1/heartbeat', token, { host, seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT });
+  for (const [host, token] of [
+    ['mbp', mbp],
+    ['node-b', nodeb],
+  ] as const) {
+    const r = await post(urls[elected]!, '/v1/heartbeat', token, {
+      host,
+      seenGeneration: 0,
+      requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT,
+    });
     if (r?.status !== 200) throw new Error(`takeover: ${host}'s first report answered ${r?.status ?? 'nothing'}`);
   }
   const acq = await post(urls[elected]!, '/v1/lease/acquire', mbp, { host: 'mbp' });
   const generation = (acq?.json['lease'] as { generation?: number } | undefined)?.generation;
-  if (acq?.status !== 200 || acq.json['ok'] !== true || typeof generation !== 'number') throw new Error(`takeover: mbp's acquire answered ${acq?.status ?? 'nothing'} ${JSON.stringify(acq?.json ?? {})}`);
+  if (acq?.status !== 200 || acq.json['ok'] !== true || typeof generation !== 'number')
+    throw new Error(`takeover: mbp's acquire answered ${acq?.status ?? 'nothing'} ${JSON.stringify(acq?.json ?? {})}`);
   const hbMbp = { host: 'mbp', generation, seenGeneration: generation, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT };
   const hbNodeb = { host: 'node-b', seenGeneration: generation, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT };
 
@@ -152,7 +193,9 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
     const other = 1 - killed;
     const base = urls[other]!;
     const proc = procs[killed]!;
-    const gone = new Promise<void>((res) => (proc.exitCode !== null || proc.signalCode !== null ? res() : proc.once('exit', () => res())));
+    const gone = new Promise<void>((res) =>
+      proc.exitCode !== null || proc.signalCode !== null ? res() : proc.once('exit', () => res()),
+    );
     const killedAt = performance.now();
     proc.kill('SIGKILL');
     await gone;
@@ -166,9 +209,13 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
     let tick = 0;
     const deadline = killedAt + ROUND_LIMIT_MS;
     while (!done) {
-      if (performance.now() > deadline) throw new Error(`takeover round ${round + 1} (${setting.label}): no unheld renewal from arbiter ${other} within ${ROUND_LIMIT_MS / 1000} s (elected ${electedMs ?? 'never'}, decision ${decisionMs ?? 'never'})`);
+      if (performance.now() > deadline)
+        throw new Error(
+          `takeover round ${round + 1} (${setting.label}): no unheld renewal from arbiter ${other} within ${ROUND_LIMIT_MS / 1000} s (elected ${electedMs ?? 'never'}, decision ${decisionMs ?? 'never'})`,
+        );
       const ask = async (): Promise<void> => {
-        if (electedMs === null && (await health(base))?.arbiters?.elected === true) electedMs ??= performance.now() - killedAt;
+        if (electedMs === null && (await health(base))?.arbiters?.elected === true)
+          electedMs ??= performance.now() - killedAt;
       };
       const renew = async (): Promise<void> => {
         const r = await post(base, '/v1/heartbeat', mbp, hbMbp);
@@ -195,13 +242,20 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
       await sleep(POLL_MS);
     }
     await Promise.allSettled([...inflight]);
-    if (electedMs === null) electedMs = (await health(base))?.arbiters?.elected === true ? performance.now() - killedAt : NaN;
+    if (electedMs === null)
+      electedMs = (await health(base))?.arbiters?.elected === true ? performance.now() - killedAt : NaN;
     out.push({ killed, electedMs: electedMs, decisionMs: decisionMs!, unheldMs: unheldMs! });
-    log(`takeover (${setting.label}) ${round + 1}/${rounds}: arbiter ${killed} killed → arbiter ${other} elected ${(electedMs / 1000).toFixed(2)} s, first renewal ${(decisionMs! / 1000).toFixed(2)} s, unheld ${(unheldMs! / 1000).toFixed(2)} s`);
+    log(
+      `takeover (${setting.label}) ${round + 1}/${rounds}: arbiter ${killed} killed → arbiter ${other} elected ${(electedMs / 1000).toFixed(2)} s, first renewal ${(decisionMs! / 1000).toFixed(2)} s, unheld ${(unheldMs! / 1000).toFixed(2)} s`,
+    );
     leader = other;
     // The killed one back, following the survivor, before the survivor is killed in turn.
     await start(killed);
-    await until(`arbiter ${killed} seeing arbiter ${other} elected`, 30_000, async () => (await health(urls[killed]!))?.arbiters?.leader === base);
+    await until(
+      `arbiter ${killed} seeing arbiter ${other} elected`,
+      30_000,
+      async () => (await health(urls[killed]!))?.arbiters?.leader === base,
+    );
   }
   for (const p of procs) if (p !== null) await stopProc(p);
   return out;
@@ -210,17 +264,36 @@ export async function measureTakeovers(etcdBase: string, setting: TakeoverSettin
 const s = (ms: number): string => (Number.isNaN(ms) ? '—' : (ms / 1000).toFixed(2));
 
 /** The takeover table: per setting, median and max of the three figures. */
-export function takeoverTable(results: ReadonlyArray<{ setting: TakeoverSetting; rounds: readonly TakeoverRound[] }>): string {
+export function takeoverTable(
+  results: ReadonlyArray<{ setting: TakeoverSetting; rounds: readonly TakeoverRound[] }>,
+): string {
   return table(
-    ['election TTL', 'rounds', 'elected, median s', 'max s', 'first renewal answered, median s', 'max s', 'renewal without S2.3 hold, median s', 'max s'],
+    [
+      'election TTL',
+      'rounds',
+      'elected, median s',
+      'max s',
+      'first renewal answered, median s',
+      'max s',
+      'renewal without S2.3 hold, median s',
+      'max s',
+    ],
     ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     results.map(({ setting, rounds }) => {
       const col = (f: (r: TakeoverRound) => number): [string, string] => {
         const xs = rounds.map(f);
         return [s(median(xs)), s(Math.max(...xs))];
       };
-      const extra = Object.entries(setting.store).map(([k, v]) => `${k} ${v}`).join(', ');
-      return [`${setting.electionTtlSeconds} s (${setting.label}${extra === '' ? '' : `: ${extra}`})`, rounds.length, ...col((r) => r.electedMs), ...col((r) => r.decisionMs), ...col((r) => r.unheldMs)];
+      const extra = Object.entries(setting.store)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ');
+      return [
+        `${setting.electionTtlSeconds} s (${setting.label}${extra === '' ? '' : `: ${extra}`})`,
+        rounds.length,
+        ...col((r) => r.electedMs),
+        ...col((r) => r.decisionMs),
+        ...col((r) => r.unheldMs),
+      ];
     }),
   );
 }

@@ -15,8 +15,14 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Each daemon's generated file and the built module of its TypeBox source. */
 export const TARGETS = Object.freeze({
-  agent: { generated: join(root, 'apps/agent/src/schemas/generated.ts'), source: join(root, 'apps/agent/dist/schemas/source.js') },
-  arbiter: { generated: join(root, 'apps/arbiter/src/schemas/generated.ts'), source: join(root, 'apps/arbiter/dist/schemas/source.js') },
+  agent: {
+    generated: join(root, 'apps/agent/src/schemas/generated.ts'),
+    source: join(root, 'apps/agent/dist/schemas/source.js'),
+  },
+  arbiter: {
+    generated: join(root, 'apps/arbiter/src/schemas/generated.ts'),
+    source: join(root, 'apps/arbiter/dist/schemas/source.js'),
+  },
 });
 
 /** The text of a generated.ts from the module of its source.ts (its exports, in name order). */

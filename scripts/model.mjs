@@ -248,8 +248,14 @@ export function check(
   try {
     const f = flags(config, mutant === null ? [] : [mutant]);
     const gen = run('spin', ['-a', ...f, MODEL], dir, 120_000);
-    if (gen.code !== 0 || !existsSync(join(dir, 'pan.c'))) throw new Error(`spin -a ${f.join(' ')} failed: ${gen.out.trim()}`);
-    const cc = run('cc', [optimize, '-w', '-DSAFETY', ...compress, `-DMEMLIM=${memoryMb}`, '-o', 'pan', 'pan.c'], dir, 600_000);
+    if (gen.code !== 0 || !existsSync(join(dir, 'pan.c')))
+      throw new Error(`spin -a ${f.join(' ')} failed: ${gen.out.trim()}`);
+    const cc = run(
+      'cc',
+      [optimize, '-w', '-DSAFETY', ...compress, `-DMEMLIM=${memoryMb}`, '-o', 'pan', 'pan.c'],
+      dir,
+      600_000,
+    );
     if (cc.code !== 0) throw new Error(`cc pan.c failed: ${cc.out.trim().slice(0, 2000)}`);
     const started = Date.now();
     // -m: search depth (unmutated runs never come close; a mutant's may be bounded, see
@@ -270,8 +276,10 @@ export function check(
       depth: num(/depth reached (\d+)/),
       seconds: num(/elapsed time ([\d.e+]+) seconds/) ?? (Date.now() - started) / 1000,
       memoryMb: num(/([\d.]+)\s+total actual memory usage/),
-      complete: !/max search depth too small|out of memory|reached -DMEMLIM|Search not completed/.test(out) && pan.code === 0,
-      violated: violated === null ? null : ({ ok1: 'S1 (worker generation)', ok2: 'S2', ok3: 'S2w' }[violated] ?? violated),
+      complete:
+        !/max search depth too small|out of memory|reached -DMEMLIM|Search not completed/.test(out) && pan.code === 0,
+      violated:
+        violated === null ? null : ({ ok1: 'S1 (worker generation)', ok2: 'S2', ok3: 'S2w' }[violated] ?? violated),
       trail: existsSync(join(dir, 'hq.pml.trail')),
       dir: keep ? dir : null,
       output: out,
@@ -285,7 +293,9 @@ export function check(
 
 /** The machine a run was on, for SAFETY.md's numbers. */
 export function machine() {
-  const cpu = /model name\s*:\s*(.+)/.exec(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '')?.[1] ?? 'unknown cpu';
+  const cpu =
+    /model name\s*:\s*(.+)/.exec(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '')?.[1] ??
+    'unknown cpu';
   const spin = spawnSync('spin', ['-V'], { encoding: 'utf8' }).stdout.trim();
   return `${cpu}; ${spin}`;
 }
@@ -301,7 +311,11 @@ function faultsOf(config) {
 function main(argv) {
   const json = argv.includes('--json');
   const only = argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : null;
-  const pick = argv.includes('--all') ? CONFIGS : argv.includes('--small') ? CONFIGS.filter((c) => c.small) : CONFIGS.filter((c) => !c.small);
+  const pick = argv.includes('--all')
+    ? CONFIGS
+    : argv.includes('--small')
+      ? CONFIGS.filter((c) => c.small)
+      : CONFIGS.filter((c) => !c.small);
   const configs = only === null ? pick : CONFIGS.filter((c) => only.includes(c.name));
   if (!toolsPresent()) {
     process.stderr.write('spin or cc is missing (Debian: apt-get install spin gcc)\n');
@@ -314,14 +328,22 @@ function main(argv) {
     if (!ok) bad++;
     if (json) process.stdout.write(`${JSON.stringify({ ...r, output: undefined, expect, ok })}\n`);
     else {
-      const what = r.mutant === null ? `checked: ${r.errors === 0 && r.complete ? 'no error' : `errors ${r.errors}${r.complete ? '' : ' (incomplete)'}`}` : `-D${r.mutant}: ${r.errors ? `counterexample, ${r.violated} at depth ${r.depth}` : 'NO counterexample'}`;
+      const what =
+        r.mutant === null
+          ? `checked: ${r.errors === 0 && r.complete ? 'no error' : `errors ${r.errors}${r.complete ? '' : ' (incomplete)'}`}`
+          : `-D${r.mutant}: ${r.errors ? `counterexample, ${r.violated} at depth ${r.depth}` : 'NO counterexample'}`;
       rows.push(r);
-      process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${r.config.padEnd(17)} ${what.padEnd(58)} ${String(r.states ?? '?').padStart(11)} states ${r.seconds.toFixed(1).padStart(8)} s\n`);
+      process.stdout.write(
+        `${ok ? 'ok  ' : 'FAIL'} ${r.config.padEnd(17)} ${what.padEnd(58)} ${String(r.states ?? '?').padStart(11)} states ${r.seconds.toFixed(1).padStart(8)} s\n`,
+      );
     }
   };
   if (!json) process.stdout.write(`model/hq.pml on ${machine()}\n`);
   for (const c of configs) {
-    if (!json) process.stdout.write(`# ${c.name}: N=${c.defs.N} G=${c.defs.G} TTL=${c.defs.TTL} RT=${c.defs.RT}; ${faultsOf(c) || 'no optional faults'}\n`);
+    if (!json)
+      process.stdout.write(
+        `# ${c.name}: N=${c.defs.N} G=${c.defs.G} TTL=${c.defs.TTL} RT=${c.defs.RT}; ${faultsOf(c) || 'no optional faults'}\n`,
+      );
     if (c.mutantsOnly !== true) say(check(c), 'pass');
     for (const m of c.mutants) say(check(c, m), 'cex');
   }

@@ -26,7 +26,11 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const APPS = ['apps/agent', 'apps/arbiter'];
 /** The internal packages by name → their directory in the repository. */
-const INTERNAL = { '@hq/protocol': 'packages/protocol', '@hq/lease-core': 'packages/lease-core', '@hq/runtime': 'packages/runtime' };
+const INTERNAL = {
+  '@hq/protocol': 'packages/protocol',
+  '@hq/lease-core': 'packages/lease-core',
+  '@hq/runtime': 'packages/runtime',
+};
 
 function fail(message) {
   process.stderr.write(`pack: ${message}\n`);
@@ -68,7 +72,10 @@ for (const app of APPS) {
       const inner = readJson(join(dir, 'package.json'));
       for (const [dep, range] of Object.entries(inner.dependencies ?? {})) {
         if (dep in INTERNAL) continue;
-        if (pkg.dependencies?.[dep] === undefined) fail(`${name} needs ${dep}, which ${pkg.name} does not depend on: add "${dep}": "${range}" to ${app}/package.json`);
+        if (pkg.dependencies?.[dep] === undefined)
+          fail(
+            `${name} needs ${dep}, which ${pkg.name} does not depend on: add "${dep}": "${range}" to ${app}/package.json`,
+          );
       }
       const to = join(stage, 'node_modules', name);
       mkdirSync(to, { recursive: true });
@@ -77,7 +84,8 @@ for (const app of APPS) {
       // empty directory instead of installing it from the registry beside the app.
       const internalOnly = Object.fromEntries(Object.entries(inner.dependencies ?? {}).filter(([d]) => d in INTERNAL));
       writeFileSync(join(to, 'package.json'), `${JSON.stringify({ ...inner, dependencies: internalOnly }, null, 2)}\n`);
-      for (const f of inner.files ?? ['dist']) cpSync(join(dir, f), join(to, f), { recursive: true, dereference: true });
+      for (const f of inner.files ?? ['dist'])
+        cpSync(join(dir, f), join(to, f), { recursive: true, dereference: true });
       cpSync(join(root, 'LICENSE'), join(to, 'LICENSE'));
     }
     for (const f of pkg.files ?? []) cpSync(join(root, app, f), join(stage, f), { recursive: true, dereference: true });
@@ -91,8 +99,14 @@ for (const app of APPS) {
     // `private` guards the workspace against an accidental `npm publish`; the tarball is the
     // thing that would be published, so it goes without.
     const { private: _private, ...published } = pkg;
-    writeFileSync(join(stage, 'package.json'), `${JSON.stringify({ ...published, files, bundleDependencies: bundled }, null, 2)}\n`);
-    const name = execFileSync(npm, ['pack', '--silent', '--pack-destination', out], { cwd: stage, encoding: 'utf8' }).trim().split('\n').pop();
+    writeFileSync(
+      join(stage, 'package.json'),
+      `${JSON.stringify({ ...published, files, bundleDependencies: bundled }, null, 2)}\n`,
+    );
+    const name = execFileSync(npm, ['pack', '--silent', '--pack-destination', out], { cwd: stage, encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .pop();
     process.stdout.write(`${join(out, name)}\n`);
   } finally {
     rmSync(stage, { recursive: true, force: true });

@@ -22,41 +22,98 @@ const { ARBITER_ONLY_KEYS, AGENT_ONLY_KEYS } = await dist('packages/lease-core/d
 /** Every config key: default and meaning. Owner comes from lease-core's keys.ts. */
 export const KEYS = {
   arbiter: ['`cloud-vm`', "the arbiter's host name (the observer name of its views); never a candidate"],
-  candidates: ['`["mbp","node-b"]`', 'the hosts that may hold the lease, in promotion priority; agents learn them from heartbeat answers'],
+  candidates: [
+    '`["mbp","node-b"]`',
+    'the hosts that may hold the lease, in promotion priority; agents learn them from heartbeat answers',
+  ],
   standby: ['—', 'the preferred promotee: promoted first when eligible, then the others in `candidates` order'],
   ttlSeconds: ['`1500`', 'lease TTL; agents read it from the record; the holder renews three times per validity'],
-  viewFreshSeconds: ['`1500`', "a view older than this is no evidence; must cover each agent's reported heartbeat interval (checked on every report)"],
+  viewFreshSeconds: [
+    '`1500`',
+    "a view older than this is no evidence; must cover each agent's reported heartbeat interval (checked on every report)",
+  ],
   promoteAfterChecks: ['`2`', 'consecutive dual-unreachable checks before a promotion'],
-  safetyMarginSeconds: ['`30`', 'clock-rate allowance shaved off every validity and added to every lock-delay; ≥ 1 % of the TTL and < half of it; agents read it from the record'],
-  checkCron: ['`*/10 * * * *`', 'node-cron schedule of checks (6 fields = seconds); any valid expression, its real largest gap is used'],
+  safetyMarginSeconds: [
+    '`30`',
+    'clock-rate allowance shaved off every validity and added to every lock-delay; ≥ 1 % of the TTL and < half of it; agents read it from the record',
+  ],
+  checkCron: [
+    '`*/10 * * * *`',
+    'node-cron schedule of checks (6 fields = seconds); any valid expression, its real largest gap is used',
+  ],
   heartbeatCron: ['`*/10 * * * *`', "the agent's heartbeat schedule; reported to the arbiter with every heartbeat"],
-  refreshSeconds: ['`60`', 'how often the agent reads the lease between heartbeats (every 2 s while it knows of no holder, so a standby learns of the first grant at once); must be shorter than the TTL (checked by the arbiter)'],
-  requestTimeoutSeconds: ['`5`', 'an answer later than this is discarded, never acted on; declared in every request (the arbiter counts start-wait reports with it)'],
-  probeTimeoutSeconds: ['5, or half the check / heartbeat interval when shorter', "each daemon's own probe timeout; must be shorter than its own check / heartbeat interval"],
-  hostName: ['`{stateDir}/host`, else the OS host name without `.local`', 'this host; wins over the host file (a difference is logged and shown by `hq doctor`)'],
-  arbiterUrl: ['`http://{arbiter}.{tailnetDomain}:8470`', "where the agent talks to the arbiter; a bare origin (no credentials, no path); `hq`'s read-only commands without any config use `http://127.0.0.1:8470`"],
-  failOpenRoles: ['`[]`', 'roles that run when quorum is lost (never `ledger-cli`; never once a higher generation was seen)'],
-  roles: ['`telegram-poller, cron, release-run, git-push, ledger-cli`', 'the known fence roles; others get 400 / exit 2'],
+  refreshSeconds: [
+    '`60`',
+    'how often the agent reads the lease between heartbeats (every 2 s while it knows of no holder, so a standby learns of the first grant at once); must be shorter than the TTL (checked by the arbiter)',
+  ],
+  requestTimeoutSeconds: [
+    '`5`',
+    'an answer later than this is discarded, never acted on; declared in every request (the arbiter counts start-wait reports with it)',
+  ],
+  probeTimeoutSeconds: [
+    '5, or half the check / heartbeat interval when shorter',
+    "each daemon's own probe timeout; must be shorter than its own check / heartbeat interval",
+  ],
+  hostName: [
+    '`{stateDir}/host`, else the OS host name without `.local`',
+    'this host; wins over the host file (a difference is logged and shown by `hq doctor`)',
+  ],
+  arbiterUrl: [
+    '`http://{arbiter}.{tailnetDomain}:8470`',
+    "where the agent talks to the arbiter; a bare origin (no credentials, no path); `hq`'s read-only commands without any config use `http://127.0.0.1:8470`",
+  ],
+  failOpenRoles: [
+    '`[]`',
+    'roles that run when quorum is lost (never `ledger-cli`; never once a higher generation was seen)',
+  ],
+  roles: [
+    '`telegram-poller, cron, release-run, git-push, ledger-cli`',
+    'the known fence roles; others get 400 / exit 2',
+  ],
   healthUrls: ['—', 'pinned health URL per host (`{host: url}`); default `http://HOST.{tailnetDomain}:8471/v1/health`'],
   tailnetDomain: ['`tailscale status --json` → MagicDNSSuffix', 'derives the default URLs'],
   tailscaleBin: ['`tailscale`', '`""` disables `tailscale ping` (health alone decides; nothing calls tailscale)'],
   listen: ['arbiter `127.0.0.1:8470`, agent `0.0.0.0:8471`', '`{host, port}` of the API / the peer listener'],
   dataDir: ['`./var`', 'holds `hq.db`, `admin.token` and, while the daemon runs, `arbiter.lock` (dir 0700)'],
-  store: ['`{kind: "sqlite"}`', 'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl, compactionIntervalSeconds: 300, quotaBackendBytes: 2147483648}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members). The elected arbiter compacts etcd\'s history every `compactionIntervalSeconds` to the revision it noted one interval earlier (kube-apiserver\'s default of 5 minutes; shorter: a watch slower than one interval reads again, a backup longer than one interval fails; 0: never, for a cluster that compacts itself); `quotaBackendBytes` is the members\' `--quota-backend-bytes`, the yardstick of the space warning (80 %) when the members do not report their own (etcd < 3.6)'],
+  store: [
+    '`{kind: "sqlite"}`',
+    'where the state lives: the SQLite file in `dataDir`, or `{kind: "etcd", endpoints: ["http://host:2379", …], prefix: "/hq", dialTimeoutSeconds: 2, requestTimeoutSeconds: 5, electionTtlSeconds: 10, advertiseUrl, compactionIntervalSeconds: 300, quotaBackendBytes: 2147483648}` for several arbiters in front of one etcd cluster (one is elected and decides; `tls: {caFile, certFile, keyFile}` for `https://` members). The elected arbiter compacts etcd\'s history every `compactionIntervalSeconds` to the revision it noted one interval earlier (kube-apiserver\'s default of 5 minutes; shorter: a watch slower than one interval reads again, a backup longer than one interval fails; 0: never, for a cluster that compacts itself); `quotaBackendBytes` is the members\' `--quota-backend-bytes`, the yardstick of the space warning (80 %) when the members do not report their own (etcd < 3.6)',
+  ],
   auth: ['`{openReads: true}`', 'GETs need no token (the tailnet is the fence); `false`: `query` scope'],
-  hooks: ['—', '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence, timing problems and a broken peer path'],
-  portBands: ['reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`', 'the registry\'s port bands'],
+  hooks: [
+    '—',
+    '`{urls: [...], command: [...]}` called on promoted, renew-refused, a check streak, maintenance, agent silence, timing problems and a broken peer path',
+  ],
+  portBands: [
+    'reserved `[31413, 31415, 31420]`, test `31450–31499`, offline `31500–31509`',
+    "the registry's port bands",
+  ],
   events: ['`{maxAgeDays: 90, maxCount: 100000}`', 'the bounded event history, swept at start and hourly'],
   stateDir: ['`~/.hq`', 'holds `local.json`, `seen-generation`, `host`, the tokens (dir 0700)'],
   socketPath: ['`{stateDir}/agent.sock`', 'the fence socket (mode 0660)'],
-  tokenFile: ['`{stateDir}/token`', 'the member token (mode 0600); checked at start (exit 2 when missing, insecure, or refused by the arbiter)'],
+  tokenFile: [
+    '`{stateDir}/token`',
+    'the member token (mode 0600); checked at start (exit 2 when missing, insecure, or refused by the arbiter)',
+  ],
   peers: ['from the candidates the arbiter names, with `tailnetDomain`', '`{host: url}` of the other agents'],
   peerTokenFile: ['`{stateDir}/peer-token`', 'the shared secret for agent ↔ agent calls (mode 0600)'],
-  replication: ['—', 'standby replication: the plan, keep, schedules, standbys, `pollersOff`, and `survival.s3` (a bucket that also takes survival copies, server-side encrypted; credentials from the AWS environment or profile only): see deploy/replication/README.md'],
-  advertiseUrl: ['`http://{hostName}.{tailnetDomain}:{port}`, else a specific `listen.host`', "this agent's peer URL as others reach it (a bare origin), registered as its `instance` resource"],
-  queryTokenFile: ['`{stateDir}/query-token` when present', '`hq primary --write-join` puts this query-scope token in the join file (else the member token)'],
+  replication: [
+    '—',
+    'standby replication: the plan, keep, schedules, standbys, `pollersOff`, and `survival.s3` (a bucket that also takes survival copies, server-side encrypted; credentials from the AWS environment or profile only): see deploy/replication/README.md',
+  ],
+  advertiseUrl: [
+    '`http://{hostName}.{tailnetDomain}:{port}`, else a specific `listen.host`',
+    "this agent's peer URL as others reach it (a bare origin), registered as its `instance` resource",
+  ],
+  queryTokenFile: [
+    '`{stateDir}/query-token` when present',
+    '`hq primary --write-join` puts this query-scope token in the join file (else the member token)',
+  ],
   arbiterUrls: ['`[arbiterUrl]`', 'several arbiters (etcd store), tried in order'],
-  handoverOnStop: ['`false`', 'on SIGTERM the holder ends its fenced children and hands over to the first standby (promotion order) the arbiter has heard from recently, then exits; off: a stopped holder keeps the lease'],
+  handoverOnStop: [
+    '`false`',
+    'on SIGTERM the holder ends its fenced children and hands over to the first standby (promotion order) the arbiter has heard from recently, then exits; off: a stopped holder keeps the lease',
+  ],
 };
 
 function owner(key) {
@@ -84,7 +141,8 @@ function commandSection(spec, prefix = 'hq') {
   const lines = [`### \`${prefix} ${spec.name}${pos}${rest}\``, '', cell(spec.summary), ''];
   if (spec.flags.length > 0) {
     lines.push('| flag | meaning |', '|---|---|');
-    for (const f of spec.flags) lines.push(`| \`--${f.name}${f.value === undefined ? '' : ` ${f.value}`}\` | ${cell(f.help)} |`);
+    for (const f of spec.flags)
+      lines.push(`| \`--${f.name}${f.value === undefined ? '' : ` ${f.value}`}\` | ${cell(f.help)} |`);
     lines.push('');
   }
   lines.push(`Exit: ${cell(spec.exits)}`, '');

@@ -66,7 +66,8 @@ const fail = (message) => {
   process.exit(1);
 };
 
-if (!existsSync(ARBITER_CLI) || !existsSync(AGENT_CLI)) fail('the build is missing: run npm install (or npx tsc -b) first');
+if (!existsSync(ARBITER_CLI) || !existsSync(AGENT_CLI))
+  fail('the build is missing: run npm install (or npx tsc -b) first');
 
 /** A free loopback port (bound, read, released: good enough for a demo on one machine). */
 const freePort = () =>
@@ -87,10 +88,15 @@ async function stopAll(code) {
   if (stopping) return;
   stopping = true;
   say('\ntry: stopping the arbiter and the agents…');
-  const exits = [...children.values()].filter((c) => c.exitCode === null && c.signalCode === null).map((c) => new Promise((done) => {
-    c.once('exit', done);
-    c.kill('SIGTERM');
-  }));
+  const exits = [...children.values()]
+    .filter((c) => c.exitCode === null && c.signalCode === null)
+    .map(
+      (c) =>
+        new Promise((done) => {
+          c.once('exit', done);
+          c.kill('SIGTERM');
+        }),
+    );
   const timeout = new Promise((done) => setTimeout(done, 12_000).unref());
   await Promise.race([Promise.all(exits), timeout]);
   for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -103,10 +109,16 @@ process.on('SIGTERM', () => void stopAll(0));
 
 function start(name, args) {
   const log = openSync(join(dir, `${name}.log`), 'a');
-  const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawn(process.execPath, args, {
+    stdio: ['ignore', log, log],
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   children.set(name, child);
   child.once('exit', (code, signal) => {
-    if (!stopping) say(`try: ${name} exited (${signal ?? `code ${code}`}); press Enter here to start it again. Its log: ${join(dir, `${name}.log`)}`);
+    if (!stopping)
+      say(
+        `try: ${name} exited (${signal ?? `code ${code}`}); press Enter here to start it again. Its log: ${join(dir, `${name}.log`)}`,
+      );
   });
   return child;
 }
@@ -130,7 +142,10 @@ try {
   const portOf = Object.fromEntries(HOSTS.map((h, i) => [h, peerPorts[i]]));
   const health = Object.fromEntries(HOSTS.map((h) => [h, `http://127.0.0.1:${portOf[h]}/v1/health`]));
   const paths = { arbiter: join(dir, 'arbiter.json') };
-  writeFileSync(paths.arbiter, `${JSON.stringify(arbiterConfig({ port: arbiterPort, dataDir: join(dir, 'arbiter'), health }), null, 2)}\n`);
+  writeFileSync(
+    paths.arbiter,
+    `${JSON.stringify(arbiterConfig({ port: arbiterPort, dataDir: join(dir, 'arbiter'), health }), null, 2)}\n`,
+  );
 
   // Tokens before the start: the member tokens from the arbiter's own CLI, one peer token.
   const peerToken = randomBytes(32).toString('hex');
@@ -138,7 +153,11 @@ try {
     const stateDir = join(dir, h);
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     chmodSync(stateDir, 0o700);
-    const member = execFileSync(process.execPath, [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', paths.arbiter], { encoding: 'utf8' });
+    const member = execFileSync(
+      process.execPath,
+      [ARBITER_CLI, 'token', 'issue', h, '--scope', 'member', '--config', paths.arbiter],
+      { encoding: 'utf8' },
+    );
     writeFileSync(join(stateDir, 'token'), member, { mode: 0o600 });
     writeFileSync(join(stateDir, 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
     const others = HOSTS.filter((o) => o !== h);
@@ -166,7 +185,9 @@ try {
   // Commands that paste into any shell: the absolute hq, each host's own config.
   const hqCmd = (h, rest) => `node ${HQ_BIN} ${rest} --config ${paths[h]}`;
   const pid = (name) => children.get(name)?.pid;
-  say(`hq on loopback: an arbiter on 127.0.0.1:${arbiterPort} and two agents, mbp and node-b (TTL 6 s, a check every second).`);
+  say(
+    `hq on loopback: an arbiter on 127.0.0.1:${arbiterPort} and two agents, mbp and node-b (TTL 6 s, a check every second).`,
+  );
   say(`Everything lives in ${dir}; Ctrl-C here stops the three and removes it.`);
   say();
   say('1. Make mbp HQ, and look at the lease:');

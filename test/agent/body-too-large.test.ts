@@ -29,11 +29,16 @@ function sendWhole(open: () => Socket, path: string): Promise<string> {
       done(what);
     };
     s.on('data', (c: Buffer) => (text += c.toString('latin1')));
-    const answer = (): string => `${text.split('\r\n')[0] ?? ''}${text.includes('"error":"HQ_ERR_TOO_LARGE"') ? ' HQ_ERR_TOO_LARGE' : ''}`;
+    const answer = (): string =>
+      `${text.split('\r\n')[0] ?? ''}${text.includes('"error":"HQ_ERR_TOO_LARGE"') ? ' HQ_ERR_TOO_LARGE' : ''}`;
     s.on('end', () => finish(answer()));
-    s.on('error', (err: NodeJS.ErrnoException) => finish(text.startsWith('HTTP/') ? answer() : `error ${err.code ?? err.message}`));
+    s.on('error', (err: NodeJS.ErrnoException) =>
+      finish(text.startsWith('HTTP/') ? answer() : `error ${err.code ?? err.message}`),
+    );
     s.on('close', () => finish(text.startsWith('HTTP/') ? answer() : 'closed without an answer'));
-    s.write(`POST ${path} HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\nContent-Length: ${BODY.length}\r\n\r\n`);
+    s.write(
+      `POST ${path} HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\nContent-Length: ${BODY.length}\r\n\r\n`,
+    );
     s.write(BODY);
   });
 }
@@ -61,6 +66,10 @@ t.test('a 2 MiB body is answered 413 on both listeners, every time', async (t) =
       const line = await sendWhole(open, path);
       seen.set(line, (seen.get(line) ?? 0) + 1);
     }
-    t.same([...seen], [['HTTP/1.1 413 Payload Too Large HQ_ERR_TOO_LARGE', ROUNDS]], `${name}: ${ROUNDS} of ${ROUNDS} answered 413 (${JSON.stringify([...seen])})`);
+    t.same(
+      [...seen],
+      [['HTTP/1.1 413 Payload Too Large HQ_ERR_TOO_LARGE', ROUNDS]],
+      `${name}: ${ROUNDS} of ${ROUNDS} answered 413 (${JSON.stringify([...seen])})`,
+    );
   }
 });

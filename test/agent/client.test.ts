@@ -8,8 +8,22 @@ import type { FenceDecision } from '../../packages/protocol/src/fence.js';
 import { fence, tenures, TenureEnded, type Transport } from '../../apps/agent/src/client/index.js';
 import { FakeTime, flush } from '../registry/fake-time.js';
 
-const RUN: FenceDecision = { run: true, reason: 'holder', generation: 4, holder: 'mbp', role: 'telegram-poller', validForSeconds: 10 };
-const LOST: FenceDecision = { run: false, reason: 'not-holder', generation: 5, holder: 'node-b', role: 'telegram-poller', validForSeconds: null };
+const RUN: FenceDecision = {
+  run: true,
+  reason: 'holder',
+  generation: 4,
+  holder: 'mbp',
+  role: 'telegram-poller',
+  validForSeconds: 10,
+};
+const LOST: FenceDecision = {
+  run: false,
+  reason: 'not-holder',
+  generation: 5,
+  holder: 'node-b',
+  role: 'telegram-poller',
+  validForSeconds: null,
+};
 
 /** An agent in memory: its decision, long polls answered when it changes or their wait ends, and a switch to fall silent. */
 class FakeAgent {
@@ -26,7 +40,11 @@ class FakeAgent {
   }
 
   private differs(q: URLSearchParams): boolean {
-    return q.get('run') !== String(this.decision.run) || q.get('reason') !== this.decision.reason || q.get('generation') !== String(this.decision.generation);
+    return (
+      q.get('run') !== String(this.decision.run) ||
+      q.get('reason') !== this.decision.reason ||
+      q.get('generation') !== String(this.decision.generation)
+    );
   }
 
   set(d: FenceDecision): void {
@@ -45,7 +63,11 @@ class FakeAgent {
       return Promise.resolve({ status: 200, body: this.now() });
     }
     this.polls++;
-    if (this.noLongPolls) return Promise.resolve({ status: 400, body: { error: 'HQ_ERR_BAD_REQUEST', message: 'querystring must NOT have additional properties' } });
+    if (this.noLongPolls)
+      return Promise.resolve({
+        status: 400,
+        body: { error: 'HQ_ERR_BAD_REQUEST', message: 'querystring must NOT have additional properties' },
+      });
     if (this.differs(q)) return Promise.resolve({ status: 200, body: this.now() });
     return new Promise((resolve) => {
       const w = {
@@ -76,24 +98,34 @@ t.test('a tenure carries the generation and holder of the answer', async (t) => 
   const time = new FakeTime();
   const agent = new FakeAgent(time);
   const { it, tenure } = await firstTenure(time, agent);
-  t.same({ generation: tenure.generation, holder: tenure.holder }, { generation: 4, holder: 'mbp' }, 'generation 4, held by mbp');
+  t.same(
+    { generation: tenure.generation, holder: tenure.holder },
+    { generation: 4, holder: 'mbp' },
+    'generation 4, held by mbp',
+  );
   t.equal(tenure.signal.aborted, false, 'its signal has not aborted');
   await it.return();
   t.equal(tenure.signal.aborted, true, 'ending the loop aborts it');
 });
 
-t.test('the agent falls silent: the signal aborts stopBeforeSeconds before the validity of the last answer ends, not earlier', async (t) => {
-  const time = new FakeTime();
-  const agent = new FakeAgent(time);
-  const { it, tenure } = await firstTenure(time, agent, { stopBeforeSeconds: 1 });
-  agent.silent = true;
-  await time.advance(8_999);
-  t.equal(tenure.signal.aborted, false, 'still running 8.999 s into a 10 s validity');
-  await time.advance(1);
-  t.equal(tenure.signal.aborted, true, 'aborted at 9 s: 1 s before the validity ends');
-  t.ok(tenure.signal.reason instanceof TenureEnded && tenure.signal.reason.why === 'validity', 'the reason says the validity ran out');
-  await it.return();
-});
+t.test(
+  'the agent falls silent: the signal aborts stopBeforeSeconds before the validity of the last answer ends, not earlier',
+  async (t) => {
+    const time = new FakeTime();
+    const agent = new FakeAgent(time);
+    const { it, tenure } = await firstTenure(time, agent, { stopBeforeSeconds: 1 });
+    agent.silent = true;
+    await time.advance(8_999);
+    t.equal(tenure.signal.aborted, false, 'still running 8.999 s into a 10 s validity');
+    await time.advance(1);
+    t.equal(tenure.signal.aborted, true, 'aborted at 9 s: 1 s before the validity ends');
+    t.ok(
+      tenure.signal.reason instanceof TenureEnded && tenure.signal.reason.why === 'validity',
+      'the reason says the validity ran out',
+    );
+    await it.return();
+  },
+);
 
 t.test('a loss the long poll reports aborts the signal at once, without waiting for a re-check', async (t) => {
   const time = new FakeTime();
@@ -110,15 +142,18 @@ t.test('a loss the long poll reports aborts the signal at once, without waiting 
   await it.return();
 });
 
-t.test('answers that renew the validity keep the tenure running past its first validity, with no polling storm', async (t) => {
-  const time = new FakeTime();
-  const agent = new FakeAgent(time);
-  const { it, tenure } = await firstTenure(time, agent, { stopBeforeSeconds: 1 });
-  await time.advance(60_000);
-  t.equal(tenure.signal.aborted, false, 'still running after 60 s of 10 s validities renewed');
-  t.ok(agent.plain + agent.polls < 60, `${agent.plain} plain queries and ${agent.polls} long polls in 60 s`);
-  await it.return();
-});
+t.test(
+  'answers that renew the validity keep the tenure running past its first validity, with no polling storm',
+  async (t) => {
+    const time = new FakeTime();
+    const agent = new FakeAgent(time);
+    const { it, tenure } = await firstTenure(time, agent, { stopBeforeSeconds: 1 });
+    await time.advance(60_000);
+    t.equal(tenure.signal.aborted, false, 'still running after 60 s of 10 s validities renewed');
+    t.ok(agent.plain + agent.polls < 60, `${agent.plain} plain queries and ${agent.polls} long polls in 60 s`);
+    await it.return();
+  },
+);
 
 t.test('a generation change under a run: true answer is a loss', async (t) => {
   const time = new FakeTime();
@@ -154,9 +189,17 @@ t.test('fence() answers once: the decision, or agent-unreachable', async (t) => 
   const agent = new FakeAgent(time);
   t.same(await fence('telegram-poller', { transport: agent.transport }), RUN, 'the agent’s decision');
   agent.silent = true;
-  t.match(await fence('telegram-poller', { transport: agent.transport }), { run: false, reason: 'agent-unreachable', generation: null }, 'no answer: skip');
+  t.match(
+    await fence('telegram-poller', { transport: agent.transport }),
+    { run: false, reason: 'agent-unreachable', generation: null },
+    'no answer: skip',
+  );
   const bad: Transport = async () => ({ status: 400, body: { error: 'unknown-role', message: 'unknown role "x"' } });
-  await t.rejects(fence('x', { transport: bad }), { name: 'UnknownRole', message: 'unknown role "x"' }, 'an unknown role is an error to fix');
+  await t.rejects(
+    fence('x', { transport: bad }),
+    { name: 'UnknownRole', message: 'unknown role "x"' },
+    'an unknown role is an error to fix',
+  );
 });
 
 t.test('an agent without long polls: the tenure re-checks on its schedule, never in a tight loop', async (t) => {

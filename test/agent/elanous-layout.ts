@@ -21,13 +21,31 @@ export function writeOldLayout(home: string, o: OldLayout): void {
   writeFileSync(join(home, '.elanous-hq', 'host'), o.host);
   writeFileSync(join(home, '.elanous-hq', 'seen-generation'), `${o.seen ?? 7}\n`);
   const ttl = o.ttlSeconds ?? 1500;
-  writeFileSync(join(home, '.elanous', 'hq', 'local.json'), JSON.stringify({ holder: 'mbp', generation: o.localGeneration ?? o.seen ?? 7, confirmedAt: 1_800_000_000, ttlSeconds: ttl }));
+  writeFileSync(
+    join(home, '.elanous', 'hq', 'local.json'),
+    JSON.stringify({
+      holder: 'mbp',
+      generation: o.localGeneration ?? o.seen ?? 7,
+      confirmedAt: 1_800_000_000,
+      ttlSeconds: ttl,
+    }),
+  );
   writeFileSync(
     join(home, '.elanous', 'config.json'),
     JSON.stringify({
       telegram: { enabled: true, token: 'not-a-real-token' },
       discord: { enabled: true },
-      hq: { arbiter: 'cloud-vm', standby: 'node-b', ttlSeconds: ttl, failOpenRoles: ['cron'], hostName: o.host, seenGenerationFile: '~/.elanous-hq/seen-generation', tailscaleBin: '', probeTimeoutSeconds: 2, ...o.hq },
+      hq: {
+        arbiter: 'cloud-vm',
+        standby: 'node-b',
+        ttlSeconds: ttl,
+        failOpenRoles: ['cron'],
+        hostName: o.host,
+        seenGenerationFile: '~/.elanous-hq/seen-generation',
+        tailscaleBin: '',
+        probeTimeoutSeconds: 2,
+        ...o.hq,
+      },
     }),
   );
 }

@@ -107,7 +107,11 @@ const FAST: readonly [string, string][] = [
   ['the current protocol version', get('/v1/fence?role=cron', `hq-protocol: ${PROTOCOL_VERSION}\r\n`)],
 ];
 
-async function compareAll(t: Parameters<Parameters<typeof t.test>[1]>[0], s: Awaited<ReturnType<typeof setup>>, what: string): Promise<void> {
+async function compareAll(
+  t: Parameters<Parameters<typeof t.test>[1]>[0],
+  s: Awaited<ReturnType<typeof setup>>,
+  what: string,
+): Promise<void> {
   for (const [name, req] of FAST) {
     const before = s.fastifyCalls();
     const a = await exchange(s.fastPath, req);
@@ -123,8 +127,16 @@ async function compareAll(t: Parameters<Parameters<typeof t.test>[1]>[0], s: Awa
     t.equal(normal(a), normal(b), `${what}, ${name}: the same bytes as the Fastify route`);
   }
   const refused = await exchange(s.fastPath, REFUSED);
-  t.match(refused, /^HTTP\/1\.1 400 [\s\S]*"error":"HQ_ERR_PROTOCOL_VERSION"/, `${what}, a version not served: refused`);
-  t.equal(normal(refused), normal(await exchange(s.routePath, REFUSED)), `${what}, a version not served: the same bytes as the Fastify route`);
+  t.match(
+    refused,
+    /^HTTP\/1\.1 400 [\s\S]*"error":"HQ_ERR_PROTOCOL_VERSION"/,
+    `${what}, a version not served: refused`,
+  );
+  t.equal(
+    normal(refused),
+    normal(await exchange(s.routePath, REFUSED)),
+    `${what}, a version not served: the same bytes as the Fastify route`,
+  );
 }
 
 t.test('the fast path answers as the Fastify route does: the holder', async (t) => {

@@ -11,8 +11,14 @@ t.test('usage errors are one line and exit 2', async (t) => {
   const config = writeConfig(dir);
   const cases: [string[], RegExp][] = [
     [['--restart', 'always'], /^hq fence run: --restart needs --follow\n$/],
-    [['--follow', '--restart', 'sometimes'], /^hq fence run: --restart must be one of on-failure, always, never \(got "sometimes"\)\n$/],
-    [['--follow', '--skip-exit', '3'], /^hq fence run: --skip-exit does not go with --follow: a follower waits instead of skipping\n$/],
+    [
+      ['--follow', '--restart', 'sometimes'],
+      /^hq fence run: --restart must be one of on-failure, always, never \(got "sometimes"\)\n$/,
+    ],
+    [
+      ['--follow', '--skip-exit', '3'],
+      /^hq fence run: --skip-exit does not go with --follow: a follower waits instead of skipping\n$/,
+    ],
   ];
   for (const [flags, line] of cases) {
     const r = await hq(['fence', 'run', '--role', 'cron', ...flags, '--config', config, '--', 'true']);
@@ -33,11 +39,17 @@ t.test('with no agent the follower waits, and SIGTERM ends it with 0', async (t)
   const dir = shortDir(t);
   const config = writeConfig(dir);
   let pid = 0;
-  const run = hq(['fence', 'run', '--follow', '--role', 'cron', '--config', config, '--', 'true'], { onSpawn: (p) => (pid = p) });
+  const run = hq(['fence', 'run', '--follow', '--role', 'cron', '--config', config, '--', 'true'], {
+    onSpawn: (p) => (pid = p),
+  });
   await sleep(2_500);
   process.kill(pid, 'SIGTERM');
   const r = await run;
   t.equal(r.code, 0, 'exit 0 on SIGTERM');
-  t.match(r.stderr, /hq fence run: waiting: no agent socket at \S+agent\.sock \(ENOENT; socketPath from \S+\): the agent is not running/, 'it said once that it waits for the agent');
+  t.match(
+    r.stderr,
+    /hq fence run: waiting: no agent socket at \S+agent\.sock \(ENOENT; socketPath from \S+\): the agent is not running/,
+    'it said once that it waits for the agent',
+  );
   t.ok(r.stderr.split('\n').filter((l) => l.includes('waiting')).length <= 2, 'without repeating it every retry');
 });

@@ -10,8 +10,22 @@ import { followFence, type FollowOptions, type RestartPolicy } from '../../apps/
 import type { FenceQueryResult, SupervisorOutcome } from '../../apps/agent/src/fence-run.js';
 import { FakeTime, flush } from '../registry/fake-time.js';
 
-const RUN: FenceDecision = { run: true, reason: 'holder', generation: 3, holder: 'mbp', role: 'seat-loop', validForSeconds: 10 };
-const STANDBY: FenceDecision = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', role: 'seat-loop', validForSeconds: null };
+const RUN: FenceDecision = {
+  run: true,
+  reason: 'holder',
+  generation: 3,
+  holder: 'mbp',
+  role: 'seat-loop',
+  validForSeconds: 10,
+};
+const STANDBY: FenceDecision = {
+  run: false,
+  reason: 'not-holder',
+  generation: 3,
+  holder: 'node-b',
+  role: 'seat-loop',
+  validForSeconds: null,
+};
 
 interface Rig {
   readonly time: FakeTime;
@@ -27,15 +41,33 @@ interface Rig {
   done: Promise<{ kind: string; code?: number }>;
 }
 
-function rig(restart: RestartPolicy, first: FenceDecision, outcomes: Rig['outcomes'], extra: Partial<FollowOptions> = {}): Rig {
+function rig(
+  restart: RestartPolicy,
+  first: FenceDecision,
+  outcomes: Rig['outcomes'],
+  extra: Partial<FollowOptions> = {},
+): Rig {
   const time = new FakeTime();
   const stop = new AbortController();
-  const r: Rig = { time, stop, waits: [], runs: [], logs: [], decision: first, outcomes, done: Promise.resolve({ kind: 'none' }) };
+  const r: Rig = {
+    time,
+    stop,
+    waits: [],
+    runs: [],
+    logs: [],
+    decision: first,
+    outcomes,
+    done: Promise.resolve({ kind: 'none' }),
+  };
   // The long poll: at once when the decision differs from the one named, else when the test changes it.
   let wake: (() => void) | null = null;
   const wait = (seen: FenceSeen | null, w: number): Promise<FenceQueryResult> => {
     r.waits.push({ seen, wait: w, at: time.now });
-    const differs = (): boolean => seen === null || seen.run !== r.decision.run || seen.reason !== r.decision.reason || seen.generation !== r.decision.generation;
+    const differs = (): boolean =>
+      seen === null ||
+      seen.run !== r.decision.run ||
+      seen.reason !== r.decision.reason ||
+      seen.generation !== r.decision.generation;
     if (differs()) return Promise.resolve({ kind: 'answer', fence: r.decision });
     return new Promise((done) => {
       const h = time.set(() => done({ kind: 'answer', fence: r.decision }), w * 1000);
@@ -84,7 +116,10 @@ t.test('a standby waits on the long poll without polling, and runs within the ch
   await r.time.advance(120_000);
   t.equal(r.runs.length, 0, 'nothing ran while node-b holds');
   t.ok(r.waits.length <= 2 + 120 / 30, `${r.waits.length} asks in 120 s: one plain, then long polls of 30 s`);
-  t.ok(r.waits.slice(1).every((w) => w.wait === 30 && w.seen?.reason === 'not-holder'), 'each names the decision last seen');
+  t.ok(
+    r.waits.slice(1).every((w) => w.wait === 30 && w.seen?.reason === 'not-holder'),
+    'each names the decision last seen',
+  );
   setDecision(r, RUN);
   await flush();
   t.equal(r.runs.length, 1, 'the command starts in the instant the agent says run');
@@ -108,11 +143,18 @@ t.test('after a loss the follower asks afresh and waits again on the standby dec
 });
 
 t.test('a crashing command is restarted with a back-off that doubles to its bound', async (t) => {
-  const r = rig('on-failure', RUN, Array.from({ length: 8 }, () => exited(1)));
+  const r = rig(
+    'on-failure',
+    RUN,
+    Array.from({ length: 8 }, () => exited(1)),
+  );
   await r.time.advance(200_000);
   const gaps = r.runs.slice(1).map((at, i) => (at - (r.runs[i] as number)) / 1000);
   t.same(gaps.slice(0, 7), [1, 2, 4, 8, 16, 30, 30], 'waits of 1, 2, 4, 8, 16, then 30 s');
-  t.ok(r.logs.some((l) => l.event === 'restarting' && l.data['code'] === 1), 'each restart is logged with the code');
+  t.ok(
+    r.logs.some((l) => l.event === 'restarting' && l.data['code'] === 1),
+    'each restart is logged with the code',
+  );
   r.stop.abort();
   await r.done;
 });
@@ -174,11 +216,14 @@ t.test('an agent that does not answer is asked again with a back-off; the follow
   t.same(await done, { kind: 'exit', code: 0 }, 'stopped: exit 0');
 });
 
-t.test('a loss after which the agent says run again (same tenure) runs the command again at once, without back-off', async (t) => {
-  const r = rig('on-failure', RUN, [{ holdMs: 5_000, outcome: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
-  await r.time.advance(5_000);
-  t.equal(r.runs.length, 2, 'a second run');
-  t.equal((r.runs[1] as number) - (r.runs[0] as number), 5_000, 'in the instant the first was lost');
-  r.stop.abort();
-  await r.done;
-});
+t.test(
+  'a loss after which the agent says run again (same tenure) runs the command again at once, without back-off',
+  async (t) => {
+    const r = rig('on-failure', RUN, [{ holdMs: 5_000, outcome: { kind: 'exit', code: 75, end: 'lost', fence: RUN } }]);
+    await r.time.advance(5_000);
+    t.equal(r.runs.length, 2, 'a second run');
+    t.equal((r.runs[1] as number) - (r.runs[0] as number), 5_000, 'in the instant the first was lost');
+    r.stop.abort();
+    await r.done;
+  },
+);

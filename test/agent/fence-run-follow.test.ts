@@ -10,8 +10,22 @@ import type { FenceDecision } from '../../packages/protocol/src/fence.js';
 import { superviseFence, type FenceQueryResult, type SupervisorOptions } from '../../apps/agent/src/fence-run.js';
 import { FakeTime } from '../registry/fake-time.js';
 
-const RUN: FenceDecision = { run: true, reason: 'holder', generation: 2, holder: 'mbp', role: 'cron', validForSeconds: 60 };
-const LOST: FenceDecision = { run: false, reason: 'not-holder', generation: 3, holder: 'node-b', role: 'cron', validForSeconds: null };
+const RUN: FenceDecision = {
+  run: true,
+  reason: 'holder',
+  generation: 2,
+  holder: 'mbp',
+  role: 'cron',
+  validForSeconds: 60,
+};
+const LOST: FenceDecision = {
+  run: false,
+  reason: 'not-holder',
+  generation: 3,
+  holder: 'node-b',
+  role: 'cron',
+  validForSeconds: null,
+};
 
 function options(over: Partial<SupervisorOptions>): SupervisorOptions {
   return {
@@ -81,7 +95,19 @@ t.test('a watch that fails asks for no re-check', async (t) => {
 t.test('stop before the spawn skips; each end says why', async (t) => {
   const stop = new AbortController();
   stop.abort();
-  t.match(await superviseFence(options({ stop: stop.signal })), { kind: 'exit', end: 'skipped' }, 'stopped before the spawn: skipped');
-  t.match(await superviseFence(options({ check: async () => ({ kind: 'answer', fence: LOST }) })), { kind: 'exit', code: 0, end: 'skipped', fence: LOST }, 'may not run: skipped, with the decision');
-  t.match(await superviseFence(options({ argv: ['sh', '-c', 'exit 4'] })), { kind: 'exit', code: 4, end: 'exited' }, 'CMD ended by itself: exited, its code');
+  t.match(
+    await superviseFence(options({ stop: stop.signal })),
+    { kind: 'exit', end: 'skipped' },
+    'stopped before the spawn: skipped',
+  );
+  t.match(
+    await superviseFence(options({ check: async () => ({ kind: 'answer', fence: LOST }) })),
+    { kind: 'exit', code: 0, end: 'skipped', fence: LOST },
+    'may not run: skipped, with the decision',
+  );
+  t.match(
+    await superviseFence(options({ argv: ['sh', '-c', 'exit 4'] })),
+    { kind: 'exit', code: 4, end: 'exited' },
+    'CMD ended by itself: exited, its code',
+  );
 });

@@ -20,7 +20,15 @@ const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
 interface Answer {
   readonly status: number;
-  readonly body: { run?: boolean; reason?: string; generation?: number; holder?: string | null; validForSeconds?: number | null; error?: string; message?: string };
+  readonly body: {
+    run?: boolean;
+    reason?: string;
+    generation?: number;
+    holder?: string | null;
+    validForSeconds?: number | null;
+    error?: string;
+    message?: string;
+  };
 }
 
 async function setup(t: Test, holder: string) {
@@ -70,24 +78,31 @@ async function settle(): Promise<void> {
 const waitPath = (d: { run: boolean; reason: string; generation: number }, wait = 30): string =>
   `/v1/fence?role=cron&wait=${wait}&run=${d.run}&reason=${d.reason}&generation=${d.generation}`;
 
-t.test('a decision other than the one named is answered at once; the same one waits for the change a commit makes', async (t) => {
-  const s = await setup(t, 'node-b');
-  await s.agent.heartbeat();
-  const now = (await s.ask('/v1/fence?role=cron')).body;
-  t.match(now, { run: false, reason: 'not-holder', holder: 'node-b' }, 'mbp is a standby');
-  const stale = await s.ask(waitPath({ run: true, reason: 'holder', generation: 1 }));
-  t.match(stale.body, { run: false, reason: 'not-holder' }, 'a caller that names run: true hears the standby decision at once');
-  const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: now.generation as number }));
-  await settle();
-  t.equal(p.answered(), false, 'the same decision: no answer yet');
-  t.equal(s.agent.fencing.waiting, 1, 'one long poll waits');
-  t.same(s.time.pending(), [30_000], 'one timer only, its wait (no boundary ahead for a standby)');
-  s.arb.generation = 2;
-  await s.agent.heartbeat();
-  const a = await p.answer;
-  t.equal(a.body.generation, 2, 'the commit of generation 2 answers it, without the wait ending');
-  t.equal(s.agent.fencing.waiting, 0, 'nothing waits any more');
-});
+t.test(
+  'a decision other than the one named is answered at once; the same one waits for the change a commit makes',
+  async (t) => {
+    const s = await setup(t, 'node-b');
+    await s.agent.heartbeat();
+    const now = (await s.ask('/v1/fence?role=cron')).body;
+    t.match(now, { run: false, reason: 'not-holder', holder: 'node-b' }, 'mbp is a standby');
+    const stale = await s.ask(waitPath({ run: true, reason: 'holder', generation: 1 }));
+    t.match(
+      stale.body,
+      { run: false, reason: 'not-holder' },
+      'a caller that names run: true hears the standby decision at once',
+    );
+    const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: now.generation as number }));
+    await settle();
+    t.equal(p.answered(), false, 'the same decision: no answer yet');
+    t.equal(s.agent.fencing.waiting, 1, 'one long poll waits');
+    t.same(s.time.pending(), [30_000], 'one timer only, its wait (no boundary ahead for a standby)');
+    s.arb.generation = 2;
+    await s.agent.heartbeat();
+    const a = await p.answer;
+    t.equal(a.body.generation, 2, 'the commit of generation 2 answers it, without the wait ending');
+    t.equal(s.agent.fencing.waiting, 0, 'nothing waits any more');
+  },
+);
 
 t.test('with no change, the long poll answers when its wait ends, with the same decision', async (t) => {
   const s = await setup(t, 'node-b');
@@ -103,22 +118,25 @@ t.test('with no change, the long poll answers when its wait ends, with the same 
   t.match(a.body, { run: false, reason: 'not-holder' }, 'answered at 5 s with the unchanged decision');
 });
 
-t.test('the holder’s long poll answers run: false when the validity runs out with no commit (a timer at the boundary)', async (t) => {
-  const s = await setup(t, 'mbp');
-  await s.agent.heartbeat();
-  const d = (await s.ask('/v1/fence?role=cron')).body;
-  t.match(d, { run: true, holder: 'mbp' }, 'mbp may run');
-  const valid = d.validForSeconds as number;
-  const p = s.poll(waitPath({ run: true, reason: d.reason as string, generation: d.generation as number }, 300));
-  await settle();
-  t.equal(s.time.pending().length, 2, 'two timers: the wait and the validity boundary');
-  // The arbiter falls silent: no commit, only time passes.
-  s.stamp.mono += valid + 0.01;
-  s.stamp.wall += valid + 0.01;
-  await s.time.advance(Math.ceil(valid * 1000) + 1);
-  const a = await p.answer;
-  t.equal(a.body.run, false, `answered run: false once the ${valid.toFixed(1)} s validity ended (${a.body.reason})`);
-});
+t.test(
+  'the holder’s long poll answers run: false when the validity runs out with no commit (a timer at the boundary)',
+  async (t) => {
+    const s = await setup(t, 'mbp');
+    await s.agent.heartbeat();
+    const d = (await s.ask('/v1/fence?role=cron')).body;
+    t.match(d, { run: true, holder: 'mbp' }, 'mbp may run');
+    const valid = d.validForSeconds as number;
+    const p = s.poll(waitPath({ run: true, reason: d.reason as string, generation: d.generation as number }, 300));
+    await settle();
+    t.equal(s.time.pending().length, 2, 'two timers: the wait and the validity boundary');
+    // The arbiter falls silent: no commit, only time passes.
+    s.stamp.mono += valid + 0.01;
+    s.stamp.wall += valid + 0.01;
+    await s.time.advance(Math.ceil(valid * 1000) + 1);
+    const a = await p.answer;
+    t.equal(a.body.run, false, `answered run: false once the ${valid.toFixed(1)} s validity ended (${a.body.reason})`);
+  },
+);
 
 t.test('the next boundary of a state: none for a standby, the validity left for a holder', async (t) => {
   const s = await setup(t, 'mbp');
@@ -126,7 +144,10 @@ t.test('the next boundary of a state: none for a standby, the validity left for 
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const state = (s.agent as unknown as { store: { state: Parameters<typeof nextBoundarySeconds>[0] } }).store.state;
   const b = nextBoundarySeconds(state, { ...s.stamp });
-  t.ok(b !== null && Math.abs(b - (d.validForSeconds as number)) < 0.01, `the boundary (${b}) is the validity left (${d.validForSeconds})`);
+  t.ok(
+    b !== null && Math.abs(b - (d.validForSeconds as number)) < 0.01,
+    `the boundary (${b}) is the validity left (${d.validForSeconds})`,
+  );
 });
 
 t.test('closing the listener answers a waiting long poll at once', async (t) => {
@@ -141,7 +162,10 @@ t.test('closing the listener answers a waiting long poll at once', async (t) => 
   const answeredMs = Date.now() - t0;
   await closing;
   const closedMs = Date.now() - t0;
-  t.ok(closedMs < 2_000, `the listener closed in ${closedMs} ms (its connection is not left to the client's keep-alive)`);
+  t.ok(
+    closedMs < 2_000,
+    `the listener closed in ${closedMs} ms (its connection is not left to the client's keep-alive)`,
+  );
   t.match(a.body, { run: false, reason: 'not-holder' }, 'answered with the decision as it stands');
   t.ok(answeredMs < 2_000, `answered in ${answeredMs} ms, not after its 300 s wait`);
 });
@@ -161,5 +185,9 @@ t.test('malformed long polls are refused with one line; an unknown role stays th
     t.match(r.body.message ?? '', message, `${path}: says what to fix`);
   }
   const unknown = await s.ask('/v1/fence?role=nope&wait=5&run=true&reason=holder&generation=1');
-  t.match(unknown, { status: 400, body: { error: 'HQ_ERR_UNKNOWN_ROLE' } }, 'an unknown role: the unknown-role error, at once');
+  t.match(
+    unknown,
+    { status: 400, body: { error: 'HQ_ERR_UNKNOWN_ROLE' } },
+    'an unknown role: the unknown-role error, at once',
+  );
 });

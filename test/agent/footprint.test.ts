@@ -25,10 +25,14 @@ t.test('an idle agent keeps a small young generation and has not loaded undici o
   mkdirSync(join(dir, 'state'), { recursive: true, mode: 0o700 });
   writeFileSync(join(dir, 'state', 'token'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
   const reportFile = join(dir, 'heap.json');
-  const child = spawn(process.execPath, ['--import', join(ROOT, 'bench/heap-report.mjs'), AGENT_CLI, '--config', config], {
-    env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', HQ_BENCH_HEAP_REPORT: reportFile },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', join(ROOT, 'bench/heap-report.mjs'), AGENT_CLI, '--config', config],
+    {
+      env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', HQ_BENCH_HEAP_REPORT: reportFile },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   t.teardown(() => void child.kill('SIGKILL'));
@@ -54,7 +58,10 @@ t.test('an idle agent keeps a small young generation and has not loaded undici o
 
   const idle = await report();
   // About 4 MiB as V8 starts it; start-up grew it to 26–31 MiB (16 MiB × 2 of room) before it was kept small.
-  t.ok((idle.spaces['new_space'] ?? Infinity) <= 8, `the young generation is not grown (${idle.spaces['new_space']?.toFixed(1)} MiB)`);
+  t.ok(
+    (idle.spaces['new_space'] ?? Infinity) <= 8,
+    `the young generation is not grown (${idle.spaces['new_space']?.toFixed(1)} MiB)`,
+  );
   t.ok(loaded(idle, 'fastify'), 'Fastify is loaded (the listeners)');
   t.notOk(loaded(idle, 'undici'), 'undici is not');
   t.notOk(loaded(idle, 'ajv'), 'ajv is not: no route was asked with a schema');

@@ -28,12 +28,32 @@ function tree(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
 
 t.test('physicalPath resolves links component by component', async (t) => {
   const { dir, op, inst } = tree(t);
-  t.equal(await physicalPath(join(inst, 'data', 'new', 'file')), join(inst, 'data', 'new', 'file'), 'a path that does not exist yet is kept as written below its real prefix');
+  t.equal(
+    await physicalPath(join(inst, 'data', 'new', 'file')),
+    join(inst, 'data', 'new', 'file'),
+    'a path that does not exist yet is kept as written below its real prefix',
+  );
   t.equal(await physicalPath(join(inst, 'escape', 'x')), join(op, 'data', 'x'), 'an absolute link is followed');
-  t.equal(await physicalPath(join(inst, 'rel', 'data')), join(op, 'data'), 'a relative link is followed from its directory');
-  t.equal(await physicalPath(join(inst, 'inner', 'y')), join(inst, 'data', 'y'), 'a link that stays inside stays inside');
-  t.equal(await physicalPath(`${inst}/escape/../z`), join(op, 'z'), '.. applies to the physical directory, not the text');
-  t.equal(await physicalPath(join(dir, 'alias', 'data', 'sub', 'nope', 'deeper')), join(op, 'data', 'sub', 'nope', 'deeper'), 'a missing tail below a link resolves through the link');
+  t.equal(
+    await physicalPath(join(inst, 'rel', 'data')),
+    join(op, 'data'),
+    'a relative link is followed from its directory',
+  );
+  t.equal(
+    await physicalPath(join(inst, 'inner', 'y')),
+    join(inst, 'data', 'y'),
+    'a link that stays inside stays inside',
+  );
+  t.equal(
+    await physicalPath(`${inst}/escape/../z`),
+    join(op, 'z'),
+    '.. applies to the physical directory, not the text',
+  );
+  t.equal(
+    await physicalPath(join(dir, 'alias', 'data', 'sub', 'nope', 'deeper')),
+    join(op, 'data', 'sub', 'nope', 'deeper'),
+    'a missing tail below a link resolves through the link',
+  );
   await t.rejects(physicalPath(join(dir, 'loop1', 'x')), /too many levels/, 'a symlink loop is an error, not a hang');
   t.ok(isInside(join(op, 'a'), op), 'a child is inside');
   t.notOk(isInside(`${op}-other`, op), 'a sibling sharing the prefix is not inside');
@@ -60,13 +80,37 @@ t.test('hq guard decides ledger writes by fence, seen generation and physical ro
   t.equal(override.code, 0, '--override allows');
   t.match(override.stderr, /"event":"cli-override"/, 'and logs cli-override');
 
-  t.equal((await guard(...roots(join(inst, 'data', 'ledger')))).code, 0, 'a write root physically inside the non-operational instance is allowed');
-  t.equal((await guard(...roots(join(inst, 'escape', 'ledger')))).code, 4, 'a symlink from the instance into the operational root is refused');
-  t.equal((await guard(...roots(join(inst, 'rel', 'data')))).code, 4, 'a relative symlink out of the instance is refused');
-  t.equal((await guard(...roots(`${inst}/escape/../../copy/data`))).code, 0, 'climbing back into the instance through .. is allowed');
-  t.equal((await guard('--write-root', join(op, 'data'), '--instance-root', join(dir, 'alias'), '--operational-root', op)).code, 4, 'an instance root that is the operational root through a symlink is refused');
-  t.equal((await guard('--write-root', join(inst, 'data'))).code, 2, '--write-root without the other roots is a usage error');
-
+  t.equal(
+    (await guard(...roots(join(inst, 'data', 'ledger')))).code,
+    0,
+    'a write root physically inside the non-operational instance is allowed',
+  );
+  t.equal(
+    (await guard(...roots(join(inst, 'escape', 'ledger')))).code,
+    4,
+    'a symlink from the instance into the operational root is refused',
+  );
+  t.equal(
+    (await guard(...roots(join(inst, 'rel', 'data')))).code,
+    4,
+    'a relative symlink out of the instance is refused',
+  );
+  t.equal(
+    (await guard(...roots(`${inst}/escape/../../copy/data`))).code,
+    0,
+    'climbing back into the instance through .. is allowed',
+  );
+  t.equal(
+    (await guard('--write-root', join(op, 'data'), '--instance-root', join(dir, 'alias'), '--operational-root', op))
+      .code,
+    4,
+    'an instance root that is the operational root through a symlink is refused',
+  );
+  t.equal(
+    (await guard('--write-root', join(inst, 'data'))).code,
+    2,
+    '--write-root without the other roots is a usage error',
+  );
 });
 
 /** A loopback arbiter answering `GET /v1/lease` with `record` (null: HTTP 503). */
@@ -95,7 +139,8 @@ t.test('hq guard allows the never-seen bootstrap only when the arbiter answers t
   await agent.listen();
   agent.seen = 0;
   agent.answer = { run: false, reason: 'no-lease', generation: 0, holder: null, validForSeconds: null };
-  const guard = (config: string, ...args: string[]) => hq(['guard', '--command', 'ledger-post', '--config', config, ...args]);
+  const guard = (config: string, ...args: string[]) =>
+    hq(['guard', '--command', 'ledger-post', '--config', config, ...args]);
 
   const fresh = await guard(up, '--json');
   t.equal(fresh.code, 0, 'allowed before any generation was seen when the arbiter has no record');
@@ -104,7 +149,11 @@ t.test('hq guard allows the never-seen bootstrap only when the arbiter answers t
   arb.state.record = { name: 'hq', holder: 'node-b', generation: 5, revision: 9 };
   const held = await guard(up);
   t.equal(held.code, 4, 'never seen, but the arbiter says node-b holds generation 5: refused');
-  t.match(held.stdout, /^refused: ledger-post \(never-seen-lease-exists; holder node-b, generation 5\)\n$/, 'the refusal names the holder and the generation');
+  t.match(
+    held.stdout,
+    /^refused: ledger-post \(never-seen-lease-exists; holder node-b, generation 5\)\n$/,
+    'the refusal names the holder and the generation',
+  );
   t.match(held.stderr, /"event":"cli-refused"/, 'and is logged');
 
   arb.state.record = null;
@@ -114,15 +163,27 @@ t.test('hq guard allows the never-seen bootstrap only when the arbiter answers t
 
   const unreachable = await guard(down);
   t.equal(unreachable.code, 4, 'the agent down and the arbiter unreachable: refused (fail closed)');
-  t.match(unreachable.stdout, /^refused: ledger-post \(never-seen-arbiter-unreachable; holder unknown, generation unknown; /, 'naming the unreachable arbiter');
+  t.match(
+    unreachable.stdout,
+    /^refused: ledger-post \(never-seen-arbiter-unreachable; holder unknown, generation unknown; /,
+    'naming the unreachable arbiter',
+  );
 
   await agent.close();
   arb.state.record = { name: 'hq', holder: 'node-b', generation: 5, revision: 9 };
   const agentDown = await guard(up, '--json');
   t.equal(agentDown.code, 4, 'the agent down while node-b holds the lease: refused');
-  t.match(JSON.parse(agentDown.stdout), { allowed: false, reason: 'never-seen-lease-exists', holder: 'node-b', generation: 5, fence: 'agent-unreachable' }, 'the answer carries the holder, the generation and the fence problem');
+  t.match(
+    JSON.parse(agentDown.stdout),
+    { allowed: false, reason: 'never-seen-lease-exists', holder: 'node-b', generation: 5, fence: 'agent-unreachable' },
+    'the answer carries the holder, the generation and the fence problem',
+  );
   arb.state.record = { name: 'hq', holder: null, generation: 0, revision: 1 };
-  t.equal((await guard(up)).code, 0, 'the agent down and the arbiter answering "no record": the bootstrap path is allowed');
+  t.equal(
+    (await guard(up)).code,
+    0,
+    'the agent down and the arbiter answering "no record": the bootstrap path is allowed',
+  );
 });
 
 t.test('hq guard --override logs what it overrode; a refusal names holder and generation', async (t) => {
@@ -135,15 +196,45 @@ t.test('hq guard --override logs what it overrode; a refusal names holder and ge
   agent.answer = { run: false, reason: 'not-holder', generation: 7, holder: 'node-b', validForSeconds: null };
   const refused = await hq(['guard', '--command', 'ledger-post', '--config', config]);
   t.equal(refused.code, 4, 'refused on a standby');
-  t.equal(refused.stdout, 'refused: ledger-post (not-holder; holder node-b, generation 7)\n', 'the line names the holder and the generation');
+  t.equal(
+    refused.stdout,
+    'refused: ledger-post (not-holder; holder node-b, generation 7)\n',
+    'the line names the holder and the generation',
+  );
   const o = await hq(['guard', '--command', 'ledger-post', '--override', '--config', config]);
   t.equal(o.code, 0, '--override allows');
-  t.equal(o.stdout, 'allowed: ledger-post (override of not-holder; holder node-b, generation 7)\n', 'the answer says what it overrode');
-  const line = JSON.parse(o.stderr.trim().split('\n').find((l) => l.includes('cli-override')) ?? '{}') as Record<string, unknown>;
-  t.match(line, { category: 'hq.fence', event: 'cli-override', host: 'mbp', command: 'ledger-post', reason: 'override', overridden: 'not-holder', holder: 'node-b', generation: 7 }, 'the cli-override event logs the command, the overridden reason, the holder and the generation');
+  t.equal(
+    o.stdout,
+    'allowed: ledger-post (override of not-holder; holder node-b, generation 7)\n',
+    'the answer says what it overrode',
+  );
+  const line = JSON.parse(
+    o.stderr
+      .trim()
+      .split('\n')
+      .find((l) => l.includes('cli-override')) ?? '{}',
+  ) as Record<string, unknown>;
+  t.match(
+    line,
+    {
+      category: 'hq.fence',
+      event: 'cli-override',
+      host: 'mbp',
+      command: 'ledger-post',
+      reason: 'override',
+      overridden: 'not-holder',
+      holder: 'node-b',
+      generation: 7,
+    },
+    'the cli-override event logs the command, the overridden reason, the holder and the generation',
+  );
   agent.answer = { run: true, reason: 'holder', generation: 8, holder: 'mbp', validForSeconds: 100 };
   const notNeeded = await hq(['guard', '--command', 'ledger-post', '--override', '--config', config, '--json']);
   t.equal(notNeeded.code, 0, '--override on an allowed write is allowed');
-  t.match(JSON.parse(notNeeded.stdout), { allowed: true, reason: 'fence' }, 'with its own reason: nothing was overridden');
+  t.match(
+    JSON.parse(notNeeded.stdout),
+    { allowed: true, reason: 'fence' },
+    'with its own reason: nothing was overridden',
+  );
   t.notMatch(notNeeded.stderr, /cli-override/, 'and no override is logged');
 });

@@ -28,10 +28,24 @@ export interface Run {
   readonly ms: number;
 }
 
-export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onSpawn?: (pid: number) => void; onOutput?: (stdout: string, stderr: string) => void; uid?: number; gid?: number } = {}): Promise<Run> {
+export function run(
+  args: readonly string[],
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number;
+    onSpawn?: (pid: number) => void;
+    onOutput?: (stdout: string, stderr: string) => void;
+    uid?: number;
+    gid?: number;
+  } = {},
+): Promise<Run> {
   return new Promise((done) => {
     const start = Date.now();
-    const child = spawn(process.execPath, args, { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid }) });
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '', ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid }),
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => {
@@ -52,11 +66,21 @@ export function run(args: readonly string[], opts: { env?: NodeJS.ProcessEnv; ti
 }
 
 /** Runs a daemon until its output matches `pattern` (or `ms` passed), then SIGTERMs it; a loaded machine only makes it wait longer. */
-export async function runUntil(args: readonly string[], pattern: RegExp, ms = 20_000, opts: Parameters<typeof run>[1] = {}): Promise<Run> {
+export async function runUntil(
+  args: readonly string[],
+  pattern: RegExp,
+  ms = 20_000,
+  opts: Parameters<typeof run>[1] = {},
+): Promise<Run> {
   let pid = 0;
   let seen: () => void = () => undefined;
   const matched = new Promise<void>((r) => (seen = r));
-  const exited = run(args, { ...opts, timeoutMs: ms + 10_000, onSpawn: (n) => (pid = n), onOutput: (out, err) => pattern.test(out + err) && seen() });
+  const exited = run(args, {
+    ...opts,
+    timeoutMs: ms + 10_000,
+    onSpawn: (n) => (pid = n),
+    onOutput: (out, err) => pattern.test(out + err) && seen(),
+  });
   const timer = setTimeout(seen, ms);
   await Promise.race([matched, exited]);
   clearTimeout(timer);
@@ -117,7 +141,8 @@ export class FakeAgent {
         res.end(JSON.stringify({ ok: true, id: String(runs.supervisors.length) }));
         return;
       }
-      if (req.method === 'DELETE') await runs.onDone?.(runs.supervisors[Number(url.pathname.split('/').pop()) - 1] as number);
+      if (req.method === 'DELETE')
+        await runs.onDone?.(runs.supervisors[Number(url.pathname.split('/').pop()) - 1] as number);
       res.end(JSON.stringify({ ok: true }));
       return;
     }
@@ -154,7 +179,11 @@ export class FakeAgent {
  * A resolved agent config with the fast test settings (L1: heartbeats every second, ttl 6,
  * margin 1) for an in-process Agent talking to `arbiterUrl`.
  */
-export function fastAgentConfig(arbiterUrl: string, stateDir: string, socketPath: string): ReturnType<typeof resolveConfig> & { arbiterUrl: string } {
+export function fastAgentConfig(
+  arbiterUrl: string,
+  stateDir: string,
+  socketPath: string,
+): ReturnType<typeof resolveConfig> & { arbiterUrl: string } {
   return resolveConfig(
     {
       hostName: 'mbp',
@@ -278,7 +307,14 @@ export class FakeArbiter {
         if (req.url === '/v1/heartbeat') {
           const b = JSON.parse(body) as { host: string };
           this.heartbeats.push(b);
-          res.end(JSON.stringify({ outcome: b.host === this.holder ? 'renewed' : 'standby', reason: null, lease, hold: null }));
+          res.end(
+            JSON.stringify({
+              outcome: b.host === this.holder ? 'renewed' : 'standby',
+              reason: null,
+              lease,
+              hold: null,
+            }),
+          );
           return;
         }
         if (req.url === '/v1/lease') {

@@ -32,8 +32,16 @@ t.test('the seen-generation marker: an integer ≥ 0', async (t) => {
   t.same(parseOldSeen('7'), { ok: true, value: 7 }, 'bare');
   t.same(parseOldSeen('7\n'), { ok: true, value: 7 }, 'with a newline');
   t.same(parseOldSeen('0\n'), { ok: true, value: 0 }, 'never seen');
-  t.match(parseOldSeen('281474976710657'), { ok: false, problem: 'holds 281474976710657: a generation is an integer from 0 to 281474976710656' }, 'above the ceiling no real history reaches');
-  t.match(parseOldSeen('-3\n'), { ok: false, problem: 'holds -3: a generation is an integer from 0 to 281474976710656' }, 'negative');
+  t.match(
+    parseOldSeen('281474976710657'),
+    { ok: false, problem: 'holds 281474976710657: a generation is an integer from 0 to 281474976710656' },
+    'above the ceiling no real history reaches',
+  );
+  t.match(
+    parseOldSeen('-3\n'),
+    { ok: false, problem: 'holds -3: a generation is an integer from 0 to 281474976710656' },
+    'negative',
+  );
   t.match(parseOldSeen('7\r\n'), { ok: false, problem: /CR LF/ }, 'CR LF');
   t.match(parseOldSeen('seven'), { ok: false, problem: /not a generation/ }, 'not a number');
   t.match(parseOldSeen(''), { ok: false }, 'empty');
@@ -41,8 +49,16 @@ t.test('the seen-generation marker: an integer ≥ 0', async (t) => {
 });
 
 t.test('local.json: {holder, generation, confirmedAt, ttlSeconds}', async (t) => {
-  t.same(parseOldLocal('{"holder":"mbp","generation":7,"confirmedAt":1800000000,"ttlSeconds":1500}'), { ok: true, value: { holder: 'mbp', generation: 7, ttlSeconds: 1500 } }, 'the old cache');
-  t.same(parseOldLocal('{"generation":0}'), { ok: true, value: { holder: null, generation: 0, ttlSeconds: null } }, 'a fresh one');
+  t.same(
+    parseOldLocal('{"holder":"mbp","generation":7,"confirmedAt":1800000000,"ttlSeconds":1500}'),
+    { ok: true, value: { holder: 'mbp', generation: 7, ttlSeconds: 1500 } },
+    'the old cache',
+  );
+  t.same(
+    parseOldLocal('{"generation":0}'),
+    { ok: true, value: { holder: null, generation: 0, ttlSeconds: null } },
+    'a fresh one',
+  );
   const bad: [string, RegExp][] = [
     ['{"holder":"mbp","generation":7', /^is not complete JSON \(truncated\?\)$/],
     ['{"holder":"mbp","generation":-1}', /^generation must be an integer from 0 to 281474976710656 \(got -1\)$/],
@@ -55,9 +71,15 @@ t.test('local.json: {holder, generation, confirmedAt, ttlSeconds}', async (t) =>
   for (const [text, problem] of bad) t.match(parseOldLocal(text), { ok: false, problem }, `${text} is refused`);
 });
 
-t.test("config.json: only the hq block is read, its types checked", async (t) => {
-  const ok = parseOldConfig('{"telegram":{"enabled":true},"hq":{"arbiter":"cloud-vm","standby":"node-b","ttlSeconds":1500,"healthUrls":{"mbp":"http://mbp:8471/v1/health"},"colour":"red"}}');
-  t.match(ok, { ok: true, value: { hq: { arbiter: 'cloud-vm', standby: 'node-b' }, unknown: ['colour'] } }, 'a key hq has no place for is named');
+t.test('config.json: only the hq block is read, its types checked', async (t) => {
+  const ok = parseOldConfig(
+    '{"telegram":{"enabled":true},"hq":{"arbiter":"cloud-vm","standby":"node-b","ttlSeconds":1500,"healthUrls":{"mbp":"http://mbp:8471/v1/health"},"colour":"red"}}',
+  );
+  t.match(
+    ok,
+    { ok: true, value: { hq: { arbiter: 'cloud-vm', standby: 'node-b' }, unknown: ['colour'] } },
+    'a key hq has no place for is named',
+  );
   t.same(parseOldConfig('{"telegram":{}}'), { ok: true, value: { hq: {}, unknown: [] } }, 'no hq block');
   const bad: [string, RegExp][] = [
     ['{"hq":{"arbiter":"cloud-vm"', /truncated/],
@@ -101,11 +123,17 @@ t.test('crontab lines: the heartbeat and the check go, a fenced job becomes hq f
     'each elanous hq line with its replacement; comments, other programs and other lines left out',
   );
   t.match(r[5]?.why, /hq lease status/, 'a line with no direct replacement names the nearest hq command');
-  t.same(r.flatMap((l) => (l.role === undefined ? [] : [l.role])), ['cron', 'release-run', 'telegram-poller'], 'the roles the fenced jobs use');
+  t.same(
+    r.flatMap((l) => (l.role === undefined ? [] : [l.role])),
+    ['cron', 'release-run', 'telegram-poller'],
+    'the roles the fenced jobs use',
+  );
 });
 
 t.test("the plan written for the old system is deploy/replication/example-plan.json's", async (t) => {
-  const example = JSON.parse(readFileSync(join(ROOT, 'deploy/replication/example-plan.json'), 'utf8')) as { replication: { plan: unknown; pollersOff: unknown } };
+  const example = JSON.parse(readFileSync(join(ROOT, 'deploy/replication/example-plan.json'), 'utf8')) as {
+    replication: { plan: unknown; pollersOff: unknown };
+  };
   t.same(ELANOUS_PLAN, example.replication.plan, 'the same plan');
   t.same(ELANOUS_POLLERS, example.replication.pollersOff, 'the same pollers');
 });
@@ -119,7 +147,8 @@ function home(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
   return dir;
 }
 
-const importIn = (dir: string, extra: string[] = []) => hq(['import', 'elanous', '--crontab', join(dir, 'crontab'), ...extra], { env: { HOME: dir } });
+const importIn = (dir: string, extra: string[] = []) =>
+  hq(['import', 'elanous', '--crontab', join(dir, 'crontab'), ...extra], { env: { HOME: dir } });
 
 t.test('import: a dry run shows everything and writes nothing; the import writes the agent state', async (t) => {
   const dir = home(t);
@@ -127,14 +156,26 @@ t.test('import: a dry run shows everything and writes nothing; the import writes
   t.equal(dry.code, 0, 'a dry run exits 0');
   t.match(dry.stdout, /dry run: nothing written/, 'says it wrote nothing');
   t.match(dry.stdout, /seen generation: 7 /, 'the seen generation');
-  t.match(dry.stdout, /for the arbiter's config \(arbiter\.json on cloud-vm\): \{"standby":"node-b","ttlSeconds":1500/, "prints the arbiter's keys");
-  t.match(dry.stdout, /→ \*\/5 \* \* \* \* hq fence run --role cron -- \/home\/me\/job\.sh/, 'the fenced job’s replacement');
+  t.match(
+    dry.stdout,
+    /for the arbiter's config \(arbiter\.json on cloud-vm\): \{"standby":"node-b","ttlSeconds":1500/,
+    "prints the arbiter's keys",
+  );
+  t.match(
+    dry.stdout,
+    /→ \*\/5 \* \* \* \* hq fence run --role cron -- \/home\/me\/job\.sh/,
+    'the fenced job’s replacement',
+  );
   t.match(dry.stdout, /elanous hq heartbeat\n\s+→ remove: hq-agent heartbeats by itself/, 'the heartbeat line goes');
   t.notOk(existsSync(join(dir, '.hq')), 'nothing written');
 
   const r = await importIn(dir, ['--json']);
   t.equal(r.code, 0, 'the import exits 0');
-  const out = JSON.parse(r.stdout) as { seenGeneration: { carried: number }; arbiter: Record<string, unknown>; notCarried: string[] };
+  const out = JSON.parse(r.stdout) as {
+    seenGeneration: { carried: number };
+    arbiter: Record<string, unknown>;
+    notCarried: string[];
+  };
   t.equal(out.seenGeneration.carried, 7, 'generation 7 carried');
   t.same(out.notCarried, ['seenGenerationFile'], 'the marker path is said, not silently dropped');
   const hqDir = join(dir, '.hq');
@@ -142,12 +183,30 @@ t.test('import: a dry run shows everything and writes nothing; the import writes
   for (const f of readdirSync(hqDir)) t.equal(statSync(join(hqDir, f)).mode & 0o777, 0o600, `${f} is 0600`);
   t.equal(readFileSync(join(hqDir, 'seen-generation'), 'utf8'), '7\n', 'seen-generation 7');
   t.equal(readFileSync(join(hqDir, 'host'), 'utf8'), 'mbp\n', 'the host file');
-  t.match(JSON.parse(readFileSync(join(hqDir, 'local.json'), 'utf8')), { holder: null, generation: 7, lockDelayPending: true, ttlSeconds: 1500 }, 'the start guard waits the old TTL');
+  t.match(
+    JSON.parse(readFileSync(join(hqDir, 'local.json'), 'utf8')),
+    { holder: null, generation: 7, lockDelayPending: true, ttlSeconds: 1500 },
+    'the start guard waits the old TTL',
+  );
   const cfg = JSON.parse(readFileSync(join(hqDir, 'agent.json'), 'utf8')) as Record<string, unknown>;
-  t.notOk('standby' in cfg || 'ttlSeconds' in cfg || 'seenGenerationFile' in cfg, "no key of the arbiter's, nor the old marker's path");
-  t.match(cfg, { arbiter: 'cloud-vm', failOpenRoles: ['cron'], hostName: 'mbp', tailscaleBin: '', probeTimeoutSeconds: 2 }, "the agent's keys");
-  t.ok((cfg['roles'] as string[]).includes('seat-loop') && (cfg['roles'] as string[]).includes('conatus'), 'roles include seat-loop and conatus');
-  t.match(cfg['replication'], { stateDir: join(dir, '.elanous'), pollersOff: ['telegram', 'discord'] }, 'a replication block that turns the old pollers off');
+  t.notOk(
+    'standby' in cfg || 'ttlSeconds' in cfg || 'seenGenerationFile' in cfg,
+    "no key of the arbiter's, nor the old marker's path",
+  );
+  t.match(
+    cfg,
+    { arbiter: 'cloud-vm', failOpenRoles: ['cron'], hostName: 'mbp', tailscaleBin: '', probeTimeoutSeconds: 2 },
+    "the agent's keys",
+  );
+  t.ok(
+    (cfg['roles'] as string[]).includes('seat-loop') && (cfg['roles'] as string[]).includes('conatus'),
+    'roles include seat-loop and conatus',
+  );
+  t.match(
+    cfg['replication'],
+    { stateDir: join(dir, '.elanous'), pollersOff: ['telegram', 'discord'] },
+    'a replication block that turns the old pollers off',
+  );
   const seen = await hq(['seen'], { env: { HOME: dir } });
   t.match(seen, { code: 0, stdout: 'seen: generation 7\n' }, 'hq reads the written config and state');
 });
@@ -158,7 +217,11 @@ t.test('existing hq state is refused without --force; with it the seen generatio
   writeFileSync(join(dir, '.hq', 'seen-generation'), '12\n', { mode: 0o600 });
   const again = await importIn(dir);
   t.equal(again.code, 1, 'refused');
-  t.match(again.stderr, /^hq import elanous: hq is already set up here \(~\/\.hq\/agent\.json, .*\): --force replaces it .*; nothing changed\n$/, 'one line');
+  t.match(
+    again.stderr,
+    /^hq import elanous: hq is already set up here \(~\/\.hq\/agent\.json, .*\): --force replaces it .*; nothing changed\n$/,
+    'one line',
+  );
   t.equal(readFileSync(join(dir, '.hq', 'seen-generation'), 'utf8'), '12\n', 'unchanged');
   const forced = await importIn(dir, ['--force']);
   t.equal(forced.code, 0, '--force imports');
@@ -167,13 +230,41 @@ t.test('existing hq state is refused without --force; with it the seen generatio
 
 t.test('bad old files: one clear line each, exit 1, nothing written', async (t) => {
   const cases: [string, (dir: string) => void, RegExp][] = [
-    ['truncated local.json', (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"holder":"mbp","generation":7,"confi'), /local\.json is not complete JSON \(truncated\?\); nothing changed/],
-    ['truncated config.json', (d) => writeFileSync(join(d, '.elanous', 'config.json'), '{"hq":{"arbiter":"cloud-vm",'), /config\.json is not complete JSON \(truncated\?\); nothing changed/],
-    ['a host file with CR LF', (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'mbp\r\n'), /host has a CR LF \(Windows\) line end: .*; nothing changed/],
-    ['a negative generation', (d) => writeFileSync(join(d, '.elanous-hq', 'seen-generation'), '-3\n'), /seen-generation holds -3: a generation is an integer from 0 to 281474976710656; nothing changed/],
-    ['a negative generation in local.json', (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"generation":-1}'), /local\.json generation must be an integer from 0 to 281474976710656 \(got -1\); nothing changed/],
-    ['hostName against the host file', (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'node-b'), /the host file names node-b but hq\.hostName in config\.json names mbp/],
-    ['an hq block hq refuses', (d) => writeOldLayout(d, { host: 'mbp', hq: { failOpenRoles: ['ledger-cli'] } }), /the old hq block does not make a valid agent config: .*ledger-cli.*; nothing changed/],
+    [
+      'truncated local.json',
+      (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"holder":"mbp","generation":7,"confi'),
+      /local\.json is not complete JSON \(truncated\?\); nothing changed/,
+    ],
+    [
+      'truncated config.json',
+      (d) => writeFileSync(join(d, '.elanous', 'config.json'), '{"hq":{"arbiter":"cloud-vm",'),
+      /config\.json is not complete JSON \(truncated\?\); nothing changed/,
+    ],
+    [
+      'a host file with CR LF',
+      (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'mbp\r\n'),
+      /host has a CR LF \(Windows\) line end: .*; nothing changed/,
+    ],
+    [
+      'a negative generation',
+      (d) => writeFileSync(join(d, '.elanous-hq', 'seen-generation'), '-3\n'),
+      /seen-generation holds -3: a generation is an integer from 0 to 281474976710656; nothing changed/,
+    ],
+    [
+      'a negative generation in local.json',
+      (d) => writeFileSync(join(d, '.elanous', 'hq', 'local.json'), '{"generation":-1}'),
+      /local\.json generation must be an integer from 0 to 281474976710656 \(got -1\); nothing changed/,
+    ],
+    [
+      'hostName against the host file',
+      (d) => writeFileSync(join(d, '.elanous-hq', 'host'), 'node-b'),
+      /the host file names node-b but hq\.hostName in config\.json names mbp/,
+    ],
+    [
+      'an hq block hq refuses',
+      (d) => writeOldLayout(d, { host: 'mbp', hq: { failOpenRoles: ['ledger-cli'] } }),
+      /the old hq block does not make a valid agent config: .*ledger-cli.*; nothing changed/,
+    ],
   ];
   for (const [name, spoil, line] of cases) {
     const dir = home(t);

@@ -38,12 +38,33 @@ t.test('the compiled agent is there to read', async (t) => {
 
 t.test('the daemon never loads the CLI, nor the sending side of replication', async (t) => {
   const daemon = modules('daemon');
-  t.ok(daemon.includes('daemon/main.js') && daemon.includes('daemon/fence.js'), `the daemon's modules are found (${daemon.length})`);
+  t.ok(
+    daemon.includes('daemon/main.js') && daemon.includes('daemon/fence.js'),
+    `the daemon's modules are found (${daemon.length})`,
+  );
   const all = new Set(daemon.flatMap((m) => [...reach(m)]));
-  t.ok(all.has('replication/wire.js') && all.has('replication/receiver.js'), "the daemon's graph includes replication's receiving side (through import())");
-  t.same([...all].filter((m) => m.startsWith('cli/')), [], 'no module under cli/');
-  const sending = ['replication/snapshot.js', 'replication/push.js', 'replication/survival.js', 'replication/survival-s3.js', 'replication/promote.js', 'replication/plan.js'];
-  t.same([...all].filter((m) => sending.includes(m)), [], 'no module of the sending side (snapshot, push, survival, survival-s3, promote, plan)');
+  t.ok(
+    all.has('replication/wire.js') && all.has('replication/receiver.js'),
+    "the daemon's graph includes replication's receiving side (through import())",
+  );
+  t.same(
+    [...all].filter((m) => m.startsWith('cli/')),
+    [],
+    'no module under cli/',
+  );
+  const sending = [
+    'replication/snapshot.js',
+    'replication/push.js',
+    'replication/survival.js',
+    'replication/survival-s3.js',
+    'replication/promote.js',
+    'replication/plan.js',
+  ];
+  t.same(
+    [...all].filter((m) => sending.includes(m)),
+    [],
+    'no module of the sending side (snapshot, push, survival, survival-s3, promote, plan)',
+  );
 });
 
 t.test('the fence answer loads nothing of the daemon but itself', async (t) => {
@@ -52,15 +73,30 @@ t.test('the fence answer loads nothing of the daemon but itself', async (t) => {
 
 t.test('replication and the shared modules reach no layer above them', async (t) => {
   const entries = new Set(['daemon-cli.js', 'index.js']);
-  const lower = [...modules('replication'), ...modules('registry-client'), ...modules('.').filter((m) => !entries.has(m))];
+  const lower = [
+    ...modules('replication'),
+    ...modules('registry-client'),
+    ...modules('.').filter((m) => !entries.has(m)),
+  ];
   for (const m of lower) {
     const above = [...reach(m)].filter((r) => r.startsWith('cli/') || r.startsWith('daemon/'));
     t.same(above, [], `${m} reaches neither cli/ nor daemon/`);
   }
 });
 
-t.test('the client (@hq/agent/client) loads nothing of the daemon, and of the CLI only its socket client', async (t) => {
-  const all = [...reach('client/index.js')];
-  t.same(all.filter((m) => m.startsWith('daemon/')), [], 'no module under daemon/');
-  t.same(all.filter((m) => m.startsWith('cli/')), ['cli/local.js'], 'cli/local.js only (the unix-socket request and the socket path)');
-});
+t.test(
+  'the client (@hq/agent/client) loads nothing of the daemon, and of the CLI only its socket client',
+  async (t) => {
+    const all = [...reach('client/index.js')];
+    t.same(
+      all.filter((m) => m.startsWith('daemon/')),
+      [],
+      'no module under daemon/',
+    );
+    t.same(
+      all.filter((m) => m.startsWith('cli/')),
+      ['cli/local.js'],
+      'cli/local.js only (the unix-socket request and the socket path)',
+    );
+  },
+);

@@ -37,16 +37,29 @@ t.test('an agent component line carries category, host and a numeric time exactl
     t.equal(o['pid'], process.pid, 'and its pid');
   }
   const [first, second, third] = out.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-  t.match(first, { category: 'hq.standby', event: 'push-accepted', component: 'standby', host: 'mbp' }, "the component's category and this host");
-  t.match(second, { category: 'hq.standby', event: 'no-category-given' }, "a line without a category gets its component's");
+  t.match(
+    first,
+    { category: 'hq.standby', event: 'push-accepted', component: 'standby', host: 'mbp' },
+    "the component's category and this host",
+  );
+  t.match(
+    second,
+    { category: 'hq.standby', event: 'no-category-given' },
+    "a line without a category gets its component's",
+  );
   t.match(third, { category: 'hq.fence', host: 'node-b' }, "a line's own category and host win over the defaults");
 });
 
 t.test('the arbiter writes the same shape', async (t) => {
   const agentOut = sink();
   const arbiterOut = sink();
-  componentLogger(agentLogger('mbp', agentOut), 'mbp', 'agent').info({ category: 'hq.lease', event: 'renewed', host: 'mbp', generation: 2 }, 'renewed');
-  arbiterLogger(arbiterOut).child({ component: 'lease' }).info({ category: 'hq.lease', event: 'renewed', host: 'mbp', generation: 2 }, 'renewed');
+  componentLogger(agentLogger('mbp', agentOut), 'mbp', 'agent').info(
+    { category: 'hq.lease', event: 'renewed', host: 'mbp', generation: 2 },
+    'renewed',
+  );
+  arbiterLogger(arbiterOut)
+    .child({ component: 'lease' })
+    .info({ category: 'hq.lease', event: 'renewed', host: 'mbp', generation: 2 }, 'renewed');
   const a = JSON.parse(agentOut.lines[0] as string) as Record<string, unknown>;
   const b = JSON.parse(arbiterOut.lines[0] as string) as Record<string, unknown>;
   t.same(Object.keys(a).sort(), Object.keys(b).sort(), `the same keys on both sides (${Object.keys(b).join(', ')})`);
@@ -58,16 +71,39 @@ t.test("the CLI's own lines have the daemons' shape", async (t) => {
   const out = sink();
   agentLogger('mbp', out).info({ category: 'hq.fence', event: 'allowed' }, 'allowed');
   const daemon = JSON.parse(out.lines[0] as string) as Record<string, unknown>;
-  const text = cliLine('hq.fence', 'lost', { role: 'cron', reason: 'not-holder', generation: 3 }, 'warn', 1_796_000_000_123);
+  const text = cliLine(
+    'hq.fence',
+    'lost',
+    { role: 'cron', reason: 'not-holder', generation: 3 },
+    'warn',
+    1_796_000_000_123,
+  );
   t.ok(text.endsWith('}\n') && text.split('\n').length === 2, 'one line');
   const line = text.trimEnd();
-  for (const key of ['time', 'level', 'pid', 'name', 'category', 'event']) t.equal(count(line, key), 1, `exactly one "${key}" key: ${line}`);
+  for (const key of ['time', 'level', 'pid', 'name', 'category', 'event'])
+    t.equal(count(line, key), 1, `exactly one "${key}" key: ${line}`);
   const o = JSON.parse(line) as Record<string, unknown>;
   t.equal(o['time'], 1_796_000_000_123, 'time is epoch milliseconds, as the daemons write it');
   t.type(daemon['time'], 'number');
   t.equal(o['level'], 40, 'a lost fence is a warning (pino level 40)');
-  t.equal(JSON.parse(cliLine('hq.fence', 'allowed', {}, 'info', 1_796_000_000_123)).level, daemon['level'], 'an ordinary line has the info level the daemon uses');
-  t.match(o, { pid: process.pid, name: 'hq', category: 'hq.fence', event: 'lost', role: 'cron', reason: 'not-holder', generation: 3 });
+  t.equal(
+    JSON.parse(cliLine('hq.fence', 'allowed', {}, 'info', 1_796_000_000_123)).level,
+    daemon['level'],
+    'an ordinary line has the info level the daemon uses',
+  );
+  t.match(o, {
+    pid: process.pid,
+    name: 'hq',
+    category: 'hq.fence',
+    event: 'lost',
+    role: 'cron',
+    reason: 'not-holder',
+    generation: 3,
+  });
   const shared = ['level', 'time', 'pid', 'name', 'category', 'event'];
-  t.same(shared.filter((k) => k in daemon), shared, 'the daemon line has the same head keys');
+  t.same(
+    shared.filter((k) => k in daemon),
+    shared,
+    'the daemon line has the same head keys',
+  );
 });

@@ -11,11 +11,28 @@ import { agentSetup, shortDir, sleep } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
-async function heartbeatsIn(t: Parameters<Parameters<typeof t.test>[1]>[0], wait: unknown, ms: number): Promise<number> {
+async function heartbeatsIn(
+  t: Parameters<Parameters<typeof t.test>[1]>[0],
+  wait: unknown,
+  ms: number,
+): Promise<number> {
   const dir = shortDir(t);
   // node-b holds: this host (mbp) is a standby, which renews nothing and heartbeats on its cron alone.
   const { arb, config } = await agentSetup(t, dir, { holder: 'node-b' });
-  const daily = resolveConfig({ hostName: 'mbp', arbiterUrl: arb.url, stateDir: config.stateDir, socketPath: config.socketPath, heartbeatCron: '0 0 * * *', refreshSeconds: 1, requestTimeoutSeconds: 1, tailscaleBin: '', peers: {} }, null);
+  const daily = resolveConfig(
+    {
+      hostName: 'mbp',
+      arbiterUrl: arb.url,
+      stateDir: config.stateDir,
+      socketPath: config.socketPath,
+      heartbeatCron: '0 0 * * *',
+      refreshSeconds: 1,
+      requestTimeoutSeconds: 1,
+      tailscaleBin: '',
+      peers: {},
+    },
+    null,
+  );
   arb.leaseOver = { wait };
   const agent = await Agent.open({ config: daily, clock: stampClock, log: silent });
   t.teardown(() => agent.stop());
@@ -25,7 +42,17 @@ async function heartbeatsIn(t: Parameters<Parameters<typeof t.test>[1]>[0], wait
 }
 
 t.test('a record whose wait names this host among the unreported brings its heartbeat forward', async (t) => {
-  const asked = await heartbeatsIn(t, { kind: 'start-wait', until: Date.now() / 1000 + 100, host: null, unreported: ['mbp'], text: 'the arbiter’s start wait' }, 3500);
+  const asked = await heartbeatsIn(
+    t,
+    {
+      kind: 'start-wait',
+      until: Date.now() / 1000 + 100,
+      host: null,
+      unreported: ['mbp'],
+      text: 'the arbiter’s start wait',
+    },
+    3500,
+  );
   t.ok(asked >= 3, `the start-up heartbeat and one after each refresh (${asked} in 3.5 s)`);
 });
 

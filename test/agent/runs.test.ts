@@ -14,8 +14,22 @@ import { readStamp, type StampClock } from '../../packages/runtime/src/clock.js'
 import type { Log } from '../../apps/agent/src/daemon/observe.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
-const yes = (generation: number, validForSeconds: number | null = 5): FenceDecision => ({ run: true, reason: 'holder', generation, holder: 'mbp', role: 'cron', validForSeconds });
-const no: FenceDecision = { run: false, reason: 'not-holder', generation: 2, holder: 'node-b', role: 'cron', validForSeconds: null };
+const yes = (generation: number, validForSeconds: number | null = 5): FenceDecision => ({
+  run: true,
+  reason: 'holder',
+  generation,
+  holder: 'mbp',
+  role: 'cron',
+  validForSeconds,
+});
+const no: FenceDecision = {
+  run: false,
+  reason: 'not-holder',
+  generation: 2,
+  holder: 'node-b',
+  role: 'cron',
+  validForSeconds: null,
+};
 
 /**
  * The real clock, moved forward when the test says: the wait for a nudged supervisor (which this
@@ -47,7 +61,10 @@ const nudgeWait = (graceSeconds: number): number => graceSeconds + 1.5;
 
 /** A process group led by `sh`, optionally ignoring SIGTERM; resolves once it runs. */
 function group(t: { teardown(fn: () => void): void }, ignoreTerm = false): ChildProcess {
-  const child = spawn('sh', ['-c', `${ignoreTerm ? "trap '' TERM; " : ''}sleep 1000 & wait`], { detached: true, stdio: 'ignore' });
+  const child = spawn('sh', ['-c', `${ignoreTerm ? "trap '' TERM; " : ''}sleep 1000 & wait`], {
+    detached: true,
+    stdio: 'ignore',
+  });
   t.teardown(() => {
     try {
       process.kill(-(child.pid as number), 'SIGKILL');
@@ -67,7 +84,12 @@ function groupGone(pgid: number): boolean {
   }
 }
 
-const claim = (generation: number, graceSeconds = 1, supervisorPid = process.pid) => ({ role: 'cron', generation, graceSeconds, supervisorPid });
+const claim = (generation: number, graceSeconds = 1, supervisorPid = process.pid) => ({
+  role: 'cron',
+  generation,
+  graceSeconds,
+  supervisorPid,
+});
 // Claims name this test process as their supervisor: the agent's nudge (SIGUSR2) lands here, and
 // is ignored like a supervisor that does not stop its child itself (the agent then does).
 process.on('SIGUSR2', () => {});
@@ -105,7 +127,11 @@ t.test('end TERMs every group of the generation and below, waits until gone, lea
   t.same(ended, { gone: true, ended: 2, problem: null }, 'both groups of generation 3 are gone');
   t.ok(groupGone(one) && groupGone(two), 'the processes are really gone');
   t.notOk(groupGone(later), 'the run of generation 4 lives on');
-  t.same(r.list().map((x) => x.generation), [4], 'only it is left');
+  t.same(
+    r.list().map((x) => x.generation),
+    [4],
+    'only it is left',
+  );
   t.same(await r.end(3), { gone: true, ended: 0, problem: null }, 'nothing left of 3: gone at once');
 });
 
@@ -138,16 +164,19 @@ t.test('end waits for a claim whose supervisor is alive to report its group', as
   t.ok(groupGone(child.pid as number), 'gone');
 });
 
-t.test('a claim whose supervisor died before it reported the group: a child may run unknown, so not gone', async (t) => {
-  const r = runs(() => yes(3));
-  const dead = spawn('true');
-  await new Promise((done) => dead.once('exit', done));
-  r.claim(claim(3, 1, dead.pid as number));
-  const ended = await r.end(3);
-  t.equal(ended.gone, false, 'not gone');
-  t.match(ended.problem, /never reported its process group and its supervisor \d+ is gone/, 'says why');
-  t.same(r.list(), [], 'the claim is dropped');
-});
+t.test(
+  'a claim whose supervisor died before it reported the group: a child may run unknown, so not gone',
+  async (t) => {
+    const r = runs(() => yes(3));
+    const dead = spawn('true');
+    await new Promise((done) => dead.once('exit', done));
+    r.claim(claim(3, 1, dead.pid as number));
+    const ended = await r.end(3);
+    t.equal(ended.gone, false, 'not gone');
+    t.match(ended.problem, /never reported its process group and its supervisor \d+ is gone/, 'says why');
+    t.same(r.list(), [], 'the claim is dropped');
+  },
+);
 
 t.test('a fail-open claim has no deadline, and a claim past its validity is not waited for', async (t) => {
   const r = runs(() => yes(3, 0));
@@ -168,7 +197,11 @@ t.test('a fail-open claim has no deadline, and a claim past its validity is not 
  * A stand-in supervisor: leads nothing itself, spawns `sleep` in a group of its own, writes the
  * group's pid to stdout, and on SIGUSR2 (the agent's nudge) ends the group itself and drops a marker.
  */
-function supervisor(t: { teardown(fn: () => void): void }, marker: string, obey: boolean): Promise<{ proc: ChildProcess; pgid: number }> {
+function supervisor(
+  t: { teardown(fn: () => void): void },
+  marker: string,
+  obey: boolean,
+): Promise<{ proc: ChildProcess; pgid: number }> {
   const code = `
     const { spawn } = require('node:child_process');
     const c = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' });
@@ -180,35 +213,40 @@ function supervisor(t: { teardown(fn: () => void): void }, marker: string, obey:
     setInterval(() => {}, 1000);`;
   const proc = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'ignore'] });
   t.teardown(() => proc.kill('SIGKILL'));
-  return new Promise((done) => proc.stdout?.once('data', (d: Buffer) => done({ proc, pgid: Number(d.toString().trim()) })));
+  return new Promise((done) =>
+    proc.stdout?.once('data', (d: Buffer) => done({ proc, pgid: Number(d.toString().trim()) })),
+  );
 }
 
-t.test('a live supervisor is nudged (SIGUSR2) and stops its child itself; one that does not, is overruled after its grace', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hq-runs-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  for (const obey of [true, false]) {
-    const marker = join(dir, `nudged-${obey}`);
-    const s = await supervisor(t, marker, obey);
-    t.teardown(() => {
-      try {
-        process.kill(-s.pgid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-    });
-    const r = runs(() => yes(3));
-    const a = r.claim(claim(3, 0.3, s.proc.pid as number));
-    if (a.ok) r.started(a.id, s.pgid);
-    const started = Date.now();
-    const ended = await r.end(3);
-    const ms = Date.now() - started;
-    t.equal(ended.gone, true, `${obey ? 'obeying' : 'deaf'} supervisor: the group is gone`);
-    t.ok(existsSync(marker), 'the supervisor was nudged');
-    if (obey) t.ok(ms < 1500, `it stopped its child itself, at once (${ms} ms)`);
-    else t.ok(ms >= 1700, `the agent waited the grace and the slack, then signalled the group itself (${ms} ms)`);
-    t.ok(groupGone(s.pgid), 'really gone');
-  }
-});
+t.test(
+  'a live supervisor is nudged (SIGUSR2) and stops its child itself; one that does not, is overruled after its grace',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hq-runs-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    for (const obey of [true, false]) {
+      const marker = join(dir, `nudged-${obey}`);
+      const s = await supervisor(t, marker, obey);
+      t.teardown(() => {
+        try {
+          process.kill(-s.pgid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      });
+      const r = runs(() => yes(3));
+      const a = r.claim(claim(3, 0.3, s.proc.pid as number));
+      if (a.ok) r.started(a.id, s.pgid);
+      const started = Date.now();
+      const ended = await r.end(3);
+      const ms = Date.now() - started;
+      t.equal(ended.gone, true, `${obey ? 'obeying' : 'deaf'} supervisor: the group is gone`);
+      t.ok(existsSync(marker), 'the supervisor was nudged');
+      if (obey) t.ok(ms < 1500, `it stopped its child itself, at once (${ms} ms)`);
+      else t.ok(ms >= 1700, `the agent waited the grace and the slack, then signalled the group itself (${ms} ms)`);
+      t.ok(groupGone(s.pgid), 'really gone');
+    }
+  },
+);
 
 t.test('endBoundSeconds: how long a step-down can take now, from the runs registered', async (t) => {
   const r = runs(() => yes(3, 5));
@@ -216,7 +254,10 @@ t.test('endBoundSeconds: how long a step-down can take now, from the runs regist
   const a = r.claim(claim(3, 2));
   t.ok(a.ok, 'claimed');
   const unreported = r.endBoundSeconds();
-  t.ok(unreported > 2 * 2 + 1.5 + 2 && unreported <= 5 + 2 * 2 + 1.5 + 2, `a group not yet reported: its report wait (the validity, 5 s), the graces and the slack (${unreported.toFixed(2)} s)`);
+  t.ok(
+    unreported > 2 * 2 + 1.5 + 2 && unreported <= 5 + 2 * 2 + 1.5 + 2,
+    `a group not yet reported: its report wait (the validity, 5 s), the graces and the slack (${unreported.toFixed(2)} s)`,
+  );
   if (a.ok) r.started(a.id, process.pid);
   t.equal(r.endBoundSeconds(), 2 * 2 + 1.5 + 2, 'reported: twice the grace, the nudge slack and the gone slack');
 });

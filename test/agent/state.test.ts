@@ -3,7 +3,16 @@
  * (start guard, "no confirmation") on a corrupt, insecure, foreign-owned or symlinked file.
  */
 import t from 'tap';
-import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
@@ -25,12 +34,28 @@ t.test('readToken refuses a group-readable token file and reads a 0600 one', asy
   chmodSync(join(dir, 'tok'), 0o640);
   t.match(await readToken(join(dir, 'tok')), { ok: false, problem: /0600/ }, 'a group-readable token file is refused');
   writeFileSync(join(dir, 'tok2'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
-  t.same(await readToken(join(dir, 'tok2')), { ok: true, token: 'ab'.repeat(32) }, 'a 0600 token file is read, trailing newline dropped');
+  t.same(
+    await readToken(join(dir, 'tok2')),
+    { ok: true, token: 'ab'.repeat(32) },
+    'a 0600 token file is read, trailing newline dropped',
+  );
 });
 
 t.test('parsePersisted refuses every malformed local.json', async (t) => {
-  const good = { holder: 'mbp', generation: 2, confirmedAt: 1, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: null, lockDelayPending: false };
-  t.same(parsePersisted(JSON.stringify(good)), { ...good, steppedDown: 0, lost: 0 }, 'a well-formed file is accepted (one written before the step-down marks has none)');
+  const good = {
+    holder: 'mbp',
+    generation: 2,
+    confirmedAt: 1,
+    ttlSeconds: 6,
+    safetyMarginSeconds: 1,
+    gaveConfirmation: null,
+    lockDelayPending: false,
+  };
+  t.same(
+    parsePersisted(JSON.stringify(good)),
+    { ...good, steppedDown: 0, lost: 0 },
+    'a well-formed file is accepted (one written before the step-down marks has none)',
+  );
   const marked = { ...good, steppedDown: 3, lost: 2 };
   t.same(parsePersisted(JSON.stringify(marked)), marked, 'the step-down marks are kept (lease-core A7)');
   const bad: [string, string][] = [
@@ -62,9 +87,16 @@ t.test('a clean start with no state runs as soon as the arbiter renews it', asyn
   const hb = await agent.heartbeat();
   t.equal(hb.outcome, 'renewed', 'the fake arbiter renews mbp');
   t.equal(agent.fence('cron').reason, 'holder', 'the fence says holder');
-  const local = JSON.parse(readFileSync(join(dir, 'state', 'local.json'), 'utf8')) as { holder: string; generation: number };
+  const local = JSON.parse(readFileSync(join(dir, 'state', 'local.json'), 'utf8')) as {
+    holder: string;
+    generation: number;
+  };
   t.equal(local.holder, 'mbp', 'local.json records the holder');
-  t.equal(readFileSync(join(dir, 'state', 'seen-generation'), 'utf8'), '1\n', 'seen-generation holds the number and a newline');
+  t.equal(
+    readFileSync(join(dir, 'state', 'seen-generation'), 'utf8'),
+    '1\n',
+    'seen-generation holds the number and a newline',
+  );
   t.equal(statSync(join(dir, 'state', 'local.json')).mode & 0o777, 0o600, 'local.json is 0600');
   t.equal(statSync(join(dir, 'state')).mode & 0o777, 0o700, 'the state directory is 0700');
 });
@@ -74,14 +106,35 @@ const failClosedCases: [string, (state: string) => void][] = [
   [
     'a group-writable local.json',
     (s) => {
-      writeFileSync(join(s, 'local.json'), JSON.stringify({ holder: null, generation: 0, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }));
+      writeFileSync(
+        join(s, 'local.json'),
+        JSON.stringify({
+          holder: null,
+          generation: 0,
+          confirmedAt: null,
+          ttlSeconds: 0,
+          gaveConfirmation: null,
+          lockDelayPending: false,
+        }),
+      );
       chmodSync(join(s, 'local.json'), 0o664);
     },
   ],
   [
     'a symlinked local.json',
     (s) => {
-      writeFileSync(join(s, 'elsewhere.json'), JSON.stringify({ holder: null, generation: 0, confirmedAt: null, ttlSeconds: 0, gaveConfirmation: null, lockDelayPending: false }), { mode: 0o600 });
+      writeFileSync(
+        join(s, 'elsewhere.json'),
+        JSON.stringify({
+          holder: null,
+          generation: 0,
+          confirmedAt: null,
+          ttlSeconds: 0,
+          gaveConfirmation: null,
+          lockDelayPending: false,
+        }),
+        { mode: 0o600 },
+      );
       symlinkSync(join(s, 'elsewhere.json'), join(s, 'local.json'));
     },
   ],
@@ -104,7 +157,10 @@ for (const [name, plant] of failClosedCases) {
     plant(join(dir, 'state'));
     const log = recording();
     const { agent } = await openAgent(t, dir, log);
-    t.ok(log.lines.some((l) => l.msg.includes('refused')), 'the refusal is logged');
+    t.ok(
+      log.lines.some((l) => l.msg.includes('refused')),
+      'the refusal is logged',
+    );
     t.not(agent.snapshot().startGuardUntilMono, null, 'the start guard applies');
     const hb = await agent.heartbeat();
     t.equal(hb.outcome, 'renewed', 'the arbiter renews the holder');
@@ -116,7 +172,11 @@ for (const [name, plant] of failClosedCases) {
     const local = await loadPersisted(join(dir, 'state', 'local.json'));
     t.equal(local.kind === 'ok' && local.value.lockDelayPending, true, 'the rewritten local.json keeps the flag set');
     if (name.includes('symlinked')) {
-      t.same(JSON.parse(readFileSync(join(dir, 'state', 'elsewhere.json'), 'utf8')).generation, 0, 'the symlink target was never written');
+      t.same(
+        JSON.parse(readFileSync(join(dir, 'state', 'elsewhere.json'), 'utf8')).generation,
+        0,
+        'the symlink target was never written',
+      );
     }
   });
 }
@@ -126,7 +186,15 @@ t.test('a confirmation on record at start holds the agent back for ttl + margin'
   mkdirSync(join(dir, 'state'), { mode: 0o700 });
   writeFileSync(
     join(dir, 'state', 'local.json'),
-    JSON.stringify({ holder: 'node-b', generation: 1, confirmedAt: null, ttlSeconds: 6, safetyMarginSeconds: 1, gaveConfirmation: { holder: 'node-b', generation: 1, at: Date.now() / 1000 }, lockDelayPending: false }),
+    JSON.stringify({
+      holder: 'node-b',
+      generation: 1,
+      confirmedAt: null,
+      ttlSeconds: 6,
+      safetyMarginSeconds: 1,
+      gaveConfirmation: { holder: 'node-b', generation: 1, at: Date.now() / 1000 },
+      lockDelayPending: false,
+    }),
     { mode: 0o600 },
   );
   writeFileSync(join(dir, 'state', 'seen-generation'), '1\n', { mode: 0o600 });

@@ -26,7 +26,25 @@ const A: AgentSettings = { host: 'mbp', requestTimeoutSeconds: 1, failOpenRoles:
 /** A record as the arbiter answers it, on the arbiter's clock (only differences count). */
 function answer(patch: Partial<RecordSummary>, confirms: boolean, stepDown: number | null = null): ArbiterAnswer {
   const now = 5000;
-  return { record: { holder: 'mbp', generation: 3, revision: 9, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: now, floorPending: false, displaced: null, now, ...patch }, confirms, hold: null, stepDown };
+  return {
+    record: {
+      holder: 'mbp',
+      generation: 3,
+      revision: 9,
+      ttlSeconds: 6,
+      safetyMarginSeconds: 1,
+      expired: false,
+      released: false,
+      notBefore: now,
+      floorPending: false,
+      displaced: null,
+      now,
+      ...patch,
+    },
+    confirms,
+    hold: null,
+    stepDown,
+  };
 }
 
 async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], fence: () => FenceDecision) {
@@ -36,8 +54,16 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], fence: () =
   const sent: Array<{ ack: StepDownAck; onDisk: { lost?: number; steppedDown?: number } }> = [];
   const link = {
     acknowledge: async (ack: StepDownAck): Promise<HttpResult> => {
-      sent.push({ ack, onDisk: JSON.parse(readFileSync(store.paths.local, 'utf8')) as { lost?: number; steppedDown?: number } });
-      return { kind: 'answer', status: 200, body: { accepted: true, reason: null, savedSeconds: 4 }, headers: {} } as unknown as HttpResult;
+      sent.push({
+        ack,
+        onDisk: JSON.parse(readFileSync(store.paths.local, 'utf8')) as { lost?: number; steppedDown?: number },
+      });
+      return {
+        kind: 'answer',
+        status: 200,
+        body: { accepted: true, reason: null, savedSeconds: 4 },
+        headers: {},
+      } as unknown as HttpResult;
     },
   } as unknown as ArbiterLink;
   const steps = new StepDowns({ store, runs, link, peers: {} as Peers, settings: A, clock: stampClock, log: silent });
@@ -52,21 +78,46 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], fence: () =
 const lost = answer({ holder: 'node-b', generation: 4, revision: 12, notBefore: 5010 }, false);
 
 t.test('the lost generation is on disk before its acknowledgement leaves', async (t) => {
-  const { sent, hear } = await setup(t, () => ({ run: true, reason: 'holder', generation: 3, holder: 'mbp', role: 'cron', validForSeconds: 5 }));
+  const { sent, hear } = await setup(t, () => ({
+    run: true,
+    reason: 'holder',
+    generation: 3,
+    holder: 'mbp',
+    role: 'cron',
+    validForSeconds: 5,
+  }));
   await hear(answer({}, true));
   await hear(lost);
   t.equal(sent.length, 1, 'one acknowledgement');
-  t.same(sent[0]?.ack, { host: 'mbp', generation: 3, revision: 12, ran: true }, 'for generation 3, in the revision that showed the loss, saying it ran');
-  t.ok((sent[0]?.onDisk.lost ?? 0) >= 3 || (sent[0]?.onDisk.steppedDown ?? 0) >= 3, `local.json said generation 3 is stepped down when it left (${JSON.stringify(sent[0]?.onDisk)})`);
+  t.same(
+    sent[0]?.ack,
+    { host: 'mbp', generation: 3, revision: 12, ran: true },
+    'for generation 3, in the revision that showed the loss, saying it ran',
+  );
+  t.ok(
+    (sent[0]?.onDisk.lost ?? 0) >= 3 || (sent[0]?.onDisk.steppedDown ?? 0) >= 3,
+    `local.json said generation 3 is stepped down when it left (${JSON.stringify(sent[0]?.onDisk)})`,
+  );
 });
 
 t.test('a child the agent cannot vouch for: no acknowledgement, now or when asked again', async (t) => {
-  const { runs, sent, hear } = await setup(t, () => ({ run: true, reason: 'holder', generation: 3, holder: 'mbp', role: 'cron', validForSeconds: 5 }));
+  const { runs, sent, hear } = await setup(t, () => ({
+    run: true,
+    reason: 'holder',
+    generation: 3,
+    holder: 'mbp',
+    role: 'cron',
+    validForSeconds: 5,
+  }));
   await hear(answer({}, true));
   // A supervisor that claimed a run and died before it said its child's process group.
   const dead = spawn('true');
   await new Promise((done) => dead.once('exit', done));
-  t.match(runs.claim({ role: 'cron', generation: 3, supervisorPid: dead.pid as number, graceSeconds: 1 }), { ok: true }, 'the run was claimed');
+  t.match(
+    runs.claim({ role: 'cron', generation: 3, supervisorPid: dead.pid as number, graceSeconds: 1 }),
+    { ok: true },
+    'the run was claimed',
+  );
   await hear(lost);
   t.same(sent, [], 'not acknowledged: a child of generation 3 may run unknown');
   t.same(runs.list(), [], 'the claim is dropped (nothing left to look at)');

@@ -30,7 +30,11 @@ t.test('a check whose holder changed during the probe is skipped', async (t) => 
   };
   const res = await h.post('/v1/check', undefined);
   t.equal(res.statusCode, 200, '200');
-  t.match(res.json(), { promoted: false, holder: 'node-b', skipped: 'holder-changed' }, 'skipped: the probe was about mbp');
+  t.match(
+    res.json(),
+    { promoted: false, holder: 'node-b', skipped: 'holder-changed' },
+    'skipped: the probe was about mbp',
+  );
   t.equal((await h.get('/v1/lease')).json().views['cloud-vm'], undefined, 'no view about the old holder was recorded');
 });
 
@@ -51,27 +55,46 @@ t.test('two checks never overlap: a requested check waits, a scheduled tick is s
   t.match((await h.get('/metrics')).body, /hq_checks_total\{result="skipped"\} 1/, 'the skip is counted');
 });
 
-t.test("another process's check lock: skipped or waited for, its expiry and the wait's end decided on the injected wall clock", async (t) => {
-  const h = await harness(t);
-  await h.settle();
-  await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
-  const wallMs = (): number => h.clock.now() * 1000;
-  // `hq-arbiter check` in another process holds the lock for an hour of the (driven) wall clock.
-  t.equal(await h.rt.store.tryCheckLock('other-process', wallMs(), wallMs() + 3_600_000), true, 'the other process takes the lock');
-  t.match(await h.rt.checker.run(false), { ran: false, reason: 'busy' }, 'a tick skips while it is held');
-  const gaveUp = h.rt.checker.run(true);
-  h.clock.advance(600);
-  t.match(await gaveUp, { ran: false, reason: 'busy' }, 'a waiting check gives up at its deadline on the clock, the lock still held');
-  t.equal(h.prober.calls.length, 0, 'nothing was probed while the lock was held');
-  h.clock.advance(3600);
-  t.match(await h.rt.checker.run(false), { ran: true }, 'past its expiry on the clock the lock no longer blocks');
-  t.equal(h.prober.calls.length, 1, 'the check probed');
-  t.equal(await h.rt.store.tryCheckLock('other-process', wallMs(), wallMs() + 1000), true, 'released after the check: the other process takes it again, for a second');
-  const waited = h.rt.checker.run(true);
-  h.clock.advance(2);
-  t.match(await waited, { ran: true }, 'a waiting check runs once the lock expires on the clock, before its own deadline');
-  t.equal(h.prober.calls.length, 2, 'and probed');
-});
+t.test(
+  "another process's check lock: skipped or waited for, its expiry and the wait's end decided on the injected wall clock",
+  async (t) => {
+    const h = await harness(t);
+    await h.settle();
+    await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
+    const wallMs = (): number => h.clock.now() * 1000;
+    // `hq-arbiter check` in another process holds the lock for an hour of the (driven) wall clock.
+    t.equal(
+      await h.rt.store.tryCheckLock('other-process', wallMs(), wallMs() + 3_600_000),
+      true,
+      'the other process takes the lock',
+    );
+    t.match(await h.rt.checker.run(false), { ran: false, reason: 'busy' }, 'a tick skips while it is held');
+    const gaveUp = h.rt.checker.run(true);
+    h.clock.advance(600);
+    t.match(
+      await gaveUp,
+      { ran: false, reason: 'busy' },
+      'a waiting check gives up at its deadline on the clock, the lock still held',
+    );
+    t.equal(h.prober.calls.length, 0, 'nothing was probed while the lock was held');
+    h.clock.advance(3600);
+    t.match(await h.rt.checker.run(false), { ran: true }, 'past its expiry on the clock the lock no longer blocks');
+    t.equal(h.prober.calls.length, 1, 'the check probed');
+    t.equal(
+      await h.rt.store.tryCheckLock('other-process', wallMs(), wallMs() + 1000),
+      true,
+      'released after the check: the other process takes it again, for a second',
+    );
+    const waited = h.rt.checker.run(true);
+    h.clock.advance(2);
+    t.match(
+      await waited,
+      { ran: true },
+      'a waiting check runs once the lock expires on the clock, before its own deadline',
+    );
+    t.equal(h.prober.calls.length, 2, 'and probed');
+  },
+);
 
 t.test('the checkCron schedule runs checks by itself', async (t) => {
   const h = await harness(t);

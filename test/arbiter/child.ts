@@ -38,18 +38,26 @@ export function buildDist(): void {
   built = true;
   if (!stale('apps/arbiter') && !stale('packages/lease-core') && !stale('packages/runtime')) return;
   try {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], { stdio: 'pipe', env: childEnv() });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'apps/arbiter')], {
+      stdio: 'pipe',
+      env: childEnv(),
+    });
   } catch (err) {
     // Type errors elsewhere in the shared checkout (work in progress) must not stop these tests
     // while tsc still emitted a dist to run; without a dist there is nothing to test.
     if (!existsSync(CLI)) throw err;
-    process.stderr.write(`tsc -b apps/arbiter reported errors; testing the emitted dist\n${String((err as { stdout?: unknown }).stdout ?? '')}`);
+    process.stderr.write(
+      `tsc -b apps/arbiter reported errors; testing the emitted dist\n${String((err as { stdout?: unknown }).stdout ?? '')}`,
+    );
   }
 }
 
 export function writeConfig(dir: string, extra: Record<string, unknown> = {}): string {
   const path = join(dir, 'arbiter.json');
-  writeFileSync(path, JSON.stringify({ ...FAST, dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, ...extra }));
+  writeFileSync(
+    path,
+    JSON.stringify({ ...FAST, dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, ...extra }),
+  );
   return path;
 }
 
@@ -62,9 +70,16 @@ export interface Child {
 }
 
 /** Starts `hq-arbiter serve`; the child is SIGKILLed at teardown if the test left it running. */
-export async function startArbiter(t: { teardown(fn: () => void): void }, configPath: string, timeoutMs = 60_000): Promise<Child> {
+export async function startArbiter(
+  t: { teardown(fn: () => void): void },
+  configPath: string,
+  timeoutMs = 60_000,
+): Promise<Child> {
   buildDist();
-  const proc = spawn(process.execPath, [CLI, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  const proc = spawn(process.execPath, [CLI, 'serve', '--config', configPath], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: childEnv(),
+  });
   t.teardown(() => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
   });
@@ -73,7 +88,9 @@ export async function startArbiter(t: { teardown(fn: () => void): void }, config
   proc.stderr!.on('data', (d) => {
     stderr += String(d);
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => proc.on('exit', (code, signal) => res({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    proc.on('exit', (code, signal) => res({ code, signal })),
+  );
   const port = await new Promise<number>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`arbiter did not listen in time; stderr: ${stderr}`)), timeoutMs);
     void exited.then((e) => rej(new Error(`arbiter exited ${e.code ?? e.signal}: ${stderr}`)));

@@ -2,7 +2,13 @@ import t from 'tap';
 import { CasError } from '../../apps/arbiter/src/store/store.js';
 import { harness, type Harness } from './helper.js';
 
-function isError(t: Tap.Test, res: { statusCode: number; json(): any; body: string }, status: number, code: string, what: string) {
+function isError(
+  t: Tap.Test,
+  res: { statusCode: number; json(): any; body: string },
+  status: number,
+  code: string,
+  what: string,
+) {
   t.equal(res.statusCode, status, `${what}: status ${status}`);
   const body = res.json();
   t.equal(body.error, code, `${what}: error code ${code}`);
@@ -32,18 +38,58 @@ t.test('400: schema violations, coercion, reserved names, unknown fields and bad
   ];
   for (const [what, body] of cases) isError(t, await h.post('/v1/lease/renew', body), 400, 'HQ_ERR_BAD_REQUEST', what);
   isError(t, await h.post('/v1/lease/renew', '{"host":'), 400, 'HQ_ERR_BAD_REQUEST', 'truncated JSON');
-  isError(t, await h.post('/v1/lease/renew', '{"host":"mbp","generation":1,"__proto__":{"x":1}}'), 400, 'HQ_ERR_BAD_REQUEST', 'proto poisoning');
-  isError(t, await h.post('/v1/lease/renew', '{"host":"mbp","constructor":{"prototype":{"x":1}}}'), 400, 'HQ_ERR_BAD_REQUEST', 'constructor poisoning');
+  isError(
+    t,
+    await h.post('/v1/lease/renew', '{"host":"mbp","generation":1,"__proto__":{"x":1}}'),
+    400,
+    'HQ_ERR_BAD_REQUEST',
+    'proto poisoning',
+  );
+  isError(
+    t,
+    await h.post('/v1/lease/renew', '{"host":"mbp","constructor":{"prototype":{"x":1}}}'),
+    400,
+    'HQ_ERR_BAD_REQUEST',
+    'constructor poisoning',
+  );
   isError(t, await h.post('/v1/lease/acquire', undefined), 400, 'HQ_ERR_BAD_REQUEST', 'a missing body');
-  isError(t, await h.post('/v1/heartbeat', { host: 'mbp', view: { target: 'node-b', reachable: 'yes', ping: true, health: true } }, h.tokens.mbp), 400, 'HQ_ERR_BAD_REQUEST', 'a view with a string boolean');
-  isError(t, await h.post('/v1/lease/transfer', { to: 'constructor' }), 400, 'HQ_ERR_BAD_REQUEST', 'transfer to a reserved name');
+  isError(
+    t,
+    await h.post(
+      '/v1/heartbeat',
+      { host: 'mbp', view: { target: 'node-b', reachable: 'yes', ping: true, health: true } },
+      h.tokens.mbp,
+    ),
+    400,
+    'HQ_ERR_BAD_REQUEST',
+    'a view with a string boolean',
+  );
+  isError(
+    t,
+    await h.post('/v1/lease/transfer', { to: 'constructor' }),
+    400,
+    'HQ_ERR_BAD_REQUEST',
+    'transfer to a reserved name',
+  );
 });
 
 t.test('401: no token, unknown, malformed and revoked tokens', async (t) => {
   const h = await harness(t);
   isError(t, await h.post('/v1/lease/acquire', { host: 'mbp' }, null), 401, 'HQ_ERR_UNAUTHORIZED', 'no token');
-  isError(t, await h.post('/v1/lease/acquire', { host: 'mbp' }, 'f'.repeat(64)), 401, 'HQ_ERR_UNAUTHORIZED', 'an unknown token');
-  isError(t, await h.post('/v1/lease/acquire', { host: 'mbp' }, 'short'), 401, 'HQ_ERR_UNAUTHORIZED', 'a malformed token');
+  isError(
+    t,
+    await h.post('/v1/lease/acquire', { host: 'mbp' }, 'f'.repeat(64)),
+    401,
+    'HQ_ERR_UNAUTHORIZED',
+    'an unknown token',
+  );
+  isError(
+    t,
+    await h.post('/v1/lease/acquire', { host: 'mbp' }, 'short'),
+    401,
+    'HQ_ERR_UNAUTHORIZED',
+    'a malformed token',
+  );
   const basic = await h.post('/v1/lease/acquire', { host: 'mbp' }, null, { authorization: `Basic ${h.tokens.mbp}` });
   isError(t, basic, 401, 'HQ_ERR_UNAUTHORIZED', 'another scheme');
   const lower = await h.post('/v1/lease/acquire', { host: 'mbp' }, null, { authorization: `bearer ${h.tokens.mbp}` });
@@ -51,7 +97,13 @@ t.test('401: no token, unknown, malformed and revoked tokens', async (t) => {
   isError(t, await h.get('/v1/lease', 'a'.repeat(64)), 401, 'HQ_ERR_UNAUTHORIZED', 'an invalid token on an open read');
   t.equal((await h.get('/v1/health', 'a'.repeat(64))).statusCode, 200, 'health ignores tokens');
   t.equal(await h.rt.store.revokeTokens('mbp', h.clock.now()), 1, 'one token revoked');
-  isError(t, await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp), 401, 'HQ_ERR_UNAUTHORIZED', 'a revoked token from the next request on');
+  isError(
+    t,
+    await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp),
+    401,
+    'HQ_ERR_UNAUTHORIZED',
+    'a revoked token from the next request on',
+  );
 });
 
 t.test('401 on reads when openReads is false, and a query token reads', async (t) => {
@@ -65,16 +117,61 @@ t.test('401 on reads when openReads is false, and a query token reads', async (t
 
 t.test('403: scopes and a member token acting for another host', async (t) => {
   const h = await harness(t);
-  isError(t, await h.post('/v1/lease/acquire', { host: 'node-b' }, h.tokens.mbp), 403, 'HQ_ERR_WRONG_HOST', 'mbp acquiring for node-b');
-  isError(t, await h.post('/v1/heartbeat', { host: 'mbp' }, h.tokens.nodeb), 403, 'HQ_ERR_WRONG_HOST', 'node-b heartbeating as mbp');
-  isError(t, await h.post('/v1/lease/release', { host: 'node-b' }, h.tokens.mbp), 403, 'HQ_ERR_WRONG_HOST', 'mbp releasing for node-b');
-  isError(t, await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.query), 403, 'HQ_ERR_FORBIDDEN', 'a query token acquiring');
+  isError(
+    t,
+    await h.post('/v1/lease/acquire', { host: 'node-b' }, h.tokens.mbp),
+    403,
+    'HQ_ERR_WRONG_HOST',
+    'mbp acquiring for node-b',
+  );
+  isError(
+    t,
+    await h.post('/v1/heartbeat', { host: 'mbp' }, h.tokens.nodeb),
+    403,
+    'HQ_ERR_WRONG_HOST',
+    'node-b heartbeating as mbp',
+  );
+  isError(
+    t,
+    await h.post('/v1/lease/release', { host: 'node-b' }, h.tokens.mbp),
+    403,
+    'HQ_ERR_WRONG_HOST',
+    'mbp releasing for node-b',
+  );
+  isError(
+    t,
+    await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.query),
+    403,
+    'HQ_ERR_FORBIDDEN',
+    'a query token acquiring',
+  );
   isError(t, await h.post('/v1/check', undefined, h.tokens.mbp), 403, 'HQ_ERR_FORBIDDEN', 'a member token checking');
-  isError(t, await h.post('/v1/lease/transfer', { to: 'mbp' }, h.tokens.mbp), 403, 'HQ_ERR_FORBIDDEN', 'a member token transferring');
-  const m = await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.nodeb}`, 'content-type': 'application/json' }, payload: { enabled: true } });
+  isError(
+    t,
+    await h.post('/v1/lease/transfer', { to: 'mbp' }, h.tokens.mbp),
+    403,
+    'HQ_ERR_FORBIDDEN',
+    'a member token transferring',
+  );
+  const m = await h.app.inject({
+    method: 'PUT',
+    url: '/v1/maintenance',
+    headers: { authorization: `Bearer ${h.tokens.nodeb}`, 'content-type': 'application/json' },
+    payload: { enabled: true },
+  });
   isError(t, m, 403, 'HQ_ERR_FORBIDDEN', 'a member token setting maintenance');
-  isError(t, await h.post('/v1/heartbeat', { host: 'mbp' }, h.tokens.admin), 403, 'HQ_ERR_FORBIDDEN', 'heartbeats take a member token');
-  t.equal((await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.admin)).statusCode, 200, 'an admin token acts for any host');
+  isError(
+    t,
+    await h.post('/v1/heartbeat', { host: 'mbp' }, h.tokens.admin),
+    403,
+    'HQ_ERR_FORBIDDEN',
+    'heartbeats take a member token',
+  );
+  t.equal(
+    (await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.admin)).statusCode,
+    200,
+    'an admin token acts for any host',
+  );
 });
 
 t.test('404 for unknown routes, 405 for a known route asked with another method', async (t) => {
@@ -87,16 +184,34 @@ t.test('404 for unknown routes, 405 for a known route asked with another method'
   const param = await h.app.inject({ method: 'GET', url: '/v1/leases/port/31450/heartbeat' });
   isError(t, param, 405, 'HQ_ERR_METHOD_NOT_ALLOWED', 'a path with a parameter asked with another method');
   t.equal(param.headers['allow'], 'POST', 'the Allow header of a parameterized path');
-  isError(t, await h.app.inject({ method: 'DELETE', url: '/v1/lease/x' }), 404, 'HQ_ERR_NOT_FOUND', 'an unknown path under a known one');
+  isError(
+    t,
+    await h.app.inject({ method: 'DELETE', url: '/v1/lease/x' }),
+    404,
+    'HQ_ERR_NOT_FOUND',
+    'an unknown path under a known one',
+  );
 });
 
 t.test("the router's own refusals answer in hq's shape", async (t) => {
   const h = await harness(t, {}, { registry: true });
-  const long = await h.app.inject({ method: 'DELETE', url: `/v1/resources/${'a'.repeat(120)}`, headers: { authorization: `Bearer ${h.tokens.admin}` } });
+  const long = await h.app.inject({
+    method: 'DELETE',
+    url: `/v1/resources/${'a'.repeat(120)}`,
+    headers: { authorization: `Bearer ${h.tokens.admin}` },
+  });
   isError(t, long, 400, 'HQ_ERR_BAD_REQUEST', 'a path parameter over 100 characters');
-  t.same(Object.keys(long.json() as object).sort(), ['error', 'message'], 'only error and message (no Fastify code or statusCode)');
+  t.same(
+    Object.keys(long.json() as object).sort(),
+    ['error', 'message'],
+    'only error and message (no Fastify code or statusCode)',
+  );
   t.match(long.json().message, /longer than 100 characters/, 'the message says what to fix');
-  const badEscape = await h.app.inject({ method: 'DELETE', url: '/v1/resources/%zz', headers: { authorization: `Bearer ${h.tokens.admin}` } });
+  const badEscape = await h.app.inject({
+    method: 'DELETE',
+    url: '/v1/resources/%zz',
+    headers: { authorization: `Bearer ${h.tokens.admin}` },
+  });
   isError(t, badEscape, 400, 'HQ_ERR_BAD_REQUEST', 'a malformed percent escape');
   t.same(Object.keys(badEscape.json() as object).sort(), ['error', 'message'], 'only error and message');
 });
@@ -120,7 +235,13 @@ t.test('412 when If-Match is stale, and the write happens when it matches', asyn
   t.equal(ok.statusCode, 200, 'a matching If-Match writes');
   const after = await h.get('/v1/lease');
   t.equal(after.headers.etag, `"${ok.json().lease.revision}"`, 'the ETag follows the revision');
-  isError(t, await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp, { 'if-match': 'garbage' }), 412, 'HQ_ERR_PRECONDITION', 'a malformed If-Match');
+  isError(
+    t,
+    await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp, { 'if-match': 'garbage' }),
+    412,
+    'HQ_ERR_PRECONDITION',
+    'a malformed If-Match',
+  );
 });
 
 t.test('413 for a body over 64 KiB', async (t) => {
@@ -131,30 +252,52 @@ t.test('413 for a body over 64 KiB', async (t) => {
 
 t.test('415 for anything but JSON', async (t) => {
   const h = await harness(t);
-  const text = await h.app.inject({ method: 'POST', url: '/v1/lease/acquire', headers: { authorization: `Bearer ${h.tokens.mbp}`, 'content-type': 'text/plain' }, payload: '{"host":"mbp"}' });
+  const text = await h.app.inject({
+    method: 'POST',
+    url: '/v1/lease/acquire',
+    headers: { authorization: `Bearer ${h.tokens.mbp}`, 'content-type': 'text/plain' },
+    payload: '{"host":"mbp"}',
+  });
   isError(t, text, 415, 'HQ_ERR_UNSUPPORTED_MEDIA', 'text/plain');
-  const form = await h.app.inject({ method: 'POST', url: '/v1/lease/acquire', headers: { authorization: `Bearer ${h.tokens.mbp}`, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'host=mbp' });
+  const form = await h.app.inject({
+    method: 'POST',
+    url: '/v1/lease/acquire',
+    headers: { authorization: `Bearer ${h.tokens.mbp}`, 'content-type': 'application/x-www-form-urlencoded' },
+    payload: 'host=mbp',
+  });
   isError(t, form, 415, 'HQ_ERR_UNSUPPORTED_MEDIA', 'a form');
-  const none = await h.app.inject({ method: 'POST', url: '/v1/lease/acquire', headers: { authorization: `Bearer ${h.tokens.mbp}` }, payload: '{"host":"mbp"}' });
+  const none = await h.app.inject({
+    method: 'POST',
+    url: '/v1/lease/acquire',
+    headers: { authorization: `Bearer ${h.tokens.mbp}` },
+    payload: '{"host":"mbp"}',
+  });
   t.ok([400, 415].includes(none.statusCode), 'a body without a content type is refused as a 4xx');
   t.type(none.json().error, 'string', 'with an error code');
 });
 
-t.test('503, not 500: a record that keeps changing under every retry of a decision (etcd: other writers)', async (t) => {
-  const h: Harness = await harness(t);
-  await h.settle();
-  const store = h.rt.arbiter.deps.store;
-  const transactAll = store.transactAll.bind(store);
-  let tries = 0;
-  store.transactAll = () => {
-    tries++;
-    throw new CasError();
-  };
-  t.teardown(() => (store.transactAll = transactAll));
-  const res = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
-  isError(t, res, 503, 'HQ_ERR_STORE_UNAVAILABLE', 'a decision that lost every compare-and-swap');
-  t.match(res.json().message, /kept changing.*nothing was decided; send again/, 'it says nothing was decided');
-  t.equal(tries, 4, 'decided once and again three times');
-  store.transactAll = transactAll;
-  t.equal((await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp)).statusCode, 200, 'the next request decides');
-});
+t.test(
+  '503, not 500: a record that keeps changing under every retry of a decision (etcd: other writers)',
+  async (t) => {
+    const h: Harness = await harness(t);
+    await h.settle();
+    const store = h.rt.arbiter.deps.store;
+    const transactAll = store.transactAll.bind(store);
+    let tries = 0;
+    store.transactAll = () => {
+      tries++;
+      throw new CasError();
+    };
+    t.teardown(() => (store.transactAll = transactAll));
+    const res = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
+    isError(t, res, 503, 'HQ_ERR_STORE_UNAVAILABLE', 'a decision that lost every compare-and-swap');
+    t.match(res.json().message, /kept changing.*nothing was decided; send again/, 'it says nothing was decided');
+    t.equal(tries, 4, 'decided once and again three times');
+    store.transactAll = transactAll;
+    t.equal(
+      (await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp)).statusCode,
+      200,
+      'the next request decides',
+    );
+  },
+);

@@ -38,7 +38,9 @@ interface Run {
   /** The revision compacted to at the end (0 when none). */
   readonly compacted: bigint;
   readonly alarm: boolean;
-  readonly health: { arbiters?: { elected?: boolean; etcd?: { space?: { level: string; warning: string | null; quotaBytes: number } } } };
+  readonly health: {
+    arbiters?: { elected?: boolean; etcd?: { space?: { level: string; warning: string | null; quotaBytes: number } } };
+  };
   readonly metrics: string;
   readonly page: string;
   /** The arbiter's log lines about etcd's space. */
@@ -58,7 +60,13 @@ async function until(what: string, ok: () => Promise<boolean> | boolean, ms = 15
  * (0: never); heartbeats from both candidates until the run has written `fill` × the quota (at
  * least: each revision holds the state's value), etcd refuses them, or `maxSeconds` passed.
  */
-async function run(t: Tap.Test, quota: number, interval: number, fill: number, maxSeconds: number): Promise<Run | null> {
+async function run(
+  t: Tap.Test,
+  quota: number,
+  interval: number,
+  fill: number,
+  maxSeconds: number,
+): Promise<Run | null> {
   const etcd = await etcdMembers(t, { size: 1, extraArgs: ['--quota-backend-bytes', String(quota)] });
   if (etcd === null) return null;
   const client = new EtcdClient({ endpoints: etcd.endpoints });
@@ -67,24 +75,45 @@ async function run(t: Tap.Test, quota: number, interval: number, fill: number, m
   const port = await freePort();
   const config = fastConfig(t.testdir(), {
     listen: { host: '127.0.0.1', port },
-    store: { kind: 'etcd', endpoints: etcd.endpoints, prefix, advertiseUrl: `http://127.0.0.1:${port}`, dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4, compactionIntervalSeconds: interval, quotaBackendBytes: quota },
+    store: {
+      kind: 'etcd',
+      endpoints: etcd.endpoints,
+      prefix,
+      advertiseUrl: `http://127.0.0.1:${port}`,
+      dialTimeoutSeconds: 0.5,
+      requestTimeoutSeconds: 1,
+      electionTtlSeconds: 4,
+      compactionIntervalSeconds: interval,
+      quotaBackendBytes: quota,
+    },
     events: { maxCount: 100 },
   });
   const lines: Array<{ level: number; msg: string }> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as { level: number; msg: string });
+      for (const l of chunk.toString().split('\n').filter(Boolean))
+        lines.push(JSON.parse(l) as { level: number; msg: string });
       done();
     },
   });
-  const rt: Runtime = await createRuntime({ config, log: pino({ level: 'warn' }, sink), prober: new FakeProber(), processMetrics: false, operator: true, elect: true });
+  const rt: Runtime = await createRuntime({
+    config,
+    log: pino({ level: 'warn' }, sink),
+    prober: new FakeProber(),
+    processMetrics: false,
+    operator: true,
+    elect: true,
+  });
   const app = await rt.app();
   t.teardown(() => rt.close());
   rt.start();
   const health = async (): Promise<Run['health']> => (await app.inject({ method: 'GET', url: '/v1/health' })).json();
   await until('the arbiter is elected', async () => (await health()).arbiters?.elected === true);
   const now = rt.arbiter.now();
-  const tokens = { mbp: await issueToken(rt.store, 'mbp', 'member', now), 'node-b': await issueToken(rt.store, 'node-b', 'member', now) };
+  const tokens = {
+    mbp: await issueToken(rt.store, 'mbp', 'member', now),
+    'node-b': await issueToken(rt.store, 'node-b', 'member', now),
+  };
 
   const first = (await client.status())[0];
   const startRevision = first?.ok === true ? first.revision : 0n;
@@ -118,7 +147,12 @@ async function run(t: Tap.Test, quota: number, interval: number, fill: number, m
   // state write (the views carry the arbiter's time).
   const beat = async (host: 'mbp' | 'node-b'): Promise<void> => {
     while (Date.now() < deadline && !enough() && (refused[503] ?? 0) < 20) {
-      const r = await app.inject({ method: 'POST', url: '/v1/heartbeat', headers: { authorization: `Bearer ${tokens[host]}` }, payload: { host, seenGeneration: 0, requestTimeoutSeconds: 1 } });
+      const r = await app.inject({
+        method: 'POST',
+        url: '/v1/heartbeat',
+        headers: { authorization: `Bearer ${tokens[host]}` },
+        payload: { host, seenGeneration: 0, requestTimeoutSeconds: 1 },
+      });
       if (r.statusCode === 200) ok++;
       else refused[r.statusCode] = (refused[r.statusCode] ?? 0) + 1;
       if (Date.now() - lastSample > 250) {
@@ -154,19 +188,42 @@ t.test('compacting every second, a fast-cadence run stays writable and etcd stay
   const quota = 5 * MiB;
   const r = await run(t, quota, 1, 1.25, 150);
   if (r === null) return;
-  t.comment(`${r.ok} heartbeats answered, ${r.revisions} revisions (≥ ${(r.writtenBytes / MiB).toFixed(1)} MiB written), database at most ${(r.maxDbSize / MiB).toFixed(2)} MiB of ${quota / MiB} MiB, at most ${r.maxHistory} revisions of history`);
-  t.ok(r.writtenBytes >= 1.25 * quota, `the run wrote more than the quota: without compaction etcd would have refused it (≥ ${(r.writtenBytes / MiB).toFixed(1)} MiB)`);
+  t.comment(
+    `${r.ok} heartbeats answered, ${r.revisions} revisions (≥ ${(r.writtenBytes / MiB).toFixed(1)} MiB written), database at most ${(r.maxDbSize / MiB).toFixed(2)} MiB of ${quota / MiB} MiB, at most ${r.maxHistory} revisions of history`,
+  );
+  t.ok(
+    r.writtenBytes >= 1.25 * quota,
+    `the run wrote more than the quota: without compaction etcd would have refused it (≥ ${(r.writtenBytes / MiB).toFixed(1)} MiB)`,
+  );
   t.same(r.refused, {}, 'every heartbeat was answered 200: etcd never refused a write');
   t.equal(r.alarm, false, 'etcd raised no NOSPACE alarm');
-  t.ok(r.maxDbSize < 0.8 * quota, `the database file stayed below the warning mark, 80 % of the quota (${(r.maxDbSize / MiB).toFixed(2)} MiB)`);
+  t.ok(
+    r.maxDbSize < 0.8 * quota,
+    `the database file stayed below the warning mark, 80 % of the quota (${(r.maxDbSize / MiB).toFixed(2)} MiB)`,
+  );
   t.ok(r.compacted > 0n, `the elected arbiter compacted (last to revision ${r.compacted})`);
-  t.ok(r.maxHistory * 4n < r.revisions, `the history held (at most ${r.maxHistory} revisions) is a few intervals of writes, not the run's ${r.revisions}`);
-  t.match(r.health, { arbiters: { elected: true, etcd: { space: { level: 'ok', warning: null, quotaBytes: quota } } } }, '/v1/health: still elected (its watches survived the compactions), space ok');
-  t.match(r.metrics, /^hq_etcd_compactions_total\{outcome="compacted"\} [1-9]\d*$/m, 'hq_etcd_compactions_total counts the compactions');
+  t.ok(
+    r.maxHistory * 4n < r.revisions,
+    `the history held (at most ${r.maxHistory} revisions) is a few intervals of writes, not the run's ${r.revisions}`,
+  );
+  t.match(
+    r.health,
+    { arbiters: { elected: true, etcd: { space: { level: 'ok', warning: null, quotaBytes: quota } } } },
+    '/v1/health: still elected (its watches survived the compactions), space ok',
+  );
+  t.match(
+    r.metrics,
+    /^hq_etcd_compactions_total\{outcome="compacted"\} [1-9]\d*$/m,
+    'hq_etcd_compactions_total counts the compactions',
+  );
   t.match(r.metrics, /^hq_etcd_nospace_alarm 0$/m, 'hq_etcd_nospace_alarm 0');
   t.match(r.metrics, new RegExp(`^hq_etcd_quota_bytes ${quota}$`, 'm'), 'hq_etcd_quota_bytes is the configured quota');
   t.match(r.metrics, /^hq_etcd_db_size_bytes\{endpoint="[^"]+"\} \d+$/m, 'hq_etcd_db_size_bytes per member');
-  t.match(etcdSpaceCheck(r.health.arbiters as never), { name: 'etcd-space', status: 'pass' }, "hq doctor's etcd-space check passes");
+  t.match(
+    etcdSpaceCheck(r.health.arbiters as never),
+    { name: 'etcd-space', status: 'pass' },
+    "hq doctor's etcd-space check passes",
+  );
   t.same(r.spaceLog, [], 'the log has no space warning');
 });
 
@@ -174,14 +231,24 @@ t.test('mutant: no compaction fills the quota, and everything that watches says 
   const quota = 2 * MiB;
   const r = await run(t, quota, 0, 3, 30);
   if (r === null) return;
-  t.comment(`${r.ok} heartbeats answered before etcd refused; refused ${JSON.stringify(r.refused)}; database ${(r.maxDbSize / MiB).toFixed(2)} MiB of ${quota / MiB} MiB`);
+  t.comment(
+    `${r.ok} heartbeats answered before etcd refused; refused ${JSON.stringify(r.refused)}; database ${(r.maxDbSize / MiB).toFixed(2)} MiB of ${quota / MiB} MiB`,
+  );
   t.ok((r.refused[503] ?? 0) > 0, 'writes were refused (503): the run did not stay writable');
   t.equal(r.alarm, true, 'etcd raised the NOSPACE alarm');
   t.equal(r.compacted, 0n, 'nothing compacted');
-  t.match(r.health, { arbiters: { etcd: { space: { level: 'bad', warning: /NOSPACE.*etcdctl defrag.*etcdctl alarm disarm/ } } } }, '/v1/health: space bad, with the fix');
+  t.match(
+    r.health,
+    { arbiters: { etcd: { space: { level: 'bad', warning: /NOSPACE.*etcdctl defrag.*etcdctl alarm disarm/ } } } },
+    '/v1/health: space bad, with the fix',
+  );
   t.match(r.metrics, /^hq_etcd_nospace_alarm 1$/m, 'hq_etcd_nospace_alarm 1');
   t.match(r.page, /NOSPACE/, 'the status page names the alarm');
-  t.match(etcdSpaceCheck(r.health.arbiters as never), { name: 'etcd-space', status: 'fail', detail: /NOSPACE/, fix: /etcdctl defrag/ }, "hq doctor's etcd-space check fails with the fix");
+  t.match(
+    etcdSpaceCheck(r.health.arbiters as never),
+    { name: 'etcd-space', status: 'fail', detail: /NOSPACE/, fix: /etcdctl defrag/ },
+    "hq doctor's etcd-space check fails with the fix",
+  );
   const alarmLines = r.spaceLog.filter((l) => l.msg === 'etcd refuses every write: NOSPACE alarm');
   t.equal(alarmLines.length, 1, 'the log says so once');
   t.equal(alarmLines[0]?.level, 40, 'as a warning');

@@ -13,7 +13,14 @@ const SAME_HEADERS = ['content-type', 'content-length', 'etag', 'hq-protocol'] a
 
 t.test('the fast path answers exactly what the route answers, and leaves the rest to Fastify', async (t) => {
   const h = await harness(t, { auth: { openReads: true } });
-  const hq = { arbiter: h.rt.arbiter, checker: h.rt.checker, store: h.rt.store, metrics: h.rt.metrics, config: h.rt.config, version: 'test' };
+  const hq = {
+    arbiter: h.rt.arbiter,
+    checker: h.rt.checker,
+    store: h.rt.store,
+    metrics: h.rt.metrics,
+    config: h.rt.config,
+    version: 'test',
+  };
   const fast = await buildApp({ hq, log: pino({ level: 'silent' }) });
   const slow = await buildApp({ hq, log: pino({ level: 'silent' }), fastPath: false });
   t.teardown(async () => {
@@ -33,7 +40,14 @@ t.test('the fast path answers exactly what the route answers, and leaves the res
   const observed = () => h.rt.metrics.registry.getSingleMetric('hq_http_request_duration_seconds')?.get();
   const countOf = async () => {
     const m = await observed();
-    return m?.values.find((v) => v.metricName === 'hq_http_request_duration_seconds_count' && v.labels.route === '/v1/lease' && String(v.labels.status) === '200')?.value ?? 0;
+    return (
+      m?.values.find(
+        (v) =>
+          v.metricName === 'hq_http_request_duration_seconds_count' &&
+          v.labels.route === '/v1/lease' &&
+          String(v.labels.status) === '200',
+      )?.value ?? 0
+    );
   };
 
   const compare = async (what: string) => {
@@ -48,12 +62,24 @@ t.test('the fast path answers exactly what the route answers, and leaves the res
   await compare('a new database (floor pending, no holder)');
   await h.settle();
   t.equal((await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp)).statusCode, 200, 'mbp acquires');
-  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } }, h.tokens.nodeb);
+  await h.post(
+    '/v1/heartbeat',
+    { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: true, ping: true, health: true } },
+    h.tokens.nodeb,
+  );
   const held = await compare('held, with a view');
   t.equal(held.holder, 'mbp', 'the record is the held one');
-  t.equal((await h.post('/v1/lease/transfer', { to: 'node-b', force: true }, h.tokens.admin)).statusCode, 200, 'a transfer to node-b');
+  t.equal(
+    (await h.post('/v1/lease/transfer', { to: 'node-b', force: true }, h.tokens.admin)).statusCode,
+    200,
+    'a transfer to node-b',
+  );
   const moving = await compare('a transfer behind lock-delay');
-  t.match(moving.wait, { kind: 'lock-delay', host: 'mbp', until: moving.notBefore }, 'the record says which wait holds node-b, in the same bytes');
+  t.match(
+    moving.wait,
+    { kind: 'lock-delay', host: 'mbp', until: moving.notBefore },
+    'the record says which wait holds node-b, in the same bytes',
+  );
   await h.post('/v1/maintenance', { enabled: true, reason: 'test' }, h.tokens.admin);
   await compare('after maintenance was asked');
   h.clock.advance(30);
@@ -82,7 +108,14 @@ t.test('the fast path answers exactly what the route answers, and leaves the res
 
 t.test('with openReads off, an anonymous read goes to Fastify (401) and a token is needed', async (t) => {
   const h = await harness(t, { auth: { openReads: false } });
-  const hq = { arbiter: h.rt.arbiter, checker: h.rt.checker, store: h.rt.store, metrics: h.rt.metrics, config: h.rt.config, version: 'test' };
+  const hq = {
+    arbiter: h.rt.arbiter,
+    checker: h.rt.checker,
+    store: h.rt.store,
+    metrics: h.rt.metrics,
+    config: h.rt.config,
+    version: 'test',
+  };
   const fast = await buildApp({ hq, log: pino({ level: 'silent' }) });
   t.teardown(() => fast.close());
   const base = await fast.listen({ host: '127.0.0.1', port: 0 });
@@ -96,7 +129,14 @@ t.test('with openReads off, an anonymous read goes to Fastify (401) and a token 
 
 t.test('once the app closes, the fast path steps aside (Fastify answers 503 with connection: close)', async (t) => {
   const h = await harness(t);
-  const hq = { arbiter: h.rt.arbiter, checker: h.rt.checker, store: h.rt.store, metrics: h.rt.metrics, config: h.rt.config, version: 'test' };
+  const hq = {
+    arbiter: h.rt.arbiter,
+    checker: h.rt.checker,
+    store: h.rt.store,
+    metrics: h.rt.metrics,
+    config: h.rt.config,
+    version: 'test',
+  };
   const fast = await buildApp({ hq, log: pino({ level: 'silent' }) });
   const base = await fast.listen({ host: '127.0.0.1', port: 0 });
   const { Agent } = await import('undici');
@@ -108,8 +148,14 @@ t.test('once the app closes, the fast path steps aside (Fastify answers 503 with
   // Closing has begun (preClose ran synchronously inside close()): the next request on the
   // kept-alive connection must not be answered by the fast path.
   const closing = fast.close();
-  const during = await request(`${base}/v1/lease`, { dispatcher: agent }).then(async (r) => ({ status: r.statusCode, connection: r.headers.connection, body: await r.body.text() }), (err: Error) => ({ status: 0, connection: undefined, body: err.message }));
+  const during = await request(`${base}/v1/lease`, { dispatcher: agent }).then(
+    async (r) => ({ status: r.statusCode, connection: r.headers.connection, body: await r.body.text() }),
+    (err: Error) => ({ status: 0, connection: undefined, body: err.message }),
+  );
   await closing;
-  t.ok(during.status === 503 || during.status === 0, `closing: refused (503) or the connection was closed (${during.status})`);
+  t.ok(
+    during.status === 503 || during.status === 0,
+    `closing: refused (503) or the connection was closed (${during.status})`,
+  );
   t.not(during.status, 200, 'never answered on the fast path once closing');
 });

@@ -46,18 +46,49 @@ export interface Harness {
   readonly clock: ManualClock;
   readonly prober: FakeProber;
   readonly tokens: { admin: string; mbp: string; nodeb: string; query: string };
-  post(url: string, body: unknown, token?: string | null, headers?: Record<string, string>): Promise<LightMyRequestResponse>;
+  post(
+    url: string,
+    body: unknown,
+    token?: string | null,
+    headers?: Record<string, string>,
+  ): Promise<LightMyRequestResponse>;
   get(url: string, token?: string | null): Promise<LightMyRequestResponse>;
   /** Past the start waits: both candidates report, in requests that count, never having seen a generation. */
   settle(): Promise<void>;
 }
 
-export async function harness(t: Test, extra: Record<string, unknown> = {}, opts: { dir?: string; prober?: Prober; clockStart?: number; realProbes?: boolean; restart?: boolean; registry?: boolean; processMetrics?: boolean; limits?: GenerationLimits; operator?: boolean } = {}): Promise<Harness> {
+export async function harness(
+  t: Test,
+  extra: Record<string, unknown> = {},
+  opts: {
+    dir?: string;
+    prober?: Prober;
+    clockStart?: number;
+    realProbes?: boolean;
+    restart?: boolean;
+    registry?: boolean;
+    processMetrics?: boolean;
+    limits?: GenerationLimits;
+    operator?: boolean;
+  } = {},
+): Promise<Harness> {
   const dir = opts.dir ?? t.testdir();
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
-  const rt = await createRuntime({ config, clock, wallClockMs: { now: () => clock.now() * 1000 }, log: pino({ level: 'silent' }), prober: opts.realProbes === true ? undefined : (opts.prober ?? prober), processMetrics: opts.processMetrics ?? false, hookBackoffMs: 20, restart: opts.restart ?? true, registry: opts.registry ?? false, ...(opts.limits === undefined ? {} : { limits: opts.limits }), operator: opts.operator ?? false });
+  const rt = await createRuntime({
+    config,
+    clock,
+    wallClockMs: { now: () => clock.now() * 1000 },
+    log: pino({ level: 'silent' }),
+    prober: opts.realProbes === true ? undefined : (opts.prober ?? prober),
+    processMetrics: opts.processMetrics ?? false,
+    hookBackoffMs: 20,
+    restart: opts.restart ?? true,
+    registry: opts.registry ?? false,
+    ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+    operator: opts.operator ?? false,
+  });
   const app = await rt.app();
   t.teardown(() => rt.close());
   const now = clock.now();
@@ -78,21 +109,36 @@ export async function harness(t: Test, extra: Record<string, unknown> = {}, opts
       app.inject({
         method: 'POST',
         url,
-        headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+        headers: {
+          ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
         ...(body === undefined ? {} : { payload: typeof body === 'string' ? body : JSON.stringify(body) }),
       }),
-    get: (url, token = null) => app.inject({ method: 'GET', url, headers: token === null ? {} : { authorization: `Bearer ${token}` } }),
+    get: (url, token = null) =>
+      app.inject({ method: 'GET', url, headers: token === null ? {} : { authorization: `Bearer ${token}` } }),
     async settle() {
       clock.advance(2 * AGENT_REQUEST_TIMEOUT + 0.5);
-      await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT }, tokens.mbp);
-      await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT }, tokens.nodeb);
+      await h.post(
+        '/v1/heartbeat',
+        { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT },
+        tokens.mbp,
+      );
+      await h.post(
+        '/v1/heartbeat',
+        { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT },
+        tokens.nodeb,
+      );
     },
   };
   return h;
 }
 
 /** `hq-arbiter ARGS` in this process: its exit code and everything it printed. */
-export async function arbiterCommand(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function arbiterCommand(
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
   const code = await main([...args], { out: (s) => (stdout += s), err: (s) => (stderr += s) });

@@ -40,7 +40,12 @@ async function webhook(t: Tap, statuses: number[] = [], hang = false) {
 }
 
 function maintenance(h: Awaited<ReturnType<typeof harness>>, enabled: boolean) {
-  return h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled, reason: 'test' } });
+  return h.app.inject({
+    method: 'PUT',
+    url: '/v1/maintenance',
+    headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' },
+    payload: { enabled, reason: 'test' },
+  });
 }
 
 t.test('maintenance, renew-refused and a streak reach the webhook and the command hook', async (t) => {
@@ -53,9 +58,17 @@ t.test('maintenance, renew-refused and a streak reach the webhook and the comman
   const h = await harness(t, { hooks: { urls: [hook.url], command: [script, out] } }, { dir: join(dir) });
   await maintenance(h, true);
   await until('the maintenance webhook', () => hook.got.length >= 1);
-  t.match(hook.got[0], { event: 'maintenance', category: 'control', data: { enabled: true, reason: 'test' } }, 'the webhook got the event as JSON');
+  t.match(
+    hook.got[0],
+    { event: 'maintenance', category: 'control', data: { enabled: true, reason: 'test' } },
+    'the webhook got the event as JSON',
+  );
   await until('the command hook', () => existsSync(out) && readFileSync(out, 'utf8').includes('maintenance'));
-  t.match(JSON.parse(readFileSync(out, 'utf8').trim().split('\n')[0]!), { event: 'maintenance' }, 'the command got the event on stdin');
+  t.match(
+    JSON.parse(readFileSync(out, 'utf8').trim().split('\n')[0]!),
+    { event: 'maintenance' },
+    'the command got the event on stdin',
+  );
 
   await h.settle();
   await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
@@ -63,12 +76,26 @@ t.test('maintenance, renew-refused and a streak reach the webhook and the comman
   await until('renew-refused', () => hook.got.some((e) => e.event === 'renew-refused'));
   t.pass('renew-refused was delivered');
   await h.post('/v1/check', undefined);
-  t.notOk(hook.got.some((e) => e.event === 'arbiter-check'), 'a check without a streak calls no hook');
-  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: false, ping: false, health: false } }, h.tokens.nodeb);
+  t.notOk(
+    hook.got.some((e) => e.event === 'arbiter-check'),
+    'a check without a streak calls no hook',
+  );
+  await h.post(
+    '/v1/heartbeat',
+    { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable: false, ping: false, health: false } },
+    h.tokens.nodeb,
+  );
   await h.post('/v1/check', undefined);
   await until('arbiter-check with a streak', () => hook.got.some((e) => e.event === 'arbiter-check'));
-  t.match(hook.got.find((e) => e.event === 'arbiter-check'), { host: 'mbp', data: { streak: 1 } }, 'the streak is in the hook');
-  t.notOk(hook.got.some((e) => e.event === 'renewed'), 'routine events call no hook');
+  t.match(
+    hook.got.find((e) => e.event === 'arbiter-check'),
+    { host: 'mbp', data: { streak: 1 } },
+    'the streak is in the hook',
+  );
+  t.notOk(
+    hook.got.some((e) => e.event === 'renewed'),
+    'routine events call no hook',
+  );
 });
 
 t.test('a failing webhook is retried with backoff and a hanging one never blocks a decision', async (t) => {
@@ -92,12 +119,27 @@ t.test('agent silence is reported once per silence, on a check tick', async (t) 
   h.clock.advance(3);
   await h.post('/v1/check', undefined);
   await h.post('/v1/check', undefined);
-  const silent = async () => ((await h.rt.store.listEvents(0, 1000)) as Array<{ event: string; host: string | null }>).filter((e) => e.event === 'agent-silent');
-  t.same((await silent()).map((e) => e.host), ['mbp'], 'mbp (interval 1 s) is silent after 3 s, once; node-b (5 s) is not');
+  const silent = async () =>
+    ((await h.rt.store.listEvents(0, 1000)) as Array<{ event: string; host: string | null }>).filter(
+      (e) => e.event === 'agent-silent',
+    );
+  t.same(
+    (await silent()).map((e) => e.host),
+    ['mbp'],
+    'mbp (interval 1 s) is silent after 3 s, once; node-b (5 s) is not',
+  );
   await until('the silence hook', () => hook.got.some((e) => e.event === 'agent-silent'));
-  t.match(hook.got.find((e) => e.event === 'agent-silent'), { host: 'mbp', data: { intervalSeconds: 1 } }, 'the hook names the host and its interval');
+  t.match(
+    hook.got.find((e) => e.event === 'agent-silent'),
+    { host: 'mbp', data: { intervalSeconds: 1 } },
+    'the hook names the host and its interval',
+  );
   await h.post('/v1/heartbeat', { host: 'mbp', heartbeatSeconds: 1 }, h.tokens.mbp);
   h.clock.advance(3);
   await h.post('/v1/check', undefined);
-  t.same((await silent()).map((e) => e.host), ['mbp', 'mbp'], 'a new silence after a heartbeat is reported again');
+  t.same(
+    (await silent()).map((e) => e.host),
+    ['mbp', 'mbp'],
+    'a new silence after a heartbeat is reported again',
+  );
 });

@@ -17,7 +17,8 @@ function capture(): { log: pino.Logger; lines: Array<{ level: number; msg: strin
   const lines: Array<{ level: number; msg: string }> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as { level: number; msg: string });
+      for (const l of chunk.toString().split('\n').filter(Boolean))
+        lines.push(JSON.parse(l) as { level: number; msg: string });
       done();
     },
   });
@@ -54,7 +55,10 @@ t.test('leadership on one member', async (t) => {
     const first = takeovers;
     await sleep(1000);
     await l.close();
-    t.ok(takeovers - first <= 2, `at most two more takeovers in a second (${takeovers - first}): one pause of 1 s between them`);
+    t.ok(
+      takeovers - first <= 2,
+      `at most two more takeovers in a second (${takeovers - first}): one pause of 1 s between them`,
+    );
     t.equal(l.mayDecide(), false, 'it never decided');
   });
 
@@ -92,7 +96,12 @@ t.test('leadership on one member', async (t) => {
     t.equal(l.mayDecide(), true, 'elected and deciding');
     await (l as unknown as { election: { resign(): Promise<void> } }).election.resign(); // the term ends
     for (let i = 0; i < 100 && !lines.some((x) => x.msg.startsWith('campaigning stopped')); i++) await sleep(50);
-    t.ok(lines.some((x) => x.level === 50 && x.msg === 'campaigning stopped on an unexpected error; this arbiter no longer decides'), 'logged as an error');
+    t.ok(
+      lines.some(
+        (x) => x.level === 50 && x.msg === 'campaigning stopped on an unexpected error; this arbiter no longer decides',
+      ),
+      'logged as an error',
+    );
     t.equal(ended, 1, 'the checks were told to stop (their failure logged, not thrown)');
     t.equal(l.mayDecide(), false, 'it does not decide');
     t.same(unhandled, [], 'no unhandled rejection');

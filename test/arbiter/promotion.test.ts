@@ -56,12 +56,26 @@ async function setup(t: Tap, extra: Record<string, unknown> = {}) {
   const bin = fakeTailscale(dir);
   const mbp = await healthServer(t, 'mbp');
   const nodeb = await healthServer(t, 'node-b');
-  const h = await harness(t, { tailscaleBin: bin, healthUrls: { mbp: mbp.url, 'node-b': nodeb.url }, ...extra }, { dir: join(dir), realProbes: true });
+  const h = await harness(
+    t,
+    { tailscaleBin: bin, healthUrls: { mbp: mbp.url, 'node-b': nodeb.url }, ...extra },
+    { dir: join(dir), realProbes: true },
+  );
   await h.settle();
   await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
-  const up = (host: string, on: boolean) => (on ? writeFileSync(join(dir, `up-${host}`), '') : rmSync(join(dir, `up-${host}`), { force: true }));
+  const up = (host: string, on: boolean) =>
+    on ? writeFileSync(join(dir, `up-${host}`), '') : rmSync(join(dir, `up-${host}`), { force: true });
   const standbyView = (reachable: boolean, extraBody: Record<string, unknown> = {}) =>
-    h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 1, view: { target: 'mbp', reachable, ping: reachable, health: false }, ...extraBody }, h.tokens.nodeb);
+    h.post(
+      '/v1/heartbeat',
+      {
+        host: 'node-b',
+        seenGeneration: 1,
+        view: { target: 'mbp', reachable, ping: reachable, health: false },
+        ...extraBody,
+      },
+      h.tokens.nodeb,
+    );
   return { dir, h, mbp, nodeb, up, standbyView };
 }
 
@@ -76,7 +90,11 @@ t.test('the holder is reachable when either tailscale ping or the health URL ans
   const b = (await h.post('/v1/check', undefined)).json();
   t.match(b, { promoted: false, streak: 0, ping: false, health: true }, 'health alone makes it reachable');
   const calls = readFileSync(join(dir, 'calls'), 'utf8');
-  t.match(calls, /^ping -c 1 --timeout 0\.5s mbp$/m, 'tailscale ping is called with argv, one count and the probe timeout');
+  t.match(
+    calls,
+    /^ping -c 1 --timeout 0\.5s mbp$/m,
+    'tailscale ping is called with argv, one count and the probe timeout',
+  );
   t.ok(mbp.hits >= 2, 'the pinned health URL was fetched');
 });
 
@@ -86,10 +104,18 @@ t.test('two dual-unreachable checks with the standby agreeing promote it behind 
   const before = (await h.get('/v1/lease')).json();
   await standbyView(false);
   const c1 = (await h.post('/v1/check', undefined)).json();
-  t.same(c1, { promoted: false, streak: 1, holder: 'mbp', generation: 1, ping: false, health: false, promotee: 'node-b' }, 'first check counts 1');
+  t.same(
+    c1,
+    { promoted: false, streak: 1, holder: 'mbp', generation: 1, ping: false, health: false, promotee: 'node-b' },
+    'first check counts 1',
+  );
   h.clock.advance(1);
   const c2 = (await h.post('/v1/check', undefined)).json();
-  t.same(c2, { promoted: true, streak: 2, holder: 'node-b', generation: 2, ping: false, health: false, promotee: 'node-b' }, 'second check promotes');
+  t.same(
+    c2,
+    { promoted: true, streak: 2, holder: 'node-b', generation: 2, ping: false, health: false, promotee: 'node-b' },
+    'second check promotes',
+  );
   const lease = (await h.get('/v1/lease')).json();
   t.equal(lease.holder, 'node-b', 'node-b holds');
   t.equal(lease.generation, 2, 'generation 2');
@@ -103,25 +129,33 @@ t.test('two dual-unreachable checks with the standby agreeing promote it behind 
   t.match(metrics, /hq_probe_total\{kind="ping",result="fail"\} 2/, 'ping probes counted');
 });
 
-t.test('no promotion while the standby still reaches the holder, recently confirmed it, or maintenance is on', async (t) => {
-  const { h, mbp, standbyView } = await setup(t);
-  mbp.up = false;
-  await standbyView(true);
-  for (let i = 0; i < 3; i++) (await h.post('/v1/check', undefined)).json();
-  t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'a standby that reaches the holder blocks promotion');
-  await standbyView(false, { confirmation: { holder: 'mbp', generation: 1, ageSeconds: 0 } });
-  for (let i = 0; i < 3; i++) await h.post('/v1/check', undefined);
-  t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'a fresh confirmation of the holder blocks promotion');
-  h.clock.advance(7);
-  await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
-  await h.app.inject({ method: 'PUT', url: '/v1/maintenance', headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' }, payload: { enabled: true } });
-  await standbyView(false);
-  let last: any;
-  for (let i = 0; i < 3; i++) last = (await h.post('/v1/check', undefined)).json();
-  t.equal(last.streak, 3, 'maintenance keeps counting the streak');
-  t.equal(last.promoted, false, 'but never promotes');
-  t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'mbp still holds');
-});
+t.test(
+  'no promotion while the standby still reaches the holder, recently confirmed it, or maintenance is on',
+  async (t) => {
+    const { h, mbp, standbyView } = await setup(t);
+    mbp.up = false;
+    await standbyView(true);
+    for (let i = 0; i < 3; i++) (await h.post('/v1/check', undefined)).json();
+    t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'a standby that reaches the holder blocks promotion');
+    await standbyView(false, { confirmation: { holder: 'mbp', generation: 1, ageSeconds: 0 } });
+    for (let i = 0; i < 3; i++) await h.post('/v1/check', undefined);
+    t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'a fresh confirmation of the holder blocks promotion');
+    h.clock.advance(7);
+    await h.post('/v1/lease/renew', { host: 'mbp', generation: 1 }, h.tokens.mbp);
+    await h.app.inject({
+      method: 'PUT',
+      url: '/v1/maintenance',
+      headers: { authorization: `Bearer ${h.tokens.admin}`, 'content-type': 'application/json' },
+      payload: { enabled: true },
+    });
+    await standbyView(false);
+    let last: any;
+    for (let i = 0; i < 3; i++) last = (await h.post('/v1/check', undefined)).json();
+    t.equal(last.streak, 3, 'maintenance keeps counting the streak');
+    t.equal(last.promoted, false, 'but never promotes');
+    t.equal((await h.get('/v1/lease')).json().holder, 'mbp', 'mbp still holds');
+  },
+);
 
 t.test('with tailscaleBin empty nothing calls tailscale and health alone decides', async (t) => {
   const { dir, h, mbp } = await setup(t, {});
@@ -141,12 +175,34 @@ t.test('the MagicDNS suffix comes from tailscale status when tailnetDomain is un
   const bin = fakeTailscale(dir);
   const config = fastConfig(dir, { tailscaleBin: bin });
   const prober = new TailnetProber(config, new Metrics(false), pino({ level: 'silent' }), PEER_PORT);
-  t.equal(await prober.healthUrl('node-b'), 'http://node-b.tail1234.ts.net:8471/v1/health', 'default health URL from the suffix');
+  t.equal(
+    await prober.healthUrl('node-b'),
+    'http://node-b.tail1234.ts.net:8471/v1/health',
+    'default health URL from the suffix',
+  );
   t.equal(await prober.healthUrl('mbp'), 'http://mbp.tail1234.ts.net:8471/v1/health', 'asked once, reused');
-  t.equal(readFileSync(join(dir, 'calls'), 'utf8').match(/^status --json$/gm)?.length, 1, 'tailscale status was called once');
-  const pinned = new TailnetProber(fastConfig(dir, { tailscaleBin: '', tailnetDomain: 'example.ts.net' }), new Metrics(false), pino({ level: 'silent' }), PEER_PORT);
-  t.equal(await pinned.healthUrl('mbp'), 'http://mbp.example.ts.net:8471/v1/health', 'a configured tailnetDomain is used');
-  const none = new TailnetProber(fastConfig(dir, { tailscaleBin: '' }), new Metrics(false), pino({ level: 'silent' }), PEER_PORT);
+  t.equal(
+    readFileSync(join(dir, 'calls'), 'utf8').match(/^status --json$/gm)?.length,
+    1,
+    'tailscale status was called once',
+  );
+  const pinned = new TailnetProber(
+    fastConfig(dir, { tailscaleBin: '', tailnetDomain: 'example.ts.net' }),
+    new Metrics(false),
+    pino({ level: 'silent' }),
+    PEER_PORT,
+  );
+  t.equal(
+    await pinned.healthUrl('mbp'),
+    'http://mbp.example.ts.net:8471/v1/health',
+    'a configured tailnetDomain is used',
+  );
+  const none = new TailnetProber(
+    fastConfig(dir, { tailscaleBin: '' }),
+    new Metrics(false),
+    pino({ level: 'silent' }),
+    PEER_PORT,
+  );
   t.equal(await none.healthUrl('mbp'), null, 'without ping and domain there is no health URL');
   t.equal(await none.health('mbp'), false, 'and the host is unreachable');
 });

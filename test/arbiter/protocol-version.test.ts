@@ -26,8 +26,16 @@ t.test('answers carry the version they were spoken to', async (t) => {
 });
 
 const refused: ReadonlyArray<readonly [string, string | string[], RegExp]> = [
-  ['a newer version', '3', /the request speaks hq protocol 3, newer than hq-arbiter on cloud-vm speaks hq protocol 1 to 2: upgrade hq-arbiter on cloud-vm/],
-  ['an older version', '0', /the request speaks hq protocol 0, older than hq-arbiter on cloud-vm speaks hq protocol 1 to 2: upgrade the sender's hq/],
+  [
+    'a newer version',
+    '3',
+    /the request speaks hq protocol 3, newer than hq-arbiter on cloud-vm speaks hq protocol 1 to 2: upgrade hq-arbiter on cloud-vm/,
+  ],
+  [
+    'an older version',
+    '0',
+    /the request speaks hq protocol 0, older than hq-arbiter on cloud-vm speaks hq protocol 1 to 2: upgrade the sender's hq/,
+  ],
   ['a word', 'two', /hq-protocol: "two" is not a protocol version/],
   ['two headers', ['1', '2'], /hq-protocol: "1, 2" is not a protocol version/],
 ];
@@ -44,7 +52,11 @@ for (const [name, header, message] of refused) {
       const r = await h.app.inject({
         method,
         url,
-        headers: { 'hq-protocol': header, authorization: `Bearer ${h.tokens.mbp}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          'hq-protocol': header,
+          authorization: `Bearer ${h.tokens.mbp}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
       });
       t.equal(r.statusCode, 400, `${method} ${url}: 400`);
@@ -60,7 +72,14 @@ t.test('strict within a version: a protocol 1 heartbeat may not carry the releas
   await h.settle();
   const v1 = await h.post('/v1/heartbeat', { host: 'mbp', version: '0.2.0' }, h.tokens.mbp, { 'hq-protocol': '1' });
   t.equal(v1.statusCode, 400, 'refused');
-  t.match(v1.json(), { error: 'HQ_ERR_BAD_REQUEST', message: /body\/version is a field of hq protocol 2; a protocol 1 request may not carry it/ }, 'naming the field and both versions');
+  t.match(
+    v1.json(),
+    {
+      error: 'HQ_ERR_BAD_REQUEST',
+      message: /body\/version is a field of hq protocol 2; a protocol 1 request may not carry it/,
+    },
+    'naming the field and both versions',
+  );
   const unstated = await h.post('/v1/heartbeat', { host: 'mbp', version: '0.2.0' }, h.tokens.mbp);
   t.equal(unstated.statusCode, 400, 'no header is protocol 1: refused too');
   const v2 = await h.post('/v1/heartbeat', { host: 'mbp', version: '0.2.0' }, h.tokens.mbp, { 'hq-protocol': '2' });
@@ -73,7 +92,14 @@ t.test('strict within a version: a protocol 1 heartbeat may not carry the releas
 
 /** The arbiter app with the operator pages (the daemon serves them; the harness app does not). */
 async function operatorApp(t: Parameters<Parameters<typeof t.test>[1]>[0], h: Awaited<ReturnType<typeof harness>>) {
-  const hq = { arbiter: h.rt.arbiter, checker: h.rt.checker, store: h.rt.store, metrics: h.rt.metrics, config: h.rt.config, version: VERSION };
+  const hq = {
+    arbiter: h.rt.arbiter,
+    checker: h.rt.checker,
+    store: h.rt.store,
+    metrics: h.rt.metrics,
+    config: h.rt.config,
+    version: VERSION,
+  };
   const app = await buildApp({ hq, log: pino({ level: 'silent' }), operator: { waiters: new EventWaiters() } });
   t.teardown(() => app.close());
   return app;
@@ -84,20 +110,53 @@ t.test("each host's version: /v1/status, the page, hq_host_version", async (t) =
   const app = await operatorApp(t, h);
   await h.settle();
   await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
-  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, version: '0.2.0' }, h.tokens.nodeb, { 'hq-protocol': '2' });
-  const st = (await app.inject({ method: 'GET', url: '/v1/status' })).json() as { hosts: Array<{ host: string; protocol: number | null; release: string | null; versionText: string; upgrade: string | null }> };
+  await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 0, version: '0.2.0' }, h.tokens.nodeb, {
+    'hq-protocol': '2',
+  });
+  const st = (await app.inject({ method: 'GET', url: '/v1/status' })).json() as {
+    hosts: Array<{
+      host: string;
+      protocol: number | null;
+      release: string | null;
+      versionText: string;
+      upgrade: string | null;
+    }>;
+  };
   const row = (host: string) => st.hosts.find((x) => x.host === host);
-  t.match(row('mbp'), { protocol: 1, release: null, versionText: 'hq 0.1 (protocol 1)', upgrade: 'mbp runs hq 0.1 (protocol 1); upgrade it' }, 'mbp (no header) runs 0.1: upgrade it');
-  t.match(row('node-b'), { protocol: 2, release: '0.2.0', versionText: 'hq 0.2.0 (protocol 2)', upgrade: null }, 'node-b runs protocol 2');
+  t.match(
+    row('mbp'),
+    {
+      protocol: 1,
+      release: null,
+      versionText: 'hq 0.1 (protocol 1)',
+      upgrade: 'mbp runs hq 0.1 (protocol 1); upgrade it',
+    },
+    'mbp (no header) runs 0.1: upgrade it',
+  );
+  t.match(
+    row('node-b'),
+    { protocol: 2, release: '0.2.0', versionText: 'hq 0.2.0 (protocol 2)', upgrade: null },
+    'node-b runs protocol 2',
+  );
   t.match(row('cloud-vm'), { protocol: 2, release: VERSION, upgrade: null }, 'the arbiter row is this arbiter');
   const metrics = (await h.get('/metrics')).body;
   t.match(metrics, /hq_host_version\{host="mbp",version="0\.1"\} 1/, 'the metric names mbp at 0.1');
   t.match(metrics, /hq_host_version\{host="node-b",version="0\.2\.0"\} 1/, 'and node-b at its release');
-  t.match(metrics, new RegExp(`hq_host_version\\{host="cloud-vm",version="${VERSION.replaceAll('.', '\\.')}"\\} 1`), 'and the arbiter itself');
-  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, version: '0.2.0' }, h.tokens.mbp, { 'hq-protocol': '2' });
+  t.match(
+    metrics,
+    new RegExp(`hq_host_version\\{host="cloud-vm",version="${VERSION.replaceAll('.', '\\.')}"\\} 1`),
+    'and the arbiter itself',
+  );
+  await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0, version: '0.2.0' }, h.tokens.mbp, {
+    'hq-protocol': '2',
+  });
   const after = (await app.inject({ method: 'GET', url: '/v1/status' })).json() as typeof st;
   t.equal(after.hosts.find((x) => x.host === 'mbp')?.upgrade, null, 'once mbp speaks protocol 2 the note is gone');
-  t.notMatch((await h.get('/metrics')).body, /hq_host_version\{host="mbp",version="0\.1"\}/, 'and so is its old series');
+  t.notMatch(
+    (await h.get('/metrics')).body,
+    /hq_host_version\{host="mbp",version="0\.1"\}/,
+    'and so is its old series',
+  );
 });
 
 t.test('the status page shows the note in the version column', async (t) => {
@@ -106,13 +165,24 @@ t.test('the status page shows the note in the version column', async (t) => {
   await h.settle();
   await h.post('/v1/heartbeat', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   const html = (await app.inject({ method: 'GET', url: '/' })).body;
-  t.match(html, /<td data-label="version" class="c-version warn" title="mbp runs hq 0\.1 \(protocol 1\); upgrade it">hq 0\.1 \(protocol 1\); upgrade it<\/td>/, "mbp's row says to upgrade it");
+  t.match(
+    html,
+    /<td data-label="version" class="c-version warn" title="mbp runs hq 0\.1 \(protocol 1\); upgrade it">hq 0\.1 \(protocol 1\); upgrade it<\/td>/,
+    "mbp's row says to upgrade it",
+  );
   t.match(html, /<th>version<\/th>/, 'under a version heading');
 });
 
 t.test('the lease read fast path carries the version and leaves a refusal to Fastify', async (t) => {
   const h = await harness(t, { auth: { openReads: true } });
-  const hq = { arbiter: h.rt.arbiter, checker: h.rt.checker, store: h.rt.store, metrics: h.rt.metrics, config: h.rt.config, version: 'test' };
+  const hq = {
+    arbiter: h.rt.arbiter,
+    checker: h.rt.checker,
+    store: h.rt.store,
+    metrics: h.rt.metrics,
+    config: h.rt.config,
+    version: 'test',
+  };
   const app = await buildApp({ hq, log: pino({ level: 'silent' }) });
   t.teardown(() => app.close());
   const base = await app.listen({ host: '127.0.0.1', port: 0 });

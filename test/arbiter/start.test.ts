@@ -43,7 +43,11 @@ for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
     const dir = t.testdir();
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(childEnv())) if (!/^npm_/i.test(k)) env[k] = v;
-    const npm = spawn('npm', ['start'], { cwd: ROOT, env: { ...env, HQ_ARBITER_CONFIG: writeConfig(dir) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const npm = spawn('npm', ['start'], {
+      cwd: ROOT,
+      env: { ...env, HQ_ARBITER_CONFIG: writeConfig(dir) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let arbiterPid = 0;
     t.teardown(() => {
       if (arbiterPid !== 0 && alive(arbiterPid)) process.kill(arbiterPid, 'SIGKILL');
@@ -53,7 +57,10 @@ for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
     let stderr = '';
     npm.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     await new Promise<void>((done, fail) => {
-      const timer = setTimeout(() => fail(new Error(`npm start did not get the arbiter listening in 60 s: ${stderr}`)), 60_000);
+      const timer = setTimeout(
+        () => fail(new Error(`npm start did not get the arbiter listening in 60 s: ${stderr}`)),
+        60_000,
+      );
       createInterface({ input: npm.stdout }).on('line', (raw) => {
         try {
           const l = JSON.parse(raw) as Record<string, unknown>;
@@ -72,6 +79,10 @@ for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
     if (ppid !== null) t.equal(ppid, npm.pid, 'the arbiter is npm’s direct child: no shell in between');
     npm.kill(signal);
     t.ok(await gone(arbiterPid, 8_000), `the arbiter (pid ${arbiterPid}) is gone within 8 s of npm's ${signal}`);
-    if (signal === 'SIGKILL') t.ok(lines.some((l) => l['msg'] === 'parent exited; stopping'), 'it logged that its parent was gone');
+    if (signal === 'SIGKILL')
+      t.ok(
+        lines.some((l) => l['msg'] === 'parent exited; stopping'),
+        'it logged that its parent was gone',
+      );
   });
 }

@@ -30,7 +30,12 @@ t.test('a run in flight across a takeover does not put the old boot back', async
 
   const oldBoot = arbiter.boot;
   // A decision that keeps the state and the boot it was given: as a renewal does.
-  const inFlight = arbiter.decide('probe', undefined, (state, ctx) => ({ next: state, boot: ctx.boot, events: [], answer: null }), () => 'ok');
+  const inFlight = arbiter.decide(
+    'probe',
+    undefined,
+    (state, ctx) => ({ next: state, boot: ctx.boot, events: [], answer: null }),
+    () => 'ok',
+  );
   t.ok(open !== null, 'the run is waiting for its commit');
 
   h.clock.advance(30);

@@ -30,7 +30,14 @@ t.setTimeout(20 * 60_000);
 function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (/^npm_/i.test(k) || k === 'NODE_OPTIONS' || k === 'NODE_V8_COVERAGE' || k.startsWith('TAP') || k.startsWith('_TAPJS')) continue;
+    if (
+      /^npm_/i.test(k) ||
+      k === 'NODE_OPTIONS' ||
+      k === 'NODE_V8_COVERAGE' ||
+      k.startsWith('TAP') ||
+      k.startsWith('_TAPJS')
+    )
+      continue;
     env[k] = v;
   }
   return { ...env, ...extra };
@@ -38,11 +45,18 @@ function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 
 function registryReachable(): { ok: boolean; why: string } {
   const r = spawnSync('npm', ['ping'], { encoding: 'utf8', timeout: 20_000, env: cleanEnv() });
-  return r.status === 0 ? { ok: true, why: '' } : { ok: false, why: (r.stderr || r.error?.message || `exit ${r.status}`).trim().split('\n').pop() ?? '' };
+  return r.status === 0
+    ? { ok: true, why: '' }
+    : { ok: false, why: (r.stderr || r.error?.message || `exit ${r.status}`).trim().split('\n').pop() ?? '' };
 }
 
 /** Starts a bin, waits for a JSON log line that `ready` accepts, returns it and the process. */
-function startUntil(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: Record<string, unknown>) => boolean) {
+function startUntil(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (line: Record<string, unknown>) => boolean,
+) {
   const proc = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
@@ -93,14 +107,19 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   const reach = registryReachable();
   if (!reach.ok) {
     if (CI) t.fail(`the npm registry is unreachable under CI=true (${reach.why})`);
-    else t.skip(`the npm registry is unreachable (${reach.why}); the install needs it for the third-party dependencies`);
+    else
+      t.skip(`the npm registry is unreachable (${reach.why}); the install needs it for the third-party dependencies`);
     return;
   }
   t.setTimeout(20 * 60_000);
   const dir = mkdtempSync(join(tmpdir(), 'hq-install-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-  const pack = spawnSync(process.execPath, [join(ROOT, 'scripts/pack.mjs'), '--out', join(dir, 'tgz')], { encoding: 'utf8', env: cleanEnv(), timeout: 300_000 });
+  const pack = spawnSync(process.execPath, [join(ROOT, 'scripts/pack.mjs'), '--out', join(dir, 'tgz')], {
+    encoding: 'utf8',
+    env: cleanEnv(),
+    timeout: 300_000,
+  });
   t.equal(pack.status, 0, `npm run package succeeds (${pack.stderr.trim().split('\n').pop()})`);
   const tarballs = readdirSync(join(dir, 'tgz')).sort();
   t.same(tarballs, [`hq-agent-${VERSION}.tgz`, `hq-arbiter-${VERSION}.tgz`], 'two tarballs, named with the version');
@@ -109,22 +128,44 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   const mirror = await prebuiltMirror(t, dir);
   // Asynchronous: the mirror answers from this process while npm installs.
   const install = await new Promise<{ status: number | null; stderr: string }>((done) => {
-    const p = spawn('npm', ['install', '-g', '--prefer-offline', '--prefix', prefix, '--no-audit', '--no-fund', ...tarballs.map((f) => join(dir, 'tgz', f))], {
-      env: cleanEnv(mirror?.env),
-      stdio: ['ignore', 'ignore', 'pipe'],
-      timeout: 15 * 60_000,
-    });
+    const p = spawn(
+      'npm',
+      [
+        'install',
+        '-g',
+        '--prefer-offline',
+        '--prefix',
+        prefix,
+        '--no-audit',
+        '--no-fund',
+        ...tarballs.map((f) => join(dir, 'tgz', f)),
+      ],
+      {
+        env: cleanEnv(mirror?.env),
+        stdio: ['ignore', 'ignore', 'pipe'],
+        timeout: 15 * 60_000,
+      },
+    );
     let stderr = '';
     p.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     p.on('close', (status) => done({ status, stderr }));
   });
   t.equal(install.status, 0, `npm install -g succeeds (${install.stderr.trim().split('\n').slice(-3).join(' | ')})`);
-  t.comment(mirror?.served() === true ? "better-sqlite3's binary came from the loopback mirror" : 'better-sqlite3 was compiled: the mirror had no binary for the version npm chose');
+  t.comment(
+    mirror?.served() === true
+      ? "better-sqlite3's binary came from the loopback mirror"
+      : 'better-sqlite3 was compiled: the mirror had no binary for the version npm chose',
+  );
   const bin = join(prefix, 'bin');
   t.same(readdirSync(bin).sort(), ['hq', 'hq-agent', 'hq-arbiter'], 'the prefix has the three bins');
 
   // From here on only PATH finds them, as in a user's shell.
-  const env = cleanEnv({ PATH: `${bin}:${resolve(process.execPath, '..')}:/usr/bin:/bin`, HOME: dir, HQ_CONFIG: '', HQ_ARBITER_CONFIG: '' });
+  const env = cleanEnv({
+    PATH: `${bin}:${resolve(process.execPath, '..')}:/usr/bin:/bin`,
+    HOME: dir,
+    HQ_CONFIG: '',
+    HQ_ARBITER_CONFIG: '',
+  });
   for (const name of ['hq', 'hq-agent', 'hq-arbiter']) {
     const r = spawnSync(name, ['--version'], { encoding: 'utf8', env });
     t.equal(r.status, 0, `${name} --version exits 0 (${r.stderr.trim()})`);
@@ -132,15 +173,29 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   }
 
   const arbiterConfig = join(dir, 'arbiter.json');
-  writeFileSync(arbiterConfig, JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '' }));
-  const token = spawnSync('hq-arbiter', ['token', 'issue', 'mbp', '--config', arbiterConfig], { encoding: 'utf8', env });
+  writeFileSync(
+    arbiterConfig,
+    JSON.stringify({ dataDir: join(dir, 'var'), listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '' }),
+  );
+  const token = spawnSync('hq-arbiter', ['token', 'issue', 'mbp', '--config', arbiterConfig], {
+    encoding: 'utf8',
+    env,
+  });
   t.equal(token.status, 0, `hq-arbiter token issue exits 0: the native SQLite module loads (${token.stderr.trim()})`);
   t.match(token.stdout, /^[0-9a-f]{64}\n$/, 'and prints a token');
 
-  const arbiter = startUntil('hq-arbiter', ['serve', '--config', arbiterConfig], env, (l) => typeof l['port'] === 'number' && l['msg'] === 'hq-arbiter listening');
+  const arbiter = startUntil(
+    'hq-arbiter',
+    ['serve', '--config', arbiterConfig],
+    env,
+    (l) => typeof l['port'] === 'number' && l['msg'] === 'hq-arbiter listening',
+  );
   t.teardown(() => void arbiter.proc.kill('SIGKILL'));
   const port = (await arbiter.line)['port'] as number;
-  const health = (await (await fetch(`http://127.0.0.1:${port}/v1/health`)).json()) as { status: string; version: string };
+  const health = (await (await fetch(`http://127.0.0.1:${port}/v1/health`)).json()) as {
+    status: string;
+    version: string;
+  };
   t.match(health, { status: 'ok', version: VERSION }, 'the installed arbiter serves /v1/health with the version');
 
   const state = join(dir, 'state');
@@ -150,12 +205,22 @@ t.test('npm install -g of the packed tarballs puts hq, hq-agent and hq-arbiter o
   const agentConfig = join(dir, 'agent.json');
   writeFileSync(
     agentConfig,
-    JSON.stringify({ hostName: 'mbp', stateDir: state, arbiterUrl: `http://127.0.0.1:${port}`, listen: { host: '127.0.0.1', port: 0 }, tailscaleBin: '', peers: {} }),
+    JSON.stringify({
+      hostName: 'mbp',
+      stateDir: state,
+      arbiterUrl: `http://127.0.0.1:${port}`,
+      listen: { host: '127.0.0.1', port: 0 },
+      tailscaleBin: '',
+      peers: {},
+    }),
   );
   const agent = startUntil('hq-agent', ['--config', agentConfig], env, (l) => l['event'] === 'agent-started');
   t.teardown(() => void agent.proc.kill('SIGKILL'));
   await agent.line;
-  const fence = spawnSync('hq', ['fence', 'check', '--role', 'cron', '--config', agentConfig], { encoding: 'utf8', env });
+  const fence = spawnSync('hq', ['fence', 'check', '--role', 'cron', '--config', agentConfig], {
+    encoding: 'utf8',
+    env,
+  });
   t.equal(fence.status, 1, `hq fence check answers skip (no lease yet) with exit 1 (${fence.stderr.trim()})`);
   t.match(fence.stdout, /^skip: no-lease/, 'from the installed agent');
 

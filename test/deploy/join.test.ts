@@ -55,7 +55,18 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
     return p;
   };
 
-  const init = await arbiter(['init', '--config', arb, '--listen', `127.0.0.1:${pa}`, '--candidates', `mbp=http://127.0.0.2:${p1},node-b=http://127.0.0.3:${p2}`, '--arbiter', 'cloud-vm', '--tailscale-bin=']);
+  const init = await arbiter([
+    'init',
+    '--config',
+    arb,
+    '--listen',
+    `127.0.0.1:${pa}`,
+    '--candidates',
+    `mbp=http://127.0.0.2:${p1},node-b=http://127.0.0.3:${p2}`,
+    '--arbiter',
+    'cloud-vm',
+    '--tailscale-bin=',
+  ]);
   t.equal(init.code, 0, `hq-arbiter init exits 0 (${init.stderr.trim()})`);
   const dataDir = join(dir, 'arb', 'var');
   t.equal(statSync(dataDir).mode & 0o777, 0o700, 'the data directory is 0700');
@@ -81,8 +92,12 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   t.match(dry.stdout, /would write .*agent\.json/, 'the dry run prints the config it would write');
   t.notOk(existsSync(cfg.mbp), 'and writes nothing');
 
-  const wrong = await runNode([HQ_CLI, 'join', bundles.get('node-b')!, '--config', join(dir, 'x', 'agent.json')], { ...ENV }, 60_000);
-  t.equal(wrong.code, 0, 'node-b\'s bundle works (on any machine that holds it: the bundle is the secret)');
+  const wrong = await runNode(
+    [HQ_CLI, 'join', bundles.get('node-b')!, '--config', join(dir, 'x', 'agent.json')],
+    { ...ENV },
+    60_000,
+  );
+  t.equal(wrong.code, 0, "node-b's bundle works (on any machine that holds it: the bundle is the secret)");
   const reuse = await runNode([HQ_CLI, 'join', bundles.get('node-b')!, '--config', cfg['node-b']], ENV, 60_000);
   t.equal(reuse.code, 1, 'a used bundle is refused (exit 1)');
   t.match(reuse.stderr, /used already/, 'saying it was used');
@@ -95,15 +110,27 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
     t.equal(r.code, 0, `hq join on ${host} exits 0 (${r.stderr.trim()})`);
     const file = JSON.parse(readFileSync(cfg[host], 'utf8')) as Record<string, unknown>;
     t.equal(file['hostName'], host, `${host}'s config names ${host}`);
-    t.notOk('ttlSeconds' in file || 'candidates' in file || 'checkCron' in file, `${host}'s config holds none of the arbiter's keys`);
+    t.notOk(
+      'ttlSeconds' in file || 'candidates' in file || 'checkCron' in file,
+      `${host}'s config holds none of the arbiter's keys`,
+    );
     const other = host === 'mbp' ? 'node-b' : 'mbp';
     t.same(Object.keys(file['peers'] as object), [other], `${host}'s peers are the other candidate`);
     const state = join(cfg[host], '..');
     t.equal(statSync(state).mode & 0o777, 0o700, `${host}'s state directory is 0700`);
-    for (const f of ['token', 'peer-token', 'agent.json']) t.equal(statSync(join(state, f)).mode & 0o777, 0o600, `${host}'s ${f} is 0600`);
+    for (const f of ['token', 'peer-token', 'agent.json'])
+      t.equal(statSync(join(state, f)).mode & 0o777, 0o600, `${host}'s ${f} is 0600`);
   }
-  t.equal(readFileSync(join(dir, 'mbp', 'peer-token'), 'utf8'), readFileSync(join(dir, 'nb', 'peer-token'), 'utf8'), 'both agents hold the same peer token');
-  t.not(readFileSync(join(dir, 'mbp', 'token'), 'utf8'), readFileSync(join(dir, 'nb', 'token'), 'utf8'), 'each has its own member token');
+  t.equal(
+    readFileSync(join(dir, 'mbp', 'peer-token'), 'utf8'),
+    readFileSync(join(dir, 'nb', 'peer-token'), 'utf8'),
+    'both agents hold the same peer token',
+  );
+  t.not(
+    readFileSync(join(dir, 'mbp', 'token'), 'utf8'),
+    readFileSync(join(dir, 'nb', 'token'), 'utf8'),
+    'each has its own member token',
+  );
 
   daemon([AGENT_CLI, '--config', cfg.mbp]);
   daemon([AGENT_CLI, '--config', cfg['node-b']]);
@@ -114,7 +141,18 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   t.equal(acquire.code, 0, `hq lease acquire exits 0 (${acquire.stderr.trim()} ${acquire.stdout.trim()})`);
 
   const marker = join(dir, 'ran-on');
-  const jobArgs = (host: 'mbp' | 'node-b') => ['fence', 'run', '--role', 'cron', '--config', cfg[host], '--', process.execPath, '-e', `require('fs').appendFileSync(${JSON.stringify(marker)}, ${JSON.stringify(`${host}\n`)})`];
+  const jobArgs = (host: 'mbp' | 'node-b') => [
+    'fence',
+    'run',
+    '--role',
+    'cron',
+    '--config',
+    cfg[host],
+    '--',
+    process.execPath,
+    '-e',
+    `require('fs').appendFileSync(${JSON.stringify(marker)}, ${JSON.stringify(`${host}\n`)})`,
+  ];
   const job = (host: 'mbp' | 'node-b') => hq(jobArgs(host));
   let ran = await job('mbp');
   for (let i = 0; i < 30 && !existsSync(marker); i++) {
@@ -138,43 +176,62 @@ t.test('init, join, start, acquire: a fenced job runs on the holder only, no fil
   t.comment(`first fenced job ${seconds.toFixed(1)} s after hq-arbiter init, ${typed} commands typed`);
 });
 
-t.test('hq join refuses an answer not signed by the pinned arbiter, and an expired or garbled bundle, writing nothing', async (t) => {
-  const { createServer } = await import('node:http');
-  const { generateKeyPairSync, createPublicKey, randomBytes } = await import('node:crypto');
-  const { encodeBundle, identityPin } = await import('../../packages/runtime/src/join-bundle.js');
-  const { signJoin } = await import('../../apps/arbiter/src/join.js');
-  const dir = shortDir(t);
-  const key = () => {
-    const { privateKey } = generateKeyPairSync('ed25519');
-    const publicDer = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
-    return { privateKey, publicDer, pin: identityPin(publicDer) };
-  };
-  const real = key();
-  const impostor = key();
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      const { nonce } = JSON.parse(body) as { nonce: string };
-      const payload = { host: 'mbp', arbiter: 'cloud-vm', arbiterUrl: 'http://10.6.6.6:8470', peers: { 'node-b': 'http://10.6.6.7:8471' }, healthUrls: {}, address: 'http://127.0.0.2:8471', tailnetDomain: null, tailscaleBin: '', memberToken: 'ab'.repeat(32), peerToken: 'cd'.repeat(32) };
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(signJoin(impostor, nonce, payload)));
+t.test(
+  'hq join refuses an answer not signed by the pinned arbiter, and an expired or garbled bundle, writing nothing',
+  async (t) => {
+    const { createServer } = await import('node:http');
+    const { generateKeyPairSync, createPublicKey, randomBytes } = await import('node:crypto');
+    const { encodeBundle, identityPin } = await import('../../packages/runtime/src/join-bundle.js');
+    const { signJoin } = await import('../../apps/arbiter/src/join.js');
+    const dir = shortDir(t);
+    const key = () => {
+      const { privateKey } = generateKeyPairSync('ed25519');
+      const publicDer = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
+      return { privateKey, publicDer, pin: identityPin(publicDer) };
+    };
+    const real = key();
+    const impostor = key();
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const { nonce } = JSON.parse(body) as { nonce: string };
+        const payload = {
+          host: 'mbp',
+          arbiter: 'cloud-vm',
+          arbiterUrl: 'http://10.6.6.6:8470',
+          peers: { 'node-b': 'http://10.6.6.7:8471' },
+          healthUrls: {},
+          address: 'http://127.0.0.2:8471',
+          tailnetDomain: null,
+          tailscaleBin: '',
+          memberToken: 'ab'.repeat(32),
+          peerToken: 'cd'.repeat(32),
+        };
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(signJoin(impostor, nonce, payload)));
+      });
     });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  const bundle = (expiresAt: number) => encodeBundle({ arbiterUrl: url, host: 'mbp', secret: randomBytes(32).toString('hex'), pin: real.pin, expiresAt });
-  const config = join(dir, 'mbp', 'agent.json');
-  const r = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 + 600), '--config', config], ENV, 60_000);
-  t.equal(r.code, 1, 'exit 1');
-  t.match(r.stderr, /is not that arbiter.*nothing was written/, 'the answer is refused as not the pinned arbiter');
-  t.notOk(existsSync(join(dir, 'mbp')), 'no file, no directory');
-  const old = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 - 1), '--config', config], ENV, 60_000);
-  t.equal(old.code, 1, 'an expired bundle: exit 1');
-  t.match(old.stderr, /expired at .*run hq-arbiter join mbp on the arbiter again/, 'saying to print a new one');
-  const cut = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 + 600).slice(0, 30), '--config', config], ENV, 60_000);
-  t.equal(cut.code, 2, 'a garbled bundle: exit 2');
-  t.equal(cut.stderr.trim().split('\n').length, 1, 'one line');
-  t.notOk(existsSync(join(dir, 'mbp')), 'still nothing written');
-});
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const bundle = (expiresAt: number) =>
+      encodeBundle({ arbiterUrl: url, host: 'mbp', secret: randomBytes(32).toString('hex'), pin: real.pin, expiresAt });
+    const config = join(dir, 'mbp', 'agent.json');
+    const r = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 + 600), '--config', config], ENV, 60_000);
+    t.equal(r.code, 1, 'exit 1');
+    t.match(r.stderr, /is not that arbiter.*nothing was written/, 'the answer is refused as not the pinned arbiter');
+    t.notOk(existsSync(join(dir, 'mbp')), 'no file, no directory');
+    const old = await runNode([HQ_CLI, 'join', bundle(Date.now() / 1000 - 1), '--config', config], ENV, 60_000);
+    t.equal(old.code, 1, 'an expired bundle: exit 1');
+    t.match(old.stderr, /expired at .*run hq-arbiter join mbp on the arbiter again/, 'saying to print a new one');
+    const cut = await runNode(
+      [HQ_CLI, 'join', bundle(Date.now() / 1000 + 600).slice(0, 30), '--config', config],
+      ENV,
+      60_000,
+    );
+    t.equal(cut.code, 2, 'a garbled bundle: exit 2');
+    t.equal(cut.stderr.trim().split('\n').length, 1, 'one line');
+    t.notOk(existsSync(join(dir, 'mbp')), 'still nothing written');
+  },
+);

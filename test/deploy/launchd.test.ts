@@ -39,7 +39,8 @@ type Token = { kind: 'open' | 'close' | 'empty'; name: string; attrs: string } |
 function tokenize(xml: string): Token[] {
   if (!xml.startsWith('<?xml ')) throw new PlistError('the document does not start with an XML declaration');
   const tokens: Token[] = [];
-  const re = /<\?xml[^?]*\?>|<!DOCTYPE plist[^>]*>|<!--([\s\S]*?)-->|<(\/?)([A-Za-z]+)((?:\s+[A-Za-z]+="[^"<]*")*)\s*(\/?)>|([^<]+)/gy;
+  const re =
+    /<\?xml[^?]*\?>|<!DOCTYPE plist[^>]*>|<!--([\s\S]*?)-->|<(\/?)([A-Za-z]+)((?:\s+[A-Za-z]+="[^"<]*")*)\s*(\/?)>|([^<]+)/gy;
   let m: RegExpExecArray | null;
   let at = 0;
   while (at < xml.length) {
@@ -129,7 +130,8 @@ function parsePlist(xml: string): Plist {
         for (;;) {
           const tk2 = next();
           if (tk2.kind === 'close' && tk2.name === 'dict') return out;
-          if (tk2.kind !== 'open' || tk2.name !== 'key') throw new PlistError('a <dict> entry does not start with <key>');
+          if (tk2.kind !== 'open' || tk2.name !== 'key')
+            throw new PlistError('a <dict> entry does not start with <key>');
           const key = textUntilClose('key');
           if (out.has(key)) throw new PlistError(`key "${key}" appears twice in one <dict>`);
           out.set(key, value());
@@ -152,15 +154,57 @@ function parsePlist(xml: string): Plist {
 
 /** launchd.plist(5) keys (macOS 14), so that a typo does not pass silently. */
 const LAUNCHD_KEYS = new Set([
-  'Label', 'Disabled', 'UserName', 'GroupName', 'inetdCompatibility', 'LimitLoadToHosts', 'LimitLoadFromHosts',
-  'LimitLoadToSessionType', 'LimitLoadToHardware', 'LimitLoadFromHardware', 'Program', 'ProgramArguments',
-  'EnableGlobbing', 'EnableTransactions', 'EnablePressuredExit', 'OnDemand', 'ServiceIPC', 'KeepAlive', 'RunAtLoad',
-  'RootDirectory', 'WorkingDirectory', 'EnvironmentVariables', 'Umask', 'TimeOut', 'ExitTimeOut', 'ThrottleInterval',
-  'InitGroups', 'WatchPaths', 'QueueDirectories', 'StartOnMount', 'StartInterval', 'StartCalendarInterval',
-  'StandardInPath', 'StandardOutPath', 'StandardErrorPath', 'Debug', 'WaitForDebugger', 'SoftResourceLimits',
-  'HardResourceLimits', 'Nice', 'ProcessType', 'AbandonProcessGroup', 'LowPriorityIO', 'LowPriorityBackgroundIO',
-  'MaterializeDatalessFiles', 'LaunchOnlyOnce', 'MachServices', 'Sockets', 'AssociatedBundleIdentifiers',
-  'SessionCreate', 'LegacyTimers',
+  'Label',
+  'Disabled',
+  'UserName',
+  'GroupName',
+  'inetdCompatibility',
+  'LimitLoadToHosts',
+  'LimitLoadFromHosts',
+  'LimitLoadToSessionType',
+  'LimitLoadToHardware',
+  'LimitLoadFromHardware',
+  'Program',
+  'ProgramArguments',
+  'EnableGlobbing',
+  'EnableTransactions',
+  'EnablePressuredExit',
+  'OnDemand',
+  'ServiceIPC',
+  'KeepAlive',
+  'RunAtLoad',
+  'RootDirectory',
+  'WorkingDirectory',
+  'EnvironmentVariables',
+  'Umask',
+  'TimeOut',
+  'ExitTimeOut',
+  'ThrottleInterval',
+  'InitGroups',
+  'WatchPaths',
+  'QueueDirectories',
+  'StartOnMount',
+  'StartInterval',
+  'StartCalendarInterval',
+  'StandardInPath',
+  'StandardOutPath',
+  'StandardErrorPath',
+  'Debug',
+  'WaitForDebugger',
+  'SoftResourceLimits',
+  'HardResourceLimits',
+  'Nice',
+  'ProcessType',
+  'AbandonProcessGroup',
+  'LowPriorityIO',
+  'LowPriorityBackgroundIO',
+  'MaterializeDatalessFiles',
+  'LaunchOnlyOnce',
+  'MachServices',
+  'Sockets',
+  'AssociatedBundleIdentifiers',
+  'SessionCreate',
+  'LegacyTimers',
 ]);
 
 const plistPath = join(root, 'deploy/launchd/com.hq.agent.plist');
@@ -173,9 +217,19 @@ function parsed(): Map<string, Plist> {
 }
 
 t.test('the parser accepts well-formed plists and refuses malformed ones', async (t) => {
-  const head = '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n';
-  const ok = parsePlist(`${head}<plist version="1.0"><dict><key>A</key><string>x &amp; y</string><key>B</key><array><integer>-3</integer><true/></array></dict></plist>`);
-  t.same(ok, new Map<string, Plist>([['A', 'x & y'], ['B', [-3, true]]]), 'a small dict with an entity, an array, an integer and a boolean parses');
+  const head =
+    '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n';
+  const ok = parsePlist(
+    `${head}<plist version="1.0"><dict><key>A</key><string>x &amp; y</string><key>B</key><array><integer>-3</integer><true/></array></dict></plist>`,
+  );
+  t.same(
+    ok,
+    new Map<string, Plist>([
+      ['A', 'x & y'],
+      ['B', [-3, true]],
+    ]),
+    'a small dict with an entity, an array, an integer and a boolean parses',
+  );
   const bad: ReadonlyArray<readonly [string, string]> = [
     ['a dict whose key has no value', '<plist version="1.0"><dict><key>A</key></dict></plist>'],
     ['mismatched closing tags', '<plist version="1.0"><dict><key>A</key><string>x</integer></dict></plist>'],
@@ -189,7 +243,11 @@ t.test('the parser accepts well-formed plists and refuses malformed ones', async
   for (const [name, body] of bad) {
     t.throws(() => parsePlist(`${head}${body}`), { name: 'PlistError' }, `${name} is refused`);
   }
-  t.throws(() => parsePlist('<plist version="1.0"><true/></plist>'), { name: 'PlistError' }, 'a document without the XML declaration is refused');
+  t.throws(
+    () => parsePlist('<plist version="1.0"><true/></plist>'),
+    { name: 'PlistError' },
+    'a document without the XML declaration is refused',
+  );
 });
 
 t.test('com.hq.agent.plist is a well-formed plist whose top level is a dict of known launchd keys', async (t) => {
@@ -213,27 +271,47 @@ t.test('the job is labelled com.hq.agent, starts at load, is kept alive and runs
   t.ok(typeof exitTimeout === 'number' && exitTimeout > 10, 'ExitTimeOut leaves room for the 10 s shutdown');
 });
 
-t.test('ProgramArguments run node on the agent daemon with --config ~/.hq/agent.json, all as absolute paths', async (t) => {
-  const args = parsed().get('ProgramArguments');
-  t.ok(Array.isArray(args) && args.every((a) => typeof a === 'string'), 'ProgramArguments is an array of strings');
-  const list = args as string[];
-  const daemon = 'apps/agent/dist/daemon-cli.js';
-  t.equal(list.length, 4, 'four arguments: node, the daemon, --config, the file');
-  t.match(list[0] ?? '', /^\/.*\/node$/, 'the first argument is an absolute path to node');
-  t.equal(list[1], `/opt/homebrew/lib/node_modules/@hq/agent/${daemon.slice('apps/agent/'.length)}`, `the daemon is ${daemon} as npm install -g puts it under Homebrew's prefix`);
-  t.ok(existsSync(join(root, 'apps/agent/src/daemon-cli.ts')), `${daemon} is built from apps/agent/src/daemon-cli.ts, which exists`);
-  t.equal(list[2], '--config', 'the config is passed with --config');
-  t.equal(list[3], `${HOME}/.hq/agent.json`, 'the config is ~/.hq/agent.json, spelled out');
-  const strings = (v: Plist): string[] =>
-    typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v instanceof Map ? [...v.values()].flatMap(strings) : [];
-  const unexpanded = strings(parsed()).filter((s) => s.includes('~') || s.includes('$'));
-  t.same(unexpanded, [], 'no value holds ~ or $VARIABLES, which launchd would not expand');
-});
+t.test(
+  'ProgramArguments run node on the agent daemon with --config ~/.hq/agent.json, all as absolute paths',
+  async (t) => {
+    const args = parsed().get('ProgramArguments');
+    t.ok(Array.isArray(args) && args.every((a) => typeof a === 'string'), 'ProgramArguments is an array of strings');
+    const list = args as string[];
+    const daemon = 'apps/agent/dist/daemon-cli.js';
+    t.equal(list.length, 4, 'four arguments: node, the daemon, --config, the file');
+    t.match(list[0] ?? '', /^\/.*\/node$/, 'the first argument is an absolute path to node');
+    t.equal(
+      list[1],
+      `/opt/homebrew/lib/node_modules/@hq/agent/${daemon.slice('apps/agent/'.length)}`,
+      `the daemon is ${daemon} as npm install -g puts it under Homebrew's prefix`,
+    );
+    t.ok(
+      existsSync(join(root, 'apps/agent/src/daemon-cli.ts')),
+      `${daemon} is built from apps/agent/src/daemon-cli.ts, which exists`,
+    );
+    t.equal(list[2], '--config', 'the config is passed with --config');
+    t.equal(list[3], `${HOME}/.hq/agent.json`, 'the config is ~/.hq/agent.json, spelled out');
+    const strings = (v: Plist): string[] =>
+      typeof v === 'string'
+        ? [v]
+        : Array.isArray(v)
+          ? v.flatMap(strings)
+          : v instanceof Map
+            ? [...v.values()].flatMap(strings)
+            : [];
+    const unexpanded = strings(parsed()).filter((s) => s.includes('~') || s.includes('$'));
+    t.same(unexpanded, [], 'no value holds ~ or $VARIABLES, which launchd would not expand');
+  },
+);
 
 t.test('stdout and stderr go to files under ~/Library/Logs/hq/', async (t) => {
   const p = parsed();
   for (const key of ['StandardOutPath', 'StandardErrorPath']) {
-    t.match(String(p.get(key)), new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`), `${key} is a log file in ~/Library/Logs/hq/`);
+    t.match(
+      String(p.get(key)),
+      new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`),
+      `${key} is a log file in ~/Library/Logs/hq/`,
+    );
   }
   t.not(p.get('StandardOutPath'), p.get('StandardErrorPath'), 'stdout and stderr go to separate files');
 });
@@ -249,42 +327,72 @@ t.test('the environment gives the agent a PATH with Homebrew and the system tool
 
 t.test('the README and the mbp config use the same placeholders as the plist', async (t) => {
   const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
-  const config = JSON.parse(readFileSync(join(root, 'deploy/config/agent.mbp.json'), 'utf8')) as Record<string, unknown>;
+  const config = JSON.parse(readFileSync(join(root, 'deploy/config/agent.mbp.json'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
   t.ok(readme.includes(`s|${HOME}|$HOME|g`), `the README replaces ${HOME} with $HOME`);
-  t.ok(readme.includes('s|/opt/homebrew/bin/node|$(command -v node)|g'), 'the README replaces the node path with command -v node');
-  t.match(readme, /launchctl bootstrap gui\/\$\(id -u\) ~\/Library\/LaunchAgents\/com\.hq\.agent\.plist/, 'the README bootstraps the job into gui/$(id -u)');
+  t.ok(
+    readme.includes('s|/opt/homebrew/bin/node|$(command -v node)|g'),
+    'the README replaces the node path with command -v node',
+  );
+  t.match(
+    readme,
+    /launchctl bootstrap gui\/\$\(id -u\) ~\/Library\/LaunchAgents\/com\.hq\.agent\.plist/,
+    'the README bootstraps the job into gui/$(id -u)',
+  );
   t.ok(readme.includes('mkdir -p ~/Library/Logs/hq'), 'the README creates the log directory, which launchd does not');
   t.equal(config['stateDir'], `${HOME}/.hq`, 'agent.mbp.json keeps its state in the same home placeholder');
   t.equal(config['hostName'], 'mbp', 'agent.mbp.json is for mbp');
 });
 
-t.test('com.hq.service-example.plist keeps a follower of HQ alive: hq fence run --follow with the agent’s config', async (t) => {
-  const p = parsePlist(readFileSync(join(root, 'deploy/launchd/com.hq.service-example.plist'), 'utf8'));
-  if (!(p instanceof Map)) throw new PlistError('the top-level value is not a <dict>');
-  for (const key of p.keys()) t.ok(LAUNCHD_KEYS.has(key), `${key} is a launchd.plist key`);
-  t.equal(p.get('Label'), 'com.hq.service-example', 'Label matches the file name');
-  t.equal(p.get('KeepAlive'), true, 'KeepAlive is true: the follower is restarted whenever it exits');
-  t.equal(p.get('RunAtLoad'), true, 'RunAtLoad is true');
-  t.equal(p.get('Umask'), 0o077, 'Umask is 077, as the agent’s');
-  t.equal(p.get('ProcessType'), 'Background', 'ProcessType is Background, as the agent’s');
-  const exitTimeout = p.get('ExitTimeOut');
-  t.ok(typeof exitTimeout === 'number' && exitTimeout > 5, 'ExitTimeOut leaves the follower its 5 s grace');
-  const args = p.get('ProgramArguments') as string[];
-  t.match(args[0] ?? '', /^\/.*\/node$/, 'node, as an absolute path');
-  t.equal(args[1], '/opt/homebrew/lib/node_modules/@hq/agent/bin/hq.cjs', 'the hq CLI as npm install -g puts it under Homebrew');
-  t.ok(existsSync(join(root, 'apps/agent/bin/hq.cjs')), 'apps/agent/bin/hq.cjs exists');
-  t.same(args.slice(2, 9), ['fence', 'run', '--follow', '--role', 'telegram-poller', '--config', `${HOME}/.hq/agent.json`], 'hq fence run --follow with the agent’s config');
-  t.equal(args[9], '--', 'the command after --');
-  t.match(args[10] ?? '', new RegExp(`^${HOME}/`), 'the command is an absolute path in the home placeholder');
-  for (const key of ['StandardOutPath', 'StandardErrorPath']) {
-    t.match(String(p.get(key)), new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`), `${key} is a log file in ~/Library/Logs/hq/`);
-  }
-  const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
-  t.match(readme, /com\.hq\.service-example\.plist/, 'the README installs it');
-});
+t.test(
+  'com.hq.service-example.plist keeps a follower of HQ alive: hq fence run --follow with the agent’s config',
+  async (t) => {
+    const p = parsePlist(readFileSync(join(root, 'deploy/launchd/com.hq.service-example.plist'), 'utf8'));
+    if (!(p instanceof Map)) throw new PlistError('the top-level value is not a <dict>');
+    for (const key of p.keys()) t.ok(LAUNCHD_KEYS.has(key), `${key} is a launchd.plist key`);
+    t.equal(p.get('Label'), 'com.hq.service-example', 'Label matches the file name');
+    t.equal(p.get('KeepAlive'), true, 'KeepAlive is true: the follower is restarted whenever it exits');
+    t.equal(p.get('RunAtLoad'), true, 'RunAtLoad is true');
+    t.equal(p.get('Umask'), 0o077, 'Umask is 077, as the agent’s');
+    t.equal(p.get('ProcessType'), 'Background', 'ProcessType is Background, as the agent’s');
+    const exitTimeout = p.get('ExitTimeOut');
+    t.ok(typeof exitTimeout === 'number' && exitTimeout > 5, 'ExitTimeOut leaves the follower its 5 s grace');
+    const args = p.get('ProgramArguments') as string[];
+    t.match(args[0] ?? '', /^\/.*\/node$/, 'node, as an absolute path');
+    t.equal(
+      args[1],
+      '/opt/homebrew/lib/node_modules/@hq/agent/bin/hq.cjs',
+      'the hq CLI as npm install -g puts it under Homebrew',
+    );
+    t.ok(existsSync(join(root, 'apps/agent/bin/hq.cjs')), 'apps/agent/bin/hq.cjs exists');
+    t.same(
+      args.slice(2, 9),
+      ['fence', 'run', '--follow', '--role', 'telegram-poller', '--config', `${HOME}/.hq/agent.json`],
+      'hq fence run --follow with the agent’s config',
+    );
+    t.equal(args[9], '--', 'the command after --');
+    t.match(args[10] ?? '', new RegExp(`^${HOME}/`), 'the command is an absolute path in the home placeholder');
+    for (const key of ['StandardOutPath', 'StandardErrorPath']) {
+      t.match(
+        String(p.get(key)),
+        new RegExp(`^${HOME}/Library/Logs/hq/[^/]+\\.log$`),
+        `${key} is a log file in ~/Library/Logs/hq/`,
+      );
+    }
+    const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
+    t.match(readme, /com\.hq\.service-example\.plist/, 'the README installs it');
+  },
+);
 
 /** Runs a README's install line with a fake home, node and npm (nvm-style paths); returns the written file. */
-function runInstallLine(t: Tap.Test, line: string, out: string, extraEnv: Record<string, string> = {}): { home: string; node: string; npmRoot: string; text: string } {
+function runInstallLine(
+  t: Tap.Test,
+  line: string,
+  out: string,
+  extraEnv: Record<string, string> = {},
+): { home: string; node: string; npmRoot: string; text: string } {
   const dir = t.testdir({ bin: {}, home: { Library: { LaunchAgents: {} } } });
   const home = join(dir, 'home');
   const node = join(home, '.nvm/versions/node/v20.11.0/bin/node');
@@ -292,35 +400,62 @@ function runInstallLine(t: Tap.Test, line: string, out: string, extraEnv: Record
   mkdirSync(dirname(node), { recursive: true });
   writeFileSync(node, '#!/bin/sh\nexit 0\n', { mode: 0o755 });
   writeFileSync(join(dirname(node), 'npm'), `#!/bin/sh\n[ "$1 $2" = "root -g" ] && echo ${npmRoot}\n`, { mode: 0o755 });
-  const r = spawnSync('sh', ['-c', line], { cwd: root, encoding: 'utf8', env: { HOME: home, PATH: `${dirname(node)}:/usr/bin:/bin`, ...extraEnv } });
+  const r = spawnSync('sh', ['-c', line], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { HOME: home, PATH: `${dirname(node)}:/usr/bin:/bin`, ...extraEnv },
+  });
   t.equal(r.status, 0, `the install line runs (${r.stderr.trim()})`);
   return { home, node, npmRoot, text: readFileSync(out.replace(/^~/, home), 'utf8') };
 }
 
-t.test("the README's install line writes the plist with this Mac's node, daemon and home (nvm, Intel, Apple silicon alike)", async (t) => {
-  const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
-  const line = readme.split('\n').find((l) => l.startsWith('sed ') && l.includes('com.hq.agent.plist >'));
-  t.ok(line !== undefined, 'the README has one sed line writing the plist');
-  if (line === undefined) return;
-  const { home, node, npmRoot, text } = runInstallLine(t, line, '~/Library/LaunchAgents/com.hq.agent.plist');
-  const plist = parsePlist(text) as Map<string, Plist>;
-  t.same(plist.get('ProgramArguments'), [node, `${npmRoot}/@hq/agent/dist/daemon-cli.js`, '--config', `${home}/.hq/agent.json`], 'ProgramArguments: the node found on PATH and the daemon under npm root -g');
-  t.notMatch(text, /\/Users\/YOU|\/opt\/homebrew\/lib|\/opt\/homebrew\/bin\/node/, 'no placeholder is left anywhere in the written plist');
-  t.ok(existsSync(join(root, 'apps/agent/dist/daemon-cli.js')) || existsSync(join(root, 'apps/agent/src/daemon-cli.ts')), 'the daemon path is the @hq/agent package\'s dist/daemon-cli.js');
-  const header = /<!--([\s\S]*?)-->/.exec(readFileSync(join(root, 'deploy/launchd/com.hq.agent.plist'), 'utf8'))?.[1] ?? '';
-  for (const placeholder of ['/Users/YOU', '/opt/homebrew/bin/node', '/opt/homebrew/lib/node_modules']) t.ok(header.includes(placeholder), `the plist's header explains ${placeholder}`);
-  t.notMatch(header, /cloned|built there/, 'the header does not describe a checkout the plist does not run from');
-});
+t.test(
+  "the README's install line writes the plist with this Mac's node, daemon and home (nvm, Intel, Apple silicon alike)",
+  async (t) => {
+    const readme = readFileSync(join(root, 'deploy/launchd/README.md'), 'utf8');
+    const line = readme.split('\n').find((l) => l.startsWith('sed ') && l.includes('com.hq.agent.plist >'));
+    t.ok(line !== undefined, 'the README has one sed line writing the plist');
+    if (line === undefined) return;
+    const { home, node, npmRoot, text } = runInstallLine(t, line, '~/Library/LaunchAgents/com.hq.agent.plist');
+    const plist = parsePlist(text) as Map<string, Plist>;
+    t.same(
+      plist.get('ProgramArguments'),
+      [node, `${npmRoot}/@hq/agent/dist/daemon-cli.js`, '--config', `${home}/.hq/agent.json`],
+      'ProgramArguments: the node found on PATH and the daemon under npm root -g',
+    );
+    t.notMatch(
+      text,
+      /\/Users\/YOU|\/opt\/homebrew\/lib|\/opt\/homebrew\/bin\/node/,
+      'no placeholder is left anywhere in the written plist',
+    );
+    t.ok(
+      existsSync(join(root, 'apps/agent/dist/daemon-cli.js')) || existsSync(join(root, 'apps/agent/src/daemon-cli.ts')),
+      "the daemon path is the @hq/agent package's dist/daemon-cli.js",
+    );
+    const header =
+      /<!--([\s\S]*?)-->/.exec(readFileSync(join(root, 'deploy/launchd/com.hq.agent.plist'), 'utf8'))?.[1] ?? '';
+    for (const placeholder of ['/Users/YOU', '/opt/homebrew/bin/node', '/opt/homebrew/lib/node_modules'])
+      t.ok(header.includes(placeholder), `the plist's header explains ${placeholder}`);
+    t.notMatch(header, /cloned|built there/, 'the header does not describe a checkout the plist does not run from');
+  },
+);
 
 t.test("deploy/README.md installs each systemd unit with this host's node and daemon paths", async (t) => {
   const readme = readFileSync(join(root, 'deploy/README.md'), 'utf8');
-  for (const [unit, daemon] of [['hq-arbiter', '@hq/arbiter/dist/cli.js'], ['hq-agent', '@hq/agent/dist/daemon-cli.js']] as const) {
+  for (const [unit, daemon] of [
+    ['hq-arbiter', '@hq/arbiter/dist/cli.js'],
+    ['hq-agent', '@hq/agent/dist/daemon-cli.js'],
+  ] as const) {
     const line = readme.split('\n').find((l) => l.startsWith('sed ') && l.includes(`systemd/${unit}.service |`));
     t.ok(line !== undefined, `the README writes ${unit}.service with one sed line`);
     if (line === undefined) continue;
     const local = line.replace(/\| sudo tee (\S+) >\/dev\/null$/, '> "$HOME/unit.service"');
     const { node, npmRoot, text } = runInstallLine(t, local, '~/unit.service', { D: join(root, 'deploy') });
     const exec = /^ExecStart=(.*)$/m.exec(text)?.[1]?.split(/\s+/) ?? [];
-    t.same(exec.slice(0, 2), [node, `${npmRoot}/${daemon}`], `${unit}: ExecStart runs the node found on PATH and the daemon under npm root -g`);
+    t.same(
+      exec.slice(0, 2),
+      [node, `${npmRoot}/${daemon}`],
+      `${unit}: ExecStart runs the node found on PATH and the daemon under npm root -g`,
+    );
   }
 });

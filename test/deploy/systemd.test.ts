@@ -103,11 +103,19 @@ function readJson(rel: string): Record<string, unknown> {
   return JSON.parse(readFileSync(join(root, rel), 'utf8')) as Record<string, unknown>;
 }
 
-t.test('the deploy directory holds both daemon units, the fenced example with its timer and the service example', async (t) => {
-  for (const name of [...DAEMONS, 'hq-fenced-example.service', 'hq-fenced-example.timer', 'hq-service-example.service']) {
-    t.ok(unitFiles.includes(name), `deploy/systemd/${name} exists`);
-  }
-});
+t.test(
+  'the deploy directory holds both daemon units, the fenced example with its timer and the service example',
+  async (t) => {
+    for (const name of [
+      ...DAEMONS,
+      'hq-fenced-example.service',
+      'hq-fenced-example.timer',
+      'hq-service-example.service',
+    ]) {
+      t.ok(unitFiles.includes(name), `deploy/systemd/${name} exists`);
+    }
+  },
+);
 
 t.test('every unit file parses and uses only sections and directives systemd knows', async (t) => {
   const known = knownDirectives();
@@ -142,9 +150,17 @@ t.test('both daemons run as the static hq user with restart, stop timeout, umask
     const u = unit(name);
     t.equal(one(u, 'Service', 'User'), 'hq', `${name} runs as User=hq`);
     t.equal(one(u, 'Service', 'Group'), 'hq', `${name} runs with Group=hq, the group fenced jobs join`);
-    t.equal(one(u, 'Service', 'DynamicUser'), undefined, `${name} does not use DynamicUser= (a static group is needed)`);
+    t.equal(
+      one(u, 'Service', 'DynamicUser'),
+      undefined,
+      `${name} does not use DynamicUser= (a static group is needed)`,
+    );
     t.equal(one(u, 'Service', 'Restart'), 'on-failure', `${name} restarts on failure`);
-    t.equal(one(u, 'Service', 'RestartPreventExitStatus'), '2', `${name} does not restart after a config error (exit 2)`);
+    t.equal(
+      one(u, 'Service', 'RestartPreventExitStatus'),
+      '2',
+      `${name} does not restart after a config error (exit 2)`,
+    );
     t.equal(one(u, 'Service', 'UMask'), '0077', `${name} creates private files (UMask=0077)`);
     t.equal(one(u, 'Service', 'NoNewPrivileges'), 'yes', `${name} sets NoNewPrivileges=yes`);
     t.equal(one(u, 'Service', 'ProtectSystem'), 'strict', `${name} mounts the OS read-only (ProtectSystem=strict)`);
@@ -152,8 +168,15 @@ t.test('both daemons run as the static hq user with restart, stop timeout, umask
     t.equal(one(u, 'Install', 'WantedBy'), 'multi-user.target', `${name} is wanted by multi-user.target`);
     const stop = one(u, 'Service', 'TimeoutStopSec') ?? '';
     const seconds = Number(/^(\d+)s?$/.exec(stop)?.[1]);
-    t.ok(seconds > 10 && seconds <= 30, `${name}: TimeoutStopSec=${stop} leaves room for the 10 s shutdown and stays short`);
-    t.equal(one(u, 'Service', 'KillMode'), undefined, `${name} keeps the default control-group kill (fenced jobs are not its children)`);
+    t.ok(
+      seconds > 10 && seconds <= 30,
+      `${name}: TimeoutStopSec=${stop} leaves room for the 10 s shutdown and stays short`,
+    );
+    t.equal(
+      one(u, 'Service', 'KillMode'),
+      undefined,
+      `${name} keeps the default control-group kill (fenced jobs are not its children)`,
+    );
   }
 });
 
@@ -163,25 +186,30 @@ function sourceOf(pkgDir: string, built: string): string {
   const outDir = ts.compilerOptions?.outDir ?? 'dist';
   const rootDir = ts.compilerOptions?.rootDir ?? 'src';
   const rel = built.slice(pkgDir.length + 1);
-  return rel.startsWith(`${outDir}/`) ? join(pkgDir, rootDir, rel.slice(outDir.length + 1).replace(/\.js$/, '.ts')) : '';
+  return rel.startsWith(`${outDir}/`)
+    ? join(pkgDir, rootDir, rel.slice(outDir.length + 1).replace(/\.js$/, '.ts'))
+    : '';
 }
 
-t.test('each daemon starts its package’s built CLI, installed globally under /usr/local, through /usr/bin/env node', async (t) => {
-  const cases = [
-    ['hq-arbiter.service', 'apps/arbiter', 'apps/arbiter/dist/cli.js', ['serve', '--config', '/etc/hq/arbiter.json']],
-    ['hq-agent.service', 'apps/agent', 'apps/agent/dist/daemon-cli.js', ['--config', '/etc/hq/agent.json']],
-  ] as const;
-  for (const [name, pkgDir, built, rest] of cases) {
-    const exec = (one(unit(name), 'Service', 'ExecStart') ?? '').split(/\s+/);
-    t.same(exec.slice(0, 2), ['/usr/bin/env', 'node'], `${name} runs node found by /usr/bin/env`);
-    const pkgName = (readJson(`${pkgDir}/package.json`) as { name: string }).name;
-    const installed = `/usr/local/lib/node_modules/${pkgName}/${built.slice(pkgDir.length + 1)}`;
-    t.equal(exec[2], installed, `${name} runs ${installed} (npm install -g of the tarball)`);
-    const source = sourceOf(pkgDir, built);
-    t.ok(source !== '' && existsSync(join(root, source)), `${built} is built from ${source}, which exists`);
-    t.same(exec.slice(3), [...rest], `${name} passes ${rest.join(' ')}`);
-  }
-});
+t.test(
+  'each daemon starts its package’s built CLI, installed globally under /usr/local, through /usr/bin/env node',
+  async (t) => {
+    const cases = [
+      ['hq-arbiter.service', 'apps/arbiter', 'apps/arbiter/dist/cli.js', ['serve', '--config', '/etc/hq/arbiter.json']],
+      ['hq-agent.service', 'apps/agent', 'apps/agent/dist/daemon-cli.js', ['--config', '/etc/hq/agent.json']],
+    ] as const;
+    for (const [name, pkgDir, built, rest] of cases) {
+      const exec = (one(unit(name), 'Service', 'ExecStart') ?? '').split(/\s+/);
+      t.same(exec.slice(0, 2), ['/usr/bin/env', 'node'], `${name} runs node found by /usr/bin/env`);
+      const pkgName = (readJson(`${pkgDir}/package.json`) as { name: string }).name;
+      const installed = `/usr/local/lib/node_modules/${pkgName}/${built.slice(pkgDir.length + 1)}`;
+      t.equal(exec[2], installed, `${name} runs ${installed} (npm install -g of the tarball)`);
+      const source = sourceOf(pkgDir, built);
+      t.ok(source !== '' && existsSync(join(root, source)), `${built} is built from ${source}, which exists`);
+      t.same(exec.slice(3), [...rest], `${name} passes ${rest.join(' ')}`);
+    }
+  },
+);
 
 t.test('the arbiter unit’s state directory is the dataDir of the example arbiter config', async (t) => {
   const u = unit('hq-arbiter.service');
@@ -196,12 +224,24 @@ t.test('the agent unit’s state and runtime directories hold the example node-b
   const config = readJson('deploy/config/agent.node-b.json');
   t.equal(one(u, 'Service', 'StateDirectory'), 'hq-agent', 'StateDirectory=hq-agent (→ /var/lib/hq-agent)');
   t.equal(one(u, 'Service', 'StateDirectoryMode'), '0700', 'the state directory is 0700, as the agent requires');
-  t.equal(one(u, 'Service', 'RuntimeDirectory'), 'hq-agent', 'RuntimeDirectory=hq-agent (→ /run/hq-agent) for the socket');
+  t.equal(
+    one(u, 'Service', 'RuntimeDirectory'),
+    'hq-agent',
+    'RuntimeDirectory=hq-agent (→ /run/hq-agent) for the socket',
+  );
   t.equal(one(u, 'Service', 'RuntimeDirectoryMode'), '0750', 'group hq may enter the socket directory, nobody else');
   t.equal(config['stateDir'], '/var/lib/hq-agent', 'agent.node-b.json puts stateDir in the StateDirectory');
-  t.equal(config['socketPath'], '/run/hq-agent/agent.sock', 'agent.node-b.json puts the socket in the RuntimeDirectory');
+  t.equal(
+    config['socketPath'],
+    '/run/hq-agent/agent.sock',
+    'agent.node-b.json puts the socket in the RuntimeDirectory',
+  );
   for (const key of ['tokenFile', 'peerTokenFile']) {
-    t.match(String(config[key]), /^\/var\/lib\/hq-agent\/[^/]+$/, `agent.node-b.json keeps ${key} in the state directory`);
+    t.match(
+      String(config[key]),
+      /^\/var\/lib\/hq-agent\/[^/]+$/,
+      `agent.node-b.json keeps ${key} in the state directory`,
+    );
   }
 });
 
@@ -209,37 +249,60 @@ t.test('the fenced example runs its job through hq fence run --role cron from a 
   const svc = unit('hq-fenced-example.service');
   const timer = unit('hq-fenced-example.timer');
   const exec = (one(svc, 'Service', 'ExecStart') ?? '').split(/\s+/);
-  t.same(exec, ['/usr/bin/env', 'hq', 'fence', 'run', '--role', 'cron', '--', '/usr/local/bin/job.sh'], 'ExecStart is hq fence run --role cron -- /usr/local/bin/job.sh');
+  t.same(
+    exec,
+    ['/usr/bin/env', 'hq', 'fence', 'run', '--role', 'cron', '--', '/usr/local/bin/job.sh'],
+    'ExecStart is hq fence run --role cron -- /usr/local/bin/job.sh',
+  );
   t.equal(one(svc, 'Service', 'Type'), 'oneshot', 'the job is a oneshot service');
   t.equal(one(svc, 'Service', 'SupplementaryGroups'), 'hq', 'the job joins group hq to reach the fence socket');
-  t.equal(one(svc, 'Service', 'KillMode'), 'mixed', 'stop signals hq fence run, which forwards to the job (KillMode=mixed)');
+  t.equal(
+    one(svc, 'Service', 'KillMode'),
+    'mixed',
+    'stop signals hq fence run, which forwards to the job (KillMode=mixed)',
+  );
   t.not(one(svc, 'Service', 'User'), undefined, 'the job runs as a named user, not root');
   t.equal(one(timer, 'Timer', 'OnCalendar'), '*:0/5', 'the timer fires every 5 minutes');
   t.equal(one(timer, 'Install', 'WantedBy'), 'timers.target', 'the timer is wanted by timers.target');
 });
 
-t.test('the service example follows HQ: hq fence run --follow, the follower restarted always, never after a config error', async (t) => {
-  const svc = unit('hq-service-example.service');
-  const exec = (one(svc, 'Service', 'ExecStart') ?? '').split(/\s+/);
-  t.same(exec, ['/usr/bin/env', 'hq', 'fence', 'run', '--follow', '--role', 'telegram-poller', '--', '/usr/local/bin/poller'], 'ExecStart is hq fence run --follow --role telegram-poller -- /usr/local/bin/poller');
-  t.equal(one(svc, 'Service', 'Type'), 'exec', 'a long-running service (Type=exec: a missing hq fails the start)');
-  t.equal(one(svc, 'Service', 'Restart'), 'always', 'the follower is restarted whatever its exit (Restart=always)');
-  t.equal(one(svc, 'Service', 'RestartPreventExitStatus'), '2', 'but not after a usage or config error (exit 2)');
-  t.equal(one(svc, 'Service', 'KillMode'), 'mixed', 'stop signals the follower, which stops the command (KillMode=mixed)');
-  t.equal(one(svc, 'Service', 'SupplementaryGroups'), 'hq', 'the service joins group hq to reach the fence socket');
-  t.not(one(svc, 'Service', 'User'), undefined, 'it runs as a named user, not root');
-  t.equal(one(svc, 'Service', 'NoNewPrivileges'), 'yes', 'NoNewPrivileges=yes, as the fenced example');
-  t.equal(one(svc, 'Service', 'ProtectSystem'), 'full', 'ProtectSystem=full, as the fenced example');
-  t.equal(one(svc, 'Service', 'PrivateTmp'), 'yes', 'PrivateTmp=yes, as the fenced example');
-  const stop = Number(/^(\d+)s?$/.exec(one(svc, 'Service', 'TimeoutStopSec') ?? '')?.[1]);
-  t.ok(stop > 5, `TimeoutStopSec=${stop} s leaves the follower its 5 s grace`);
-  t.equal(one(svc, 'Install', 'WantedBy'), 'multi-user.target', 'enabled at boot');
-});
+t.test(
+  'the service example follows HQ: hq fence run --follow, the follower restarted always, never after a config error',
+  async (t) => {
+    const svc = unit('hq-service-example.service');
+    const exec = (one(svc, 'Service', 'ExecStart') ?? '').split(/\s+/);
+    t.same(
+      exec,
+      ['/usr/bin/env', 'hq', 'fence', 'run', '--follow', '--role', 'telegram-poller', '--', '/usr/local/bin/poller'],
+      'ExecStart is hq fence run --follow --role telegram-poller -- /usr/local/bin/poller',
+    );
+    t.equal(one(svc, 'Service', 'Type'), 'exec', 'a long-running service (Type=exec: a missing hq fails the start)');
+    t.equal(one(svc, 'Service', 'Restart'), 'always', 'the follower is restarted whatever its exit (Restart=always)');
+    t.equal(one(svc, 'Service', 'RestartPreventExitStatus'), '2', 'but not after a usage or config error (exit 2)');
+    t.equal(
+      one(svc, 'Service', 'KillMode'),
+      'mixed',
+      'stop signals the follower, which stops the command (KillMode=mixed)',
+    );
+    t.equal(one(svc, 'Service', 'SupplementaryGroups'), 'hq', 'the service joins group hq to reach the fence socket');
+    t.not(one(svc, 'Service', 'User'), undefined, 'it runs as a named user, not root');
+    t.equal(one(svc, 'Service', 'NoNewPrivileges'), 'yes', 'NoNewPrivileges=yes, as the fenced example');
+    t.equal(one(svc, 'Service', 'ProtectSystem'), 'full', 'ProtectSystem=full, as the fenced example');
+    t.equal(one(svc, 'Service', 'PrivateTmp'), 'yes', 'PrivateTmp=yes, as the fenced example');
+    const stop = Number(/^(\d+)s?$/.exec(one(svc, 'Service', 'TimeoutStopSec') ?? '')?.[1]);
+    t.ok(stop > 5, `TimeoutStopSec=${stop} s leaves the follower its 5 s grace`);
+    t.equal(one(svc, 'Install', 'WantedBy'), 'multi-user.target', 'enabled at boot');
+  },
+);
 
 // ---- systemd-analyze --------------------------------------------------------------------
 
 function run(args: string[]): { status: number | null; out: string; missing: boolean } {
-  const r = spawnSync('systemd-analyze', args, { cwd: unitDir, encoding: 'utf8', env: { ...process.env, SYSTEMD_COLORS: '0', SYSTEMD_PAGER: '' } });
+  const r = spawnSync('systemd-analyze', args, {
+    cwd: unitDir,
+    encoding: 'utf8',
+    env: { ...process.env, SYSTEMD_COLORS: '0', SYSTEMD_PAGER: '' },
+  });
   const missing = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
   return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, missing };
 }
@@ -285,11 +348,17 @@ if (version.missing) {
         .replace(/^\[Install\]$/m, 'NoSuchDirective=yes\n[Install]'),
       'bare.service': '[Unit]\nDescription=bare\n[Service]\nExecStart=/usr/bin/env true\n',
     });
-    const verify = spawnSync('systemd-analyze', ['verify', '--man=no', 'hq-agent.service'], { cwd: dir, encoding: 'utf8' });
+    const verify = spawnSync('systemd-analyze', ['verify', '--man=no', 'hq-agent.service'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
     const said = `${verify.stdout}${verify.stderr}`;
     t.not(verify.status, 0, 'verify fails when ExecStart= is not executable');
     t.match(said, /NoSuchDirective/, 'verify reports the unknown directive');
-    const security = spawnSync('systemd-analyze', ['security', '--offline=yes', '--no-pager', 'bare.service'], { cwd: dir, encoding: 'utf8' });
+    const security = spawnSync('systemd-analyze', ['security', '--offline=yes', '--no-pager', 'bare.service'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
     const level = Number(/Overall exposure level for \S+: ([0-9.]+)/.exec(`${security.stdout}`)?.[1]);
     t.ok(level > MAX_EXPOSURE, `an unhardened unit scores above ${MAX_EXPOSURE} (got ${level})`);
   });

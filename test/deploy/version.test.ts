@@ -14,12 +14,23 @@ const PACKAGES = ['.', 'packages/protocol', 'packages/lease-core', 'packages/run
 t.test('every package.json carries VERSION and CHANGELOG.md has its entry', async (t) => {
   t.match(VERSION, /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/, 'VERSION is semver');
   for (const dir of PACKAGES) {
-    const pkg = JSON.parse(readFileSync(join(ROOT, dir, 'package.json'), 'utf8')) as { version: string; license?: string };
+    const pkg = JSON.parse(readFileSync(join(ROOT, dir, 'package.json'), 'utf8')) as {
+      version: string;
+      license?: string;
+    };
     t.equal(pkg.version, VERSION, `${dir}/package.json has version ${VERSION}`);
     if (pkg.license !== undefined) t.equal(pkg.license, 'MIT', `${dir}/package.json says MIT`);
   }
-  t.match(readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8'), new RegExp(`^## ${VERSION.replaceAll('.', '\\.')}\\b`, 'm'), 'CHANGELOG.md has a section for VERSION');
-  t.match(readFileSync(join(ROOT, 'LICENSE'), 'utf8'), /^MIT License/, 'LICENSE is the MIT licence the package.json files name');
+  t.match(
+    readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8'),
+    new RegExp(`^## ${VERSION.replaceAll('.', '\\.')}\\b`, 'm'),
+    'CHANGELOG.md has a section for VERSION',
+  );
+  t.match(
+    readFileSync(join(ROOT, 'LICENSE'), 'utf8'),
+    /^MIT License/,
+    'LICENSE is the MIT licence the package.json files name',
+  );
 });
 
 t.test('hq, hq-agent and hq-arbiter --version print VERSION and exit 0', async (t) => {
@@ -30,7 +41,10 @@ t.test('hq, hq-agent and hq-arbiter --version print VERSION and exit 0', async (
     ['hq-arbiter token', [join(ROOT, 'apps/arbiter/bin/hq-arbiter.js'), 'token', '--version']],
   ];
   for (const [name, args] of bins) {
-    if (!existsSync(join(ROOT, 'apps/agent/dist/cli/entry.js')) || !existsSync(join(ROOT, 'apps/arbiter/dist/cli.js'))) {
+    if (
+      !existsSync(join(ROOT, 'apps/agent/dist/cli/entry.js')) ||
+      !existsSync(join(ROOT, 'apps/arbiter/dist/cli.js'))
+    ) {
       t.fail('dist/ is missing: run npx tsc -b');
       return;
     }

@@ -42,7 +42,13 @@ export interface ClusterOptions {
   /** More etcd flags for every member (`--quota-backend-bytes N`, …). */
   readonly extraArgs?: readonly string[];
   /** Serve the client URLs over TLS (https://) with this server certificate; `clientCertAuth`: ask clients for one signed by `caFile`. */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string; readonly clientCertAuth: boolean; readonly client?: { readonly ca: string; readonly cert?: string; readonly key?: string } };
+  readonly tls?: {
+    readonly certFile: string;
+    readonly keyFile: string;
+    readonly caFile: string;
+    readonly clientCertAuth: boolean;
+    readonly client?: { readonly ca: string; readonly cert?: string; readonly key?: string };
+  };
 }
 
 /** Tests' timing: leader loss noticed within ~0.5 s, leases as short as 0.75 s allowed. */
@@ -86,9 +92,18 @@ export class EtcdMember {
     private readonly dispatcher: Dispatcher | undefined = undefined,
   ) {}
 
-  private get(url: string, init: { method?: string; body?: string; timeoutMs: number }): Promise<{ ok: boolean; text(): Promise<string>; json(): Promise<unknown> }> {
-    const opts = { method: init.method ?? 'GET', ...(init.body === undefined ? {} : { body: init.body }), signal: AbortSignal.timeout(init.timeoutMs) };
-    return this.dispatcher === undefined ? fetch(url, opts) : undiciFetch(url, { ...opts, dispatcher: this.dispatcher });
+  private get(
+    url: string,
+    init: { method?: string; body?: string; timeoutMs: number },
+  ): Promise<{ ok: boolean; text(): Promise<string>; json(): Promise<unknown> }> {
+    const opts = {
+      method: init.method ?? 'GET',
+      ...(init.body === undefined ? {} : { body: init.body }),
+      signal: AbortSignal.timeout(init.timeoutMs),
+    };
+    return this.dispatcher === undefined
+      ? fetch(url, opts)
+      : undiciFetch(url, { ...opts, dispatcher: this.dispatcher });
   }
 
   get pid(): number | undefined {
@@ -106,7 +121,8 @@ export class EtcdMember {
     // ETCD_* variables would override the flags (and could name other addresses): none reach ours.
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_')));
     const setpriv = process.platform === 'linux' ? onPath('setpriv') : null;
-    const [cmd, argv] = setpriv !== null ? [setpriv, ['--pdeathsig', 'KILL', '--', this.bin, ...this.args]] : [this.bin, [...this.args]];
+    const [cmd, argv] =
+      setpriv !== null ? [setpriv, ['--pdeathsig', 'KILL', '--', this.bin, ...this.args]] : [this.bin, [...this.args]];
     const proc = spawn(cmd, argv, { stdio: ['ignore', fd, fd], env });
     closeSync(fd);
     live.add(proc);
@@ -198,7 +214,8 @@ export class EtcdCluster {
       const up = this.members.filter((m) => m.running);
       if (up.length === 0) throw new Error('no etcd member is running');
       if ((await Promise.all(up.map((m) => m.healthy()))).every(Boolean)) return;
-      if (Date.now() > deadline) throw new Error(`etcd not healthy after ${timeoutMs} ms; logs: ${this.members.map((m) => m.log).join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(`etcd not healthy after ${timeoutMs} ms; logs: ${this.members.map((m) => m.log).join(', ')}`);
       await sleep(100);
     }
   }
@@ -245,24 +262,52 @@ export async function startEtcdCluster(opts: ClusterOptions): Promise<EtcdCluste
     ...(opts.electionTimeoutMs === undefined ? [] : ['--election-timeout', String(opts.electionTimeoutMs)]),
   ];
   const tls = opts.tls;
-  const dispatcher = tls?.client === undefined ? undefined : new Agent({ connect: { ca: tls.client.ca, ...(tls.client.cert === undefined ? {} : { cert: tls.client.cert, key: tls.client.key }) } });
+  const dispatcher =
+    tls?.client === undefined
+      ? undefined
+      : new Agent({
+          connect: {
+            ca: tls.client.ca,
+            ...(tls.client.cert === undefined ? {} : { cert: tls.client.cert, key: tls.client.key }),
+          },
+        });
   const members = names.map((name, i) => {
     const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports[2 * i]}`;
     const dataDir = join(dir, name);
     const args = [
-      '--name', name,
-      '--data-dir', dataDir,
-      '--listen-client-urls', client,
-      '--advertise-client-urls', client,
-      '--listen-peer-urls', peer(i),
-      '--initial-advertise-peer-urls', peer(i),
-      '--initial-cluster', initialCluster,
-      '--initial-cluster-state', 'new',
-      '--initial-cluster-token', `${prefix}-${ports[0]}`,
-      '--logger', 'zap',
+      '--name',
+      name,
+      '--data-dir',
+      dataDir,
+      '--listen-client-urls',
+      client,
+      '--advertise-client-urls',
+      client,
+      '--listen-peer-urls',
+      peer(i),
+      '--initial-advertise-peer-urls',
+      peer(i),
+      '--initial-cluster',
+      initialCluster,
+      '--initial-cluster-state',
+      'new',
+      '--initial-cluster-token',
+      `${prefix}-${ports[0]}`,
+      '--logger',
+      'zap',
       ...timing,
       ...(opts.extraArgs ?? []),
-      ...(tls === undefined ? [] : ['--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, ...(tls.clientCertAuth ? ['--client-cert-auth'] : [])]),
+      ...(tls === undefined
+        ? []
+        : [
+            '--cert-file',
+            tls.certFile,
+            '--key-file',
+            tls.keyFile,
+            '--trusted-ca-file',
+            tls.caFile,
+            ...(tls.clientCertAuth ? ['--client-cert-auth'] : []),
+          ]),
     ];
     return new EtcdMember(name, client, peer(i), dataDir, join(dir, `${name}.log`), args, bin, dispatcher);
   });
@@ -302,7 +347,10 @@ function hookSignals(): void {
  * Members for one test: started with the tests' fast timing unless told otherwise, stopped on
  * teardown. Null (the test is skipped with the reason) when there is no etcd here.
  */
-export async function etcdMembers(t: TapLike, opts: Partial<ClusterOptions> & { size: 1 | 3 }): Promise<EtcdCluster | null> {
+export async function etcdMembers(
+  t: TapLike,
+  opts: Partial<ClusterOptions> & { size: 1 | 3 },
+): Promise<EtcdCluster | null> {
   if (onPath('etcd') === null && opts.bin === undefined) {
     missingTool(t, 'no etcd on PATH (Debian: apt-get install etcd-server etcd-client)');
     return null;

@@ -26,16 +26,27 @@ export function pinBuild(log: (s: string) => void = () => undefined): string {
     log(`building ${commit.slice(0, 12)} in ${dir}`);
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
-    execFileSync('sh', ['-c', `git -C '${CHECKOUT}' archive HEAD apps packages tsconfig.base.json tsconfig.json package.json | tar -x -C '${tmp}'`]);
+    execFileSync('sh', [
+      '-c',
+      `git -C '${CHECKOUT}' archive HEAD apps packages tsconfig.base.json tsconfig.json package.json | tar -x -C '${tmp}'`,
+    ]);
     const nm = join(tmp, 'node_modules');
     mkdirSync(join(nm, '@hq'), { recursive: true });
     for (const e of readdirSync(join(CHECKOUT, 'node_modules'))) {
       if (e !== '@hq') symlinkSync(join(CHECKOUT, 'node_modules', e), join(nm, e));
     }
-    for (const [name, path] of [['protocol', 'packages/protocol'], ['lease-core', 'packages/lease-core'], ['runtime', 'packages/runtime'], ['arbiter', 'apps/arbiter'], ['agent', 'apps/agent']] as const) {
+    for (const [name, path] of [
+      ['protocol', 'packages/protocol'],
+      ['lease-core', 'packages/lease-core'],
+      ['runtime', 'packages/runtime'],
+      ['arbiter', 'apps/arbiter'],
+      ['agent', 'apps/agent'],
+    ] as const) {
       symlinkSync(join('..', '..', path), join(nm, '@hq', name));
     }
-    execFileSync(process.execPath, [join(CHECKOUT, 'node_modules/typescript/bin/tsc'), '-b', tmp], { stdio: 'inherit' });
+    execFileSync(process.execPath, [join(CHECKOUT, 'node_modules/typescript/bin/tsc'), '-b', tmp], {
+      stdio: 'inherit',
+    });
     writeFileSync(join(tmp, '.built'), `${commit}\n`);
     try {
       renameSync(tmp, dir);

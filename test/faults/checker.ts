@@ -210,7 +210,13 @@ export function check(history: string | readonly string[]): Report {
     const seq = num(r.seq);
     const t = num(r.t);
     const kind = r.kind;
-    if (host === null || pid === null || seq === null || t === null || (kind !== 'start' && kind !== 'tick' && kind !== 'end')) {
+    if (
+      host === null ||
+      pid === null ||
+      seq === null ||
+      t === null ||
+      (kind !== 'start' && kind !== 'tick' && kind !== 'end')
+    ) {
       c.unknown(WORK, `a worker record lacks host/pid/seq/t/kind: ${JSON.stringify(r).slice(0, 120)}`);
       continue;
     }
@@ -221,7 +227,10 @@ export function check(history: string | readonly string[]): Report {
     if (kind === 'tick') {
       if (r.outcome === 'accepted' || r.outcome === 'refused' || r.outcome === 'error') outcome = r.outcome;
       if (outcome === null || (outcome === 'accepted' && tw === null)) {
-        c.unknown(WORK, `worker ${pid} tick ${seq} does not say what became of its write: ${JSON.stringify(r).slice(0, 120)}`);
+        c.unknown(
+          WORK,
+          `worker ${pid} tick ${seq} does not say what became of its write: ${JSON.stringify(r).slice(0, 120)}`,
+        );
         continue;
       }
     }
@@ -259,8 +268,18 @@ export function check(history: string | readonly string[]): Report {
   const resource = records.find((r) => r.src === 'resource');
   let writes: Write[] = [];
   if (resource === undefined || resource.complete !== true || !Array.isArray(resource.rows)) {
-    c.unknown(['S2'], `the shared resource's table was not read at the end${typeof resource?.error === 'string' ? ` (${resource.error})` : ''}`);
-    writes = jsonlAccepted.map((a, i) => ({ id: i + 1, host: a.host, pid: a.pid, seq: a.seq, generation: a.generation!, t: a.tw! }));
+    c.unknown(
+      ['S2'],
+      `the shared resource's table was not read at the end${typeof resource?.error === 'string' ? ` (${resource.error})` : ''}`,
+    );
+    writes = jsonlAccepted.map((a, i) => ({
+      id: i + 1,
+      host: a.host,
+      pid: a.pid,
+      seq: a.seq,
+      generation: a.generation!,
+      t: a.tw!,
+    }));
   } else {
     for (const row of resource.rows as unknown[]) {
       const id = isObj(row) ? num(row.id) : null;
@@ -278,20 +297,34 @@ export function check(history: string | readonly string[]): Report {
     writes.sort((a, b) => a.id - b.id);
     for (let i = 1; i < writes.length; i++) {
       if (writes[i]!.t < writes[i - 1]!.t) {
-        c.unknown(['S2'], `the resource's commit order and the clock disagree: row ${writes[i]!.id} at ${writes[i]!.t.toFixed(3)} before row ${writes[i - 1]!.id} at ${writes[i - 1]!.t.toFixed(3)}`);
+        c.unknown(
+          ['S2'],
+          `the resource's commit order and the clock disagree: row ${writes[i]!.id} at ${writes[i]!.t.toFixed(3)} before row ${writes[i - 1]!.id} at ${writes[i - 1]!.t.toFixed(3)}`,
+        );
         break;
       }
     }
     const maxGen = writes.reduce((m, w) => Math.max(m, w.generation), 0);
     const mark = num(resource.highest);
-    if (mark !== maxGen) c.unknown(['S2'], `the guard's mark on the resource is g${String(mark)}, but its highest accepted write is g${maxGen}`);
+    if (mark !== maxGen)
+      c.unknown(
+        ['S2'],
+        `the guard's mark on the resource is g${String(mark)}, but its highest accepted write is g${maxGen}`,
+      );
     const rowOf = new Map(writes.map((w) => [`${w.pid}/${w.seq}`, w]));
     const said = new Map(jsonlAccepted.map((a) => [`${a.pid}/${a.seq}`, a]));
     for (const a of jsonlAccepted) {
       const w = rowOf.get(`${a.pid}/${a.seq}`);
-      if (w === undefined) c.unknown(['S2'], `worker ${a.pid} says its write ${a.seq} at ${a.tw!.toFixed(3)} was accepted, but the resource has no such row`);
+      if (w === undefined)
+        c.unknown(
+          ['S2'],
+          `worker ${a.pid} says its write ${a.seq} at ${a.tw!.toFixed(3)} was accepted, but the resource has no such row`,
+        );
       else if (w.host !== a.host || w.generation !== a.generation || Math.abs(w.t - a.tw!) > 1e-6) {
-        c.unknown(['S2'], `worker ${a.pid}'s write ${a.seq} differs from its row ${w.id} (${a.host} g${a.generation} ${a.tw} vs ${w.host} g${w.generation} ${w.t})`);
+        c.unknown(
+          ['S2'],
+          `worker ${a.pid}'s write ${a.seq} differs from its row ${w.id} (${a.host} g${a.generation} ${a.tw} vs ${w.host} g${w.generation} ${w.t})`,
+        );
       }
     }
     for (const w of writes) {
@@ -299,7 +332,10 @@ export function check(history: string | readonly string[]): Report {
       // Killed between its commit and its line: only ever the last write of a worker that did not end.
       const last = lastSeq.get(w.pid);
       if (last === undefined || last.ended || w.seq <= last.seq) {
-        c.unknown(['S2'], `row ${w.id} of the resource (${w.host} pid ${w.pid} write ${w.seq} g${w.generation}) is not in that worker's history`);
+        c.unknown(
+          ['S2'],
+          `row ${w.id} of the resource (${w.host} pid ${w.pid} write ${w.seq} g${w.generation}) is not in that worker's history`,
+        );
       }
     }
   }
@@ -315,7 +351,14 @@ export function check(history: string | readonly string[]): Report {
   }
   for (const l of byRun.values()) {
     const ts = l.map((w) => w.t);
-    runs.push({ host: l[0]!.host, pid: l[0]!.pid, generation: l[0]!.generation, first: Math.min(...ts), last: Math.max(...ts), ticks: l.length });
+    runs.push({
+      host: l[0]!.host,
+      pid: l[0]!.pid,
+      generation: l[0]!.generation,
+      first: Math.min(...ts),
+      last: Math.max(...ts),
+      ticks: l.length,
+    });
   }
   runs.sort((a, b) => a.first - b.first);
 
@@ -327,14 +370,20 @@ export function check(history: string | readonly string[]): Report {
       const b = runs[j]!;
       if (b.first > a.last) continue;
       if (a.host === b.host) continue;
-      c.violation('S2', `${a.host} (pid ${a.pid}, g${a.generation}) wrote ${a.first.toFixed(3)}–${a.last.toFixed(3)} and ${b.host} (pid ${b.pid}, g${b.generation}) wrote ${b.first.toFixed(3)}–${b.last.toFixed(3)}: accepted writes of two hosts overlap`);
+      c.violation(
+        'S2',
+        `${a.host} (pid ${a.pid}, g${a.generation}) wrote ${a.first.toFixed(3)}–${a.last.toFixed(3)} and ${b.host} (pid ${b.pid}, g${b.generation}) wrote ${b.first.toFixed(3)}–${b.last.toFixed(3)}: accepted writes of two hosts overlap`,
+      );
     }
   }
   for (let i = 1; i < writes.length; i++) {
     const a = writes[i - 1]!;
     const b = writes[i]!;
     if (b.generation < a.generation) {
-      c.violation('S2', `the resource accepted ${b.host}'s g${b.generation} (row ${b.id} at ${b.t.toFixed(3)}) after ${a.host}'s g${a.generation} (row ${a.id}): a generation went down in commit order`);
+      c.violation(
+        'S2',
+        `the resource accepted ${b.host}'s g${b.generation} (row ${b.id} at ${b.t.toFixed(3)}) after ${a.host}'s g${a.generation} (row ${a.id}): a generation went down in commit order`,
+      );
       break;
     }
   }
@@ -355,7 +404,15 @@ export function check(history: string | readonly string[]): Report {
     l.push(t0);
     asked.set(host, l);
     if (r.error !== undefined) continue; // asked, no answer (agent stopped, killed, unreachable)
-    fences.push({ host, run: r.run === true, generation: num(r.generation), holder: str(r.holder), validFor: num(r.validForSeconds), t0, t1 });
+    fences.push({
+      host,
+      run: r.run === true,
+      generation: num(r.generation),
+      holder: str(r.holder),
+      validFor: num(r.validForSeconds),
+      t0,
+      t1,
+    });
   }
   fences.sort((a, b) => a.t1 - b.t1);
   const covers = fences.filter((f) => f.run && f.validFor !== null && f.t1 <= f.t0 + f.validFor);
@@ -366,7 +423,10 @@ export function check(history: string | readonly string[]): Report {
       const b = covers[j]!;
       if (a.host === b.host || b.t1 > a.t0 + a.validFor! || a.t1 > b.t0 + b.validFor!) continue;
       if (fenceOverlaps++ < 3) {
-        c.violation('S2', `${a.host} (g${a.generation}) was told run, valid ${a.t1.toFixed(3)}–${(a.t0 + a.validFor!).toFixed(3)}, and ${b.host} (g${b.generation}) run, valid ${b.t1.toFixed(3)}–${(b.t0 + b.validFor!).toFixed(3)}: two fence answers overlap`);
+        c.violation(
+          'S2',
+          `${a.host} (g${a.generation}) was told run, valid ${a.t1.toFixed(3)}–${(a.t0 + a.validFor!).toFixed(3)}, and ${b.host} (g${b.generation}) run, valid ${b.t1.toFixed(3)}–${(b.t0 + b.validFor!).toFixed(3)}: two fence answers overlap`,
+        );
       }
     }
   }
@@ -406,7 +466,8 @@ export function check(history: string | readonly string[]): Report {
     }
     return null;
   };
-  const justWoken = (host: string, t: number): boolean => (sleeps.get(host) ?? []).some((x) => t >= x.from && t <= x.to + bound);
+  const justWoken = (host: string, t: number): boolean =>
+    (sleeps.get(host) ?? []).some((x) => t >= x.from && t <= x.to + bound);
   const validityEnds = new Map<string, { t1: number; end: number }[]>();
   for (const f of fences) {
     if (!f.run || f.validFor === null || f.generation === null) continue;
@@ -416,7 +477,16 @@ export function check(history: string | readonly string[]): Report {
     validityEnds.set(k, l);
   }
   const hostsAnswered = new Set(fences.map((f) => f.host));
-  const figures = { attempts: attempts.length, accepted: 0, refused: 0, errors: 0, pastValidity: 0, pastValidityAfterWake: 0, maxPastValidity: null as number | null, refusedByHost: {} as { [host: string]: number } };
+  const figures = {
+    attempts: attempts.length,
+    accepted: 0,
+    refused: 0,
+    errors: 0,
+    pastValidity: 0,
+    pastValidityAfterWake: 0,
+    maxPastValidity: null as number | null,
+    refusedByHost: {} as { [host: string]: number },
+  };
   const noAnswers = new Set<string>();
   let late = 0;
   let unsampledWrites = 0;
@@ -448,15 +518,25 @@ export function check(history: string | readonly string[]): Report {
     const gap = unsampled(a.host, a.t - bound - ttlSeconds, a.t);
     if (gap !== null) {
       if (unsampledWrites++ < 3) {
-        c.unknown(['S3'], `${a.host}'s worker ${a.pid} (g${a.generation}) attempted a write at ${a.t.toFixed(3)}, ${past.toFixed(2)} s after the validity the history shows for it ended, but the sampler did not ask ${a.host} from ${Number.isFinite(gap[0]) ? gap[0].toFixed(3) : 'the start'} to ${Number.isFinite(gap[1]) ? gap[1].toFixed(3) : 'the end'} (its validity there is unknown)`);
+        c.unknown(
+          ['S3'],
+          `${a.host}'s worker ${a.pid} (g${a.generation}) attempted a write at ${a.t.toFixed(3)}, ${past.toFixed(2)} s after the validity the history shows for it ended, but the sampler did not ask ${a.host} from ${Number.isFinite(gap[0]) ? gap[0].toFixed(3) : 'the start'} to ${Number.isFinite(gap[1]) ? gap[1].toFixed(3) : 'the end'} (its validity there is unknown)`,
+        );
       }
       continue;
     }
     if (late++ < 3) {
-      c.violation('S3', `${a.host}'s worker ${a.pid} (g${a.generation}) attempted a write (${a.outcome}) at ${a.t.toFixed(3)}, ${past.toFixed(2)} s after the validity the history shows for it ended (${end.toFixed(3)}; bound ${bound} s), and the host was not just woken from a sleep`);
+      c.violation(
+        'S3',
+        `${a.host}'s worker ${a.pid} (g${a.generation}) attempted a write (${a.outcome}) at ${a.t.toFixed(3)}, ${past.toFixed(2)} s after the validity the history shows for it ended (${end.toFixed(3)}; bound ${bound} s), and the host was not just woken from a sleep`,
+      );
     }
   }
-  for (const h of noAnswers) c.unknown(['S3'], `${h}'s workers attempted writes, but no fence answer of ${h} was recorded (its validity is unknown)`);
+  for (const h of noAnswers)
+    c.unknown(
+      ['S3'],
+      `${h}'s workers attempted writes, but no fence answer of ${h} was recorded (its validity is unknown)`,
+    );
 
   // ---- S1: one holder per generation
   const holders = new Map<number, Map<string, string>>();
@@ -476,7 +556,8 @@ export function check(history: string | readonly string[]): Report {
     if (r.src !== 'fence') continue;
     const g = num(r.generation);
     const h = str(r.holder);
-    if (g !== null && g > 0 && h !== null) claim(g, h, `${String(r.host)}'s fence answer at ${(num(r.t1) ?? 0).toFixed(3)}`);
+    if (g !== null && g > 0 && h !== null)
+      claim(g, h, `${String(r.host)}'s fence answer at ${(num(r.t1) ?? 0).toFixed(3)}`);
   }
   for (const r of records) {
     if (r.src !== 'daemon') continue;
@@ -494,11 +575,17 @@ export function check(history: string | readonly string[]): Report {
     if (isObj(line) && line.event === 'generation-adopted') {
       const to = num(line.to) ?? (isObj(line.data) ? num(line.data.to) : null);
       const prev = adopted.get(name);
-      if (to !== null && prev !== undefined && to <= prev) c.violation('S1', `${name} adopted g${to} after it had adopted g${prev}`);
+      if (to !== null && prev !== undefined && to <= prev)
+        c.violation('S1', `${name} adopted g${to} after it had adopted g${prev}`);
       if (to !== null) adopted.set(name, Math.max(to, prev ?? 0));
     }
     // Only the arbiters' own logs name holders (an agent's log lines carry the agent's host).
-    if ((name === 'arbiter' || name === 'arbiter-1') && isObj(line) && typeof line.event === 'string' && HOLDER_EVENTS.has(line.event)) {
+    if (
+      (name === 'arbiter' || name === 'arbiter-1') &&
+      isObj(line) &&
+      typeof line.event === 'string' &&
+      HOLDER_EVENTS.has(line.event)
+    ) {
       const data = isObj(line.data) ? line.data : {};
       const g = num(line.generation) ?? num(data.generation);
       const h = str(line.host);
@@ -511,13 +598,18 @@ export function check(history: string | readonly string[]): Report {
       if (s !== i) c.unknown(['S1'], `daemon ${l.name} (pid ${pid}) log has a gap before line ${s}`);
     });
   }
-  const alive = new Set(Array.isArray(end?.alive) ? (end.alive as unknown[]).filter((p): p is number => typeof p === 'number') : []);
+  const alive = new Set(
+    Array.isArray(end?.alive) ? (end.alive as unknown[]).filter((p): p is number => typeof p === 'number') : [],
+  );
   const exited = new Set(records.filter((r) => r.src === 'harness' && r.kind === 'exit').map((r) => num(r.pid)));
   for (const r of records) {
     if (r.src !== 'harness' || r.kind !== 'spawn') continue;
     const pid = num(r.pid);
     if (pid !== null && !exited.has(pid) && !alive.has(pid) && end !== undefined) {
-      c.unknown(['S1', 'S4'], `daemon ${String(r.name)} (pid ${pid}) has neither an exit record nor is it alive at the end`);
+      c.unknown(
+        ['S1', 'S4'],
+        `daemon ${String(r.name)} (pid ${pid}) has neither an exit record nor is it alive at the end`,
+      );
     }
   }
 
@@ -533,7 +625,14 @@ export function check(history: string | readonly string[]): Report {
         c.unknown(['S1', 'S5'], `an arbiter event is malformed: ${JSON.stringify(e).slice(0, 120)}`);
         continue;
       }
-      events.push({ id: num(e.id)!, at: num(e.at) ?? 0, category: str(e.category) ?? '', event: e.event, host: str(e.host), data: isObj(e.data) ? e.data : {} });
+      events.push({
+        id: num(e.id)!,
+        at: num(e.at) ?? 0,
+        category: str(e.category) ?? '',
+        event: e.event,
+        host: str(e.host),
+        data: isObj(e.data) ? e.data : {},
+      });
     }
     events = events.sort((a, b) => a.id - b.id);
   }
@@ -544,21 +643,38 @@ export function check(history: string | readonly string[]): Report {
     if (g === null || e.host === null) continue;
     claim(g, e.host, `arbiter event ${e.id} (${e.event})`);
     if (lastGrant !== null && e.host !== lastGrant.host && g <= lastGrant.generation) {
-      c.violation('S1', `arbiter event ${e.id} grants ${e.host} g${g} after ${lastGrant.host} held g${lastGrant.generation}`);
+      c.violation(
+        'S1',
+        `arbiter event ${e.id} grants ${e.host} g${g} after ${lastGrant.host} held g${lastGrant.generation}`,
+      );
     }
     if (lastGrant === null || g >= lastGrant.generation) lastGrant = { generation: g, host: e.host };
   }
   for (const [g, m] of holders) {
-    if (m.size > 1) c.violation('S1', `generation ${g} has more than one holder: ${[...m].map(([h, who]) => `${h} (${who})`).join(', ')}`);
+    if (m.size > 1)
+      c.violation(
+        'S1',
+        `generation ${g} has more than one holder: ${[...m].map(([h, who]) => `${h} (${who})`).join(', ')}`,
+      );
   }
 
   // ---- S4: every acknowledged CAS is visible in every later read
-  const acks = records.filter((r) => r.src === 'client' && r.status === 200 && num(r.revision) !== null && num(r.generation) !== null && num(r.t1) !== null);
+  const acks = records.filter(
+    (r) =>
+      r.src === 'client' &&
+      r.status === 200 &&
+      num(r.revision) !== null &&
+      num(r.generation) !== null &&
+      num(r.t1) !== null,
+  );
   const reads = records.filter((r) => r.src === 'read');
   if (acks.length === 0) c.unknown(['S4'], 'no acknowledged CAS was recorded');
-  const arbiterSpawns = records.filter((r) => r.src === 'harness' && r.kind === 'spawn' && (r.name === 'arbiter' || r.name === 'arbiter-1')).map((r) => num(r.t) ?? 0);
+  const arbiterSpawns = records
+    .filter((r) => r.src === 'harness' && r.kind === 'spawn' && (r.name === 'arbiter' || r.name === 'arbiter-1'))
+    .map((r) => num(r.t) ?? 0);
   for (const s of arbiterSpawns.slice(1)) {
-    if (!reads.some((r) => (num(r.t0) ?? -1) > s && num(r.revision) !== null)) c.unknown(['S4'], `no lease read after the arbiter restart at ${s.toFixed(3)}`);
+    if (!reads.some((r) => (num(r.t0) ?? -1) > s && num(r.revision) !== null))
+      c.unknown(['S4'], `no lease read after the arbiter restart at ${s.toFixed(3)}`);
   }
   for (const r of reads) {
     const t0 = num(r.t0);
@@ -571,7 +687,10 @@ export function check(history: string | readonly string[]): Report {
     for (const a of acks) {
       if (num(a.t1)! >= t0) continue;
       if (rev < num(a.revision)! || gen < num(a.generation)!) {
-        c.violation('S4', `the read at ${t0.toFixed(3)} shows g${gen} r${rev}, below the ${String(a.op)} acknowledged at ${num(a.t1)!.toFixed(3)} (g${num(a.generation)} r${num(a.revision)})`);
+        c.violation(
+          'S4',
+          `the read at ${t0.toFixed(3)} shows g${gen} r${rev}, below the ${String(a.op)} acknowledged at ${num(a.t1)!.toFixed(3)} (g${num(a.generation)} r${num(a.revision)})`,
+        );
       }
     }
   }
@@ -588,15 +707,29 @@ export function check(history: string | readonly string[]): Report {
     }
     if (e.host === from) c.violation('S5', `promotion event ${e.id}: ${e.host} was promoted over itself`);
     if (e.data.via === 'transfer') {
-      if (!transfers.some((tr) => tr.host === e.host)) c.violation('S5', `promotion event ${e.id} by transfer to ${e.host}, but the harness asked for no transfer`);
+      if (!transfers.some((tr) => tr.host === e.host))
+        c.violation('S5', `promotion event ${e.id} by transfer to ${e.host}, but the harness asked for no transfer`);
       return;
     }
-    const checks = events.slice(0, i).filter((x) => x.event === 'arbiter-check').slice(-promoteAfterChecks);
+    const checks = events
+      .slice(0, i)
+      .filter((x) => x.event === 'arbiter-check')
+      .slice(-promoteAfterChecks);
     const ok =
       checks.length === promoteAfterChecks &&
-      checks.every((x, k) => x.host === from && x.data.ping === false && x.data.health === false && x.data.promotee === e.host && num(x.data.streak) === num(e.data.streak)! - (promoteAfterChecks - 1 - k));
+      checks.every(
+        (x, k) =>
+          x.host === from &&
+          x.data.ping === false &&
+          x.data.health === false &&
+          x.data.promotee === e.host &&
+          num(x.data.streak) === num(e.data.streak)! - (promoteAfterChecks - 1 - k),
+      );
     if (!ok || (num(e.data.streak) ?? 0) < promoteAfterChecks) {
-      c.violation('S5', `promotion event ${e.id} of ${e.host} over ${from} is not preceded by ${promoteAfterChecks} dual-unreachable checks naming it: ${JSON.stringify(checks.map((x) => ({ id: x.id, host: x.host, ...x.data })))}`);
+      c.violation(
+        'S5',
+        `promotion event ${e.id} of ${e.host} over ${from} is not preceded by ${promoteAfterChecks} dual-unreachable checks naming it: ${JSON.stringify(checks.map((x) => ({ id: x.id, host: x.host, ...x.data })))}`,
+      );
     }
   });
 

@@ -19,7 +19,17 @@
  * nothing behind.
  */
 import { spawn, spawnSync, execFile, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
@@ -76,7 +86,10 @@ export const FAST_ETCD_STORE = { dialTimeoutSeconds: 0.5, requestTimeoutSeconds:
 const ETCD_RAFT = ['--heartbeat-interval', '50', '--election-timeout', '500'] as const;
 
 /** Per link: the two ends (namespace, device, address). Devices are named after the far end. */
-export const LINK_ENDS: Record<Link, readonly [{ node: Node; dev: string; ip: string }, { node: Node; dev: string; ip: string }]> = {
+export const LINK_ENDS: Record<
+  Link,
+  readonly [{ node: Node; dev: string; ip: string }, { node: Node; dev: string; ip: string }]
+> = {
   'arb-mbp': [
     { node: 'arb', dev: 'to-mbp', ip: '10.213.0.1' },
     { node: 'mbp', dev: 'to-arb', ip: '10.213.0.2' },
@@ -142,12 +155,15 @@ export function sleep(ms: number): Promise<void> {
 /** Why namespaces cannot be used here, or null when they can (root, `ip netns` works). */
 export function netnsUnavailable(): string | null {
   if (process.platform !== 'linux') return `not Linux (${process.platform})`;
-  if (typeof process.getuid === 'function' && process.getuid() !== 0) return 'not running as root (ip netns needs CAP_SYS_ADMIN)';
+  if (typeof process.getuid === 'function' && process.getuid() !== 0)
+    return 'not running as root (ip netns needs CAP_SYS_ADMIN)';
   const name = `hqf-${process.pid}-probe`;
   const add = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
   if (add.error !== undefined) return `ip is not installed (${add.error.message})`;
   if (add.status !== 0) return `ip netns add fails: ${add.stderr.trim()}`;
-  const veth = spawnSync('ip', ['-n', name, 'link', 'add', 'hqfa', 'type', 'veth', 'peer', 'name', 'hqfb'], { encoding: 'utf8' });
+  const veth = spawnSync('ip', ['-n', name, 'link', 'add', 'hqfa', 'type', 'veth', 'peer', 'name', 'hqfb'], {
+    encoding: 'utf8',
+  });
   spawnSync('ip', ['netns', 'del', name]);
   if (veth.status !== 0) return `veth pairs cannot be made: ${veth.stderr.trim()}`;
   if (!existsSync(ARBITER_CLI_()) || !existsSync(AGENT_DAEMON_())) return 'the daemons are not built (npx tsc -b)';
@@ -168,7 +184,9 @@ export function faketimeAvailable(): boolean {
  * fence sampler of every other cluster for seconds (#306 of seed 9100, docs/RELIABILITY.md). */
 function runAsync(cmd: string, args: readonly string[]): Promise<{ ok: boolean; err: string; out: string }> {
   return new Promise((done) =>
-    execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) => done({ ok: err === null, err: (stderr ?? '').trim() || (err?.message ?? ''), out: stdout ?? '' })),
+    execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) =>
+      done({ ok: err === null, err: (stderr ?? '').trim() || (err?.message ?? ''), out: stdout ?? '' }),
+    ),
   );
 }
 
@@ -194,7 +212,11 @@ function hookCleanup(): void {
 }
 
 /** GET on an agent's unix socket (the harness's own client: no dependency on the code under test). */
-export function askSocket(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: unknown } | null> {
+export function askSocket(
+  socketPath: string,
+  path: string,
+  timeoutMs: number,
+): Promise<{ status: number; body: unknown } | null> {
   return new Promise((done) => {
     const req = request({ socketPath, path, method: 'GET', timeout: timeoutMs }, (res) => {
       let text = '';
@@ -268,7 +290,12 @@ export class NetnsCluster {
     private readonly root?: string,
   ) {
     const n = clusterCount++;
-    this.ns = { arb: `hqf-${tag}-${n}-arb`, mbp: `hqf-${tag}-${n}-mbp`, nodeb: `hqf-${tag}-${n}-nodeb`, etcd: `hqf-${tag}-${n}-etcd` };
+    this.ns = {
+      arb: `hqf-${tag}-${n}-arb`,
+      mbp: `hqf-${tag}-${n}-mbp`,
+      nodeb: `hqf-${tag}-${n}-nodeb`,
+      etcd: `hqf-${tag}-${n}-etcd`,
+    };
     this.dir = mkdtempSync(join(tmpdir(), 'hqf-'));
     this.history = join(this.dir, 'harness.jsonl');
     this.resource = join(this.dir, 'resource.db');
@@ -330,7 +357,9 @@ export class NetnsCluster {
     const db = new Database(this.resource);
     try {
       db.pragma('journal_mode = WAL');
-      db.exec('CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY AUTOINCREMENT, host TEXT NOT NULL, pid INTEGER NOT NULL, seq INTEGER NOT NULL, generation INTEGER NOT NULL, t REAL NOT NULL) STRICT');
+      db.exec(
+        'CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY AUTOINCREMENT, host TEXT NOT NULL, pid INTEGER NOT NULL, seq INTEGER NOT NULL, generation INTEGER NOT NULL, t REAL NOT NULL) STRICT',
+      );
       sqliteGuard(db); // creates the guard's table, so the workers never race to
     } finally {
       db.close();
@@ -359,23 +388,40 @@ export class NetnsCluster {
 
   /** The whole history: the harness's file and every worker file. */
   readHistory(): string {
-    const parts = [this.history, ...HOSTS.map((h) => this.workerFile(h))].filter((f) => existsSync(f)).map((f) => readFileSync(f, 'utf8'));
+    const parts = [this.history, ...HOSTS.map((h) => this.workerFile(h))]
+      .filter((f) => existsSync(f))
+      .map((f) => readFileSync(f, 'utf8'));
     return parts.map((p) => (p.endsWith('\n') || p === '' ? p : `${p}\n`)).join('');
   }
 
   private async makeNetwork(): Promise<void> {
     await Promise.all(
-      this.nodes.map((node) => this.ns[node]).map(async (n) => {
-        await runAsync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
-        await ipAsync(['netns', 'add', n]);
-        await ipAsync(['-n', n, 'link', 'set', 'lo', 'up']);
-      }),
+      this.nodes
+        .map((node) => this.ns[node])
+        .map(async (n) => {
+          await runAsync('ip', ['netns', 'del', n]); // a leftover of a killed earlier run with this pid
+          await ipAsync(['netns', 'add', n]);
+          await ipAsync(['-n', n, 'link', 'set', 'lo', 'up']);
+        }),
     );
     // One link at a time: two `ip link add` into the same namespace at once can race on netlink.
     for (const link of this.links) {
       const [a, b] = LINK_ENDS[link];
       // Made inside the first namespace and moved: the host's namespace never sees the pair.
-      await ipAsync(['-n', this.ns[a.node], 'link', 'add', a.dev, 'type', 'veth', 'peer', 'name', b.dev, 'netns', this.ns[b.node]]);
+      await ipAsync([
+        '-n',
+        this.ns[a.node],
+        'link',
+        'add',
+        a.dev,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        b.dev,
+        'netns',
+        this.ns[b.node],
+      ]);
       for (const end of [a, b]) {
         await ipAsync(['-n', this.ns[end.node], 'addr', 'add', `${end.ip}/30`, 'dev', end.dev]);
         await ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, 'up']);
@@ -424,34 +470,35 @@ export class NetnsCluster {
   }
 
   private writeConfigs(): void {
-    for (const d of this.arbiters) writeFileSync(
-      this.configOf(d),
-      JSON.stringify({
-        candidates: [...HOSTS],
-        // The arbiter's own keys only (S6: one owner per setting).
-        ttlSeconds: FAST.ttlSeconds,
-        safetyMarginSeconds: FAST.safetyMarginSeconds,
-        checkCron: FAST.checkCron,
-        viewFreshSeconds: FAST.viewFreshSeconds,
-        promoteAfterChecks: FAST.promoteAfterChecks,
-        tailscaleBin: '',
-        probeTimeoutSeconds: FAST.probeTimeoutSeconds,
-        listen: { host: '0.0.0.0', port: arbiterPort(d) },
-        dataDir: join(this.dir, d),
-        healthUrls: Object.fromEntries(HOSTS.map((h) => [h, `http://${this.arbLinkIp(h)}:${PEER_PORT}/v1/health`])),
-        ...(this.store === 'etcd'
-          ? {
-              store: {
-                kind: 'etcd',
-                endpoints: ETCD_MEMBERS.map((_, i) => this.etcdUrl(i)),
-                prefix: '/hqf',
-                advertiseUrl: `http://127.0.0.1:${arbiterPort(d)}`,
-                ...FAST_ETCD_STORE,
-              },
-            }
-          : {}),
-      }),
-    );
+    for (const d of this.arbiters)
+      writeFileSync(
+        this.configOf(d),
+        JSON.stringify({
+          candidates: [...HOSTS],
+          // The arbiter's own keys only (S6: one owner per setting).
+          ttlSeconds: FAST.ttlSeconds,
+          safetyMarginSeconds: FAST.safetyMarginSeconds,
+          checkCron: FAST.checkCron,
+          viewFreshSeconds: FAST.viewFreshSeconds,
+          promoteAfterChecks: FAST.promoteAfterChecks,
+          tailscaleBin: '',
+          probeTimeoutSeconds: FAST.probeTimeoutSeconds,
+          listen: { host: '0.0.0.0', port: arbiterPort(d) },
+          dataDir: join(this.dir, d),
+          healthUrls: Object.fromEntries(HOSTS.map((h) => [h, `http://${this.arbLinkIp(h)}:${PEER_PORT}/v1/health`])),
+          ...(this.store === 'etcd'
+            ? {
+                store: {
+                  kind: 'etcd',
+                  endpoints: ETCD_MEMBERS.map((_, i) => this.etcdUrl(i)),
+                  prefix: '/hqf',
+                  advertiseUrl: `http://127.0.0.1:${arbiterPort(d)}`,
+                  ...FAST_ETCD_STORE,
+                },
+              }
+            : {}),
+        }),
+      );
     for (const h of HOSTS) {
       mkdirSync(this.stateDir(h), { recursive: true, mode: 0o700 });
       chmodSync(this.stateDir(h), 0o700);
@@ -487,13 +534,19 @@ export class NetnsCluster {
    * clusters side by side on two cores could not spare. */
   private async issueTokens(): Promise<void> {
     if (this.store === 'etcd') return this.issueEtcdTokens();
-    const { SqliteStore } = (await import(pathToFileURL(join(this.build(), 'apps/arbiter/dist/store/sqlite/lease.js')).href)) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
+    const { SqliteStore } = (await import(
+      pathToFileURL(join(this.build(), 'apps/arbiter/dist/store/sqlite/lease.js')).href
+    )) as { SqliteStore: new (o: { dataDir: string; ttlSeconds: number }) => { close(): void } };
     // issueToken is async since the store seam serves etcd too: awaited (a Promise written as the token was the harness's bug)
-    const { issueToken } = (await import(pathToFileURL(join(this.build(), 'apps/arbiter/dist/auth.js')).href)) as { issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string> };
+    const { issueToken } = (await import(pathToFileURL(join(this.build(), 'apps/arbiter/dist/auth.js')).href)) as {
+      issueToken: (store: unknown, machine: string, scope: string, now: number) => Promise<string>;
+    };
     const store = new SqliteStore({ dataDir: join(this.dir, 'arbiter'), ttlSeconds: FAST.ttlSeconds });
     try {
-      const issue = (machine: string, scope: string): Promise<string> => issueToken(store, machine, scope, Date.now() / 1000);
-      for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${await issue(h, 'member')}\n`, { mode: 0o600 });
+      const issue = (machine: string, scope: string): Promise<string> =>
+        issueToken(store, machine, scope, Date.now() / 1000);
+      for (const h of HOSTS)
+        writeFileSync(join(this.stateDir(h), 'token'), `${await issue(h, 'member')}\n`, { mode: 0o600 });
       this.adminToken = await issue('ops', 'admin');
     } finally {
       store.close();
@@ -507,7 +560,18 @@ export class NetnsCluster {
     // Tried three times: on a loaded machine one etcd call can miss the 1 s request timeout (a
     // token written by a try that failed is never handed out: harmless).
     let r = { ok: false, err: '', out: '' };
-    for (let i = 0; i < 3 && !r.ok; i++) r = await runAsync('ip', ['netns', 'exec', this.ns.arb, process.execPath, ISSUE_TOKENS, this.build(), this.arbiterConfig, ...HOSTS.map((h) => `${h}:member`), 'ops:admin']);
+    for (let i = 0; i < 3 && !r.ok; i++)
+      r = await runAsync('ip', [
+        'netns',
+        'exec',
+        this.ns.arb,
+        process.execPath,
+        ISSUE_TOKENS,
+        this.build(),
+        this.arbiterConfig,
+        ...HOSTS.map((h) => `${h}:member`),
+        'ops:admin',
+      ]);
     if (!r.ok) throw new Error(`issuing the tokens into etcd: ${r.err.slice(0, 300)}`);
     const tokens = JSON.parse(r.out) as Record<string, string>;
     for (const h of HOSTS) writeFileSync(join(this.stateDir(h), 'token'), `${tokens[h]}\n`, { mode: 0o600 });
@@ -529,15 +593,27 @@ export class NetnsCluster {
   }
 
   /** Spawns `ip netns exec NS node ARGS…` (ip execs node: the PID is node's); `bin` another program. */
-  private spawnIn(node: Node, name: string, args: readonly string[], env: NodeJS.ProcessEnv, logged: boolean, bin: string = process.execPath): Proc {
-    const child = spawn('ip', ['netns', 'exec', this.ns[node], bin, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  private spawnIn(
+    node: Node,
+    name: string,
+    args: readonly string[],
+    env: NodeJS.ProcessEnv,
+    logged: boolean,
+    bin: string = process.execPath,
+  ): Proc {
+    const child = spawn('ip', ['netns', 'exec', this.ns[node], bin, ...args], {
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
     if (child.pid === undefined) throw new Error(`cannot spawn ${name}`);
     const p: Proc = { name, child, pid: child.pid, exited: false };
     this.all.set(p.pid, p);
     child.on('error', () => undefined);
     child.once('exit', (code, signal) => {
       p.exited = true;
-      if (logged && !this.destroyed) this.record({ src: 'harness', kind: 'exit', name, pid: p.pid, code, signal, t: hr() });
+      if (logged && !this.destroyed)
+        this.record({ src: 'harness', kind: 'exit', name, pid: p.pid, code, signal, t: hr() });
     });
     if (logged) {
       this.record({ src: 'harness', kind: 'spawn', name, pid: p.pid, t: hr() });
@@ -569,10 +645,17 @@ export class NetnsCluster {
   }
 
   async startArbiter(d: Daemon = 'arbiter'): Promise<void> {
-    this.daemons.set(d, this.spawnIn('arb', d, [ARBITER_CLI_(this.build()), 'serve', '--config', this.configOf(d)], this.env(d), true));
+    this.daemons.set(
+      d,
+      this.spawnIn('arb', d, [ARBITER_CLI_(this.build()), 'serve', '--config', this.configOf(d)], this.env(d), true),
+    );
     if (this.relay === null || this.relay.exited) this.startRelay();
     const base = `http://127.0.0.1:${arbiterPort(d)}`;
-    await this.waitFor(async () => (await this.http('GET', '/v1/health', undefined, 1000, undefined, base)).status === 200, START_WAIT_MS, `${d} answers /v1/health`);
+    await this.waitFor(
+      async () => (await this.http('GET', '/v1/health', undefined, 1000, undefined, base)).status === 200,
+      START_WAIT_MS,
+      `${d} answers /v1/health`,
+    );
   }
 
   // ---------------------------------------------------------------- store etcd
@@ -585,17 +668,28 @@ export class NetnsCluster {
     const peer = (x: (typeof ETCD_MEMBERS)[number]): string => `http://127.0.0.1:${x.peer}`;
     const client = this.etcdUrl(i);
     const args = [
-      '--name', m.name,
-      '--data-dir', join(this.dir, 'etcd', m.name),
-      '--listen-client-urls', client,
-      '--advertise-client-urls', client,
-      '--listen-peer-urls', peer(m),
-      '--initial-advertise-peer-urls', peer(m),
-      '--initial-cluster', ETCD_MEMBERS.map((x) => `${x.name}=${peer(x)}`).join(','),
-      '--initial-cluster-state', 'new',
-      '--initial-cluster-token', `hqf-${this.ns.etcd}`,
-      '--log-outputs', join(this.dir, 'etcd', `${m.name}.log`),
-      '--logger', 'zap',
+      '--name',
+      m.name,
+      '--data-dir',
+      join(this.dir, 'etcd', m.name),
+      '--listen-client-urls',
+      client,
+      '--advertise-client-urls',
+      client,
+      '--listen-peer-urls',
+      peer(m),
+      '--initial-advertise-peer-urls',
+      peer(m),
+      '--initial-cluster',
+      ETCD_MEMBERS.map((x) => `${x.name}=${peer(x)}`).join(','),
+      '--initial-cluster-state',
+      'new',
+      '--initial-cluster-token',
+      `hqf-${this.ns.etcd}`,
+      '--log-outputs',
+      join(this.dir, 'etcd', `${m.name}.log`),
+      '--logger',
+      'zap',
       ...ETCD_RAFT,
     ];
     // ETCD_* variables would override the flags: none reach the members.
@@ -625,7 +719,9 @@ export class NetnsCluster {
     await this.waitFor(
       async () => {
         const up = ETCD_MEMBERS.map((_, i) => i).filter((i) => this.etcdRunning(i));
-        const answers = await Promise.all(up.map((i) => this.http('GET', '/health', undefined, 1000, undefined, this.etcdUrl(i))));
+        const answers = await Promise.all(
+          up.map((i) => this.http('GET', '/health', undefined, 1000, undefined, this.etcdUrl(i))),
+        );
         return answers.every((a) => a.status === 200 && JSON.stringify(a.body).includes('"health":"true"'));
       },
       timeoutMs,
@@ -644,7 +740,10 @@ export class NetnsCluster {
   }
 
   async startAgent(h: Host): Promise<void> {
-    this.daemons.set(h, this.spawnIn(NODE_OF[h], h, [AGENT_DAEMON_(this.build()), '--config', this.agentConfig(h)], this.env(h), true));
+    this.daemons.set(
+      h,
+      this.spawnIn(NODE_OF[h], h, [AGENT_DAEMON_(this.build()), '--config', this.agentConfig(h)], this.env(h), true),
+    );
     await this.waitFor(async () => existsSync(this.socket(h)), START_WAIT_MS, `agent ${h} opens its socket`);
   }
 
@@ -679,7 +778,14 @@ export class NetnsCluster {
    * etcd: to each arbiter in turn, the next when one does not answer or answers 503 — what an
    * agent with `arbiterUrls` does.
    */
-  async http(method: string, path: string, body?: unknown, timeoutMs = 3000, token?: string, base?: string): Promise<RelayAnswer> {
+  async http(
+    method: string,
+    path: string,
+    body?: unknown,
+    timeoutMs = 3000,
+    token?: string,
+    base?: string,
+  ): Promise<RelayAnswer> {
     if (base !== undefined || this.store === 'sqlite') return this.httpTo(method, path, body, timeoutMs, token, base);
     let a: RelayAnswer = { error: 'no arbiter', t0: hr(), t1: hr() };
     for (const d of this.arbiters) {
@@ -692,7 +798,14 @@ export class NetnsCluster {
     return a;
   }
 
-  private httpTo(method: string, path: string, body: unknown, timeoutMs: number, token: string | undefined, base: string | undefined): Promise<RelayAnswer> {
+  private httpTo(
+    method: string,
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+    token: string | undefined,
+    base: string | undefined,
+  ): Promise<RelayAnswer> {
     const relay = this.relay;
     if (relay === null || relay.exited) return Promise.resolve({ error: 'no relay', t0: hr(), t1: hr() });
     const id = ++this.relayId;
@@ -715,7 +828,14 @@ export class NetnsCluster {
     const a = await this.http('GET', '/v1/lease');
     const b = a.body as { holder?: string | null; generation?: number; revision?: number } | undefined;
     if (a.status !== 200 || typeof b?.generation !== 'number' || typeof b.revision !== 'number') return null;
-    this.record({ src: 'read', generation: b.generation, revision: b.revision, holder: b.holder ?? null, t0: a.t0, t1: a.t1 });
+    this.record({
+      src: 'read',
+      generation: b.generation,
+      revision: b.revision,
+      holder: b.holder ?? null,
+      t0: a.t0,
+      t1: a.t1,
+    });
     return { holder: b.holder ?? null, generation: b.generation, revision: b.revision };
   }
 
@@ -723,9 +843,24 @@ export class NetnsCluster {
   async renewAsHolder(): Promise<boolean> {
     const lease = await this.readLease();
     if (lease === null || lease.holder === null) return false;
-    const a = await this.http('POST', '/v1/lease/renew', { host: lease.holder, generation: lease.generation }, 3000, this.adminToken);
+    const a = await this.http(
+      'POST',
+      '/v1/lease/renew',
+      { host: lease.holder, generation: lease.generation },
+      3000,
+      this.adminToken,
+    );
     const l = (a.body as { lease?: { generation?: number; revision?: number } } | undefined)?.lease;
-    this.record({ src: 'client', op: 'renew', host: lease.holder, status: a.status ?? null, generation: l?.generation ?? null, revision: l?.revision ?? null, t0: a.t0, t1: a.t1 });
+    this.record({
+      src: 'client',
+      op: 'renew',
+      host: lease.holder,
+      status: a.status ?? null,
+      generation: l?.generation ?? null,
+      revision: l?.revision ?? null,
+      t0: a.t0,
+      t1: a.t1,
+    });
     return a.status === 200;
   }
 
@@ -740,7 +875,16 @@ export class NetnsCluster {
       const a = await this.http('POST', '/v1/lease/acquire', { host: h, seenGeneration: 0 }, 3000, token);
       const lease = (a.body as { lease?: { generation?: number; revision?: number } } | undefined)?.lease;
       if (a.status === 200) {
-        this.record({ src: 'client', op: 'acquire', host: h, status: 200, generation: lease?.generation ?? null, revision: lease?.revision ?? null, t0: a.t0, t1: a.t1 });
+        this.record({
+          src: 'client',
+          op: 'acquire',
+          host: h,
+          status: 200,
+          generation: lease?.generation ?? null,
+          revision: lease?.revision ?? null,
+          t0: a.t0,
+          t1: a.t1,
+        });
         return;
       }
       last = a.error ?? `${a.status} ${JSON.stringify(a.body)}`;
@@ -767,7 +911,25 @@ export class NetnsCluster {
     const p = this.spawnIn(
       NODE_OF[h],
       `fence-${h}`,
-      [HQ_CLI_(this.build()), 'fence', 'run', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds), '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
+      [
+        HQ_CLI_(this.build()),
+        'fence',
+        'run',
+        '--verbose',
+        '--role',
+        'cron',
+        '--recheck',
+        String(FENCE_RUN.recheckSeconds),
+        '--grace',
+        String(FENCE_RUN.graceSeconds),
+        '--config',
+        this.agentConfig(h),
+        '--',
+        process.execPath,
+        WORKER,
+        this.workerFile(h),
+        this.resource,
+      ],
       env,
       false,
     );
@@ -798,8 +960,26 @@ export class NetnsCluster {
     this.workersOn = true;
     for (const h of HOSTS) {
       const env = { ...this.env(null), HQF_HOST: h, HQF_LEASE_CORE: LEASE_CORE_(this.build()) };
-      const args = [HQ_CLI_(this.build()), 'fence', 'run', '--follow', '--verbose', '--role', 'cron', '--recheck', String(FENCE_RUN.recheckSeconds), '--grace', String(FENCE_RUN.graceSeconds)];
-      const p = this.spawnIn(NODE_OF[h], `follow-${h}`, [...args, '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource], env, false);
+      const args = [
+        HQ_CLI_(this.build()),
+        'fence',
+        'run',
+        '--follow',
+        '--verbose',
+        '--role',
+        'cron',
+        '--recheck',
+        String(FENCE_RUN.recheckSeconds),
+        '--grace',
+        String(FENCE_RUN.graceSeconds),
+      ];
+      const p = this.spawnIn(
+        NODE_OF[h],
+        `follow-${h}`,
+        [...args, '--config', this.agentConfig(h), '--', process.execPath, WORKER, this.workerFile(h), this.resource],
+        env,
+        false,
+      );
       this.workerSpawns++;
       this.workerSup.set(h, p);
     }
@@ -833,13 +1013,41 @@ export class NetnsCluster {
             const r = await askSocket(this.socket(h), '/v1/fence?role=cron', 1000);
             const t1 = hr();
             if (r !== null && r.status === 200 && !this.destroyed) {
-              const b = r.body as { run?: boolean; reason?: string; generation?: number; holder?: string | null; validForSeconds?: number | null };
-              this.lastFence.set(h, { run: b.run === true, generation: b.generation ?? 0, holder: b.holder ?? null, t: t1 });
-              this.record({ src: 'fence', host: h, run: b.run ?? null, reason: b.reason ?? null, generation: b.generation ?? null, holder: b.holder ?? null, validForSeconds: b.validForSeconds ?? null, t0, t1 });
+              const b = r.body as {
+                run?: boolean;
+                reason?: string;
+                generation?: number;
+                holder?: string | null;
+                validForSeconds?: number | null;
+              };
+              this.lastFence.set(h, {
+                run: b.run === true,
+                generation: b.generation ?? 0,
+                holder: b.holder ?? null,
+                t: t1,
+              });
+              this.record({
+                src: 'fence',
+                host: h,
+                run: b.run ?? null,
+                reason: b.reason ?? null,
+                generation: b.generation ?? null,
+                holder: b.holder ?? null,
+                validForSeconds: b.validForSeconds ?? null,
+                t0,
+                t1,
+              });
             } else if (!this.destroyed) {
               // Asked and not answered (agent stopped, killed, socket gone): the checker tells a
               // host that did not answer from a stretch the sampler never asked.
-              this.record({ src: 'fence', host: h, run: null, error: r === null ? 'no answer' : `status ${r.status}`, t0, t1 });
+              this.record({
+                src: 'fence',
+                host: h,
+                run: null,
+                error: r === null ? 'no answer' : `status ${r.status}`,
+                t0,
+                t1,
+              });
             }
             await sleep(200);
           }
@@ -858,21 +1066,30 @@ export class NetnsCluster {
 
   /** Cuts a link both ways (both ends down) or heals it. */
   async linkDown(link: Link, down: boolean): Promise<void> {
-    await Promise.all(LINK_ENDS[link].map((end) => ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up'])));
+    await Promise.all(
+      LINK_ENDS[link].map((end) => ipAsync(['-n', this.ns[end.node], 'link', 'set', end.dev, down ? 'down' : 'up'])),
+    );
   }
 
   /** The root qdisc of one link end: `DROP` (a zero-length pfifo), `SLOW` (a slow token bucket), or
    * none (`null`: back to the default; deleting a qdisc that is not there fails harmlessly). */
-  private qdisc(end: { node: Node; dev: string }, spec: readonly string[] | null): Promise<{ ok: boolean; err: string }> {
+  private qdisc(
+    end: { node: Node; dev: string },
+    spec: readonly string[] | null,
+  ): Promise<{ ok: boolean; err: string }> {
     const base = ['netns', 'exec', this.ns[end.node], 'tc', 'qdisc'];
-    return runAsync('ip', spec === null ? [...base, 'del', 'dev', end.dev, 'root'] : [...base, 'replace', 'dev', end.dev, 'root', ...spec]);
+    return runAsync(
+      'ip',
+      spec === null ? [...base, 'del', 'dev', end.dev, 'root'] : [...base, 'replace', 'dev', end.dev, 'root', ...spec],
+    );
   }
 
   /** Drops everything leaving `from`'s end of `link` (one direction only): a zero-length pfifo. */
   async oneWay(link: Link, fromNode: Node, on: boolean): Promise<void> {
     const end = LINK_ENDS[link].find((e) => e.node === fromNode)!;
     const r = await this.qdisc(end, on ? DROP : null);
-    if (!r.ok && on) throw new Error(`tc qdisc replace dev ${end.dev} root ${DROP.join(' ')} in ${this.ns[end.node]}: ${r.err}`);
+    if (!r.ok && on)
+      throw new Error(`tc qdisc replace dev ${end.dev} root ${DROP.join(' ')} in ${this.ns[end.node]}: ${r.err}`);
   }
 
   /**
@@ -1031,15 +1248,19 @@ export class NetnsCluster {
     if (this.destroyed) return;
     this.workersOn = false;
     const ps = [...this.all.values()].filter((p) => !p.exited);
-    const gone = Promise.all(ps.map((p) => new Promise<void>((r) => (p.exited ? r() : p.child.once('exit', () => r())))));
+    const gone = Promise.all(
+      ps.map((p) => new Promise<void>((r) => (p.exited ? r() : p.child.once('exit', () => r())))),
+    );
     this.destroyed = true;
     this.killAll();
     await Promise.all(
-      this.nodes.map((node) => this.ns[node]).map(async (n) => {
-        const pids = (await runAsync('ip', ['netns', 'pids', n])).out;
-        for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
-        await runAsync('ip', ['netns', 'del', n]);
-      }),
+      this.nodes
+        .map((node) => this.ns[node])
+        .map(async (n) => {
+          const pids = (await runAsync('ip', ['netns', 'pids', n])).out;
+          for (const s of pids.split(/\s+/).filter((x) => x !== '')) this.signal(Number(s), 'SIGKILL');
+          await runAsync('ip', ['netns', 'del', n]);
+        }),
     );
     if (this.removed) return; // Ctrl-C meanwhile: destroySync did it all
     this.removed = true;

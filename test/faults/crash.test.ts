@@ -20,13 +20,22 @@ if (!built) {
   missingTool(t, 'crash durability was skipped: the arbiter is not built');
 } else {
   t.setTimeout(900_000);
-  t.test(`kill -9 at ${KILL_POINTS} points of acknowledged CAS streams loses nothing and leaves an intact database`, async (t) => {
-    const r = await crashRun({ killPoints: KILL_POINTS, seed: SEED, log: (s) => t.comment(s) });
-    t.same(r.errors, [], 'no loss, no integrity failure, no 5xx, no harness error');
-    t.equal(r.killPoints, KILL_POINTS, `every kill point was reached (${r.killPoints})`);
-    t.equal(r.losses, 0, 'no acknowledged write was lost');
-    t.equal(r.integrityFailures, 0, 'PRAGMA integrity_check said ok after every kill');
-    t.ok(r.acknowledged >= KILL_POINTS, `writes were acknowledged before the kills (${r.acknowledged}: ${JSON.stringify(r.byOp)})`);
-    t.ok(r.byOp.transfer! > 0 && r.byOp.acquire! > 0 && r.byOp.renew! > 0, 'all three kinds of CAS were acknowledged');
-  });
+  t.test(
+    `kill -9 at ${KILL_POINTS} points of acknowledged CAS streams loses nothing and leaves an intact database`,
+    async (t) => {
+      const r = await crashRun({ killPoints: KILL_POINTS, seed: SEED, log: (s) => t.comment(s) });
+      t.same(r.errors, [], 'no loss, no integrity failure, no 5xx, no harness error');
+      t.equal(r.killPoints, KILL_POINTS, `every kill point was reached (${r.killPoints})`);
+      t.equal(r.losses, 0, 'no acknowledged write was lost');
+      t.equal(r.integrityFailures, 0, 'PRAGMA integrity_check said ok after every kill');
+      t.ok(
+        r.acknowledged >= KILL_POINTS,
+        `writes were acknowledged before the kills (${r.acknowledged}: ${JSON.stringify(r.byOp)})`,
+      );
+      t.ok(
+        r.byOp.transfer! > 0 && r.byOp.acquire! > 0 && r.byOp.renew! > 0,
+        'all three kinds of CAS were acknowledged',
+      );
+    },
+  );
 }

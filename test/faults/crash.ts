@@ -21,7 +21,14 @@ const cli = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (k === 'NODE_OPTIONS' || k === 'NODE_V8_COVERAGE' || k === 'LD_PRELOAD' || k.startsWith('_TAPJS_') || k.startsWith('TAP')) continue;
+    if (
+      k === 'NODE_OPTIONS' ||
+      k === 'NODE_V8_COVERAGE' ||
+      k === 'LD_PRELOAD' ||
+      k.startsWith('_TAPJS_') ||
+      k.startsWith('TAP')
+    )
+      continue;
     env[k] = v;
   }
   return env;
@@ -44,12 +51,18 @@ interface Life {
 }
 
 async function startArbiter(config: string): Promise<Life> {
-  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: childEnv(),
+  });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += String(d)));
   const port = await new Promise<number>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`the arbiter did not listen within 60 s: ${stderr.slice(-400)}`)), 60_000);
+    const timer = setTimeout(
+      () => fail(new Error(`the arbiter did not listen within 60 s: ${stderr.slice(-400)}`)),
+      60_000,
+    );
     void exited.then(() => fail(new Error(`the arbiter exited at start: ${stderr.slice(-400)}`)));
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       try {
@@ -66,10 +79,19 @@ async function startArbiter(config: string): Promise<Life> {
   return { proc, base: `http://127.0.0.1:${port}`, exited };
 }
 
-async function call(base: string, method: string, path: string, body: unknown, token: string | null): Promise<{ status: number; body: any }> {
+async function call(
+  base: string,
+  method: string,
+  path: string,
+  body: unknown,
+  token: string | null,
+): Promise<{ status: number; body: any }> {
   const r = await fetch(base + path, {
     method,
-    headers: { ...(token !== null ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     body: body !== undefined ? JSON.stringify(body) : undefined,
     signal: AbortSignal.timeout(5000),
   });
@@ -87,7 +109,12 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-export async function crashRun(opts: { killPoints: number; seed: number; log?: (s: string) => void; streams?: number }): Promise<CrashResult> {
+export async function crashRun(opts: {
+  killPoints: number;
+  seed: number;
+  log?: (s: string) => void;
+  streams?: number;
+}): Promise<CrashResult> {
   const began = Date.now();
   const log = opts.log ?? (() => undefined);
   const r = rng(opts.seed ^ 0x1234567);
@@ -106,10 +133,22 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
       dataDir: join(dir, 'var'),
     }),
   );
-  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
+  const issue = (m: string, scope: string): string =>
+    execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], {
+      encoding: 'utf8',
+      env: childEnv(),
+    }).trim();
   const member: Record<string, string> = { mbp: issue('mbp', 'member'), 'node-b': issue('node-b', 'member') };
   const admin = issue('ops', 'admin');
-  const res: CrashResult = { killPoints: 0, acknowledged: 0, byOp: { acquire: 0, renew: 0, transfer: 0 }, losses: 0, integrityFailures: 0, errors: [], minutes: 0 };
+  const res: CrashResult = {
+    killPoints: 0,
+    acknowledged: 0,
+    byOp: { acquire: 0, renew: 0, transfer: 0 },
+    losses: 0,
+    integrityFailures: 0,
+    errors: [],
+    minutes: 0,
+  };
   let maxGen = 0;
   let maxRev = 0;
   let life: Life | null = null;
@@ -121,10 +160,23 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
     // First life: both candidates report (never seen a generation) so the first grant is not held back.
     life = await startArbiter(config);
     await sleep(1200);
-    for (const h of ['mbp', 'node-b']) await call(life.base, 'POST', '/v1/heartbeat', { host: h, seenGeneration: 0, requestTimeoutSeconds: 0.5 }, member[h]!);
+    for (const h of ['mbp', 'node-b'])
+      await call(
+        life.base,
+        'POST',
+        '/v1/heartbeat',
+        { host: h, seenGeneration: 0, requestTimeoutSeconds: 0.5 },
+        member[h]!,
+      );
     let granted = false;
     for (let i = 0; i < 100 && !granted; i++) {
-      const a = await call(life.base, 'POST', '/v1/lease/acquire', { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 0.5 }, member.mbp!);
+      const a = await call(
+        life.base,
+        'POST',
+        '/v1/lease/acquire',
+        { host: 'mbp', seenGeneration: 0, requestTimeoutSeconds: 0.5 },
+        member.mbp!,
+      );
       if (a.status === 200) {
         granted = true;
         maxGen = a.body.lease.generation;
@@ -142,7 +194,9 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
       let generation: number = lease.body.generation;
       if (lease.body.generation < maxGen || lease.body.revision < maxRev) {
         res.losses++;
-        res.errors.push(`life ${k}: served g${lease.body.generation} r${lease.body.revision} below acknowledged g${maxGen} r${maxRev}`);
+        res.errors.push(
+          `life ${k}: served g${lease.body.generation} r${lease.body.revision} below acknowledged g${maxGen} r${maxRev}`,
+        );
       }
       let stop = false;
       let first = false;
@@ -153,9 +207,16 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
           const other = holder === 'mbp' ? 'node-b' : 'mbp';
           const [op, path, body, token] =
             // force: no agent heartbeats here, and the target's liveness is not what this run tests.
-            x < 0.03 ? (['transfer', '/v1/lease/transfer', { to: other, force: true }, admin] as const)
-            : x < 0.15 ? (['acquire', '/v1/lease/acquire', { host: holder, seenGeneration: generation }, member[holder]!] as const)
-            : (['renew', '/v1/lease/renew', { host: holder, generation }, member[holder]!] as const);
+            x < 0.03
+              ? (['transfer', '/v1/lease/transfer', { to: other, force: true }, admin] as const)
+              : x < 0.15
+                ? ([
+                    'acquire',
+                    '/v1/lease/acquire',
+                    { host: holder, seenGeneration: generation },
+                    member[holder]!,
+                  ] as const)
+                : (['renew', '/v1/lease/renew', { host: holder, generation }, member[holder]!] as const);
           let a: { status: number; body: any };
           try {
             a = await call(base, 'POST', path, body, token);
@@ -196,21 +257,30 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
           res.integrityFailures++;
           res.errors.push(`kill point ${k}: integrity_check says ${ic}`);
         }
-        const row = db.prepare("SELECT generation, revision FROM lease WHERE name = 'hq'").get() as { generation: number; revision: number } | undefined;
+        const row = db.prepare("SELECT generation, revision FROM lease WHERE name = 'hq'").get() as
+          | { generation: number; revision: number }
+          | undefined;
         if (row === undefined || row.generation < maxGen || row.revision < maxRev) {
           res.losses++;
-          res.errors.push(`kill point ${k}: the database holds g${row?.generation} r${row?.revision}, acknowledged g${maxGen} r${maxRev}`);
+          res.errors.push(
+            `kill point ${k}: the database holds g${row?.generation} r${row?.revision}, acknowledged g${maxGen} r${maxRev}`,
+          );
         }
       } finally {
         db.close();
       }
-      if (k % 50 === 49) log(`crash: ${k + 1} kill points, ${res.acknowledged} acknowledged writes, ${res.losses} losses, ${res.integrityFailures} integrity failures`);
+      if (k % 50 === 49)
+        log(
+          `crash: ${k + 1} kill points, ${res.acknowledged} acknowledged writes, ${res.losses} losses, ${res.integrityFailures} integrity failures`,
+        );
       life = await startArbiter(config);
     }
     const last = await call(life.base, 'GET', '/v1/lease', undefined, null);
     if (last.body.generation < maxGen || last.body.revision < maxRev) {
       res.losses++;
-      res.errors.push(`the last life serves g${last.body.generation} r${last.body.revision} below acknowledged g${maxGen} r${maxRev}`);
+      res.errors.push(
+        `the last life serves g${last.body.generation} r${last.body.revision} below acknowledged g${maxGen} r${maxRev}`,
+      );
     }
   } catch (err) {
     res.errors.push(`harness: ${(err as Error).message}`);
@@ -221,6 +291,10 @@ export async function crashRun(opts: { killPoints: number; seed: number; log?: (
     rmSync(dir, { recursive: true, force: true });
   }
   res.minutes = Math.round((Date.now() - began) / 600) / 100;
-  log(`crash: ${res.killPoints} kill points, ${res.acknowledged} acknowledged writes (${Object.entries(res.byOp).map(([k, v]) => `${k} ${v}`).join(', ')}), ${res.losses} losses, ${res.integrityFailures} integrity failures, ${res.minutes} min`);
+  log(
+    `crash: ${res.killPoints} kill points, ${res.acknowledged} acknowledged writes (${Object.entries(res.byOp)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}), ${res.losses} losses, ${res.integrityFailures} integrity failures, ${res.minutes} min`,
+  );
   return res;
 }

@@ -26,12 +26,18 @@ if (why !== null) {
   const clockJumps = faketimeAvailable();
   for (let i = 0; i < COUNT; i++) {
     const s = makeSchedule(SEED, i, WINDOW, { clockJumps, store: 'etcd' });
-    t.test(`store etcd: schedule ${i} of seed ${SEED} (${s.faults.map(describe).join(', ')}) keeps S1, S2, S3, S4 and S5`, async (t) => {
-      const r = await runSchedule(s, { window: WINDOW, tag: `${process.pid}`, store: 'etcd' });
-      t.comment(`runs ${r.report.runs.length}, writes ${r.report.writes.accepted} accepted / ${r.report.writes.refused} refused of ${r.report.writes.attempts}, recovery after heal ${r.recovery === null ? 'none within 45 s' : `${r.recovery.toFixed(1)} s`}, ${r.seconds.toFixed(0)} s`);
-      t.same(r.errors, [], 'the harness carried out every fault');
-      for (const p of ['S1', 'S2', 'S3', 'S4', 'S5'] as const) t.equal(r.report[p].verdict, 'OK', `${p} is OK (${r.report[p].detail.join('; ')})`);
-      t.ok(r.report.runs.length > 0, 'the workload ran at all');
-    });
+    t.test(
+      `store etcd: schedule ${i} of seed ${SEED} (${s.faults.map(describe).join(', ')}) keeps S1, S2, S3, S4 and S5`,
+      async (t) => {
+        const r = await runSchedule(s, { window: WINDOW, tag: `${process.pid}`, store: 'etcd' });
+        t.comment(
+          `runs ${r.report.runs.length}, writes ${r.report.writes.accepted} accepted / ${r.report.writes.refused} refused of ${r.report.writes.attempts}, recovery after heal ${r.recovery === null ? 'none within 45 s' : `${r.recovery.toFixed(1)} s`}, ${r.seconds.toFixed(0)} s`,
+        );
+        t.same(r.errors, [], 'the harness carried out every fault');
+        for (const p of ['S1', 'S2', 'S3', 'S4', 'S5'] as const)
+          t.equal(r.report[p].verdict, 'OK', `${p} is OK (${r.report[p].detail.join('; ')})`);
+        t.ok(r.report.runs.length > 0, 'the workload ran at all');
+      },
+    );
   }
 }

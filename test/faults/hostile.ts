@@ -26,7 +26,14 @@ const cli = (): string => join(buildRoot(), 'apps/arbiter/dist/cli.js');
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (k === 'NODE_OPTIONS' || k === 'NODE_V8_COVERAGE' || k === 'LD_PRELOAD' || k.startsWith('_TAPJS_') || k.startsWith('TAP')) continue;
+    if (
+      k === 'NODE_OPTIONS' ||
+      k === 'NODE_V8_COVERAGE' ||
+      k === 'LD_PRELOAD' ||
+      k.startsWith('_TAPJS_') ||
+      k.startsWith('TAP')
+    )
+      continue;
     env[k] = v;
   }
   return env;
@@ -133,7 +140,12 @@ export const ROUTES: readonly Route[] = [
   { method: 'POST', path: '/v1/lease/acquire', scope: 'member', body: () => ({ host: 'mbp', seenGeneration: 0 }) },
   { method: 'POST', path: '/v1/lease/renew', scope: 'member', body: () => ({ host: 'mbp', generation: 1 }) },
   { method: 'POST', path: '/v1/lease/release', scope: 'member', body: () => ({ host: 'mbp', generation: 1 }) },
-  { method: 'POST', path: '/v1/heartbeat', scope: 'member', body: () => ({ host: 'mbp', generation: 1, seenGeneration: 1 }) },
+  {
+    method: 'POST',
+    path: '/v1/heartbeat',
+    scope: 'member',
+    body: () => ({ host: 'mbp', generation: 1, seenGeneration: 1 }),
+  },
   { method: 'POST', path: '/v1/check', scope: 'admin', body: () => ({}) },
   { method: 'POST', path: '/v1/lease/transfer', scope: 'admin', body: () => ({ to: 'node-b' }) },
   { method: 'PUT', path: '/v1/maintenance', scope: 'admin', body: () => ({ enabled: false }) },
@@ -142,13 +154,59 @@ const MUTATIONS = ROUTES.filter((r) => r.body !== undefined);
 
 /** Host-name values no route may accept. */
 export const HOSTILE_HOSTS: readonly unknown[] = [
-  '', 'MBP', 'Mbp', ' mbp', 'mbp ', 'mbp\n', 'mbp\r\nX-Injected: 1', 'm\u0431p', 'mbр' /* Cyrillic er */, 'ｍｂｐ', 'mbp\u200b', 'mbp\u0000',
-  '../etc/passwd', '..', '.', 'mbp/../node-b', 'a'.repeat(33), 'a'.repeat(10_000), '-mbp', 'mbp.local', 'mbp_b', 'constructor', 'prototype', '__proto__',
-  'toString', 'hasOwnProperty', '😀', '%6d%62%70', 1, 0, true, null, ['mbp'], { host: 'mbp' },
+  '',
+  'MBP',
+  'Mbp',
+  ' mbp',
+  'mbp ',
+  'mbp\n',
+  'mbp\r\nX-Injected: 1',
+  'm\u0431p',
+  'mbр' /* Cyrillic er */,
+  'ｍｂｐ',
+  'mbp\u200b',
+  'mbp\u0000',
+  '../etc/passwd',
+  '..',
+  '.',
+  'mbp/../node-b',
+  'a'.repeat(33),
+  'a'.repeat(10_000),
+  '-mbp',
+  'mbp.local',
+  'mbp_b',
+  'constructor',
+  'prototype',
+  '__proto__',
+  'toString',
+  'hasOwnProperty',
+  '😀',
+  '%6d%62%70',
+  1,
+  0,
+  true,
+  null,
+  ['mbp'],
+  { host: 'mbp' },
 ];
 
 /** Values no generation field may accept. */
-export const HOSTILE_NUMBERS: readonly unknown[] = [-1, 1.5, 0.1, 2 ** 53, 1e308, -0.5, '1', '0x1', true, null, [1], { n: 1 }, Number.MAX_SAFE_INTEGER + 1, -9007199254740992];
+export const HOSTILE_NUMBERS: readonly unknown[] = [
+  -1,
+  1.5,
+  0.1,
+  2 ** 53,
+  1e308,
+  -0.5,
+  '1',
+  '0x1',
+  true,
+  null,
+  [1],
+  { n: 1 },
+  Number.MAX_SAFE_INTEGER + 1,
+  -9007199254740992,
+];
 
 function json(v: unknown): string {
   return JSON.stringify(v);
@@ -167,8 +225,19 @@ export function catalogue(t: Tokens): Case[] {
 
   for (const r of MUTATIONS) {
     const good = json(r.body!());
-    const base = (name: string, body: string | Buffer, extra: Partial<Req> = {}, expect?: readonly number[], mayHangUp = false): void => {
-      cases.push({ name: `${r.method} ${r.path}: ${name}`, req: { method: r.method, path: r.path, headers: [auth(tokenFor(r)), ct], body, ...extra }, expect, mayHangUp });
+    const base = (
+      name: string,
+      body: string | Buffer,
+      extra: Partial<Req> = {},
+      expect?: readonly number[],
+      mayHangUp = false,
+    ): void => {
+      cases.push({
+        name: `${r.method} ${r.path}: ${name}`,
+        req: { method: r.method, path: r.path, headers: [auth(tokenFor(r)), ct], body, ...extra },
+        expect,
+        mayHangUp,
+      });
     };
     base('malformed JSON', '{"host":', {}, [400]);
     base('truncated JSON', good.slice(0, Math.max(1, good.length - 3)), {}, [400]);
@@ -176,7 +245,12 @@ export function catalogue(t: Tokens): Case[] {
     base('empty body', '', {}, r.path === '/v1/check' ? [200, 400, 415] : [400, 415]);
     base('a UTF-8 BOM before the JSON', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]));
     base('a NUL byte inside the JSON', good.replace('{', '{\u0000'), {}, [400]);
-    base('a NUL byte inside a string', good.replace('"mbp"', '"mb\\u0000p"').replace('"node-b"', '"node\\u0000-b"'), {}, r.path === '/v1/check' || r.path === '/v1/maintenance' ? undefined : [400]);
+    base(
+      'a NUL byte inside a string',
+      good.replace('"mbp"', '"mb\\u0000p"').replace('"node-b"', '"node\\u0000-b"'),
+      {},
+      r.path === '/v1/check' || r.path === '/v1/maintenance' ? undefined : [400],
+    );
     base('10^5-deep arrays', deep(100_000, '[', ']'), {}, [400, 413]);
     base('10^5-deep objects', deep(100_000, '{"a":', '}'), {}, [400, 413]);
     base('10^4-deep objects inside a valid key', `{"host":${deep(10_000, '{"a":', '}')}}`, {}, [400, 413]);
@@ -186,12 +260,47 @@ export function catalogue(t: Tokens): Case[] {
     // it (RFC 9112 §9.6, lingering close): a hang-up is allowed here, a 5xx or a stack still is not.
     base('a 2 MiB JSON string', json({ host: 'x'.repeat(2 * 1024 * 1024) }), {}, [400, 413], true);
     base('a valid body sent chunked', good, { chunked: 3 });
-    base('a 1 MiB body sent chunked', json({ host: 'mbp', pad: 'y'.repeat(1024 * 1024) }), { chunked: 16 * 1024 }, [400, 413]);
-    base('Content-Length larger than the body', good, { noLength: true, headers: [auth(tokenFor(r)), ct, ['Content-Length', String(good.length + 50)]] }, [400, 408], true);
-    base('Content-Length smaller than the body', good, { noLength: true, headers: [auth(tokenFor(r)), ct, ['Content-Length', '3']] }, [400]);
-    base('both Content-Length and chunked', good, { chunked: 4, headers: [auth(tokenFor(r)), ct, ['Content-Length', String(good.length)]] }, [400]);
-    base('broken chunk sizes', Buffer.from(`zz\r\n${good}\r\n0\r\n\r\n`), { noLength: true, headers: [auth(tokenFor(r)), ct, ['Transfer-Encoding', 'chunked']] }, [400], true);
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml', 'application/jsonp', 'json', '*/*']) {
+    base(
+      'a 1 MiB body sent chunked',
+      json({ host: 'mbp', pad: 'y'.repeat(1024 * 1024) }),
+      { chunked: 16 * 1024 },
+      [400, 413],
+    );
+    base(
+      'Content-Length larger than the body',
+      good,
+      { noLength: true, headers: [auth(tokenFor(r)), ct, ['Content-Length', String(good.length + 50)]] },
+      [400, 408],
+      true,
+    );
+    base(
+      'Content-Length smaller than the body',
+      good,
+      { noLength: true, headers: [auth(tokenFor(r)), ct, ['Content-Length', '3']] },
+      [400],
+    );
+    base(
+      'both Content-Length and chunked',
+      good,
+      { chunked: 4, headers: [auth(tokenFor(r)), ct, ['Content-Length', String(good.length)]] },
+      [400],
+    );
+    base(
+      'broken chunk sizes',
+      Buffer.from(`zz\r\n${good}\r\n0\r\n\r\n`),
+      { noLength: true, headers: [auth(tokenFor(r)), ct, ['Transfer-Encoding', 'chunked']] },
+      [400],
+      true,
+    );
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/xml',
+      'application/jsonp',
+      'json',
+      '*/*',
+    ]) {
       base(`Content-Type ${type}`, good, { headers: [auth(tokenFor(r)), ['Content-Type', type]] }, [415, 400]);
     }
     base('no Content-Type', good, { headers: [auth(tokenFor(r))] }, [415, 400]);
@@ -204,11 +313,22 @@ export function catalogue(t: Tokens): Case[] {
     base('a constructor key', good.replace('{', '{"constructor":{"prototype":{"x":1}},'), {}, [400]);
     base('a prototype key', good.replace('{', '{"prototype":1,'), {}, [400]);
     base('an unknown field', good.replace('{', '{"extra":1,'), {}, [400]);
-    base('duplicate keys', good.replace('{', '{"host":"node-b",').replace('{"host":"node-b","to"', '{"to":"mbp","to"').replace('{"host":"node-b","enabled"', '{"enabled":true,"enabled"'));
+    base(
+      'duplicate keys',
+      good
+        .replace('{', '{"host":"node-b",')
+        .replace('{"host":"node-b","to"', '{"to":"mbp","to"')
+        .replace('{"host":"node-b","enabled"', '{"enabled":true,"enabled"'),
+    );
     if (good.includes('"')) base('single-quoted JSON', good.replace(/"/g, "'"), {}, [400]);
     base('trailing garbage', `${good}xyz`, {}, [400]);
     base('a trailing comma', good.replace(/}$/, ',}'), {}, [400]);
-    base('invalid UTF-8', Buffer.concat([Buffer.from('{"host":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}')]), {}, [400]);
+    base(
+      'invalid UTF-8',
+      Buffer.concat([Buffer.from('{"host":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}')]),
+      {},
+      [400],
+    );
     base('JSON with comments', `/* x */${good}`, {}, [400]);
   }
 
@@ -217,12 +337,24 @@ export function catalogue(t: Tokens): Case[] {
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/acquire')!, make: (h) => ({ host: h }) },
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/renew')!, make: (h) => ({ host: h, generation: 1 }) },
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/release')!, make: (h) => ({ host: 'mbp', handoverTo: h }) },
-    { r: MUTATIONS.find((x) => x.path === '/v1/heartbeat')!, make: (h) => ({ host: 'mbp', view: { target: h, reachable: false, ping: false, health: false } }) },
+    {
+      r: MUTATIONS.find((x) => x.path === '/v1/heartbeat')!,
+      make: (h) => ({ host: 'mbp', view: { target: h, reachable: false, ping: false, health: false } }),
+    },
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/transfer')!, make: (h) => ({ to: h }) },
   ];
   for (const { r, make } of hostFields) {
     for (const h of HOSTILE_HOSTS) {
-      cases.push({ name: `${r.path}: host ${json(h).slice(0, 40)}`, req: { method: r.method, path: r.path, headers: [auth(r.scope === 'admin' ? t.admin : t.mbp), ct], body: json(make(h)) }, expect: [400, 403] });
+      cases.push({
+        name: `${r.path}: host ${json(h).slice(0, 40)}`,
+        req: {
+          method: r.method,
+          path: r.path,
+          headers: [auth(r.scope === 'admin' ? t.admin : t.mbp), ct],
+          body: json(make(h)),
+        },
+        expect: [400, 403],
+      });
     }
   }
   // Bad numbers in every integer field.
@@ -230,19 +362,52 @@ export function catalogue(t: Tokens): Case[] {
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/renew')!, make: (n) => ({ host: 'mbp', generation: n }) },
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/acquire')!, make: (n) => ({ host: 'mbp', seenGeneration: n }) },
     { r: MUTATIONS.find((x) => x.path === '/v1/heartbeat')!, make: (n) => ({ host: 'mbp', seenGeneration: n }) },
-    { r: MUTATIONS.find((x) => x.path === '/v1/heartbeat')!, make: (n) => ({ host: 'mbp', confirmation: { holder: 'node-b', generation: 1, ageSeconds: n } }) },
+    {
+      r: MUTATIONS.find((x) => x.path === '/v1/heartbeat')!,
+      make: (n) => ({ host: 'mbp', confirmation: { holder: 'node-b', generation: 1, ageSeconds: n } }),
+    },
     { r: MUTATIONS.find((x) => x.path === '/v1/lease/release')!, make: (n) => ({ host: 'mbp', generation: n }) },
   ];
   for (const { r, make } of numFields) {
     for (const n of HOSTILE_NUMBERS) {
       // ageSeconds is a number, not an integer: a fraction is fine there.
-      const fractionOk = JSON.stringify(make(0)).includes('ageSeconds') && typeof n === 'number' && n >= 0 && n <= 31_536_000;
-      cases.push({ name: `${r.path}: number ${json(n)} in ${Object.keys(make(0) as object).join('/')}`, req: { method: r.method, path: r.path, headers: [auth(t.mbp), ct], body: json(make(n)).replace('9007199254740992', '9007199254740993') }, expect: fractionOk ? undefined : [400] });
+      const fractionOk =
+        JSON.stringify(make(0)).includes('ageSeconds') && typeof n === 'number' && n >= 0 && n <= 31_536_000;
+      cases.push({
+        name: `${r.path}: number ${json(n)} in ${Object.keys(make(0) as object).join('/')}`,
+        req: {
+          method: r.method,
+          path: r.path,
+          headers: [auth(t.mbp), ct],
+          body: json(make(n)).replace('9007199254740992', '9007199254740993'),
+        },
+        expect: fractionOk ? undefined : [400],
+      });
     }
   }
-  cases.push({ name: 'PUT /v1/maintenance: enabled as a string', req: { method: 'PUT', path: '/v1/maintenance', headers: [auth(t.admin), ct], body: '{"enabled":"true"}' }, expect: [400] });
-  cases.push({ name: 'PUT /v1/maintenance: a 10 KiB reason', req: { method: 'PUT', path: '/v1/maintenance', headers: [auth(t.admin), ct], body: json({ enabled: false, reason: 'r'.repeat(10_240) }) } });
-  cases.push({ name: 'PUT /v1/maintenance: a reason with CR/LF', req: { method: 'PUT', path: '/v1/maintenance', headers: [auth(t.admin), ct], body: json({ enabled: false, reason: 'a\r\nb' }) } });
+  cases.push({
+    name: 'PUT /v1/maintenance: enabled as a string',
+    req: { method: 'PUT', path: '/v1/maintenance', headers: [auth(t.admin), ct], body: '{"enabled":"true"}' },
+    expect: [400],
+  });
+  cases.push({
+    name: 'PUT /v1/maintenance: a 10 KiB reason',
+    req: {
+      method: 'PUT',
+      path: '/v1/maintenance',
+      headers: [auth(t.admin), ct],
+      body: json({ enabled: false, reason: 'r'.repeat(10_240) }),
+    },
+  });
+  cases.push({
+    name: 'PUT /v1/maintenance: a reason with CR/LF',
+    req: {
+      method: 'PUT',
+      path: '/v1/maintenance',
+      headers: [auth(t.admin), ct],
+      body: json({ enabled: false, reason: 'a\r\nb' }),
+    },
+  });
 
   // Authorization variants on every route that needs a token.
   for (const r of ROUTES.filter((x) => x.scope === 'member' || x.scope === 'admin')) {
@@ -257,15 +422,34 @@ export function catalogue(t: Tokens): Case[] {
       ['a 10 KiB token', [['Authorization', `Bearer ${'a'.repeat(10_240)}`]], [401, 400, 431]],
       ['Basic auth', [['Authorization', `Basic ${Buffer.from(`x:${good}`).toString('base64')}`]], [401, 400]],
       ['the token without a scheme', [['Authorization', good]], [401, 400]],
-      ['two Authorization headers', [['Authorization', `Bearer ${good}`], ['Authorization', `Bearer ${good}`]], [400]],
-      ['two Authorization headers, one bad', [['Authorization', `Bearer ${'0'.repeat(64)}`], ['Authorization', `Bearer ${good}`]], [400, 401]],
+      [
+        'two Authorization headers',
+        [
+          ['Authorization', `Bearer ${good}`],
+          ['Authorization', `Bearer ${good}`],
+        ],
+        [400],
+      ],
+      [
+        'two Authorization headers, one bad',
+        [
+          ['Authorization', `Bearer ${'0'.repeat(64)}`],
+          ['Authorization', `Bearer ${good}`],
+        ],
+        [400, 401],
+      ],
       ['lowercase scheme "bearer"', [['authorization', `bearer ${good}`]], undefined],
       ['uppercase scheme "BEARER"', [['AUTHORIZATION', `BEARER ${good}`]], undefined],
-      ['a token with CR inside', [['Authorization', `Bearer ${good.slice(0, 10)}\r${good.slice(10)}`]], [400, 401], ],
+      ['a token with CR inside', [['Authorization', `Bearer ${good.slice(0, 10)}\r${good.slice(10)}`]], [400, 401]],
       ['the query token', [['Authorization', `Bearer ${t.query}`]], [403]],
     ];
     for (const [name, hs, expect] of variants) {
-      cases.push({ name: `${r.method} ${r.path}: ${name}`, req: { method: r.method, path: r.path, headers: [...hs, ct], body }, expect, mayHangUp: name.includes('CR inside') });
+      cases.push({
+        name: `${r.method} ${r.path}: ${name}`,
+        req: { method: r.method, path: r.path, headers: [...hs, ct], body },
+        expect,
+        mayHangUp: name.includes('CR inside'),
+      });
     }
   }
 
@@ -288,7 +472,12 @@ export function catalogue(t: Tokens): Case[] {
       const expect = allowed ? undefined : tok === null ? [401] : [403];
       cases.push({
         name: `${r.method} ${r.path} with ${sname} is ${allowed ? 'served' : 'refused'}`,
-        req: { method: r.method, path: r.path, headers: [...(tok !== null ? [auth(tok)] : []), ...(r.body !== undefined ? [ct] : [])], body: r.body !== undefined ? json(r.body()) : undefined },
+        req: {
+          method: r.method,
+          path: r.path,
+          headers: [...(tok !== null ? [auth(tok)] : []), ...(r.body !== undefined ? [ct] : [])],
+          body: r.body !== undefined ? json(r.body()) : undefined,
+        },
         expect,
       });
     }
@@ -297,37 +486,190 @@ export function catalogue(t: Tokens): Case[] {
   // Wrong methods, hostile paths and queries, hostile headers.
   for (const r of ROUTES) {
     for (const m of ['DELETE', 'PATCH', r.method === 'GET' ? 'POST' : 'GET']) {
-      cases.push({ name: `${m} ${r.path} (wrong method)`, req: { method: m, path: r.path, headers: [auth(t.admin)], ...(m === 'GET' ? {} : { body: '{}', headers: [auth(t.admin), ct] }) }, expect: [404, 405, 400, 415] });
+      cases.push({
+        name: `${m} ${r.path} (wrong method)`,
+        req: {
+          method: m,
+          path: r.path,
+          headers: [auth(t.admin)],
+          ...(m === 'GET' ? {} : { body: '{}', headers: [auth(t.admin), ct] }),
+        },
+        expect: [404, 405, 400, 415],
+      });
     }
   }
   const paths = [
-    '/v1/../v1/lease', '/v1/lease/../../etc/passwd', '/v1/lease%00', '/v1/lease%2e%2e', '//v1/lease', '/v1//lease', `/v1/lease?x=${'a'.repeat(8000)}`, `/${'a'.repeat(100_000)}`,
-    '/v1/events?after=-1', '/v1/events?after=abc', '/v1/events?after=1.5', '/v1/events?after=1e400', '/v1/events?limit=0', '/v1/events?limit=100000', '/v1/events?limit=-5',
-    '/v1/events?limit=1.5', '/v1/events?after=1&after=2', '/v1/events?limit=1&limit=1000', '/v1/events?after=%00', '/v1/events?__proto__=1', '/v1/events?constructor=1',
-    '/v1/events?after=9007199254740993', '/v1/events?unknown=1', '/v1/LEASE', '/V1/lease', '/v1/lease/', '/v1/lease/acquire/extra', '/v1/events/stream/../../metrics', '/%ff%fe', '/v1/lease#frag',
+    '/v1/../v1/lease',
+    '/v1/lease/../../etc/passwd',
+    '/v1/lease%00',
+    '/v1/lease%2e%2e',
+    '//v1/lease',
+    '/v1//lease',
+    `/v1/lease?x=${'a'.repeat(8000)}`,
+    `/${'a'.repeat(100_000)}`,
+    '/v1/events?after=-1',
+    '/v1/events?after=abc',
+    '/v1/events?after=1.5',
+    '/v1/events?after=1e400',
+    '/v1/events?limit=0',
+    '/v1/events?limit=100000',
+    '/v1/events?limit=-5',
+    '/v1/events?limit=1.5',
+    '/v1/events?after=1&after=2',
+    '/v1/events?limit=1&limit=1000',
+    '/v1/events?after=%00',
+    '/v1/events?__proto__=1',
+    '/v1/events?constructor=1',
+    '/v1/events?after=9007199254740993',
+    '/v1/events?unknown=1',
+    '/v1/LEASE',
+    '/V1/lease',
+    '/v1/lease/',
+    '/v1/lease/acquire/extra',
+    '/v1/events/stream/../../metrics',
+    '/%ff%fe',
+    '/v1/lease#frag',
   ];
   for (const p of paths) cases.push({ name: `GET ${p.slice(0, 60)}`, req: { method: 'GET', path: p } });
   const ev = { method: 'GET', path: '/v1/lease' };
-  cases.push({ name: 'a header line without a colon', req: { ...ev, headers: [['X-Bad', 'x'], ['NoColonHere', '']].map(([k, v]) => (v === '' ? [k!, ''] : [k!, v!])) as [string, string][] }, mayHangUp: true });
-  cases.push({ name: 'a 64 KiB header', req: { ...ev, headers: [['X-Big', 'b'.repeat(64 * 1024)]] }, expect: [431, 400], mayHangUp: true });
-  cases.push({ name: 'a thousand headers', req: { ...ev, headers: Array.from({ length: 1000 }, (_, i) => [`X-H${i}`, 'v'] as const) }, mayHangUp: true });
-  cases.push({ name: 'a header with a NUL', req: { ...ev, headers: [['X-Nul', 'a\u0000b']] }, expect: [400, 200], mayHangUp: true });
-  cases.push({ name: 'an If-Match that is not a revision', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ct, ['If-Match', '"abc"']], body: json({ host: 'mbp', generation: 1 }) }, expect: [400, 412] });
-  cases.push({ name: 'a stale If-Match', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ct, ['If-Match', '"0"']], body: json({ host: 'mbp', generation: 1 }) }, expect: [412, 409, 400] });
-  cases.push({ name: 'two If-Match headers', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ct, ['If-Match', '"1"'], ['If-Match', '"2"']], body: json({ host: 'mbp', generation: 1 }) }, expect: [400, 412] });
-  cases.push({ name: 'HTTP/1.0 without Host', req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/1.0\r\n\r\n') } });
-  cases.push({ name: 'a request line of garbage', req: { method: 'GET', path: '/', bytes: Buffer.from('\u0000\u0001\u0002 garbage\r\n\r\n') }, mayHangUp: true });
-  cases.push({ name: 'an unknown HTTP version', req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/9.9\r\nHost: x\r\n\r\n') }, mayHangUp: true });
-  cases.push({ name: 'a bare LF request', req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/1.1\nHost: x\n\n') }, mayHangUp: true });
-  cases.push({ name: 'CR/LF injected into the path', req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease\r\nX-Injected: 1 HTTP/1.1\r\nHost: x\r\n\r\n') }, mayHangUp: true });
+  cases.push({
+    name: 'a header line without a colon',
+    req: {
+      ...ev,
+      headers: [
+        ['X-Bad', 'x'],
+        ['NoColonHere', ''],
+      ].map(([k, v]) => (v === '' ? [k!, ''] : [k!, v!])) as [string, string][],
+    },
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'a 64 KiB header',
+    req: { ...ev, headers: [['X-Big', 'b'.repeat(64 * 1024)]] },
+    expect: [431, 400],
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'a thousand headers',
+    req: { ...ev, headers: Array.from({ length: 1000 }, (_, i) => [`X-H${i}`, 'v'] as const) },
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'a header with a NUL',
+    req: { ...ev, headers: [['X-Nul', 'a\u0000b']] },
+    expect: [400, 200],
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'an If-Match that is not a revision',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ct, ['If-Match', '"abc"']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [400, 412],
+  });
+  cases.push({
+    name: 'a stale If-Match',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ct, ['If-Match', '"0"']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [412, 409, 400],
+  });
+  cases.push({
+    name: 'two If-Match headers',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ct, ['If-Match', '"1"'], ['If-Match', '"2"']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [400, 412],
+  });
+  cases.push({
+    name: 'HTTP/1.0 without Host',
+    req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/1.0\r\n\r\n') },
+  });
+  cases.push({
+    name: 'a request line of garbage',
+    req: { method: 'GET', path: '/', bytes: Buffer.from('\u0000\u0001\u0002 garbage\r\n\r\n') },
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'an unknown HTTP version',
+    req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/9.9\r\nHost: x\r\n\r\n') },
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'a bare LF request',
+    req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease HTTP/1.1\nHost: x\n\n') },
+    mayHangUp: true,
+  });
+  cases.push({
+    name: 'CR/LF injected into the path',
+    req: { method: 'GET', path: '/', bytes: Buffer.from('GET /v1/lease\r\nX-Injected: 1 HTTP/1.1\r\nHost: x\r\n\r\n') },
+    mayHangUp: true,
+  });
   cases.push({ name: 'an absolute-form request target', req: { method: 'GET', path: 'http://evil.example/v1/lease' } });
   cases.push({ name: 'OPTIONS *', req: { method: 'OPTIONS', path: '*' } });
-  cases.push({ name: 'an Expect: 100-continue mutation', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ct, ['Expect', '100-continue']], body: json({ host: 'mbp', generation: 1 }) } });
-  cases.push({ name: 'Content-Encoding gzip on a plain body', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ct, ['Content-Encoding', 'gzip']], body: json({ host: 'mbp', generation: 1 }) }, expect: [400, 415, 200, 409] });
-  cases.push({ name: 'application/json with charset utf-16', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.mbp), ['Content-Type', 'application/json; charset=utf-16']], body: json({ host: 'mbp', generation: 1 }) }, expect: [400, 415, 200, 409] });
-  cases.push({ name: 'a member acting for another host (renew)', req: { method: 'POST', path: '/v1/lease/renew', headers: [auth(t.nodeb), ct], body: json({ host: 'mbp', generation: 1 }) }, expect: [403] });
-  cases.push({ name: 'a member acting for another host (heartbeat)', req: { method: 'POST', path: '/v1/heartbeat', headers: [auth(t.mbp), ct], body: json({ host: 'node-b' }) }, expect: [403] });
-  cases.push({ name: 'a member acting for another host (release with handover)', req: { method: 'POST', path: '/v1/lease/release', headers: [auth(t.nodeb), ct], body: json({ host: 'mbp', handoverTo: 'node-b' }) }, expect: [403] });
+  cases.push({
+    name: 'an Expect: 100-continue mutation',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ct, ['Expect', '100-continue']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+  });
+  cases.push({
+    name: 'Content-Encoding gzip on a plain body',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ct, ['Content-Encoding', 'gzip']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [400, 415, 200, 409],
+  });
+  cases.push({
+    name: 'application/json with charset utf-16',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.mbp), ['Content-Type', 'application/json; charset=utf-16']],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [400, 415, 200, 409],
+  });
+  cases.push({
+    name: 'a member acting for another host (renew)',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/renew',
+      headers: [auth(t.nodeb), ct],
+      body: json({ host: 'mbp', generation: 1 }),
+    },
+    expect: [403],
+  });
+  cases.push({
+    name: 'a member acting for another host (heartbeat)',
+    req: { method: 'POST', path: '/v1/heartbeat', headers: [auth(t.mbp), ct], body: json({ host: 'node-b' }) },
+    expect: [403],
+  });
+  cases.push({
+    name: 'a member acting for another host (release with handover)',
+    req: {
+      method: 'POST',
+      path: '/v1/lease/release',
+      headers: [auth(t.nodeb), ct],
+      body: json({ host: 'mbp', handoverTo: 'node-b' }),
+    },
+    expect: [403],
+  });
   const seen = new Map<string, number>();
   return cases.map((c) => {
     const n = (seen.get(c.name) ?? 0) + 1;
@@ -338,10 +680,64 @@ export function catalogue(t: Tokens): Case[] {
 
 // ------------------------------------------------------------------ fuzzer
 
-const POOL_STRINGS = ['mbp', 'node-b', '', 'MBP', 'm\u0431p', '../x', 'a'.repeat(40), '__proto__', 'constructor', '\r\n', '\u0000', '😀', 'true', '1', 'null'];
-const POOL_VALUES: unknown[] = [0, 1, -1, 1.5, 2 ** 53, 1e308, true, false, null, [], {}, [1, 2], { a: 1 }, ...POOL_STRINGS];
-const FIELDS = ['host', 'generation', 'seenGeneration', 'to', 'enabled', 'reason', 'handoverTo', 'view', 'confirmation', 'heartbeatSeconds', '__proto__', 'constructor', 'x'];
-const TYPES = ['application/json', 'application/json', 'application/json', 'text/plain', 'application/json; charset=utf-8', '', 'application/x-www-form-urlencoded', 'APPLICATION/JSON'];
+const POOL_STRINGS = [
+  'mbp',
+  'node-b',
+  '',
+  'MBP',
+  'm\u0431p',
+  '../x',
+  'a'.repeat(40),
+  '__proto__',
+  'constructor',
+  '\r\n',
+  '\u0000',
+  '😀',
+  'true',
+  '1',
+  'null',
+];
+const POOL_VALUES: unknown[] = [
+  0,
+  1,
+  -1,
+  1.5,
+  2 ** 53,
+  1e308,
+  true,
+  false,
+  null,
+  [],
+  {},
+  [1, 2],
+  { a: 1 },
+  ...POOL_STRINGS,
+];
+const FIELDS = [
+  'host',
+  'generation',
+  'seenGeneration',
+  'to',
+  'enabled',
+  'reason',
+  'handoverTo',
+  'view',
+  'confirmation',
+  'heartbeatSeconds',
+  '__proto__',
+  'constructor',
+  'x',
+];
+const TYPES = [
+  'application/json',
+  'application/json',
+  'application/json',
+  'text/plain',
+  'application/json; charset=utf-8',
+  '',
+  'application/x-www-form-urlencoded',
+  'APPLICATION/JSON',
+];
 
 export function fuzzCase(r: () => number, t: Tokens): Case {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
@@ -349,10 +745,15 @@ export function fuzzCase(r: () => number, t: Tokens): Case {
   const method = r() < 0.9 ? route.method : pick(['GET', 'POST', 'PUT', 'DELETE', 'PATCH']);
   const tok = pick([t.admin, t.admin, t.mbp, t.mbp, t.nodeb, t.query, null, 'f'.repeat(64)]);
   const headers: [string, string][] = [];
-  if (tok !== null) headers.push([pick(['Authorization', 'authorization']), `${pick(['Bearer', 'bearer', 'BEARER', 'Basic', ''])} ${tok}`.trim()]);
+  if (tok !== null)
+    headers.push([
+      pick(['Authorization', 'authorization']),
+      `${pick(['Bearer', 'bearer', 'BEARER', 'Basic', ''])} ${tok}`.trim(),
+    ]);
   if (r() < 0.03 && tok !== null) headers.push(['Authorization', `Bearer ${tok}`]);
   let path = route.path;
-  if (path === '/v1/events' && r() < 0.5) path += `?after=${pick(['0', '-1', 'x', '1.5', '99999999999999999999'])}&limit=${pick(['1', '1000', '0', '1001', 'abc'])}`;
+  if (path === '/v1/events' && r() < 0.5)
+    path += `?after=${pick(['0', '-1', 'x', '1.5', '99999999999999999999'])}&limit=${pick(['1', '1000', '0', '1001', 'abc'])}`;
   if (r() < 0.03) path = pick(['/v1/lease/x', '/v1/%00', '/../', `/v1/lease?${'q'.repeat(2000)}`]);
   let body: string | Buffer | undefined;
   if (method !== 'GET' || r() < 0.05) {
@@ -409,14 +810,38 @@ export async function startServer(): Promise<Server> {
   // Default timings, and a daily check twelve hours from now (the arbiter wants checks every
   // day): no background write moves the revision or the event log under the comparison.
   const hour = (new Date().getUTCHours() + 12) % 24;
-  writeFileSync(config, JSON.stringify({ tailscaleBin: '', checkCron: `0 ${hour} * * *`, listen: { host: '127.0.0.1', port: 0 }, dataDir: join(dir, 'var'), candidates: ['mbp', 'node-b'] }));
-  const issue = (m: string, scope: string): string => execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], { encoding: 'utf8', env: childEnv() }).trim();
-  const tokens: Tokens = { admin: issue('ops', 'admin'), mbp: issue('mbp', 'member'), nodeb: issue('node-b', 'member'), query: issue('dash', 'query') };
-  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+  writeFileSync(
+    config,
+    JSON.stringify({
+      tailscaleBin: '',
+      checkCron: `0 ${hour} * * *`,
+      listen: { host: '127.0.0.1', port: 0 },
+      dataDir: join(dir, 'var'),
+      candidates: ['mbp', 'node-b'],
+    }),
+  );
+  const issue = (m: string, scope: string): string =>
+    execFileSync(process.execPath, [cli(), 'token', 'issue', m, '--scope', scope, '--config', config], {
+      encoding: 'utf8',
+      env: childEnv(),
+    }).trim();
+  const tokens: Tokens = {
+    admin: issue('ops', 'admin'),
+    mbp: issue('mbp', 'member'),
+    nodeb: issue('node-b', 'member'),
+    query: issue('dash', 'query'),
+  };
+  const proc = spawn(process.execPath, [cli(), 'serve', '--config', config], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: childEnv(),
+  });
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += String(d)));
   const port = await new Promise<number>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`the arbiter did not listen within 60 s: ${stderr.slice(-400)}`)), 60_000);
+    const timer = setTimeout(
+      () => fail(new Error(`the arbiter did not listen within 60 s: ${stderr.slice(-400)}`)),
+      60_000,
+    );
     proc.once('exit', () => fail(new Error(`the arbiter exited: ${stderr.slice(-400)}`)));
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       try {
@@ -452,7 +877,12 @@ async function state(port: number, known = 0): Promise<{ revision: number; lastE
 }
 
 /** Runs cases one by one; each answer checked, each rejection compared before/after. */
-export async function runCases(s: Server, cases: Iterable<Case>, res: HostileResult, counter: 'catalogue' | 'fuzzed'): Promise<void> {
+export async function runCases(
+  s: Server,
+  cases: Iterable<Case>,
+  res: HostileResult,
+  counter: 'catalogue' | 'fuzzed',
+): Promise<void> {
   let before = await state(s.port);
   for (const c of cases) {
     const a = await raw(s.port, build(s.port, c.req), 4000);
@@ -467,24 +897,39 @@ export async function runCases(s: Server, cases: Iterable<Case>, res: HostileRes
       if (c.mayHangUp !== true && counter === 'catalogue') fail('the server closed without an answer');
     } else {
       if (a.status >= 500) fail(`answered ${a.status}: ${a.body.slice(0, 200)}`);
-      if (c.expect !== undefined && !c.expect.includes(a.status)) fail(`answered ${a.status}, expected one of ${c.expect.join('/')}: ${a.body.slice(0, 160)}`);
+      if (c.expect !== undefined && !c.expect.includes(a.status))
+        fail(`answered ${a.status}, expected one of ${c.expect.join('/')}: ${a.body.slice(0, 160)}`);
     }
     if (STACK.test(a.body)) fail(`a stack trace in the body: ${a.body.slice(0, 200)}`);
     const after = await state(s.port, before?.lastEvent ?? 0);
     if (after === null) {
       fail('the state could not be read after it');
     } else if (before !== null && (a.status === null || (a.status >= 400 && a.status !== 409))) {
-      if (after.revision !== before.revision) fail(`a rejected request (${key}) moved the revision ${before.revision} → ${after.revision}`);
-      if (after.lastEvent !== before.lastEvent) fail(`a rejected request (${key}) added events (${before.lastEvent} → ${after.lastEvent})`);
+      if (after.revision !== before.revision)
+        fail(`a rejected request (${key}) moved the revision ${before.revision} → ${after.revision}`);
+      if (after.lastEvent !== before.lastEvent)
+        fail(`a rejected request (${key}) added events (${before.lastEvent} → ${after.lastEvent})`);
     }
     before = after;
   }
 }
 
-export async function hostileRun(opts: { requests: number; seed: number; log?: (s: string) => void }): Promise<HostileResult> {
+export async function hostileRun(opts: {
+  requests: number;
+  seed: number;
+  log?: (s: string) => void;
+}): Promise<HostileResult> {
   const began = Date.now();
   const log = opts.log ?? (() => undefined);
-  const res: HostileResult = { catalogue: 0, fuzzed: 0, byStatus: {}, hangUps: 0, failures: [], alive: false, minutes: 0 };
+  const res: HostileResult = {
+    catalogue: 0,
+    fuzzed: 0,
+    byStatus: {},
+    hangUps: 0,
+    failures: [],
+    alive: false,
+    minutes: 0,
+  };
   const s = await startServer();
   const onExit = (): void => {
     if (s.proc.exitCode === null) s.proc.kill('SIGKILL');
@@ -497,14 +942,18 @@ export async function hostileRun(opts: { requests: number; seed: number; log?: (
     const r = rng(opts.seed ^ 0x2545f491);
     const gen = function* (): Generator<Case> {
       for (let i = 0; i < opts.requests; i++) {
-        if (i > 0 && i % 5000 === 0) log(`hostile: ${i} fuzzed requests, ${res.failures.length} failures, ${Math.round((Date.now() - began) / 1000)} s`);
+        if (i > 0 && i % 5000 === 0)
+          log(
+            `hostile: ${i} fuzzed requests, ${res.failures.length} failures, ${Math.round((Date.now() - began) / 1000)} s`,
+          );
         yield fuzzCase(r, s.tokens);
       }
     };
     await runCases(s, gen(), res, 'fuzzed');
     const h = await raw(s.port, build(s.port, { method: 'GET', path: '/v1/health' }));
     res.alive = h.status === 200 && s.proc.exitCode === null;
-    if (!res.alive) res.failures.push(`the server is not alive at the end (health ${h.status}, exit ${s.proc.exitCode})`);
+    if (!res.alive)
+      res.failures.push(`the server is not alive at the end (health ${h.status}, exit ${s.proc.exitCode})`);
   } finally {
     onExit();
     process.removeListener('exit', onExit);
@@ -512,6 +961,8 @@ export async function hostileRun(opts: { requests: number; seed: number; log?: (
     rmSync(s.dir, { recursive: true, force: true });
   }
   res.minutes = Math.round((Date.now() - began) / 600) / 100;
-  log(`hostile: ${res.catalogue} catalogue cases + ${res.fuzzed} fuzzed requests, statuses ${JSON.stringify(res.byStatus)}, ${res.failures.length} failures, ${res.minutes} min`);
+  log(
+    `hostile: ${res.catalogue} catalogue cases + ${res.fuzzed} fuzzed requests, statuses ${JSON.stringify(res.byStatus)}, ${res.failures.length} failures, ${res.minutes} min`,
+  );
   return res;
 }

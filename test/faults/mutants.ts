@@ -49,21 +49,22 @@ const NO_STILL_ELECTED_CLOCK: Patch = {
   file: 'store/etcd/election.js',
   anchor: 'return s?.elected === true && this.live(s);',
   replacement: 'return s?.elected === true && s.ending === null; /* hqf mutant: stillElected without the clock */',
-  what: "Election.stillElected (`return s?.elected === true && this.live(s);`)",
+  what: 'Election.stillElected (`return s?.elected === true && this.live(s);`)',
 };
 /** election.ts `live` (E2/E3): a term found lapsed by our clock ends (without it, only etcd's word ends it). */
 const NO_LAPSE: Patch = {
   file: 'store/etcd/election.js',
   anchor: 'if (validFor(s.renewal, this.marginSeconds, this.clock.now()) > 0)\n            return true;',
   replacement: 'if (true /* hqf mutant: a term never lapses by our clock */)\n            return true;',
-  what: 'Election.live\'s lapse by our clock (`if (validFor(s.renewal, this.marginSeconds, this.clock.now()) > 0) return true;`)',
+  what: "Election.live's lapse by our clock (`if (validFor(s.renewal, this.marginSeconds, this.clock.now()) > 0) return true;`)",
 };
 
 export const MUTANTS: readonly Mutant[] = [
-  { name: 'no-write-guard', removes: 'the election compare on the store\'s writes', patches: [NO_WRITE_GUARD] },
+  { name: 'no-write-guard', removes: "the election compare on the store's writes", patches: [NO_WRITE_GUARD] },
   {
     name: 'no-term-check',
-    removes: 'every check that the term is still ours: the write guard, runOnce\'s mayDecide, stillElected\'s and live()\'s clock (a woken arbiter decides until etcd tells it its lease is gone)',
+    removes:
+      "every check that the term is still ours: the write guard, runOnce's mayDecide, stillElected's and live()'s clock (a woken arbiter decides until etcd tells it its lease is gone)",
     patches: [NO_WRITE_GUARD, NO_MAY_DECIDE, NO_STILL_ELECTED_CLOCK, NO_LAPSE],
   },
 ];
@@ -79,7 +80,10 @@ export function applyPatches(file: string, text: string, patches: readonly Patch
   let out = text;
   for (const p of patches) {
     const n = out.split(p.anchor).length - 1;
-    if (n !== 1) throw new Error(`mutant patch anchor ${n === 0 ? 'not found' : `found ${n} times`} in apps/arbiter/dist/${file}: ${p.what} — the source changed; update test/faults/mutants.ts`);
+    if (n !== 1)
+      throw new Error(
+        `mutant patch anchor ${n === 0 ? 'not found' : `found ${n} times`} in apps/arbiter/dist/${file}: ${p.what} — the source changed; update test/faults/mutants.ts`,
+      );
     out = out.replace(p.anchor, () => p.replacement);
   }
   return out;

@@ -29,7 +29,16 @@ if (Object.keys(process.env).some((k) => k === 'TAP' || k.startsWith('TAP_'))) {
   process.exit(0);
 }
 import { netnsUnavailable, faketimeAvailable, sleep, etcdUnavailable, type StoreKind } from './cluster.js';
-import { ALL_FAULT_KINDS, FAULT_KINDS, describe, makeSchedule, runSchedule, type FaultKind, type Schedule, type ScheduleResult } from './schedule.js';
+import {
+  ALL_FAULT_KINDS,
+  FAULT_KINDS,
+  describe,
+  makeSchedule,
+  runSchedule,
+  type FaultKind,
+  type Schedule,
+  type ScheduleResult,
+} from './schedule.js';
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -89,7 +98,13 @@ if (!process.argv.includes('--no-pin')) {
 }
 
 const started = Date.now();
-const summary: { [k: string]: unknown } = { command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(), seed, commit, store, startedAt: new Date(started).toISOString() };
+const summary: { [k: string]: unknown } = {
+  command: `npm run test:faults -- ${process.argv.slice(2).join(' ')}`.trim(),
+  seed,
+  commit,
+  store,
+  startedAt: new Date(started).toISOString(),
+};
 let failed = false;
 
 if (only.has('schedules') && schedules > 0) {
@@ -100,7 +115,8 @@ if (only.has('schedules') && schedules > 0) {
     failed = true;
   } else {
     const clockJumps = faketimeAvailable();
-    if (!clockJumps) process.stdout.write('clock-jump faults left out: libfaketime is not installed (apt-get install -y faketime)\n');
+    if (!clockJumps)
+      process.stdout.write('clock-jump faults left out: libfaketime is not installed (apt-get install -y faketime)\n');
     if (kinds !== undefined && !clockJumps && kinds.every((k) => k === 'clock-jump')) {
       process.stderr.write('test:faults: --kinds leaves only clock-jump, and libfaketime is not installed\n');
       process.exit(2);
@@ -126,13 +142,25 @@ if (only.has('schedules') && schedules > 0) {
       }
       const w = r.report.writes;
       for (const k of Object.keys(writes) as (keyof typeof writes)[]) writes[k] += w[k];
-      if (w.maxPastValidity !== null && (maxPastValidity === null || w.maxPastValidity > maxPastValidity)) maxPastValidity = w.maxPastValidity;
+      if (w.maxPastValidity !== null && (maxPastValidity === null || w.maxPastValidity > maxPastValidity))
+        maxPastValidity = w.maxPastValidity;
       handovers.push(...r.report.L1.handovers);
       if (r.recovery === null) noRecovery++;
       else recoveries.push(r.recovery);
-      const details = PROPS.filter((p) => r.report[p].verdict !== 'OK').map((p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`);
-      const refused = w.refused > 0 ? ` refused=${w.refused}${w.pastValidityAfterWake > 0 ? ` (after wake ${w.pastValidityAfterWake})` : ''}` : '';
-      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} writes=${w.accepted}/${w.attempts}${refused} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : `${r.recovery.toFixed(1)}s`} (${r.seconds.toFixed(0)} s: ${Object.entries(r.phases).map(([k, v]) => `${k} ${v}`).join(', ')})${r.errors.length > 0 ? ` harness: ${r.errors.join('; ')}` : ''}${details.length > 0 ? `\n    ${details.join('\n    ')}` : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
+      const details = PROPS.filter((p) => r.report[p].verdict !== 'OK').map(
+        (p) => `${p} ${r.report[p].verdict}: ${r.report[p].detail[0] ?? ''}`,
+      );
+      const refused =
+        w.refused > 0
+          ? ` refused=${w.refused}${w.pastValidityAfterWake > 0 ? ` (after wake ${w.pastValidityAfterWake})` : ''}`
+          : '';
+      const line = `#${i} seed=${s.seed} ${s.faults.map(describe).join(' ')} → ${r.report.verdict} runs=${r.report.runs.length} writes=${w.accepted}/${w.attempts}${refused} handovers=[${r.report.L1.handovers.map((x) => x.toFixed(1)).join(',')}] recovery=${r.recovery === null ? 'none' : `${r.recovery.toFixed(1)}s`} (${r.seconds.toFixed(0)} s: ${Object.entries(
+        r.phases,
+      )
+        .map(([k, v]) => `${k} ${v}`)
+        .join(
+          ', ',
+        )})${r.errors.length > 0 ? ` harness: ${r.errors.join('; ')}` : ''}${details.length > 0 ? `\n    ${details.join('\n    ')}` : ''}${r.dir !== null ? `\n    history kept in ${r.dir}` : ''}`;
       process.stdout.write(`${line}\n`);
       if (r.report.verdict !== 'OK') bad.push(line);
     };
@@ -168,7 +196,10 @@ if (only.has('schedules') && schedules > 0) {
       faultsByKind: byKind,
       verdicts,
       perProperty,
-      writes: { ...writes, maxPastValiditySeconds: maxPastValidity === null ? null : Math.round(maxPastValidity * 100) / 100 },
+      writes: {
+        ...writes,
+        maxPastValiditySeconds: maxPastValidity === null ? null : Math.round(maxPastValidity * 100) / 100,
+      },
       handoverGapSeconds: stats(handovers),
       recoveryAfterHealSeconds: stats(recoveries),
       noRecovery,

@@ -3,7 +3,24 @@
  * 1–3 faults (random kind, target, start and length inside a window) → heal → recovery →
  * check. The same seed gives the same schedules (the timing of the real processes differs).
  */
-import { DAEMONS, ETCD_DAEMONS, ETCD_LINKS, ETCD_MEMBERS, FAST_ETCD_STORE, HOSTS, LINKS, LINK_ENDS, NetnsCluster, hr, sleep, type Daemon, type Host, type Link, type Node, type StoreKind } from './cluster.js';
+import {
+  DAEMONS,
+  ETCD_DAEMONS,
+  ETCD_LINKS,
+  ETCD_MEMBERS,
+  FAST_ETCD_STORE,
+  HOSTS,
+  LINKS,
+  LINK_ENDS,
+  NetnsCluster,
+  hr,
+  sleep,
+  type Daemon,
+  type Host,
+  type Link,
+  type Node,
+  type StoreKind,
+} from './cluster.js';
 import { check, type Report } from './checker.js';
 
 /** mulberry32: small, fast, good enough to pick faults. */
@@ -32,7 +49,15 @@ export type Fault =
   | { kind: 'etcd-kill'; member: number; start: number; length: number };
 
 export type FaultKind = Fault['kind'];
-export const FAULT_KINDS: readonly FaultKind[] = ['cut-link', 'one-way', 'delay-loss', 'kill', 'stop', 'clock-jump', 'sleep'];
+export const FAULT_KINDS: readonly FaultKind[] = [
+  'cut-link',
+  'one-way',
+  'delay-loss',
+  'kill',
+  'stop',
+  'clock-jump',
+  'sleep',
+];
 /** The faults only a store etcd cluster has (partitions between the arbiters and etcd are link faults on `arb-etcd`). */
 export const ETCD_FAULT_KINDS: readonly FaultKind[] = ['kill-elected', 'stop-elected', 'etcd-kill'];
 export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...ETCD_FAULT_KINDS];
@@ -79,12 +104,19 @@ export function describe(f: Fault): string {
  * the elected arbiter, kill -9 of an etcd member, or a fault of the `arb-etcd` link — and the
  * others are drawn from every kind.
  */
-export function makeSchedule(seed: number, index: number, window: number, opts: { clockJumps: boolean; kinds?: readonly FaultKind[]; store?: StoreKind }): Schedule {
+export function makeSchedule(
+  seed: number,
+  index: number,
+  window: number,
+  opts: { clockJumps: boolean; kinds?: readonly FaultKind[]; store?: StoreKind },
+): Schedule {
   const s = (seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0;
   const r = rng(s);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
   const etcd = opts.store === 'etcd';
-  const kinds = (opts.kinds ?? (etcd ? ALL_FAULT_KINDS : FAULT_KINDS)).filter((k) => k !== 'clock-jump' || opts.clockJumps).filter((k) => etcd || !ETCD_FAULT_KINDS.includes(k));
+  const kinds = (opts.kinds ?? (etcd ? ALL_FAULT_KINDS : FAULT_KINDS))
+    .filter((k) => k !== 'clock-jump' || opts.clockJumps)
+    .filter((k) => etcd || !ETCD_FAULT_KINDS.includes(k));
   if (kinds.length === 0) throw new Error('no fault kind left to pick from');
   const links = etcd ? ETCD_LINKS : LINKS;
   const daemons = etcd ? ETCD_DAEMONS : DAEMONS;
@@ -100,7 +132,14 @@ export function makeSchedule(seed: number, index: number, window: number, opts: 
     const kind = pick(etcdFirst ? firstKinds : kinds);
     const start = Math.round(r() * (window * 0.6) * 10) / 10;
     const long = kind === 'stop' || kind === 'sleep';
-    const length = Math.round((long ? PAST_TTL + r() * 6 : kind === 'stop-elected' ? PAST_ELECTION_TTL + r() * 5 : 1 + r() * (window - start - 1)) * 10) / 10;
+    const length =
+      Math.round(
+        (long
+          ? PAST_TTL + r() * 6
+          : kind === 'stop-elected'
+            ? PAST_ELECTION_TTL + r() * 5
+            : 1 + r() * (window - start - 1)) * 10,
+      ) / 10;
     if (kind === 'kill-elected' || kind === 'stop-elected') {
       if (usedProcs.has('elected')) continue;
       usedProcs.add('elected');
@@ -146,7 +185,10 @@ export interface ScheduleResult {
 }
 
 /** Runs one schedule on a fresh cluster and checks its history. */
-export async function runSchedule(schedule: Schedule, opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string; store?: StoreKind; root?: string }): Promise<ScheduleResult> {
+export async function runSchedule(
+  schedule: Schedule,
+  opts: { window: number; keepFailed?: boolean; keepAll?: boolean; tag?: string; store?: StoreKind; root?: string },
+): Promise<ScheduleResult> {
   const began = hr();
   const errors: string[] = [];
   let c: NetnsCluster;
@@ -154,7 +196,15 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     c = await NetnsCluster.create(opts.tag, opts.store ?? 'sqlite', opts.root);
   } catch (err) {
     // No cluster, no history: the schedule is UNKNOWN (and fails the run).
-    return { schedule, report: check(''), recovery: null, seconds: hr() - began, dir: null, errors: [`cluster: ${(err as Error).message.slice(0, 300)}`], phases: {} };
+    return {
+      schedule,
+      report: check(''),
+      recovery: null,
+      seconds: hr() - began,
+      dir: null,
+      errors: [`cluster: ${(err as Error).message.slice(0, 300)}`],
+      phases: {},
+    };
   }
   let report: Report | null = null;
   let recovery: number | null = null;
@@ -272,11 +322,16 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     // Heal: everything back, every daemon alive, then wait for a host to run again.
     await c.healAll();
     if (c.store === 'etcd') for (const i of ETCD_MEMBERS.keys()) if (!c.etcdRunning(i)) c.startEtcdMember(i);
-    for (const d of c.daemonNames) if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
+    for (const d of c.daemonNames)
+      if (c.daemonPid(d) === null) await run(`restart ${d} at heal`, () => c.restartDaemon(d));
     c.record({ src: 'harness', kind: 'healed', t: hr() });
     const healed = hr();
     try {
-      await c.waitFor(async () => HOSTS.some((h) => c.lastFence.get(h)?.run === true && c.lastFence.get(h)!.t > healed), 45_000, 'a host may run after the heal');
+      await c.waitFor(
+        async () => HOSTS.some((h) => c.lastFence.get(h)?.run === true && c.lastFence.get(h)!.t > healed),
+        45_000,
+        'a host may run after the heal',
+      );
       recovery = hr() - healed;
     } catch {
       recovery = null;
@@ -302,5 +357,13 @@ export async function runSchedule(schedule: Schedule, opts: { window: number; ke
     await c.destroy(keep);
     phase('destroy');
   }
-  return { schedule, report: report ?? check(''),  recovery, seconds: hr() - began, dir: keep ? c.dir : null, errors, phases };
+  return {
+    schedule,
+    report: report ?? check(''),
+    recovery,
+    seconds: hr() - began,
+    dir: keep ? c.dir : null,
+    errors,
+    phases,
+  };
 }

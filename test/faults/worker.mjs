@@ -26,7 +26,10 @@ const fd = openSync(file, 'a');
 let seq = 0;
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 const line = (kind, extra = {}, s = seq++) =>
-  writeSync(fd, `${JSON.stringify({ src: 'worker', host, pid: process.pid, seq: s, generation, t: now(), kind, ...extra })}\n`);
+  writeSync(
+    fd,
+    `${JSON.stringify({ src: 'worker', host, pid: process.pid, seq: s, generation, t: now(), kind, ...extra })}\n`,
+  );
 
 const core = process.env.HQF_LEASE_CORE;
 const { sqliteGuard } = await import(core ? pathToFileURL(core).href : '@hq/lease-core/sqlite-guard');
@@ -62,10 +65,14 @@ function tick() {
     const highest = write.immediate(s);
     extra = { outcome: 'accepted', tw, highest };
   } catch (err) {
-    if (err instanceof Refused) extra = { outcome: 'refused', tw, reason: err.verdict.reason, highest: err.verdict.highest };
+    if (err instanceof Refused)
+      extra = { outcome: 'refused', tw, reason: err.verdict.reason, highest: err.verdict.highest };
     else extra = { outcome: 'error', tw, reason: String(err?.code ?? err?.message ?? err).slice(0, 80) };
   }
-  writeSync(fd, `${JSON.stringify({ src: 'worker', host, pid: process.pid, seq: s, generation, t, kind: 'tick', ...extra })}\n`);
+  writeSync(
+    fd,
+    `${JSON.stringify({ src: 'worker', host, pid: process.pid, seq: s, generation, t, kind: 'tick', ...extra })}\n`,
+  );
 }
 
 line('start');

@@ -39,13 +39,32 @@ for (const [name, expr, seconds] of intervals) {
 
 t.test('schedules that never fire are refused with the reason', async (t) => {
   const every: CronFields = cron.parse('0 0 * * *');
-  t.same(largestGapSeconds({ ...every, hour: [] }), { ok: false, message: 'never fires (no time of day matches)' }, 'no time of day');
-  t.same(largestGapSeconds({ ...every, dayOfMonth: [31], month: [2] }), { ok: false, message: 'never fires (no day of the calendar matches)' }, 'no day (31 February)');
-  t.same(largestGapSeconds({ ...every, dayOfMonth: [1], dayOfWeek: [7] }), largestGapSeconds({ ...every, dayOfMonth: [1], dayOfWeek: [0] }), 'weekday 7 is Sunday, as 0');
-  t.same(largestGapSeconds({ ...every, dayOfMonth: ['L-40'] }), { ok: false, message: 'never fires (no day of the calendar matches)' }, 'an offset before the month starts');
-  t.same(largestGapSeconds({ ...every, dayOfMonth: ['31W'], month: [2] }), { ok: false, message: 'never fires (no day of the calendar matches)' }, 'a W day past the end of the month');
+  t.same(
+    largestGapSeconds({ ...every, hour: [] }),
+    { ok: false, message: 'never fires (no time of day matches)' },
+    'no time of day',
+  );
+  t.same(
+    largestGapSeconds({ ...every, dayOfMonth: [31], month: [2] }),
+    { ok: false, message: 'never fires (no day of the calendar matches)' },
+    'no day (31 February)',
+  );
+  t.same(
+    largestGapSeconds({ ...every, dayOfMonth: [1], dayOfWeek: [7] }),
+    largestGapSeconds({ ...every, dayOfMonth: [1], dayOfWeek: [0] }),
+    'weekday 7 is Sunday, as 0',
+  );
+  t.same(
+    largestGapSeconds({ ...every, dayOfMonth: ['L-40'] }),
+    { ok: false, message: 'never fires (no day of the calendar matches)' },
+    'an offset before the month starts',
+  );
+  t.same(
+    largestGapSeconds({ ...every, dayOfMonth: ['31W'], month: [2] }),
+    { ok: false, message: 'never fires (no day of the calendar matches)' },
+    'a W day past the end of the month',
+  );
 });
-
 
 // nextFiring: when the schedule fires next in local time, as node-cron's own walk finds it (its
 // TimeMatcher, which the daemons no longer run: it reads the local time through Intl). Compared
@@ -60,13 +79,25 @@ t.test('nextFiring finds the run node-cron would find, in several time zones', a
   });
   const exprs = [...intervals.map(([, e]) => e), '30 2 * * *', '0,30 1-3 * * *', '*/15 * 2-3 * * *', '59 23 31 12 *'];
   // The days of the 2026 daylight-saving changes in Europe and the US, a leap day, and a year end.
-  const starts = ['2026-03-08T06:59:30Z', '2026-03-29T00:59:59Z', '2026-10-25T00:30:00Z', '2026-11-01T05:45:10Z', '2028-02-28T23:59:59Z', '2026-12-31T22:59:59.500Z', '2026-06-15T12:00:00Z'];
+  const starts = [
+    '2026-03-08T06:59:30Z',
+    '2026-03-29T00:59:59Z',
+    '2026-10-25T00:30:00Z',
+    '2026-11-01T05:45:10Z',
+    '2028-02-28T23:59:59Z',
+    '2026-12-31T22:59:59.500Z',
+    '2026-06-15T12:00:00Z',
+  ];
   for (const tz of ['UTC', 'Europe/Berlin', 'America/New_York', 'Australia/Lord_Howe']) {
     process.env['TZ'] = tz;
     const wrong: string[] = [];
     let compared = 0;
     for (const expr of exprs) {
-      const matcher = (cron.createTask(expr, () => undefined, { timezone: tz }) as unknown as { timeMatcher: { getNextMatch(d: Date): Date } }).timeMatcher;
+      const matcher = (
+        cron.createTask(expr, () => undefined, { timezone: tz }) as unknown as {
+          timeMatcher: { getNextMatch(d: Date): Date };
+        }
+      ).timeMatcher;
       const fields = cron.parse(expr);
       for (const start of starts) {
         // Five runs in a row from each start: each from the previous one, as a schedule walks.
@@ -76,7 +107,9 @@ t.test('nextFiring finds the run node-cron would find, in several time zones', a
           const next = nextFiring(fields, ours);
           theirs = matcher.getNextMatch(theirs);
           if (next !== theirs.getTime()) {
-            wrong.push(`"${expr}" run ${i + 1} after ${new Date(ours).toISOString()}: ${next === null ? 'null' : new Date(next).toISOString()}, node-cron ${theirs.toISOString()}`);
+            wrong.push(
+              `"${expr}" run ${i + 1} after ${new Date(ours).toISOString()}: ${next === null ? 'null' : new Date(next).toISOString()}, node-cron ${theirs.toISOString()}`,
+            );
             break;
           }
           ours = next;
@@ -89,22 +122,37 @@ t.test('nextFiring finds the run node-cron would find, in several time zones', a
   }
 });
 
-t.test('nextFiring: a local time that a daylight-saving change skips is no run; one it repeats runs once', async (t) => {
-  const saved = process.env['TZ'];
-  t.teardown(() => {
-    if (saved === undefined) delete process.env['TZ'];
-    else process.env['TZ'] = saved;
-  });
-  process.env['TZ'] = 'Europe/Berlin';
-  const daily = cron.parse('30 2 * * *');
-  // 29 March 2026: 02:00 → 03:00 local; there is no 02:30 that day.
-  t.equal(new Date(nextFiring(daily, Date.parse('2026-03-28T12:00:00Z'))!).toISOString(), '2026-03-30T00:30:00.000Z', 'the skipped 02:30 is passed over to the next day');
-  // 25 October 2026: 03:00 → 02:00 local; 02:30 happens twice, and runs once (node-cron, east of
-  // UTC, takes the second: the offset in effect at 02:30 UTC is winter time's).
-  const first = nextFiring(daily, Date.parse('2026-10-24T12:00:00Z'))!;
-  t.equal(new Date(first).toISOString(), '2026-10-25T01:30:00.000Z', 'the 02:30 of winter time');
-  t.equal(new Date(nextFiring(daily, first)!).toISOString(), '2026-10-26T01:30:00.000Z', 'then the next day');
-  // The hour before the change: its local times exist once, on winter time.
-  t.equal(new Date(nextFiring(cron.parse('30 1 * * *'), Date.parse('2026-03-28T12:00:00Z'))!).toISOString(), '2026-03-29T00:30:00.000Z', '01:30 on the day of the change, winter time');
-  t.equal(nextFiring({ ...daily, dayOfMonth: [31], month: [2] }, Date.now()), null, 'a schedule that never fires has no next run');
-});
+t.test(
+  'nextFiring: a local time that a daylight-saving change skips is no run; one it repeats runs once',
+  async (t) => {
+    const saved = process.env['TZ'];
+    t.teardown(() => {
+      if (saved === undefined) delete process.env['TZ'];
+      else process.env['TZ'] = saved;
+    });
+    process.env['TZ'] = 'Europe/Berlin';
+    const daily = cron.parse('30 2 * * *');
+    // 29 March 2026: 02:00 → 03:00 local; there is no 02:30 that day.
+    t.equal(
+      new Date(nextFiring(daily, Date.parse('2026-03-28T12:00:00Z'))!).toISOString(),
+      '2026-03-30T00:30:00.000Z',
+      'the skipped 02:30 is passed over to the next day',
+    );
+    // 25 October 2026: 03:00 → 02:00 local; 02:30 happens twice, and runs once (node-cron, east of
+    // UTC, takes the second: the offset in effect at 02:30 UTC is winter time's).
+    const first = nextFiring(daily, Date.parse('2026-10-24T12:00:00Z'))!;
+    t.equal(new Date(first).toISOString(), '2026-10-25T01:30:00.000Z', 'the 02:30 of winter time');
+    t.equal(new Date(nextFiring(daily, first)!).toISOString(), '2026-10-26T01:30:00.000Z', 'then the next day');
+    // The hour before the change: its local times exist once, on winter time.
+    t.equal(
+      new Date(nextFiring(cron.parse('30 1 * * *'), Date.parse('2026-03-28T12:00:00Z'))!).toISOString(),
+      '2026-03-29T00:30:00.000Z',
+      '01:30 on the day of the change, winter time',
+    );
+    t.equal(
+      nextFiring({ ...daily, dayOfMonth: [31], month: [2] }, Date.now()),
+      null,
+      'a schedule that never fires has no next run',
+    );
+  },
+);

@@ -1,8 +1,24 @@
 import t from 'tap';
-import { emptyLease, isExpired, isGeneration, isTime, parseRecord, toRecord } from '../../packages/lease-core/src/index.js';
+import {
+  emptyLease,
+  isExpired,
+  isGeneration,
+  isTime,
+  parseRecord,
+  toRecord,
+} from '../../packages/lease-core/src/index.js';
 import type { LeaseState, Observer, RecordSummary } from '../../packages/lease-core/src/index.js';
 
-const held: LeaseState = { ...emptyLease(6), holder: 'mbp', generation: 3, revision: 7, acquiredAt: 100, renewedAt: 110, expiresAt: 116, notBefore: 100 };
+const held: LeaseState = {
+  ...emptyLease(6),
+  holder: 'mbp',
+  generation: 3,
+  revision: 7,
+  acquiredAt: 100,
+  renewedAt: 110,
+  expiresAt: 116,
+  notBefore: 100,
+};
 
 t.test('emptyLease is the never-granted record', async (t) => {
   t.same(
@@ -58,7 +74,18 @@ t.test('toRecord shows the lease, the computed expiry and the views', async (t) 
     ['cloud-vm', observer('mbp', 106)],
     ['quiet', { view: null, confirmation: null, lastHeartbeatAt: 100, heartbeatSeconds: null }],
   ]);
-  const r = toRecord({ ...held, maintenance: true, floorPending: true, dualUnreachableStreak: 1, lastCheckAt: 106, promotedFrom: 'node-b' }, observers, 110);
+  const r = toRecord(
+    {
+      ...held,
+      maintenance: true,
+      floorPending: true,
+      dualUnreachableStreak: 1,
+      lastCheckAt: 106,
+      promotedFrom: 'node-b',
+    },
+    observers,
+    110,
+  );
   t.equal(r.name, 'hq', 'the record is named hq');
   t.equal(r.holder, 'mbp', 'holder');
   t.equal(r.generation, 3, 'generation');
@@ -82,7 +109,11 @@ t.test('toRecord shows the lease, the computed expiry and the views', async (t) 
   t.equal(toRecord({ ...held, released: true }, observers, 110).released, true, 'released shown');
   t.equal(r.displaced, null, 'no displaced holder');
   const d = { host: 'node-b', generation: 2, revision: 6, floor: 90, acknowledgedAt: 104, savedSeconds: 11 };
-  t.same(toRecord({ ...held, displaced: d }, observers, 110).displaced, { host: 'node-b', generation: 2, acknowledgedAt: 104, savedSeconds: 11 }, 'displaced shown without its revision and floor');
+  t.same(
+    toRecord({ ...held, displaced: d }, observers, 110).displaced,
+    { host: 'node-b', generation: 2, acknowledgedAt: 104, savedSeconds: 11 },
+    'displaced shown without its revision and floor',
+  );
   const { displaced: _gone, ...old } = held;
   t.equal(toRecord(old, observers, 110).displaced, null, 'a row written before 0.2.0 shows none');
 });
@@ -100,9 +131,13 @@ t.test('toRecord views have a null prototype and hostile names cannot pollute pr
   t.equal(r.views['__proto__']?.at, 1, '__proto__ is a plain data key');
   t.equal(({} as { [k: string]: unknown })['at'], undefined, 'Object.prototype was not touched');
   t.equal(Object.hasOwn(Object.prototype, 'target'), false, 'no view leaked into Object.prototype');
-  t.throws(() => {
-    (r.views as { [k: string]: unknown })['constructor'] = 'x';
-  }, TypeError, 'views cannot be overwritten');
+  t.throws(
+    () => {
+      (r.views as { [k: string]: unknown })['constructor'] = 'x';
+    },
+    TypeError,
+    'views cannot be overwritten',
+  );
   const view = { target: 'mbp', reachable: false, ping: false, health: false, at: 1 };
   // biome-ignore lint/suspicious/noProto: the test is that JSON keeps __proto__ as data
   t.same(JSON.parse(JSON.stringify(r)).views.__proto__, view, 'JSON shows the key as data');
@@ -146,24 +181,60 @@ const good = {
 
 t.test('parseRecord accepts an API record and keeps what the agent needs', async (t) => {
   const got = parseRecord(good);
-  const expected: RecordSummary = { holder: 'mbp', generation: 3, revision: 7, ttlSeconds: 6, safetyMarginSeconds: 1, expired: false, released: false, notBefore: 100, floorPending: false, displaced: null, now: 110 };
+  const expected: RecordSummary = {
+    holder: 'mbp',
+    generation: 3,
+    revision: 7,
+    ttlSeconds: 6,
+    safetyMarginSeconds: 1,
+    expired: false,
+    released: false,
+    notBefore: 100,
+    floorPending: false,
+    displaced: null,
+    now: 110,
+  };
   t.same(got, { ok: true, value: expected }, 'summary without extra fields');
 });
 
 const accepted: ReadonlyArray<readonly [string, object, Partial<RecordSummary>]> = [
-  ['a record without released and floorPending defaults both to false', { released: undefined, floorPending: undefined }, { released: false, floorPending: false }],
-  ['null released and floorPending default to false', { released: null, floorPending: null }, { released: false, floorPending: false }],
-  ['a never-granted record without holder is accepted while not expired', { holder: null, generation: 0, expired: false }, { holder: null, generation: 0 }],
-  ['a record without holder at a generation is accepted when expired', { holder: null, generation: 4, expired: true }, { holder: null, generation: 4, expired: true }],
+  [
+    'a record without released and floorPending defaults both to false',
+    { released: undefined, floorPending: undefined },
+    { released: false, floorPending: false },
+  ],
+  [
+    'null released and floorPending default to false',
+    { released: null, floorPending: null },
+    { released: false, floorPending: false },
+  ],
+  [
+    'a never-granted record without holder is accepted while not expired',
+    { holder: null, generation: 0, expired: false },
+    { holder: null, generation: 0 },
+  ],
+  [
+    'a record without holder at a generation is accepted when expired',
+    { holder: null, generation: 4, expired: true },
+    { holder: null, generation: 4, expired: true },
+  ],
   ['a null notBefore is accepted', { notBefore: null }, { notBefore: null }],
-  ['a released, floor-pending record is accepted', { released: true, floorPending: true, expired: true }, { released: true, floorPending: true }],
+  [
+    'a released, floor-pending record is accepted',
+    { released: true, floorPending: true, expired: true },
+    { released: true, floorPending: true },
+  ],
   ['a record without displaced (before 0.2.0) has none', { displaced: undefined }, { displaced: null }],
   [
     'a displaced holder is kept without its savedSeconds',
     { displaced: { host: 'node-b', generation: 2, acknowledgedAt: 105, savedSeconds: 12 } },
     { displaced: { host: 'node-b', generation: 2, acknowledgedAt: 105 } },
   ],
-  ['a displaced holder not yet acknowledged', { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } }, { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } }],
+  [
+    'a displaced holder not yet acknowledged',
+    { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } },
+    { displaced: { host: 'node-b', generation: 2, acknowledgedAt: null } },
+  ],
 ];
 
 for (const [name, patch, expected] of accepted) {
@@ -191,9 +262,21 @@ const problems: ReadonlyArray<readonly [string, unknown, string]> = [
   ['a zero ttl is refused', { ...good, ttlSeconds: 0 }, 'record.ttlSeconds must be a positive number'],
   ['a NaN ttl is refused', { ...good, ttlSeconds: Number.NaN }, 'record.ttlSeconds must be a positive number'],
   ['a ttl as a string is refused', { ...good, ttlSeconds: '6' }, 'record.ttlSeconds must be a positive number'],
-  ['a missing margin is refused (agents read it from the record, S6)', { ...good, safetyMarginSeconds: undefined }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
-  ['a negative margin is refused', { ...good, safetyMarginSeconds: -1 }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
-  ['a margin as long as the ttl is refused (no validity left)', { ...good, safetyMarginSeconds: 6 }, 'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds'],
+  [
+    'a missing margin is refused (agents read it from the record, S6)',
+    { ...good, safetyMarginSeconds: undefined },
+    'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds',
+  ],
+  [
+    'a negative margin is refused',
+    { ...good, safetyMarginSeconds: -1 },
+    'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds',
+  ],
+  [
+    'a margin as long as the ttl is refused (no validity left)',
+    { ...good, safetyMarginSeconds: 6 },
+    'record.safetyMarginSeconds must be a number ≥ 0 and below ttlSeconds',
+  ],
   ['a missing expired is refused', { ...good, expired: undefined }, 'record.expired must be a boolean'],
   ['an expired of 0 is refused', { ...good, expired: 0 }, 'record.expired must be a boolean'],
   ['a missing notBefore is refused', { ...good, notBefore: undefined }, 'record.notBefore must be a time or null'],
@@ -202,12 +285,36 @@ const problems: ReadonlyArray<readonly [string, unknown, string]> = [
   ['a floorPending of 1 is refused', { ...good, floorPending: 1 }, 'record.floorPending must be a boolean'],
   ['a missing now is refused', { ...good, now: undefined }, 'record.now must be a time'],
   ['a now as a string is refused', { ...good, now: '110' }, 'record.now must be a time'],
-  ['a displaced that is no object is refused', { ...good, displaced: 'node-b' }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
-  ['a displaced in an array is refused', { ...good, displaced: [] }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
-  ['a displaced without a host is refused', { ...good, displaced: { generation: 2, acknowledgedAt: null } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
-  ['a displaced with a bad generation is refused', { ...good, displaced: { host: 'node-b', generation: -2, acknowledgedAt: null } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
-  ['a displaced with a bad acknowledgedAt is refused', { ...good, displaced: { host: 'node-b', generation: 2, acknowledgedAt: '105' } }, 'record.displaced must be {host, generation, acknowledgedAt} or null'],
-  ['a record without holder at a generation must be expired', { ...good, holder: null, generation: 2, expired: false }, 'record without holder must be expired'],
+  [
+    'a displaced that is no object is refused',
+    { ...good, displaced: 'node-b' },
+    'record.displaced must be {host, generation, acknowledgedAt} or null',
+  ],
+  [
+    'a displaced in an array is refused',
+    { ...good, displaced: [] },
+    'record.displaced must be {host, generation, acknowledgedAt} or null',
+  ],
+  [
+    'a displaced without a host is refused',
+    { ...good, displaced: { generation: 2, acknowledgedAt: null } },
+    'record.displaced must be {host, generation, acknowledgedAt} or null',
+  ],
+  [
+    'a displaced with a bad generation is refused',
+    { ...good, displaced: { host: 'node-b', generation: -2, acknowledgedAt: null } },
+    'record.displaced must be {host, generation, acknowledgedAt} or null',
+  ],
+  [
+    'a displaced with a bad acknowledgedAt is refused',
+    { ...good, displaced: { host: 'node-b', generation: 2, acknowledgedAt: '105' } },
+    'record.displaced must be {host, generation, acknowledgedAt} or null',
+  ],
+  [
+    'a record without holder at a generation must be expired',
+    { ...good, holder: null, generation: 2, expired: false },
+    'record without holder must be expired',
+  ],
 ];
 
 for (const [name, input, problem] of problems) {

@@ -10,7 +10,10 @@ import { runSchedule } from './sim/schedule.js';
 
 const BUDGET = 4000;
 
-const cases = [...MUTANTS, ["no wait of the standby's own after a confirmation (the arbiter may hear of it too late)", noStandbyWait] as const];
+const cases = [
+  ...MUTANTS,
+  ["no wait of the standby's own after a confirmation (the arbiter may hear of it too late)", noStandbyWait] as const,
+];
 
 // The fault kinds each search draws from: every kind, or the ones that can expose the missing
 // mechanism (the search stays random within them; it only gets there sooner).
@@ -32,15 +35,27 @@ for (const [name, decisions] of cases) {
     let seed = 1;
     for (; seed <= BUDGET && caught === null; seed++) {
       const kinds = focus.get(name);
-      const r = runSchedule(seed, { decisions, stopEarly: true, skipL1: true, ...(kinds === undefined ? {} : { kinds }) });
+      const r = runSchedule(seed, {
+        decisions,
+        stopEarly: true,
+        skipL1: true,
+        ...(kinds === undefined ? {} : { kinds }),
+      });
       if (r.violations.length > 0) caught = r;
     }
     t.ok(caught !== null, `a violation is found within ${BUDGET} schedules`);
     if (caught !== null) {
       const v = caught.violations[0];
-      t.ok(v !== undefined && (v.property === 'S1' || v.property === 'S2'), `it is a safety violation (${JSON.stringify(v)})`);
+      t.ok(
+        v !== undefined && (v.property === 'S1' || v.property === 'S2'),
+        `it is a safety violation (${JSON.stringify(v)})`,
+      );
       t.comment(`${name}: seed ${caught.seed}, faults ${caught.faults.map((f) => f.kind).join(',')}: ${v?.detail}`);
-      const again = runSchedule(caught.seed, { stopEarly: true, skipL1: true, ...(kinds(name) === undefined ? {} : { kinds: kinds(name) }) });
+      const again = runSchedule(caught.seed, {
+        stopEarly: true,
+        skipL1: true,
+        ...(kinds(name) === undefined ? {} : { kinds: kinds(name) }),
+      });
       t.same(again.violations, [], `the real decision set passes that same schedule (seed ${caught.seed})`);
     }
   });

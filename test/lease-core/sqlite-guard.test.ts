@@ -18,12 +18,23 @@ t.test('sqliteGuard on a real database: raise, equal, lower', async (t) => {
   t.equal(guard.highest('ledger'), 3, 'the mark is stored');
   t.same(guard.accept('ledger', 3), { ok: true, highest: 3 }, 'an equal generation is accepted');
   t.same(guard.accept('ledger', 5), { ok: true, highest: 5 }, 'a higher generation raises the mark');
-  t.same(guard.accept('ledger', 4), { ok: false, reason: 'stale-generation', highest: 5 }, 'a lower generation is refused');
+  t.same(
+    guard.accept('ledger', 4),
+    { ok: false, reason: 'stale-generation', highest: 5 },
+    'a lower generation is refused',
+  );
   t.same(guard.accept('ledger', '6'), { ok: false, reason: 'bad-generation', highest: 5 }, 'a string is refused');
   t.equal(guard.highest('ledger'), 5, 'a refusal leaves the mark alone');
   t.same(guard.accept('replica', 1), { ok: true, highest: 1 }, 'resources have separate marks');
   const rows = db.prepare('SELECT resource, generation FROM hq_fence ORDER BY resource').all();
-  t.same(rows, [{ resource: 'ledger', generation: 5 }, { resource: 'replica', generation: 1 }], 'the default table holds one row per resource');
+  t.same(
+    rows,
+    [
+      { resource: 'ledger', generation: 5 },
+      { resource: 'replica', generation: 1 },
+    ],
+    'the default table holds one row per resource',
+  );
 });
 
 t.test('sqliteGuard survives a reopen and a second guard on the same table', async (t) => {
@@ -36,7 +47,11 @@ t.test('sqliteGuard survives a reopen and a second guard on the same table', asy
   t.teardown(() => b.close());
   const guard = sqliteGuard(b, 'marks');
   t.equal(guard.highest('x'), 9, 'the mark is durable');
-  t.same(guard.accept('x', 8), { ok: false, reason: 'stale-generation', highest: 9 }, 'and still fences after a restart');
+  t.same(
+    guard.accept('x', 8),
+    { ok: false, reason: 'stale-generation', highest: 9 },
+    'and still fences after a restart',
+  );
 });
 
 t.test("sqliteGuard works inside the caller's transaction and a refusal rolls the caller's write back", async (t) => {
@@ -54,45 +69,56 @@ t.test("sqliteGuard works inside the caller's transaction and a refusal rolls th
   t.throws(() => write.immediate(1, 'from the old holder'), /stale-generation/, 'the old holder is refused');
   t.equal(write(3, 'from generation 3'), 3, 'a newer holder commits (deferred transaction)');
   const texts = db.prepare('SELECT text FROM entries ORDER BY id').pluck().all();
-  t.same(texts, ['from generation 2', 'from generation 3'], "the refused write was rolled back with the caller's transaction");
+  t.same(
+    texts,
+    ['from generation 2', 'from generation 3'],
+    "the refused write was rolled back with the caller's transaction",
+  );
   t.equal(guard.highest('ledger'), 3, 'the mark only moved with committed writes');
   t.equal(db.inTransaction, false, 'no transaction is left open');
 });
 
-t.test('a mark raised by another connection between the read and the write is refused by the write itself', async (t) => {
-  const file = join(t.testdir(), 'race.db');
-  const db = new Database(file);
-  const other = new Database(file);
-  t.teardown(() => {
-    db.close();
-    other.close();
-  });
-  sqliteGuard(db).accept('ledger', 5);
-  // Wrap the database so that, right after the guard reads the mark (outside any transaction),
-  // another writer raises it: the conditional UPSERT must then change nothing.
-  let race = false;
-  const racing: SqliteLike = {
-    exec: (sql) => db.exec(sql),
-    prepare(sql) {
-      const stmt = db.prepare(sql);
-      return {
-        run: (...params: unknown[]) => stmt.run(...params),
-        get: (...params: unknown[]) => {
-          const row = stmt.get(...params);
-          if (race) {
-            race = false;
-            other.prepare('UPDATE hq_fence SET generation = 9 WHERE resource = ?').run('ledger');
-          }
-          return row;
-        },
-      };
-    },
-  };
-  const guard = sqliteGuard(racing);
-  race = true;
-  t.same(guard.accept('ledger', 7), { ok: false, reason: 'stale-generation', highest: 9 }, 'refused with the mark the other writer set');
-  t.equal(guard.highest('ledger'), 9, 'the mark was not lowered to 7');
-});
+t.test(
+  'a mark raised by another connection between the read and the write is refused by the write itself',
+  async (t) => {
+    const file = join(t.testdir(), 'race.db');
+    const db = new Database(file);
+    const other = new Database(file);
+    t.teardown(() => {
+      db.close();
+      other.close();
+    });
+    sqliteGuard(db).accept('ledger', 5);
+    // Wrap the database so that, right after the guard reads the mark (outside any transaction),
+    // another writer raises it: the conditional UPSERT must then change nothing.
+    let race = false;
+    const racing: SqliteLike = {
+      exec: (sql) => db.exec(sql),
+      prepare(sql) {
+        const stmt = db.prepare(sql);
+        return {
+          run: (...params: unknown[]) => stmt.run(...params),
+          get: (...params: unknown[]) => {
+            const row = stmt.get(...params);
+            if (race) {
+              race = false;
+              other.prepare('UPDATE hq_fence SET generation = 9 WHERE resource = ?').run('ledger');
+            }
+            return row;
+          },
+        };
+      },
+    };
+    const guard = sqliteGuard(racing);
+    race = true;
+    t.same(
+      guard.accept('ledger', 7),
+      { ok: false, reason: 'stale-generation', highest: 9 },
+      'refused with the mark the other writer set',
+    );
+    t.equal(guard.highest('ledger'), 9, 'the mark was not lowered to 7');
+  },
+);
 
 const badTables: ReadonlyArray<readonly [string, string]> = [
   ['a table name with a space is refused', 'hq fence'],

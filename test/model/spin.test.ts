@@ -27,7 +27,11 @@ interface Result {
   readonly output: string;
 }
 
-const runCheck = check as (config: Config, mutant?: string | null, options?: { optimize?: string; memoryMb?: number }) => Result;
+const runCheck = check as (
+  config: Config,
+  mutant?: string | null,
+  options?: { optimize?: string; memoryMb?: number },
+) => Result;
 const small = (CONFIGS as readonly Config[]).filter((c) => c.small === true);
 /** Small runs build pan with -O1: most of -O2's speed for a fraction of its compile time. */
 const OPTIONS = { optimize: '-O1', memoryMb: 2000 };
@@ -42,16 +46,25 @@ if (!toolsPresent()) {
     t.test(`${config.name}: the exhaustive search finds no violation of S1, S2 or S2w`, async (t) => {
       const r = runCheck(config, null, OPTIONS);
       t.equal(r.errors, 0, `errors: 0 (${r.flags})`);
-      t.ok(r.complete, `the search was complete: no depth or memory bound was hit${r.complete ? '' : `\n${r.output.slice(-1500)}`}`);
+      t.ok(
+        r.complete,
+        `the search was complete: no depth or memory bound was hit${r.complete ? '' : `\n${r.output.slice(-1500)}`}`,
+      );
       const states = r.states ?? 0;
-      t.ok(states >= config.states / 3 && states <= config.states * 3, `${states} states stored, within a factor of 3 of the ${config.states} SAFETY.md records`);
+      t.ok(
+        states >= config.states / 3 && states <= config.states * 3,
+        `${states} states stored, within a factor of 3 of the ${config.states} SAFETY.md records`,
+      );
     });
     for (const mutant of config.mutants) {
       t.test(`${config.name}: -D${mutant} gives a counterexample`, async (t) => {
         const r = runCheck(config, mutant, OPTIONS);
         t.ok((r.errors ?? 0) >= 1, `errors: ${r.errors} (${r.flags})`);
         t.ok(r.trail, 'spin wrote a trail of it');
-        t.ok(r.violated !== null && /^S1|^S2/.test(r.violated), `the violation is of a safety property (${r.violated}, depth ${r.depth})`);
+        t.ok(
+          r.violated !== null && /^S1|^S2/.test(r.violated),
+          `the violation is of a safety property (${r.violated}, depth ${r.depth})`,
+        );
       });
     }
   }

@@ -30,7 +30,10 @@ export interface Browser {
 }
 
 /** A page in a fresh Chromium, closed at teardown; null (and a skip) where there is no Chromium. */
-export async function openPage(t: Test, screen: { width: number; height: number; scale: number } = { width: 390, height: 844, scale: 2 }): Promise<Browser | null> {
+export async function openPage(
+  t: Test,
+  screen: { width: number; height: number; scale: number } = { width: 390, height: 844, scale: 2 },
+): Promise<Browser | null> {
   if (!existsSync(CHROMIUM)) {
     missingTool(t, `no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set HQ_CHROMIUM)`);
     return null;

@@ -27,7 +27,11 @@ interface World {
 }
 
 function listen(server: Server, where: { port: number; host: string } | string): Promise<void> {
-  return new Promise((resolve) => (typeof where === 'string' ? server.listen(where, () => resolve()) : server.listen(where.port, where.host, () => resolve())));
+  return new Promise((resolve) =>
+    typeof where === 'string'
+      ? server.listen(where, () => resolve())
+      : server.listen(where.port, where.host, () => resolve()),
+  );
 }
 
 function close(server: Server): Promise<void> {
@@ -38,8 +42,13 @@ function close(server: Server): Promise<void> {
   });
 }
 
-async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: boolean; old?: boolean } = {}): Promise<World> {
-  const h = await operatorHarness(t, opts.openReads === false ? { auth: { openReads: false } } : {}, { harness: { clockStart: Date.now() / 1000 + (opts.clockOffset ?? 0) } });
+async function world(
+  t: Tap.Test,
+  opts: { clockOffset?: number; openReads?: boolean; old?: boolean } = {},
+): Promise<World> {
+  const h = await operatorHarness(t, opts.openReads === false ? { auth: { openReads: false } } : {}, {
+    harness: { clockStart: Date.now() / 1000 + (opts.clockOffset ?? 0) },
+  });
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const arbiterPort = (h.app.server.address() as { port: number }).port;
   // A short path: unix socket paths are limited to ~104 bytes.
@@ -55,18 +64,37 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
     if (req.url === '/v1/peer/confirm') {
       const ok = req.headers.authorization === `Bearer ${'a'.repeat(64)}`;
       res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json', 'hq-protocol': '2' });
-      res.end(JSON.stringify(ok ? { confirmed: false, generation: 0, reason: 'probe' } : { error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' }));
+      res.end(
+        JSON.stringify(
+          ok
+            ? { confirmed: false, generation: 0, reason: 'probe' }
+            : { error: 'HQ_ERR_UNAUTHORIZED', message: 'a valid bearer token is required' },
+        ),
+      );
       return;
     }
     // A current peer says its protocol version; one of hq 0.1.x says none.
-    res.writeHead(req.url === '/v1/health' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
-    res.end(JSON.stringify({ status: 'ok', role: 'agent', host: 'node-b', ...(opts.old === true ? { version: '0.1.0' } : {}) }));
+    res.writeHead(req.url === '/v1/health' ? 200 : 404, {
+      'content-type': 'application/json',
+      ...(opts.old === true ? {} : { 'hq-protocol': '2' }),
+    });
+    res.end(
+      JSON.stringify({
+        status: 'ok',
+        role: 'agent',
+        host: 'node-b',
+        ...(opts.old === true ? { version: '0.1.0' } : {}),
+      }),
+    );
   });
   await listen(peer, { port: 0, host: '127.0.0.1' });
   t.teardown(() => close(peer));
   const socketPath = join(stateDir, 'agent.sock');
   const agent = createServer((req, res) => {
-    res.writeHead(req.url === '/v1/status' || req.url === '/v1/seen' ? 200 : 404, { 'content-type': 'application/json', ...(opts.old === true ? {} : { 'hq-protocol': '2' }) });
+    res.writeHead(req.url === '/v1/status' || req.url === '/v1/seen' ? 200 : 404, {
+      'content-type': 'application/json',
+      ...(opts.old === true ? {} : { 'hq-protocol': '2' }),
+    });
     res.end(JSON.stringify(req.url === '/v1/seen' ? { seen: false, generation: 0 } : { holder: null, generation: 0 }));
   });
   await listen(agent, socketPath);
@@ -74,7 +102,9 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   const unit = join(dir, 'hq-agent.service');
   writeFileSync(unit, '[Service]\nExecStart=/bin/true\n');
   const tailscale = join(dir, 'tailscale');
-  writeFileSync(tailscale, '#!/bin/sh\necho \'{"BackendState":"Running","MagicDNSSuffix":"example.ts.net"}\'\n', { mode: 0o755 });
+  writeFileSync(tailscale, '#!/bin/sh\necho \'{"BackendState":"Running","MagicDNSSuffix":"example.ts.net"}\'\n', {
+    mode: 0o755,
+  });
   const config: Record<string, unknown> = {
     hostName: 'mbp',
     arbiterUrl: `http://127.0.0.1:${arbiterPort}`,
@@ -107,14 +137,23 @@ async function world(t: Tap.Test, opts: { clockOffset?: number; openReads?: bool
   return w;
 }
 
-async function doctor(w: World, args: string[] = [], unitPaths: string[] = [w.unit]): Promise<{ code: number; out: string; err: string }> {
+async function doctor(
+  w: World,
+  args: string[] = [],
+  unitPaths: string[] = [w.unit],
+): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   // The arbiter's clock is a manual one: keep it on this host's clock (plus the case's offset).
   w.sync();
   const follow = setInterval(() => w.sync(), 5);
   try {
-    const code = await doctorCommand(['--config', w.configPath, ...args], { unitPaths, stdout: (s) => (out += s), stderr: (s) => (err += s), platform: 'linux' });
+    const code = await doctorCommand(['--config', w.configPath, ...args], {
+      unitPaths,
+      stdout: (s) => (out += s),
+      stderr: (s) => (err += s),
+      platform: 'linux',
+    });
     return { code, out, err };
   } finally {
     clearInterval(follow);
@@ -130,28 +169,60 @@ t.test('peer tokens that differ fail the peers check, though the peer answers it
   writeFileSync(join(w.stateDir, 'peer-token'), 'b'.repeat(64), { mode: 0o600 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'peers'), /^✖ peers +the confirmation path is broken — node-b: \S+ refuses this host's peer token \(HTTP 401\): the peer tokens differ/, 'the mismatch is named');
+  t.match(
+    line(r.out, 'peers'),
+    /^✖ peers +the confirmation path is broken — node-b: \S+ refuses this host's peer token \(HTTP 401\): the peer tokens differ/,
+    'the mismatch is named',
+  );
 });
 
 t.test('a healthy host passes every check and exits 0', async (t) => {
   const w = await world(t);
   const r = await doctor(w);
   t.equal(r.code, 0, `doctor exits 0 when every check passes:\n${r.out}`);
-  for (const name of ['config', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'peers', 'versions', 'tailscale', 'socket', 'unit']) {
+  for (const name of [
+    'config',
+    'arbiter-url',
+    'state-dir',
+    'token',
+    'peer-token',
+    'arbiter',
+    'clock',
+    'peers',
+    'versions',
+    'tailscale',
+    'socket',
+    'unit',
+  ]) {
     t.match(line(r.out, name), /^✔ /, `${name} passes`);
   }
-  t.match(line(r.out, 'config'), /valid for host mbp \(heartbeat every \S+ s, refresh \S+ s, request timeout \S+ s\)/, "the config line states this host's own cadence (the lease timing is the arbiter's)");
-  t.match(line(r.out, 'clock'), /clock is [\d.]+ s (behind|ahead of) the arbiter's/, 'the clock line states the offset');
+  t.match(
+    line(r.out, 'config'),
+    /valid for host mbp \(heartbeat every \S+ s, refresh \S+ s, request timeout \S+ s\)/,
+    "the config line states this host's own cadence (the lease timing is the arbiter's)",
+  );
+  t.match(
+    line(r.out, 'clock'),
+    /clock is [\d.]+ s (behind|ahead of) the arbiter's/,
+    'the clock line states the offset',
+  );
   t.notMatch(r.out, /fix:/, 'no fixes are suggested');
 });
 
-t.test('a peer and a local daemon of hq 0.1 (protocol 1) fail the versions check, naming what to upgrade', async (t) => {
-  const w = await world(t, { old: true });
-  const r = await doctor(w);
-  t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'versions'), /^✖ versions\s+the hq-agent daemon on this host speaks protocol 1 \(an older hq still running\); restart it; node-b runs hq 0\.1\.0 \(protocol 1\); upgrade it — fix: upgrade one host at a time/, 'both named, with the order');
-  t.match(line(r.out, 'peers'), /^✔ /, 'the peer still answers');
-});
+t.test(
+  'a peer and a local daemon of hq 0.1 (protocol 1) fail the versions check, naming what to upgrade',
+  async (t) => {
+    const w = await world(t, { old: true });
+    const r = await doctor(w);
+    t.equal(r.code, 1, 'doctor exits 1');
+    t.match(
+      line(r.out, 'versions'),
+      /^✖ versions\s+the hq-agent daemon on this host speaks protocol 1 \(an older hq still running\); restart it; node-b runs hq 0\.1\.0 \(protocol 1\); upgrade it — fix: upgrade one host at a time/,
+      'both named, with the order',
+    );
+    t.match(line(r.out, 'peers'), /^✔ /, 'the peer still answers');
+  },
+);
 
 t.test('each broken piece is one ✖ line with its fix, and doctor exits 1', async (t) => {
   const w = await world(t);
@@ -171,29 +242,52 @@ t.test('each broken piece is one ✖ line with its fix, and doctor exits 1', asy
     ['socket', /does not answer on .*agent\.sock .* — fix: start it: systemctl start hq-agent/],
     ['unit', /missing\.service exists — fix: install deploy\/systemd\/hq-agent\.service/],
   ];
-  for (const [name, re] of cases) t.match(line(r.out, name), new RegExp(`^✖ ${name}\\s+.*${re.source}`), `${name} fails with its fix`);
+  for (const [name, re] of cases)
+    t.match(line(r.out, name), new RegExp(`^✖ ${name}\\s+.*${re.source}`), `${name} fails with its fix`);
   t.match(line(r.out, 'config'), /^✔ /, 'the config still passes');
   t.match(line(r.out, 'arbiter'), /^✔ /, 'the arbiter still passes (openReads: the token is not needed to read)');
 });
 
-t.test('a reported generation the arbiter refused fails the generation check, naming the command that accepts it', async (t) => {
-  const w = await world(t);
-  const ok = await doctor(w);
-  t.match(line(ok.out, 'generation'), /^✔ generation\s+the arbiter refused no reported generation/, 'passes while nothing was refused');
-  w.sync();
-  const h = w.arbiter;
-  const r = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 9_007_199_254_740_990 }, h.tokens.nodeb);
-  t.equal(r.json().error, 'HQ_ERR_GENERATION_JUMP', 'the arbiter refuses the report');
-  const bad = await doctor(w);
-  t.equal(bad.code, 1, 'doctor exits 1');
-  t.match(line(bad.out, 'generation'), /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept 9007199254740990/, 'one line with the refusal and the fix');
-});
+t.test(
+  'a reported generation the arbiter refused fails the generation check, naming the command that accepts it',
+  async (t) => {
+    const w = await world(t);
+    const ok = await doctor(w);
+    t.match(
+      line(ok.out, 'generation'),
+      /^✔ generation\s+the arbiter refused no reported generation/,
+      'passes while nothing was refused',
+    );
+    w.sync();
+    const h = w.arbiter;
+    const r = await h.post('/v1/heartbeat', { host: 'node-b', seenGeneration: 9_007_199_254_740_990 }, h.tokens.nodeb);
+    t.equal(r.json().error, 'HQ_ERR_GENERATION_JUMP', 'the arbiter refuses the report');
+    const bad = await doctor(w);
+    t.equal(bad.code, 1, 'doctor exits 1');
+    t.match(
+      line(bad.out, 'generation'),
+      /^✖ generation\s+node-b's report of generation 9007199254740990 is refused.* — fix: if node-b really saw generation 9007199254740990 .*hq lease accept 9007199254740990/,
+      'one line with the refusal and the fix',
+    );
+  },
+);
 
 t.test('a running agent without hq\'s unit is an explained "–", not a ✖: a healthy install exits 0', async (t) => {
   const w = await world(t);
   const r = await doctor(w, [], [join(w.dir, 'missing.service')]);
-  t.match(line(r.out, 'unit'), /^– unit\s+no hq unit is installed .*the agent answers: it runs under something else/, 'explained, not failed');
-  t.equal(r.code, 0, `doctor exits 0 (${r.out.split('\n').filter((l) => l.startsWith('✖')).join(' | ')})`);
+  t.match(
+    line(r.out, 'unit'),
+    /^– unit\s+no hq unit is installed .*the agent answers: it runs under something else/,
+    'explained, not failed',
+  );
+  t.equal(
+    r.code,
+    0,
+    `doctor exits 0 (${r.out
+      .split('\n')
+      .filter((l) => l.startsWith('✖'))
+      .join(' | ')})`,
+  );
 });
 
 t.test('a token the arbiter does not know fails the arbiter check', async (t) => {
@@ -201,7 +295,11 @@ t.test('a token the arbiter does not know fails the arbiter check', async (t) =>
   writeFileSync(join(w.stateDir, 'token'), `${'0'.repeat(64)}\n`, { mode: 0o600 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'arbiter'), /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter join mbp --config \S+, then the hq join line/, 'the arbiter line says the token is refused and how to join again');
+  t.match(
+    line(r.out, 'arbiter'),
+    /^✖ arbiter .*refuses this host's token .* — fix: .*hq-arbiter join mbp --config \S+, then the hq join line/,
+    'the arbiter line says the token is refused and how to join again',
+  );
   t.match(line(r.out, 'clock'), /^– clock /, 'the clock check is skipped without a record');
 });
 
@@ -209,7 +307,11 @@ t.test('a clock far from the arbiter fails the clock check', async (t) => {
   const w = await world(t, { clockOffset: 100 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'clock'), /^✖ clock .*clock is (99|100|101) s behind the arbiter's .*more than 2 s — fix: enable time sync/, 'the clock line gives the offset and the fix');
+  t.match(
+    line(r.out, 'clock'),
+    /^✖ clock .*clock is (99|100|101) s behind the arbiter's .*more than 2 s — fix: enable time sync/,
+    'the clock line gives the offset and the fix',
+  );
   const relaxed = await doctor(w, ['--max-offset', '200']);
   t.match(line(relaxed.out, 'clock'), /^✔ clock /, '--max-offset raises the bound');
 });
@@ -219,7 +321,11 @@ t.test('an invalid config fails first and skips what needs it', async (t) => {
   w.write({ ttlSeconds: 1 });
   const r = await doctor(w);
   t.equal(r.code, 1, 'doctor exits 1');
-  t.match(line(r.out, 'config'), /^✖ config .*ttlSeconds: is a key of hq-arbiter's config, not of hq-agent's.* — fix: fix "ttlSeconds"/, "the config line names the key and its owner (S6: agents read the lease timing from the record)");
+  t.match(
+    line(r.out, 'config'),
+    /^✖ config .*ttlSeconds: is a key of hq-arbiter's config, not of hq-agent's.* — fix: fix "ttlSeconds"/,
+    'the config line names the key and its owner (S6: agents read the lease timing from the record)',
+  );
   t.match(line(r.out, 'token'), /^– token\s+needs a valid config/, 'checks that need the config are skipped');
   t.match(line(r.out, 'unit'), /^✔ unit /, 'the unit is still checked');
 });
@@ -238,8 +344,21 @@ t.test('--json prints every check as data; --help and bad flags', async (t) => {
   t.equal(r.code, 0, 'exit 0');
   const doc = JSON.parse(r.out) as { ok: boolean; checks: DoctorCheck[] };
   t.equal(doc.ok, true, 'ok is true');
-  t.equal(doc.checks.length, 15, 'fifteen checks (hostname; timing: the arbiter\'s word on this cadence; generation: a report it refused; versions: every host still to upgrade)');
-  t.ok(doc.checks.every((c) => typeof c.name === 'string' && ['pass', 'fail', 'skip'].includes(c.status) && typeof c.detail === 'string' && typeof c.fix === 'string'), 'each check has name, status, detail and fix');
+  t.equal(
+    doc.checks.length,
+    15,
+    "fifteen checks (hostname; timing: the arbiter's word on this cadence; generation: a report it refused; versions: every host still to upgrade)",
+  );
+  t.ok(
+    doc.checks.every(
+      (c) =>
+        typeof c.name === 'string' &&
+        ['pass', 'fail', 'skip'].includes(c.status) &&
+        typeof c.detail === 'string' &&
+        typeof c.fix === 'string',
+    ),
+    'each check has name, status, detail and fix',
+  );
   const help = await doctor(w, ['--help']);
   t.equal(help.code, 0, '--help exits 0');
   t.match(help.out, /^Usage: hq doctor/, '--help prints the usage');

@@ -31,7 +31,15 @@ t.test('followEvents delivers each committed event once, across a dropped connec
   const seen: StreamEvent[] = [];
   const problems: string[] = [];
   const ctl = new AbortController();
-  const done = followEvents({ url, token: null, after, signal: ctl.signal, onEvent: (e) => seen.push(e), onProblem: (l) => problems.push(l), retryMs: 50 });
+  const done = followEvents({
+    url,
+    token: null,
+    after,
+    signal: ctl.signal,
+    onEvent: (e) => seen.push(e),
+    onProblem: (l) => problems.push(l),
+    retryMs: 50,
+  });
   await new Promise((r) => setTimeout(r, 200));
   await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   t.ok(await until(() => seen.some((e) => e.event === 'acquired'), 5000), 'the acquire arrived on the stream');
@@ -42,8 +50,15 @@ t.test('followEvents delivers each committed event once, across a dropped connec
   ctl.abort();
   const r = await done;
   const ids = seen.map((e) => e.id);
-  t.same(ids, [...new Set(ids)].sort((a, b) => a - b), 'every event arrived once, in id order');
-  t.ok(ids.every((id) => id > after), 'nothing at or before the start id was sent');
+  t.same(
+    ids,
+    [...new Set(ids)].sort((a, b) => a - b),
+    'every event arrived once, in id order',
+  );
+  t.ok(
+    ids.every((id) => id > after),
+    'nothing at or before the start id was sent',
+  );
   t.equal(r.lastId, ids[ids.length - 1], 'the last id seen is returned');
   t.equal(r.unsupported, false, 'the stream was supported');
 });
@@ -57,13 +72,25 @@ t.test('an arbiter without the stream is reported as unsupported; a refused toke
   t.teardown(() => new Promise<void>((r) => old.close(() => r())));
   const ctl = new AbortController();
   t.teardown(() => ctl.abort());
-  const r = await followEvents({ url: `http://127.0.0.1:${(old.address() as { port: number }).port}`, token: null, after: 0, signal: ctl.signal, onEvent: () => undefined });
+  const r = await followEvents({
+    url: `http://127.0.0.1:${(old.address() as { port: number }).port}`,
+    token: null,
+    after: 0,
+    signal: ctl.signal,
+    onEvent: () => undefined,
+  });
   t.equal(r.unsupported, true, 'a 404 means the arbiter has no stream (fall back to polling)');
 
   const h = await operatorHarness(t, { auth: { openReads: false } });
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(h.app.server.address() as { port: number }).port}`;
-  const refused = await followEvents({ url, token: '0'.repeat(64), after: 0, signal: ctl.signal, onEvent: () => undefined });
+  const refused = await followEvents({
+    url,
+    token: '0'.repeat(64),
+    after: 0,
+    signal: ctl.signal,
+    onEvent: () => undefined,
+  });
   t.match(refused.failed ?? '', /HTTP 401 \(HQ_ERR_UNAUTHORIZED/, 'an unknown token stops with the 401 in one line');
 });
 
@@ -72,6 +99,13 @@ t.test('parseFrames handles split chunks, comments, CRLF and multi-line data', a
   let rest = parseFrames(': keep-alive\n\nid: 1\nevent: hq\nda', (f) => got.push(f));
   t.equal(got.length, 0, 'a comment and a half frame give nothing yet');
   rest = parseFrames(`${rest}ta: {"a":1}\n\nid: 2\r\ndata: x\r\ndata: y\r\n\r\n`, (f) => got.push(f));
-  t.same(got, [{ id: '1', event: 'hq', data: '{"a":1}' }, { id: '2', event: null, data: 'x\ny' }], 'both frames are parsed');
+  t.same(
+    got,
+    [
+      { id: '1', event: 'hq', data: '{"a":1}' },
+      { id: '2', event: null, data: 'x\ny' },
+    ],
+    'both frames are parsed',
+  );
   t.equal(rest, '', 'nothing is left over');
 });

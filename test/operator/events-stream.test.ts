@@ -20,43 +20,46 @@ interface Stream {
 
 function open(port: number, path: string, headers: Record<string, string> = {}): Promise<Stream> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: { accept: 'text/event-stream', ...headers } }, (res) => {
-      let buf = '';
-      const waiters = new Set<() => void>();
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        buf += c;
-        for (const w of [...waiters]) w();
-      });
-      res.on('end', () => {
-        for (const w of [...waiters]) w();
-      });
-      resolve({
-        res,
-        text: () => buf,
-        until: (pred, ms) =>
-          new Promise((ok, fail) => {
-            const check = (): void => {
-              if (pred(buf)) {
-                clearTimeout(timer);
+    const req = request(
+      { host: '127.0.0.1', port, path, headers: { accept: 'text/event-stream', ...headers } },
+      (res) => {
+        let buf = '';
+        const waiters = new Set<() => void>();
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          buf += c;
+          for (const w of [...waiters]) w();
+        });
+        res.on('end', () => {
+          for (const w of [...waiters]) w();
+        });
+        resolve({
+          res,
+          text: () => buf,
+          until: (pred, ms) =>
+            new Promise((ok, fail) => {
+              const check = (): void => {
+                if (pred(buf)) {
+                  clearTimeout(timer);
+                  waiters.delete(check);
+                  ok(buf);
+                } else if (res.complete) {
+                  clearTimeout(timer);
+                  waiters.delete(check);
+                  fail(new Error(`stream ended before the condition; got: ${buf.slice(-300)}`));
+                }
+              };
+              const timer = setTimeout(() => {
                 waiters.delete(check);
-                ok(buf);
-              } else if (res.complete) {
-                clearTimeout(timer);
-                waiters.delete(check);
-                fail(new Error(`stream ended before the condition; got: ${buf.slice(-300)}`));
-              }
-            };
-            const timer = setTimeout(() => {
-              waiters.delete(check);
-              fail(new Error(`condition not met within ${ms} ms; got: ${buf.slice(-300)}`));
-            }, ms);
-            waiters.add(check);
-            check();
-          }),
-        close: () => req.destroy(),
-      });
-    });
+                fail(new Error(`condition not met within ${ms} ms; got: ${buf.slice(-300)}`));
+              }, ms);
+              waiters.add(check);
+              check();
+            }),
+          close: () => req.destroy(),
+        });
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -75,7 +78,7 @@ t.test('the stream sends the backlog, then each committed event at once', async 
   const h = await operatorHarness(t, {}, { streamPollMs: 60_000 });
   wireNotify(h);
   await h.settle();
-  const backlog = (await h.rt.store.listEvents(0, 1000));
+  const backlog = await h.rt.store.listEvents(0, 1000);
   t.ok(backlog.length > 0, 'settling wrote events');
   const port = await listen(h);
   const s = await open(port, `${PREFIX}/v1/events/stream?after=0`);
@@ -84,7 +87,11 @@ t.test('the stream sends the backlog, then each committed event at once', async 
   t.match(s.res.headers['content-type'], /^text\/event-stream/, 'the stream is text/event-stream');
   const last = (backlog[backlog.length - 1] as EventRow).id;
   await s.until((x) => ids(x).includes(last), 5000);
-  t.same(ids(s.text()), backlog.map((e) => e.id), 'the backlog arrives in id order');
+  t.same(
+    ids(s.text()),
+    backlog.map((e) => e.id),
+    'the backlog arrives in id order',
+  );
   const started = Date.now();
   const a = await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   t.equal(a.statusCode, 200, 'mbp acquires');
@@ -106,13 +113,16 @@ t.test('without notify the slow poll still delivers within a poll interval', asy
   t.teardown(() => s.close());
   await h.post('/v1/lease/acquire', { host: 'mbp', seenGeneration: 0 }, h.tokens.mbp);
   await s.until((x) => /"event":"acquired"/.test(x), 3000);
-  t.ok(ids(s.text()).every((id) => id > after), 'only events after the given id are sent');
+  t.ok(
+    ids(s.text()).every((id) => id > after),
+    'only events after the given id are sent',
+  );
 });
 
 t.test('Last-Event-ID resumes after the last event the client saw', async (t) => {
   const h = await operatorHarness(t);
   await h.settle();
-  const rows = (await h.rt.store.listEvents(0, 1000));
+  const rows = await h.rt.store.listEvents(0, 1000);
   t.ok(rows.length >= 2, 'there are at least two events');
   const port = await listen(h);
   const first = (rows[0] as EventRow).id;
@@ -132,26 +142,29 @@ async function parked(h: OperatorHarness): Promise<void> {
   }
 }
 
-t.test('a quiet stream gets a keep-alive comment once keepAliveMs passed on the arbiter clock, and closing the app ends it', async (t) => {
-  const h = await operatorHarness(t, {}, { streamPollMs: 60_000, keepAliveMs: 15_000 });
-  const port = await listen(h);
-  const s = await open(port, `${PREFIX}/v1/events/stream?after=999999`);
-  await parked(h);
-  for (let i = 0; i < 3; i++) {
-    h.waiters.notify();
+t.test(
+  'a quiet stream gets a keep-alive comment once keepAliveMs passed on the arbiter clock, and closing the app ends it',
+  async (t) => {
+    const h = await operatorHarness(t, {}, { streamPollMs: 60_000, keepAliveMs: 15_000 });
+    const port = await listen(h);
+    const s = await open(port, `${PREFIX}/v1/events/stream?after=999999`);
     await parked(h);
-  }
-  t.notOk(s.text().includes(': keep-alive'), 'woken three times while the clock stands: no keep-alive is due');
-  h.clock.advance(15);
-  h.waiters.notify();
-  await s.until((x) => x.includes(': keep-alive'), 5000);
-  t.pass('keepAliveMs later on the clock, the next wake-up sends a keep-alive comment');
-  const started = Date.now();
-  const ended = new Promise<void>((r) => s.res.on('end', () => r()));
-  await h.app.close();
-  await ended;
-  t.ok(Date.now() - started < 3000, 'app.close ended the open stream promptly');
-});
+    for (let i = 0; i < 3; i++) {
+      h.waiters.notify();
+      await parked(h);
+    }
+    t.notOk(s.text().includes(': keep-alive'), 'woken three times while the clock stands: no keep-alive is due');
+    h.clock.advance(15);
+    h.waiters.notify();
+    await s.until((x) => x.includes(': keep-alive'), 5000);
+    t.pass('keepAliveMs later on the clock, the next wake-up sends a keep-alive comment');
+    const started = Date.now();
+    const ended = new Promise<void>((r) => s.res.on('end', () => r()));
+    await h.app.close();
+    await ended;
+    t.ok(Date.now() - started < 3000, 'app.close ended the open stream promptly');
+  },
+);
 
 t.test('the stream limit, bad ids and openReads', async (t) => {
   const h = await operatorHarness(t, { auth: { openReads: false } }, { maxStreams: 1 });
@@ -188,7 +201,11 @@ t.test('EventWaiters: notify wakes every waiter, a timeout or an abort resolves 
   t.equal(w.size, 0, 'no waiter is left behind');
   w.notify([]);
   t.pass('notify with no rows is harmless');
-  t.equal(sseFrame({ id: 3, at: 1, category: 'control', event: 'x', host: null, data: { s: 'a\nb' } }).split('\n').length, 5, 'a newline inside data stays escaped in one data line');
+  t.equal(
+    sseFrame({ id: 3, at: 1, category: 'control', event: 'x', host: null, data: { s: 'a\nb' } }).split('\n').length,
+    5,
+    'a newline inside data stays escaped in one data line',
+  );
 });
 
 t.test('the stream app.ts mounts at /v1/events/stream delivers committed events', async (t) => {
@@ -207,8 +224,16 @@ t.test('the stream app.ts mounts at /v1/events/stream delivers committed events'
 t.test('a stream without after and without Last-Event-ID starts at the tail: the newest 20', async (t) => {
   const h = await operatorHarness(t);
   await h.settle();
-  await h.rt.store.appendEvents(Array.from({ length: 40 }, (_, i) => ({ at: h.clock.now(), category: 'control', event: `bulk-${i}`, host: null, data: {} })));
-  const rows = (await h.rt.store.listEvents(0, 1000));
+  await h.rt.store.appendEvents(
+    Array.from({ length: 40 }, (_, i) => ({
+      at: h.clock.now(),
+      category: 'control',
+      event: `bulk-${i}`,
+      host: null,
+      data: {},
+    })),
+  );
+  const rows = await h.rt.store.listEvents(0, 1000);
   const newest = rows.slice(-20).map((e) => e.id);
   const port = await listen(h);
   const s = await open(port, '/v1/events/stream');

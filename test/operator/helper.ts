@@ -17,7 +17,11 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { Test } from 'tap';
 import { harness, type Harness } from '../arbiter/helper.js';
 import { registerOpenApi } from '../../apps/arbiter/src/server/openapi.js';
-import { statusPage, statusPageOptions, type StatusPageOptions } from '../../apps/arbiter/src/routes/status-page/index.js';
+import {
+  statusPage,
+  statusPageOptions,
+  type StatusPageOptions,
+} from '../../apps/arbiter/src/routes/status-page/index.js';
 import { EventWaiters, eventStreamRoutes } from '../../apps/arbiter/src/routes/events-stream.js';
 import { registerOperatorMetrics } from '../../apps/arbiter/src/operator-metrics.js';
 
@@ -49,7 +53,11 @@ export interface OperatorOptions {
   readonly harness?: Parameters<typeof harness>[2];
 }
 
-export async function operatorHarness(t: Test, extra: Record<string, unknown> = {}, opts: OperatorOptions = {}): Promise<OperatorHarness> {
+export async function operatorHarness(
+  t: Test,
+  extra: Record<string, unknown> = {},
+  opts: OperatorOptions = {},
+): Promise<OperatorHarness> {
   const routes: RouteOptions[] = [];
   const openReads = (extra['auth'] as { openReads?: boolean } | undefined)?.openReads ?? true;
   const onInit = (message: unknown): void => {
@@ -57,7 +65,12 @@ export async function operatorHarness(t: Test, extra: Record<string, unknown> = 
     app.addHook('onRoute', (r) => {
       routes.push(r);
     });
-    app.register(fp(async (root: FastifyInstance) => registerOpenApi(root, { version: '0.0.0-test', openReads }), { name: 'hq-openapi-test', fastify: '5.x' }));
+    app.register(
+      fp(async (root: FastifyInstance) => registerOpenApi(root, { version: '0.0.0-test', openReads }), {
+        name: 'hq-openapi-test',
+        fastify: '5.x',
+      }),
+    );
   };
   subscribe('fastify.initialization', onInit);
   let h: Harness;

@@ -23,7 +23,8 @@ import { CLI, childEnv, startArbiter, writeConfig } from '../arbiter/child.js';
 import { etcdMembers } from '../etcd/members.js';
 
 const RUNS = Number(process.env['HQ_OPENAPI_RUNS'] ?? 24);
-const SEED = process.env['HQ_OPENAPI_SEED'] === undefined ? Date.now() % 2_147_483_647 : Number(process.env['HQ_OPENAPI_SEED']);
+const SEED =
+  process.env['HQ_OPENAPI_SEED'] === undefined ? Date.now() % 2_147_483_647 : Number(process.env['HQ_OPENAPI_SEED']);
 
 type Schema = Record<string, unknown>;
 interface Parameter {
@@ -74,7 +75,8 @@ function valid(doc: Doc, raw: Schema, name = ''): fc.Arbitrary<unknown> {
   const s = resolveRef(doc, raw);
   if (Array.isArray(s['enum'])) return fc.constantFrom(...(s['enum'] as unknown[]));
   if ('const' in s) return fc.constant(s['const']);
-  for (const k of ['anyOf', 'oneOf'] as const) if (Array.isArray(s[k])) return fc.oneof(...(s[k] as Schema[]).map((x) => valid(doc, x, name)));
+  for (const k of ['anyOf', 'oneOf'] as const)
+    if (Array.isArray(s[k])) return fc.oneof(...(s[k] as Schema[]).map((x) => valid(doc, x, name)));
   const type = s['type'];
   if (Array.isArray(type)) return fc.oneof(...type.map((ty) => valid(doc, { ...s, type: ty }, name)));
   switch (type) {
@@ -85,13 +87,26 @@ function valid(doc: Doc, raw: Schema, name = ''): fc.Arbitrary<unknown> {
     case 'integer': {
       const min = typeof s['minimum'] === 'number' ? s['minimum'] : -1_000_000;
       const max = typeof s['maximum'] === 'number' ? s['maximum'] : 1_000_000;
-      return fc.oneof(fc.integer({ min: Math.max(min, -(2 ** 31)), max: Math.min(max, 2 ** 31 - 1, Math.max(min, -(2 ** 31)) + 100_000) }), fc.constantFrom(min, max));
+      return fc.oneof(
+        fc.integer({
+          min: Math.max(min, -(2 ** 31)),
+          max: Math.min(max, 2 ** 31 - 1, Math.max(min, -(2 ** 31)) + 100_000),
+        }),
+        fc.constantFrom(min, max),
+      );
     }
     case 'number': {
-      const min = typeof s['minimum'] === 'number' ? s['minimum'] : typeof s['exclusiveMinimum'] === 'number' ? s['exclusiveMinimum'] : -1e9;
+      const min =
+        typeof s['minimum'] === 'number'
+          ? s['minimum']
+          : typeof s['exclusiveMinimum'] === 'number'
+            ? s['exclusiveMinimum']
+            : -1e9;
       const max = typeof s['maximum'] === 'number' ? s['maximum'] : 1e9;
       const ex = s['exclusiveMinimum'];
-      return fc.oneof(fc.double({ min, max, noNaN: true, noDefaultInfinity: true }), fc.constantFrom(max)).filter((n) => typeof ex !== 'number' || n > ex);
+      return fc
+        .oneof(fc.double({ min, max, noNaN: true, noDefaultInfinity: true }), fc.constantFrom(max))
+        .filter((n) => typeof ex !== 'number' || n > ex);
     }
     case 'string': {
       const minLength = typeof s['minLength'] === 'number' ? s['minLength'] : 0;
@@ -104,13 +119,25 @@ function valid(doc: Doc, raw: Schema, name = ''): fc.Arbitrary<unknown> {
         arb = fc.string({ minLength, maxLength: Math.min(maxLength, 40) });
       }
       arb = arb.filter((x) => x.length >= minLength && x.length <= maxLength);
-      if (HOST_FIELDS.has(name)) return fc.oneof({ arbitrary: fc.constantFrom(...HOSTS).filter((x) => typeof s['pattern'] !== 'string' || new RegExp(s['pattern']).test(x)), weight: 3 }, { arbitrary: arb, weight: 1 });
+      if (HOST_FIELDS.has(name))
+        return fc.oneof(
+          {
+            arbitrary: fc
+              .constantFrom(...HOSTS)
+              .filter((x) => typeof s['pattern'] !== 'string' || new RegExp(s['pattern']).test(x)),
+            weight: 3,
+          },
+          { arbitrary: arb, weight: 1 },
+        );
       return arb;
     }
     case 'array': {
       const items = (s['items'] as Schema | undefined) ?? {};
       const maxItems = typeof s['maxItems'] === 'number' ? s['maxItems'] : 3;
-      return fc.array(valid(doc, items, name), { minLength: typeof s['minItems'] === 'number' ? s['minItems'] : 0, maxLength: Math.min(maxItems, 3) });
+      return fc.array(valid(doc, items, name), {
+        minLength: typeof s['minItems'] === 'number' ? s['minItems'] : 0,
+        maxLength: Math.min(maxItems, 3),
+      });
     }
     case 'object': {
       const props = (s['properties'] as Record<string, Schema> | undefined) ?? {};
@@ -121,10 +148,17 @@ function valid(doc: Doc, raw: Schema, name = ''): fc.Arbitrary<unknown> {
       const extra = s['additionalProperties'];
       if (extra === undefined || extra === false || Object.keys(props).length > 0) return base;
       const keyPattern = (s['propertyNames'] as { pattern?: string } | undefined)?.pattern;
-      const keys = keyPattern === undefined ? fc.string({ minLength: 1, maxLength: 12 }) : valid(doc, { type: 'string', pattern: keyPattern }) as fc.Arbitrary<string>;
+      const keys =
+        keyPattern === undefined
+          ? fc.string({ minLength: 1, maxLength: 12 })
+          : (valid(doc, { type: 'string', pattern: keyPattern }) as fc.Arbitrary<string>);
       const maxKeys = typeof s['maxProperties'] === 'number' ? Math.min(s['maxProperties'], 3) : 3;
       const values = extra === true ? fc.jsonValue({ maxDepth: 1 }) : valid(doc, extra as Schema);
-      return fc.dictionary(keys.filter((k) => k !== '__proto__'), values, { maxKeys });
+      return fc.dictionary(
+        keys.filter((k) => k !== '__proto__'),
+        values,
+        { maxKeys },
+      );
     }
     default:
       return fc.jsonValue({ maxDepth: 2 });
@@ -139,11 +173,15 @@ function nearValid(doc: Doc, raw: Schema): fc.Arbitrary<{ body: unknown; what: s
   if (s['type'] !== 'object' || Object.keys(props).length === 0) return null;
   const body = valid(doc, s) as fc.Arbitrary<Record<string, unknown>>;
   // A value of another type than the property's: a number where an object goes, else an object.
-  const wrong = (k: string): unknown => (resolveRef(doc, props[k] as Schema)['type'] === 'object' ? 12345 : { not: ['the', 'type'] });
+  const wrong = (k: string): unknown =>
+    resolveRef(doc, props[k] as Schema)['type'] === 'object' ? 12345 : { not: ['the', 'type'] };
   const ways: Array<fc.Arbitrary<{ body: unknown; what: string }>> = [
-    fc.tuple(body, fc.constantFrom(...Object.keys(props))).map(([b, k]) => ({ body: { ...b, [k]: wrong(k) }, what: `${k} of the wrong type` })),
+    fc
+      .tuple(body, fc.constantFrom(...Object.keys(props)))
+      .map(([b, k]) => ({ body: { ...b, [k]: wrong(k) }, what: `${k} of the wrong type` })),
   ];
-  if (s['additionalProperties'] === false) ways.push(body.map((b) => ({ body: { ...b, zzUnknownField: 1 }, what: 'an unknown field' })));
+  if (s['additionalProperties'] === false)
+    ways.push(body.map((b) => ({ body: { ...b, zzUnknownField: 1 }, what: 'an unknown field' })));
   if (required.length > 0) {
     ways.push(
       fc.tuple(body, fc.constantFrom(...required)).map(([b, k]) => {
@@ -168,7 +206,13 @@ interface Sent {
   readonly what: string;
 }
 
-function requests(doc: Doc, path: string, method: string, op: Operation, tokens: Record<string, string | null>): fc.Arbitrary<Sent> {
+function requests(
+  doc: Doc,
+  path: string,
+  method: string,
+  op: Operation,
+  tokens: Record<string, string | null>,
+): fc.Arbitrary<Sent> {
   const params = op.parameters ?? [];
   const model: Record<string, fc.Arbitrary<unknown>> = {};
   for (const p of params) model[`${p.in}:${p.name}`] = valid(doc, p.schema, p.name);
@@ -177,11 +221,26 @@ function requests(doc: Doc, path: string, method: string, op: Operation, tokens:
   const json = op.requestBody?.content['application/json']?.schema;
   const octets = op.requestBody?.content['application/octet-stream'] !== undefined;
   const goodBody: fc.Arbitrary<{ body: unknown; what: string } | null> =
-    json !== undefined ? valid(doc, json).map((b) => ({ body: b, what: 'valid' })) : octets ? fc.uint8Array({ maxLength: 64 }).map((b) => ({ body: Buffer.from(b), what: 'valid' })) : fc.constant(null);
+    json !== undefined
+      ? valid(doc, json).map((b) => ({ body: b, what: 'valid' }))
+      : octets
+        ? fc.uint8Array({ maxLength: 64 }).map((b) => ({ body: Buffer.from(b), what: 'valid' }))
+        : fc.constant(null);
   const badBody = json === undefined ? null : nearValid(doc, json);
-  const body = badBody === null ? goodBody.map((b) => ({ b, valid: true })) : fc.oneof({ arbitrary: goodBody.map((b) => ({ b, valid: true })), weight: 3 }, { arbitrary: badBody.map((b) => ({ b, valid: false })), weight: 1 });
+  const body =
+    badBody === null
+      ? goodBody.map((b) => ({ b, valid: true }))
+      : fc.oneof(
+          { arbitrary: goodBody.map((b) => ({ b, valid: true })), weight: 3 },
+          { arbitrary: badBody.map((b) => ({ b, valid: false })), weight: 1 },
+        );
   // The admin and the member token reach the decisions; no token and the query token mostly the refusals.
-  const token = fc.oneof(...Object.keys(tokens).map((k) => ({ arbitrary: fc.constant(k), weight: k === 'admin' ? 3 : k === 'member' ? 2 : 1 })));
+  const token = fc.oneof(
+    ...Object.keys(tokens).map((k) => ({
+      arbitrary: fc.constant(k),
+      weight: k === 'admin' ? 3 : k === 'member' ? 2 : 1,
+    })),
+  );
   return fc.record({ parts, body, token }).map(({ parts: got, body: { b, valid: ok }, token }) => {
     const pathParams: Record<string, string> = {};
     const query = new URLSearchParams();
@@ -197,7 +256,8 @@ function requests(doc: Doc, path: string, method: string, op: Operation, tokens:
       const props = (resolveRef(doc, json)['properties'] as Record<string, Schema> | undefined) ?? {};
       for (const [k, v] of Object.entries(props)) {
         const since = v['x-hq-protocol-since'];
-        if (typeof since === 'number' && k in (b.body as object) && Number(headers['hq-protocol'] ?? 1) < since) headers['hq-protocol'] = String(since);
+        if (typeof since === 'number' && k in (b.body as object) && Number(headers['hq-protocol'] ?? 1) < since)
+          headers['hq-protocol'] = String(since);
       }
     }
     const tok = tokens[token];
@@ -214,7 +274,14 @@ function requests(doc: Doc, path: string, method: string, op: Operation, tokens:
     }
     const qs = query.toString();
     const url = fillPath(path, pathParams) + (qs === '' ? '' : `?${qs}`);
-    return { method: method.toUpperCase(), url, headers, ...(payload === undefined ? {} : { body: payload }), valid: ok, what: `${token} token, ${b?.what ?? 'no body'}` };
+    return {
+      method: method.toUpperCase(),
+      url,
+      headers,
+      ...(payload === undefined ? {} : { body: payload }),
+      valid: ok,
+      what: `${token} token, ${b?.what ?? 'no body'}`,
+    };
   });
 }
 
@@ -235,23 +302,43 @@ function freePort(): Promise<number> {
   });
 }
 
-t.test('store sqlite: a client generated from the served OpenAPI document gets only what the document declares', async (t) => {
-  const dir = t.testdir();
-  await fuzz(t, dir, writeConfig(dir, { candidates: ['mbp', 'node-b'] }), RUNS);
-});
+t.test(
+  'store sqlite: a client generated from the served OpenAPI document gets only what the document declares',
+  async (t) => {
+    const dir = t.testdir();
+    await fuzz(t, dir, writeConfig(dir, { candidates: ['mbp', 'node-b'] }), RUNS);
+  },
+);
 
 t.test('store etcd: the same client, fewer requests', async (t) => {
   const etcd = await etcdMembers(t, { size: 1 });
   if (etcd === null) return;
   const dir = t.testdir();
   const port = await freePort();
-  const store = { kind: 'etcd', endpoints: etcd.endpoints, prefix: '/hq-fuzz', advertiseUrl: `http://127.0.0.1:${port}`, dialTimeoutSeconds: 0.5, requestTimeoutSeconds: 1, electionTtlSeconds: 4 };
-  await fuzz(t, dir, writeConfig(dir, { candidates: ['mbp', 'node-b'], listen: { host: '127.0.0.1', port }, store }), Math.max(4, Math.ceil(RUNS / 3)));
+  const store = {
+    kind: 'etcd',
+    endpoints: etcd.endpoints,
+    prefix: '/hq-fuzz',
+    advertiseUrl: `http://127.0.0.1:${port}`,
+    dialTimeoutSeconds: 0.5,
+    requestTimeoutSeconds: 1,
+    electionTtlSeconds: 4,
+  };
+  await fuzz(
+    t,
+    dir,
+    writeConfig(dir, { candidates: ['mbp', 'node-b'], listen: { host: '127.0.0.1', port }, store }),
+    Math.max(4, Math.ceil(RUNS / 3)),
+  );
 });
 
 async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Promise<void> {
   const a = await startArbiter(t, config);
-  const issue = (name: string, scope: string) => execFileSync(process.execPath, [CLI, 'token', 'issue', name, '--scope', scope, '--config', config], { env: childEnv(), encoding: 'utf8' }).trim();
+  const issue = (name: string, scope: string) =>
+    execFileSync(process.execPath, [CLI, 'token', 'issue', name, '--scope', scope, '--config', config], {
+      env: childEnv(),
+      encoding: 'utf8',
+    }).trim();
   const tokens: Record<string, string | null> = {
     none: null,
     admin: readFileSync(join(dir, 'var', 'admin.token'), 'utf8').trim(),
@@ -265,7 +352,8 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
   const doc = (await served.body.json()) as Doc;
   const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
   ajv.addSchema({ ...doc, $id: 'hq:openapi' });
-  const pointer = (...parts: string[]) => `hq:openapi#/${parts.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
+  const pointer = (...parts: string[]) =>
+    `hq:openapi#/${parts.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
   t.comment(`seed ${SEED}, ${RUNS} requests per operation (HQ_OPENAPI_SEED, HQ_OPENAPI_RUNS)`);
 
   const problems: string[] = [];
@@ -273,7 +361,12 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
   let sent = 0;
   async function check(path: string, method: string, op: Operation, r: Sent): Promise<string | null> {
     sent++;
-    const res = await request(`${a.base}${r.url}`, { method: r.method as 'GET', headers: r.headers, ...(r.body === undefined ? {} : { body: r.body }), dispatcher });
+    const res = await request(`${a.base}${r.url}`, {
+      method: r.method as 'GET',
+      headers: r.headers,
+      ...(r.body === undefined ? {} : { body: r.body }),
+      dispatcher,
+    });
     const tally = seen.get(op.operationId) ?? new Map<number, number>();
     seen.set(op.operationId, tally.set(res.statusCode, (tally.get(res.statusCode) ?? 0) + 1));
     const type = String(res.headers['content-type'] ?? '');
@@ -290,22 +383,29 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
     const answer = declared(op, res.statusCode);
     if (answer === undefined) return `${where}: status ${res.statusCode} is not in the document`;
     if (res.statusCode >= 500 && !(res.statusCode === 503 && BUSY.has(parsed?.error ?? ''))) return `${where}: a 5xx`;
-    if (r.valid && res.statusCode === 400 && parsed?.error === 'HQ_ERR_BAD_REQUEST') return `${where}: a request the document allows is refused as malformed`;
-    if (r.valid && (res.statusCode === 413 || res.statusCode === 415)) return `${where}: a request the document allows is refused for its body`;
+    if (r.valid && res.statusCode === 400 && parsed?.error === 'HQ_ERR_BAD_REQUEST')
+      return `${where}: a request the document allows is refused as malformed`;
+    if (r.valid && (res.statusCode === 413 || res.statusCode === 415))
+      return `${where}: a request the document allows is refused for its body`;
     if (!r.valid && res.statusCode < 400) return `${where}: a body the document refuses was accepted`;
     const media = Object.keys(answer.content ?? {});
     if (text !== '' || type !== '') {
       const base = type.split(';')[0]?.trim() ?? '';
-      if (!media.some((m) => m.split(';')[0]?.trim() === base)) return `${where}: content type "${type}" is not declared (${media.join(', ') || 'none'})`;
+      if (!media.some((m) => m.split(';')[0]?.trim() === base))
+        return `${where}: content type "${type}" is not declared (${media.join(', ') || 'none'})`;
     }
     for (const name of Object.keys(res.headers)) {
       if (TRANSPORT.has(name)) continue;
-      if (!Object.keys(answer.headers ?? {}).some((h) => h.toLowerCase() === name)) return `${where}: header ${name} is not declared`;
+      if (!Object.keys(answer.headers ?? {}).some((h) => h.toLowerCase() === name))
+        return `${where}: header ${name} is not declared`;
     }
     const status = op.responses[String(res.statusCode)] !== undefined ? String(res.statusCode) : null;
     if (parsed !== null && status !== null && answer.content?.['application/json']?.schema !== undefined) {
-      const validate = ajv.getSchema(pointer('paths', path, method, 'responses', status, 'content', 'application/json', 'schema'));
-      if (validate !== undefined && !validate(parsed)) return `${where}: the body does not match the declared schema: ${ajv.errorsText(validate.errors)}`;
+      const validate = ajv.getSchema(
+        pointer('paths', path, method, 'responses', status, 'content', 'application/json', 'schema'),
+      );
+      if (validate !== undefined && !validate(parsed))
+        return `${where}: the body does not match the declared schema: ${ajv.errorsText(validate.errors)}`;
     }
     return null;
   }
@@ -321,21 +421,41 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
         { numRuns: RUNS, seed: SEED, endOnFailure: true },
       );
       const error = out.failed ? String((out.errorInstance as Error | undefined)?.message ?? out.counterexample) : null;
-      t.equal(error, null, `${method.toUpperCase()} ${path} (${op.operationId}): ${RUNS} generated requests get only what the document declares`);
+      t.equal(
+        error,
+        null,
+        `${method.toUpperCase()} ${path} (${op.operationId}): ${RUNS} generated requests get only what the document declares`,
+      );
       if (error !== null) problems.push(error);
     }
   }
-  for (const [id, tally] of seen) t.comment(`${id}: ${[...tally].sort(([x], [y]) => x - y).map(([status, n]) => `${status}×${n}`).join(' ')}`);
-  const reached = [...seen.values()].filter((tally) => [...tally.keys()].some((status) => status >= 200 && status < 300)).length;
+  for (const [id, tally] of seen)
+    t.comment(
+      `${id}: ${[...tally]
+        .sort(([x], [y]) => x - y)
+        .map(([status, n]) => `${status}×${n}`)
+        .join(' ')}`,
+    );
+  const reached = [...seen.values()].filter((tally) =>
+    [...tally.keys()].some((status) => status >= 200 && status < 300),
+  ).length;
   // A floor well below the usual 60-75 % (random seeds vary): it trips when the generated requests stop reaching decisions.
-  t.ok(reached >= seen.size * 0.4, `most operations were answered 2xx at least once (${reached} of ${seen.size}): the generated requests reach the decisions`);
+  t.ok(
+    reached >= seen.size * 0.4,
+    `most operations were answered 2xx at least once (${reached} of ${seen.size}): the generated requests reach the decisions`,
+  );
   t.ok(sent >= RUNS * 20, `the client sent ${sent} requests over every operation`);
 
   // What no schema generates: HEAD beside every GET, an undocumented method, oversized and
   // malformed path parameters — each answered as the document and its description say.
   for (const [path, ops] of Object.entries(doc.paths)) {
     const methods = Object.keys(ops).map((m) => m.toUpperCase());
-    const concrete = path.replace(/\{tier\}/, 'core').replace(/\{generation\}/, '20260101T000000Z').replace(/\{sha256\}/, 'a'.repeat(64)).replace(/\{port\}/, '31450').replace(/\{[^}]+\}/g, 'x1');
+    const concrete = path
+      .replace(/\{tier\}/, 'core')
+      .replace(/\{generation\}/, '20260101T000000Z')
+      .replace(/\{sha256\}/, 'a'.repeat(64))
+      .replace(/\{port\}/, '31450')
+      .replace(/\{[^}]+\}/g, 'x1');
     if (methods.includes('GET') && !path.includes('stream')) {
       for (const who of ['none', 'admin'] as const) {
         const headers: Record<string, string> = tokens[who] === null ? {} : { authorization: `Bearer ${tokens[who]}` };
@@ -343,31 +463,55 @@ async function fuzz(t: Tap.Test, dir: string, config: string, RUNS: number): Pro
         await get.body.dump();
         const head = await request(`${a.base}${concrete}`, { method: 'HEAD', headers, dispatcher });
         const body = await head.body.text();
-        t.equal(head.statusCode, get.statusCode, `HEAD ${concrete} with ${who} token answers like GET (${get.statusCode})`);
+        t.equal(
+          head.statusCode,
+          get.statusCode,
+          `HEAD ${concrete} with ${who} token answers like GET (${get.statusCode})`,
+        );
         t.equal(body, '', `HEAD ${concrete} has no body`);
       }
     }
-    const wrong = await request(`${a.base}${concrete}`, { method: 'PATCH', headers: { authorization: `Bearer ${tokens['admin']}`, 'content-type': 'application/json' }, body: '{}', dispatcher });
+    const wrong = await request(`${a.base}${concrete}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${tokens['admin']}`, 'content-type': 'application/json' },
+      body: '{}',
+      dispatcher,
+    });
     const wrongBody = (await wrong.body.json()) as { error?: string };
     t.equal(wrong.statusCode, 405, `PATCH ${concrete}: 405`);
     t.equal(wrongBody.error, 'HQ_ERR_METHOD_NOT_ALLOWED', `PATCH ${concrete}: the catalog code`);
-    const allow = String(wrong.headers['allow'] ?? '').split(', ').sort();
+    const allow = String(wrong.headers['allow'] ?? '')
+      .split(', ')
+      .sort();
     // Every documented path this URL matches (`/v1/resources/register` is also `/v1/resources/{id}`).
-    const matching = Object.entries(doc.paths).filter(([p]) => new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(concrete));
+    const matching = Object.entries(doc.paths).filter(([p]) =>
+      new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(concrete),
+    );
     const documented = matching.flatMap(([, o]) => Object.keys(o).map((m) => m.toUpperCase()));
-    t.same(allow, [...new Set([...documented, ...(documented.includes('GET') ? ['HEAD'] : [])])].sort(), `PATCH ${concrete}: Allow lists the documented methods`);
+    t.same(
+      allow,
+      [...new Set([...documented, ...(documented.includes('GET') ? ['HEAD'] : [])])].sort(),
+      `PATCH ${concrete}: Allow lists the documented methods`,
+    );
     if (!path.includes('{')) continue;
     const method = methods.find((m) => m !== 'GET') ?? 'GET';
     for (const [what, url] of [
       ['a path parameter over 100 characters', path.replace(/\{[^}]+\}/, 'a'.repeat(120)).replace(/\{[^}]+\}/g, 'x1')],
       ['a malformed percent escape', path.replace(/\{[^}]+\}/, '%zz').replace(/\{[^}]+\}/g, 'x1')],
     ] as const) {
-      const res = await request(`${a.base}${url}`, { method: method as 'GET', headers: { authorization: `Bearer ${tokens['admin']}` }, dispatcher });
+      const res = await request(`${a.base}${url}`, {
+        method: method as 'GET',
+        headers: { authorization: `Bearer ${tokens['admin']}` },
+        dispatcher,
+      });
       const body = (await res.body.json()) as Record<string, unknown>;
       t.equal(res.statusCode, 400, `${method} ${path} with ${what}: 400`);
       t.same(Object.keys(body).sort(), ['error', 'message'], `${method} ${path} with ${what}: hq's error shape`);
       t.equal(body['error'], 'HQ_ERR_BAD_REQUEST', `${method} ${path} with ${what}: the catalog code`);
-      t.ok(doc.paths[path]?.[method.toLowerCase()]?.responses['400'] !== undefined, `${method} ${path}: the document declares its 400`);
+      t.ok(
+        doc.paths[path]?.[method.toLowerCase()]?.responses['400'] !== undefined,
+        `${method} ${path}: the document declares its 400`,
+      );
     }
   }
   t.equal(a.proc.exitCode, null, 'the arbiter is still up');

@@ -82,20 +82,42 @@ t.test('the replication routes reuse the shared entries, never a second copy of 
   t.equal(REPLICATION_ERRORS.INTERNAL, ERRORS.INTERNAL, 'internal');
 });
 
-t.test('no status is a 5xx except the internal error, a full capacity and an outage of the etcd store or its election', async (t) => {
-  const fives = CATALOG.filter((e) => e.status >= 500).map((e) => e.code).sort();
-  t.same(fives, ['HQ_ERR_BAND_FULL', 'HQ_ERR_INTERNAL', 'HQ_ERR_NOT_ELECTED', 'HQ_ERR_STORE_UNAVAILABLE', 'HQ_ERR_TOO_MANY_PUSHES', 'HQ_ERR_TOO_MANY_STREAMS'], 'bad input never maps to a 5xx');
-});
+t.test(
+  'no status is a 5xx except the internal error, a full capacity and an outage of the etcd store or its election',
+  async (t) => {
+    const fives = CATALOG.filter((e) => e.status >= 500)
+      .map((e) => e.code)
+      .sort();
+    t.same(
+      fives,
+      [
+        'HQ_ERR_BAND_FULL',
+        'HQ_ERR_INTERNAL',
+        'HQ_ERR_NOT_ELECTED',
+        'HQ_ERR_STORE_UNAVAILABLE',
+        'HQ_ERR_TOO_MANY_PUSHES',
+        'HQ_ERR_TOO_MANY_STREAMS',
+      ],
+      'bad input never maps to a 5xx',
+    );
+  },
+);
 
 // A refusal reason of a decision → its entry: [why, the lease or registry reason, the entry].
-const refusals: ReadonlyArray<readonly [string, { readonly lease: LeaseRefusal } | { readonly registry: RegistryRefusal }, CatalogEntry]> = [
+const refusals: ReadonlyArray<
+  readonly [string, { readonly lease: LeaseRefusal } | { readonly registry: RegistryRefusal }, CatalogEntry]
+> = [
   ['a held lease maps to HELD', { lease: 'held' }, ERRORS.HELD],
   ['a non-holder maps to NOT_HOLDER', { lease: 'not-holder' }, ERRORS.NOT_HOLDER],
   ['a stale generation maps to STALE_GENERATION', { lease: 'stale-generation' }, ERRORS.STALE_GENERATION],
   ['an expired lease maps to EXPIRED', { lease: 'expired' }, ERRORS.EXPIRED],
   ['a non-candidate maps to NOT_CANDIDATE', { lease: 'not-candidate' }, ERRORS.NOT_CANDIDATE],
   ['the same holder maps to SAME_HOLDER', { lease: 'same-holder' }, ERRORS.SAME_HOLDER],
-  ['a handover or transfer target not heard from maps to TARGET_SILENT', { lease: 'target-silent' }, ERRORS.TARGET_SILENT],
+  [
+    'a handover or transfer target not heard from maps to TARGET_SILENT',
+    { lease: 'target-silent' },
+    ERRORS.TARGET_SILENT,
+  ],
   ['no holder maps to CONFLICT', { lease: 'no-holder' }, ERRORS.CONFLICT],
   ['a member token acting for another machine maps to WRONG_HOST', { registry: 'wrong-host' }, ERRORS.WRONG_HOST],
   ['a lease of another machine maps to WRONG_HOST', { registry: 'wrong-owner' }, ERRORS.WRONG_HOST],

@@ -1,5 +1,12 @@
 import t from 'tap';
-import { HOST_MAX_LENGTH, HOST_PATTERN, HOST_SCHEMA_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '../../packages/protocol/src/index.js';
+import {
+  HOST_MAX_LENGTH,
+  HOST_PATTERN,
+  HOST_SCHEMA_PATTERN,
+  RESERVED_NAMES,
+  hostProblem,
+  isHost,
+} from '../../packages/protocol/src/index.js';
 
 const cases: ReadonlyArray<readonly [string, unknown, boolean]> = [
   ['a plain name is a host', 'mbp', true],

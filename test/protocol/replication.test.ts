@@ -24,7 +24,11 @@ t.test('tiers and generation ids', async (t) => {
   t.same([...TIERS], ['core', 'big', 'obs'], 'the documented tiers');
   for (const v of ['core', 'big', 'obs']) t.ok(isTier(v), `${v} is a tier`);
   for (const v of ['Core', 'all', '', null, 1]) t.notOk(isTier(v), `${JSON.stringify(v)} is not`);
-  t.equal(generationId(Date.UTC(2026, 11, 1, 7, 0, 5, 123)), '20261201T070005Z', 'one clock reading, UTC, milliseconds dropped');
+  t.equal(
+    generationId(Date.UTC(2026, 11, 1, 7, 0, 5, 123)),
+    '20261201T070005Z',
+    'one clock reading, UTC, milliseconds dropped',
+  );
   t.ok(GENERATION_RE.test(generationId(0)), 'an id matches GENERATION_RE');
   t.notOk(GENERATION_RE.test('2026-12-01T07:00:05Z'), 'an ISO string does not');
 });
@@ -68,7 +72,11 @@ const manifest: Manifest = {
 
 t.test('the index files: manifest and sums agree', async (t) => {
   t.same([...INDEX_FILES], ['MANIFEST.json', 'SHA256SUMS'], 'the two index files');
-  t.equal(formatManifest(manifest), `${JSON.stringify(manifest, null, 2)}\n`, 'MANIFEST.json is indented JSON with a newline');
+  t.equal(
+    formatManifest(manifest),
+    `${JSON.stringify(manifest, null, 2)}\n`,
+    'MANIFEST.json is indented JSON with a newline',
+  );
   const text = formatSums(manifest.entries);
   t.equal(text, `${A}  a.db\n${B}  d/b.md\n`, 'sha256sum -c format, manifest order');
   const sums = parseSums(text);
@@ -106,7 +114,19 @@ t.test('sumsDisagreement names the first difference', async (t) => {
 
 t.test('secret names: the defaults, lower-cased, and any patterns given', async (t) => {
   t.equal(DEFAULT_SECRET_PATTERNS.length, 4, "the seeds' four patterns");
-  for (const p of ['secrets/x', 'a/secret.md', 'backup-key', 'acp-token.txt', 'auth.json', 'deploy.PEM', 'a.key', '.env', 'api-token.txt', 'Session.db', 'x/credentials']) {
+  for (const p of [
+    'secrets/x',
+    'a/secret.md',
+    'backup-key',
+    'acp-token.txt',
+    'auth.json',
+    'deploy.PEM',
+    'a.key',
+    '.env',
+    'api-token.txt',
+    'Session.db',
+    'x/credentials',
+  ]) {
     t.ok(isSecretPath(p), `${p} is a secret`);
   }
   for (const p of ['decisions/keep.md', 'config.json', 'keys/readme.md']) t.notOk(isSecretPath(p), `${p} is not`);
@@ -121,15 +141,27 @@ const bad: ReadonlyArray<readonly [string, unknown, RegExp]> = [
   ['an unknown tier', { ...manifest, tier: 'all' }, /^manifest \/tier /],
   ['an unknown field', { ...manifest, extra: 1 }, /^manifest /],
   ['a date that is none', { ...manifest, createdAt: 'yesterday' }, /createdAt is not a date/],
-  ['an unsafe path', { ...manifest, entries: [{ ...manifest.entries[0], path: '../x' }] }, /path "\.\.\/x" may not hold/],
+  [
+    'an unsafe path',
+    { ...manifest, entries: [{ ...manifest.entries[0], path: '../x' }] },
+    /path "\.\.\/x" may not hold/,
+  ],
   ['a path twice', { ...manifest, entries: [manifest.entries[0], manifest.entries[0]] }, /lists "a\.db" twice/],
-  ['a file under a file', { ...manifest, entries: [manifest.entries[0], { ...manifest.entries[1], path: 'a.db/x' }] }, /"a\.db\/x" lies under a listed file/],
+  [
+    'a file under a file',
+    { ...manifest, entries: [manifest.entries[0], { ...manifest.entries[1], path: 'a.db/x' }] },
+    /"a\.db\/x" lies under a listed file/,
+  ],
 ];
 
 t.test('checkManifest: the one reader of every side', async (t) => {
   t.equal(checkManifest(manifest), manifest, 'a manifest is returned as is');
   t.ok(Value.Check(ManifestSchema, manifest), 'and matches the schema');
-  t.same(checkManifest({ ...manifest, holder: null }), { ...manifest, holder: null }, 'a manifest made before any lease has no holder');
+  t.same(
+    checkManifest({ ...manifest, holder: null }),
+    { ...manifest, holder: null },
+    'a manifest made before any lease has no holder',
+  );
   for (const [name, v, problem] of bad) t.match(checkManifest(v), problem, `${name} is refused, saying why`);
   t.same(parseManifest(formatManifest(manifest)), manifest, 'parseManifest reads what formatManifest wrote');
   t.equal(parseManifest('{'), 'MANIFEST.json is not valid JSON', 'text that is not JSON');

@@ -39,7 +39,9 @@ const spoken: ReadonlyArray<readonly [string, string | string[] | undefined, Ret
   ['two headers are not', ['1', '2'], { ok: false, given: '1, 2' }],
 ];
 for (const [name, header, want] of spoken) {
-  t.test(`spokenVersion: ${name}`, async (t) => t.same(spokenVersion(header), want, `${JSON.stringify(header)} → ${JSON.stringify(want)}`));
+  t.test(`spokenVersion: ${name}`, async (t) =>
+    t.same(spokenVersion(header), want, `${JSON.stringify(header)} → ${JSON.stringify(want)}`),
+  );
 }
 
 t.test('servesVersion: its own and the previous one, nothing else', async (t) => {
@@ -57,7 +59,11 @@ t.test('a refusal names both versions and what to upgrade', async (t) => {
     "the request speaks hq protocol 0, older than hq-agent on mbp speaks hq protocol 1 to 2: upgrade the sender's hq",
     'an older sender: upgrade it',
   );
-  t.equal(versionRefusal({ ok: false, given: 'x'.repeat(60) }, 'hq-agent on mbp'), `hq-protocol: "${'x'.repeat(40)}" is not a protocol version (one integer); hq-agent on mbp speaks hq protocol 1 to 2`, 'garbage, clipped');
+  t.equal(
+    versionRefusal({ ok: false, given: 'x'.repeat(60) }, 'hq-agent on mbp'),
+    `hq-protocol: "${'x'.repeat(40)}" is not a protocol version (one integer); hq-agent on mbp speaks hq protocol 1 to 2`,
+    'garbage, clipped',
+  );
 });
 
 t.test('the heartbeat gained the agent release in protocol 2; a protocol 1 request may not carry it', async (t) => {
@@ -68,11 +74,14 @@ t.test('the heartbeat gained the agent release in protocol 2; a protocol 1 reque
   t.match(REQUEST_FIELDS.find((f) => f.field === 'peerPaths')?.absent, /shows none/, "the peer paths' absence too");
 });
 
-t.test('the old holder\'s ran came with protocol 2: left out for an hq 0.1 arbiter, whose release and ack know no such field', async (t) => {
-  t.same(fieldsAfter(1, 'POST /v1/lease/release'), ['ran'], 'a protocol 1 release carries no ran');
-  t.same(fieldsAfter(1, 'POST /v1/lease/stepped-down'), ['ran'], 'nor a protocol 1 acknowledgement');
-  t.same(fieldsAfter(2, 'POST /v1/lease/release'), [], 'protocol 2: every field');
-});
+t.test(
+  "the old holder's ran came with protocol 2: left out for an hq 0.1 arbiter, whose release and ack know no such field",
+  async (t) => {
+    t.same(fieldsAfter(1, 'POST /v1/lease/release'), ['ran'], 'a protocol 1 release carries no ran');
+    t.same(fieldsAfter(1, 'POST /v1/lease/stepped-down'), ['ran'], 'nor a protocol 1 acknowledgement');
+    t.same(fieldsAfter(2, 'POST /v1/lease/release'), [], 'protocol 2: every field');
+  },
+);
 
 t.test('how a host reads to the operator', async (t) => {
   t.equal(hostVersionText(1, null), 'hq 0.1 (protocol 1)', 'protocol 1 never says its release');

@@ -31,11 +31,19 @@ forEachStore(t, async (factory, t) => {
     let commits = 0;
     groups(store, () => commits++);
     const answers = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => group.submit(() => store.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, `${String(i).padStart(32, '0')}`, NOW))),
+      Array.from({ length: 10 }, (_, i) =>
+        group.submit(() =>
+          store.allocatePort({ machine: 'mbp', purpose: 'p', ttlMs: 60_000 }, `${String(i).padStart(32, '0')}`, NOW),
+        ),
+      ),
     );
     const ports = answers.map((a) => (a.ok ? a.lease.port : -1));
     t.equal(commits, 1, `ten writes of one turn are one group${factory.groupsCommits ? ' (one transaction)' : ''}`);
-    t.same(ports, Array.from({ length: 10 }, (_, i) => 31450 + i), 'each allocation saw the ones before it in the group');
+    t.same(
+      ports,
+      Array.from({ length: 10 }, (_, i) => 31450 + i),
+      'each allocation saw the ones before it in the group',
+    );
     t.equal((await store.listPortLeases(NOW)).length, 10, 'all ten are committed');
   });
 
@@ -54,7 +62,9 @@ forEachStore(t, async (factory, t) => {
     t.same(
       (await store.listResources({}, NOW)).map((r) => r.id),
       ['cloud-vm', 'mbp'],
-      factory.groupsCommits ? "the throwing write's own register was rolled back to its savepoint" : 'the throwing write wrote nothing',
+      factory.groupsCommits
+        ? "the throwing write's own register was rolled back to its savepoint"
+        : 'the throwing write wrote nothing',
     );
   });
 
@@ -64,7 +74,10 @@ forEachStore(t, async (factory, t) => {
     store.commitAll = (): never => {
       throw new Error('SQLITE_BUSY: database is locked');
     };
-    const all = [group.submit(() => store.register(machine('mbp'), admin, NOW)), group.submit(() => store.register(machine('node-b'), admin, NOW))];
+    const all = [
+      group.submit(() => store.register(machine('mbp'), admin, NOW)),
+      group.submit(() => store.register(machine('node-b'), admin, NOW)),
+    ];
     for (const p of all) await t.rejects(p, /SQLITE_BUSY/, 'each write of the group rejects with the error');
     t.same(await store.listResources({}, NOW), [], 'nothing was written');
   });
@@ -74,7 +87,9 @@ forEachStore(t, async (factory, t) => {
     const group = new GroupCommit(store, 3);
     const sizes: number[] = [];
     groups(store, (n) => sizes.push(n));
-    await Promise.all(Array.from({ length: 7 }, (_, i) => group.submit(() => store.register(machine(`h${i}`), admin, NOW))));
+    await Promise.all(
+      Array.from({ length: 7 }, (_, i) => group.submit(() => store.register(machine(`h${i}`), admin, NOW))),
+    );
     t.same(sizes, [3, 3, 1], 'seven writes with a cap of three are three groups');
   });
 });

@@ -27,10 +27,17 @@ export interface RegistryHarness {
   readonly tokens: { admin: string; mbp: string; nodeb: string; query: string };
   /** The arbiter clock in epoch ms. */
   nowMs(): number;
-  req(method: 'GET' | 'POST' | 'DELETE', url: string, opts?: { body?: unknown; token?: string | null; headers?: Record<string, string> }): Promise<LightMyRequestResponse>;
+  req(
+    method: 'GET' | 'POST' | 'DELETE',
+    url: string,
+    opts?: { body?: unknown; token?: string | null; headers?: Record<string, string> },
+  ): Promise<LightMyRequestResponse>;
 }
 
-export async function registryHarness(t: Test, opts: { bands?: Bands; dir?: string; extra?: Record<string, unknown> } = {}): Promise<RegistryHarness> {
+export async function registryHarness(
+  t: Test,
+  opts: { bands?: Bands; dir?: string; extra?: Record<string, unknown> } = {},
+): Promise<RegistryHarness> {
   const dir = opts.dir ?? t.testdir();
   const config = fastConfig(dir, opts.extra ?? {});
   const clock = manualClock();
@@ -65,9 +72,17 @@ export async function registryHarness(t: Test, opts: { bands?: Bands; dir?: stri
     nowMs,
     req(method, url, o = {}) {
       const token = o.token === undefined ? tokens.mbp : o.token;
-      const headers: Record<string, string> = { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...(o.headers ?? {}) };
+      const headers: Record<string, string> = {
+        ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+        ...(o.headers ?? {}),
+      };
       if (o.body !== undefined) headers['content-type'] = 'application/json';
-      return app.inject({ method, url, headers, ...(o.body === undefined ? {} : { payload: typeof o.body === 'string' ? o.body : JSON.stringify(o.body) }) });
+      return app.inject({
+        method,
+        url,
+        headers,
+        ...(o.body === undefined ? {} : { payload: typeof o.body === 'string' ? o.body : JSON.stringify(o.body) }),
+      });
     },
   };
 }

@@ -36,7 +36,8 @@ async function arbiter(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
     req.on('end', () => {
       res.setHeader('content-type', 'application/json');
       const lease = record({ holder: 'mbp', generation: 1 });
-      if (req.url === '/v1/heartbeat') return res.end(JSON.stringify({ outcome: 'renewed', reason: null, lease, hold: null }));
+      if (req.url === '/v1/heartbeat')
+        return res.end(JSON.stringify({ outcome: 'renewed', reason: null, lease, hold: null }));
       if (req.url === '/v1/lease') return res.end(JSON.stringify(lease));
       if (req.url === '/v1/resources/register') {
         registered.push(JSON.parse(body) as { [k: string]: unknown });
@@ -71,8 +72,17 @@ async function agentUp(t: Parameters<Parameters<typeof t.test>[1]>[0], extra: { 
   writeFileSync(join(state, 'token'), `${MEMBER}\n`, { mode: 0o600 });
   chmodSync(join(state, 'token'), 0o600);
   const port = await freePort();
-  const config = writeConfig(dir, { arbiterUrl: arb.url, heartbeatCron: '*/10 * * * *', listen: { host: '127.0.0.1', port }, advertiseUrl: 'http://mbp.example.ts.net:8471', ...extra });
-  const child = spawn(process.execPath, [AGENT_CLI, '--config', config], { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const config = writeConfig(dir, {
+    arbiterUrl: arb.url,
+    heartbeatCron: '*/10 * * * *',
+    listen: { host: '127.0.0.1', port },
+    advertiseUrl: 'http://mbp.example.ts.net:8471',
+    ...extra,
+  });
+  const child = spawn(process.execPath, [AGENT_CLI, '--config', config], {
+    env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   t.teardown(
@@ -95,45 +105,92 @@ t.test('the agent registers its instance beside its machine, with the endpoint o
   const machine = arb.registered.find((b) => b['kind'] === 'machine');
   const instance = arb.registered.find((b) => b['kind'] === 'instance');
   t.match(machine, { id: 'mbp', machine: 'mbp' }, 'the machine is registered as before');
-  t.match(instance, { id: 'mbp-agent', name: 'mbp-agent', kind: 'instance', machine: 'mbp', attrs: { service: 'hq-agent', endpoint: 'http://mbp.example.ts.net:8471' } }, 'the instance carries its endpoint');
+  t.match(
+    instance,
+    {
+      id: 'mbp-agent',
+      name: 'mbp-agent',
+      kind: 'instance',
+      machine: 'mbp',
+      attrs: { service: 'hq-agent', endpoint: 'http://mbp.example.ts.net:8471' },
+    },
+    'the instance carries its endpoint',
+  );
   t.type(instance?.['ttlMs'], 'number', 'with a TTL, renewed like the machine');
 });
 
-t.test('hq primary --write-join writes the holder, its URL and the token to use, 0600, query token first', async (t) => {
-  const { dir, state, config, arb } = await agentUp(t);
-  const file = join(dir, 'joined', 'join.json');
-  const r = await hq(['primary', '--config', config, '--write-join', file]);
-  t.equal(r.code, 0, `hq primary --write-join exits 0 (${r.stderr})`);
-  t.equal(r.stdout, 'mbp (generation 1, from local:mbp)\n', 'its answer is unchanged');
-  t.equal(r.stderr, `hq: primary: join file ${file} written (member token)\n`, 'and it says where the file went');
-  t.equal(statSync(file).mode & 0o777, 0o600, 'the file is 0600');
-  t.equal(statSync(join(dir, 'joined')).mode & 0o777, 0o700, 'a missing directory is created 0700');
-  t.same(
-    JSON.parse(readFileSync(file, 'utf8')),
-    { url: 'http://mbp.example.ts.net:8471', host: 'mbp', generation: 1, arbiterUrl: arb.url, token: MEMBER, tokenScope: 'member' },
-    'without a query token the member token is written, for the arbiter',
-  );
-  const back = await readJoinFile(file);
-  t.match(back, { ok: true, url: 'http://mbp.example.ts.net:8471', token: null, arbiterUrl: arb.url, arbiterToken: MEMBER, generation: 1 }, "the reader never hands the arbiter's token out with the primary's URL");
+t.test(
+  'hq primary --write-join writes the holder, its URL and the token to use, 0600, query token first',
+  async (t) => {
+    const { dir, state, config, arb } = await agentUp(t);
+    const file = join(dir, 'joined', 'join.json');
+    const r = await hq(['primary', '--config', config, '--write-join', file]);
+    t.equal(r.code, 0, `hq primary --write-join exits 0 (${r.stderr})`);
+    t.equal(r.stdout, 'mbp (generation 1, from local:mbp)\n', 'its answer is unchanged');
+    t.equal(r.stderr, `hq: primary: join file ${file} written (member token)\n`, 'and it says where the file went');
+    t.equal(statSync(file).mode & 0o777, 0o600, 'the file is 0600');
+    t.equal(statSync(join(dir, 'joined')).mode & 0o777, 0o700, 'a missing directory is created 0700');
+    t.same(
+      JSON.parse(readFileSync(file, 'utf8')),
+      {
+        url: 'http://mbp.example.ts.net:8471',
+        host: 'mbp',
+        generation: 1,
+        arbiterUrl: arb.url,
+        token: MEMBER,
+        tokenScope: 'member',
+      },
+      'without a query token the member token is written, for the arbiter',
+    );
+    const back = await readJoinFile(file);
+    t.match(
+      back,
+      {
+        ok: true,
+        url: 'http://mbp.example.ts.net:8471',
+        token: null,
+        arbiterUrl: arb.url,
+        arbiterToken: MEMBER,
+        generation: 1,
+      },
+      "the reader never hands the arbiter's token out with the primary's URL",
+    );
 
-  writeFileSync(join(state, 'query-token'), `${QUERY}\n`, { mode: 0o600 });
-  chmodSync(join(state, 'query-token'), 0o600);
-  const q = await hq(['primary', '--config', config, '--write-join', file, '--json']);
-  t.equal(q.code, 0, 'with a query token it exits 0');
-  t.match(JSON.parse(readFileSync(file, 'utf8')), { token: QUERY, tokenScope: 'query' }, '{stateDir}/query-token wins over the member token');
+    writeFileSync(join(state, 'query-token'), `${QUERY}\n`, { mode: 0o600 });
+    chmodSync(join(state, 'query-token'), 0o600);
+    const q = await hq(['primary', '--config', config, '--write-join', file, '--json']);
+    t.equal(q.code, 0, 'with a query token it exits 0');
+    t.match(
+      JSON.parse(readFileSync(file, 'utf8')),
+      { token: QUERY, tokenScope: 'query' },
+      '{stateDir}/query-token wins over the member token',
+    );
 
-  chmodSync(join(state, 'query-token'), 0o644);
-  const bad = await hq(['primary', '--config', config, '--write-join', file]);
-  t.equal(bad.code, 2, 'an insecure query token exits 2');
-  t.match(bad.stderr, /^hq primary: .*--write-join: token file .*query-token .*\(fix or remove it to fall back to the member token\)\n$/, 'one line naming the file and the fix');
-  t.match(JSON.parse(readFileSync(file, 'utf8')), { token: QUERY }, 'and the old file is left as it was');
-});
+    chmodSync(join(state, 'query-token'), 0o644);
+    const bad = await hq(['primary', '--config', config, '--write-join', file]);
+    t.equal(bad.code, 2, 'an insecure query token exits 2');
+    t.match(
+      bad.stderr,
+      /^hq primary: .*--write-join: token file .*query-token .*\(fix or remove it to fall back to the member token\)\n$/,
+      'one line naming the file and the fix',
+    );
+    t.match(JSON.parse(readFileSync(file, 'utf8')), { token: QUERY }, 'and the old file is left as it was');
+  },
+);
 
 t.test('a URL that is not a bare origin is refused with one line', async (t) => {
   const dir = shortDir(t);
   for (const [name, url, message] of [
-    ['credentials', 'http://u:p@mbp.example.ts.net:8471', /advertiseUrl: "http:\/\/u:p@mbp.example.ts.net:8471" must not carry credentials/],
-    ['a path', 'http://mbp.example.ts.net:8471/hq', /advertiseUrl: "http:\/\/mbp.example.ts.net:8471\/hq" must be a bare origin without a path \(use http:\/\/mbp.example.ts.net:8471\)/],
+    [
+      'credentials',
+      'http://u:p@mbp.example.ts.net:8471',
+      /advertiseUrl: "http:\/\/u:p@mbp.example.ts.net:8471" must not carry credentials/,
+    ],
+    [
+      'a path',
+      'http://mbp.example.ts.net:8471/hq',
+      /advertiseUrl: "http:\/\/mbp.example.ts.net:8471\/hq" must be a bare origin without a path \(use http:\/\/mbp.example.ts.net:8471\)/,
+    ],
   ] as const) {
     const config = writeConfig(join(dir), { advertiseUrl: url });
     const r = await hq(['primary', '--config', config, '--write-join', join(dir, 'j.json')]);

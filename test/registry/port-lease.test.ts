@@ -28,7 +28,11 @@ function setup(answer: (req: JsonRequest, at: number) => HttpResult | Promise<Ht
   return { time, calls, losses, keeper, start: time.now };
 }
 
-const ok: HttpResult = { kind: 'answer', status: 200, body: { port: 31450, leaseId: LID, expiresAt: 0, ttlMs: 120_000 } };
+const ok: HttpResult = {
+  kind: 'answer',
+  status: 200,
+  body: { port: 31450, leaseId: LID, expiresAt: 0, ttlMs: 120_000 },
+};
 const down: HttpResult = { kind: 'unreachable', problem: 'ECONNREFUSED' };
 
 t.test('the margin is 10 s, or a third of a short TTL', async (t) => {
@@ -40,7 +44,11 @@ t.test('renewals go out every 30 s with the lease id header and a 1 s timeout', 
   const s = setup(() => ok);
   s.keeper.start();
   await s.time.advance(95_000);
-  t.same(s.calls.map((c) => c.at - s.start), [30_000, 60_000, 90_000], 'every 30 s');
+  t.same(
+    s.calls.map((c) => c.at - s.start),
+    [30_000, 60_000, 90_000],
+    'every 30 s',
+  );
   const r = s.calls[0]!.req;
   t.equal(r.url, 'http://127.0.0.1:8470/v1/leases/port/31450/heartbeat', 'to the port heartbeat route');
   t.same(r.headers, { 'x-port-lease-id': LID }, 'with x-port-lease-id');
@@ -59,7 +67,11 @@ t.test('a failed renewal is retried every 5 s and the lease is lost once at the 
   await s.time.advance(30_000);
   t.equal(s.calls.length, 2, 'the second renewal failed');
   await s.time.advance(20_000);
-  t.same(s.calls.slice(1).map((c) => c.at - s.start), [60_000, 65_000, 70_000, 75_000, 80_000], 'retries every 5 s');
+  t.same(
+    s.calls.slice(1).map((c) => c.at - s.start),
+    [60_000, 65_000, 70_000, 75_000, 80_000],
+    'retries every 5 s',
+  );
   // last success was sent at 30 s: deadline 30 + 120 − 10 = 140 s
   await s.time.advance(59_999);
   t.same(s.losses, [], 'not lost one millisecond before the deadline');
@@ -109,7 +121,11 @@ t.test('401 and 5xx are retried, not a loss', async (t) => {
   const s = setup(() => answers.shift() ?? ok);
   s.keeper.start();
   await s.time.advance(40_001);
-  t.same(s.calls.map((c) => c.at - s.start), [30_000, 35_000, 40_000], 'retried after 5 s each');
+  t.same(
+    s.calls.map((c) => c.at - s.start),
+    [30_000, 35_000, 40_000],
+    'retried after 5 s each',
+  );
   t.same(s.losses, [], 'not lost');
   await s.keeper.stop();
 });

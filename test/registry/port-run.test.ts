@@ -32,7 +32,11 @@ async function setup(t: Test, bands?: Bands) {
 }
 
 function hq(args: readonly string[], opts: Parameters<typeof run>[1] = {}) {
-  return run(['--import', 'tsx', FIXTURE, ...args], { timeoutMs: 40_000, ...opts, env: { HQ_PORT_PROBE_HOST: '127.0.0.1', ...(opts.env ?? {}) } });
+  return run(['--import', 'tsx', FIXTURE, ...args], {
+    timeoutMs: 40_000,
+    ...opts,
+    env: { HQ_PORT_PROBE_HOST: '127.0.0.1', ...(opts.env ?? {}) },
+  });
 }
 
 async function leases(h: RegistryHarness): Promise<number[]> {
@@ -48,7 +52,7 @@ async function until(cond: () => boolean | Promise<boolean>, ms = 20_000): Promi
   }
 }
 
-t.test("CMD gets HQ_PORT, its exit code is passed through and the lease is released", async (t) => {
+t.test('CMD gets HQ_PORT, its exit code is passed through and the lease is released', async (t) => {
   const { h, dir, config } = await setup(t);
   const out = join(dir, 'env.json');
   const code = `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({port: process.env.HQ_PORT, id: process.env.HQ_PORT_LEASE_ID})); process.exit(7)`;
@@ -79,21 +83,42 @@ t.test('losing the lease (the arbiter answers 404) sends TERM to CMD and exits 7
   t.ok(r.ms < 20_000, 'it stopped promptly');
 });
 
-t.test('an unreachable arbiter loses the lease at the deadline; a CMD ignoring TERM is killed after the grace', async (t) => {
-  const { h, dir, config } = await setup(t);
-  const started = join(dir, 'started');
-  const code = `process.on('SIGTERM', () => {}); require('fs').writeFileSync(${JSON.stringify(started)}, 'x'); setInterval(() => {}, 1000);`;
-  const p = hq(['port', 'run', '--purpose', 'web', '--ttl', '3', '--grace', '0.5', '--config', config, '--', node, '-e', code]);
-  await until(() => existsSync(started));
-  const cut = Date.now();
-  h.app.server.closeAllConnections();
-  await h.app.close();
-  const r = await p;
-  t.equal(r.code, 75, 'the command exits 75');
-  t.match(r.stderr, /"event":"lost".*"reason":"deadline"/, 'the loss is the deadline');
-  t.match(r.stderr, /"event":"killed"/, 'CMD ignored TERM and was killed');
-  t.ok(Date.now() - cut < 8000, 'soon after the deadline (TTL 3 s − margin 1 s) plus the grace (0.5 s), not minutes later');
-});
+t.test(
+  'an unreachable arbiter loses the lease at the deadline; a CMD ignoring TERM is killed after the grace',
+  async (t) => {
+    const { h, dir, config } = await setup(t);
+    const started = join(dir, 'started');
+    const code = `process.on('SIGTERM', () => {}); require('fs').writeFileSync(${JSON.stringify(started)}, 'x'); setInterval(() => {}, 1000);`;
+    const p = hq([
+      'port',
+      'run',
+      '--purpose',
+      'web',
+      '--ttl',
+      '3',
+      '--grace',
+      '0.5',
+      '--config',
+      config,
+      '--',
+      node,
+      '-e',
+      code,
+    ]);
+    await until(() => existsSync(started));
+    const cut = Date.now();
+    h.app.server.closeAllConnections();
+    await h.app.close();
+    const r = await p;
+    t.equal(r.code, 75, 'the command exits 75');
+    t.match(r.stderr, /"event":"lost".*"reason":"deadline"/, 'the loss is the deadline');
+    t.match(r.stderr, /"event":"killed"/, 'CMD ignored TERM and was killed');
+    t.ok(
+      Date.now() - cut < 8000,
+      'soon after the deadline (TTL 3 s − margin 1 s) plus the grace (0.5 s), not minutes later',
+    );
+  },
+);
 
 t.test('a port that cannot be bound here is excluded and the next one is used', async (t) => {
   const { h, dir, config } = await setup(t);
@@ -101,7 +126,18 @@ t.test('a port that cannot be bound here is excluded and the next one is used', 
   await new Promise<void>((r) => busy.listen({ port: 31450, host: '127.0.0.1' }, () => r()));
   t.teardown(() => busy.close());
   const out = join(dir, 'port');
-  const r = await hq(['port', 'run', '--purpose', 'web', '--config', config, '--', node, '-e', `require('fs').writeFileSync(${JSON.stringify(out)}, process.env.HQ_PORT)`]);
+  const r = await hq([
+    'port',
+    'run',
+    '--purpose',
+    'web',
+    '--config',
+    config,
+    '--',
+    node,
+    '-e',
+    `require('fs').writeFileSync(${JSON.stringify(out)}, process.env.HQ_PORT)`,
+  ]);
   t.equal(r.code, 0, `the command succeeds (stderr: ${r.stderr})`);
   t.equal(readFileSync(out, 'utf8'), '31451', 'CMD got the next port');
   t.match(r.stderr, /"event":"port-busy","port":31450/, 'the busy port is logged');
@@ -109,7 +145,11 @@ t.test('a port that cannot be bound here is excluded and the next one is used', 
 });
 
 t.test('a full band exits 1 and an unreachable arbiter exits 3', async (t) => {
-  const { h, config } = await setup(t, { reserved: [], test: { from: 31450, to: 31450 }, offline: { from: 31500, to: 31509 } });
+  const { h, config } = await setup(t, {
+    reserved: [],
+    test: { from: 31450, to: 31450 },
+    offline: { from: 31500, to: 31509 },
+  });
   const taken = await h.req('POST', '/v1/leases/port', { body: { machine: 'mbp', purpose: 'x', ttlMs: 60_000 } });
   t.equal(taken.statusCode, 200, 'the only port is taken');
   const full = await hq(['port', 'run', '--purpose', 'web', '--config', config, '--', node, '-e', '']);
@@ -136,14 +176,27 @@ t.test('usage errors exit 2 and the help names every flag (in-process, no arbite
 
 t.test('hq fleet lists live machines with load, heartbeat age and lease role', async (t) => {
   const { h, config } = await setup(t);
-  await h.req('POST', '/v1/resources/register', { body: machineBody('mbp', { attrs: { loadAvg: [1.5, 1, 1], cpuCount: 8, duties: ['cron'] } }) });
-  await h.req('POST', '/v1/resources/register', { body: machineBody('node-b', { ttlMs: 5000 }), token: h.tokens.nodeb });
+  await h.req('POST', '/v1/resources/register', {
+    body: machineBody('mbp', { attrs: { loadAvg: [1.5, 1, 1], cpuCount: 8, duties: ['cron'] } }),
+  });
+  await h.req('POST', '/v1/resources/register', {
+    body: machineBody('node-b', { ttlMs: 5000 }),
+    token: h.tokens.nodeb,
+  });
   h.clock.advance(12);
   const r = await hq(['fleet', '--json', '--config', config]);
   t.equal(r.code, 0, `fleet exits 0 (stderr: ${r.stderr})`);
   const body = JSON.parse(r.stdout) as { machines: FleetRow[] };
-  t.same(body.machines.map((m) => m.machine), ['mbp'], 'the expired node-b is not listed');
-  t.match(body.machines[0], { load1: 1.5, role: 'standby', heartbeatAgeSeconds: 12, duties: ['cron'] }, 'mbp with its load, heartbeat age and role');
+  t.same(
+    body.machines.map((m) => m.machine),
+    ['mbp'],
+    'the expired node-b is not listed',
+  );
+  t.match(
+    body.machines[0],
+    { load1: 1.5, role: 'standby', heartbeatAgeSeconds: 12, duties: ['cron'] },
+    'mbp with its load, heartbeat age and role',
+  );
   const text = fleetTable(body.machines);
   t.match(text, /^MACHINE\s+ROLE\s+LOAD1/, 'the text form has a header');
   t.match(text, /mbp\s+standby\s+1\.50\s+8\s/, 'and a row per machine');

@@ -6,7 +6,13 @@ import t from 'tap';
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
-import { readJoinFile, resolvePrimary, seenFloor, type GenerationFloor, type PrimaryCandidate } from '../../apps/agent/src/primary.js';
+import {
+  readJoinFile,
+  resolvePrimary,
+  seenFloor,
+  type GenerationFloor,
+  type PrimaryCandidate,
+} from '../../apps/agent/src/primary.js';
 
 interface Peer {
   readonly url: string;
@@ -15,7 +21,11 @@ interface Peer {
   close(): Promise<void>;
 }
 
-async function peer(t: { teardown(fn: () => unknown): void }, answer: unknown, opts: { delayMs?: number; redirectTo?: string } = {}): Promise<Peer> {
+async function peer(
+  t: { teardown(fn: () => unknown): void },
+  answer: unknown,
+  opts: { delayMs?: number; redirectTo?: string } = {},
+): Promise<Peer> {
   const auth: (string | undefined)[] = [];
   const p = { answer } as { answer: unknown };
   const server: Server = createServer((req, res) => {
@@ -58,7 +68,11 @@ t.test('lease mode picks the highest generation among two live agents and a dead
     { host: 'spare', url: dead },
   ];
   const r = await resolvePrimary({ mode: 'lease', candidates, seenGeneration: 3, timeoutMs: 2000 });
-  t.match(r, { mode: 'lease', source: 'answer', known: true, holder: 'node-b', generation: 7, url: b.url }, "node-b at generation 7 wins, and its URL is node-b's");
+  t.match(
+    r,
+    { mode: 'lease', source: 'answer', known: true, holder: 'node-b', generation: 7, url: b.url },
+    "node-b at generation 7 wins, and its URL is node-b's",
+  );
   t.match(
     r.mode === 'lease' ? r.answers.map((x) => x.status) : [],
     ['usable', 'usable', 'unreachable'],
@@ -74,8 +88,16 @@ t.test('an answer older than the seen generation is never accepted', async (t) =
     { host: 'node-b', url: b.url },
   ];
   const none = await resolvePrimary({ mode: 'lease', candidates, seenGeneration: 8, timeoutMs: 2000 });
-  t.match(none, { source: 'fallback', known: false, holder: 'mbp', generation: null, floor: 8 }, 'with every answer below the floor it falls back to the first candidate, unknown');
-  t.match(none.mode === 'lease' && none.source === 'fallback' ? none.reason : '', /older than generation 8/, 'and says why');
+  t.match(
+    none,
+    { source: 'fallback', known: false, holder: 'mbp', generation: null, floor: 8 },
+    'with every answer below the floor it falls back to the first candidate, unknown',
+  );
+  t.match(
+    none.mode === 'lease' && none.source === 'fallback' ? none.reason : '',
+    /older than generation 8/,
+    'and says why',
+  );
   const floor: GenerationFloor = { value: 0 };
   const first = await resolvePrimary({ mode: 'lease', candidates, floor, timeoutMs: 2000 });
   t.equal(first.mode === 'lease' ? first.generation : null, 7, 'generation 7 is accepted');
@@ -98,15 +120,30 @@ t.test('only a listed candidate can be the holder, and malformed answers are ign
     { host: 'd', url: d.url },
   ];
   const r = await resolvePrimary({ mode: 'lease', candidates, timeoutMs: 2000 });
-  t.match(r, { source: 'answer', holder: 'mbp', generation: 4 }, 'the usable answer wins over higher generations that are not usable');
-  t.same(r.mode === 'lease' ? r.answers.map((x) => x.status) : [], ['not-a-candidate', 'invalid', 'usable', 'unknown'], 'each answer is classified');
+  t.match(
+    r,
+    { source: 'answer', holder: 'mbp', generation: 4 },
+    'the usable answer wins over higher generations that are not usable',
+  );
+  t.same(
+    r.mode === 'lease' ? r.answers.map((x) => x.status) : [],
+    ['not-a-candidate', 'invalid', 'usable', 'unknown'],
+    'each answer is classified',
+  );
 });
 
 t.test('a slow candidate is abandoned after the timeout', async (t) => {
   const slow = await peer(t, { known: true, holder: 'mbp', generation: 9 }, { delayMs: 1500 });
   const fast = await peer(t, { known: true, holder: 'mbp', generation: 2 });
   const started = Date.now();
-  const r = await resolvePrimary({ mode: 'lease', candidates: [{ host: 'mbp', url: slow.url }, { host: 'node-b', url: fast.url }], timeoutMs: 300 });
+  const r = await resolvePrimary({
+    mode: 'lease',
+    candidates: [
+      { host: 'mbp', url: slow.url },
+      { host: 'node-b', url: fast.url },
+    ],
+    timeoutMs: 300,
+  });
   t.ok(Date.now() - started < 1200, 'the resolution does not wait for the slow answer');
   t.match(r, { source: 'answer', generation: 2 }, 'the late generation 9 is never acted on');
 });
@@ -114,8 +151,25 @@ t.test('a slow candidate is abandoned after the timeout', async (t) => {
 t.test('no answer at all falls back to the first candidate', async (t) => {
   const dead1 = await deadUrl(t);
   const dead2 = await deadUrl(t);
-  const r = await resolvePrimary({ mode: 'lease', candidates: [{ host: 'mbp', url: dead1 }, { host: 'node-b', url: dead2 }], timeoutMs: 1000 });
-  t.match(r, { source: 'fallback', known: false, holder: 'mbp', url: dead1, reason: 'no candidate answered with a known holder' }, 'the first candidate, marked unknown');
+  const r = await resolvePrimary({
+    mode: 'lease',
+    candidates: [
+      { host: 'mbp', url: dead1 },
+      { host: 'node-b', url: dead2 },
+    ],
+    timeoutMs: 1000,
+  });
+  t.match(
+    r,
+    {
+      source: 'fallback',
+      known: false,
+      holder: 'mbp',
+      url: dead1,
+      reason: 'no candidate answered with a known holder',
+    },
+    'the first candidate, marked unknown',
+  );
 });
 
 t.test('a token is only ever sent to the URL it belongs to, also across a redirect', async (t) => {
@@ -148,39 +202,73 @@ t.test('static mode: the configured URL, else a well-formed 0600 join file, else
   const join0600 = join(dir, 'join.json');
   writeFileSync(join0600, JSON.stringify({ url: 'http://127.0.0.1:8470', token: 'd'.repeat(64), host: 'cloud-vm' }));
   chmodSync(join0600, 0o600);
-  const cfg = await resolvePrimary({ mode: 'static', configUrl: 'http://127.0.0.1:9999', joinFile: join0600, localUrl: 'http://127.0.0.1:8471' });
-  t.match(cfg, { source: 'config', url: 'http://127.0.0.1:9999', token: null }, 'the configured URL comes first and carries no token');
+  const cfg = await resolvePrimary({
+    mode: 'static',
+    configUrl: 'http://127.0.0.1:9999',
+    joinFile: join0600,
+    localUrl: 'http://127.0.0.1:8471',
+  });
+  t.match(
+    cfg,
+    { source: 'config', url: 'http://127.0.0.1:9999', token: null },
+    'the configured URL comes first and carries no token',
+  );
   const j = await resolvePrimary({ mode: 'static', joinFile: join0600, localUrl: 'http://127.0.0.1:8471' });
-  t.match(j, { source: 'join-file', url: 'http://127.0.0.1:8470', token: 'd'.repeat(64), host: 'cloud-vm' }, "the join file's URL comes with its own token");
+  t.match(
+    j,
+    { source: 'join-file', url: 'http://127.0.0.1:8470', token: 'd'.repeat(64), host: 'cloud-vm' },
+    "the join file's URL comes with its own token",
+  );
   const bad: [string, (p: string) => void][] = [
-    ['a group-readable join file', (p) => {
-      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1' }));
-      chmodSync(p, 0o640);
-    }],
-    ['a join file that is not JSON', (p) => {
-      writeFileSync(p, 'url=http://x');
-      chmodSync(p, 0o600);
-    }],
-    ['a join file with an unknown key', (p) => {
-      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', admin: true }));
-      chmodSync(p, 0o600);
-    }],
-    ['a join file without a URL', (p) => {
-      writeFileSync(p, JSON.stringify({ token: 'd'.repeat(64) }));
-      chmodSync(p, 0o600);
-    }],
-    ['a join file with credentials in the URL', (p) => {
-      writeFileSync(p, JSON.stringify({ url: 'http://u:p@127.0.0.1:1' }));
-      chmodSync(p, 0o600);
-    }],
-    ['a join file with a non-http URL', (p) => {
-      writeFileSync(p, JSON.stringify({ url: 'file:///etc/passwd' }));
-      chmodSync(p, 0o600);
-    }],
-    ['a join file whose token is not a token', (p) => {
-      writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', token: 'short' }));
-      chmodSync(p, 0o600);
-    }],
+    [
+      'a group-readable join file',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1' }));
+        chmodSync(p, 0o640);
+      },
+    ],
+    [
+      'a join file that is not JSON',
+      (p) => {
+        writeFileSync(p, 'url=http://x');
+        chmodSync(p, 0o600);
+      },
+    ],
+    [
+      'a join file with an unknown key',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', admin: true }));
+        chmodSync(p, 0o600);
+      },
+    ],
+    [
+      'a join file without a URL',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ token: 'd'.repeat(64) }));
+        chmodSync(p, 0o600);
+      },
+    ],
+    [
+      'a join file with credentials in the URL',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ url: 'http://u:p@127.0.0.1:1' }));
+        chmodSync(p, 0o600);
+      },
+    ],
+    [
+      'a join file with a non-http URL',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ url: 'file:///etc/passwd' }));
+        chmodSync(p, 0o600);
+      },
+    ],
+    [
+      'a join file whose token is not a token',
+      (p) => {
+        writeFileSync(p, JSON.stringify({ url: 'http://127.0.0.1:1', token: 'short' }));
+        chmodSync(p, 0o600);
+      },
+    ],
     ['a symlinked join file', (p) => symlinkSync(join0600, p)],
   ];
   for (const [i, [name, make]] of bad.entries()) {
@@ -192,7 +280,11 @@ t.test('static mode: the configured URL, else a well-formed 0600 join file, else
     t.match(r, { source: 'local', url: 'http://127.0.0.1:8471', token: null }, `${name} is ignored: this host is used`);
     t.ok(r.mode === 'static' && typeof r.ignored === 'string', `${name}: the reason is reported`);
   }
-  const missing = await resolvePrimary({ mode: 'static', joinFile: join(dir, 'none.json'), localUrl: 'http://127.0.0.1:8471' });
+  const missing = await resolvePrimary({
+    mode: 'static',
+    joinFile: join(dir, 'none.json'),
+    localUrl: 'http://127.0.0.1:8471',
+  });
   t.match(missing, { source: 'local' }, 'no join file: this host');
   t.match(await readJoinFile(join0600), { ok: true }, 'readJoinFile accepts the good file');
 });
@@ -210,8 +302,20 @@ t.test('an answer above the generation ceiling is invalid: it neither wins nor r
   const a = await peer(t, { known: true, holder: 'node-b', generation: 9_007_199_254_740_990 });
   const b = await peer(t, { known: true, holder: 'mbp', generation: 4 });
   const floor = { value: 0 };
-  const r = await resolvePrimary({ mode: 'lease', candidates: [{ host: 'node-b', url: a.url }, { host: 'mbp', url: b.url }], timeoutMs: 2000, floor });
+  const r = await resolvePrimary({
+    mode: 'lease',
+    candidates: [
+      { host: 'node-b', url: a.url },
+      { host: 'mbp', url: b.url },
+    ],
+    timeoutMs: 2000,
+    floor,
+  });
   t.match(r, { source: 'answer', holder: 'mbp', generation: 4 }, 'the real answer wins');
-  t.match(r.mode === 'lease' ? r.answers[0] : null, { status: 'invalid', problem: /above the generation ceiling/ }, 'the bogus one is named invalid');
+  t.match(
+    r.mode === 'lease' ? r.answers[0] : null,
+    { status: 'invalid', problem: /above the generation ceiling/ },
+    'the bogus one is named invalid',
+  );
   t.equal(floor.value, 4, 'the floor is the real generation');
 });

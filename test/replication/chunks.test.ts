@@ -65,12 +65,19 @@ t.test('content-defined chunks are deterministic, bounded, and cover the file wh
     'every chunk but the last is between the minimum and the maximum',
   );
   const avg = data.length / a.chunks.length;
-  t.ok(avg > CDC_AVG_BYTES / 2 && avg < CDC_AVG_BYTES * 2, `the mean chunk (${Math.round(avg)} bytes) is near the target average`);
+  t.ok(
+    avg > CDC_AVG_BYTES / 2 && avg < CDC_AVG_BYTES * 2,
+    `the mean chunk (${Math.round(avg)} bytes) is near the target average`,
+  );
 });
 
 t.test('an insertion moves only the content-defined boundaries near it', async (t) => {
   const data = randomBytes(4 * 1024 * 1024);
-  const edited = Buffer.concat([data.subarray(0, 2_000_000), Buffer.from('a hundred bytes or so of new text inserted mid-file.'.repeat(2)), data.subarray(2_000_000)]);
+  const edited = Buffer.concat([
+    data.subarray(0, 2_000_000),
+    Buffer.from('a hundred bytes or so of new text inserted mid-file.'.repeat(2)),
+    data.subarray(2_000_000),
+  ]);
   const before = new Set(shas(chunkBuffer(data, 'file').chunks));
   const after = chunkBuffer(edited, 'file').chunks;
   const fresh = after.filter((c) => !before.has(c.sha256));
@@ -122,7 +129,12 @@ t.test('a chunk list encodes to 36 bytes a chunk and reads back; malformed lists
     ['a length that is not a multiple of 36', buf.subarray(0, 35), 500_000, /multiple of 36/],
     ['a total that is not the file size', buf, 500_001, /add up to 500000 bytes, the file is 500001/],
     ['a zero-length chunk', encodeRecipe([{ sha256: 'a'.repeat(64), bytes: 0 }]), 0, /chunk 0 is 0 bytes/],
-    ['a chunk over 1 MiB', encodeRecipe([{ sha256: 'a'.repeat(64), bytes: 2 * 1024 * 1024 }]), 2 * 1024 * 1024, /chunk 0 is 2097152 bytes/],
+    [
+      'a chunk over 1 MiB',
+      encodeRecipe([{ sha256: 'a'.repeat(64), bytes: 2 * 1024 * 1024 }]),
+      2 * 1024 * 1024,
+      /chunk 0 is 2097152 bytes/,
+    ],
     [
       'a short chunk before the last',
       encodeRecipe([
@@ -141,11 +153,15 @@ t.test('a chunk list encodes to 36 bytes a chunk and reads back; malformed lists
 
 t.test('runsOf turns flags into [first, count] runs', async (t) => {
   t.same(runsOf([]), [], 'none');
-  t.same(runsOf([true, true, false, true, false, false, true, true, true]), [
-    [0, 2],
-    [3, 1],
-    [6, 3],
-  ], 'three runs');
+  t.same(
+    runsOf([true, true, false, true, false, false, true, true, true]),
+    [
+      [0, 2],
+      [3, 1],
+      [6, 3],
+    ],
+    'three runs',
+  );
 });
 
 t.test('chunkFile reads a file from disk like the streaming chunker', async (t) => {

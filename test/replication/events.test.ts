@@ -30,7 +30,10 @@ class AgentProcess {
   private child: ChildProcess;
   private buf = '';
   constructor(config: string) {
-    this.child = spawn(process.execPath, [AGENT_CLI, '--config', config], { env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [AGENT_CLI, '--config', config], {
+      env: { ...process.env, HQ_CONFIG: '', NODE_OPTIONS: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child.stdout?.on('data', (c: Buffer) => {
       this.buf += c.toString();
       const parts = this.buf.split('\n');
@@ -73,12 +76,18 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
     arbiterUrl: arbiter.url,
     heartbeatCron: '*/10 * * * *',
     listen: { host: '127.0.0.1', port },
-    replication: { stateDir: app, standbyDir: join(dir, 'standby'), outboxDir: join(dir, 'outbox'), plan: { files: [{ path: 'config.json' }] } },
+    replication: {
+      stateDir: app,
+      standbyDir: join(dir, 'standby'),
+      outboxDir: join(dir, 'outbox'),
+      plan: { files: [{ path: 'config.json' }] },
+    },
   });
   return { dir, config, socket: join(dir, 'agent.sock') };
 }
 
-const reported = (category: string, event: string) => (l: Line) => l['category'] === category && l['event'] === event && l['via'] === 'cli';
+const reported = (category: string, event: string) => (l: Line) =>
+  l['category'] === category && l['event'] === event && l['via'] === 'cli';
 
 t.test('the standby CLI and hq primary report their events to the running agent, which logs them', async (t) => {
   const { dir, config } = await setup(t);
@@ -90,25 +99,51 @@ t.test('the standby CLI and hq primary report their events to the running agent,
   t.equal(snap.code, 0, `the snapshot exits 0 (${snap.stderr})`);
   const gen = (JSON.parse(snap.stdout) as { generation: string }).generation;
   const stripped = await agent.waitFor(reported('hq.standby', 'config-host-local-stripped'));
-  t.match(stripped, { host: 'mbp', tier: 'core', generation: gen, keys: 'hq', msg: 'config-host-local-stripped' }, 'config-host-local-stripped names the tier, generation and keys');
+  t.match(
+    stripped,
+    { host: 'mbp', tier: 'core', generation: gen, keys: 'hq', msg: 'config-host-local-stripped' },
+    'config-host-local-stripped names the tier, generation and keys',
+  );
   const built = await agent.waitFor(reported('hq.standby', 'generation'));
-  t.match(built, { tier: 'core', generation: gen, files: 1, leaseGeneration: 1, holder: 'mbp', pushedTo: '', exitCode: 0 }, 'generation carries the snapshot and its outcome');
+  t.match(
+    built,
+    { tier: 'core', generation: gen, files: 1, leaseGeneration: 1, holder: 'mbp', pushedTo: '', exitCode: 0 },
+    'generation carries the snapshot and its outcome',
+  );
 
-  const refused = await hq(['standby', 'snapshot', '--tier', 'core', '--no-push', '--config', config], { env: { HQ_GENERATION: '7', HQ_HOLDER: 'node-b' } });
+  const refused = await hq(['standby', 'snapshot', '--tier', 'core', '--no-push', '--config', config], {
+    env: { HQ_GENERATION: '7', HQ_HOLDER: 'node-b' },
+  });
   t.equal(refused.code, 1, 'a snapshot by a non-holder exits 1');
-  t.match(await agent.waitFor(reported('hq.standby', 'failed')), { tier: 'core', problem: /HQ_HOLDER is node-b, not this host/ }, 'failed carries the problem');
+  t.match(
+    await agent.waitFor(reported('hq.standby', 'failed')),
+    { tier: 'core', problem: /HQ_HOLDER is node-b, not this host/ },
+    'failed carries the problem',
+  );
 
   const pr = await hq(['standby', 'promote', '--config', config, '--to', join(dir, 'promoted')]);
   t.equal(pr.code, 1, 'a promotion with nothing verified exits 1');
-  t.match(await agent.waitFor(reported('hq.standby', 'promote-refused')), { to: join(dir, 'promoted'), tiers: 'core,big', problem: /./ }, 'promote-refused carries the reason');
+  t.match(
+    await agent.waitFor(reported('hq.standby', 'promote-refused')),
+    { to: join(dir, 'promoted'), tiers: 'core,big', problem: /./ },
+    'promote-refused carries the reason',
+  );
 
   const role = await hq(['standby', 'role', '--default-source', 'mbp', '--config', config]);
   t.equal(role.code, 0, 'role exits 0');
-  t.match(await agent.waitFor(reported('hq.standby', 'role')), { role: role.stdout.trim(), defaultSource: 'mbp', holder: 'mbp', generation: 1 }, 'role carries the answer');
+  t.match(
+    await agent.waitFor(reported('hq.standby', 'role')),
+    { role: role.stdout.trim(), defaultSource: 'mbp', holder: 'mbp', generation: 1 },
+    'role carries the answer',
+  );
 
   const primary = await hq(['primary', '--config', config]);
   t.equal(primary.code, 0, `hq primary exits 0 (${primary.stderr})`);
-  t.match(await agent.waitFor(reported('control', 'primary-resolved')), { holder: 'mbp', generation: 1, source: 'local:mbp', asked: 1, usable: 1 }, 'primary-resolved carries the winner');
+  t.match(
+    await agent.waitFor(reported('control', 'primary-resolved')),
+    { holder: 'mbp', generation: 1, source: 'local:mbp', asked: 1, usable: 1 },
+    'primary-resolved carries the winner',
+  );
 });
 
 t.test('the agent logs only the closed list of events, with flat data that cannot forge a field', async (t) => {
@@ -121,15 +156,27 @@ t.test('the agent logs only the closed list of events, with flat data that canno
     ['a standby event under control', { category: 'control', event: 'role', data: {} }, /event|category/],
     ['an unknown category', { category: 'hq.lease', event: 'generation' }, /category|event/],
     ['nested data', { category: 'hq.standby', event: 'role', data: { role: { x: 1 } } }, /data/],
-    ['a key the line sets itself', { category: 'hq.standby', event: 'role', data: { level: 60 } }, /^data\.level is a field the log line sets itself; rename it$/],
+    [
+      'a key the line sets itself',
+      { category: 'hq.standby', event: 'role', data: { level: 60 } },
+      /^data\.level is a field the log line sets itself; rename it$/,
+    ],
     ['an extra top-level key', { category: 'hq.standby', event: 'role', host: 'node-b' }, /./],
   ];
   for (const [name, body, message] of cases) {
     const r = await callAgent(socket, 'POST', '/v1/events', 2, body);
     t.equal(r.kind === 'answer' ? r.status : 0, 400, `${name}: 400`);
-    t.match(r.kind === 'answer' ? r.body : null, { error: 'HQ_ERR_BAD_REQUEST', message }, `${name}: one line naming what to fix`);
+    t.match(
+      r.kind === 'answer' ? r.body : null,
+      { error: 'HQ_ERR_BAD_REQUEST', message },
+      `${name}: one line naming what to fix`,
+    );
   }
-  const ok = await callAgent(socket, 'POST', '/v1/events', 2, { category: 'hq.standby', event: 'role', data: { role: 'skip' } });
+  const ok = await callAgent(socket, 'POST', '/v1/events', 2, {
+    category: 'hq.standby',
+    event: 'role',
+    data: { role: 'skip' },
+  });
   t.same(ok.kind === 'answer' ? [ok.status, ok.body] : null, [200, { ok: true }], 'a valid report is taken');
   t.match(await agent.waitFor(reported('hq.standby', 'role')), { role: 'skip', host: 'mbp' }, 'and logged');
   t.equal(agent.lines.filter((l) => l['via'] === 'cli').length, 1, 'nothing refused was logged');

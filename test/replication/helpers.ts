@@ -10,12 +10,15 @@ import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { resolveReplication, validateReplication, type ReplicationConfig } from '../../apps/agent/src/replication/config.js';
+import {
+  resolveReplication,
+  validateReplication,
+  type ReplicationConfig,
+} from '../../apps/agent/src/replication/config.js';
 import { StandbyReceiver } from '../../apps/agent/src/replication/receiver.js';
 import { replicationPeerRoutes } from '../../apps/agent/src/replication/routes.js';
 import { bearer, tokensEqual } from '../../apps/agent/src/tokens.js';
 import { HttpError, refusalBody } from '@hq/runtime/refusal';
-
 
 /** A bare app answers the routes' refusals as the daemons' error handlers do (the rest as Fastify does). */
 export function answerRefusals<A extends FastifyInstance>(app: A): A {
@@ -45,7 +48,12 @@ export function write(root: string, rel: string, data: string | Buffer): string 
 /** A replication config over `base/state`, `base/standby`, `base/outbox`. */
 export function config(base: string, block: { [k: string]: unknown } = {}): ReplicationConfig {
   return resolveReplication(
-    validateReplication({ stateDir: join(base, 'state'), standbyDir: join(base, 'standby'), outboxDir: join(base, 'outbox'), ...block }),
+    validateReplication({
+      stateDir: join(base, 'state'),
+      standbyDir: join(base, 'standby'),
+      outboxDir: join(base, 'outbox'),
+      ...block,
+    }),
     base,
   );
 }
@@ -67,8 +75,21 @@ export async function peer(
   seenGeneration?: () => number,
   knownGeneration: () => number = seenGeneration ?? (() => KNOWN_GENERATION),
 ): Promise<Peer> {
-  const receiver = await StandbyReceiver.open({ standbyDir, keep, knownGeneration, ...(seenGeneration === undefined ? {} : { seenGeneration }) });
-  const app = answerRefusals(Fastify({ logger: false, bodyLimit: 64 * 1024, requestTimeout: 10_000, connectionTimeout: 10_000, onProtoPoisoning: 'error' }));
+  const receiver = await StandbyReceiver.open({
+    standbyDir,
+    keep,
+    knownGeneration,
+    ...(seenGeneration === undefined ? {} : { seenGeneration }),
+  });
+  const app = answerRefusals(
+    Fastify({
+      logger: false,
+      bodyLimit: 64 * 1024,
+      requestTimeout: 10_000,
+      connectionTimeout: 10_000,
+      onProtoPoisoning: 'error',
+    }),
+  );
   await app.register(replicationPeerRoutes, {
     receiver,
     verifyPeer: (h) => {
@@ -104,7 +125,10 @@ export function writer(db: string): Promise<ChildProcess> {
     tick();
   `;
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['-e', script, db], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
+    const child = spawn(process.execPath, ['-e', script, db], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
     child.stdout?.once('data', () => done(child));
     child.once('error', fail);
     child.once('exit', (code) => fail(new Error(`writer exited ${code}`)));

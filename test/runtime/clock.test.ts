@@ -1,6 +1,15 @@
 /** The shell's clocks: units, where each starts, and that none of them runs backwards. */
 import t from 'tap';
-import { elapsed, manualClock, monotonicClockMs, monotonicSeconds, sleepSafeClockMs, stampClock, steadyClock, wallClockMs } from '../../packages/runtime/src/clock.js';
+import {
+  elapsed,
+  manualClock,
+  monotonicClockMs,
+  monotonicSeconds,
+  sleepSafeClockMs,
+  stampClock,
+  steadyClock,
+  wallClockMs,
+} from '../../packages/runtime/src/clock.js';
 
 t.test('each clock reads in its unit and starts at the wall time', async (t) => {
   const wall = Date.now() / 1000;
@@ -10,7 +19,10 @@ t.test('each clock reads in its unit and starts at the wall time', async (t) => 
   t.ok(Math.abs(steadyClock().now() - wall) < 5, 'the steady clock starts at the wall time, in seconds');
   t.ok(Math.abs(sleepSafeClockMs().now() - wall * 1000) < 5000, 'the sleep-safe clock reads epoch milliseconds');
   t.ok(Math.abs(wallClockMs.now() - wall * 1000) < 5000, 'the wall clock reads epoch milliseconds');
-  t.ok(Math.abs(monotonicClockMs.now() - monotonicSeconds() * 1000) < 5000, 'the monotonic clock in milliseconds is the monotonic seconds × 1000');
+  t.ok(
+    Math.abs(monotonicClockMs.now() - monotonicSeconds() * 1000) < 5000,
+    'the monotonic clock in milliseconds is the monotonic seconds × 1000',
+  );
 });
 
 t.test('no clock runs backwards between two readings', async (t) => {
@@ -25,7 +37,11 @@ t.test('no clock runs backwards between two readings', async (t) => {
 });
 
 t.test('elapsed is the larger of the two clocks, so a stopped or stepped-back clock cannot stretch it', async (t) => {
-  t.equal(elapsed({ wall: 100, mono: 5 }, { wall: 110, mono: 6 }), 10, 'a suspend (monotonic stopped) counts by the wall');
+  t.equal(
+    elapsed({ wall: 100, mono: 5 }, { wall: 110, mono: 6 }),
+    10,
+    'a suspend (monotonic stopped) counts by the wall',
+  );
   t.equal(elapsed({ wall: 100, mono: 5 }, { wall: 90, mono: 8 }), 3, 'a wall step back counts by the monotonic clock');
 });
 

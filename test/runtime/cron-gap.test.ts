@@ -3,7 +3,11 @@ import { cronGapSeconds } from '../../packages/runtime/src/schedule.js';
 
 t.test('node-cron parses, lease-core measures: one answer for valid and for how often', async (t) => {
   t.same(cronGapSeconds('*/10 * * * *'), { ok: true, seconds: 600 }, 'the default');
-  t.same(cronGapSeconds('0 0 1 1 *'), { ok: true, seconds: 366 * 86_400 }, 'once a year is accepted (S6), its gap a leap year');
+  t.same(
+    cronGapSeconds('0 0 1 1 *'),
+    { ok: true, seconds: 366 * 86_400 },
+    'once a year is accepted (S6), its gap a leap year',
+  );
   t.same(cronGapSeconds('*/1 * * * * *'), { ok: true, seconds: 1 }, 'every second');
 });
 

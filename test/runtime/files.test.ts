@@ -3,7 +3,18 @@
  * private directories, and reads that refuse what could have been planted.
  */
 import t from 'tap';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { missingTool } from '../missing-tool.js';
@@ -40,7 +51,11 @@ for (const [name, write] of WRITERS) {
     t.equal(readFileSync(join(dir, 'f'), 'utf8'), 'two\n', 'the last write wins');
     t.same(readdirSync(dir), ['f'], 'no temp file is left behind');
     await underUmask(0o077, () => write(join(dir, 'g'), new Uint8Array([1, 2]), 0o640));
-    t.equal(statSync(join(dir, 'g')).mode & 0o777, 0o640, 'a mode the caller asks for is set even where the umask would narrow it');
+    t.equal(
+      statSync(join(dir, 'g')).mode & 0o777,
+      0o640,
+      'a mode the caller asks for is set even where the umask would narrow it',
+    );
   });
 
   t.test(`${name} that cannot rename removes its temp file and keeps the old content`, async (t) => {
@@ -86,18 +101,42 @@ t.test('readSecure refuses what could have been planted', async (t) => {
   };
   t.equal((await readSecure(join(dir, 'nope'))).kind, 'missing', 'a missing file is missing, not refused');
   t.match(await readSecure(write('ok', 0o600)), { kind: 'ok', text: '5\n', size: 2 }, 'a 0600 file of ours is read');
-  t.match(await readSecure(write('gw', 0o620)), { kind: 'refused', problem: /writable/ }, 'a group-writable file is refused');
-  t.match(await readSecure(write('ww', 0o602)), { kind: 'refused', problem: /writable/ }, 'a world-writable file is refused');
-  t.match(await readSecure(write('gr', 0o640), { secret: true }), { kind: 'refused', problem: /must be mode 0600/ }, 'a group-readable secret is refused');
-  t.match(await readSecure(write('big', 0o600), { maxBytes: 1 }), { kind: 'refused', problem: /larger than 1 bytes/ }, 'a file above maxBytes is refused');
+  t.match(
+    await readSecure(write('gw', 0o620)),
+    { kind: 'refused', problem: /writable/ },
+    'a group-writable file is refused',
+  );
+  t.match(
+    await readSecure(write('ww', 0o602)),
+    { kind: 'refused', problem: /writable/ },
+    'a world-writable file is refused',
+  );
+  t.match(
+    await readSecure(write('gr', 0o640), { secret: true }),
+    { kind: 'refused', problem: /must be mode 0600/ },
+    'a group-readable secret is refused',
+  );
+  t.match(
+    await readSecure(write('big', 0o600), { maxBytes: 1 }),
+    { kind: 'refused', problem: /larger than 1 bytes/ },
+    'a file above maxBytes is refused',
+  );
   symlinkSync(join(dir, 'ok'), join(dir, 'sl'));
-  t.match(await readSecure(join(dir, 'sl')), { kind: 'refused', problem: /symlink/ }, 'a symlink is refused, not followed');
+  t.match(
+    await readSecure(join(dir, 'sl')),
+    { kind: 'refused', problem: /symlink/ },
+    'a symlink is refused, not followed',
+  );
   mkdirSync(join(dir, 'd'));
   t.match(await readSecure(join(dir, 'd')), { kind: 'refused', problem: /regular/ }, 'a directory is refused');
   if (process.getuid?.() === 0) {
     const f = write('foreign', 0o600);
     chownSync(f, 12345, 12345);
-    t.match(await readSecure(f), { kind: 'refused', problem: /owned by uid 12345/ }, 'a file owned by another user is refused');
+    t.match(
+      await readSecure(f),
+      { kind: 'refused', problem: /owned by uid 12345/ },
+      'a file owned by another user is refused',
+    );
   } else {
     missingTool(t, 'foreign ownership needs root to set up; checked where the tests run as root (CI)');
   }

@@ -7,7 +7,14 @@ import t from 'tap';
 import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { latestGeneration, listGenerations, publishGeneration, pruneGenerations, readLatest, tierListing } from '../../packages/runtime/src/generations.js';
+import {
+  latestGeneration,
+  listGenerations,
+  publishGeneration,
+  pruneGenerations,
+  readLatest,
+  tierListing,
+} from '../../packages/runtime/src/generations.js';
 
 const G = (n: number) => `20260101T00000${n}Z`;
 
@@ -35,7 +42,10 @@ t.test('publish moves latest after the folder is in place; prune keeps N and lat
   });
   t.ok(seen.includes(G(2)), 'the new folder is in place before latest moves');
   t.equal(readlinkSync(join(tierRoot, 'latest')), G(2));
-  t.notOk(readdirSync(tierRoot).some((n) => n.startsWith('.')), 'no staging or temp link left');
+  t.notOk(
+    readdirSync(tierRoot).some((n) => n.startsWith('.')),
+    'no staging or temp link left',
+  );
   await publish(tierRoot, 3);
   t.same(await pruneGenerations(tierRoot, 2, G(3)), { removed: [G(1)], kept: [G(2), G(3)] });
   t.same(await listGenerations(tierRoot), [G(2), G(3)]);

@@ -13,7 +13,10 @@ import { sweepOnlyWhileConnected } from '../../packages/runtime/src/idle-server.
  */
 function countSweeps(server: Server): () => number {
   const key = Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connections');
-  const list = key === undefined ? undefined : (server as unknown as Record<symbol, { expired: (...a: unknown[]) => unknown }>)[key];
+  const list =
+    key === undefined
+      ? undefined
+      : (server as unknown as Record<symbol, { expired: (...a: unknown[]) => unknown }>)[key];
   if (list === undefined) throw new Error('no connection list on the server (a Node this test does not know)');
   let n = 0;
   const expired = list.expired.bind(list);
@@ -25,9 +28,15 @@ function countSweeps(server: Server): () => number {
 }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function listening(t: { teardown(fn: () => unknown): void }, take: boolean): Promise<{ server: Server; port: number; took: boolean | null }> {
+async function listening(
+  t: { teardown(fn: () => unknown): void },
+  take: boolean,
+): Promise<{ server: Server; port: number; took: boolean | null }> {
   // Deadlines of a few hundred ms, swept every 100 ms: the drip below is ended within a second.
-  const server = createServer({ connectionsCheckingInterval: 100, requestTimeout: 400, headersTimeout: 300 }, (_req, res) => res.end('ok'));
+  const server = createServer(
+    { connectionsCheckingInterval: 100, requestTimeout: 400, headersTimeout: 300 },
+    (_req, res) => res.end('ok'),
+  );
   const took = take ? sweepOnlyWhileConnected(server) : null;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => {
@@ -53,27 +62,34 @@ function drip(port: number): Promise<string> {
   });
 }
 
-t.test('an idle server is not swept; Node\'s own is, every interval', async (t) => {
+t.test("an idle server is not swept; Node's own is, every interval", async (t) => {
   const plain = await listening(t, false);
   const plainSweeps = countSweeps(plain.server);
   const idle = await listening(t, true);
   const idleSweeps = countSweeps(idle.server);
-  t.equal(idle.took, true, 'Node\'s sweep was found and taken over');
+  t.equal(idle.took, true, "Node's sweep was found and taken over");
   await sleep(550);
   t.ok(plainSweeps() >= 2, `without: Node sweeps with no connection open (${plainSweeps()} times in 550 ms at 100 ms)`);
   t.equal(idleSweeps(), 0, 'with: no sweep while no connection is open');
 });
 
-t.test('a request past its deadline is still ended while connected, and the timer goes with the last connection', async (t) => {
-  const { server, port } = await listening(t, true);
-  const sweeps = countSweeps(server);
-  const answer = await drip(port);
-  t.match(answer, /^HTTP\/1\.1 408 /, `the dripping request was ended by the sweep (${JSON.stringify(answer.slice(0, 40))})`);
-  t.ok(sweeps() >= 1, `swept while connected (${sweeps()} times)`);
-  await sleep(50);
-  const after = sweeps();
-  await sleep(350);
-  t.equal(sweeps(), after, 'no sweep once the connection is gone');
-  const again = await drip(port);
-  t.match(again, /^HTTP\/1\.1 408 /, 'and the next connection is swept again');
-});
+t.test(
+  'a request past its deadline is still ended while connected, and the timer goes with the last connection',
+  async (t) => {
+    const { server, port } = await listening(t, true);
+    const sweeps = countSweeps(server);
+    const answer = await drip(port);
+    t.match(
+      answer,
+      /^HTTP\/1\.1 408 /,
+      `the dripping request was ended by the sweep (${JSON.stringify(answer.slice(0, 40))})`,
+    );
+    t.ok(sweeps() >= 1, `swept while connected (${sweeps()} times)`);
+    await sleep(50);
+    const after = sweeps();
+    await sleep(350);
+    t.equal(sweeps(), after, 'no sweep once the connection is gone');
+    const again = await drip(port);
+    t.match(again, /^HTTP\/1\.1 408 /, 'and the next connection is swept again');
+  },
+);

@@ -30,11 +30,27 @@ exit 3
 
 t.test('runFile runs an argv, never throws, and kills at the deadline', async (t) => {
   const bin = fakeTailscale(t, '{}');
-  t.match(await runFile(bin, ['ping', 'up'], { timeoutMs: 5000 }), { ok: true, code: 0, stdout: /pong/, problem: null }, 'exit 0 is ok with its stdout');
-  t.match(await runFile(bin, ['other'], { timeoutMs: 5000 }), { ok: false, code: 3, problem: '3' }, 'an exit code is the problem');
-  t.match(await runFile(join(tmpdir(), 'no-such-tailscale'), [], { timeoutMs: 5000 }), { ok: false, code: 'ENOENT', problem: 'ENOENT' }, 'a missing program is ENOENT');
+  t.match(
+    await runFile(bin, ['ping', 'up'], { timeoutMs: 5000 }),
+    { ok: true, code: 0, stdout: /pong/, problem: null },
+    'exit 0 is ok with its stdout',
+  );
+  t.match(
+    await runFile(bin, ['other'], { timeoutMs: 5000 }),
+    { ok: false, code: 3, problem: '3' },
+    'an exit code is the problem',
+  );
+  t.match(
+    await runFile(join(tmpdir(), 'no-such-tailscale'), [], { timeoutMs: 5000 }),
+    { ok: false, code: 'ENOENT', problem: 'ENOENT' },
+    'a missing program is ENOENT',
+  );
   const t0 = Date.now();
-  t.match(await runFile(bin, ['hang'], { timeoutMs: 300 }), { ok: false, problem: 'no answer within 0.3 s' }, 'an overrun is killed and named');
+  t.match(
+    await runFile(bin, ['hang'], { timeoutMs: 300 }),
+    { ok: false, problem: 'no answer within 0.3 s' },
+    'an overrun is killed and named',
+  );
   t.ok(Date.now() - t0 < 10_000, 'and does not wait for the program');
 });
 
@@ -53,15 +69,43 @@ t.test('ping ⊕ health: reachable when either answers', async (t) => {
   t.equal(await healthOk(`${base}/v1/health`, 2), true, 'a 200 is healthy');
   t.equal(await healthOk(`${base}/other`, 2), false, 'anything else is not');
   t.equal(await healthOk(null, 2), false, 'no URL is not healthy');
-  t.same(await probe('down', { tailscaleBin: bin, healthUrl: `${base}/v1/health`, timeoutSeconds: 2 }), { target: 'down', reachable: true, ping: false, health: true }, 'health alone makes it reachable');
-  t.same(await probe('down', { tailscaleBin: bin, healthUrl: null, timeoutSeconds: 2 }), { target: 'down', reachable: false, ping: false, health: false }, 'neither: unreachable');
+  t.same(
+    await probe('down', { tailscaleBin: bin, healthUrl: `${base}/v1/health`, timeoutSeconds: 2 }),
+    { target: 'down', reachable: true, ping: false, health: true },
+    'health alone makes it reachable',
+  );
+  t.same(
+    await probe('down', { tailscaleBin: bin, healthUrl: null, timeoutSeconds: 2 }),
+    { target: 'down', reachable: false, ping: false, health: false },
+    'neither: unreachable',
+  );
 });
 
 t.test('the MagicDNS suffix comes from tailscale status, without its trailing dot', async (t) => {
-  t.same(await magicDnsSuffix(fakeTailscale(t, '{"MagicDNSSuffix":"tail1234.ts.net."}'), 2), { ok: true, suffix: 'tail1234.ts.net' }, 'the suffix');
-  t.match(await magicDnsSuffix(fakeTailscale(t, '{"BackendState":"Stopped"}'), 2), { ok: false, problem: /no MagicDNSSuffix/ }, 'none in the answer');
-  t.match(await magicDnsSuffix(fakeTailscale(t, 'not json'), 2), { ok: false, problem: /not JSON/ }, 'an answer that is not JSON');
-  t.match(await magicDnsSuffix(fakeTailscale(t, '{"MagicDNSSuffix":"a b"}'), 2), { ok: false, problem: /no MagicDNSSuffix/ }, 'a suffix that is no DNS name');
+  t.same(
+    await magicDnsSuffix(fakeTailscale(t, '{"MagicDNSSuffix":"tail1234.ts.net."}'), 2),
+    { ok: true, suffix: 'tail1234.ts.net' },
+    'the suffix',
+  );
+  t.match(
+    await magicDnsSuffix(fakeTailscale(t, '{"BackendState":"Stopped"}'), 2),
+    { ok: false, problem: /no MagicDNSSuffix/ },
+    'none in the answer',
+  );
+  t.match(
+    await magicDnsSuffix(fakeTailscale(t, 'not json'), 2),
+    { ok: false, problem: /not JSON/ },
+    'an answer that is not JSON',
+  );
+  t.match(
+    await magicDnsSuffix(fakeTailscale(t, '{"MagicDNSSuffix":"a b"}'), 2),
+    { ok: false, problem: /no MagicDNSSuffix/ },
+    'a suffix that is no DNS name',
+  );
   t.match(await magicDnsSuffix('', 2), { ok: false, problem: /tailscaleBin/ }, 'tailscaleBin "" asks nothing');
-  t.equal(tailnetHealthUrl('node-b', 'tail1234.ts.net', 9000), 'http://node-b.tail1234.ts.net:9000/v1/health', 'the health URL takes the port it is given');
+  t.equal(
+    tailnetHealthUrl('node-b', 'tail1234.ts.net', 9000),
+    'http://node-b.tail1234.ts.net:9000/v1/health',
+    'the health URL takes the port it is given',
+  );
 });

@@ -8,7 +8,11 @@ t.test('a stalled cron schedule is covered by the monotonic watchdog', async (t)
   let stopped = 0;
   const stalled = () => ({ stop: () => stopped++, destroy: () => undefined });
   const time = new FakeTime();
-  const s = scheduleCron('* * * * * *', 'test', () => void runs++, { now: () => time.now / 1000, cronSchedule: stalled, timers: time });
+  const s = scheduleCron('* * * * * *', 'test', () => void runs++, {
+    now: () => time.now / 1000,
+    cronSchedule: stalled,
+    timers: time,
+  });
   await time.advance(2600);
   await s.stop();
   t.ok(runs >= 1, `the job ran without a cron tick (${runs} runs in 2.6 s of a 1 s schedule)`);
@@ -35,10 +39,18 @@ t.test('a cron schedule that ticks keeps the watchdog quiet', async (t) => {
     }, 300);
   };
   tick();
-  const s = scheduleCron('* * * * * *', 'test', () => void runs++, { now: () => time.now / 1000, cronSchedule: ticking, timers: time });
+  const s = scheduleCron('* * * * * *', 'test', () => void runs++, {
+    now: () => time.now / 1000,
+    cronSchedule: ticking,
+    timers: time,
+  });
   await time.advance(2100);
   await s.stop();
-  t.equal(runs, ticks, `only the cron ticks ran the job (${runs} runs for ${ticks} ticks, each well within 1.5 × the interval)`);
+  t.equal(
+    runs,
+    ticks,
+    `only the cron ticks ran the job (${runs} runs for ${ticks} ticks, each well within 1.5 × the interval)`,
+  );
 });
 
 t.test('the wall-clock schedule runs the job at its firings without building an Intl.DateTimeFormat', async (t) => {
@@ -79,10 +91,14 @@ t.test('a run more than 1 s late is skipped, as node-cron skips it; an early tim
     let clock = SECOND - 5; // the next run of every second is SECOND, 5 ms away
     let reads = 0;
     let runs = 0;
-    const s = wallClockSchedule('* * * * * *', () => void runs++, () => {
-      reads++;
-      return clock;
-    });
+    const s = wallClockSchedule(
+      '* * * * * *',
+      () => void runs++,
+      () => {
+        reads++;
+        return clock;
+      },
+    );
     clock = at; // where the wall clock is when the timer comes
     reads = 0;
     while (reads === 0) await new Promise((r) => setTimeout(r, 5)); // the timer came and read the clock
@@ -91,5 +107,9 @@ t.test('a run more than 1 s late is skipped, as node-cron skips it; an early tim
   };
   t.equal(await run(SECOND + 200), 1, 'on time (within 1 s): it runs');
   t.equal(await run(SECOND + 3000), 0, '3 s late (a blocked loop, a suspended machine): missed, not run');
-  t.equal(await run(SECOND - 60_000), 0, 'the wall clock went back a minute: it waits again (the watchdog covers that)');
+  t.equal(
+    await run(SECOND - 60_000),
+    0,
+    'the wall clock went back a minute: it waits again (the watchdog covers that)',
+  );
 });

@@ -31,7 +31,11 @@ t.test('nearest picks a typo or a unique prefix, and nothing for a stranger', as
 });
 
 t.test('didYouMean renders the hint or nothing', async (t) => {
-  t.equal(didYouMean('rol', ['role'], (c) => `--${c}`), ' (did you mean --role?)', 'with a renderer');
+  t.equal(
+    didYouMean('rol', ['role'], (c) => `--${c}`),
+    ' (did you mean --role?)',
+    'with a renderer',
+  );
   t.equal(didYouMean('ttlSecond', ['ttlSeconds']), ' (did you mean ttlSeconds?)', 'plain');
   t.equal(didYouMean('zzz', ['role']), '', 'nothing near');
 });

@@ -26,10 +26,14 @@ console.log(JSON.stringify({ before, after: optimized(hot) }));
 `;
 
 t.test('the optimizing compiler waits for the release, then optimizes hot code', async (t) => {
-  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', CHILD], {
-    encoding: 'utf8',
-    env: { ...process.env, NODE_OPTIONS: '' },
-  });
+  const r = spawnSync(
+    process.execPath,
+    ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', CHILD],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: '' },
+    },
+  );
   t.equal(r.status, 0, `the child ran ${r.stderr}`);
   const seen = JSON.parse(r.stdout.trim().split('\n').pop() ?? 'null') as { before: boolean; after: boolean };
   t.equal(seen.before, false, 'a hot function is not optimized before the release');
@@ -52,7 +56,10 @@ console.log(JSON.stringify({ kept, grown: young() }));
 `;
 
 t.test('the young generation stays small under load until letYoungGenerationGrow, then grows', async (t) => {
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', GROW_CHILD], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', GROW_CHILD], {
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   t.equal(r.status, 0, `the child ran ${r.stderr}`);
   const seen = JSON.parse(r.stdout.trim().split('\n').pop() ?? 'null') as { kept: number; grown: number };
   t.ok(seen.kept <= 8 * 2 ** 20, `kept near its start size under the load: ${seen.kept} bytes`);

@@ -21,8 +21,12 @@ function alive(pid: number): boolean {
 
 function sh(command: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) =>
-    execFile('/bin/sh', ['-c', command], { env: { ...process.env, NODE_OPTIONS: '', HQ_CONFIG: '' }, timeout: 30_000 }, (err, stdout, stderr) =>
-      done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
+    execFile(
+      '/bin/sh',
+      ['-c', command],
+      { env: { ...process.env, NODE_OPTIONS: '', HQ_CONFIG: '' }, timeout: 30_000 },
+      (err, stdout, stderr) =>
+        done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
     ),
   );
 }
@@ -34,7 +38,10 @@ t.test('npm run try starts three daemons, its printed commands work, and Ctrl-C 
       return;
     }
   }
-  const proc = spawn(process.execPath, [resolve(ROOT, 'scripts/try.mjs')], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const proc = spawn(process.execPath, [resolve(ROOT, 'scripts/try.mjs')], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   const out: string[] = [];
   let stderr = '';
   proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
@@ -64,8 +71,10 @@ t.test('npm run try starts three daemons, its printed commands work, and Ctrl-C 
 
   const arbiterConfig = JSON.parse(readFileSync(resolve(dir, 'arbiter.json'), 'utf8')) as Record<string, unknown>;
   const agentConfig = JSON.parse(readFileSync(resolve(dir, 'mbp.json'), 'utf8')) as Record<string, unknown>;
-  for (const key of ['hostName', 'arbiterUrl', 'peers', 'stateDir', 'refreshSeconds']) t.notOk(key in arbiterConfig, `the arbiter's file has no agent key ${key}`);
-  for (const key of ['candidates', 'standby', 'checkCron', 'dataDir', 'promoteAfterChecks', 'viewFreshSeconds']) t.notOk(key in agentConfig, `an agent's file has no arbiter key ${key}`);
+  for (const key of ['hostName', 'arbiterUrl', 'peers', 'stateDir', 'refreshSeconds'])
+    t.notOk(key in arbiterConfig, `the arbiter's file has no agent key ${key}`);
+  for (const key of ['candidates', 'standby', 'checkCron', 'dataDir', 'promoteAfterChecks', 'viewFreshSeconds'])
+    t.notOk(key in agentConfig, `an agent's file has no arbiter key ${key}`);
 
   const printed = (what: RegExp): string => (out.find((l) => what.test(l)) ?? '').trim();
   const acquire = printed(/ lease acquire --config /);

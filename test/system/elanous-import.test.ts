@@ -20,11 +20,14 @@ function json<T>(r: Run, what: string): T {
   try {
     return JSON.parse(r.stdout) as T;
   } catch {
-    throw new Error(`${what} did not print JSON (exit ${r.code}; stdout ${r.stdout.trim()}; stderr ${r.stderr.trim()})`);
+    throw new Error(
+      `${what} did not print JSON (exit ${r.code}; stdout ${r.stdout.trim()}; stderr ${r.stderr.trim()})`,
+    );
   }
 }
 
-const CRONTAB = '*/10 * * * * /usr/local/bin/elanous hq heartbeat\n*/5 * * * * elanous hq fence --role cron /usr/local/bin/job.sh\n';
+const CRONTAB =
+  '*/10 * * * * /usr/local/bin/elanous hq heartbeat\n*/5 * * * * elanous hq fence --role cron /usr/local/bin/job.sh\n';
 
 t.test('three hosts move from elanous HQ to hq without a generation going backwards', async (t) => {
   const c = await Cluster.create();
@@ -39,7 +42,19 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
   // cannot let the old lease run out before the arbiter reads it.
   const writeLease = (): void => {
     const now = Date.now() / 1000;
-    writeFileSync(lease, JSON.stringify({ holder: 'mbp', generation: 7, acquiredAt: now - 600, renewedAt: now - 1, expiresAt: now + 5, ttlSeconds: 6, standby: 'node-b', views: {} }));
+    writeFileSync(
+      lease,
+      JSON.stringify({
+        holder: 'mbp',
+        generation: 7,
+        acquiredAt: now - 600,
+        renewedAt: now - 1,
+        expiresAt: now + 5,
+        ttlSeconds: 6,
+        standby: 'node-b',
+        views: {},
+      }),
+    );
   };
   writeLease();
   for (const h of HOSTS) {
@@ -52,17 +67,32 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
     writeFileSync(truncated, readFileSync(lease, 'utf8').slice(0, 40));
     const a = await runNode([ARBITER_CLI, 'import', 'elanous', '--lease', truncated, '--config', c.arbiterConfig]);
     t.equal(a.code, 1, 'the arbiter refuses a truncated record, exit 1');
-    t.match(a.stderr, /^hq-arbiter: import elanous: .*lease-truncated\.json: is not complete JSON \(truncated\?\); nothing changed\n$/, 'one line');
+    t.match(
+      a.stderr,
+      /^hq-arbiter: import elanous: .*lease-truncated\.json: is not complete JSON \(truncated\?\); nothing changed\n$/,
+      'one line',
+    );
     const bad: [string, string, RegExp][] = [
       ['.elanous-hq/host', 'mbp\r\n', /host has a CR LF \(Windows\) line end/],
-      ['.elanous-hq/seen-generation', '-7\n', /seen-generation holds -7: a generation is an integer from 0 to 281474976710656/],
-      ['.elanous/hq/local.json', '{"holder":"mbp","generation":7,"conf', /local\.json is not complete JSON \(truncated\?\)/],
+      [
+        '.elanous-hq/seen-generation',
+        '-7\n',
+        /seen-generation holds -7: a generation is an integer from 0 to 281474976710656/,
+      ],
+      [
+        '.elanous/hq/local.json',
+        '{"holder":"mbp","generation":7,"conf',
+        /local\.json is not complete JSON \(truncated\?\)/,
+      ],
     ];
     for (const [file, text, line] of bad) {
       const spoilt = join(c.dir, 'home-spoilt');
       writeOldLayout(spoilt, { host: 'mbp', seen: 7, ttlSeconds: 6 });
       writeFileSync(join(spoilt, file), text);
-      const r = await runNode([HQ_CLI, 'import', 'elanous', '--crontab', join(home('mbp'), 'crontab')], { HOME: spoilt, HQ_CONFIG: '' });
+      const r = await runNode([HQ_CLI, 'import', 'elanous', '--crontab', join(home('mbp'), 'crontab')], {
+        HOME: spoilt,
+        HQ_CONFIG: '',
+      });
       t.equal(r.code, 1, `${file}: exit 1`);
       t.match(r.stderr, line, `${file}: ${r.stderr.trim()}`);
       t.equal(r.stderr.split('\n').length, 2, `${file}: one line`);
@@ -74,16 +104,37 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
   await t.test('the arbiter imports the old record: mbp keeps HQ at generation 8', async (t) => {
     writeLease();
     importedAt = Date.now() / 1000;
-    const r = await runNode([ARBITER_CLI, 'import', 'elanous', '--lease', lease, '--json', '--config', c.arbiterConfig]);
+    const r = await runNode([
+      ARBITER_CLI,
+      'import',
+      'elanous',
+      '--lease',
+      lease,
+      '--json',
+      '--config',
+      c.arbiterConfig,
+    ]);
     t.equal(r.code, 0, `the import exits 0 (${r.stderr.trim()})`);
-    t.match(json(r, 'hq-arbiter import'), { ok: true, floor: 7, granted: { holder: 'mbp', generation: 8 } }, 'floor 7; mbp granted 8, behind the old validity');
+    t.match(
+      json(r, 'hq-arbiter import'),
+      { ok: true, floor: 7, granted: { holder: 'mbp', generation: 8 } },
+      'floor 7; mbp granted 8, behind the old validity',
+    );
   });
 
   await t.test('each candidate imports its old files', async (t) => {
     for (const h of HOSTS) {
-      const r = await runNode([HQ_CLI, 'import', 'elanous', '--crontab', join(home(h), 'crontab'), '--json'], { HOME: home(h), HQ_CONFIG: '' });
+      const r = await runNode([HQ_CLI, 'import', 'elanous', '--crontab', join(home(h), 'crontab'), '--json'], {
+        HOME: home(h),
+        HQ_CONFIG: '',
+      });
       t.equal(r.code, 0, `${h}: exit 0 (${r.stderr.trim()})`);
-      const out = json<{ host: string; seenGeneration: { carried: number }; crontab: { lines: { action: string; replacement: string | null }[] }; arbiter: Record<string, unknown> }>(r, `${h} import`);
+      const out = json<{
+        host: string;
+        seenGeneration: { carried: number };
+        crontab: { lines: { action: string; replacement: string | null }[] };
+        arbiter: Record<string, unknown>;
+      }>(r, `${h} import`);
       t.equal(out.host, h, `${h}: the host file without a newline is read`);
       t.equal(out.seenGeneration.carried, 7, `${h}: seen generation 7 carried`);
       t.same(
@@ -113,7 +164,10 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
     t.equal(l.holder, 'mbp', 'mbp holds HQ');
     t.ok(l.generation >= 8, `generation ${l.generation} ≥ 8`);
     await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 60_000, 'mbp may run cron');
-    t.ok(Date.now() / 1000 >= importedAt + 6, 'not before the old TTL after the import: a job under the old lease has ended');
+    t.ok(
+      Date.now() / 1000 >= importedAt + 6,
+      'not before the old TTL after the import: a job under the old lease has ended',
+    );
     const [a, b] = await Promise.all([c.fence('mbp'), c.fence('node-b')]);
     t.equal(a?.generation, l.generation, "mbp's fence is at the granted generation");
     t.match(b, { run: false, holder: 'mbp', generation: l.generation }, 'node-b is standby at the same generation');
@@ -126,25 +180,74 @@ t.test('three hosts move from elanous HQ to hq without a generation going backwa
     t.match(guard.accept('ledger', 7), { ok: true }, 'the resource stored elanous generation 7');
     const out = join(c.dir, 'job-env.json');
     const code = `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({g: process.env.HQ_GENERATION, e: process.env.ELANOUS_HQ_GENERATION}))`;
-    const r = await runNode([HQ_CLI, 'fence', 'run', '--role', 'cron', '--config', c.agentConfig('mbp'), '--', process.execPath, '-e', code]);
+    const r = await runNode([
+      HQ_CLI,
+      'fence',
+      'run',
+      '--role',
+      'cron',
+      '--config',
+      c.agentConfig('mbp'),
+      '--',
+      process.execPath,
+      '-e',
+      code,
+    ]);
     t.equal(r.code, 0, `the fenced job ran (${r.stderr.trim()})`);
     const env = JSON.parse(readFileSync(out, 'utf8')) as { g: string; e: string };
     t.ok(Number(env.g) >= 8, `HQ_GENERATION ${env.g}`);
     t.equal(env.e, env.g, 'ELANOUS_HQ_GENERATION is the same generation');
-    t.match(db.transaction(() => guard.accept('ledger', Number(env.g)))(), { ok: true }, 'the guarded resource accepts the hq writer');
-    t.match(guard.accept('ledger', 7), { ok: false, reason: 'stale-generation' }, 'and from then on refuses the old generation');
+    t.match(
+      db.transaction(() => guard.accept('ledger', Number(env.g)))(),
+      { ok: true },
+      'the guarded resource accepts the hq writer',
+    );
+    t.match(
+      guard.accept('ledger', 7),
+      { ok: false, reason: 'stale-generation' },
+      'and from then on refuses the old generation',
+    );
   });
 
   await t.test("a promotion of mbp's copy on node-b turns the old pollers off", async (t) => {
     const cfg = c.agentConfig('mbp');
-    const snap = await runNode([HQ_CLI, 'fence', 'run', '--role', 'cron', '--config', cfg, '--', process.execPath, HQ_CLI, 'standby', 'snapshot', '--tier', 'core', '--json', '--config', cfg], {}, 45_000);
+    const snap = await runNode(
+      [
+        HQ_CLI,
+        'fence',
+        'run',
+        '--role',
+        'cron',
+        '--config',
+        cfg,
+        '--',
+        process.execPath,
+        HQ_CLI,
+        'standby',
+        'snapshot',
+        '--tier',
+        'core',
+        '--json',
+        '--config',
+        cfg,
+      ],
+      {},
+      45_000,
+    );
     t.equal(snap.code, 0, `the fenced snapshot exits 0 (${snap.stderr.trim().slice(-400)})`);
     t.match(json<{ pushed: unknown[] }>(snap, 'snapshot').pushed, [{ host: 'node-b', ok: true }], 'pushed to node-b');
     const to = join(c.dir, 'promoted');
-    const p = await runNode([HQ_CLI, 'standby', 'promote', '--to', to, '--tiers', 'core', '--config', c.agentConfig('node-b')], {}, 45_000);
+    const p = await runNode(
+      [HQ_CLI, 'standby', 'promote', '--to', to, '--tiers', 'core', '--config', c.agentConfig('node-b')],
+      {},
+      45_000,
+    );
     t.equal(p.code, 0, `promote exits 0 (${p.stderr.trim()})`);
     t.match(p.stdout, /pollers-off=telegram,discord/, 'the promotion line names the pollers it turned off');
-    const promoted = JSON.parse(readFileSync(join(to, 'config.json'), 'utf8')) as { telegram: { enabled: boolean }; discord: { enabled: boolean } };
+    const promoted = JSON.parse(readFileSync(join(to, 'config.json'), 'utf8')) as {
+      telegram: { enabled: boolean };
+      discord: { enabled: boolean };
+    };
     t.equal(promoted.telegram.enabled, false, 'telegram is off');
     t.equal(promoted.discord.enabled, false, 'discord is off');
   });

@@ -37,7 +37,9 @@ interface PortAck {
 t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowledged is lost', async (t) => {
   const etcd = await etcdMembers(t, { size: 3 });
   if (etcd === null) return;
-  const c = await Cluster.create({ etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL } });
+  const c = await Cluster.create({
+    etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL },
+  });
   t.teardown(() => c.stopAll());
   const names = ['arbiter', 'arbiter-1'];
   const health = (i: number) => c.election(i);
@@ -101,7 +103,11 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   let n = 0;
   const portLoop = async (): Promise<void> => {
     while (on) {
-      const a = await send('POST', '/v1/leases/port', memberToken, { machine: 'mbp', purpose: `durability-${n++}`, ttlMs: 600_000 });
+      const a = await send('POST', '/v1/leases/port', memberToken, {
+        machine: 'mbp',
+        purpose: `durability-${n++}`,
+        ttlMs: 600_000,
+      });
       if (a === null) unanswered++;
       else if (a.status === 200) ports.push(a.body as unknown as PortAck);
       else refused.push(`port ${a.status} ${String(a.body['error'])}`);
@@ -121,7 +127,11 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
     }
     const before = renewals.length + ports.length;
     await c.kill(names[i]!, 'SIGKILL');
-    const took = await c.waitFor(async () => (await health(1 - i))?.elected === true, 30_000, `arbiter ${1 - i} takes over`);
+    const took = await c.waitFor(
+      async () => (await health(1 - i))?.elected === true,
+      30_000,
+      `arbiter ${1 - i} takes over`,
+    );
     takeovers.push(took);
     await c.startArbiter(i);
     // the stream goes on through the new elected arbiter before the next kill
@@ -130,7 +140,9 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   await sleep(1000);
   on = false;
   await streams;
-  t.comment(`${((Date.now() - began) / 1000).toFixed(0)} s of streams, ${KILLS} kills; takeovers ${takeovers.map((x) => x.toFixed(1)).join(', ')} s; acknowledged ${renewals.length} renewals and ${ports.length} port allocations; ${unanswered} unanswered, ${refused.length} refused`);
+  t.comment(
+    `${((Date.now() - began) / 1000).toFixed(0)} s of streams, ${KILLS} kills; takeovers ${takeovers.map((x) => x.toFixed(1)).join(', ')} s; acknowledged ${renewals.length} renewals and ${ports.length} port allocations; ${unanswered} unanswered, ${refused.length} refused`,
+  );
   t.ok(renewals.length >= 20 && ports.length >= 20, 'the streams were acknowledged throughout');
   t.same(refused, [], 'no write was refused (every non-answer was a 503 or no answer, tried again)');
 
@@ -143,7 +155,11 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   const portPuts = new Map<number, Array<PortAck & { createdAt: number; rev: bigint }>>();
   const abort = new AbortController();
   let seen = 0n;
-  for await (const batch of client.watch(`${keys.prefix}/`, { prefix: true, startRevision: 1n, signal: abort.signal })) {
+  for await (const batch of client.watch(`${keys.prefix}/`, {
+    prefix: true,
+    startRevision: 1n,
+    signal: abort.signal,
+  })) {
     for (const e of batch.events) {
       seen = e.kv.modRevision;
       if (e.type !== 'put') continue;
@@ -166,7 +182,11 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
   // reused for another lease (a write decided on a stale read would, and lose what was acknowledged).
   const reused = states.filter((s, i) => {
     const prev = states[i - 1];
-    return prev !== undefined && (s.revision < prev.revision || (s.revision === prev.revision && (s.renewedAt !== prev.renewedAt || s.generation !== prev.generation)));
+    return (
+      prev !== undefined &&
+      (s.revision < prev.revision ||
+        (s.revision === prev.revision && (s.renewedAt !== prev.renewedAt || s.generation !== prev.generation)))
+    );
   });
   t.same(reused, [], `the state key's record revision never falls nor is reused (${states.length} puts)`);
   // One put may carry several decisions (group commit: a batch's renewals are one txn, the put
@@ -177,12 +197,23 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
     if (p === undefined || p.generation !== a.generation) return true;
     return p.revision === a.revision ? p.renewedAt !== a.renewedAt : p.renewedAt < a.renewedAt;
   });
-  t.same(lostRenewals, [], `every acknowledged renewal is in a put of the state key in etcd's history (${renewals.length} checked, ${states.length} puts)`);
+  t.same(
+    lostRenewals,
+    [],
+    `every acknowledged renewal is in a put of the state key in etcd's history (${renewals.length} checked, ${states.length} puts)`,
+  );
   const lostPorts = ports.filter((a) => !(portPuts.get(a.port) ?? []).some((p) => p.leaseId === a.leaseId));
-  t.same(lostPorts, [], `every acknowledged port allocation is a put of its port key in etcd's history (${ports.length} checked)`);
+  t.same(
+    lostPorts,
+    [],
+    `every acknowledged port allocation is a put of its port key in etcd's history (${ports.length} checked)`,
+  );
   const final = (await client.range(keys.state)).kvs[0];
   const finalLease = (JSON.parse(final!.value) as { lease: RenewAck }).lease;
-  t.ok(renewals.every((a) => a.revision <= finalLease.revision), `the record now is at or past every acknowledged revision (${finalLease.revision})`);
+  t.ok(
+    renewals.every((a) => a.revision <= finalLease.revision),
+    `the record now is at or past every acknowledged revision (${finalLease.revision})`,
+  );
   t.equal(finalLease.generation, 1, 'and still generation 1 (no grant at any takeover)');
 
   // No port handed to two live leases: on each port key, a put of another lease id only after the one before expired.
@@ -191,7 +222,8 @@ t.test('kill -9 of the elected arbiter during acknowledged CAS: nothing acknowle
     for (let i = 1; i < puts.length; i++) {
       const a = puts[i - 1]!;
       const b = puts[i]!;
-      if (a.leaseId !== b.leaseId && b.createdAt < a.expiresAt) twice.push(`port ${port}: ${a.leaseId} (to ${a.expiresAt}) and ${b.leaseId} (from ${b.createdAt})`);
+      if (a.leaseId !== b.leaseId && b.createdAt < a.expiresAt)
+        twice.push(`port ${port}: ${a.leaseId} (to ${a.expiresAt}) and ${b.leaseId} (from ${b.createdAt})`);
     }
   }
   t.same(twice, [], 'no port was held by two live leases at any revision');

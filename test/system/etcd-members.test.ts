@@ -28,13 +28,23 @@ interface Lease {
 t.test('etcd members killed under two arbiters and a running holder', async (t) => {
   const etcd = await etcdMembers(t, { size: 3 });
   if (etcd === null) return;
-  const c = await Cluster.create({ etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL } });
+  const c = await Cluster.create({
+    etcd: { endpoints: etcd.endpoints, arbiters: 2, electionTtlSeconds: ELECTION_TTL },
+  });
   t.teardown(() => c.stopAll());
   const health = (i: number) => c.election(i);
-  const call = async (i: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
+  const call = async (
+    i: number,
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Record<string, unknown> }> => {
     const r = await fetch(`${c.arbiterUrl(i)}${path}`, {
       method,
-      headers: { authorization: `Bearer ${c.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${c.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       signal: AbortSignal.timeout(5000),
     });
@@ -43,7 +53,14 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
   const lease = async (i: number): Promise<Lease> => (await call(i, 'GET', '/v1/lease')).body as unknown as Lease;
   /** The agents' heartbeat/renewal refusals with a 503 so far (their own log lines). */
   const refused503 = (): number =>
-    ['mbp', 'node-b'].reduce((n, h) => n + (c.logs.get(h) ?? '').split('\n').filter((l) => l.includes('"event":"arbiter-refused"') && l.includes('"status":503')).length, 0);
+    ['mbp', 'node-b'].reduce(
+      (n, h) =>
+        n +
+        (c.logs.get(h) ?? '')
+          .split('\n')
+          .filter((l) => l.includes('"event":"arbiter-refused"') && l.includes('"status":503')).length,
+      0,
+    );
 
   await c.startArbiter(0);
   await c.waitFor(async () => (await health(0))?.elected === true, 20_000, 'arbiter 0 is elected');
@@ -65,7 +82,12 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
       'both arbiters agree on the elected one',
     )
     .catch((err: Error) => {
-      const terms = (name: string) => (c.logs.get(name) ?? '').split('\n').filter((l) => l.includes('"component":"election"')).slice(-6).join('\n');
+      const terms = (name: string) =>
+        (c.logs.get(name) ?? '')
+          .split('\n')
+          .filter((l) => l.includes('"component":"election"'))
+          .slice(-6)
+          .join('\n');
       throw new Error(`${err.message}; arbiter 0's election: ${terms('arbiter')}; arbiter 1's: ${terms('arbiter-1')}`);
     });
   t.comment(`arbiter ${elected} is elected`);
@@ -78,7 +100,27 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
   // supervisor is gone (the teardown kills the supervisor, then removes the directory).
   const ticks = join(c.dir, 'ticks');
   const childCode = `const parent = process.ppid; setInterval(() => { if (process.ppid !== parent) process.exit(0); require('fs').appendFileSync(${JSON.stringify(ticks)}, Date.now() + '\\n'); }, 200);`;
-  const run = spawn(process.execPath, [HQ_CLI, 'fence', 'run', '--role', 'cron', '--recheck', '1', '--grace', '1', '--config', c.agentConfig('mbp'), '--', process.execPath, '-e', childCode], { stdio: 'ignore' });
+  const run = spawn(
+    process.execPath,
+    [
+      HQ_CLI,
+      'fence',
+      'run',
+      '--role',
+      'cron',
+      '--recheck',
+      '1',
+      '--grace',
+      '1',
+      '--config',
+      c.agentConfig('mbp'),
+      '--',
+      process.execPath,
+      '-e',
+      childCode,
+    ],
+    { stdio: 'ignore' },
+  );
   let runExit: number | null | undefined;
   run.once('exit', (code) => (runExit = code));
   t.teardown(() => {
@@ -124,49 +166,89 @@ t.test('etcd members killed under two arbiters and a running holder', async (t) 
     t.equal((await health(elected))?.elected, true, `arbiter ${elected} is still elected`);
     const now = await lease(1);
     t.match(now, { holder: 'mbp', generation: 1 }, 'the lease and its generation are unchanged');
-    t.ok(now.renewedAt > before.renewedAt && now.revision > before.revision, `renewals went on (renewedAt ${before.renewedAt} → ${now.renewedAt}, revision ${before.revision} → ${now.revision})`);
+    t.ok(
+      now.renewedAt > before.renewedAt && now.revision > before.revision,
+      `renewals went on (renewedAt ${before.renewedAt} → ${now.renewedAt}, revision ${before.revision} → ${now.revision})`,
+    );
     t.ok(refused503() - refusals <= 1, `the agents saw no 503 beyond one retried request (${refused503() - refusals})`);
     t.ok(Date.now() - lastTick() < 1000, 'the fenced child still ticks');
     t.equal(runExit, undefined, 'hq fence run is still running');
   });
 
-  await t.test('kill -9 of a second member (no quorum): mutations 503, reads unavailable, the holder runs on its peer (L2)', async (t) => {
-    const second = etcd.members.find((m) => m.running)!;
-    await second.kill();
-    killed.push(second);
-    await c.waitFor(async () => (await health(0))?.elected === false && (await health(1))?.elected === false, (ELECTION_TTL + 4) * 1000, 'no arbiter is elected');
-    for (const i of [0, 1]) {
-      const renew = await call(i, 'POST', '/v1/lease/renew', { host: 'mbp', generation: 1 });
-      t.match(renew, { status: 503, body: { error: /^HQ_ERR_(NOT_ELECTED|STORE_UNAVAILABLE)$/ } }, `arbiter ${i}: a renewal is a 503 (${String(renew.body['error'])})`);
-      const port = await call(i, 'POST', '/v1/leases/port', { machine: 'mbp', purpose: 'web', ttlMs: 60_000 });
-      t.match(port, { status: 503, body: { error: /^HQ_ERR_(NOT_ELECTED|STORE_UNAVAILABLE)$/ } }, `arbiter ${i}: a port allocation is a 503 (${String(port.body['error'])})`);
-      const read = await call(i, 'GET', '/v1/lease');
-      t.match(read, { status: 503, body: { error: 'HQ_ERR_STORE_UNAVAILABLE' } }, `arbiter ${i}: a read says the store is unavailable`);
-    }
-    await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'quorum-standby', (FAST_ARBITER.ttlSeconds + 2) * 1000, 'mbp runs on the peer confirmation');
-    // Past a whole TTL on the peer: without node-b's confirmation mbp's validity would have run out.
-    const reasons = await holdsFor(t, (FAST_ARBITER.ttlSeconds + 2) * 1000, 'no quorum');
-    t.same(reasons, ['quorum-standby'], 'mbp runs on its validity and the standby\'s confirmation (quorum-standby)');
-    t.ok(Date.now() - lastTick() < 1000, 'the fenced child still ticks');
-    t.equal(runExit, undefined, 'hq fence run is still running');
-  });
+  await t.test(
+    'kill -9 of a second member (no quorum): mutations 503, reads unavailable, the holder runs on its peer (L2)',
+    async (t) => {
+      const second = etcd.members.find((m) => m.running)!;
+      await second.kill();
+      killed.push(second);
+      await c.waitFor(
+        async () => (await health(0))?.elected === false && (await health(1))?.elected === false,
+        (ELECTION_TTL + 4) * 1000,
+        'no arbiter is elected',
+      );
+      for (const i of [0, 1]) {
+        const renew = await call(i, 'POST', '/v1/lease/renew', { host: 'mbp', generation: 1 });
+        t.match(
+          renew,
+          { status: 503, body: { error: /^HQ_ERR_(NOT_ELECTED|STORE_UNAVAILABLE)$/ } },
+          `arbiter ${i}: a renewal is a 503 (${String(renew.body['error'])})`,
+        );
+        const port = await call(i, 'POST', '/v1/leases/port', { machine: 'mbp', purpose: 'web', ttlMs: 60_000 });
+        t.match(
+          port,
+          { status: 503, body: { error: /^HQ_ERR_(NOT_ELECTED|STORE_UNAVAILABLE)$/ } },
+          `arbiter ${i}: a port allocation is a 503 (${String(port.body['error'])})`,
+        );
+        const read = await call(i, 'GET', '/v1/lease');
+        t.match(
+          read,
+          { status: 503, body: { error: 'HQ_ERR_STORE_UNAVAILABLE' } },
+          `arbiter ${i}: a read says the store is unavailable`,
+        );
+      }
+      await c.waitFor(
+        async () => (await c.fence('mbp'))?.reason === 'quorum-standby',
+        (FAST_ARBITER.ttlSeconds + 2) * 1000,
+        'mbp runs on the peer confirmation',
+      );
+      // Past a whole TTL on the peer: without node-b's confirmation mbp's validity would have run out.
+      const reasons = await holdsFor(t, (FAST_ARBITER.ttlSeconds + 2) * 1000, 'no quorum');
+      t.same(reasons, ['quorum-standby'], "mbp runs on its validity and the standby's confirmation (quorum-standby)");
+      t.ok(Date.now() - lastTick() < 1000, 'the fenced child still ticks');
+      t.equal(runExit, undefined, 'hq fence run is still running');
+    },
+  );
 
-  await t.test('both members restarted on their data: an arbiter is elected, the record as it was, renewals resume', async (t) => {
-    t.equal((await call(0, 'GET', '/v1/lease')).status, 503, 'nothing was readable before the heal');
-    for (const m of killed) m.start();
-    await etcd.waitHealthy(30_000, true);
-    const took = await c.waitFor(async () => (await health(0))?.elected === true || (await health(1))?.elected === true, 30_000, 'an arbiter is elected again');
-    t.comment(`an arbiter elected ${took.toFixed(1)} s after the members were healthy`);
-    const after = await lease(0);
-    t.match(after, { holder: 'mbp', generation: 1 }, 'the record is as it was: mbp, generation 1');
-    await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'holder', 30_000, 'mbp is renewed by the arbiter again');
-    const renewed = await lease(1);
-    t.ok(renewed.renewedAt > after.renewedAt, `renewals resumed (renewedAt ${after.renewedAt} → ${renewed.renewedAt})`);
-    t.equal(renewed.generation, 1, 'no new generation at any point');
-    t.equal((await c.fence('node-b'))?.run, false, 'node-b does not run');
-    t.ok(Date.now() - lastTick() < 1000, 'the fenced child still ticks');
-    t.equal(runExit, undefined, 'hq fence run ran through it all');
-  });
+  await t.test(
+    'both members restarted on their data: an arbiter is elected, the record as it was, renewals resume',
+    async (t) => {
+      t.equal((await call(0, 'GET', '/v1/lease')).status, 503, 'nothing was readable before the heal');
+      for (const m of killed) m.start();
+      await etcd.waitHealthy(30_000, true);
+      const took = await c.waitFor(
+        async () => (await health(0))?.elected === true || (await health(1))?.elected === true,
+        30_000,
+        'an arbiter is elected again',
+      );
+      t.comment(`an arbiter elected ${took.toFixed(1)} s after the members were healthy`);
+      const after = await lease(0);
+      t.match(after, { holder: 'mbp', generation: 1 }, 'the record is as it was: mbp, generation 1');
+      await c.waitFor(
+        async () => (await c.fence('mbp'))?.reason === 'holder',
+        30_000,
+        'mbp is renewed by the arbiter again',
+      );
+      const renewed = await lease(1);
+      t.ok(
+        renewed.renewedAt > after.renewedAt,
+        `renewals resumed (renewedAt ${after.renewedAt} → ${renewed.renewedAt})`,
+      );
+      t.equal(renewed.generation, 1, 'no new generation at any point');
+      t.equal((await c.fence('node-b'))?.run, false, 'node-b does not run');
+      t.ok(Date.now() - lastTick() < 1000, 'the fenced child still ticks');
+      t.equal(runExit, undefined, 'hq fence run ran through it all');
+    },
+  );
 
   const overlap = await monitor.stop();
   t.equal(overlap, null, `no sample where both fences said run${overlap === null ? '' : ` (${overlap})`}`);

@@ -38,32 +38,38 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     t.equal((JSON.parse(no.stdout) as { reason: string }).reason, 'not-holder', 'the JSON answer carries the reason');
   });
 
-  await t.test('after SIGKILL of the holder the standby is promoted, waits out the lock-delay, then runs', async (t) => {
-    const killedAt = Date.now();
-    await c.kill('mbp', 'SIGKILL');
-    const reasons = new Set<string>();
-    let promotedAt = 0;
-    await c.waitFor(
-      async () => {
-        const f = await c.fence('node-b');
-        if (f === null) return false;
-        if (f.holder === 'node-b') {
-          if (promotedAt === 0) promotedAt = Date.now();
-          reasons.add(f.reason);
-        }
-        return f.run;
-      },
-      20_000,
-      'node-b may run',
-    );
-    const ranAt = Date.now();
-    const f = await c.fence('node-b');
-    t.equal(f?.generation, 2, 'the promotion is generation 2');
-    t.equal(f?.reason, 'holder', 'node-b runs as the holder');
-    t.ok(reasons.has('lock-delay'), `node-b was held behind the lock-delay first (reasons seen: ${[...reasons].join(', ')})`);
-    t.ok(ranAt - promotedAt >= 2000, `the lock-delay lasted a while after the promotion (${ranAt - promotedAt} ms)`);
-    t.ok(ranAt - killedAt < 15_000, `L1: node-b runs within 15 s of the crash (${ranAt - killedAt} ms)`);
-  });
+  await t.test(
+    'after SIGKILL of the holder the standby is promoted, waits out the lock-delay, then runs',
+    async (t) => {
+      const killedAt = Date.now();
+      await c.kill('mbp', 'SIGKILL');
+      const reasons = new Set<string>();
+      let promotedAt = 0;
+      await c.waitFor(
+        async () => {
+          const f = await c.fence('node-b');
+          if (f === null) return false;
+          if (f.holder === 'node-b') {
+            if (promotedAt === 0) promotedAt = Date.now();
+            reasons.add(f.reason);
+          }
+          return f.run;
+        },
+        20_000,
+        'node-b may run',
+      );
+      const ranAt = Date.now();
+      const f = await c.fence('node-b');
+      t.equal(f?.generation, 2, 'the promotion is generation 2');
+      t.equal(f?.reason, 'holder', 'node-b runs as the holder');
+      t.ok(
+        reasons.has('lock-delay'),
+        `node-b was held behind the lock-delay first (reasons seen: ${[...reasons].join(', ')})`,
+      );
+      t.ok(ranAt - promotedAt >= 2000, `the lock-delay lasted a while after the promotion (${ranAt - promotedAt} ms)`);
+      t.ok(ranAt - killedAt < 15_000, `L1: node-b runs within 15 s of the crash (${ranAt - killedAt} ms)`);
+    },
+  );
 
   await t.test('the old holder restarted stays out', async (t) => {
     await c.startAgent('mbp');
@@ -83,12 +89,24 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     t.equal(status.code, 0, `lease status exits 0 (${status.stderr.trim()})`);
     t.match(status.stdout, /holder\s+node-b/, 'status prints the holder');
     t.match(status.stdout, /generation\s+2/, 'status prints the generation');
-    t.match(status.stdout, /^observer\s+target\s+reachable\s+ping\s+health\s+age$/m, 'status prints the observer table header');
-    t.match(status.stdout, /^node-b\s+\S+\s+(yes|no)\s+(ok|no)\s+(ok|no)\s+\d/m, "status prints node-b's view as a row");
+    t.match(
+      status.stdout,
+      /^observer\s+target\s+reachable\s+ping\s+health\s+age$/m,
+      'status prints the observer table header',
+    );
+    t.match(
+      status.stdout,
+      /^node-b\s+\S+\s+(yes|no)\s+(ok|no)\s+(ok|no)\s+\d/m,
+      "status prints node-b's view as a row",
+    );
     t.match(status.stdout, /failover\s+\S+ \S+ worst case: the later of/, 'status prints the worst-case failover time');
     const primary = await c.hq('mbp', ['primary', '--json']);
     t.equal(primary.code, 0, 'primary exits 0');
-    t.match(JSON.parse(primary.stdout), { known: true, holder: 'node-b', generation: 2 }, 'primary finds node-b at generation 2');
+    t.match(
+      JSON.parse(primary.stdout),
+      { known: true, holder: 'node-b', generation: 2 },
+      'primary finds node-b at generation 2',
+    );
     const seen = await c.hq('mbp', ['seen', '--json']);
     t.equal(seen.code, 0, 'seen exits 0 on a host that has seen generation 2');
     t.match(JSON.parse(seen.stdout), { seen: true, generation: 2 }, 'seen tells generation 2');
@@ -103,14 +121,22 @@ t.test('a holder crash moves the lease to the standby without overlap', async (t
     const off = await c.hq('mbp', ['maintenance', 'off'], { HQ_ADMIN_TOKEN: c.adminToken });
     t.equal(off.code, 0, 'maintenance off exits 0');
     const refused = await c.hq('mbp', ['lease', 'renew']);
-    t.equal(refused.code, 1, `renew by a host that does not hold the lease is refused with exit 1 (${refused.stderr.trim()})`);
+    t.equal(
+      refused.code,
+      1,
+      `renew by a host that does not hold the lease is refused with exit 1 (${refused.stderr.trim()})`,
+    );
   });
 
   await t.test('a handover moves the lease without lock-delay after the holder stepped down', async (t) => {
     const r = await c.hq('node-b', ['lease', 'release', '--handover-to', 'mbp']);
     t.equal(r.code, 0, `release --handover-to exits 0 (${r.stderr.trim()})`);
     t.equal((await c.fence('node-b'))?.run, false, 'the old holder stopped at once (stepped down before the release)');
-    const waited = await c.waitFor(async () => (await c.fence('mbp'))?.run === true, 10_000, 'mbp runs after the handover');
+    const waited = await c.waitFor(
+      async () => (await c.fence('mbp'))?.run === true,
+      10_000,
+      'mbp runs after the handover',
+    );
     t.equal((await c.fence('mbp'))?.generation, 3, 'the handover is generation 3');
     t.ok(waited < 5, `no lock-delay after a handover (${waited.toFixed(1)} s)`);
   });

@@ -16,7 +16,11 @@ t.test('after the first acquire the standby names the holder within seconds, at 
   t.teardown(() => c.stopAll());
   await c.startArbiter();
   await Promise.all([c.startAgent('mbp'), c.startAgent('node-b')]);
-  await c.waitFor(async () => (await c.fence('node-b'))?.reason === 'no-lease', 30_000, 'node-b has heard from the arbiter: no lease yet');
+  await c.waitFor(
+    async () => (await c.fence('node-b'))?.reason === 'no-lease',
+    30_000,
+    'node-b has heard from the arbiter: no lease yet',
+  );
   // Past the start wait (ttl + margin = 7 s) and its report window: nothing asks node-b to heartbeat now.
   await sleep(10_000);
   const before = await c.fence('node-b');
@@ -27,5 +31,9 @@ t.test('after the first acquire the standby names the holder within seconds, at 
   // At the old cadence the next lease read came up to refreshSeconds (60 s) later.
   await c.waitFor(async () => (await c.fence('node-b'))?.holder === 'mbp', 15_000, 'node-b names mbp as the holder');
   t.comment(`node-b named mbp ${((Date.now() - started) / 1000).toFixed(1)} s after hq lease acquire returned`);
-  t.match(await c.fence('node-b'), { run: false, reason: 'not-holder', holder: 'mbp' }, 'node-b answers not-holder, naming mbp');
+  t.match(
+    await c.fence('node-b'),
+    { run: false, reason: 'not-holder', holder: 'mbp' },
+    'node-b answers not-holder, naming mbp',
+  );
 });

@@ -20,7 +20,9 @@ export const ARBITER_CLI = join(ROOT, 'apps/arbiter/dist/cli.js');
 export const AGENT_CLI = join(ROOT, 'apps/agent/dist/daemon-cli.js');
 export const HQ_CLI = join(ROOT, 'apps/agent/dist/cli/entry.js');
 /** Entries a pinned older build (test/upgrade: 0.1.0) has under another path: `cli.js` became `cli/entry.js` in 0.2.0. */
-const ENTRY_BEFORE_RENAME: { readonly [rel: string]: string } = { 'apps/agent/dist/cli/entry.js': 'apps/agent/dist/cli.js' };
+const ENTRY_BEFORE_RENAME: { readonly [rel: string]: string } = {
+  'apps/agent/dist/cli/entry.js': 'apps/agent/dist/cli.js',
+};
 
 const execFileAsync = promisify(execFile);
 
@@ -58,7 +60,8 @@ export function sleep(ms: number): Promise<void> {
 
 /** Throws when a daemon being started has already exited: its start failed, waiting longer would not help. */
 function exitedEarly(name: string, child: ChildProcess): false {
-  if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was ready`);
+  if (child.exitCode !== null || child.signalCode !== null)
+    throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was ready`);
   return false;
 }
 
@@ -71,7 +74,10 @@ export interface Run {
 
 export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<Run> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, args, { env: { ...process.env, NODE_OPTIONS: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, NODE_OPTIONS: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -112,7 +118,11 @@ export interface ClusterOptions {
    * Store etcd: `arbiters` arbiter processes on these etcd client URLs, one prefix; arbiter i
    * is `arbiter-i` (the first also `arbiter`), and the agents get every arbiter in `arbiterUrls`.
    */
-  readonly etcd?: { readonly endpoints: readonly string[]; readonly arbiters: number; readonly electionTtlSeconds?: number };
+  readonly etcd?: {
+    readonly endpoints: readonly string[];
+    readonly arbiters: number;
+    readonly electionTtlSeconds?: number;
+  };
   /**
    * The build whose `hq-arbiter token issue` creates the database and the tokens (default: this
    * checkout). The upgrade test starts the previous release's arbiter first, and it refuses a
@@ -145,7 +155,10 @@ export class Cluster {
    * node-b knows mbp holds; stopped at the test's end. `arbiterStartedAt` is Date.now() just before
    * the arbiter was started.
    */
-  static async withHolder(t: { teardown(fn: () => unknown): void; equal(a: unknown, b: unknown, m: string): unknown }, options: ClusterOptions = {}): Promise<Cluster & { readonly arbiterStartedAt: number }> {
+  static async withHolder(
+    t: { teardown(fn: () => unknown): void; equal(a: unknown, b: unknown, m: string): unknown },
+    options: ClusterOptions = {},
+  ): Promise<Cluster & { readonly arbiterStartedAt: number }> {
     const c = await Cluster.create(options);
     t.teardown(() => c.stopAll());
     const arbiterStartedAt = Date.now();
@@ -171,13 +184,21 @@ export class Cluster {
     for (const h of HOSTS) peerPorts.set(h, await freePort());
     const c = new Cluster(dir, arbiterPort, peerPorts, options, arbiterPorts);
     c.writeConfigs();
-    const issuer = options.tokenRoot === undefined ? ARBITER_CLI : join(options.tokenRoot, ARBITER_CLI.slice(ROOT.length + 1));
+    const issuer =
+      options.tokenRoot === undefined ? ARBITER_CLI : join(options.tokenRoot, ARBITER_CLI.slice(ROOT.length + 1));
     const issue = async (name: string, scope: string): Promise<string> =>
-      (await execFileAsync(process.execPath, [issuer, 'token', 'issue', name, '--scope', scope, '--config', c.arbiterConfig], { encoding: 'utf8' })).stdout.trim();
+      (
+        await execFileAsync(
+          process.execPath,
+          [issuer, 'token', 'issue', name, '--scope', scope, '--config', c.arbiterConfig],
+          { encoding: 'utf8' },
+        )
+      ).stdout.trim();
     // The first issue creates the database; the others then run side by side (each mostly waits on its fsync).
     const [first, ...rest] = HOSTS;
     const tokens = [await issue(first, 'member'), ...(await Promise.all(rest.map((h) => issue(h, 'member'))))];
-    for (const [i, h] of HOSTS.entries()) writeFileSync(join(c.stateDir(h), 'token'), `${tokens[i]}\n`, { mode: 0o600 });
+    for (const [i, h] of HOSTS.entries())
+      writeFileSync(join(c.stateDir(h), 'token'), `${tokens[i]}\n`, { mode: 0o600 });
     c.adminToken = await issue('ops', 'admin');
     const peerToken = randomBytes(32).toString('hex');
     for (const h of HOSTS) writeFileSync(join(c.stateDir(h), 'peer-token'), `${peerToken}\n`, { mode: 0o600 });
@@ -256,7 +277,9 @@ export class Cluster {
         this.agentConfig(h),
         JSON.stringify({
           hostName: h,
-          ...(etcd === undefined ? { arbiterUrl: this.arbiterUrl(0) } : { arbiterUrls: this.arbiterPorts.map((_, i) => this.arbiterUrl(i)) }),
+          ...(etcd === undefined
+            ? { arbiterUrl: this.arbiterUrl(0) }
+            : { arbiterUrls: this.arbiterPorts.map((_, i) => this.arbiterUrl(i)) }),
           stateDir: this.stateDir(h),
           socketPath: this.socket(h),
           listen: { host: '127.0.0.1', port: this.peerPorts.get(h) },
@@ -271,7 +294,10 @@ export class Cluster {
   }
 
   private spawnDaemon(name: string, args: readonly string[]): ChildProcess {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+    const child = spawn(process.execPath, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
     let log = this.logs.get(name) ?? '';
     const add = (c: Buffer): void => {
       log += c.toString();
@@ -300,22 +326,30 @@ export class Cluster {
   async startArbiter(i = 0): Promise<void> {
     const name = i === 0 ? 'arbiter' : `arbiter-${i}`;
     const child = this.spawnDaemon(name, [this.bin(name, ARBITER_CLI), 'serve', '--config', this.arbiterConfigOf(i)]);
-    await this.waitFor(async () => {
-      exitedEarly(name, child);
-      try {
-        const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
-        return r.status === 200;
-      } catch {
-        return false;
-      }
-    }, 90_000, 'the arbiter answers /v1/health').catch((err: Error) => {
+    await this.waitFor(
+      async () => {
+        exitedEarly(name, child);
+        try {
+          const r = await fetch(`${this.arbiterUrl(i)}/v1/health`);
+          return r.status === 200;
+        } catch {
+          return false;
+        }
+      },
+      90_000,
+      'the arbiter answers /v1/health',
+    ).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(name) ?? '').slice(-800)}`);
     });
   }
 
   async startAgent(h: HostName): Promise<void> {
     const child = this.spawnDaemon(h, [this.bin(h, AGENT_CLI), '--config', this.agentConfig(h)]);
-    await this.waitFor(async () => exitedEarly(h, child) || (await this.status(h)) !== null, 90_000, `agent ${h} answers on its socket`).catch((err: Error) => {
+    await this.waitFor(
+      async () => exitedEarly(h, child) || (await this.status(h)) !== null,
+      90_000,
+      `agent ${h} answers on its socket`,
+    ).catch((err: Error) => {
       throw new Error(`${err.message}; its output: ${(this.logs.get(h) ?? '').slice(-800)}`);
     });
   }
@@ -326,10 +360,16 @@ export class Cluster {
   }
 
   /** Sends `signal` and waits for the process to exit. */
-  async kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  async kill(
+    name: string,
+    signal: NodeJS.Signals = 'SIGKILL',
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     const p = this.procs.get(name);
-    if (p === undefined || p.exitCode !== null || p.signalCode !== null) return { code: p?.exitCode ?? null, signal: p?.signalCode ?? null };
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => p.once('exit', (code, sig) => done({ code, signal: sig })));
+    if (p === undefined || p.exitCode !== null || p.signalCode !== null)
+      return { code: p?.exitCode ?? null, signal: p?.signalCode ?? null };
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
+      p.once('exit', (code, sig) => done({ code, signal: sig })),
+    );
     p.kill(signal);
     return exited;
   }
@@ -351,7 +391,8 @@ export class Cluster {
     const loop = (async () => {
       while (on) {
         const [a, b] = await Promise.all([this.fence('mbp'), this.fence('node-b')]);
-        if (a?.run === true && b?.run === true && overlap === null) overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
+        if (a?.run === true && b?.run === true && overlap === null)
+          overlap = `mbp ${a.reason}@${a.generation}, node-b ${b.reason}@${b.generation}`;
         await sleep(50);
       }
     })();
@@ -374,7 +415,16 @@ export class Cluster {
     }
   }
 
-  async fence(h: HostName, role = 'cron'): Promise<{ run: boolean; reason: string; generation: number; holder: string | null; validForSeconds: number | null } | null> {
+  async fence(
+    h: HostName,
+    role = 'cron',
+  ): Promise<{
+    run: boolean;
+    reason: string;
+    generation: number;
+    holder: string | null;
+    validForSeconds: number | null;
+  } | null> {
     const r = await callAgent(this.socket(h), 'GET', `/v1/fence?role=${role}`, 2);
     return r.kind === 'answer' && r.status === 200 ? (r.body as never) : null;
   }

@@ -42,7 +42,8 @@ async function failoverToNodeB(t: Test, c: Cluster): Promise<{ ms: number; wait:
   t.equal(r.code, 0, `hq failover --to node-b exits 0 (${r.stderr.trim()})`);
   const lease = (JSON.parse(r.stdout) as { lease: { notBefore: number | null; wait?: Wait | null } }).lease;
   t.not(lease.wait, undefined, 'the record says which wait holds node-b');
-  if (lease.wait !== null && lease.wait !== undefined && lease.wait.until !== null) t.equal(lease.wait.until, lease.notBefore, 'until the record’s notBefore');
+  if (lease.wait !== null && lease.wait !== undefined && lease.wait.until !== null)
+    t.equal(lease.wait.until, lease.notBefore, 'until the record’s notBefore');
   await c.waitFor(async () => (await c.fence('node-b'))?.run === true, START_WAIT_MS + 20_000, 'node-b runs');
   const ms = Date.now() - started;
   t.equal(await overlap.stop(), null, 'no sample had both hosts running');
@@ -54,68 +55,119 @@ t.test('a failover right after the arbiter’s first start does not wait out the
   const arbiterStart = c.arbiterStartedAt;
   const { ms, wait } = await failoverToNodeB(t, c);
   // Every candidate reported never having seen a generation: no start wait, only mbp's validity.
-  t.match(wait, { kind: 'lock-delay', host: 'mbp', text: /mbp's last possible validity.*acknowledges its step-down/ }, 'the transfer waits for mbp’s lock-delay only, and says what ends it');
-  t.ok(Date.now() - arbiterStart < START_WAIT_MS, `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`);
+  t.match(
+    wait,
+    { kind: 'lock-delay', host: 'mbp', text: /mbp's last possible validity.*acknowledges its step-down/ },
+    'the transfer waits for mbp’s lock-delay only, and says what ends it',
+  );
+  t.ok(
+    Date.now() - arbiterStart < START_WAIT_MS,
+    `node-b ran ${Date.now() - arbiterStart} ms after the arbiter started, before its start wait (${START_WAIT_MS} ms) would end`,
+  );
   t.ok(ms < FEW_HEARTBEATS_MS, `node-b ran ${ms} ms after hq failover started`);
   t.comment(`failover right after a fresh start (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
   // And back by a handover that waits until mbp may run, saying what it waited for.
   const overlap = c.watchOverlap(t);
   const back = await c.hq('node-b', ['lease', 'release', '--handover-to', 'mbp', '--wait', '30']);
   t.equal(back.code, 0, `hq lease release --handover-to mbp --wait 30 exits 0 (${back.stderr.trim()})`);
-  t.match(back.stdout, /^handed over to mbp at generation 3; waiting up to 30 s until it may run\n(waiting: .*\n)*mbp may run at generation 3 after [0-9.]+ s: node-b stepped down before it handed over: no lock-delay to wait for\n$/, `it waited until mbp may run (${back.stdout.trim()})`);
+  t.match(
+    back.stdout,
+    /^handed over to mbp at generation 3; waiting up to 30 s until it may run\n(waiting: .*\n)*mbp may run at generation 3 after [0-9.]+ s: node-b stepped down before it handed over: no lock-delay to wait for\n$/,
+    `it waited until mbp may run (${back.stdout.trim()})`,
+  );
   await c.waitFor(async () => (await c.fence('mbp'))?.run === true, FEW_HEARTBEATS_MS, 'mbp runs');
   t.equal(await overlap.stop(), null, 'no sample had both hosts running');
 });
 
-t.test('a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs', async (t) => {
-  const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
-  await c.kill('arbiter', 'SIGTERM');
-  const restarted = Date.now();
-  await c.startArbiter();
-  await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'holder', 20_000, 'mbp renews with the restarted arbiter');
-  // A restart longer than a heartbeat makes mbp ask node-b to confirm it meanwhile; node-b then
-  // waits out that confirmation whatever mbp acknowledges (S2.1). Else the move is quick.
-  // Whether node-b holds a confirmation it gave, sampled from the restart until it runs.
-  let gave: { waitSeconds: number; ageSeconds: number } | null = null;
-  let sampling = true;
-  const sampler = (async () => {
-    while (sampling) {
-      const g = (await c.status('node-b'))?.['gaveConfirmation'] as { waitSeconds: number; ageSeconds: number } | null | undefined;
-      if (g !== null && g !== undefined && gave === null) gave = g;
-      await sleep(100);
+t.test(
+  'a failover right after the arbiter restarted on its kept database: mbp ran, acknowledges, node-b runs',
+  async (t) => {
+    const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
+    await c.kill('arbiter', 'SIGTERM');
+    const restarted = Date.now();
+    await c.startArbiter();
+    await c.waitFor(
+      async () => (await c.fence('mbp'))?.reason === 'holder',
+      20_000,
+      'mbp renews with the restarted arbiter',
+    );
+    // A restart longer than a heartbeat makes mbp ask node-b to confirm it meanwhile; node-b then
+    // waits out that confirmation whatever mbp acknowledges (S2.1). Else the move is quick.
+    // Whether node-b holds a confirmation it gave, sampled from the restart until it runs.
+    let gave: { waitSeconds: number; ageSeconds: number } | null = null;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const g = (await c.status('node-b'))?.['gaveConfirmation'] as
+          | { waitSeconds: number; ageSeconds: number }
+          | null
+          | undefined;
+        if (g !== null && g !== undefined && gave === null) gave = g;
+        await sleep(100);
+      }
+    })();
+    await sleep(3000);
+    const { ms, wait } = await failoverToNodeB(t, c);
+    // The start wait holds the move unless mbp's renewal since the restart reaches past it.
+    t.match(wait, { kind: /^(start-wait|lock-delay)$/ }, `the transfer names its wait (${wait?.text ?? 'none'})`);
+    if (wait?.kind === 'start-wait')
+      t.notMatch(wait.text, /mbp's last possible validity/, 'the start wait is not put on mbp’s validity');
+    sampling = false;
+    await sampler;
+    if (gave === null) {
+      t.ok(
+        Date.now() - restarted < START_WAIT_MS,
+        `node-b ran ${Date.now() - restarted} ms after the restart, before its start wait (${START_WAIT_MS} ms) would end`,
+      );
+      t.ok(
+        ms < FEW_HEARTBEATS_MS + 4000,
+        `node-b ran ${ms} ms after hq failover started (the reports that count come 2 s after the start)`,
+      );
+    } else {
+      const g = gave as { waitSeconds: number; ageSeconds: number };
+      t.ok(
+        Date.now() - restarted >= (g.waitSeconds + g.ageSeconds) * 1000 - 1000,
+        `node-b confirmed mbp during the restart and ran ${Date.now() - restarted} ms after it, not before its confirmation's ${(g.waitSeconds + g.ageSeconds).toFixed(1)} s had passed (S2.1)`,
+      );
     }
-  })();
-  await sleep(3000);
-  const { ms, wait } = await failoverToNodeB(t, c);
-  // The start wait holds the move unless mbp's renewal since the restart reaches past it.
-  t.match(wait, { kind: /^(start-wait|lock-delay)$/ }, `the transfer names its wait (${wait?.text ?? 'none'})`);
-  if (wait?.kind === 'start-wait') t.notMatch(wait.text, /mbp's last possible validity/, 'the start wait is not put on mbp’s validity');
-  sampling = false;
-  await sampler;
-  if (gave === null) {
-    t.ok(Date.now() - restarted < START_WAIT_MS, `node-b ran ${Date.now() - restarted} ms after the restart, before its start wait (${START_WAIT_MS} ms) would end`);
-    t.ok(ms < FEW_HEARTBEATS_MS + 4000, `node-b ran ${ms} ms after hq failover started (the reports that count come 2 s after the start)`);
-  } else {
-    const g = gave as { waitSeconds: number; ageSeconds: number };
-    t.ok(Date.now() - restarted >= (g.waitSeconds + g.ageSeconds) * 1000 - 1000, `node-b confirmed mbp during the restart and ran ${Date.now() - restarted} ms after it, not before its confirmation's ${(g.waitSeconds + g.ageSeconds).toFixed(1)} s had passed (S2.1)`);
-  }
-  const events = (JSON.parse((await c.hq('node-b', ['events', '--json'])).stdout) as { events: { event: string; host: string | null; data: { [k: string]: unknown } }[] }).events;
-  t.ok(events.some((e) => e.event === 'stepped-down' && e.host === 'mbp' && e.data['ran'] === true), 'the arbiter accepted mbp’s acknowledgement saying it ran');
-  t.comment(`failover right after an arbiter restart (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`);
-});
+    const events = (
+      JSON.parse((await c.hq('node-b', ['events', '--json'])).stdout) as {
+        events: { event: string; host: string | null; data: { [k: string]: unknown } }[];
+      }
+    ).events;
+    t.ok(
+      events.some((e) => e.event === 'stepped-down' && e.host === 'mbp' && e.data['ran'] === true),
+      'the arbiter accepted mbp’s acknowledgement saying it ran',
+    );
+    t.comment(
+      `failover right after an arbiter restart (ttl ${TTL}): node-b's first run: true ${ms} ms after hq failover`,
+    );
+  },
+);
 
 t.test('the holder’s agent restarted during an arbiter outage runs again on its peer; node-b never runs', async (t) => {
   const c = await Cluster.withHolder(t, { arbiter: { ttlSeconds: TTL, viewFreshSeconds: TTL } });
   await c.kill('arbiter', 'SIGKILL');
-  await c.waitFor(async () => (await c.fence('mbp'))?.reason === 'quorum-standby', 15_000, 'mbp runs on node-b’s confirmation');
+  await c.waitFor(
+    async () => (await c.fence('mbp'))?.reason === 'quorum-standby',
+    15_000,
+    'mbp runs on node-b’s confirmation',
+  );
   const overlap = c.watchOverlap(t);
   await c.kill('mbp', 'SIGTERM');
   const restarted = Date.now();
   await c.startAgent('mbp');
-  const local = JSON.parse(readFileSync(join(c.stateDir('mbp'), 'local.json'), 'utf8')) as { holder: string | null; generation: number };
+  const local = JSON.parse(readFileSync(join(c.stateDir('mbp'), 'local.json'), 'utf8')) as {
+    holder: string | null;
+    generation: number;
+  };
   t.match(local, { holder: 'mbp', generation: 1 }, 'local.json still says mbp holds generation 1');
   const first = await c.fence('mbp');
-  t.not(first?.reason, 'no-lease-after-seen', `right after the restart the reason is not no-lease-after-seen (${first?.reason})`);
+  t.not(
+    first?.reason,
+    'no-lease-after-seen',
+    `right after the restart the reason is not no-lease-after-seen (${first?.reason})`,
+  );
   await c.waitFor(async () => (await c.fence('mbp'))?.run === true, START_WAIT_MS + 10_000, 'mbp runs again');
   const f = await c.fence('mbp');
   t.equal(f?.reason, 'quorum-standby', 'on its peer’s confirmation');

@@ -46,7 +46,8 @@ if (!prev.ok) {
       t.teardown(() => c.stopAll());
       for (const n of ['arbiter', ...HOSTS] as const) c.roots.set(n, OLD);
       const isNew = (n: Name): boolean => !c.roots.has(n);
-      const fleetText = (): string => (['arbiter', ...HOSTS] as const).map((n) => `${n} ${isNew(n) ? 'new' : 'old'}`).join(', ');
+      const fleetText = (): string =>
+        (['arbiter', ...HOSTS] as const).map((n) => `${n} ${isNew(n) ? 'new' : 'old'}`).join(', ');
 
       /** `hq` of host h's release; generous: a CLI start can take many seconds on a loaded machine. */
       const cli = (h: HostName, args: readonly string[]) => c.hq(h, args, {}, 120_000);
@@ -104,30 +105,48 @@ if (!prev.ok) {
 
       /** Upgrades `n` in place (SIGTERM, then this checkout's build on the same files); a holder hands over first. */
       const upgrade = async (t: Test, n: Name): Promise<void> => {
-        if (n !== 'arbiter' && (await holderOf()) === n) await handover(t, n, `${n} holds the lease: it hands over before its upgrade`);
+        if (n !== 'arbiter' && (await holderOf()) === n)
+          await handover(t, n, `${n} holds the lease: it hands over before its upgrade`);
         const holder = await holderOf();
         const g = (await lease()).generation;
         const misses = await holderKeepsRunning(holder, async () => {
           await c.kill(n, 'SIGTERM');
           c.roots.delete(n);
           await start(n);
-          if (n !== 'arbiter') await c.waitFor(async () => (await c.fence(n))?.holder === holder, 40_000, `upgraded ${n} knows the holder`);
+          if (n !== 'arbiter')
+            await c.waitFor(
+              async () => (await c.fence(n))?.holder === holder,
+              40_000,
+              `upgraded ${n} knows the holder`,
+            );
           // Renewals through the new side: the arbiter renews the holder again.
           const before = (await lease()).renewedAt ?? 0;
-          await c.waitFor(async () => ((await lease()).renewedAt ?? 0) > before, 40_000, `the holder renews after the upgrade of ${n}`);
+          await c.waitFor(
+            async () => ((await lease()).renewedAt ?? 0) > before,
+            40_000,
+            `the holder renews after the upgrade of ${n}`,
+          );
         });
         const l = await lease();
         t.equal(l.holder, holder, `${holder} still holds after ${n} is upgraded (${fleetText()})`);
         t.equal(l.generation, g, 'in the same generation: no failover');
         await c.waitFor(async () => runs(holder), 40_000, `${holder} runs after the upgrade of ${n}`);
-        t.comment(misses.length === 0 ? `${holder} ran in every sample while ${n} restarted` : `${holder} did not run in ${misses.length} samples while ${n} restarted (${[...new Set(misses)].join(', ')}): a loaded machine`);
+        t.comment(
+          misses.length === 0
+            ? `${holder} ran in every sample while ${n} restarted`
+            : `${holder} did not run in ${misses.length} samples while ${n} restarted (${[...new Set(misses)].join(', ')}): a loaded machine`,
+        );
       };
 
       const handover = async (t: Test, from: HostName, why: string): Promise<void> => {
         const to = c.other(from);
         const g = (await lease()).generation;
         const r = await through(from, ['lease', 'release', '--handover-to', to]);
-        t.equal(r.code, 0, `${why}: ${from}'s hq lease release --handover-to ${to} exits 0 (${fleetText()}; ${r.stderr.trim()})`);
+        t.equal(
+          r.code,
+          0,
+          `${why}: ${from}'s hq lease release --handover-to ${to} exits 0 (${fleetText()}; ${r.stderr.trim()})`,
+        );
         await c.waitFor(async () => runs(to), 40_000, `${to} runs after the handover`);
         t.equal((await lease()).generation, g + 1, `the handover to ${to} is generation ${g + 1}`);
       };
@@ -152,7 +171,11 @@ if (!prev.ok) {
         const again = await through(holder, ['lease', 'acquire']);
         t.equal(again.code, 0, `the holder's hq lease acquire renews (${fleetText()}; ${again.stderr.trim()})`);
         const refused = await through(standby, ['lease', 'acquire']);
-        t.equal(refused.code, 1, `the standby's hq lease acquire is refused: the lease is held (${refused.stderr.trim()})`);
+        t.equal(
+          refused.code,
+          1,
+          `the standby's hq lease acquire is refused: the lease is held (${refused.stderr.trim()})`,
+        );
         await c.waitFor(async () => runs(holder), 40_000, `${holder} still runs`);
       });
 
@@ -166,7 +189,11 @@ if (!prev.ok) {
         t.equal(l.holder, standby, `${standby} holds (${fleetText()})`);
         t.equal(l.generation, g + 1, `the promotion is generation ${g + 1}`);
         await start(holder);
-        await c.waitFor(async () => (await c.fence(holder))?.generation === g + 1, 40_000, `restarted ${holder} learns generation ${g + 1}`);
+        await c.waitFor(
+          async () => (await c.fence(holder))?.generation === g + 1,
+          40_000,
+          `restarted ${holder} learns generation ${g + 1}`,
+        );
         t.equal((await c.fence(holder))?.run, false, `restarted ${holder} stays out`);
       });
 
@@ -180,7 +207,9 @@ if (!prev.ok) {
         const holder = await holderOf();
         await c.waitFor(async () => runs(holder), 40_000, `${holder} runs`);
         t.equal((await c.fence(c.other(holder)))?.run, false, 'the standby does not');
-        const st = (await (await fetch(`${c.arbiterUrl()}/v1/status`)).json()) as { hosts: Array<{ host: string; protocol: number | null; upgrade: string | null }> };
+        const st = (await (await fetch(`${c.arbiterUrl()}/v1/status`)).json()) as {
+          hosts: Array<{ host: string; protocol: number | null; upgrade: string | null }>;
+        };
         await c.waitFor(
           async () => {
             const s = (await (await fetch(`${c.arbiterUrl()}/v1/status`)).json()) as typeof st;
@@ -190,15 +219,33 @@ if (!prev.ok) {
           'every host heartbeats in protocol 2',
         );
         const s = (await (await fetch(`${c.arbiterUrl()}/v1/status`)).json()) as typeof st;
-        t.same(s.hosts.filter((h) => h.upgrade !== null), [], 'no host is left to upgrade');
+        t.same(
+          s.hosts.filter((h) => h.upgrade !== null),
+          [],
+          'no host is left to upgrade',
+        );
       });
 
       const overlap = await monitor.stop();
       t.equal(overlap, null, `no sample ever saw both hosts run (${overlap ?? 'none'})`);
-      t.same([...generations].sort((a, b) => a - b), generations, `generations only rose (${generations.join(' → ')})`);
-      t.same(generations, [1, 2, 3, 4, 5, 6].slice(0, generations.length), 'each change of holder is the next generation');
-      const events = (await (await fetch(`${c.arbiterUrl()}/v1/events?limit=1000`)).json()) as { events: Array<{ event: string }> };
-      t.equal(events.events.filter((e) => e.event === 'promoted').length, 1, 'one promotion: the failover the test caused, none from an upgrade');
+      t.same(
+        [...generations].sort((a, b) => a - b),
+        generations,
+        `generations only rose (${generations.join(' → ')})`,
+      );
+      t.same(
+        generations,
+        [1, 2, 3, 4, 5, 6].slice(0, generations.length),
+        'each change of holder is the next generation',
+      );
+      const events = (await (await fetch(`${c.arbiterUrl()}/v1/events?limit=1000`)).json()) as {
+        events: Array<{ event: string }>;
+      };
+      t.equal(
+        events.events.filter((e) => e.event === 'promoted').length,
+        1,
+        'one promotion: the failover the test caused, none from an upgrade',
+      );
     });
   };
 
@@ -208,24 +255,40 @@ if (!prev.ok) {
   fleet('standby first, then the arbiter, then the holder', ['node-b', 'arbiter', 'mbp']);
   fleet('holder first, then the standby, then the arbiter', ['mbp', 'node-b', 'arbiter']);
 
-  t.test(`the ${PREVIOUS_TAG} arbiter refuses a database stamped newer than it, with one line, and leaves it untouched`, async (t) => {
-    // The database is made by this checkout's hq-arbiter (migration 4 since the step-down; 0.1.0
-    // knows 1–3), then stamped one version newer still, so the refusal holds whatever the
-    // schemas of the two releases.
-    const c = await Cluster.create();
-    t.teardown(() => c.stopAll());
-    const db = join(c.dir, 'arbiter', 'hq.db');
-    const conn = new Database(db);
-    const version = Number((conn.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string }).value);
-    conn.prepare("UPDATE meta SET value = ? WHERE key = 'schema_version'").run(String(version + 1));
-    conn.close();
-    const hash = (): string => createHash('sha256').update(readFileSync(db)).digest('hex');
-    const before = hash();
-    const r = await runNode([join(OLD, 'apps/arbiter/dist/cli.js'), 'serve', '--config', c.arbiterConfig], {}, 120_000);
-    t.not(r.code, 0, `the old arbiter does not start (exit ${r.code})`);
-    const lines = r.stderr.trim().split('\n').filter((l) => l.trim() !== '');
-    t.equal(lines.length, 1, `one line on stderr (${r.stderr.trim()})`);
-    t.match(lines[0] ?? '', new RegExp(`schema version ${version + 1}, newer than this hq-arbiter's [1-${version}]\\b`), 'it names both schema versions');
-    t.equal(hash(), before, 'the database is untouched');
-  });
+  t.test(
+    `the ${PREVIOUS_TAG} arbiter refuses a database stamped newer than it, with one line, and leaves it untouched`,
+    async (t) => {
+      // The database is made by this checkout's hq-arbiter (migration 4 since the step-down; 0.1.0
+      // knows 1–3), then stamped one version newer still, so the refusal holds whatever the
+      // schemas of the two releases.
+      const c = await Cluster.create();
+      t.teardown(() => c.stopAll());
+      const db = join(c.dir, 'arbiter', 'hq.db');
+      const conn = new Database(db);
+      const version = Number(
+        (conn.prepare("SELECT value FROM meta WHERE key = 'schema_version'").get() as { value: string }).value,
+      );
+      conn.prepare("UPDATE meta SET value = ? WHERE key = 'schema_version'").run(String(version + 1));
+      conn.close();
+      const hash = (): string => createHash('sha256').update(readFileSync(db)).digest('hex');
+      const before = hash();
+      const r = await runNode(
+        [join(OLD, 'apps/arbiter/dist/cli.js'), 'serve', '--config', c.arbiterConfig],
+        {},
+        120_000,
+      );
+      t.not(r.code, 0, `the old arbiter does not start (exit ${r.code})`);
+      const lines = r.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => l.trim() !== '');
+      t.equal(lines.length, 1, `one line on stderr (${r.stderr.trim()})`);
+      t.match(
+        lines[0] ?? '',
+        new RegExp(`schema version ${version + 1}, newer than this hq-arbiter's [1-${version}]\\b`),
+        'it names both schema versions',
+      );
+      t.equal(hash(), before, 'the database is untouched');
+    },
+  );
 }

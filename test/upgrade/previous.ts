@@ -9,7 +9,17 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../system/harness.js';
@@ -31,7 +41,9 @@ export interface PreviousBuild {
   remove(): void;
 }
 
-export type Previous = { readonly ok: true; readonly build: PreviousBuild } | { readonly ok: false; readonly missing: string };
+export type Previous =
+  | { readonly ok: true; readonly build: PreviousBuild }
+  | { readonly ok: false; readonly missing: string };
 
 function git(args: readonly string[], cwd = ROOT): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
@@ -49,11 +61,16 @@ function resolveRelease(tag: string): string {
     if (tagged === undefined) throw new Error(`no tag ${tag} in this clone`);
     return tagged;
   }
-  if (tagged !== undefined && tagged !== PREVIOUS_COMMIT) throw new Error(`tag ${tag} names ${tagged}, but the previous release is ${PREVIOUS_COMMIT}: move the tag or PREVIOUS_COMMIT`);
+  if (tagged !== undefined && tagged !== PREVIOUS_COMMIT)
+    throw new Error(
+      `tag ${tag} names ${tagged}, but the previous release is ${PREVIOUS_COMMIT}: move the tag or PREVIOUS_COMMIT`,
+    );
   try {
     return git(['rev-parse', '--verify', `${PREVIOUS_COMMIT}^{commit}`]);
   } catch {
-    throw new Error(`commit ${PREVIOUS_COMMIT} (${tag}) is not in this clone: a shallow clone cannot build the previous release; fetch the full history`);
+    throw new Error(
+      `commit ${PREVIOUS_COMMIT} (${tag}) is not in this clone: a shallow clone cannot build the previous release; fetch the full history`,
+    );
   }
 }
 
@@ -63,18 +80,21 @@ function resolveRelease(tag: string): string {
  */
 export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
   const reuse = process.env['HQ_PREVIOUS_BUILD'];
-  if (reuse !== undefined && reuse !== '') return { ok: true, build: { root: reuse, commit: git(['rev-parse', 'HEAD'], reuse), remove: () => undefined } };
+  if (reuse !== undefined && reuse !== '')
+    return { ok: true, build: { root: reuse, commit: git(['rev-parse', 'HEAD'], reuse), remove: () => undefined } };
   try {
     git(['--version']);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { ok: false, missing: 'git is not installed: the previous release cannot be built from history' };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      return { ok: false, missing: 'git is not installed: the previous release cannot be built from history' };
     throw err;
   }
   const commit = resolveRelease(tag);
   const modules = join(ROOT, 'node_modules');
   // One build per release, checkout and compiler, kept for later runs: the release never changes,
   // and its tree links this checkout's node_modules.
-  const tsc = (JSON.parse(readFileSync(join(modules, 'typescript', 'package.json'), 'utf8')) as { version: string }).version;
+  const tsc = (JSON.parse(readFileSync(join(modules, 'typescript', 'package.json'), 'utf8')) as { version: string })
+    .version;
   const key = createHash('sha256').update(`${commit}\n${ROOT}\n${tsc}`).digest('hex').slice(0, 12);
   const dir = join(tmpdir(), `hq-prev-${commit.slice(0, 12)}-${key}`);
   if (existsSync(join(dir, '.built'))) return { ok: true, build: { root: dir, commit, remove: () => undefined } };
@@ -83,20 +103,28 @@ export async function buildPrevious(tag = PREVIOUS_TAG): Promise<Previous> {
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    execFileSync('sh', ['-c', `git -C '${ROOT}' archive ${commit} | tar -x -C '${tmp}'`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync('sh', ['-c', `git -C '${ROOT}' archive ${commit} | tar -x -C '${tmp}'`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     mkdirSync(join(tmp, 'node_modules', '@hq'), { recursive: true });
     for (const name of readdirSync(modules)) {
       if (name === '@hq') continue;
       symlinkSync(join(modules, name), join(tmp, 'node_modules', name));
     }
     // Relative links (../../apps/agent …): the same text inside the tree points at its own packages.
-    for (const name of readdirSync(join(modules, '@hq'))) symlinkSync(readlinkSync(join(modules, '@hq', name)), join(tmp, 'node_modules', '@hq', name));
-    await promisify(execFile)(process.execPath, [join(modules, 'typescript', 'bin', 'tsc'), '-b'], { cwd: tmp, timeout: 600_000 });
+    for (const name of readdirSync(join(modules, '@hq')))
+      symlinkSync(readlinkSync(join(modules, '@hq', name)), join(tmp, 'node_modules', '@hq', name));
+    await promisify(execFile)(process.execPath, [join(modules, 'typescript', 'bin', 'tsc'), '-b'], {
+      cwd: tmp,
+      timeout: 600_000,
+    });
     writeFileSync(join(tmp, '.built'), `${commit}\n`);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     const e = err as { stdout?: Buffer | string; message: string };
-    throw new Error(`building ${tag} failed: ${e.message}${e.stdout === undefined ? '' : `\n${String(e.stdout).slice(-2000)}`}`);
+    throw new Error(
+      `building ${tag} failed: ${e.message}${e.stdout === undefined ? '' : `\n${String(e.stdout).slice(-2000)}`}`,
+    );
   }
   try {
     renameSync(tmp, dir);

@@ -133,7 +133,9 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
   const sure = surelyValid(AgentConfigSchema, input);
   const checker = sure ? null : Schema;
   if (!sure && checker === null) {
-    throw new Error("validateConfigFile: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+    throw new Error(
+      "validateConfigFile: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())",
+    );
   }
   if (checker !== null && !checker.Check(AgentConfigSchema, input)) {
     const errors = checker.Errors(AgentConfigSchema, input)[1];
@@ -142,9 +144,13 @@ export function validateConfigFile(input: unknown): AgentConfigFile {
     if (first === undefined) throw new ConfigError('(top level)', 'the config is invalid');
     const key = keyOf(first.instancePath);
     const owned = unknown !== undefined && !key.includes('.') ? wrongDaemon(key, 'hq-agent') : null;
-    const hint = unknown !== undefined && !key.includes('.') ? didYouMean(key, Object.keys(AgentConfigSchema.properties)) : '';
+    const hint =
+      unknown !== undefined && !key.includes('.') ? didYouMean(key, Object.keys(AgentConfigSchema.properties)) : '';
     // A host key says why its value is no host (a reserved name, the pattern), as every host check does.
-    const host = unknown === undefined && (key === 'hostName' || key === 'arbiter') ? hostProblem((input as { [k: string]: unknown })[key]) : null;
+    const host =
+      unknown === undefined && (key === 'hostName' || key === 'arbiter')
+        ? hostProblem((input as { [k: string]: unknown })[key])
+        : null;
     const message = unknown !== undefined ? (owned ?? `is not a known key${hint}`) : (host ?? first.message);
     throw new ConfigError(key, `${key}: ${message}`);
   }
@@ -202,19 +208,33 @@ export function loadConfigLazily(explicit?: string, env: NodeJS.ProcessEnv = pro
  * hostName both name this host; the config wins, and a difference is said (logged at start,
  * shown by hq doctor).
  */
-function hostNameOf(configured: string | undefined, stateDir: string): { hostName: string; hostMismatch: { file: string; name: string } | null } {
+function hostNameOf(
+  configured: string | undefined,
+  stateDir: string,
+): { hostName: string; hostMismatch: { file: string; name: string } | null } {
   const fromFile = readHostFile(stateDir);
   if (configured !== undefined) {
-    return { hostName: configured, hostMismatch: fromFile !== null && fromFile !== configured ? { file: join(stateDir, 'host'), name: fromFile } : null };
+    return {
+      hostName: configured,
+      hostMismatch:
+        fromFile !== null && fromFile !== configured ? { file: join(stateDir, 'host'), name: fromFile } : null,
+    };
   }
   if (fromFile !== null) {
     const problem = hostProblem(fromFile);
-    if (problem !== null) throw new ConfigError('hostName', `hostName: the host file ${join(stateDir, 'host')} holds "${fromFile}", which ${problem}`);
+    if (problem !== null)
+      throw new ConfigError(
+        'hostName',
+        `hostName: the host file ${join(stateDir, 'host')} holds "${fromFile}", which ${problem}`,
+      );
     return { hostName: fromFile, hostMismatch: null };
   }
   const os = hostname().replace(/\.local$/, '');
   if (!isHost(os)) {
-    throw new ConfigError('hostName', `hostName: the OS host name "${os}" is not a valid host; set hostName or run "hq host set NAME"`);
+    throw new ConfigError(
+      'hostName',
+      `hostName: the OS host name "${os}" is not a valid host; set hostName or run "hq host set NAME"`,
+    );
   }
   return { hostName: os, hostMismatch: null };
 }
@@ -224,7 +244,8 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   const stateDir = resolve(expandHome(c.stateDir ?? '~/.hq'));
   const { hostName, hostMismatch } = hostNameOf(c.hostName, stateDir);
   const arbiter = c.arbiter ?? DEFAULTS.arbiter;
-  if (hostName === arbiter) throw new ConfigError('hostName', `hostName: "${hostName}" is the arbiter's host, which is never a candidate`);
+  if (hostName === arbiter)
+    throw new ConfigError('hostName', `hostName: "${hostName}" is the arbiter's host, which is never a candidate`);
   const heartbeatCron = c.heartbeatCron ?? DEFAULTS.heartbeatCron;
   const cron = cronGapSeconds(heartbeatCron);
   if (!cron.ok) throw new ConfigError('heartbeatCron', `heartbeatCron: ${cron.message}`);
@@ -234,13 +255,19 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   }
   const roles = c.roles ?? DEFAULT_ROLES;
   const unknownFailOpen = failOpenRoles.find((r) => !roles.includes(r));
-  if (unknownFailOpen !== undefined) throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
+  if (unknownFailOpen !== undefined)
+    throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
   const refreshSeconds = c.refreshSeconds ?? DEFAULTS.refreshSeconds;
   const probeTimeoutSeconds = c.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, cron.seconds / 2);
   const requestTimeoutSeconds = c.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
   // The agent's own side of S6; the pairs across the sides are the arbiter's to check (it gets
   // this cadence with every heartbeat and says loudly when a pair cannot work).
-  const timing = checkCadence({ heartbeatSeconds: cron.seconds, refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds });
+  const timing = checkCadence({
+    heartbeatSeconds: cron.seconds,
+    refreshSeconds,
+    probeTimeoutSeconds,
+    requestTimeoutSeconds,
+  });
   if (!timing.ok) throw new ConfigError(timing.key, timing.message);
   if (c.arbiterUrl !== undefined) {
     const problem = bareOriginProblem(c.arbiterUrl);
@@ -248,11 +275,16 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   }
   const arbiterUrls = c.arbiterUrls ?? null;
   if (arbiterUrls !== null) {
-    if (c.arbiterUrl !== undefined) throw new ConfigError('arbiterUrls', 'arbiterUrls: give either arbiterUrl (one arbiter) or arbiterUrls (several, tried in order), not both');
+    if (c.arbiterUrl !== undefined)
+      throw new ConfigError(
+        'arbiterUrls',
+        'arbiterUrls: give either arbiterUrl (one arbiter) or arbiterUrls (several, tried in order), not both',
+      );
     for (const [i, u] of arbiterUrls.entries()) {
       const problem = bareOriginProblem(u);
       if (problem !== null) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" ${problem}`);
-      if (arbiterUrls.indexOf(u) !== i) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" is named twice`);
+      if (arbiterUrls.indexOf(u) !== i)
+        throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" is named twice`);
     }
   }
   if (c.advertiseUrl !== undefined) {
@@ -261,13 +293,21 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   }
   const tailnetDomain = c.tailnetDomain ?? null;
   const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
-  if (peers.has(hostName)) throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
-  if (peers.has(arbiter)) throw new ConfigError(`peers.${arbiter}`, `peers.${arbiter}: the arbiter's host is never a candidate, so never a peer`);
+  if (peers.has(hostName))
+    throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
+  if (peers.has(arbiter))
+    throw new ConfigError(
+      `peers.${arbiter}`,
+      `peers.${arbiter}: the arbiter's host is never a candidate, so never a peer`,
+    );
   return {
     file,
     hostName,
     arbiter,
-    arbiterUrl: arbiterUrls?.[0] ?? c.arbiterUrl ?? (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
+    arbiterUrl:
+      arbiterUrls?.[0] ??
+      c.arbiterUrl ??
+      (tailnetDomain !== null ? `http://${arbiter}.${tailnetDomain}:${DEFAULTS.arbiterPort}` : null),
     arbiterUrls: arbiterUrls === null ? null : [...arbiterUrls],
     candidates: [hostName, ...peers.keys()],
     peersConfigured: c.peers !== undefined,
@@ -308,7 +348,8 @@ export function bareOriginProblem(value: string): string | null {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'must be an http or https URL';
   if (u.username !== '' || u.password !== '') return 'must not carry credentials (the member token is the credential)';
-  if (u.pathname !== '/' || u.search !== '' || u.hash !== '') return `must be a bare origin without a path (use ${u.origin})`;
+  if (u.pathname !== '/' || u.search !== '' || u.hash !== '')
+    return `must be a bare origin without a path (use ${u.origin})`;
   return null;
 }
 
@@ -337,9 +378,16 @@ export async function resolveNetwork(config: AgentConfig): Promise<AgentConfig &
   if (config.arbiterUrl !== null) return config as AgentConfig & { arbiterUrl: string };
   const dns = await magicDnsSuffix(config.tailscaleBin, config.probeTimeoutSeconds);
   if (!dns.ok) {
-    throw new ConfigError('arbiterUrl', 'arbiterUrl: not set, and without tailnetDomain (or a working tailscale) it has no default');
+    throw new ConfigError(
+      'arbiterUrl',
+      'arbiterUrl: not set, and without tailnetDomain (or a working tailscale) it has no default',
+    );
   }
-  return { ...config, tailnetDomain: dns.suffix, arbiterUrl: `http://${config.arbiter}.${dns.suffix}:${DEFAULTS.arbiterPort}` };
+  return {
+    ...config,
+    tailnetDomain: dns.suffix,
+    arbiterUrl: `http://${config.arbiter}.${dns.suffix}:${DEFAULTS.arbiterPort}`,
+  };
 }
 
 /**
@@ -349,13 +397,17 @@ export async function resolveNetwork(config: AgentConfig): Promise<AgentConfig &
 export function peersFromCandidates(config: AgentConfig, candidates: readonly string[]): Map<string, string> {
   const peers = new Map<string, string>();
   if (config.peersConfigured || config.tailnetDomain === null) return new Map(config.peers);
-  for (const h of candidates) if (h !== config.hostName && isHost(h)) peers.set(h, `http://${h}.${config.tailnetDomain}:${DEFAULTS.listenPort}`);
+  for (const h of candidates)
+    if (h !== config.hostName && isHost(h)) peers.set(h, `http://${h}.${config.tailnetDomain}:${DEFAULTS.listenPort}`);
   return peers;
 }
 
 /** The health URL of a host (its `probe`), or null when it has none. */
 export function healthUrlOf(config: AgentConfig, host: string): string | null {
-  return config.healthUrls.get(host) ?? (config.tailnetDomain !== null ? tailnetHealthUrl(host, config.tailnetDomain, DEFAULTS.listenPort) : null);
+  return (
+    config.healthUrls.get(host) ??
+    (config.tailnetDomain !== null ? tailnetHealthUrl(host, config.tailnetDomain, DEFAULTS.listenPort) : null)
+  );
 }
 
 export { ConfigError };

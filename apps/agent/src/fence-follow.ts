@@ -58,7 +58,9 @@ export interface FollowOptions {
   readonly waitSeconds?: number;
 }
 
-export type FollowOutcome = { readonly kind: 'exit'; readonly code: number } | { readonly kind: 'bad-role'; readonly message: string };
+export type FollowOutcome =
+  | { readonly kind: 'exit'; readonly code: number }
+  | { readonly kind: 'bad-role'; readonly message: string };
 
 const seenOf = (f: FenceDecision): FenceSeen => ({ run: f.run, reason: f.reason, generation: f.generation });
 
@@ -76,7 +78,9 @@ export async function followFence(o: FollowOptions): Promise<FollowOutcome> {
       const h = o.timers.set(finish, seconds * 1000);
       o.stop.addEventListener('abort', finish, { once: true });
     });
-  const stopped = new Promise<null>((done) => (o.stop.aborted ? done(null) : o.stop.addEventListener('abort', () => done(null), { once: true })));
+  const stopped = new Promise<null>((done) =>
+    o.stop.aborted ? done(null) : o.stop.addEventListener('abort', () => done(null), { once: true }),
+  );
   let seen: FenceSeen | null = null;
   let unreachable = UNREACHABLE_FIRST;
   let restartIn = backoff.initialSeconds;
@@ -87,7 +91,8 @@ export async function followFence(o: FollowOptions): Promise<FollowOutcome> {
     if (r === null || o.stop.aborted) break;
     if (r.kind === 'bad-role') return { kind: 'bad-role', message: r.message };
     if (r.kind === 'unreachable') {
-      if (seen !== null || unreachable === UNREACHABLE_FIRST) o.log('waiting', { role: o.role, reason: 'agent-unreachable', problem: r.problem });
+      if (seen !== null || unreachable === UNREACHABLE_FIRST)
+        o.log('waiting', { role: o.role, reason: 'agent-unreachable', problem: r.problem });
       seen = null;
       await sleep(unreachable);
       unreachable = Math.min(UNREACHABLE_MAX, unreachable * 2);
@@ -96,7 +101,13 @@ export async function followFence(o: FollowOptions): Promise<FollowOutcome> {
     unreachable = UNREACHABLE_FIRST;
     seen = seenOf(r.fence);
     if (!r.fence.run) {
-      if (!saidWaiting) o.log('waiting', { role: o.role, reason: r.fence.reason, generation: r.fence.generation, holder: r.fence.holder });
+      if (!saidWaiting)
+        o.log('waiting', {
+          role: o.role,
+          reason: r.fence.reason,
+          generation: r.fence.generation,
+          holder: r.fence.holder,
+        });
       saidWaiting = true;
       continue;
     }

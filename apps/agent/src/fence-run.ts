@@ -116,7 +116,12 @@ interface Admitted {
 
 /** Steps 1–2 before the spawn: the fence asked, the run registered; the outcome when CMD does not start. */
 async function admit(opts: SupervisorOptions, now: () => Stamp): Promise<Admitted | SupervisorOutcome> {
-  const skip = (fence?: FenceDecision, code = opts.skipExit): SupervisorOutcome => ({ kind: 'exit', code, end: 'skipped', ...(fence === undefined ? {} : { fence }) });
+  const skip = (fence?: FenceDecision, code = opts.skipExit): SupervisorOutcome => ({
+    kind: 'exit',
+    code,
+    end: 'skipped',
+    ...(fence === undefined ? {} : { fence }),
+  });
   const asked = now();
   const first = await opts.check();
   if (first.kind === 'bad-role') return { kind: 'bad-role', message: first.message };
@@ -133,7 +138,8 @@ async function admit(opts: SupervisorOptions, now: () => Stamp): Promise<Admitte
   const reg: Registration = opts.register === undefined ? { kind: 'unsupported' } : await opts.register(f.generation);
   if (reg.kind === 'refused' || reg.kind === 'unreachable') {
     const code = reg.kind === 'refused' ? opts.skipExit : (opts.unreachableExit ?? opts.skipExit);
-    const why = reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
+    const why =
+      reg.kind === 'refused' ? { reason: reg.reason } : { reason: AGENT_UNREACHABLE, problem: reg.problem, exit: code };
     opts.log('skipped', { role: opts.role, generation: f.generation, holder: f.holder, ...why });
     return skip(f, code);
   }
@@ -215,8 +221,10 @@ class Supervision {
     // instead of the child's code) if a step-down came while the agent still knew the run.
     if (run !== null) await run.done().catch(() => undefined);
     process.off('SIGUSR2', this.nudge);
-    if (ended.kind === 'spawn-failed') opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: ended.problem });
-    if (ended.kind === 'stopped') opts.log('stopped', { role: opts.role, generation, code: ended.code, signal: ended.signal });
+    if (ended.kind === 'spawn-failed')
+      opts.log('spawn-failed', { role: opts.role, command: opts.argv[0], problem: ended.problem });
+    if (ended.kind === 'stopped')
+      opts.log('stopped', { role: opts.role, generation, code: ended.code, signal: ended.signal });
     return { kind: 'exit', code: exitCodeOf(ended), end: ended.kind === 'stopped' ? this.end : 'exited', fence: f };
   }
 
@@ -227,7 +235,14 @@ class Supervision {
     this.end = event === 'lost' ? 'lost' : 'stopped';
     const remaining = this.left(this.validity);
     const killIn = Math.max(0, Math.min(this.opts.graceSeconds, remaining - KILL_LEAD));
-    this.opts.log(event, { role: this.opts.role, generation: this.generation, holder: this.holder, graceSeconds: killIn, validForSeconds: remaining, ...data });
+    this.opts.log(event, {
+      role: this.opts.role,
+      generation: this.generation,
+      holder: this.holder,
+      graceSeconds: killIn,
+      validForSeconds: remaining,
+      ...data,
+    });
     this.g.stop(killIn * 1000, () => this.opts.log('killed', { role: this.opts.role, generation: this.generation }));
   }
 
@@ -256,7 +271,10 @@ class Supervision {
     const remaining = this.left(this.validity);
     const byDeadline = remaining - this.opts.graceSeconds - LEAD;
     const wait = Math.max(MIN_GAP, Math.min(this.opts.recheckSeconds, byDeadline));
-    this.checkTimer = this.timers.set(() => void this.recheck(), Number.isFinite(wait) ? wait * 1000 : this.opts.recheckSeconds * 1000);
+    this.checkTimer = this.timers.set(
+      () => void this.recheck(),
+      Number.isFinite(wait) ? wait * 1000 : this.opts.recheckSeconds * 1000,
+    );
   }
 
   /** The agent stepping down asks for a re-check now (daemon/runs.ts): the loss is then this supervisor's own. */

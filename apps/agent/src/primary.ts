@@ -141,20 +141,29 @@ export async function readJoinFile(path: string): Promise<JoinRead> {
   } catch {
     return { ok: false, problem: `${path} is not valid JSON` };
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, problem: `${path} is not a JSON object` };
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    return { ok: false, problem: `${path} is not a JSON object` };
   const o = v as { [k: string]: unknown };
-  for (const k of Object.keys(o)) if (!JOIN_KEYS.has(k)) return { ok: false, problem: `${path} has an unknown key ${JSON.stringify(k)}` };
+  for (const k of Object.keys(o))
+    if (!JOIN_KEYS.has(k)) return { ok: false, problem: `${path} has an unknown key ${JSON.stringify(k)}` };
   if (!httpUrl(o['url'])) return { ok: false, problem: `${path}: url must be an http(s) URL without credentials` };
   const token = o['token'];
-  if (token !== undefined && (typeof token !== 'string' || !TOKEN.test(token))) return { ok: false, problem: `${path}: token is not a token` };
+  if (token !== undefined && (typeof token !== 'string' || !TOKEN.test(token)))
+    return { ok: false, problem: `${path}: token is not a token` };
   const host = o['host'];
   if (host !== undefined && !isHost(host)) return { ok: false, problem: `${path}: host is not a host name` };
   const generation = o['generation'];
-  if (generation !== undefined && (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)) return { ok: false, problem: `${path}: generation must be a positive integer` };
+  if (
+    generation !== undefined &&
+    (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)
+  )
+    return { ok: false, problem: `${path}: generation must be a positive integer` };
   const arbiterUrl = o['arbiterUrl'];
-  if (arbiterUrl !== undefined && (!httpUrl(arbiterUrl) || new URL(arbiterUrl).pathname !== '/')) return { ok: false, problem: `${path}: arbiterUrl must be a bare http(s) origin` };
+  if (arbiterUrl !== undefined && (!httpUrl(arbiterUrl) || new URL(arbiterUrl).pathname !== '/'))
+    return { ok: false, problem: `${path}: arbiterUrl must be a bare http(s) origin` };
   const scope = o['tokenScope'];
-  if (scope !== undefined && scope !== 'query' && scope !== 'member') return { ok: false, problem: `${path}: tokenScope must be query or member` };
+  if (scope !== undefined && scope !== 'query' && scope !== 'member')
+    return { ok: false, problem: `${path}: tokenScope must be query or member` };
   // A file that names arbiterUrl issued its token for the arbiter: it never goes to `url`.
   const bound = arbiterUrl !== undefined;
   return {
@@ -169,19 +178,45 @@ export async function readJoinFile(path: string): Promise<JoinRead> {
   };
 }
 
-function parseAnswer(host: string, body: unknown, candidates: readonly PrimaryCandidate[], floor: number): PrimaryAnswer {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return { host, status: 'invalid', holder: null, generation: null, problem: 'not a JSON object' };
+function parseAnswer(
+  host: string,
+  body: unknown,
+  candidates: readonly PrimaryCandidate[],
+  floor: number,
+): PrimaryAnswer {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    return { host, status: 'invalid', holder: null, generation: null, problem: 'not a JSON object' };
   const o = fieldsOf(body);
   const g = o['generation'];
   const h = o['holder'];
-  if (typeof o['known'] !== 'boolean' || typeof g !== 'number' || !Number.isSafeInteger(g) || g < 0 || (h !== null && typeof h !== 'string')) {
+  if (
+    typeof o['known'] !== 'boolean' ||
+    typeof g !== 'number' ||
+    !Number.isSafeInteger(g) ||
+    g < 0 ||
+    (h !== null && typeof h !== 'string')
+  ) {
     return { host, status: 'invalid', holder: null, generation: null, problem: 'not {known, holder, generation}' };
   }
   if (!o['known'] || h === null) return { host, status: 'unknown', holder: null, generation: g };
   // No real history gets above the ceiling: such an answer would win every comparison and raise the floor for good.
-  if (g > GENERATION_CEILING) return { host, status: 'invalid', holder: null, generation: null, problem: `generation ${g} is above the generation ceiling ${GENERATION_CEILING}` };
+  if (g > GENERATION_CEILING)
+    return {
+      host,
+      status: 'invalid',
+      holder: null,
+      generation: null,
+      problem: `generation ${g} is above the generation ceiling ${GENERATION_CEILING}`,
+    };
   if (!candidates.some((c) => c.host === h)) return { host, status: 'not-a-candidate', holder: h, generation: g };
-  if (g < floor) return { host, status: 'stale', holder: h, generation: g, problem: `generation ${g} is below ${floor}, the highest this host has seen` };
+  if (g < floor)
+    return {
+      host,
+      status: 'stale',
+      holder: h,
+      generation: g,
+      problem: `generation ${g} is below ${floor}, the highest this host has seen`,
+    };
   return { host, status: 'usable', holder: h, generation: g };
 }
 
@@ -196,7 +231,14 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
       if (j.ok) return { mode: 'static', source: 'join-file', url: j.url, token: j.token, host: j.host, ignored: null };
       ignored = j.problem;
     }
-    return { mode: 'static', source: 'local', url: opts.localUrl ?? `http://127.0.0.1:${PEER_PORT}`, token: null, host: null, ignored };
+    return {
+      mode: 'static',
+      source: 'local',
+      url: opts.localUrl ?? `http://127.0.0.1:${PEER_PORT}`,
+      token: null,
+      host: null,
+      ignored,
+    };
   }
 
   const candidates = opts.candidates ?? [];
@@ -211,8 +253,10 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
         token: c.token === undefined || c.token === null ? null : { token: c.token, url: c.url },
         timeoutSeconds: timeoutMs / 1000,
       });
-      if (r.kind === 'unreachable') return { host: c.host, status: 'unreachable', holder: null, generation: null, problem: r.problem };
-      if (r.status !== 200) return { host: c.host, status: 'invalid', holder: null, generation: null, problem: `HTTP ${r.status}` };
+      if (r.kind === 'unreachable')
+        return { host: c.host, status: 'unreachable', holder: null, generation: null, problem: r.problem };
+      if (r.status !== 200)
+        return { host: c.host, status: 'invalid', holder: null, generation: null, problem: `HTTP ${r.status}` };
       return parseAnswer(c.host, r.body, candidates, floor);
     }),
   );
@@ -236,7 +280,17 @@ export async function resolvePrimary(opts: ResolvePrimaryOptions): Promise<Prima
       : stale > 0
         ? `${stale} answer(s) older than generation ${floor}, the highest this host has seen; none usable`
         : 'no candidate answered with a known holder';
-  return { mode: 'lease', source: 'fallback', known: false, holder: first?.host ?? null, generation: null, url: first?.url ?? null, floor, reason, answers };
+  return {
+    mode: 'lease',
+    source: 'fallback',
+    known: false,
+    holder: first?.host ?? null,
+    generation: null,
+    url: first?.url ?? null,
+    floor,
+    reason,
+    answers,
+  };
 }
 
 /**
@@ -256,7 +310,11 @@ export async function seenFloor(stateDir: string): Promise<number> {
  * (this host through its own peer listener on 127.0.0.1), the seen-generation floor, and the
  * join file `{stateDir}/join.json`. Candidates without a known URL are left out.
  */
-export async function primaryOptionsFromConfig(c: AgentConfig, mode: PrimaryMode, extra: Partial<ResolvePrimaryOptions> = {}): Promise<ResolvePrimaryOptions> {
+export async function primaryOptionsFromConfig(
+  c: AgentConfig,
+  mode: PrimaryMode,
+  extra: Partial<ResolvePrimaryOptions> = {},
+): Promise<ResolvePrimaryOptions> {
   const localUrl = `http://127.0.0.1:${c.listen.port}`;
   const candidates: PrimaryCandidate[] = [];
   for (const host of c.candidates) {

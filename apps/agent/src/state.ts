@@ -38,12 +38,25 @@ export function parsePersisted(text: string): Persisted | string {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'is not a JSON object';
   const o = v as { [k: string]: unknown };
-  const known = new Set(['holder', 'generation', 'confirmedAt', 'ttlSeconds', 'safetyMarginSeconds', 'gaveConfirmation', 'lockDelayPending', 'steppedDown', 'lost', 'released', 'floorPending']);
+  const known = new Set([
+    'holder',
+    'generation',
+    'confirmedAt',
+    'ttlSeconds',
+    'safetyMarginSeconds',
+    'gaveConfirmation',
+    'lockDelayPending',
+    'steppedDown',
+    'lost',
+    'released',
+    'floorPending',
+  ]);
   for (const k of Object.keys(o)) if (!known.has(k)) return `has an unknown field ${JSON.stringify(k)}`;
   const holder = o['holder'];
   if (holder !== null && !isHost(holder)) return 'holder must be a host or null';
   const generation = o['generation'];
-  if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 0) return 'generation must be an integer ≥ 0';
+  if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 0)
+    return 'generation must be an integer ≥ 0';
   const confirmedAt = o['confirmedAt'];
   if (confirmedAt !== null && !isNum(confirmedAt)) return 'confirmedAt must be a number or null';
   const ttl = o['ttlSeconds'];
@@ -54,7 +67,8 @@ export function parsePersisted(text: string): Persisted | string {
   const gave = o['gaveConfirmation'];
   let gaveConfirmation: Persisted['gaveConfirmation'] = null;
   if (gave !== null) {
-    if (typeof gave !== 'object' || gave === undefined || Array.isArray(gave)) return 'gaveConfirmation must be an object or null';
+    if (typeof gave !== 'object' || gave === undefined || Array.isArray(gave))
+      return 'gaveConfirmation must be an object or null';
     const g = gave as { [k: string]: unknown };
     const gh = g['holder'];
     const gg = g['generation'];
@@ -76,8 +90,22 @@ export function parsePersisted(text: string): Persisted | string {
   if (released !== undefined && typeof released !== 'boolean') return 'released must be a boolean';
   const floorPending = o['floorPending'];
   if (floorPending !== undefined && typeof floorPending !== 'boolean') return 'floorPending must be a boolean';
-  const flags = { ...(released === undefined ? {} : { released }), ...(floorPending === undefined ? {} : { floorPending }) };
-  return { holder, generation, confirmedAt, ttlSeconds: ttl, safetyMarginSeconds: margin, gaveConfirmation, lockDelayPending, steppedDown, lost, ...flags };
+  const flags = {
+    ...(released === undefined ? {} : { released }),
+    ...(floorPending === undefined ? {} : { floorPending }),
+  };
+  return {
+    holder,
+    generation,
+    confirmedAt,
+    ttlSeconds: ttl,
+    safetyMarginSeconds: margin,
+    gaveConfirmation,
+    lockDelayPending,
+    steppedDown,
+    lost,
+    ...flags,
+  };
 }
 
 export async function loadPersisted(path: string): Promise<Loaded<Persisted>> {

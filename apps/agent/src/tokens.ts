@@ -7,14 +7,17 @@ import { stat } from 'node:fs/promises';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { readSecure } from '@hq/runtime/files';
 
-export type TokenRead = { readonly ok: true; readonly token: string } | { readonly ok: false; readonly problem: string };
+export type TokenRead =
+  | { readonly ok: true; readonly token: string }
+  | { readonly ok: false; readonly problem: string };
 
 export async function readToken(path: string): Promise<TokenRead> {
   const r = await readSecure(path, { secret: true, maxBytes: 4096 });
   if (r.kind === 'missing') return { ok: false, problem: `token file ${path} does not exist` };
   if (r.kind === 'refused') return { ok: false, problem: `token file ${path} ${r.problem}` };
   const token = r.text.replace(/\r?\n$/, '');
-  if (!/^[A-Za-z0-9._~+/-]{16,256}$/.test(token)) return { ok: false, problem: `token file ${path} does not hold a token` };
+  if (!/^[A-Za-z0-9._~+/-]{16,256}$/.test(token))
+    return { ok: false, problem: `token file ${path} does not hold a token` };
   return { ok: true, token };
 }
 
@@ -50,7 +53,10 @@ export function tokensEqual(a: string, b: string): boolean {
  * Authorization header carries the peer token, re-read through `file` on every call (a rotation
  * needs no restart) and compared in constant time. Without a readable token nothing matches.
  */
-export async function peerTokenMatches(file: { get(): Promise<TokenRead> }, authorization: string | string[] | undefined): Promise<boolean> {
+export async function peerTokenMatches(
+  file: { get(): Promise<TokenRead> },
+  authorization: string | string[] | undefined,
+): Promise<boolean> {
   const given = bearer(authorization);
   if (given === null) return false;
   const t = await file.get();
@@ -69,7 +75,9 @@ export function bearer(header: string | string[] | undefined): string | null {
  * the token valid; only a missing or garbled file needs a new token (a reissue invalidates the old).
  */
 export function tokenFileFix(problem: string, path: string, host: string): string {
-  if (/must be mode 0600|group- or world-writable/.test(problem)) return `fix: chmod 600 ${path} (the token itself stays valid)`;
-  if (/is owned by uid/.test(problem)) return `fix: chown it to the agent's user, or run the agent as the file's owner (the token itself stays valid)`;
+  if (/must be mode 0600|group- or world-writable/.test(problem))
+    return `fix: chmod 600 ${path} (the token itself stays valid)`;
+  if (/is owned by uid/.test(problem))
+    return `fix: chown it to the agent's user, or run the agent as the file's owner (the token itself stays valid)`;
   return `fix: on the arbiter, hq-arbiter join ${host} then hq join … on this host (or hq-arbiter token issue ${host} --scope member --config /etc/hq/arbiter.json into ${path}, mode 0600)`;
 }

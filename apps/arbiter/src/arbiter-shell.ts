@@ -5,7 +5,18 @@
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
 import { upgradeNote, type LeaseRecord, type PeerPathReport, type TimingProblem } from '@hq/protocol';
-import { atRestart, boundRefusal, GENERATION_LIMITS, leaseWait, newBoot, refusalLine, renewHold, toRecord, type GenerationLimits, type GenerationRefusal } from '@hq/lease-core';
+import {
+  atRestart,
+  boundRefusal,
+  GENERATION_LIMITS,
+  leaseWait,
+  newBoot,
+  refusalLine,
+  renewHold,
+  toRecord,
+  type GenerationLimits,
+  type GenerationRefusal,
+} from '@hq/lease-core';
 import type { ArbiterConfig } from './config.js';
 import { GroupCommitQueue } from './group-commit.js';
 import type { SecondsClock } from '@hq/runtime/clock';
@@ -13,7 +24,16 @@ import type { EventSink } from './events.js';
 import type { Metrics } from './metrics.js';
 import { ERRORS } from '@hq/protocol';
 import { HttpError } from '@hq/runtime/refusal';
-import { CasError, NotElectedError, type EventInput, type EventLog, type EventRow, type LeaseRecords, type Outcome, type TokenStore } from './store/store.js';
+import {
+  CasError,
+  NotElectedError,
+  type EventInput,
+  type EventLog,
+  type EventRow,
+  type LeaseRecords,
+  type Outcome,
+  type TokenStore,
+} from './store/store.js';
 import { tokenStands, type Principal } from './auth.js';
 import { andThen, isPromise, type Awaitable } from './awaitable.js';
 import { TimingNotes, failoverOf } from './timing.js';
@@ -140,8 +160,19 @@ export class Arbiter {
     // The host's row of the status page says it too.
     if (err.host !== null) this.noteRefused(err.host, err.message);
     this.deps.metrics.generationRefused.inc({ reason: r.kind });
-    const data: EventInput['data'] = r.kind === 'ceiling' ? { reason: r.kind, generation: r.generation, ceiling: r.ceiling } : { reason: r.kind, reported: r.reported, known: r.known, limit: r.limit };
-    await this.note([{ at: this.now(), category: 'control', event: 'generation-refused', host: err.host, data: { ...data, message: err.message } }]).catch(() => undefined);
+    const data: EventInput['data'] =
+      r.kind === 'ceiling'
+        ? { reason: r.kind, generation: r.generation, ceiling: r.ceiling }
+        : { reason: r.kind, reported: r.reported, known: r.known, limit: r.limit };
+    await this.note([
+      {
+        at: this.now(),
+        category: 'control',
+        event: 'generation-refused',
+        host: err.host,
+        data: { ...data, message: err.message },
+      },
+    ]).catch(() => undefined);
     return err;
   }
 
@@ -189,7 +220,12 @@ export class Arbiter {
    * against that same state (412 when stale). Events are written with the state, then logged
    * and hooked after commit; the new boot replaces the old one after commit too.
    */
-  async decide<A>(op: string, ifMatch: string | undefined, decide: (state: ArbiterState, ctx: Context) => Step<A>, outcome: (a: A) => string): Promise<Decided<A>> {
+  async decide<A>(
+    op: string,
+    ifMatch: string | undefined,
+    decide: (state: ArbiterState, ctx: Context) => Step<A>,
+    outcome: (a: A) => string,
+  ): Promise<Decided<A>> {
     const [result] = await this.run([{ op, confirm: undefined, ifMatch, decide, outcome, host: null }] as Pending[]);
     if (!(result as Ran).ok) throw await this.noteGenerationRefused((result as { error: unknown }).error);
     return (result as { decided: Decided<A> }).decided;
@@ -213,7 +249,11 @@ export class Arbiter {
     host: string | null = null,
   ): Promise<Decided<A>> {
     const queue = (): Promise<Decided<A>> =>
-      (this.group.submit({ op, confirm: by?.confirm, ifMatch, decide, outcome, host } as Pending) as Promise<Decided<A>>).catch(async (err: unknown) => {
+      (
+        this.group.submit({ op, confirm: by?.confirm, ifMatch, decide, outcome, host } as Pending) as Promise<
+          Decided<A>
+        >
+      ).catch(async (err: unknown) => {
         throw await this.noteGenerationRefused(err);
       });
     if (ifMatch === undefined) return queue();
@@ -234,7 +274,9 @@ export class Arbiter {
   }
 
   private readonly group = new GroupCommitQueue<Pending, Decided<unknown>>((batch) =>
-    andThen(this.run(batch), (ran) => ran.map((r) => (r.ok ? { ok: true, value: r.decided } : { ok: false, error: r.error }))),
+    andThen(this.run(batch), (ran) =>
+      ran.map((r) => (r.ok ? { ok: true, value: r.decided } : { ok: false, error: r.error })),
+    ),
   );
 
   /** Runs in flight with a promise (etcd); a new run waits for them: two never decide at once. */
@@ -292,7 +334,8 @@ export class Arbiter {
       batch.map((p, i) => (state: ArbiterState) => {
         // The row as the commit confirms it (read with the state, or compared in the write).
         if (p.confirm !== undefined && !tokenStands(store.knownToken?.(p.confirm), p.confirm)) throw unauthorized();
-        if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision)) throw new PreconditionFailed(state.lease.revision);
+        if (p.ifMatch !== undefined && !ifMatchAccepts(p.ifMatch, state.lease.revision))
+          throw new PreconditionFailed(state.lease.revision);
         const s = p.decide(state, { now, settings: this.settings, boot });
         // Before the step counts for anything (its boot, its write): the generation bounds.
         const bound = p.op === ACCEPT_GENERATION_OP ? null : boundRefusal(state, s.next, this.limits);
@@ -300,7 +343,13 @@ export class Arbiter {
         steps[i] = s;
         if (s.boot.startAt === boot.startAt) boot = s.boot;
         boots[i] = boot;
-        const events: EventInput[] = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
+        const events: EventInput[] = s.events.map((e) => ({
+          at: now,
+          category: e.category,
+          event: e.event,
+          host: e.host,
+          data: e.data,
+        }));
         return { next: s.next, events, result: s.answer };
       }),
       tokens,
@@ -313,7 +362,15 @@ export class Arbiter {
    * The boot is replaced only if it is still the one the run started from: a takeover while an
    * etcd run was in flight made a new boot (L3), which an older run must not put back.
    */
-  private told(batch: readonly Pending[], outcomes: readonly Outcome[], steps: ReadonlyArray<Step<unknown> | undefined>, boots: readonly Boot[], startBoot: Boot, boot: Boot, now: number): readonly Ran[] {
+  private told(
+    batch: readonly Pending[],
+    outcomes: readonly Outcome[],
+    steps: ReadonlyArray<Step<unknown> | undefined>,
+    boots: readonly Boot[],
+    startBoot: Boot,
+    boot: Boot,
+    now: number,
+  ): readonly Ran[] {
     if (this.bootState === startBoot) this.bootState = boot;
     // The operations counter moves once per op and outcome of the group (the same totals as one
     // `inc` per decision, before any answer goes out; prom-client hashes the labels per call).
@@ -338,9 +395,13 @@ export class Arbiter {
       this.deps.sink.emit(o.committed.events);
       // The context after this decision (its boot), for `hold` and the record.
       const ctx: Context = { now, settings: this.settings, boot: boots[i] as Boot };
-      return { ok: true, decided: { answer: step.answer, state: o.committed.state, now, ctx, events: o.committed.events } };
+      return {
+        ok: true,
+        decided: { answer: step.answer, state: o.committed.state, now, ctx, events: o.committed.events },
+      };
     });
-    for (const [op, byOutcome] of counted) for (const [outcome, n] of byOutcome) this.deps.metrics.operations.inc({ op, outcome }, n);
+    for (const [op, byOutcome] of counted)
+      for (const [outcome, n] of byOutcome) this.deps.metrics.operations.inc({ op, outcome }, n);
     return ran;
   }
 
@@ -398,7 +459,10 @@ export class Arbiter {
     const was = this.versions.get(host);
     if (was?.protocol === protocol && was.release === release) return;
     this.versions.set(host, { protocol, release });
-    this.deps.sink.say({ event: 'host-version', host, protocol, release, upgrade: upgradeNote(host, protocol, release) }, 'host version');
+    this.deps.sink.say(
+      { event: 'host-version', host, protocol, release, upgrade: upgradeNote(host, protocol, release) },
+      'host version',
+    );
   }
 
   versionOf(host: string): { protocol: number; release: string | null } | null {
@@ -434,8 +498,16 @@ export class Arbiter {
         continue;
       }
       next.set(r.peer, { ok: r.ok, problem: r.problem, since: at - r.ageSeconds });
-      if (!r.ok) events.push({ at, category: 'hq.lease', event: 'peer-path-broken', host, data: { peer: r.peer, problem: r.problem } });
-      else if (before !== undefined) events.push({ at, category: 'hq.lease', event: 'peer-path-ok', host, data: { peer: r.peer } });
+      if (!r.ok)
+        events.push({
+          at,
+          category: 'hq.lease',
+          event: 'peer-path-broken',
+          host,
+          data: { peer: r.peer, problem: r.problem },
+        });
+      else if (before !== undefined)
+        events.push({ at, category: 'hq.lease', event: 'peer-path-ok', host, data: { peer: r.peer } });
     }
     this.peerPaths.set(host, next);
     return events.length === 0 ? undefined : this.note(events);
@@ -458,14 +530,19 @@ export class Arbiter {
       this.noteFailover(state);
       return undefined;
     }
-    return this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]).then(() => this.noteFailover(state));
+    return this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]).then(() =>
+      this.noteFailover(state),
+    );
   }
 
   private noteFailover(state: ArbiterState): void {
     const f = failoverOf(this.config, state);
     if (f.text !== this.lastFailover) {
       this.lastFailover = f.text;
-      this.deps.sink.say({ event: 'failover-estimate', failoverSeconds: f.seconds, failover: f.text }, 'worst-case failover');
+      this.deps.sink.say(
+        { event: 'failover-estimate', failoverSeconds: f.seconds, failover: f.text },
+        'worst-case failover',
+      );
     }
   }
 

@@ -48,7 +48,11 @@ export function tokenStands(row: TokenRow | undefined, hash: string): row is Tok
  * token the store holds in memory (`knownToken`) is let in without a read, the principal
  * carrying `confirm`; any other is read as always.
  */
-export function authenticate(store: TokenStore, rawHeaders: readonly string[], fromMemory = false): Awaitable<AuthResult> {
+export function authenticate(
+  store: TokenStore,
+  rawHeaders: readonly string[],
+  fromMemory = false,
+): Awaitable<AuthResult> {
   const values: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() === 'authorization') values.push(rawHeaders[i + 1] as string);
@@ -64,7 +68,8 @@ export function authenticate(store: TokenStore, rawHeaders: readonly string[], f
   const hash = sha256Hex(token);
   const known = fromMemory ? store.knownToken?.(hash) : undefined;
   // Unknown to memory, or revoked there (a revocation is never undone): read now.
-  if (tokenStands(known, hash)) return { ok: true, principal: { machine: known.machine, scope: known.scope, confirm: hash } };
+  if (tokenStands(known, hash))
+    return { ok: true, principal: { machine: known.machine, scope: known.scope, confirm: hash } };
   return andThen(store.findToken(hash), (row): AuthResult => {
     if (!tokenStands(row, hash)) return { ok: false, status: 401, message: 'the token is not valid' };
     return { ok: true, principal: { machine: row.machine, scope: row.scope } };
@@ -88,7 +93,12 @@ export async function issueToken(store: TokenStore, machine: string, scope: Scop
  * `token issue` without `--keep-old`: the new token replaces `machine`'s active tokens of the
  * same scope (they fail from the next request on). Returns the token and how many it replaced.
  */
-export async function reissueToken(store: TokenStore, machine: string, scope: Scope, now: number): Promise<{ token: string; replaced: number }> {
+export async function reissueToken(
+  store: TokenStore,
+  machine: string,
+  scope: Scope,
+  now: number,
+): Promise<{ token: string; replaced: number }> {
   const token = newToken();
   return { token, replaced: await store.replaceToken(machine, scope, sha256Hex(token), now) };
 }
@@ -102,7 +112,11 @@ export async function reissueToken(store: TokenStore, machine: string, scope: Sc
  *    and a member token's reissue never touch an operator's token by accident.
  * Returns the problem as one line, or null.
  */
-export function tokenNameProblem(machine: string, scope: Scope, cfg: { readonly candidates: readonly string[]; readonly arbiter: string }): string | null {
+export function tokenNameProblem(
+  machine: string,
+  scope: Scope,
+  cfg: { readonly candidates: readonly string[]; readonly arbiter: string },
+): string | null {
   const isCandidate = cfg.candidates.includes(machine);
   if (scope === 'member' && !isCandidate) {
     return `token issue: "${machine}" is not a candidate (candidates: ${cfg.candidates.join(', ')}); a member token acts for a candidate only — add it to candidates, or use --scope admin|query for the arbiter, an operator or a dashboard`;
@@ -114,7 +128,9 @@ export function tokenNameProblem(machine: string, scope: Scope, cfg: { readonly 
 }
 
 /** `token list` without secrets. */
-export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; machine: string; scope: Scope; created: number; revoked: number | null }> {
+export function describeTokens(
+  rows: readonly TokenRow[],
+): Array<{ id: number; machine: string; scope: Scope; created: number; revoked: number | null }> {
   return rows.map((r) => ({ id: r.id, machine: r.machine, scope: r.scope, created: r.created, revoked: r.revoked }));
 }
 
@@ -123,7 +139,12 @@ export function describeTokens(rows: readonly TokenRow[]): Array<{ id: number; m
  * `{dataDir}/admin.token` (replacing a stale file from an earlier database). Returns the path
  * when a token was written.
  */
-export async function ensureAdminToken(store: TokenStore, dataDir: string, machine: string, now: number): Promise<string | null> {
+export async function ensureAdminToken(
+  store: TokenStore,
+  dataDir: string,
+  machine: string,
+  now: number,
+): Promise<string | null> {
   if (await store.hasActiveAdmin()) return null;
   const token = await issueToken(store, machine, 'admin', now);
   const path = join(dataDir, 'admin.token');

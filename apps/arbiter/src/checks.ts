@@ -186,7 +186,10 @@ export class Checker {
         (a) => (a.promoted ? 'promoted' : a.streak > 0 ? 'unreachable' : 'ok'),
       );
       const a = d.answer;
-      metrics.checks.inc({ result: holder === null ? 'no-holder' : a.promoted ? 'promoted' : a.ping || a.health ? 'reachable' : 'unreachable' });
+      metrics.checks.inc({
+        result:
+          holder === null ? 'no-holder' : a.promoted ? 'promoted' : a.ping || a.health ? 'reachable' : 'unreachable',
+      });
       result = { ran: true, answer: a, state: d.state };
     } catch (err) {
       if (!(err instanceof HolderChanged)) throw err;
@@ -218,7 +221,11 @@ export class Checker {
             category: 'control',
             event: 'agent-silent',
             host,
-            data: { lastHeartbeatAt: o?.lastHeartbeatAt ?? null, silentSeconds: Math.round((now - since) * 1000) / 1000, intervalSeconds: interval },
+            data: {
+              lastHeartbeatAt: o?.lastHeartbeatAt ?? null,
+              silentSeconds: Math.round((now - since) * 1000) / 1000,
+              intervalSeconds: interval,
+            },
           });
         }
       } else {
@@ -231,15 +238,21 @@ export class Checker {
   /** Starts the `checkCron` schedule. A tick that finds a check running is skipped. */
   start(): void {
     if (this.task !== null) return;
-    this.task = scheduleCron(this.config.checkCron, 'hq-check', async () => {
-      try {
-        await this.run(false);
-      } catch (err) {
-        // A promotion the generation ceiling refused is an event already (and in hq doctor).
-        if (err instanceof GenerationRefused) this.deps.log.warn({ message: err.message }, 'check refused by the generation ceiling');
-        else this.deps.log.error({ err }, 'check failed');
-      }
-    }, scheduleDeps(this.deps.timers));
+    this.task = scheduleCron(
+      this.config.checkCron,
+      'hq-check',
+      async () => {
+        try {
+          await this.run(false);
+        } catch (err) {
+          // A promotion the generation ceiling refused is an event already (and in hq doctor).
+          if (err instanceof GenerationRefused)
+            this.deps.log.warn({ message: err.message }, 'check refused by the generation ceiling');
+          else this.deps.log.error({ err }, 'check failed');
+        }
+      },
+      scheduleDeps(this.deps.timers),
+    );
   }
 
   /** Stops the schedule and waits for a running check to end. */

@@ -9,7 +9,18 @@ import { didYouMean } from '@hq/runtime/suggest';
 import { VERSION } from '@hq/runtime/version';
 import { wallClockMs, type MsClock } from '@hq/runtime/clock';
 import { ConfigError } from '@hq/runtime/config-file';
-import { CliError, everyFlag, flagBool, helpText, parseArgs, programHelp, refuseOtherFlags, usage, type CommandSpec, type FlagSpec } from '@hq/runtime/cli';
+import {
+  CliError,
+  everyFlag,
+  flagBool,
+  helpText,
+  parseArgs,
+  programHelp,
+  refuseOtherFlags,
+  usage,
+  type CommandSpec,
+  type FlagSpec,
+} from '@hq/runtime/cli';
 import type { Invocation, Io } from './commands/context.js';
 import { LockError } from './serve-lock.js';
 
@@ -27,11 +38,18 @@ const CONFIG_FLAG: FlagSpec = {
   help: 'Read the configuration from PATH. Without it, $HQ_ARBITER_CONFIG is used, then ~/.hq/arbiter.json, then /etc/hq/arbiter.json, and when none exists the built-in defaults (listen on 127.0.0.1:8470, database under ./var).',
 };
 
-const VERSION_FLAG: FlagSpec = { name: 'version', kind: 'boolean', help: "Print hq's version (the same for hq, hq-agent and hq-arbiter) and exit." };
+const VERSION_FLAG: FlagSpec = {
+  name: 'version',
+  kind: 'boolean',
+  help: "Print hq's version (the same for hq, hq-agent and hq-arbiter) and exit.",
+};
 
 const JSON_FLAG = (help: string): FlagSpec => ({ name: 'json', kind: 'boolean', help });
 
-const MACHINE = { name: 'MACHINE', help: 'The machine the token is for: a host name (lower case letters, digits and -).' };
+const MACHINE = {
+  name: 'MACHINE',
+  help: 'The machine the token is for: a host name (lower case letters, digits and -).',
+};
 
 export const COMMANDS: readonly ArbiterCommand[] = [
   {
@@ -47,7 +65,8 @@ export const COMMANDS: readonly ArbiterCommand[] = [
         },
         CONFIG_FLAG,
       ],
-      exits: '0 stopped by SIGTERM or SIGINT, 1 the start failed, 2 usage or config error (or another daemon holds the data directory).',
+      exits:
+        '0 stopped by SIGTERM or SIGINT, 1 the start failed, 2 usage or config error (or another daemon holds the data directory).',
     },
     load: async () => (await import('./commands/daemon.js')).serveCommand,
   },
@@ -62,7 +81,7 @@ export const COMMANDS: readonly ArbiterCommand[] = [
           name: 'scope',
           kind: 'string',
           value: 'SCOPE',
-          help: 'The token\'s scope: member (acts only for MACHINE; the default), admin (every verb, for operators) or query (reads only, for dashboards).',
+          help: "The token's scope: member (acts only for MACHINE; the default), admin (every verb, for operators) or query (reads only, for dashboards).",
         },
         {
           name: 'keep-old',
@@ -80,7 +99,15 @@ export const COMMANDS: readonly ArbiterCommand[] = [
       name: 'token revoke',
       summary: 'Revoke every token of a machine (or only token N) from the next request on.',
       positionals: [MACHINE],
-      flags: [{ name: 'id', kind: 'string', value: 'N', help: 'Revoke only the token with id N, when it belongs to MACHINE. Default: all of them.' }, CONFIG_FLAG],
+      flags: [
+        {
+          name: 'id',
+          kind: 'string',
+          value: 'N',
+          help: 'Revoke only the token with id N, when it belongs to MACHINE. Default: all of them.',
+        },
+        CONFIG_FLAG,
+      ],
       exits: '0 revoked, 1 there was none to revoke, 2 usage or config error.',
     },
     load: async () => (await import('./commands/tokens.js')).tokenRevoke,
@@ -106,9 +133,24 @@ export const COMMANDS: readonly ArbiterCommand[] = [
           value: 'LIST',
           help: "The candidates in promotion order, comma-separated; each NAME or NAME=URL, URL being that host's peer listener (http://ADDRESS:8471), whose /v1/health the arbiter probes and the other agents call. Default: mbp,node-b.",
         },
-        { name: 'arbiter', kind: 'string', value: 'NAME', help: "This arbiter's host name (never a candidate). Default: cloud-vm." },
-        { name: 'listen', kind: 'string', value: 'HOST:PORT', help: 'Where the daemon listens. Default: 127.0.0.1:8470.' },
-        { name: 'data-dir', kind: 'string', value: 'DIR', help: 'The data directory (made absolute). Default: ~/.hq/arbiter next to the config.' },
+        {
+          name: 'arbiter',
+          kind: 'string',
+          value: 'NAME',
+          help: "This arbiter's host name (never a candidate). Default: cloud-vm.",
+        },
+        {
+          name: 'listen',
+          kind: 'string',
+          value: 'HOST:PORT',
+          help: 'Where the daemon listens. Default: 127.0.0.1:8470.',
+        },
+        {
+          name: 'data-dir',
+          kind: 'string',
+          value: 'DIR',
+          help: 'The data directory (made absolute). Default: ~/.hq/arbiter next to the config.',
+        },
         {
           name: 'tailnet-domain',
           kind: 'string',
@@ -135,7 +177,12 @@ export const COMMANDS: readonly ArbiterCommand[] = [
         "Print, once, the command that joins a candidate: hq join BUNDLE. It is one line to run on candidate HOST. The bundle is single use, expires after T, joins HOST only, and lets HOST check it talks to this arbiter (it carries the sha256 of this arbiter's identity key). Redeeming it (POST /v1/join on the running daemon) issues HOST's member token (replacing any earlier one) and hands HOST its config: the arbiter URL, its peers and their health URLs, and the fleet's peer token. Only a hash of the bundle's secret is kept, in {dataDir}/joins; a newer bundle for HOST replaces an unused older one. Run it as the daemon's user (sudo -u hq …), on the arbiter's host: the daemon reads what it writes.",
       positionals: [{ name: 'HOST', help: 'The candidate to join.' }],
       flags: [
-        { name: 'ttl', kind: 'string', value: 'T', help: 'How long the bundle can be redeemed: seconds, or with s, m or h (at most 24h). Default: 15m.' },
+        {
+          name: 'ttl',
+          kind: 'string',
+          value: 'T',
+          help: 'How long the bundle can be redeemed: seconds, or with s, m or h (at most 24h). Default: 15m.',
+        },
         {
           name: 'url',
           kind: 'string',
@@ -153,8 +200,16 @@ export const COMMANDS: readonly ArbiterCommand[] = [
       name: 'check',
       summary:
         "Run one check against the database (for a system cron) and print its result as one JSON line. The check probes the holder, records the arbiter's view, counts the streak and maybe promotes. It waits for a check already running in a daemon on the same database (bounded), so two checks never overlap.",
-      flags: [{ name: 'json', kind: 'boolean', help: 'Taken for scripts that pass it to every command: the result is always one JSON line.' }, CONFIG_FLAG],
-      exits: '0 the check ran, 1 it was skipped (another check kept running, or the holder changed during the probe), 2 usage or config error.',
+      flags: [
+        {
+          name: 'json',
+          kind: 'boolean',
+          help: 'Taken for scripts that pass it to every command: the result is always one JSON line.',
+        },
+        CONFIG_FLAG,
+      ],
+      exits:
+        '0 the check ran, 1 it was skipped (another check kept running, or the holder changed during the probe), 2 usage or config error.',
     },
     load: async () => (await import('./commands/daemon.js')).checkCommand,
   },
@@ -163,7 +218,16 @@ export const COMMANDS: readonly ArbiterCommand[] = [
       name: 'backup',
       summary:
         'Write an online backup of the database to a file. It is a consistent copy (mode 0600) made with SQLite\'s online backup while the daemon keeps serving. With store "etcd": every key under the prefix, read at one revision, as one JSON document (the election\'s keys left out).',
-      flags: [{ name: 'to', kind: 'string', value: 'FILE', required: true, help: 'The file to write. Required; an existing file is replaced.' }, CONFIG_FLAG],
+      flags: [
+        {
+          name: 'to',
+          kind: 'string',
+          value: 'FILE',
+          required: true,
+          help: 'The file to write. Required; an existing file is replaced.',
+        },
+        CONFIG_FLAG,
+      ],
       exits: '0 written, 2 usage or config error.',
     },
     load: async () => (await import('./commands/store.js')).backupCommand,
@@ -174,9 +238,26 @@ export const COMMANDS: readonly ArbiterCommand[] = [
       summary:
         'Copy a SQLite installation\'s state into a new etcd prefix (store "etcd"). Everything a SQLite arbiter keeps — the lease record, the generation floor, the views, every token hash, the events, the registry\'s live resources and port leases — goes into PREFIX on an etcd cluster, where arbiters with store {"kind": "etcd"} find it. PATH is the arbiter\'s dataDir (or its hq.db). The database is read through SQLite\'s online backup, so the daemon may keep serving; the copy is one instant of it. PREFIX must be empty (nothing is written otherwise); the state is written last, so a migration cut short leaves no store, only keys to delete. The floor is written as max(floor, generation): no etcd arbiter grants below a generation the SQLite arbiter granted. Then: stop the SQLite arbiter, start the etcd arbiters, point the agents\' arbiterUrls at them. Never run both: two stores would decide apart.',
       flags: [
-        { name: 'from', kind: 'string', value: 'sqlite:PATH', required: true, help: 'The SQLite installation: its dataDir or its hq.db. Required.' },
-        { name: 'to', kind: 'string', value: 'etcd:URL[,URL…]', required: true, help: "The etcd members' client URLs, http://host:port, comma-separated. Required." },
-        { name: 'prefix', kind: 'string', value: 'PREFIX', help: 'The etcd prefix to write (like /hq or /site/hq). Default: /hq.' },
+        {
+          name: 'from',
+          kind: 'string',
+          value: 'sqlite:PATH',
+          required: true,
+          help: 'The SQLite installation: its dataDir or its hq.db. Required.',
+        },
+        {
+          name: 'to',
+          kind: 'string',
+          value: 'etcd:URL[,URL…]',
+          required: true,
+          help: "The etcd members' client URLs, http://host:port, comma-separated. Required.",
+        },
+        {
+          name: 'prefix',
+          kind: 'string',
+          value: 'PREFIX',
+          help: 'The etcd prefix to write (like /hq or /site/hq). Default: /hq.',
+        },
         JSON_FLAG('Print the report as one JSON line instead of a sentence. Default: off.'),
         CONFIG_FLAG,
       ],
@@ -201,16 +282,26 @@ export const COMMANDS: readonly ArbiterCommand[] = [
         JSON_FLAG('Print the result as one JSON line instead of a sentence. Default: off.'),
         CONFIG_FLAG,
       ],
-      exits: '0 imported, 1 refused with one line and nothing written (a malformed FILE, an installation that has already granted a generation, a live old holder that is not one of the candidates), 2 usage or config error.',
+      exits:
+        '0 imported, 1 refused with one line and nothing written (a malformed FILE, an installation that has already granted a generation, a live old holder that is not one of the candidates), 2 usage or config error.',
     },
     load: async () => (await import('./commands/store.js')).importElanousCommand,
   },
 ];
 
 /** What a first word that needs a second says when the second is missing or unknown. */
-const GROUPS: Record<string, { readonly missing: string; readonly unknown: (word: string, known: readonly string[]) => string }> = {
-  token: { missing: 'token needs issue, revoke or list', unknown: (w, known) => `unknown token command "${w}"${didYouMean(w, known)}` },
-  import: { missing: 'import needs the system to import from: import elanous --lease FILE', unknown: (w) => `import: unknown system "${w}" (only elanous)` },
+const GROUPS: Record<
+  string,
+  { readonly missing: string; readonly unknown: (word: string, known: readonly string[]) => string }
+> = {
+  token: {
+    missing: 'token needs issue, revoke or list',
+    unknown: (w, known) => `unknown token command "${w}"${didYouMean(w, known)}`,
+  },
+  import: {
+    missing: 'import needs the system to import from: import elanous --lease FILE',
+    unknown: (w) => `import: unknown system "${w}" (only elanous)`,
+  },
 };
 
 const SPECS = COMMANDS.map((c) => c.spec);
@@ -223,10 +314,12 @@ const PROGRAM: CommandSpec = { name: '', summary: '', flags: [...everyFlag(SPECS
 
 export const MAIN_HELP = programHelp({
   usage: 'hq-arbiter [COMMAND] [--config PATH]',
-  about: 'The arbiter daemon of hq: it owns the lease record (in SQLite, or in etcd for several arbiters) and serves the HTTP API.',
+  about:
+    'The arbiter daemon of hq: it owns the lease record (in SQLite, or in etcd for several arbiters) and serves the HTTP API.',
   commands: SPECS,
   flags: [CONFIG_FLAG, VERSION_FLAG],
-  footer: 'Run "hq-arbiter COMMAND --help" for a command\'s flags. Exit codes: 0 ok, 1 not done, 2 usage or config error.',
+  footer:
+    'Run "hq-arbiter COMMAND --help" for a command\'s flags. Exit codes: 0 ok, 1 not done, 2 usage or config error.',
 });
 
 const firstWord = (c: ArbiterCommand): string => c.spec.name.split(' ')[0] as string;
@@ -236,7 +329,12 @@ function helpOf(words: readonly string[]): string {
   const two = COMMANDS.find((c) => c.spec.name === words.slice(0, 2).join(' ') && words.length >= 2);
   if (two !== undefined) return helpText(two.spec, 'hq-arbiter');
   const group = COMMANDS.filter((c) => firstWord(c) === words[0]);
-  return group.length === 0 ? MAIN_HELP : helpText(group.map((c) => c.spec), 'hq-arbiter');
+  return group.length === 0
+    ? MAIN_HELP
+    : helpText(
+        group.map((c) => c.spec),
+        'hq-arbiter',
+      );
 }
 
 /** The command the words name, and the words after its name. */
@@ -247,12 +345,20 @@ function commandOf(words: readonly string[]): { readonly command: ArbiterCommand
   if (one !== undefined) return { command: one, words: after };
   const rule = GROUPS[first];
   if (group.length === 0 || rule === undefined) {
-    throw usage(`unknown command "${first}"${didYouMean(first, [...new Set([...COMMANDS.map(firstWord), 'help'])]) || ' (try --help)'}`);
+    throw usage(
+      `unknown command "${first}"${didYouMean(first, [...new Set([...COMMANDS.map(firstWord), 'help'])]) || ' (try --help)'}`,
+    );
   }
   const [verb, ...rest] = after;
   if (verb === undefined) throw usage(rule.missing);
   const named = group.find((c) => c.spec.name === `${first} ${verb}`);
-  if (named === undefined) throw usage(rule.unknown(verb, group.map((c) => c.spec.name.split(' ')[1] as string)));
+  if (named === undefined)
+    throw usage(
+      rule.unknown(
+        verb,
+        group.map((c) => c.spec.name.split(' ')[1] as string),
+      ),
+    );
   return { command: named, words: rest };
 }
 

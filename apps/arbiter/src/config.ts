@@ -183,8 +183,16 @@ interface SchemaError {
 }
 
 function keyOf(path: string): string {
-  const parts = path.split('/').filter((p) => p !== '').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-  return parts.length === 0 ? '(root)' : parts.map((p) => (/^\d+$/.test(p) ? `[${p}]` : p)).join('.').replace(/\.\[/g, '[');
+  const parts = path
+    .split('/')
+    .filter((p) => p !== '')
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return parts.length === 0
+    ? '(root)'
+    : parts
+        .map((p) => (/^\d+$/.test(p) ? `[${p}]` : p))
+        .join('.')
+        .replace(/\.\[/g, '[');
 }
 
 function problem(key: string, message: string): ConfigError {
@@ -202,14 +210,40 @@ function httpUrlProblem(value: string): string | null {
   return null;
 }
 
-const ETCD_ONLY = ['endpoints', 'prefix', 'dialTimeoutSeconds', 'requestTimeoutSeconds', 'electionTtlSeconds', 'advertiseUrl', 'compactionIntervalSeconds', 'quotaBackendBytes', 'tls'] as const;
+const ETCD_ONLY = [
+  'endpoints',
+  'prefix',
+  'dialTimeoutSeconds',
+  'requestTimeoutSeconds',
+  'electionTtlSeconds',
+  'advertiseUrl',
+  'compactionIntervalSeconds',
+  'quotaBackendBytes',
+  'tls',
+] as const;
 
 /** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
 /** `store.tls`: files that exist and are readable, a key only its owner can read, cert and key together. */
-function tlsOf(t: NonNullable<NonNullable<ConfigFile['store']>['tls']>, cwd: string): EtcdTlsFiles | { key: string; message: string } {
-  if (t.caFile === undefined && t.certFile === undefined && t.keyFile === undefined) return { key: 'store.tls', message: 'names no file: give caFile (the CA of the members\' certificates) and, for client-certificate auth, certFile and keyFile' };
-  if ((t.certFile === undefined) !== (t.keyFile === undefined)) return { key: t.certFile === undefined ? 'store.tls.certFile' : 'store.tls.keyFile', message: 'certFile and keyFile go together (the client certificate and its key)' };
-  const out: { caFile: string | null; certFile: string | null; keyFile: string | null } = { caFile: null, certFile: null, keyFile: null };
+function tlsOf(
+  t: NonNullable<NonNullable<ConfigFile['store']>['tls']>,
+  cwd: string,
+): EtcdTlsFiles | { key: string; message: string } {
+  if (t.caFile === undefined && t.certFile === undefined && t.keyFile === undefined)
+    return {
+      key: 'store.tls',
+      message:
+        "names no file: give caFile (the CA of the members' certificates) and, for client-certificate auth, certFile and keyFile",
+    };
+  if ((t.certFile === undefined) !== (t.keyFile === undefined))
+    return {
+      key: t.certFile === undefined ? 'store.tls.certFile' : 'store.tls.keyFile',
+      message: 'certFile and keyFile go together (the client certificate and its key)',
+    };
+  const out: { caFile: string | null; certFile: string | null; keyFile: string | null } = {
+    caFile: null,
+    certFile: null,
+    keyFile: null,
+  };
   for (const name of ['caFile', 'certFile', 'keyFile'] as const) {
     const v = t[name];
     if (v === undefined) continue;
@@ -221,19 +255,36 @@ function tlsOf(t: NonNullable<NonNullable<ConfigFile['store']>['tls']>, cwd: str
       mode = st.mode;
       accessSync(path, fsConstants.R_OK);
     } catch (err) {
-      return { key: `store.tls.${name}`, message: `${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+      return {
+        key: `store.tls.${name}`,
+        message: `${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      };
     }
-    if (name === 'keyFile' && (mode & 0o077) !== 0) return { key: 'store.tls.keyFile', message: `${path} is readable by others (mode ${(mode & 0o777).toString(8)}): chmod 600 it` };
+    if (name === 'keyFile' && (mode & 0o077) !== 0)
+      return {
+        key: 'store.tls.keyFile',
+        message: `${path} is readable by others (mode ${(mode & 0o777).toString(8)}): chmod 600 it`,
+      };
     out[name] = path;
   }
   return out;
 }
 
-function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain: string | null, cwd: string = process.cwd()): StoreConfig | { key: string; message: string } {
+function storeOf(
+  file: ConfigFile,
+  arbiter: string,
+  port: number,
+  tailnetDomain: string | null,
+  cwd: string = process.cwd(),
+): StoreConfig | { key: string; message: string } {
   const s = file.store;
   if (s === undefined || s.kind === 'sqlite') {
     const extra = s === undefined ? undefined : ETCD_ONLY.find((k) => s[k] !== undefined);
-    if (extra !== undefined) return { key: `store.${extra}`, message: 'applies to kind "etcd" only (kind "sqlite" keeps everything in dataDir)' };
+    if (extra !== undefined)
+      return {
+        key: `store.${extra}`,
+        message: 'applies to kind "etcd" only (kind "sqlite" keeps everything in dataDir)',
+      };
     return DEFAULTS.store;
   }
   let tls: EtcdTlsFiles | null = null;
@@ -242,7 +293,11 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
     if ('key' in t) return t;
     tls = t;
   }
-  if (s.endpoints === undefined) return { key: 'store.endpoints', message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]' };
+  if (s.endpoints === undefined)
+    return {
+      key: 'store.endpoints',
+      message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]',
+    };
   const endpoints: string[] = [];
   for (const [i, e] of s.endpoints.entries()) {
     const u = etcdEndpoint(e, tls !== null);
@@ -251,30 +306,66 @@ function storeOf(file: ConfigFile, arbiter: string, port: number, tailnetDomain:
     endpoints.push(u.origin);
   }
   const prefix = s.prefix ?? ETCD_DEFAULTS.prefix;
-  if (!/^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(prefix)) return { key: 'store.prefix', message: 'must look like /hq or /site/hq: a leading slash, segments of letters, digits, ".", "_" or "-", no trailing slash' };
+  if (!/^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(prefix))
+    return {
+      key: 'store.prefix',
+      message:
+        'must look like /hq or /site/hq: a leading slash, segments of letters, digits, ".", "_" or "-", no trailing slash',
+    };
   const dial = s.dialTimeoutSeconds ?? ETCD_DEFAULTS.dialTimeoutSeconds;
   const request = s.requestTimeoutSeconds ?? ETCD_DEFAULTS.requestTimeoutSeconds;
-  if (request < dial) return { key: 'store.requestTimeoutSeconds', message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call` };
+  if (request < dial)
+    return {
+      key: 'store.requestTimeoutSeconds',
+      message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call`,
+    };
   const electionTtlSeconds = s.electionTtlSeconds ?? ETCD_DEFAULTS.electionTtlSeconds;
   if (electionTtlSeconds <= request + ELECTION_MARGIN_SECONDS) {
-    return { key: 'store.electionTtlSeconds', message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin` };
+    return {
+      key: 'store.electionTtlSeconds',
+      message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin`,
+    };
   }
-  const advertise = s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
+  const advertise =
+    s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
   const up = httpUrlProblem(advertise);
   if (up !== null) return { key: 'store.advertiseUrl', message: up };
   const origin = new URL(advertise);
-  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '') return { key: 'store.advertiseUrl', message: `"${advertise}" must be a bare origin (no path, query or credentials)` };
+  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '')
+    return {
+      key: 'store.advertiseUrl',
+      message: `"${advertise}" must be a bare origin (no path, query or credentials)`,
+    };
   const compactionIntervalSeconds = s.compactionIntervalSeconds ?? ETCD_DEFAULTS.compactionIntervalSeconds;
   const quotaBackendBytes = s.quotaBackendBytes ?? ETCD_DEFAULTS.quotaBackendBytes;
-  return { kind: 'etcd', endpoints, prefix, dialTimeoutMs: Math.round(dial * 1000), requestTimeoutMs: Math.round(request * 1000), electionTtlSeconds, advertiseUrl: origin.origin, compactionIntervalSeconds, quotaBackendBytes, tls };
+  return {
+    kind: 'etcd',
+    endpoints,
+    prefix,
+    dialTimeoutMs: Math.round(dial * 1000),
+    requestTimeoutMs: Math.round(request * 1000),
+    electionTtlSeconds,
+    advertiseUrl: origin.origin,
+    compactionIntervalSeconds,
+    quotaBackendBytes,
+    tls,
+  };
 }
 
 /**
  * An etcd store named on a command line (`hq-arbiter migrate --to etcd:URL,… --prefix P`),
  * checked by the same rules as the `store` key, the timings at their defaults.
  */
-export function etcdStoreOf(endpoints: readonly string[], prefix: string | undefined): Extract<StoreConfig, { kind: 'etcd' }> | { key: string; message: string } {
-  const s = storeOf({ store: { kind: 'etcd', endpoints: [...endpoints], ...(prefix === undefined ? {} : { prefix }) } } as ConfigFile, 'arbiter', DEFAULTS.listen.port, null);
+export function etcdStoreOf(
+  endpoints: readonly string[],
+  prefix: string | undefined,
+): Extract<StoreConfig, { kind: 'etcd' }> | { key: string; message: string } {
+  const s = storeOf(
+    { store: { kind: 'etcd', endpoints: [...endpoints], ...(prefix === undefined ? {} : { prefix }) } } as ConfigFile,
+    'arbiter',
+    DEFAULTS.listen.port,
+    null,
+  );
   if ('key' in s) return s;
   return s as Extract<StoreConfig, { kind: 'etcd' }>;
 }
@@ -287,7 +378,9 @@ function refuseBadShape(input: object): void {
   const sure = surelyValid(ConfigSchema, input);
   const checker = sure ? null : compiled;
   if (!sure && checker === null) {
-    throw new Error("checkConfig: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())");
+    throw new Error(
+      "checkConfig: TypeBox's checker is not loaded (import config-checker.js or await loadConfigChecker())",
+    );
   }
   if (checker !== null && !checker.Check(input)) {
     const errors = [...checker.Errors(input)] as unknown as SchemaError[];
@@ -303,12 +396,21 @@ function refuseBadShape(input: object): void {
     if (first === undefined) throw problem('(root)', 'does not match the schema');
     const key = keyOf(first.instancePath);
     if (first.keyword === 'pattern' && /arbiter|candidates|standby/.test(key)) {
-      throw problem(key, `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`);
+      throw problem(
+        key,
+        `must be a host name matching ${HOST_PATTERN.source} (not ${RESERVED_NAMES.map((n) => `"${n}"`).join(' or ')})`,
+      );
     }
     if (first.keyword === 'pattern' && key === 'tailnetDomain') {
       const v = (input as { tailnetDomain?: unknown }).tailnetDomain;
-      const lower = typeof v === 'string' && v !== v.toLowerCase() ? ` — write it in lower case ("${v.toLowerCase()}"), as tailscale status --json prints MagicDNSSuffix` : '';
-      throw problem(key, `must be a DNS domain of lower-case letters, digits, dots and dashes, like example-tailnet.ts.net${lower}`);
+      const lower =
+        typeof v === 'string' && v !== v.toLowerCase()
+          ? ` — write it in lower case ("${v.toLowerCase()}"), as tailscale status --json prints MagicDNSSuffix`
+          : '';
+      throw problem(
+        key,
+        `must be a DNS domain of lower-case letters, digits, dots and dashes, like example-tailnet.ts.net${lower}`,
+      );
     }
     throw problem(key, first.message);
   }
@@ -330,7 +432,8 @@ export function checkConfig(input: unknown, cwd: string = process.cwd()): Arbite
   if (new Set(candidates).size !== candidates.length) throw problem('candidates', 'must not name a host twice');
   if (candidates.includes(arbiter)) throw problem('candidates', `must not include the arbiter "${arbiter}"`);
   const standby = file.standby ?? null;
-  if (standby !== null && !candidates.includes(standby)) throw problem('standby', `"${standby}" is not one of the candidates`);
+  if (standby !== null && !candidates.includes(standby))
+    throw problem('standby', `"${standby}" is not one of the candidates`);
 
   const healthUrls = new Map<string, string>();
   for (const [host, url] of Object.entries(file.healthUrls ?? {})) {
@@ -363,7 +466,14 @@ export function checkConfig(input: unknown, cwd: string = process.cwd()): Arbite
   const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null, cwd);
   if ('key' in store) throw problem(store.key, store.message);
 
-  const timing = checkLeaseTiming({ ttlSeconds, checkSeconds, viewFreshSeconds, probeTimeoutSeconds, safetyMarginSeconds, promoteAfterChecks });
+  const timing = checkLeaseTiming({
+    ttlSeconds,
+    checkSeconds,
+    viewFreshSeconds,
+    probeTimeoutSeconds,
+    safetyMarginSeconds,
+    promoteAfterChecks,
+  });
   if (!timing.ok) throw problem(timing.key, timing.message);
   return {
     arbiter,
@@ -383,7 +493,10 @@ export function checkConfig(input: unknown, cwd: string = process.cwd()): Arbite
     store,
     auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
     hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
-    events: { maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays, maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount },
+    events: {
+      maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays,
+      maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount,
+    },
     portBands: bands.bands,
     checkSeconds,
   };
@@ -404,8 +517,17 @@ export function validateConfig(input: unknown, cwd: string = process.cwd()): Con
  * else none (the built-in defaults); a named file must exist. `exists` stands in for the file
  * system in tests.
  */
-export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, exists?: (p: string) => boolean): string | null {
-  return findConfigFile(flag, ARBITER_CONFIG, env, exists === undefined ? undefined : (p) => (exists(p) ? null : 'ENOENT'));
+export function configPath(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  exists?: (p: string) => boolean,
+): string | null {
+  return findConfigFile(
+    flag,
+    ARBITER_CONFIG,
+    env,
+    exists === undefined ? undefined : (p) => (exists(p) ? null : 'ENOENT'),
+  );
 }
 
 export { ConfigError };

@@ -106,9 +106,15 @@ export class Hooks {
 
   private run(argv: readonly string[], body: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'ignore', 'ignore'], shell: false, timeout: this.timeoutMs });
+      const child = spawn(argv[0] as string, argv.slice(1), {
+        stdio: ['pipe', 'ignore', 'ignore'],
+        shell: false,
+        timeout: this.timeoutMs,
+      });
       child.on('error', reject);
-      child.on('close', (code, signal) => (code === 0 ? resolve() : reject(new Error(`hook command exited ${code ?? signal}`))));
+      child.on('close', (code, signal) =>
+        code === 0 ? resolve() : reject(new Error(`hook command exited ${code ?? signal}`)),
+      );
       child.stdin.on('error', () => undefined);
       child.stdin.end(body);
     });
@@ -128,7 +134,14 @@ export class Hooks {
 }
 
 /** Events logged at warn: each says something is wrong that only an operator can fix. */
-const LOUD_EVENTS: ReadonlySet<string> = new Set(['timing-problem', 'peer-path-broken', 'agent-silent', 'renew-refused', 'generation-refused', 'generation-accepted']);
+const LOUD_EVENTS: ReadonlySet<string> = new Set([
+  'timing-problem',
+  'peer-path-broken',
+  'agent-silent',
+  'renew-refused',
+  'generation-refused',
+  'generation-accepted',
+]);
 
 export class EventSink {
   constructor(
@@ -144,7 +157,10 @@ export class EventSink {
       // Event data first so the fixed fields below cannot be overwritten by it. A problem an
       // operator must act on is a warning, not one more info line.
       const level = LOUD_EVENTS.has(e.event) ? 'warn' : 'info';
-      this.log[level]({ ...e.data, category: e.category, event: e.event, host: e.host, eventId: e.id, at: e.at }, 'hq event');
+      this.log[level](
+        { ...e.data, category: e.category, event: e.event, host: e.host, eventId: e.id, at: e.at },
+        'hq event',
+      );
       if (this.hooks !== null && wantsHook(e)) this.hooks.deliver(e);
     }
     if (rows.length > 0 && this.committed !== null) this.committed(rows);

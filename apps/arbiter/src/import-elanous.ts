@@ -8,7 +8,15 @@
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { emptyLease, importOld, isGeneration, newBoot, type ArbiterState, type ImportAnswer, type OldLease } from '@hq/lease-core';
+import {
+  emptyLease,
+  importOld,
+  isGeneration,
+  newBoot,
+  type ArbiterState,
+  type ImportAnswer,
+  type OldLease,
+} from '@hq/lease-core';
 import { GENERATION_CEILING, hostProblem } from '@hq/protocol';
 import { parseJsonObject } from '@hq/runtime/config-file';
 import type { ArbiterConfig } from './config.js';
@@ -25,7 +33,8 @@ export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok
 function timeOf(v: unknown, key: string): Parsed<number | null> {
   if (v === undefined || v === null) return { ok: true, value: null };
   if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return { ok: true, value: v };
-  if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(v) && Number.isFinite(Date.parse(v))) return { ok: true, value: Date.parse(v) / 1000 };
+  if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(v) && Number.isFinite(Date.parse(v)))
+    return { ok: true, value: Date.parse(v) / 1000 };
   return { ok: false, problem: `${key} must be epoch seconds or an ISO time (got ${JSON.stringify(v)})` };
 }
 
@@ -39,16 +48,22 @@ export function parseOldLease(text: string, defaultTtl: number): Parsed<OldLease
   if (!j.ok) return j;
   const o = j.value;
   const g = o['generation'];
-  if (!isGeneration(g) || g > GENERATION_CEILING) return { ok: false, problem: `generation must be an integer from 0 to ${GENERATION_CEILING} (got ${JSON.stringify(g) ?? 'nothing'})` };
+  if (!isGeneration(g) || g > GENERATION_CEILING)
+    return {
+      ok: false,
+      problem: `generation must be an integer from 0 to ${GENERATION_CEILING} (got ${JSON.stringify(g) ?? 'nothing'})`,
+    };
   const h = o['holder'] ?? null;
   if (h !== null) {
     const problem = hostProblem(h);
     if (problem !== null) return { ok: false, problem: `holder ${JSON.stringify(h)} ${problem}` };
   }
   const ttl = o['ttlSeconds'] ?? defaultTtl;
-  if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) return { ok: false, problem: `ttlSeconds must be a positive number (got ${JSON.stringify(ttl)})` };
+  if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0)
+    return { ok: false, problem: `ttlSeconds must be a positive number (got ${JSON.stringify(ttl)})` };
   const released = o['released'] ?? false;
-  if (typeof released !== 'boolean') return { ok: false, problem: `released must be true or false (got ${JSON.stringify(released)})` };
+  if (typeof released !== 'boolean')
+    return { ok: false, problem: `released must be true or false (got ${JSON.stringify(released)})` };
   const expires = timeOf(o['expiresAt'], 'expiresAt');
   if (!expires.ok) return expires;
   const renewed = timeOf(o['renewedAt'], 'renewedAt');
@@ -62,11 +77,15 @@ export async function readOldLease(file: string, defaultTtl: number): Promise<Pa
   try {
     const st = await stat(file);
     if (!st.isFile()) return { ok: false, problem: `${file} is not a regular file` };
-    if (st.size > MAX_BYTES) return { ok: false, problem: `${file} is larger than ${MAX_BYTES} bytes: not a lease record` };
+    if (st.size > MAX_BYTES)
+      return { ok: false, problem: `${file} is larger than ${MAX_BYTES} bytes: not a lease record` };
     const r = parseOldLease(await readFile(file, 'utf8'), defaultTtl);
     return r.ok ? r : { ok: false, problem: `${file}: ${r.problem}` };
   } catch (err) {
-    return { ok: false, problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+    return {
+      ok: false,
+      problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    };
   }
 }
 
@@ -80,14 +99,26 @@ export interface ImportResult {
  * Decides the import on the store's state and, unless `dryRun`, writes it in one transaction
  * (a lost compare-and-swap decides again). A refusal writes nothing.
  */
-export async function importElanous(store: LeaseStore, cfg: ArbiterConfig, old: OldLease, now: number, dryRun: boolean): Promise<ImportResult> {
+export async function importElanous(
+  store: LeaseStore,
+  cfg: ArbiterConfig,
+  old: OldLease,
+  now: number,
+  dryRun: boolean,
+): Promise<ImportResult> {
   const ctx = contextOf(cfg, now);
   if (dryRun) return dryImport(await store.read(), cfg, old, now);
   for (let left = 3; ; left--) {
     try {
       const c = await store.transact((state) => {
         const s = importOld(state, ctx, old);
-        const events = s.events.map((e) => ({ at: now, category: e.category, event: e.event, host: e.host, data: e.data }));
+        const events = s.events.map((e) => ({
+          at: now,
+          category: e.category,
+          event: e.event,
+          host: e.host,
+          data: e.data,
+        }));
         return { next: s.next, events, result: s.answer };
       });
       return { old, answer: c.result, dryRun };
@@ -125,8 +156,9 @@ export function describeImport(r: ImportResult): string {
       : `the old holder ${a.holder} is not one of the candidates: add it to candidates, or let the old lease expire first; nothing changed`;
   }
   const verb = r.dryRun ? 'would import' : 'imported';
-  const then = a.granted === null
-    ? `no live old holder: run "hq lease acquire" on the host that should be HQ (it gets generation ${a.floor + 1} or more)`
-    : `${a.granted.holder} keeps HQ at generation ${a.granted.generation}, which may run from ${new Date(a.granted.notBefore * 1000).toISOString()} (after the old lease's validity)`;
+  const then =
+    a.granted === null
+      ? `no live old holder: run "hq lease acquire" on the host that should be HQ (it gets generation ${a.floor + 1} or more)`
+      : `${a.granted.holder} keeps HQ at generation ${a.granted.generation}, which may run from ${new Date(a.granted.notBefore * 1000).toISOString()} (after the old lease's validity)`;
   return `${verb} ${was}: floor ${a.floor}; ${then}${r.dryRun ? '; nothing written' : ''}`;
 }

@@ -43,8 +43,10 @@ function parseCandidates(text: string): { names: string[]; health: Record<string
     } catch {
       return `--candidates: ${name}'s URL "${url}" is not a URL (like http://100.64.0.2:${PEER_PORT})`;
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') return `--candidates: ${name}'s URL "${url}" must be http:// or https://`;
-    if (u.pathname !== '/' && u.pathname !== '') return `--candidates: ${name}'s URL "${url}" must be the peer listener's origin, without a path`;
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      return `--candidates: ${name}'s URL "${url}" must be http:// or https://`;
+    if (u.pathname !== '/' && u.pathname !== '')
+      return `--candidates: ${name}'s URL "${url}" must be the peer listener's origin, without a path`;
     health[name] = `${u.origin}/v1/health`;
   }
   return { names, health };
@@ -53,9 +55,19 @@ function parseCandidates(text: string): { names: string[]; health: Record<string
 export async function initArbiter(o: InitOptions): Promise<Result> {
   const path = resolve(o.config ?? join(homedir(), '.hq', 'arbiter.json'));
   const lines: string[] = [];
-  const writing = o.candidates !== undefined || o.arbiter !== undefined || o.listen !== undefined || o.dataDir !== undefined || o.tailnetDomain !== undefined || o.tailscaleBin !== undefined;
+  const writing =
+    o.candidates !== undefined ||
+    o.arbiter !== undefined ||
+    o.listen !== undefined ||
+    o.dataDir !== undefined ||
+    o.tailnetDomain !== undefined ||
+    o.tailscaleBin !== undefined;
   if (existsSync(path)) {
-    if (writing) return { ok: false, problem: `init: ${path} exists and is kept as it is; edit it instead, or drop the flags that would write a new one` };
+    if (writing)
+      return {
+        ok: false,
+        problem: `init: ${path} exists and is kept as it is; edit it instead, or drop the flags that would write a new one`,
+      };
     lines.push(`config ${path} exists: kept`);
   } else {
     const file: Record<string, unknown> = {};
@@ -70,7 +82,8 @@ export async function initArbiter(o: InitOptions): Promise<Result> {
     if (o.tailscaleBin !== undefined) file['tailscaleBin'] = o.tailscaleBin;
     if (o.listen !== undefined) {
       const m = /^(.+):([0-9]{1,5})$/.exec(o.listen);
-      if (m === null) return { ok: false, problem: `--listen must be HOST:PORT, like 127.0.0.1:8470 (got "${o.listen}")` };
+      if (m === null)
+        return { ok: false, problem: `--listen must be HOST:PORT, like 127.0.0.1:8470 (got "${o.listen}")` };
       file['listen'] = { host: (m[1] as string).replace(/^\[(.*)\]$/, '$1'), port: Number(m[2]) };
     }
     file['dataDir'] = resolve(o.dataDir ?? join(dirname(path), 'var'));
@@ -101,6 +114,8 @@ export async function initArbiter(o: InitOptions): Promise<Result> {
   if (made.length === 0) lines.push('peer token and identity key exist: kept');
   const missing = cfg.candidates.map((c) => joinProblem(cfg, c)).find((x) => x !== null);
   if (missing !== undefined && missing !== null) lines.push(`before joining: ${missing}`);
-  lines.push(`next: start the daemon (hq-arbiter serve --config ${path}), then on this host for each candidate: hq-arbiter join HOST --config ${path} (${cfg.candidates.join(', ')})`);
+  lines.push(
+    `next: start the daemon (hq-arbiter serve --config ${path}), then on this host for each candidate: hq-arbiter join HOST --config ${path} (${cfg.candidates.join(', ')})`,
+  );
   return { ok: true, lines };
 }

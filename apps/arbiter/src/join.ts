@@ -9,7 +9,15 @@
  * A ticket is redeemed once: the redeemer that unlinks the file is the only one that gets an
  * answer. A newer bundle for the same host removes the older tickets of that host.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  type KeyObject,
+} from 'node:crypto';
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ensureDir, readSecure, writeAtomic, DIR_MODE } from '@hq/runtime/files';
@@ -95,14 +103,19 @@ export function peerOrigin(cfg: ArbiterConfig, host: string): string | null {
 }
 
 export function healthUrlOf(cfg: ArbiterConfig, host: string): string | null {
-  return cfg.healthUrls.get(host) ?? (cfg.tailnetDomain === null ? null : tailnetHealthUrl(host, cfg.tailnetDomain, PEER_PORT));
+  return (
+    cfg.healthUrls.get(host) ??
+    (cfg.tailnetDomain === null ? null : tailnetHealthUrl(host, cfg.tailnetDomain, PEER_PORT))
+  );
 }
 
 /** Why `host` cannot join with this config (one line), or null. */
 export function joinProblem(cfg: ArbiterConfig, host: string): string | null {
-  if (!cfg.candidates.includes(host)) return `"${host}" is not a candidate (candidates: ${cfg.candidates.join(', ')}); add it to candidates in the arbiter's config first`;
+  if (!cfg.candidates.includes(host))
+    return `"${host}" is not a candidate (candidates: ${cfg.candidates.join(', ')}); add it to candidates in the arbiter's config first`;
   for (const c of cfg.candidates) {
-    if (peerOrigin(cfg, c) === null) return `the arbiter knows no address for candidate "${c}": set healthUrls.${c} (http://ADDRESS:${PEER_PORT}/v1/health) or tailnetDomain in the arbiter's config`;
+    if (peerOrigin(cfg, c) === null)
+      return `the arbiter knows no address for candidate "${c}": set healthUrls.${c} (http://ADDRESS:${PEER_PORT}/v1/health) or tailnetDomain in the arbiter's config`;
   }
   return null;
 }
@@ -116,7 +129,13 @@ export function defaultArbiterUrl(cfg: ArbiterConfig): string | null {
 }
 
 /** Writes a ticket for `host` and returns the bundle to print (once). */
-export async function createJoin(cfg: ArbiterConfig, host: string, arbiterUrl: string, ttlSeconds: number, nowSeconds: number): Promise<{ bundle: string; expiresAt: number }> {
+export async function createJoin(
+  cfg: ArbiterConfig,
+  host: string,
+  arbiterUrl: string,
+  ttlSeconds: number,
+  nowSeconds: number,
+): Promise<{ bundle: string; expiresAt: number }> {
   await ensureFleetSecrets(cfg.dataDir);
   const identity = await loadIdentity(cfg.dataDir);
   if (identity === null) throw new Error('the identity key is missing');
@@ -126,7 +145,10 @@ export async function createJoin(cfg: ArbiterConfig, host: string, arbiterUrl: s
   await dropTickets(dir, (t) => t.host === host || t.expiresAt <= nowSeconds);
   const secret = randomBytes(32).toString('hex');
   const expiresAt = Math.floor(nowSeconds) + ttlSeconds;
-  await writeAtomic(join(dir, `${sha256Hex(secret)}.json`), `${JSON.stringify({ host, arbiterUrl, createdAt: nowSeconds, expiresAt })}\n`);
+  await writeAtomic(
+    join(dir, `${sha256Hex(secret)}.json`),
+    `${JSON.stringify({ host, arbiterUrl, createdAt: nowSeconds, expiresAt })}\n`,
+  );
   return { bundle: encodeBundle({ arbiterUrl, host, secret, pin: identity.pin, expiresAt }), expiresAt };
 }
 
@@ -155,24 +177,42 @@ async function dropTickets(dir: string, drop: (t: Ticket) => boolean): Promise<v
   }
 }
 
-export type Redeemed = { readonly ok: true; readonly host: string; readonly arbiterUrl: string } | { readonly ok: false; readonly problem: string };
+export type Redeemed =
+  | { readonly ok: true; readonly host: string; readonly arbiterUrl: string }
+  | { readonly ok: false; readonly problem: string };
 
 /**
  * Takes the ticket of `secret` for `host`: consumed (unlinked) unless `dryRun`. Exactly one of
  * concurrent redeemers wins: the one whose unlink removed the file.
  */
-export async function redeemTicket(dataDir: string, host: string, secret: string, nowSeconds: number, dryRun: boolean): Promise<Redeemed> {
-  const refused = { ok: false as const, problem: `no such join bundle for "${host}": it was used already, replaced by a newer one, or never printed here; run hq-arbiter join ${host} again` };
+export async function redeemTicket(
+  dataDir: string,
+  host: string,
+  secret: string,
+  nowSeconds: number,
+  dryRun: boolean,
+): Promise<Redeemed> {
+  const refused = {
+    ok: false as const,
+    problem: `no such join bundle for "${host}": it was used already, replaced by a newer one, or never printed here; run hq-arbiter join ${host} again`,
+  };
   if (!/^[0-9a-f]{64}$/.test(secret)) return refused;
   const path = join(fleetFiles(dataDir).joins, `${sha256Hex(secret)}.json`);
   const raw = await readSecure(path, { secret: true, maxBytes: 4096 });
   // A ticket the daemon may not trust (another owner, readable by others): say so, not "no such bundle".
-  if (raw.kind === 'refused') return { ok: false, problem: `the ticket of this bundle ${raw.problem}: run hq-arbiter join ${host} again as the daemon's user (sudo -u hq …)` };
+  if (raw.kind === 'refused')
+    return {
+      ok: false,
+      problem: `the ticket of this bundle ${raw.problem}: run hq-arbiter join ${host} again as the daemon's user (sudo -u hq …)`,
+    };
   const t = await readTicket(path);
   if (t === null || t.host !== host) return refused;
   if (t.expiresAt <= nowSeconds) {
     await unlink(path).catch(() => undefined);
-    return { ok: false, problem: `the join bundle for "${host}" expired at ${new Date(t.expiresAt * 1000).toISOString()}; run hq-arbiter join ${host} again` };
+    return {
+      ok: false,
+      problem: `the join bundle for "${host}" expired at ${new Date(t.expiresAt * 1000).toISOString()}; run hq-arbiter join ${host} again`,
+    };
   }
   if (dryRun) return { ok: true, host, arbiterUrl: t.arbiterUrl };
   try {
@@ -186,7 +226,11 @@ export async function redeemTicket(dataDir: string, host: string, secret: string
 /** The payload for `host` (tokens filled in by the caller) signed over the host's nonce. */
 export function signJoin(identity: Identity, nonce: string, payload: JoinPayload): JoinAnswer {
   const text = JSON.stringify(payload);
-  return { payload: text, publicKey: identity.publicDer.toString('base64'), signature: sign(null, signedText(nonce, text), identity.privateKey).toString('base64') };
+  return {
+    payload: text,
+    publicKey: identity.publicDer.toString('base64'),
+    signature: sign(null, signedText(nonce, text), identity.privateKey).toString('base64'),
+  };
 }
 
 export async function readPeerToken(dataDir: string): Promise<string | null> {
@@ -194,7 +238,12 @@ export async function readPeerToken(dataDir: string): Promise<string | null> {
 }
 
 /** What `host`'s agent needs of the fleet, from the arbiter's config. */
-export function fleetPayload(cfg: ArbiterConfig, host: string, arbiterUrl: string, tokens: { memberToken: string | null; peerToken: string | null }): JoinPayload {
+export function fleetPayload(
+  cfg: ArbiterConfig,
+  host: string,
+  arbiterUrl: string,
+  tokens: { memberToken: string | null; peerToken: string | null },
+): JoinPayload {
   const peers: Record<string, string> = {};
   const healthUrls: Record<string, string> = {};
   for (const c of cfg.candidates) {

@@ -91,9 +91,14 @@ export interface MemberView {
 }
 
 const viewOf = (m: MemberStatus): MemberView =>
-  m.ok ? { endpoint: m.endpoint, ok: true, leader: m.leader, version: m.version, dbSizeBytes: m.dbSizeBytes } : { endpoint: m.endpoint, ok: false, error: m.error };
+  m.ok
+    ? { endpoint: m.endpoint, ok: true, leader: m.leader, version: m.version, dbSizeBytes: m.dbSizeBytes }
+    : { endpoint: m.endpoint, ok: false, error: m.error };
 
-export type Route = { readonly to: 'self' } | { readonly to: 'leader'; readonly url: string } | { readonly to: 'none'; readonly why: string };
+export type Route =
+  | { readonly to: 'self' }
+  | { readonly to: 'leader'; readonly url: string }
+  | { readonly to: 'none'; readonly why: string };
 
 /** Pause between campaigns after a failure, so a broken etcd is not hammered. */
 const RETRY_MS = 1000;
@@ -112,7 +117,13 @@ export class Leadership {
   readonly compactions = { compacted: 0, failed: 0 };
 
   constructor(private readonly opts: LeadershipOptions) {
-    this.election = new Election(opts.client, { prefix: opts.prefix, value: opts.advertiseUrl, ttlSeconds: opts.ttlSeconds, marginSeconds: ELECTION_MARGIN_SECONDS, ...(opts.clock === undefined ? {} : { clock: opts.clock }) });
+    this.election = new Election(opts.client, {
+      prefix: opts.prefix,
+      value: opts.advertiseUrl,
+      ttlSeconds: opts.ttlSeconds,
+      marginSeconds: ELECTION_MARGIN_SECONDS,
+      ...(opts.clock === undefined ? {} : { clock: opts.clock }),
+    });
     const guard = (): Compare => {
       if (!this.election.stillElected()) throw new NotElectedError();
       return this.election.guard();
@@ -163,7 +174,13 @@ export class Leadership {
     if (this.mayDecide()) return { to: 'self' };
     const l = this.leader;
     if (l !== null && l.value !== this.opts.advertiseUrl) return { to: 'leader', url: l.value };
-    return { to: 'none', why: l === null ? 'no arbiter is elected (etcd has no leader key: is etcd up?)' : 'this arbiter is taking over (its start is not finished) or its term just ended' };
+    return {
+      to: 'none',
+      why:
+        l === null
+          ? 'no arbiter is elected (etcd has no leader key: is etcd up?)'
+          : 'this arbiter is taking over (its start is not finished) or its term just ended',
+    };
   }
 
   status(): LeadershipStatus {
@@ -178,7 +195,10 @@ export class Leadership {
         healthy: ok * 2 > this.members.length && this.members.length > 0,
         members: this.members.map(viewOf),
         ...(this.space === null ? {} : { space: this.space }),
-        compaction: { intervalSeconds: (this.opts.compactionIntervalMs ?? 0) / 1000, revision: this.compactor?.revision == null ? null : Number(this.compactor.revision) },
+        compaction: {
+          intervalSeconds: (this.opts.compactionIntervalMs ?? 0) / 1000,
+          revision: this.compactor?.revision == null ? null : Number(this.compactor.revision),
+        },
       },
     };
   }
@@ -188,7 +208,9 @@ export class Leadership {
     this.stop.abort();
     this.ready = false;
     await this.compactor?.stop();
-    await this.election.resign().catch((err: unknown) => this.opts.log.warn({ err }, 'resign failed; the term ends with its etcd lease'));
+    await this.election
+      .resign()
+      .catch((err: unknown) => this.opts.log.warn({ err }, 'resign failed; the term ends with its etcd lease'));
     await Promise.allSettled(this.loops);
   }
 
@@ -207,7 +229,8 @@ export class Leadership {
         continue;
       }
       if (!r.elected) {
-        if (r.reason !== 'aborted') log.warn({ why: r.reason }, 'campaign ended before the election; campaigning again');
+        if (r.reason !== 'aborted')
+          log.warn({ why: r.reason }, 'campaign ended before the election; campaigning again');
         await pause(this.opts.timers ?? realTimers, RETRY_MS / 4, this.stop.signal);
         continue;
       }
@@ -215,7 +238,10 @@ export class Leadership {
       try {
         await this.opts.onElected(r.term);
         this.ready = true;
-        log.info({ validForSeconds: Math.round(this.election.validForSeconds() * 10) / 10 }, 'elected arbiter: deciding');
+        log.info(
+          { validForSeconds: Math.round(this.election.validForSeconds() * 10) / 10 },
+          'elected arbiter: deciding',
+        );
       } catch (err) {
         log.error({ err }, 'takeover failed; resigning');
         await this.election.resign().catch(() => undefined);
@@ -259,8 +285,18 @@ export class Leadership {
     const was = this.space?.level ?? 'ok';
     this.space = space;
     if (space.level === was) return;
-    const fields = { dbSizeBytes: space.dbSizeBytes, dbSizeInUseBytes: space.dbSizeInUseBytes, quotaBytes: space.quotaBytes, quotaFrom: space.quotaFrom, alarm: space.alarm };
-    if (space.warning !== null) this.opts.log.warn({ ...fields, fix: space.warning }, space.alarm ? 'etcd refuses every write: NOSPACE alarm' : 'etcd database near its space quota');
+    const fields = {
+      dbSizeBytes: space.dbSizeBytes,
+      dbSizeInUseBytes: space.dbSizeInUseBytes,
+      quotaBytes: space.quotaBytes,
+      quotaFrom: space.quotaFrom,
+      alarm: space.alarm,
+    };
+    if (space.warning !== null)
+      this.opts.log.warn(
+        { ...fields, fix: space.warning },
+        space.alarm ? 'etcd refuses every write: NOSPACE alarm' : 'etcd database near its space quota',
+      );
     else this.opts.log.info(fields, 'etcd database below its space quota again');
   }
 }
@@ -293,7 +329,8 @@ export function registerLeadershipMetrics(registry: Registry, leadership: Leader
     registers: [registry],
     collect() {
       this.reset();
-      for (const m of leadership.status().etcd.members) if (m.dbSizeBytes !== undefined) this.set({ endpoint: m.endpoint }, m.dbSizeBytes);
+      for (const m of leadership.status().etcd.members)
+        if (m.dbSizeBytes !== undefined) this.set({ endpoint: m.endpoint }, m.dbSizeBytes);
     },
   });
   new Gauge({

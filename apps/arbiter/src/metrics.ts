@@ -18,17 +18,53 @@ export interface MetricsSnapshot {
 }
 
 /** prom-client's default gauges whose names end in `_total`, which is reserved for counters. */
-export const MISNAMED_DEFAULT_GAUGES: readonly string[] = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+export const MISNAMED_DEFAULT_GAUGES: readonly string[] = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly generation = new Gauge({ name: 'hq_lease_generation', help: 'The lease generation (fencing token).', registers: [this.registry] });
-  readonly holder = new Gauge({ name: 'hq_lease_holder', help: '1 for the lease holder, 0 for every other candidate.', labelNames: ['host'], registers: [this.registry] });
-  readonly expiresIn = new Gauge({ name: 'hq_lease_expires_in_seconds', help: 'Seconds until the lease expires (negative once expired).', registers: [this.registry] });
-  readonly streak = new Gauge({ name: 'hq_lease_dual_unreachable_streak', help: 'Consecutive checks in which the holder was unreachable for the arbiter and the promotee.', registers: [this.registry] });
-  readonly viewReachable = new Gauge({ name: 'hq_view_reachable', help: "1 when the observer's latest view says the target is reachable.", labelNames: ['observer', 'target'], registers: [this.registry] });
-  readonly viewAge = new Gauge({ name: 'hq_view_age_seconds', help: "Age of the observer's latest view.", labelNames: ['observer', 'target'], registers: [this.registry] });
-  readonly heartbeatAge = new Gauge({ name: 'hq_agent_last_heartbeat_age_seconds', help: "Seconds since the candidate's last heartbeat.", labelNames: ['host'], registers: [this.registry] });
+  readonly generation = new Gauge({
+    name: 'hq_lease_generation',
+    help: 'The lease generation (fencing token).',
+    registers: [this.registry],
+  });
+  readonly holder = new Gauge({
+    name: 'hq_lease_holder',
+    help: '1 for the lease holder, 0 for every other candidate.',
+    labelNames: ['host'],
+    registers: [this.registry],
+  });
+  readonly expiresIn = new Gauge({
+    name: 'hq_lease_expires_in_seconds',
+    help: 'Seconds until the lease expires (negative once expired).',
+    registers: [this.registry],
+  });
+  readonly streak = new Gauge({
+    name: 'hq_lease_dual_unreachable_streak',
+    help: 'Consecutive checks in which the holder was unreachable for the arbiter and the promotee.',
+    registers: [this.registry],
+  });
+  readonly viewReachable = new Gauge({
+    name: 'hq_view_reachable',
+    help: "1 when the observer's latest view says the target is reachable.",
+    labelNames: ['observer', 'target'],
+    registers: [this.registry],
+  });
+  readonly viewAge = new Gauge({
+    name: 'hq_view_age_seconds',
+    help: "Age of the observer's latest view.",
+    labelNames: ['observer', 'target'],
+    registers: [this.registry],
+  });
+  readonly heartbeatAge = new Gauge({
+    name: 'hq_agent_last_heartbeat_age_seconds',
+    help: "Seconds since the candidate's last heartbeat.",
+    labelNames: ['host'],
+    registers: [this.registry],
+  });
   readonly hostVersion = new Gauge({
     name: 'hq_host_version',
     help: 'Always 1, for each host and the hq version its last heartbeat spoke ("0.1" for protocol 1, which never says its release; the arbiter itself too).',
@@ -41,10 +77,29 @@ export class Metrics {
     labelNames: ['host', 'peer'],
     registers: [this.registry],
   });
-  readonly checks = new Counter({ name: 'hq_checks_total', help: 'Arbiter checks by result.', labelNames: ['result'], registers: [this.registry] });
-  readonly probes = new Counter({ name: 'hq_probe_total', help: 'Probes by kind (ping, health) and result (ok, fail).', labelNames: ['kind', 'result'], registers: [this.registry] });
-  readonly promotions = new Counter({ name: 'hq_promotions_total', help: 'Promotions by checks (the holder unreachable). Handovers and forced transfers are not: hq_lease_operations_total{op="release"|"transfer"}.', registers: [this.registry] });
-  readonly operations = new Counter({ name: 'hq_lease_operations_total', help: 'Lease operations by op and outcome.', labelNames: ['op', 'outcome'], registers: [this.registry] });
+  readonly checks = new Counter({
+    name: 'hq_checks_total',
+    help: 'Arbiter checks by result.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly probes = new Counter({
+    name: 'hq_probe_total',
+    help: 'Probes by kind (ping, health) and result (ok, fail).',
+    labelNames: ['kind', 'result'],
+    registers: [this.registry],
+  });
+  readonly promotions = new Counter({
+    name: 'hq_promotions_total',
+    help: 'Promotions by checks (the holder unreachable). Handovers and forced transfers are not: hq_lease_operations_total{op="release"|"transfer"}.',
+    registers: [this.registry],
+  });
+  readonly operations = new Counter({
+    name: 'hq_lease_operations_total',
+    help: 'Lease operations by op and outcome.',
+    labelNames: ['op', 'outcome'],
+    registers: [this.registry],
+  });
   readonly generationRefused = new Counter({
     name: 'hq_generation_reports_refused_total',
     help: 'Decisions refused by the generation bounds: reason "report-jump" (a report further above the highest granted or learned generation than any real history goes) or "ceiling" (a grant above the generation ceiling).',
@@ -94,8 +149,13 @@ export class Metrics {
       if (o.lastHeartbeatAt !== null) this.heartbeatAge.set({ host: name }, Math.max(0, s.now - o.lastHeartbeatAt));
     }
     this.hostVersion.reset();
-    for (const [host, v] of s.versions ?? []) this.hostVersion.set({ host, version: v.release ?? (v.protocol === 1 ? PROTOCOL_1_RELEASE : `protocol ${v.protocol}`) }, 1);
+    for (const [host, v] of s.versions ?? [])
+      this.hostVersion.set(
+        { host, version: v.release ?? (v.protocol === 1 ? PROTOCOL_1_RELEASE : `protocol ${v.protocol}`) },
+        1,
+      );
     this.peerPathOk.reset();
-    for (const [host, paths] of s.peerPaths ?? []) for (const [peer, p] of paths) this.peerPathOk.set({ host, peer }, p.ok ? 1 : 0);
+    for (const [host, paths] of s.peerPaths ?? [])
+      for (const [peer, p] of paths) this.peerPathOk.set({ host, peer }, p.ok ? 1 : 0);
   }
 }

@@ -34,12 +34,24 @@ export const OPERATOR_METRICS = Object.freeze([
 
 /** Whether the record lets its holder run at arbiter time `now` (what the fence of the holder also requires). */
 export function leaseRunnable(lease: ArbiterState['lease'], now: number): boolean {
-  if (lease.holder === null || lease.released || lease.floorPending || lease.expiresAt === null || lease.expiresAt <= now) return false;
+  if (
+    lease.holder === null ||
+    lease.released ||
+    lease.floorPending ||
+    lease.expiresAt === null ||
+    lease.expiresAt <= now
+  )
+    return false;
   return lease.notBefore === null || lease.notBefore <= now;
 }
 
 /** Registers the gauges once per registry (a second call does nothing). */
-export function registerOperatorMetrics(registry: Registry, read: () => Awaitable<ArbiterState>, config: ArbiterConfig, clock: SecondsClock): void {
+export function registerOperatorMetrics(
+  registry: Registry,
+  read: () => Awaitable<ArbiterState>,
+  config: ArbiterConfig,
+  clock: SecondsClock,
+): void {
   if (registry.getSingleMetric('hq_maintenance_enabled') !== undefined) return;
   // One read per scrape: prom-client starts every collect of one scrape in the same turn of the
   // event loop, so the first reads and the others reuse it until the turn is over (no clock).
@@ -96,7 +108,8 @@ export function registerOperatorMetrics(registry: Registry, read: () => Awaitabl
     async collect() {
       const s = await state();
       this.reset();
-      for (const p of timingProblems(config, s)) this.set({ host: p.host, arbiter_key: p.arbiterKey, agent_key: p.agentKey }, 1);
+      for (const p of timingProblems(config, s))
+        this.set({ host: p.host, arbiter_key: p.arbiterKey, agent_key: p.agentKey }, 1);
     },
   });
   new Gauge({

@@ -14,7 +14,17 @@
  * restarted with the same PID) — is stale and taken over: moved aside atomically (only one of
  * two racing starters gets it), then created afresh.
  */
-import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 export const LOCK_FILE = 'arbiter.lock';
@@ -70,7 +80,10 @@ function createExclusive(path: string, pid: number): boolean {
  * Takes the lock for `pid` (default: this process), or throws `LockError` naming the holder.
  * `alive` is a parameter for tests.
  */
-export function takeServeLock(dataDir: string, opts: { pid?: number; alive?: (pid: number) => boolean } = {}): ServeLock {
+export function takeServeLock(
+  dataDir: string,
+  opts: { pid?: number; alive?: (pid: number) => boolean } = {},
+): ServeLock {
   const pid = opts.pid ?? process.pid;
   const alive = opts.alive ?? pidAlive;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });

@@ -43,7 +43,9 @@ export function cadenceOf(o: Observer | undefined): Partial<Cadence> {
 /** Every cross-side problem of the candidates' last reports, in candidate order. */
 export function timingProblems(config: ArbiterConfig, state: ArbiterState): TimingProblem[] {
   const t = leaseTimingOf(config);
-  return config.candidates.flatMap((host) => crossTiming(config.arbiter, t, host, cadenceOf(state.observers.get(host))));
+  return config.candidates.flatMap((host) =>
+    crossTiming(config.arbiter, t, host, cadenceOf(state.observers.get(host))),
+  );
 }
 
 /**
@@ -93,7 +95,12 @@ export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
  * config (every heartbeat asked it, building its messages again). The arrays are
  * frozen: shared by every answer that names them.
  */
-export function reportedTiming(config: ArbiterConfig, timing: LeaseTiming, host: string, cadence: Partial<Cadence>): readonly TimingProblem[] {
+export function reportedTiming(
+  config: ArbiterConfig,
+  timing: LeaseTiming,
+  host: string,
+  cadence: Partial<Cadence>,
+): readonly TimingProblem[] {
   let known = REPORTED.get(config);
   if (known === undefined) {
     known = new Map();
@@ -120,7 +127,10 @@ export class TimingNotes {
   private readonly last = new Map<string, string>();
 
   /** The problems of `host` changed since the last call: the event to record, else null. */
-  change(host: string, problems: readonly TimingProblem[]): { event: 'timing-problem' | 'timing-ok'; data: Record<string, string | number | boolean | null> } | null {
+  change(
+    host: string,
+    problems: readonly TimingProblem[],
+  ): { event: 'timing-problem' | 'timing-ok'; data: Record<string, string | number | boolean | null> } | null {
     let key = NOTE_KEYS.get(problems);
     if (key === undefined) {
       key = problems.map((p) => p.message).join('\n');
@@ -133,7 +143,12 @@ export class TimingNotes {
     const first = problems[0] as TimingProblem;
     return {
       event: 'timing-problem',
-      data: { count: problems.length, arbiterKey: first.arbiterKey, agentKey: first.agentKey, message: problems.map((p) => p.message).join('; ') },
+      data: {
+        count: problems.length,
+        arbiterKey: first.arbiterKey,
+        agentKey: first.agentKey,
+        message: problems.map((p) => p.message).join('; '),
+      },
     };
   }
 }

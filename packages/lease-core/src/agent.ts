@@ -173,7 +173,8 @@ export function startGuardSeconds(p: Pick<Persisted, 'ttlSeconds' | 'safetyMargi
  * its peers as before (L2); a standby knows whom it confirms.
  */
 function restoredKnown(p: Persisted | null): Known | null {
-  if (p === null || p.holder === null || p.released !== false || p.floorPending !== false || !(p.ttlSeconds > 0)) return null;
+  if (p === null || p.holder === null || p.released !== false || p.floorPending !== false || !(p.ttlSeconds > 0))
+    return null;
   return {
     holder: p.holder,
     generation: p.generation,
@@ -185,13 +186,19 @@ function restoredKnown(p: Persisted | null): Known | null {
   };
 }
 
-export function initialAgent(settings: AgentSettings, started: Stamp, seen: number, persisted: Persisted | null): AgentState {
+export function initialAgent(
+  settings: AgentSettings,
+  started: Stamp,
+  seen: number,
+  persisted: Persisted | null,
+): AgentState {
   const flagged = persisted !== null && (persisted.gaveConfirmation !== null || persisted.lockDelayPending);
   const lost = persisted?.lost ?? 0;
   const first = Math.max(seen, persisted?.generation ?? 0);
   const down = Math.max(persisted?.steppedDown ?? 0, lost);
   // A release step-down from an earlier life: its release was sent before this start, if at all.
-  const releasing = down > lost ? { generation: down, untilMono: started.mono + 2 * settings.requestTimeoutSeconds } : null;
+  const releasing =
+    down > lost ? { generation: down, untilMono: started.mono + 2 * settings.requestTimeoutSeconds } : null;
   return {
     host: settings.host,
     started,
@@ -235,15 +242,26 @@ export function settle(state: AgentState, now: Stamp): AgentState {
     next = { ...next, current: next.pending, pending: null };
   }
   if (next.gave !== null && now.mono >= next.gave.untilMono) next = { ...next, gave: null };
-  if (next.startGuardUntilMono !== null && now.mono >= next.startGuardUntilMono) next = { ...next, startGuardUntilMono: null };
+  if (next.startGuardUntilMono !== null && now.mono >= next.startGuardUntilMono)
+    next = { ...next, startGuardUntilMono: null };
   const c = next.current;
-  if (c !== null && c.generation > next.ran && active(c, now) && next.startGuardUntilMono === null && next.gave === null) next = { ...next, ran: c.generation };
+  if (
+    c !== null &&
+    c.generation > next.ran &&
+    active(c, now) &&
+    next.startGuardUntilMono === null &&
+    next.gave === null
+  )
+    next = { ...next, ran: c.generation };
   return next;
 }
 
 export function persisted(state: AgentState, now: Stamp): Persisted {
   const latest = state.pending ?? state.current;
-  const waiting = state.pending !== null || (state.current !== null && state.current.startMono > now.mono) || state.waitUntilMono > now.mono;
+  const waiting =
+    state.pending !== null ||
+    (state.current !== null && state.current.startMono > now.mono) ||
+    state.waitUntilMono > now.mono;
   return {
     holder: state.known?.holder ?? null,
     generation: state.known?.generation ?? state.seen,
@@ -252,7 +270,10 @@ export function persisted(state: AgentState, now: Stamp): Persisted {
     // outlast whichever of them a validity still running elsewhere was computed with.
     ttlSeconds: Math.max(state.known?.ttlSeconds ?? 0, state.gave?.ttlSeconds ?? 0),
     safetyMarginSeconds: Math.max(state.known?.safetyMarginSeconds ?? 0, state.gave?.safetyMarginSeconds ?? 0),
-    gaveConfirmation: state.gave === null ? null : { holder: state.gave.holder, generation: state.gave.generation, at: state.gave.at.wall },
+    gaveConfirmation:
+      state.gave === null
+        ? null
+        : { holder: state.gave.holder, generation: state.gave.generation, at: state.gave.at.wall },
     lockDelayPending: waiting || state.startGuardUntilMono !== null,
     steppedDown: state.steppedDown,
     lost: state.lost,
@@ -291,11 +312,32 @@ export function adoptSeen(state: AgentState, generation: number, events: LeaseEv
  * stepped down for good and, when the new grant still waits and this life could have run `g`
  * alone, owe the arbiter the acknowledgement. `r` is the record that showed it.
  */
-function lose(state: AgentState, g: number, r: RecordSummary, via: 'record' | 'asked', events: LeaseEvent[]): AgentState {
-  const owes = g > state.ackFloor && r.holder !== null && r.holder !== state.host && !r.floorPending && r.notBefore !== null && r.notBefore > r.now;
+function lose(
+  state: AgentState,
+  g: number,
+  r: RecordSummary,
+  via: 'record' | 'asked',
+  events: LeaseEvent[],
+): AgentState {
+  const owes =
+    g > state.ackFloor &&
+    r.holder !== null &&
+    r.holder !== state.host &&
+    !r.floorPending &&
+    r.notBefore !== null &&
+    r.notBefore > r.now;
   const ackDue = owes ? { generation: g, revision: r.revision, ran: state.ran >= g } : state.ackDue;
-  events.push(leaseEvent('step-down', state.host, { generation: g, holder: r.holder, to: r.generation, via, acknowledge: owes }));
-  return { ...state, current: null, pending: null, steppedDown: Math.max(state.steppedDown, g), lost: Math.max(state.lost, g), ackDue };
+  events.push(
+    leaseEvent('step-down', state.host, { generation: g, holder: r.holder, to: r.generation, via, acknowledge: owes }),
+  );
+  return {
+    ...state,
+    current: null,
+    pending: null,
+    steppedDown: Math.max(state.steppedDown, g),
+    lost: Math.max(state.lost, g),
+    ackDue,
+  };
 }
 
 /**
@@ -307,7 +349,13 @@ function lose(state: AgentState, g: number, r: RecordSummary, via: 'record' | 'a
  * receive time) and the hold; an acknowledged step-down of the displaced holder ends the
  * lock-delay early, for a grant already waiting too.
  */
-export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
+export function onArbiterAnswer(
+  state0: AgentState,
+  answer: ArbiterAnswer,
+  sent: Stamp,
+  received: Stamp,
+  settings: AgentSettings,
+): AgentStep {
   const events: LeaseEvent[] = [];
   if (elapsed(sent, received) > settings.requestTimeoutSeconds) {
     events.push(leaseEvent('arbiter-unreachable', state0.host, { reason: 'late-answer' }));
@@ -345,20 +393,30 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
   if (!sameTenure) state = { ...state, waitUntilMono: -Infinity };
   // The holder and the standby both say when they see the lease expired (the old system's
   // rule: the standby logs `expired-seen {holder, generation}`), once per tenure.
-  const wasExpired = state0.known?.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
-  if (r.expired && r.holder !== null && !wasExpired) events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
+  const wasExpired =
+    state0.known?.expired && state0.known.holder === r.holder && state0.known.generation === r.generation;
+  if (r.expired && r.holder !== null && !wasExpired)
+    events.push(leaseEvent('expired-seen', state.host, { holder: r.holder, generation: r.generation, released }));
   // Lock-delay of this generation, measured from receipt on the monotonic clock (A2). Within a
   // tenure it only grows — except once the displaced holder acknowledged its step-down: then
   // the arbiter ended it on purpose, and each answer's estimate is taken as it is.
   const lockDelay = r.floorPending ? Infinity : received.mono + Math.max(0, (r.notBefore ?? r.now) - r.now);
   const acknowledged = r.displaced !== null && r.displaced.acknowledgedAt !== null;
-  const waitUntilMono = !sameTenure || state.waitUntilMono === Infinity || acknowledged ? lockDelay : Math.max(state.waitUntilMono, lockDelay);
+  const waitUntilMono =
+    !sameTenure || state.waitUntilMono === Infinity || acknowledged
+      ? lockDelay
+      : Math.max(state.waitUntilMono, lockDelay);
   state = { ...state, known, waitUntilMono };
-  if (acknowledged && state.pending !== null) state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
+  if (acknowledged && state.pending !== null)
+    state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
   const held = state0.known !== null && state0.known.holder === state.host ? state0.known.generation : 0;
-  if (held > state.lost && (r.holder !== state.host || r.generation > held)) state = lose(state, held, r, 'record', events);
+  if (held > state.lost && (r.holder !== state.host || r.generation > held))
+    state = lose(state, held, r, 'record', events);
   const rel = state.releasing;
-  if (rel !== null && (rel.generation <= state.lost || r.generation !== rel.generation || r.holder !== state.host || released)) {
+  if (
+    rel !== null &&
+    (rel.generation <= state.lost || r.generation !== rel.generation || r.holder !== state.host || released)
+  ) {
     state = { ...state, releasing: null }; // decided: lost, released, or another tenure
   } else if (rel !== null && sent.mono >= rel.untilMono && !r.floorPending) {
     events.push(leaseEvent('step-down-undone', state.host, { generation: rel.generation }));
@@ -369,7 +427,8 @@ export function onArbiterAnswer(state0: AgentState, answer: ArbiterAnswer, sent:
     // Asked again after it acknowledged (the answer got lost): the children were gone then, and
     // nothing of that generation ran since (A7), so the same acknowledgement is still true.
     if (asked > state.lost) state = lose(state, asked, r, 'asked', events);
-    else if (asked > state.ackFloor && state.ackDue === null) state = { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
+    else if (asked > state.ackFloor && state.ackDue === null)
+      state = { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
   }
   if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
     const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);

@@ -96,7 +96,14 @@ export interface Step<A> {
 
 export type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: LeaseRefusal };
 
-export const NO_OBSERVER: Observer = { view: null, confirmation: null, lastHeartbeatAt: null, heartbeatSeconds: null, refreshSeconds: null, requestTimeoutSeconds: null };
+export const NO_OBSERVER: Observer = {
+  view: null,
+  confirmation: null,
+  lastHeartbeatAt: null,
+  heartbeatSeconds: null,
+  refreshSeconds: null,
+  requestTimeoutSeconds: null,
+};
 
 /** Added to a report-again delay so the report lands just past the line, not on it. */
 const REPORT_SLACK_SECONDS = 0.25;
@@ -123,7 +130,9 @@ export function unreportedCandidates(ctx: Context, boot: Boot): Host[] {
 }
 
 function allNeverSeen(ctx: Context, boot: Boot): boolean {
-  return boot.noEarlierLife || (allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0));
+  return (
+    boot.noEarlierLife || (allReported(ctx, boot) && ctx.settings.candidates.every((c) => boot.reports.get(c) === 0))
+  );
 }
 
 /** True when a report sent now with this request timeout counts for S2.3/S2.4. */
@@ -139,11 +148,18 @@ function reportCounts(ctx: Context, boot: Boot, requestTimeoutSeconds: number | 
  * answer asks the agent to report again the moment its report can count, while the start wait
  * or the floor (S2.4) still waits for it.
  */
-export function reportDue(ctx: Context, boot: Boot, state: ArbiterState, host: Host, requestTimeoutSeconds: number | undefined): number | null {
+export function reportDue(
+  ctx: Context,
+  boot: Boot,
+  state: ArbiterState,
+  host: Host,
+  requestTimeoutSeconds: number | undefined,
+): number | null {
   if (requestTimeoutSeconds === undefined || !isCandidate(ctx.settings, host)) return null;
   const line = boot.startAt + 2 * requestTimeoutSeconds;
   if (!boot.reports.has(host)) {
-    const waiting = state.lease.floorPending || ctx.now < boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
+    const waiting =
+      state.lease.floorPending || ctx.now < boot.startAt + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
     return waiting ? Math.max(0, line - ctx.now) + REPORT_SLACK_SECONDS : null;
   }
   // The holder of a grant whose floor is pending learns that it may run only from an answer
@@ -250,7 +266,14 @@ export function noteReport(
         l.notBefore !== null &&
         l.notBefore > ctx.now
       ) {
-        events.push(leaseEvent('start-wait-lifted', l.holder, { generation: l.generation, notBefore: ctx.now, was: l.notBefore }, 'control'));
+        events.push(
+          leaseEvent(
+            'start-wait-lifted',
+            l.holder,
+            { generation: l.generation, notBefore: ctx.now, was: l.notBefore },
+            'control',
+          ),
+        );
         lease = write(l, { notBefore: ctx.now, expiresAt: ctx.now + ctx.settings.ttlSeconds });
       }
     }
@@ -273,13 +296,30 @@ export function noteReport(
  * A grant to `host`: a new generation above record and floor, behind the needed waits (`lifted`:
  * a handover by a holder that ran, G7 — no start wait, no wait of the old grant).
  */
-export function grant(state: ArbiterState, ctx: Context, boot: Boot, host: Host, notBefore: number, from: Host | null, lifted = false): LeaseState {
+export function grant(
+  state: ArbiterState,
+  ctx: Context,
+  boot: Boot,
+  host: Host,
+  notBefore: number,
+  from: Host | null,
+  lifted = false,
+): LeaseState {
   const { now, settings } = ctx;
   const start = lifted ? now : Math.max(notBefore, startWaitUntil(ctx, boot), now);
   const old = state.lease;
   // `from` is always the record's holder: the grant displaces it (G6).
   const displaced: Displaced | null =
-    from === null ? null : { host: from, generation: old.generation, revision: old.revision + 1, floor: old.notBefore, acknowledgedAt: null, savedSeconds: null };
+    from === null
+      ? null
+      : {
+          host: from,
+          generation: old.generation,
+          revision: old.revision + 1,
+          floor: old.notBefore,
+          acknowledgedAt: null,
+          savedSeconds: null,
+        };
   return write(state.lease, {
     holder: host,
     generation: Math.max(state.lease.generation, state.floor) + 1,
@@ -325,5 +365,10 @@ export function refuse(
   events: readonly LeaseEvent[],
   data: LeaseEvent['data'] = {},
 ): Step<Verdict> {
-  return { next: state, boot, events: [...events, leaseEvent(event, host, { reason, ...data })], answer: { ok: false, reason } };
+  return {
+    next: state,
+    boot,
+    events: [...events, leaseEvent(event, host, { reason, ...data })],
+    answer: { ok: false, reason },
+  };
 }

@@ -15,7 +15,9 @@
  * local time through `Intl.DateTimeFormat`: 8 MiB of ICU data and code for a daemon, docs/BENCH.md).
  */
 
-export type CronResult = { readonly ok: true; readonly seconds: number } | { readonly ok: false; readonly message: string };
+export type CronResult =
+  | { readonly ok: true; readonly seconds: number }
+  | { readonly ok: false; readonly message: string };
 
 /** node-cron's parsed fields (its `parse`): numbers, and the day tokens above as strings. */
 export interface CronFields {
@@ -108,7 +110,12 @@ export function largestGapSeconds(f: CronFields): CronResult {
     const year = date.getUTCFullYear();
     const month = date.getUTCMonth() + 1;
     const day = date.getUTCDate();
-    if (!months.has(month) || !matchesDayOfMonth(f.dayOfMonth, year, month, day) || !matchesDayOfWeek(f.dayOfWeek, year, month, day)) continue;
+    if (
+      !months.has(month) ||
+      !matchesDayOfMonth(f.dayOfMonth, year, month, day) ||
+      !matchesDayOfWeek(f.dayOfWeek, year, month, day)
+    )
+      continue;
     if (firstDay < 0) firstDay = i;
     else dayGap = Math.max(dayGap, i - previous);
     previous = i;
@@ -143,7 +150,14 @@ function offsetAt(ms: number): number {
 /** Does the local time at `ms` read as these fields? */
 function readsBackTo(ms: number, year: number, month: number, day: number, h: number, m: number, s: number): boolean {
   const d = new Date(ms);
-  return d.getFullYear() === year && d.getMonth() + 1 === month && d.getDate() === day && d.getHours() === h && d.getMinutes() === m && d.getSeconds() === s;
+  return (
+    d.getFullYear() === year &&
+    d.getMonth() + 1 === month &&
+    d.getDate() === day &&
+    d.getHours() === h &&
+    d.getMinutes() === m &&
+    d.getSeconds() === s
+  );
 }
 
 /**
@@ -184,7 +198,11 @@ export function nextFiring(f: CronFields, afterMs: number): number | null {
   let month = base.getMonth() + 1;
   let day = base.getDate();
   for (let i = 0; i <= CYCLE_DAYS; i++) {
-    if (months.has(month) && matchesDayOfMonth(f.dayOfMonth, year, month, day) && matchesDayOfWeek(f.dayOfWeek, year, month, day)) {
+    if (
+      months.has(month) &&
+      matchesDayOfMonth(f.dayOfMonth, year, month, day) &&
+      matchesDayOfWeek(f.dayOfWeek, year, month, day)
+    ) {
       for (const h of hours) {
         for (const m of minutes) {
           for (const s of seconds) {

@@ -42,6 +42,11 @@ export interface LeaseEvent {
   readonly data: { readonly [key: string]: string | number | boolean | null };
 }
 
-export function leaseEvent(event: EventName, host: string | null, data: LeaseEvent['data'] = {}, category: Category = 'hq.lease'): LeaseEvent {
+export function leaseEvent(
+  event: EventName,
+  host: string | null,
+  data: LeaseEvent['data'] = {},
+  category: Category = 'hq.lease',
+): LeaseEvent {
   return { category, event, host, data };
 }

@@ -48,7 +48,12 @@ export function fence(state0: AgentState, role: string, now: Stamp, settings: Ag
  * so a later backward wall jump cannot revive it; settling only drops grants and flags, so the
  * disk stays the more cautious copy until the next commit writes it).
  */
-export function queryFence(state0: AgentState, role: string, now: Stamp, settings: AgentSettings): { readonly state: AgentState; readonly decision: FenceDecision } {
+export function queryFence(
+  state0: AgentState,
+  role: string,
+  now: Stamp,
+  settings: AgentSettings,
+): { readonly state: AgentState; readonly decision: FenceDecision } {
   const state = settle(state0, now);
   return { state, decision: decideFence(state, role, now, settings) };
 }
@@ -56,7 +61,12 @@ export function queryFence(state0: AgentState, role: string, now: Stamp, setting
 /** `fence` on a state already settled at `now`. */
 function decideFence(state: AgentState, role: string, now: Stamp, settings: AgentSettings): FenceDecision {
   const known = state.known;
-  const base = { generation: known?.generation ?? state.seen, holder: known?.holder ?? null, role, validForSeconds: null };
+  const base = {
+    generation: known?.generation ?? state.seen,
+    holder: known?.holder ?? null,
+    role,
+    validForSeconds: null,
+  };
   const no = (reason: FenceReason): FenceDecision => ({ ...base, run: false, reason });
   if (state.stale) return no('stale-generation');
   // A5: a higher generation seen (a peer reported it) ends everything, fail-open roles included.
@@ -77,7 +87,9 @@ function decideFence(state: AgentState, role: string, now: Stamp, settings: Agen
   const waiting =
     known.floorPending ||
     now.mono < state.waitUntilMono ||
-    (state.pending !== null && now.mono < state.pending.startMono && elapsed(state.pending.sent, now) < state.pending.seconds);
+    (state.pending !== null &&
+      now.mono < state.pending.startMono &&
+      elapsed(state.pending.sent, now) < state.pending.seconds);
   if (waiting) return no('lock-delay');
   if (isFailOpen(settings, role)) return { ...base, run: true, reason: 'fail-open' };
   return no('no-quorum-expired');

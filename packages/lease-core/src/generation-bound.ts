@@ -42,7 +42,10 @@ export interface GenerationLimits {
   readonly maxJump: number;
 }
 
-export const GENERATION_LIMITS: GenerationLimits = Object.freeze({ ceiling: GENERATION_CEILING, maxJump: MAX_REPORT_JUMP });
+export const GENERATION_LIMITS: GenerationLimits = Object.freeze({
+  ceiling: GENERATION_CEILING,
+  maxJump: MAX_REPORT_JUMP,
+});
 
 export type GenerationRefusal =
   /** A report would raise the floor to `reported`, above `limit` (= min(known + maxJump, ceiling)). */
@@ -61,13 +64,18 @@ export function reportLimit(state: ArbiterState, limits: GenerationLimits): numb
 }
 
 /** Null when the step from `before` to `next` keeps B1 and B2; else why not. */
-export function boundRefusal(before: ArbiterState, next: ArbiterState, limits: GenerationLimits): GenerationRefusal | null {
+export function boundRefusal(
+  before: ArbiterState,
+  next: ArbiterState,
+  limits: GenerationLimits,
+): GenerationRefusal | null {
   if (next.floor > before.floor) {
     const limit = reportLimit(before, limits);
     if (next.floor > limit) return { kind: 'report-jump', reported: next.floor, known: knownGeneration(before), limit };
   }
   const g = next.lease.generation;
-  if (g > limits.ceiling && g > before.lease.generation) return { kind: 'ceiling', generation: g, ceiling: limits.ceiling };
+  if (g > limits.ceiling && g > before.lease.generation)
+    return { kind: 'ceiling', generation: g, ceiling: limits.ceiling };
   return null;
 }
 
@@ -80,7 +88,9 @@ export function refusalLine(r: GenerationRefusal, host: Host | null): string {
   return `${who} of generation ${r.reported} is refused: it is more than ${r.limit - r.known} above ${r.known}, the highest generation this arbiter granted or learned, which no real history produces; if it is real, an admin accepts it with "hq lease accept ${r.reported}"`;
 }
 
-export type AcceptVerdict = { readonly ok: true; readonly floor: number; readonly was: number } | { readonly ok: false; readonly reason: 'above-ceiling'; readonly ceiling: number };
+export type AcceptVerdict =
+  | { readonly ok: true; readonly floor: number; readonly was: number }
+  | { readonly ok: false; readonly reason: 'above-ceiling'; readonly ceiling: number };
 
 /**
  * B3: an admin accepts `generation` as real (a refused report of an agent that did see it). The
@@ -88,12 +98,42 @@ export type AcceptVerdict = { readonly ok: true; readonly floor: number; readonl
  * the next report, as after a restored backup. Never lowers the floor; refused at or above the
  * ceiling. The caller must not run `boundRefusal`'s jump rule on this step.
  */
-export function acceptGeneration(state: ArbiterState, ctx: Context, input: { readonly generation: number; readonly by: string | null }, limits: GenerationLimits = GENERATION_LIMITS): Step<AcceptVerdict> {
+export function acceptGeneration(
+  state: ArbiterState,
+  ctx: Context,
+  input: { readonly generation: number; readonly by: string | null },
+  limits: GenerationLimits = GENERATION_LIMITS,
+): Step<AcceptVerdict> {
   if (input.generation >= limits.ceiling) {
-    const events = [leaseEvent('generation-refused', null, { reason: 'above-ceiling', reported: input.generation, ceiling: limits.ceiling, via: 'accept' }, 'control')];
-    return { next: state, boot: ctx.boot, events, answer: { ok: false, reason: 'above-ceiling', ceiling: limits.ceiling } };
+    const events = [
+      leaseEvent(
+        'generation-refused',
+        null,
+        { reason: 'above-ceiling', reported: input.generation, ceiling: limits.ceiling, via: 'accept' },
+        'control',
+      ),
+    ];
+    return {
+      next: state,
+      boot: ctx.boot,
+      events,
+      answer: { ok: false, reason: 'above-ceiling', ceiling: limits.ceiling },
+    };
   }
-  if (input.generation <= state.floor) return { next: state, boot: ctx.boot, events: [], answer: { ok: true, floor: state.floor, was: state.floor } };
-  const events = [leaseEvent('generation-accepted', null, { from: state.floor, to: input.generation, known: knownGeneration(state), by: input.by }, 'control')];
-  return { next: { ...state, floor: input.generation }, boot: ctx.boot, events, answer: { ok: true, floor: input.generation, was: state.floor } };
+  if (input.generation <= state.floor)
+    return { next: state, boot: ctx.boot, events: [], answer: { ok: true, floor: state.floor, was: state.floor } };
+  const events = [
+    leaseEvent(
+      'generation-accepted',
+      null,
+      { from: state.floor, to: input.generation, known: knownGeneration(state), by: input.by },
+      'control',
+    ),
+  ];
+  return {
+    next: { ...state, floor: input.generation },
+    boot: ctx.boot,
+    events,
+    answer: { ok: true, floor: input.generation, was: state.floor },
+  };
 }

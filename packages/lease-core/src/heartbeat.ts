@@ -38,9 +38,19 @@ export function heartbeatProbe(state: AgentState): Host | null {
 }
 
 /** The confirmation to report (H2): the one whose wait still runs, else the last one remembered. */
-export function confirmationToReport(state: AgentState, given: GivenConfirmation | null, now: Stamp): ConfirmationReport | null {
-  if (state.gave !== null) return { holder: state.gave.holder, generation: state.gave.generation, ageSeconds: Math.max(0, now.mono - state.gave.at.mono) };
-  if (given !== null) return { holder: given.holder, generation: given.generation, ageSeconds: Math.max(0, now.mono - given.atMono) };
+export function confirmationToReport(
+  state: AgentState,
+  given: GivenConfirmation | null,
+  now: Stamp,
+): ConfirmationReport | null {
+  if (state.gave !== null)
+    return {
+      holder: state.gave.holder,
+      generation: state.gave.generation,
+      ageSeconds: Math.max(0, now.mono - state.gave.at.mono),
+    };
+  if (given !== null)
+    return { holder: given.holder, generation: given.generation, ageSeconds: Math.max(0, now.mono - given.atMono) };
   return null;
 }
 
@@ -49,7 +59,12 @@ export function confirmationToReport(state: AgentState, given: GivenConfirmation
  * 1. the holder: the generation it renews; 2. a standby: its view of the holder (when it probed
  * one) and the last confirmation it gave (when there is one).
  */
-export function heartbeatContent(state: AgentState, cadence: ReportedCadence, view: ViewReport | null, confirmation: ConfirmationReport | null): HeartbeatRequest {
+export function heartbeatContent(
+  state: AgentState,
+  cadence: ReportedCadence,
+  view: ViewReport | null,
+  confirmation: ConfirmationReport | null,
+): HeartbeatRequest {
   const base = { host: state.host, seenGeneration: state.seen, ...cadence };
   const known = state.known;
   if (known !== null && known.holder === state.host) return { ...base, generation: known.generation };
@@ -79,10 +94,21 @@ export function arbiterDown(exchange: ArbiterExchange): boolean {
  * state after the exchange was folded in.
  */
 export function asksPeers(state: AgentState, exchange: ArbiterExchange): boolean {
-  const heldRenewal = exchange.kind === 'answered' && exchange.answer.confirms && exchange.answer.hold !== null && exchange.answer.hold > exchange.answer.record.now;
+  const heldRenewal =
+    exchange.kind === 'answered' &&
+    exchange.answer.confirms &&
+    exchange.answer.hold !== null &&
+    exchange.answer.hold > exchange.answer.record.now;
   if (!heldRenewal && !arbiterDown(exchange)) return false;
   const k = state.known;
-  return k !== null && k.holder === state.host && !k.released && !k.floorPending && !state.stale && k.generation > state.steppedDown;
+  return (
+    k !== null &&
+    k.holder === state.host &&
+    !k.released &&
+    !k.floorPending &&
+    !state.stale &&
+    k.generation > state.steppedDown
+  );
 }
 
 /**

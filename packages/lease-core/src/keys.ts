@@ -55,7 +55,11 @@ const HOW_LEARNED: Readonly<Record<Daemon, string>> = Object.freeze({
  * other daemon's either (then it is simply unknown).
  */
 export function wrongDaemon(key: string, reader: Daemon): string | null {
-  const owner: Daemon | null = ARBITER_ONLY_KEYS.includes(key) ? 'hq-arbiter' : AGENT_ONLY_KEYS.includes(key) ? 'hq-agent' : null;
+  const owner: Daemon | null = ARBITER_ONLY_KEYS.includes(key)
+    ? 'hq-arbiter'
+    : AGENT_ONLY_KEYS.includes(key)
+      ? 'hq-agent'
+      : null;
   if (owner === null || owner === reader) return null;
   return `is a key of ${owner}'s config, not of ${reader}'s: each setting has one owner (${HOW_LEARNED[owner]}); remove it here`;
 }

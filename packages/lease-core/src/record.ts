@@ -5,7 +5,15 @@
  * them with their own clocks: they only use differences of two arbiter times taken from one
  * answer (`notBefore - now`), measured afterwards on their own monotonic clock.
  */
-import { GENERATION_CEILING, isHost, type DisplacedHolder, type Host, type LeaseRecord, type LeaseWait, type View } from '@hq/protocol';
+import {
+  GENERATION_CEILING,
+  isHost,
+  type DisplacedHolder,
+  type Host,
+  type LeaseRecord,
+  type LeaseWait,
+  type View,
+} from '@hq/protocol';
 
 /**
  * The last peer confirmation an observer reports having given (S2.1, S5): the holder it
@@ -117,7 +125,12 @@ export function isExpired(lease: LeaseState, now: number): boolean {
  * Builds the API record (`wait`: `leaseWait` of the same state, which needs the arbiter's life). `views` is written with `Object.defineProperty` onto a null-prototype
  * object, so an observer name can never reach `Object.prototype` (names are validated anyway).
  */
-export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observer>, now: number, wait: LeaseWait | null = null): LeaseRecord {
+export function toRecord(
+  lease: LeaseState,
+  observers: ReadonlyMap<Host, Observer>,
+  now: number,
+  wait: LeaseWait | null = null,
+): LeaseRecord {
   const views = Object.create(null) as Record<string, View>;
   for (const [name, observer] of observers) {
     if (observer.view !== null) {
@@ -151,7 +164,9 @@ export function toRecord(lease: LeaseState, observers: ReadonlyMap<Host, Observe
 }
 
 function publicDisplaced(d: Displaced | null): DisplacedHolder | null {
-  return d === null ? null : { host: d.host, generation: d.generation, acknowledgedAt: d.acknowledgedAt, savedSeconds: d.savedSeconds };
+  return d === null
+    ? null
+    : { host: d.host, generation: d.generation, acknowledgedAt: d.acknowledgedAt, savedSeconds: d.savedSeconds };
 }
 
 export function isGeneration(value: unknown): value is number {
@@ -179,7 +194,11 @@ export interface RecordSummary {
   readonly notBefore: number | null;
   readonly floorPending: boolean;
   /** The displaced holder; `acknowledgedAt` set once its step-down ended the lock-delay. */
-  readonly displaced: { readonly host: Host; readonly generation: number; readonly acknowledgedAt: number | null } | null;
+  readonly displaced: {
+    readonly host: Host;
+    readonly generation: number;
+    readonly acknowledgedAt: number | null;
+  } | null;
   readonly now: number;
 }
 
@@ -195,7 +214,11 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   if (!isGeneration(r['generation'])) return { ok: false, problem: 'record.generation must be a safe integer ≥ 0' };
   // No real history gets there, and no arbiter of this version writes one: a record above it
   // comes from a broken or hostile arbiter, and adopting it would end every later grant.
-  if (r['generation'] > GENERATION_CEILING) return { ok: false, problem: `record.generation ${r['generation']} is above the generation ceiling ${GENERATION_CEILING}` };
+  if (r['generation'] > GENERATION_CEILING)
+    return {
+      ok: false,
+      problem: `record.generation ${r['generation']} is above the generation ceiling ${GENERATION_CEILING}`,
+    };
   if (!isGeneration(r['revision'])) return { ok: false, problem: 'record.revision must be a safe integer ≥ 0' };
   const ttl = r['ttlSeconds'];
   if (!isTime(ttl) || ttl <= 0) return { ok: false, problem: 'record.ttlSeconds must be a positive number' };
@@ -205,13 +228,15 @@ export function parseRecord(input: unknown): Parsed<RecordSummary> {
   }
   if (typeof r['expired'] !== 'boolean') return { ok: false, problem: 'record.expired must be a boolean' };
   const notBefore = r['notBefore'];
-  if (notBefore !== null && !isTime(notBefore)) return { ok: false, problem: 'record.notBefore must be a time or null' };
+  if (notBefore !== null && !isTime(notBefore))
+    return { ok: false, problem: 'record.notBefore must be a time or null' };
   const released = r['released'] ?? false;
   if (typeof released !== 'boolean') return { ok: false, problem: 'record.released must be a boolean' };
   const floorPending = r['floorPending'] ?? false;
   if (typeof floorPending !== 'boolean') return { ok: false, problem: 'record.floorPending must be a boolean' };
   const displaced = parseDisplaced(r['displaced'] ?? null);
-  if (displaced === undefined) return { ok: false, problem: 'record.displaced must be {host, generation, acknowledgedAt} or null' };
+  if (displaced === undefined)
+    return { ok: false, problem: 'record.displaced must be {host, generation, acknowledgedAt} or null' };
   if (!isTime(r['now'])) return { ok: false, problem: 'record.now must be a time' };
   if (holder === null && r['generation'] !== 0 && r['expired'] !== true) {
     return { ok: false, problem: 'record without holder must be expired' };

@@ -11,7 +11,12 @@
  */
 export type ReplicationRole = 'direct' | 'fenced' | 'skip';
 
-export type RoleReason = 'lease-exists' | 'lease-unreadable' | 'no-lease-default-source' | 'no-lease-not-default' | 'no-lease-after-seen';
+export type RoleReason =
+  | 'lease-exists'
+  | 'lease-unreadable'
+  | 'no-lease-default-source'
+  | 'no-lease-not-default'
+  | 'no-lease-after-seen';
 
 export interface RoleInput {
   readonly host: string;

@@ -47,7 +47,9 @@ export const MAX_DRIFT_RATE = 0.01;
 /** The holder renews this many times per validity, whatever its cron says (S6). */
 export const RENEWALS_PER_VALIDITY = 3;
 
-export type TimingResult = { readonly ok: true } | { readonly ok: false; readonly key: string; readonly message: string };
+export type TimingResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly key: string; readonly message: string };
 
 function num(n: number): string {
   return String(Math.round(n * 1000) / 1000);
@@ -55,7 +57,8 @@ function num(n: number): string {
 
 function positive(pairs: ReadonlyArray<readonly [string, number]>): TimingResult {
   for (const [key, value] of pairs) {
-    if (!Number.isFinite(value) || value <= 0) return { ok: false, key, message: `${key} must be a positive number of seconds (got ${num(value)})` };
+    if (!Number.isFinite(value) || value <= 0)
+      return { ok: false, key, message: `${key} must be a positive number of seconds (got ${num(value)})` };
   }
   return { ok: true };
 }
@@ -70,10 +73,18 @@ export function checkLeaseTiming(t: LeaseTiming): TimingResult {
   ]);
   if (!p.ok) return p;
   if (!Number.isFinite(t.safetyMarginSeconds) || t.safetyMarginSeconds < 0) {
-    return { ok: false, key: 'safetyMarginSeconds', message: `safetyMarginSeconds must be ≥ 0 (got ${num(t.safetyMarginSeconds)})` };
+    return {
+      ok: false,
+      key: 'safetyMarginSeconds',
+      message: `safetyMarginSeconds must be ≥ 0 (got ${num(t.safetyMarginSeconds)})`,
+    };
   }
   if (!Number.isSafeInteger(t.promoteAfterChecks) || t.promoteAfterChecks < 1) {
-    return { ok: false, key: 'promoteAfterChecks', message: `promoteAfterChecks must be an integer ≥ 1 (got ${num(t.promoteAfterChecks)})` };
+    return {
+      ok: false,
+      key: 'promoteAfterChecks',
+      message: `promoteAfterChecks must be an integer ≥ 1 (got ${num(t.promoteAfterChecks)})`,
+    };
   }
   if (t.probeTimeoutSeconds >= t.checkSeconds) {
     return {
@@ -191,7 +202,10 @@ export interface Failover {
  * heartbeat of the promotee for its view to be fresh) and the lock-delay. `heartbeatSeconds`
  * is the slowest reporting standby's interval (null: none reported yet, counted as 0).
  */
-export function failover(t: Pick<LeaseTiming, 'ttlSeconds' | 'safetyMarginSeconds' | 'checkSeconds' | 'promoteAfterChecks'>, heartbeatSeconds: number | null): Failover {
+export function failover(
+  t: Pick<LeaseTiming, 'ttlSeconds' | 'safetyMarginSeconds' | 'checkSeconds' | 'promoteAfterChecks'>,
+  heartbeatSeconds: number | null,
+): Failover {
   const promotionSeconds = t.promoteAfterChecks * t.checkSeconds + (heartbeatSeconds ?? 0);
   const lockDelay = lockDelaySeconds(t);
   return {
@@ -215,7 +229,10 @@ export function humanSeconds(s: number): string {
 
 /** The one sentence every place prints (log, status page, `hq lease status`, `hq doctor`). */
 export function describeFailover(f: Failover): string {
-  const hb = f.heartbeatSeconds === null ? 'one standby heartbeat (not reported yet)' : `one heartbeat ${humanSeconds(f.heartbeatSeconds)}`;
+  const hb =
+    f.heartbeatSeconds === null
+      ? 'one standby heartbeat (not reported yet)'
+      : `one heartbeat ${humanSeconds(f.heartbeatSeconds)}`;
   return (
     `${humanSeconds(f.seconds)} worst case: the later of ${f.promoteAfterChecks} checks × ${humanSeconds(f.checkSeconds)} + ${hb}` +
     ` = ${humanSeconds(f.promotionSeconds)}, and lock-delay ${humanSeconds(f.lockDelaySeconds)}`
@@ -231,7 +248,10 @@ export function describeFailover(f: Failover): string {
 export const NO_HOLDER_REFRESH_SECONDS = 2;
 
 /** Seconds until an agent's next lease read: `refreshSeconds`, sooner while it knows of no holder. */
-export function refreshEverySeconds(known: { readonly holder: string | null; readonly released: boolean } | null, refreshSeconds: number): number {
+export function refreshEverySeconds(
+  known: { readonly holder: string | null; readonly released: boolean } | null,
+  refreshSeconds: number,
+): number {
   const noHolder = known === null || known.holder === null || known.released;
   return noHolder ? Math.min(refreshSeconds, NO_HOLDER_REFRESH_SECONDS) : refreshSeconds;
 }

@@ -37,14 +37,23 @@ export function leaseWait(state: ArbiterState, ctx: Context): LeaseWait | null {
     const d = l.displaced ?? null;
     // A grant inside the start wait starts no earlier than its end, and an acknowledgement lowers
     // it no further: a notBefore at exactly that instant is the start wait's.
-    if (nb === startWaitUntil(ctx, ctx.boot)) return { kind: 'start-wait', until: nb, host: null, unreported, text: startWaitText(state, ctx, nb, unreported) };
+    if (nb === startWaitUntil(ctx, ctx.boot))
+      return { kind: 'start-wait', until: nb, host: null, unreported, text: startWaitText(state, ctx, nb, unreported) };
     const old = d?.host ?? l.promotedFrom;
     let text: string;
     if (d !== null && d.acknowledgedAt !== null) {
       text = `lock-delay until ${iso(nb)}: ${d.host} acknowledged its step-down; what remains is the lock-delay its own grant still waited out, for the holder before it`;
     } else {
-      const confirmed = [...state.observers].filter(([, o]) => o.confirmation !== null && o.confirmation.holder === old && o.confirmation.at + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds >= nb);
-      const by = confirmed.length > 0 ? ` (including the peer confirmation ${confirmed.map(([n]) => n).join(', ')} gave it)` : '';
+      const confirmed = [...state.observers].filter(
+        ([, o]) =>
+          o.confirmation !== null &&
+          o.confirmation.holder === old &&
+          o.confirmation.at + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds >= nb,
+      );
+      const by =
+        confirmed.length > 0
+          ? ` (including the peer confirmation ${confirmed.map(([n]) => n).join(', ')} gave it)`
+          : '';
       text =
         old === null
           ? `lock-delay until ${iso(nb)}: it waits out the last possible validity of the holder before ${l.holder}`
@@ -76,11 +85,14 @@ function startWaitText(state: ArbiterState, ctx: Context, until: number, unrepor
   const d = l.displaced ?? null;
   const head = `the arbiter's start wait until ${iso(until)} (ttl + margin after it started at ${iso(ctx.boot.startAt)}): a validity granted before that start may still be running`;
   if (unreported.length > 0) {
-    const sooner = d === null ? '' : `, and ${d.host} acknowledges its step-down saying it ran generation ${d.generation}`;
+    const sooner =
+      d === null ? '' : `, and ${d.host} acknowledges its step-down saying it ran generation ${d.generation}`;
     return `${head}; it ends sooner once every candidate has reported, in a request sent since the start (${names(unreported)} yet)${sooner}`;
   }
-  if (state.floor > l.generation) return `${head}; a candidate reported generation ${state.floor}, above the record's ${l.generation} (an older database?), so nothing ends it sooner`;
+  if (state.floor > l.generation)
+    return `${head}; a candidate reported generation ${state.floor}, above the record's ${l.generation} (an older database?), so nothing ends it sooner`;
   if (d === null) return `${head}; no old holder's acknowledgement can end it, as this grant displaced none`;
-  if (d.acknowledgedAt === null) return `${head}; it ends sooner once ${d.host} acknowledges its step-down saying it ran generation ${d.generation}`;
+  if (d.acknowledgedAt === null)
+    return `${head}; it ends sooner once ${d.host} acknowledges its step-down saying it ran generation ${d.generation}`;
   return `${head}; ${d.host} acknowledged its step-down without saying it ran generation ${d.generation} in its agent's current life (or a candidate reported a generation above it), so that does not end it`;
 }

@@ -44,7 +44,9 @@ export interface RunClaim {
 }
 
 /** `POST /v1/runs` → 200 with the run's id, or 409 (the fence does not say run for that generation now). */
-export type RunClaimAnswer = { readonly ok: true; readonly id: string } | { readonly ok: false; readonly reason: FenceReason | 'generation-changed' };
+export type RunClaimAnswer =
+  | { readonly ok: true; readonly id: string }
+  | { readonly ok: false; readonly reason: FenceReason | 'generation-changed' };
 
 /** `POST /v1/runs/{id}`: the child's process group (its leader's pid), right after the spawn. */
 export interface RunStarted {
@@ -57,7 +59,12 @@ export interface OkAnswer {
 }
 
 /** A heartbeat as the agent saw it: the arbiter's outcome, or why there was none. */
-export const AGENT_HEARTBEAT_OUTCOMES = Object.freeze([...HEARTBEAT_OUTCOMES, 'unreachable', 'refused', 'invalid-answer'] as const);
+export const AGENT_HEARTBEAT_OUTCOMES = Object.freeze([
+  ...HEARTBEAT_OUTCOMES,
+  'unreachable',
+  'refused',
+  'invalid-answer',
+] as const);
 
 export type AgentHeartbeatOutcome = (typeof AGENT_HEARTBEAT_OUTCOMES)[number];
 
@@ -124,7 +131,12 @@ export interface AgentStatus {
   readonly timingProblems: readonly string[];
   readonly tokenProblem: string | null;
   readonly failover: string | null;
-  readonly gaveConfirmation: { readonly holder: Host; readonly generation: number; readonly ageSeconds: number; readonly waitSeconds: number } | null;
+  readonly gaveConfirmation: {
+    readonly holder: Host;
+    readonly generation: number;
+    readonly ageSeconds: number;
+    readonly waitSeconds: number;
+  } | null;
   readonly steppedDown: number;
   /** The longest a step-down can take now (the fenced children's graces): `hq lease release` waits this long for it. */
   readonly stepDownSeconds: number;
@@ -144,7 +156,14 @@ export interface AgentStatus {
  * the agent refuses any other pair, so a log reader can rely on these names.
  */
 export const REPORTED_EVENTS = Object.freeze({
-  'hq.standby': Object.freeze(['generation', 'failed', 'config-host-local-stripped', 'promoted', 'promote-refused', 'role'] as const),
+  'hq.standby': Object.freeze([
+    'generation',
+    'failed',
+    'config-host-local-stripped',
+    'promoted',
+    'promote-refused',
+    'role',
+  ] as const),
   control: Object.freeze(['primary-resolved'] as const),
 });
 
@@ -161,7 +180,11 @@ export type ReportedData = { readonly [key: string]: string | number | boolean |
 
 /** `POST /v1/events` on the socket. */
 export type ReportedEventBody = {
-  readonly [C in ReportedCategory]: { readonly category: C; readonly event: ReportedEvent<C>; readonly data?: ReportedData };
+  readonly [C in ReportedCategory]: {
+    readonly category: C;
+    readonly event: ReportedEvent<C>;
+    readonly data?: ReportedData;
+  };
 }[ReportedCategory];
 
 // ---------------------------------------------------------------------------------------
@@ -186,7 +209,14 @@ export interface ConfirmRequest {
 }
 
 /** Why a standby confirmed or refused. */
-export const CONFIRM_REASONS = Object.freeze(['confirmed', 'self', 'higher-generation', 'other-holder', 'holding', 'unknown-timing'] as const);
+export const CONFIRM_REASONS = Object.freeze([
+  'confirmed',
+  'self',
+  'higher-generation',
+  'other-holder',
+  'holding',
+  'unknown-timing',
+] as const);
 
 export type ConfirmReason = (typeof CONFIRM_REASONS)[number];
 

@@ -145,7 +145,14 @@ export interface StepDownAck {
  * over, or the lock-delay waits for more than this holder (the one before it, the start wait, a
  * pending floor).
  */
-export const STEP_DOWN_REFUSALS = Object.freeze(['not-previous-holder', 'wrong-generation', 'stale-revision', 'duplicate', 'late', 'other-wait'] as const);
+export const STEP_DOWN_REFUSALS = Object.freeze([
+  'not-previous-holder',
+  'wrong-generation',
+  'stale-revision',
+  'duplicate',
+  'late',
+  'other-wait',
+] as const);
 
 export type StepDownRefusal = (typeof STEP_DOWN_REFUSALS)[number];
 
@@ -197,7 +204,9 @@ export interface RunWindow {
   readonly validSeconds: number;
 }
 
-export function runWindow(r: Pick<LeaseRecord, 'holder' | 'released' | 'expired' | 'expiresAt' | 'notBefore' | 'floorPending' | 'now'>): RunWindow | null {
+export function runWindow(
+  r: Pick<LeaseRecord, 'holder' | 'released' | 'expired' | 'expiresAt' | 'notBefore' | 'floorPending' | 'now'>,
+): RunWindow | null {
   if (r.holder === null || r.released || r.expired || r.expiresAt === null || r.floorPending) return null;
   const from = Math.max(r.now, r.notBefore ?? r.now);
   if (from >= r.expiresAt) return null;
@@ -313,7 +322,9 @@ export interface HeartbeatAnswerRead {
 
 export function readHeartbeatAnswer(body: unknown): HeartbeatAnswerRead {
   const b = fieldsOf(body);
-  const timingProblems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
+  const timingProblems = Array.isArray(b.timingProblems)
+    ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string')
+    : [];
   const { hold, reportInSeconds: report, candidates, stepDown } = b;
   return {
     outcome: b.outcome,
@@ -322,7 +333,8 @@ export function readHeartbeatAnswer(body: unknown): HeartbeatAnswerRead {
     timingProblems,
     failover: typeof b.failover === 'string' ? b.failover : null,
     reportInSeconds: typeof report === 'number' && Number.isFinite(report) && report >= 0 ? report : null,
-    candidates: Array.isArray(candidates) && candidates.every((h): h is string => typeof h === 'string') ? candidates : null,
+    candidates:
+      Array.isArray(candidates) && candidates.every((h): h is string => typeof h === 'string') ? candidates : null,
     stepDown: typeof stepDown === 'number' && Number.isSafeInteger(stepDown) && stepDown > 0 ? stepDown : null,
   };
 }
@@ -375,7 +387,14 @@ export interface ArbitersView {
   readonly etcd: {
     /** A majority of the members answered with a raft leader. */
     readonly healthy: boolean;
-    readonly members: ReadonlyArray<{ readonly endpoint: string; readonly ok: boolean; readonly leader?: string | null; readonly version?: string; readonly error?: string; readonly dbSizeBytes?: number }>;
+    readonly members: ReadonlyArray<{
+      readonly endpoint: string;
+      readonly ok: boolean;
+      readonly leader?: string | null;
+      readonly version?: string;
+      readonly error?: string;
+      readonly dbSizeBytes?: number;
+    }>;
     /** How close etcd is to its space quota (absent until a member answered). */
     readonly space?: EtcdSpace;
     /** The elected arbiter's compaction of etcd's history. */

@@ -34,7 +34,10 @@ export const MAX_PATH_LENGTH = 1024;
 
 /** The generation id of one clock reading (ms since the epoch). */
 export function generationId(ms: number): string {
-  return new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.[0-9]+Z$/, 'Z');
+  return new Date(ms)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.[0-9]+Z$/, 'Z');
 }
 
 /** Why a manifest path is unusable, or null. */
@@ -80,7 +83,9 @@ export function formatSums(entries: readonly ManifestEntry[]): string {
   return entries.map((e) => `${e.sha256}  ${e.path}\n`).join('');
 }
 
-export type SumsResult = { readonly ok: true; readonly sums: ReadonlyMap<string, string> } | { readonly ok: false; readonly reason: string };
+export type SumsResult =
+  | { readonly ok: true; readonly sums: ReadonlyMap<string, string> }
+  | { readonly ok: false; readonly reason: string };
 
 /** Parses SHA256SUMS strictly: every line well formed, lower-case hex, no duplicates, safe paths. */
 export function parseSums(text: string): SumsResult {
@@ -102,7 +107,8 @@ export function parseSums(text: string): SumsResult {
 
 /** Do the manifest and the sums file describe the same files with the same digests? null when they do. */
 export function sumsDisagreement(m: Manifest, sums: ReadonlyMap<string, string>): string | null {
-  if (sums.size !== m.entries.length) return `SHA256SUMS has ${sums.size} lines, the manifest ${m.entries.length} entries`;
+  if (sums.size !== m.entries.length)
+    return `SHA256SUMS has ${sums.size} lines, the manifest ${m.entries.length} entries`;
   for (const e of m.entries) {
     const s = sums.get(e.path);
     if (s === undefined) return `SHA256SUMS does not list ${JSON.stringify(e.path)}`;

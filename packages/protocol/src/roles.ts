@@ -11,7 +11,13 @@ export const NEVER_FAIL_OPEN = 'ledger-cli';
  * The roles an agent knows when its config names none: generic ones. Jobs of a particular
  * installation add theirs in the config (`hq import elanous` writes the old system's).
  */
-export const DEFAULT_ROLES: readonly string[] = Object.freeze(['telegram-poller', 'cron', 'release-run', 'git-push', NEVER_FAIL_OPEN]);
+export const DEFAULT_ROLES: readonly string[] = Object.freeze([
+  'telegram-poller',
+  'cron',
+  'release-run',
+  'git-push',
+  NEVER_FAIL_OPEN,
+]);
 
 /** What a role name looks like (lower case, digits and dashes: nothing to percent-encode in a query). */
 export const ROLE_SCHEMA_PATTERN = '^[a-z0-9][a-z0-9-]{0,63}$';

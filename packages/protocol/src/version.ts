@@ -43,10 +43,32 @@ export interface RequestField {
 }
 
 export const REQUEST_FIELDS: readonly RequestField[] = Object.freeze([
-  Object.freeze({ since: 2, route: 'POST /v1/heartbeat', field: 'version', absent: `the agent runs hq ${PROTOCOL_1_RELEASE}.x (protocol 1)` }),
-  Object.freeze({ since: 2, route: 'POST /v1/heartbeat', field: 'peerPaths', absent: 'the agent does not report its peer paths: the arbiter shows none for it (hq doctor on the agent still does)' }),
-  Object.freeze({ since: 2, route: 'POST /v1/lease/release', field: 'ran', absent: 'the old holder does not say it ran its generation: a handover right after an arbiter restart waits out the start wait' }),
-  Object.freeze({ since: 2, route: 'POST /v1/lease/stepped-down', field: 'ran', absent: 'the old holder does not say it ran its generation: its acknowledgement does not end the start wait' }),
+  Object.freeze({
+    since: 2,
+    route: 'POST /v1/heartbeat',
+    field: 'version',
+    absent: `the agent runs hq ${PROTOCOL_1_RELEASE}.x (protocol 1)`,
+  }),
+  Object.freeze({
+    since: 2,
+    route: 'POST /v1/heartbeat',
+    field: 'peerPaths',
+    absent:
+      'the agent does not report its peer paths: the arbiter shows none for it (hq doctor on the agent still does)',
+  }),
+  Object.freeze({
+    since: 2,
+    route: 'POST /v1/lease/release',
+    field: 'ran',
+    absent:
+      'the old holder does not say it ran its generation: a handover right after an arbiter restart waits out the start wait',
+  }),
+  Object.freeze({
+    since: 2,
+    route: 'POST /v1/lease/stepped-down',
+    field: 'ran',
+    absent: 'the old holder does not say it ran its generation: its acknowledgement does not end the start wait',
+  }),
 ]);
 
 /** The fields of `route` that a request of `version` may not carry (they came later). */
@@ -54,7 +76,9 @@ export function fieldsAfter(version: number, route: string): readonly string[] {
   return REQUEST_FIELDS.filter((f) => f.route === route && f.since > version).map((f) => f.field);
 }
 
-export type SpokenVersion = { readonly ok: true; readonly version: number } | { readonly ok: false; readonly given: string };
+export type SpokenVersion =
+  | { readonly ok: true; readonly version: number }
+  | { readonly ok: false; readonly given: string };
 
 /**
  * The version a message speaks, from its header: absent → 1; one decimal integer → that
@@ -85,8 +109,10 @@ export function servesVersion(version: number): boolean {
  */
 export function versionRefusal(given: SpokenVersion, side: string): string {
   const serves = `${side} speaks hq protocol ${PROTOCOL_PREVIOUS} to ${PROTOCOL_VERSION}`;
-  if (!given.ok) return `${PROTOCOL_HEADER}: "${given.given.slice(0, 40)}" is not a protocol version (one integer); ${serves}`;
-  if (given.version > PROTOCOL_VERSION) return `the request speaks hq protocol ${given.version}, newer than ${serves}: upgrade ${side}`;
+  if (!given.ok)
+    return `${PROTOCOL_HEADER}: "${given.given.slice(0, 40)}" is not a protocol version (one integer); ${serves}`;
+  if (given.version > PROTOCOL_VERSION)
+    return `the request speaks hq protocol ${given.version}, newer than ${serves}: upgrade ${side}`;
   return `the request speaks hq protocol ${given.version}, older than ${serves}: upgrade the sender's hq`;
 }
 

@@ -41,7 +41,11 @@ export interface CommandSpec {
   readonly name: string;
   readonly summary: string;
   readonly flags: readonly FlagSpec[];
-  readonly positionals?: readonly { readonly name: string; readonly help: string; readonly choices?: readonly string[] }[];
+  readonly positionals?: readonly {
+    readonly name: string;
+    readonly help: string;
+    readonly choices?: readonly string[];
+  }[];
   /** Takes `-- CMD…`. */
   readonly rest?: { readonly name: string; readonly help: string };
   readonly exits: string;
@@ -107,10 +111,12 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[], options: P
         v = argv[i + 1];
         i++;
       }
-      if (v === undefined || (v === '' && options.refuseEmpty === true && f.mayBeEmpty !== true)) throw usage(`--${name} needs a value`);
+      if (v === undefined || (v === '' && options.refuseEmpty === true && f.mayBeEmpty !== true))
+        throw usage(`--${name} needs a value`);
       if (f.kind === 'number') {
         const n = Number(v);
-        if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw usage(`--${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
+        if (v.trim() === '' || !Number.isFinite(n) || n < 0)
+          throw usage(`--${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
         flags.set(name, n);
       } else flags.set(name, v);
       continue;
@@ -125,18 +131,25 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[], options: P
     // (`ls --all`) is taken for one of ours.
     if (spec.rest !== undefined && positionals.length >= (spec.positionals ?? []).length) {
       const fixed = [...argv.slice(0, i), '--', ...argv.slice(i)].map(shellWord).join(' ');
-      throw usage(`unexpected argument ${JSON.stringify(a)}: put the command after -- (${program} ${spec.name} ${fixed})`);
+      throw usage(
+        `unexpected argument ${JSON.stringify(a)}: put the command after -- (${program} ${spec.name} ${fixed})`,
+      );
     }
     positionals.push(a);
   }
   if (!help && options.freeWords !== true) {
-    for (const f of spec.flags) if (f.required === true && !flags.has(f.name)) throw usage(`--${f.name} is required (see --help)`);
+    for (const f of spec.flags)
+      if (f.required === true && !flags.has(f.name)) throw usage(`--${f.name} is required (see --help)`);
     const want = spec.positionals ?? [];
-    if (positionals.length > want.length) throw usage(`unexpected argument ${JSON.stringify(positionals[want.length])}`);
+    if (positionals.length > want.length)
+      throw usage(`unexpected argument ${JSON.stringify(positionals[want.length])}`);
     want.forEach((p, idx) => {
       const v = positionals[idx];
       if (v === undefined) throw usage(`${p.name} is required (see --help)`);
-      if (p.choices !== undefined && !p.choices.includes(v)) throw usage(`${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})${didYouMean(v, p.choices)}`);
+      if (p.choices !== undefined && !p.choices.includes(v))
+        throw usage(
+          `${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})${didYouMean(v, p.choices)}`,
+        );
     });
     if (spec.rest !== undefined && rest.length === 0) throw usage('give the command after -- (see --help)');
   }
@@ -151,7 +164,8 @@ export function everyFlag(specs: readonly CommandSpec[]): FlagSpec[] {
   const byName = new Map<string, FlagSpec>();
   for (const f of specs.flatMap((s) => s.flags)) {
     const seen = byName.get(f.name);
-    if (seen !== undefined && seen.kind !== f.kind) throw new Error(`--${f.name} is a ${seen.kind} flag in one command and a ${f.kind} flag in another`);
+    if (seen !== undefined && seen.kind !== f.kind)
+      throw new Error(`--${f.name} is a ${seen.kind} flag in one command and a ${f.kind} flag in another`);
     if (seen === undefined || f.mayBeEmpty === true) byName.set(f.name, f);
   }
   return [...byName.values()];
@@ -214,13 +228,20 @@ export function helpText(specs: CommandSpec | readonly CommandSpec[], program = 
   row('--help', 'Prints this help and exits 0.');
   out.push('Options:', ...optionRows(rows));
   const exits = [...new Set(all.map((s) => s.exits))];
-  const exitLine = exits.length === 1 ? `Exit codes: ${exits[0]}` : `Exit codes: ${all.map((s) => `${s.name}: ${s.exits}`).join(' ')}`;
+  const exitLine =
+    exits.length === 1 ? `Exit codes: ${exits[0]}` : `Exit codes: ${all.map((s) => `${s.name}: ${s.exits}`).join(' ')}`;
   out.push('', wrap(exitLine, 2), '');
   return out.join('\n');
 }
 
 /** A program's own help: what it is, one line per command (the first sentence of its summary), its common flags. */
-export function programHelp(program: { readonly usage: string; readonly about: string; readonly commands: readonly CommandSpec[]; readonly flags: readonly FlagSpec[]; readonly footer: string }): string {
+export function programHelp(program: {
+  readonly usage: string;
+  readonly about: string;
+  readonly commands: readonly CommandSpec[];
+  readonly flags: readonly FlagSpec[];
+  readonly footer: string;
+}): string {
   const first = (s: string): string => s.split(/(?<=\.)\s/)[0] as string;
   const width = Math.max(...program.commands.map((c) => c.name.length)) + 4;
   return [
@@ -232,7 +253,12 @@ export function programHelp(program: { readonly usage: string; readonly about: s
     ...program.commands.map((c) => `  ${c.name.padEnd(width)}${wrap(first(c.summary), width + 2)}`),
     '',
     'Options:',
-    ...optionRows([...program.flags.map((f) => [f.kind === 'boolean' ? `--${f.name}` : `--${f.name} ${f.value ?? 'V'}`, f.help] as const), ['--help', 'Prints this help and exits 0.']]),
+    ...optionRows([
+      ...program.flags.map(
+        (f) => [f.kind === 'boolean' ? `--${f.name}` : `--${f.name} ${f.value ?? 'V'}`, f.help] as const,
+      ),
+      ['--help', 'Prints this help and exits 0.'],
+    ]),
     '',
     wrap(program.footer, 0),
     '',

@@ -29,7 +29,9 @@ export class ConfigError extends Error {
    * it must check a config in full, and a bad config must still be exit 2 there.
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return typeof value === 'object' && value !== null && (value as { [CONFIG_ERROR]?: unknown })[CONFIG_ERROR] === true;
+    return (
+      typeof value === 'object' && value !== null && (value as { [CONFIG_ERROR]?: unknown })[CONFIG_ERROR] === true
+    );
   }
 }
 
@@ -61,7 +63,8 @@ function statProblem(path: string): string | null {
 
 /** One line for a config path this user cannot see: a permission is not a missing file. */
 function unusable(path: string, code: string, from: string, daemon: ConfigLookup['daemon'] = 'agent'): string {
-  if (code === 'EACCES') return `config file ${path}${from} cannot be read by this user (EACCES: the file or a directory above it denies it); run as the ${daemon}'s user, or join its group (sudo usermod -aG hq $USER, then log in again)`;
+  if (code === 'EACCES')
+    return `config file ${path}${from} cannot be read by this user (EACCES: the file or a directory above it denies it); run as the ${daemon}'s user, or join its group (sudo usermod -aG hq $USER, then log in again)`;
   if (code === 'ENOENT') return `config file ${path}${from} does not exist`;
   return `config file ${path}${from} cannot be used (${code})`;
 }
@@ -72,7 +75,12 @@ function unusable(path: string, code: string, from: string, daemon: ConfigLookup
  * default location this user may not look into is an error, not "no file": silently falling back
  * to every default would ask another socket and another arbiter.
  */
-export function findConfigFile(explicit: string | undefined, lookup: ConfigLookup, env: NodeJS.ProcessEnv = process.env, problemOf: (path: string) => string | null = statProblem): string | null {
+export function findConfigFile(
+  explicit: string | undefined,
+  lookup: ConfigLookup,
+  env: NodeJS.ProcessEnv = process.env,
+  problemOf: (path: string) => string | null = statProblem,
+): string | null {
   if (explicit !== undefined) {
     const code = problemOf(explicit);
     if (code !== null) throw new ConfigError('--config', unusable(explicit, code, '', lookup.daemon));
@@ -81,13 +89,15 @@ export function findConfigFile(explicit: string | undefined, lookup: ConfigLooku
   const fromEnv = env[lookup.envVar];
   if (fromEnv !== undefined && fromEnv !== '') {
     const code = problemOf(fromEnv);
-    if (code !== null) throw new ConfigError(lookup.envVar, unusable(fromEnv, code, ` (from $${lookup.envVar})`, lookup.daemon));
+    if (code !== null)
+      throw new ConfigError(lookup.envVar, unusable(fromEnv, code, ` (from $${lookup.envVar})`, lookup.daemon));
     return resolve(fromEnv);
   }
   for (const candidate of defaultConfigPaths(lookup)) {
     const code = problemOf(candidate);
     if (code === null) return candidate;
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ConfigError('--config', unusable(candidate, code, '', lookup.daemon));
+    if (code !== 'ENOENT' && code !== 'ENOTDIR')
+      throw new ConfigError('--config', unusable(candidate, code, '', lookup.daemon));
   }
   return null;
 }
@@ -112,7 +122,9 @@ export function atLineColumn(text: string, message: string): string {
  * `text` as a JSON object, or one line saying what is wrong with it: cut short (an error at its very
  * end: a write that never finished), not JSON (with the line and column), or not an object.
  */
-export function parseJsonObject(text: string): { readonly ok: true; readonly value: { [k: string]: unknown } } | { readonly ok: false; readonly problem: string } {
+export function parseJsonObject(
+  text: string,
+): { readonly ok: true; readonly value: { [k: string]: unknown } } | { readonly ok: false; readonly problem: string } {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -120,7 +132,10 @@ export function parseJsonObject(text: string): { readonly ok: true; readonly val
     const message = (err as Error).message;
     const m = /end of (JSON )?input|Unterminated|position (\d+)/i.exec(message);
     const truncated = m !== null && (m[2] === undefined || Number(m[2]) >= text.trimEnd().length);
-    return { ok: false, problem: truncated ? 'is not complete JSON (truncated?)' : `is not valid JSON: ${atLineColumn(text, message)}` };
+    return {
+      ok: false,
+      problem: truncated ? 'is not complete JSON (truncated?)' : `is not valid JSON: ${atLineColumn(text, message)}`,
+    };
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return { ok: false, problem: 'is not a JSON object' };
   return { ok: true, value: v as { [k: string]: unknown } };
@@ -143,14 +158,22 @@ export function readConfigFile(file: string): ConfigFileRead {
 }
 
 /** The file's content as a JSON object, `{}` without a file (every default); else a ConfigError naming it. */
-export function readConfigObject(file: string | null, daemon: ConfigLookup['daemon'] = 'agent'): { [k: string]: unknown } {
+export function readConfigObject(
+  file: string | null,
+  daemon: ConfigLookup['daemon'] = 'agent',
+): { [k: string]: unknown } {
   if (file === null) return {};
   const r = readConfigFile(file);
   if (!r.ok) {
-    if (r.problem === 'unreadable') throw new ConfigError('--config', r.code === 'EACCES' ? unusable(file, 'EACCES', '', daemon) : `cannot read config file ${file}: ${r.message}`);
+    if (r.problem === 'unreadable')
+      throw new ConfigError(
+        '--config',
+        r.code === 'EACCES' ? unusable(file, 'EACCES', '', daemon) : `cannot read config file ${file}: ${r.message}`,
+      );
     throw new ConfigError('(top level)', `config file ${file} is not valid JSON: ${r.message}`);
   }
-  if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value)) throw new ConfigError('(top level)', `${file}: the config must be a JSON object`);
+  if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value))
+    throw new ConfigError('(top level)', `${file}: the config must be a JSON object`);
   return r.value as { [k: string]: unknown };
 }
 
@@ -159,7 +182,8 @@ export function namingFile<T>(file: string | null, validate: () => T): T {
   try {
     return validate();
   } catch (err) {
-    if (err instanceof ConfigError && file !== null && !err.message.includes(file)) throw new ConfigError(err.key, `${file}: ${err.message}`);
+    if (err instanceof ConfigError && file !== null && !err.message.includes(file))
+      throw new ConfigError(err.key, `${file}: ${err.message}`);
     throw err;
   }
 }

@@ -7,7 +7,8 @@ import cron from 'node-cron';
 import { largestGapSeconds, type CronResult } from '@hq/lease-core';
 
 export function cronGapSeconds(expr: string): CronResult {
-  if (!cron.validate(expr)) return { ok: false, message: `"${expr}" is not a valid cron expression (5 fields, or 6 with seconds first)` };
+  if (!cron.validate(expr))
+    return { ok: false, message: `"${expr}" is not a valid cron expression (5 fields, or 6 with seconds first)` };
   let fields: ReturnType<typeof cron.parse>;
   try {
     fields = cron.parse(expr);

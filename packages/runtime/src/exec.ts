@@ -24,12 +24,23 @@ export interface RunOptions {
 export function runFile(bin: string, args: readonly string[], opts: RunOptions): Promise<RunResult> {
   const timeoutMs = Math.max(1, Math.round(opts.timeoutMs));
   return new Promise((resolve) => {
-    execFile(bin, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: opts.maxBuffer ?? 4 << 20, shell: false, windowsHide: true }, (err, stdout) => {
-      if (err === null) return resolve({ ok: true, code: 0, stdout: String(stdout), problem: null });
-      const e = err as NodeJS.ErrnoException & { code?: number | string | null; killed?: boolean };
-      const code = e.code ?? -1;
-      const problem = e.killed === true ? `no answer within ${timeoutMs / 1000} s` : String(e.code ?? e.message);
-      resolve({ ok: false, code, stdout: String(stdout ?? ''), problem });
-    });
+    execFile(
+      bin,
+      args,
+      {
+        timeout: timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: opts.maxBuffer ?? 4 << 20,
+        shell: false,
+        windowsHide: true,
+      },
+      (err, stdout) => {
+        if (err === null) return resolve({ ok: true, code: 0, stdout: String(stdout), problem: null });
+        const e = err as NodeJS.ErrnoException & { code?: number | string | null; killed?: boolean };
+        const code = e.code ?? -1;
+        const problem = e.killed === true ? `no answer within ${timeoutMs / 1000} s` : String(e.code ?? e.message);
+        resolve({ ok: false, code, stdout: String(stdout ?? ''), problem });
+      },
+    );
   });
 }

@@ -7,7 +7,17 @@
  * file owned by another user, a group/world-writable file, or anything but a plain file is
  * refused (the caller fails closed), never followed.
  */
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fsyncSync,
+  openSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs';
 import { chmod, lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -44,7 +54,8 @@ export async function readSecure(path: string, options: ReadOptions = {}): Promi
   if (!st.isFile()) return { kind: 'refused', problem: 'is not a regular file' };
   const me = uid();
   if (me !== null && st.uid !== me) return { kind: 'refused', problem: `is owned by uid ${st.uid}, not ${me}` };
-  if ((st.mode & 0o022) !== 0) return { kind: 'refused', problem: `is group- or world-writable (mode ${(st.mode & 0o777).toString(8)})` };
+  if ((st.mode & 0o022) !== 0)
+    return { kind: 'refused', problem: `is group- or world-writable (mode ${(st.mode & 0o777).toString(8)})` };
   if (options.secret === true && (st.mode & 0o077) !== 0) {
     return { kind: 'refused', problem: `must be mode 0600 (is ${(st.mode & 0o777).toString(8).padStart(4, '0')})` };
   }

@@ -54,7 +54,12 @@ export async function tierListing(tierRoot: string): Promise<{ latest: string | 
  * `beforeLatest` runs once the folder is in place and before `latest` moves (files that belong
  * beside the generation and must exist whenever `latest` names it).
  */
-export async function publishGeneration(tierRoot: string, generation: string, built: string, beforeLatest?: () => Promise<void>): Promise<void> {
+export async function publishGeneration(
+  tierRoot: string,
+  generation: string,
+  built: string,
+  beforeLatest?: () => Promise<void>,
+): Promise<void> {
   await rename(built, join(tierRoot, generation));
   await fsyncDir(tierRoot);
   await beforeLatest?.();
@@ -62,7 +67,11 @@ export async function publishGeneration(tierRoot: string, generation: string, bu
 }
 
 /** Removes all but the newest `keep` generations, never `latest`; returns the names removed and kept. */
-export async function pruneGenerations(tierRoot: string, keep: number, latest: string): Promise<{ removed: string[]; kept: string[] }> {
+export async function pruneGenerations(
+  tierRoot: string,
+  keep: number,
+  latest: string,
+): Promise<{ removed: string[]; kept: string[] }> {
   const names = await listGenerations(tierRoot);
   const removed = names.slice(0, Math.max(0, names.length - keep)).filter((n) => n !== latest);
   for (const n of removed) await rm(join(tierRoot, n), { recursive: true, force: true });

@@ -116,7 +116,11 @@ function shaped(body: unknown, version: number, route: string): { readonly [k: s
   return out;
 }
 
-type Send = (url: URL, options: RequestOptions, answer: Parameters<typeof httpRequest>[2]) => ReturnType<typeof httpRequest>;
+type Send = (
+  url: URL,
+  options: RequestOptions,
+  answer: Parameters<typeof httpRequest>[2],
+) => ReturnType<typeof httpRequest>;
 let httpsRequest: Send | null = null;
 
 /**
@@ -124,12 +128,20 @@ let httpsRequest: Send | null = null;
  * of the exchange with node's error (its `code`: ECONNREFUSED, ECONNRESET, …), on an answer cut
  * short, and with an AbortError when `options.signal` aborts.
  */
-async function exchange(url: string, options: RequestOptions, body: string | undefined): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+async function exchange(
+  url: string,
+  options: RequestOptions,
+  body: string | undefined,
+): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
   const target = new URL(url);
   let send: Send = httpRequest;
   if (target.protocol === 'https:') send = httpsRequest ??= (await import('node:https')).request;
-  else if (target.protocol !== 'http:') throw Object.assign(new Error(`not an http(s) URL: ${url}`), { code: 'ERR_INVALID_URL' });
-  const headers = { ...(options.headers as Record<string, string>), ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) };
+  else if (target.protocol !== 'http:')
+    throw Object.assign(new Error(`not an http(s) URL: ${url}`), { code: 'ERR_INVALID_URL' });
+  const headers = {
+    ...(options.headers as Record<string, string>),
+    ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
+  };
   return new Promise((resolve, reject) => {
     const req = send(target, { ...options, headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -138,7 +150,9 @@ async function exchange(url: string, options: RequestOptions, body: string | und
       res.on('close', () => {
         if (!res.complete) reject(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' }));
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
+      );
     });
     req.on('error', reject);
     req.end(body);
@@ -161,7 +175,11 @@ export const requestJson: Requester = async (req) => {
   const route = routeOf(req.method, req.url);
   /** One exchange: the request says `version` and carries the fields of `shapeFor`. */
   const send = async (version: number, shapeFor: number): Promise<Sent> => {
-    const headers: Record<string, string> = { accept: 'application/json', [PROTOCOL_HEADER]: String(version), ...(req.headers ?? {}) };
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      [PROTOCOL_HEADER]: String(version),
+      ...(req.headers ?? {}),
+    };
     const token = bearerFor(req);
     if (token !== null) headers['authorization'] = `Bearer ${token}`;
     let body: string | undefined;
@@ -170,7 +188,11 @@ export const requestJson: Requester = async (req) => {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(less ?? req.body);
     }
-    const res = await exchange(req.url, { method: req.method, headers, signal: controller.signal, ...(req.keepAlive === false ? { agent: false } : {}) }, body);
+    const res = await exchange(
+      req.url,
+      { method: req.method, headers, signal: controller.signal, ...(req.keepAlive === false ? { agent: false } : {}) },
+      body,
+    );
     const text = res.text;
     const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
     const protocol = said.ok ? said.version : version;
@@ -188,7 +210,12 @@ export const requestJson: Requester = async (req) => {
     let r = await send(PROTOCOL_VERSION, known);
     // An earlier side refused (a 400: nothing decided) a field of a later version before it had
     // told its version: once more without those fields, within the same deadline.
-    if (!controller.signal.aborted && r.status === 400 && r.protocol < known && shaped(req.body, r.protocol, route) !== null) {
+    if (
+      !controller.signal.aborted &&
+      r.status === 400 &&
+      r.protocol < known &&
+      shaped(req.body, r.protocol, route) !== null
+    ) {
       r = await send(PROTOCOL_VERSION, r.protocol);
     }
     if (controller.signal.aborted) return { kind: 'unreachable', problem: late };

@@ -21,7 +21,12 @@ interface SweepHandle {
 }
 
 function isSweep(v: unknown): v is SweepHandle {
-  return typeof v === 'object' && v !== null && typeof (v as SweepHandle)._onTimeout === 'function' && typeof (v as SweepHandle)._idleTimeout === 'number';
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as SweepHandle)._onTimeout === 'function' &&
+    typeof (v as SweepHandle)._idleTimeout === 'number'
+  );
 }
 
 /**

@@ -62,7 +62,10 @@ export function encodeBundle(b: JoinBundle): string {
 
 /** The bundle, or one line saying why the text is not one (a truncated paste, a typo). */
 export function decodeBundle(text: string): { ok: true; bundle: JoinBundle } | { ok: false; problem: string } {
-  const bad = (why: string) => ({ ok: false as const, problem: `not a join bundle (${why}): copy the whole word after "hq join" that hq-arbiter join printed` });
+  const bad = (why: string) => ({
+    ok: false as const,
+    problem: `not a join bundle (${why}): copy the whole word after "hq join" that hq-arbiter join printed`,
+  });
   const t = text.trim();
   if (!t.startsWith(JOIN_BUNDLE_PREFIX)) return bad(`it does not start with ${JOIN_BUNDLE_PREFIX}`);
   const body = t.slice(JOIN_BUNDLE_PREFIX.length);
@@ -97,16 +100,35 @@ export function identityPin(spkiDer: Uint8Array): string {
  * Checks an answer against the bundle's pin and the nonce sent; returns the payload, or one line
  * saying why the answer cannot be trusted (nothing of it may be written then).
  */
-export function verifyJoinAnswer(answer: unknown, pin: string, nonce: string): { ok: true; payload: JoinPayload } | { ok: false; problem: string } {
+export function verifyJoinAnswer(
+  answer: unknown,
+  pin: string,
+  nonce: string,
+): { ok: true; payload: JoinPayload } | { ok: false; problem: string } {
   const a = answer as Partial<JoinAnswer> | null;
-  if (typeof a !== 'object' || a === null || typeof a.payload !== 'string' || typeof a.publicKey !== 'string' || typeof a.signature !== 'string') {
+  if (
+    typeof a !== 'object' ||
+    a === null ||
+    typeof a.payload !== 'string' ||
+    typeof a.publicKey !== 'string' ||
+    typeof a.signature !== 'string'
+  ) {
     return { ok: false, problem: 'the answer is not a join answer' };
   }
   const der = Buffer.from(a.publicKey, 'base64');
-  if (identityPin(der) !== pin) return { ok: false, problem: `the address answered with identity ${identityPin(der)}, not the ${pin} this bundle was printed by: it is not that arbiter` };
+  if (identityPin(der) !== pin)
+    return {
+      ok: false,
+      problem: `the address answered with identity ${identityPin(der)}, not the ${pin} this bundle was printed by: it is not that arbiter`,
+    };
   let good = false;
   try {
-    good = verify(null, signedText(nonce, a.payload), createPublicKey({ key: der, format: 'der', type: 'spki' }), Buffer.from(a.signature, 'base64'));
+    good = verify(
+      null,
+      signedText(nonce, a.payload),
+      createPublicKey({ key: der, format: 'der', type: 'spki' }),
+      Buffer.from(a.signature, 'base64'),
+    );
   } catch {
     good = false;
   }

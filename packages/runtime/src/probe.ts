@@ -24,7 +24,9 @@ const ms = (seconds: number): number => Math.max(1, Math.round(seconds * 1000));
 /** `{bin} ping -c 1 --timeout {t}s HOST`: true on exit 0 with `pong` in stdout. */
 export async function tailscalePing(bin: string, host: string, timeoutSeconds: number): Promise<boolean> {
   if (bin === '') return false;
-  const r = await runFile(bin, ['ping', '-c', '1', '--timeout', `${timeoutSeconds}s`, host], { timeoutMs: ms(timeoutSeconds) });
+  const r = await runFile(bin, ['ping', '-c', '1', '--timeout', `${timeoutSeconds}s`, host], {
+    timeoutMs: ms(timeoutSeconds),
+  });
   return r.ok && r.stdout.includes('pong');
 }
 
@@ -36,8 +38,14 @@ export async function healthOk(url: string | null, timeoutSeconds: number): Prom
   return r.kind === 'answer' && r.status === 200;
 }
 
-export async function probe(target: string, opts: { readonly tailscaleBin: string; readonly healthUrl: string | null; readonly timeoutSeconds: number }): Promise<ProbeResult> {
-  const [ping, health] = await Promise.all([tailscalePing(opts.tailscaleBin, target, opts.timeoutSeconds), healthOk(opts.healthUrl, opts.timeoutSeconds)]);
+export async function probe(
+  target: string,
+  opts: { readonly tailscaleBin: string; readonly healthUrl: string | null; readonly timeoutSeconds: number },
+): Promise<ProbeResult> {
+  const [ping, health] = await Promise.all([
+    tailscalePing(opts.tailscaleBin, target, opts.timeoutSeconds),
+    healthOk(opts.healthUrl, opts.timeoutSeconds),
+  ]);
   return { target, reachable: ping || health, ping, health };
 }
 
@@ -46,7 +54,9 @@ export function tailnetHealthUrl(host: string, domain: string, port: number): st
   return `http://${host}.${domain}:${port}/v1/health`;
 }
 
-export type MagicDns = { readonly ok: true; readonly suffix: string } | { readonly ok: false; readonly problem: string };
+export type MagicDns =
+  | { readonly ok: true; readonly suffix: string }
+  | { readonly ok: false; readonly problem: string };
 
 /** The MagicDNS suffix from `{bin} status --json`, without its trailing dot. */
 export async function magicDnsSuffix(bin: string, timeoutSeconds: number): Promise<MagicDns> {
@@ -59,6 +69,7 @@ export async function magicDnsSuffix(bin: string, timeoutSeconds: number): Promi
   } catch {
     return { ok: false, problem: `${bin} status --json: not JSON` };
   }
-  if (typeof suffix !== 'string' || !/^[a-z0-9.-]{1,253}$/i.test(suffix)) return { ok: false, problem: `${bin} status --json: no MagicDNSSuffix` };
+  if (typeof suffix !== 'string' || !/^[a-z0-9.-]{1,253}$/i.test(suffix))
+    return { ok: false, problem: `${bin} status --json: no MagicDNSSuffix` };
   return { ok: true, suffix: suffix.replace(/\.$/, '') };
 }

@@ -8,7 +8,15 @@
  * members the hooks use.)
  */
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
-import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, fieldsAfter, servesVersion, spokenVersion, versionRefusal } from '@hq/protocol';
+import {
+  ERRORS,
+  PROTOCOL_HEADER,
+  PROTOCOL_VERSION,
+  fieldsAfter,
+  servesVersion,
+  spokenVersion,
+  versionRefusal,
+} from '@hq/protocol';
 
 interface HookRequest {
   readonly method: string;
@@ -50,7 +58,10 @@ export function versionHooks(side: () => string): VersionHooks {
       const version = served(req.headers);
       if (version === null) {
         reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        reply.code(ERRORS.PROTOCOL_VERSION.status).send({ error: ERRORS.PROTOCOL_VERSION.code, message: versionRefusal(spokenVersion(req.headers[PROTOCOL_HEADER]), side()) });
+        reply.code(ERRORS.PROTOCOL_VERSION.status).send({
+          error: ERRORS.PROTOCOL_VERSION.code,
+          message: versionRefusal(spokenVersion(req.headers[PROTOCOL_HEADER]), side()),
+        });
         return;
       }
       reply.header(PROTOCOL_HEADER, VERSION_TEXT[version] ?? String(version));
@@ -60,7 +71,9 @@ export function versionHooks(side: () => string): VersionHooks {
       const version = served(req.headers) ?? PROTOCOL_VERSION;
       const body = req.body;
       if (version === PROTOCOL_VERSION || typeof body !== 'object' || body === null) return done();
-      const later = fieldsAfter(version, `${req.method} ${req.routeOptions.url ?? ''}`).find((f) => Object.hasOwn(body, f));
+      const later = fieldsAfter(version, `${req.method} ${req.routeOptions.url ?? ''}`).find((f) =>
+        Object.hasOwn(body, f),
+      );
       if (later === undefined) return done();
       reply.code(ERRORS.BAD_REQUEST.status).send({
         error: ERRORS.BAD_REQUEST.code,
@@ -86,12 +99,14 @@ export interface VersionSender {
 }
 
 /** Marks `listener` as one that sends the version header itself. */
-export function sendsVersion(listener: (req: IncomingMessage, res: ServerResponse, version?: string) => void): VersionSender {
+export function sendsVersion(
+  listener: (req: IncomingMessage, res: ServerResponse, version?: string) => void,
+): VersionSender {
   return Object.assign(listener, { [SENDS_VERSION]: true as const });
 }
 
-const isSender = (l: Handler | VersionSender): l is VersionSender => (l as Partial<VersionSender>)[SENDS_VERSION] === true;
-
+const isSender = (l: Handler | VersionSender): l is VersionSender =>
+  (l as Partial<VersionSender>)[SENDS_VERSION] === true;
 
 /**
  * A fast path's server factory (a node:http server answering some requests before Fastify)
@@ -99,7 +114,9 @@ const isSender = (l: Handler | VersionSender): l is VersionSender => (l as Parti
  * the answer's header already set (or, for a listener marked `SENDS_VERSION`, its text as the
  * third argument); any other goes to Fastify, whose hook refuses it.
  */
-export function versionedFactory<O>(factory: (handler: Handler, opts: O) => Server): (handler: Handler, opts: O) => Server {
+export function versionedFactory<O>(
+  factory: (handler: Handler, opts: O) => Server,
+): (handler: Handler, opts: O) => Server {
   return (handler, opts) => {
     const server = factory(handler, opts);
     const fast = server.listeners('request') as (Handler | VersionSender)[];

@@ -46,7 +46,8 @@ function regexp(pattern: string): RegExp {
 }
 
 const isSchema = (s: unknown): s is Json => typeof s === 'object' && s !== null && !Array.isArray(s);
-const num = (s: Json, k: string): number | null | undefined => (s[k] === undefined ? undefined : typeof s[k] === 'number' ? (s[k] as number) : null);
+const num = (s: Json, k: string): number | null | undefined =>
+  s[k] === undefined ? undefined : typeof s[k] === 'number' ? (s[k] as number) : null;
 
 function typeMatches(type: unknown, value: unknown): boolean {
   switch (type) {
@@ -105,7 +106,12 @@ export function surelyValid(schema: unknown, value: unknown): boolean {
     const max = num(schema, 'maximum');
     const above = num(schema, 'exclusiveMinimum');
     if (min === null || max === null || above === null) return false;
-    if ((min !== undefined && !(value >= min)) || (max !== undefined && !(value <= max)) || (above !== undefined && !(value > above))) return false;
+    if (
+      (min !== undefined && !(value >= min)) ||
+      (max !== undefined && !(value <= max)) ||
+      (above !== undefined && !(value > above))
+    )
+      return false;
   }
   if (Array.isArray(value)) {
     const min = num(schema, 'minItems');
@@ -123,7 +129,11 @@ export function surelyValid(schema: unknown, value: unknown): boolean {
     const required = schema['required'];
     if ((props !== undefined && !isSchema(props)) || (patterns !== undefined && !isSchema(patterns))) return false;
     if (additional !== undefined && additional !== false) return false;
-    if (required !== undefined && (!Array.isArray(required) || !required.every((k) => typeof k === 'string' && Object.hasOwn(o, k)))) return false;
+    if (
+      required !== undefined &&
+      (!Array.isArray(required) || !required.every((k) => typeof k === 'string' && Object.hasOwn(o, k)))
+    )
+      return false;
     for (const k of Object.keys(o)) {
       let matched = false;
       if (props !== undefined && Object.hasOwn(props, k)) {

@@ -36,7 +36,12 @@ export function refusalBody(err: HttpError, shape: (message: string) => string =
  * what to fix, never Fastify's `{statusCode, code, error}`.
  */
 export function routerRefusal(code: string | undefined): HttpError {
-  const why = code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is longer than 100 characters' : code === 'FST_ERR_BAD_URL' ? 'the path has a malformed percent escape' : ERRORS.BAD_REQUEST.message;
+  const why =
+    code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? 'a path parameter is longer than 100 characters'
+      : code === 'FST_ERR_BAD_URL'
+        ? 'the path has a malformed percent escape'
+        : ERRORS.BAD_REQUEST.message;
   return new HttpError(ERRORS.BAD_REQUEST, why);
 }
 
@@ -73,13 +78,26 @@ export function refusalOf(err: RouteError): { readonly status: number; readonly 
   if (err instanceof HttpError) return { status: err.statusCode, body: refusalBody(err, oneLine) };
   if (err.validation !== undefined) {
     const where = err.validationContext ?? 'request';
-    return { status: 400, body: { error: ERRORS.BAD_REQUEST.code, message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`) } };
+    return {
+      status: 400,
+      body: {
+        error: ERRORS.BAD_REQUEST.code,
+        message: oneLine(err.message.startsWith(where) ? err.message : `${where} ${err.message}`),
+      },
+    };
   }
   const mapped = err.code === undefined ? undefined : FASTIFY_CODES.get(err.code);
   if (mapped !== undefined) return { status: mapped.status, body: { error: mapped.code, message: mapped.message } };
   const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
   if (status < 400 || status >= 500) return null;
-  const entry = status === 404 ? ERRORS.NOT_FOUND : status === 413 ? ERRORS.TOO_LARGE : status === 415 ? ERRORS.UNSUPPORTED_MEDIA : ERRORS.BAD_REQUEST;
+  const entry =
+    status === 404
+      ? ERRORS.NOT_FOUND
+      : status === 413
+        ? ERRORS.TOO_LARGE
+        : status === 415
+          ? ERRORS.UNSUPPORTED_MEDIA
+          : ERRORS.BAD_REQUEST;
   return { status: entry.status, body: { error: entry.code, message: oneLine(err.message || entry.message) } };
 }
 
@@ -93,7 +111,10 @@ interface CodeReply {
 
 /** The members of a Fastify reply `RouteMethods.answerUnknown` uses. */
 interface NotFoundReply extends CodeReply {
-  code(status: number): { header(name: string, value: string): { send(body: unknown): unknown }; send(body: unknown): unknown };
+  code(status: number): {
+    header(name: string, value: string): { send(body: unknown): unknown };
+    send(body: unknown): unknown;
+  };
 }
 
 /** Fastify's `frameworkErrors`: answers the router's refusal in the one style. */
@@ -111,7 +132,10 @@ export class RouteMethods {
   private readonly routes: Array<{ readonly re: RegExp; readonly methods: Set<string> }> = [];
 
   add(url: string, method: string | readonly string[]): void {
-    const source = `^${url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`;
+    const source = `^${url
+      .split('/')
+      .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/')}$`;
     let entry = this.routes.find((r) => r.re.source === source);
     if (entry === undefined) {
       entry = { re: new RegExp(source), methods: new Set() };
@@ -139,9 +163,18 @@ export class RouteMethods {
   }
 
   /** The 405 of `method` on `path`, or null when no route has that path (a 404). */
-  refusal(method: string, path: string): { readonly allow: string; readonly body: { readonly error: string; readonly message: string } } | null {
+  refusal(
+    method: string,
+    path: string,
+  ): { readonly allow: string; readonly body: { readonly error: string; readonly message: string } } | null {
     const allow = this.allowed(path);
     if (allow.length === 0) return null;
-    return { allow: allow.join(', '), body: { error: ERRORS.METHOD_NOT_ALLOWED.code, message: `${method} is not a method of ${path}; it answers ${allow.join(', ')}` } };
+    return {
+      allow: allow.join(', '),
+      body: {
+        error: ERRORS.METHOD_NOT_ALLOWED.code,
+        message: `${method} is not a method of ${path}; it answers ${allow.join(', ')}`,
+      },
+    };
   }
 }

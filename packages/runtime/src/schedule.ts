@@ -28,7 +28,11 @@ export interface Schedule {
 export interface ScheduleDeps {
   readonly now: () => number;
   /** The wall-clock schedule, `wallClockSchedule` (a test passes one that never fires: a stalled wall clock). */
-  readonly cronSchedule: (expr: string, fn: () => void, opts: { noOverlap: boolean; name: string }) => {
+  readonly cronSchedule: (
+    expr: string,
+    fn: () => void,
+    opts: { noOverlap: boolean; name: string },
+  ) => {
     stop(): unknown;
     destroy(): unknown;
   };
@@ -46,7 +50,12 @@ const MISSED_TOLERANCE_MS = 1000;
  * each firing of `nextFiring`, unless the timer came more than 1 s late (an event loop that was
  * blocked, a suspended machine: node-cron calls that a missed execution and skips it).
  */
-export function wallClockSchedule(expr: string, fn: () => void, now: () => number = wallClockMs.now, timers: Timers = realTimers): { stop(): void; destroy(): void } {
+export function wallClockSchedule(
+  expr: string,
+  fn: () => void,
+  now: () => number = wallClockMs.now,
+  timers: Timers = realTimers,
+): { stop(): void; destroy(): void } {
   const fields: CronFields = cron.parse(expr);
   let timer: unknown = null;
   let stopped = false;
@@ -83,7 +92,12 @@ export function scheduleDeps(timers: Timers = realTimers): ScheduleDeps {
   return { now: monotonicSeconds, cronSchedule: (e, f) => wallClockSchedule(e, f, wallClockMs.now, timers), timers };
 }
 
-export function scheduleCron(expr: string, name: string, job: () => void | Promise<void>, deps: ScheduleDeps = scheduleDeps()): Schedule {
+export function scheduleCron(
+  expr: string,
+  name: string,
+  job: () => void | Promise<void>,
+  deps: ScheduleDeps = scheduleDeps(),
+): Schedule {
   const parsed = cronGapSeconds(expr);
   // The config was validated at load; a schedule we cannot measure gets no watchdog.
   const interval = parsed.ok ? parsed.seconds : Infinity;

@@ -16,7 +16,8 @@ export function editDistance(a: string, b: string): number {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
       let v = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + cost);
       // A transposition of two neighbours ("rloe" for "role") is one typo, not two.
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        v = Math.min(v, ((d[i - 2] as number[])[j - 2] as number) + 1);
       row[j] = v;
     }
   }
@@ -48,7 +49,11 @@ export function nearest(typed: string, candidates: readonly string[]): string | 
 }
 
 /** `" (did you mean X?)"` for a message, or `""` when nothing is near. */
-export function didYouMean(typed: string, candidates: readonly string[], show: (c: string) => string = (c) => c): string {
+export function didYouMean(
+  typed: string,
+  candidates: readonly string[],
+  show: (c: string) => string = (c) => c,
+): string {
   const n = nearest(typed, candidates);
   return n === null ? '' : ` (did you mean ${show(n)}?)`;
 }

@@ -101,7 +101,8 @@ export function superviseGroup(o: GroupOptions): ProcessGroup {
         signal('SIGKILL'); // anything left in the group goes with its leader
         return finish({ kind: 'stopped', code, signal: sig });
       }
-      if (sig !== null) return finish({ kind: 'exited', code: 128 + ((constants.signals as { [k: string]: number })[sig] ?? 0) });
+      if (sig !== null)
+        return finish({ kind: 'exited', code: 128 + ((constants.signals as { [k: string]: number })[sig] ?? 0) });
       finish({ kind: 'exited', code: code ?? 0 });
     });
   });

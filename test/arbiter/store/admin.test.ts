@@ -18,11 +18,23 @@ forEachStore(t, async (factory, t) => {
     const to = factory.backupTarget(t);
     await store.backup(to);
     t.equal(statSync(to).mode & 0o077, 0, 'the copy is owner-only');
-    await store.transact((s) => ({ next: { ...s, lease: { ...s.lease, generation: 5, revision: s.lease.revision + 1 } }, events: [], result: null }));
+    await store.transact((s) => ({
+      next: { ...s, lease: { ...s.lease, generation: 5, revision: s.lease.revision + 1 } },
+      events: [],
+      result: null,
+    }));
     const copy = await factory.fromBackup(t, to);
     t.equal(copy.createdNow, false, 'the copy is an existing store (its floor is not pending)');
-    t.match(await copy.read(), { lease: { holder: 'mbp', generation: 4 }, floor: 3 }, 'the record as it was at the backup');
-    t.same((await copy.listEvents(0, 10)).map((e) => e.event), ['acquired'], 'its events');
+    t.match(
+      await copy.read(),
+      { lease: { holder: 'mbp', generation: 4 }, floor: 3 },
+      'the record as it was at the backup',
+    );
+    t.same(
+      (await copy.listEvents(0, 10)).map((e) => e.event),
+      ['acquired'],
+      'its events',
+    );
     t.equal((await copy.findToken('a'.repeat(64)))?.machine, 'mbp', 'its tokens');
     await store.close();
     await t.resolves(async () => store.close(), 'closing twice is harmless');

@@ -37,11 +37,28 @@ class FakeEtcd {
     if (holds) {
       const put = t.success[0]!;
       this.revision += 1n;
-      if (put.type === 'put') this.key = { value: put.value, version: (this.key?.version ?? 0n) + 1n, mod: this.revision };
+      if (put.type === 'put')
+        this.key = { value: put.value, version: (this.key?.version ?? 0n) + 1n, mod: this.revision };
       return { succeeded: true, revision: this.revision, responses: [{ type: 'put', prevKv: undefined }] };
     }
-    const kvs = this.key === null ? [] : [{ key: KEY, value: this.key.value, createRevision: 1n, modRevision: this.key.mod, version: this.key.version, lease: 0n }];
-    return { succeeded: false, revision: this.revision, responses: [{ type: 'range', kvs, count: kvs.length, more: false }] };
+    const kvs =
+      this.key === null
+        ? []
+        : [
+            {
+              key: KEY,
+              value: this.key.value,
+              createRevision: 1n,
+              modRevision: this.key.mod,
+              version: this.key.version,
+              lease: 0n,
+            },
+          ];
+    return {
+      succeeded: false,
+      revision: this.revision,
+      responses: [{ type: 'range', kvs, count: kvs.length, more: false }],
+    };
   }
 
   async compact(revision: bigint): Promise<void> {
@@ -70,7 +87,10 @@ function handTimers(): Timers & { fire(): void; pending(): number } {
   };
 }
 
-function compactor(etcd: FakeEtcd, opts: { elected?: () => boolean; timers?: Timers } = {}): { c: Compactor; turns: Turn[] } {
+function compactor(
+  etcd: FakeEtcd,
+  opts: { elected?: () => boolean; timers?: Timers } = {},
+): { c: Compactor; turns: Turn[] } {
   const turns: Turn[] = [];
   const c = new Compactor({
     client: etcd,
@@ -88,7 +108,11 @@ t.test('a compaction goes to the revision noted one interval earlier', async (t)
   const etcd = new FakeEtcd();
   const { c } = compactor(etcd);
   const first = await c.turn();
-  t.same(first, { outcome: 'noted', revision: 101n }, 'the first turn only notes the revision (its own write of the key)');
+  t.same(
+    first,
+    { outcome: 'noted', revision: 101n },
+    'the first turn only notes the revision (its own write of the key)',
+  );
   t.same(etcd.compactions, [], 'nothing compacted at the first turn');
   etcd.write(50);
   const second = await c.turn();
@@ -107,14 +131,30 @@ t.test('two compactors on one prefix: one compaction per interval, each to a rev
   const b = compactor(etcd).c;
   await a.turn(); // a notes 101 (the key's version 1)
   etcd.write(9);
-  t.same(await b.turn(), { outcome: 'noted', revision: 110n }, "b's first turn only learns the key's version and notes");
+  t.same(
+    await b.turn(),
+    { outcome: 'noted', revision: 110n },
+    "b's first turn only learns the key's version and notes",
+  );
   etcd.write(10);
-  t.same(await a.turn(), { outcome: 'compacted', revision: 101n }, 'a, whose version still holds, compacts to what it noted');
-  t.same(await b.turn(), { outcome: 'noted', revision: 121n }, 'b in the same interval finds the key moved: it only notes');
+  t.same(
+    await a.turn(),
+    { outcome: 'compacted', revision: 101n },
+    'a, whose version still holds, compacts to what it noted',
+  );
+  t.same(
+    await b.turn(),
+    { outcome: 'noted', revision: 121n },
+    'b in the same interval finds the key moved: it only notes',
+  );
   t.same(etcd.compactions, [101n], 'one compaction in that interval');
   // a stops compacting (its term ended); b goes on alone from its own note
   etcd.write(9);
-  t.same(await b.turn(), { outcome: 'compacted', revision: 121n }, 'b compacts to the revision it noted one interval earlier');
+  t.same(
+    await b.turn(),
+    { outcome: 'compacted', revision: 121n },
+    'b compacts to the revision it noted one interval earlier',
+  );
   t.same(await a.turn(), { outcome: 'noted', revision: 131n }, 'a, back, finds the key moved: it only notes');
 });
 
@@ -128,7 +168,11 @@ t.test('only the elected arbiter compacts; a failure is counted and the next tur
   await c.turn();
   etcd.failNext = true;
   t.match(await c.turn(), { outcome: 'failed', error: /unavailable/ }, 'etcd down: a failed turn');
-  t.same(await c.turn(), { outcome: 'compacted', revision: 101n }, 'the next turn compacts to the revision noted before the failure');
+  t.same(
+    await c.turn(),
+    { outcome: 'compacted', revision: 101n },
+    'the next turn compacts to the revision noted before the failure',
+  );
   t.same(
     turns.map((x) => x.outcome),
     ['noted', 'failed', 'compacted'],
@@ -167,9 +211,29 @@ t.test('etcd space: ok, warn from 80 % of the quota, bad on NOSPACE; the members
   });
   const MiB = 1024 * 1024;
   t.equal(etcdSpace([{ endpoint: 'x', ok: false, error: 'down' }], 100 * MiB), null, 'no member answered: no reading');
-  t.match(etcdSpace([member(10 * MiB, null)], 100 * MiB), { level: 'ok', warning: null, quotaBytes: 100 * MiB, quotaFrom: 'config' }, '10 % of the configured quota: ok');
+  t.match(
+    etcdSpace([member(10 * MiB, null)], 100 * MiB),
+    { level: 'ok', warning: null, quotaBytes: 100 * MiB, quotaFrom: 'config' },
+    '10 % of the configured quota: ok',
+  );
   const warn = etcdSpace([member(10 * MiB, null), member(SPACE_WARN_RATIO * 100 * MiB, null)], 100 * MiB);
-  t.match(warn, { level: 'warn', dbSizeBytes: SPACE_WARN_RATIO * 100 * MiB, warning: /80 %.*etcdctl defrag.*--quota-backend-bytes/ }, 'the largest member at 80 %: warn, with the fix');
-  t.match(etcdSpace([member(10 * MiB, 12 * MiB), member(10 * MiB, 16 * MiB)], 2048 * MiB), { level: 'warn', quotaBytes: 12 * MiB, quotaFrom: 'members' }, 'the smallest quota a member says wins over the configured one');
-  t.match(etcdSpace([member(10 * MiB, null, ['memberID:1 alarm:NOSPACE '])], 2048 * MiB), { level: 'bad', alarm: true, warning: /NOSPACE.*etcdctl defrag.*etcdctl alarm disarm/ }, 'NOSPACE: bad, whatever the size');
+  t.match(
+    warn,
+    {
+      level: 'warn',
+      dbSizeBytes: SPACE_WARN_RATIO * 100 * MiB,
+      warning: /80 %.*etcdctl defrag.*--quota-backend-bytes/,
+    },
+    'the largest member at 80 %: warn, with the fix',
+  );
+  t.match(
+    etcdSpace([member(10 * MiB, 12 * MiB), member(10 * MiB, 16 * MiB)], 2048 * MiB),
+    { level: 'warn', quotaBytes: 12 * MiB, quotaFrom: 'members' },
+    'the smallest quota a member says wins over the configured one',
+  );
+  t.match(
+    etcdSpace([member(10 * MiB, null, ['memberID:1 alarm:NOSPACE '])], 2048 * MiB),
+    { level: 'bad', alarm: true, warning: /NOSPACE.*etcdctl defrag.*etcdctl alarm disarm/ },
+    'NOSPACE: bad, whatever the size',
+  );
 });

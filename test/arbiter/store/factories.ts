@@ -140,7 +140,11 @@ const etcd: StoreFactory = {
   },
   backupTarget: (t) => join(freshDir(t), 'hq-etcd-backup.json'),
   async registry(t, opts = {}) {
-    return new EtcdRegistryStore({ client: etcdClient(t), prefix: newPrefix(), ...(opts.bands === undefined ? {} : { bands: opts.bands }) });
+    return new EtcdRegistryStore({
+      client: etcdClient(t),
+      prefix: newPrefix(),
+      ...(opts.bands === undefined ? {} : { bands: opts.bands }),
+    });
   },
   interleave(store, write) {
     const e = etcdOf.get(store);

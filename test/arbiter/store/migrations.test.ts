@@ -47,7 +47,8 @@ function makeOld(dir: string, version: 1 | 2, opts: { registry: boolean }): void
        conf_at, last_heartbeat_at, heartbeat_seconds) VALUES ('node-b', 'mbp', 1, 1, 0, 1940, 'mbp', 7, 1941, 1942, 10)`,
   ).run();
   db.prepare("INSERT INTO observers (observer, last_heartbeat_at) VALUES ('mbp', 1943)").run();
-  if (v2) db.prepare("UPDATE observers SET refresh_seconds = 5, request_timeout_seconds = 2 WHERE observer = 'node-b'").run();
+  if (v2)
+    db.prepare("UPDATE observers SET refresh_seconds = 5, request_timeout_seconds = 2 WHERE observer = 'node-b'").run();
   const event = db.prepare('INSERT INTO events (at, category, event, host, data) VALUES (?, ?, ?, ?, ?)');
   event.run(1000.5, 'lease', 'acquired', 'mbp', JSON.stringify({ generation: 7 }));
   event.run(1500, 'control', 'swept-away', null, '{}');
@@ -58,7 +59,9 @@ function makeOld(dir: string, version: 1 | 2, opts: { registry: boolean }): void
   token.run('mbp', 'member', SHA('b'), 901, 950);
   token.run('mbp', 'member', SHA('c'), 950, null);
   token.run('grafana', 'query', SHA('d'), 960, null);
-  db.prepare("INSERT INTO meta (key, value) VALUES ('check_lock', ?)").run(JSON.stringify({ owner: 'old-daemon', until: NOW_MS + 60_000 }));
+  db.prepare("INSERT INTO meta (key, value) VALUES ('check_lock', ?)").run(
+    JSON.stringify({ owner: 'old-daemon', until: NOW_MS + 60_000 }),
+  );
   if (opts.registry) {
     db.prepare(
       `INSERT INTO resources VALUES ('m:mbp', 'mbp', 'machine', 'mbp', 'mbp', '{"os":"darwin","cores":10}', ?, 90000, ?, ?, ?)`,
@@ -69,7 +72,12 @@ function makeOld(dir: string, version: 1 | 2, opts: { registry: boolean }): void
       NOW_MS - 1000,
       NOW_MS + 89_000,
     );
-    db.prepare(`INSERT INTO port_leases VALUES (31450, ?, 'mbp', 'test', 600000, ?, ?, ?)`).run('f'.repeat(32), NOW_MS - 1000, NOW_MS - 1000, NOW_MS + 599_000);
+    db.prepare(`INSERT INTO port_leases VALUES (31450, ?, 'mbp', 'test', 600000, ?, ?, ?)`).run(
+      'f'.repeat(32),
+      NOW_MS - 1000,
+      NOW_MS - 1000,
+      NOW_MS + 599_000,
+    );
   }
   db.close();
 }
@@ -80,9 +88,15 @@ function dump(path: string): Map<string, Row[]> {
   // connection cannot create. Reads only.
   const db = new Database(path);
   try {
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[];
+    const tables = db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+      .pluck()
+      .all() as string[];
     return new Map(
-      tables.map((name) => [name, (db.prepare(`SELECT * FROM ${name} ORDER BY rowid`).all() as Row[]).filter((r) => r.key !== 'schema_version')]),
+      tables.map((name) => [
+        name,
+        (db.prepare(`SELECT * FROM ${name} ORDER BY rowid`).all() as Row[]).filter((r) => r.key !== 'schema_version'),
+      ]),
     );
   } finally {
     db.close();
@@ -93,13 +107,21 @@ function dump(path: string): Map<string, Row[]> {
 function schema(path: string): Map<string, unknown> {
   const db = new Database(path);
   try {
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[];
+    const tables = db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+      .pluck()
+      .all() as string[];
     return new Map(
       tables.map((name) => [
         name,
         {
           columns: db.prepare(`PRAGMA table_info(${name})`).all(),
-          indexes: db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`).pluck().all(name),
+          indexes: db
+            .prepare(
+              `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`,
+            )
+            .pluck()
+            .all(name),
         },
       ]),
     );
@@ -124,7 +146,10 @@ t.test('the migration list is numbered 1, 2, 3, … with a reason each', async (
     MIGRATIONS.map((_, i) => i + 1),
     'versions follow their place in the list',
   );
-  t.ok(MIGRATIONS.every((m) => m.why.length > 0 && m.sql.trim().length > 0), 'each says why and has SQL');
+  t.ok(
+    MIGRATIONS.every((m) => m.why.length > 0 && m.sql.trim().length > 0),
+    'each says why and has SQL',
+  );
 });
 
 t.test('a new file gets every table, the last schema version and the first lease row', async (t) => {
@@ -158,12 +183,14 @@ for (const [name, version, opts] of OLD) {
     const after = dump(path);
     t.same([...after.keys()], EVERY_TABLE, 'it now has every table');
     for (const [table, rows] of before) {
-      const kept = (after.get(table) ?? []).map((r) => Object.fromEntries(Object.keys(rows[0] ?? r).map((k) => [k, r[k]])));
+      const kept = (after.get(table) ?? []).map((r) =>
+        Object.fromEntries(Object.keys(rows[0] ?? r).map((k) => [k, r[k]])),
+      );
       t.same(kept, rows, `${table}: every row and column kept (${rows.length} rows)`);
     }
     const fresh = join(dir, 'fresh');
     new SqliteStore({ dataDir: fresh, ttlSeconds: 6 }).close();
-    t.same(schema(path), schema(join(fresh, 'hq.db')), 'the migrated schema equals a new database\'s');
+    t.same(schema(path), schema(join(fresh, 'hq.db')), "the migrated schema equals a new database's");
     const db = new Database(path);
     t.equal(schemaVersion(db), MIGRATIONS.length, `schema version ${MIGRATIONS.length}`);
     db.close();
@@ -172,10 +199,30 @@ for (const [name, version, opts] of OLD) {
     const state = store.read();
     t.match(
       state.lease,
-      { holder: 'mbp', generation: 7, revision: 12, acquiredAt: 1000.5, renewedAt: 1900.25, ttlSeconds: 1500, expiresAt: 3400.25, released: false, notBefore: 1010, floorPending: false, dualUnreachableStreak: 1, lastCheckAt: 1950, promotedFrom: 'node-b', maintenance: true, maintenanceReason: 'disk swap' },
+      {
+        holder: 'mbp',
+        generation: 7,
+        revision: 12,
+        acquiredAt: 1000.5,
+        renewedAt: 1900.25,
+        ttlSeconds: 1500,
+        expiresAt: 3400.25,
+        released: false,
+        notBefore: 1010,
+        floorPending: false,
+        dualUnreachableStreak: 1,
+        lastCheckAt: 1950,
+        promotedFrom: 'node-b',
+        maintenance: true,
+        maintenanceReason: 'disk swap',
+      },
       'the lease record reads back through the store',
     );
-    t.equal(state.lease.safetyMarginSeconds, v2 ? 30 : 0, v2 ? 'with its margin' : 'the margin column added with its default, 0');
+    t.equal(
+      state.lease.safetyMarginSeconds,
+      v2 ? 30 : 0,
+      v2 ? 'with its margin' : 'the margin column added with its default, 0',
+    );
     t.equal(state.floor, 6, 'the generation floor is kept (S1)');
     t.same(
       state.observers.get('node-b'),
@@ -199,7 +246,11 @@ for (const [name, version, opts] of OLD) {
       ],
       'the events, with their ids',
     );
-    t.same(store.appendEvents([{ at: 2000, category: 'control', event: 'migrated', host: null, data: {} }]).map((e) => e.id), [4], 'a new event gets the next id, never a swept one');
+    t.same(
+      store.appendEvents([{ at: 2000, category: 'control', event: 'migrated', host: null, data: {} }]).map((e) => e.id),
+      [4],
+      'a new event gets the next id, never a swept one',
+    );
 
     t.same(
       store.listTokens().map((r) => [r.id, r.machine, r.scope, r.revoked]),
@@ -211,15 +262,34 @@ for (const [name, version, opts] of OLD) {
       ],
       'the tokens',
     );
-    t.match(store.findToken(SHA('c')), { machine: 'mbp', scope: 'member', revoked: null }, 'a token is found by its hash');
+    t.match(
+      store.findToken(SHA('c')),
+      { machine: 'mbp', scope: 'member', revoked: null },
+      'a token is found by its hash',
+    );
     t.equal(store.hasActiveAdmin(), true, 'the admin token still counts (no second admin.token is written)');
-    t.equal(store.tryCheckLock('new-daemon', NOW_MS, NOW_MS + 60_000), false, "the earlier check lock is still held by its owner");
+    t.equal(
+      store.tryCheckLock('new-daemon', NOW_MS, NOW_MS + 60_000),
+      false,
+      'the earlier check lock is still held by its owner',
+    );
 
     const resources = registry.listResources({}, NOW_MS);
     const leases = registry.listPortLeases(NOW_MS);
     if (opts.registry) {
-      t.same(resources.map((r) => [r.id, r.kind, r.machine, Object.fromEntries(r.attrs)]), [['i:web', 'instance', 'mbp', {}], ['m:mbp', 'machine', 'mbp', { os: 'darwin', cores: 10 }]], 'the resources');
-      t.same(leases.map((l) => [l.port, l.leaseId, l.machine]), [[31450, 'f'.repeat(32), 'mbp']], 'the port lease (no port handed out twice after the upgrade)');
+      t.same(
+        resources.map((r) => [r.id, r.kind, r.machine, Object.fromEntries(r.attrs)]),
+        [
+          ['i:web', 'instance', 'mbp', {}],
+          ['m:mbp', 'machine', 'mbp', { os: 'darwin', cores: 10 }],
+        ],
+        'the resources',
+      );
+      t.same(
+        leases.map((l) => [l.port, l.leaseId, l.machine]),
+        [[31450, 'f'.repeat(32), 'mbp']],
+        'the port lease (no port handed out twice after the upgrade)',
+      );
       const next = registry.allocatePort({ machine: 'node-b', purpose: 'test', ttlMs: 60_000 }, 'e'.repeat(32), NOW_MS);
       t.match(next, { ok: true, lease: { port: 31451 } }, 'a new allocation skips the kept lease');
     } else {
@@ -254,7 +324,7 @@ t.test('a database from a newer hq-arbiter is refused at start with one line and
   const before = dump(path);
   const line = `hq.db has schema version ${MIGRATIONS.length + 1}, newer than this hq-arbiter's ${MIGRATIONS.length}: it was made by a newer hq-arbiter; run that one, or restore a backup made by this one`;
   t.throws(() => new SqliteStore({ dataDir, ttlSeconds: 6 }), { message: line }, 'the store refuses it');
-  t.throws(() => openDatabase({ path }), { message: line }, 'and so does every connection (the registry\'s)');
+  t.throws(() => openDatabase({ path }), { message: line }, "and so does every connection (the registry's)");
   for (const args of [['serve'], ['check'], ['token', 'list']]) {
     let stderr = '';
     const code = await main([...args, '--config', config], { out: () => {}, err: (s) => (stderr += s) });

@@ -19,7 +19,11 @@ forEachStore(t, async (factory, t) => {
     await store.insertToken('mbp', 'query', SHA('b'), 11);
     await store.insertToken('ops', 'admin', SHA('c'), 12);
     t.equal(await store.hasActiveAdmin(), true, 'an admin token now');
-    t.same(await store.findToken(SHA('a')), { id: 1, machine: 'mbp', scope: 'member', sha256: SHA('a'), created: 10, revoked: null }, 'found by its hash');
+    t.same(
+      await store.findToken(SHA('a')),
+      { id: 1, machine: 'mbp', scope: 'member', sha256: SHA('a'), created: 10, revoked: null },
+      'found by its hash',
+    );
     await t.rejects(async () => store.insertToken('node-b', 'member', SHA('a'), 13), 'a hash is stored once');
     t.equal(await store.replaceToken('mbp', 'member', SHA('d'), 20), 1, "replace revokes mbp's member token");
     t.equal((await store.findToken(SHA('a')))?.revoked, 20, "the old one is revoked at the new one's time");
@@ -48,24 +52,43 @@ forEachStore(t, async (factory, t) => {
     const b = await factory.again(t, a);
     const token = 'ab'.repeat(32);
     await a.insertToken('mbp', 'member', sha256Hex(token), 1);
-    t.equal((await authenticate(a, ['Authorization', `Bearer ${token}`])).ok, true, 'a token authenticates (a store may now cache it)');
+    t.equal(
+      (await authenticate(a, ['Authorization', `Bearer ${token}`])).ok,
+      true,
+      'a token authenticates (a store may now cache it)',
+    );
     t.equal(await b.revokeTokens('mbp', 2), 1, 'revoked by another handle (hq-arbiter token revoke)');
-    t.same(await authenticate(a, ['Authorization', `Bearer ${token}`]), { ok: false, status: 401, message: 'the token is not valid' }, 'refused on the next request');
+    t.same(
+      await authenticate(a, ['Authorization', `Bearer ${token}`]),
+      { ok: false, status: 401, message: 'the token is not valid' },
+      'refused on the next request',
+    );
     const again = 'cd'.repeat(32);
     await b.insertToken('mbp', 'member', sha256Hex(again), 3);
-    t.equal((await authenticate(a, ['Authorization', `Bearer ${again}`])).ok, true, "another handle's new token works at once");
+    t.equal(
+      (await authenticate(a, ['Authorization', `Bearer ${again}`])).ok,
+      true,
+      "another handle's new token works at once",
+    );
   });
 
-  t.test('the first start writes an admin token file 0600, replaces a stale one, and keeps it once an admin exists', async (t) => {
-    const dir = t.testdir({ 'admin.token': 'stale\n' });
-    const store = await factory.lease(t);
-    const path = await ensureAdminToken(store, dir, 'cloud-vm', 1);
-    t.equal(path, join(dir, 'admin.token'), 'written to dataDir/admin.token');
-    t.equal(statSync(path!).mode & 0o777, 0o600, 'mode 0600');
-    const token = readFileSync(path!, 'utf8');
-    t.match(token, /^[0-9a-f]{64}\n$/, 'the stale file was replaced by a 64-hex token');
-    t.same(await authenticate(store, ['Authorization', `Bearer ${token.trim()}`]), { ok: true, principal: { machine: 'cloud-vm', scope: 'admin' } }, 'the token authenticates as admin');
-    t.equal((await store.findToken(sha256Hex(token.trim())))?.scope, 'admin', 'stored as its sha256');
-    t.equal(await ensureAdminToken(store, dir, 'cloud-vm', 2), null, 'not issued again while an admin token exists');
-  });
+  t.test(
+    'the first start writes an admin token file 0600, replaces a stale one, and keeps it once an admin exists',
+    async (t) => {
+      const dir = t.testdir({ 'admin.token': 'stale\n' });
+      const store = await factory.lease(t);
+      const path = await ensureAdminToken(store, dir, 'cloud-vm', 1);
+      t.equal(path, join(dir, 'admin.token'), 'written to dataDir/admin.token');
+      t.equal(statSync(path!).mode & 0o777, 0o600, 'mode 0600');
+      const token = readFileSync(path!, 'utf8');
+      t.match(token, /^[0-9a-f]{64}\n$/, 'the stale file was replaced by a 64-hex token');
+      t.same(
+        await authenticate(store, ['Authorization', `Bearer ${token.trim()}`]),
+        { ok: true, principal: { machine: 'cloud-vm', scope: 'admin' } },
+        'the token authenticates as admin',
+      );
+      t.equal((await store.findToken(sha256Hex(token.trim())))?.scope, 'admin', 'stored as its sha256');
+      t.equal(await ensureAdminToken(store, dir, 'cloud-vm', 2), null, 'not issued again while an admin token exists');
+    },
+  );
 });

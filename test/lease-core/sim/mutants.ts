@@ -80,7 +80,11 @@ export const ackAnyGeneration: Decisions = {
     ...core,
     steppedDown: (s, c, i) => {
       const d = s.lease.displaced ?? null;
-      return core.steppedDown(s, c, d === null ? i : { ...i, generation: d.generation, revision: Math.max(i.revision, d.revision) });
+      return core.steppedDown(
+        s,
+        c,
+        d === null ? i : { ...i, generation: d.generation, revision: Math.max(i.revision, d.revision) },
+      );
     },
   },
 };

@@ -70,14 +70,28 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
       }
       case 'delay': {
         const [a, b] = pair();
-        f = { kind, start, length: rng.between(2, 10), a, b, amount: rng.between(0.5, cfg.requestTimeoutSeconds * 0.95) };
+        f = {
+          kind,
+          start,
+          length: rng.between(2, 10),
+          a,
+          b,
+          amount: rng.between(0.5, cfg.requestTimeoutSeconds * 0.95),
+        };
         break;
       }
       case 'crash-agent':
         f = { kind, start, length: rng.between(0.3, 10), a: candidate, b: candidate, amount: 0 };
         break;
       case 'pause-agent':
-        f = { kind, start, length: rng.between(cfg.ttlSeconds + 0.5, 2 * cfg.ttlSeconds + 3), a: candidate, b: candidate, amount: 0 };
+        f = {
+          kind,
+          start,
+          length: rng.between(cfg.ttlSeconds + 0.5, 2 * cfg.ttlSeconds + 3),
+          a: candidate,
+          b: candidate,
+          amount: 0,
+        };
         break;
       case 'crash-arbiter':
       case 'wipe-arbiter':
@@ -105,16 +119,39 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
         const to = rng.pick(cfg.candidates.filter((c) => c !== candidate));
         const down = rng.between(0.3, 8);
         f = { kind, start, length: down, a: candidate, b: candidate, amount: 0, phase };
-        faults.push({ kind: 'transfer', start: Math.min(start + rng.between(0.2, 2), HEALED_BY - down - 0.1), length: 0.01, a: to, b: to, amount: 0, force: rng.next() < 0.3 });
+        faults.push({
+          kind: 'transfer',
+          start: Math.min(start + rng.between(0.2, 2), HEALED_BY - down - 0.1),
+          length: 0.01,
+          a: to,
+          b: to,
+          amount: 0,
+          force: rng.next() < 0.3,
+        });
         break;
       }
       case 'restart-move': {
         // The arbiter restarts (database kept, or lost), and a planned move follows within its start wait.
         const down = rng.between(0.3, 3);
         const s0 = Math.min(start, HEALED_BY - down - 8);
-        faults.push({ kind: rng.next() < 0.75 ? 'crash-arbiter' : 'wipe-arbiter', start: s0, length: down, a: ARBITER, b: ARBITER, amount: 0 });
+        faults.push({
+          kind: rng.next() < 0.75 ? 'crash-arbiter' : 'wipe-arbiter',
+          start: s0,
+          length: down,
+          a: ARBITER,
+          b: ARBITER,
+          amount: 0,
+        });
         const move = rng.next() < 0.5 ? 'transfer' : 'handover';
-        f = { kind: move, start: s0 + down + rng.between(0.2, cfg.ttlSeconds), length: 0.01, a: candidate, b: candidate, amount: 0, force: rng.next() < 0.3 };
+        f = {
+          kind: move,
+          start: s0 + down + rng.between(0.2, cfg.ttlSeconds),
+          length: 0.01,
+          a: candidate,
+          b: candidate,
+          amount: 0,
+          force: rng.next() < 0.3,
+        };
         break;
       }
       case 'outage-restart': {
@@ -123,7 +160,14 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
         const s0 = Math.min(start, HEALED_BY - outage);
         faults.push({ kind: 'crash-arbiter', start: s0, length: outage, a: ARBITER, b: ARBITER, amount: 0 });
         const who = rng.next() < 0.7 ? (cfg.candidates[0] as Host) : candidate;
-        f = { kind: 'crash-agent', start: s0 + rng.between(0.5, outage / 2), length: rng.between(0.3, 3), a: who, b: who, amount: 0 };
+        f = {
+          kind: 'crash-agent',
+          start: s0 + rng.between(0.5, outage / 2),
+          length: rng.between(0.3, 3),
+          a: who,
+          b: who,
+          amount: 0,
+        };
         break;
       }
       case 'replay-ack': {
@@ -134,7 +178,15 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
         const to = rng.pick(cfg.candidates.filter((c) => c !== back));
         let at = s0;
         for (const target of [to, back, to]) {
-          faults.push({ kind: 'transfer', start: at, length: 0.01, a: target, b: target, amount: 0, force: rng.next() < 0.3 });
+          faults.push({
+            kind: 'transfer',
+            start: at,
+            length: 0.01,
+            a: target,
+            b: target,
+            amount: 0,
+            force: rng.next() < 0.3,
+          });
           at += rng.between(4, 10);
         }
         const last = faults[faults.length - 1] as Fault;
@@ -155,7 +207,13 @@ export function makeFaults(rng: Rng, cfg: SimConfig, kinds: readonly FaultKind[]
   return faults.filter(
     (f) =>
       f.kind !== 'jump' ||
-      !faults.some((s) => s.kind === 'sleep' && s.a === f.a && f.start >= s.start - (f.amount < 0 ? cfg.ttlSeconds : 0.2) && f.start <= s.start + s.length + 0.2),
+      !faults.some(
+        (s) =>
+          s.kind === 'sleep' &&
+          s.a === f.a &&
+          f.start >= s.start - (f.amount < 0 ? cfg.ttlSeconds : 0.2) &&
+          f.start <= s.start + s.length + 0.2,
+      ),
   );
 }
 
@@ -248,6 +306,7 @@ export function runSchedule(seed: number, opts: RunOptions = {}): Result {
     }
   }
   if (failover === null) w.violate('L1', `no standby ran within ${END_AT - deathAt}s of ${holder.host}'s death`);
-  else if (failover > l1Bound(cfg)) w.violate('L1', `failover took ${failover.toFixed(2)}s > bound ${l1Bound(cfg).toFixed(2)}s`);
+  else if (failover > l1Bound(cfg))
+    w.violate('L1', `failover took ${failover.toFixed(2)}s > bound ${l1Bound(cfg).toFixed(2)}s`);
   return done(failover, null);
 }

@@ -37,7 +37,8 @@ export function runSlice(t: Test, slice: number): void {
     if (r.failover !== null) failovers.push(r.failover);
     if (r.unmeasured !== null) unmeasured.set(r.unmeasured, (unmeasured.get(r.unmeasured) ?? 0) + 1);
     promotions += r.promotions;
-    for (const m of r.moves) if (m.ranAt !== null) (m.acknowledged ? moved.acknowledged : moved.waited).push(m.ranAt - m.at);
+    for (const m of r.moves)
+      if (m.ranAt !== null) (m.acknowledged ? moved.acknowledged : moved.waited).push(m.ranAt - m.at);
   }
   for (const r of failed.slice(0, 5)) {
     t.comment(`seed ${r.seed} violates: ${JSON.stringify(r.violations.slice(0, 3))}`);
@@ -45,7 +46,11 @@ export function runSlice(t: Test, slice: number): void {
     t.comment(`  replay: HQ_SIM_SEED=${r.seed} npx tap test/lease-core/simulation-1.test.ts`);
   }
   t.equal(failed.length, 0, `no schedule of ${seeds.length} violates S1, S2, S5, S6 or L1`);
-  t.equal(failovers.length + [...unmeasured.values()].reduce((a, b) => a + b, 0), seeds.length, 'every schedule reached its end');
+  t.equal(
+    failovers.length + [...unmeasured.values()].reduce((a, b) => a + b, 0),
+    seeds.length,
+    'every schedule reached its end',
+  );
   t.equal(unmeasured.size, 0, `L1 was measured in every schedule (${JSON.stringify([...unmeasured])})`);
   const pctOf = (xs: readonly number[], p: number): string => {
     const s = [...xs].sort((a, b) => a - b);

@@ -129,7 +129,14 @@ type Payload =
   | { kind: 'heartbeat'; id: number; body: protocol.HeartbeatRequest }
   | { kind: 'acquire'; id: number; body: protocol.AcquireRequest; operator: true }
   | { kind: 'read'; id: number }
-  | { kind: 'answer'; id: number; record: protocol.LeaseRecord; confirms: boolean; hold: number | null; stepDown: number | null }
+  | {
+      kind: 'answer';
+      id: number;
+      record: protocol.LeaseRecord;
+      confirms: boolean;
+      hold: number | null;
+      stepDown: number | null;
+    }
   | { kind: 'stepped-down'; id: number; body: protocol.StepDownAck }
   | { kind: 'release'; id: number; body: protocol.ReleaseRequest }
   | { kind: 'verdict'; id: number; ok: boolean }
@@ -387,7 +394,11 @@ export class World {
   }
 
   private freshDb(): ArbiterState {
-    return { lease: { ...this.d.core.emptyLease(this.cfg.ttlSeconds), floorPending: true }, observers: new Map(), floor: 0 };
+    return {
+      lease: { ...this.d.core.emptyLease(this.cfg.ttlSeconds), floorPending: true },
+      observers: new Map(),
+      floor: 0,
+    };
   }
 
   /** The arbiter's `now`: wall at start + monotonic elapsed (a wall jump does not move it). */
@@ -496,7 +507,12 @@ export class World {
           if (starts) this.startHandover(f.a, f.force === true);
           break;
         case 'crash-step-down':
-          if (starts) (this.agents.get(f.a) as Agent).crashAt = { phase: f.phase ?? 'persisted', until: HEALED_BY_SIM - f.length, down: f.length };
+          if (starts)
+            (this.agents.get(f.a) as Agent).crashAt = {
+              phase: f.phase ?? 'persisted',
+              until: HEALED_BY_SIM - f.length,
+              down: f.length,
+            };
           break;
         case 'replay-ack':
           if (starts) this.replayAck(f.a);
@@ -533,11 +549,15 @@ export class World {
   private noteGrant(before: ArbiterState): void {
     const l = this.db.lease;
     if (l.holder === null || l.floorPending) return;
-    if (l.generation === before.lease.generation && l.holder === before.lease.holder && !before.lease.floorPending) return;
+    if (l.generation === before.lease.generation && l.holder === before.lease.holder && !before.lease.floorPending)
+      return;
     this.grants.push({ generation: l.generation, holder: l.holder, at: this.t });
     const same = l.generation === this.maxObserved && this.observed.get(l.generation) === l.holder;
     if (l.generation <= this.maxObserved && !same) {
-      this.violate('S1', `generation ${l.generation} granted to ${l.holder} after generation ${this.maxObserved} was observed`);
+      this.violate(
+        'S1',
+        `generation ${l.generation} granted to ${l.holder} after generation ${this.maxObserved} was observed`,
+      );
     }
   }
 
@@ -559,7 +579,8 @@ export class World {
     const host = m.from;
     if (p.kind === 'heartbeat') {
       const step = this.arbiterApply((s, c) => this.d.core.heartbeat(s, c, p.body));
-      if (p.body.view !== undefined) this.viewReports.set(host, { at: this.t, target: p.body.view.target, reachable: p.body.view.reachable });
+      if (p.body.view !== undefined)
+        this.viewReports.set(host, { at: this.t, target: p.body.view.target, reachable: p.body.view.reachable });
       this.reply(host, p.id, step.answer.outcome === 'renewed');
     } else if (p.kind === 'acquire') {
       const step = this.arbiterApply((s, c) => this.d.core.acquire(s, c, p.body));
@@ -585,7 +606,14 @@ export class World {
     const ctx = this.ctx();
     const hold = this.d.core.renewHold(ctx, this.boot, this.db);
     const stepDown = operator ? null : this.d.core.stepDownAsked(this.db, ctx, to);
-    this.send(ARBITER, to, { kind: 'answer', id: operator ? -id : id, record: this.arbiterRecord(), confirms, hold, stepDown });
+    this.send(ARBITER, to, {
+      kind: 'answer',
+      id: operator ? -id : id,
+      record: this.arbiterRecord(),
+      confirms,
+      hold,
+      stepDown,
+    });
   }
 
   // --------------------------------------------------------------------------- planned moves
@@ -602,12 +630,22 @@ export class World {
     const from = before.holder;
     const agent = from === null ? undefined : this.agents.get(from);
     if (from === null || from === to || agent === undefined || !agent.up || this.dead.has(from)) return;
-    this.moves.push({ kind, at: this.t, from, to, generation: this.db.lease.generation, ranAt: null, acknowledged: false });
+    this.moves.push({
+      kind,
+      at: this.t,
+      from,
+      to,
+      generation: this.db.lease.generation,
+      ranAt: null,
+      acknowledged: false,
+    });
   }
 
   /** The holder's CLI: `hq lease release --handover-to H` (step down, children gone, release). */
   private startHandover(to: Host, force: boolean): void {
-    const a = [...this.agents.values()].find((x) => x.host !== to && x.state.known?.holder === x.host && !x.state.known.released);
+    const a = [...this.agents.values()].find(
+      (x) => x.host !== to && x.state.known?.holder === x.host && !x.state.known.released,
+    );
     if (a === undefined || !a.up || a.paused || this.asleep(a.host) || a.handover !== null) return;
     const g = a.state.known?.generation ?? 0;
     if (g <= a.state.steppedDown) return;
@@ -622,8 +660,16 @@ export class World {
       h.phase = 'releasing';
       h.sent = now;
       a.commit(this.d.core.releaseSent(a.state, now, a.settings));
-      this.send(a.host, ARBITER, { kind: 'release', id: h.id, body: { host: a.host, generation: h.generation, handoverTo: h.to, force: h.force, ran: h.ran } });
-    } else if (h.phase === 'releasing' && h.sent !== null && this.d.core.elapsed(h.sent, now) > a.settings.requestTimeoutSeconds) {
+      this.send(a.host, ARBITER, {
+        kind: 'release',
+        id: h.id,
+        body: { host: a.host, generation: h.generation, handoverTo: h.to, force: h.force, ran: h.ran },
+      });
+    } else if (
+      h.phase === 'releasing' &&
+      h.sent !== null &&
+      this.d.core.elapsed(h.sent, now) > a.settings.requestTimeoutSeconds
+    ) {
       // No answer: the outcome is unknown; the agent's own records tell (lease-core `releasing`).
       a.handover = null;
     }
@@ -646,7 +692,17 @@ export class World {
   private stepDownTick(a: Agent, now: Stamp): void {
     const due = a.state.ackDue;
     if (a.job === null && due !== null) {
-      a.job = { generation: due.generation, revision: due.revision, ran: due.ran, phase: 'killing', deferred: null, victim: null, ackId: 0, sent: null, tries: 0 };
+      a.job = {
+        generation: due.generation,
+        revision: due.revision,
+        ran: due.ran,
+        phase: 'killing',
+        deferred: null,
+        victim: null,
+        ackId: 0,
+        sent: null,
+        tries: 0,
+      };
       if (this.crashHere(a, 'persisted')) return;
     }
     const job = a.job;
@@ -655,7 +711,11 @@ export class World {
     if (job.phase === 'killing' && (gone || this.d.stepDownOrder === 'ack-before-gone')) {
       if (this.d.stepDownOrder !== 'ack-before-gone' && this.crashHere(a, 'children-gone')) return;
       this.sendAck(a, job, now);
-    } else if (job.phase === 'acking' && job.sent !== null && this.d.core.elapsed(job.sent, now) > a.settings.requestTimeoutSeconds) {
+    } else if (
+      job.phase === 'acking' &&
+      job.sent !== null &&
+      this.d.core.elapsed(job.sent, now) > a.settings.requestTimeoutSeconds
+    ) {
       if (job.tries < 3) this.sendAck(a, job, now);
       else this.finishAck(a, job);
     }
@@ -666,7 +726,12 @@ export class World {
     job.sent = now;
     job.tries++;
     if (job.ackId === 0) job.ackId = this.id();
-    const body: protocol.StepDownAck = { host: a.host, generation: job.generation, revision: job.revision, ran: job.ran };
+    const body: protocol.StepDownAck = {
+      host: a.host,
+      generation: job.generation,
+      revision: job.revision,
+      ran: job.ran,
+    };
     const log = this.acksSent.get(a.host) ?? [];
     log.push(body);
     this.acksSent.set(a.host, log);
@@ -724,7 +789,12 @@ export class World {
       this.violate('S5', `promotion of ${promotee} without ${n} failed probes of ${before.holder}`);
     }
     const v = this.viewReports.get(promotee);
-    if (v === undefined || v.reachable || v.target !== before.holder || this.t - v.at > this.cfg.viewFreshSeconds / (1 - this.cfg.drift) + 1) {
+    if (
+      v === undefined ||
+      v.reachable ||
+      v.target !== before.holder ||
+      this.t - v.at > this.cfg.viewFreshSeconds / (1 - this.cfg.drift) + 1
+    ) {
       this.violate('S5', `promotion of ${promotee} without its fresh view of ${before.holder} as unreachable`);
     }
     if (promotee === before.holder) this.violate('S5', `self-promotion of ${promotee}`);
@@ -790,7 +860,11 @@ export class World {
       body.view = { target: holder, reachable: ping || health, ping, health };
     }
     if (st.gave !== null) {
-      body.confirmation = { holder: st.gave.holder, generation: st.gave.generation, ageSeconds: Math.max(0, now.mono - st.gave.at.mono) };
+      body.confirmation = {
+        holder: st.gave.holder,
+        generation: st.gave.generation,
+        ageSeconds: Math.max(0, now.mono - st.gave.at.mono),
+      };
     }
     this.send(a.host, ARBITER, { kind: 'heartbeat', id, body });
   }
@@ -805,13 +879,31 @@ export class World {
       const received = a.stamp();
       const summary = core.parseRecord(p.record);
       if (!summary.ok) throw new Error(`simulator produced an unparsable record: ${summary.problem}`);
-      const step = core.onArbiterAnswer(a.state, { record: summary.value, confirms: p.confirms, hold: p.hold, stepDown: p.stepDown }, this.d.sentStamp(sent, received), received, a.settings);
+      const step = core.onArbiterAnswer(
+        a.state,
+        { record: summary.value, confirms: p.confirms, hold: p.hold, stepDown: p.stepDown },
+        this.d.sentStamp(sent, received),
+        received,
+        a.settings,
+      );
       this.events.push(...step.events);
       const due = step.state.ackDue;
       if (this.d.stepDownOrder === 'ack-before-persist' && due !== null && due !== a.state.ackDue && a.job === null) {
         // The mutant: kill the children and acknowledge first, commit the step-down afterwards.
-        const victim = a.worker.running ? (this.runs.findLast((r) => r.host === a.host && r.end === Infinity) ?? null) : null;
-        a.job = { generation: due.generation, revision: due.revision, ran: due.ran, phase: 'killing', deferred: step.state, victim, ackId: 0, sent: null, tries: 0 };
+        const victim = a.worker.running
+          ? (this.runs.findLast((r) => r.host === a.host && r.end === Infinity) ?? null)
+          : null;
+        a.job = {
+          generation: due.generation,
+          revision: due.revision,
+          ran: due.ran,
+          phase: 'killing',
+          deferred: step.state,
+          victim,
+          ackId: 0,
+          sent: null,
+          tries: 0,
+        };
         this.terminate(a);
         return;
       }
@@ -833,7 +925,12 @@ export class World {
       }
     } else if (p.kind === 'confirm-answer') {
       if (a.round === null || a.round.id !== p.id) return;
-      a.round.results.set(m.from, { peer: m.from, answered: true, confirmed: p.answer.confirmed, generation: p.answer.generation });
+      a.round.results.set(m.from, {
+        peer: m.from,
+        answered: true,
+        confirmed: p.answer.confirmed,
+        generation: p.answer.generation,
+      });
       if (a.round.results.size === this.cfg.candidates.length - 1) this.finishPeerRound(a);
     }
   }
@@ -844,7 +941,17 @@ export class World {
     const id = this.id();
     a.round = { id, sent: a.stamp(), results: new Map() };
     for (const peer of this.cfg.candidates) {
-      if (peer !== a.host) this.send(a.host, peer, { kind: 'confirm', id, body: { host: a.host, generation: known.generation, ttlSeconds: known.ttlSeconds, safetyMarginSeconds: known.safetyMarginSeconds } });
+      if (peer !== a.host)
+        this.send(a.host, peer, {
+          kind: 'confirm',
+          id,
+          body: {
+            host: a.host,
+            generation: known.generation,
+            ttlSeconds: known.ttlSeconds,
+            safetyMarginSeconds: known.safetyMarginSeconds,
+          },
+        });
     }
   }
 
@@ -855,7 +962,14 @@ export class World {
     const peers = this.cfg.candidates.filter((p) => p !== a.host);
     const results = peers.map((p) => round.results.get(p) ?? { peer: p, answered: false });
     const received = a.stamp();
-    const step = this.d.core.onPeerResults(a.state, results, peers, this.d.sentStamp(round.sent, received), received, a.settings);
+    const step = this.d.core.onPeerResults(
+      a.state,
+      results,
+      peers,
+      this.d.sentStamp(round.sent, received),
+      received,
+      a.settings,
+    );
     this.events.push(...step.events);
     a.commit(step.state);
   }
@@ -902,16 +1016,19 @@ export class World {
   private workerTick(a: Agent): void {
     const w = a.worker;
     if (!w.running || w.at === null) return;
-    if (this.d.core.elapsed(w.at, a.stamp()) >= w.validFor || (w.stopAt !== null && this.t >= w.stopAt)) this.stopWorker(a);
+    if (this.d.core.elapsed(w.at, a.stamp()) >= w.validFor || (w.stopAt !== null && this.t >= w.stopAt))
+      this.stopWorker(a);
   }
 
   private startRun(host: Host, generation: number): void {
     this.runs.push({ host, generation, start: this.t, end: Infinity });
     for (const m of this.moves) if (m.to === host && m.generation === generation && m.ranAt === null) m.ranAt = this.t;
-    if (generation < this.maxRunGeneration) this.violate('S1', `${host} runs generation ${generation} after ${this.maxRunGeneration} ran`);
+    if (generation < this.maxRunGeneration)
+      this.violate('S1', `${host} runs generation ${generation} after ${this.maxRunGeneration} ran`);
     this.maxRunGeneration = Math.max(this.maxRunGeneration, generation);
     for (const r of this.runs) {
-      if (r.end === Infinity && r.host !== host) this.violate('S2', `${host} (generation ${generation}) runs while ${r.host} (generation ${r.generation}) runs`);
+      if (r.end === Infinity && r.host !== host)
+        this.violate('S2', `${host} (generation ${generation}) runs while ${r.host} (generation ${r.generation}) runs`);
     }
   }
 
@@ -926,11 +1043,17 @@ export class World {
     if (!this.operatorWanted || this.t < this.operatorNext) return;
     const who = this.cfg.candidates.find((c) => !this.dead.has(c)) as Host;
     const a = this.agents.get(who) as Agent;
-    if (this.operatorInflight !== null && this.t - this.operatorInflight.sentAt < this.cfg.requestTimeoutSeconds) return;
+    if (this.operatorInflight !== null && this.t - this.operatorInflight.sentAt < this.cfg.requestTimeoutSeconds)
+      return;
     const id = this.id();
     this.operatorInflight = { id, sentAt: this.t };
     this.operatorNext = this.t + 2;
-    this.send(who, ARBITER, { kind: 'acquire', id, body: { host: who, seenGeneration: a.disk.seen, requestTimeoutSeconds: this.cfg.requestTimeoutSeconds }, operator: true });
+    this.send(who, ARBITER, {
+      kind: 'acquire',
+      id,
+      body: { host: who, seenGeneration: a.disk.seen, requestTimeoutSeconds: this.cfg.requestTimeoutSeconds },
+      operator: true,
+    });
   }
 
   /** Asks the operator to acquire again (after the faults, if no one holds a live lease). */

@@ -34,7 +34,11 @@ export const JSON_FLAG: FlagSpec = {
  * runs the command, and maps errors to exit codes — a CliError its own, a ConfigError 2,
  * anything else 1 — with one line on stderr and never a stack trace.
  */
-export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Parsed) => Promise<number>>, argv: readonly string[]): Promise<number> {
+export async function runCommand(
+  spec: CommandSpec,
+  load: () => Promise<(p: Parsed) => Promise<number>>,
+  argv: readonly string[],
+): Promise<number> {
   try {
     const parsed = parseArgs(spec, argv);
     if (parsed.help) {
@@ -48,7 +52,10 @@ export async function runCommand(spec: CommandSpec, load: () => Promise<(p: Pars
     const message = (err as { message?: string }).message ?? String(err);
     process.stderr.write(errorLine(spec.name, message));
     // A script that asked for --json reads the error as JSON on stdout too.
-    if (argv.includes('--json')) process.stdout.write(`${JSON.stringify({ ok: false, error: err instanceof ConfigError ? 'config' : code === 2 ? 'usage' : 'failed', message, exitCode: code })}\n`);
+    if (argv.includes('--json'))
+      process.stdout.write(
+        `${JSON.stringify({ ok: false, error: err instanceof ConfigError ? 'config' : code === 2 ? 'usage' : 'failed', message, exitCode: code })}\n`,
+      );
     return code;
   }
 }

@@ -35,7 +35,9 @@ export const ARBITER_DEFAULT_URL = 'http://127.0.0.1:8470';
 export function networkForReading(p: Parsed): Promise<Resolved> {
   const c = config(p);
   if (c.file === null && c.arbiterUrl === null) {
-    process.stderr.write(`hq: no agent config (--config, $HQ_CONFIG, ~/.hq/agent.json, /etc/hq/agent.json): asking the arbiter at its default ${ARBITER_DEFAULT_URL}\n`);
+    process.stderr.write(
+      `hq: no agent config (--config, $HQ_CONFIG, ~/.hq/agent.json, /etc/hq/agent.json): asking the arbiter at its default ${ARBITER_DEFAULT_URL}\n`,
+    );
     return Promise.resolve({ ...c, arbiterUrl: ARBITER_DEFAULT_URL });
   }
   return resolveNetwork(c);
@@ -57,12 +59,29 @@ export async function adminToken(c: AgentConfig, p: Parsed): Promise<string> {
 }
 
 /** undici is loaded only by the commands that talk HTTP. */
-export async function arbiter(c: Resolved, method: 'GET' | 'POST' | 'PUT', path: string, body: unknown, token: string | null): Promise<HttpResult> {
+export async function arbiter(
+  c: Resolved,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  body: unknown,
+  token: string | null,
+): Promise<HttpResult> {
   const { ArbiterEndpoints } = await import('@hq/runtime/http');
-  return new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({ method, path, body, token, timeoutSeconds: c.requestTimeoutSeconds });
+  return new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({
+    method,
+    path,
+    body,
+    token,
+    timeoutSeconds: c.requestTimeoutSeconds,
+  });
 }
 
-export function agent(c: AgentConfig, method: 'GET' | 'POST', path: string, timeoutSeconds?: number): Promise<LocalResult> {
+export function agent(
+  c: AgentConfig,
+  method: 'GET' | 'POST',
+  path: string,
+  timeoutSeconds?: number,
+): Promise<LocalResult> {
   return callAgent(c.socketPath, method, path, timeoutSeconds ?? c.requestTimeoutSeconds);
 }
 
@@ -70,7 +89,9 @@ export function agent(c: AgentConfig, method: 'GET' | 'POST', path: string, time
  * The highest generation this host has seen: the running agent's, else `seen-generation`.
  * A refused (insecure or corrupt) file is an error: acting on a guess could lower the floor.
  */
-export async function seenGeneration(c: AgentConfig): Promise<{ generation: number; source: 'agent' | 'file' | 'none' }> {
+export async function seenGeneration(
+  c: AgentConfig,
+): Promise<{ generation: number; source: 'agent' | 'file' | 'none' }> {
   const r = await agent(c, 'GET', '/v1/seen', 2);
   if (r.kind === 'answer' && r.status === 200) {
     const g = generationField(r.body, 'generation');
@@ -78,9 +99,14 @@ export async function seenGeneration(c: AgentConfig): Promise<{ generation: numb
   }
   const f = await readSecure(join(c.stateDir, 'seen-generation'));
   if (f.kind === 'missing') return { generation: 0, source: 'none' };
-  if (f.kind === 'refused') throw new CliError(2, `${join(c.stateDir, 'seen-generation')} ${f.problem}; refusing to guess the seen generation`);
+  if (f.kind === 'refused')
+    throw new CliError(2, `${join(c.stateDir, 'seen-generation')} ${f.problem}; refusing to guess the seen generation`);
   const g = parseGeneration(f.text);
-  if (g === null) throw new CliError(2, `${join(c.stateDir, 'seen-generation')} is not a generation; refusing to guess the seen generation`);
+  if (g === null)
+    throw new CliError(
+      2,
+      `${join(c.stateDir, 'seen-generation')} is not a generation; refusing to guess the seen generation`,
+    );
   return { generation: g, source: 'file' };
 }
 
@@ -93,18 +119,26 @@ function urlSource(c: Resolved | undefined): string {
 
 export function failure(r: HttpResult, what: string, c?: Resolved): { code: number; line: string } {
   const at = c === undefined ? '' : ` at ${c.arbiterUrl}`;
-  if (r.kind === 'unreachable') return { code: 3, line: `${what}: the arbiter${at} is unreachable (${r.problem})${urlSource(c)}` };
+  if (r.kind === 'unreachable')
+    return { code: 3, line: `${what}: the arbiter${at} is unreachable (${r.problem})${urlSource(c)}` };
   const b = fieldsOf(r.body);
   const detail = [b.reason, b.error, b.message].filter((x) => typeof x === 'string').join(': ');
   // An hq agent's peer listener answers the arbiter's routes with its generic 404 (the arbiter's names the route).
   if (r.status === 404 && b.error === ERRORS.NOT_FOUND.code && b.message === ERRORS.NOT_FOUND.message) {
-    return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} is not the arbiter: it answers like an hq agent's peer listener (HTTP 404 for the arbiter's routes); set arbiterUrl to the arbiter's address (port 8470 by default)${urlSource(c)}` };
+    return {
+      code: 3,
+      line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} is not the arbiter: it answers like an hq agent's peer listener (HTTP 404 for the arbiter's routes); set arbiterUrl to the arbiter's address (port 8470 by default)${urlSource(c)}`,
+    };
   }
   // An hq arbiter answers every refusal with an HQ_ERR_ code; anything else is another server.
   if (r.status >= 400 && !(typeof b.error === 'string' && b.error.startsWith('HQ_ERR_'))) {
-    return { code: 3, line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}` };
+    return {
+      code: 3,
+      line: `${what}: ${c?.arbiterUrl ?? 'the arbiter URL'} answered HTTP ${r.status} but is not an hq arbiter${urlSource(c)}`,
+    };
   }
-  if (r.status >= 500) return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
+  if (r.status >= 500)
+    return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
   // A lease held by another host: name it and its generation, as the record in the answer does.
   const l = (r.body as { lease?: { holder?: unknown; generation?: unknown } } | null)?.lease;
   if (b?.reason === 'held' && typeof l?.holder === 'string' && typeof l.generation === 'number') {
@@ -119,7 +153,10 @@ export function failure(r: HttpResult, what: string, c?: Resolved): { code: numb
  */
 export function reportFailure(f: { code: number; line: string }, p: { flags: ReadonlyMap<string, unknown> }): void {
   process.stderr.write(`hq ${f.line}\n`);
-  if (p.flags.has('json')) process.stdout.write(`${JSON.stringify({ ok: false, error: f.code === 3 ? 'unreachable' : 'refused', message: f.line, exitCode: f.code })}\n`);
+  if (p.flags.has('json'))
+    process.stdout.write(
+      `${JSON.stringify({ ok: false, error: f.code === 3 ? 'unreachable' : 'refused', message: f.line, exitCode: f.code })}\n`,
+    );
 }
 
 export function out(json: boolean, value: unknown, text: string): void {

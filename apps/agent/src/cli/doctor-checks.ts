@@ -62,4 +62,3 @@ export interface DoctorRun {
 }
 
 export type Check = (r: DoctorRun) => Promise<DoctorCheck[]>;
-

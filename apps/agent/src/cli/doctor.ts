@@ -30,10 +30,30 @@ import { loadConfig, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { wallClockMs } from '@hq/runtime/clock';
-import { CONFIG_FLAG, JSON_FLAG, errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type CommandSpec, type Parsed } from './args.js';
+import {
+  CONFIG_FLAG,
+  JSON_FLAG,
+  errorLine,
+  flagBool,
+  flagNumber,
+  flagString,
+  parseArgs,
+  helpText,
+  CliError,
+  type CommandSpec,
+  type Parsed,
+} from './args.js';
 import { fail, pass, secs, skip, type Check, type DoctorCheck, type DoctorRun, type Status } from './doctor-checks.js';
 import { checkArbiter, checkArbiterUrl, checkPeers, checkTiming, checkVersions } from './doctor-arbiter.js';
-import { checkHostname, checkSocket, checkStateDir, checkTailscale, checkTokens, checkUnit, defaultUnitPaths } from './doctor-host.js';
+import {
+  checkHostname,
+  checkSocket,
+  checkStateDir,
+  checkTailscale,
+  checkTokens,
+  checkUnit,
+  defaultUnitPaths,
+} from './doctor-host.js';
 
 export type { DoctorCheck, Status } from './doctor-checks.js';
 export { etcdSpaceCheck } from './doctor-arbiter.js';
@@ -87,10 +107,26 @@ const CHECKS: readonly Check[] = [
 ];
 
 /** The checks skipped when the config is not valid (the unit's is still run). */
-const NEEDS_CONFIG = ['hostname', 'arbiter-url', 'state-dir', 'token', 'peer-token', 'arbiter', 'clock', 'timing', 'peers', 'tailscale', 'socket'];
+const NEEDS_CONFIG = [
+  'hostname',
+  'arbiter-url',
+  'state-dir',
+  'token',
+  'peer-token',
+  'arbiter',
+  'clock',
+  'timing',
+  'peers',
+  'tailscale',
+  'socket',
+];
 
 /** Runs every check. Never throws. */
-export async function runChecks(configFlag: string | undefined, opts: { maxOffsetSeconds?: number } = {}, ctx: DoctorContext = {}): Promise<DoctorCheck[]> {
+export async function runChecks(
+  configFlag: string | undefined,
+  opts: { maxOffsetSeconds?: number } = {},
+  ctx: DoctorContext = {},
+): Promise<DoctorCheck[]> {
   const platform = ctx.platform ?? process.platform;
   const home = ctx.home ?? homedir();
   // The config, with the agent's own cadence relations (resolveConfig runs checkCadence).
@@ -100,13 +136,22 @@ export async function runChecks(configFlag: string | undefined, opts: { maxOffse
   } catch (err) {
     const key = err instanceof ConfigError ? err.key : null;
     return [
-      fail('config', (err as { message?: string }).message ?? String(err), key === null || key === '--config' || key === 'HQ_CONFIG' ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json' : `fix "${key}" in the agent config (see deploy/config/ for examples)`),
+      fail(
+        'config',
+        (err as { message?: string }).message ?? String(err),
+        key === null || key === '--config' || key === 'HQ_CONFIG'
+          ? 'pass --config PATH (or set $HQ_CONFIG) to a readable agent.json'
+          : `fix "${key}" in the agent config (see deploy/config/ for examples)`,
+      ),
       ...NEEDS_CONFIG.map((n) => skip(n, 'needs a valid config')),
       await checkUnit(ctx.unitPaths ?? defaultUnitPaths(platform, home), platform),
     ];
   }
   const out: DoctorCheck[] = [
-    pass('config', `${c.file ?? 'no file, every default'} is valid for host ${c.hostName} (heartbeat every ${secs(c.heartbeatSeconds)}, refresh ${secs(c.refreshSeconds)}, request timeout ${secs(c.requestTimeoutSeconds)})`),
+    pass(
+      'config',
+      `${c.file ?? 'no file, every default'} is valid for host ${c.hostName} (heartbeat every ${secs(c.heartbeatSeconds)}, refresh ${secs(c.refreshSeconds)}, request timeout ${secs(c.requestTimeoutSeconds)})`,
+    ),
   ];
   const run: DoctorRun = {
     c,

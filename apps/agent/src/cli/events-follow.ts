@@ -36,10 +36,15 @@ export interface FollowOptions {
   readonly failFast?: boolean;
 }
 
-export type FollowResult = { readonly lastId: number; readonly unsupported: false; readonly failed: string | null } | { readonly lastId: number; readonly unsupported: true; readonly failed: null };
+export type FollowResult =
+  | { readonly lastId: number; readonly unsupported: false; readonly failed: string | null }
+  | { readonly lastId: number; readonly unsupported: true; readonly failed: null };
 
 /** Parses complete SSE frames out of `buffer`; returns the rest. */
-export function parseFrames(buffer: string, each: (frame: { id: string | null; event: string | null; data: string }) => void): string {
+export function parseFrames(
+  buffer: string,
+  each: (frame: { id: string | null; event: string | null; data: string }) => void,
+): string {
   const text = buffer.replace(/\r\n?/g, '\n');
   let start = 0;
   for (;;) {
@@ -96,9 +101,19 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
     let connected = false;
     try {
       arm();
-      const headers: Record<string, string> = { accept: 'text/event-stream', 'last-event-id': String(lastId), [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
+      const headers: Record<string, string> = {
+        accept: 'text/event-stream',
+        'last-event-id': String(lastId),
+        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      };
       if (o.token !== null) headers['authorization'] = `Bearer ${o.token}`;
-      const res = await request(joinUrl(o.url, `/v1/events/stream?after=${lastId}`), { method: 'GET', headers, signal: ctl.signal, headersTimeout: idleMs, bodyTimeout: idleMs });
+      const res = await request(joinUrl(o.url, `/v1/events/stream?after=${lastId}`), {
+        method: 'GET',
+        headers,
+        signal: ctl.signal,
+        headersTimeout: idleMs,
+        bodyTimeout: idleMs,
+      });
       if (res.statusCode === 404) {
         await res.body.dump();
         return { lastId, unsupported: true, failed: null };
@@ -113,7 +128,8 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
           detail = '';
         }
         problem = `the event stream answered HTTP ${res.statusCode}${detail === '' ? '' : ` (${detail})`}`;
-        if (res.statusCode === 401 || res.statusCode === 403 || res.statusCode === 400) return { lastId, unsupported: false, failed: problem };
+        if (res.statusCode === 401 || res.statusCode === 403 || res.statusCode === 400)
+          return { lastId, unsupported: false, failed: problem };
       } else {
         connected = true;
         res.body.setEncoding('utf8');

@@ -11,7 +11,7 @@ import { CONFIG_FLAG, JSON_FLAG, flagBool, runCommand, type CommandSpec, type Pa
 export const FLEET_SPEC: CommandSpec = {
   name: 'fleet',
   summary:
-    "Lists the machines registered at the arbiter (expired records are not shown): the 1-minute load and CPU count they last reported, free memory, how long ago the arbiter heard from them, their role for the lease (holder, standby, arbiter, or - for other machines) and the duties they report.",
+    'Lists the machines registered at the arbiter (expired records are not shown): the 1-minute load and CPU count they last reported, free memory, how long ago the arbiter heard from them, their role for the lease (holder, standby, arbiter, or - for other machines) and the duties they report.',
   flags: [CONFIG_FLAG, JSON_FLAG],
   exits: '0 listed, 1 refused by the arbiter, 2 usage or config error, 3 arbiter unreachable.',
 };
@@ -42,7 +42,13 @@ interface ResourceIn {
 function resourceIn(v: unknown): ResourceIn | null {
   const f = fieldsOf(v);
   if (typeof f.machine !== 'string' || typeof f.renewedAt !== 'number' || typeof f.expiresAt !== 'number') return null;
-  return { machine: f.machine, name: typeof f.name === 'string' ? f.name : '', attrs: fieldsOf(f.attrs), renewedAt: f.renewedAt, expiresAt: f.expiresAt };
+  return {
+    machine: f.machine,
+    name: typeof f.name === 'string' ? f.name : '',
+    attrs: fieldsOf(f.attrs),
+    renewedAt: f.renewedAt,
+    expiresAt: f.expiresAt,
+  };
 }
 
 function num(v: unknown): number | null {
@@ -66,7 +72,15 @@ export function fleetRows(
     const load = r.attrs['loadAvg'];
     const duties = r.attrs['duties'] ?? r.attrs['roles'];
     const role: FleetRow['role'] =
-      r.machine === arbiterHost ? 'arbiter' : lease === null ? '?' : lease.holder === r.machine && !lease.expired ? 'holder' : candidates.includes(r.machine) ? 'standby' : '-';
+      r.machine === arbiterHost
+        ? 'arbiter'
+        : lease === null
+          ? '?'
+          : lease.holder === r.machine && !lease.expired
+            ? 'holder'
+            : candidates.includes(r.machine)
+              ? 'standby'
+              : '-';
     return {
       machine: r.machine,
       name: r.name,
@@ -99,7 +113,9 @@ export function fleetTable(rows: readonly FleetRow[]): string {
     r.duties.length === 0 ? '-' : r.duties.join(','),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] as string).length)));
-  return [head, ...body].map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd((widths[i] as number) + 2))).join('')).join('\n');
+  return [head, ...body]
+    .map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd((widths[i] as number) + 2))).join(''))
+    .join('\n');
 }
 
 /** `clock` (epoch ms, the wall: heartbeat times are the members') stands in when the arbiter sends no `now`. */
@@ -107,20 +123,39 @@ export async function fleet(p: Parsed, clock: MsClock = wallClockMs): Promise<nu
   const { arbiter, failure, memberToken, networkForReading, out, reportFailure } = await import('./context.js');
   const c = await networkForReading(p);
   const token = await memberToken(c).catch(() => null);
-  const [r, l] = await Promise.all([arbiter(c, 'GET', '/v1/resources?kind=machine', undefined, token), arbiter(c, 'GET', '/v1/lease', undefined, token)]);
+  const [r, l] = await Promise.all([
+    arbiter(c, 'GET', '/v1/resources?kind=machine', undefined, token),
+    arbiter(c, 'GET', '/v1/lease', undefined, token),
+  ]);
   if (r.kind !== 'answer' || r.status !== 200) {
     const f = failure(r, 'fleet', c);
     reportFailure(f, p);
     return f.code;
   }
   const body = fieldsOf(r.body);
-  const resources = (Array.isArray(body.resources) ? body.resources : []).map(resourceIn).filter((x): x is ResourceIn => x !== null);
+  const resources = (Array.isArray(body.resources) ? body.resources : [])
+    .map(resourceIn)
+    .filter((x): x is ResourceIn => x !== null);
   const nowMs = typeof body.now === 'number' ? body.now : clock.now();
   const rec = l.kind === 'answer' && l.status === 200 ? fieldsOf(l.body) : null;
-  const lease = rec === null ? null : { holder: stringField(rec, 'holder'), expired: rec.expired === true, generation: generationField(rec, 'generation') };
-  if (lease === null) process.stderr.write(`hq: fleet: ${failure(l, 'reading the lease').line} — the ROLE column shows ? (the holder comes from GET /v1/lease)\n`);
+  const lease =
+    rec === null
+      ? null
+      : {
+          holder: stringField(rec, 'holder'),
+          expired: rec.expired === true,
+          generation: generationField(rec, 'generation'),
+        };
+  if (lease === null)
+    process.stderr.write(
+      `hq: fleet: ${failure(l, 'reading the lease').line} — the ROLE column shows ? (the holder comes from GET /v1/lease)\n`,
+    );
   const rows = fleetRows(resources, nowMs, lease, c.candidates, c.arbiter);
-  out(flagBool(p, 'json'), { machines: rows, holder: lease?.holder ?? null, generation: lease?.generation ?? null, now: nowMs }, fleetTable(rows));
+  out(
+    flagBool(p, 'json'),
+    { machines: rows, holder: lease?.holder ?? null, generation: lease?.generation ?? null, now: nowMs },
+    fleetTable(rows),
+  );
   return 0;
 }
 

@@ -20,9 +20,30 @@ import { resolveConfig, validateConfigFile } from '../config.js';
 import '../config-checker.js';
 import { loadSeen, statePaths, writeHost, writePersisted, writeSeen } from '../state.js';
 import { CliError, flagBool, flagString, type Parsed } from './args.js';
-import { AGENT_KEYS, ARBITER_KEYS, SHARED_KEYS, crontabReplacements, parseOldConfig, parseOldHost, parseOldLocal, parseOldSeen, type CronLine, type Read } from './elanous-files.js';
+import {
+  AGENT_KEYS,
+  ARBITER_KEYS,
+  SHARED_KEYS,
+  crontabReplacements,
+  parseOldConfig,
+  parseOldHost,
+  parseOldLocal,
+  parseOldSeen,
+  type CronLine,
+  type Read,
+} from './elanous-files.js';
 
-export { crontabReplacements, parseOldConfig, parseOldHost, parseOldLocal, parseOldSeen, type CronLine, type OldConfig, type OldLocal, type Read } from './elanous-files.js';
+export {
+  crontabReplacements,
+  parseOldConfig,
+  parseOldHost,
+  parseOldLocal,
+  parseOldSeen,
+  type CronLine,
+  type OldConfig,
+  type OldLocal,
+  type Read,
+} from './elanous-files.js';
 
 /**
  * The old system's replication plan (its `~/.elanous` layout), the same as
@@ -60,7 +81,9 @@ export const ELANOUS_POLLERS = Object.freeze(['telegram', 'discord']);
 /** The old system's roles beyond hq's defaults (hq's defaults list them too; an old config may not). */
 const ELANOUS_ROLES = ['seat-loop', 'conatus'];
 
-async function readOld(path: string): Promise<{ kind: 'missing' } | { kind: 'text'; text: string } | { kind: 'refused'; problem: string }> {
+async function readOld(
+  path: string,
+): Promise<{ kind: 'missing' } | { kind: 'text'; text: string } | { kind: 'refused'; problem: string }> {
   try {
     const st = await stat(path);
     if (!st.isFile()) return { kind: 'refused', problem: `${path} is not a regular file` };
@@ -92,7 +115,10 @@ async function crontabText(file: string | undefined): Promise<{ text: string; so
     return { text: r.text, source: file };
   }
   const r = await runFile('crontab', ['-l'], { timeoutMs: 5000 });
-  return { text: r.ok ? r.stdout : '', source: r.ok ? 'crontab -l' : `crontab -l (${r.code === 'ENOENT' ? 'no crontab program' : 'no crontab'})` };
+  return {
+    text: r.ok ? r.stdout : '',
+    source: r.ok ? 'crontab -l' : `crontab -l (${r.code === 'ENOENT' ? 'no crontab program' : 'no crontab'})`,
+  };
 }
 
 const show = (p: string): string => {
@@ -104,22 +130,35 @@ const show = (p: string): string => {
 async function readOldFiles(home: string, hqDir: string, oldDir: string) {
   const cfg = await oldFile(join(oldDir, 'config.json'), parseOldConfig);
   const hq = cfg?.hq ?? {};
-  const seenFile = typeof hq['seenGenerationFile'] === 'string' ? resolve(home, (hq['seenGenerationFile'] as string).replace(/^~(?=$|\/)/, home)) : join(hqDir, 'seen-generation');
+  const seenFile =
+    typeof hq['seenGenerationFile'] === 'string'
+      ? resolve(home, (hq['seenGenerationFile'] as string).replace(/^~(?=$|\/)/, home))
+      : join(hqDir, 'seen-generation');
   const host = await oldFile(join(hqDir, 'host'), parseOldHost);
   const seen = await oldFile(seenFile, parseOldSeen);
   const local = await oldFile(join(oldDir, 'hq', 'local.json'), parseOldLocal);
   if (cfg === null && host === null && seen === null && local === null) {
-    throw new CliError(1, `no elanous HQ files under ${show(home)} (.elanous-hq/host, .elanous-hq/seen-generation, .elanous/hq/local.json, .elanous/config.json); nothing changed`);
+    throw new CliError(
+      1,
+      `no elanous HQ files under ${show(home)} (.elanous-hq/host, .elanous-hq/seen-generation, .elanous/hq/local.json, .elanous/config.json); nothing changed`,
+    );
   }
   const hostName = typeof hq['hostName'] === 'string' ? (hq['hostName'] as string) : null;
   if (host !== null && hostName !== null && host !== hostName) {
-    throw new CliError(1, `the host file names ${host} but hq.hostName in config.json names ${hostName}: make them agree; nothing changed`);
+    throw new CliError(
+      1,
+      `the host file names ${host} but hq.hostName in config.json names ${hostName}: make them agree; nothing changed`,
+    );
   }
   return { cfg, hq, host, seen, local, hostName };
 }
 
 /** The agent's config from the old hq block: its own keys, the roles (defaults, elanous's, the crontab's) and replication of the old state folder. */
-function agentConfigOf(hq: { readonly [k: string]: unknown }, lines: ReturnType<typeof crontabReplacements>, oldDir: string): { [k: string]: unknown } {
+function agentConfigOf(
+  hq: { readonly [k: string]: unknown },
+  lines: ReturnType<typeof crontabReplacements>,
+  oldDir: string,
+): { [k: string]: unknown } {
   const roles = [...DEFAULT_ROLES];
   for (const r of [...ELANOUS_ROLES, ...lines.flatMap((l) => (l.role === undefined ? [] : [l.role]))]) {
     if (!roles.includes(r) && new RegExp(ROLE_SCHEMA_PATTERN).test(r)) roles.push(r);
@@ -146,27 +185,49 @@ export async function importElanous(p: Parsed): Promise<number> {
   // 2. The agent's config: its own keys only.
   const agent = agentConfigOf(hq, lines, oldDir);
   const fromEnv = process.env[AGENT_CONFIG.envVar];
-  const target = resolve(expandHome(flagString(p, 'config') ?? (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv)));
+  const target = resolve(
+    expandHome(
+      flagString(p, 'config') ??
+        (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv),
+    ),
+  );
   const stateDir = resolve(expandHome('~/.hq'));
   const name = host ?? hostName;
   try {
     const valid = validateConfigFile(agent);
     resolveConfig(name === null ? valid : { ...valid, hostName: name }, target);
   } catch (err) {
-    throw new CliError(1, `the old hq block does not make a valid agent config: ${(err as Error).message}; nothing changed`);
+    throw new CliError(
+      1,
+      `the old hq block does not make a valid agent config: ${(err as Error).message}; nothing changed`,
+    );
   }
   // 3. The state: the seen generation never goes down; local.json's start guard waits the old TTL.
   const paths = statePaths(stateDir);
   const existing = [target, paths.seen, paths.local, paths.host].filter((f) => existsSync(f));
   if (existing.length > 0 && !force) {
-    throw new CliError(1, `hq is already set up here (${existing.map(show).join(', ')}): --force replaces it (the seen generation never goes down); nothing changed`);
+    throw new CliError(
+      1,
+      `hq is already set up here (${existing.map(show).join(', ')}): --force replaces it (the seen generation never goes down); nothing changed`,
+    );
   }
   const prior = existsSync(paths.seen) ? await loadSeen(paths.seen) : null;
-  if (prior !== null && prior.kind === 'refused') throw new CliError(1, `${paths.seen} ${prior.problem}: fix or remove it; nothing changed`);
+  if (prior !== null && prior.kind === 'refused')
+    throw new CliError(1, `${paths.seen} ${prior.problem}: fix or remove it; nothing changed`);
   const priorSeen = prior !== null && prior.kind === 'ok' ? prior.value : 0;
   const generation = Math.max(seen ?? 0, local?.generation ?? 0, priorSeen);
   const ttl = local?.ttlSeconds ?? (typeof hq['ttlSeconds'] === 'number' ? (hq['ttlSeconds'] as number) : 0);
-  const persisted: Persisted = { holder: null, generation, confirmedAt: null, ttlSeconds: ttl, safetyMarginSeconds: 0, gaveConfirmation: null, lockDelayPending: true, steppedDown: 0, lost: 0 };
+  const persisted: Persisted = {
+    holder: null,
+    generation,
+    confirmedAt: null,
+    ttlSeconds: ttl,
+    safetyMarginSeconds: 0,
+    gaveConfirmation: null,
+    lockDelayPending: true,
+    steppedDown: 0,
+    lost: 0,
+  };
   const forArbiter: { [k: string]: unknown } = {};
   for (const k of [...ARBITER_KEYS, ...SHARED_KEYS]) if (hq[k] !== undefined) forArbiter[k] = hq[k];
   const report = {
@@ -212,20 +273,42 @@ type Report = {
 function describe(r: Report, agent: { [k: string]: unknown }): string {
   const w = r.dryRun ? 'would write' : 'wrote';
   const out = [`hq import elanous from ${r.from}${r.dryRun ? ' (dry run: nothing written)' : ''}`];
-  out.push(`  host: ${r.host ?? 'none (hq uses hostName, else the OS host name)'}${r.state.host === null ? '' : ` → ${w} ${show(r.state.host)}`}`);
+  out.push(
+    `  host: ${r.host ?? 'none (hq uses hostName, else the OS host name)'}${r.state.host === null ? '' : ` → ${w} ${show(r.state.host)}`}`,
+  );
   const s = r.seenGeneration;
-  out.push(`  seen generation: ${s.carried} (seen-generation ${s.seenFile ?? 'none'}, local.json ${s.localJson ?? 'none'}) → ${w} ${show(r.state.seen)}`);
-  out.push(`  local.json → ${w} ${show(r.state.local)}: the agent's first start runs nothing for ${r.startGuardSeconds > 0 ? `${r.startGuardSeconds} s (the old TTL)` : 'one TTL of the first record it reads'}`);
-  out.push(`  agent config → ${w} ${show(r.config.path)}: ${r.config.keys.join(', ')} (roles: ${(agent['roles'] as string[]).join(', ')}; replication.pollersOff: ${ELANOUS_POLLERS.join(', ')})`);
-  if (Object.keys(r.arbiter).length > 0) out.push(`  for the arbiter's config (arbiter.json on ${(agent['arbiter'] as string | undefined) ?? 'cloud-vm'}): ${JSON.stringify(r.arbiter)}`);
-  for (const k of r.notCarried) out.push(`  not carried: hq.${k}${k === 'seenGenerationFile' ? ` (its generation is carried into ${show(r.state.seen)})` : ' (hq has no such key)'}`);
+  out.push(
+    `  seen generation: ${s.carried} (seen-generation ${s.seenFile ?? 'none'}, local.json ${s.localJson ?? 'none'}) → ${w} ${show(r.state.seen)}`,
+  );
+  out.push(
+    `  local.json → ${w} ${show(r.state.local)}: the agent's first start runs nothing for ${r.startGuardSeconds > 0 ? `${r.startGuardSeconds} s (the old TTL)` : 'one TTL of the first record it reads'}`,
+  );
+  out.push(
+    `  agent config → ${w} ${show(r.config.path)}: ${r.config.keys.join(', ')} (roles: ${(agent['roles'] as string[]).join(', ')}; replication.pollersOff: ${ELANOUS_POLLERS.join(', ')})`,
+  );
+  if (Object.keys(r.arbiter).length > 0)
+    out.push(
+      `  for the arbiter's config (arbiter.json on ${(agent['arbiter'] as string | undefined) ?? 'cloud-vm'}): ${JSON.stringify(r.arbiter)}`,
+    );
+  for (const k of r.notCarried)
+    out.push(
+      `  not carried: hq.${k}${k === 'seenGenerationFile' ? ` (its generation is carried into ${show(r.state.seen)})` : ' (hq has no such key)'}`,
+    );
   const lines = r.crontab.lines;
-  out.push(`  crontab (${r.crontab.source}): ${lines.length === 0 ? 'no elanous hq lines' : `${lines.length} elanous hq line(s); replace them now:`}`);
+  out.push(
+    `  crontab (${r.crontab.source}): ${lines.length === 0 ? 'no elanous hq lines' : `${lines.length} elanous hq line(s); replace them now:`}`,
+  );
   for (const l of lines) {
     out.push(`    ${l.line}`);
-    out.push(l.action === 'replace' ? `      → ${l.replacement}` : `      → ${l.action === 'remove' ? 'remove' : 'by hand'}: ${l.why}`);
+    out.push(
+      l.action === 'replace'
+        ? `      → ${l.replacement}`
+        : `      → ${l.action === 'remove' ? 'remove' : 'by hand'}: ${l.why}`,
+    );
   }
   const dir = show(dirname(r.state.seen));
-  out.push(`  next: the member token into ${dir}/token and the peer token into ${dir}/peer-token (mode 0600), then start hq-agent`);
+  out.push(
+    `  next: the member token into ${dir}/token and the peer token into ${dir}/peer-token (mode 0600), then start hq-agent`,
+  );
   return `${out.join('\n')}\n`;
 }

@@ -23,7 +23,11 @@ import '../config-checker.js';
 import { CliError, flagBool, flagString, usage, type Parsed } from './args.js';
 
 /** The agent config `payload` describes for this host, as the file will hold it. */
-export function agentConfigFor(payload: JoinPayload, stateDir: string, socketPath: string | undefined): Record<string, unknown> {
+export function agentConfigFor(
+  payload: JoinPayload,
+  stateDir: string,
+  socketPath: string | undefined,
+): Record<string, unknown> {
   const address = new URL(payload.address);
   const port = Number(address.port || (address.protocol === 'https:' ? 443 : 80));
   // An IP address is bound as it is; a name (MagicDNS) is published by `tailscale serve` from loopback.
@@ -44,7 +48,9 @@ export function agentConfigFor(payload: JoinPayload, stateDir: string, socketPat
   const domain = payload.tailnetDomain;
   if (domain !== null) {
     const derived = (h: string): string => `http://${h}.${domain}:${PEER_PORT}`;
-    const byName = Object.entries(payload.peers).every(([h, u]) => u === derived(h)) && Object.entries(payload.healthUrls).every(([h, u]) => u === `${derived(h)}/v1/health`);
+    const byName =
+      Object.entries(payload.peers).every(([h, u]) => u === derived(h)) &&
+      Object.entries(payload.healthUrls).every(([h, u]) => u === `${derived(h)}/v1/health`);
     if (byName) {
       delete file['peers'];
       delete file['healthUrls'];
@@ -59,26 +65,48 @@ export async function joinFleet(p: Parsed): Promise<number> {
   if (!decoded.ok) throw usage(decoded.problem);
   const b = decoded.bundle;
   const now = wallClockMs.now() / 1000;
-  if (b.expiresAt <= now) throw new CliError(1, `this bundle for ${b.host} expired at ${new Date(b.expiresAt * 1000).toISOString()}: run hq-arbiter join ${b.host} on the arbiter again`);
-  const configPath = resolve(flagString(p, 'config') ?? (process.env[AGENT_CONFIG.envVar] || join(homedir(), '.hq', AGENT_CONFIG.name)));
+  if (b.expiresAt <= now)
+    throw new CliError(
+      1,
+      `this bundle for ${b.host} expired at ${new Date(b.expiresAt * 1000).toISOString()}: run hq-arbiter join ${b.host} on the arbiter again`,
+    );
+  const configPath = resolve(
+    flagString(p, 'config') ?? (process.env[AGENT_CONFIG.envVar] || join(homedir(), '.hq', AGENT_CONFIG.name)),
+  );
   const stateDir = resolve(flagString(p, 'state-dir') ?? dirname(configPath));
   const socketPath = flagString(p, 'socket');
   const dryRun = flagBool(p, 'dry-run');
   if (existsSync(configPath) && !flagBool(p, 'force')) {
-    throw usage(`${configPath} exists: hq join writes a new config (and a new member token): move it away, or add --force to replace it`);
+    throw usage(
+      `${configPath} exists: hq join writes a new config (and a new member token): move it away, or add --force to replace it`,
+    );
   }
   const nonce = randomBytes(32).toString('hex');
-  const r = await requestJson({ method: 'POST', url: joinUrl(b.arbiterUrl, JOIN_PATH), body: { host: b.host, secret: b.secret, nonce, ...(dryRun ? { dryRun: true } : {}) }, timeoutSeconds: 10 });
-  if (r.kind === 'unreachable') throw new CliError(3, `the arbiter at ${b.arbiterUrl} does not answer (${r.problem}): is hq-arbiter serve running there, and is that address reachable from this host?`);
+  const r = await requestJson({
+    method: 'POST',
+    url: joinUrl(b.arbiterUrl, JOIN_PATH),
+    body: { host: b.host, secret: b.secret, nonce, ...(dryRun ? { dryRun: true } : {}) },
+    timeoutSeconds: 10,
+  });
+  if (r.kind === 'unreachable')
+    throw new CliError(
+      3,
+      `the arbiter at ${b.arbiterUrl} does not answer (${r.problem}): is hq-arbiter serve running there, and is that address reachable from this host?`,
+    );
   if (r.status !== 200) {
     const why = stringField(r.body, 'message') ?? `HTTP ${r.status}`;
-    if (r.status === 404) throw new CliError(1, `${b.arbiterUrl} has no join endpoint (HTTP 404): it is not an hq arbiter of this release (an agent's address?)`);
+    if (r.status === 404)
+      throw new CliError(
+        1,
+        `${b.arbiterUrl} has no join endpoint (HTTP 404): it is not an hq arbiter of this release (an agent's address?)`,
+      );
     throw new CliError(1, `the arbiter refused the bundle: ${why}`);
   }
   const v = verifyJoinAnswer(r.body, b.pin, nonce);
   if (!v.ok) throw new CliError(1, `${v.problem}; nothing was written`);
   const payload = v.payload;
-  if (payload.host !== b.host) throw new CliError(1, `the arbiter answered for "${payload.host}", not "${b.host}"; nothing was written`);
+  if (payload.host !== b.host)
+    throw new CliError(1, `the arbiter answered for "${payload.host}", not "${b.host}"; nothing was written`);
   const file = agentConfigFor(payload, stateDir, socketPath);
   // Validate as the agent will load it: a payload the agent would refuse writes nothing.
   const c = resolveConfig(validateConfigFile(file), configPath);
@@ -93,7 +121,8 @@ export async function joinFleet(p: Parsed): Promise<number> {
     );
     return 0;
   }
-  if (payload.memberToken === null || payload.peerToken === null) throw new CliError(1, 'the arbiter answered without tokens; nothing was written');
+  if (payload.memberToken === null || payload.peerToken === null)
+    throw new CliError(1, 'the arbiter answered without tokens; nothing was written');
   const dirProblem = await ensureDir(stateDir, DIR_MODE);
   if (dirProblem !== null) throw new CliError(2, `stateDir: ${dirProblem}`);
   // The config's directory is made when missing, never re-moded (/etc/hq stays readable by its group).

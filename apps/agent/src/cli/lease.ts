@@ -2,11 +2,32 @@
  * The arbiter verbs of `hq`: lease status|acquire|renew|release, events, maintenance, failover.
  * Exit codes: 0 ok, 1 refused, 2 usage/config, 3 unreachable.
  */
-import { eventsOf, fieldsOf, generationField, isHost, runWindow, type EventRecord, type LeaseRecord } from '@hq/protocol';
+import {
+  eventsOf,
+  fieldsOf,
+  generationField,
+  isHost,
+  runWindow,
+  type EventRecord,
+  type LeaseRecord,
+} from '@hq/protocol';
 import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
-import { adminToken, agent, arbiter, failure, memberToken, reportFailure, network, networkForReading, out, seenGeneration, sleep, type Resolved } from './context.js';
+import {
+  adminToken,
+  agent,
+  arbiter,
+  failure,
+  memberToken,
+  reportFailure,
+  network,
+  networkForReading,
+  out,
+  seenGeneration,
+  sleep,
+  type Resolved,
+} from './context.js';
 
 function fmtAge(s: number): string {
   if (!Number.isFinite(s)) return '?';
@@ -31,10 +52,17 @@ export function waitNote(lease: unknown): { readonly left: number | null; readon
     return until > now ? { left: until - now, text: w.text } : null;
   }
   if ('wait' in r) return null;
-  if (r.floorPending === true) return { left: null, text: 'the floor is pending: it may run once every candidate has reported its seen generation to the arbiter' };
+  if (r.floorPending === true)
+    return {
+      left: null,
+      text: 'the floor is pending: it may run once every candidate has reported its seen generation to the arbiter',
+    };
   const notBefore = typeof r.notBefore === 'number' ? r.notBefore : null;
   if (notBefore === null || now === null || notBefore <= now) return null;
-  return { left: notBefore - now, text: `until ${new Date(notBefore * 1000).toISOString()}: the old holder's lock-delay, or the arbiter's start wait after it started` };
+  return {
+    left: notBefore - now,
+    text: `until ${new Date(notBefore * 1000).toISOString()}: the old holder's lock-delay, or the arbiter's start wait after it started`,
+  };
 }
 
 /** When a just-granted holder may first run, from the record the grant answered. */
@@ -47,7 +75,8 @@ function runsWhen(lease: unknown): string {
 /** Left-aligned columns, two spaces apart; the last column is not padded. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]): string => cells.map((x, i) => (i === cells.length - 1 ? x : x.padEnd(widths[i] ?? 0))).join('  ');
+  const line = (cells: readonly string[]): string =>
+    cells.map((x, i) => (i === cells.length - 1 ? x : x.padEnd(widths[i] ?? 0))).join('  ');
   return [line(header), ...rows.map(line)];
 }
 
@@ -67,8 +96,15 @@ async function timingOf(c: Resolved, token: string | null): Promise<ArbiterTimin
   const r = await arbiter(c, 'GET', '/v1/status', undefined, token);
   const b = fieldsOf(r.kind === 'answer' && r.status === 200 ? r.body : null);
   const f = fieldsOf(b.failover);
-  const problems = Array.isArray(b.timingProblems) ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string') : [];
-  const paths = Array.isArray(b.peerPaths) ? b.peerPaths.map(fieldsOf).filter((p) => p.ok === false && typeof p.text === 'string').map((p) => p.text as string) : [];
+  const problems = Array.isArray(b.timingProblems)
+    ? b.timingProblems.map((p) => fieldsOf(p).message).filter((m): m is string => typeof m === 'string')
+    : [];
+  const paths = Array.isArray(b.peerPaths)
+    ? b.peerPaths
+        .map(fieldsOf)
+        .filter((p) => p.ok === false && typeof p.text === 'string')
+        .map((p) => p.text as string)
+    : [];
   return {
     failoverSeconds: typeof f.seconds === 'number' ? f.seconds : null,
     lockDelaySeconds: typeof f.lockDelaySeconds === 'number' ? f.lockDelaySeconds : null,
@@ -96,11 +132,30 @@ export async function leaseStatus(p: Parsed): Promise<number> {
   const views = Object.entries(rec.views ?? {}).map(([observer, v]) => ({ observer, ...v, ageSeconds: now - v.at }));
   const fo = await timingOf(c, token);
   if (flagBool(p, 'json')) {
-    out(true, { lease: rec, validForSeconds: validFor, lockDelayLeftSeconds: lockDelay, views, maintenance: rec.maintenance ?? false, ...fo }, '');
+    out(
+      true,
+      {
+        lease: rec,
+        validForSeconds: validFor,
+        lockDelayLeftSeconds: lockDelay,
+        views,
+        maintenance: rec.maintenance ?? false,
+        ...fo,
+      },
+      '',
+    );
     return 0;
   }
-  let validity = rec.released === true ? 'released' : rec.expired ? 'expired' : rec.holder === null ? 'no lease' : `${fmtAge(validFor)} left`;
-  if (rec.holder !== null && !rec.released && !rec.expired && rec.floorPending === true) validity = 'may run once every candidate has reported its seen generation';
+  let validity =
+    rec.released === true
+      ? 'released'
+      : rec.expired
+        ? 'expired'
+        : rec.holder === null
+          ? 'no lease'
+          : `${fmtAge(validFor)} left`;
+  if (rec.holder !== null && !rec.released && !rec.expired && rec.floorPending === true)
+    validity = 'may run once every candidate has reported its seen generation';
   else if (window !== null && window.startsInSeconds > 0) {
     validity = `may run in ${fmtAge(window.startsInSeconds)} (at ${new Date(window.from * 1000).toISOString()}), then for ${fmtAge(validFor)} (until ${new Date(window.until * 1000).toISOString()})`;
   }
@@ -120,7 +175,14 @@ export async function leaseStatus(p: Parsed): Promise<number> {
       ? ['no observer views']
       : table(
           ['observer', 'target', 'reachable', 'ping', 'health', 'age'],
-          views.map((v) => [v.observer, v.target, v.reachable ? 'yes' : 'no', v.ping ? 'ok' : 'no', v.health ? 'ok' : 'no', fmtAge(v.ageSeconds)]),
+          views.map((v) => [
+            v.observer,
+            v.target,
+            v.reachable ? 'yes' : 'no',
+            v.ping ? 'ok' : 'no',
+            v.health ? 'ok' : 'no',
+            fmtAge(v.ageSeconds),
+          ]),
         )),
   ];
   out(false, null, lines.join('\n'));
@@ -160,9 +222,14 @@ export async function leaseAcquire(p: Parsed, clock: MsClock = sleepSafeClockMs(
     if (r.kind === 'answer' && r.status === 200) {
       const lease = fieldsOf(r.body).lease;
       const refused = agentRefuses(lease);
-      if (refused !== null) throw new CliError(1, `the arbiter granted a record no agent runs on (${refused}); see hq doctor`);
+      if (refused !== null)
+        throw new CliError(1, `the arbiter granted a record no agent runs on (${refused}); see hq doctor`);
       await pokeAgent(c);
-      out(json, r.body, `acquired: ${c.hostName} holds generation ${String(fieldsOf(lease).generation ?? '?')}; ${runsWhen(lease)}`);
+      out(
+        json,
+        r.body,
+        `acquired: ${c.hostName} holds generation ${String(fieldsOf(lease).generation ?? '?')}; ${runsWhen(lease)}`,
+      );
       return 0;
     }
     const retryable = r.kind === 'unreachable' || r.status === 409 || r.status >= 500;
@@ -197,11 +264,13 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
   const c = await network(p);
   const token = await memberToken(c);
   const handoverTo = flagString(p, 'handover-to');
-  if (handoverTo !== undefined && !isHost(handoverTo)) throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
+  if (handoverTo !== undefined && !isHost(handoverTo))
+    throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
   const force = flagBool(p, 'force');
   if (force && handoverTo === undefined) throw new CliError(2, '--force applies only with --handover-to');
   const wait = flagNumber(p, 'wait') ?? 0;
-  if (!(wait >= 0) || !Number.isFinite(wait)) throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
+  if (!(wait >= 0) || !Number.isFinite(wait))
+    throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
   if (wait > 0 && handoverTo === undefined) throw new CliError(2, '--wait applies only with --handover-to');
   const started = clock.now();
   // 1. Step down locally first: persisted, and every fenced child of this generation ended
@@ -209,7 +278,9 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
   // As long as the agent's step-down can take (its children's graces), said by the agent itself.
   const before = await agent(c, 'GET', '/v1/status');
   const bound = before.kind === 'answer' && before.status === 200 ? fieldsOf(before.body).stepDownSeconds : undefined;
-  const waitSeconds = c.requestTimeoutSeconds + (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
+  const waitSeconds =
+    c.requestTimeoutSeconds +
+    (typeof bound === 'number' && Number.isFinite(bound) ? bound + c.requestTimeoutSeconds : STEP_DOWN_MIN_SECONDS);
   const down = await agent(c, 'POST', '/v1/step-down', waitSeconds);
   const agentUp = down.kind === 'answer' && down.status === 200;
   const ready = agentUp ? fieldsOf(down.body) : null;
@@ -227,13 +298,21 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
   // A plain release is no different: the lease ends with it, so a child still running would
   // overlap the next holder.
   // Absent: no agent runs, or one of before the step-down (404): it knows no children to end.
-  const absent = (down.kind === 'unreachable' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) || (down.kind === 'answer' && down.status === 404);
+  const absent =
+    (down.kind === 'unreachable' && /^(ENOENT|ECONNREFUSED)$/.test(down.problem)) ||
+    (down.kind === 'answer' && down.status === 404);
   if (!agentUp && !absent) {
-    throw new CliError(1, `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'unreachable' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`);
+    throw new CliError(
+      1,
+      `the agent did not finish its step-down within ${waitSeconds} s (${down.kind === 'unreachable' ? down.problem : `HTTP ${down.status}`}); nothing was ${handoverTo === undefined ? 'released' : 'handed over'}. The agent goes on ending this generation's children: run it again`,
+    );
   }
   if (handoverTo !== undefined && ready?.childrenGone === false) {
     await agent(c, 'POST', '/v1/resume');
-    throw new CliError(1, `a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`);
+    throw new CliError(
+      1,
+      `a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`,
+    );
   }
   // 2. Then release (or hand over) at the arbiter, at once.
   const body: { [k: string]: unknown } = { host: c.hostName };
@@ -252,10 +331,14 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
     }
     const granted = fieldsOf(r.body).lease;
     const generation = generationField(granted, 'generation') ?? 0;
-    if (!json) process.stdout.write(`handed over to ${handoverTo} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
+    if (!json)
+      process.stdout.write(
+        `handed over to ${handoverTo} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`,
+      );
     const w = await waitUntilRuns(c, clock, token, handoverTo, generation, started, wait, json, 'lease release');
     if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
-    else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq lease release: '}${w.line}\n`);
+    else
+      (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq lease release: '}${w.line}\n`);
     return w.code;
   }
   // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
@@ -289,8 +372,15 @@ const FOLLOW_TAIL = 20;
 /** `--event a,b` → the set of names, or null for every event. */
 export function eventFilter(text: string | undefined): ReadonlySet<string> | null {
   if (text === undefined) return null;
-  const names = text.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (names.length === 0 || names.some((n) => !/^[a-z][a-z0-9-]*$/.test(n))) throw new CliError(2, `--event must be event names separated by commas, like promoted,released (got ${JSON.stringify(text)})`);
+  const names = text
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  if (names.length === 0 || names.some((n) => !/^[a-z][a-z0-9-]*$/.test(n)))
+    throw new CliError(
+      2,
+      `--event must be event names separated by commas, like promoted,released (got ${JSON.stringify(text)})`,
+    );
   return new Set(names);
 }
 
@@ -311,19 +401,29 @@ export function eventsStart(p: Parsed): string | null {
   const given = [p.flags.has('after'), tail !== undefined, since !== undefined].filter(Boolean).length;
   if (given > 1) throw new CliError(2, 'give at most one of --after, --tail and --since');
   if (tail !== undefined) {
-    if (!Number.isSafeInteger(tail) || tail < 1 || tail > 1000) throw new CliError(2, `--tail must be an integer from 1 to 1000 (got ${tail})`);
+    if (!Number.isSafeInteger(tail) || tail < 1 || tail > 1000)
+      throw new CliError(2, `--tail must be an integer from 1 to 1000 (got ${tail})`);
     return `tail=${tail}`;
   }
   if (since === undefined) return null;
   const at = parseSince(since);
-  if (at === null) throw new CliError(2, `--since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got ${JSON.stringify(since)}`);
+  if (at === null)
+    throw new CliError(
+      2,
+      `--since must be epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z), got ${JSON.stringify(since)}`,
+    );
   return `since=${at}&limit=1000`;
 }
 
 /** Epoch seconds ("1764600000", "1764600000.5") or an ISO time with a date → epoch seconds; else null. */
 export function parseSince(text: string): number | null {
   if (/^[0-9]{1,12}(\.[0-9]{1,9})?$/.test(text)) return Number(text);
-  if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?)?$/.test(text)) return null;
+  if (
+    !/^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?)?$/.test(
+      text,
+    )
+  )
+    return null;
   const ms = Date.parse(text);
   if (!Number.isFinite(ms) || ms < 0) return null;
   return ms / 1000;
@@ -351,7 +451,10 @@ export async function events(p: Parsed): Promise<number> {
   const print = (e: EventRecord): void => {
     if (only !== null && !only.has(e.event)) return;
     if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
-    else process.stdout.write(`${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`);
+    else
+      process.stdout.write(
+        `${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`,
+      );
   };
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
@@ -432,13 +535,20 @@ export async function maintenance(p: Parsed): Promise<number> {
 export async function leaseAcceptGeneration(p: Parsed): Promise<number> {
   const text = p.positionals[0] as string;
   const generation = /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(generation)) throw new CliError(2, `G must be a generation, a whole number ≥ 1 (got ${JSON.stringify(text)})`);
+  if (!Number.isSafeInteger(generation))
+    throw new CliError(2, `G must be a generation, a whole number ≥ 1 (got ${JSON.stringify(text)})`);
   const c = await network(p);
   const token = await adminToken(c, p);
   const r = await arbiter(c, 'POST', '/v1/lease/accept-generation', { generation }, token);
   if (r.kind === 'answer' && r.status === 200) {
     const b = fieldsOf(r.body);
-    out(flagBool(p, 'json'), r.body, b.floor === b.was ? `nothing to accept: the floor is ${String(b.floor ?? '?')} already` : `accepted: the floor is ${String(b.floor ?? '?')} (was ${String(b.was ?? '?')}); reports up to it are taken`);
+    out(
+      flagBool(p, 'json'),
+      r.body,
+      b.floor === b.was
+        ? `nothing to accept: the floor is ${String(b.floor ?? '?')} already`
+        : `accepted: the floor is ${String(b.floor ?? '?')} (was ${String(b.was ?? '?')}); reports up to it are taken`,
+    );
     return 0;
   }
   const f = failure(r, 'lease accept', c);
@@ -453,7 +563,8 @@ export async function failover(p: Parsed, clock: MsClock = sleepSafeClockMs()): 
   const to = flagString(p, 'to') as string;
   if (!isHost(to)) throw new CliError(2, `--to: "${to}" is not a host name`);
   const wait = flagNumber(p, 'wait') ?? 0;
-  if (!(wait >= 0) || !Number.isFinite(wait)) throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
+  if (!(wait >= 0) || !Number.isFinite(wait))
+    throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
   const token = await adminToken(c, p);
   const json = flagBool(p, 'json');
   const started = clock.now();
@@ -466,13 +577,20 @@ export async function failover(p: Parsed, clock: MsClock = sleepSafeClockMs()): 
   }
   const granted = fieldsOf(r.body).lease;
   const refused = agentRefuses(granted);
-  if (refused !== null) throw new CliError(1, `the arbiter answered a record no agent runs on (${refused}); ${to} will not run; see hq doctor`);
+  if (refused !== null)
+    throw new CliError(
+      1,
+      `the arbiter answered a record no agent runs on (${refused}); ${to} will not run; see hq doctor`,
+    );
   const generation = generationField(granted, 'generation') ?? 0;
   if (wait === 0) {
     out(json, r.body, `transferred to ${to} at generation ${generation || '?'}`);
     return 0;
   }
-  if (!json) process.stdout.write(`transferred to ${to} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`);
+  if (!json)
+    process.stdout.write(
+      `transferred to ${to} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`,
+    );
   const w = await waitUntilRuns(c, clock, token, to, generation, started, wait, json, 'failover');
   if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
   else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq failover: '}${w.line}\n`);
@@ -483,7 +601,14 @@ interface Waited {
   readonly code: number;
   readonly line: string;
   readonly lease: LeaseRecord | null;
-  readonly result: { readonly to: string; readonly generation: number; readonly mayRun: boolean; readonly acknowledged: boolean; readonly savedSeconds: number | null; readonly waitedSeconds: number };
+  readonly result: {
+    readonly to: string;
+    readonly generation: number;
+    readonly mayRun: boolean;
+    readonly acknowledged: boolean;
+    readonly savedSeconds: number | null;
+    readonly waitedSeconds: number;
+  };
 }
 
 /**
@@ -492,7 +617,17 @@ interface Waited {
  * until when and why, whenever that changes. 0 when it may run, 1 when the wait ran out or the lease moved on, 3 when the arbiter
  * stopped answering.
  */
-async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, to: string, generation: number, started: number, wait: number, json: boolean, command: string): Promise<Waited> {
+async function waitUntilRuns(
+  c: Resolved,
+  clock: MsClock,
+  token: string | null,
+  to: string,
+  generation: number,
+  started: number,
+  wait: number,
+  json: boolean,
+  command: string,
+): Promise<Waited> {
   const deadline = started + wait * 1000;
   const waited = (): number => Math.round((clock.now() - started) / 100) / 10;
   let said = '';
@@ -500,7 +635,14 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
   const result = (mayRun: boolean, rec: LeaseRecord | null) => {
     const d = rec?.displaced ?? null;
     const acknowledged = d !== null && d.acknowledgedAt !== null;
-    return { to, generation, mayRun, acknowledged, savedSeconds: acknowledged ? d.savedSeconds : null, waitedSeconds: waited() };
+    return {
+      to,
+      generation,
+      mayRun,
+      acknowledged,
+      savedSeconds: acknowledged ? d.savedSeconds : null,
+      waitedSeconds: waited(),
+    };
   };
   for (;;) {
     const r = await arbiter(c, 'GET', '/v1/lease', undefined, token);
@@ -508,14 +650,24 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
       const rec = r.body as LeaseRecord;
       last = rec;
       if (rec.holder !== to || rec.generation !== generation) {
-        return { code: 1, line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited()} s)`, lease: rec, result: result(false, rec) };
+        return {
+          code: 1,
+          line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited()} s)`,
+          lease: rec,
+          result: result(false, rec),
+        };
       }
       // An arbiter of hq 0.1 sends no displaced.
       const d = rec.displaced ?? null;
       const wait = waitNote(rec);
       const refused = agentRefuses(rec);
       if (refused !== null) {
-        return { code: 1, line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`, lease: rec, result: result(false, rec) };
+        return {
+          code: 1,
+          line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`,
+          lease: rec,
+          result: result(false, rec),
+        };
       }
       if (wait === null) {
         // A handover carries no lock-delay of the old holder: it stepped down before it asked.
@@ -527,7 +679,12 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
               : d !== null
                 ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
                 : 'no lock-delay to wait for';
-        return { code: 0, line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`, lease: rec, result: result(true, rec) };
+        return {
+          code: 0,
+          line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`,
+          lease: rec,
+          result: result(true, rec),
+        };
       }
       // Which wait holds the new holder, until when and why, whenever that changes.
       const line = `waiting: ${wait.left === null ? '' : `${fmtAge(wait.left)} left: `}${wait.text}`;
@@ -537,11 +694,21 @@ async function waitUntilRuns(c: Resolved, clock: MsClock, token: string | null, 
       }
     } else if (clock.now() + 1000 > deadline) {
       const f = failure(r, `${command} --wait`, c);
-      return { code: f.code, line: f.line.replace(`${command} --wait: `, ''), lease: last, result: result(false, last) };
+      return {
+        code: f.code,
+        line: f.line.replace(`${command} --wait: `, ''),
+        lease: last,
+        result: result(false, last),
+      };
     }
     if (clock.now() >= deadline) {
       const still = last === null ? null : waitNote(last);
-      return { code: 1, line: `${to} may not run yet after ${waited()} s${still === null ? '' : `: ${still.text}`}`, lease: last, result: result(false, last) };
+      return {
+        code: 1,
+        line: `${to} may not run yet after ${waited()} s${still === null ? '' : `: ${still.text}`}`,
+        lease: last,
+        result: result(false, last),
+      };
     }
     await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - clock.now())));
   }

@@ -31,7 +31,11 @@ export async function heartbeat(p: Parsed): Promise<number> {
   const b = fieldsOf(r.body);
   const outcome = isAgentHeartbeatOutcome(b.outcome) ? b.outcome : null;
   const problem = stringField(b, 'problem');
-  out(flagBool(p, 'json'), r.body, `heartbeat: ${outcome ?? '?'} (holder ${String(b.holder ?? 'none')}, generation ${String(b.generation ?? '?')})${problem ? `: ${problem}` : ''}`);
+  out(
+    flagBool(p, 'json'),
+    r.body,
+    `heartbeat: ${outcome ?? '?'} (holder ${String(b.holder ?? 'none')}, generation ${String(b.generation ?? '?')})${problem ? `: ${problem}` : ''}`,
+  );
   if (outcome === 'refused') return 1;
   return outcome === 'unreachable' || outcome === 'invalid-answer' ? 3 : 0;
 }
@@ -40,7 +44,11 @@ export async function seen(p: Parsed): Promise<number> {
   const c = config(p);
   const s = await seenGeneration(c);
   const isSeen = s.generation > 0;
-  out(flagBool(p, 'json'), { seen: isSeen, generation: s.generation, source: s.source }, isSeen ? `seen: generation ${s.generation}` : 'never seen a generation');
+  out(
+    flagBool(p, 'json'),
+    { seen: isSeen, generation: s.generation, source: s.source },
+    isSeen ? `seen: generation ${s.generation}` : 'never seen a generation',
+  );
   return isSeen ? 0 : 3;
 }
 
@@ -76,11 +84,35 @@ export async function primary(p: Parsed): Promise<number> {
   // generation) and gains host, status and problem; `asked` lists every candidate's outcome.
   const answers = r.answers
     .filter((a) => a.generation !== null)
-    .map((a) => ({ source: sourceOf(a.host), known: a.status !== 'unknown', holder: a.holder, generation: a.generation, host: a.host, status: a.status, ...(a.problem === undefined ? {} : { problem: a.problem }) }));
+    .map((a) => ({
+      source: sourceOf(a.host),
+      known: a.status !== 'unknown',
+      holder: a.holder,
+      generation: a.generation,
+      host: a.host,
+      status: a.status,
+      ...(a.problem === undefined ? {} : { problem: a.problem }),
+    }));
   const json = flagBool(p, 'json');
   if (!r.known) {
     const fallback = { holder: r.holder, url: r.url };
-    if (json) out(true, { known: false, holder: null, generation: null, seenGeneration: r.floor, answers, mode: r.mode, floor: r.floor, reason: r.reason, fallback, asked: r.answers }, '');
+    if (json)
+      out(
+        true,
+        {
+          known: false,
+          holder: null,
+          generation: null,
+          seenGeneration: r.floor,
+          answers,
+          mode: r.mode,
+          floor: r.floor,
+          reason: r.reason,
+          fallback,
+          asked: r.answers,
+        },
+        '',
+      );
     process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
     return 3;
   }
@@ -96,7 +128,18 @@ export async function primary(p: Parsed): Promise<number> {
   const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
   out(
     json,
-    { known: true, holder: r.holder, generation: r.generation, source, seenGeneration: r.floor, answers, mode: r.mode, url: r.url, floor: r.floor, asked: r.answers },
+    {
+      known: true,
+      holder: r.holder,
+      generation: r.generation,
+      source,
+      seenGeneration: r.floor,
+      answers,
+      mode: r.mode,
+      url: r.url,
+      floor: r.floor,
+      asked: r.answers,
+    },
     `${r.holder} (generation ${r.generation}, from ${source})`,
   );
   await reportEvent(c.socketPath, 'control', 'primary-resolved', {
@@ -110,9 +153,19 @@ export async function primary(p: Parsed): Promise<number> {
   return 0;
 }
 
-function logEvent(event: 'cli-override' | 'cli-refused' | 'allowed', host: string, data: { [k: string]: string | number | boolean | null }): void {
+function logEvent(
+  event: 'cli-override' | 'cli-refused' | 'allowed',
+  host: string,
+  data: { [k: string]: string | number | boolean | null },
+): void {
   const e = leaseEvent(event, host, data, 'hq.fence');
-  writeCliLine(wallClockMs, e.category, e.event, { host: e.host, ...e.data }, event === 'cli-refused' ? 'warn' : 'info');
+  writeCliLine(
+    wallClockMs,
+    e.category,
+    e.event,
+    { host: e.host, ...e.data },
+    event === 'cli-refused' ? 'warn' : 'info',
+  );
 }
 
 type GuardData = { [k: string]: string | number | boolean | null };
@@ -124,31 +177,76 @@ type GuardVerdict = { readonly allowed: boolean; readonly reason: GuardReason; r
  * arbiter that cannot be reached or answers oddly, or any record with a generation is a refusal:
  * another host may hold the lease, and this host would not know (fail closed).
  */
-async function arbiterHasNoLease(c: AgentConfig): Promise<{ readonly none: true } | { readonly none: false; readonly reason: Extract<GuardReason, `never-seen-${string}`>; readonly holder: string | null; readonly generation: number | null; readonly problem?: string }> {
+async function arbiterHasNoLease(c: AgentConfig): Promise<
+  | { readonly none: true }
+  | {
+      readonly none: false;
+      readonly reason: Extract<GuardReason, `never-seen-${string}`>;
+      readonly holder: string | null;
+      readonly generation: number | null;
+      readonly problem?: string;
+    }
+> {
   try {
     const n = await resolveNetwork(c);
     const { ArbiterEndpoints } = await import('@hq/runtime/http');
     const tok = await readToken(n.tokenFile);
-    const r = await new ArbiterEndpoints(n.arbiterUrls ?? [n.arbiterUrl]).request({ method: 'GET', path: '/v1/lease', token: tok.ok ? tok.token : null, timeoutSeconds: n.requestTimeoutSeconds });
-    if (r.kind !== 'answer') return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: r.problem };
-    if (r.status !== 200) return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: `HTTP ${r.status}` };
+    const r = await new ArbiterEndpoints(n.arbiterUrls ?? [n.arbiterUrl]).request({
+      method: 'GET',
+      path: '/v1/lease',
+      token: tok.ok ? tok.token : null,
+      timeoutSeconds: n.requestTimeoutSeconds,
+    });
+    if (r.kind !== 'answer')
+      return {
+        none: false,
+        reason: 'never-seen-arbiter-unreachable',
+        holder: null,
+        generation: null,
+        problem: r.problem,
+      };
+    if (r.status !== 200)
+      return {
+        none: false,
+        reason: 'never-seen-arbiter-unreachable',
+        holder: null,
+        generation: null,
+        problem: `HTTP ${r.status}`,
+      };
     const lease = leaseOf(r.body);
-    if (lease === null) return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: 'the answer is not a lease record' };
+    if (lease === null)
+      return {
+        none: false,
+        reason: 'never-seen-arbiter-unreachable',
+        holder: null,
+        generation: null,
+        problem: 'the answer is not a lease record',
+      };
     if (lease.holder === null && lease.generation === 0) return { none: true };
     return { none: false, reason: 'never-seen-lease-exists', holder: lease.holder, generation: lease.generation };
   } catch (err) {
-    return { none: false, reason: 'never-seen-arbiter-unreachable', holder: null, generation: null, problem: (err as Error).message };
+    return {
+      none: false,
+      reason: 'never-seen-arbiter-unreachable',
+      holder: null,
+      generation: null,
+      problem: (err as Error).message,
+    };
   }
 }
 
 /** What `hq guard` decides without `--override`. */
-async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string }): Promise<GuardVerdict> {
+async function guardVerdict(
+  c: AgentConfig,
+  roots: { writeRoot?: string; instanceRoot?: string; operationalRoot?: string },
+): Promise<GuardVerdict> {
   const f = await agent(c, 'GET', `/v1/fence?role=${NEVER_FAIL_OPEN}`, 2);
   let reason: GuardReason = AGENT_UNREACHABLE;
   let generation: number | null = null;
   let holder: string | null = null;
   if (f.kind === 'answer' && f.status === 200 && isFenceDecision(f.body)) {
-    if (f.body.run) return { allowed: true, reason: 'fence', data: { generation: f.body.generation, holder: f.body.holder } };
+    if (f.body.run)
+      return { allowed: true, reason: 'fence', data: { generation: f.body.generation, holder: f.body.holder } };
     reason = f.body.reason;
     generation = f.body.generation;
     holder = f.body.holder;
@@ -172,10 +270,19 @@ async function guardVerdict(c: AgentConfig, roots: { writeRoot?: string; instanc
   }
   const { writeRoot, instanceRoot, operationalRoot } = roots;
   if (writeRoot !== undefined && instanceRoot !== undefined && operationalRoot !== undefined) {
-    const [pr, ir, or] = await Promise.all([physicalPath(writeRoot), physicalPath(instanceRoot), physicalPath(operationalRoot)]);
+    const [pr, ir, or] = await Promise.all([
+      physicalPath(writeRoot),
+      physicalPath(instanceRoot),
+      physicalPath(operationalRoot),
+    ]);
     const nonOperational = !isInside(ir, or) && !isInside(or, ir);
-    if (nonOperational && isInside(pr, ir)) return { allowed: true, reason: 'non-operational-instance', data: { writeRoot: pr, instanceRoot: ir } };
-    return { allowed: false, reason: nonOperational ? 'outside-instance-root' : 'operational-instance', data: { writeRoot: pr, instanceRoot: ir, operationalRoot: or, fence: reason, holder, generation, ...extra } };
+    if (nonOperational && isInside(pr, ir))
+      return { allowed: true, reason: 'non-operational-instance', data: { writeRoot: pr, instanceRoot: ir } };
+    return {
+      allowed: false,
+      reason: nonOperational ? 'outside-instance-root' : 'operational-instance',
+      data: { writeRoot: pr, instanceRoot: ir, operationalRoot: or, fence: reason, holder, generation, ...extra },
+    };
   }
   return { allowed: false, reason, data: { holder, generation, ...extra } };
 }
@@ -198,7 +305,11 @@ export async function guard(p: Parsed): Promise<number> {
     throw new CliError(2, 'guard: --write-root needs --instance-root and --operational-root');
   }
   const json = flagBool(p, 'json');
-  const v = await guardVerdict(c, { ...(writeRoot === undefined ? {} : { writeRoot }), ...(instanceRoot === undefined ? {} : { instanceRoot }), ...(operationalRoot === undefined ? {} : { operationalRoot }) });
+  const v = await guardVerdict(c, {
+    ...(writeRoot === undefined ? {} : { writeRoot }),
+    ...(instanceRoot === undefined ? {} : { instanceRoot }),
+    ...(operationalRoot === undefined ? {} : { operationalRoot }),
+  });
   if (v.allowed) {
     out(json, { allowed: true, command, reason: v.reason, ...v.data }, `allowed: ${command} (${v.reason})`);
     return 0;

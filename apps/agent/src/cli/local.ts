@@ -49,7 +49,14 @@ export type LocalResult =
   | { readonly kind: 'unreachable'; readonly problem: string };
 
 /** One request to the agent; `signal` aborted gives up on it at once (as `unreachable`). */
-export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE', path: string, timeoutSeconds: number, body?: unknown, signal?: AbortSignal): Promise<LocalResult> {
+export function callAgent(
+  socketPath: string,
+  method: 'GET' | 'POST' | 'DELETE',
+  path: string,
+  timeoutSeconds: number,
+  body?: unknown,
+  signal?: AbortSignal,
+): Promise<LocalResult> {
   const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
   return new Promise((done) => {
     let settled = false;
@@ -61,7 +68,11 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
     };
     const headers: { [k: string]: string } = {
       [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-      ...(payload !== null ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : method !== 'GET' ? { 'content-length': '0' } : {}),
+      ...(payload !== null
+        ? { 'content-type': 'application/json', 'content-length': String(payload.length) }
+        : method !== 'GET'
+          ? { 'content-length': '0' }
+          : {}),
     };
     const req = request({ socketPath, method, path, headers, ...(signal === undefined ? {} : { signal }) }, (res) => {
       const chunks: Buffer[] = [];
@@ -75,13 +86,21 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
           body = null;
         }
         const said = spokenVersion(res.headers[PROTOCOL_HEADER]);
-        finish({ kind: 'answer', status: res.statusCode ?? 0, body, protocol: said.ok ? said.version : PROTOCOL_UNSTATED });
+        finish({
+          kind: 'answer',
+          status: res.statusCode ?? 0,
+          body,
+          protocol: said.ok ? said.version : PROTOCOL_UNSTATED,
+        });
       });
     });
-    const timer = setTimeout(() => {
-      req.destroy();
-      finish({ kind: 'unreachable', problem: `no answer within ${timeoutSeconds} s` });
-    }, Math.max(1, timeoutSeconds * 1000));
+    const timer = setTimeout(
+      () => {
+        req.destroy();
+        finish({ kind: 'unreachable', problem: `no answer within ${timeoutSeconds} s` });
+      },
+      Math.max(1, timeoutSeconds * 1000),
+    );
     req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'unreachable', problem: err.code ?? err.message }));
     req.end(payload ?? undefined);
   });
@@ -93,11 +112,17 @@ export function callAgent(socketPath: string, method: 'GET' | 'POST' | 'DELETE',
  * listens on (the agent stopped), or no answer in time.
  */
 export function agentProblem(socketPath: string, problem: string, configFile: string | null): string {
-  const where = configFile === null ? 'no config file was found, so the default socketPath is used' : `socketPath from ${configFile}`;
+  const where =
+    configFile === null
+      ? 'no config file was found, so the default socketPath is used'
+      : `socketPath from ${configFile}`;
   const user = process.env['USER'] ?? process.env['LOGNAME'] ?? 'this user';
-  if (problem === 'EACCES' || problem === 'EPERM') return `this user may not use the agent's socket ${socketPath} (${problem}): add ${user} to its group (sudo usermod -aG hq ${user}; cron and new logins pick it up)`;
-  if (problem === 'ENOENT') return `no agent socket at ${socketPath} (ENOENT; ${where}): the agent is not running, or it listens on another socketPath`;
+  if (problem === 'EACCES' || problem === 'EPERM')
+    return `this user may not use the agent's socket ${socketPath} (${problem}): add ${user} to its group (sudo usermod -aG hq ${user}; cron and new logins pick it up)`;
+  if (problem === 'ENOENT')
+    return `no agent socket at ${socketPath} (ENOENT; ${where}): the agent is not running, or it listens on another socketPath`;
   if (problem === 'ECONNREFUSED') return `nothing listens on ${socketPath} (ECONNREFUSED): the agent stopped; start it`;
-  if (problem.startsWith('no answer within')) return `the agent did not answer on ${socketPath}: ${problem} (it is overloaded or stopped with SIGSTOP)`;
+  if (problem.startsWith('no answer within'))
+    return `the agent did not answer on ${socketPath}: ${problem} (it is overloaded or stopped with SIGSTOP)`;
   return `the agent is not answering on ${socketPath} (${problem})`;
 }

@@ -12,11 +12,23 @@ const LEVELS = { info: 30, warn: 40 } as const;
 export type LineLevel = keyof typeof LEVELS;
 
 /** One line, as text with its newline. `now` is epoch milliseconds. */
-export function cliLine(category: string, event: string, data: { readonly [k: string]: unknown }, level: LineLevel, now: number): string {
+export function cliLine(
+  category: string,
+  event: string,
+  data: { readonly [k: string]: unknown },
+  level: LineLevel,
+  now: number,
+): string {
   return `${JSON.stringify({ level: LEVELS[level], time: now, pid: process.pid, name: 'hq', category, event, ...data })}\n`;
 }
 
 /** Writes `cliLine(…)` to stderr, stamped by `clock` (epoch ms: the process's `wallClockMs`). */
-export function writeCliLine(clock: MsClock, category: string, event: string, data: { readonly [k: string]: unknown }, level: LineLevel = 'info'): void {
+export function writeCliLine(
+  clock: MsClock,
+  category: string,
+  event: string,
+  data: { readonly [k: string]: unknown },
+  level: LineLevel = 'info',
+): void {
   process.stderr.write(cliLine(category, event, data, level, clock.now()));
 }

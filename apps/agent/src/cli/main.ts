@@ -68,7 +68,11 @@ export const COMMANDS: readonly Command[] = [
           value: 'H',
           help: 'Grants the lease to candidate H at once instead of leaving it free (no lock-delay: this host stepped down first). The arbiter refuses a target not heard from within its heartbeat interval × 1.5 + 5 s. Default: none, the lease is only released.',
         },
-        { name: 'force', kind: 'boolean', help: 'With --handover-to: hands over even to a target the arbiter has not heard from recently. Default: off.' },
+        {
+          name: 'force',
+          kind: 'boolean',
+          help: 'With --handover-to: hands over even to a target the arbiter has not heard from recently. Default: off.',
+        },
         {
           name: 'wait',
           kind: 'number',
@@ -104,7 +108,8 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'events',
-      summary: "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
+      summary:
+        "Prints the arbiter's event log (oldest first; the arbiter keeps a bounded history, see its events config).",
       flags: [
         CONFIG_FLAG,
         {
@@ -112,10 +117,30 @@ export const COMMANDS: readonly Command[] = [
           kind: 'boolean',
           help: "Keeps printing new events as they happen, from the arbiter's event stream (Server-Sent Events; from an arbiter without it, by reading once a second), until interrupted. It starts with the newest 20 events unless --after, --tail or --since says otherwise. Default: off, print and exit.",
         },
-        { name: 'after', kind: 'number', value: 'ID', help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history (with --follow: the newest 20).' },
-        { name: 'tail', kind: 'number', value: 'N', help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event (with --follow: 20).' },
-        { name: 'event', kind: 'string', value: 'NAMES', help: 'Prints only these events, comma-separated (promoted,released,acquire-refused). Default: every event.' },
-        { name: 'since', kind: 'string', value: 'T', help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.' },
+        {
+          name: 'after',
+          kind: 'number',
+          value: 'ID',
+          help: 'Prints only events with an id above ID. Default: 0, from the beginning of the kept history (with --follow: the newest 20).',
+        },
+        {
+          name: 'tail',
+          kind: 'number',
+          value: 'N',
+          help: 'Prints only the newest N events (1 to 1000), then follows with --follow. Default: every kept event (with --follow: 20).',
+        },
+        {
+          name: 'event',
+          kind: 'string',
+          value: 'NAMES',
+          help: 'Prints only these events, comma-separated (promoted,released,acquire-refused). Default: every event.',
+        },
+        {
+          name: 'since',
+          kind: 'string',
+          value: 'T',
+          help: 'Prints only events at or after T: epoch seconds (1764600000) or an ISO time (2026-12-01T10:00:00Z). Default: every kept event.',
+        },
         JSON_FLAG,
       ],
       exits: '0 ok, 2 usage or config error, 3 arbiter unreachable.',
@@ -125,11 +150,17 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'maintenance',
-      summary: 'Turns maintenance on or off (admin token): while it is on, arbiter checks record views but never promote.',
+      summary:
+        'Turns maintenance on or off (admin token): while it is on, arbiter checks record views but never promote.',
       positionals: [{ name: 'on|off', help: 'Whether maintenance is on.', choices: ['on', 'off'] }],
       flags: [
         CONFIG_FLAG,
-        { name: 'reason', kind: 'string', value: 'T', help: 'A short reason stored with the flag and shown in the events. Default: none.' },
+        {
+          name: 'reason',
+          kind: 'string',
+          value: 'T',
+          help: 'A short reason stored with the flag and shown in the events. Default: none.',
+        },
         {
           name: 'token-file',
           kind: 'string',
@@ -149,8 +180,18 @@ export const COMMANDS: readonly Command[] = [
         'Forces a transfer of the lease to candidate H (admin token): H gets the next generation behind the old holder’s lock-delay, which ends as soon as the old holder acknowledges its step-down (its agent ended its fenced children).',
       flags: [
         CONFIG_FLAG,
-        { name: 'to', kind: 'string', value: 'H', help: 'The candidate that gets the lease; the arbiter refuses one not heard from within its heartbeat interval × 1.5 + 5 s. Required.', required: true },
-        { name: 'force', kind: 'boolean', help: 'Transfers even to a target the arbiter has not heard from recently. Default: off.' },
+        {
+          name: 'to',
+          kind: 'string',
+          value: 'H',
+          help: 'The candidate that gets the lease; the arbiter refuses one not heard from within its heartbeat interval × 1.5 + 5 s. Required.',
+          required: true,
+        },
+        {
+          name: 'force',
+          kind: 'boolean',
+          help: 'Transfers even to a target the arbiter has not heard from recently. Default: off.',
+        },
         {
           name: 'wait',
           kind: 'number',
@@ -174,7 +215,8 @@ export const COMMANDS: readonly Command[] = [
       name: 'heartbeat',
       summary: 'Makes the local agent send one heartbeat now and prints its outcome.',
       flags: [CONFIG_FLAG, JSON_FLAG],
-      exits: '0 the arbiter answered, 1 the arbiter refused the heartbeat (the member token, the host name), 2 usage or config error, 3 the agent or the arbiter is unreachable.',
+      exits:
+        '0 the arbiter answered, 1 the arbiter refused the heartbeat (the member token, the host name), 2 usage or config error, 3 the agent or the arbiter is unreachable.',
     },
     load: async () => (await import('./local-cmds.js')).heartbeat,
   },
@@ -187,11 +229,36 @@ export const COMMANDS: readonly Command[] = [
         'Decides whether a ledger-CLI write may proceed on this host: allowed while this host may run ledger-cli, or before any generation was seen when the arbiter answers that no lease record exists, or when the write root lies physically (symlinks resolved one component at a time) inside a non-operational instance root.',
       flags: [
         CONFIG_FLAG,
-        { name: 'command', kind: 'string', value: 'NAME', help: 'The ledger command about to write (logged with the decision). Required.', required: true },
-        { name: 'override', kind: 'boolean', help: 'Allows a refused write, and logs a cli-override event naming the command and the refusal it overrode (reason, holder, generation). Default: off.' },
-        { name: 'write-root', kind: 'string', value: 'P', help: 'The directory the command writes to. Default: none (only the fence and the seen generation decide).' },
-        { name: 'instance-root', kind: 'string', value: 'I', help: 'The root of the instance the command runs in; required with --write-root.' },
-        { name: 'operational-root', kind: 'string', value: 'O', help: 'The root of the operational (live) instance; required with --write-root.' },
+        {
+          name: 'command',
+          kind: 'string',
+          value: 'NAME',
+          help: 'The ledger command about to write (logged with the decision). Required.',
+          required: true,
+        },
+        {
+          name: 'override',
+          kind: 'boolean',
+          help: 'Allows a refused write, and logs a cli-override event naming the command and the refusal it overrode (reason, holder, generation). Default: off.',
+        },
+        {
+          name: 'write-root',
+          kind: 'string',
+          value: 'P',
+          help: 'The directory the command writes to. Default: none (only the fence and the seen generation decide).',
+        },
+        {
+          name: 'instance-root',
+          kind: 'string',
+          value: 'I',
+          help: 'The root of the instance the command runs in; required with --write-root.',
+        },
+        {
+          name: 'operational-root',
+          kind: 'string',
+          value: 'O',
+          help: 'The root of the operational (live) instance; required with --write-root.',
+        },
         JSON_FLAG,
       ],
       exits: '0 allowed, 2 usage or config error, 4 refused.',
@@ -201,7 +268,8 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'seen',
-      summary: 'Tells whether this host has ever seen a lease generation (from the agent, else from seen-generation in the state directory).',
+      summary:
+        'Tells whether this host has ever seen a lease generation (from the agent, else from seen-generation in the state directory).',
       flags: [CONFIG_FLAG, JSON_FLAG],
       exits: '0 seen, 2 usage or config error, 3 never seen.',
     },
@@ -210,7 +278,8 @@ export const COMMANDS: readonly Command[] = [
   {
     spec: {
       name: 'host set',
-      summary: 'Writes NAME to {stateDir}/host (validated, atomic, mode 0600): the host name the agent uses when hostName is not configured.',
+      summary:
+        'Writes NAME to {stateDir}/host (validated, atomic, mode 0600): the host name the agent uses when hostName is not configured.',
       positionals: [{ name: 'NAME', help: `The host name, ${HOST_PATTERN.source}.` }],
       flags: [CONFIG_FLAG],
       exits: '0 written, 2 invalid name, usage or config error.',
@@ -232,7 +301,8 @@ export const COMMANDS: readonly Command[] = [
           help: 'Also writes the join file FILE (atomic, mode 0600; a missing directory is created 0700): the holder, its generation and URL, the arbiter URL and the token to use there (queryTokenFile, else {stateDir}/query-token, else the member token). Default: no file is written.',
         },
       ],
-      exits: '0 known (and FILE written), 2 usage or config error (a URL that is not a bare origin, no usable token), 3 no agent answered with a usable generation.',
+      exits:
+        '0 known (and FILE written), 2 usage or config error (a URL that is not a bare origin, no usable token), 3 no agent answered with a usable generation.',
     },
     load: async () => (await import('./local-cmds.js')).primary,
   },
@@ -245,13 +315,32 @@ export const COMMANDS: readonly Command[] = [
         "Makes this candidate of elanous HQ an hq agent, from the old files. It reads the old host file, seen-generation, ~/.elanous/hq/local.json, the hq block of ~/.elanous/config.json and the crontab; writes the agent's config (its own keys, the roles with seat-loop and conatus, a replication block with the old plan and pollersOff telegram and discord), the host file, the seen generation (never lower than one already there) and a local.json whose start guard makes the agent's first start wait the old TTL; prints the keys that belong to the arbiter and each elanous hq crontab line with its replacement. A malformed old file is refused with one line and nothing is written.",
       flags: [
         { ...CONFIG_FLAG, help: 'The agent config to write. Default: $HQ_CONFIG, else ~/.hq/agent.json.' },
-        { name: 'dry-run', kind: 'boolean', help: 'Prints everything the import would do and writes nothing. Default: off.' },
-        { name: 'force', kind: 'boolean', help: 'Replaces an existing agent config and hq state (host, local.json); the seen generation still never goes down. Default: off, existing hq state is refused.' },
-        { name: 'old-home', kind: 'string', value: 'DIR', help: 'The home directory whose .elanous-hq and .elanous are read. Default: $HOME.' },
-        { name: 'crontab', kind: 'string', value: 'FILE', help: 'Reads the crontab from FILE instead of running crontab -l. Default: crontab -l.' },
+        {
+          name: 'dry-run',
+          kind: 'boolean',
+          help: 'Prints everything the import would do and writes nothing. Default: off.',
+        },
+        {
+          name: 'force',
+          kind: 'boolean',
+          help: 'Replaces an existing agent config and hq state (host, local.json); the seen generation still never goes down. Default: off, existing hq state is refused.',
+        },
+        {
+          name: 'old-home',
+          kind: 'string',
+          value: 'DIR',
+          help: 'The home directory whose .elanous-hq and .elanous are read. Default: $HOME.',
+        },
+        {
+          name: 'crontab',
+          kind: 'string',
+          value: 'FILE',
+          help: 'Reads the crontab from FILE instead of running crontab -l. Default: crontab -l.',
+        },
         JSON_FLAG,
       ],
-      exits: '0 imported (or shown with --dry-run), 1 refused (a malformed old file, existing hq state without --force, nothing to import), 2 usage error.',
+      exits:
+        '0 imported (or shown with --dry-run), 1 refused (a malformed old file, existing hq state without --force, nothing to import), 2 usage error.',
     },
     load: async () => (await import('./import-elanous.js')).importElanous,
   },
@@ -263,12 +352,31 @@ export const COMMANDS: readonly Command[] = [
       positionals: [{ name: 'BUNDLE', help: 'The word after "hq join" that hq-arbiter join printed (hq1.…).' }],
       flags: [
         { ...CONFIG_FLAG, help: 'The agent config file to write. Default: $HQ_CONFIG, else ~/.hq/agent.json.' },
-        { name: 'state-dir', kind: 'string', value: 'DIR', help: "The agent's state directory, written into the config; the tokens go there. Default: the config file's directory." },
-        { name: 'socket', kind: 'string', value: 'PATH', help: 'The fence socket (socketPath), for a daemon whose group members must reach it outside the 0700 state directory (systemd: /run/hq-agent/agent.sock). Default: {stateDir}/agent.sock.' },
-        { name: 'dry-run', kind: 'boolean', help: 'Prints the config and the files it would write, without using the bundle (it still works afterwards). Default: off.' },
-        { name: 'force', kind: 'boolean', help: 'Replaces an existing config file. Default: off, an existing config is refused (exit 2) before the bundle is used.' },
+        {
+          name: 'state-dir',
+          kind: 'string',
+          value: 'DIR',
+          help: "The agent's state directory, written into the config; the tokens go there. Default: the config file's directory.",
+        },
+        {
+          name: 'socket',
+          kind: 'string',
+          value: 'PATH',
+          help: 'The fence socket (socketPath), for a daemon whose group members must reach it outside the 0700 state directory (systemd: /run/hq-agent/agent.sock). Default: {stateDir}/agent.sock.',
+        },
+        {
+          name: 'dry-run',
+          kind: 'boolean',
+          help: 'Prints the config and the files it would write, without using the bundle (it still works afterwards). Default: off.',
+        },
+        {
+          name: 'force',
+          kind: 'boolean',
+          help: 'Replaces an existing config file. Default: off, an existing config is refused (exit 2) before the bundle is used.',
+        },
       ],
-      exits: '0 joined (or the dry run printed), 1 refused (the bundle is used, expired, or the answer is not signed by its arbiter; nothing written), 2 usage or an existing config, 3 the arbiter is unreachable.',
+      exits:
+        '0 joined (or the dry run printed), 1 refused (the bundle is used, expired, or the answer is not signed by its arbiter; nothing written), 2 usage or an existing config, 3 the arbiter is unreachable.',
     },
     load: async () => (await import('./join-fleet.js')).joinFleet,
   },
@@ -323,12 +431,20 @@ export async function main(argv: readonly string[]): Promise<number> {
         process.stdout.write(`Usage: ${group.map((g) => `hq ${g.spec.name}`).join(' | ')}\n`);
         return argv[1] === '--help' ? 0 : 2;
       }
-      const hint = didYouMean(argv[1], group.map((g) => g.spec.name.split(' ')[1] as string), (w) => `${argv[0]} ${w}`);
-      process.stderr.write(`hq: unknown command "${argv[0]} ${argv[1]}"${hint || ` (one of: ${group.map((g) => g.spec.name).join(', ')})`}\n`);
+      const hint = didYouMean(
+        argv[1],
+        group.map((g) => g.spec.name.split(' ')[1] as string),
+        (w) => `${argv[0]} ${w}`,
+      );
+      process.stderr.write(
+        `hq: unknown command "${argv[0]} ${argv[1]}"${hint || ` (one of: ${group.map((g) => g.spec.name).join(', ')})`}\n`,
+      );
       return 2;
     }
     const words = [...new Set([...COMMANDS.map((c) => c.spec.name.split(' ')[0] as string), 'doctor', 'standby'])];
-    process.stderr.write(`hq: unknown command "${argv[0]}"${didYouMean(argv[0] as string, words) || ' (see hq --help)'}\n`);
+    process.stderr.write(
+      `hq: unknown command "${argv[0]}"${didYouMean(argv[0] as string, words) || ' (see hq --help)'}\n`,
+    );
     return 2;
   }
   return runCommand(cmd.spec, cmd.load, rest);

@@ -20,17 +20,32 @@ export const PORT_RUN_SPEC: CommandSpec = {
     "Leases a free port of the arbiter's test band for this host, checks that it can be bound here (asking for another one when it cannot), and runs CMD with HQ_PORT set to it. CMD is executed directly (no shell) in its own process group; TERM, INT, HUP and QUIT are forwarded to it. The lease is renewed in the background; if it is lost (the arbiter refuses the renewal, or no renewal succeeds before the TTL minus a margin ends) CMD gets SIGTERM, then SIGKILL after the grace. The lease is released when CMD ends.",
   flags: [
     CONFIG_FLAG,
-    { name: 'purpose', kind: 'string', value: 'P', help: `What the port is for, ${RESOURCE_ID_PATTERN.source} (shown in the arbiter's lease list). Required.`, required: true },
+    {
+      name: 'purpose',
+      kind: 'string',
+      value: 'P',
+      help: `What the port is for, ${RESOURCE_ID_PATTERN.source} (shown in the arbiter's lease list). Required.`,
+      required: true,
+    },
     {
       name: 'ttl',
       kind: 'number',
       value: 'S',
       help: `The lease TTL in seconds (at least ${MIN_TTL_SECONDS}; the arbiter clamps it to 24 h). Renewals go out every 30 s, or sooner for short TTLs. Default: ${DEFAULT_TTL_SECONDS}.`,
     },
-    { name: 'grace', kind: 'number', value: 'G', help: 'Seconds between SIGTERM and SIGKILL when the lease is lost. Default: 5.' },
+    {
+      name: 'grace',
+      kind: 'number',
+      value: 'G',
+      help: 'Seconds between SIGTERM and SIGKILL when the lease is lost. Default: 5.',
+    },
   ],
-  rest: { name: 'CMD…', help: 'The command and its arguments, executed directly without a shell, with HQ_PORT (and HQ_PORT_LEASE_ID) in its environment.' },
-  exits: "CMD's own exit code (a signal n gives 128+n); 75 when the lease was lost and CMD was stopped; 1 the arbiter refused the lease (band full, wrong host) or no leased port could be bound; 2 usage or config error; 3 arbiter unreachable; 127 CMD not found.",
+  rest: {
+    name: 'CMD…',
+    help: 'The command and its arguments, executed directly without a shell, with HQ_PORT (and HQ_PORT_LEASE_ID) in its environment.',
+  },
+  exits:
+    "CMD's own exit code (a signal n gives 128+n); 75 when the lease was lost and CMD was stopped; 1 the arbiter refused the lease (band full, wrong host) or no leased port could be bound; 2 usage or config error; 3 arbiter unreachable; 127 CMD not found.",
 };
 
 function logLine(event: string, data: { [k: string]: unknown }): void {
@@ -39,7 +54,8 @@ function logLine(event: string, data: { [k: string]: unknown }): void {
 
 export async function portRun(p: Parsed): Promise<number> {
   const purpose = flagString(p, 'purpose') as string;
-  if (!isResourceId(purpose)) throw new CliError(2, `--purpose must match ${RESOURCE_ID_PATTERN.source} (got ${JSON.stringify(purpose)})`);
+  if (!isResourceId(purpose))
+    throw new CliError(2, `--purpose must match ${RESOURCE_ID_PATTERN.source} (got ${JSON.stringify(purpose)})`);
   const ttl = flagNumber(p, 'ttl') ?? DEFAULT_TTL_SECONDS;
   if (ttl < MIN_TTL_SECONDS) throw new CliError(2, `--ttl must be at least ${MIN_TTL_SECONDS} seconds`);
   const grace = flagNumber(p, 'grace') ?? 5;

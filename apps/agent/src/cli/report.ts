@@ -21,7 +21,10 @@ export async function reportEvent<C extends ReportedCategory>(
   data: { readonly [k: string]: string | number | boolean | null } = {},
 ): Promise<void> {
   const max = REPORTED_DATA_LIMITS.maxString;
-  const clipped = Object.fromEntries(Object.entries(data).map(([k, v]) => [k, typeof v === 'string' && v.length > max ? `${v.slice(0, max - 1)}…` : v]));
-  await callAgent(socketPath, 'POST', '/v1/events', REPORT_TIMEOUT_SECONDS, { category, event, data: clipped }).catch(() => undefined);
+  const clipped = Object.fromEntries(
+    Object.entries(data).map(([k, v]) => [k, typeof v === 'string' && v.length > max ? `${v.slice(0, max - 1)}…` : v]),
+  );
+  await callAgent(socketPath, 'POST', '/v1/events', REPORT_TIMEOUT_SECONDS, { category, event, data: clipped }).catch(
+    () => undefined,
+  );
 }
-

@@ -45,18 +45,24 @@ export function socketOf(p: Parsed, ctx: StandbyContext): string | null {
 }
 
 /** Reports an `hq.standby` event to the local agent's log (best effort: see `reportEvent`). */
-export async function report(socket: string | null, event: ReportedEvent<'hq.standby'>, data: { [k: string]: string | number | boolean | null }): Promise<void> {
+export async function report(
+  socket: string | null,
+  event: ReportedEvent<'hq.standby'>,
+  data: { [k: string]: string | number | boolean | null },
+): Promise<void> {
   if (socket !== null) await reportEvent(socket, 'hq.standby', event, data);
 }
 
 export function needReplication(l: Loaded): ReplicationConfig {
-  if (l.replication === null) throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication block`);
+  if (l.replication === null)
+    throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication block`);
   return l.replication;
 }
 
 export function tiersOf(text: string, flag: string): Tier[] {
   const list = text.split(',');
-  if (list.some((t) => !isTier(t)) || new Set(list).size !== list.length) throw new CliError(2, `${flag} must be core, big and/or obs, comma-separated, without duplicates`);
+  if (list.some((t) => !isTier(t)) || new Set(list).size !== list.length)
+    throw new CliError(2, `${flag} must be core, big and/or obs, comma-separated, without duplicates`);
   return list as Tier[];
 }
 
@@ -65,14 +71,21 @@ export function tiersOf(text: string, flag: string): Tier[] {
  * no replication block, or when `--standby` is given and no config file exists at all.
  */
 export function pollersOffOf(p: Parsed, ctx: StandbyContext): readonly string[] {
-  if (flagString(p, 'standby') !== undefined && findConfigFile(flagString(p, 'config'), AGENT_CONFIG, ctx.env ?? process.env) === null) return [];
+  if (
+    flagString(p, 'standby') !== undefined &&
+    findConfigFile(flagString(p, 'config'), AGENT_CONFIG, ctx.env ?? process.env) === null
+  )
+    return [];
   return load(p, ctx).replication?.pollersOff ?? [];
 }
 
 /** Refuses a block whose plan lists nothing (there is no built-in plan). */
 export function needPlan(cfg: ReplicationConfig): ReplicationConfig {
   if (planIsEmpty(cfg)) {
-    throw new CliError(2, 'replication.plan: lists nothing to protect; add plan.files, plan.dirs or plan.obs (deploy/replication/example-plan.json is an example)');
+    throw new CliError(
+      2,
+      'replication.plan: lists nothing to protect; add plan.files, plan.dirs or plan.obs (deploy/replication/example-plan.json is an example)',
+    );
   }
   return cfg;
 }
@@ -82,4 +95,3 @@ export function standbyDirOf(p: Parsed, ctx: StandbyContext): string {
   if (explicit !== undefined) return explicit;
   return needReplication(load(p, ctx)).standbyDir;
 }
-

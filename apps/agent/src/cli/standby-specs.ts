@@ -21,8 +21,16 @@ export const STANDBY_SPECS = Object.freeze({
     flags: [
       CONFIG_FLAG,
       { name: 'tier', kind: 'string', value: 'core|big|obs', help: 'The tier to snapshot. Required.', required: true },
-      { name: 'dry-run', kind: 'boolean', help: 'Prints the plan (files, sizes, survival items, skipped paths) and writes nothing. Default: off.' },
-      { name: 'no-push', kind: 'boolean', help: 'Builds the generation in the outbox without pushing it. Default: off, push to every standby.' },
+      {
+        name: 'dry-run',
+        kind: 'boolean',
+        help: 'Prints the plan (files, sizes, survival items, skipped paths) and writes nothing. Default: off.',
+      },
+      {
+        name: 'no-push',
+        kind: 'boolean',
+        help: 'Builds the generation in the outbox without pushing it. Default: off, push to every standby.',
+      },
       {
         name: 'survival',
         kind: 'boolean',
@@ -39,7 +47,12 @@ export const STANDBY_SPECS = Object.freeze({
     flags: [
       CONFIG_FLAG,
       STANDBY_FLAG,
-      { name: 'tier', kind: 'string', value: 'T[,T]', help: 'The tiers to check (core, big, obs). Default: every tier that has a latest generation.' },
+      {
+        name: 'tier',
+        kind: 'string',
+        value: 'T[,T]',
+        help: 'The tiers to check (core, big, obs). Default: every tier that has a latest generation.',
+      },
       {
         name: 's3',
         kind: 'boolean',
@@ -56,9 +69,20 @@ export const STANDBY_SPECS = Object.freeze({
     flags: [
       CONFIG_FLAG,
       STANDBY_FLAG,
-      { name: 'to', kind: 'string', value: 'DIR', help: 'The new state directory; it must not exist and must lie outside the standby and hq-config folders. Required.', required: true },
+      {
+        name: 'to',
+        kind: 'string',
+        value: 'DIR',
+        help: 'The new state directory; it must not exist and must lie outside the standby and hq-config folders. Required.',
+        required: true,
+      },
       { name: 'tiers', kind: 'string', value: 'T[,T]', help: 'The tiers to promote. Default: core,big.' },
-      { name: 'hq-config', kind: 'string', value: 'F', help: "A JSON file (or a folder with config.json) whose hq block, naming hq.hostName, replaces the copy's. Default: none, no hq block injected." },
+      {
+        name: 'hq-config',
+        kind: 'string',
+        value: 'F',
+        help: "A JSON file (or a folder with config.json) whose hq block, naming hq.hostName, replaces the copy's. Default: none, no hq block injected.",
+      },
       { name: 'dry-run', kind: 'boolean', help: 'Verifies and prints the plan; creates nothing. Default: off.' },
       JSON_FLAG,
     ],
@@ -70,7 +94,13 @@ export const STANDBY_SPECS = Object.freeze({
       'Prints how this host runs its replication job: direct (no lease yet, this host is the default source), fenced (a lease exists: run the copy under hq fence run) or skip, with the reason.',
     flags: [
       CONFIG_FLAG,
-      { name: 'default-source', kind: 'string', value: 'H[,ALIAS]', help: 'The host that copies before the first lease, with its aliases. Required.', required: true },
+      {
+        name: 'default-source',
+        kind: 'string',
+        value: 'H[,ALIAS]',
+        help: 'The host that copies before the first lease, with its aliases. Required.',
+        required: true,
+      },
       JSON_FLAG,
     ],
     exits: '0 with the answer on stdout, 2 usage or config error.',

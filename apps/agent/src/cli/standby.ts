@@ -11,7 +11,16 @@
  * refused; role always 0 with the answer on stdout (2 usage).
  */
 import { join } from 'node:path';
-import { CliError, errorLine, flagBool, flagString, helpText, parseArgs, type CommandSpec, type Parsed } from './args.js';
+import {
+  CliError,
+  errorLine,
+  flagBool,
+  flagString,
+  helpText,
+  parseArgs,
+  type CommandSpec,
+  type Parsed,
+} from './args.js';
 import { seenGeneration } from './context.js';
 import { resolveNetwork } from '../config.js';
 import { ArbiterEndpoints } from '@hq/runtime/http';
@@ -28,7 +37,19 @@ import { formatVerification, verifyTier } from '../replication/verify.js';
 
 export { STANDBY_SPECS };
 
-import { io, line, load, needReplication, pollersOffOf, report, socketOf, standbyDirOf, tiersOf, type Io, type StandbyContext } from './standby-common.js';
+import {
+  io,
+  line,
+  load,
+  needReplication,
+  pollersOffOf,
+  report,
+  socketOf,
+  standbyDirOf,
+  tiersOf,
+  type Io,
+  type StandbyContext,
+} from './standby-common.js';
 import { standbySnapshot } from './standby-snapshot.js';
 
 export type { StandbyContext } from './standby-common.js';
@@ -36,19 +57,41 @@ export { standbySnapshot };
 
 /** `verify --s3`: reads the bucket's newest survival copy of each tier back. */
 async function verifyBucket(p: Parsed, ctx: Io, json: boolean): Promise<number> {
-  if (flagString(p, 'standby') !== undefined) throw new CliError(2, '--s3 checks the bucket of replication.survival.s3; it takes no --standby');
+  if (flagString(p, 'standby') !== undefined)
+    throw new CliError(2, '--s3 checks the bucket of replication.survival.s3; it takes no --standby');
   const l = load(p, ctx);
   const cfg = needReplication(l);
   const target = cfg.survivalS3;
-  if (target === null) throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication.survival.s3 block`);
+  if (target === null)
+    throw new CliError(2, `the config ${l.agent.file ?? '(none found)'} has no replication.survival.s3 block`);
   const tierFlag = flagString(p, 'tier');
   const tiers = tierFlag === undefined ? [...TIERS] : tiersOf(tierFlag, '--tier');
   const { formatS3Verification, verifyS3 } = await import('../replication/survival-s3.js');
-  const results = await verifyS3({ target, tiers, secretPatterns: cfg.secretPatterns, timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds), env: ctx.env ?? process.env });
+  const results = await verifyS3({
+    target,
+    tiers,
+    secretPatterns: cfg.secretPatterns,
+    timeoutSeconds: Math.max(30, l.agent.requestTimeoutSeconds),
+    env: ctx.env ?? process.env,
+  });
   // Without --tier, a tier that never had a survival copy is no failure; one tier at least must verify.
-  const shown = tierFlag === undefined && results.some((r) => r.generation !== null) ? results.filter((r) => r.generation !== null || r.ok) : results;
+  const shown =
+    tierFlag === undefined && results.some((r) => r.generation !== null)
+      ? results.filter((r) => r.generation !== null || r.ok)
+      : results;
   const ok = shown.every((r) => r.ok);
-  line(ctx, json, { ok, bucket: target.bucket, prefix: target.prefix, tiers: shown, reasons: shown.filter((r) => !r.ok).map((r) => r.reason) }, formatS3Verification(target, shown));
+  line(
+    ctx,
+    json,
+    {
+      ok,
+      bucket: target.bucket,
+      prefix: target.prefix,
+      tiers: shown,
+      reasons: shown.filter((r) => !r.ok).map((r) => r.reason),
+    },
+    formatS3Verification(target, shown),
+  );
   return ok ? 0 : 1;
 }
 
@@ -64,7 +107,12 @@ export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Pr
     tiers = [];
     for (const t of TIERS) if ((await readLatest(join(standbyDir, t, 'latest'))) !== null) tiers.push(t);
     if (tiers.length === 0) {
-      line(ctx, json, { ok: false, tiers: [], reasons: ['no tier has a latest generation'] }, `hq-standby verify FAIL no tier has a latest generation in ${standbyDir}`);
+      line(
+        ctx,
+        json,
+        { ok: false, tiers: [], reasons: ['no tier has a latest generation'] },
+        `hq-standby verify FAIL no tier has a latest generation in ${standbyDir}`,
+      );
       return 1;
     }
   }
@@ -72,7 +120,12 @@ export async function standbyVerify(p: Parsed, context: StandbyContext = {}): Pr
   const results = [];
   for (const t of tiers) results.push(await verifyTier(standbyDir, t, now));
   const ok = results.every((r) => r.ok);
-  line(ctx, json, { ok, tiers: results.map(({ files: _f, ...r }) => r), reasons: results.filter((r) => !r.ok).map((r) => r.reason) }, formatVerification(results));
+  line(
+    ctx,
+    json,
+    { ok, tiers: results.map(({ files: _f, ...r }) => r), reasons: results.filter((r) => !r.ok).map((r) => r.reason) },
+    formatVerification(results),
+  );
   return ok ? 0 : 1;
 }
 
@@ -101,13 +154,26 @@ export async function standbyPromote(p: Parsed, context: StandbyContext = {}): P
           : 'note: no config.json was promoted: promotion turned no poller off\n',
       );
     }
-    await report(socketOf(p, ctx), 'promoted', { to: s.to, tiers: Object.entries(s.tiers).map(([t, g]) => `${t}:${g}`).join(','), files: s.files, bytes: s.bytes, dryRun: s.dryRun, seconds: s.seconds });
+    await report(socketOf(p, ctx), 'promoted', {
+      to: s.to,
+      tiers: Object.entries(s.tiers)
+        .map(([t, g]) => `${t}:${g}`)
+        .join(','),
+      files: s.files,
+      bytes: s.bytes,
+      dryRun: s.dryRun,
+      seconds: s.seconds,
+    });
     return 0;
   } catch (err) {
     if (err instanceof PromoteError) {
       if (json) ctx.stdout(`${JSON.stringify({ ok: false, refused: err.message })}\n`);
       ctx.stderr(`promotion refused: ${err.message}\n`);
-      await report(socketOf(p, ctx), 'promote-refused', { to: flagString(p, 'to') ?? null, tiers: tiers.join(','), problem: err.message });
+      await report(socketOf(p, ctx), 'promote-refused', {
+        to: flagString(p, 'to') ?? null,
+        tiers: tiers.join(','),
+        problem: err.message,
+      });
       return 1;
     }
     throw err;
@@ -124,7 +190,12 @@ export async function standbyRole(p: Parsed, context: StandbyContext = {}): Prom
   try {
     const c = await resolveNetwork(l.agent);
     const tok = await readToken(c.tokenFile);
-    const r = await new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({ method: 'GET', path: '/v1/lease', token: tok.ok ? tok.token : null, timeoutSeconds: c.requestTimeoutSeconds });
+    const r = await new ArbiterEndpoints(c.arbiterUrls ?? [c.arbiterUrl]).request({
+      method: 'GET',
+      path: '/v1/lease',
+      token: tok.ok ? tok.token : null,
+      timeoutSeconds: c.requestTimeoutSeconds,
+    });
     if (r.kind === 'answer' && r.status === 200) lease = leaseOf(r.body);
   } catch {
     lease = null; // no arbiter URL: the lease cannot be read
@@ -132,7 +203,14 @@ export async function standbyRole(p: Parsed, context: StandbyContext = {}): Prom
   const seen = await seenGeneration(l.agent);
   const answer = decideRole({ host: l.agent.hostName, defaultSource: ds, lease, seenGeneration: seen.generation });
   line(ctx, json, answer, answer.role);
-  await report(l.agent.socketPath, 'role', { role: answer.role, reason: answer.reason, defaultSource: answer.defaultSource.join(','), holder: answer.holder, generation: answer.generation, seenGeneration: answer.seenGeneration });
+  await report(l.agent.socketPath, 'role', {
+    role: answer.role,
+    reason: answer.reason,
+    defaultSource: answer.defaultSource.join(','),
+    holder: answer.holder,
+    generation: answer.generation,
+    seenGeneration: answer.seenGeneration,
+  });
   return 0;
 }
 
@@ -157,7 +235,11 @@ export async function standbyCommand(argv: readonly string[], context: StandbyCo
       ctx.stdout(`Usage: hq standby ${names} [options]\n`);
       return sub === undefined ? 2 : 0;
     }
-    const hint = didYouMean(sub, STANDBY_COMMANDS.map((c) => c.spec.name.slice('standby '.length)), (w) => `standby ${w}`);
+    const hint = didYouMean(
+      sub,
+      STANDBY_COMMANDS.map((c) => c.spec.name.slice('standby '.length)),
+      (w) => `standby ${w}`,
+    );
     ctx.stderr(`hq: unknown command "standby ${sub}"${hint || ` (one of: ${names})`}\n`);
     return 2;
   }

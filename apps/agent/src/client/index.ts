@@ -15,14 +15,25 @@
  * changes), so waiting costs nothing; every validity comes from a plain query stamped at its send.
  * Time and timers are parameters: tests drive them.
  */
-import { AGENT_UNREACHABLE, fenceWaitPath, isFenceDecision, type FenceDecision, type FenceSeen, type FenceUnanswered } from '@hq/protocol/fence';
+import {
+  AGENT_UNREACHABLE,
+  fenceWaitPath,
+  isFenceDecision,
+  type FenceDecision,
+  type FenceSeen,
+  type FenceUnanswered,
+} from '@hq/protocol/fence';
 import { pause, realTimers, sleepSafeClockMs, type MsClock, type Timers } from '@hq/runtime/clock';
 import { callAgent, lightPaths } from '../cli/local.js';
 
 export type { FenceDecision, FenceUnanswered };
 
 /** One answer of the agent: its status and parsed body, or null when it did not answer (or `signal` aborted). */
-export type Transport = (path: string, timeoutSeconds: number, signal?: AbortSignal) => Promise<{ readonly status: number; readonly body: unknown } | null>;
+export type Transport = (
+  path: string,
+  timeoutSeconds: number,
+  signal?: AbortSignal,
+) => Promise<{ readonly status: number; readonly body: unknown } | null>;
 
 export interface ClientOptions {
   /** The agent's socket. Default: the config's (`$HQ_CONFIG`, ~/.hq/agent.json, /etc/hq/agent.json), else ~/.hq/agent.sock. */
@@ -173,7 +184,11 @@ interface Hold {
  * `stopBefore`, moved later only by a plain query that names the same generation and holder;
  * a long poll in between wakes it early for a loss.
  */
-function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure: Tenure; end(reason: TenureEnded): void } {
+function holdTenure(
+  a: FenceDecision,
+  asked: number,
+  h: Hold,
+): { readonly tenure: Tenure; end(reason: TenureEnded): void } {
   const ctl = new AbortController();
   let until = a.validForSeconds === null ? Infinity : asked + a.validForSeconds * 1000;
   let timer: unknown = null;
@@ -202,7 +217,9 @@ function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure
       if (wait > 0) {
         // A long poll that fails (an agent restarting, or one without long polls) is waited out
         // instead: the re-check then comes on its schedule, never in a tight loop.
-        const w = await ask(h.transport, fenceWaitPath(h.role, last, wait), wait + h.timeout, ctl.signal).catch(() => null);
+        const w = await ask(h.transport, fenceWaitPath(h.role, last, wait), wait + h.timeout, ctl.signal).catch(
+          () => null,
+        );
         if (w === null) await rest(wait);
       } else await rest(MIN_GAP_SECONDS);
       if (ctl.signal.aborted) return;
@@ -214,7 +231,12 @@ function holdTenure(a: FenceDecision, asked: number, h: Hold): { readonly tenure
         continue; // the abort timer ends it if no answer comes in time
       }
       if (!b.run || b.generation !== a.generation || b.holder !== a.holder) {
-        return end(new TenureEnded('lost', `role ${h.role} lost: ${b.reason}, generation ${b.generation}, holder ${b.holder ?? 'none'}`));
+        return end(
+          new TenureEnded(
+            'lost',
+            `role ${h.role} lost: ${b.reason}, generation ${b.generation}, holder ${b.holder ?? 'none'}`,
+          ),
+        );
       }
       last = { run: b.run, reason: b.reason, generation: b.generation };
       const next = b.validForSeconds === null ? Infinity : at + b.validForSeconds * 1000;

@@ -12,7 +12,19 @@
  */
 import { queryFence, settle, type AgentSettings, type AgentState, type LeaseEvent, type Stamp } from '@hq/lease-core';
 import { NEVER_FAIL_OPEN } from '@hq/protocol';
-import type { AgentStatus, ConfirmAnswer, ConfirmRequest, FenceDecision, HeartbeatReport, PeerInfo, PrimaryAnswer, ReportedCategory, ReportedEvent, RunClaim, RunClaimAnswer } from '@hq/protocol';
+import type {
+  AgentStatus,
+  ConfirmAnswer,
+  ConfirmRequest,
+  FenceDecision,
+  HeartbeatReport,
+  PeerInfo,
+  PrimaryAnswer,
+  ReportedCategory,
+  ReportedEvent,
+  RunClaim,
+  RunClaimAnswer,
+} from '@hq/protocol';
 import { VERSION } from '@hq/runtime/version';
 import type { AgentConfig } from '../config.js';
 import type { StampClock as Clock, Timers } from '@hq/runtime/clock';
@@ -75,18 +87,49 @@ export class Agent {
     this.fencing = new Fence({ ...parts, memory: store, roles: c.roles, timers: opts.timers });
     // A long poll on the fence learns of every change of the state at once.
     store.onCommit(() => this.fencing.changed());
-    this.link = new ArbiterLink({ ...parts, config: c, store, peers, token: this.token, probe: opts.probe, timers: opts.linkTimers });
-    this.runs = new Runs({ fence: (role) => this.fencing.decide(role), clock: opts.clock, timers: opts.linkTimers, log: opts.log });
+    this.link = new ArbiterLink({
+      ...parts,
+      config: c,
+      store,
+      peers,
+      token: this.token,
+      probe: opts.probe,
+      timers: opts.linkTimers,
+    });
+    this.runs = new Runs({
+      fence: (role) => this.fencing.decide(role),
+      clock: opts.clock,
+      timers: opts.linkTimers,
+      log: opts.log,
+    });
     this.stepDowns = new StepDowns({ ...parts, store, runs: this.runs, link: this.link, peers });
   }
 
   /** Opens the state (see `AgentStore.open`: a refused file fails closed) and builds the parts. */
   static async open(opts: AgentOptions): Promise<Agent> {
     const c = opts.config;
-    const settings: AgentSettings = { host: c.hostName, requestTimeoutSeconds: c.requestTimeoutSeconds, failOpenRoles: c.failOpenRoles };
-    const { store, given } = await AgentStore.open({ stateDir: c.stateDir, settings, clock: opts.clock, log: opts.log });
+    const settings: AgentSettings = {
+      host: c.hostName,
+      requestTimeoutSeconds: c.requestTimeoutSeconds,
+      failOpenRoles: c.failOpenRoles,
+    };
+    const { store, given } = await AgentStore.open({
+      stateDir: c.stateDir,
+      settings,
+      clock: opts.clock,
+      log: opts.log,
+    });
     const peerToken = new TokenFile(c.peerTokenFile);
-    const peers = new Peers({ config: c, settings, store, clock: opts.clock, log: opts.log, observer: opts.observer, peerToken, given });
+    const peers = new Peers({
+      config: c,
+      settings,
+      store,
+      clock: opts.clock,
+      log: opts.log,
+      observer: opts.observer,
+      peerToken,
+      given,
+    });
     return new Agent(opts, store, settings, peers, peerToken);
   }
 
@@ -225,8 +268,14 @@ export class Agent {
       stale: s.stale,
       lockDelaySeconds: s.waitUntilMono === Infinity ? null : Math.max(0, s.waitUntilMono - now.mono),
       floorPending: s.known?.floorPending ?? false,
-      startGuardSeconds: s.startGuardUntilMono === null ? 0 : Number.isFinite(s.startGuardUntilMono) ? Math.max(0, s.startGuardUntilMono - now.mono) : null,
-      leaseTiming: s.known === null ? null : { ttlSeconds: s.known.ttlSeconds, safetyMarginSeconds: s.known.safetyMarginSeconds },
+      startGuardSeconds:
+        s.startGuardUntilMono === null
+          ? 0
+          : Number.isFinite(s.startGuardUntilMono)
+            ? Math.max(0, s.startGuardUntilMono - now.mono)
+            : null,
+      leaseTiming:
+        s.known === null ? null : { ttlSeconds: s.known.ttlSeconds, safetyMarginSeconds: s.known.safetyMarginSeconds },
       cadence: this.cadence(),
       timingProblems: last?.timingProblems ?? [],
       tokenProblem: this.link.tokenProblem,
@@ -234,14 +283,24 @@ export class Agent {
       gaveConfirmation:
         s.gave === null
           ? null
-          : { holder: s.gave.holder, generation: s.gave.generation, ageSeconds: now.mono - s.gave.at.mono, waitSeconds: Math.max(0, s.gave.untilMono - now.mono) },
+          : {
+              holder: s.gave.holder,
+              generation: s.gave.generation,
+              ageSeconds: now.mono - s.gave.at.mono,
+              waitSeconds: Math.max(0, s.gave.untilMono - now.mono),
+            },
       steppedDown: s.steppedDown,
       stepDownSeconds: this.runs.endBoundSeconds(),
       grant: s.current === null ? null : { generation: s.current.generation, source: s.current.source },
-      pending: s.pending === null ? null : { generation: s.pending.generation, startsInSeconds: Math.max(0, s.pending.startMono - now.mono) },
+      pending:
+        s.pending === null
+          ? null
+          : { generation: s.pending.generation, startsInSeconds: Math.max(0, s.pending.startMono - now.mono) },
       lastHeartbeat: last === null ? null : { ...last, ageSeconds: now.wall - last.at },
       peers: this.peers.hosts(),
-      peerPaths: Object.fromEntries([...this.peers.peerPaths].map(([peer, problem]) => [peer, { ok: problem === null, problem }])),
+      peerPaths: Object.fromEntries(
+        [...this.peers.peerPaths].map(([peer, problem]) => [peer, { ok: problem === null, problem }]),
+      ),
       uptimeSeconds: now.mono - s.started.mono,
     };
   }

@@ -29,7 +29,16 @@ import {
   type ReportedCadence,
   type Stamp,
 } from '@hq/lease-core';
-import { fieldsOf, isHeartbeatOutcome, readHeartbeatAnswer, type AgentHeartbeatOutcome, type HeartbeatAnswerRead, type HeartbeatReport, type ReleaseRequest, type StepDownAck } from '@hq/protocol';
+import {
+  fieldsOf,
+  isHeartbeatOutcome,
+  readHeartbeatAnswer,
+  type AgentHeartbeatOutcome,
+  type HeartbeatAnswerRead,
+  type HeartbeatReport,
+  type ReleaseRequest,
+  type StepDownAck,
+} from '@hq/protocol';
 import { healthUrlOf, type AgentConfig } from '../config.js';
 import { realTimers, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
 import { ArbiterEndpoints, joinUrl, keepAliveFor, requestJson, type HttpResult } from '@hq/runtime/http';
@@ -86,7 +95,11 @@ export class ArbiterLink {
   /** This agent's cadence, as it reports it with every heartbeat (S6: the agent owns it). */
   cadence(): ReportedCadence {
     const c = this.o.config;
-    return { heartbeatSeconds: c.heartbeatSeconds, refreshSeconds: c.refreshSeconds, requestTimeoutSeconds: c.requestTimeoutSeconds };
+    return {
+      heartbeatSeconds: c.heartbeatSeconds,
+      refreshSeconds: c.refreshSeconds,
+      requestTimeoutSeconds: c.requestTimeoutSeconds,
+    };
   }
 
   /** Heartbeats on the cron from now on, the first one at once. */
@@ -125,7 +138,13 @@ export class ArbiterLink {
       // renewal confirms it, so that heartbeat comes now rather than at the next cron tick.
       const s = this.o.store.state;
       const k = s.known;
-      const unconfirmed = k !== null && k.holder === this.o.settings.host && !k.released && s.current === null && s.pending === null && !k.floorPending;
+      const unconfirmed =
+        k !== null &&
+        k.holder === this.o.settings.host &&
+        !k.released &&
+        s.current === null &&
+        s.pending === null &&
+        !k.floorPending;
       // The arbiter's start wait or floor waits for this host's report or acknowledgement: now, not at the next tick.
       const asked = res.kind === 'answer' && res.status === 200 && reportWanted(res.body, this.o.settings.host);
       this.scheduleSoon(unconfirmed || asked ? [0] : []);
@@ -146,7 +165,12 @@ export class ArbiterLink {
     const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
     const peerPaths = this.o.peers.peerPathReports();
     const body = {
-      ...heartbeatContent(s0, this.cadence(), view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health }, confirmation),
+      ...heartbeatContent(
+        s0,
+        this.cadence(),
+        view === null ? null : { target: view.target, reachable: view.reachable, ping: view.ping, health: view.health },
+        confirmation,
+      ),
       // Protocol 2 (the client leaves it out for an arbiter of protocol 1): the operator sees this host's release.
       version: VERSION,
       // Protocol 2 too: what the last probes found of the path to each peer (the arbiter's status page shows a broken one).
@@ -160,17 +184,27 @@ export class ArbiterLink {
     const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
     const absorbed = await this.absorbHeartbeat(res, answer, sent, received);
     // Refused for want of a readable token: the report names the file's problem, not the arbiter's 401.
-    const report = token === null && this.tokenProblem !== null && absorbed.outcome === 'refused' ? { ...absorbed, problem: this.tokenProblem } : absorbed;
+    const report =
+      token === null && this.tokenProblem !== null && absorbed.outcome === 'refused'
+        ? { ...absorbed, problem: this.tokenProblem }
+        : absorbed;
     this.lastHeartbeat = report;
     if (report.status === 200 && this.unreachableSaid !== null) {
       this.unreachableSaid = null;
-      this.o.log.info({ category: 'hq.lease', event: 'arbiter-reachable', url: this.arbiters.url }, `the arbiter at ${this.arbiters.url} answers again`);
+      this.o.log.info(
+        { category: 'hq.lease', event: 'arbiter-reachable', url: this.arbiters.url },
+        `the arbiter at ${this.arbiters.url} answers again`,
+      );
     }
     // Without a token the arbiter's 401 says nothing new: the local reason (a file at 0644, say) stays the one shown.
-    if ((report.status === 401 || report.status === 403) && token !== null) this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
+    if ((report.status === 401 || report.status === 403) && token !== null)
+      this.noteTokenProblem(`the arbiter refuses the member token (HTTP ${report.status}: ${report.problem ?? ''})`);
     else if (report.status === 200 && this.tokenProblem !== null) {
       this.tokenProblem = null;
-      this.o.log.info({ category: 'hq.lease', event: 'token-ok', host: this.o.settings.host }, 'the member token works again');
+      this.o.log.info(
+        { category: 'hq.lease', event: 'token-ok', host: this.o.settings.host },
+        'the member token works again',
+      );
     }
     this.o.observer?.heartbeat?.(report.outcome);
     this.noteTiming(report);
@@ -194,7 +228,12 @@ export class ArbiterLink {
   }
 
   /** A heartbeat answer: it may confirm this host; then the holder may ask its peers. */
-  private async absorbHeartbeat(res: HttpResult, answer: HeartbeatAnswerRead | null, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
+  private async absorbHeartbeat(
+    res: HttpResult,
+    answer: HeartbeatAnswerRead | null,
+    sent: Stamp,
+    received: Stamp,
+  ): Promise<HeartbeatReport> {
     let end: Ending;
     if (answer === null) end = await this.failed(res, 'heartbeat');
     else {
@@ -204,14 +243,20 @@ export class ArbiterLink {
       else if (!isHeartbeatOutcome(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
       else {
         const confirms = o === 'renewed';
-        const a: ArbiterAnswer = { record: parsed.value, confirms, hold: confirms ? answer.hold : null, stepDown: answer.stepDown };
+        const a: ArbiterAnswer = {
+          record: parsed.value,
+          confirms,
+          hold: confirms ? answer.hold : null,
+          stepDown: answer.stepDown,
+        };
         await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
         end = { outcome: o, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
       }
     }
     let peerConfirmation: HeartbeatReport['peerConfirmation'] = null;
     const k = this.o.store.state.known;
-    if (k !== null && asksPeers(this.o.store.state, end.exchange)) peerConfirmation = (await this.o.peers.ask(k)) ? 'confirmed' : 'not-confirmed';
+    if (k !== null && asksPeers(this.o.store.state, end.exchange))
+      peerConfirmation = (await this.o.peers.ask(k)) ? 'confirmed' : 'not-confirmed';
     return this.report(end, received, answer?.timingProblems ?? [], answer?.failover ?? null, peerConfirmation);
   }
 
@@ -228,7 +273,12 @@ export class ArbiterLink {
       else {
         const a: ArbiterAnswer = { record: parsed.value, confirms: false, hold: null };
         await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
-        end = { outcome: a.record.holder === this.o.settings.host ? 'renewed' : 'standby', status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
+        end = {
+          outcome: a.record.holder === this.o.settings.host ? 'renewed' : 'standby',
+          status: 200,
+          problem: null,
+          exchange: { kind: 'answered', answer: a },
+        };
       }
     }
     return this.report(end, received, [], null, null);
@@ -244,7 +294,10 @@ export class ArbiterLink {
       // Said once per new problem, also when the arbiter was never reached since the start.
       if (this.unreachableSaid !== res.problem) {
         this.unreachableSaid = res.problem;
-        this.o.log.warn({ category: 'hq.lease', event: 'arbiter-unreachable', via, url: this.arbiters.url, problem: res.problem }, `arbiter unreachable at ${this.arbiters.url}: ${res.problem}`);
+        this.o.log.warn(
+          { category: 'hq.lease', event: 'arbiter-unreachable', via, url: this.arbiters.url, problem: res.problem },
+          `arbiter unreachable at ${this.arbiters.url}: ${res.problem}`,
+        );
       } else this.o.log.debug({ category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
       return { outcome: 'unreachable', status: null, problem: res.problem, exchange: { kind: 'no-answer' } };
     }
@@ -253,7 +306,10 @@ export class ArbiterLink {
     if (res.status === 404) problem = (await this.notAnArbiter()) ?? problem;
     const exchange: ArbiterExchange = { kind: 'refused', status: res.status };
     await this.o.store.commit((s) => onArbiterFailure(s));
-    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b.error ?? null, problem }, 'arbiter refused the request');
+    this.o.log.warn(
+      { category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b.error ?? null, problem },
+      'arbiter refused the request',
+    );
     return { outcome: arbiterDown(exchange) ? 'unreachable' : 'refused', status: res.status, problem, exchange };
   }
 
@@ -263,7 +319,11 @@ export class ArbiterLink {
    */
   private async notAnArbiter(): Promise<string | null> {
     const url = this.arbiters.url;
-    const h = await requestJson({ method: 'GET', url: joinUrl(url, '/v1/health'), timeoutSeconds: this.o.config.requestTimeoutSeconds });
+    const h = await requestJson({
+      method: 'GET',
+      url: joinUrl(url, '/v1/health'),
+      timeoutSeconds: this.o.config.requestTimeoutSeconds,
+    });
     const body = fieldsOf(h.kind === 'answer' ? h.body : null);
     if (body.role !== 'agent') return null;
     const line = `arbiterUrl ${url} is an hq agent (${typeof body.host === 'string' ? body.host : 'a candidate'}'s peer listener), not the arbiter: set arbiterUrl to the arbiter's address (port 8470 by default)`;
@@ -281,7 +341,13 @@ export class ArbiterLink {
     return { outcome: 'invalid-answer', status: 200, problem, exchange: { kind: 'invalid' } };
   }
 
-  private report(end: Ending, received: Stamp, timingProblems: readonly string[], failover: string | null, peerConfirmation: HeartbeatReport['peerConfirmation']): HeartbeatReport {
+  private report(
+    end: Ending,
+    received: Stamp,
+    timingProblems: readonly string[],
+    failover: string | null,
+    peerConfirmation: HeartbeatReport['peerConfirmation'],
+  ): HeartbeatReport {
     const after = this.o.store.state;
     return {
       status: end.status,
@@ -347,23 +413,44 @@ export class ArbiterLink {
     return t.token;
   }
 
-  private arbiterCall(method: 'GET' | 'POST', path: string, body: unknown, token: string | null, retrySafe?: boolean): Promise<HttpResult> {
+  private arbiterCall(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    token: string | null,
+    retrySafe?: boolean,
+  ): Promise<HttpResult> {
     // At the default cadence (refresh every 60 s) the connection closes with the answer.
     const c = this.o.config;
     const keepAlive = keepAliveFor(Math.min(c.heartbeatSeconds, c.refreshSeconds));
-    return this.arbiters.request({ method, path, body, token, timeoutSeconds: c.requestTimeoutSeconds, keepAlive, ...(retrySafe === undefined ? {} : { retrySafe }) });
+    return this.arbiters.request({
+      method,
+      path,
+      body,
+      token,
+      timeoutSeconds: c.requestTimeoutSeconds,
+      keepAlive,
+      ...(retrySafe === undefined ? {} : { retrySafe }),
+    });
   }
 
   private probe(target: string): Promise<ProbeResult> {
     if (this.o.probe !== undefined) return this.o.probe(target);
     const c = this.o.config;
-    return probeHost(target, { tailscaleBin: c.tailscaleBin, healthUrl: healthUrlOf(c, target), timeoutSeconds: c.probeTimeoutSeconds });
+    return probeHost(target, {
+      tailscaleBin: c.tailscaleBin,
+      healthUrl: healthUrlOf(c, target),
+      timeoutSeconds: c.probeTimeoutSeconds,
+    });
   }
 
   /** A broken member token: an error line on each change, the metric, `status()` (hq doctor). */
   private noteTokenProblem(problem: string): void {
     if (this.tokenProblem !== problem) {
-      this.o.log.error({ category: 'hq.lease', event: 'token-unavailable', host: this.o.settings.host, problem }, 'member token does not work');
+      this.o.log.error(
+        { category: 'hq.lease', event: 'token-unavailable', host: this.o.settings.host, problem },
+        'member token does not work',
+      );
     }
     this.tokenProblem = problem;
   }
@@ -374,8 +461,13 @@ export class ArbiterLink {
     if (key === this.lastTimingKey || report.status !== 200) return;
     this.lastTimingKey = key;
     const host = this.o.settings.host;
-    if (key === '') this.o.log.info({ category: 'control', event: 'timing-ok', host }, 'the arbiter reports no timing problem');
-    else this.o.log.warn({ category: 'control', event: 'timing-problem', host, problems: report.timingProblems }, 'the arbiter reports a timing problem');
+    if (key === '')
+      this.o.log.info({ category: 'control', event: 'timing-ok', host }, 'the arbiter reports no timing problem');
+    else
+      this.o.log.warn(
+        { category: 'control', event: 'timing-problem', host, problems: report.timingProblems },
+        'the arbiter reports a timing problem',
+      );
   }
 
   private scheduleRefresh(): void {
@@ -409,10 +501,13 @@ export class ArbiterLink {
       if (this.soonTimer.atMono <= atMono) return;
       this.timers.clear(this.soonTimer.timer);
     }
-    const timer = this.timers.set(() => {
-      this.soonTimer = null;
-      this.tick();
-    }, Math.min(2 ** 31 - 1, Math.ceil(seconds * 1000)));
+    const timer = this.timers.set(
+      () => {
+        this.soonTimer = null;
+        this.tick();
+      },
+      Math.min(2 ** 31 - 1, Math.ceil(seconds * 1000)),
+    );
     this.soonTimer = { timer, atMono };
   }
 }

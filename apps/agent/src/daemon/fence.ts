@@ -18,7 +18,14 @@ import type { FastifyServerFactory } from 'fastify';
 import { fence, queryFence, type AgentSettings, type AgentState } from '@hq/lease-core';
 import { ERRORS, NEVER_FAIL_OPEN, PROTOCOL_HEADER, PROTOCOL_VERSION, type FenceDecision } from '@hq/protocol';
 import type { FenceSeen } from '@hq/protocol/fence';
-import { elapsed, monotonicSeconds, realTimers, type Stamp, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
+import {
+  elapsed,
+  monotonicSeconds,
+  realTimers,
+  type Stamp,
+  type StampClock as Clock,
+  type Timers,
+} from '@hq/runtime/clock';
 import { sendsVersion } from '@hq/runtime/protocol';
 import type { AgentMetrics } from './metrics.js';
 import type { AgentObserver, Log } from './observe.js';
@@ -129,7 +136,15 @@ export class Fence {
     if (changed(d, this.last.get(role))) {
       this.last.set(role, d);
       this.o.log.info(
-        { category: 'hq.fence', event: d.run ? 'allowed' : 'skipped', host: this.o.settings.host, role, reason: d.reason, generation: d.generation, holder: d.holder },
+        {
+          category: 'hq.fence',
+          event: d.run ? 'allowed' : 'skipped',
+          host: this.o.settings.host,
+          role,
+          reason: d.reason,
+          generation: d.generation,
+          holder: d.holder,
+        },
         d.run ? 'allowed' : 'skipped',
       );
     }
@@ -139,7 +154,13 @@ export class Fence {
   /** The answer for any role: its decision, or a 400 for a role that is not configured. */
   reply(role: string): FenceReply {
     if (!this.roles.has(role)) {
-      return { status: 400, body: JSON.stringify({ error: ERRORS.UNKNOWN_ROLE.code, message: `unknown role "${role}": not one of ${this.o.roles.join(', ')}` }) };
+      return {
+        status: 400,
+        body: JSON.stringify({
+          error: ERRORS.UNKNOWN_ROLE.code,
+          message: `unknown role "${role}": not one of ${this.o.roles.join(', ')}`,
+        }),
+      };
     }
     return this.replyKnown(role);
   }
@@ -169,10 +190,13 @@ export class Fence {
         disarm();
         const s = nextBoundarySeconds(this.o.memory.state, this.o.clock.now());
         if (s === null) return;
-        boundary = timers.set(() => {
-          boundary = null;
-          w.wake();
-        }, Math.ceil(s * 1000) + 1);
+        boundary = timers.set(
+          () => {
+            boundary = null;
+            w.wake();
+          },
+          Math.ceil(s * 1000) + 1,
+        );
       };
       const w: Waiter = {
         wake: () => (differsFrom(peek(), seen) ? w.finish() : arm()),
@@ -224,8 +248,12 @@ export class Fence {
  * looked up at the first request (the app may be created before the agent is usable); the
  * request-duration metric is recorded under the route's own labels.
  */
-export function fenceFastPath(fencing: () => Fence, metrics: AgentMetrics | null): { factory: FastifyServerFactory; closing(): void } {
-  const timer = metrics?.httpDuration.labels({ listener: 'socket', method: 'GET', route: '/v1/fence', status: '200' }) ?? null;
+export function fenceFastPath(
+  fencing: () => Fence,
+  metrics: AgentMetrics | null,
+): { factory: FastifyServerFactory; closing(): void } {
+  const timer =
+    metrics?.httpDuration.labels({ listener: 'socket', method: 'GET', route: '/v1/fence', status: '200' }) ?? null;
   let closing = false;
   const factory: FastifyServerFactory = (handler, options) => {
     const opts = options as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };

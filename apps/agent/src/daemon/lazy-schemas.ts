@@ -45,12 +45,17 @@ function lazyValidator(make: () => Validate): Validate {
 export function lazyCompilers(): CompilersFactory {
   const buildValidator: BuildValidator = (externalSchemas, options) => {
     let compiler: ReturnType<BuildValidator> | null = null;
-    const compile = (): ReturnType<BuildValidator> => (compiler ??= (fromFastify('@fastify/ajv-compiler') as () => BuildValidator)()(externalSchemas, options));
+    const compile = (): ReturnType<BuildValidator> =>
+      (compiler ??= (fromFastify('@fastify/ajv-compiler') as () => BuildValidator)()(externalSchemas, options));
     return (route) => lazyValidator(() => compile()(route) as Validate) as ReturnType<ReturnType<BuildValidator>>;
   };
   const buildSerializer: BuildSerializer = (externalSchemas, options) => {
     let compiler: ReturnType<BuildSerializer> | null = null;
-    const compile = (): ReturnType<BuildSerializer> => (compiler ??= (fromFastify('@fastify/fast-json-stringify-compiler') as () => BuildSerializer)()(externalSchemas, options));
+    const compile = (): ReturnType<BuildSerializer> =>
+      (compiler ??= (fromFastify('@fastify/fast-json-stringify-compiler') as () => BuildSerializer)()(
+        externalSchemas,
+        options,
+      ));
     return (route) => {
       let real: ((data: unknown) => string) | null = null;
       return (data: unknown) => {

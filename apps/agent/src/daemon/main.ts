@@ -54,15 +54,31 @@ export interface DaemonHandle {
   stop(opts?: { readonly handover?: boolean }): Promise<void>;
 }
 
-export async function startDaemon(configPath: string | undefined, clock: StampClock = stampClock): Promise<DaemonHandle> {
+export async function startDaemon(
+  configPath: string | undefined,
+  clock: StampClock = stampClock,
+): Promise<DaemonHandle> {
   const { config, log } = await checkedConfig(configPath);
   const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock, log: componentLogger(log, config.hostName, 'agent'), observer: metrics });
+  const agent = await Agent.open({
+    config,
+    clock,
+    log: componentLogger(log, config.hostName, 'agent'),
+    observer: metrics,
+  });
   metrics.attach(agent);
   const { socket, peer } = await buildServers(agent, metrics, config, log);
   const peerPort = await listen(socket, peer, config);
   log.info(
-    { category: 'hq.lease', event: 'agent-started', version: VERSION, socket: config.socketPath, peerPort, arbiterUrl: config.arbiterUrl, heartbeatCron: config.heartbeatCron },
+    {
+      category: 'hq.lease',
+      event: 'agent-started',
+      version: VERSION,
+      socket: config.socketPath,
+      peerPort,
+      arbiterUrl: config.arbiterUrl,
+      heartbeatCron: config.heartbeatCron,
+    },
     'agent started',
   );
   await checkTokenWithArbiter(agent, socket, peer, config);
@@ -98,7 +114,14 @@ async function checkedConfig(configPath: string | undefined): Promise<{ config: 
   }
   if (config.hostMismatch !== null) {
     log.warn(
-      { category: 'control', event: 'hostname-mismatch', hostName: config.hostName, hostFile: config.hostMismatch.file, hostFileName: config.hostMismatch.name, wins: 'config' },
+      {
+        category: 'control',
+        event: 'hostname-mismatch',
+        hostName: config.hostName,
+        hostFile: config.hostMismatch.file,
+        hostFileName: config.hostMismatch.name,
+        wins: 'config',
+      },
       'hostName in the config differs from the host file; the config wins',
     );
   }
@@ -106,7 +129,12 @@ async function checkedConfig(configPath: string | undefined): Promise<{ config: 
 }
 
 /** The socket's app and the peer listener's, with standby replication on the peer one when configured. */
-async function buildServers(agent: Agent, metrics: AgentMetrics, config: ResolvedConfig, log: Logger): Promise<{ socket: FastifyInstance; peer: FastifyInstance }> {
+async function buildServers(
+  agent: Agent,
+  metrics: AgentMetrics,
+  config: ResolvedConfig,
+  log: Logger,
+): Promise<{ socket: FastifyInstance; peer: FastifyInstance }> {
   const socket = socketApp(agent, metrics);
   const peer = peerApp(agent, metrics);
   if (config.replication !== undefined) {
@@ -137,7 +165,10 @@ async function listen(socket: FastifyInstance, peer: FastifyInstance, config: Re
   } catch (err) {
     await socket.close();
     await unlink(config.socketPath).catch(() => undefined);
-    throw new CannotStart('listen', `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new CannotStart(
+      'listen',
+      `listen: cannot listen on ${config.listen.host}:${config.listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   const address = peer.server.address();
   return typeof address === 'object' && address !== null ? address.port : config.listen.port;
@@ -149,7 +180,12 @@ async function listen(socket: FastifyInstance, peer: FastifyInstance, config: Re
  * with the fix. An arbiter that cannot be reached now proves nothing (L2: the agent runs on its
  * peers); the check is then the running one.
  */
-async function checkTokenWithArbiter(agent: Agent, socket: FastifyInstance, peer: FastifyInstance, config: ResolvedConfig): Promise<void> {
+async function checkTokenWithArbiter(
+  agent: Agent,
+  socket: FastifyInstance,
+  peer: FastifyInstance,
+  config: ResolvedConfig,
+): Promise<void> {
   const first = await agent.heartbeat();
   if (first.status !== 401 && first.status !== 403) return;
   await agent.stop();
@@ -212,7 +248,14 @@ async function registerMembers(agent: Agent, config: ResolvedConfig, log: Logger
 }
 
 /** The stop: with `handover` and `handoverOnStop`, the lease handed over first; then the timers, the listeners, the socket file. */
-async function stopDaemon(agent: Agent, config: ResolvedConfig, log: Logger, servers: readonly FastifyInstance[], members: readonly Member[], handover: boolean): Promise<void> {
+async function stopDaemon(
+  agent: Agent,
+  config: ResolvedConfig,
+  log: Logger,
+  servers: readonly FastifyInstance[],
+  members: readonly Member[],
+  handover: boolean,
+): Promise<void> {
   if (handover && config.handoverOnStop) {
     const to = await agent.handOverOnStop().catch((err: unknown) => {
       log.error({ err, category: 'hq.lease', event: 'handover-failed' }, 'handover on stop failed');
@@ -259,7 +302,9 @@ export async function main(argv: readonly string[], opts: MainOptions = {}): Pro
       continue;
     }
     if (a === 'run' || a === 'serve') continue;
-    const hint = a.startsWith('--') ? didYouMean(a.slice(2).split('=')[0] as string, ['config', 'help', 'version'], (n) => `--${n}`) : '';
+    const hint = a.startsWith('--')
+      ? didYouMean(a.slice(2).split('=')[0] as string, ['config', 'help', 'version'], (n) => `--${n}`)
+      : '';
     process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)}${hint || ' (see --help)'}\n`);
     return 2;
   }

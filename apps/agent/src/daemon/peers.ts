@@ -7,7 +7,14 @@
  *    `gaveConfirmation` (fsync), and only then is the answer returned (S2.2).
  * The peers are the configured ones, or the other candidates the arbiter names.
  */
-import { onConfirmRequest, onPeerResults, type AgentSettings, type GivenConfirmation, type Known, type PeerResult } from '@hq/lease-core';
+import {
+  onConfirmRequest,
+  onPeerResults,
+  type AgentSettings,
+  type GivenConfirmation,
+  type Known,
+  type PeerResult,
+} from '@hq/lease-core';
 import { fieldsOf, isGeneration, type ConfirmAnswer, type ConfirmRequest, type PeerPathReport } from '@hq/protocol';
 import { peersFromCandidates, type AgentConfig } from '../config.js';
 import type { StampClock as Clock } from '@hq/runtime/clock';
@@ -59,7 +66,11 @@ export class Peers {
     const peers = [...this.peers.entries()];
     const hosts = peers.map(([h]) => h);
     const t = await this.o.peerToken.get();
-    if (!t.ok) this.o.log.warn({ category: 'hq.lease', event: 'peer-token-unavailable', problem: t.problem }, 'peer token unavailable');
+    if (!t.ok)
+      this.o.log.warn(
+        { category: 'hq.lease', event: 'peer-token-unavailable', problem: t.problem },
+        'peer token unavailable',
+      );
     const sent = this.o.clock.now();
     const results: PeerResult[] = await Promise.all(
       peers.map(async ([peer, url]): Promise<PeerResult> => {
@@ -87,7 +98,12 @@ export class Peers {
     this.o.observer?.peerConfirm?.(ok ? 'confirmed' : 'not-confirmed');
     if (!ok) {
       this.o.log.warn(
-        { category: 'hq.lease', event: 'no-quorum', generation, answers: results.map((r) => `${r.peer}:${r.answered ? String(r.confirmed) : 'no-answer'}`).join(',') },
+        {
+          category: 'hq.lease',
+          event: 'no-quorum',
+          generation,
+          answers: results.map((r) => `${r.peer}:${r.answered ? String(r.confirmed) : 'no-answer'}`).join(','),
+        },
         'peers did not confirm',
       );
     }
@@ -111,7 +127,12 @@ export class Peers {
   /** The findings as a heartbeat reports them (empty before the first probe). */
   peerPathReports(): PeerPathReport[] {
     const mono = this.o.clock.now().mono;
-    return [...this.paths].map(([peer, p]) => ({ peer, ok: p.problem === null, problem: p.problem, ageSeconds: Math.min(31_536_000, Math.max(0, mono - p.sinceMono)) }));
+    return [...this.paths].map(([peer, p]) => ({
+      peer,
+      ok: p.problem === null,
+      problem: p.problem,
+      ageSeconds: Math.min(31_536_000, Math.max(0, mono - p.sinceMono)),
+    }));
   }
 
   /**
@@ -142,8 +163,16 @@ export class Peers {
     let changed = found.length !== this.paths.size;
     for (const [peer, problem] of found) {
       const before = this.paths.get(peer);
-      if (problem !== null && problem !== before?.problem) this.o.log.error({ category: 'hq.lease', event: 'peer-path-broken', peer, problem }, `${peer} could not confirm this host in an arbiter outage`);
-      if (problem === null && before !== undefined && before.problem !== null) this.o.log.info({ category: 'hq.lease', event: 'peer-path-ok', peer }, `the confirmation path to ${peer} works again`);
+      if (problem !== null && problem !== before?.problem)
+        this.o.log.error(
+          { category: 'hq.lease', event: 'peer-path-broken', peer, problem },
+          `${peer} could not confirm this host in an arbiter outage`,
+        );
+      if (problem === null && before !== undefined && before.problem !== null)
+        this.o.log.info(
+          { category: 'hq.lease', event: 'peer-path-ok', peer },
+          `the confirmation path to ${peer} works again`,
+        );
       const same = before !== undefined && before.problem === problem;
       if (!same) changed = true;
       next.set(peer, same ? before : { problem, sinceMono: mono });
@@ -163,7 +192,11 @@ export class Peers {
     const a = answer as ConfirmAnswer | null;
     if (a === null) throw new Error('no answer');
     if (a.confirmed && step.state.gave !== null) {
-      this.lastGiven = { holder: step.state.gave.holder, generation: step.state.gave.generation, atMono: step.state.gave.at.mono };
+      this.lastGiven = {
+        holder: step.state.gave.holder,
+        generation: step.state.gave.generation,
+        atMono: step.state.gave.at.mono,
+      };
     }
     return a;
   }
@@ -171,10 +204,13 @@ export class Peers {
 
 /** What a probe's answer says about the path to a peer: null when it works, else one line with the fix. */
 export function peerPathProblem(url: string, r: HttpResult): string | null {
-  if (r.kind === 'unreachable') return `${url} does not answer (${r.problem}): is hq-agent running there, and its port reachable from here?`;
+  if (r.kind === 'unreachable')
+    return `${url} does not answer (${r.problem}): is hq-agent running there, and its port reachable from here?`;
   if (r.status === 200) return null;
-  if (r.status === 401) return `${url} refuses this host's peer token (HTTP 401): the peer tokens differ; copy one peer-token file to the other host (mode 0600), or join both again`;
+  if (r.status === 401)
+    return `${url} refuses this host's peer token (HTTP 401): the peer tokens differ; copy one peer-token file to the other host (mode 0600), or join both again`;
   // An agent of an earlier release refuses the probe field before it checks the token.
-  if (r.status === 400) return `${url} refused the confirmation probe (HTTP 400): it runs an earlier hq that cannot be probed, so the path is not proven; upgrade it`;
+  if (r.status === 400)
+    return `${url} refused the confirmation probe (HTTP 400): it runs an earlier hq that cannot be probed, so the path is not proven; upgrade it`;
   return `${url} answered HTTP ${r.status} to the confirmation probe`;
 }

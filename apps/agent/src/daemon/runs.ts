@@ -54,7 +54,6 @@ const NUDGE_SLACK_SECONDS = 1.5;
 /** A fail-open claim has no validity to end its wait for the group's report; its supervisor spawns right after the claim. */
 const MAX_REPORT_WAIT_SECONDS = 30;
 
-
 /** `pid (comm) state ppid pgrp …` of /proc/PID/stat (Linux), or null where there is none (macOS, gone). */
 function procStat(pid: number | 'self'): { ppid: number; pgrp: number } | null {
   let text: string;
@@ -78,10 +77,12 @@ const OWN_GROUP = procStat('self')?.pgrp ?? process.pid;
  * not any process a client names.
  */
 export function pidProblem(which: 'supervisorPid' | 'pgid', pid: number, supervisorPid?: number): string | null {
-  if (pid === process.pid || pid === OWN_GROUP) return `${which} ${pid} is this agent's own process${pid === OWN_GROUP && pid !== process.pid ? ' group' : ''}`;
+  if (pid === process.pid || pid === OWN_GROUP)
+    return `${which} ${pid} is this agent's own process${pid === OWN_GROUP && pid !== process.pid ? ' group' : ''}`;
   if (which === 'pgid' && supervisorPid !== undefined) {
     const st = procStat(pid);
-    if (st !== null && (st.pgrp !== pid || st.ppid !== supervisorPid)) return `pgid ${pid} is not a process group led by a child of the run's supervisor ${supervisorPid}`;
+    if (st !== null && (st.pgrp !== pid || st.ppid !== supervisorPid))
+      return `pgid ${pid} is not a process group led by a child of the run's supervisor ${supervisorPid}`;
   }
   return null;
 }
@@ -93,7 +94,12 @@ export class Runs {
   constructor(private readonly o: RunsOptions) {}
 
   /** The runs registered now (status, tests). */
-  list(): readonly { readonly id: string; readonly role: string; readonly generation: number; readonly pgid: number | null }[] {
+  list(): readonly {
+    readonly id: string;
+    readonly role: string;
+    readonly generation: number;
+    readonly pgid: number | null;
+  }[] {
     return [...this.runs.values()].map((r) => ({ id: r.id, role: r.role, generation: r.generation, pgid: r.pgid }));
   }
 
@@ -154,7 +160,10 @@ export class Runs {
     // 1.
     for (;;) {
       const unreported = mine().filter((r) => r.pgid === null);
-      const waiting = unreported.filter((r) => signal(r.supervisorPid, 0) === 'ok' && nowMono() < Math.min(r.untilMono, started + MAX_REPORT_WAIT_SECONDS));
+      const waiting = unreported.filter(
+        (r) =>
+          signal(r.supervisorPid, 0) === 'ok' && nowMono() < Math.min(r.untilMono, started + MAX_REPORT_WAIT_SECONDS),
+      );
       if (waiting.length === 0) {
         for (const r of unreported) {
           // Its supervisor is gone without a word (or its validity is over): a child may run unknown.
@@ -174,9 +183,14 @@ export class Runs {
       const nudged = signal(r.supervisorPid, 'SIGUSR2') === 'ok';
       termAt.set(r.id, nudged ? nowMono() + r.graceSeconds + NUDGE_SLACK_SECONDS : nowMono());
     }
-    if (groups.length > 0) this.o.log.info({ category: 'hq.fence', event: 'children-terminated', generation, groups: groups.map((r) => r.pgid).join(',') }, 'children-terminated');
+    if (groups.length > 0)
+      this.o.log.info(
+        { category: 'hq.fence', event: 'children-terminated', generation, groups: groups.map((r) => r.pgid).join(',') },
+        'children-terminated',
+      );
     // 3. and 4.
-    const giveUp = nowMono() + Math.max(0, ...groups.map((r) => 2 * r.graceSeconds + NUDGE_SLACK_SECONDS)) + GONE_SLACK_SECONDS;
+    const giveUp =
+      nowMono() + Math.max(0, ...groups.map((r) => 2 * r.graceSeconds + NUDGE_SLACK_SECONDS)) + GONE_SLACK_SECONDS;
     let left = groups;
     while (left.length > 0) {
       left = left.filter((r) => {
@@ -187,12 +201,14 @@ export class Runs {
         const now = nowMono();
         if (!killAt.has(r.id) && now >= (termAt.get(r.id) ?? 0)) {
           killAt.set(r.id, now + r.graceSeconds);
-          if (signal(-r.pgid, 'SIGTERM') === 'denied') problem ??= `the process group ${r.pgid} (role ${r.role}) may not be signalled by this agent`;
+          if (signal(-r.pgid, 'SIGTERM') === 'denied')
+            problem ??= `the process group ${r.pgid} (role ${r.role}) may not be signalled by this agent`;
         }
         const k = killAt.get(r.id);
         if (k !== undefined && Number.isFinite(k) && now >= k) {
           killAt.set(r.id, Infinity);
-          if (signal(-r.pgid, 'SIGKILL') === 'denied') problem ??= `the process group ${r.pgid} may not be killed by this agent`;
+          if (signal(-r.pgid, 'SIGKILL') === 'denied')
+            problem ??= `the process group ${r.pgid} may not be killed by this agent`;
         }
         return true;
       });

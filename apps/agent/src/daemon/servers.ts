@@ -51,7 +51,12 @@ import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
 import type { AgentMetrics } from './metrics.js';
 
-function base(listener: string, metrics: AgentMetrics | null, host: () => string, serverFactory?: FastifyServerFactory): FastifyInstance {
+function base(
+  listener: string,
+  metrics: AgentMetrics | null,
+  host: () => string,
+  serverFactory?: FastifyServerFactory,
+): FastifyInstance {
   const app = Fastify({
     ...(serverFactory !== undefined ? { serverFactory } : {}),
     logger: false,
@@ -99,7 +104,19 @@ export { ReportedEventBody };
 // biome-ignore lint/suspicious/noRedeclare: the schema and its static type share one name, as TypeBox code does
 export type ReportedEventBody = Static<typeof ReportedEventBody>;
 /** Fields every log line sets itself: a report's data may not carry them. */
-const LINE_FIELDS: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'category', 'event', 'host', 'via', 'component', 'err']);
+const LINE_FIELDS: ReadonlySet<string> = new Set([
+  'level',
+  'time',
+  'pid',
+  'hostname',
+  'msg',
+  'category',
+  'event',
+  'host',
+  'via',
+  'component',
+  'err',
+]);
 
 export interface SocketAppOptions {
   /** Answer `GET /v1/fence?role=R` before Fastify (default); false = the Fastify route only (tests compare the two). */
@@ -108,7 +125,12 @@ export interface SocketAppOptions {
 
 export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
   const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
-  const app = base('socket', metrics, () => agent.host, fast === null ? undefined : versionedFactory(fast.factory)).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base(
+    'socket',
+    metrics,
+    () => agent.host,
+    fast === null ? undefined : versionedFactory(fast.factory),
+  ).withTypeProvider<TypeBoxTypeProvider>();
   let closing = false;
   app.addHook('preClose', (done) => {
     fast?.closing();
@@ -126,18 +148,28 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       const r = agent.fencing.reply(q.role);
       return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
     }
-    if (poll !== 4) throw new HttpError(ERRORS.BAD_REQUEST, 'a long poll names wait, run, reason and generation together');
+    if (poll !== 4)
+      throw new HttpError(ERRORS.BAD_REQUEST, 'a long poll names wait, run, reason and generation together');
     const wait = Number(q.wait);
-    if (wait > FENCE_WAIT_MAX_SECONDS) throw new HttpError(ERRORS.BAD_REQUEST, `wait must be at most ${FENCE_WAIT_MAX_SECONDS} seconds`);
+    if (wait > FENCE_WAIT_MAX_SECONDS)
+      throw new HttpError(ERRORS.BAD_REQUEST, `wait must be at most ${FENCE_WAIT_MAX_SECONDS} seconds`);
     // The connection stays quiet while it waits: longer than the listener's idle timeout allows.
     req.raw.socket.setTimeout((wait + 10) * 1000);
-    const r = await agent.fencing.watch(q.role, { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) }, wait);
+    const r = await agent.fencing.watch(
+      q.role,
+      { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) },
+      wait,
+    );
     if (closing) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
   // Asked by idle callers (doctor, the status page): declared, but written by JSON.stringify so
   // an idle agent compiles no serializer for it.
-  app.get('/v1/status', { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify }, async () => agent.status());
+  app.get(
+    '/v1/status',
+    { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify },
+    async () => agent.status(),
+  );
   app.get('/v1/seen', { schema: { response: { 200: SeenAnswer } } }, async () => {
     const seen = agent.snapshot().seen;
     return { seen: seen > 0, generation: seen };
@@ -148,37 +180,57 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     const ready = await agent.stepDown();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
   });
-  app.post('/v1/runs', { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } }, async (req) => {
-    if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
-    const bad = pidProblem('supervisorPid', req.body.supervisorPid);
-    if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-    const a = agent.claimRun(req.body);
-    // A refused claim carries its reason: `{ok: false, reason}`.
-    if (!a.ok) throw new HttpError(ERRORS.CONFLICT, a.reason, a);
-    return a;
-  });
-  app.post('/v1/runs/:id', { schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } } }, async (req) => {
-    const supervisor = agent.runs.supervisorOf(req.params.id);
-    const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
-    if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-    if (!agent.runs.started(req.params.id, req.body.pgid)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
-    return { ok: true as const };
-  });
-  app.delete('/v1/runs/:id', { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } }, async (req) => {
-    if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
-    return { ok: true as const };
-  });
+  app.post(
+    '/v1/runs',
+    { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } },
+    async (req) => {
+      if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
+      const bad = pidProblem('supervisorPid', req.body.supervisorPid);
+      if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
+      const a = agent.claimRun(req.body);
+      // A refused claim carries its reason: `{ok: false, reason}`.
+      if (!a.ok) throw new HttpError(ERRORS.CONFLICT, a.reason, a);
+      return a;
+    },
+  );
+  app.post(
+    '/v1/runs/:id',
+    {
+      schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } },
+    },
+    async (req) => {
+      const supervisor = agent.runs.supervisorOf(req.params.id);
+      const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
+      if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
+      if (!agent.runs.started(req.params.id, req.body.pgid))
+        throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
+      return { ok: true as const };
+    },
+  );
+  app.delete(
+    '/v1/runs/:id',
+    { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } },
+    async (req) => {
+      if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
+      return { ok: true as const };
+    },
+  );
   app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
     await agent.resume();
     return { ok: true as const };
   });
-  app.post('/v1/events', { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } }, async (req) => {
-    const data = req.body.data ?? {};
-    const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
-    if (taken !== undefined) throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
-    agent.reportEvent(req.body.category, req.body.event, data);
-    return { ok: true as const };
-  });
+  app.post(
+    '/v1/events',
+    { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } },
+    async (req) => {
+      const data = req.body.data ?? {};
+      const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
+      if (taken !== undefined)
+        throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
+      agent.reportEvent(req.body.category, req.body.event, data);
+      return { ok: true as const };
+    },
+  );
   return app as unknown as FastifyInstance;
 }
 
@@ -246,7 +298,9 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
-  app.get('/v1/peer', { preHandler: requirePeer, schema: { response: { 200: PeerInfo } } }, async () => agent.peerInfo());
+  app.get('/v1/peer', { preHandler: requirePeer, schema: { response: { 200: PeerInfo } } }, async () =>
+    agent.peerInfo(),
+  );
   app.post(
     '/v1/peer/confirm',
     {

@@ -9,7 +9,16 @@
  *     (`POST /v1/lease/stepped-down`) for a lost generation, the release for a release.
  * A crash between 1 and 3 sends nothing: the arbiter's lock-delay runs out as it would have.
  */
-import { acknowledged, releaseSent, resume, stepDown, unvouched, type AgentSettings, type AgentState, type AckDue } from '@hq/lease-core';
+import {
+  acknowledged,
+  releaseSent,
+  resume,
+  stepDown,
+  unvouched,
+  type AgentSettings,
+  type AgentState,
+  type AckDue,
+} from '@hq/lease-core';
 import type { StepDownRefusal } from '@hq/protocol';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import type { HttpResult } from '@hq/runtime/http';
@@ -57,21 +66,33 @@ export class StepDowns {
   private noticed(state: AgentState): void {
     if (state.ackDue === null || this.working !== null) return;
     this.working = this.acknowledgeAll()
-      .catch((err: unknown) => this.o.log.error({ err, category: 'hq.lease', event: 'step-down-failed' }, 'step-down failed'))
+      .catch((err: unknown) =>
+        this.o.log.error({ err, category: 'hq.lease', event: 'step-down-failed' }, 'step-down failed'),
+      )
       .finally(() => {
         this.working = null;
       });
   }
 
   private async acknowledgeAll(): Promise<void> {
-    for (let due = this.o.store.state.ackDue; due !== null; due = this.o.store.state.ackDue) await this.acknowledgeOne(due);
+    for (let due = this.o.store.state.ackDue; due !== null; due = this.o.store.state.ackDue)
+      await this.acknowledgeOne(due);
   }
 
   private async acknowledgeOne(due: AckDue): Promise<void> {
     const host = this.o.settings.host;
     const ended = await this.o.runs.end(due.generation);
     if (!ended.gone) {
-      this.o.log.warn({ category: 'hq.lease', event: 'step-down-unacknowledged', host, generation: due.generation, problem: ended.problem }, 'step-down-unacknowledged');
+      this.o.log.warn(
+        {
+          category: 'hq.lease',
+          event: 'step-down-unacknowledged',
+          host,
+          generation: due.generation,
+          problem: ended.problem,
+        },
+        'step-down-unacknowledged',
+      );
       this.o.observer?.stepDown?.('unacknowledged');
       // Never for this generation, even if asked again: a second look would find no child it knows.
       await this.o.store.commit((s) => ({ state: unvouched(s, due.generation), events: [] }));
@@ -82,18 +103,30 @@ export class StepDowns {
       res = await this.o.link.acknowledge({ host, generation: due.generation, revision: due.revision, ran: due.ran });
       if (res.kind === 'answer' && res.status < 500) break;
     }
-    const b = res !== null && res.kind === 'answer' && res.status === 200 ? (res.body as { accepted?: unknown; reason?: unknown; savedSeconds?: unknown } | null) : null;
+    const b =
+      res !== null && res.kind === 'answer' && res.status === 200
+        ? (res.body as { accepted?: unknown; reason?: unknown; savedSeconds?: unknown } | null)
+        : null;
     const data = { host, generation: due.generation, revision: due.revision, children: ended.ended };
     if (b === null) {
       const problem = res === null ? 'not sent' : res.kind === 'unreachable' ? res.problem : `HTTP ${res.status}`;
-      this.o.log.warn({ category: 'hq.lease', event: 'step-down-unacknowledged', ...data, problem }, 'step-down-unacknowledged');
+      this.o.log.warn(
+        { category: 'hq.lease', event: 'step-down-unacknowledged', ...data, problem },
+        'step-down-unacknowledged',
+      );
       this.o.observer?.stepDown?.('unreachable');
     } else if (b.accepted === true) {
-      this.o.log.info({ category: 'hq.lease', event: 'step-down-acknowledged', ...data, savedSeconds: b.savedSeconds ?? null }, 'step-down-acknowledged');
+      this.o.log.info(
+        { category: 'hq.lease', event: 'step-down-acknowledged', ...data, savedSeconds: b.savedSeconds ?? null },
+        'step-down-acknowledged',
+      );
       this.o.observer?.stepDown?.('acknowledged');
     } else {
       // Late, duplicate, …: the arbiter needed nothing more (the lock-delay is over, or waits for another).
-      this.o.log.info({ category: 'hq.lease', event: 'step-down-acknowledged', ...data, refused: b.reason as StepDownRefusal }, 'step-down-acknowledged');
+      this.o.log.info(
+        { category: 'hq.lease', event: 'step-down-acknowledged', ...data, refused: b.reason as StepDownRefusal },
+        'step-down-acknowledged',
+      );
       this.o.observer?.stepDown?.('refused');
     }
     await this.o.store.commit((s) => ({ state: acknowledged(s, due.generation), events: [] }));
@@ -106,9 +139,16 @@ export class StepDowns {
   async forRelease(): Promise<ReleaseReady> {
     await this.o.store.commit((s) => ({ state: stepDown(s), events: [] }));
     const g = this.o.store.state.steppedDown;
-    this.o.log.info({ category: 'hq.lease', event: 'step-down', host: this.o.settings.host, generation: g, via: 'release' }, 'step-down');
+    this.o.log.info(
+      { category: 'hq.lease', event: 'step-down', host: this.o.settings.host, generation: g, via: 'release' },
+      'step-down',
+    );
     const ended = await this.o.runs.end(g);
-    if (!ended.gone) this.o.log.warn({ category: 'hq.lease', event: 'step-down-children-unknown', generation: g, problem: ended.problem }, 'step-down-children-unknown');
+    if (!ended.gone)
+      this.o.log.warn(
+        { category: 'hq.lease', event: 'step-down-children-unknown', generation: g, problem: ended.problem },
+        'step-down-children-unknown',
+      );
     await this.o.store.commit((s) => ({ state: releaseSent(s, this.o.clock.now(), this.o.settings), events: [] }));
     return { steppedDown: g, childrenGone: ended.gone, ran: this.o.store.state.ran >= g && g > 0 };
   }
@@ -116,7 +156,10 @@ export class StepDowns {
   /** Undoes a release step-down whose release the arbiter refused. */
   async resume(): Promise<void> {
     await this.o.store.commit((s) => ({ state: resume(s), events: [] }));
-    this.o.log.info({ category: 'hq.lease', event: 'resume', host: this.o.settings.host }, 'resumed after a refused release');
+    this.o.log.info(
+      { category: 'hq.lease', event: 'resume', host: this.o.settings.host },
+      'resumed after a refused release',
+    );
   }
 
   /**
@@ -134,7 +177,10 @@ export class StepDowns {
     const ready = await this.forRelease();
     if (!ready.childrenGone) {
       await this.resume();
-      this.o.log.warn({ category: 'hq.lease', event: 'handover-skipped', host, generation, reason: 'children-unknown' }, 'handover-skipped');
+      this.o.log.warn(
+        { category: 'hq.lease', event: 'handover-skipped', host, generation, reason: 'children-unknown' },
+        'handover-skipped',
+      );
       return null;
     }
     let refusals = 0;
@@ -142,11 +188,25 @@ export class StepDowns {
     for (const to of targets) {
       const r = await this.o.link.release({ host, generation, handoverTo: to });
       if (r.kind === 'answer' && r.status === 200) {
-        this.o.log.info({ category: 'hq.lease', event: 'handed-over', host, generation, to, via: 'handoverOnStop' }, 'handed-over');
+        this.o.log.info(
+          { category: 'hq.lease', event: 'handed-over', host, generation, to, via: 'handoverOnStop' },
+          'handed-over',
+        );
         return to;
       }
       const reason = r.kind === 'answer' ? (r.body as { reason?: unknown } | null)?.reason : null;
-      this.o.log.warn({ category: 'hq.lease', event: 'handover-refused', host, generation, to, status: r.kind === 'answer' ? r.status : null, reason: reason ?? null }, 'handover-refused');
+      this.o.log.warn(
+        {
+          category: 'hq.lease',
+          event: 'handover-refused',
+          host,
+          generation,
+          to,
+          status: r.kind === 'answer' ? r.status : null,
+          reason: reason ?? null,
+        },
+        'handover-refused',
+      );
       // Unknown outcome (no answer): the agent's own records settle it (lease-core `releasing`).
       if (r.kind !== 'answer') return null;
       refusals++;

@@ -6,7 +6,16 @@
  * Decisions are serialized (`commit`): a peer confirmation arriving during a heartbeat decides
  * on the newest state, never on a copy the heartbeat took before it sent.
  */
-import { initialAgent, persisted, type AgentSettings, type AgentState, type AgentStep, type GivenConfirmation, type LeaseEvent, type Persisted } from '@hq/lease-core';
+import {
+  initialAgent,
+  persisted,
+  type AgentSettings,
+  type AgentState,
+  type AgentStep,
+  type GivenConfirmation,
+  type LeaseEvent,
+  type Persisted,
+} from '@hq/lease-core';
 import type { StampClock as Clock } from '@hq/runtime/clock';
 import { loadPersisted, loadSeen, statePaths, writePersisted, writeSeen, type StatePaths } from '../state.js';
 import type { Log } from './observe.js';
@@ -53,13 +62,19 @@ export class AgentStore {
     if (local.kind === 'ok') fromDisk = local.value;
     else if (local.kind === 'refused') {
       failClosed = true;
-      o.log.error({ category: 'hq.lease', event: 'state-refused', file: paths.local, problem: local.problem }, 'state file refused, failing closed');
+      o.log.error(
+        { category: 'hq.lease', event: 'state-refused', file: paths.local, problem: local.problem },
+        'state file refused, failing closed',
+      );
     }
     let seen = 0;
     if (seenFile.kind === 'ok') seen = seenFile.value;
     else if (seenFile.kind === 'refused') {
       failClosed = true;
-      o.log.error({ category: 'hq.lease', event: 'state-refused', file: paths.seen, problem: seenFile.problem }, 'state file refused, failing closed');
+      o.log.error(
+        { category: 'hq.lease', event: 'state-refused', file: paths.seen, problem: seenFile.problem },
+        'state file refused, failing closed',
+      );
     }
     if (failClosed) {
       // Behave as if a confirmation and a lock-delay were on record. The lease timing is the
@@ -84,7 +99,9 @@ export class AgentStore {
           category: 'hq.lease',
           event: 'start-guard',
           host: o.settings.host,
-          seconds: Number.isFinite(state.startGuardUntilMono) ? state.startGuardUntilMono - started.mono : 'until the first record states the lease timing',
+          seconds: Number.isFinite(state.startGuardUntilMono)
+            ? state.startGuardUntilMono - started.mono
+            : 'until the first record states the lease timing',
         },
         'a confirmation or lock-delay was on record: nothing runs before the start guard ends',
       );

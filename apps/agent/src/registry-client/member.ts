@@ -46,7 +46,13 @@ export interface LoadSample {
 }
 
 export function sampleLoad(now: number): LoadSample {
-  return { loadAvg: loadavg().map((x) => Math.round(x * 100) / 100), cpuCount: cpus().length, freeMem: freemem(), totalMem: totalmem(), observedAt: now };
+  return {
+    loadAvg: loadavg().map((x) => Math.round(x * 100) / 100),
+    cpuCount: cpus().length,
+    freeMem: freemem(),
+    totalMem: totalmem(),
+    observedAt: now,
+  };
 }
 
 export interface MemberLog {
@@ -167,11 +173,26 @@ export class Member {
   private attrs(now: number): { [k: string]: unknown } {
     if (this.o.attrs !== null) return this.o.attrs(now);
     const l = this.o.load(now);
-    return { loadAvg: [...l.loadAvg], cpuCount: l.cpuCount, freeMem: l.freeMem, totalMem: l.totalMem, observedAt: Math.round(l.observedAt), duties: [...this.o.duties()] };
+    return {
+      loadAvg: [...l.loadAvg],
+      cpuCount: l.cpuCount,
+      freeMem: l.freeMem,
+      totalMem: l.totalMem,
+      observedAt: Math.round(l.observedAt),
+      duties: [...this.o.duties()],
+    };
   }
 
   private async register(token: string, now: number): Promise<HttpResult> {
-    const body = { id: this.o.id, name: this.o.name, kind: this.o.kind, machine: this.o.machine, attrs: this.attrs(now), observedAt: Math.round(now), ttlMs: this.o.ttlMs };
+    const body = {
+      id: this.o.id,
+      name: this.o.name,
+      kind: this.o.kind,
+      machine: this.o.machine,
+      attrs: this.attrs(now),
+      observedAt: Math.round(now),
+      ttlMs: this.o.ttlMs,
+    };
     return this.o.request({
       method: 'POST',
       url: joinUrl(this.o.arbiterUrl, '/v1/resources/register'),
@@ -220,7 +241,18 @@ export class Member {
     }
     if (r.kind === 'answer' && r.status === 200) {
       if (action !== 'renewed') this.registeredAt = now;
-      if (this.lastReason !== null) this.o.log.info({ category: 'control', event: 'registry-ok', machine: this.o.machine, resource: this.o.id, after: this.lastReason, failures: this.failures }, 'registry reachable again');
+      if (this.lastReason !== null)
+        this.o.log.info(
+          {
+            category: 'control',
+            event: 'registry-ok',
+            machine: this.o.machine,
+            resource: this.o.id,
+            after: this.lastReason,
+            failures: this.failures,
+          },
+          'registry reachable again',
+        );
       this.failures = 0;
       this.lastReason = null;
       return { ok: true, action, nextInMs: this.o.intervalMs };
@@ -232,7 +264,17 @@ export class Member {
     this.failures++;
     const nextInMs = this.backoffMs(this.failures);
     if (reason !== this.lastReason) {
-      this.o.log.warn({ category: 'control', event: 'registry-failed', machine: this.o.machine, resource: this.o.id, reason, retryInSeconds: nextInMs / 1000 }, 'registry exchange failed');
+      this.o.log.warn(
+        {
+          category: 'control',
+          event: 'registry-failed',
+          machine: this.o.machine,
+          resource: this.o.id,
+          reason,
+          retryInSeconds: nextInMs / 1000,
+        },
+        'registry exchange failed',
+      );
       this.lastReason = reason;
     }
     return { ok: false, reason, nextInMs };

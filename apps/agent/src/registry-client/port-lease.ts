@@ -115,7 +115,10 @@ export class PortLeaseKeeper {
       timeoutSeconds: (this.o.requestTimeoutMs ?? RENEW_TIMEOUT_MS) / 1000,
     });
     const released = r.kind === 'answer' && r.status === 200;
-    this.o.log?.(released ? 'port-released' : 'port-release-failed', { port: this.o.port, ...(released ? {} : { problem: describe(r) }) });
+    this.o.log?.(released ? 'port-released' : 'port-release-failed', {
+      port: this.o.port,
+      ...(released ? {} : { problem: describe(r) }),
+    });
     return { released };
   }
 
@@ -132,7 +135,8 @@ export class PortLeaseKeeper {
     this.deadlineTimer = this.timers.set(() => {
       this.deadlineTimer = null;
       // A timer may fire early relative to a sleep-safe clock; only the clock decides.
-      if (this.clock.now() >= this.deadline) this.lose({ reason: 'deadline', detail: `no successful renewal since ${this.ttlMs} ms TTL minus margin` });
+      if (this.clock.now() >= this.deadline)
+        this.lose({ reason: 'deadline', detail: `no successful renewal since ${this.ttlMs} ms TTL minus margin` });
       else this.armDeadline();
     }, ms);
   }
@@ -161,7 +165,8 @@ export class PortLeaseKeeper {
   private async renew(): Promise<void> {
     if (this.state !== 'running') return;
     const sentAt = this.clock.now();
-    if (sentAt >= this.deadline) return this.lose({ reason: 'deadline', detail: 'the deadline passed before the renewal was sent' });
+    if (sentAt >= this.deadline)
+      return this.lose({ reason: 'deadline', detail: 'the deadline passed before the renewal was sent' });
     const r = await this.request({
       method: 'POST',
       url: joinUrl(this.o.arbiterUrl, `/v1/leases/port/${this.o.port}/heartbeat`),
@@ -180,9 +185,15 @@ export class PortLeaseKeeper {
       this.armDeadline();
       return this.scheduleRenew(this.renewEveryMs);
     }
-    if (r.kind === 'answer' && LOSS_STATUSES.has(r.status)) return this.lose({ reason: 'refused', status: r.status, detail: describe(r) });
+    if (r.kind === 'answer' && LOSS_STATUSES.has(r.status))
+      return this.lose({ reason: 'refused', status: r.status, detail: describe(r) });
     this.failures++;
-    if (this.failures === 1) this.o.log?.('port-lease-renew-failed', { port: this.o.port, problem: describe(r), retryInMs: this.o.retryEveryMs ?? RETRY_EVERY_MS });
+    if (this.failures === 1)
+      this.o.log?.('port-lease-renew-failed', {
+        port: this.o.port,
+        problem: describe(r),
+        retryInMs: this.o.retryEveryMs ?? RETRY_EVERY_MS,
+      });
     this.scheduleRenew(Math.min(this.o.retryEveryMs ?? RETRY_EVERY_MS, this.renewEveryMs));
   }
 }

@@ -25,7 +25,9 @@ export function canBind(port: number, host?: string): Promise<boolean> {
   return new Promise((done) => {
     const server = createServer();
     server.once('error', () => done(false));
-    server.listen({ port, ...(host === undefined ? {} : { host }), exclusive: true }, () => server.close(() => done(true)));
+    server.listen({ port, ...(host === undefined ? {} : { host }), exclusive: true }, () =>
+      server.close(() => done(true)),
+    );
   });
 }
 
@@ -51,7 +53,13 @@ export interface PortRunOptions {
   readonly marginMs?: number;
 }
 
-export type Leased = { readonly ok: true; readonly port: number; readonly leaseId: string; readonly ttlMs: number; readonly sentAt: number };
+export type Leased = {
+  readonly ok: true;
+  readonly port: number;
+  readonly leaseId: string;
+  readonly ttlMs: number;
+  readonly sentAt: number;
+};
 export type LeaseFailure = { readonly ok: false; readonly code: number; readonly line: string };
 
 /** Steps 1–2: a leased port this host can bind, or the exit code and one line. */
@@ -69,12 +77,17 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       token,
       timeoutSeconds: o.requestTimeoutMs / 1000,
     });
-    if (r.kind === 'unreachable') return { ok: false, code: 3, line: `port run: the arbiter is unreachable (${r.problem})` };
+    if (r.kind === 'unreachable')
+      return { ok: false, code: 3, line: `port run: the arbiter is unreachable (${r.problem})` };
     const b = fieldsOf(r.body);
     if (r.status !== 200 || typeof b.port !== 'number' || typeof b.leaseId !== 'string') {
       const msg = typeof b.message === 'string' ? `: ${b.message}` : '';
       // 503 band full is a refusal of this request, not an outage: exit 1 like other refusals.
-      return { ok: false, code: r.status >= 500 && r.status !== 503 ? 3 : 1, line: `port run: refused (${describe(r)}${msg})` };
+      return {
+        ok: false,
+        code: r.status >= 500 && r.status !== 503 ? 3 : 1,
+        line: `port run: refused (${describe(r)}${msg})`,
+      };
     }
     const ttlMs = typeof b.ttlMs === 'number' ? b.ttlMs : o.ttlMs;
     if (await probe(b.port)) return { ok: true, port: b.port, leaseId: b.leaseId, ttlMs, sentAt };
@@ -88,7 +101,11 @@ export async function leaseBindablePort(o: PortRunOptions, clock: { now(): numbe
       timeoutSeconds: o.requestTimeoutMs / 1000,
     });
   }
-  return { ok: false, code: 1, line: `port run: none of the leased ports could be bound here (${excluded.join(', ')})` };
+  return {
+    ok: false,
+    code: 1,
+    line: `port run: none of the leased ports could be bound here (${excluded.join(', ')})`,
+  };
 }
 
 /** The whole command; resolves to the exit code. */

@@ -163,23 +163,29 @@ export function encodeRecipe(chunks: readonly Chunk[]): Buffer {
   return out;
 }
 
-export type RecipeRead = { readonly ok: true; readonly chunks: readonly Chunk[] } | { readonly ok: false; readonly reason: string };
+export type RecipeRead =
+  | { readonly ok: true; readonly chunks: readonly Chunk[] }
+  | { readonly ok: false; readonly reason: string };
 
 /** Reads a chunk list strictly (record size, lengths, their total = the file's size). */
 export function decodeRecipe(buf: Buffer, fileBytes: number): RecipeRead {
-  if (buf.length % RECIPE_RECORD_BYTES !== 0) return { ok: false, reason: `a chunk list is a multiple of ${RECIPE_RECORD_BYTES} bytes, not ${buf.length}` };
+  if (buf.length % RECIPE_RECORD_BYTES !== 0)
+    return { ok: false, reason: `a chunk list is a multiple of ${RECIPE_RECORD_BYTES} bytes, not ${buf.length}` };
   const n = buf.length / RECIPE_RECORD_BYTES;
   const chunks: Chunk[] = [];
   let total = 0;
   for (let i = 0; i < n; i++) {
     const at = i * RECIPE_RECORD_BYTES;
     const bytes = buf.readUInt32BE(at + 32);
-    if (bytes === 0 || bytes > MAX_CHUNK_BYTES) return { ok: false, reason: `chunk ${i} is ${bytes} bytes (1 to ${MAX_CHUNK_BYTES})` };
-    if (bytes < MIN_CHUNK_BYTES && i < n - 1) return { ok: false, reason: `chunk ${i} is ${bytes} bytes; only the last may be under ${MIN_CHUNK_BYTES}` };
+    if (bytes === 0 || bytes > MAX_CHUNK_BYTES)
+      return { ok: false, reason: `chunk ${i} is ${bytes} bytes (1 to ${MAX_CHUNK_BYTES})` };
+    if (bytes < MIN_CHUNK_BYTES && i < n - 1)
+      return { ok: false, reason: `chunk ${i} is ${bytes} bytes; only the last may be under ${MIN_CHUNK_BYTES}` };
     total += bytes;
     chunks.push({ sha256: buf.toString('hex', at, at + 32), bytes });
   }
-  if (total !== fileBytes) return { ok: false, reason: `the chunks add up to ${total} bytes, the file is ${fileBytes}` };
+  if (total !== fileBytes)
+    return { ok: false, reason: `the chunks add up to ${total} bytes, the file is ${fileBytes}` };
   return { ok: true, chunks };
 }
 

@@ -23,7 +23,10 @@ import { cronGapSeconds } from '@hq/runtime/schedule';
 const RelPath = Type.String({ minLength: 1, maxLength: 1024 });
 const Regex = Type.String({ minLength: 1, maxLength: 512 });
 const PerTier = <T extends ReturnType<typeof Type.Integer> | ReturnType<typeof Type.String>>(v: T) =>
-  Type.Object({ core: Type.Optional(v), big: Type.Optional(v), obs: Type.Optional(v) }, { additionalProperties: false });
+  Type.Object(
+    { core: Type.Optional(v), big: Type.Optional(v), obs: Type.Optional(v) },
+    { additionalProperties: false },
+  );
 
 export const PlanItemSchema = Type.Object(
   {
@@ -96,7 +99,11 @@ export interface PlanItem {
  * protects nothing and `hq standby snapshot` refuses it (`replication.plan: lists nothing…`).
  * `deploy/replication/example-plan.json` ships the old system's plan as an example.
  */
-export const DEFAULT_PLAN = Object.freeze({ files: [] as readonly PlanItemFile[], dirs: [] as readonly PlanItemFile[], obs: [] as readonly PlanItemFile[] });
+export const DEFAULT_PLAN = Object.freeze({
+  files: [] as readonly PlanItemFile[],
+  dirs: [] as readonly PlanItemFile[],
+  obs: [] as readonly PlanItemFile[],
+});
 
 type PlanItemFile = Static<typeof PlanItemSchema>;
 
@@ -115,9 +122,13 @@ function pollerPaths(list: readonly string[], hostLocalKeys: readonly string[]):
     const k = `replication.pollersOff.${i}`;
     const parts = path.split('.');
     if (parts.some((s) => !KEY_SEGMENT.test(s) || FORBIDDEN_SEGMENTS.has(s))) {
-      throw new ConfigError(k, `${k}: ${JSON.stringify(path)} is not a key path (dot-separated JSON keys of letters, digits, _ $ -, e.g. "telegram" or "bots.discord")`);
+      throw new ConfigError(
+        k,
+        `${k}: ${JSON.stringify(path)} is not a key path (dot-separated JSON keys of letters, digits, _ $ -, e.g. "telegram" or "bots.discord")`,
+      );
     }
-    if (hostLocalKeys.includes(parts[0] as string)) throw new ConfigError(k, `${k}: ${JSON.stringify(path)} lies under the host-local key ${parts[0]}`);
+    if (hostLocalKeys.includes(parts[0] as string))
+      throw new ConfigError(k, `${k}: ${JSON.stringify(path)} lies under the host-local key ${parts[0]}`);
     if (seen.has(path)) throw new ConfigError(k, `${k}: ${JSON.stringify(path)} is listed twice`);
     seen.add(path);
     return path;
@@ -196,7 +207,11 @@ function regex(source: string, key: string): RegExp {
   }
 }
 
-function items(list: readonly { path: string; survival?: boolean; match?: string }[], key: string, dirs: boolean): PlanItem[] {
+function items(
+  list: readonly { path: string; survival?: boolean; match?: string }[],
+  key: string,
+  dirs: boolean,
+): PlanItem[] {
   const seen = new Set<string>();
   return list.map((it, i) => {
     const k = `${key}.${i}.path`;
@@ -204,8 +219,13 @@ function items(list: readonly { path: string; survival?: boolean; match?: string
     if (problem !== null) throw new ConfigError(k, `${k}: ${problem}`);
     if (seen.has(it.path)) throw new ConfigError(k, `${k}: "${it.path}" is listed twice`);
     seen.add(it.path);
-    if (!dirs && it.match !== undefined) throw new ConfigError(`${key}.${i}.match`, `${key}.${i}.match: only directories take match`);
-    return { path: it.path, survival: it.survival === true, match: it.match === undefined ? null : regex(it.match, `${key}.${i}.match`) };
+    if (!dirs && it.match !== undefined)
+      throw new ConfigError(`${key}.${i}.match`, `${key}.${i}.match: only directories take match`);
+    return {
+      path: it.path,
+      survival: it.survival === true,
+      match: it.match === undefined ? null : regex(it.match, `${key}.${i}.match`),
+    };
   });
 }
 
@@ -215,17 +235,24 @@ const CREDENTIAL_KEY = /access.?key|secret|session.?token|credential|password|^t
 /** A credential in `replication.survival.s3` is refused by name, before the schema says "unknown key". */
 function refuseCredentials(input: { [k: string]: unknown }): void {
   const survival = input['survival'];
-  const s3 = typeof survival === 'object' && survival !== null ? (survival as { [k: string]: unknown })['s3'] : undefined;
+  const s3 =
+    typeof survival === 'object' && survival !== null ? (survival as { [k: string]: unknown })['s3'] : undefined;
   if (typeof s3 !== 'object' || s3 === null || Array.isArray(s3)) return;
   for (const k of Object.keys(s3)) {
     if (CREDENTIAL_KEY.test(k)) {
       const key = `replication.survival.s3.${k}`;
-      throw new ConfigError(key, `${key}: credentials never go in hq's config; give them as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile (AWS_PROFILE, ~/.aws/credentials)`);
+      throw new ConfigError(
+        key,
+        `${key}: credentials never go in hq's config; give them as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile (AWS_PROFILE, ~/.aws/credentials)`,
+      );
     }
   }
   const endpoint = (s3 as { [k: string]: unknown })['endpoint'];
   if (typeof endpoint === 'string' && /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(endpoint)) {
-    throw new ConfigError('replication.survival.s3.endpoint', "replication.survival.s3.endpoint: holds a user name or password; credentials never go in hq's config (use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile)");
+    throw new ConfigError(
+      'replication.survival.s3.endpoint',
+      "replication.survival.s3.endpoint: holds a user name or password; credentials never go in hq's config (use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile)",
+    );
   }
 }
 
@@ -241,13 +268,19 @@ function s3Target(c: Static<typeof S3TargetSchema>): S3Target {
     try {
       u = new URL(c.endpoint);
     } catch {
-      throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: ${JSON.stringify(c.endpoint)} is not a URL (e.g. "https://s3.example.net" or "http://127.0.0.1:9000")`);
+      throw new ConfigError(
+        `${k}.endpoint`,
+        `${k}.endpoint: ${JSON.stringify(c.endpoint)} is not a URL (e.g. "https://s3.example.net" or "http://127.0.0.1:9000")`,
+      );
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must be an http or https URL`);
-    if (u.search !== '' || u.hash !== '') throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must have no query or fragment`);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must be an http or https URL`);
+    if (u.search !== '' || u.hash !== '')
+      throw new ConfigError(`${k}.endpoint`, `${k}.endpoint: must have no query or fragment`);
   }
   const sse = c.sse ?? 'AES256';
-  if (c.kmsKeyId !== undefined && sse !== 'aws:kms') throw new ConfigError(`${k}.kmsKeyId`, `${k}.kmsKeyId: only with sse "aws:kms"`);
+  if (c.kmsKeyId !== undefined && sse !== 'aws:kms')
+    throw new ConfigError(`${k}.kmsKeyId`, `${k}.kmsKeyId: only with sse "aws:kms"`);
   return {
     bucket: c.bucket,
     prefix,
@@ -263,14 +296,18 @@ function s3Target(c: Static<typeof S3TargetSchema>): S3Target {
 
 /** Validates the block; the first problem is thrown as a ConfigError naming `replication.<key>`. */
 export function validateReplication(input: unknown): ReplicationConfigFile {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ConfigError('replication', 'replication: must be a JSON object');
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new ConfigError('replication', 'replication: must be a JSON object');
   refuseCredentials(input as { [k: string]: unknown });
   if (!Schema.Check(ReplicationConfigSchema, input)) {
     const errors = Schema.Errors(ReplicationConfigSchema, input)[1];
     const unknown = errors.find((e) => e.message === 'schema is false');
     const first = unknown ?? errors[0];
     const key = first === undefined ? 'replication' : keyOf(first.instancePath);
-    throw new ConfigError(key, `${key}: ${unknown !== undefined ? 'is not a known key' : (first?.message ?? 'is invalid')}`);
+    throw new ConfigError(
+      key,
+      `${key}: ${unknown !== undefined ? 'is not a known key' : (first?.message ?? 'is invalid')}`,
+    );
   }
   return input as ReplicationConfigFile;
 }
@@ -286,7 +323,8 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     const r = cronGapSeconds(cron[t]);
     if (!r.ok) throw new ConfigError(`replication.cron.${t}`, `replication.cron.${t}: ${r.message}`);
   }
-  for (const h of c.pushTo ?? []) if (!isHost(h)) throw new ConfigError('replication.pushTo', `replication.pushTo: "${h}" is not a host`);
+  for (const h of c.pushTo ?? [])
+    if (!isHost(h)) throw new ConfigError('replication.pushTo', `replication.pushTo: "${h}" is not a host`);
   const plan = c.plan ?? DEFAULT_PLAN;
   const r: ReplicationConfig = {
     stateDir: dir(c.stateDir, c.stateDir),
@@ -296,7 +334,9 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     files: items(plan.files ?? [], 'replication.plan.files', false),
     dirs: items(plan.dirs ?? [], 'replication.plan.dirs', true),
     obs: items(plan.obs ?? [], 'replication.plan.obs', false),
-    secretPatterns: (c.secretPatterns ?? DEFAULT_SECRET_PATTERNS).map((s, i) => regex(s, `replication.secretPatterns.${i}`)),
+    secretPatterns: (c.secretPatterns ?? DEFAULT_SECRET_PATTERNS).map((s, i) =>
+      regex(s, `replication.secretPatterns.${i}`),
+    ),
     hostLocalKeys: c.hostLocalKeys ?? REPLICATION_DEFAULTS.hostLocalKeys,
     keep: { ...REPLICATION_DEFAULTS.keep, ...(c.keep ?? {}) } as Record<Tier, number>,
     cron,
@@ -312,7 +352,10 @@ export function resolveReplication(c: ReplicationConfigFile, agentStateDir: stri
     ['outboxDir', r.outboxDir],
   ] as const) {
     if (inside(v, r.stateDir) || inside(r.stateDir, v)) {
-      throw new ConfigError(`replication.${k}`, `replication.${k}: ${v} must lie outside stateDir ${r.stateDir} (and not contain it)`);
+      throw new ConfigError(
+        `replication.${k}`,
+        `replication.${k}: ${v} must lie outside stateDir ${r.stateDir} (and not contain it)`,
+      );
     }
   }
   if (inside(r.standbyDir, r.outboxDir) || inside(r.outboxDir, r.standbyDir)) {
@@ -343,7 +386,8 @@ const WITH_REPLICATION: ConfigKind<Loaded> = {
   check: ({ replication, ...rest }, file) =>
     namingFile(file, () => {
       const agent = resolveConfig(validateConfigFile(rest), file);
-      const block = replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
+      const block =
+        replication === undefined ? null : resolveReplication(validateReplication(replication), agent.stateDir);
       return { agent, replication: block };
     }),
 };

@@ -14,7 +14,11 @@ import { decodeRecipe, encodeRecipe, type RecipeRead } from './chunks.js';
 const byPath = (a: ManifestEntry, b: ManifestEntry) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0);
 
 /** The entries of a manifest rebuilt from its base's: the base minus `removed`, `changed` put in, sorted by path. */
-export function applyEntries(base: readonly ManifestEntry[], changed: readonly ManifestEntry[], removed: readonly string[]): ManifestEntry[] {
+export function applyEntries(
+  base: readonly ManifestEntry[],
+  changed: readonly ManifestEntry[],
+  removed: readonly string[],
+): ManifestEntry[] {
   const out = new Map(base.map((e) => [e.path, e] as const));
   for (const p of removed) out.delete(p);
   for (const e of changed) out.set(e.path, e);
@@ -22,16 +26,27 @@ export function applyEntries(base: readonly ManifestEntry[], changed: readonly M
 }
 
 const sameEntry = (a: ManifestEntry | undefined, b: ManifestEntry): boolean =>
-  a !== undefined && a.path === b.path && a.bytes === b.bytes && a.sha256 === b.sha256 && a.kind === b.kind && a.reused === b.reused;
+  a !== undefined &&
+  a.path === b.path &&
+  a.bytes === b.bytes &&
+  a.sha256 === b.sha256 &&
+  a.kind === b.kind &&
+  a.reused === b.reused;
 
 /** The entries that differ from the base, and the paths gone; null when `applyEntries` would not give `entries` back. */
-export function diffEntries(base: readonly ManifestEntry[], entries: readonly ManifestEntry[]): { changed: ManifestEntry[]; removed: string[] } | null {
+export function diffEntries(
+  base: readonly ManifestEntry[],
+  entries: readonly ManifestEntry[],
+): { changed: ManifestEntry[]; removed: string[] } | null {
   const old = new Map(base.map((e) => [e.path, e] as const));
   const now = new Set(entries.map((e) => e.path));
   const changed = entries.filter((e) => !sameEntry(old.get(e.path), e));
   const removed = base.filter((e) => !now.has(e.path)).map((e) => e.path);
   const rebuilt = applyEntries(base, changed, removed);
-  return rebuilt.length === entries.length && rebuilt.every((e, i) => e === entries[i] || sameEntry(e, entries[i] as ManifestEntry)) ? { changed, removed } : null;
+  return rebuilt.length === entries.length &&
+    rebuilt.every((e, i) => e === entries[i] || sameEntry(e, entries[i] as ManifestEntry))
+    ? { changed, removed }
+    : null;
 }
 
 /** A chunk list as runs of a base list and literal chunks. */
@@ -90,12 +105,17 @@ export function decodeRecipeDelta(base: readonly Chunk[], delta: Buffer, fileByt
   let total = 0;
   let at = 0;
   while (at < delta.length) {
-    if (total > most) return { ok: false, reason: `the delta makes more chunks than a ${fileBytes}-byte file can have` };
+    if (total > most)
+      return { ok: false, reason: `the delta makes more chunks than a ${fileBytes}-byte file can have` };
     const op = delta[at];
     if (op === 0 && at + 9 <= delta.length) {
       const first = delta.readUInt32BE(at + 1);
       const count = delta.readUInt32BE(at + 5);
-      if (count === 0 || first + count > base.length) return { ok: false, reason: `a copied run ${first}+${count} lies outside the base list of ${base.length} chunks` };
+      if (count === 0 || first + count > base.length)
+        return {
+          ok: false,
+          reason: `a copied run ${first}+${count} lies outside the base list of ${base.length} chunks`,
+        };
       out.push(baseBuf.subarray(first * RECIPE_RECORD_BYTES, (first + count) * RECIPE_RECORD_BYTES));
       total += count;
       at += 9;

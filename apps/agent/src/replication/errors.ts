@@ -13,7 +13,13 @@ export interface Refusal {
   readonly extra?: { readonly [k: string]: unknown };
 }
 
-export function refuse(name: ReplicationErrorName, message?: string, extra?: { readonly [k: string]: unknown }): Refusal {
+export function refuse(
+  name: ReplicationErrorName,
+  message?: string,
+  extra?: { readonly [k: string]: unknown },
+): Refusal {
   const error = REPLICATION_ERRORS[name];
-  return extra === undefined ? { ok: false, error, message: message ?? error.message } : { ok: false, error, message: message ?? error.message, extra };
+  return extra === undefined
+    ? { ok: false, error, message: message ?? error.message }
+    : { ok: false, error, message: message ?? error.message, extra };
 }

@@ -38,12 +38,21 @@ export async function fsyncFile(path: string): Promise<void> {
  * they pass (and showing them to `observe`, e.g. a chunker); fsync'd. Returns the digest and size
  * of what was written.
  */
-export async function copyHashed(src: string, dest: string, mode = FILE_MODE, observe?: (chunk: Buffer) => void): Promise<{ sha256: string; bytes: number }> {
+export async function copyHashed(
+  src: string,
+  dest: string,
+  mode = FILE_MODE,
+  observe?: (chunk: Buffer) => void,
+): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   const inp = await open(src, constants.O_RDONLY | constants.O_NOFOLLOW);
   let bytes = 0;
   try {
-    const out = await open(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    const out = await open(
+      dest,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      mode,
+    );
     try {
       const buf = Buffer.allocUnsafe(1 << 20);
       for (;;) {

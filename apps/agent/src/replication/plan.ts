@@ -53,7 +53,10 @@ async function isSqlite(abs: string): Promise<boolean> {
 }
 
 /** lstat every component below `root`; the reason it cannot be used, or the stat of the last. */
-async function walkStat(root: string, rel: string): Promise<{ ok: true; size: number } | { ok: false; why: Skipped['why'] }> {
+async function walkStat(
+  root: string,
+  rel: string,
+): Promise<{ ok: true; size: number } | { ok: false; why: Skipped['why'] }> {
   const parts = rel.split('/');
   let cur = root;
   for (const [i, part] of parts.entries()) {

@@ -76,12 +76,14 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** Turns the poller at key path `path` (`a.b.c`) of `config` off, in place. */
 function pollerOff(config: Record<string, unknown>, path: string): void {
   const parts = path.split('.');
-  if (parts.some((x) => x === '' || x === '__proto__' || x === 'prototype' || x === 'constructor')) throw new PromoteError(`pollersOff ${JSON.stringify(path)} is not a key path`);
+  if (parts.some((x) => x === '' || x === '__proto__' || x === 'prototype' || x === 'constructor'))
+    throw new PromoteError(`pollersOff ${JSON.stringify(path)} is not a key path`);
   let node = config;
   for (const [i, part] of parts.slice(0, -1).entries()) {
     const next = Object.hasOwn(node, part) ? node[part] : undefined;
     if (next === undefined) node[part] = {};
-    else if (!isObject(next)) throw new PromoteError(`config.json ${parts.slice(0, i + 1).join('.')} is not an object (pollersOff ${path})`);
+    else if (!isObject(next))
+      throw new PromoteError(`config.json ${parts.slice(0, i + 1).join('.')} is not an object (pollersOff ${path})`);
     node = node[part] as Record<string, unknown>;
   }
   const leaf = parts[parts.length - 1] as string;
@@ -106,7 +108,8 @@ async function hqBlock(file: string): Promise<{ block: Record<string, unknown>; 
   });
   const o = objectOf(text, `--hq-config ${path}`);
   const block = o['hq'];
-  if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new PromoteError(`--hq-config ${path} has no hq block`);
+  if (typeof block !== 'object' || block === null || Array.isArray(block))
+    throw new PromoteError(`--hq-config ${path} has no hq block`);
   const host = (block as Record<string, unknown>)['hostName'];
   if (typeof host !== 'string' || host === '') throw new PromoteError(`--hq-config ${path} has no hq.hostName`);
   return { block: block as Record<string, unknown>, host, folder: await realpath(dirname(path)) };
@@ -166,7 +169,9 @@ export async function promote(opts: PromoteOptions): Promise<PromoteSummary> {
 }
 
 /** `--to` resolved (its parent must exist) and the hq config read; the target lies outside both the standby and the hq-config folders. */
-async function checkTarget(opts: PromoteOptions): Promise<{ to: string; parent: string; target: string; hq: HqBlock | null }> {
+async function checkTarget(
+  opts: PromoteOptions,
+): Promise<{ to: string; parent: string; target: string; hq: HqBlock | null }> {
   const to = resolve(opts.to);
   let parent: string;
   try {
@@ -181,9 +186,11 @@ async function checkTarget(opts: PromoteOptions): Promise<{ to: string; parent: 
   } catch {
     throw new PromoteError(`the standby folder ${opts.standbyDir} does not exist`);
   }
-  if (inside(standbyReal, target)) throw new PromoteError(`--to ${to} must lie outside the standby folder ${standbyReal}`);
+  if (inside(standbyReal, target))
+    throw new PromoteError(`--to ${to} must lie outside the standby folder ${standbyReal}`);
   const hq = opts.hqConfig === undefined ? null : await hqBlock(opts.hqConfig);
-  if (hq !== null && inside(hq.folder, target)) throw new PromoteError(`--to ${to} must lie outside the hq-config folder ${hq.folder}`);
+  if (hq !== null && inside(hq.folder, target))
+    throw new PromoteError(`--to ${to} must lie outside the hq-config folder ${hq.folder}`);
   return { to, parent, target, hq };
 }
 
@@ -191,13 +198,18 @@ async function checkTarget(opts: PromoteOptions): Promise<{ to: string; parent: 
 function newestCopies(verified: readonly TierVerification[]): Map<string, Chosen> {
   const chosen = new Map<string, Chosen>();
   for (const v of [...verified].sort((a, b) => Date.parse(a.createdAt ?? '') - Date.parse(b.createdAt ?? ''))) {
-    for (const f of v.files) chosen.set(f.path, { abs: f.abs, sha256: f.sha256, bytes: f.bytes, generation: v.generation as string });
+    for (const f of v.files)
+      chosen.set(f.path, { abs: f.abs, sha256: f.sha256, bytes: f.bytes, generation: v.generation as string });
   }
   return chosen;
 }
 
 /** The promoted config.json when promotion changes it (pollers off, the hq block), else null. */
-async function promotedConfig(chosen: ReadonlyMap<string, Chosen>, pollersOff: readonly string[], hq: HqBlock | null): Promise<Record<string, unknown> | null> {
+async function promotedConfig(
+  chosen: ReadonlyMap<string, Chosen>,
+  pollersOff: readonly string[],
+  hq: HqBlock | null,
+): Promise<Record<string, unknown> | null> {
   const cfgSource = chosen.get('config.json');
   if (cfgSource === undefined || (pollersOff.length === 0 && hq === null)) return null;
   const config = objectOf(await readFile(cfgSource.abs, 'utf8'), 'the promoted config.json');

@@ -65,7 +65,12 @@ export async function call(
   try {
     const res = await request(opts.baseUrl.replace(/\/+$/, '') + path, {
       method,
-      headers: { authorization: `Bearer ${opts.token}`, accept: 'application/json', [PROTOCOL_HEADER]: String(PROTOCOL_VERSION), ...headers },
+      headers: {
+        authorization: `Bearer ${opts.token}`,
+        accept: 'application/json',
+        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+        ...headers,
+      },
       body: body as string | undefined,
       signal: controller.signal,
       headersTimeout: ms,
@@ -84,7 +89,9 @@ export async function call(
   } catch (err) {
     if (err instanceof Unreachable) throw err;
     const e = err as { code?: string; message?: string };
-    throw new Unreachable(controller.signal.aborted ? `no answer within ${opts.timeoutSeconds} s` : (e.code ?? e.message ?? 'error'));
+    throw new Unreachable(
+      controller.signal.aborted ? `no answer within ${opts.timeoutSeconds} s` : (e.code ?? e.message ?? 'error'),
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -94,5 +101,12 @@ export async function call(
 export function refusal(a: Answer, sentBytes: number): PushResult {
   const error = typeof a.body?.['error'] === 'string' ? (a.body['error'] as string) : null;
   const message = typeof a.body?.['message'] === 'string' ? (a.body['message'] as string) : `HTTP ${a.status}`;
-  return { ok: false, kind: a.status >= 500 && error === null ? 'unreachable' : 'refused', error, message, status: a.status, sentBytes };
+  return {
+    ok: false,
+    kind: a.status >= 500 && error === null ? 'unreachable' : 'refused',
+    error,
+    message,
+    status: a.status,
+    sentBytes,
+  };
 }

@@ -8,7 +8,14 @@
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { BASE_HEADER, OFFSET_HEADER, REPLICATION_ERRORS, type Chunk, type Manifest, type ManifestEntry } from '@hq/protocol';
+import {
+  BASE_HEADER,
+  OFFSET_HEADER,
+  REPLICATION_ERRORS,
+  type Chunk,
+  type Manifest,
+  type ManifestEntry,
+} from '@hq/protocol';
 import { chunkFile, encodeRecipe } from './chunks.js';
 import { encodeRecipeDelta } from './delta.js';
 import { call, refusal, type Answer, type PushOptions, type PushResult } from './push-call.js';
@@ -79,7 +86,8 @@ async function sendWhole(s: PushSession, e: ManifestEntry): Promise<PushResult |
   let offset = 0;
   do {
     const len = Math.min(s.opts.chunkBytes, e.bytes - offset);
-    const stream = len === 0 ? '' : createReadStream(path, { start: offset, end: offset + len - 1, highWaterMark: 1 << 20 });
+    const stream =
+      len === 0 ? '' : createReadStream(path, { start: offset, end: offset + len - 1, highWaterMark: 1 << 20 });
     const a = await call(s.opts, 'PUT', `/v1/standby/pushes/${s.push}/blobs/${e.sha256}`, stream, {
       'content-type': 'application/octet-stream',
       'content-length': String(len),
@@ -120,7 +128,10 @@ async function sendRecipe(s: PushSession, e: ManifestEntry, chunks: readonly Chu
   const url = `/v1/standby/pushes/${s.push}/recipes/${e.sha256}`;
   let a: Answer | null = null;
   if (delta !== null && was !== undefined && delta.length < full.length) {
-    a = await call(s.opts, 'PUT', url, delta, { 'content-type': 'application/octet-stream', [BASE_HEADER]: was.sha256 });
+    a = await call(s.opts, 'PUT', url, delta, {
+      'content-type': 'application/octet-stream',
+      [BASE_HEADER]: was.sha256,
+    });
     s.sentBytes += delta.length;
     if (a.status === 400 || a.body?.['error'] === REPLICATION_ERRORS.UNKNOWN_BASE.code) a = null;
   }
@@ -132,7 +143,14 @@ async function sendRecipe(s: PushSession, e: ManifestEntry, chunks: readonly Chu
 }
 
 /** The runs of a file's chunks the standby asked for (`[first, count]`), read from the file and added to the batch. */
-async function sendAsked(s: PushSession, batch: ChunkBatch, e: ManifestEntry, path: string, chunks: readonly Chunk[], runs: readonly unknown[]): Promise<PushResult | null> {
+async function sendAsked(
+  s: PushSession,
+  batch: ChunkBatch,
+  e: ManifestEntry,
+  path: string,
+  chunks: readonly Chunk[],
+  runs: readonly unknown[],
+): Promise<PushResult | null> {
   const offsets: number[] = [];
   let at = 0;
   for (const c of chunks) {
@@ -143,7 +161,12 @@ async function sendAsked(s: PushSession, batch: ChunkBatch, e: ManifestEntry, pa
   try {
     for (const run of runs) {
       const [first, count] = Array.isArray(run) ? (run as unknown[]) : [];
-      if (!Number.isSafeInteger(first) || !Number.isSafeInteger(count) || (first as number) < 0 || (first as number) + (count as number) > chunks.length) {
+      if (
+        !Number.isSafeInteger(first) ||
+        !Number.isSafeInteger(count) ||
+        (first as number) < 0 ||
+        (first as number) + (count as number) > chunks.length
+      ) {
         return failure(s, `the standby asked for chunks outside the list of ${e.sha256}`);
       }
       const end = (first as number) + (count as number);
@@ -194,7 +217,9 @@ class ChunkBatch {
     const body = Buffer.concat(this.parts);
     this.parts = [];
     this.bytes = 0;
-    const a = await call(this.s.opts, 'PUT', `/v1/standby/pushes/${this.s.push}/chunks`, body, { 'content-type': 'application/octet-stream' });
+    const a = await call(this.s.opts, 'PUT', `/v1/standby/pushes/${this.s.push}/chunks`, body, {
+      'content-type': 'application/octet-stream',
+    });
     this.s.sentBytes += body.length;
     return a.status === 200 ? null : refusal(a, this.s.sentBytes);
   }

@@ -12,7 +12,14 @@ import { link, open, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Chunk } from '@hq/protocol';
 import { sha256File } from './manifest.js';
-import { WRITE_RUN_BYTES, writeAll, type Assembly, type ChunkNeed, type Push, type ReceiverState } from './receive-state.js';
+import {
+  WRITE_RUN_BYTES,
+  writeAll,
+  type Assembly,
+  type ChunkNeed,
+  type Push,
+  type ReceiverState,
+} from './receive-state.js';
 
 /** Completes each missing file that has its chunk list; returns the files still missing. */
 export async function assemble(st: ReceiverState, push: Push): Promise<string[]> {
@@ -52,7 +59,12 @@ export async function assemble(st: ReceiverState, push: Push): Promise<string[]>
 }
 
 /** Copies into an assembly the chunks held here, in runs from one source file; true when nothing was lacking (then fsync'd). */
-async function fill(st: ReceiverState, push: Push, asm: Assembly, read: (file: string) => Promise<FileHandle>): Promise<boolean> {
+async function fill(
+  st: ReceiverState,
+  push: Push,
+  asm: Assembly,
+  read: (file: string) => Promise<FileHandle>,
+): Promise<boolean> {
   const out = await open(asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
   let complete = true;
   try {
@@ -99,14 +111,29 @@ async function fill(st: ReceiverState, push: Push, asm: Assembly, read: (file: s
 }
 
 /** Whether the bytes read for chunks i..j-1 of an assembly hash to them (logs the first that does not). */
-function runIsGood(st: ReceiverState, push: Push, asm: Assembly, i: number, j: number, data: Buffer, whole: boolean): boolean {
+function runIsGood(
+  st: ReceiverState,
+  push: Push,
+  asm: Assembly,
+  i: number,
+  j: number,
+  data: Buffer,
+  whole: boolean,
+): boolean {
   let at = 0;
   let good = whole;
   for (let k = i; good && k < j; k++) {
     const c = asm.chunks[k] as Chunk;
-    good = createHash('sha256').update(data.subarray(at, at + c.bytes)).digest('hex') === c.sha256;
+    good =
+      createHash('sha256')
+        .update(data.subarray(at, at + c.bytes))
+        .digest('hex') === c.sha256;
     at += c.bytes;
-    if (!good) st.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 }, 'held chunk damaged');
+    if (!good)
+      st.log.warn(
+        { category: 'hq.standby', event: 'checksum-mismatch', push: push.id, sha256: c.sha256 },
+        'held chunk damaged',
+      );
   }
   return good;
 }

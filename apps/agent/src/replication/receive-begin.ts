@@ -8,7 +8,15 @@ import { createHash } from 'node:crypto';
 import { link } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mkdirPrivate } from '@hq/runtime/files';
-import { formatSums, GENERATION_RE, isTier, parseSums, sumsDisagreement, type Manifest, type ManifestEntry } from '@hq/protocol';
+import {
+  formatSums,
+  GENERATION_RE,
+  isTier,
+  parseSums,
+  sumsDisagreement,
+  type Manifest,
+  type ManifestEntry,
+} from '@hq/protocol';
 import { checkManifest } from '@hq/protocol/schemas';
 import { applyEntries } from './delta.js';
 import { refuse, type Refusal } from './errors.js';
@@ -24,7 +32,10 @@ export async function expireIdle(st: ReceiverState, now: number): Promise<void> 
     if (!p.committing && now - p.lastActive > idle) {
       st.pushes.delete(p.id);
       await removeTree(p.dir);
-      st.log.warn({ category: 'hq.standby', event: 'push-expired', push: p.id, generation: p.manifest.generation }, 'push expired');
+      st.log.warn(
+        { category: 'hq.standby', event: 'push-expired', push: p.id, generation: p.manifest.generation },
+        'push expired',
+      );
     }
   }
 }
@@ -40,14 +51,19 @@ async function wholeManifest(st: ReceiverState, body: BeginBody): Promise<{ mani
   const base = isTier(tier) && GENERATION_RE.test(body.base) ? await keptManifest(st, tier, body.base) : null;
   if (base === null) return refuse('UNKNOWN_BASE', `this standby keeps no generation ${String(tier)}/${body.base}`);
   const changed = body.changed ?? [];
-  if (!changed.every((e) => typeof e === 'object' && e !== null && typeof (e as { path?: unknown }).path === 'string')) {
+  if (
+    !changed.every((e) => typeof e === 'object' && e !== null && typeof (e as { path?: unknown }).path === 'string')
+  ) {
     return refuse('BAD_MANIFEST', 'every changed entry needs a path');
   }
   return { manifest: { ...head, entries: applyEntries(base.entries, changed as ManifestEntry[], body.removed ?? []) } };
 }
 
 /** The checked manifest and the text of its SHA256SUMS (made from the manifest when not sent), which must agree. */
-export async function checkedManifest(st: ReceiverState, body: BeginBody): Promise<Ok<{ manifest: Manifest; sums: string }> | Refusal> {
+export async function checkedManifest(
+  st: ReceiverState,
+  body: BeginBody,
+): Promise<Ok<{ manifest: Manifest; sums: string }> | Refusal> {
   const whole = await wholeManifest(st, body);
   if ('ok' in whole) return whole;
   const m = checkManifest(whole.manifest);
@@ -102,7 +118,11 @@ async function takeInline(body: BeginBody, dir: string, blobs: Map<string, Blob>
 }
 
 /** Checks a push and opens it: its staging folder with what is held here and what came inline. */
-export async function openPush(st: ReceiverState, body: BeginBody, now: number): Promise<Ok<{ push: Push; have: number }> | Refusal> {
+export async function openPush(
+  st: ReceiverState,
+  body: BeginBody,
+  now: number,
+): Promise<Ok<{ push: Push; have: number }> | Refusal> {
   const checked = await checkedManifest(st, body);
   if (!checked.ok) return checked;
   const m = checked.manifest;

@@ -14,14 +14,25 @@ import { sha256File } from './manifest.js';
 import { drain, type Blob, type Ok, type Push, type ReceiverState } from './receive-state.js';
 
 /** Appends one piece of a blob starting at `offset` (must equal what was received so far). */
-export async function putWholeBlobPiece(st: ReceiverState, pushId: string, sha: string, offset: number, stream: Readable): Promise<Ok<{ received: number; complete: boolean }> | Refusal> {
+export async function putWholeBlobPiece(
+  st: ReceiverState,
+  pushId: string,
+  sha: string,
+  offset: number,
+  stream: Readable,
+): Promise<Ok<{ received: number; complete: boolean }> | Refusal> {
   const push = st.pushes.get(pushId);
   if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
-  if (!SHA256_RE.test(sha)) return drain(stream, refuse('UNEXPECTED_BLOB', 'the blob name must be a lower-case sha256'));
+  if (!SHA256_RE.test(sha))
+    return drain(stream, refuse('UNEXPECTED_BLOB', 'the blob name must be a lower-case sha256'));
   const blob = push.blobs.get(sha);
   if (blob === undefined || blob.done) return drain(stream, refuse('UNEXPECTED_BLOB'));
   if (blob.busy) return drain(stream, refuse('BLOB_BUSY'));
-  if (offset !== blob.received) return drain(stream, refuse('OFFSET', `the chunk starts at ${offset}, the part ends at ${blob.received}`, { received: blob.received }));
+  if (offset !== blob.received)
+    return drain(
+      stream,
+      refuse('OFFSET', `the chunk starts at ${offset}, the part ends at ${blob.received}`, { received: blob.received }),
+    );
   blob.busy = true;
   push.lastActive = st.clock.now();
   const part = join(push.dir, 'blobs', `${sha}.part`);
@@ -34,7 +45,10 @@ export async function putWholeBlobPiece(st: ReceiverState, pushId: string, sha: 
     if (h.sha256 !== sha) {
       await unlink(part).catch(() => undefined);
       blob.received = 0;
-      st.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: sha }, 'blob checksum mismatch');
+      st.log.warn(
+        { category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: sha },
+        'blob checksum mismatch',
+      );
       return refuse('CHECKSUM', `the blob received for ${sha} hashes to ${h.sha256}`);
     }
     await rename(part, join(push.dir, 'blobs', sha));
@@ -42,7 +56,10 @@ export async function putWholeBlobPiece(st: ReceiverState, pushId: string, sha: 
     return { ok: true, received: wrote, complete: true };
   } catch (err) {
     // The connection was cut (or the disk failed): the part is back at `offset`.
-    st.log.warn({ category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: sha, err }, 'chunk interrupted');
+    st.log.warn(
+      { category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: sha, err },
+      'chunk interrupted',
+    );
     throw err;
   } finally {
     blob.busy = false;
@@ -50,7 +67,14 @@ export async function putWholeBlobPiece(st: ReceiverState, pushId: string, sha: 
 }
 
 /** Writes the stream into the part from `offset`, fsync'd; the new end, or a refusal (the part truncated back). */
-async function appendPiece(st: ReceiverState, push: Push, blob: Blob, part: string, offset: number, stream: Readable): Promise<number | Refusal> {
+async function appendPiece(
+  st: ReceiverState,
+  push: Push,
+  blob: Blob,
+  part: string,
+  offset: number,
+  stream: Readable,
+): Promise<number | Refusal> {
   const fh = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
   let pos = offset;
   try {

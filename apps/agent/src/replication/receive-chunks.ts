@@ -9,12 +9,25 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { refuse, type Refusal } from './errors.js';
-import { drain, WRITE_RUN_BYTES, writeAll, type Assembly, type ChunkNeed, type Ok, type ReceiverState } from './receive-state.js';
+import {
+  drain,
+  WRITE_RUN_BYTES,
+  writeAll,
+  type Assembly,
+  type ChunkNeed,
+  type Ok,
+  type ReceiverState,
+} from './receive-state.js';
 
-export async function putChunks(st: ReceiverState, pushId: string, stream: Readable): Promise<Ok<{ received: number }> | Refusal> {
+export async function putChunks(
+  st: ReceiverState,
+  pushId: string,
+  stream: Readable,
+): Promise<Ok<{ received: number }> | Refusal> {
   const push = st.pushes.get(pushId);
   if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
-  if (push.receiving) return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
+  if (push.receiving)
+    return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
   push.receiving = true;
   push.lastActive = st.clock.now();
   let header = Buffer.alloc(0);
@@ -41,7 +54,8 @@ export async function putChunks(st: ReceiverState, pushId: string, stream: Reada
             header = Buffer.alloc(0);
           }
           const need = push.chunks.get(sha);
-          if (need === undefined || need.state !== 'wanted') refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
+          if (need === undefined || need.state !== 'wanted')
+            refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
           else if (off + need.bytes <= buf.length) {
             // The whole chunk is in this piece: no copy.
             cur = { sha, need, data: buf.subarray(off, off + need.bytes), pos: need.bytes };
@@ -58,7 +72,10 @@ export async function putChunks(st: ReceiverState, pushId: string, stream: Reada
         const done = cur;
         cur = null;
         if (createHash('sha256').update(done.data).digest('hex') !== done.sha) {
-          st.log.warn({ category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: done.sha }, 'chunk checksum mismatch');
+          st.log.warn(
+            { category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: done.sha },
+            'chunk checksum mismatch',
+          );
           refusal = refuse('CHECKSUM', `the chunk received as ${done.sha} does not hash to it`);
           continue;
         }
@@ -67,12 +84,16 @@ export async function putChunks(st: ReceiverState, pushId: string, stream: Reada
     }
     await pending.flush();
     if (refusal !== null) return refusal;
-    if (cur !== null || header.length > 0) return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
+    if (cur !== null || header.length > 0)
+      return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
     return { ok: true, received: pending.received };
   } catch (err) {
     // A cut connection: the chunks completed are kept, the one in flight is simply not.
     await pending.flush().catch(() => undefined);
-    st.log.warn({ category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err }, 'chunk interrupted');
+    st.log.warn(
+      { category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err },
+      'chunk interrupted',
+    );
     throw err;
   } finally {
     await pending.close();
@@ -103,18 +124,28 @@ class PendingWrites {
 
   async flush(): Promise<void> {
     const writes: { asm: Assembly; index: number; data: Buffer }[] = [];
-    for (const p of this.pending) for (const t of p.need.targets) writes.push({ asm: t.asm, index: t.index, data: p.data });
+    for (const p of this.pending)
+      for (const t of p.need.targets) writes.push({ asm: t.asm, index: t.index, data: p.data });
     writes.sort((a, b) => (a.asm.path < b.asm.path ? -1 : a.asm.path > b.asm.path ? 1 : a.index - b.index));
     for (let i = 0; i < writes.length; ) {
       const w0 = writes[i] as (typeof writes)[number];
       let j = i + 1;
-      while (j < writes.length && writes[j]?.asm === w0.asm && writes[j]?.index === (writes[j - 1]?.index as number) + 1) j++;
+      while (
+        j < writes.length &&
+        writes[j]?.asm === w0.asm &&
+        writes[j]?.index === (writes[j - 1]?.index as number) + 1
+      )
+        j++;
       let fh = this.handles.get(w0.asm.path);
       if (fh === undefined) {
         fh = await open(w0.asm.path, constants.O_WRONLY | constants.O_NOFOLLOW);
         this.handles.set(w0.asm.path, fh);
       }
-      await writeAll(fh, writes.slice(i, j).map((w) => w.data), w0.asm.offsets[w0.index] as number);
+      await writeAll(
+        fh,
+        writes.slice(i, j).map((w) => w.data),
+        w0.asm.offsets[w0.index] as number,
+      );
       for (const w of writes.slice(i, j)) w.asm.written[w.index] = 1;
       i = j;
     }

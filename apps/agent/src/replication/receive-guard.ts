@@ -41,19 +41,37 @@ async function unknownGeneration(st: ReceiverState, incoming: number, learn: boo
     known = await st.opts.knownGeneration();
   }
   if (incoming <= known) return null;
-  st.log.warn({ category: 'hq.standby', event: 'push-refused', reason: 'unknown-generation', leaseGeneration: incoming, known }, 'push refused');
-  return refuse('UNKNOWN_GENERATION', `lease generation ${incoming} is higher than ${known}, the highest this standby has seen from the arbiter or its peers; nothing was accepted`, { highest: known });
+  st.log.warn(
+    { category: 'hq.standby', event: 'push-refused', reason: 'unknown-generation', leaseGeneration: incoming, known },
+    'push refused',
+  );
+  return refuse(
+    'UNKNOWN_GENERATION',
+    `lease generation ${incoming} is higher than ${known}, the highest this standby has seen from the arbiter or its peers; nothing was accepted`,
+    { highest: known },
+  );
 }
 
 function guard(st: ReceiverState, highest: number | null, incoming: number): Refusal | null {
-  if (highest === null) return refuse('INTERNAL', `${st.markFile} is unreadable; refusing every push until it is fixed`);
+  if (highest === null)
+    return refuse('INTERNAL', `${st.markFile} is unreadable; refusing every push until it is fixed`);
   if (incoming === 0) {
-    return highest === 0 ? null : refuse('STALE_GENERATION', `a push without a lease generation is refused once generation ${highest} was accepted or seen`, { highest });
+    return highest === 0
+      ? null
+      : refuse(
+          'STALE_GENERATION',
+          `a push without a lease generation is refused once generation ${highest} was accepted or seen`,
+          { highest },
+        );
   }
   const v = checkGeneration(highest, incoming);
   if (v.ok) return null;
   return v.reason === 'stale-generation'
-    ? refuse('STALE_GENERATION', `lease generation ${incoming} is lower than ${highest}, the highest accepted or seen`, { highest })
+    ? refuse(
+        'STALE_GENERATION',
+        `lease generation ${incoming} is lower than ${highest}, the highest accepted or seen`,
+        { highest },
+      )
     : refuse('BAD_GENERATION');
 }
 
@@ -68,12 +86,19 @@ async function order(st: ReceiverState, m: Manifest): Promise<Refusal | null> {
   const latest = await latestManifest(st, m.tier);
   if (latest === null) return null;
   if (m.leaseGeneration < latest.leaseGeneration) {
-    return refuse('STALE_GENERATION', `lease generation ${m.leaseGeneration} is lower than that of ${m.tier}/latest (${latest.leaseGeneration})`, {
-      highest: latest.leaseGeneration,
-    });
+    return refuse(
+      'STALE_GENERATION',
+      `lease generation ${m.leaseGeneration} is lower than that of ${m.tier}/latest (${latest.leaseGeneration})`,
+      {
+        highest: latest.leaseGeneration,
+      },
+    );
   }
   if (m.leaseGeneration === latest.leaseGeneration && m.generation <= latest.generation) {
-    return refuse('OLDER_SNAPSHOT', `generation ${m.generation} is not newer than ${m.tier}/latest ${latest.generation} of the same lease generation`);
+    return refuse(
+      'OLDER_SNAPSHOT',
+      `generation ${m.generation} is not newer than ${m.tier}/latest ${latest.generation} of the same lease generation`,
+    );
   }
   return null;
 }

@@ -44,7 +44,8 @@ export async function heldFiles(st: ReceiverState): Promise<Map<string, { abs: s
       try {
         const m = parseManifest(await readFile(join(tierRoot, n, 'MANIFEST.json'), 'utf8'));
         if (typeof m === 'string') continue;
-        for (const e of m.entries) if (!idx.has(e.sha256)) idx.set(e.sha256, { abs: join(tierRoot, n, e.path), bytes: e.bytes });
+        for (const e of m.entries)
+          if (!idx.has(e.sha256)) idx.set(e.sha256, { abs: join(tierRoot, n, e.path), bytes: e.bytes });
       } catch {
         /* an unreadable generation offers nothing */
       }

@@ -55,8 +55,25 @@ export async function commitPush(st: ReceiverState, pushId: string): Promise<Ok<
     st.pushes.delete(push.id);
     await removeTree(push.dir);
     const linked = [...push.blobs.values()].filter((b) => b.linked).length;
-    st.log.info({ category: 'hq.standby', event: 'generation-accepted', tier: m.tier, generation: m.generation, leaseGeneration: m.leaseGeneration, holder: m.holder }, 'generation accepted');
-    return { ok: true, tier: m.tier, generation: m.generation, latest: m.generation, received: push.blobs.size - linked, linked };
+    st.log.info(
+      {
+        category: 'hq.standby',
+        event: 'generation-accepted',
+        tier: m.tier,
+        generation: m.generation,
+        leaseGeneration: m.leaseGeneration,
+        holder: m.holder,
+      },
+      'generation accepted',
+    );
+    return {
+      ok: true,
+      tier: m.tier,
+      generation: m.generation,
+      latest: m.generation,
+      received: push.blobs.size - linked,
+      linked,
+    };
   } catch (err) {
     await dropPush(st, push, null);
     throw err;

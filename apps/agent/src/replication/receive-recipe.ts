@@ -19,11 +19,18 @@ import { drain, type Assembly, type Blob, type Held, type Ok, type Push, type Re
 
 type RecipeAnswer = Ok<{ missing: [number, number][]; have: number }>;
 
-export async function putRecipe(st: ReceiverState, pushId: string, sha: string, stream: Readable, base?: string): Promise<RecipeAnswer | Refusal> {
+export async function putRecipe(
+  st: ReceiverState,
+  pushId: string,
+  sha: string,
+  stream: Readable,
+  base?: string,
+): Promise<RecipeAnswer | Refusal> {
   const push = st.pushes.get(pushId);
   if (push === undefined || push.committing) return drain(stream, refuse('NO_PUSH'));
   const blob = push.blobs.get(sha);
-  if (blob === undefined || blob.done) return drain(stream, refuse('UNEXPECTED_BLOB', 'this push does not need that file'));
+  if (blob === undefined || blob.done)
+    return drain(stream, refuse('UNEXPECTED_BLOB', 'this push does not need that file'));
   if (blob.busy) return drain(stream, refuse('BLOB_BUSY', `the chunk list of ${sha} is being received`));
   // Until its assembly and its needs are in place, this file is busy and the push may not commit.
   blob.busy = true;
@@ -36,12 +43,22 @@ export async function putRecipe(st: ReceiverState, pushId: string, sha: string, 
   }
 }
 
-async function takeRecipe(st: ReceiverState, push: Push, blob: Blob, sha: string, stream: Readable, base: string | undefined): Promise<RecipeAnswer | Refusal> {
+async function takeRecipe(
+  st: ReceiverState,
+  push: Push,
+  blob: Blob,
+  sha: string,
+  stream: Readable,
+  base: string | undefined,
+): Promise<RecipeAnswer | Refusal> {
   push.lastActive = st.clock.now();
   const r = await readRecipe(st, push, blob, sha, stream, base);
   if (!r.ok) return r;
   let asm = push.assemblies.get(sha);
-  if (asm !== undefined && (asm.chunks.length !== r.chunks.length || asm.chunks.some((c, i) => c.sha256 !== r.chunks[i]?.sha256))) {
+  if (
+    asm !== undefined &&
+    (asm.chunks.length !== r.chunks.length || asm.chunks.some((c, i) => c.sha256 !== r.chunks[i]?.sha256))
+  ) {
     return refuse('BAD_MANIFEST', `the chunk list of ${sha} differs from the one sent before`);
   }
   const held = await heldChunks(st, push);
@@ -50,7 +67,14 @@ async function takeRecipe(st: ReceiverState, push: Push, blob: Blob, sha: string
 }
 
 /** The chunk list sent, whole or as a delta from the list of a file kept here. */
-async function readRecipe(st: ReceiverState, push: Push, blob: Blob, sha: string, stream: Readable, base: string | undefined): Promise<Ok<{ chunks: readonly Chunk[] }> | Refusal> {
+async function readRecipe(
+  st: ReceiverState,
+  push: Push,
+  blob: Blob,
+  sha: string,
+  stream: Readable,
+  base: string | undefined,
+): Promise<Ok<{ chunks: readonly Chunk[] }> | Refusal> {
   const limit = RECIPE_RECORD_BYTES * (Math.ceil(blob.bytes / MIN_CHUNK_BYTES) + 1);
   const parts: Buffer[] = [];
   let size = 0;
@@ -58,7 +82,8 @@ async function readRecipe(st: ReceiverState, push: Push, blob: Blob, sha: string
     size += (chunk as Buffer).length;
     if (size <= limit) parts.push(chunk as Buffer);
   }
-  if (size > limit) return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
+  if (size > limit)
+    return refuse('BAD_MANIFEST', `the chunk list of ${sha} is longer than a ${blob.bytes}-byte file can need`);
   let r: RecipeRead;
   if (base === undefined) r = decodeRecipe(Buffer.concat(parts), blob.bytes);
   else {
@@ -80,9 +105,19 @@ async function openAssembly(push: Push, blob: Blob, sha: string, chunks: readonl
     offsets.push(at);
     at += c.bytes;
   }
-  const asm: Assembly = { sha256: sha, path: join(push.dir, 'asm', sha), chunks, offsets, written: new Uint8Array(chunks.length) };
+  const asm: Assembly = {
+    sha256: sha,
+    path: join(push.dir, 'asm', sha),
+    chunks,
+    offsets,
+    written: new Uint8Array(chunks.length),
+  };
   await mkdirPrivate(join(push.dir, 'asm'));
-  const fh = await open(asm.path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+  const fh = await open(
+    asm.path,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o600,
+  );
   await fh.truncate(blob.bytes);
   await fh.close();
   push.assemblies.set(sha, asm);
@@ -101,14 +136,22 @@ async function needsOf(push: Push, asm: Assembly, held: Map<string, Held>): Prom
   let have = 0;
   for (const [i, c] of asm.chunks.entries()) {
     let need = push.chunks.get(c.sha256);
-    if (need !== undefined && need.bytes !== c.bytes) return refuse('BAD_MANIFEST', `chunk ${c.sha256} is listed with two lengths`);
+    if (need !== undefined && need.bytes !== c.bytes)
+      return refuse('BAD_MANIFEST', `chunk ${c.sha256} is listed with two lengths`);
     if (need === undefined) {
       const h = held.get(c.sha256);
       const file = h !== undefined && h.bytes === c.bytes ? (files.get(h.file) ?? null) : null;
-      need = { bytes: c.bytes, state: file === null ? 'wanted' : 'have', asked: false, src: file === null || h === undefined ? null : { file, offset: h.offset }, targets: [] };
+      need = {
+        bytes: c.bytes,
+        state: file === null ? 'wanted' : 'have',
+        asked: false,
+        src: file === null || h === undefined ? null : { file, offset: h.offset },
+        targets: [],
+      };
       push.chunks.set(c.sha256, need);
     }
-    if (asm.written[i] === 0 && need.state === 'wanted' && !need.targets.some((t) => t.asm === asm && t.index === i)) need.targets.push({ asm, index: i });
+    if (asm.written[i] === 0 && need.state === 'wanted' && !need.targets.some((t) => t.asm === asm && t.index === i))
+      need.targets.push({ asm, index: i });
     const askNow = asm.written[i] === 0 && need.state === 'wanted' && !need.asked;
     if (askNow) need.asked = true;
     else have++;

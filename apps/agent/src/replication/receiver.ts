@@ -99,13 +99,38 @@ export class StandbyReceiver {
     const { push, have } = opened;
     const m = push.manifest;
     const missing = [...push.blobs.values()].filter((b) => !b.done).map((b) => b.sha256);
-    this.st.log.info({ category: 'hq.standby', event: 'push-begun', push: push.id, tier: m.tier, generation: m.generation, missing: missing.length, have }, 'push begun');
+    this.st.log.info(
+      {
+        category: 'hq.standby',
+        event: 'push-begun',
+        push: push.id,
+        tier: m.tier,
+        generation: m.generation,
+        missing: missing.length,
+        have,
+      },
+      'push begun',
+    );
     if (body.commit !== true || missing.length > 0) return { ok: true, push: push.id, missing, have, chunked: true };
     // Nothing to send: commit now (one round trip for an unchanged state).
     const c = await this.commit(push.id);
-    if (c.ok) return { ok: true, push: push.id, missing, have, chunked: true, committed: { tier: c.tier, generation: c.generation, latest: c.latest, received: c.received, linked: c.linked } };
+    if (c.ok)
+      return {
+        ok: true,
+        push: push.id,
+        missing,
+        have,
+        chunked: true,
+        committed: { tier: c.tier, generation: c.generation, latest: c.latest, received: c.received, linked: c.linked },
+      };
     if (c.error.code === REPLICATION_ERRORS.INCOMPLETE.code && Array.isArray(c.extra?.['missing'])) {
-      return { ok: true, push: push.id, missing: c.extra['missing'] as string[], have: have - (c.extra['missing'] as string[]).length, chunked: true };
+      return {
+        ok: true,
+        push: push.id,
+        missing: c.extra['missing'] as string[],
+        have: have - (c.extra['missing'] as string[]).length,
+        chunked: true,
+      };
     }
     return c;
   }
@@ -114,12 +139,22 @@ export class StandbyReceiver {
    * Appends one chunk of a blob starting at `offset` (must equal what was received so far).
    * A cut connection truncates the part back to `offset`. The last chunk checks the sha256.
    */
-  putChunk(pushId: string, sha: string, offset: number, stream: Readable): Promise<Ok<{ received: number; complete: boolean }> | Refusal> {
+  putChunk(
+    pushId: string,
+    sha: string,
+    offset: number,
+    stream: Readable,
+  ): Promise<Ok<{ received: number; complete: boolean }> | Refusal> {
     return putWholeBlobPiece(this.st, pushId, sha, offset, stream);
   }
 
   /** Takes a missing file's chunk list; answers the runs of it to send. */
-  putRecipe(pushId: string, sha: string, stream: Readable, base?: string): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
+  putRecipe(
+    pushId: string,
+    sha: string,
+    stream: Readable,
+    base?: string,
+  ): Promise<Ok<{ missing: [number, number][]; have: number }> | Refusal> {
     return putRecipe(this.st, pushId, sha, stream, base);
   }
 

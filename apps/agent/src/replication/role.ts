@@ -22,7 +22,8 @@ export interface RoleAnswer {
 /** `H[,alias…]` → the names, or the problem. */
 export function parseDefaultSource(text: string): string[] | string {
   const names = text.split(',');
-  if (names.length === 0 || names.some((n) => n === '')) return '--default-source must be H or H,ALIAS (no empty names)';
+  if (names.length === 0 || names.some((n) => n === ''))
+    return '--default-source must be H or H,ALIAS (no empty names)';
   const bad = names.find((n) => !isHost(n));
   if (bad !== undefined) return `--default-source: "${bad}" is not a host name`;
   return names;

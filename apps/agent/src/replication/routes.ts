@@ -56,10 +56,14 @@ function refused(r: Refusal): never {
 }
 
 /** Exactly one Authorization header, and it is the peer token; else 401. */
-async function requirePeerToken(req: FastifyRequest, verifyPeer: ReplicationPeerRoutesOptions['verifyPeer']): Promise<undefined> {
+async function requirePeerToken(
+  req: FastifyRequest,
+  verifyPeer: ReplicationPeerRoutesOptions['verifyPeer'],
+): Promise<undefined> {
   // Node keeps only the first of two Authorization headers: count them in the raw list.
   let count = 0;
-  for (let i = 0; i < req.raw.rawHeaders.length; i += 2) if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
+  for (let i = 0; i < req.raw.rawHeaders.length; i += 2)
+    if (req.raw.rawHeaders[i]?.toLowerCase() === 'authorization') count++;
   if (count !== 1 || !(await verifyPeer(req.headers.authorization))) {
     throw new HttpError(REPLICATION_ERRORS.UNAUTHORIZED);
   }
@@ -71,15 +75,31 @@ const typed = (instance: FastifyInstance) => instance.withTypeProvider<TypeBoxTy
 /** The uploads of a push: a file's chunk list, a batch of chunks, or a piece of a whole file. */
 function uploadRoutes(app: ReturnType<typeof typed>, receiver: StandbyReceiver): void {
   const octets = (type: string | undefined): void => {
-    if (type !== 'application/octet-stream') refused({ ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'the body must be application/octet-stream' });
+    if (type !== 'application/octet-stream')
+      refused({
+        ok: false,
+        error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA,
+        message: 'the body must be application/octet-stream',
+      });
   };
 
   app.put(
     '/v1/standby/pushes/:push/recipes/:sha256',
-    { schema: { params: BlobParams, headers: BaseHeaders, response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody } } },
+    {
+      schema: {
+        params: BlobParams,
+        headers: BaseHeaders,
+        response: { 200: RecipeAccepted, '4xx': RefusalBody, '5xx': RefusalBody },
+      },
+    },
     async (req) => {
       octets(req.headers['content-type']);
-      const r = await receiver.putRecipe(req.params.push, req.params.sha256, bodyStream(req.body), req.headers[BASE_HEADER]);
+      const r = await receiver.putRecipe(
+        req.params.push,
+        req.params.sha256,
+        bodyStream(req.body),
+        req.headers[BASE_HEADER],
+      );
       if (!r.ok) refused(r);
       return { missing: r.missing, have: r.have };
     },
@@ -107,7 +127,11 @@ function uploadRoutes(app: ReturnType<typeof typed>, receiver: StandbyReceiver):
     },
     async (req) => {
       if (req.headers['content-type'] !== 'application/octet-stream') {
-        refused({ ok: false, error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA, message: 'a blob chunk must be application/octet-stream' });
+        refused({
+          ok: false,
+          error: REPLICATION_ERRORS.UNSUPPORTED_MEDIA,
+          message: 'a blob chunk must be application/octet-stream',
+        });
       }
       const offset = Number(req.headers[OFFSET_HEADER] ?? '0');
       const r = await receiver.putChunk(req.params.push, req.params.sha256, offset, req.body as Readable);
@@ -140,7 +164,13 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     async (req) => {
       const r = await receiver.begin(req.body);
       if (!r.ok) refused(r);
-      return { push: r.push, missing: r.missing, have: r.have, chunked: r.chunked, ...(r.committed === undefined ? {} : { committed: r.committed }) };
+      return {
+        push: r.push,
+        missing: r.missing,
+        have: r.have,
+        chunked: r.chunked,
+        ...(r.committed === undefined ? {} : { committed: r.committed }),
+      };
     },
   );
 
@@ -161,5 +191,7 @@ export const replicationPeerRoutes: FastifyPluginAsync<ReplicationPeerRoutesOpti
     },
   );
 
-  app.delete('/v1/standby/pushes/:push', { schema: { params: PushParams } }, async (req) => ({ aborted: await receiver.abort(req.params.push) }));
+  app.delete('/v1/standby/pushes/:push', { schema: { params: PushParams } }, async (req) => ({
+    aborted: await receiver.abort(req.params.push),
+  }));
 };

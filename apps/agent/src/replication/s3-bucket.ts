@@ -58,19 +58,27 @@ async function readIni(path: string): Promise<Map<string, Map<string, string>>> 
  * file. The region: the target's, else `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, else
  * us-east-1. Null and why when no keys are found.
  */
-export async function awsIdentity(target: Pick<S3Target, 'region'>, env: NodeJS.ProcessEnv = process.env): Promise<AwsIdentity | { readonly problem: string }> {
+export async function awsIdentity(
+  target: Pick<S3Target, 'region'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<AwsIdentity | { readonly problem: string }> {
   const home = env['HOME'] ?? homedir();
   const profile = env['AWS_PROFILE'] ?? env['AWS_DEFAULT_PROFILE'] ?? 'default';
   const credFile = env['AWS_SHARED_CREDENTIALS_FILE'] ?? join(home, '.aws', 'credentials');
   const confFile = env['AWS_CONFIG_FILE'] ?? join(home, '.aws', 'config');
   const conf = await readIni(confFile);
   const confSection = conf.get(profile === 'default' ? 'default' : `profile ${profile}`) ?? conf.get(profile);
-  const region = target.region ?? env['AWS_REGION'] ?? env['AWS_DEFAULT_REGION'] ?? confSection?.get('region') ?? 'us-east-1';
+  const region =
+    target.region ?? env['AWS_REGION'] ?? env['AWS_DEFAULT_REGION'] ?? confSection?.get('region') ?? 'us-east-1';
   const id = env['AWS_ACCESS_KEY_ID'];
   const secret = env['AWS_SECRET_ACCESS_KEY'];
   if (id !== undefined && id !== '' && secret !== undefined && secret !== '') {
     const token = env['AWS_SESSION_TOKEN'];
-    return { credentials: { accessKeyId: id, secretAccessKey: secret, ...(token ? { sessionToken: token } : {}) }, region, source: 'environment' };
+    return {
+      credentials: { accessKeyId: id, secretAccessKey: secret, ...(token ? { sessionToken: token } : {}) },
+      region,
+      source: 'environment',
+    };
   }
   for (const [file, section] of [
     [credFile, (await readIni(credFile)).get(profile)],
@@ -80,7 +88,11 @@ export async function awsIdentity(target: Pick<S3Target, 'region'>, env: NodeJS.
     const s = section?.get('aws_secret_access_key');
     if (k && s) {
       const token = section?.get('aws_session_token');
-      return { credentials: { accessKeyId: k, secretAccessKey: s, ...(token ? { sessionToken: token } : {}) }, region, source: `profile ${profile} (${file})` };
+      return {
+        credentials: { accessKeyId: k, secretAccessKey: s, ...(token ? { sessionToken: token } : {}) },
+        region,
+        source: `profile ${profile} (${file})`,
+      };
     }
   }
   return {
@@ -96,7 +108,11 @@ function enc(s: string): string {
 const XML_ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
 function unxml(s: string): string {
   return s.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (m, e: string) =>
-    e.startsWith('#x') || e.startsWith('#X') ? String.fromCodePoint(parseInt(e.slice(2), 16)) : e.startsWith('#') ? String.fromCodePoint(parseInt(e.slice(1), 10)) : (XML_ENTITIES[e] ?? m),
+    e.startsWith('#x') || e.startsWith('#X')
+      ? String.fromCodePoint(parseInt(e.slice(2), 16))
+      : e.startsWith('#')
+        ? String.fromCodePoint(parseInt(e.slice(1), 10))
+        : (XML_ENTITIES[e] ?? m),
   );
 }
 function tags(xml: string, name: string): string[] {
@@ -141,7 +157,11 @@ export class S3Bucket {
     const keyPath = key === '' ? '' : key.split('/').map(enc).join('/');
     const base = endpoint.pathname.replace(/\/+$/, '');
     if (this.target.forcePathStyle) {
-      return { origin: endpoint.origin, host: endpoint.host, path: `${base}/${enc(this.target.bucket)}/${keyPath}${query}` };
+      return {
+        origin: endpoint.origin,
+        host: endpoint.host,
+        path: `${base}/${enc(this.target.bucket)}/${keyPath}${query}`,
+      };
     }
     const host = `${this.target.bucket}.${endpoint.host}`;
     return { origin: `${endpoint.protocol}//${host}`, host, path: `${base}/${keyPath}${query}` };
@@ -151,7 +171,11 @@ export class S3Bucket {
     method: 'GET' | 'PUT' | 'DELETE',
     key: string,
     opts: { query?: string; body?: Body; bytes?: number; sha256?: string; headers?: Record<string, string> } = {},
-  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: NodeJS.ReadableStream & { text(): Promise<string> } }> {
+  ): Promise<{
+    status: number;
+    headers: Record<string, string | string[] | undefined>;
+    body: NodeJS.ReadableStream & { text(): Promise<string> };
+  }> {
     const u = this.url(key, opts.query ?? '');
     const empty = createHash('sha256').update('').digest('hex');
     const headers: Record<string, string> = {
@@ -159,7 +183,10 @@ export class S3Bucket {
       'x-amz-content-sha256': opts.sha256 ?? empty,
       ...(opts.bytes === undefined ? {} : { 'content-length': String(opts.bytes) }),
     };
-    const signed = this.sign({ host: u.host, path: u.path, method, service: 's3', region: this.id.region, headers }, this.id.credentials);
+    const signed = this.sign(
+      { host: u.host, path: u.path, method, service: 's3', region: this.id.region, headers },
+      this.id.credentials,
+    );
     try {
       const res = await this.request(`${u.origin}${u.path}`, {
         method,
@@ -168,7 +195,11 @@ export class S3Bucket {
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
       });
-      return { status: res.statusCode, headers: res.headers, body: res.body as unknown as NodeJS.ReadableStream & { text(): Promise<string> } };
+      return {
+        status: res.statusCode,
+        headers: res.headers,
+        body: res.body as unknown as NodeJS.ReadableStream & { text(): Promise<string> },
+      };
     } catch (err) {
       const e = err as { code?: string; message?: string };
       throw new S3Error(`${method} ${u.origin}: ${e.code ?? e.message ?? 'error'}`, null, null);
@@ -176,13 +207,22 @@ export class S3Bucket {
   }
 
   /** The call, refused unless the status is one of `ok`; the body of a 2xx answer as text. */
-  async expect(method: 'GET' | 'PUT' | 'DELETE', key: string, opts: Parameters<S3Bucket['call']>[2] = {}, ok: readonly number[] = [200]): Promise<{ status: number; text: string }> {
+  async expect(
+    method: 'GET' | 'PUT' | 'DELETE',
+    key: string,
+    opts: Parameters<S3Bucket['call']>[2] = {},
+    ok: readonly number[] = [200],
+  ): Promise<{ status: number; text: string }> {
     const res = await this.call(method, key, opts);
     const text = await res.body.text().catch(() => '');
     if (!ok.includes(res.status)) {
       const code = tags(text, 'Code')[0] ?? null;
       const msg = tags(text, 'Message')[0] ?? null;
-      throw new S3Error(`${method} ${key === '' ? this.target.bucket : key}: HTTP ${res.status}${code === null ? '' : ` ${code}`}${msg === null ? '' : `: ${msg}`}`, res.status, code);
+      throw new S3Error(
+        `${method} ${key === '' ? this.target.bucket : key}: HTTP ${res.status}${code === null ? '' : ` ${code}`}${msg === null ? '' : `: ${msg}`}`,
+        res.status,
+        code,
+      );
     }
     return { status: res.status, text };
   }
@@ -193,7 +233,12 @@ export class S3Bucket {
     const prefixes: string[] = [];
     let token: string | null = null;
     for (let page = 0; page < 10_000; page++) {
-      const q = [`list-type=2`, `prefix=${enc(prefix)}`, ...(delimiter === undefined ? [] : [`delimiter=${enc(delimiter)}`]), ...(token === null ? [] : [`continuation-token=${enc(token)}`])];
+      const q = [
+        `list-type=2`,
+        `prefix=${enc(prefix)}`,
+        ...(delimiter === undefined ? [] : [`delimiter=${enc(delimiter)}`]),
+        ...(token === null ? [] : [`continuation-token=${enc(token)}`]),
+      ];
       const { text } = await this.expect('GET', '', { query: `?${q.join('&')}` });
       for (const c of tags(text, 'Contents')) keys.push(...tags(c, 'Key'));
       for (const c of tags(text, 'CommonPrefixes')) prefixes.push(...tags(c, 'Prefix'));
@@ -208,6 +253,8 @@ export class S3Bucket {
 export function sseHeaders(target: Pick<S3Target, 'sse' | 'kmsKeyId'>): Record<string, string> {
   return {
     'x-amz-server-side-encryption': target.sse,
-    ...(target.sse === 'aws:kms' && target.kmsKeyId !== undefined ? { 'x-amz-server-side-encryption-aws-kms-key-id': target.kmsKeyId } : {}),
+    ...(target.sse === 'aws:kms' && target.kmsKeyId !== undefined
+      ? { 'x-amz-server-side-encryption-aws-kms-key-id': target.kmsKeyId }
+      : {}),
   };
 }

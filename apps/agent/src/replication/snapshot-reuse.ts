@@ -31,7 +31,13 @@ export const STABLE_MS = 2000;
 async function fingerprint(abs: string): Promise<Fingerprint | null> {
   try {
     const st = await stat(abs, { bigint: true });
-    return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtimeNs: String(st.mtimeNs), ctimeNs: String(st.ctimeNs) };
+    return {
+      dev: String(st.dev),
+      ino: String(st.ino),
+      size: String(st.size),
+      mtimeNs: String(st.mtimeNs),
+      ctimeNs: String(st.ctimeNs),
+    };
   } catch {
     return null;
   }
@@ -50,11 +56,15 @@ export async function fingerprintAll(abs: string): Promise<Fp | null> {
 }
 
 const same = (a: Fingerprint | null, b: Fingerprint | null): boolean =>
-  a === null || b === null ? a === b : a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+  a === null || b === null
+    ? a === b
+    : a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
 function stableBefore(fp: Fp, takenAtMs: number, stableMs: number): boolean {
   const limit = BigInt(Math.floor(takenAtMs - stableMs)) * 1_000_000n;
-  return [fp.main, fp.wal, fp.journal].every((f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit));
+  return [fp.main, fp.wal, fp.journal].every(
+    (f) => f === null || (BigInt(f.mtimeNs) < limit && BigInt(f.ctimeNs) < limit),
+  );
 }
 
 export interface Previous {

@@ -175,7 +175,10 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     await writeFileNew(join(building, 'SHA256SUMS'), formatSums(entries));
     for (const d of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(d);
     await publishGeneration(tierRoot, generation, building, () =>
-      writeAtomic(join(tierRoot, `${generation}.sources.json`), JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints)),
+      writeAtomic(
+        join(tierRoot, `${generation}.sources.json`),
+        JSON.stringify({ takenAtMs, files: fps } satisfies Fingerprints),
+      ),
     );
     await pruneOutbox(tierRoot, cfg.keepLocal, generation, recipes);
     const isSecret = (p: string) => cfg.secretPatterns.some((r) => r.test(p.toLowerCase()));
@@ -194,7 +197,13 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
   }
 }
 
-async function copyItem(cfg: ReplicationConfig, item: Planned, dest: string, stripped: string[], recipes: RecipeStore): Promise<ManifestEntry> {
+async function copyItem(
+  cfg: ReplicationConfig,
+  item: Planned,
+  dest: string,
+  stripped: string[],
+  recipes: RecipeStore,
+): Promise<ManifestEntry> {
   if (item.kind === 'sqlite') {
     try {
       await backupSqlite(item.abs, dest);

@@ -23,11 +23,29 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
-import { ERRORS, formatSums, GENERATION_RE, isSecretPath, parseSums, sumsDisagreement, type Manifest, type ManifestEntry, type Tier } from '@hq/protocol';
+import {
+  ERRORS,
+  formatSums,
+  GENERATION_RE,
+  isSecretPath,
+  parseSums,
+  sumsDisagreement,
+  type Manifest,
+  type ManifestEntry,
+  type Tier,
+} from '@hq/protocol';
 import type { S3Target } from './config.js';
 import { awsIdentity, S3Bucket, S3Error, sseHeaders } from './s3-bucket.js';
 
-export { awsIdentity, parseIni, S3Bucket, S3Error, sseHeaders, type AwsCredentials, type AwsIdentity } from './s3-bucket.js';
+export {
+  awsIdentity,
+  parseIni,
+  S3Bucket,
+  S3Error,
+  sseHeaders,
+  type AwsCredentials,
+  type AwsIdentity,
+} from './s3-bucket.js';
 
 /** The tier's generations in the bucket, oldest first, and which of them are published (one listing). */
 async function generations(b: S3Bucket, tier: Tier): Promise<{ name: string; published: boolean }[]> {
@@ -39,7 +57,9 @@ async function generations(b: S3Bucket, tier: Tier): Promise<{ name: string; pub
     if (name === undefined || !GENERATION_RE.test(name)) continue;
     found.set(name, found.get(name) === true || rest.join('/') === 'MANIFEST.json');
   }
-  return [...found.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, published]) => ({ name, published }));
+  return [...found.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, published]) => ({ name, published }));
 }
 
 /** Deletes one generation: its manifest first (unpublished at once), then the rest. */
@@ -88,7 +108,14 @@ export function secretEntry(entries: readonly ManifestEntry[], patterns: readonl
 }
 
 function failure(err: unknown): S3SurvivalResult {
-  if (err instanceof S3Error) return { ok: false, kind: err.status === null || err.status >= 500 ? 'unreachable' : 'refused', status: err.status, error: err.code, message: err.message };
+  if (err instanceof S3Error)
+    return {
+      ok: false,
+      kind: err.status === null || err.status >= 500 ? 'unreachable' : 'refused',
+      status: err.status,
+      error: err.code,
+      message: err.message,
+    };
   return { ok: false, kind: 'unreachable', status: null, error: null, message: (err as Error).message ?? String(err) };
 }
 
@@ -106,7 +133,14 @@ export async function pushSurvivalS3(opts: {
   readonly env?: NodeJS.ProcessEnv;
 }): Promise<S3SurvivalResult> {
   const secret = secretEntry(opts.entries, opts.secretPatterns);
-  if (secret !== null) return { ok: false, kind: 'refused', status: null, error: null, message: `${secret.path} is a secret and never goes to a survival copy` };
+  if (secret !== null)
+    return {
+      ok: false,
+      kind: 'refused',
+      status: null,
+      error: null,
+      message: `${secret.path} is a secret and never goes to a survival copy`,
+    };
   const id = await awsIdentity(opts.target, opts.env);
   if ('problem' in id) return { ok: false, kind: 'refused', status: null, error: null, message: id.problem };
   try {
@@ -119,7 +153,13 @@ export async function pushSurvivalS3(opts: {
       const { parseManifest } = await import('@hq/protocol/schemas');
       const was = parseManifest((await b.expect('GET', b.key(`${m.tier}/${newest.name}/MANIFEST.json`))).text);
       if (typeof was !== 'string' && was.leaseGeneration > m.leaseGeneration) {
-        return { ok: false, kind: 'refused', status: null, error: ERRORS.STALE_GENERATION.code, message: `the bucket holds ${newest.name} from lease generation ${was.leaseGeneration}, newer than this one (${m.leaseGeneration})` };
+        return {
+          ok: false,
+          kind: 'refused',
+          status: null,
+          error: ERRORS.STALE_GENERATION.code,
+          message: `the bucket holds ${newest.name} from lease generation ${was.leaseGeneration}, newer than this one (${m.leaseGeneration})`,
+        };
       }
     }
     const root = `${m.tier}/${m.generation}`;
@@ -137,7 +177,12 @@ export async function pushSurvivalS3(opts: {
     const manifest: Manifest = { ...m, entries: [...opts.entries] };
     const put = async (name: string, text: string, type: string): Promise<void> => {
       const data = Buffer.from(text);
-      await b.expect('PUT', b.key(`${root}/${name}`), { body: data, bytes: data.length, sha256: createHash('sha256').update(data).digest('hex'), headers: { ...sse, 'content-type': type } });
+      await b.expect('PUT', b.key(`${root}/${name}`), {
+        body: data,
+        bytes: data.length,
+        sha256: createHash('sha256').update(data).digest('hex'),
+        headers: { ...sse, 'content-type': type },
+      });
       sentBytes += data.length;
     };
     await put('SHA256SUMS', formatSums(manifest.entries), 'text/plain');
@@ -165,8 +210,21 @@ export interface S3TierVerification {
  * Reads the newest published generation of a tier back: the manifest (well formed, this tier
  * and generation, no secret), SHA256SUMS equal to it, and every file's size and sha256.
  */
-export async function verifyS3Tier(b: S3Bucket, tier: Tier, secretPatterns: readonly RegExp[]): Promise<S3TierVerification> {
-  const base = { tier, ok: false, generation: null, generations: 0, holder: null, leaseGeneration: null, entries: null, checked: 0 };
+export async function verifyS3Tier(
+  b: S3Bucket,
+  tier: Tier,
+  secretPatterns: readonly RegExp[],
+): Promise<S3TierVerification> {
+  const base = {
+    tier,
+    ok: false,
+    generation: null,
+    generations: 0,
+    holder: null,
+    leaseGeneration: null,
+    entries: null,
+    checked: 0,
+  };
   try {
     const all = (await generations(b, tier)).filter((g) => g.published);
     const name = all.at(-1)?.name;
@@ -177,7 +235,8 @@ export async function verifyS3Tier(b: S3Bucket, tier: Tier, secretPatterns: read
     const m = parseManifest((await b.expect('GET', b.key(`${root}/MANIFEST.json`))).text);
     if (typeof m === 'string') return { ...info, reason: `${tier}: invalid manifest: ${m}` };
     const known = { ...info, holder: m.holder, leaseGeneration: m.leaseGeneration, entries: m.entries.length };
-    if (m.generation !== name || m.tier !== tier) return { ...known, reason: `${tier}: manifest names ${m.tier} ${m.generation}, the folder is ${tier} ${name}` };
+    if (m.generation !== name || m.tier !== tier)
+      return { ...known, reason: `${tier}: manifest names ${m.tier} ${m.generation}, the folder is ${tier} ${name}` };
     const secret = secretEntry(m.entries, secretPatterns);
     if (secret !== null) return { ...known, reason: `${tier}: the copy holds a secret: ${secret.path}` };
     const sums = parseSums((await b.expect('GET', b.key(`${root}/SHA256SUMS`))).text);
@@ -217,7 +276,17 @@ export async function verifyS3(opts: {
 }): Promise<S3TierVerification[]> {
   const id = await awsIdentity(opts.target, opts.env);
   if ('problem' in id) {
-    return opts.tiers.map((tier) => ({ tier, ok: false, generation: null, generations: 0, holder: null, leaseGeneration: null, entries: null, checked: 0, reason: id.problem }));
+    return opts.tiers.map((tier) => ({
+      tier,
+      ok: false,
+      generation: null,
+      generations: 0,
+      holder: null,
+      leaseGeneration: null,
+      entries: null,
+      checked: 0,
+      reason: id.problem,
+    }));
   }
   const b = await S3Bucket.open(opts.target, id, opts.timeoutSeconds);
   const out: S3TierVerification[] = [];
@@ -227,7 +296,10 @@ export async function verifyS3(opts: {
 
 /** `hq-standby verify s3://bucket/prefix core=GEN(holder · ok 3/3 · 4 kept) OK`. */
 export function formatS3Verification(target: S3Target, results: readonly S3TierVerification[]): string {
-  const parts = results.map((t) => `${t.tier}=${t.generation ?? 'missing'}(${t.holder ?? '?'} · ok ${t.checked}/${t.entries ?? '?'} · ${t.generations} kept)`);
+  const parts = results.map(
+    (t) =>
+      `${t.tier}=${t.generation ?? 'missing'}(${t.holder ?? '?'} · ok ${t.checked}/${t.entries ?? '?'} · ${t.generations} kept)`,
+  );
   const bad = results.filter((t) => !t.ok).map((t) => t.reason ?? `${t.tier}: failed`);
   const where = `s3://${target.bucket}${target.prefix === '' ? '' : `/${target.prefix}`}`;
   return `hq-standby verify ${where} ${parts.join(' ')} ${bad.length === 0 ? 'OK' : `FAIL ${bad.join(', ')}`}`;

@@ -35,16 +35,26 @@ export async function pushSurvival(opts: {
       if (sent.has(e.sha256)) continue;
       sent.add(e.sha256);
       const body = e.bytes === 0 ? '' : createReadStream(join(opts.dir, e.path));
-      const a = await call(to, 'PUT', `${path}/blobs/${e.sha256}`, body, { 'content-type': 'application/octet-stream', 'content-length': String(e.bytes) });
+      const a = await call(to, 'PUT', `${path}/blobs/${e.sha256}`, body, {
+        'content-type': 'application/octet-stream',
+        'content-length': String(e.bytes),
+      });
       if (a.status !== 200) return refused(a);
       sentBytes += e.bytes;
     }
     const manifest: Manifest = { ...opts.manifest, entries: [...opts.entries] };
-    const a = await call(to, 'PUT', path, JSON.stringify({ manifest, sums: formatSums(manifest.entries) }), { 'content-type': 'application/json' });
+    const a = await call(to, 'PUT', path, JSON.stringify({ manifest, sums: formatSums(manifest.entries) }), {
+      'content-type': 'application/json',
+    });
     if (a.status !== 200) return refused(a);
     return { ok: true, files: opts.entries.length, sentBytes };
   } catch (err) {
     // An exchange that failed or ran out of time: nothing was refused, nothing to read.
-    return { ok: false, status: null, error: null, message: err instanceof Unreachable ? err.message : ((err as { message?: string }).message ?? 'error') };
+    return {
+      ok: false,
+      status: null,
+      error: null,
+      message: err instanceof Unreachable ? err.message : ((err as { message?: string }).message ?? 'error'),
+    };
   }
 }

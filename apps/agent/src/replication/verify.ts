@@ -29,7 +29,12 @@ export interface VerifiedFile {
 }
 
 export type GenerationCheck =
-  | { readonly ok: true; readonly manifest: Manifest; readonly files: readonly VerifiedFile[]; readonly checked: number }
+  | {
+      readonly ok: true;
+      readonly manifest: Manifest;
+      readonly files: readonly VerifiedFile[];
+      readonly checked: number;
+    }
   | { readonly ok: false; readonly reason: string; readonly manifest: Manifest | null; readonly checked: number };
 
 async function regularFile(path: string): Promise<string | null> {
@@ -60,27 +65,44 @@ async function listTree(dir: string, rel = '', out: string[] = []): Promise<stri
 }
 
 /** Checks a generation folder (steps 2–5). `expect` = the folder's generation name and tier. */
-export async function checkGenerationDir(dir: string, expect: { readonly generation: string; readonly tier: Tier }): Promise<GenerationCheck> {
+export async function checkGenerationDir(
+  dir: string,
+  expect: { readonly generation: string; readonly tier: Tier },
+): Promise<GenerationCheck> {
   for (const f of INDEX_FILES) {
     const p = await regularFile(join(dir, f));
     if (p !== null) return { ok: false, reason: `${f} ${p}`, manifest: null, checked: 0 };
   }
   const manifest = parseManifest(await readFile(join(dir, 'MANIFEST.json'), 'utf8'));
-  if (typeof manifest === 'string') return { ok: false, reason: `invalid manifest: ${manifest}`, manifest: null, checked: 0 };
+  if (typeof manifest === 'string')
+    return { ok: false, reason: `invalid manifest: ${manifest}`, manifest: null, checked: 0 };
   if (manifest.generation !== expect.generation) {
-    return { ok: false, reason: `manifest names generation ${manifest.generation}, the folder is ${expect.generation}`, manifest, checked: 0 };
+    return {
+      ok: false,
+      reason: `manifest names generation ${manifest.generation}, the folder is ${expect.generation}`,
+      manifest,
+      checked: 0,
+    };
   }
-  if (manifest.tier !== expect.tier) return { ok: false, reason: `manifest names tier ${manifest.tier}, the folder is ${expect.tier}`, manifest, checked: 0 };
+  if (manifest.tier !== expect.tier)
+    return {
+      ok: false,
+      reason: `manifest names tier ${manifest.tier}, the folder is ${expect.tier}`,
+      manifest,
+      checked: 0,
+    };
   const sums = parseSums(await readFile(join(dir, 'SHA256SUMS'), 'utf8'));
   if (!sums.ok) return { ok: false, reason: sums.reason, manifest, checked: 0 };
   const disagreement = sumsDisagreement(manifest, sums.sums);
-  if (disagreement !== null) return { ok: false, reason: `manifest/checksum list mismatch: ${disagreement}`, manifest, checked: 0 };
+  if (disagreement !== null)
+    return { ok: false, reason: `manifest/checksum list mismatch: ${disagreement}`, manifest, checked: 0 };
   const present: string[] = [];
   const treeProblem = await listTree(dir, '', present);
   if (treeProblem !== null) return { ok: false, reason: treeProblem, manifest, checked: 0 };
   const listed = new Set(manifest.entries.map((e) => e.path));
   for (const p of present) {
-    if (!INDEX_FILES.includes(p) && !listed.has(p)) return { ok: false, reason: `file not in the manifest: ${p}`, manifest, checked: 0 };
+    if (!INDEX_FILES.includes(p) && !listed.has(p))
+      return { ok: false, reason: `file not in the manifest: ${p}`, manifest, checked: 0 };
   }
   const have = new Set(present);
   const files: VerifiedFile[] = [];
@@ -125,7 +147,11 @@ async function realDir(path: string): Promise<string | null> {
 }
 
 /** Steps 1–5 for the `latest` of one tier. */
-export async function verifyTier(standbyDir: string, tier: Tier, nowMs: number = wallClockMs.now()): Promise<TierVerification> {
+export async function verifyTier(
+  standbyDir: string,
+  tier: Tier,
+  nowMs: number = wallClockMs.now(),
+): Promise<TierVerification> {
   const base = {
     tier,
     ok: false,
@@ -147,7 +173,11 @@ export async function verifyTier(standbyDir: string, tier: Tier, nowMs: number =
   if (tierProblem !== null) return { ...base, reason: `${tier}: tier folder ${tierProblem}` };
   const name = await readLatest(join(tierRoot, 'latest'));
   if (name === null) return { ...base, reason: `${tier}: latest is missing or not a link` };
-  if (!GENERATION_RE.test(name)) return { ...base, reason: `${tier}: latest points outside the tier folder or to a bad name (${JSON.stringify(name)})` };
+  if (!GENERATION_RE.test(name))
+    return {
+      ...base,
+      reason: `${tier}: latest points outside the tier folder or to a bad name (${JSON.stringify(name)})`,
+    };
   const dir = join(tierRoot, name);
   const dirProblem = await realDir(dir);
   if (dirProblem !== null) return { ...base, generation: name, reason: `${tier}: generation ${name} ${dirProblem}` };
@@ -172,7 +202,8 @@ export async function verifyTier(standbyDir: string, tier: Tier, nowMs: number =
 /** The seeds' one-line verdict: `hq-standby verify core=GEN(12m · mbp · ok 9/9) OK`. */
 export function formatVerification(results: readonly TierVerification[]): string {
   const parts = results.map(
-    (t) => `${t.tier}=${t.generation ?? 'missing'}(${t.ageSeconds === null ? '?' : Math.floor(t.ageSeconds / 60)}m · ${t.host ?? '?'} · ok ${t.checked}/${t.entries ?? '?'})`,
+    (t) =>
+      `${t.tier}=${t.generation ?? 'missing'}(${t.ageSeconds === null ? '?' : Math.floor(t.ageSeconds / 60)}m · ${t.host ?? '?'} · ok ${t.checked}/${t.entries ?? '?'})`,
   );
   const bad = results.filter((t) => !t.ok).map((t) => t.reason ?? `${t.tier}: failed`);
   return `hq-standby verify ${parts.join(' ')} ${bad.length === 0 ? 'OK' : `FAIL ${bad.join(', ')}`}`;

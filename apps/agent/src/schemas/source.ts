@@ -12,7 +12,20 @@ import { GENERATION_CEILING, HOST_SCHEMA_PATTERN, ROLE_SCHEMA_PATTERN } from '@h
 
 import { Host } from '@hq/protocol/schemas';
 
-export { AgentStatus, HeartbeatReport, OkAnswer, PeerInfo, Primary, RunClaimBody, RunClaimed, RunParams, RunRefused, RunStartedBody, SeenAnswer, SteppedDownAnswer } from '@hq/protocol/schemas';
+export {
+  AgentStatus,
+  HeartbeatReport,
+  OkAnswer,
+  PeerInfo,
+  Primary,
+  RunClaimBody,
+  RunClaimed,
+  RunParams,
+  RunRefused,
+  RunStartedBody,
+  SeenAnswer,
+  SteppedDownAnswer,
+} from '@hq/protocol/schemas';
 // `POST /v1/events`: a category, one of its closed list of events, flat scalar data under camelCase keys.
 export { ReportedEventBody } from '@hq/protocol/schemas';
 
@@ -21,7 +34,8 @@ export { ReportedEventBody } from '@hq/protocol/schemas';
 
 const Seconds = Type.Number({ exclusiveMinimum: 0 });
 const Url = Type.String({ pattern: '^https?://' });
-const HostMap = (value: ReturnType<typeof Type.String>) => Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
+const HostMap = (value: ReturnType<typeof Type.String>) =>
+  Type.Record(Type.String({ pattern: HOST_SCHEMA_PATTERN }), value);
 
 /** The agent's config file: unknown keys refused (config.ts names the key and its owner). */
 export const AgentConfigSchema = Type.Object(
@@ -42,7 +56,10 @@ export const AgentConfigSchema = Type.Object(
     requestTimeoutSeconds: Type.Optional(Seconds),
     listen: Type.Optional(
       Type.Object(
-        { host: Type.Optional(Type.String({ minLength: 1 })), port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })) },
+        {
+          host: Type.Optional(Type.String({ minLength: 1 })),
+          port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+        },
         { additionalProperties: false },
       ),
     ),
@@ -100,4 +117,8 @@ export const PeerConfirmBody = Type.Object(
   },
   { additionalProperties: false },
 );
-export const PeerConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Type.String() });
+export const PeerConfirmAnswer = Type.Object({
+  confirmed: Type.Boolean(),
+  generation: Type.Integer(),
+  reason: Type.String(),
+});

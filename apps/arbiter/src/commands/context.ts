@@ -53,7 +53,9 @@ export function refuseUnnamedDatabase(cfg: ArbiterConfig): void {
   const db = join(cfg.dataDir, 'hq.db');
   if (existsSync(db)) return;
   const looked = defaultConfigPaths(ARBITER_CONFIG).join(', ');
-  throw usage(`no config file found (--config, $HQ_ARBITER_CONFIG, ${looked}), and no database at ${db}: pass the daemon's --config (for example --config /etc/hq/arbiter.json); nothing was created`);
+  throw usage(
+    `no config file found (--config, $HQ_ARBITER_CONFIG, ${looked}), and no database at ${db}: pass the daemon's --config (for example --config /etc/hq/arbiter.json); nothing was created`,
+  );
 }
 
 /** Runs `use` on the configured store (SQLite's file, or etcd's prefix), opened for one shot: no election. */

@@ -33,7 +33,9 @@ export async function checkCommand({ p, words, io }: Invocation): Promise<number
   noWords('check', words);
   const cfg = await config(p);
   if (cfg.store.kind === 'etcd') {
-    throw usage('check: with store "etcd" only the elected arbiter checks (it needs the election): ask it with "curl -X POST -H \'authorization: Bearer $ADMIN\' http://ARBITER:8470/v1/check" (any arbiter forwards it)');
+    throw usage(
+      'check: with store "etcd" only the elected arbiter checks (it needs the election): ask it with "curl -X POST -H \'authorization: Bearer $ADMIN\' http://ARBITER:8470/v1/check" (any arbiter forwards it)',
+    );
   }
   refuseUnnamedDatabase(cfg);
   const { createRuntime } = await import('../server/runtime.js');
@@ -45,7 +47,9 @@ export async function checkCommand({ p, words, io }: Invocation): Promise<number
       return 0;
     }
     const l = r.state.lease;
-    io.out(`${JSON.stringify({ promoted: false, streak: l.dualUnreachableStreak, holder: l.holder, generation: l.generation, skipped: r.reason })}\n`);
+    io.out(
+      `${JSON.stringify({ promoted: false, streak: l.dualUnreachableStreak, holder: l.holder, generation: l.generation, skipped: r.reason })}\n`,
+    );
     return 1;
   } finally {
     await rt.close();

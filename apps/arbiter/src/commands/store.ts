@@ -20,8 +20,10 @@ export async function migrateCommand({ p, words, io, clock }: Invocation): Promi
   noWords('migrate', words);
   const from = flagString(p, 'from');
   const to = flagString(p, 'to');
-  if (from === undefined || !from.startsWith('sqlite:') || from.length === 'sqlite:'.length) throw usage('migrate needs --from sqlite:PATH (the SQLite arbiter\'s dataDir or its hq.db)');
-  if (to === undefined || !to.startsWith('etcd:') || to.length === 'etcd:'.length) throw usage('migrate needs --to etcd:URL[,URL…] (the etcd members\' client URLs)');
+  if (from === undefined || !from.startsWith('sqlite:') || from.length === 'sqlite:'.length)
+    throw usage("migrate needs --from sqlite:PATH (the SQLite arbiter's dataDir or its hq.db)");
+  if (to === undefined || !to.startsWith('etcd:') || to.length === 'etcd:'.length)
+    throw usage("migrate needs --to etcd:URL[,URL…] (the etcd members' client URLs)");
   const target = etcdStoreOf(to.slice('etcd:'.length).split(','), flagString(p, 'prefix'));
   if ('key' in target) throw usage(`${target.key === 'store.prefix' ? '--prefix' : '--to'}: ${target.message}`);
   const { EtcdClient } = await import('../store/etcd/client.js');
@@ -31,7 +33,11 @@ export async function migrateCommand({ p, words, io, clock }: Invocation): Promi
   } catch (err) {
     throw usage((err as Error).message);
   }
-  const client = new EtcdClient({ endpoints: target.endpoints, dialTimeoutMs: target.dialTimeoutMs, requestTimeoutMs: target.requestTimeoutMs });
+  const client = new EtcdClient({
+    endpoints: target.endpoints,
+    dialTimeoutMs: target.dialTimeoutMs,
+    requestTimeoutMs: target.requestTimeoutMs,
+  });
   try {
     const r = await migrateSqliteToEtcd({ path: from.slice('sqlite:'.length) }, client, target.prefix, clock.now());
     if (flagBool(p, 'json')) io.out(`${JSON.stringify(r)}\n`);
@@ -40,7 +46,9 @@ export async function migrateCommand({ p, words, io, clock }: Invocation): Promi
         `migrated ${r.from} to etcd ${target.endpoints.join(',')} ${r.prefix}: holder ${r.holder ?? 'none'}, generation ${r.generation}, floor ${r.floor}; ` +
           `${r.tokens} token(s), ${r.events} event(s), ${r.resources} resource(s), ${r.portLeases} port lease(s); ${r.keys} keys\n`,
       );
-      io.err('hq-arbiter: now stop the SQLite arbiter before any etcd arbiter starts, then point the agents\' arbiterUrls at the etcd arbiters\n');
+      io.err(
+        "hq-arbiter: now stop the SQLite arbiter before any etcd arbiter starts, then point the agents' arbiterUrls at the etcd arbiters\n",
+      );
     }
     return 0;
   } catch (err) {
@@ -56,7 +64,8 @@ export async function migrateCommand({ p, words, io, clock }: Invocation): Promi
 export async function importElanousCommand({ p, words, io, clock }: Invocation): Promise<number> {
   if (words.length > 0) throw usage(`import elanous takes no further arguments (got "${words[0]}")`);
   const file = flagString(p, 'lease');
-  if (file === undefined) throw usage('import elanous needs --lease FILE (the old lease record, ~/.elanous-hq/lease.json)');
+  if (file === undefined)
+    throw usage('import elanous needs --lease FILE (the old lease record, ~/.elanous-hq/lease.json)');
   const json = flagBool(p, 'json');
   const cfg = await config(p);
   const mod = await import('../import-elanous.js');
@@ -69,13 +78,19 @@ export async function importElanousCommand({ p, words, io, clock }: Invocation):
   const now = clock.now() / 1000;
   const dryRun = flagBool(p, 'dry-run');
   const blank = dryRun ? mod.notCreatedYet(cfg) : null;
-  const r = blank !== null ? mod.dryImport(blank, cfg, old.value, now) : await withStore(cfg, (store) => mod.importElanous(store, cfg, old.value, now, dryRun));
+  const r =
+    blank !== null
+      ? mod.dryImport(blank, cfg, old.value, now)
+      : await withStore(cfg, (store) => mod.importElanous(store, cfg, old.value, now, dryRun));
   if (json) io.out(`${JSON.stringify({ ...r.answer, dryRun, old: r.old })}\n`);
   if (!r.answer.ok) {
     io.err(`hq-arbiter: import elanous: ${mod.describeImport(r)}\n`);
     return 1;
   }
   if (!json) io.out(`${mod.describeImport(r)}\n`);
-  if (!dryRun) io.err('hq-arbiter: import elanous: retire the elanous arbiter-check line of this host\'s crontab now if it is still there: elanous must not promote any more\n');
+  if (!dryRun)
+    io.err(
+      "hq-arbiter: import elanous: retire the elanous arbiter-check line of this host's crontab now if it is still there: elanous must not promote any more\n",
+    );
   return 0;
 }

@@ -45,6 +45,7 @@ function admit(app: FastifyInstance, req: FastifyRequest, scope: RouteScope, aut
   if (scope === 'member' && p.scope !== 'member' && p.scope !== 'admin') {
     return new HttpError(ERRORS.FORBIDDEN, 'this needs a member or admin token');
   }
-  if (scope === 'heartbeat' && p.scope !== 'member') return new HttpError(ERRORS.FORBIDDEN, 'heartbeats need a member token');
+  if (scope === 'heartbeat' && p.scope !== 'member')
+    return new HttpError(ERRORS.FORBIDDEN, 'heartbeats need a member token');
   return undefined;
 }

@@ -27,7 +27,16 @@ import type { Leadership, Route } from '../leadership.js';
 export const FORWARDED_HEADER = 'x-hq-forwarded-by';
 
 /** Request headers not passed on (hop-by-hop, or set by the next hop itself). */
-const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'proxy-connection', 'te', 'trailer']);
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'proxy-connection',
+  'te',
+  'trailer',
+]);
 
 export interface ForwardOptions {
   readonly leadership: Leadership;
@@ -55,13 +64,20 @@ export const forwardPlugin = fp(
         (err: unknown) => done(err as Error),
       );
     });
-    const forward = async (req: FastifyRequest, reply: FastifyReply, route: Exclude<Route, { to: 'self' }>): Promise<void> => {
+    const forward = async (
+      req: FastifyRequest,
+      reply: FastifyReply,
+      route: Exclude<Route, { to: 'self' }>,
+    ): Promise<void> => {
       // The reason verbatim (the default body is one shortened line).
       const refuse = (message: string): never => {
         throw new HttpError(ERRORS.NOT_ELECTED, message, { error: ERRORS.NOT_ELECTED.code, message });
       };
       if (route.to === 'none') return refuse(`${ERRORS.NOT_ELECTED.message}: ${route.why}`);
-      if (req.headers[FORWARDED_HEADER] !== undefined) return refuse(`${ERRORS.NOT_ELECTED.message}: forwarded here by ${String(req.headers[FORWARDED_HEADER])}, but this arbiter is not elected either`);
+      if (req.headers[FORWARDED_HEADER] !== undefined)
+        return refuse(
+          `${ERRORS.NOT_ELECTED.message}: forwarded here by ${String(req.headers[FORWARDED_HEADER])}, but this arbiter is not elected either`,
+        );
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
       headers[FORWARDED_HEADER] = opts.leadership.self;
@@ -78,7 +94,8 @@ export const forwardPlugin = fp(
           signal: AbortSignal.timeout(timeoutMs),
         });
         reply.code(res.statusCode);
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !HOP.has(k) && k !== 'content-length') reply.header(k, v);
+        for (const [k, v] of Object.entries(res.headers))
+          if (v !== undefined && !HOP.has(k) && k !== 'content-length') reply.header(k, v);
         reply.send(Buffer.from(await res.body.arrayBuffer()));
       } catch (err) {
         req.log.warn({ err: (err as Error).message, to: route.url }, 'forwarding to the elected arbiter failed');

@@ -17,7 +17,14 @@
  * Ids, the TTL bounds and every request and answer are the protocol's (`@hq/protocol`
  * registry.ts). Times in the registry are epoch milliseconds (the seeds' `ttlMs`, `observedAt`).
  */
-import { MAX_TTL_MS, MIN_TTL_MS, type AttrValue, type PortRange, type RegistryRefusal, type ResourceKind } from '@hq/protocol';
+import {
+  MAX_TTL_MS,
+  MIN_TTL_MS,
+  type AttrValue,
+  type PortRange,
+  type RegistryRefusal,
+  type ResourceKind,
+} from '@hq/protocol';
 
 export type { AttrValue, PortRange, ResourceKind };
 
@@ -49,16 +56,32 @@ function isPort(n: unknown): n is number {
 
 /** Checks a band configuration; names the key and the rule. */
 export function validateBands(b: Bands): { ok: true } | { ok: false; key: string; message: string } {
-  for (const [key, r] of [['test', b.test], ['offline', b.offline]] as const) {
-    if (!isPort(r.from) || !isPort(r.to)) return { ok: false, key: `portBands.${key}`, message: `portBands.${key}: from and to must be ports 1–65535` };
-    if (r.from > r.to) return { ok: false, key: `portBands.${key}`, message: `portBands.${key}: from (${r.from}) must not exceed to (${r.to})` };
+  for (const [key, r] of [
+    ['test', b.test],
+    ['offline', b.offline],
+  ] as const) {
+    if (!isPort(r.from) || !isPort(r.to))
+      return { ok: false, key: `portBands.${key}`, message: `portBands.${key}: from and to must be ports 1–65535` };
+    if (r.from > r.to)
+      return {
+        ok: false,
+        key: `portBands.${key}`,
+        message: `portBands.${key}: from (${r.from}) must not exceed to (${r.to})`,
+      };
   }
   if (b.test.from <= b.offline.to && b.offline.from <= b.test.to) {
     return { ok: false, key: 'portBands.offline', message: 'portBands.offline: must not overlap the test band' };
   }
-  for (const p of b.reserved) if (!isPort(p)) return { ok: false, key: 'portBands.reserved', message: `portBands.reserved: ${String(p)} is not a port` };
+  for (const p of b.reserved)
+    if (!isPort(p))
+      return { ok: false, key: 'portBands.reserved', message: `portBands.reserved: ${String(p)} is not a port` };
   const free = b.test.to - b.test.from + 1 - b.reserved.filter((p) => p >= b.test.from && p <= b.test.to).length;
-  if (free < 1) return { ok: false, key: 'portBands.reserved', message: 'portBands.reserved: leaves no allocatable port in the test band' };
+  if (free < 1)
+    return {
+      ok: false,
+      key: 'portBands.reserved',
+      message: 'portBands.reserved: leaves no allocatable port in the test band',
+    };
   return { ok: true };
 }
 
@@ -129,7 +152,11 @@ export function decideAllocation(a: AllocateInput): AllocateResult {
   const share = hostShare(a.bands);
   const held = a.rows.filter((r) => r.machine === a.machine && isLive(r, a.now) && inBand(r.port, test)).length;
   if (held >= share) {
-    return { ok: false, reason: 'band-full', message: `${a.machine} already holds ${held} port${held === 1 ? '' : 's'} of the test band ${test.from}–${test.to}, its share (half the band); release one first` };
+    return {
+      ok: false,
+      reason: 'band-full',
+      message: `${a.machine} already holds ${held} port${held === 1 ? '' : 's'} of the test band ${test.from}–${test.to}, its share (half the band); release one first`,
+    };
   }
   const reserved = new Set(a.bands.reserved);
   const excluded = new Set(a.excluded.filter((p) => inBand(p, test)));
@@ -153,7 +180,11 @@ export function decideAllocation(a: AllocateInput): AllocateResult {
     return { ok: true, lease, reused: row ?? null };
   }
   const skipped = excluded.size > 0 ? ` (${excluded.size} excluded by the caller)` : '';
-  return { ok: false, reason: 'band-full', message: `every port of the test band ${test.from}–${test.to} is leased${skipped}` };
+  return {
+    ok: false,
+    reason: 'band-full',
+    message: `every port of the test band ${test.from}–${test.to} is leased${skipped}`,
+  };
 }
 
 /** Who is asking: a member acts only for its own machine; an admin for any. */
@@ -164,19 +195,35 @@ export interface Actor {
 
 export type LeaseAccess =
   | { readonly ok: true; readonly lease: PortLeaseRow }
-  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'not-found' | 'wrong-owner' | 'wrong-id'>; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly reason: Extract<RegistryRefusal, 'not-found' | 'wrong-owner' | 'wrong-id'>;
+      readonly message: string;
+    };
 
 /**
  * Renew and release: unknown or expired → 404; another machine's lease → 403 (checked before
  * the id, so a stranger learns nothing about ids); a different id → 409 (a newer lease of the
  * same owner, or a stale client).
  */
-export function decideLeaseAccess(row: PortLeaseRow | undefined, port: number, leaseId: string, actor: Actor, now: number): LeaseAccess {
-  if (row === undefined || !isLive(row, now)) return { ok: false, reason: 'not-found', message: `no live lease on port ${port}` };
+export function decideLeaseAccess(
+  row: PortLeaseRow | undefined,
+  port: number,
+  leaseId: string,
+  actor: Actor,
+  now: number,
+): LeaseAccess {
+  if (row === undefined || !isLive(row, now))
+    return { ok: false, reason: 'not-found', message: `no live lease on port ${port}` };
   if (!actor.admin && row.machine !== actor.machine) {
-    return { ok: false, reason: 'wrong-owner', message: `the lease on port ${port} belongs to "${row.machine}", not "${actor.machine}"` };
+    return {
+      ok: false,
+      reason: 'wrong-owner',
+      message: `the lease on port ${port} belongs to "${row.machine}", not "${actor.machine}"`,
+    };
   }
-  if (row.leaseId !== leaseId) return { ok: false, reason: 'wrong-id', message: `x-port-lease-id does not match the lease on port ${port}` };
+  if (row.leaseId !== leaseId)
+    return { ok: false, reason: 'wrong-id', message: `x-port-lease-id does not match the lease on port ${port}` };
   return { ok: true, lease: row };
 }
 
@@ -218,16 +265,29 @@ export interface RegisterInput {
 
 export type ResourceResult =
   | { readonly ok: true; readonly resource: ResourceRow }
-  | { readonly ok: false; readonly reason: Extract<RegistryRefusal, 'wrong-host' | 'id-taken' | 'not-found'>; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly reason: Extract<RegistryRefusal, 'wrong-host' | 'id-taken' | 'not-found'>;
+      readonly message: string;
+    };
 
 /**
  * 1. a member token registers only for its own machine (403);
  * 2. a live resource of another machine keeps its id (409); an expired one is taken over;
  * 3. otherwise the row is (re)written; re-registering a live resource keeps `registeredAt`.
  */
-export function decideRegister(existing: ResourceRow | undefined, req: RegisterInput, actor: Actor, now: number): ResourceResult {
+export function decideRegister(
+  existing: ResourceRow | undefined,
+  req: RegisterInput,
+  actor: Actor,
+  now: number,
+): ResourceResult {
   if (!actor.admin && req.machine !== actor.machine) {
-    return { ok: false, reason: 'wrong-host', message: `this member token belongs to "${actor.machine}", not "${req.machine}"` };
+    return {
+      ok: false,
+      reason: 'wrong-host',
+      message: `this member token belongs to "${actor.machine}", not "${req.machine}"`,
+    };
   }
   const live = existing !== undefined && isLive(existing, now);
   if (live && existing.machine !== req.machine) {
@@ -253,21 +313,40 @@ export function decideRegister(existing: ResourceRow | undefined, req: RegisterI
 }
 
 function access(existing: ResourceRow | undefined, id: string, actor: Actor, now: number): ResourceResult {
-  if (existing === undefined || !isLive(existing, now)) return { ok: false, reason: 'not-found', message: `no live resource "${id}"` };
+  if (existing === undefined || !isLive(existing, now))
+    return { ok: false, reason: 'not-found', message: `no live resource "${id}"` };
   if (!actor.admin && existing.machine !== actor.machine) {
-    return { ok: false, reason: 'wrong-host', message: `resource "${id}" belongs to "${existing.machine}", not "${actor.machine}"` };
+    return {
+      ok: false,
+      reason: 'wrong-host',
+      message: `resource "${id}" belongs to "${existing.machine}", not "${actor.machine}"`,
+    };
   }
   return { ok: true, resource: existing };
 }
 
 /** Renews for another TTL; `attrs`, when given, replace the old ones (no merge). 404 once expired. */
-export function decideResourceHeartbeat(existing: ResourceRow | undefined, id: string, attrs: Attrs | undefined, actor: Actor, now: number): ResourceResult {
+export function decideResourceHeartbeat(
+  existing: ResourceRow | undefined,
+  id: string,
+  attrs: Attrs | undefined,
+  actor: Actor,
+  now: number,
+): ResourceResult {
   const a = access(existing, id, actor, now);
   if (!a.ok) return a;
-  return { ok: true, resource: { ...a.resource, attrs: attrs ?? a.resource.attrs, renewedAt: now, expiresAt: now + a.resource.ttlMs } };
+  return {
+    ok: true,
+    resource: { ...a.resource, attrs: attrs ?? a.resource.attrs, renewedAt: now, expiresAt: now + a.resource.ttlMs },
+  };
 }
 
-export function decideResourceDelete(existing: ResourceRow | undefined, id: string, actor: Actor, now: number): ResourceResult {
+export function decideResourceDelete(
+  existing: ResourceRow | undefined,
+  id: string,
+  actor: Actor,
+  now: number,
+): ResourceResult {
   return access(existing, id, actor, now);
 }
 

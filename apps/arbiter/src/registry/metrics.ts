@@ -15,12 +15,16 @@ export interface FleetMetricsOptions {
  * Both are computed from the store at scrape time: every live machine resource is 1 (up) with
  * its `attrs.loadAvg[0]`; an expired one is simply absent (the gauges are reset each scrape).
  */
-export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptions): { up: Gauge; load1: Gauge; leases: Gauge } {
+export function registerFleetMetrics(
+  registry: Registry,
+  opts: FleetMetricsOptions,
+): { up: Gauge; load1: Gauge; leases: Gauge } {
   let snapshot: { at: number; rows: Awaitable<ResourceRow[]> } | null = null;
   // Both gauges are collected in one scrape; read the store once per scrape, not twice.
   const machines = (): Awaitable<ResourceRow[]> => {
     const t = opts.now();
-    if (snapshot === null || snapshot.at !== t) snapshot = { at: t, rows: opts.store.listResources({ kind: 'machine' }, t) };
+    if (snapshot === null || snapshot.at !== t)
+      snapshot = { at: t, rows: opts.store.listResources({ kind: 'machine' }, t) };
     return snapshot.rows;
   };
   const up = new Gauge({
@@ -36,7 +40,7 @@ export function registerFleetMetrics(registry: Registry, opts: FleetMetricsOptio
   });
   const load1 = new Gauge({
     name: 'hq_fleet_member_load1',
-    help: "The 1-minute load average each live machine last reported (attrs.loadAvg[0]).",
+    help: 'The 1-minute load average each live machine last reported (attrs.loadAvg[0]).',
     labelNames: ['host'],
     registers: [registry],
     async collect() {

@@ -73,7 +73,10 @@ export function resourceOut(r: ResourceRow): Resource {
 }
 
 function emptyBody(body: unknown): void {
-  if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body) || Object.keys(body).length > 0)) {
+  if (
+    body !== undefined &&
+    (typeof body !== 'object' || body === null || Array.isArray(body) || Object.keys(body).length > 0)
+  ) {
     throw new HttpError(ERRORS.BAD_REQUEST, 'body must be empty or {}');
   }
 }
@@ -81,7 +84,10 @@ function emptyBody(body: unknown): void {
 function portOf(store: RegistryStore, text: string): number {
   const port = Number(text);
   if (!inBand(port, store.bands.test)) {
-    throw new HttpError(ERRORS.NOT_FOUND, `port ${text} is not in the test band ${store.bands.test.from}–${store.bands.test.to}`);
+    throw new HttpError(
+      ERRORS.NOT_FOUND,
+      `port ${text} is not in the test band ${store.bands.test.from}–${store.bands.test.to}`,
+    );
   }
   return port;
 }
@@ -111,18 +117,33 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
 
 /** Resources: register, heartbeat, list, delete. */
 function resourceRoutes(app: App, { store, now, group }: Routes): void {
-  app.post('/v1/resources/register', { config: { scope: 'member' }, schema: { body: RegisterBody, response: { 200: ResourceOut, ...refusals } } }, async (req) => {
-    const b = req.body;
-    const actor = actorOf(req);
-    const input = { id: b.id, name: b.name, kind: b.kind, machine: b.machine, attrs: attrsMap(b.attrs) ?? new Map(), observedAt: b.observedAt, ttlMs: b.ttlMs };
-    const d = await group.submit(() => store.register(input, actor, now()));
-    if (!d.ok) refuse(d.reason, d.message);
-    return resourceOut(d.resource);
-  });
+  app.post(
+    '/v1/resources/register',
+    { config: { scope: 'member' }, schema: { body: RegisterBody, response: { 200: ResourceOut, ...refusals } } },
+    async (req) => {
+      const b = req.body;
+      const actor = actorOf(req);
+      const input = {
+        id: b.id,
+        name: b.name,
+        kind: b.kind,
+        machine: b.machine,
+        attrs: attrsMap(b.attrs) ?? new Map(),
+        observedAt: b.observedAt,
+        ttlMs: b.ttlMs,
+      };
+      const d = await group.submit(() => store.register(input, actor, now()));
+      if (!d.ok) refuse(d.reason, d.message);
+      return resourceOut(d.resource);
+    },
+  );
 
   app.post(
     '/v1/resources/:id/heartbeat',
-    { config: { scope: 'member' }, schema: { params: ResourceParams, body: ResourceHeartbeatBody, response: { 200: ResourceOut, ...refusals } } },
+    {
+      config: { scope: 'member' },
+      schema: { params: ResourceParams, body: ResourceHeartbeatBody, response: { 200: ResourceOut, ...refusals } },
+    },
     async (req) => {
       const { id } = req.params;
       const attrs = attrsMap(req.body.attrs);
@@ -133,46 +154,92 @@ function resourceRoutes(app: App, { store, now, group }: Routes): void {
     },
   );
 
-  app.get('/v1/resources', { config: { scope: 'read' }, schema: { querystring: ResourcesQuery, response: { 200: ResourcesAnswer, 400: ErrorBody, 401: ErrorBody } } }, async (req) => {
-    const t = now();
-    const filter = { ...(req.query.kind !== undefined ? { kind: req.query.kind } : {}), ...(req.query.machine !== undefined ? { machine: req.query.machine } : {}) };
-    return { resources: (await store.listResources(filter, t)).map(resourceOut), now: t };
-  });
+  app.get(
+    '/v1/resources',
+    {
+      config: { scope: 'read' },
+      schema: { querystring: ResourcesQuery, response: { 200: ResourcesAnswer, 400: ErrorBody, 401: ErrorBody } },
+    },
+    async (req) => {
+      const t = now();
+      const filter = {
+        ...(req.query.kind !== undefined ? { kind: req.query.kind } : {}),
+        ...(req.query.machine !== undefined ? { machine: req.query.machine } : {}),
+      };
+      return { resources: (await store.listResources(filter, t)).map(resourceOut), now: t };
+    },
+  );
 
-  app.delete('/v1/resources/:id', { config: { scope: 'member' }, schema: { params: ResourceParams, response: { 200: Deleted, ...refusals } } }, async (req) => {
-    emptyBody(req.body);
-    const { id } = req.params;
-    const actor = actorOf(req);
-    const d = await group.submit(() => store.deleteResource(id, actor, now()));
-    if (!d.ok) refuse(d.reason, d.message);
-    return { ok: true as const, id: req.params.id };
-  });
+  app.delete(
+    '/v1/resources/:id',
+    { config: { scope: 'member' }, schema: { params: ResourceParams, response: { 200: Deleted, ...refusals } } },
+    async (req) => {
+      emptyBody(req.body);
+      const { id } = req.params;
+      const actor = actorOf(req);
+      const d = await group.submit(() => store.deleteResource(id, actor, now()));
+      if (!d.ok) refuse(d.reason, d.message);
+      return { ok: true as const, id: req.params.id };
+    },
+  );
 }
 
 /** Port leases in the test band: lease, list, renew, release. */
 function portLeaseRoutes(app: App, { store, now, group, newLeaseId }: Routes): void {
-  app.post('/v1/leases/port', { config: { scope: 'member' }, schema: { body: PortLeaseBody, response: { 200: PortLeaseAnswer, ...refusals, 503: ErrorBody } } }, async (req) => {
-    const actor = actorOf(req);
-    const b = req.body;
-    if (!actor.admin && b.machine !== actor.machine) refuse('wrong-host', `this member token belongs to "${actor.machine}", not "${b.machine}"`);
-    const ask = { machine: b.machine, purpose: b.purpose, ttlMs: b.ttlMs, excluded: b.excluded ?? [] };
-    const leaseId = newLeaseId();
-    const d = await group.submit(() => store.allocatePort(ask, leaseId, now()));
-    if (!d.ok) refuse(d.reason, d.message);
-    req.log.info({ category: 'control', event: 'port-leased', port: d.lease.port, machine: d.lease.machine, purpose: d.lease.purpose, reused: d.reused !== null }, 'port leased');
-    return { port: d.lease.port, leaseId: d.lease.leaseId, expiresAt: d.lease.expiresAt, ttlMs: d.lease.ttlMs };
-  });
+  app.post(
+    '/v1/leases/port',
+    {
+      config: { scope: 'member' },
+      schema: { body: PortLeaseBody, response: { 200: PortLeaseAnswer, ...refusals, 503: ErrorBody } },
+    },
+    async (req) => {
+      const actor = actorOf(req);
+      const b = req.body;
+      if (!actor.admin && b.machine !== actor.machine)
+        refuse('wrong-host', `this member token belongs to "${actor.machine}", not "${b.machine}"`);
+      const ask = { machine: b.machine, purpose: b.purpose, ttlMs: b.ttlMs, excluded: b.excluded ?? [] };
+      const leaseId = newLeaseId();
+      const d = await group.submit(() => store.allocatePort(ask, leaseId, now()));
+      if (!d.ok) refuse(d.reason, d.message);
+      req.log.info(
+        {
+          category: 'control',
+          event: 'port-leased',
+          port: d.lease.port,
+          machine: d.lease.machine,
+          purpose: d.lease.purpose,
+          reused: d.reused !== null,
+        },
+        'port leased',
+      );
+      return { port: d.lease.port, leaseId: d.lease.leaseId, expiresAt: d.lease.expiresAt, ttlMs: d.lease.ttlMs };
+    },
+  );
 
-  app.get('/v1/leases/port', { config: { scope: 'read' }, schema: { response: { 200: PortLeasesAnswer, 401: ErrorBody } } }, async () => {
-    const t = now();
-    const leases = (await store.listPortLeases(t)).map((l) => ({ port: l.port, machine: l.machine, purpose: l.purpose, createdAt: l.createdAt, renewedAt: l.renewedAt, expiresAt: l.expiresAt }));
-    const { reserved, test, offline } = store.bands;
-    return { leases, bands: { reserved: [...reserved], test: { ...test }, offline: { ...offline } }, now: t };
-  });
+  app.get(
+    '/v1/leases/port',
+    { config: { scope: 'read' }, schema: { response: { 200: PortLeasesAnswer, 401: ErrorBody } } },
+    async () => {
+      const t = now();
+      const leases = (await store.listPortLeases(t)).map((l) => ({
+        port: l.port,
+        machine: l.machine,
+        purpose: l.purpose,
+        createdAt: l.createdAt,
+        renewedAt: l.renewedAt,
+        expiresAt: l.expiresAt,
+      }));
+      const { reserved, test, offline } = store.bands;
+      return { leases, bands: { reserved: [...reserved], test: { ...test }, offline: { ...offline } }, now: t };
+    },
+  );
 
   app.post(
     '/v1/leases/port/:port/heartbeat',
-    { config: { scope: 'member' }, schema: { params: PortParams, headers: LeaseIdHeaders, response: { 200: PortLeaseAnswer, ...refusals } } },
+    {
+      config: { scope: 'member' },
+      schema: { params: PortParams, headers: LeaseIdHeaders, response: { 200: PortLeaseAnswer, ...refusals } },
+    },
     async (req) => {
       emptyBody(req.body);
       const port = portOf(store, req.params.port);
@@ -186,7 +253,10 @@ function portLeaseRoutes(app: App, { store, now, group, newLeaseId }: Routes): v
 
   app.delete(
     '/v1/leases/port/:port',
-    { config: { scope: 'member' }, schema: { params: PortParams, headers: LeaseIdHeaders, response: { 200: PortReleased, ...refusals } } },
+    {
+      config: { scope: 'member' },
+      schema: { params: PortParams, headers: LeaseIdHeaders, response: { 200: PortReleased, ...refusals } },
+    },
     async (req) => {
       emptyBody(req.body);
       const port = portOf(store, req.params.port);

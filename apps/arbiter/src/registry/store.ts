@@ -19,7 +19,9 @@ import type {
 } from './decide.js';
 
 /** One write's outcome in a registry group (`RegistryStore.commitAll`). */
-export type WriteOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+export type WriteOutcome<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly error: unknown };
 
 export interface AllocateRequest {
   readonly machine: string;

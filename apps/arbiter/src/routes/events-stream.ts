@@ -112,7 +112,11 @@ export function sseFrame(e: EventRow): string {
   return `id: ${e.id}\nevent: hq\ndata: ${JSON.stringify({ id: e.id, at: e.at, category: e.category, event: e.event, host: e.host, data: e.data })}\n\n`;
 }
 
-function startId(query: string | undefined, lastEventId: string | string[] | undefined, tail: () => Awaitable<number>): Awaitable<number> {
+function startId(
+  query: string | undefined,
+  lastEventId: string | string[] | undefined,
+  tail: () => Awaitable<number>,
+): Awaitable<number> {
   const raw = typeof lastEventId === 'string' && /^[0-9]{1,16}$/.test(lastEventId.trim()) ? lastEventId.trim() : query;
   if (raw === undefined) return tail();
   const n = Number(raw);

@@ -7,7 +7,10 @@ export const MAX_EVENTS_LIMIT = 1000;
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/v1/events',
-    { config: { scope: 'read' }, schema: { querystring: EventsQuery, response: { 200: EventsAnswer, 400: ErrorBody } } },
+    {
+      config: { scope: 'read' },
+      schema: { querystring: EventsQuery, response: { 200: EventsAnswer, 400: ErrorBody } },
+    },
     async (req) => {
       const { store } = app.hq;
       // The schema bounds every value; any combination is an answer: after and since are both
@@ -16,7 +19,8 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const q = req.query;
       let after = q.after === undefined ? 0 : Number(q.after);
       if (q.since !== undefined) after = Math.max(after, await store.sinceAfter(Number(q.since)));
-      const limit = q.limit === undefined ? (q.tail === undefined ? DEFAULT_EVENTS_LIMIT : MAX_EVENTS_LIMIT) : Number(q.limit);
+      const limit =
+        q.limit === undefined ? (q.tail === undefined ? DEFAULT_EVENTS_LIMIT : MAX_EVENTS_LIMIT) : Number(q.limit);
       if (q.tail === undefined) return { events: [...(await store.listEvents(after, limit))] };
       const count = Math.min(Number(q.tail), limit);
       return { events: [...(await store.listEvents(Math.max(after, await store.tailAfter(count)), count))] };

@@ -12,13 +12,35 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const timing = leaseTimingOf(config);
   app.post(
     '/v1/heartbeat',
-    { config: { scope: 'heartbeat', tokenInCommit: true }, schema: { body: HeartbeatBody, response: { 200: HeartbeatAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody, 412: ErrorBody } } },
+    {
+      config: { scope: 'heartbeat', tokenInCommit: true },
+      schema: {
+        body: HeartbeatBody,
+        response: {
+          200: HeartbeatAnswer,
+          400: ErrorBody,
+          401: ErrorBody,
+          403: ErrorBody,
+          409: ErrorBody,
+          412: ErrorBody,
+        },
+      },
+    },
     async (req) => {
       const body = req.body;
       actFor(req, body.host);
-      const d = await arbiter.submit('heartbeat', req.principal, req.headers['if-match'], (s, ctx) => heartbeat(s, ctx, body), (a) => a.outcome, body.host);
+      const d = await arbiter.submit(
+        'heartbeat',
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => heartbeat(s, ctx, body),
+        (a) => a.outcome,
+        body.host,
+      );
       // S6: the pairs across the sides, from the cadence this very report states.
-      const problems = config.candidates.includes(body.host) ? reportedTiming(config, timing, body.host, body) : NO_PROBLEMS;
+      const problems = config.candidates.includes(body.host)
+        ? reportedTiming(config, timing, body.host, body)
+        : NO_PROBLEMS;
       const noted = arbiter.noteTiming(body.host, problems, d.state);
       if (noted !== undefined) await noted;
       // The version the report speaks (the hook served it) and, from protocol 2, the release it names.

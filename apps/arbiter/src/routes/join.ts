@@ -14,22 +14,38 @@ import { reissueToken } from '../auth.js';
 
 export const joinRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { config, store } = app.hq;
-  app.post('/v1/join', { config: { scope: 'none' }, schema: { body: JoinBody, response: { 200: JoinAnswer, 400: ErrorBody, 401: ErrorBody } } }, async (req) => {
-    const { host, secret, nonce } = req.body;
-    const dryRun = req.body.dryRun === true;
-    const now = app.hq.arbiter.now(); // epoch seconds
-    const problem = joinProblem(config, host);
-    if (problem !== null) throw new HttpError(ERRORS.JOIN_REFUSED, problem);
-    const identity = await loadIdentity(config.dataDir);
-    const peerToken = await readPeerToken(config.dataDir);
-    if (identity === null || peerToken === null) throw new HttpError(ERRORS.JOIN_REFUSED, 'this arbiter printed no join bundle (its dataDir holds no identity key or peer token)');
-    const r = await redeemTicket(config.dataDir, host, secret, now, dryRun);
-    if (!r.ok) {
-      req.log.warn({ category: 'control', event: 'join-refused', host }, r.problem);
-      throw new HttpError(ERRORS.JOIN_REFUSED, r.problem);
-    }
-    const memberToken = dryRun ? null : (await reissueToken(store, host, 'member', now)).token;
-    if (!dryRun) req.log.info({ category: 'control', event: 'joined', host }, `${host} joined: its member token was issued`);
-    return signJoin(identity, nonce, fleetPayload(config, host, r.arbiterUrl, { memberToken, peerToken: dryRun ? null : peerToken }));
-  });
+  app.post(
+    '/v1/join',
+    {
+      config: { scope: 'none' },
+      schema: { body: JoinBody, response: { 200: JoinAnswer, 400: ErrorBody, 401: ErrorBody } },
+    },
+    async (req) => {
+      const { host, secret, nonce } = req.body;
+      const dryRun = req.body.dryRun === true;
+      const now = app.hq.arbiter.now(); // epoch seconds
+      const problem = joinProblem(config, host);
+      if (problem !== null) throw new HttpError(ERRORS.JOIN_REFUSED, problem);
+      const identity = await loadIdentity(config.dataDir);
+      const peerToken = await readPeerToken(config.dataDir);
+      if (identity === null || peerToken === null)
+        throw new HttpError(
+          ERRORS.JOIN_REFUSED,
+          'this arbiter printed no join bundle (its dataDir holds no identity key or peer token)',
+        );
+      const r = await redeemTicket(config.dataDir, host, secret, now, dryRun);
+      if (!r.ok) {
+        req.log.warn({ category: 'control', event: 'join-refused', host }, r.problem);
+        throw new HttpError(ERRORS.JOIN_REFUSED, r.problem);
+      }
+      const memberToken = dryRun ? null : (await reissueToken(store, host, 'member', now)).token;
+      if (!dryRun)
+        req.log.info({ category: 'control', event: 'joined', host }, `${host} joined: its member token was issued`);
+      return signJoin(
+        identity,
+        nonce,
+        fleetPayload(config, host, r.arbiterUrl, { memberToken, peerToken: dryRun ? null : peerToken }),
+      );
+    },
+  );
 };

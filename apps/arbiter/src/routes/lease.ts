@@ -6,7 +6,18 @@ import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter-shell.js';
 import { HttpError } from '@hq/runtime/refusal';
 import { actFor } from '../plugins/context.js';
-import { AcquireBody, ErrorBody, LeaseRefused, LeaseRecord, OkLease, Primary, ReleaseBody, RenewBody, StepDownAckAnswer, StepDownAckBody } from '../schemas/generated.js';
+import {
+  AcquireBody,
+  ErrorBody,
+  LeaseRefused,
+  LeaseRecord,
+  OkLease,
+  Primary,
+  ReleaseBody,
+  RenewBody,
+  StepDownAckAnswer,
+  StepDownAckBody,
+} from '../schemas/generated.js';
 
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 
@@ -18,63 +29,138 @@ export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);
   // A refusal event may carry a more precise line (a silent target: when it was last heard).
-  const said = d.events.find((e) => e.data['reason'] === reason && typeof e.data['message'] === 'string')?.data['message'];
-  const message = typeof said === 'string' ? said : refusalLine(reason, entry.message, lease, reply.server.hq.config.candidates);
+  const said = d.events.find((e) => e.data['reason'] === reason && typeof e.data['message'] === 'string')?.data[
+    'message'
+  ];
+  const message =
+    typeof said === 'string' ? said : refusalLine(reason, entry.message, lease, reply.server.hq.config.candidates);
   throw new HttpError(entry, message, { ok: false, reason, lease, error: entry.code, message });
 }
 
 /** The catalog's line with what the caller needs next: who holds the lease, which hosts are candidates. */
-function refusalLine(reason: LeaseRefusal, generic: string, lease: { holder: string | null; generation: number }, candidates: readonly string[]): string {
-  if (reason === 'held' && lease.holder !== null) return `the lease is held by ${lease.holder} (generation ${lease.generation}); it moves by a handover from ${lease.holder} (hq lease release --handover-to HOST) or hq failover --to HOST`;
+function refusalLine(
+  reason: LeaseRefusal,
+  generic: string,
+  lease: { holder: string | null; generation: number },
+  candidates: readonly string[],
+): string {
+  if (reason === 'held' && lease.holder !== null)
+    return `the lease is held by ${lease.holder} (generation ${lease.generation}); it moves by a handover from ${lease.holder} (hq lease release --handover-to HOST) or hq failover --to HOST`;
   if (reason === 'not-candidate') return `${generic} (candidates: ${candidates.join(', ')})`;
   return generic;
 }
 
-const mutationResponses = { 200: OkLease, 409: LeaseRefused, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 412: ErrorBody };
+const mutationResponses = {
+  200: OkLease,
+  409: LeaseRefused,
+  400: ErrorBody,
+  401: ErrorBody,
+  403: ErrorBody,
+  412: ErrorBody,
+};
 
 export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter } = app.hq;
 
-  app.get('/v1/lease', { config: { scope: 'read' }, schema: { response: { 200: LeaseRecord } } }, async (_req, reply) => {
-    const record = await arbiter.currentRecord();
-    reply.header('etag', `"${record.revision}"`);
-    return record;
-  });
+  app.get(
+    '/v1/lease',
+    { config: { scope: 'read' }, schema: { response: { 200: LeaseRecord } } },
+    async (_req, reply) => {
+      const record = await arbiter.currentRecord();
+      reply.header('etag', `"${record.revision}"`);
+      return record;
+    },
+  );
 
   app.get('/v1/primary', { config: { scope: 'read' }, schema: { response: { 200: Primary } } }, async () => {
     const { lease } = await arbiter.read();
     return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
   });
 
-  app.post('/v1/lease/acquire', { config: { scope: 'member', tokenInCommit: true }, schema: { body: AcquireBody, response: mutationResponses } }, async (req, reply) => {
-    actFor(req, req.body.host);
-    const d = await arbiter.submit('acquire', req.principal, req.headers['if-match'], (s, ctx) => acquire(s, ctx, req.body), verdictOutcome, req.body.host);
-    return answerVerdict(reply, d, true, arbiter.hold(d));
-  });
+  app.post(
+    '/v1/lease/acquire',
+    { config: { scope: 'member', tokenInCommit: true }, schema: { body: AcquireBody, response: mutationResponses } },
+    async (req, reply) => {
+      actFor(req, req.body.host);
+      const d = await arbiter.submit(
+        'acquire',
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => acquire(s, ctx, req.body),
+        verdictOutcome,
+        req.body.host,
+      );
+      return answerVerdict(reply, d, true, arbiter.hold(d));
+    },
+  );
 
-  app.post('/v1/lease/renew', { config: { scope: 'member', tokenInCommit: true }, schema: { body: RenewBody, response: mutationResponses } }, async (req, reply) => {
-    actFor(req, req.body.host);
-    const d = await arbiter.submit('renew', req.principal, req.headers['if-match'], (s, ctx) => renew(s, ctx, req.body), verdictOutcome, req.body.host);
-    return answerVerdict(reply, d, true, arbiter.hold(d));
-  });
+  app.post(
+    '/v1/lease/renew',
+    { config: { scope: 'member', tokenInCommit: true }, schema: { body: RenewBody, response: mutationResponses } },
+    async (req, reply) => {
+      actFor(req, req.body.host);
+      const d = await arbiter.submit(
+        'renew',
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => renew(s, ctx, req.body),
+        verdictOutcome,
+        req.body.host,
+      );
+      return answerVerdict(reply, d, true, arbiter.hold(d));
+    },
+  );
 
-  app.post('/v1/lease/release', { config: { scope: 'member', tokenInCommit: true }, schema: { body: ReleaseBody, response: mutationResponses } }, async (req, reply) => {
-    actFor(req, req.body.host);
-    const d = await arbiter.submit('release', req.principal, req.headers['if-match'], (s, ctx) => release(s, ctx, req.body), verdictOutcome, req.body.host);
-    return answerVerdict(reply, d, false, null);
-  });
+  app.post(
+    '/v1/lease/release',
+    { config: { scope: 'member', tokenInCommit: true }, schema: { body: ReleaseBody, response: mutationResponses } },
+    async (req, reply) => {
+      actFor(req, req.body.host);
+      const d = await arbiter.submit(
+        'release',
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => release(s, ctx, req.body),
+        verdictOutcome,
+        req.body.host,
+      );
+      return answerVerdict(reply, d, false, null);
+    },
+  );
 
   // The displaced holder's step-down acknowledgement: a refusal is an answer, not an error.
   app.post(
     '/v1/lease/stepped-down',
-    { config: { scope: 'member', tokenInCommit: true }, schema: { body: StepDownAckBody, response: { 200: StepDownAckAnswer, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody, 412: ErrorBody } } },
+    {
+      config: { scope: 'member', tokenInCommit: true },
+      schema: {
+        body: StepDownAckBody,
+        response: {
+          200: StepDownAckAnswer,
+          400: ErrorBody,
+          401: ErrorBody,
+          403: ErrorBody,
+          409: ErrorBody,
+          412: ErrorBody,
+        },
+      },
+    },
     async (req, reply) => {
       actFor(req, req.body.host);
-      const d = await arbiter.submit('stepped-down', req.principal, req.headers['if-match'], (s, ctx) => steppedDown(s, ctx, req.body), (a) => (a.ok ? 'accepted' : a.reason), req.body.host);
+      const d = await arbiter.submit(
+        'stepped-down',
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => steppedDown(s, ctx, req.body),
+        (a) => (a.ok ? 'accepted' : a.reason),
+        req.body.host,
+      );
       const lease = arbiter.record(d.state, d.now);
       reply.header('etag', `"${lease.revision}"`);
       const a = d.answer;
-      return a.ok ? { accepted: true, reason: null, savedSeconds: a.savedSeconds, lease } : { accepted: false, reason: a.reason, savedSeconds: null, lease };
+      return a.ok
+        ? { accepted: true, reason: null, savedSeconds: a.savedSeconds, lease }
+        : { accepted: false, reason: a.reason, savedSeconds: null, lease };
     },
   );
 };

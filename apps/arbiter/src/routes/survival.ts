@@ -20,16 +20,37 @@
 import type { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ERRORS, type CatalogEntry, REPLICATION_ERRORS, formatSums, isHost, isSecretPath, type Manifest, type SurvivalBlobStored, type SurvivalCommitted, type SurvivalList, type Tier } from '@hq/protocol';
+import {
+  ERRORS,
+  type CatalogEntry,
+  REPLICATION_ERRORS,
+  formatSums,
+  isHost,
+  isSecretPath,
+  type Manifest,
+  type SurvivalBlobStored,
+  type SurvivalCommitted,
+  type SurvivalList,
+  type Tier,
+} from '@hq/protocol';
 import type { checkManifest } from '@hq/protocol/schemas';
 import { HttpError } from '@hq/runtime/refusal';
-import { ErrorBody, PushBody, SurvivalBlobParams, SurvivalBlobStoredAnswer, SurvivalCommittedAnswer, SurvivalParams } from '../schemas/generated.js';
+import {
+  ErrorBody,
+  PushBody,
+  SurvivalBlobParams,
+  SurvivalBlobStoredAnswer,
+  SurvivalCommittedAnswer,
+  SurvivalParams,
+} from '../schemas/generated.js';
 import { SURVIVAL_KEEP, type CommitError, type SurvivalStore } from '../survival/store.js';
 
 export interface SurvivalRoutesOptions {
   /** Where the copies live (the server picks the backend: files under the data dir, or etcd). */
   readonly store: SurvivalStore;
-  readonly authorize: (rawHeaders: readonly string[]) => { readonly machine: string } | null | Promise<{ readonly machine: string } | null>;
+  readonly authorize: (
+    rawHeaders: readonly string[],
+  ) => { readonly machine: string } | null | Promise<{ readonly machine: string } | null>;
   /** Generations kept per tier and machine. Default core 36, big 8, obs 8. */
   readonly keep?: { readonly core?: number; readonly big?: number; readonly obs?: number };
 }
@@ -50,22 +71,29 @@ const MAX_ENTRIES = 10_000;
  * push: an arbiter that takes no survival copy never loads TypeBox (docs/BENCH.md).
  */
 let reader: Promise<typeof checkManifest> | null = null;
-const manifestReader = (): Promise<typeof checkManifest> => (reader ??= import('@hq/protocol/schemas').then((m) => m.checkManifest));
+const manifestReader = (): Promise<typeof checkManifest> =>
+  (reader ??= import('@hq/protocol/schemas').then((m) => m.checkManifest));
 
 /**
  * The subset manifest: the agent's reader, then what a survival copy adds — the path's tier and
  * generation, a lease generation and a holder (never a copy made before any lease), no secret.
  */
-async function readManifest(v: unknown, tier: Tier, generation: string): Promise<{ ok: true; manifest: Manifest; holder: string } | { ok: false; message: string }> {
+async function readManifest(
+  v: unknown,
+  tier: Tier,
+  generation: string,
+): Promise<{ ok: true; manifest: Manifest; holder: string } | { ok: false; message: string }> {
   const m = (await manifestReader())(v);
   if (typeof m === 'string') return { ok: false, message: m };
   if (m.generation !== generation) return { ok: false, message: 'manifest generation does not match the path' };
   if (m.tier !== tier) return { ok: false, message: 'manifest tier does not match the path' };
   if (m.leaseGeneration < 1) return { ok: false, message: 'manifest leaseGeneration must be a positive integer' };
   if (m.holder === null) return { ok: false, message: 'manifest holder must be a host' };
-  if (m.entries.length > MAX_ENTRIES) return { ok: false, message: `manifest entries may list at most ${MAX_ENTRIES} files` };
+  if (m.entries.length > MAX_ENTRIES)
+    return { ok: false, message: `manifest entries may list at most ${MAX_ENTRIES} files` };
   const secret = m.entries.find((e) => isSecretPath(e.path));
-  if (secret !== undefined) return { ok: false, message: `${secret.path} is a secret and never goes to a survival copy` };
+  if (secret !== undefined)
+    return { ok: false, message: `${secret.path} is a secret and never goes to a survival copy` };
   return { ok: true, manifest: m, holder: m.holder };
 }
 
@@ -77,7 +105,11 @@ function refusal(entry: CatalogEntry, message: string = entry.message): HttpErro
 export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   const store = opts.store;
-  const keep = { core: opts.keep?.core ?? SURVIVAL_KEEP.core, big: opts.keep?.big ?? SURVIVAL_KEEP.big, obs: opts.keep?.obs ?? SURVIVAL_KEEP.obs };
+  const keep = {
+    core: opts.keep?.core ?? SURVIVAL_KEEP.core,
+    big: opts.keep?.big ?? SURVIVAL_KEEP.big,
+    obs: opts.keep?.obs ?? SURVIVAL_KEEP.obs,
+  };
   let commits: Promise<unknown> = Promise.resolve();
   const serial = <T>(fn: () => Promise<T>): Promise<T> => {
     const p = commits.then(fn, fn);
@@ -99,7 +131,10 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     '/v1/survival/:tier/:generation/blobs/:sha256',
     {
       config: { scope: 'member' },
-      schema: { params: SurvivalBlobParams, response: { 200: SurvivalBlobStoredAnswer, 413: ErrorBody, 415: ErrorBody, 422: ErrorBody } },
+      schema: {
+        params: SurvivalBlobParams,
+        response: { 200: SurvivalBlobStoredAnswer, 413: ErrorBody, 415: ErrorBody, 422: ErrorBody },
+      },
     },
     async (req) => {
       const machine = machineOf.get(req) as string;
@@ -124,7 +159,18 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
     {
       config: { scope: 'member' },
       bodyLimit: 4 * 1024 * 1024,
-      schema: { params: SurvivalParams, body: PushBody, response: { 200: SurvivalCommittedAnswer, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody, 413: ErrorBody, 422: ErrorBody } },
+      schema: {
+        params: SurvivalParams,
+        body: PushBody,
+        response: {
+          200: SurvivalCommittedAnswer,
+          400: ErrorBody,
+          403: ErrorBody,
+          409: ErrorBody,
+          413: ErrorBody,
+          422: ErrorBody,
+        },
+      },
     },
     async (req) =>
       serial(async () => {
@@ -133,9 +179,14 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
         const read = await readManifest(req.body.manifest, tier, generation);
         if (!read.ok) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, read.message);
         const m = read.manifest;
-        if (read.holder !== machine) throw refusal(ERRORS.WRONG_HOST, `the manifest's holder ${read.holder} is not the token's machine ${machine}`);
+        if (read.holder !== machine)
+          throw refusal(
+            ERRORS.WRONG_HOST,
+            `the manifest's holder ${read.holder} is not the token's machine ${machine}`,
+          );
         const sums = formatSums(m.entries);
-        if (req.body.sums !== sums) throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, 'SHA256SUMS does not match the manifest entries');
+        if (req.body.sums !== sums)
+          throw refusal(REPLICATION_ERRORS.BAD_MANIFEST, 'SHA256SUMS does not match the manifest entries');
         const r = await store.commit(machine, m, sums, keep[tier]);
         if (!r.ok) throw refusal(COMMIT_ERRORS[r.error], r.message);
         const committed: SurvivalCommitted = { generation, files: m.entries.length };

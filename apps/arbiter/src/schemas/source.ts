@@ -59,10 +59,17 @@ export { StatusAnswer } from '../routes/status-page/schemas.js';
 export const LeaseRefused = Type.Union([Conflict, ErrorBody]);
 /** `POST /v1/lease/accept-generation` (admin): a generation an agent really saw, above the report bound. */
 export const AcceptGenerationBody = Type.Object({ generation: GrantedGeneration }, { additionalProperties: false });
-export const AcceptGenerationAnswer = Type.Object({ ok: Type.Literal(true), floor: Type.Integer(), was: Type.Integer(), lease: LeaseRecord });
+export const AcceptGenerationAnswer = Type.Object({
+  ok: Type.Literal(true),
+  floor: Type.Integer(),
+  was: Type.Integer(),
+  lease: LeaseRecord,
+});
 
 /** `GET /v1/events/stream`'s answer, as the OpenAPI document describes it. */
-export const EventStreamText = Type.String({ description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`' });
+export const EventStreamText = Type.String({
+  description: 'text/event-stream: `id: N`, `event: hq`, `data: {id, at, category, event, host, data}`',
+});
 /** `POST /v1/join`: the one-time secret of a join bundle, the joining host's nonce, and whether to consume it. */
 export const JoinBody = Type.Object(
   {
@@ -74,7 +81,10 @@ export const JoinBody = Type.Object(
   { additionalProperties: false },
 );
 /** `POST /v1/join`'s answer: the payload as signed JSON text, the identity key (SPKI DER) and the Ed25519 signature, base64. */
-export const JoinAnswer = Type.Object({ payload: Type.String(), publicKey: Type.String(), signature: Type.String() }, { additionalProperties: false });
+export const JoinAnswer = Type.Object(
+  { payload: Type.String(), publicKey: Type.String(), signature: Type.String() },
+  { additionalProperties: false },
+);
 /** `GET /`'s answer, as the OpenAPI document describes it. */
 export const StatusPageHtml = Type.String({ description: 'text/html' });
 
@@ -113,7 +123,9 @@ export const ConfigSchema = Type.Object(
       Type.Object(
         {
           kind: Type.Union([Type.Literal('sqlite'), Type.Literal('etcd')]),
-          endpoints: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 16 })),
+          endpoints: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 16 }),
+          ),
           prefix: Type.Optional(Type.String({ minLength: 2, maxLength: 200 })),
           dialTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
           requestTimeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300 })),
@@ -152,7 +164,9 @@ export const ConfigSchema = Type.Object(
       Type.Object(
         {
           urls: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 32 })),
-          command: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 64 })),
+          command: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 64 }),
+          ),
         },
         { additionalProperties: false },
       ),

@@ -46,7 +46,10 @@ export interface AppOptions {
    * every commit. The daemon serves them; tests that register them with their own options
    * (test/operator) leave this out.
    */
-  readonly operator?: { readonly waiters: EventWaiters; readonly load?: ((host: string) => HostLoad | null) | undefined };
+  readonly operator?: {
+    readonly waiters: EventWaiters;
+    readonly load?: ((host: string) => HostLoad | null) | undefined;
+  };
   /** `GET /v1/lease` answered in front of Fastify (default true; false = the route only, for tests that compare). */
   readonly fastPath?: boolean;
 }
@@ -144,15 +147,25 @@ function answerErrors(app: App): void {
       return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
     }
     // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
-    if (err instanceof NotElectedError) return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
+    if (err instanceof NotElectedError)
+      return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
     // The record kept changing under every retry (other writers on the prefix): nothing decided.
     if (err instanceof CasError) {
       req.log.warn({ route: req.routeOptions.url }, 'the record kept changing under the decision: answered 503');
-      return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: 'the lease record kept changing under the decision (other writers on the store): nothing was decided; send again' });
+      return reply.code(503).send({
+        error: ERRORS.STORE_UNAVAILABLE.code,
+        message:
+          'the lease record kept changing under the decision (other writers on the store): nothing was decided; send again',
+      });
     }
     if (isEtcdError(err) && err.kind !== 'bad-request') {
       req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
-      return reply.code(503).send({ error: ERRORS.STORE_UNAVAILABLE.code, message: oneLine(`${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`) });
+      return reply.code(503).send({
+        error: ERRORS.STORE_UNAVAILABLE.code,
+        message: oneLine(
+          `${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`,
+        ),
+      });
     }
     // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
     const refusal = refusalOf(err);
@@ -186,7 +199,10 @@ function closeAndLinger(app: App, fast: FastPath | null): void {
 /** The request-duration histogram, by method, route and status. */
 function observeDurations(app: App, hq: HqContext): void {
   app.addHook('onResponse', (req, reply, done) => {
-    hq.metrics.http.observe({ method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    hq.metrics.http.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
     done();
   });
 }
@@ -226,7 +242,11 @@ async function registerApiRoutes(app: App, hq: HqContext): Promise<void> {
 }
 
 /** The daemon's operator pages: the status page, the event stream, and the survival copies' routes. */
-async function registerOperatorPages(app: App, hq: HqContext, operator: NonNullable<AppOptions['operator']>): Promise<void> {
+async function registerOperatorPages(
+  app: App,
+  hq: HqContext,
+  operator: NonNullable<AppOptions['operator']>,
+): Promise<void> {
   await app.register(statusPage, statusPageOptions(hq, { load: operator.load }));
   await app.register(eventStreamRoutes, {
     listEvents: (after, limit) => hq.store.listEvents(after, limit),

@@ -47,7 +47,11 @@ export function leaseFastPath(hq: () => HqContext): FastPath {
         } catch {
           return void handler(req, res); // the route answers (its error handler: a 500 without detail)
         }
-        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag: `"${revision}"`, 'content-length': Buffer.byteLength(body) });
+        res.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          etag: `"${revision}"`,
+          'content-length': Buffer.byteLength(body),
+        });
         res.end(body);
         if (timer === null) {
           const h = metrics.http.labels({ method: 'GET', route: '/v1/lease', status: '200' });

@@ -32,7 +32,16 @@
  */
 import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { ERRORS, PROTOCOL_HEADER, PROTOCOL_PREVIOUS, PROTOCOL_VERSION, REPLICATION_ERRORS, STREAM_ERRORS, fieldsAfter, type CatalogEntry } from '@hq/protocol';
+import {
+  ERRORS,
+  PROTOCOL_HEADER,
+  PROTOCOL_PREVIOUS,
+  PROTOCOL_VERSION,
+  REPLICATION_ERRORS,
+  STREAM_ERRORS,
+  fieldsAfter,
+  type CatalogEntry,
+} from '@hq/protocol';
 import { ErrorBody, ManifestSchema } from '../schemas/generated.js';
 import type { RouteScope } from '../plugins/context.js';
 
@@ -55,11 +64,11 @@ const SCOPE_TEXT: Readonly<Record<RouteScope, string>> = Object.freeze({
 
 /** The document's tags; every operation has exactly one of them. */
 export const TAGS = [
-  { name: 'lease', description: 'The lease record, its decisions and the agents\' heartbeats.' },
+  { name: 'lease', description: "The lease record, its decisions and the agents' heartbeats." },
   { name: 'admin', description: 'Operator verbs: a check now, forced transfer, maintenance.' },
   { name: 'events', description: 'The event log.' },
   { name: 'registry', description: 'The fleet registry: machines and port leases.' },
-  { name: 'survival', description: 'Survival copies of the holder\'s state.' },
+  { name: 'survival', description: "Survival copies of the holder's state." },
   { name: 'operator', description: 'Health, status page, metrics and this document.' },
 ] as const;
 export type Tag = (typeof TAGS)[number]['name'];
@@ -74,40 +83,192 @@ export interface OperationText {
 
 /** Every operation of the arbiter, by `METHOD url` (Fastify's URL, `:param`). */
 export const OPERATIONS: Readonly<Record<string, OperationText>> = Object.freeze({
-  'GET /v1/openapi.json': { operationId: 'getOpenApi', summary: 'This OpenAPI document', tag: 'operator', ok: 'The OpenAPI 3.1 document.' },
-  'GET /v1/health': { operationId: 'getHealth', summary: 'Liveness of the arbiter', tag: 'operator', ok: 'The arbiter is up.' },
-  'GET /metrics': { operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'operator', ok: 'Prometheus text exposition (the names: docs/REFERENCE.md, "Metrics").' },
+  'GET /v1/openapi.json': {
+    operationId: 'getOpenApi',
+    summary: 'This OpenAPI document',
+    tag: 'operator',
+    ok: 'The OpenAPI 3.1 document.',
+  },
+  'GET /v1/health': {
+    operationId: 'getHealth',
+    summary: 'Liveness of the arbiter',
+    tag: 'operator',
+    ok: 'The arbiter is up.',
+  },
+  'GET /metrics': {
+    operationId: 'getMetrics',
+    summary: 'Prometheus metrics',
+    tag: 'operator',
+    ok: 'Prometheus text exposition (the names: docs/REFERENCE.md, "Metrics").',
+  },
   'GET /': { operationId: 'getStatusPage', summary: 'The status page (HTML)', tag: 'operator', ok: 'The status page.' },
-  'GET /v1/status': { operationId: 'getStatus', summary: 'What the status page shows, as JSON', tag: 'operator', ok: 'The status model.' },
-  'GET /v1/lease': { operationId: 'getLease', summary: 'Read the lease record', tag: 'lease', ok: 'The lease record; the ETag header is its revision.' },
-  'GET /v1/primary': { operationId: 'getPrimary', summary: 'Which host holds the lease', tag: 'lease', ok: 'The holder and its generation, or known: false.' },
-  'POST /v1/lease/acquire': { operationId: 'acquireLease', summary: 'Acquire the lease for a host', tag: 'lease', ok: 'Granted (or renewed, when the host already holds it).' },
-  'POST /v1/lease/renew': { operationId: 'renewLease', summary: 'Renew the lease by its holder', tag: 'lease', ok: 'Renewed.' },
-  'POST /v1/lease/release': { operationId: 'releaseLease', summary: 'Release the lease, optionally handing it over', tag: 'lease', ok: 'Released (or handed over).' },
-  'POST /v1/lease/stepped-down': { operationId: 'ackStepDown', summary: 'The displaced holder stepped down with no fenced child alive: end the lock-delay', tag: 'lease', ok: 'Whether the acknowledgement ended the lock-delay, and the record.' },
-  'POST /v1/heartbeat': { operationId: 'postHeartbeat', summary: "An agent's heartbeat: renew, or report its view", tag: 'lease', ok: 'The outcome and the lease record.' },
-  'POST /v1/join': { operationId: 'redeemJoin', summary: "Redeem a join bundle's one-time secret: the host's config and tokens, signed", tag: 'admin', ok: 'The signed payload (tokens left out in a dry run).' },
-  'POST /v1/check': { operationId: 'runCheck', summary: 'Run one check of the holder now', tag: 'admin', ok: 'What the check saw and whether it promoted.' },
-  'POST /v1/lease/transfer': { operationId: 'transferLease', summary: 'Force a failover to a host', tag: 'admin', ok: 'Transferred: the target holds generation + 1 after the lock-delay.' },
-  'POST /v1/lease/accept-generation': { operationId: 'acceptGeneration', summary: 'Accept a reported generation the report bound refused (an agent really saw it)', tag: 'admin', ok: 'The floor now; the next reports are measured from it.' },
-  'PUT /v1/maintenance': { operationId: 'setMaintenance', summary: 'Turn maintenance on or off', tag: 'admin', ok: 'Maintenance set.' },
-  'GET /v1/events': { operationId: 'listEvents', summary: 'Read the event log', tag: 'events', ok: 'Events in ascending id.' },
-  'GET /v1/events/stream': { operationId: 'streamEvents', summary: 'Follow the event log (Server-Sent Events)', tag: 'events', ok: 'An event stream.' },
-  'POST /v1/resources/register': { operationId: 'registerResource', summary: 'Register (or re-register) a machine or instance', tag: 'registry', ok: 'The registered resource.' },
-  'POST /v1/resources/:id/heartbeat': { operationId: 'heartbeatResource', summary: 'Keep a registered resource alive', tag: 'registry', ok: 'The renewed resource.' },
-  'GET /v1/resources': { operationId: 'listResources', summary: 'List the live resources', tag: 'registry', ok: 'The live resources.' },
-  'DELETE /v1/resources/:id': { operationId: 'deleteResource', summary: 'Remove a resource', tag: 'registry', ok: 'Removed.' },
-  'POST /v1/leases/port': { operationId: 'leasePort', summary: 'Lease the lowest free test port', tag: 'registry', ok: 'The leased port and its lease id.' },
-  'GET /v1/leases/port': { operationId: 'listPortLeases', summary: 'List the live port leases', tag: 'registry', ok: 'The live port leases.' },
-  'POST /v1/leases/port/:port/heartbeat': { operationId: 'renewPortLease', summary: 'Renew a port lease', tag: 'registry', ok: 'Renewed.' },
-  'DELETE /v1/leases/port/:port': { operationId: 'releasePortLease', summary: 'Release a port lease', tag: 'registry', ok: 'Released.' },
-  'GET /v1/survival': { operationId: 'listSurvival', summary: 'List the survival copies', tag: 'survival', ok: 'The survival generations per tier.' },
-  'PUT /v1/survival/:tier/:generation/blobs/:sha256': { operationId: 'putSurvivalBlob', summary: 'Upload one blob of a survival copy', tag: 'survival', ok: 'Stored.' },
-  'PUT /v1/survival/:tier/:generation': { operationId: 'putSurvivalGeneration', summary: 'Commit a survival generation (manifest and sums)', tag: 'survival', ok: 'Committed.' },
+  'GET /v1/status': {
+    operationId: 'getStatus',
+    summary: 'What the status page shows, as JSON',
+    tag: 'operator',
+    ok: 'The status model.',
+  },
+  'GET /v1/lease': {
+    operationId: 'getLease',
+    summary: 'Read the lease record',
+    tag: 'lease',
+    ok: 'The lease record; the ETag header is its revision.',
+  },
+  'GET /v1/primary': {
+    operationId: 'getPrimary',
+    summary: 'Which host holds the lease',
+    tag: 'lease',
+    ok: 'The holder and its generation, or known: false.',
+  },
+  'POST /v1/lease/acquire': {
+    operationId: 'acquireLease',
+    summary: 'Acquire the lease for a host',
+    tag: 'lease',
+    ok: 'Granted (or renewed, when the host already holds it).',
+  },
+  'POST /v1/lease/renew': {
+    operationId: 'renewLease',
+    summary: 'Renew the lease by its holder',
+    tag: 'lease',
+    ok: 'Renewed.',
+  },
+  'POST /v1/lease/release': {
+    operationId: 'releaseLease',
+    summary: 'Release the lease, optionally handing it over',
+    tag: 'lease',
+    ok: 'Released (or handed over).',
+  },
+  'POST /v1/lease/stepped-down': {
+    operationId: 'ackStepDown',
+    summary: 'The displaced holder stepped down with no fenced child alive: end the lock-delay',
+    tag: 'lease',
+    ok: 'Whether the acknowledgement ended the lock-delay, and the record.',
+  },
+  'POST /v1/heartbeat': {
+    operationId: 'postHeartbeat',
+    summary: "An agent's heartbeat: renew, or report its view",
+    tag: 'lease',
+    ok: 'The outcome and the lease record.',
+  },
+  'POST /v1/join': {
+    operationId: 'redeemJoin',
+    summary: "Redeem a join bundle's one-time secret: the host's config and tokens, signed",
+    tag: 'admin',
+    ok: 'The signed payload (tokens left out in a dry run).',
+  },
+  'POST /v1/check': {
+    operationId: 'runCheck',
+    summary: 'Run one check of the holder now',
+    tag: 'admin',
+    ok: 'What the check saw and whether it promoted.',
+  },
+  'POST /v1/lease/transfer': {
+    operationId: 'transferLease',
+    summary: 'Force a failover to a host',
+    tag: 'admin',
+    ok: 'Transferred: the target holds generation + 1 after the lock-delay.',
+  },
+  'POST /v1/lease/accept-generation': {
+    operationId: 'acceptGeneration',
+    summary: 'Accept a reported generation the report bound refused (an agent really saw it)',
+    tag: 'admin',
+    ok: 'The floor now; the next reports are measured from it.',
+  },
+  'PUT /v1/maintenance': {
+    operationId: 'setMaintenance',
+    summary: 'Turn maintenance on or off',
+    tag: 'admin',
+    ok: 'Maintenance set.',
+  },
+  'GET /v1/events': {
+    operationId: 'listEvents',
+    summary: 'Read the event log',
+    tag: 'events',
+    ok: 'Events in ascending id.',
+  },
+  'GET /v1/events/stream': {
+    operationId: 'streamEvents',
+    summary: 'Follow the event log (Server-Sent Events)',
+    tag: 'events',
+    ok: 'An event stream.',
+  },
+  'POST /v1/resources/register': {
+    operationId: 'registerResource',
+    summary: 'Register (or re-register) a machine or instance',
+    tag: 'registry',
+    ok: 'The registered resource.',
+  },
+  'POST /v1/resources/:id/heartbeat': {
+    operationId: 'heartbeatResource',
+    summary: 'Keep a registered resource alive',
+    tag: 'registry',
+    ok: 'The renewed resource.',
+  },
+  'GET /v1/resources': {
+    operationId: 'listResources',
+    summary: 'List the live resources',
+    tag: 'registry',
+    ok: 'The live resources.',
+  },
+  'DELETE /v1/resources/:id': {
+    operationId: 'deleteResource',
+    summary: 'Remove a resource',
+    tag: 'registry',
+    ok: 'Removed.',
+  },
+  'POST /v1/leases/port': {
+    operationId: 'leasePort',
+    summary: 'Lease the lowest free test port',
+    tag: 'registry',
+    ok: 'The leased port and its lease id.',
+  },
+  'GET /v1/leases/port': {
+    operationId: 'listPortLeases',
+    summary: 'List the live port leases',
+    tag: 'registry',
+    ok: 'The live port leases.',
+  },
+  'POST /v1/leases/port/:port/heartbeat': {
+    operationId: 'renewPortLease',
+    summary: 'Renew a port lease',
+    tag: 'registry',
+    ok: 'Renewed.',
+  },
+  'DELETE /v1/leases/port/:port': {
+    operationId: 'releasePortLease',
+    summary: 'Release a port lease',
+    tag: 'registry',
+    ok: 'Released.',
+  },
+  'GET /v1/survival': {
+    operationId: 'listSurvival',
+    summary: 'List the survival copies',
+    tag: 'survival',
+    ok: 'The survival generations per tier.',
+  },
+  'PUT /v1/survival/:tier/:generation/blobs/:sha256': {
+    operationId: 'putSurvivalBlob',
+    summary: 'Upload one blob of a survival copy',
+    tag: 'survival',
+    ok: 'Stored.',
+  },
+  'PUT /v1/survival/:tier/:generation': {
+    operationId: 'putSurvivalGeneration',
+    summary: 'Commit a survival generation (manifest and sums)',
+    tag: 'survival',
+    ok: 'Committed.',
+  },
 });
 
 /** Schemas (by their TypeBox `title`) that the document shares under `components.schemas`. */
-export const SHARED_SCHEMAS: ReadonlySet<string> = new Set(['LeaseRecord', 'LeaseView', 'LeaseGranted', 'LeaseConflict', 'Error', 'Event']);
+export const SHARED_SCHEMAS: ReadonlySet<string> = new Set([
+  'LeaseRecord',
+  'LeaseView',
+  'LeaseGranted',
+  'LeaseConflict',
+  'Error',
+  'Event',
+]);
 
 /** Catalog codes by HTTP status, for answers a route declares without a description. */
 function catalogText(status: number): string | undefined {
@@ -129,7 +290,14 @@ const MEDIA: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** Mutations that honour `If-Match: "<revision>"`. */
-const IF_MATCH = new Set(['/v1/lease/acquire', '/v1/lease/renew', '/v1/lease/release', '/v1/lease/transfer', '/v1/heartbeat', '/v1/maintenance']);
+const IF_MATCH = new Set([
+  '/v1/lease/acquire',
+  '/v1/lease/renew',
+  '/v1/lease/release',
+  '/v1/lease/transfer',
+  '/v1/heartbeat',
+  '/v1/maintenance',
+]);
 
 function scopeOf(route: { readonly config?: unknown }): RouteScope {
   const s = (route.config as { scope?: unknown } | undefined)?.scope;
@@ -142,19 +310,40 @@ function errorResponse(entries: readonly CatalogEntry[], extra?: string): Record
 }
 
 /** The error answers a route can give besides those its schema declares. */
-export function impliedErrors(url: string, method: string, scope: RouteScope, hasBody: boolean): Map<number, Record<string, unknown>> {
+export function impliedErrors(
+  url: string,
+  method: string,
+  scope: RouteScope,
+  hasBody: boolean,
+): Map<number, Record<string, unknown>> {
   const out = new Map<number, Record<string, unknown>>();
   const why = [
-    ...(hasBody || url.includes(':') || url === '/v1/events' || url === '/v1/events/stream' ? ['the request does not match the schema (a path parameter over 100 characters or a malformed percent escape too)'] : []),
+    ...(hasBody || url.includes(':') || url === '/v1/events' || url === '/v1/events/stream'
+      ? [
+          'the request does not match the schema (a path parameter over 100 characters or a malformed percent escape too)',
+        ]
+      : []),
     ...(scope !== 'none' ? ['more than one Authorization header'] : []),
-    ...(fieldsAfter(PROTOCOL_PREVIOUS, `${method} ${url}`).length > 0 ? [`a field of protocol ${PROTOCOL_VERSION} without ${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`] : []),
+    ...(fieldsAfter(PROTOCOL_PREVIOUS, `${method} ${url}`).length > 0
+      ? [`a field of protocol ${PROTOCOL_VERSION} without ${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`]
+      : []),
   ];
-  const bad: CatalogEntry[] = why.length > 0 ? [ERRORS.BAD_REQUEST, ERRORS.PROTOCOL_VERSION] : [ERRORS.PROTOCOL_VERSION];
+  const bad: CatalogEntry[] =
+    why.length > 0 ? [ERRORS.BAD_REQUEST, ERRORS.PROTOCOL_VERSION] : [ERRORS.PROTOCOL_VERSION];
   out.set(400, errorResponse(bad, [...why, `an ${PROTOCOL_HEADER} header this arbiter does not serve`].join('; or ')));
   if (scope !== 'none') {
-    out.set(401, errorResponse([ERRORS.UNAUTHORIZED], scope === 'read' ? 'only when a token is sent and is not valid, or auth.openReads is false' : 'no token, or an unknown or revoked one'));
+    out.set(
+      401,
+      errorResponse(
+        [ERRORS.UNAUTHORIZED],
+        scope === 'read'
+          ? 'only when a token is sent and is not valid, or auth.openReads is false'
+          : 'no token, or an unknown or revoked one',
+      ),
+    );
   }
-  if (scope === 'member' || scope === 'heartbeat' || scope === 'admin') out.set(403, errorResponse(scope === 'admin' ? [ERRORS.FORBIDDEN] : [ERRORS.FORBIDDEN, ERRORS.WRONG_HOST]));
+  if (scope === 'member' || scope === 'heartbeat' || scope === 'admin')
+    out.set(403, errorResponse(scope === 'admin' ? [ERRORS.FORBIDDEN] : [ERRORS.FORBIDDEN, ERRORS.WRONG_HOST]));
   if (IF_MATCH.has(url)) out.set(412, errorResponse([ERRORS.PRECONDITION]));
   if (method !== 'GET' && method !== 'HEAD' && method !== 'DELETE') {
     out.set(413, errorResponse([ERRORS.TOO_LARGE]));
@@ -164,8 +353,14 @@ export function impliedErrors(url: string, method: string, scope: RouteScope, ha
   const busy = [
     'the arbiter is shutting down',
     `${ERRORS.NOT_ELECTED.code} or ${ERRORS.STORE_UNAVAILABLE.code} (store etcd: nothing was decided)`,
-    ...(url === '/v1/events/stream' ? [`${STREAM_ERRORS.TOO_MANY_STREAMS.code}: ${STREAM_ERRORS.TOO_MANY_STREAMS.message}`] : []),
-    ...(url === '/v1/leases/port' && method === 'POST' ? [`${ERRORS.BAND_FULL.code}: every port of the test band is leased, or the machine already holds its share (half the band)`] : []),
+    ...(url === '/v1/events/stream'
+      ? [`${STREAM_ERRORS.TOO_MANY_STREAMS.code}: ${STREAM_ERRORS.TOO_MANY_STREAMS.message}`]
+      : []),
+    ...(url === '/v1/leases/port' && method === 'POST'
+      ? [
+          `${ERRORS.BAND_FULL.code}: every port of the test band is leased, or the machine already holds its share (half the band)`,
+        ]
+      : []),
   ];
   out.set(503, { ...ErrorBody, description: busy.join('; ') });
   return out;
@@ -175,7 +370,15 @@ type AnyRoute = Pick<RouteOptions, 'url' | 'method' | 'config'>;
 
 /** The per-route transform (exported for the tests). */
 export function transformRoute(openReads: boolean) {
-  return ({ schema, url, route }: { schema: unknown; url: string; route: AnyRoute }): { schema: Record<string, unknown>; url: string } => {
+  return ({
+    schema,
+    url,
+    route,
+  }: {
+    schema: unknown;
+    url: string;
+    route: AnyRoute;
+  }): { schema: Record<string, unknown>; url: string } => {
     const s: Record<string, unknown> = { ...((schema as Record<string, unknown> | undefined) ?? {}) };
     const scope = scopeOf(route);
     const method = Array.isArray(route.method) ? String(route.method[0]) : String(route.method);
@@ -196,12 +399,16 @@ export function transformRoute(openReads: boolean) {
     for (const [status, body] of implied) {
       const declared = response[String(status)] as Record<string, unknown> | undefined;
       if (declared === undefined) response[String(status)] = body;
-      else if (declared['description'] === undefined && typeof declared === 'object') response[String(status)] = { ...declared, description: body['description'] };
+      else if (declared['description'] === undefined && typeof declared === 'object')
+        response[String(status)] = { ...declared, description: body['description'] };
     }
     for (const [status, declared] of Object.entries(response)) {
       const d = declared as Record<string, unknown>;
       if (typeof d !== 'object' || d === null || d['description'] !== undefined) continue;
-      const fallback = status === '409' ? `Refused by the lease or registry state; the body says why. ${catalogText(409) ?? ''}`.trim() : (catalogText(Number(status)) ?? `HTTP ${status}`);
+      const fallback =
+        status === '409'
+          ? `Refused by the lease or registry state; the body says why. ${catalogText(409) ?? ''}`.trim()
+          : (catalogText(Number(status)) ?? `HTTP ${status}`);
       response[status] = { ...d, description: fallback };
     }
     s['response'] = response;
@@ -243,10 +450,15 @@ function documentedBody(method: string, url: string, body: unknown): unknown {
   const props = out['properties'] as Record<string, Record<string, unknown>> | undefined;
   if (props === undefined) return out;
   for (let v = PROTOCOL_PREVIOUS; v < PROTOCOL_VERSION; v++) {
-    for (const f of fieldsAfter(v, `${method} ${url}`)) if (props[f] !== undefined && props[f]['x-hq-protocol-since'] === undefined) props[f] = { ...props[f], 'x-hq-protocol-since': v + 1 };
+    for (const f of fieldsAfter(v, `${method} ${url}`))
+      if (props[f] !== undefined && props[f]['x-hq-protocol-since'] === undefined)
+        props[f] = { ...props[f], 'x-hq-protocol-since': v + 1 };
   }
   if (method === 'PUT' && url === '/v1/survival/:tier/:generation' && props['manifest'] !== undefined) {
-    props['manifest'] = { ...(keepKeyPatterns(ManifestSchema) as Record<string, unknown>), description: `The survival manifest: its generation and tier those of the path, holder the token's machine, leaseGeneration at least 1, createdAt a date, paths relative and distinct; else ${REPLICATION_ERRORS.BAD_MANIFEST.code}.` };
+    props['manifest'] = {
+      ...(keepKeyPatterns(ManifestSchema) as Record<string, unknown>),
+      description: `The survival manifest: its generation and tier those of the path, holder the token's machine, leaseGeneration at least 1, createdAt a date, paths relative and distinct; else ${REPLICATION_ERRORS.BAD_MANIFEST.code}.`,
+    };
   }
   return out;
 }
@@ -257,16 +469,28 @@ const PROTOCOL_PARAMETER = Object.freeze({
   name: PROTOCOL_HEADER,
   required: false,
   description: `The hq protocol version the request speaks (absent: ${PROTOCOL_PREVIOUS}). A body field marked x-hq-protocol-since needs at least that version; a version not served is ${ERRORS.PROTOCOL_VERSION.code}.`,
-  schema: { type: 'string', enum: Array.from({ length: PROTOCOL_VERSION - PROTOCOL_PREVIOUS + 1 }, (_, i) => String(PROTOCOL_PREVIOUS + i)) },
+  schema: {
+    type: 'string',
+    enum: Array.from({ length: PROTOCOL_VERSION - PROTOCOL_PREVIOUS + 1 }, (_, i) => String(PROTOCOL_PREVIOUS + i)),
+  },
 });
 
-const VERSION_HEADER = Object.freeze({ description: 'The protocol version the answer speaks (the request\'s).', schema: { type: 'string', pattern: '^[0-9]{1,6}$' } });
+const VERSION_HEADER = Object.freeze({
+  description: "The protocol version the answer speaks (the request's).",
+  schema: { type: 'string', pattern: '^[0-9]{1,6}$' },
+});
 
 /** Answer headers besides the protocol version. */
 const ANSWER_HEADERS: Readonly<Record<string, Record<string, unknown>>> = Object.freeze({
-  etag: { description: 'The lease record\'s revision (`"N"`), for If-Match.', schema: { type: 'string', pattern: '^"[0-9]+"$' } },
+  etag: {
+    description: 'The lease record\'s revision (`"N"`), for If-Match.',
+    schema: { type: 'string', pattern: '^"[0-9]+"$' },
+  },
   'cache-control': { description: 'Whether the answer may be reused.', schema: { type: 'string' } },
-  'content-security-policy': { description: 'The status page\'s policy: its own inline script by hash, nothing from elsewhere.', schema: { type: 'string' } },
+  'content-security-policy': {
+    description: "The status page's policy: its own inline script by hash, nothing from elsewhere.",
+    schema: { type: 'string' },
+  },
   'x-content-type-options': { description: '`nosniff`.', schema: { type: 'string' } },
   'referrer-policy': { description: '`no-referrer`.', schema: { type: 'string' } },
   'x-frame-options': { description: '`DENY`.', schema: { type: 'string' } },
@@ -274,14 +498,27 @@ const ANSWER_HEADERS: Readonly<Record<string, Record<string, unknown>>> = Object
 });
 
 /** Operations whose answers carry the lease record, and with it its revision as `ETag`. */
-const RECORD_ANSWERS = new Set(['get /v1/lease', 'post /v1/lease/acquire', 'post /v1/lease/renew', 'post /v1/lease/release', 'post /v1/lease/stepped-down', 'post /v1/heartbeat', 'post /v1/lease/transfer', 'post /v1/lease/accept-generation', 'put /v1/maintenance', 'post /v1/check']);
+const RECORD_ANSWERS = new Set([
+  'get /v1/lease',
+  'post /v1/lease/acquire',
+  'post /v1/lease/renew',
+  'post /v1/lease/release',
+  'post /v1/lease/stepped-down',
+  'post /v1/heartbeat',
+  'post /v1/lease/transfer',
+  'post /v1/lease/accept-generation',
+  'put /v1/maintenance',
+  'post /v1/check',
+]);
 
 /** The ANSWER_HEADERS an answer may carry. */
 function answerHeaders(path: string, method: string, status: string): string[] {
   const out: string[] = [];
-  if (RECORD_ANSWERS.has(`${method} ${path}`) && (status === '200' || status === '409' || status === '412')) out.push('etag');
+  if (RECORD_ANSWERS.has(`${method} ${path}`) && (status === '200' || status === '409' || status === '412'))
+    out.push('etag');
   if (method !== 'get' || status !== '200') return out;
-  if (path === OPENAPI_PATH || path === '/v1/status' || path === '/' || path === '/v1/events/stream') out.push('cache-control');
+  if (path === OPENAPI_PATH || path === '/v1/status' || path === '/' || path === '/v1/events/stream')
+    out.push('cache-control');
   if (path === '/') out.push('content-security-policy', 'x-content-type-options', 'referrer-policy', 'x-frame-options');
   if (path === '/v1/events/stream') out.push('x-accel-buffering');
   return out;
@@ -290,7 +527,7 @@ function answerHeaders(path: string, method: string, status: string): string[] {
 /** The blob upload's body (the route reads the raw stream; Fastify has no schema for it). */
 const BLOB_BODY = Object.freeze({
   required: true,
-  description: 'The blob\'s bytes; their sha256 must be the path\'s (else HQ_ERR_CHECKSUM).',
+  description: "The blob's bytes; their sha256 must be the path's (else HQ_ERR_CHECKSUM).",
   content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
 });
 
@@ -303,11 +540,20 @@ export function declareHeaders(doc: Record<string, unknown>): Record<string, unk
   for (const [path, ops] of Object.entries(paths ?? {})) {
     for (const [method, op] of Object.entries(ops)) {
       const params = (op['parameters'] as Array<Record<string, unknown>> | undefined) ?? [];
-      if (!params.some((p) => p['in'] === 'header' && p['name'] === PROTOCOL_HEADER)) op['parameters'] = [...params, { ...PROTOCOL_PARAMETER }];
-      if (method === 'put' && path === '/v1/survival/{tier}/{generation}/blobs/{sha256}' && op['requestBody'] === undefined) op['requestBody'] = BLOB_BODY;
+      if (!params.some((p) => p['in'] === 'header' && p['name'] === PROTOCOL_HEADER))
+        op['parameters'] = [...params, { ...PROTOCOL_PARAMETER }];
+      if (
+        method === 'put' &&
+        path === '/v1/survival/{tier}/{generation}/blobs/{sha256}' &&
+        op['requestBody'] === undefined
+      )
+        op['requestBody'] = BLOB_BODY;
       const responses = (op['responses'] as Record<string, Record<string, unknown>> | undefined) ?? {};
       for (const [status, r] of Object.entries(responses)) {
-        const headers: Record<string, unknown> = { ...((r['headers'] as Record<string, unknown> | undefined) ?? {}), [PROTOCOL_HEADER]: VERSION_HEADER };
+        const headers: Record<string, unknown> = {
+          ...((r['headers'] as Record<string, unknown> | undefined) ?? {}),
+          [PROTOCOL_HEADER]: VERSION_HEADER,
+        };
         for (const h of answerHeaders(path, method, status)) headers[h] = ANSWER_HEADERS[h];
         r['headers'] = headers;
       }
@@ -368,13 +614,20 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
       servers: [{ url: '/', description: 'The arbiter that served this document (port 8470 by default).' }],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'A 64-hex token from `hq-arbiter token issue MACHINE --scope member|admin|query`.' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A 64-hex token from `hq-arbiter token issue MACHINE --scope member|admin|query`.',
+          },
         },
       },
       tags: TAGS.map((t) => ({ ...t })),
     },
     transform: transformRoute(openReads),
-    transformObject: (d) => declareHeaders(shareSchemas(('openapiObject' in d ? d.openapiObject : d.swaggerObject) as Record<string, unknown>)),
+    transformObject: (d) =>
+      declareHeaders(
+        shareSchemas(('openapiObject' in d ? d.openapiObject : d.swaggerObject) as Record<string, unknown>),
+      ),
   });
   app.get(
     OPENAPI_PATH,

@@ -109,7 +109,13 @@ interface Stores {
   readonly databasePath: string | null;
   /** For the log: the file, or the etcd endpoints and prefix. */
   readonly where: string;
-  readonly etcd: { readonly client: EtcdClient; readonly store: EtcdStore; readonly registry: EtcdRegistryStore | null; readonly survival: EtcdSurvivalStore; readonly config: Extract<StoreConfig, { kind: 'etcd' }> } | null;
+  readonly etcd: {
+    readonly client: EtcdClient;
+    readonly store: EtcdStore;
+    readonly registry: EtcdRegistryStore | null;
+    readonly survival: EtcdSurvivalStore;
+    readonly config: Extract<StoreConfig, { kind: 'etcd' }>;
+  } | null;
   close(): Promise<void>;
 }
 
@@ -119,7 +125,11 @@ export function readEtcdTls(f: EtcdTlsFiles): EtcdTls {
   const ca = read(f.caFile);
   const cert = read(f.certFile);
   const key = read(f.keyFile);
-  return { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) };
+  return {
+    ...(ca === undefined ? {} : { ca }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
 }
 
 /** The configured store: SQLite in dataDir (a second connection for the registry), or etcd under its prefix. */
@@ -146,7 +156,12 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
     import('../store/etcd/registry.js'),
     import('../store/etcd/survival.js'),
   ]);
-  const client = new EtcdClient({ endpoints: s.endpoints, dialTimeoutMs: s.dialTimeoutMs, requestTimeoutMs: s.requestTimeoutMs, ...(s.tls === null ? {} : { tls: readEtcdTls(s.tls) }) });
+  const client = new EtcdClient({
+    endpoints: s.endpoints,
+    dialTimeoutMs: s.dialTimeoutMs,
+    requestTimeoutMs: s.requestTimeoutMs,
+    ...(s.tls === null ? {} : { tls: readEtcdTls(s.tls) }),
+  });
   let store: EtcdStore;
   try {
     store = await EtcdStore.open({ client, prefix: s.prefix, ttlSeconds: config.ttlSeconds });
@@ -180,17 +195,37 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { store, registry } = stores;
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
-    { urls: config.hooks.urls, command: config.hooks.command, attempts: opts.hookAttempts, backoffMs: opts.hookBackoffMs },
+    {
+      urls: config.hooks.urls,
+      command: config.hooks.command,
+      attempts: opts.hookAttempts,
+      backoffMs: opts.hookBackoffMs,
+    },
     log.child({ component: 'hooks' }),
   );
   const waiters = new EventWaiters();
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
   // Store etcd with an election (the daemon): decisions only on the elected arbiter (leadership.ts).
   let leadership: Leadership | null = null;
-  const arbiter = new Arbiter({ config, store, clock, sink, metrics, ...(opts.limits === undefined ? {} : { limits: opts.limits }), ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}) });
+  const arbiter = new Arbiter({
+    config,
+    store,
+    clock,
+    sink,
+    metrics,
+    ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+    ...(stores.etcd !== null && opts.elect === true ? { mayDecide: () => leadership?.mayDecide() === true } : {}),
+  });
   const prober = opts.prober ?? new TailnetProber(config, metrics, log.child({ component: 'probe' }), PEER_PORT);
   registerOperatorMetrics(metrics.registry, () => store.read(), config, clock);
-  const checker = new Checker({ arbiter, store, prober, metrics, log: log.child({ component: 'check' }), wallClockMs: opts.wallClockMs ?? wallClockMs });
+  const checker = new Checker({
+    arbiter,
+    store,
+    prober,
+    metrics,
+    log: log.child({ component: 'check' }),
+    wallClockMs: opts.wallClockMs ?? wallClockMs,
+  });
   if (stores.etcd !== null && opts.elect === true) {
     const e = stores.etcd;
     const { Leadership, registerLeadershipMetrics } = await import('../leadership.js');
@@ -222,11 +257,13 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       log.info({ path: adminTokenPath, install }, 'admin token written');
     }
   }
-  if (store.createdNow) log.info({ where: stores.where }, 'store created; generation floor pending until every candidate reports');
+  if (store.createdNow)
+    log.info({ where: stores.where }, 'store created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
   // The status page's load column: the machines the agents register.
-  const load = registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
+  const load =
+    registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
   let app: FastifyInstance | null = null;
   let closed = false;
   return {
@@ -247,9 +284,11 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     },
     async sweepRegistry() {
       // Store etcd: an expiry is a clock decision, the elected arbiter's alone (leadership.ts).
-      if (registry === null || closed || (leadership !== null && !leadership.mayDecide())) return { resources: 0, leases: 0 };
+      if (registry === null || closed || (leadership !== null && !leadership.mayDecide()))
+        return { resources: 0, leases: 0 };
       const swept = await registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
-      if (swept.resources + swept.leases > 0) log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
+      if (swept.resources + swept.leases > 0)
+        log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
       return swept;
     },
     async sweepEvents() {
@@ -262,7 +301,16 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     async app() {
       if (app === null) {
         app = await buildApp({
-          hq: { arbiter, checker, store, metrics, config, version: version(), leadership, ...(stores.etcd === null ? {} : { survival: stores.etcd.survival }) },
+          hq: {
+            arbiter,
+            checker,
+            store,
+            metrics,
+            config,
+            version: version(),
+            leadership,
+            ...(stores.etcd === null ? {} : { survival: stores.etcd.survival }),
+          },
           log,
           ...(opts.operator === true ? { operator: { waiters, load } } : {}),
         });

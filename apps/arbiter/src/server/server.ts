@@ -49,10 +49,11 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
   const port = (app.server.address() as { port: number } | null)?.port ?? config.listen.port;
   // SQLite: the checks start now. etcd: the campaign starts; the elected arbiter runs them.
   rt.start();
-  const sweepEvents = (): Promise<void> => rt.sweepEvents().then(
-    () => undefined,
-    (err: unknown) => rt.log.error({ err }, 'event sweep failed'),
-  );
+  const sweepEvents = (): Promise<void> =>
+    rt.sweepEvents().then(
+      () => undefined,
+      (err: unknown) => rt.log.error({ err }, 'event sweep failed'),
+    );
   await sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
   // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
   const sweeps = setInterval(() => {
@@ -61,19 +62,28 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
   }, 3_600_000);
   sweeps.unref();
   rt.log.info(
-    { address, port, dataDir: config.dataDir, candidates: config.candidates, ...failoverFields(config, await rt.store.read()) },
+    {
+      address,
+      port,
+      dataDir: config.dataDir,
+      candidates: config.candidates,
+      ...failoverFields(config, await rt.store.read()),
+    },
     'hq-arbiter listening',
   );
   rt.log.info({ path: lock.path, pid: process.pid }, 'serve lock held');
   opts.onStarted?.();
-  closeWithGrace({ delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } }, async ({ signal, err }) => {
-    if (err !== undefined) rt.log.error({ err }, 'closing after an error');
-    else rt.log.info({ signal }, 'closing');
-    clearInterval(sweeps);
-    await rt.close();
-    lock.release();
-    rt.log.info({}, 'closed');
-  });
+  closeWithGrace(
+    { delay: CLOSE_GRACE_MS, logger: { error: (m: unknown) => rt.log.error({ err: m }, 'close') } },
+    async ({ signal, err }) => {
+      if (err !== undefined) rt.log.error({ err }, 'closing after an error');
+      else rt.log.info({ signal }, 'closing');
+      clearInterval(sweeps);
+      await rt.close();
+      lock.release();
+      rt.log.info({}, 'closed');
+    },
+  );
   if (opts.exitWithParent === true) {
     const watch = setInterval(() => {
       if (process.ppid === parent) return;

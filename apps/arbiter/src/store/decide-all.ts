@@ -8,7 +8,14 @@ import type { ArbiterState, LeaseState } from '@hq/lease-core';
 import type { Committed, Decision, EventInput, Outcome } from './store.js';
 import { andThen, type Awaitable } from '../awaitable.js';
 
-export type Decided = { readonly ok: true; readonly state: ArbiterState; readonly events: readonly EventInput[]; readonly result: unknown } | { readonly ok: false; readonly error: unknown };
+export type Decided =
+  | {
+      readonly ok: true;
+      readonly state: ArbiterState;
+      readonly events: readonly EventInput[];
+      readonly result: unknown;
+    }
+  | { readonly ok: false; readonly error: unknown };
 
 /** Field-by-field equality (a decision may return an equal copy for "unchanged"). */
 export function sameLease(a: LeaseState, b: LeaseState): boolean {
@@ -22,7 +29,10 @@ export function leaseChanged(before: ArbiterState, next: ArbiterState): boolean 
 }
 
 /** Runs `decisions` in order from `before`; throws (nothing may be written) on a lease change without a new revision. */
-export function decideAll(before: ArbiterState, decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): { readonly decided: Decided[]; readonly state: ArbiterState } {
+export function decideAll(
+  before: ArbiterState,
+  decisions: readonly ((state: ArbiterState) => Decision<unknown>)[],
+): { readonly decided: Decided[]; readonly state: ArbiterState } {
   const decided: Decided[] = [];
   let state = before;
   for (const decide of decisions) {
@@ -46,7 +56,10 @@ export function decideAll(before: ArbiterState, decisions: readonly ((state: Arb
  * `transact` in terms of `transactAll`: one decision, its own error thrown (not returned as an
  * outcome). Synchronous when `transactAll` is (SQLite).
  */
-export function transactOne<T>(transactAll: (decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]) => Awaitable<readonly Outcome[]>, decide: (state: ArbiterState) => Decision<T>): Awaitable<Committed<T>> {
+export function transactOne<T>(
+  transactAll: (decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]) => Awaitable<readonly Outcome[]>,
+  decide: (state: ArbiterState) => Decision<T>,
+): Awaitable<Committed<T>> {
   let failure: { error: unknown } | null = null;
   const run = (state: ArbiterState): Decision<T> => {
     try {

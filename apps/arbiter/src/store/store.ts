@@ -79,7 +79,9 @@ export class NotElectedError extends Error {
 }
 
 /** One decision's outcome in a group commit. */
-export type Outcome = { readonly ok: true; readonly committed: Committed<unknown> } | { readonly ok: false; readonly error: unknown };
+export type Outcome =
+  | { readonly ok: true; readonly committed: Committed<unknown> }
+  | { readonly ok: false; readonly error: unknown };
 
 /**
  * The lease record, the floor and the observers' views: the state every lease decision reads
@@ -104,7 +106,10 @@ export interface LeaseRecords {
    * lease write is one compare-and-swap on the revision read at the start. An error of the
    * transaction itself (a failed commit, a lost CAS) throws and nothing is written.
    */
-  transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens?: ConfirmTokens): Awaitable<readonly Outcome[]>;
+  transactAll(
+    decisions: readonly ((state: ArbiterState) => Decision<unknown>)[],
+    tokens?: ConfirmTokens,
+  ): Awaitable<readonly Outcome[]>;
 }
 
 /**

@@ -15,11 +15,15 @@
  */
 import type { Manifest, SurvivalList, Tier } from '@hq/protocol';
 
-export type BlobResult = { readonly ok: true; readonly bytes: number } | { readonly ok: false; readonly error: 'too-large' | 'checksum'; readonly message: string };
+export type BlobResult =
+  | { readonly ok: true; readonly bytes: number }
+  | { readonly ok: false; readonly error: 'too-large' | 'checksum'; readonly message: string };
 
 export type CommitError = 'stale' | 'exists' | 'incomplete' | 'checksum' | 'too-large';
 
-export type CommitResult = { readonly ok: true; readonly files: number } | { readonly ok: false; readonly error: CommitError; readonly message: string };
+export type CommitResult =
+  | { readonly ok: true; readonly files: number }
+  | { readonly ok: false; readonly error: CommitError; readonly message: string };
 
 export interface SurvivalStore {
   /** The largest blob this store takes, bytes. */

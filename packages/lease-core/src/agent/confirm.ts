@@ -5,7 +5,17 @@
 import type { ConfirmAnswer, ConfirmRequest, Host } from '@hq/protocol';
 import type { LeaseEvent } from '../events.js';
 import { leaseEvent } from '../events.js';
-import { type AgentSettings, type Grant, type AgentState, active, settle, type AgentStep, adoptSeen, elapsed, type Stamp } from '../agent.js';
+import {
+  type AgentSettings,
+  type Grant,
+  type AgentState,
+  active,
+  settle,
+  type AgentStep,
+  adoptSeen,
+  elapsed,
+  type Stamp,
+} from '../agent.js';
 
 /**
  * A holder asks this agent to confirm it while the arbiter is unreachable. Refused for itself,
@@ -13,16 +23,33 @@ import { type AgentSettings, type Grant, type AgentState, active, settle, type A
  * generation or above, and while this agent runs as holder. A confirmation is remembered (A4):
  * the shell persists `gaveConfirmation` before it answers.
  */
-export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, received: Stamp, _settings: AgentSettings): AgentStep & { answer: ConfirmAnswer } {
+export function onConfirmRequest(
+  state0: AgentState,
+  req: ConfirmRequest,
+  received: Stamp,
+  _settings: AgentSettings,
+): AgentStep & { answer: ConfirmAnswer } {
   const state = settle(state0, received);
   const refuse = (reason: ConfirmAnswer['reason']): AgentStep & { answer: ConfirmAnswer } => ({
     state,
-    events: [leaseEvent('confirmation-refused', state.host, { holder: req.host, generation: req.generation, reason, seen: state.seen })],
+    events: [
+      leaseEvent('confirmation-refused', state.host, {
+        holder: req.host,
+        generation: req.generation,
+        reason,
+        seen: state.seen,
+      }),
+    ],
     answer: { confirmed: false, generation: state.seen, reason },
   });
   if (req.host === state.host) return refuse('self');
   if (state.seen > req.generation) return refuse('higher-generation');
-  if (state.known !== null && state.known.holder !== req.host && state.known.holder !== null && state.known.generation >= req.generation) {
+  if (
+    state.known !== null &&
+    state.known.holder !== req.host &&
+    state.known.holder !== null &&
+    state.known.generation >= req.generation
+  ) {
     return refuse('other-holder');
   }
   if (active(state.current, received) || active(state.pending, received)) return refuse('holding');
@@ -31,7 +58,10 @@ export function onConfirmRequest(state0: AgentState, req: ConfirmRequest, receiv
   // none there is nothing to wait by, and it confirms nothing.
   const stated = Math.max(req.ttlSeconds ?? 0, state.known?.ttlSeconds ?? 0);
   const ttl = stated > 0 ? stated : (state.gave?.ttlSeconds ?? 0);
-  const margin = stated > 0 ? Math.max(req.safetyMarginSeconds ?? 0, state.known?.safetyMarginSeconds ?? 0) : (state.gave?.safetyMarginSeconds ?? 0);
+  const margin =
+    stated > 0
+      ? Math.max(req.safetyMarginSeconds ?? 0, state.known?.safetyMarginSeconds ?? 0)
+      : (state.gave?.safetyMarginSeconds ?? 0);
   if (!(ttl > 0)) return refuse('unknown-timing');
   const events: LeaseEvent[] = [];
   let next = adoptSeen(state, req.generation, events, 'peer');
@@ -68,7 +98,14 @@ export interface PeerResult {
  * only when every one of them answered, confirmed, and named a generation no higher than this
  * host's (a missing generation withholds the confirmation; a higher one is adopted, L2).
  */
-export function onPeerResults(state0: AgentState, results: readonly PeerResult[], peers: readonly Host[], sent: Stamp, received: Stamp, settings: AgentSettings): AgentStep {
+export function onPeerResults(
+  state0: AgentState,
+  results: readonly PeerResult[],
+  peers: readonly Host[],
+  sent: Stamp,
+  received: Stamp,
+  settings: AgentSettings,
+): AgentStep {
   const events: LeaseEvent[] = [];
   let state = state0;
   for (const r of results) {
@@ -93,7 +130,9 @@ export function onPeerResults(state0: AgentState, results: readonly PeerResult[]
     peers.length > 0 &&
     peers.every((p) => {
       const r = byPeer.get(p);
-      return r?.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation;
+      return (
+        r?.answered && r.confirmed === true && typeof r.generation === 'number' && r.generation <= known.generation
+      );
     });
   if (!quorum) return { state: settle(state, received), events };
   const grant: Grant = {

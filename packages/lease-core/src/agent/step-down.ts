@@ -22,7 +22,9 @@ export function stepDown(state: AgentState): AgentState {
  */
 export function releaseSent(state: AgentState, now: Stamp, settings: AgentSettings): AgentState {
   const r = state.releasing;
-  return r === null ? state : { ...state, releasing: { ...r, untilMono: now.mono + 2 * settings.requestTimeoutSeconds } };
+  return r === null
+    ? state
+    : { ...state, releasing: { ...r, untilMono: now.mono + 2 * settings.requestTimeoutSeconds } };
 }
 
 /** The shell sent the acknowledgement owed for `generation` (whatever the arbiter answered). */

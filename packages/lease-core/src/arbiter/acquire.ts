@@ -2,7 +2,19 @@
 import type { AcquireRequest } from '@hq/protocol';
 import { isExpired } from '../record.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, type Verdict, isCandidate, lockDelayUntil, noteReport, grant, renewed, ok, refuse } from '../arbiter.js';
+import {
+  type ArbiterState,
+  type Context,
+  type Step,
+  type Verdict,
+  isCandidate,
+  lockDelayUntil,
+  noteReport,
+  grant,
+  renewed,
+  ok,
+  refuse,
+} from '../arbiter.js';
 
 /**
  * 1. Only a candidate may acquire. 2. Its seen generation raises the floor (S1).
@@ -14,12 +26,23 @@ export function acquire(state0: ArbiterState, ctx: Context, input: AcquireReques
   if (!isCandidate(ctx.settings, input.host)) {
     return refuse(state0, ctx.boot, 'not-candidate', 'acquire-refused', input.host, []);
   }
-  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, undefined, input.requestTimeoutSeconds);
+  const noted = noteReport(
+    state0,
+    ctx,
+    ctx.boot,
+    input.host,
+    input.seenGeneration,
+    undefined,
+    input.requestTimeoutSeconds,
+  );
   const state = noted.state;
   const lease = state.lease;
   if (lease.holder === input.host && !lease.released) {
     const next = { ...state, lease: renewed(lease, ctx) };
-    return ok(next, noted.boot, [...noted.events, leaseEvent('renewed', input.host, { generation: lease.generation, via: 'acquire' })]);
+    return ok(next, noted.boot, [
+      ...noted.events,
+      leaseEvent('renewed', input.host, { generation: lease.generation, via: 'acquire' }),
+    ]);
   }
   if (lease.holder !== null && lease.holder !== input.host && !isExpired(lease, ctx.now)) {
     return refuse(state, noted.boot, 'held', 'acquire-refused', input.host, noted.events, { holder: lease.holder });

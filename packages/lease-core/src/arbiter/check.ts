@@ -17,7 +17,10 @@ export function promotee(state: ArbiterState, ctx: Context): Host | null {
   const { lease } = state;
   if (lease.holder === null) return null;
   const preferred = ctx.settings.standby ?? null;
-  const order = preferred !== null && ctx.settings.candidates.includes(preferred) ? [preferred, ...ctx.settings.candidates.filter((c) => c !== preferred)] : ctx.settings.candidates;
+  const order =
+    preferred !== null && ctx.settings.candidates.includes(preferred)
+      ? [preferred, ...ctx.settings.candidates.filter((c) => c !== preferred)]
+      : ctx.settings.candidates;
   for (const candidate of order) {
     if (candidate === lease.holder) continue;
     const o = state.observers.get(candidate);
@@ -49,26 +52,60 @@ export function check(state: ArbiterState, ctx: Context, probe: Probe | null): S
     return {
       next: { ...state, lease: next },
       boot: ctx.boot,
-      events: [leaseEvent('arbiter-check', lease.holder, { streak: 0, holder: lease.holder, probed: false }, 'control')],
-      answer: { promoted: false, streak: 0, holder: lease.holder, generation: lease.generation, ping: false, health: false, promotee: null },
+      events: [
+        leaseEvent('arbiter-check', lease.holder, { streak: 0, holder: lease.holder, probed: false }, 'control'),
+      ],
+      answer: {
+        promoted: false,
+        streak: 0,
+        holder: lease.holder,
+        generation: lease.generation,
+        ping: false,
+        health: false,
+        promotee: null,
+      },
     };
   }
   const holder = lease.holder;
   const reachable = probe.ping || probe.health;
   const observers = new Map(state.observers);
   const own = observers.get(settings.arbiter) ?? NO_OBSERVER;
-  observers.set(settings.arbiter, { ...own, view: { target: holder, reachable, ping: probe.ping, health: probe.health, at: now } });
+  observers.set(settings.arbiter, {
+    ...own,
+    view: { target: holder, reachable, ping: probe.ping, health: probe.health, at: now },
+  });
   const withView: ArbiterState = { ...state, observers };
   const candidate = reachable ? null : promotee(withView, ctx);
   const streak = candidate === null ? 0 : lease.dualUnreachableStreak + 1;
-  const checkEvent = leaseEvent('arbiter-check', holder, { streak, ping: probe.ping, health: probe.health, promotee: candidate }, 'control');
+  const checkEvent = leaseEvent(
+    'arbiter-check',
+    holder,
+    { streak, ping: probe.ping, health: probe.health, promotee: candidate },
+    'control',
+  );
   if (candidate !== null && streak >= settings.promoteAfterChecks && !lease.maintenance) {
     const next = grant(withView, ctx, ctx.boot, candidate, lockDelayUntil(withView, ctx, holder), holder);
     return {
       next: { ...withView, lease: { ...next, lastCheckAt: now } },
       boot: ctx.boot,
-      events: [checkEvent, leaseEvent('promoted', candidate, { generation: next.generation, from: holder, notBefore: next.notBefore, streak })],
-      answer: { promoted: true, streak, holder: candidate, generation: next.generation, ping: probe.ping, health: probe.health, promotee: candidate },
+      events: [
+        checkEvent,
+        leaseEvent('promoted', candidate, {
+          generation: next.generation,
+          from: holder,
+          notBefore: next.notBefore,
+          streak,
+        }),
+      ],
+      answer: {
+        promoted: true,
+        streak,
+        holder: candidate,
+        generation: next.generation,
+        ping: probe.ping,
+        health: probe.health,
+        promotee: candidate,
+      },
     };
   }
   const next = write(lease, { lastCheckAt: now, dualUnreachableStreak: streak });
@@ -76,6 +113,14 @@ export function check(state: ArbiterState, ctx: Context, probe: Probe | null): S
     next: { ...withView, lease: next },
     boot: ctx.boot,
     events: [checkEvent],
-    answer: { promoted: false, streak, holder, generation: lease.generation, ping: probe.ping, health: probe.health, promotee: candidate },
+    answer: {
+      promoted: false,
+      streak,
+      holder,
+      generation: lease.generation,
+      ping: probe.ping,
+      health: probe.health,
+      promotee: candidate,
+    },
   };
 }

@@ -5,7 +5,17 @@
 import type { HeartbeatAnswer, HeartbeatRequest, LeaseRefusal, View } from '@hq/protocol';
 import type { Confirmation } from '../record.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, NO_OBSERVER, isCandidate, reportDue, write, noteReport, renewed } from '../arbiter.js';
+import {
+  type ArbiterState,
+  type Context,
+  type Step,
+  NO_OBSERVER,
+  isCandidate,
+  reportDue,
+  write,
+  noteReport,
+  renewed,
+} from '../arbiter.js';
 
 /**
  * What the decision answers; the route adds the record, the hold, the timing problems, the
@@ -22,9 +32,22 @@ export type HeartbeatDecision = Pick<HeartbeatAnswer, 'outcome' | 'reason' | 're
 export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatRequest): Step<HeartbeatDecision> {
   if (!isCandidate(ctx.settings, input.host)) {
     const events = [leaseEvent('renew-refused', input.host, { reason: 'not-candidate' })];
-    return { next: state0, boot: ctx.boot, events, answer: { outcome: 'renew-refused', reason: 'not-candidate', reportInSeconds: null } };
+    return {
+      next: state0,
+      boot: ctx.boot,
+      events,
+      answer: { outcome: 'renew-refused', reason: 'not-candidate', reportInSeconds: null },
+    };
   }
-  const noted = noteReport(state0, ctx, ctx.boot, input.host, input.seenGeneration, input.generation, input.requestTimeoutSeconds);
+  const noted = noteReport(
+    state0,
+    ctx,
+    ctx.boot,
+    input.host,
+    input.seenGeneration,
+    input.generation,
+    input.requestTimeoutSeconds,
+  );
   const before = noted.state.observers.get(input.host) ?? NO_OBSERVER;
   const view: View | null = input.view === undefined ? before.view : { ...input.view, at: ctx.now };
   const confirmation: Confirmation | null =
@@ -58,12 +81,23 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatRe
       return { next: state, boot: noted.boot, events, answer: { outcome: 'renew-refused', reason, reportInSeconds } };
     }
     events.push(leaseEvent('renewed', input.host, { generation: lease.generation, via: 'heartbeat' }));
-    return { next: { ...state, lease: renewed(noted.state.lease, ctx) }, boot: noted.boot, events, answer: { outcome: 'renewed', reason: null, reportInSeconds } };
+    return {
+      next: { ...state, lease: renewed(noted.state.lease, ctx) },
+      boot: noted.boot,
+      events,
+      answer: { outcome: 'renewed', reason: null, reportInSeconds },
+    };
   }
   if (lease.holder === null) {
     events.push(leaseEvent('no-lease', input.host, {}));
     return { next: state, boot: noted.boot, events, answer: { outcome: 'no-lease', reason: null, reportInSeconds } };
   }
-  events.push(leaseEvent('standby', input.host, { holder: lease.holder, generation: lease.generation, reachable: view?.reachable ?? null }));
+  events.push(
+    leaseEvent('standby', input.host, {
+      holder: lease.holder,
+      generation: lease.generation,
+      reachable: view?.reachable ?? null,
+    }),
+  );
   return { next: state, boot: noted.boot, events, answer: { outcome: 'standby', reason: null, reportInSeconds } };
 }

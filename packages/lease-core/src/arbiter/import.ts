@@ -19,8 +19,17 @@ export interface OldLease {
 }
 
 export type ImportAnswer =
-  | { readonly ok: true; readonly floor: number; readonly granted: { readonly holder: Host; readonly generation: number; readonly notBefore: number } | null }
-  | { readonly ok: false; readonly reason: 'already-granted' | 'not-candidate'; readonly holder: Host | null; readonly generation: number };
+  | {
+      readonly ok: true;
+      readonly floor: number;
+      readonly granted: { readonly holder: Host; readonly generation: number; readonly notBefore: number } | null;
+    }
+  | {
+      readonly ok: false;
+      readonly reason: 'already-granted' | 'not-candidate';
+      readonly holder: Host | null;
+      readonly generation: number;
+    };
 
 /**
  * Takes over from the old system, on a new installation only.
@@ -36,18 +45,44 @@ export type ImportAnswer =
 export function importOld(state0: ArbiterState, ctx: Context, old: OldLease): Step<ImportAnswer> {
   const current = state0.lease;
   if (current.generation > 0) {
-    return { next: state0, boot: ctx.boot, events: [], answer: { ok: false, reason: 'already-granted', holder: current.holder, generation: current.generation } };
+    return {
+      next: state0,
+      boot: ctx.boot,
+      events: [],
+      answer: { ok: false, reason: 'already-granted', holder: current.holder, generation: current.generation },
+    };
   }
   const live = old.holder !== null && !old.released && (old.expiresAt === null || old.expiresAt > ctx.now);
   if (live && !isCandidate(ctx.settings, old.holder as Host)) {
-    return { next: state0, boot: ctx.boot, events: [], answer: { ok: false, reason: 'not-candidate', holder: old.holder, generation: old.generation } };
+    return {
+      next: state0,
+      boot: ctx.boot,
+      events: [],
+      answer: { ok: false, reason: 'not-candidate', holder: old.holder, generation: old.generation },
+    };
   }
   const noted = noteReport(state0, ctx, ctx.boot, ctx.settings.arbiter, old.generation, undefined);
   const state = noted.state;
   const imported = (granted: { holder: Host; generation: number; notBefore: number } | null): LeaseEvent =>
-    leaseEvent('imported', old.holder, { from: 'elanous', oldGeneration: old.generation, floor: state.floor, granted: granted?.generation ?? null, notBefore: granted?.notBefore ?? null }, 'control');
+    leaseEvent(
+      'imported',
+      old.holder,
+      {
+        from: 'elanous',
+        oldGeneration: old.generation,
+        floor: state.floor,
+        granted: granted?.generation ?? null,
+        notBefore: granted?.notBefore ?? null,
+      },
+      'control',
+    );
   if (!live) {
-    return { next: state, boot: noted.boot, events: [...noted.events, imported(null)], answer: { ok: true, floor: state.floor, granted: null } };
+    return {
+      next: state,
+      boot: noted.boot,
+      events: [...noted.events, imported(null)],
+      answer: { ok: true, floor: state.floor, granted: null },
+    };
   }
   const holder = old.holder as Host;
   const oldValidity = Math.max(old.expiresAt ?? -Infinity, ctx.now + old.ttlSeconds);
@@ -56,7 +91,16 @@ export function importOld(state0: ArbiterState, ctx: Context, old: OldLease): St
   return {
     next: { ...state, lease },
     boot: noted.boot,
-    events: [...noted.events, imported(granted), leaseEvent('acquired', holder, { generation: lease.generation, notBefore: lease.notBefore, from: null, via: 'import' })],
+    events: [
+      ...noted.events,
+      imported(granted),
+      leaseEvent('acquired', holder, {
+        generation: lease.generation,
+        notBefore: lease.notBefore,
+        from: null,
+        via: 'import',
+      }),
+    ],
     answer: { ok: true, floor: state.floor, granted },
   };
 }

@@ -6,5 +6,7 @@ import { type ArbiterState, type Context, type Step, type Verdict, write, ok } f
 export function setMaintenance(state: ArbiterState, ctx: Context, input: MaintenanceRequest): Step<Verdict> {
   const reason = input.enabled ? (input.reason ?? null) : null;
   const lease = write(state.lease, { maintenance: input.enabled, maintenanceReason: reason });
-  return ok({ ...state, lease }, ctx.boot, [leaseEvent('maintenance', null, { enabled: input.enabled, reason }, 'control')]);
+  return ok({ ...state, lease }, ctx.boot, [
+    leaseEvent('maintenance', null, { enabled: input.enabled, reason }, 'control'),
+  ]);
 }

@@ -5,7 +5,21 @@
 import type { Host, ReleaseRequest } from '@hq/protocol';
 import type { LeaseEvent } from '../events.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, type Verdict, NO_OBSERVER, isCandidate, allReported, startWaitUntil, write, noteReport, grant, ok, refuse } from '../arbiter.js';
+import {
+  type ArbiterState,
+  type Context,
+  type Step,
+  type Verdict,
+  NO_OBSERVER,
+  isCandidate,
+  allReported,
+  startWaitUntil,
+  write,
+  noteReport,
+  grant,
+  ok,
+  refuse,
+} from '../arbiter.js';
 
 /**
  * A handover or transfer target must be alive: heard from (a heartbeat) within its reported
@@ -34,12 +48,20 @@ export function targetSilence(state: ArbiterState, ctx: Context, host: Host): Si
   const last = o.lastHeartbeatAt;
   const interval = o.heartbeatSeconds;
   if (last === null) {
-    return { lastHeartbeatAt: null, heartbeatSeconds: interval, graceSeconds: null, message: `${host} has never sent a heartbeat to this arbiter; start its agent, or force` };
+    return {
+      lastHeartbeatAt: null,
+      heartbeatSeconds: interval,
+      graceSeconds: null,
+      message: `${host} has never sent a heartbeat to this arbiter; start its agent, or force`,
+    };
   }
   const grace = interval === null ? ctx.settings.viewFreshSeconds : interval * SILENCE_FACTOR + SILENCE_SLACK_SECONDS;
   const age = ctx.now - last;
   if (age <= grace) return null;
-  const rule = interval === null ? `viewFreshSeconds ${ctx.settings.viewFreshSeconds} s` : `its heartbeat interval ${interval} s × ${SILENCE_FACTOR} + ${SILENCE_SLACK_SECONDS} s`;
+  const rule =
+    interval === null
+      ? `viewFreshSeconds ${ctx.settings.viewFreshSeconds} s`
+      : `its heartbeat interval ${interval} s × ${SILENCE_FACTOR} + ${SILENCE_SLACK_SECONDS} s`;
   return {
     lastHeartbeatAt: last,
     heartbeatSeconds: interval,
@@ -59,32 +81,65 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseReques
   const state = noted.state;
   const lease = state.lease;
   if (lease.holder !== input.host) {
-    return refuse(state, noted.boot, 'not-holder', 'release-refused', input.host, noted.events, { holder: lease.holder });
+    return refuse(state, noted.boot, 'not-holder', 'release-refused', input.host, noted.events, {
+      holder: lease.holder,
+    });
   }
   if (input.generation !== undefined && input.generation !== lease.generation) {
-    return refuse(state, noted.boot, 'stale-generation', 'release-refused', input.host, noted.events, { generation: lease.generation });
+    return refuse(state, noted.boot, 'stale-generation', 'release-refused', input.host, noted.events, {
+      generation: lease.generation,
+    });
   }
   if (input.handoverTo !== undefined) {
     if (!isCandidate(ctx.settings, input.handoverTo)) {
-      return refuse(state, noted.boot, 'not-candidate', 'release-refused', input.host, noted.events, { handoverTo: input.handoverTo });
+      return refuse(state, noted.boot, 'not-candidate', 'release-refused', input.host, noted.events, {
+        handoverTo: input.handoverTo,
+      });
     }
     if (input.handoverTo === input.host) {
       return refuse(state, noted.boot, 'same-holder', 'release-refused', input.host, noted.events);
     }
     const silent = input.force === true ? null : targetSilence(state, ctx, input.handoverTo);
     if (silent !== null) {
-      return refuse(state, noted.boot, 'target-silent', 'release-refused', input.host, noted.events, silenceData(input.handoverTo, silent, 'handoverTo'));
+      return refuse(
+        state,
+        noted.boot,
+        'target-silent',
+        'release-refused',
+        input.host,
+        noted.events,
+        silenceData(input.handoverTo, silent, 'handoverTo'),
+      );
     }
     // The handing-over holder stepped down: no wait for it. But a lock-delay its own grant still
     // waited for protects the holder before it (a transfer just made to it), and stays.
     // G7: a holder that ran its generation hands over without the start wait once every
     // candidate reported nothing above it (the same proof as an acknowledgement's).
-    const lifted = input.ran === true && input.generation === lease.generation && ctx.now < startWaitUntil(ctx, noted.boot) && allReported(ctx, noted.boot) && state.floor <= lease.generation;
-    const next = grant(state, ctx, noted.boot, input.handoverTo, Math.max(ctx.now, lease.notBefore ?? -Infinity), input.host, lifted);
+    const lifted =
+      input.ran === true &&
+      input.generation === lease.generation &&
+      ctx.now < startWaitUntil(ctx, noted.boot) &&
+      allReported(ctx, noted.boot) &&
+      state.floor <= lease.generation;
+    const next = grant(
+      state,
+      ctx,
+      noted.boot,
+      input.handoverTo,
+      Math.max(ctx.now, lease.notBefore ?? -Infinity),
+      input.host,
+      lifted,
+    );
     return ok({ ...state, lease: next }, noted.boot, [
       ...noted.events,
       leaseEvent('released', input.host, { generation: lease.generation, handoverTo: input.handoverTo }),
-      leaseEvent('acquired', input.handoverTo, { generation: next.generation, notBefore: next.notBefore, from: input.host, via: 'handover', ...(lifted ? { startWaitLifted: true } : {}) }),
+      leaseEvent('acquired', input.handoverTo, {
+        generation: next.generation,
+        notBefore: next.notBefore,
+        from: input.host,
+        via: 'handover',
+        ...(lifted ? { startWaitLifted: true } : {}),
+      }),
     ]);
   }
   if (lease.released) return ok(state, noted.boot, noted.events);
@@ -96,5 +151,11 @@ export function release(state0: ArbiterState, ctx: Context, input: ReleaseReques
 
 /** The refusal event's data for a silent target; `message` is what the HTTP answer says (also transfer's; not in the package's index). */
 export function silenceData(target: Host, s: Silence, key: 'handoverTo' | 'to'): LeaseEvent['data'] {
-  return { [key]: target, lastHeartbeatAt: s.lastHeartbeatAt, heartbeatSeconds: s.heartbeatSeconds, graceSeconds: s.graceSeconds, message: s.message };
+  return {
+    [key]: target,
+    lastHeartbeatAt: s.lastHeartbeatAt,
+    heartbeatSeconds: s.heartbeatSeconds,
+    graceSeconds: s.graceSeconds,
+    message: s.message,
+  };
 }

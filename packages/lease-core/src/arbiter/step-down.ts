@@ -5,7 +5,15 @@
 import type { Host, StepDownAck, StepDownRefusal } from '@hq/protocol';
 import type { Displaced } from '../record.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, allReported, startWaitUntil, write, noteReport } from '../arbiter.js';
+import {
+  type ArbiterState,
+  type Context,
+  type Step,
+  allReported,
+  startWaitUntil,
+  write,
+  noteReport,
+} from '../arbiter.js';
 
 export type StepDownVerdict =
   | { readonly ok: true; readonly savedSeconds: number; readonly notBefore: number }
@@ -21,7 +29,9 @@ export type StepDownVerdict =
  * start wait runs: after it, the lock-delays are the arbiter's own again.
  */
 function ranLifts(state: ArbiterState, d: Displaced, ctx: Context): boolean {
-  return ctx.now < startWaitUntil(ctx, ctx.boot) && allReported(ctx, ctx.boot) && nothingNewer(state, ctx, d.generation);
+  return (
+    ctx.now < startWaitUntil(ctx, ctx.boot) && allReported(ctx, ctx.boot) && nothingNewer(state, ctx, d.generation)
+  );
 }
 
 /**
@@ -33,7 +43,9 @@ function ranLifts(state: ArbiterState, d: Displaced, ctx: Context): boolean {
 function nothingNewer(state: ArbiterState, ctx: Context, g: number): boolean {
   const l = state.lease;
   if (state.floor <= g) return true;
-  return state.floor <= l.generation && l.generation === g + 1 && l.acquiredAt !== null && l.acquiredAt > ctx.boot.startAt;
+  return (
+    state.floor <= l.generation && l.generation === g + 1 && l.acquiredAt !== null && l.acquiredAt > ctx.boot.startAt
+  );
 }
 
 /** Where an acknowledgement accepted now would end the lock-delay (G6: never below the other waits; G7). */
@@ -46,7 +58,14 @@ function ackedUntil(state: ArbiterState, d: Displaced, ctx: Context, ran: boolea
  * Null when an acknowledgement from `host` for `generation` would end the lock-delay now, else
  * why not. A second one counts only when it ends more (G7: the reports completed since the first).
  */
-function ackRefusal(state: ArbiterState, ctx: Context, host: Host, generation: number, revision: number, ran: boolean): StepDownRefusal | null {
+function ackRefusal(
+  state: ArbiterState,
+  ctx: Context,
+  host: Host,
+  generation: number,
+  revision: number,
+  ran: boolean,
+): StepDownRefusal | null {
   const lease = state.lease;
   const d = lease.displaced ?? null;
   if (d === null || lease.holder === null || d.host !== host) return 'not-previous-holder';
@@ -74,16 +93,36 @@ export function steppedDown(state0: ArbiterState, ctx: Context, input: StepDownA
   const ran = input.ran === true;
   const reason = ackRefusal(state, ctx, input.host, input.generation, input.revision, ran);
   if (reason !== null) {
-    const event = leaseEvent('step-down-refused', input.host, { reason, generation: input.generation, revision: input.revision, holder: lease.holder });
+    const event = leaseEvent('step-down-refused', input.host, {
+      reason,
+      generation: input.generation,
+      revision: input.revision,
+      holder: lease.holder,
+    });
     return { next: state, boot: noted.boot, events: [...noted.events, event], answer: { ok: false, reason } };
   }
   const d = lease.displaced as Displaced;
   const was = lease.notBefore as number;
   const until = ackedUntil(state, d, ctx, ran);
   const savedSeconds = was - until;
-  const next = write(lease, { notBefore: until, displaced: { ...d, acknowledgedAt: ctx.now, savedSeconds: savedSeconds + (d.savedSeconds ?? 0) } });
-  const event = leaseEvent('stepped-down', input.host, { generation: input.generation, holder: lease.holder, to: lease.generation, notBefore: until, savedSeconds, ...(ran ? { ran: true } : {}) });
-  return { next: { ...state, lease: next }, boot: noted.boot, events: [...noted.events, event], answer: { ok: true, savedSeconds, notBefore: until } };
+  const next = write(lease, {
+    notBefore: until,
+    displaced: { ...d, acknowledgedAt: ctx.now, savedSeconds: savedSeconds + (d.savedSeconds ?? 0) },
+  });
+  const event = leaseEvent('stepped-down', input.host, {
+    generation: input.generation,
+    holder: lease.holder,
+    to: lease.generation,
+    notBefore: until,
+    savedSeconds,
+    ...(ran ? { ran: true } : {}),
+  });
+  return {
+    next: { ...state, lease: next },
+    boot: noted.boot,
+    events: [...noted.events, event],
+    answer: { ok: true, savedSeconds, notBefore: until },
+  };
 }
 
 /**

@@ -2,7 +2,17 @@
 import type { TransferRequest } from '@hq/protocol';
 import { isExpired } from '../record.js';
 import { leaseEvent } from '../events.js';
-import { type ArbiterState, type Context, type Step, type Verdict, isCandidate, lockDelayUntil, grant, ok, refuse } from '../arbiter.js';
+import {
+  type ArbiterState,
+  type Context,
+  type Step,
+  type Verdict,
+  isCandidate,
+  lockDelayUntil,
+  grant,
+  ok,
+  refuse,
+} from '../arbiter.js';
 import { targetSilence, silenceData } from './release.js';
 
 /**
@@ -19,7 +29,10 @@ export function transfer(state: ArbiterState, ctx: Context, input: TransferReque
   }
   const silent = input.force === true ? null : targetSilence(state, ctx, input.to);
   if (silent !== null) {
-    return refuse(state, ctx.boot, 'target-silent', 'acquire-refused', input.to, [], { via: 'transfer', ...silenceData(input.to, silent, 'to') });
+    return refuse(state, ctx.boot, 'target-silent', 'acquire-refused', input.to, [], {
+      via: 'transfer',
+      ...silenceData(input.to, silent, 'to'),
+    });
   }
   const from = lease.holder === input.to ? null : lease.holder;
   const next = grant(state, ctx, ctx.boot, input.to, lockDelayUntil(state, ctx, from), from);

@@ -1,6 +1,13 @@
 /** The agent's listeners: the bodies its routes validate and the answers they declare. */
 import Type, { type TSchema } from 'typebox';
-import { AGENT_HEARTBEAT_OUTCOMES, CONFIRM_REASONS, REPORTED_DATA_LIMITS, REPORTED_EVENTS, REPORTED_KEY_PATTERN, type ReportedCategory } from '../agent.js';
+import {
+  AGENT_HEARTBEAT_OUTCOMES,
+  CONFIRM_REASONS,
+  REPORTED_DATA_LIMITS,
+  REPORTED_EVENTS,
+  REPORTED_KEY_PATTERN,
+  type ReportedCategory,
+} from '../agent.js';
 import { FENCE_REASONS } from '../fence.js';
 import { CadenceSeconds, Generation, GrantedGeneration, Host, Literals } from './common.js';
 
@@ -14,7 +21,10 @@ export const ReportedData = Type.Record(
   { maxProperties: REPORTED_DATA_LIMITS.maxFields },
 );
 const reported = <C extends ReportedCategory>(category: C) =>
-  Type.Object({ category: Type.Literal(category), event: Literals(REPORTED_EVENTS[category]), data: Type.Optional(ReportedData) }, { additionalProperties: false });
+  Type.Object(
+    { category: Type.Literal(category), event: Literals(REPORTED_EVENTS[category]), data: Type.Optional(ReportedData) },
+    { additionalProperties: false },
+  );
 export const ReportedEventBody = Type.Union([reported('hq.standby'), reported('control')]);
 
 export const OkAnswer = Type.Object({ ok: Type.Literal(true) });
@@ -28,18 +38,35 @@ export const ConfirmBody = Type.Object(
   },
   { additionalProperties: false },
 );
-export const ConfirmAnswer = Type.Object({ confirmed: Type.Boolean(), generation: Type.Integer(), reason: Literals(CONFIRM_REASONS) });
+export const ConfirmAnswer = Type.Object({
+  confirmed: Type.Boolean(),
+  generation: Type.Integer(),
+  reason: Literals(CONFIRM_REASONS),
+});
 
-export const SteppedDownAnswer = Type.Object({ ok: Type.Literal(true), steppedDown: Type.Integer(), childrenGone: Type.Boolean(), ran: Type.Boolean() });
+export const SteppedDownAnswer = Type.Object({
+  ok: Type.Literal(true),
+  steppedDown: Type.Integer(),
+  childrenGone: Type.Boolean(),
+  ran: Type.Boolean(),
+});
 
 /** A pid the agent may signal: never 1 (init; a process group of 1 would be kill(-1), every process). */
 const Pid = Type.Integer({ minimum: 2, maximum: 4_194_304 });
 export const RunClaimBody = Type.Object(
-  { role: Type.String({ minLength: 1, maxLength: 64 }), generation: GrantedGeneration, graceSeconds: Type.Number({ minimum: 0, maximum: 3600 }), supervisorPid: Pid },
+  {
+    role: Type.String({ minLength: 1, maxLength: 64 }),
+    generation: GrantedGeneration,
+    graceSeconds: Type.Number({ minimum: 0, maximum: 3600 }),
+    supervisorPid: Pid,
+  },
   { additionalProperties: false },
 );
 export const RunStartedBody = Type.Object({ pgid: Pid }, { additionalProperties: false });
-export const RunParams = Type.Object({ id: Type.String({ pattern: '^[0-9]{1,12}$' }) }, { additionalProperties: false });
+export const RunParams = Type.Object(
+  { id: Type.String({ pattern: '^[0-9]{1,12}$' }) },
+  { additionalProperties: false },
+);
 export const RunClaimed = Type.Object({ ok: Type.Literal(true), id: Type.String() });
 /** The fence's reason, or `generation-changed` (the fence says run, for another generation). */
 export const RunRefused = Type.Object({ ok: Type.Literal(false), reason: Type.String() });
@@ -72,7 +99,11 @@ export const KnownLease = Type.Object({
   safetyMarginSeconds: Type.Number(),
 });
 
-export const ReportedCadence = Type.Object({ heartbeatSeconds: Type.Number(), refreshSeconds: Type.Number(), requestTimeoutSeconds: Type.Number() });
+export const ReportedCadence = Type.Object({
+  heartbeatSeconds: Type.Number(),
+  refreshSeconds: Type.Number(),
+  requestTimeoutSeconds: Type.Number(),
+});
 
 /** `GET /v1/status` on the socket → 200. */
 export const AgentStatus = Type.Object({
@@ -95,10 +126,14 @@ export const AgentStatus = Type.Object({
   timingProblems: List(Type.String()),
   tokenProblem: Nullable(Type.String()),
   failover: Nullable(Type.String()),
-  gaveConfirmation: Nullable(Type.Object({ holder: Host, generation: Generation, ageSeconds: Type.Number(), waitSeconds: Type.Number() })),
+  gaveConfirmation: Nullable(
+    Type.Object({ holder: Host, generation: Generation, ageSeconds: Type.Number(), waitSeconds: Type.Number() }),
+  ),
   steppedDown: Generation,
   stepDownSeconds: Type.Number(),
-  grant: Nullable(Type.Object({ generation: Generation, source: Type.Union([Type.Literal('arbiter'), Type.Literal('peer')]) })),
+  grant: Nullable(
+    Type.Object({ generation: Generation, source: Type.Union([Type.Literal('arbiter'), Type.Literal('peer')]) }),
+  ),
   pending: Nullable(Type.Object({ generation: Generation, startsInSeconds: Type.Number() })),
   lastHeartbeat: Nullable(Type.Object({ ...HeartbeatReport.properties, ageSeconds: Type.Number() })),
   peers: List(Host),

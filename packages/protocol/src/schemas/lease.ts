@@ -68,7 +68,10 @@ export const LeaseRecord = Type.Object(
 const Hold = Type.Union([Type.Number(), Type.Null()]);
 const Refusal = Literals(LEASE_REFUSALS);
 
-export const OkLease = Type.Object({ ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) }, { title: 'LeaseGranted' });
+export const OkLease = Type.Object(
+  { ok: Type.Literal(true), lease: LeaseRecord, hold: Type.Optional(Hold) },
+  { title: 'LeaseGranted' },
+);
 export const Conflict = Type.Object(
   {
     ok: Type.Literal(false),
@@ -86,7 +89,13 @@ export const AcquireBody = Type.Object(
 );
 export const RenewBody = Type.Object({ host: Host, generation: GrantedGeneration }, { additionalProperties: false });
 export const ReleaseBody = Type.Object(
-  { host: Host, generation: Type.Optional(GrantedGeneration), handoverTo: Type.Optional(Host), force: Type.Optional(Type.Boolean()), ran: Type.Optional(Type.Boolean()) },
+  {
+    host: Host,
+    generation: Type.Optional(GrantedGeneration),
+    handoverTo: Type.Optional(Host),
+    force: Type.Optional(Type.Boolean()),
+    ran: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: false },
 );
 export const ViewIn = Type.Object(
@@ -98,7 +107,12 @@ export const ConfirmationIn = Type.Object(
   { additionalProperties: false },
 );
 export const PeerPathIn = Type.Object(
-  { peer: Host, ok: Type.Boolean(), problem: Type.Union([Type.String({ maxLength: 400 }), Type.Null()]), ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }) },
+  {
+    peer: Host,
+    ok: Type.Boolean(),
+    problem: Type.Union([Type.String({ maxLength: 400 }), Type.Null()]),
+    ageSeconds: Type.Number({ minimum: 0, maximum: 31_536_000 }),
+  },
   { additionalProperties: false },
 );
 export const HeartbeatBody = Type.Object(
@@ -137,7 +151,10 @@ export const HeartbeatAnswer = Type.Object({
   stepDown: Type.Union([Type.Integer(), Type.Null()]),
 });
 
-export const StepDownAckBody = Type.Object({ host: Host, generation: GrantedGeneration, revision: Generation, ran: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+export const StepDownAckBody = Type.Object(
+  { host: Host, generation: GrantedGeneration, revision: Generation, ran: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
 export const StepDownAckAnswer = Type.Object({
   accepted: Type.Boolean(),
   reason: Type.Union([Literals(STEP_DOWN_REFUSALS), Type.Null()]),
@@ -145,7 +162,10 @@ export const StepDownAckAnswer = Type.Object({
   lease: LeaseRecord,
 });
 
-export const TransferBody = Type.Object({ to: Host, force: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+export const TransferBody = Type.Object(
+  { to: Host, force: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
 export const MaintenanceBody = Type.Object(
   { enabled: Type.Boolean(), reason: Type.Optional(Type.String({ maxLength: 500 })) },
   { additionalProperties: false },
@@ -167,7 +187,9 @@ export const Arbiters = Type.Object({
   elected: Type.Boolean({ description: 'this arbiter is the elected one and decides' }),
   leader: Type.Union([Type.String(), Type.Null()], { description: "the elected arbiter's URL (null: none known)" }),
   self: Type.String({ description: "this arbiter's advertised URL" }),
-  termSeconds: Type.Number({ description: "seconds this arbiter's term stays valid by its own clock (0 when not elected)" }),
+  termSeconds: Type.Number({
+    description: "seconds this arbiter's term stays valid by its own clock (0 when not elected)",
+  }),
   etcd: Type.Object({
     healthy: Type.Boolean({ description: 'a majority of the members answered with a raft leader' }),
     members: Type.Array(
@@ -177,7 +199,9 @@ export const Arbiters = Type.Object({
         leader: Type.Optional(Type.Union([Type.String(), Type.Null()])),
         version: Type.Optional(Type.String()),
         error: Type.Optional(Type.String()),
-        dbSizeBytes: Type.Optional(Type.Number({ description: "the member's database file, bytes (what etcd compares with its quota)" })),
+        dbSizeBytes: Type.Optional(
+          Type.Number({ description: "the member's database file, bytes (what etcd compares with its quota)" }),
+        ),
       }),
     ),
     space: Type.Optional(
@@ -185,20 +209,28 @@ export const Arbiters = Type.Object({
         {
           dbSizeBytes: Type.Number({ description: 'the largest member database file, bytes' }),
           dbSizeInUseBytes: Type.Number({ description: 'of it, in use (the rest is given back by etcdctl defrag)' }),
-          quotaBytes: Type.Number({ description: "etcd's --quota-backend-bytes: as the members say it, else store.quotaBackendBytes" }),
+          quotaBytes: Type.Number({
+            description: "etcd's --quota-backend-bytes: as the members say it, else store.quotaBackendBytes",
+          }),
           quotaFrom: Type.Union([Type.Literal('members'), Type.Literal('config')]),
           usedRatio: Type.Number({ description: 'dbSizeBytes / quotaBytes' }),
           alarm: Type.Boolean({ description: 'a member raised NOSPACE: etcd refuses every write' }),
-          level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')], { description: 'warn from 80 % of the quota, bad with the alarm' }),
+          level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')], {
+            description: 'warn from 80 % of the quota, bad with the alarm',
+          }),
           warning: Type.Union([Type.String(), Type.Null()], { description: 'what to do, one line (null at level ok)' }),
         },
-        { description: "how close etcd is to its space quota (absent until a member answered)" },
+        { description: 'how close etcd is to its space quota (absent until a member answered)' },
       ),
     ),
     compaction: Type.Optional(
       Type.Object({
-        intervalSeconds: Type.Number({ description: 'store.compactionIntervalSeconds (0: the arbiter never compacts)' }),
-        revision: Type.Union([Type.Number(), Type.Null()], { description: 'the revision this arbiter last compacted to (null: none yet)' }),
+        intervalSeconds: Type.Number({
+          description: 'store.compactionIntervalSeconds (0: the arbiter never compacts)',
+        }),
+        revision: Type.Union([Type.Number(), Type.Null()], {
+          description: 'the revision this arbiter last compacted to (null: none yet)',
+        }),
       }),
     ),
   }),
@@ -213,7 +245,11 @@ export const Health = Type.Object({
   store: Type.Optional(Type.Union([Type.Literal('sqlite'), Type.Literal('etcd')])),
   arbiters: Type.Optional(Arbiters),
 });
-export const Primary = Type.Object({ known: Type.Boolean(), holder: Type.Union([Type.String(), Type.Null()]), generation: Type.Integer() });
+export const Primary = Type.Object({
+  known: Type.Boolean(),
+  holder: Type.Union([Type.String(), Type.Null()]),
+  generation: Type.Integer(),
+});
 
 /** Query strings are strings (no coercion); each pattern is the whole range. An event id: 15 digits stay below 2^53. */
 const EventId = Type.String({ pattern: '^[0-9]{1,15}$', description: 'An event id: the answer starts after it.' });

@@ -7,7 +7,15 @@ import Type from 'typebox';
 // typebox/schema: what Value.Check and Value.Errors call, without the rest of typebox/value
 // (140 more modules for a daemon to load, docs/BENCH.md "Where the idle agent's memory goes").
 import Schema from 'typebox/schema';
-import { GENERATION_RE, INLINE_MAX_BYTES, MAX_PATH_LENGTH, SHA256_RE, TIERS, relPathProblem, type Manifest } from '../replication.js';
+import {
+  GENERATION_RE,
+  INLINE_MAX_BYTES,
+  MAX_PATH_LENGTH,
+  SHA256_RE,
+  TIERS,
+  relPathProblem,
+  type Manifest,
+} from '../replication.js';
 import { Host, Literals } from './common.js';
 
 const Tier = Literals(TIERS);
@@ -57,7 +65,8 @@ export function checkManifest(v: unknown): Manifest | string {
   // A file and a directory of the same name cannot both exist.
   for (const p of seen) {
     const parts = p.split('/');
-    for (let i = 1; i < parts.length; i++) if (seen.has(parts.slice(0, i).join('/'))) return `manifest path ${JSON.stringify(p)} lies under a listed file`;
+    for (let i = 1; i < parts.length; i++)
+      if (seen.has(parts.slice(0, i).join('/'))) return `manifest path ${JSON.stringify(p)} lies under a listed file`;
   }
   return m;
 }
@@ -73,7 +82,10 @@ export function parseManifest(text: string): Manifest | string {
 }
 
 /** A refusal of the push routes: `{error, message}` and what else it tells (`missing` blobs). */
-export const RefusalBody = Type.Object({ error: Type.String(), message: Type.String() }, { additionalProperties: true });
+export const RefusalBody = Type.Object(
+  { error: Type.String(), message: Type.String() },
+  { additionalProperties: true },
+);
 
 export const PushBody = Type.Object({ manifest: Type.Unknown(), sums: Type.String() }, { additionalProperties: false });
 /**
@@ -90,16 +102,36 @@ export const StandbyPushBody = Type.Object(
     removed: Type.Optional(Type.Array(Type.String(), { maxItems: 100_000 })),
     commit: Type.Optional(Type.Boolean()),
     inline: Type.Optional(
-      Type.Array(Type.Object({ sha256: Sha256, data: Type.String({ maxLength: Math.ceil(INLINE_MAX_BYTES / 3) * 4 }) }, { additionalProperties: false }), { maxItems: 1000 }),
+      Type.Array(
+        Type.Object(
+          { sha256: Sha256, data: Type.String({ maxLength: Math.ceil(INLINE_MAX_BYTES / 3) * 4 }) },
+          { additionalProperties: false },
+        ),
+        { maxItems: 1000 },
+      ),
     ),
   },
   { additionalProperties: false },
 );
 export const BaseHeaders = Type.Object({ 'x-hq-base': Type.Optional(Sha256) });
-export const PushParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }) }, { additionalProperties: false });
-export const BlobParams = Type.Object({ push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Sha256 }, { additionalProperties: false });
-export const OffsetHeaders = Type.Object({ 'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })) });
-export const PushCommitted = Type.Object({ tier: Type.String(), generation: Type.String(), latest: Type.String(), received: Type.Integer(), linked: Type.Integer() });
+export const PushParams = Type.Object(
+  { push: Type.String({ pattern: '^[0-9a-f]{24}$' }) },
+  { additionalProperties: false },
+);
+export const BlobParams = Type.Object(
+  { push: Type.String({ pattern: '^[0-9a-f]{24}$' }), sha256: Sha256 },
+  { additionalProperties: false },
+);
+export const OffsetHeaders = Type.Object({
+  'x-hq-offset': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$' })),
+});
+export const PushCommitted = Type.Object({
+  tier: Type.String(),
+  generation: Type.String(),
+  latest: Type.String(),
+  received: Type.Integer(),
+  linked: Type.Integer(),
+});
 export const PushBegun = Type.Object({
   push: Type.String(),
   missing: Type.Array(Type.String()),
@@ -107,16 +139,28 @@ export const PushBegun = Type.Object({
   chunked: Type.Optional(Type.Boolean()),
   committed: Type.Optional(PushCommitted),
 });
-export const RecipeAccepted = Type.Object({ missing: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()])), have: Type.Integer() });
+export const RecipeAccepted = Type.Object({
+  missing: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()])),
+  have: Type.Integer(),
+});
 export const ChunkBatchReceived = Type.Object({ received: Type.Integer() });
 export const ChunkReceived = Type.Object({ received: Type.Integer(), complete: Type.Boolean() });
 
 /** `PUT /v1/survival/:tier/:generation`. */
 export const SurvivalParams = Type.Object({ tier: Tier, generation: GenerationId }, { additionalProperties: false });
 /** `PUT /v1/survival/:tier/:generation/blobs/:sha256`. */
-export const SurvivalBlobParams = Type.Object({ tier: Tier, generation: GenerationId, sha256: Sha256 }, { additionalProperties: false });
+export const SurvivalBlobParams = Type.Object(
+  { tier: Tier, generation: GenerationId, sha256: Sha256 },
+  { additionalProperties: false },
+);
 
 /** `PUT /v1/survival/:tier/:generation/blobs/:sha256` → 200. */
-export const SurvivalBlobStoredAnswer = Type.Object({ stored: Type.Literal(true), bytes: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
+export const SurvivalBlobStoredAnswer = Type.Object(
+  { stored: Type.Literal(true), bytes: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);
 /** `PUT /v1/survival/:tier/:generation` → 200. */
-export const SurvivalCommittedAnswer = Type.Object({ generation: GenerationId, files: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
+export const SurvivalCommittedAnswer = Type.Object(
+  { generation: GenerationId, files: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);

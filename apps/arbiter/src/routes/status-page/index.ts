@@ -28,7 +28,17 @@ import { PROTOCOL_VERSION, type LeaseRecord } from '@hq/protocol';
 import type { HqContext } from '../../plugins/context.js';
 import type { EventRow } from '../../store/store.js';
 import { ErrorBody, StatusAnswer, StatusPageHtml } from '../../schemas/generated.js';
-import { TIMELINE_EVENTS, arbitersText, statusModel, statusSettings, tailEvents, type HostVersion, type PeerPaths, type Refusal, type StatusSettings } from './model.js';
+import {
+  TIMELINE_EVENTS,
+  arbitersText,
+  statusModel,
+  statusSettings,
+  tailEvents,
+  type HostVersion,
+  type PeerPaths,
+  type Refusal,
+  type StatusSettings,
+} from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { GenerationRefusalNote } from '../../arbiter-shell.js';
@@ -71,7 +81,10 @@ export interface StatusPageOptions {
 }
 
 /** The options from the app's context: `app.register(statusPage, statusPageOptions(app.hq))`. */
-export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageOptions, 'load' | 'recentEvents' | 'refreshSeconds' | 'title'>> = {}): StatusPageOptions {
+export function statusPageOptions(
+  hq: HqContext,
+  extra: Partial<Pick<StatusPageOptions, 'load' | 'recentEvents' | 'refreshSeconds' | 'title'>> = {},
+): StatusPageOptions {
   return {
     state: () => hq.arbiter.read(),
     record: (s) => hq.arbiter.record(s),
@@ -79,7 +92,8 @@ export function statusPageOptions(hq: HqContext, extra: Partial<Pick<StatusPageO
     settings: (state) => statusSettings(hq.config, state),
     refused: (host) => hq.arbiter.refusedFor(host),
     generationRefusal: () => hq.arbiter.generationRefusal(),
-    versions: (host) => (host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host)),
+    versions: (host) =>
+      host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host),
     peerPaths: () => hq.arbiter.peerPathsOf(),
     ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
@@ -95,7 +109,8 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
     {
       config: { scope: 'read' },
       schema: {
-        description: 'The status page (HTML): holder, generation, validity, maintenance, hosts, the last 50 events and the worst-case failover; refreshes itself.',
+        description:
+          'The status page (HTML): holder, generation, validity, maintenance, hosts, the last 50 events and the worst-case failover; refreshes itself.',
         response: { 200: StatusPageHtml, 401: ErrorBody },
       },
     },
@@ -103,8 +118,14 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       const record = opts.record(state);
-      const model = withArbiters(statusModel(state, record, opts.settings(state), opts.load, opts.refused, opts.versions, opts.peerPaths?.()), opts);
-      const events = opts.recentEvents !== undefined ? [...(await opts.recentEvents(TIMELINE_EVENTS))] : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
+      const model = withArbiters(
+        statusModel(state, record, opts.settings(state), opts.load, opts.refused, opts.versions, opts.peerPaths?.()),
+        opts,
+      );
+      const events =
+        opts.recentEvents !== undefined
+          ? [...(await opts.recentEvents(TIMELINE_EVENTS))]
+          : await tailEvents(opts.listEvents, TIMELINE_EVENTS);
       reply
         .type('text/html; charset=utf-8')
         .header('cache-control', 'no-store')
@@ -123,7 +144,18 @@ export const statusPage: FastifyPluginAsyncTypebox<StatusPageOptions> = async (a
       const state = await opts.state();
       await opts.load?.ready?.();
       reply.header('cache-control', 'no-store');
-      const model = withArbiters(statusModel(state, opts.record(state), opts.settings(state), opts.load, opts.refused, opts.versions, opts.peerPaths?.()), opts);
+      const model = withArbiters(
+        statusModel(
+          state,
+          opts.record(state),
+          opts.settings(state),
+          opts.load,
+          opts.refused,
+          opts.versions,
+          opts.peerPaths?.(),
+        ),
+        opts,
+      );
       return { ...model, generationRefusal: opts.generationRefusal?.() ?? null };
     },
   );

@@ -48,7 +48,8 @@ export function registryLoad(list: () => Awaitable<readonly MachineRow[]>, nowMs
       if (r instanceof Promise) r.catch(() => undefined);
     }
     let best: MachineRow | null = null;
-    for (const r of cache?.rows ?? []) if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
+    for (const r of cache?.rows ?? [])
+      if (r.kind === 'machine' && r.machine === host && (best === null || r.renewedAt > best.renewedAt)) best = r;
     if (best === null) return null;
     const num = (k: string): number | undefined => {
       const v = best?.attrs.get(k);
@@ -56,7 +57,9 @@ export function registryLoad(list: () => Awaitable<readonly MachineRow[]>, nowMs
     };
     const la = best.attrs.get('loadAvg');
     return {
-      loadAvg: Array.isArray(la) ? la.filter((x): x is number => typeof x === 'number' && Number.isFinite(x)) : undefined,
+      loadAvg: Array.isArray(la)
+        ? la.filter((x): x is number => typeof x === 'number' && Number.isFinite(x))
+        : undefined,
       cpuCount: num('cpuCount'),
       freeMem: num('freeMem'),
       totalMem: num('totalMem'),

@@ -61,13 +61,23 @@ export interface HostVersion {
 }
 
 /** The version cell: "hq 0.1 (protocol 1)", "—" for a host not heard yet; the note when it is behind. */
-function versionOf(v: HostVersion | null): Pick<HostStatusT, 'protocol' | 'release' | 'versionText'> & { note: (host: string) => string | null } {
+function versionOf(
+  v: HostVersion | null,
+): Pick<HostStatusT, 'protocol' | 'release' | 'versionText'> & { note: (host: string) => string | null } {
   if (v === null) return { protocol: null, release: null, versionText: '—', note: () => null };
-  return { protocol: v.protocol, release: v.release, versionText: hostVersionText(v.protocol, v.release), note: (host) => upgradeNote(host, v.protocol, v.release) };
+  return {
+    protocol: v.protocol,
+    release: v.release,
+    versionText: hostVersionText(v.protocol, v.release),
+    note: (host) => upgradeNote(host, v.protocol, v.release),
+  };
 }
 
 /** What a candidate's last heartbeat said of its path to each peer (`since` in arbiter time). */
-export type PeerPaths = ReadonlyMap<string, ReadonlyMap<string, { readonly ok: boolean; readonly problem: string | null; readonly since: number }>>;
+export type PeerPaths = ReadonlyMap<
+  string,
+  ReadonlyMap<string, { readonly ok: boolean; readonly problem: string | null; readonly since: number }>
+>;
 
 /**
  * The paths as rows, broken first: "mbp → node-b broken for 2.0 min: node-b could not confirm mbp
@@ -132,7 +142,14 @@ export function eventLabel(event: string, data: { readonly [k: string]: unknown 
 /** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem, peer-path-broken → "refusal" (red); maintenance → "maintenance". */
 export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
   if (event === 'promoted') return 'promotion';
-  if (event.endsWith('-refused') || event === 'stale-generation' || event === 'agent-silent' || event === 'timing-problem' || event === 'peer-path-broken') return 'refusal';
+  if (
+    event.endsWith('-refused') ||
+    event === 'stale-generation' ||
+    event === 'agent-silent' ||
+    event === 'timing-problem' ||
+    event === 'peer-path-broken'
+  )
+    return 'refusal';
   if (event === 'maintenance') return 'maintenance';
   return 'plain';
 }
@@ -156,9 +173,11 @@ function loadOf(l: HostLoad | null | undefined, now: number): HostStatusT['load'
 function loadText(l: HostStatusT['load']): string {
   if (l === null) return '—';
   const parts: string[] = [];
-  if (l.loadAvg !== undefined && l.loadAvg.length > 0) parts.push(`load ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`);
+  if (l.loadAvg !== undefined && l.loadAvg.length > 0)
+    parts.push(`load ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`);
   if (l.cpuCount !== undefined) parts.push(`${l.cpuCount} cpu`);
-  if (l.freeMem !== undefined && l.totalMem !== undefined && l.totalMem > 0) parts.push(`mem ${Math.round((1 - l.freeMem / l.totalMem) * 100)}%`);
+  if (l.freeMem !== undefined && l.totalMem !== undefined && l.totalMem > 0)
+    parts.push(`mem ${Math.round((1 - l.freeMem / l.totalMem) * 100)}%`);
   return parts.length === 0 ? '—' : parts.join(', ');
 }
 
@@ -182,9 +201,14 @@ function viewOf(
   const holder = record.holder;
   if (holder === null) return { text: `${seen} (no holder now)`, level: 'muted' };
   if (v.target !== holder) return { text: `no view of ${holder} yet (last: ${seen})`, level: 'muted' };
-  if (record.acquiredAt !== null && v.at < record.acquiredAt) return { text: `${seen} (from before ${holder} held the lease)`, level: 'muted' };
+  if (record.acquiredAt !== null && v.at < record.acquiredAt)
+    return { text: `${seen} (from before ${holder} held the lease)`, level: 'muted' };
   if (silent) return { text: `${seen} (stale: this host is silent)`, level: 'muted' };
-  if (age > settings.viewFreshSeconds) return { text: `${seen} (stale: older than viewFreshSeconds ${fmtSeconds(settings.viewFreshSeconds)})`, level: 'muted' };
+  if (age > settings.viewFreshSeconds)
+    return {
+      text: `${seen} (stale: older than viewFreshSeconds ${fmtSeconds(settings.viewFreshSeconds)})`,
+      level: 'muted',
+    };
   return { text: seen, level: v.reachable ? 'ok' : 'bad' };
 }
 
@@ -200,11 +224,13 @@ function heartbeatOf(
 ): { text: string; problem: boolean } {
   if (role === 'arbiter') return { text: '—', problem: false };
   const last = o?.lastHeartbeatAt ?? null;
-  if (refused !== null && (last === null || refused.at > last)) return { text: `refused ${fmtSeconds(Math.max(0, now - refused.at))} ago: ${refused.message}`, problem: true };
+  if (refused !== null && (last === null || refused.at > last))
+    return { text: `refused ${fmtSeconds(Math.max(0, now - refused.at))} ago: ${refused.message}`, problem: true };
   if (last === null) return { text: 'never', problem: role === 'holder' || role === 'standby' };
   const age = Math.max(0, now - last);
   const interval = o?.heartbeatSeconds ?? null;
-  if (interval !== null && isSilent(age, interval)) return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
+  if (interval !== null && isSilent(age, interval))
+    return { text: `${fmtSeconds(age)} ago (silent: it reports every ${fmtSeconds(interval)})`, problem: true };
   return { text: `${fmtSeconds(age)} ago`, problem: false };
 }
 
@@ -226,7 +252,13 @@ export function statusModel(
     const o = state.observers.get(host);
     const v = o?.view ?? null;
     const role: HostStatusT['role'] =
-      host === settings.arbiter ? 'arbiter' : record.holder === host ? 'holder' : settings.candidates.includes(host) ? 'standby' : 'observer';
+      host === settings.arbiter
+        ? 'arbiter'
+        : record.holder === host
+          ? 'holder'
+          : settings.candidates.includes(host)
+            ? 'standby'
+            : 'observer';
     let l: HostLoad | null = null;
     try {
       l = load === undefined ? null : load(host);
@@ -244,7 +276,16 @@ export function statusModel(
       heartbeatSeconds: o?.heartbeatSeconds ?? null,
       heartbeatText: hb.text,
       heartbeatProblem: hb.problem,
-      view: v === null ? null : { target: v.target, reachable: v.reachable, ping: v.ping, health: v.health, ageSeconds: Math.max(0, now - v.at) },
+      view:
+        v === null
+          ? null
+          : {
+              target: v.target,
+              reachable: v.reachable,
+              ping: v.ping,
+              health: v.health,
+              ageSeconds: Math.max(0, now - v.at),
+            },
       viewText: view.text,
       viewLevel: view.level,
       load: hostLoad,
@@ -266,7 +307,9 @@ export function statusModel(
       promoteAfterChecks: settings.promoteAfterChecks,
       checkSeconds: settings.checkSeconds,
       heartbeatSeconds: settings.heartbeatSeconds,
-      text: settings.failoverText ?? (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
+      text:
+        settings.failoverText ??
+        (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
       problem: settings.timingProblem,
     },
     timingProblems: problems,
@@ -287,10 +330,29 @@ export function phaseOf(
   const holder = record.holder;
   // 1. Nobody may run.
   if (holder === null || record.released || record.expired || record.expiresAt === null) {
-    if (record.floorPending) return { name: 'no-holder', level: 'bad', text: 'no host may run: a new database waits until every candidate reports the generation it has seen' };
-    if (holder === null) return { name: 'no-holder', level: 'bad', text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire' };
-    if (record.released) return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire` };
-    return { name: 'no-holder', level: 'bad', text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it` };
+    if (record.floorPending)
+      return {
+        name: 'no-holder',
+        level: 'bad',
+        text: 'no host may run: a new database waits until every candidate reports the generation it has seen',
+      };
+    if (holder === null)
+      return {
+        name: 'no-holder',
+        level: 'bad',
+        text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire',
+      };
+    if (record.released)
+      return {
+        name: 'no-holder',
+        level: 'bad',
+        text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire`,
+      };
+    return {
+      name: 'no-holder',
+      level: 'bad',
+      text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it`,
+    };
   }
   // 2. The holder does not report, or the arbiter and a standby cannot reach it.
   const row = hosts.find((h) => h.host === holder);
@@ -300,26 +362,52 @@ export function phaseOf(
     if (row?.heartbeatProblem === true) {
       // Never heard from, or its last request refused: the cell says which; else how long.
       const age = row.lastHeartbeatAgeSeconds;
-      heard = age === null || row.heartbeatText.startsWith('refused') ? `silent (heartbeat: ${row.heartbeatText})` : `silent: no heartbeat for ${fmtSeconds(age)}`;
+      heard =
+        age === null || row.heartbeatText.startsWith('refused')
+          ? `silent (heartbeat: ${row.heartbeatText})`
+          : `silent: no heartbeat for ${fmtSeconds(age)}`;
     }
-    const checks = streak > 0 ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby` : '; its lease runs out unless it renews';
+    const checks =
+      streak > 0
+        ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby`
+        : '; its lease runs out unless it renews';
     return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
   }
   // 3. Granted, but not yet allowed to run: the record says which wait holds it, and why.
   const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
   const wait = record.wait ?? null;
-  if (wait !== null) return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: ${wait.text}` };
-  if (record.floorPending) return { name: 'lock-delay', level: 'warn', text: `${holder} holds the lease but may not run yet: a new database waits until every candidate reports its seen generation` };
+  if (wait !== null)
+    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: ${wait.text}` };
+  if (record.floorPending)
+    return {
+      name: 'lock-delay',
+      level: 'warn',
+      text: `${holder} holds the lease but may not run yet: a new database waits until every candidate reports its seen generation`,
+    };
   if (record.notBefore !== null && record.notBefore > record.now) {
-    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run before ${new Date(record.notBefore * 1000).toISOString()}` };
+    return {
+      name: 'lock-delay',
+      level: 'warn',
+      text: `${holder} ${how} and may not run before ${new Date(record.notBefore * 1000).toISOString()}`,
+    };
   }
   // 4. The settings across the sides break failover.
   const first = problems[0];
-  if (first !== undefined) return { name: 'timing-problem', level: 'bad', text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}` };
+  if (first !== undefined)
+    return {
+      name: 'timing-problem',
+      level: 'bad',
+      text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}`,
+    };
   // 4b. A standby could not confirm a candidate: an arbiter outage would stop HQ instead of failing over.
   const broken = paths.filter((p) => !p.ok);
   const b0 = broken[0];
-  if (b0 !== undefined) return { name: 'peer-path-broken', level: 'bad', text: `peer path broken: ${b0.text}${broken.length > 1 ? ` (and ${broken.length - 1} more below)` : ''}` };
+  if (b0 !== undefined)
+    return {
+      name: 'peer-path-broken',
+      level: 'bad',
+      text: `peer path broken: ${b0.text}${broken.length > 1 ? ` (and ${broken.length - 1} more below)` : ''}`,
+    };
   // 5. The holder runs, but a standby is gone: no failover to it until it is back.
   const standbys = hosts.filter((h) => h.role === 'standby');
   const gone = standbys.filter((h) => h.heartbeatProblem).map((h) => h.host);
@@ -327,13 +415,26 @@ export function phaseOf(
   const by = (names: readonly string[]): string => `${names.join(', ')} ${names.length === 1 ? 'stands' : 'stand'} by`;
   if (gone.length > 0) {
     const silent = `${gone.join(', ')} ${gone.length === 1 ? 'is' : 'are'} silent`;
-    const rest = live.length === 0 ? `so there is no standby until ${gone.length === 1 ? 'it is' : 'they are'} back` : by(live);
+    const rest =
+      live.length === 0 ? `so there is no standby until ${gone.length === 1 ? 'it is' : 'they are'} back` : by(live);
     if (record.promotedFrom !== null && gone.includes(record.promotedFrom)) {
-      return { name: 'failed-over', level: 'warn', text: `${holder} took over from ${record.promotedFrom} (generation ${record.generation}) and runs; ${silent}, ${rest}` };
+      return {
+        name: 'failed-over',
+        level: 'warn',
+        text: `${holder} took over from ${record.promotedFrom} (generation ${record.generation}) and runs; ${silent}, ${rest}`,
+      };
     }
-    return { name: 'standby-down', level: 'warn', text: `${holder} holds the lease and runs; standby ${silent}, ${rest}` };
+    return {
+      name: 'standby-down',
+      level: 'warn',
+      text: `${holder} holds the lease and runs; standby ${silent}, ${rest}`,
+    };
   }
-  return { name: 'healthy', level: 'ok', text: `${holder} holds the lease and runs${live.length > 0 ? `; ${by(live)}` : ''}` };
+  return {
+    name: 'healthy',
+    level: 'ok',
+    text: `${holder} holds the lease and runs${live.length > 0 ? `; ${by(live)}` : ''}`,
+  };
 }
 
 /** Event data keys that hold an arbiter time (seconds since the epoch). */
@@ -362,7 +463,12 @@ export function eventTime(at: number, eventAt: number): string {
 export function eventData(e: Pick<EventRow, 'at' | 'data'>): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(e.data)) {
-    const text = typeof v === 'number' && isTimeKey(k) && v > 1e9 ? eventTime(v, e.at) : typeof v === 'string' ? v : JSON.stringify(v);
+    const text =
+      typeof v === 'number' && isTimeKey(k) && v > 1e9
+        ? eventTime(v, e.at)
+        : typeof v === 'string'
+          ? v
+          : JSON.stringify(v);
     parts.push(`${k}=${text}`);
   }
   const s = parts.join(' ');
@@ -370,7 +476,10 @@ export function eventData(e: Pick<EventRow, 'at' | 'data'>): string {
 }
 
 /** The newest `limit` rows by paging through `listEvents` (used when no `recentEvents` is given). */
-export async function tailEvents(listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>, limit: number): Promise<EventRow[]> {
+export async function tailEvents(
+  listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>,
+  limit: number,
+): Promise<EventRow[]> {
   const page = 1000;
   let tail: EventRow[] = [];
   let after = 0;
@@ -388,10 +497,19 @@ export async function tailEvents(listEvents: (after: number, limit: number) => A
 export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn' | 'bad' } {
   const up = a.etcd.members.filter((m) => m.ok).length;
   const etcd = `etcd ${up}/${a.etcd.members.length} members up${a.etcd.healthy ? '' : ' (no quorum: nothing can be decided)'}`;
-  const who = a.elected ? `this arbiter (${a.self}) is elected and decides` : a.leader === null ? 'no arbiter is elected' : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
+  const who = a.elected
+    ? `this arbiter (${a.self}) is elected and decides`
+    : a.leader === null
+      ? 'no arbiter is elected'
+      : `${a.leader} is elected; this arbiter (${a.self}) forwards mutations to it`;
   // etcd's space, once it matters: the warning with its fix
   const s = a.etcd.space;
   const space = s?.warning == null ? '' : ` · ${s.warning}`;
-  const level = !a.etcd.healthy || a.leader === null || s?.level === 'bad' ? 'bad' : up < a.etcd.members.length || s?.level === 'warn' ? 'warn' : 'ok';
+  const level =
+    !a.etcd.healthy || a.leader === null || s?.level === 'bad'
+      ? 'bad'
+      : up < a.etcd.members.length || s?.level === 'warn'
+        ? 'warn'
+        : 'ok';
   return { text: `${who} · ${etcd}${space}`, level };
 }

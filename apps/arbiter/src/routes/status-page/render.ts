@@ -29,10 +29,21 @@ function validityText(r: LeaseRecord, phase: StatusAnswerT['phase']): { text: st
   if (r.floorPending) return { text: 'may run once every candidate has reported its seen generation', cls: 'warn' };
   const w = runWindow(r);
   if (w === null) return { text: 'expired', cls: 'bad' };
-  if (w.startsInSeconds > 0) return { text: `may run in ${fmtSeconds(w.startsInSeconds)}, then for ${fmtSeconds(w.validSeconds)} (until ${clockTime(w.until)})`, cls: 'warn' };
+  if (w.startsInSeconds > 0)
+    return {
+      text: `may run in ${fmtSeconds(w.startsInSeconds)}, then for ${fmtSeconds(w.validSeconds)} (until ${clockTime(w.until)})`,
+      cls: 'warn',
+    };
   const left = w.validSeconds;
-  if (phase.name === 'holder-silent') return { text: `${fmtSeconds(left)} left${r.renewedAt === null ? '' : `, not renewed for ${fmtSeconds(r.now - r.renewedAt)}`}`, cls: 'bad' };
-  return { text: `${fmtSeconds(left)} left`, cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok' };
+  if (phase.name === 'holder-silent')
+    return {
+      text: `${fmtSeconds(left)} left${r.renewedAt === null ? '' : `, not renewed for ${fmtSeconds(r.now - r.renewedAt)}`}`,
+      cls: 'bad',
+    };
+  return {
+    text: `${fmtSeconds(left)} left`,
+    cls: phase.name === 'lock-delay' || left < r.ttlSeconds * 0.25 ? 'warn' : 'ok',
+  };
 }
 
 /** The wait under the validity, by its name (browser.js says the same as time passes). */
@@ -40,7 +51,8 @@ export function lockDelayText(r: LeaseRecord): string {
   const w = r.wait ?? null;
   if (w !== null) {
     const label = WAIT_LABELS[w.kind];
-    if (w.until === null) return `${label}: pending until ${w.unreported.length === 0 ? 'the next report' : `${w.unreported.join(', ')} ${w.unreported.length === 1 ? 'reports' : 'report'}`}`;
+    if (w.until === null)
+      return `${label}: pending until ${w.unreported.length === 0 ? 'the next report' : `${w.unreported.join(', ')} ${w.unreported.length === 1 ? 'reports' : 'report'}`}`;
     return w.until > r.now ? `${label}: may run in ${fmtSeconds(w.until - r.now)}` : '';
   }
   if (r.floorPending) return 'lock-delay: pending until every candidate reports its seen generation';
@@ -57,7 +69,9 @@ const WAIT_LABELS: { readonly [K in LeaseWaitKind]: string } = {
 };
 
 function streakText(r: LeaseRecord, promoteAfterChecks: number): string {
-  return r.dualUnreachableStreak > 0 ? `holder unreachable: check ${r.dualUnreachableStreak} of ${promoteAfterChecks} before a promotion` : '';
+  return r.dualUnreachableStreak > 0
+    ? `holder unreachable: check ${r.dualUnreachableStreak} of ${promoteAfterChecks} before a promotion`
+    : '';
 }
 
 function hostRow(h: HostStatusT): string {
@@ -82,7 +96,12 @@ function eventItem(e: EventRow): string {
 
 /** Inline JSON that can never close its `<script>` element. */
 function inlineJson(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/>/g, '\\u003e')
+    .replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 const CSS = `
@@ -142,13 +161,26 @@ function arbitersCard(a: ArbitersT): string {
 `;
 }
 
-export function renderStatusPage(input: { record: LeaseRecord; model: StatusAnswerT; events: readonly EventRow[]; refreshSeconds: number; title: string }): string {
+export function renderStatusPage(input: {
+  record: LeaseRecord;
+  model: StatusAnswerT;
+  events: readonly EventRow[];
+  refreshSeconds: number;
+  title: string;
+}): string {
   const { record: r, model: m, events } = input;
   const v = validityText(r, m.phase);
   const ld = lockDelayText(r);
   const lastEventId = events.reduce((a, e) => Math.max(a, e.id), 0);
   const newestFirst = [...events].sort((a, b) => b.id - a.id);
-  const initial = { record: r, phase: m.phase, promoteAfterChecks: m.failover.promoteAfterChecks, lastEventId, refreshSeconds: input.refreshSeconds, maxEvents: TIMELINE_EVENTS };
+  const initial = {
+    record: r,
+    phase: m.phase,
+    promoteAfterChecks: m.failover.promoteAfterChecks,
+    lastEventId,
+    refreshSeconds: input.refreshSeconds,
+    maxEvents: TIMELINE_EVENTS,
+  };
   const banner = m.maintenance.enabled
     ? `Maintenance is on: checks record views but never promote.${m.maintenance.reason !== null && m.maintenance.reason !== '' ? ` Reason: ${m.maintenance.reason}` : ''}`
     : '';
@@ -184,4 +216,3 @@ ${newestFirst.length === 0 ? '<p id="no-events">no events yet</p>' : ''}<ol id="
 </body></html>
 `;
 }
-

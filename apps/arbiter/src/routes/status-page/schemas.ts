@@ -6,14 +6,25 @@ const Num = Type.Union([Type.Number(), Type.Null()]);
 
 export const HostStatus = Type.Object({
   host: Type.String(),
-  role: Type.Union([Type.Literal('holder'), Type.Literal('standby'), Type.Literal('arbiter'), Type.Literal('observer')]),
+  role: Type.Union([
+    Type.Literal('holder'),
+    Type.Literal('standby'),
+    Type.Literal('arbiter'),
+    Type.Literal('observer'),
+  ]),
   lastHeartbeatAgeSeconds: Num,
   heartbeatSeconds: Num,
   /** The heartbeat cell as both renderers print it, and whether it is a problem (silent, refused). */
   heartbeatText: Type.String(),
   heartbeatProblem: Type.Boolean(),
   view: Type.Union([
-    Type.Object({ target: Type.String(), reachable: Type.Boolean(), ping: Type.Boolean(), health: Type.Boolean(), ageSeconds: Type.Number() }),
+    Type.Object({
+      target: Type.String(),
+      reachable: Type.Boolean(),
+      ping: Type.Boolean(),
+      health: Type.Boolean(),
+      ageSeconds: Type.Number(),
+    }),
     Type.Null(),
   ]),
   /** The "view of holder" cell: what this host last said of the holder; ok/bad only for a view a check counts. */
@@ -101,6 +112,11 @@ export const StatusAnswer = Type.Object({
   /** Store etcd only: which arbiter decides, and etcd's members. */
   arbiters: Type.Optional(Arbiters),
   /** Store etcd only: `arbiters` in the card's words, which the page's refresh shows. */
-  arbitersLine: Type.Optional(Type.Object({ text: Type.String(), level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')]) })),
+  arbitersLine: Type.Optional(
+    Type.Object({
+      text: Type.String(),
+      level: Type.Union([Type.Literal('ok'), Type.Literal('warn'), Type.Literal('bad')]),
+    }),
+  ),
 });
 export type StatusAnswerT = Static<typeof StatusAnswer>;

@@ -120,7 +120,12 @@ export interface DeleteOptions {
 export type CompareOp = '==' | '!=' | '<' | '>';
 
 export type Compare =
-  | { readonly key: string; readonly target: 'mod' | 'create' | 'version' | 'lease'; readonly op: CompareOp; readonly against: bigint }
+  | {
+      readonly key: string;
+      readonly target: 'mod' | 'create' | 'version' | 'lease';
+      readonly op: CompareOp;
+      readonly against: bigint;
+    }
   | { readonly key: string; readonly target: 'value'; readonly op: CompareOp; readonly against: string };
 
 /** Compares for a txn. `create(key, '==', 0n)` (or `absent(key)`) is "the key does not exist". */
@@ -139,9 +144,22 @@ export type TxnOp =
   | { readonly type: 'delete'; readonly key: string; readonly options?: DeleteOptions };
 
 export const op = Object.freeze({
-  put: (key: string, value: string, options?: PutOptions): TxnOp => ({ type: 'put', key, value, ...(options === undefined ? {} : { options }) }),
-  range: (key: string, options?: RangeOptions): TxnOp => ({ type: 'range', key, ...(options === undefined ? {} : { options }) }),
-  delete: (key: string, options?: DeleteOptions): TxnOp => ({ type: 'delete', key, ...(options === undefined ? {} : { options }) }),
+  put: (key: string, value: string, options?: PutOptions): TxnOp => ({
+    type: 'put',
+    key,
+    value,
+    ...(options === undefined ? {} : { options }),
+  }),
+  range: (key: string, options?: RangeOptions): TxnOp => ({
+    type: 'range',
+    key,
+    ...(options === undefined ? {} : { options }),
+  }),
+  delete: (key: string, options?: DeleteOptions): TxnOp => ({
+    type: 'delete',
+    key,
+    ...(options === undefined ? {} : { options }),
+  }),
 });
 
 export type TxnResponse =
@@ -172,7 +190,11 @@ export interface LeaseTtl {
   readonly keys: readonly string[];
 }
 
-export type WatchEvent = { readonly type: 'put' | 'delete'; readonly kv: KeyValue; readonly prevKv: KeyValue | undefined };
+export type WatchEvent = {
+  readonly type: 'put' | 'delete';
+  readonly kv: KeyValue;
+  readonly prevKv: KeyValue | undefined;
+};
 
 export interface WatchBatch {
   readonly revision: bigint;
@@ -234,7 +256,11 @@ interface WireRange {
 interface WireTxn {
   header?: WireHeader;
   succeeded?: boolean;
-  responses?: Array<{ response_put?: { prev_kv?: WireKv }; response_range?: WireRange; response_delete_range?: { deleted?: string; prev_kvs?: WireKv[] } }>;
+  responses?: Array<{
+    response_put?: { prev_kv?: WireKv };
+    response_range?: WireRange;
+    response_delete_range?: { deleted?: string; prev_kvs?: WireKv[] };
+  }>;
 }
 
 const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
@@ -255,7 +281,14 @@ function prefixEnd(key: string): string {
 }
 
 function kvOf(w: WireKv): KeyValue {
-  return { key: unb64(w.key), value: unb64(w.value), createRevision: big(w.create_revision), modRevision: big(w.mod_revision), version: big(w.version), lease: big(w.lease) };
+  return {
+    key: unb64(w.key),
+    value: unb64(w.value),
+    createRevision: big(w.create_revision),
+    modRevision: big(w.mod_revision),
+    version: big(w.version),
+    lease: big(w.lease),
+  };
 }
 
 function rangedOf(w: WireRange): Ranged {
@@ -263,7 +296,13 @@ function rangedOf(w: WireRange): Ranged {
   return { kvs, count: Number(w.count ?? kvs.length), more: w.more === true };
 }
 
-const SORT_TARGET: Record<SortTarget, string> = { key: 'KEY', version: 'VERSION', create: 'CREATE', mod: 'MOD', value: 'VALUE' };
+const SORT_TARGET: Record<SortTarget, string> = {
+  key: 'KEY',
+  version: 'VERSION',
+  create: 'CREATE',
+  mod: 'MOD',
+  value: 'VALUE',
+};
 const COMPARE_OP: Record<CompareOp, string> = { '==': 'EQUAL', '!=': 'NOT_EQUAL', '<': 'LESS', '>': 'GREATER' };
 const COMPARE_FIELD = { mod: 'mod_revision', create: 'create_revision', version: 'version', lease: 'lease' } as const;
 
@@ -327,11 +366,18 @@ function responsesOf(ops: readonly TxnOp[], wire: WireTxn['responses']): TxnResp
     const r = wire?.[i] ?? {};
     switch (o.type) {
       case 'put':
-        return { type: 'put', prevKv: r.response_put?.prev_kv === undefined ? undefined : kvOf(r.response_put.prev_kv) };
+        return {
+          type: 'put',
+          prevKv: r.response_put?.prev_kv === undefined ? undefined : kvOf(r.response_put.prev_kv),
+        };
       case 'range':
         return { type: 'range', ...rangedOf(r.response_range ?? {}) };
       case 'delete':
-        return { type: 'delete', deleted: Number(r.response_delete_range?.deleted ?? 0), prevKvs: (r.response_delete_range?.prev_kvs ?? []).map(kvOf) };
+        return {
+          type: 'delete',
+          deleted: Number(r.response_delete_range?.deleted ?? 0),
+          prevKvs: (r.response_delete_range?.prev_kvs ?? []).map(kvOf),
+        };
     }
   });
 }
@@ -357,8 +403,10 @@ interface Call {
 }
 
 function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: number; requestTimeoutMs: number } {
-  if (!Array.isArray(o.endpoints) || o.endpoints.length === 0) throw new TypeError('etcd endpoints must be a non-empty list of http:// or https:// URLs');
-  if ((o.tls?.cert === undefined) !== (o.tls?.key === undefined)) throw new TypeError('etcd tls: give the client certificate and its key together');
+  if (!Array.isArray(o.endpoints) || o.endpoints.length === 0)
+    throw new TypeError('etcd endpoints must be a non-empty list of http:// or https:// URLs');
+  if ((o.tls?.cert === undefined) !== (o.tls?.key === undefined))
+    throw new TypeError('etcd tls: give the client certificate and its key together');
   const endpoints = o.endpoints.map((e) => {
     const u = etcdEndpoint(e, o.tls !== undefined);
     if ('problem' in u) throw new TypeError(`etcd endpoint ${u.problem}`);
@@ -369,7 +417,11 @@ function validate(o: EtcdClientOptions): { endpoints: string[]; dialTimeoutMs: n
     if (!Number.isInteger(x) || x <= 0) throw new TypeError(`etcd ${name} must be a positive integer (ms)`);
     return x;
   };
-  return { endpoints, dialTimeoutMs: ms(o.dialTimeoutMs, ETCD_CLIENT_DEFAULTS.dialTimeoutMs, 'dialTimeoutMs'), requestTimeoutMs: ms(o.requestTimeoutMs, ETCD_CLIENT_DEFAULTS.requestTimeoutMs, 'requestTimeoutMs') };
+  return {
+    endpoints,
+    dialTimeoutMs: ms(o.dialTimeoutMs, ETCD_CLIENT_DEFAULTS.dialTimeoutMs, 'dialTimeoutMs'),
+    requestTimeoutMs: ms(o.requestTimeoutMs, ETCD_CLIENT_DEFAULTS.requestTimeoutMs, 'requestTimeoutMs'),
+  };
 }
 
 const HEADERS = Object.freeze({ 'content-type': 'application/json' });
@@ -403,7 +455,11 @@ export class EtcdClient {
     this.clock = options.clock ?? monotonicClockMs;
     const tls = options.tls;
     this.agent = new Agent({
-      connect: { timeout: this.dialTimeoutMs, ...(tls?.ca === undefined ? {} : { ca: tls.ca }), ...(tls?.cert === undefined ? {} : { cert: tls.cert, key: tls.key }) },
+      connect: {
+        timeout: this.dialTimeoutMs,
+        ...(tls?.ca === undefined ? {} : { ca: tls.ca }),
+        ...(tls?.cert === undefined ? {} : { cert: tls.cert, key: tls.key }),
+      },
       keepAliveTimeout: 30_000,
     });
   }
@@ -414,7 +470,12 @@ export class EtcdClient {
   }
 
   async range(key: string, options: RangeOptions = {}): Promise<RangeResult> {
-    const w = (await this.call({ path: '/v3/kv/range', body: rangeBody(key, options), write: false, local: options.serializable === true })) as WireRange;
+    const w = (await this.call({
+      path: '/v3/kv/range',
+      body: rangeBody(key, options),
+      write: false,
+      local: options.serializable === true,
+    })) as WireRange;
     return { revision: big(w.header?.revision), ...rangedOf(w) };
   }
 
@@ -466,14 +527,32 @@ export class EtcdClient {
     }
   }
 
-  async put(key: string, value: string, options: PutOptions = {}): Promise<{ revision: bigint; prevKv: KeyValue | undefined }> {
-    const w = (await this.call({ path: '/v3/kv/put', body: putBody(key, value, options), write: true })) as { header?: WireHeader; prev_kv?: WireKv };
+  async put(
+    key: string,
+    value: string,
+    options: PutOptions = {},
+  ): Promise<{ revision: bigint; prevKv: KeyValue | undefined }> {
+    const w = (await this.call({ path: '/v3/kv/put', body: putBody(key, value, options), write: true })) as {
+      header?: WireHeader;
+      prev_kv?: WireKv;
+    };
     return { revision: big(w.header?.revision), prevKv: w.prev_kv === undefined ? undefined : kvOf(w.prev_kv) };
   }
 
-  async deleteRange(key: string, options: DeleteOptions = {}): Promise<{ revision: bigint; deleted: number; prevKvs: readonly KeyValue[] }> {
-    const w = (await this.call({ path: '/v3/kv/deleterange', body: deleteBody(key, options), write: true })) as { header?: WireHeader; deleted?: string; prev_kvs?: WireKv[] };
-    return { revision: big(w.header?.revision), deleted: Number(w.deleted ?? 0), prevKvs: (w.prev_kvs ?? []).map(kvOf) };
+  async deleteRange(
+    key: string,
+    options: DeleteOptions = {},
+  ): Promise<{ revision: bigint; deleted: number; prevKvs: readonly KeyValue[] }> {
+    const w = (await this.call({ path: '/v3/kv/deleterange', body: deleteBody(key, options), write: true })) as {
+      header?: WireHeader;
+      deleted?: string;
+      prev_kvs?: WireKv[];
+    };
+    return {
+      revision: big(w.header?.revision),
+      deleted: Number(w.deleted ?? 0),
+      prevKvs: (w.prev_kvs ?? []).map(kvOf),
+    };
   }
 
   /** If every compare holds, the success ops, else the failure ops — one atomic step. A txn with only ranges is a read. */
@@ -482,13 +561,22 @@ export class EtcdClient {
     const body = { compare: t.compare.map(compareBody), success: t.success.map(opBody), failure: failure.map(opBody) };
     const w = (await this.call({ path: '/v3/kv/txn', body, write: isWrite(t.success) || isWrite(failure) })) as WireTxn;
     const succeeded = w.succeeded === true;
-    return { succeeded, revision: big(w.header?.revision), responses: responsesOf(succeeded ? t.success : failure, w.responses) };
+    return {
+      succeeded,
+      revision: big(w.header?.revision),
+      responses: responsesOf(succeeded ? t.success : failure, w.responses),
+    };
   }
 
   /** A new lease; etcd may raise a TTL below its minimum (1.5 × its election timeout). */
   async leaseGrant(ttlSeconds: number): Promise<{ id: bigint; ttlSeconds: number }> {
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new TypeError('lease ttlSeconds must be a positive integer');
-    const w = (await this.call({ path: '/v3/lease/grant', body: { TTL: String(ttlSeconds) }, write: true })) as { ID?: string; TTL?: string; error?: string };
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0)
+      throw new TypeError('lease ttlSeconds must be a positive integer');
+    const w = (await this.call({ path: '/v3/lease/grant', body: { TTL: String(ttlSeconds) }, write: true })) as {
+      ID?: string;
+      TTL?: string;
+      error?: string;
+    };
     if (w.error !== undefined && w.error !== '') throw new EtcdError('unavailable', `etcd lease grant: ${w.error}`);
     return { id: big(w.ID), ttlSeconds: Number(w.TTL ?? 0) };
   }
@@ -499,7 +587,12 @@ export class EtcdClient {
    * leader's *receive* time: the caller counts validity from its own send time.
    */
   async leaseKeepAlive(id: bigint): Promise<KeepAlive> {
-    const w = (await this.call({ path: '/v3/lease/keepalive', body: { ID: String(id) }, write: false, stream: true })) as { TTL?: string };
+    const w = (await this.call({
+      path: '/v3/lease/keepalive',
+      body: { ID: String(id) },
+      write: false,
+      stream: true,
+    })) as { TTL?: string };
     const ttl = Number(w.TTL ?? 0);
     return ttl > 0 ? { alive: true, ttlSeconds: ttl } : { alive: false };
   }
@@ -516,8 +609,16 @@ export class EtcdClient {
   }
 
   async leaseTimeToLive(id: bigint, options: { keys?: boolean } = {}): Promise<LeaseTtl> {
-    const w = (await this.call({ path: '/v3/lease/timetolive', body: { ID: String(id), keys: options.keys === true }, write: false })) as { TTL?: string; grantedTTL?: string; keys?: string[] };
-    return { ttlSeconds: Number(w.TTL ?? -1), grantedTtlSeconds: Number(w.grantedTTL ?? 0), keys: (w.keys ?? []).map(unb64) };
+    const w = (await this.call({
+      path: '/v3/lease/timetolive',
+      body: { ID: String(id), keys: options.keys === true },
+      write: false,
+    })) as { TTL?: string; grantedTTL?: string; keys?: string[] };
+    return {
+      ttlSeconds: Number(w.TTL ?? -1),
+      grantedTtlSeconds: Number(w.grantedTTL ?? 0),
+      keys: (w.keys ?? []).map(unb64),
+    };
   }
 
   /**
@@ -536,23 +637,45 @@ export class EtcdClient {
     try {
       for await (const line of stream.lines) {
         const msg = JSON.parse(line) as { result?: WireWatch; error?: { grpc_code?: number; message?: string } };
-        if (msg.error !== undefined) throw classifyAnswer(msg.error.grpc_code ?? 14, msg.error.message ?? 'watch failed', false, `${stream.endpoint}/v3/watch`).error;
+        if (msg.error !== undefined)
+          throw classifyAnswer(
+            msg.error.grpc_code ?? 14,
+            msg.error.message ?? 'watch failed',
+            false,
+            `${stream.endpoint}/v3/watch`,
+          ).error;
         const r = msg.result ?? {};
         if (r.canceled === true) {
           const compact = big(r.compact_revision);
-          if (compact > 0n) throw new EtcdError('compacted', `etcd ${stream.endpoint}/v3/watch: revision ${options.startRevision} is compacted (compact revision ${compact}): re-read, then watch from the read's revision`, { compactRevision: compact });
-          throw new EtcdError('unavailable', `etcd ${stream.endpoint}/v3/watch: canceled: ${r.cancel_reason ?? 'no reason given'}`);
+          if (compact > 0n)
+            throw new EtcdError(
+              'compacted',
+              `etcd ${stream.endpoint}/v3/watch: revision ${options.startRevision} is compacted (compact revision ${compact}): re-read, then watch from the read's revision`,
+              { compactRevision: compact },
+            );
+          throw new EtcdError(
+            'unavailable',
+            `etcd ${stream.endpoint}/v3/watch: canceled: ${r.cancel_reason ?? 'no reason given'}`,
+          );
         }
         if (r.events === undefined || r.events.length === 0) continue; // created, or a progress notification
         yield {
           revision: big(r.header?.revision),
-          events: r.events.map((e) => ({ type: e.type === 'DELETE' ? 'delete' : 'put', kv: kvOf(e.kv ?? {}), prevKv: e.prev_kv === undefined ? undefined : kvOf(e.prev_kv) })),
+          events: r.events.map((e) => ({
+            type: e.type === 'DELETE' ? 'delete' : 'put',
+            kv: kvOf(e.kv ?? {}),
+            prevKv: e.prev_kv === undefined ? undefined : kvOf(e.prev_kv),
+          })),
         };
       }
     } catch (err) {
       if (options.signal?.aborted === true) return;
       if (err instanceof EtcdError) throw err;
-      throw new EtcdError('unavailable', `etcd ${stream.endpoint}/v3/watch: the stream broke (${(err as { code?: string }).code ?? String(err)})`, { cause: err });
+      throw new EtcdError(
+        'unavailable',
+        `etcd ${stream.endpoint}/v3/watch: the stream broke (${(err as { code?: string }).code ?? String(err)})`,
+        { cause: err },
+      );
     } finally {
       stream.close();
     }
@@ -579,9 +702,22 @@ export class EtcdClient {
   async status(): Promise<MemberStatus[]> {
     return Promise.all(
       this.endpoints.map(async (endpoint): Promise<MemberStatus> => {
-        const a = await this.attempt(endpoint, { path: '/v3/maintenance/status', body: {}, write: false, local: true }, this.dialTimeoutMs);
+        const a = await this.attempt(
+          endpoint,
+          { path: '/v3/maintenance/status', body: {}, write: false, local: true },
+          this.dialTimeoutMs,
+        );
         if (!a.ok) return { endpoint, ok: false, error: a.verdict.error.message };
-        const w = a.json as { header?: WireHeader; leader?: string; version?: string; raftTerm?: string; errors?: string[]; dbSize?: string; dbSizeInUse?: string; dbSizeQuota?: string };
+        const w = a.json as {
+          header?: WireHeader;
+          leader?: string;
+          version?: string;
+          raftTerm?: string;
+          errors?: string[];
+          dbSize?: string;
+          dbSizeInUse?: string;
+          dbSizeQuota?: string;
+        };
         const leader = w.leader === undefined || w.leader === '0' ? null : w.leader;
         const quota = Number(w.dbSizeQuota ?? 0);
         return {
@@ -625,7 +761,10 @@ export class EtcdClient {
     }
     const lines = seen.map((e) => e.message).join('; ');
     if (seen.some((e) => e.kind === 'no-quorum')) throw new EtcdError('no-quorum', `etcd has no quorum: ${lines}`);
-    throw new EtcdError('unavailable', `etcd is unavailable: ${lines === '' ? `no answer within ${this.requestTimeoutMs} ms` : lines}`);
+    throw new EtcdError(
+      'unavailable',
+      `etcd is unavailable: ${lines === '' ? `no answer within ${this.requestTimeoutMs} ms` : lines}`,
+    );
   }
 
   private async attempt(endpoint: string, c: Call, budgetMs: number): Promise<Attempt> {
@@ -662,11 +801,30 @@ export class EtcdClient {
     try {
       json = JSON.parse(text);
     } catch {
-      if (status >= 400 && status < 500) return { ok: false, verdict: { error: new EtcdError('bad-request', `etcd ${where}: answered ${status} without JSON (is this an etcd client URL?)`), retry: false } };
-      return { ok: false, verdict: classifyAnswer(14, `answered ${status} ${text.slice(0, 80).replace(/\s+/g, ' ')}`, write, where) };
+      if (status >= 400 && status < 500)
+        return {
+          ok: false,
+          verdict: {
+            error: new EtcdError(
+              'bad-request',
+              `etcd ${where}: answered ${status} without JSON (is this an etcd client URL?)`,
+            ),
+            retry: false,
+          },
+        };
+      return {
+        ok: false,
+        verdict: classifyAnswer(14, `answered ${status} ${text.slice(0, 80).replace(/\s+/g, ' ')}`, write, where),
+      };
     }
-    const j = json as { code?: number; message?: string; error?: unknown; result?: { header?: WireHeader } & Record<string, unknown> };
-    if (status !== 200) return { ok: false, verdict: classifyAnswer(j.code ?? 14, j.message ?? `answered ${status}`, write, where) };
+    const j = json as {
+      code?: number;
+      message?: string;
+      error?: unknown;
+      result?: { header?: WireHeader } & Record<string, unknown>;
+    };
+    if (status !== 200)
+      return { ok: false, verdict: classifyAnswer(j.code ?? 14, j.message ?? `answered ${status}`, write, where) };
     // a stream's line: {"result": …} or {"error": {grpc_code, message}}
     if (typeof j.error === 'object' && j.error !== null) {
       const e = j.error as { grpc_code?: number; message?: string };
@@ -676,13 +834,27 @@ export class EtcdClient {
     const cluster = body.header?.cluster_id;
     if (cluster !== undefined) {
       this.clusterId ??= cluster;
-      if (cluster !== this.clusterId) return { ok: false, verdict: { error: new EtcdError('bad-request', `etcd ${where}: belongs to cluster ${cluster}, not ${this.clusterId}: every endpoint must be a member of one cluster`), retry: false } };
+      if (cluster !== this.clusterId)
+        return {
+          ok: false,
+          verdict: {
+            error: new EtcdError(
+              'bad-request',
+              `etcd ${where}: belongs to cluster ${cluster}, not ${this.clusterId}: every endpoint must be a member of one cluster`,
+            ),
+            retry: false,
+          },
+        };
     }
     return { ok: true, json: body };
   }
 
   /** Opens a server stream on the first member that accepts it; null when aborted first. */
-  private async openStream(path: string, body: unknown, signal: AbortSignal | undefined): Promise<{ endpoint: string; lines: AsyncIterable<string>; close: () => void } | null> {
+  private async openStream(
+    path: string,
+    body: unknown,
+    signal: AbortSignal | undefined,
+  ): Promise<{ endpoint: string; lines: AsyncIterable<string>; close: () => void } | null> {
     const n = this.endpoints.length;
     const seen: EtcdError[] = [];
     for (let i = 0; i < n; i++) {
@@ -697,11 +869,22 @@ export class EtcdClient {
         ac.abort();
       }, this.requestTimeoutMs);
       try {
-        const res = await this.agent.request({ origin: endpoint, path, method: 'POST', headers: LEADER_HEADERS, body: JSON.stringify(body), signal: ac.signal, headersTimeout: this.requestTimeoutMs + 1000, bodyTimeout: 0 });
+        const res = await this.agent.request({
+          origin: endpoint,
+          path,
+          method: 'POST',
+          headers: LEADER_HEADERS,
+          body: JSON.stringify(body),
+          signal: ac.signal,
+          headersTimeout: this.requestTimeoutMs + 1000,
+          bodyTimeout: 0,
+        });
         clearTimeout(timer);
         if (res.statusCode !== 200) {
           const a = this.answer(`${endpoint}${path}`, res.statusCode, await res.body.text(), false);
-          throw a.ok ? new EtcdError('unavailable', `etcd ${endpoint}${path}: answered ${res.statusCode}`) : a.verdict.error;
+          throw a.ok
+            ? new EtcdError('unavailable', `etcd ${endpoint}${path}: answered ${res.statusCode}`)
+            : a.verdict.error;
         }
         const close = (): void => {
           signal?.removeEventListener('abort', onAbort);
@@ -719,7 +902,10 @@ export class EtcdClient {
       }
     }
     const lines = seen.map((e) => e.message).join('; ');
-    throw new EtcdError(seen.some((e) => e.kind === 'no-quorum') ? 'no-quorum' : 'unavailable', `etcd watch could not start: ${lines}`);
+    throw new EtcdError(
+      seen.some((e) => e.kind === 'no-quorum') ? 'no-quorum' : 'unavailable',
+      `etcd watch could not start: ${lines}`,
+    );
   }
 }
 

@@ -57,7 +57,8 @@ export class Compactor {
   private stopped = true;
 
   constructor(private readonly opts: CompactorOptions) {
-    if (!Number.isInteger(opts.intervalMs) || opts.intervalMs <= 0) throw new TypeError('compactor intervalMs must be a positive integer');
+    if (!Number.isInteger(opts.intervalMs) || opts.intervalMs <= 0)
+      throw new TypeError('compactor intervalMs must be a positive integer');
   }
 
   /** The revision this arbiter last compacted to, null before its first compaction. */
@@ -100,7 +101,11 @@ export class Compactor {
     try {
       // 1. our turn if nobody took one since ours (the key's version as we left it)
       const to = this.noted;
-      const r = await client.txn({ compare: [cmp.version(key, '==', this.version)], success: [op.put(key, String(to))], failure: [op.range(key)] });
+      const r = await client.txn({
+        compare: [cmp.version(key, '==', this.version)],
+        success: [op.put(key, String(to))],
+        failure: [op.range(key)],
+      });
       if (!r.succeeded) {
         const kv = r.responses[0]?.type === 'range' ? r.responses[0].kvs[0] : undefined;
         this.version = kv?.version ?? 0n;

@@ -80,7 +80,9 @@ export interface Term {
   readonly ended: Promise<Ending>;
 }
 
-export type CampaignResult = { readonly elected: true; readonly term: Term } | { readonly elected: false; readonly reason: Ending };
+export type CampaignResult =
+  | { readonly elected: true; readonly term: Term }
+  | { readonly elected: false; readonly reason: Ending };
 
 export interface Leader {
   readonly key: string;
@@ -101,13 +103,15 @@ export function validFor(r: Renewal, marginSeconds: number, now: Stamp): number 
 }
 
 function validate(o: ElectionOptions): { prefix: string; ttl: number; margin: number; keepAliveMs: number } {
-  if (typeof o.prefix !== 'string' || o.prefix === '') throw new TypeError('election prefix must be a non-empty string');
+  if (typeof o.prefix !== 'string' || o.prefix === '')
+    throw new TypeError('election prefix must be a non-empty string');
   const ttl = o.ttlSeconds ?? ELECTION_DEFAULTS.ttlSeconds;
   if (!Number.isInteger(ttl) || ttl < 2) throw new TypeError('election ttlSeconds must be an integer ≥ 2');
   const margin = o.marginSeconds ?? ELECTION_DEFAULTS.marginSeconds;
   if (!(margin > 0 && margin < ttl)) throw new TypeError('election marginSeconds must be > 0 and below ttlSeconds');
   const keepAlive = o.keepAliveSeconds ?? (ttl - margin) / 3;
-  if (!(keepAlive > 0 && keepAlive < ttl - margin)) throw new TypeError('election keepAliveSeconds must be > 0 and below ttlSeconds − marginSeconds');
+  if (!(keepAlive > 0 && keepAlive < ttl - margin))
+    throw new TypeError('election keepAliveSeconds must be > 0 and below ttlSeconds − marginSeconds');
   return { prefix: etcdKeys(o.prefix).electionDir, ttl, margin, keepAliveMs: keepAlive * 1000 };
 }
 
@@ -153,7 +157,8 @@ export class Election {
    * the lease is valid by our clock.
    */
   async campaign(signal?: AbortSignal): Promise<CampaignResult> {
-    if (this.session !== null && this.session.ending === null) throw new Error('this election is already campaigning or elected: resign first');
+    if (this.session !== null && this.session.ending === null)
+      throw new Error('this election is already campaigning or elected: resign first');
     if (signal?.aborted === true) return { elected: false, reason: 'aborted' };
     // 1. a lease, valid from the grant's send time (E2)
     const sent = this.clock.now();
@@ -166,7 +171,11 @@ export class Election {
       // 2. our key, created once: the guarded create may be repeated after an indeterminate answer
       while (s.ending === null && s.createRevision === 0n) {
         try {
-          const r = await this.client.txn({ compare: [cmp.absent(s.key)], success: [op.put(s.key, this.options.value, { lease: s.lease })], failure: [op.range(s.key)] });
+          const r = await this.client.txn({
+            compare: [cmp.absent(s.key)],
+            success: [op.put(s.key, this.options.value, { lease: s.lease })],
+            failure: [op.range(s.key)],
+          });
           const found = r.responses[0]?.type === 'range' ? r.responses[0].kvs[0] : undefined;
           s.createRevision = r.succeeded ? r.revision : (found?.createRevision ?? 0n);
         } catch (err) {
@@ -179,7 +188,14 @@ export class Election {
         try {
           const r = await this.client.txn({
             compare: [cmp.create(s.key, '==', s.createRevision)],
-            success: [op.range(this.dir, { prefix: true, maxCreateRevision: s.createRevision - 1n, sort: { target: 'create', order: 'descend' }, limit: 1 })],
+            success: [
+              op.range(this.dir, {
+                prefix: true,
+                maxCreateRevision: s.createRevision - 1n,
+                sort: { target: 'create', order: 'descend' },
+                limit: 1,
+              }),
+            ],
           });
           if (!r.succeeded) {
             this.end(s, 'key-gone');
@@ -192,7 +208,16 @@ export class Election {
             s.electedAt = this.clock.now();
             // a failure here is a bug of ours: the term ends rather than go on unwatched
             this.watchOwnKey(s, r.revision + 1n).catch(() => this.end(s, 'aborted'));
-            return { elected: true, term: { key: s.key, createRevision: s.createRevision, lease: s.lease, electedAt: s.electedAt, ended: s.ended } };
+            return {
+              elected: true,
+              term: {
+                key: s.key,
+                createRevision: s.createRevision,
+                lease: s.lease,
+                electedAt: s.electedAt,
+                ended: s.ended,
+              },
+            };
           }
           await this.waitFor(older.key, false, r.revision + 1n, (e) => e === 'delete', s.stop.signal);
         } catch (err) {
@@ -222,7 +247,8 @@ export class Election {
   /** The compare for every write of the elected side (E4). Throws when this side has no key. */
   guard(): Compare {
     const s = this.session;
-    if (s === null || s.createRevision === 0n || s.ending !== null) throw new EtcdError('bad-request', 'election guard asked for without a campaign under way');
+    if (s === null || s.createRevision === 0n || s.ending !== null)
+      throw new EtcdError('bad-request', 'election guard asked for without a campaign under way');
     return cmp.create(s.key, '==', s.createRevision);
   }
 
@@ -281,15 +307,35 @@ export class Election {
   // -------------------------------------------------------------------------------------
 
   private async readLeader(): Promise<{ leader: Leader | null; revision: bigint }> {
-    const r = await this.client.range(this.dir, { prefix: true, sort: { target: 'create', order: 'ascend' }, limit: 1 });
+    const r = await this.client.range(this.dir, {
+      prefix: true,
+      sort: { target: 'create', order: 'ascend' },
+      limit: 1,
+    });
     const kv: KeyValue | undefined = r.kvs[0];
-    return { leader: kv === undefined ? null : { key: kv.key, value: kv.value, createRevision: kv.createRevision, lease: kv.lease }, revision: r.revision };
+    return {
+      leader:
+        kv === undefined ? null : { key: kv.key, value: kv.value, createRevision: kv.createRevision, lease: kv.lease },
+      revision: r.revision,
+    };
   }
 
   private open(lease: bigint, renewal: Renewal): Session {
     let settle!: (e: Ending) => void;
     const ended = new Promise<Ending>((res) => (settle = res));
-    const s: Session = { lease, key: `${this.dir}${lease.toString(16)}`, renewal, createRevision: 0n, elected: false, electedAt: null, ending: null, stop: new AbortController(), ended, settle, timer: undefined };
+    const s: Session = {
+      lease,
+      key: `${this.dir}${lease.toString(16)}`,
+      renewal,
+      createRevision: 0n,
+      elected: false,
+      electedAt: null,
+      ending: null,
+      stop: new AbortController(),
+      ended,
+      settle,
+      timer: undefined,
+    };
     this.session = s;
     s.timer = setInterval(() => void this.keepAlive(s), this.keepAliveMs);
     return s;
@@ -364,7 +410,13 @@ export class Election {
    * Resolves on the first event that `wanted` accepts, on a re-check period (a watch on a
    * stopped member can go silent), on a broken watch (the caller reads again), or on abort.
    */
-  private async waitFor(key: string, prefix: boolean, from: bigint, wanted: (type: 'put' | 'delete') => boolean, signal: AbortSignal): Promise<void> {
+  private async waitFor(
+    key: string,
+    prefix: boolean,
+    from: bigint,
+    wanted: (type: 'put' | 'delete') => boolean,
+    signal: AbortSignal,
+  ): Promise<void> {
     const stop = new AbortController();
     const onAbort = (): void => stop.abort();
     signal.addEventListener('abort', onAbort, { once: true });

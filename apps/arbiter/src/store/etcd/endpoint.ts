@@ -11,8 +11,11 @@ export function etcdEndpoint(e: string, tls: boolean): { readonly origin: string
   } catch {
     return { problem: `${JSON.stringify(e)} is not a URL (http://host:port or https://host:port)` };
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') return { problem: `${JSON.stringify(e)} must be http://host:port or https://host:port` };
-  if (u.protocol === 'http:' && tls) return { problem: `${JSON.stringify(e)} is http:// but store.tls is given: use https:// for every member` };
-  if ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.username !== '' || u.password !== '') return { problem: `${JSON.stringify(e)} must be a bare origin http://host:port (no path, query or credentials)` };
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    return { problem: `${JSON.stringify(e)} must be http://host:port or https://host:port` };
+  if (u.protocol === 'http:' && tls)
+    return { problem: `${JSON.stringify(e)} is http:// but store.tls is given: use https:// for every member` };
+  if ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.username !== '' || u.password !== '')
+    return { problem: `${JSON.stringify(e)} must be a bare origin http://host:port (no path, query or credentials)` };
   return { origin: u.origin };
 }

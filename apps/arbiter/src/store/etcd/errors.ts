@@ -20,7 +20,14 @@
  * refused before sending, "no leader", "too many requests") makes a write `unavailable` or
  * `no-quorum`; anything after the request left us is `indeterminate`.
  */
-export type EtcdErrorKind = 'unavailable' | 'no-quorum' | 'indeterminate' | 'compacted' | 'lease-not-found' | 'auth' | 'bad-request';
+export type EtcdErrorKind =
+  | 'unavailable'
+  | 'no-quorum'
+  | 'indeterminate'
+  | 'compacted'
+  | 'lease-not-found'
+  | 'auth'
+  | 'bad-request';
 
 export class EtcdError extends Error {
   override readonly name = 'EtcdError';
@@ -70,18 +77,25 @@ export interface Verdict {
 /** An etcd error answer (`{code, message}` of a unary call, `{grpc_code, message}` in a stream), classified. */
 export function classifyAnswer(grpcCode: number, message: string, write: boolean, where: string): Verdict {
   const line = `etcd ${where}: ${message}`;
-  if (message === 'etcdserver: no leader') return { error: new EtcdError('no-quorum', `${line} (the member has no raft leader: no quorum)`), retry: true };
+  if (message === 'etcdserver: no leader')
+    return { error: new EtcdError('no-quorum', `${line} (the member has no raft leader: no quorum)`), retry: true };
   switch (grpcCode) {
     case GRPC.OUT_OF_RANGE:
-      return message.includes('compacted') ? { error: new EtcdError('compacted', line), retry: false } : { error: new EtcdError('bad-request', line), retry: false };
+      return message.includes('compacted')
+        ? { error: new EtcdError('compacted', line), retry: false }
+        : { error: new EtcdError('bad-request', line), retry: false };
     case GRPC.NOT_FOUND:
-      return message.includes('lease not found') ? { error: new EtcdError('lease-not-found', line), retry: false } : { error: new EtcdError('bad-request', line), retry: false };
+      return message.includes('lease not found')
+        ? { error: new EtcdError('lease-not-found', line), retry: false }
+        : { error: new EtcdError('bad-request', line), retry: false };
     case GRPC.PERMISSION_DENIED:
     case GRPC.UNAUTHENTICATED:
       return { error: new EtcdError('auth', line), retry: false };
     case GRPC.INVALID_ARGUMENT:
       // etcd answers a missing user name (auth enabled, no token) as an invalid argument
-      return message.includes('user name') || message.includes('auth') ? { error: new EtcdError('auth', line), retry: false } : { error: new EtcdError('bad-request', line), retry: false };
+      return message.includes('user name') || message.includes('auth')
+        ? { error: new EtcdError('auth', line), retry: false }
+        : { error: new EtcdError('bad-request', line), retry: false };
     case GRPC.FAILED_PRECONDITION:
       return { error: new EtcdError('bad-request', line), retry: false };
     case GRPC.RESOURCE_EXHAUSTED:
@@ -95,15 +109,34 @@ export function classifyAnswer(grpcCode: number, message: string, write: boolean
 }
 
 /** undici / socket error codes raised before a byte of the request left: no write can have applied. */
-const BEFORE_SEND = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+const BEFORE_SEND = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /** A transport failure (no answer at all), classified the same way. `timedOut`: our own deadline fired. */
 export function classifyTransport(err: unknown, write: boolean, where: string, timedOut: boolean): Verdict {
   const code = (err as { code?: unknown }).code;
-  const why = timedOut ? 'no answer within the request timeout' : typeof code === 'string' ? code : err instanceof Error ? err.message : String(err);
+  const why = timedOut
+    ? 'no answer within the request timeout'
+    : typeof code === 'string'
+      ? code
+      : err instanceof Error
+        ? err.message
+        : String(err);
   if (typeof code === 'string' && BEFORE_SEND.has(code) && !timedOut) {
     return { error: new EtcdError('unavailable', `etcd ${where}: ${why}`, { cause: err }), retry: true };
   }
   if (!write) return { error: new EtcdError('unavailable', `etcd ${where}: ${why}`, { cause: err }), retry: true };
-  return { error: new EtcdError('indeterminate', `etcd ${where}: ${why} after the write was sent (it may have applied)`, { cause: err }), retry: false };
+  return {
+    error: new EtcdError('indeterminate', `etcd ${where}: ${why} after the write was sent (it may have applied)`, {
+      cause: err,
+    }),
+    retry: false,
+  };
 }

@@ -20,7 +20,13 @@ export const EVENTS_PER_KEY = 64;
 type StoredEvent = Omit<EventRow, 'id'>;
 
 /** An event's stored fields, in their order (nothing else a caller's object may carry). */
-const fields = (e: EventInput): StoredEvent => ({ at: e.at, category: e.category, event: e.event, host: e.host, data: e.data });
+const fields = (e: EventInput): StoredEvent => ({
+  at: e.at,
+  category: e.category,
+  event: e.event,
+  host: e.host,
+  data: e.data,
+});
 
 export const encodeEvent = (e: EventInput): string => JSON.stringify(fields(e));
 

@@ -35,7 +35,19 @@ import { readFile } from 'node:fs/promises';
 import type { ArbiterState, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
 import { writeAtomicSync } from '@hq/runtime/files';
-import { CasError, NotElectedError, type Committed, type ConfirmTokens, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
+import {
+  CasError,
+  NotElectedError,
+  type Committed,
+  type ConfirmTokens,
+  type Decision,
+  type EventInput,
+  type EventRow,
+  type LeaseStore,
+  type Outcome,
+  type Scope,
+  type TokenRow,
+} from '../store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp, type TxnResult } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, MAX_TXN_OPS, type EtcdKeys } from './keys.js';
@@ -54,7 +66,11 @@ export function encodeState(s: ArbiterState): string {
   const observers: Record<string, Observer> = {};
   for (const name of [...s.observers.keys()].sort()) {
     const o = s.observers.get(name) as Observer;
-    observers[name] = { ...o, refreshSeconds: o.refreshSeconds ?? null, requestTimeoutSeconds: o.requestTimeoutSeconds ?? null };
+    observers[name] = {
+      ...o,
+      refreshSeconds: o.refreshSeconds ?? null,
+      requestTimeoutSeconds: o.requestTimeoutSeconds ?? null,
+    };
   }
   return JSON.stringify({ lease: s.lease, floor: s.floor, observers } satisfies StoredState);
 }
@@ -77,7 +93,9 @@ const rangeKv = (r: TxnResult, i: number): KeyValue | undefined => {
 function baseOf(r: TxnResult, confirmed: boolean): Base | null {
   const s = rangeKv(r, 0);
   const q = rangeKv(r, 1);
-  return s === undefined ? null : { state: decodeState(s.value), stateRev: s.modRevision, seq: seqOf(q), seqRev: q?.modRevision ?? 0n, confirmed };
+  return s === undefined
+    ? null
+    : { state: decodeState(s.value), stateRev: s.modRevision, seq: seqOf(q), seqRev: q?.modRevision ?? 0n, confirmed };
 }
 
 interface Base {
@@ -144,10 +162,15 @@ export class EtcdStore implements LeaseStore {
    */
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
     const keys = etcdKeys(opts.prefix);
-    const first = encodeState({ lease: { ...emptyLease(opts.ttlSeconds), floorPending: true }, observers: new Map(), floor: 0 });
+    const first = encodeState({
+      lease: { ...emptyLease(opts.ttlSeconds), floorPending: true },
+      observers: new Map(),
+      floor: 0,
+    });
     let created: boolean;
     try {
-      created = (await opts.client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, first)] })).succeeded;
+      created = (await opts.client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, first)] }))
+        .succeeded;
     } catch (err) {
       if (!isEtcdError(err, 'indeterminate')) throw err;
       // Ours or another opener's, the record exists now (or the next open writes it): a pending
@@ -167,7 +190,8 @@ export class EtcdStore implements LeaseStore {
 
   async read(): Promise<ArbiterState> {
     const { kv } = await this.client.get(this.keys.state);
-    if (kv === undefined) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    if (kv === undefined)
+      throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
     return decodeState(kv.value);
   }
 
@@ -183,7 +207,10 @@ export class EtcdStore implements LeaseStore {
    *    txn in practice; a group with more events than fit is split in order, each part
    *    committed on the one before, and a part that fails fails the decisions from it on.
    */
-  async transactAll(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[], tokens: ConfirmTokens = []): Promise<readonly Outcome[]> {
+  async transactAll(
+    decisions: readonly ((state: ArbiterState) => Decision<unknown>)[],
+    tokens: ConfirmTokens = [],
+  ): Promise<readonly Outcome[]> {
     if (decisions.length === 0) return [];
     // The group's tokens are confirmed by the read it decides on, or else by its first commit's compares.
     let confirm = [...new Set(tokens)];
@@ -205,7 +232,11 @@ export class EtcdStore implements LeaseStore {
     let events = 0;
     for (const [i, d] of decided.entries()) {
       const n = d.ok ? d.events.length : 0;
-      if (n > MAX_EVENTS_PER_TXN) throw new EtcdError('bad-request', `a decision with ${n} events does not fit one etcd txn (${MAX_EVENTS_PER_TXN} events)`);
+      if (n > MAX_EVENTS_PER_TXN)
+        throw new EtcdError(
+          'bad-request',
+          `a decision with ${n} events does not fit one etcd txn (${MAX_EVENTS_PER_TXN} events)`,
+        );
       const last = parts[parts.length - 1];
       if (last === undefined || events + n > MAX_EVENTS_PER_TXN) {
         parts.push([i]);
@@ -227,7 +258,8 @@ export class EtcdStore implements LeaseStore {
         next = d.state;
         inputs.push(...d.events);
       }
-      const stateChanged = leaseChanged(base.state, next) || next.floor !== base.state.floor || next.observers !== base.state.observers;
+      const stateChanged =
+        leaseChanged(base.state, next) || next.floor !== base.state.floor || next.observers !== base.state.observers;
       let written: { base: Base; firstId: number };
       try {
         written = await this.writePart(base, next, stateChanged, inputs, k === 0 ? checks : []);
@@ -241,7 +273,12 @@ export class EtcdStore implements LeaseStore {
       let id = written.firstId;
       for (const i of part) {
         const d = decided[i] as Decided;
-        outcomes[i] = d.ok ? { ok: true, committed: { state: d.state, events: d.events.map((e) => ({ ...e, id: id++ })), result: d.result } } : { ok: false, error: d.error };
+        outcomes[i] = d.ok
+          ? {
+              ok: true,
+              committed: { state: d.state, events: d.events.map((e) => ({ ...e, id: id++ })), result: d.result },
+            }
+          : { ok: false, error: d.error };
       }
     }
     this.last = { ...base, confirmed: false };
@@ -250,9 +287,17 @@ export class EtcdStore implements LeaseStore {
 
   /** One linearizable read of the state, the event sequence and `tokens`' keys (one txn: one revision). */
   private async readBase(tokens: ConfirmTokens = []): Promise<Base> {
-    const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...tokens.map((h) => op.range(this.keys.token(h)))] });
+    const r = await this.client.txn({
+      compare: [],
+      success: [
+        op.range(this.keys.state),
+        op.range(this.keys.eventSeq),
+        ...tokens.map((h) => op.range(this.keys.token(h))),
+      ],
+    });
     const base = baseOf(r, true);
-    if (base === null) throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
+    if (base === null)
+      throw new Error(`etcd has no ${this.keys.state}: the store was not opened (or its prefix was deleted)`);
     this.noteTokens(r, 2, tokens);
     return base;
   }
@@ -261,7 +306,11 @@ export class EtcdStore implements LeaseStore {
   private async readTokens(tokens: ConfirmTokens): Promise<void> {
     for (let i = 0; i < tokens.length; i += MAX_TXN_OPS) {
       const part = tokens.slice(i, i + MAX_TXN_OPS);
-      this.noteTokens(await this.client.txn({ compare: [], success: part.map((h) => op.range(this.keys.token(h))) }), 0, part);
+      this.noteTokens(
+        await this.client.txn({ compare: [], success: part.map((h) => op.range(this.keys.token(h))) }),
+        0,
+        part,
+      );
     }
   }
 
@@ -297,7 +346,13 @@ export class EtcdStore implements LeaseStore {
    * process) takes the next ids and tries again: the decisions still stand on the state they
    * read. Returns the new base and the id of the part's first event.
    */
-  private async writePart(base: Base, next: ArbiterState, stateChanged: boolean, events: readonly EventInput[], tokens: ConfirmTokens): Promise<{ base: Base; firstId: number }> {
+  private async writePart(
+    base: Base,
+    next: ArbiterState,
+    stateChanged: boolean,
+    events: readonly EventInput[],
+    tokens: ConfirmTokens,
+  ): Promise<{ base: Base; firstId: number }> {
     const tokenRanges = tokens.map((h) => op.range(this.keys.token(h)));
     if (!stateChanged && events.length === 0) {
       if (!base.confirmed) {
@@ -324,7 +379,13 @@ export class EtcdStore implements LeaseStore {
       const rows: EventRow[] = events.map((e, i) => ({ ...e, id: seq + 1 + i }));
       const eventPuts = eventKvs(this.keys, rows);
       const done = (stateRev: bigint, newSeqRev: bigint): { base: Base; firstId: number } => ({
-        base: { state: next, stateRev: stateChanged ? stateRev : base.stateRev, seq: seq + rows.length, seqRev: rows.length > 0 ? newSeqRev : seqRev, confirmed: true },
+        base: {
+          state: next,
+          stateRev: stateChanged ? stateRev : base.stateRev,
+          seq: seq + rows.length,
+          seqRev: rows.length > 0 ? newSeqRev : seqRev,
+          confirmed: true,
+        },
         firstId: seq + 1,
       });
       const guard = this.guard?.() ?? null;
@@ -368,10 +429,20 @@ export class EtcdStore implements LeaseStore {
   }
 
   /** After an indeterminate write: did it apply? Its state value, or the value of its last events key (`last`), tells. */
-  private async applied(value: string | null, last: EventKv | undefined): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
+  private async applied(
+    value: string | null,
+    last: EventKv | undefined,
+  ): Promise<{ known: false } | { known: true; yes: boolean; stateRev: bigint; seqRev: bigint }> {
     for (let i = 0; i < VERIFY_TRIES; i++) {
       try {
-        const r = await this.client.txn({ compare: [], success: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...(last === undefined ? [] : [op.range(last.key)])] });
+        const r = await this.client.txn({
+          compare: [],
+          success: [
+            op.range(this.keys.state),
+            op.range(this.keys.eventSeq),
+            ...(last === undefined ? [] : [op.range(last.key)]),
+          ],
+        });
         const s = rangeKv(r, 0);
         const seq = rangeKv(r, 1);
         const yes = last !== undefined ? rangeKv(r, 2)?.value === last.value : s?.value === value;
@@ -391,7 +462,8 @@ export class EtcdStore implements LeaseStore {
     if (events.length === 0) return [];
     if (events.length > MAX_EVENTS_PER_TXN) {
       const out: EventRow[] = [];
-      for (let i = 0; i < events.length; i += MAX_EVENTS_PER_TXN) out.push(...(await this.appendEvents(events.slice(i, i + MAX_EVENTS_PER_TXN))));
+      for (let i = 0; i < events.length; i += MAX_EVENTS_PER_TXN)
+        out.push(...(await this.appendEvents(events.slice(i, i + MAX_EVENTS_PER_TXN))));
       return out;
     }
     for (let attempt = 0; ; attempt++) {
@@ -411,7 +483,8 @@ export class EtcdStore implements LeaseStore {
         if (!a.known) throw err;
         if (a.yes) return rows;
       }
-      if (attempt >= SEQ_RETRIES) throw new EtcdError('unavailable', 'etcd: the event sequence kept moving under the append (too many writers)');
+      if (attempt >= SEQ_RETRIES)
+        throw new EtcdError('unavailable', 'etcd: the event sequence kept moving under the append (too many writers)');
     }
   }
 
@@ -419,13 +492,22 @@ export class EtcdStore implements LeaseStore {
   async listEvents(after: number, limit: number): Promise<readonly EventRow[]> {
     const r = await this.client.range(this.keys.event(after + 1), { endOfPrefix: this.keys.eventDir, limit });
     const out: EventRow[] = [];
-    for (const kv of r.kvs) for (const e of eventsOf(kv, this.keys)) if (e.id > after && out.length < limit) out.push(e);
+    for (const kv of r.kvs)
+      for (const e of eventsOf(kv, this.keys)) if (e.id > after && out.length < limit) out.push(e);
     return out;
   }
 
   async tailAfter(n: number): Promise<number> {
-    const r = await this.client.range(this.keys.eventDir, { prefix: true, sort: { target: 'key', order: 'descend' }, limit: n });
-    const ids = r.kvs.flatMap((kv) => eventsOf(kv, this.keys).map((e) => e.id).reverse());
+    const r = await this.client.range(this.keys.eventDir, {
+      prefix: true,
+      sort: { target: 'key', order: 'descend' },
+      limit: n,
+    });
+    const ids = r.kvs.flatMap((kv) =>
+      eventsOf(kv, this.keys)
+        .map((e) => e.id)
+        .reverse(),
+    );
     const nth = ids[n - 1];
     return nth === undefined ? 0 : nth - 1;
   }
@@ -450,7 +532,8 @@ export class EtcdStore implements LeaseStore {
    */
   async sweepEvents(olderThan: number, keep: number): Promise<number> {
     const held: Array<{ kv: KeyValue; events: EventRow[] }> = [];
-    for await (const page of pagesOf(this.client, this.keys.eventDir)) for (const kv of page) held.push({ kv, events: eventsOf(kv, this.keys) });
+    for await (const page of pagesOf(this.client, this.keys.eventDir))
+      for (const kv of page) held.push({ kv, events: eventsOf(kv, this.keys) });
     const young = held.flatMap((h) => h.events.filter((e) => e.at >= olderThan)).map((e) => e.id);
     const keepFrom = young.length > keep ? (young[young.length - keep] ?? Infinity) : -Infinity;
     const stays = (e: EventRow): boolean => e.at >= olderThan && e.id >= keepFrom;
@@ -483,7 +566,8 @@ export class EtcdStore implements LeaseStore {
 
   async insertToken(machine: string, scope: Scope, sha256: string, created: number): Promise<void> {
     await this.tokenWrite((rows) => {
-      if (rows.some((r) => r.row.sha256 === sha256)) throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
+      if (rows.some((r) => r.row.sha256 === sha256))
+        throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
       return { revoke: [], insert: { machine, scope, sha256, created } };
     });
   }
@@ -505,17 +589,28 @@ export class EtcdStore implements LeaseStore {
 
   async replaceToken(machine: string, scope: Scope, sha256: string, created: number): Promise<number> {
     return this.tokenWrite((rows) => {
-      if (rows.some((r) => r.row.sha256 === sha256)) throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
-      return { revoke: rows.filter((r) => r.row.machine === machine && r.row.scope === scope && r.row.revoked === null), at: created, insert: { machine, scope, sha256, created } };
+      if (rows.some((r) => r.row.sha256 === sha256))
+        throw new Error(`a token with this sha256 is stored already (UNIQUE tokens.sha256)`);
+      return {
+        revoke: rows.filter((r) => r.row.machine === machine && r.row.scope === scope && r.row.revoked === null),
+        at: created,
+        insert: { machine, scope, sha256, created },
+      };
     });
   }
 
   async revokeTokens(machine: string, at: number): Promise<number> {
-    return this.tokenWrite((rows) => ({ revoke: rows.filter((r) => r.row.machine === machine && r.row.revoked === null), at }));
+    return this.tokenWrite((rows) => ({
+      revoke: rows.filter((r) => r.row.machine === machine && r.row.revoked === null),
+      at,
+    }));
   }
 
   async revokeToken(machine: string, id: number, at: number): Promise<number> {
-    return this.tokenWrite((rows) => ({ revoke: rows.filter((r) => r.row.machine === machine && r.row.id === id && r.row.revoked === null), at }));
+    return this.tokenWrite((rows) => ({
+      revoke: rows.filter((r) => r.row.machine === machine && r.row.id === id && r.row.revoked === null),
+      at,
+    }));
   }
 
   async listTokens(): Promise<readonly TokenRow[]> {
@@ -528,7 +623,8 @@ export class EtcdStore implements LeaseStore {
 
   private async tokenRows(): Promise<Array<{ row: TokenRow; kv: KeyValue }>> {
     const out: Array<{ row: TokenRow; kv: KeyValue }> = [];
-    for await (const page of pagesOf(this.client, this.keys.tokenDir)) for (const kv of page) out.push({ row: JSON.parse(kv.value) as TokenRow, kv });
+    for await (const page of pagesOf(this.client, this.keys.tokenDir))
+      for (const kv of page) out.push({ row: JSON.parse(kv.value) as TokenRow, kv });
     return out;
   }
 
@@ -537,7 +633,11 @@ export class EtcdStore implements LeaseStore {
    * lost compare reads and decides again. Returns how many were revoked.
    */
   private async tokenWrite(
-    decide: (rows: Array<{ row: TokenRow; kv: KeyValue }>) => { revoke: Array<{ row: TokenRow; kv: KeyValue }>; at?: number; insert?: { machine: string; scope: Scope; sha256: string; created: number } },
+    decide: (rows: Array<{ row: TokenRow; kv: KeyValue }>) => {
+      revoke: Array<{ row: TokenRow; kv: KeyValue }>;
+      at?: number;
+      insert?: { machine: string; scope: Scope; sha256: string; created: number };
+    },
   ): Promise<number> {
     for (let attempt = 0; ; attempt++) {
       const rows = await this.tokenRows();
@@ -545,13 +645,25 @@ export class EtcdStore implements LeaseStore {
       const d = decide(rows);
       if (d.revoke.length === 0 && d.insert === undefined) return 0;
       const compare: Compare[] = d.revoke.map((r) => cmp.mod(r.kv.key, '==', r.kv.modRevision));
-      const success: TxnOp[] = d.revoke.map((r) => op.put(r.kv.key, JSON.stringify({ ...r.row, revoked: d.at ?? null })));
+      const success: TxnOp[] = d.revoke.map((r) =>
+        op.put(r.kv.key, JSON.stringify({ ...r.row, revoked: d.at ?? null })),
+      );
       let mine: string | null = null;
       if (d.insert !== undefined) {
         const id = seqOf(seqKv) + 1;
-        const row: TokenRow = { id, machine: d.insert.machine, scope: d.insert.scope, sha256: d.insert.sha256, created: d.insert.created, revoked: null };
+        const row: TokenRow = {
+          id,
+          machine: d.insert.machine,
+          scope: d.insert.scope,
+          sha256: d.insert.sha256,
+          created: d.insert.created,
+          revoked: null,
+        };
         mine = JSON.stringify(row);
-        compare.push(cmp.mod(this.keys.tokenSeq, '==', seqKv?.modRevision ?? 0n), cmp.absent(this.keys.token(row.sha256)));
+        compare.push(
+          cmp.mod(this.keys.tokenSeq, '==', seqKv?.modRevision ?? 0n),
+          cmp.absent(this.keys.token(row.sha256)),
+        );
         success.push(op.put(this.keys.tokenSeq, String(id)), op.put(this.keys.token(row.sha256), mine));
       }
       try {
@@ -559,13 +671,15 @@ export class EtcdStore implements LeaseStore {
       } catch (err) {
         if (!isEtcdError(err, 'indeterminate')) throw err;
         // Read back the first key the txn would have written.
-        const probe = d.insert !== undefined ? this.keys.token(d.insert.sha256) : (d.revoke[0] as { kv: KeyValue }).kv.key;
+        const probe =
+          d.insert !== undefined ? this.keys.token(d.insert.sha256) : (d.revoke[0] as { kv: KeyValue }).kv.key;
         const want = mine ?? JSON.stringify({ ...(d.revoke[0] as { row: TokenRow }).row, revoked: d.at ?? null });
         const back = await this.client.get(probe).catch(() => null);
         if (back === null) throw err;
         if (back.kv?.value === want) return d.revoke.length;
       }
-      if (attempt >= SEQ_RETRIES) throw new EtcdError('unavailable', 'etcd: the tokens kept changing under the write (too many writers)');
+      if (attempt >= SEQ_RETRIES)
+        throw new EtcdError('unavailable', 'etcd: the tokens kept changing under the write (too many writers)');
     }
   }
 
@@ -579,7 +693,10 @@ export class EtcdStore implements LeaseStore {
         const held = JSON.parse(kv.value) as { owner: string; until: number };
         if (held.owner !== owner && held.until > nowMs) return false;
       }
-      const r = await this.client.txn({ compare: [cmp.mod(this.keys.checkLock, '==', kv?.modRevision ?? 0n)], success: [op.put(this.keys.checkLock, JSON.stringify({ owner, until: untilMs }))] });
+      const r = await this.client.txn({
+        compare: [cmp.mod(this.keys.checkLock, '==', kv?.modRevision ?? 0n)],
+        success: [op.put(this.keys.checkLock, JSON.stringify({ owner, until: untilMs }))],
+      });
       if (r.succeeded) return true;
     }
     return false;
@@ -588,7 +705,10 @@ export class EtcdStore implements LeaseStore {
   async releaseCheckLock(owner: string): Promise<void> {
     const { kv } = await this.client.get(this.keys.checkLock);
     if (kv === undefined || (JSON.parse(kv.value) as { owner: string }).owner !== owner) return;
-    await this.client.txn({ compare: [cmp.mod(this.keys.checkLock, '==', kv.modRevision)], success: [op.delete(this.keys.checkLock)] });
+    await this.client.txn({
+      compare: [cmp.mod(this.keys.checkLock, '==', kv.modRevision)],
+      success: [op.delete(this.keys.checkLock)],
+    });
   }
 
   // -------------------------------------------------------------------------------------
@@ -602,10 +722,15 @@ export class EtcdStore implements LeaseStore {
     const kvs: Array<{ key: string; value: string }> = [];
     const at = { revision: undefined as bigint | undefined };
     for await (const page of pagesOf(this.client, `${this.keys.prefix}/`, at)) {
-      for (const kv of page) if (!kv.key.startsWith(this.keys.electionDir) && kv.key !== this.keys.compaction) kvs.push({ key: kv.key.slice(this.keys.prefix.length), value: kv.value });
+      for (const kv of page)
+        if (!kv.key.startsWith(this.keys.electionDir) && kv.key !== this.keys.compaction)
+          kvs.push({ key: kv.key.slice(this.keys.prefix.length), value: kv.value });
     }
     const revision = at.revision;
-    writeAtomicSync(to, `${JSON.stringify({ format: BACKUP_FORMAT, prefix: this.keys.prefix, revision: String(revision ?? 0n), kvs })}\n`);
+    writeAtomicSync(
+      to,
+      `${JSON.stringify({ format: BACKUP_FORMAT, prefix: this.keys.prefix, revision: String(revision ?? 0n), kvs })}\n`,
+    );
   }
 
   /**
@@ -613,8 +738,12 @@ export class EtcdStore implements LeaseStore {
    * a restore cut short never looks like a store (an open then starts a new one, floor pending).
    */
   static async restore(client: EtcdClient, prefix: string, from: string): Promise<number> {
-    const doc = JSON.parse(await readFile(from, 'utf8')) as { format?: string; kvs?: Array<{ key: string; value: string }> };
-    if (doc.format !== BACKUP_FORMAT || !Array.isArray(doc.kvs)) throw new Error(`${from} is not an hq etcd backup (format ${BACKUP_FORMAT})`);
+    const doc = JSON.parse(await readFile(from, 'utf8')) as {
+      format?: string;
+      kvs?: Array<{ key: string; value: string }>;
+    };
+    if (doc.format !== BACKUP_FORMAT || !Array.isArray(doc.kvs))
+      throw new Error(`${from} is not an hq etcd backup (format ${BACKUP_FORMAT})`);
     return writeNewPrefix(client, prefix, doc.kvs);
   }
 
@@ -644,10 +773,16 @@ export async function writeNewPrefix(client: EtcdClient, prefix: string, kvs: re
   if (there.count > 0) throw new PrefixNotEmptyError(keys.prefix, there.count);
   const full = kvs.map((kv) => ({ key: `${keys.prefix}${kv.key}`, value: kv.value }));
   const rest = full.filter((kv) => kv.key !== keys.state);
-  for (let i = 0; i < rest.length; i += MAX_TXN_OPS) await client.txn({ compare: [], success: rest.slice(i, i + MAX_TXN_OPS).map((kv) => op.put(kv.key, kv.value)) });
+  for (let i = 0; i < rest.length; i += MAX_TXN_OPS)
+    await client.txn({ compare: [], success: rest.slice(i, i + MAX_TXN_OPS).map((kv) => op.put(kv.key, kv.value)) });
   const state = full.find((kv) => kv.key === keys.state);
-  if (state !== undefined && !(await client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, state.value)] })).succeeded) {
-    throw new Error(`etcd prefix ${keys.prefix}: another process wrote a state while this one wrote the prefix; delete the prefix and run again`);
+  if (
+    state !== undefined &&
+    !(await client.txn({ compare: [cmp.absent(keys.state)], success: [op.put(keys.state, state.value)] })).succeeded
+  ) {
+    throw new Error(
+      `etcd prefix ${keys.prefix}: another process wrote a state while this one wrote the prefix; delete the prefix and run again`,
+    );
   }
   return full.length;
 }
@@ -658,7 +793,9 @@ export class PrefixNotEmptyError extends Error {
     readonly prefix: string,
     readonly count: number,
   ) {
-    super(`etcd prefix ${prefix} is not empty (${count} keys): write into a new prefix, or delete this one first (etcdctl del --prefix ${prefix}/)`);
+    super(
+      `etcd prefix ${prefix} is not empty (${count} keys): write into a new prefix, or delete this one first (etcdctl del --prefix ${prefix}/)`,
+    );
     this.name = 'PrefixNotEmptyError';
   }
 }
@@ -667,10 +804,20 @@ export class PrefixNotEmptyError extends Error {
  * Every key under `dir`, ascending, in pages of 1000, linearizable. All pages are read at the
  * revision of the first (a consistent copy) when `at` is given; `at.revision` says which.
  */
-export async function* pagesOf(client: EtcdClient, dir: string, at?: { revision: bigint | undefined }, opts: { readonly keysOnly?: boolean } = {}): AsyncGenerator<readonly KeyValue[]> {
+export async function* pagesOf(
+  client: EtcdClient,
+  dir: string,
+  at?: { revision: bigint | undefined },
+  opts: { readonly keysOnly?: boolean } = {},
+): AsyncGenerator<readonly KeyValue[]> {
   let from = dir;
   for (;;) {
-    const r = await client.range(from, { endOfPrefix: dir, limit: 1000, ...(at?.revision === undefined ? {} : { revision: at.revision }), ...(opts.keysOnly === true ? { keysOnly: true } : {}) });
+    const r = await client.range(from, {
+      endOfPrefix: dir,
+      limit: 1000,
+      ...(at?.revision === undefined ? {} : { revision: at.revision }),
+      ...(opts.keysOnly === true ? { keysOnly: true } : {}),
+    });
     if (at !== undefined) at.revision ??= r.revision;
     if (r.kvs.length > 0) yield r.kvs;
     const last = r.kvs[r.kvs.length - 1];

@@ -59,13 +59,17 @@ export function databaseFileOf(path: string): string {
   try {
     st = statSync(path);
   } catch {
-    throw new Error(`--from sqlite:${path}: no such file or directory (give the arbiter's dataDir or its ${DATABASE_FILE})`);
+    throw new Error(
+      `--from sqlite:${path}: no such file or directory (give the arbiter's dataDir or its ${DATABASE_FILE})`,
+    );
   }
   const file = st.isDirectory() ? join(path, DATABASE_FILE) : path;
   try {
     if (!statSync(file).isFile()) throw new Error('not a file');
   } catch {
-    throw new Error(`--from sqlite:${path}: no ${DATABASE_FILE} there (give the arbiter's dataDir or its ${DATABASE_FILE})`);
+    throw new Error(
+      `--from sqlite:${path}: no ${DATABASE_FILE} there (give the arbiter's dataDir or its ${DATABASE_FILE})`,
+    );
   }
   return file;
 }
@@ -73,7 +77,12 @@ export function databaseFileOf(path: string): string {
 const EVENT_PAGE = 1000;
 
 /** What the copy holds, as the etcd store's keys (relative to the prefix). */
-function snapshotKvs(state: ArbiterState, copy: SqliteStore, db: Database.Database, nowMs: number): { kvs: PrefixKv[]; report: Omit<MigrateReport, 'from' | 'prefix' | 'keys'> } {
+function snapshotKvs(
+  state: ArbiterState,
+  copy: SqliteStore,
+  db: Database.Database,
+  nowMs: number,
+): { kvs: PrefixKv[]; report: Omit<MigrateReport, 'from' | 'prefix' | 'keys'> } {
   const keys = etcdKeys('');
   const kvs: PrefixKv[] = [];
   const floor = Math.max(state.floor, state.lease.generation);
@@ -104,7 +113,15 @@ function snapshotKvs(state: ArbiterState, copy: SqliteStore, db: Database.Databa
 
   return {
     kvs,
-    report: { holder: state.lease.holder, generation: state.lease.generation, floor, tokens: tokens.length, events, resources: resources.length, portLeases: leases.length },
+    report: {
+      holder: state.lease.holder,
+      generation: state.lease.generation,
+      floor,
+      tokens: tokens.length,
+      events,
+      resources: resources.length,
+      portLeases: leases.length,
+    },
   };
 }
 
@@ -118,7 +135,12 @@ function sequenceOf(db: Database.Database, table: 'events' | 'tokens'): number {
  * Copies the database at `source` into `prefix` on `client`'s cluster (empty, else nothing is
  * written: `PrefixNotEmptyError`). `nowMs`: the wall clock, for which registry rows are live.
  */
-export async function migrateSqliteToEtcd(source: MigrateSource, client: EtcdClient, prefix: string, nowMs: number): Promise<MigrateReport> {
+export async function migrateSqliteToEtcd(
+  source: MigrateSource,
+  client: EtcdClient,
+  prefix: string,
+  nowMs: number,
+): Promise<MigrateReport> {
   const from = databaseFileOf(source.path);
   const tmp = mkdtempSync(join(tmpdir(), 'hq-migrate-'));
   try {

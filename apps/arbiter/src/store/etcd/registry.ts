@@ -36,7 +36,14 @@ import {
   type ResourceRow,
 } from '../../registry/decide.js';
 import type { Awaitable } from '../../awaitable.js';
-import { attrsFromJson, attrsToObject, type AllocateRequest, type RegistryStore, type ResourceFilter, type WriteOutcome } from '../../registry/store.js';
+import {
+  attrsFromJson,
+  attrsToObject,
+  type AllocateRequest,
+  type RegistryStore,
+  type ResourceFilter,
+  type WriteOutcome,
+} from '../../registry/store.js';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue, type TxnOp } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys, type EtcdKeys } from './keys.js';
@@ -45,7 +52,8 @@ import { NotElectedError, pagesOf } from './lease.js';
 /** A resource's value: the row, its attrs as the same JSON text SQLite stores. */
 type StoredResource = Omit<ResourceRow, 'attrs'> & { readonly attrs: string };
 
-export const encodeResource = (r: ResourceRow): string => JSON.stringify({ ...r, attrs: JSON.stringify(attrsToObject(r.attrs)) } satisfies StoredResource);
+export const encodeResource = (r: ResourceRow): string =>
+  JSON.stringify({ ...r, attrs: JSON.stringify(attrsToObject(r.attrs)) } satisfies StoredResource);
 
 function decodeResource(text: string): ResourceRow {
   const r = JSON.parse(text) as StoredResource;
@@ -100,11 +108,15 @@ export class EtcdRegistryStore implements RegistryStore {
   // resources
 
   register(req: RegisterInput, actor: Actor, now: number): Promise<ResourceResult> {
-    return this.oneKey(this.keys.resource(req.id), decodeResource, (row) => resourcePut(decideRegister(row, req, actor, now)));
+    return this.oneKey(this.keys.resource(req.id), decodeResource, (row) =>
+      resourcePut(decideRegister(row, req, actor, now)),
+    );
   }
 
   heartbeatResource(id: string, attrs: Attrs | undefined, actor: Actor, now: number): Promise<ResourceResult> {
-    return this.oneKey(this.keys.resource(id), decodeResource, (row) => resourcePut(decideResourceHeartbeat(row, id, attrs, actor, now)));
+    return this.oneKey(this.keys.resource(id), decodeResource, (row) =>
+      resourcePut(decideResourceHeartbeat(row, id, attrs, actor, now)),
+    );
   }
 
   deleteResource(id: string, actor: Actor, now: number): Promise<ResourceResult> {
@@ -119,12 +131,21 @@ export class EtcdRegistryStore implements RegistryStore {
    * decides again: `write`). `decide` gets the decoded row (undefined: absent) and says the answer
    * and the key's new value: a string to put, null to delete, undefined to write nothing (a refusal).
    */
-  private oneKey<R, A>(key: string, decode: (value: string) => R, decide: (row: R | undefined) => { answer: A; value: string | null | undefined }): Promise<A> {
+  private oneKey<R, A>(
+    key: string,
+    decode: (value: string) => R,
+    decide: (row: R | undefined) => { answer: A; value: string | null | undefined },
+  ): Promise<A> {
     return this.write(async (): Promise<Plan<A>> => {
       const kv = await this.get(key);
       const { answer, value } = decide(kv === undefined ? undefined : decode(kv.value));
       if (value === undefined) return { compare: [], success: [], answer };
-      return { compare: [unchanged(key, kv)], success: [value === null ? op.delete(key) : op.put(key, value)], answer, probe: { key, value } };
+      return {
+        compare: [unchanged(key, kv)],
+        success: [value === null ? op.delete(key) : op.put(key, value)],
+        answer,
+        probe: { key, value },
+      };
     });
   }
 
@@ -133,7 +154,12 @@ export class EtcdRegistryStore implements RegistryStore {
     for await (const page of pagesOf(this.client, this.keys.resourceDir)) {
       for (const kv of page) {
         const r = decodeResource(kv.value);
-        if (r.expiresAt > now && (filter.kind === undefined || r.kind === filter.kind) && (filter.machine === undefined || r.machine === filter.machine)) rows.push(r);
+        if (
+          r.expiresAt > now &&
+          (filter.kind === undefined || r.kind === filter.kind) &&
+          (filter.machine === undefined || r.machine === filter.machine)
+        )
+          rows.push(r);
       }
     }
     return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -154,12 +180,26 @@ export class EtcdRegistryStore implements RegistryStore {
         byPort.set(l.port, kv);
         rows.push(l);
       }
-      const d = decideAllocation({ bands: this.bands, rows, machine: req.machine, purpose: req.purpose, ttlMs: req.ttlMs, excluded: req.excluded ?? [], leaseId, now });
+      const d = decideAllocation({
+        bands: this.bands,
+        rows,
+        machine: req.machine,
+        purpose: req.purpose,
+        ttlMs: req.ttlMs,
+        excluded: req.excluded ?? [],
+        leaseId,
+        now,
+      });
       if (!d.ok) return { compare: [], success: [], answer: d };
       const key = this.keys.port(d.lease.port);
       const value = JSON.stringify(d.lease);
       // The port's key exactly as the decision saw it: absent, or the expired lease it replaces.
-      return { compare: [unchanged(key, byPort.get(d.lease.port))], success: [op.put(key, value)], answer: d, probe: { key, value } };
+      return {
+        compare: [unchanged(key, byPort.get(d.lease.port))],
+        success: [op.put(key, value)],
+        answer: d,
+        probe: { key, value },
+      };
     });
   }
 
@@ -181,10 +221,11 @@ export class EtcdRegistryStore implements RegistryStore {
 
   async listPortLeases(now: number): Promise<PortLeaseRow[]> {
     const rows: PortLeaseRow[] = [];
-    for await (const page of pagesOf(this.client, this.keys.portDir)) for (const kv of page) {
-      const l = decodeLease(kv.value);
-      if (l.expiresAt > now) rows.push(l);
-    }
+    for await (const page of pagesOf(this.client, this.keys.portDir))
+      for (const kv of page) {
+        const l = decodeLease(kv.value);
+        if (l.expiresAt > now) rows.push(l);
+      }
     return rows.sort((a, b) => a.port - b.port);
   }
 
@@ -208,7 +249,10 @@ export class EtcdRegistryStore implements RegistryStore {
       for await (const page of pagesOf(this.client, dir)) {
         const gone = page.filter((kv) => (JSON.parse(kv.value) as { expiresAt: number }).expiresAt <= olderThan);
         for (const kv of gone) {
-          const r = await this.client.txn({ compare: [cmp.mod(kv.key, '==', kv.modRevision)], success: [op.delete(kv.key)] });
+          const r = await this.client.txn({
+            compare: [cmp.mod(kv.key, '==', kv.modRevision)],
+            success: [op.delete(kv.key)],
+          });
           if (r.succeeded) n++;
         }
       }
@@ -231,11 +275,16 @@ export class EtcdRegistryStore implements RegistryStore {
       const guard = this.guard?.() ?? null;
       const compare = guard === null ? p.compare : [...p.compare, guard];
       try {
-        const r = await this.client.txn({ compare, success: p.success, ...(guard === null ? {} : { failure: [op.range(guard.key, { keysOnly: true })] }) });
+        const r = await this.client.txn({
+          compare,
+          success: p.success,
+          ...(guard === null ? {} : { failure: [op.range(guard.key, { keysOnly: true })] }),
+        });
         if (r.succeeded) return p.answer;
         if (guard !== null) {
           const g = r.responses[0];
-          if (g?.type !== 'range' || g.kvs[0]?.createRevision !== (guard.against as bigint)) throw new NotElectedError();
+          if (g?.type !== 'range' || g.kvs[0]?.createRevision !== (guard.against as bigint))
+            throw new NotElectedError();
         }
       } catch (err) {
         if (!isEtcdError(err, 'indeterminate') || p.probe === undefined) throw err;
@@ -244,7 +293,8 @@ export class EtcdRegistryStore implements RegistryStore {
         if ((back.kv?.value ?? null) === p.probe.value) return p.answer;
         // It did not apply (or another writer came after it): decide again on what is there now.
       }
-      if (attempt >= RETRIES) throw new EtcdError('unavailable', 'etcd: the registry rows kept changing under the write (too many writers)');
+      if (attempt >= RETRIES)
+        throw new EtcdError('unavailable', 'etcd: the registry rows kept changing under the write (too many writers)');
     }
   }
 }

@@ -45,5 +45,14 @@ export function etcdSpace(members: readonly MemberStatus[], configuredQuotaBytes
     : level === 'warn'
       ? `etcd's database is ${size} on ${biggest.endpoint}: past the quota etcd refuses every write; run etcdctl defrag on each member, or raise --quota-backend-bytes (and store.quotaBackendBytes)`
       : null;
-  return { dbSizeBytes: biggest.dbSizeBytes, dbSizeInUseBytes: biggest.dbSizeInUseBytes, quotaBytes, quotaFrom: said.length > 0 ? 'members' : 'config', usedRatio, alarm, level, warning };
+  return {
+    dbSizeBytes: biggest.dbSizeBytes,
+    dbSizeInUseBytes: biggest.dbSizeInUseBytes,
+    quotaBytes,
+    quotaFrom: said.length > 0 ? 'members' : 'config',
+    usedRatio,
+    alarm,
+    level,
+    warning,
+  };
 }

@@ -24,7 +24,15 @@
  */
 import { createHash } from 'node:crypto';
 import { checkGeneration, parseGeneration } from '@hq/lease-core';
-import { GENERATION_RE, TIERS, formatManifest, isHost, type Manifest, type SurvivalList, type TierGenerations } from '@hq/protocol';
+import {
+  GENERATION_RE,
+  TIERS,
+  formatManifest,
+  isHost,
+  type Manifest,
+  type SurvivalList,
+  type TierGenerations,
+} from '@hq/protocol';
 import type { BlobResult, CommitResult, SurvivalStore } from '../../survival/store.js';
 import { cmp, op, type EtcdClient, type TxnOp } from './client.js';
 import { EtcdError } from './errors.js';
@@ -62,12 +70,17 @@ export class EtcdSurvivalStore implements SurvivalStore {
     for await (const buf of data) {
       bytes += buf.length;
       if (bytes > this.maxBlobBytes) {
-        return { ok: false, error: 'too-large', message: `with store "etcd" a survival blob may not exceed ${this.maxBlobBytes} bytes: large files belong on the standby (hq standby push), not in a survival copy` };
+        return {
+          ok: false,
+          error: 'too-large',
+          message: `with store "etcd" a survival blob may not exceed ${this.maxBlobBytes} bytes: large files belong on the standby (hq standby push), not in a survival copy`,
+        };
       }
       hash.update(buf);
       parts.push(buf);
     }
-    if (hash.digest('hex') !== sha256) return { ok: false, error: 'checksum', message: 'the blob does not match its sha256' };
+    if (hash.digest('hex') !== sha256)
+      return { ok: false, error: 'checksum', message: 'the blob does not match its sha256' };
     // Content-addressed: the same name always holds the same bytes, so a second put changes nothing.
     await this.client.put(this.blob(machine, sha256), Buffer.concat(parts).toString('base64'));
     return { ok: true, bytes };
@@ -76,7 +89,11 @@ export class EtcdSurvivalStore implements SurvivalStore {
   async commit(machine: string, m: Manifest, sums: string, keep: number): Promise<CommitResult> {
     const total = m.entries.reduce((n, e) => n + e.bytes, 0);
     if (total > ETCD_SURVIVAL_LIMITS.generationBytes) {
-      return { ok: false, error: 'too-large', message: `with store "etcd" a survival generation may not exceed ${ETCD_SURVIVAL_LIMITS.generationBytes} bytes (this one has ${total}): keep large files for the standby` };
+      return {
+        ok: false,
+        error: 'too-large',
+        message: `with store "etcd" a survival generation may not exceed ${ETCD_SURVIVAL_LIMITS.generationBytes} bytes (this one has ${total}): keep large files for the standby`,
+      };
     }
     // Every blob once, checked against every entry that names it.
     const seen = new Map<string, Buffer | null>();
@@ -87,7 +104,8 @@ export class EtcdSurvivalStore implements SurvivalStore {
       }
       const b = seen.get(e.sha256) as Buffer | null;
       if (b === null) return { ok: false, error: 'incomplete', message: `the blob of ${e.path} was not sent` };
-      if (b.length !== e.bytes || createHash('sha256').update(b).digest('hex') !== e.sha256) return { ok: false, error: 'checksum', message: `${e.path} does not match its manifest entry` };
+      if (b.length !== e.bytes || createHash('sha256').update(b).digest('hex') !== e.sha256)
+        return { ok: false, error: 'checksum', message: `${e.path} does not match its manifest entry` };
     }
     const markKey = this.tierKey(machine, m.tier, 'mark');
     const genKey = this.tierKey(machine, m.tier, `g/${m.generation}`);
@@ -96,23 +114,42 @@ export class EtcdSurvivalStore implements SurvivalStore {
       const markKv = (await this.client.get(markKey)).kv;
       const mark = markKv === undefined ? 0 : parseGeneration(markKv.value);
       // A mark that is not a generation would turn the S7 check off: refuse, loudly (503).
-      if (mark === null) throw new EtcdError('unavailable', `the survival mark ${markKey} holds ${JSON.stringify(markKv?.value.slice(0, 40))}, not a lease generation: put the highest lease generation there (etcdctl put) or delete the tier`);
+      if (mark === null)
+        throw new EtcdError(
+          'unavailable',
+          `the survival mark ${markKey} holds ${JSON.stringify(markKv?.value.slice(0, 40))}, not a lease generation: put the highest lease generation there (etcdctl put) or delete the tier`,
+        );
       const v = checkGeneration(mark, m.leaseGeneration);
-      if (!v.ok) return { ok: false, error: 'stale', message: `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted` };
+      if (!v.ok)
+        return {
+          ok: false,
+          error: 'stale',
+          message: `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted`,
+        };
       const r = await this.client.txn({
-        compare: [markKv === undefined ? cmp.absent(markKey) : cmp.mod(markKey, '==', markKv.modRevision), cmp.absent(genKey)],
+        compare: [
+          markKv === undefined ? cmp.absent(markKey) : cmp.mod(markKey, '==', markKv.modRevision),
+          cmp.absent(genKey),
+        ],
         success: [
           op.put(genKey, JSON.stringify({ manifest: formatManifest(m), sums })),
           op.put(this.tierKey(machine, m.tier, 'latest'), m.generation),
-          ...(m.leaseGeneration > mark || markKv === undefined ? [op.put(markKey, String(Math.max(mark, m.leaseGeneration)))] : []),
+          ...(m.leaseGeneration > mark || markKv === undefined
+            ? [op.put(markKey, String(Math.max(mark, m.leaseGeneration)))]
+            : []),
         ],
       });
       if (r.succeeded) {
         revision = r.revision;
         break;
       }
-      if ((await this.client.get(genKey)).kv !== undefined) return { ok: false, error: 'exists', message: `survival generation ${m.tier}/${m.generation} exists` };
-      if (attempt >= RETRIES) throw new EtcdError('unavailable', 'the survival mark kept changing under the commit (too many writers): send again');
+      if ((await this.client.get(genKey)).kv !== undefined)
+        return { ok: false, error: 'exists', message: `survival generation ${m.tier}/${m.generation} exists` };
+      if (attempt >= RETRIES)
+        throw new EtcdError(
+          'unavailable',
+          'the survival mark kept changing under the commit (too many writers): send again',
+        );
     }
     await this.prune(machine, m.tier, m.generation, keep, revision);
     return { ok: true, files: m.entries.length };
@@ -122,8 +159,12 @@ export class EtcdSurvivalStore implements SurvivalStore {
   private async prune(machine: string, tier: string, committed: string, keep: number, revision: bigint): Promise<void> {
     const dir = this.tierKey(machine, tier, 'g/');
     const names: string[] = [];
-    for await (const page of pagesOf(this.client, dir, undefined, { keysOnly: true })) for (const kv of page) names.push(kv.key.slice(dir.length));
-    const drop = names.sort().slice(0, Math.max(0, names.length - keep)).filter((n) => n !== committed);
+    for await (const page of pagesOf(this.client, dir, undefined, { keysOnly: true }))
+      for (const kv of page) names.push(kv.key.slice(dir.length));
+    const drop = names
+      .sort()
+      .slice(0, Math.max(0, names.length - keep))
+      .filter((n) => n !== committed);
     const deletes: TxnOp[] = drop.map((n) => op.delete(`${dir}${n}`));
     const referenced = new Set<string>();
     for (const t of TIERS) {
@@ -144,10 +185,12 @@ export class EtcdSurvivalStore implements SurvivalStore {
     const blobDir = `${this.root}${machine}/blobs/`;
     // Keys and revisions only: a page of blobs is up to 1000 values of up to 1 MiB each.
     for await (const page of pagesOf(this.client, blobDir, undefined, { keysOnly: true })) {
-      for (const kv of page) if (!referenced.has(kv.key.slice(blobDir.length)) && kv.modRevision < below) deletes.push(op.delete(kv.key));
+      for (const kv of page)
+        if (!referenced.has(kv.key.slice(blobDir.length)) && kv.modRevision < below) deletes.push(op.delete(kv.key));
     }
     deletes.push(op.put(gcKey, String(revision)));
-    for (let i = 0; i < deletes.length; i += MAX_TXN_OPS) await this.client.txn({ compare: [], success: deletes.slice(i, i + MAX_TXN_OPS) });
+    for (let i = 0; i < deletes.length; i += MAX_TXN_OPS)
+      await this.client.txn({ compare: [], success: deletes.slice(i, i + MAX_TXN_OPS) });
   }
 
   async list(): Promise<SurvivalList> {
@@ -157,7 +200,13 @@ export class EtcdSurvivalStore implements SurvivalStore {
     for await (const page of pagesOf(this.client, this.root, undefined, { keysOnly: true })) {
       for (const kv of page) {
         const [machine, tier, kind, name] = kv.key.slice(this.root.length).split('/');
-        if (machine === undefined || !isHost(machine) || tier === undefined || !(TIERS as readonly string[]).includes(tier)) continue;
+        if (
+          machine === undefined ||
+          !isHost(machine) ||
+          tier === undefined ||
+          !(TIERS as readonly string[]).includes(tier)
+        )
+          continue;
         const tiers = byMachine.get(machine) ?? new Map<string, { generations: string[]; latest: string | null }>();
         byMachine.set(machine, tiers);
         const t = tiers.get(tier) ?? { generations: [], latest: null };

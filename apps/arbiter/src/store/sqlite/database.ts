@@ -89,9 +89,9 @@ function migrate(db: Database.Database, name: string): void {
     refuseNewer(version, name);
     for (const m of MIGRATIONS.slice(version)) db.exec(m.sql);
     if (version < MIGRATIONS.length) {
-      db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
-        String(MIGRATIONS.length),
-      );
+      db.prepare(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      ).run(String(MIGRATIONS.length));
     }
   }).immediate();
 }

@@ -18,7 +18,17 @@ import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ArbiterState, Displaced, LeaseState, Observer } from '@hq/lease-core';
 import { emptyLease } from '@hq/lease-core';
-import { CasError, type Committed, type Decision, type EventInput, type EventRow, type LeaseStore, type Outcome, type Scope, type TokenRow } from '../store.js';
+import {
+  CasError,
+  type Committed,
+  type Decision,
+  type EventInput,
+  type EventRow,
+  type LeaseStore,
+  type Outcome,
+  type Scope,
+  type TokenRow,
+} from '../store.js';
 import { DATABASE_FILE, openDatabase } from './database.js';
 import { decideAll, leaseChanged, transactOne } from '../decide-all.js';
 
@@ -106,9 +116,23 @@ function displacedFromColumn(text: string | null): Displaced | null {
   const d = v as { [k: string]: unknown } | null;
   const num = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x);
   const numOrNull = (x: unknown): x is number | null => x === null || num(x);
-  if (d === null || typeof d !== 'object' || typeof d['host'] !== 'string' || !num(d['generation']) || !num(d['revision'])) return null;
+  if (
+    d === null ||
+    typeof d !== 'object' ||
+    typeof d['host'] !== 'string' ||
+    !num(d['generation']) ||
+    !num(d['revision'])
+  )
+    return null;
   if (!numOrNull(d['floor']) || !numOrNull(d['acknowledgedAt']) || !numOrNull(d['savedSeconds'])) return null;
-  return { host: d['host'], generation: d['generation'], revision: d['revision'], floor: d['floor'], acknowledgedAt: d['acknowledgedAt'], savedSeconds: d['savedSeconds'] };
+  return {
+    host: d['host'],
+    generation: d['generation'],
+    revision: d['revision'],
+    floor: d['floor'],
+    acknowledgedAt: d['acknowledgedAt'],
+    savedSeconds: d['savedSeconds'],
+  };
 }
 
 function leaseParams(l: LeaseState, floor: number): Record<string, string | number | null> {
@@ -174,7 +198,14 @@ function observerParams(name: string, o: Observer): ObserverRow {
 }
 
 function eventFromRow(r: EventDbRow): EventRow {
-  return { id: r.id, at: r.at, category: r.category, event: r.event, host: r.host, data: JSON.parse(r.data) as EventRow['data'] };
+  return {
+    id: r.id,
+    at: r.at,
+    category: r.category,
+    event: r.event,
+    host: r.host,
+    data: JSON.parse(r.data) as EventRow['data'],
+  };
 }
 
 export interface SqliteStoreOptions {
@@ -260,7 +291,11 @@ export class SqliteStore implements LeaseStore {
     return done.outcomes;
   }
 
-  private run(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): { outcomes: Outcome[]; state: ArbiterState; version: number } {
+  private run(decisions: readonly ((state: ArbiterState) => Decision<unknown>)[]): {
+    outcomes: Outcome[];
+    state: ArbiterState;
+    version: number;
+  } {
     return this.db
       .transaction(() => {
         // Under the write lock no other connection can commit: this version is the one the
@@ -270,7 +305,10 @@ export class SqliteStore implements LeaseStore {
         const { decided, state } = decideAll(before, decisions);
         if (leaseChanged(before, state) || state.floor !== before.floor) {
           // Only the floor moved: keep the revision, the CAS still fences the write.
-          const info = this.q.writeLease.run({ ...leaseParams(state.lease, state.floor), expected: before.lease.revision });
+          const info = this.q.writeLease.run({
+            ...leaseParams(state.lease, state.floor),
+            expected: before.lease.revision,
+          });
           if (info.changes !== 1) throw new CasError();
         }
         if (state.observers !== before.observers) {
@@ -279,7 +317,9 @@ export class SqliteStore implements LeaseStore {
           }
         }
         const outcomes: Outcome[] = decided.map((d) =>
-          d.ok ? { ok: true, committed: { state: d.state, events: this.insertEvents(d.events), result: d.result } } : { ok: false, error: d.error },
+          d.ok
+            ? { ok: true, committed: { state: d.state, events: this.insertEvents(d.events), result: d.result } }
+            : { ok: false, error: d.error },
         );
         return { outcomes, state, version };
       })
@@ -393,7 +433,8 @@ export class SqliteStore implements LeaseStore {
     this.db
       .transaction(() => {
         const row = this.q.readMeta.get('check_lock') as { value: string } | undefined;
-        if (row !== undefined && (JSON.parse(row.value) as { owner: string }).owner === owner) this.q.deleteMeta.run('check_lock');
+        if (row !== undefined && (JSON.parse(row.value) as { owner: string }).owner === owner)
+          this.q.deleteMeta.run('check_lock');
       })
       .immediate();
   }
@@ -454,7 +495,9 @@ function prepare(db: Database.Database) {
     firstEventAt: db.prepare('SELECT id FROM events WHERE at >= ? ORDER BY id ASC LIMIT 1'),
     lastEventId: db.prepare('SELECT max(id) AS id FROM events'),
     sweepEventsByAge: db.prepare('DELETE FROM events WHERE at < ?'),
-    sweepEventsByCount: db.prepare('DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?)'),
+    sweepEventsByCount: db.prepare(
+      'DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?)',
+    ),
     insertToken: db.prepare('INSERT INTO tokens (machine, scope, sha256, created) VALUES (?, ?, ?, ?)'),
     findToken: db.prepare('SELECT * FROM tokens WHERE sha256 = ?'),
     revokeTokens: db.prepare('UPDATE tokens SET revoked = ? WHERE machine = ? AND revoked IS NULL'),
@@ -463,7 +506,9 @@ function prepare(db: Database.Database) {
     listTokens: db.prepare('SELECT * FROM tokens ORDER BY id'),
     activeAdmin: db.prepare("SELECT 1 FROM tokens WHERE scope = 'admin' AND revoked IS NULL LIMIT 1"),
     readMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),
-    writeMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+    writeMeta: db.prepare(
+      'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    ),
     deleteMeta: db.prepare('DELETE FROM meta WHERE key = ?'),
   };
 }

@@ -39,7 +39,14 @@ import {
   type ResourceResult,
   type ResourceRow,
 } from '../../registry/decide.js';
-import { attrsFromJson, attrsToObject, type AllocateRequest, type RegistryStore, type ResourceFilter, type WriteOutcome } from '../../registry/store.js';
+import {
+  attrsFromJson,
+  attrsToObject,
+  type AllocateRequest,
+  type RegistryStore,
+  type ResourceFilter,
+  type WriteOutcome,
+} from '../../registry/store.js';
 import { isPromise, type Awaitable } from '../../awaitable.js';
 
 interface ResourceDbRow {
@@ -161,7 +168,13 @@ export class SqliteRegistryStore implements RegistryStore {
       .transaction((): ResourceResult => {
         const d = decideResourceHeartbeat(this.getResource(id), id, attrs, actor, now);
         // Only the columns a heartbeat changes: the (kind, machine) index is left alone.
-        if (d.ok) this.q.renewResource.run(JSON.stringify(attrsToObject(d.resource.attrs)), d.resource.renewedAt, d.resource.expiresAt, id);
+        if (d.ok)
+          this.q.renewResource.run(
+            JSON.stringify(attrsToObject(d.resource.attrs)),
+            d.resource.renewedAt,
+            d.resource.expiresAt,
+            id,
+          );
         return d;
       })
       .immediate();
@@ -179,7 +192,11 @@ export class SqliteRegistryStore implements RegistryStore {
 
   /** Live resources only, ordered by id. */
   listResources(filter: ResourceFilter, now: number): ResourceRow[] {
-    const rows = this.q.listResources.all({ now, kind: filter.kind ?? null, machine: filter.machine ?? null }) as ResourceDbRow[];
+    const rows = this.q.listResources.all({
+      now,
+      kind: filter.kind ?? null,
+      machine: filter.machine ?? null,
+    }) as ResourceDbRow[];
     return rows.map(resourceFromRow);
   }
 
@@ -263,7 +280,8 @@ export class SqliteRegistryStore implements RegistryStore {
           try {
             // Nested, a transaction is a savepoint: whatever `write` wrote is undone if it throws.
             const value = this.db.transaction(write)();
-            if (isPromise(value)) throw new Error('a SQLite registry write returned a promise (a write of another store?)');
+            if (isPromise(value))
+              throw new Error('a SQLite registry write returned a promise (a write of another store?)');
             return { ok: true, value };
           } catch (error) {
             return { ok: false, error };

@@ -47,7 +47,11 @@ export class FileSurvivalStore implements SurvivalStore {
     const staging = join(this.root, machine, '.blobs');
     await mkdirPrivate(staging);
     const part = join(staging, `${sha256}.${randomBytes(4).toString('hex')}.part`);
-    const fh = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    const fh = await open(
+      part,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
     const hash = createHash('sha256');
     let bytes = 0;
     try {
@@ -56,7 +60,11 @@ export class FileSurvivalStore implements SurvivalStore {
         if (bytes > this.maxBlobBytes) {
           await fh.close();
           await unlink(part).catch(() => undefined);
-          return { ok: false, error: 'too-large', message: `a survival blob may not exceed ${this.maxBlobBytes} bytes` };
+          return {
+            ok: false,
+            error: 'too-large',
+            message: `a survival blob may not exceed ${this.maxBlobBytes} bytes`,
+          };
         }
         hash.update(buf);
         await fh.write(buf);
@@ -90,9 +98,20 @@ export class FileSurvivalStore implements SurvivalStore {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     const v = checkGeneration(mark, m.leaseGeneration);
-    if (!v.ok) return { ok: false, error: 'stale', message: `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted` };
+    if (!v.ok)
+      return {
+        ok: false,
+        error: 'stale',
+        message: `lease generation ${m.leaseGeneration} is lower than ${mark}, the highest accepted`,
+      };
     const final = join(tierRoot, generation);
-    if (await lstat(final).then(() => true, () => false)) return { ok: false, error: 'exists', message: `survival generation ${tier}/${generation} exists` };
+    if (
+      await lstat(final).then(
+        () => true,
+        () => false,
+      )
+    )
+      return { ok: false, error: 'exists', message: `survival generation ${tier}/${generation} exists` };
     const blobs = join(this.root, machine, '.blobs');
     const building = join(tierRoot, `.building-${generation}-${randomBytes(4).toString('hex')}`);
     await mkdirPrivate(building);
