@@ -9,6 +9,7 @@ import type { Host, LeaseWait } from '@hq/protocol';
 import type { ArbiterState, Context } from './arbiter.js';
 import { startWaitUntil, unreportedCandidates } from './arbiter.js';
 import { isExpired } from './record.js';
+import { lockDelaySeconds } from './timing.js';
 
 function iso(t: number): string {
   return new Date(t * 1000).toISOString();
@@ -48,7 +49,7 @@ export function leaseWait(state: ArbiterState, ctx: Context): LeaseWait | null {
         ([, o]) =>
           o.confirmation !== null &&
           o.confirmation.holder === old &&
-          o.confirmation.at + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds >= nb,
+          o.confirmation.at + lockDelaySeconds(ctx.settings) >= nb,
       );
       const by =
         confirmed.length > 0
@@ -65,7 +66,7 @@ export function leaseWait(state: ArbiterState, ctx: Context): LeaseWait | null {
   // that confirmation out (ttl + margin from when it gave it), whatever the record says.
   const c = state.observers.get(l.holder)?.confirmation ?? null;
   if (c !== null && c.holder !== l.holder && c.generation < l.generation) {
-    const until = c.at + ctx.settings.ttlSeconds + ctx.settings.safetyMarginSeconds;
+    const until = c.at + lockDelaySeconds(ctx.settings);
     if (until > ctx.now) {
       return {
         kind: 'confirmation',

@@ -62,7 +62,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
         (s, ctx) => transfer(s, ctx, req.body),
         verdictOutcome,
       );
-      return answerVerdict(reply, d, false, null);
+      return answerVerdict(reply, d);
     },
   );
 
@@ -108,7 +108,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
         (s, ctx) => setMaintenance(s, ctx, req.body),
         verdictOutcome,
       );
-      return answerVerdict(reply, d, false, null);
+      return answerVerdict(reply, d);
     },
   );
 };

@@ -22,10 +22,11 @@ import {
 export const verdictOutcome = (v: Verdict): string => (v.ok ? 'ok' : v.reason);
 
 /** 200 `{ok:true, lease, hold?}`, or throws the 409 refusal that carries the lease: `{ok:false, reason, lease, error, message}`. */
-export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, withHold: boolean, hold: number | null) {
+/** `hold`: the S2.3 hold of an acquire's or renewal's answer; left out (undefined) by every other step. */
+export function answerVerdict(reply: FastifyReply, d: Decided<Verdict>, hold?: number | null) {
   const lease = reply.server.hq.arbiter.record(d.state, d.now);
   reply.header('etag', `"${lease.revision}"`);
-  if (d.answer.ok) return withHold ? { ok: true as const, lease, hold } : { ok: true as const, lease };
+  if (d.answer.ok) return hold === undefined ? { ok: true as const, lease } : { ok: true as const, lease, hold };
   const reason: LeaseRefusal = d.answer.reason;
   const entry = refusalError(reason);
   // A refusal event may carry a more precise line (a silent target: when it was last heard).
@@ -90,7 +91,7 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
         verdictOutcome,
         req.body.host,
       );
-      return answerVerdict(reply, d, true, arbiter.hold(d));
+      return answerVerdict(reply, d, arbiter.hold(d));
     },
   );
 
@@ -107,7 +108,7 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
         verdictOutcome,
         req.body.host,
       );
-      return answerVerdict(reply, d, true, arbiter.hold(d));
+      return answerVerdict(reply, d, arbiter.hold(d));
     },
   );
 
@@ -124,7 +125,7 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
         verdictOutcome,
         req.body.host,
       );
-      return answerVerdict(reply, d, false, null);
+      return answerVerdict(reply, d);
     },
   );
 
