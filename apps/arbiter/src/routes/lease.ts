@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply } from 'fastify';
-import type { Verdict } from '@hq/lease-core';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ArbiterState, Context, Step, Verdict } from '@hq/lease-core';
 import { acquire, release, renew, steppedDown } from '@hq/lease-core';
 import { refusalError, type LeaseRefusal } from '@hq/protocol';
 import type { Decided } from '../arbiter-shell.js';
@@ -78,55 +78,44 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
   });
 
+  /**
+   * A member acting for its own host: one lease step decided in one commit, answered as a verdict
+   * (an acquire's and a renewal's answer carries the S2.3 hold).
+   */
+  const memberStep =
+    <B extends { readonly host: string }>(
+      op: 'acquire' | 'renew' | 'release',
+      decide: (s: ArbiterState, ctx: Context, body: B) => Step<Verdict>,
+      answersHold: boolean,
+    ) =>
+    async (req: FastifyRequest & { readonly body: B }, reply: FastifyReply) => {
+      actFor(req, req.body.host);
+      const d = await arbiter.submit(
+        op,
+        req.principal,
+        req.headers['if-match'],
+        (s, ctx) => decide(s, ctx, req.body),
+        verdictOutcome,
+        req.body.host,
+      );
+      return answerVerdict(reply, d, answersHold ? arbiter.hold(d) : undefined);
+    };
+  const member = { scope: 'member', tokenInCommit: true } as const;
+
   app.post(
     '/v1/lease/acquire',
-    { config: { scope: 'member', tokenInCommit: true }, schema: { body: AcquireBody, response: mutationResponses } },
-    async (req, reply) => {
-      actFor(req, req.body.host);
-      const d = await arbiter.submit(
-        'acquire',
-        req.principal,
-        req.headers['if-match'],
-        (s, ctx) => acquire(s, ctx, req.body),
-        verdictOutcome,
-        req.body.host,
-      );
-      return answerVerdict(reply, d, arbiter.hold(d));
-    },
+    { config: member, schema: { body: AcquireBody, response: mutationResponses } },
+    memberStep('acquire', acquire, true),
   );
-
   app.post(
     '/v1/lease/renew',
-    { config: { scope: 'member', tokenInCommit: true }, schema: { body: RenewBody, response: mutationResponses } },
-    async (req, reply) => {
-      actFor(req, req.body.host);
-      const d = await arbiter.submit(
-        'renew',
-        req.principal,
-        req.headers['if-match'],
-        (s, ctx) => renew(s, ctx, req.body),
-        verdictOutcome,
-        req.body.host,
-      );
-      return answerVerdict(reply, d, arbiter.hold(d));
-    },
+    { config: member, schema: { body: RenewBody, response: mutationResponses } },
+    memberStep('renew', renew, true),
   );
-
   app.post(
     '/v1/lease/release',
-    { config: { scope: 'member', tokenInCommit: true }, schema: { body: ReleaseBody, response: mutationResponses } },
-    async (req, reply) => {
-      actFor(req, req.body.host);
-      const d = await arbiter.submit(
-        'release',
-        req.principal,
-        req.headers['if-match'],
-        (s, ctx) => release(s, ctx, req.body),
-        verdictOutcome,
-        req.body.host,
-      );
-      return answerVerdict(reply, d);
-    },
+    { config: member, schema: { body: ReleaseBody, response: mutationResponses } },
+    memberStep('release', release, false),
   );
 
   // The displaced holder's step-down acknowledgement: a refusal is an answer, not an error.
