@@ -2,14 +2,17 @@
 import t from 'tap';
 import {
   elapsed,
+  every,
   manualClock,
   monotonicClockMs,
   monotonicSeconds,
   sleepSafeClockMs,
   stampClock,
   steadyClock,
+  unrefTimers,
   wallClockMs,
 } from '../../packages/runtime/src/clock.js';
+import { FakeTime } from '../registry/fake-time.js';
 
 t.test('each clock reads in its unit and starts at the wall time', async (t) => {
   const wall = Date.now() / 1000;
@@ -52,4 +55,34 @@ t.test('a manual clock moves only when told', async (t) => {
   t.equal(c.now(), 12.5, 'advance adds');
   c.set(3);
   t.equal(c.now(), 3, 'set jumps, backwards included');
+});
+
+t.test('every runs on its period until stopped, and may stop itself', async (t) => {
+  const time = new FakeTime();
+  const runs: number[] = [];
+  const stop = every(time, 1000, () => runs.push(time.now));
+  await time.advance(3500);
+  t.same(
+    runs.map((at) => at - 1_800_000_000_000),
+    [1000, 2000, 3000],
+    'once a period',
+  );
+  stop();
+  t.same(time.pending(), [], 'stopped: no timer left');
+  await time.advance(5000);
+  t.equal(runs.length, 3, 'and no run after');
+
+  let n = 0;
+  const self = every(time, 10, () => {
+    if (++n === 2) self();
+  });
+  await time.advance(100);
+  t.equal(n, 2, 'a run that stops the series is the last');
+  t.same(time.pending(), [], 'with no timer left');
+});
+
+t.test('unrefTimers never hold the process', async (t) => {
+  const h = unrefTimers.set(() => t.fail('cleared'), 60_000) as NodeJS.Timeout;
+  t.equal(h.hasRef(), false, 'unref');
+  unrefTimers.clear(h);
 });

@@ -5,6 +5,7 @@
  * delivery is fire-and-forget with bounded retries: it never blocks or fails a decision.
  */
 import { spawn } from 'node:child_process';
+import { unrefTimers, type Timers } from '@hq/runtime/clock';
 import { requestJson } from '@hq/runtime/http';
 import type { Logger } from 'pino';
 import type { EventRow } from './store/store.js';
@@ -43,7 +44,7 @@ const MAX_PENDING = 256;
 export class Hooks {
   private pending = 0;
   private closed = false;
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly retries = new Set<unknown>();
   private readonly attempts: number;
   private readonly backoffMs: number;
   private readonly timeoutMs: number;
@@ -51,6 +52,8 @@ export class Hooks {
   constructor(
     private readonly settings: HookSettings,
     private readonly log: Logger,
+    /** The retries' waits (default: real timers that never keep the process alive). */
+    private readonly timers: Timers = unrefTimers,
   ) {
     this.attempts = settings.attempts ?? 5;
     this.backoffMs = settings.backoffMs ?? 1000;
@@ -87,13 +90,12 @@ export class Hooks {
           this.log.warn({ target, attempts: n, err }, 'hook failed');
           return;
         }
-        const delay = Math.min(30_000, this.backoffMs * 2 ** (n - 1));
-        const timer = setTimeout(() => {
-          this.timers.delete(timer);
+        const waitMs = Math.min(30_000, this.backoffMs * 2 ** (n - 1));
+        const timer = this.timers.set(() => {
+          this.retries.delete(timer);
           this.schedule(target, attempt, n + 1);
-        }, delay);
-        timer.unref();
-        this.timers.add(timer);
+        }, waitMs);
+        this.retries.add(timer);
       },
     );
   }
@@ -123,8 +125,8 @@ export class Hooks {
   /** Stops retries; deliveries already running finish on their own timeouts. */
   close(): void {
     this.closed = true;
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    for (const t of this.retries) this.timers.clear(t);
+    this.retries.clear();
   }
 
   /** For tests: how many deliveries are still in flight or waiting for a retry. */

@@ -113,3 +113,30 @@ export function pause(timers: Timers, ms: number, signal?: AbortSignal): Promise
     signal?.addEventListener('abort', finish, { once: true });
   });
 }
+
+/** Real timers that never keep the process alive: for background chores (sweeps, retries, watches). */
+export const unrefTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms).unref(),
+  clear: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+/**
+ * Calls `fn` every `ms` on `timers` until the returned function stops it. The next run is armed
+ * before `fn` runs, so `fn` may stop the series itself.
+ */
+export function every(timers: Timers, ms: number, fn: () => void): () => void {
+  let stopped = false;
+  let handle: unknown;
+  const arm = (): void => {
+    handle = timers.set(() => {
+      if (stopped) return;
+      arm();
+      fn();
+    }, ms);
+  };
+  arm();
+  return () => {
+    stopped = true;
+    timers.clear(handle);
+  };
+}

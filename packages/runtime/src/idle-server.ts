@@ -12,6 +12,7 @@
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { every, unrefTimers, type Timers } from './clock.js';
 
 const HANDLE = 'http.server.connectionsCheckingInterval';
 
@@ -32,8 +33,9 @@ function isSweep(v: unknown): v is SweepHandle {
 /**
  * From `listen` on (call it before), the server sweeps its connections only while one is open.
  * Resolves true once that is so, false when Node's sweep was left alone (see the module's note).
+ * `timers` run the sweep (default: real ones that never keep the process alive).
  */
-export function sweepOnlyWhileConnected(server: Server): Promise<boolean> {
+export function sweepOnlyWhileConnected(server: Server, timers: Timers = unrefTimers): Promise<boolean> {
   return new Promise((done) => {
     // After Node's own 'listening' listener (registered by the constructor), which starts its interval.
     server.once('listening', () => {
@@ -41,17 +43,17 @@ export function sweepOnlyWhileConnected(server: Server): Promise<boolean> {
       const handle: unknown = key === undefined ? undefined : (server as unknown as Record<symbol, unknown>)[key];
       if (!isSweep(handle)) return done(false);
       const sweep = handle._onTimeout;
-      const every = handle._idleTimeout;
+      const sweepEveryMs = handle._idleTimeout;
       clearInterval(handle as unknown as NodeJS.Timeout);
       let open = 0;
-      let timer: NodeJS.Timeout | null = null;
+      let stopSweeps: (() => void) | null = null;
       const stop = (): void => {
-        if (timer !== null) clearInterval(timer);
-        timer = null;
+        stopSweeps?.();
+        stopSweeps = null;
       };
       server.on('connection', (socket: Socket) => {
         open++;
-        timer ??= setInterval(sweep, every).unref();
+        stopSweeps ??= every(timers, sweepEveryMs, sweep);
         socket.once('close', () => {
           if (--open === 0) stop();
         });

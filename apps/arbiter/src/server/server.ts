@@ -8,6 +8,7 @@ import { takeServeLock } from '../serve-lock.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { failoverOf } from '../timing.js';
 import type { ArbiterState } from '@hq/lease-core';
+import { every, unrefTimers, type Timers } from '@hq/runtime/clock';
 
 function failoverFields(config: ArbiterConfig, state: ArbiterState): { failoverSeconds: number; failover: string } {
   const f = failoverOf(config, state);
@@ -20,6 +21,9 @@ export const CLOSE_GRACE_MS = 9_000;
 /** How often `--exit-with-parent` looks at the parent: a second is fast next to a failover. */
 export const PARENT_POLL_MS = 1_000;
 
+/** How often the registry and the event history are swept: hourly costs nothing between runs. */
+export const SWEEP_EVERY_MS = 3_600_000;
+
 export interface ServeOptions {
   /**
    * Stop (as on SIGTERM) once the process that started the daemon is gone, i.e. when this
@@ -29,10 +33,13 @@ export interface ServeOptions {
   readonly exitWithParent?: boolean;
   /** Called once the daemon listens and has logged so (the bin turns V8's optimizing compiler back on). */
   readonly onStarted?: () => void;
+  /** The sweeps' and the parent watch's timers (default: real ones that never keep the process alive). */
+  readonly timers?: Timers;
 }
 
 export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Promise<Runtime> {
   const parent = process.ppid;
+  const timers = opts.timers ?? unrefTimers;
   // One daemon per database, for the daemon's whole life (throws LockError: exit 2).
   const lock = takeServeLock(config.dataDir);
   let rt: Runtime;
@@ -55,12 +62,10 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
       (err: unknown) => rt.log.error({ err }, 'event sweep failed'),
     );
   await sweepEvents(); // at start: a long-stopped arbiter trims its history before it grows further
-  // Hourly, unref'd: it never keeps the process alive, and costs nothing between runs.
-  const sweeps = setInterval(() => {
+  const stopSweeps = every(timers, SWEEP_EVERY_MS, () => {
     rt.sweepRegistry().catch((err: unknown) => rt.log.error({ err }, 'registry sweep failed'));
     void sweepEvents();
-  }, 3_600_000);
-  sweeps.unref();
+  });
   rt.log.info(
     {
       address,
@@ -78,20 +83,19 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
     async ({ signal, err }) => {
       if (err !== undefined) rt.log.error({ err }, 'closing after an error');
       else rt.log.info({ signal }, 'closing');
-      clearInterval(sweeps);
+      stopSweeps();
       await rt.close();
       lock.release();
       rt.log.info({}, 'closed');
     },
   );
   if (opts.exitWithParent === true) {
-    const watch = setInterval(() => {
+    const stopWatch = every(timers, PARENT_POLL_MS, () => {
       if (process.ppid === parent) return;
-      clearInterval(watch);
+      stopWatch();
       rt.log.info({ parent, now: process.ppid }, 'parent exited; stopping');
       process.kill(process.pid, 'SIGTERM');
-    }, PARENT_POLL_MS);
-    watch.unref();
+    });
   }
   return rt;
 }

@@ -23,7 +23,7 @@
  * certificate when given. Not here: authentication (etcd users; an `auth` answer is classified), nested txns.
  */
 import { Agent } from 'undici';
-import { monotonicClockMs, type MsClock } from '@hq/runtime/clock';
+import { monotonicClockMs, realTimers, type MsClock, type Timers } from '@hq/runtime/clock';
 import { etcdEndpoint } from './endpoint.js';
 import { classifyAnswer, classifyTransport, EtcdError, type Verdict } from './errors.js';
 
@@ -43,6 +43,8 @@ export interface EtcdClientOptions {
   readonly requestTimeoutMs?: number;
   /** Measures the call's deadline, ms (default: monotonic; tests drive it). */
   readonly clock?: MsClock;
+  /** Ends an attempt or a stream's opening at its deadline (default: real timers). */
+  readonly timers?: Timers;
   /**
    * For `https://` endpoints: the CA that signed the members' certificates (PEM; default: the
    * system's trust store) and this client's certificate and key (PEM) when the members ask for
@@ -441,6 +443,7 @@ export class EtcdClient {
   readonly requestTimeoutMs: number;
   private readonly agent: Agent;
   private readonly clock: MsClock;
+  private readonly timers: Timers;
   /** the endpoint tried first: the last one that answered */
   private current = 0;
   private clusterId: string | undefined;
@@ -453,6 +456,7 @@ export class EtcdClient {
     this.dialTimeoutMs = o.dialTimeoutMs;
     this.requestTimeoutMs = o.requestTimeoutMs;
     this.clock = options.clock ?? monotonicClockMs;
+    this.timers = options.timers ?? realTimers;
     const tls = options.tls;
     this.agent = new Agent({
       connect: {
@@ -771,7 +775,7 @@ export class EtcdClient {
     const where = `${endpoint}${c.path}`;
     const ac = new AbortController();
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const timer = this.timers.set(() => {
       timedOut = true;
       ac.abort();
     }, budgetMs);
@@ -792,7 +796,7 @@ export class EtcdClient {
     } catch (err) {
       return { ok: false, verdict: classifyTransport(err, c.write, where, timedOut) };
     } finally {
-      clearTimeout(timer);
+      this.timers.clear(timer);
     }
   }
 
@@ -864,7 +868,7 @@ export class EtcdClient {
       const onAbort = (): void => ac.abort();
       signal?.addEventListener('abort', onAbort, { once: true });
       let timedOut = false;
-      const timer = setTimeout(() => {
+      const timer = this.timers.set(() => {
         timedOut = true;
         ac.abort();
       }, this.requestTimeoutMs);
@@ -879,7 +883,7 @@ export class EtcdClient {
           headersTimeout: this.requestTimeoutMs + 1000,
           bodyTimeout: 0,
         });
-        clearTimeout(timer);
+        this.timers.clear(timer);
         if (res.statusCode !== 200) {
           const a = this.answer(`${endpoint}${path}`, res.statusCode, await res.body.text(), false);
           throw a.ok
@@ -892,7 +896,7 @@ export class EtcdClient {
         };
         return { endpoint, lines: splitLines(res.body), close };
       } catch (err) {
-        clearTimeout(timer);
+        this.timers.clear(timer);
         signal?.removeEventListener('abort', onAbort);
         if (aborted(signal)) return null;
         const e = err instanceof EtcdError ? err : classifyTransport(err, false, `${endpoint}${path}`, timedOut).error;

@@ -33,9 +33,8 @@
  * campaigner is elected within a bound — only that the next is elected once the key before it
  * is gone (etcd deletes an expired lease's keys within ~0.5 s of its expiry).
  */
-import { setTimeout as delay } from 'node:timers/promises';
 import { elapsed, type Stamp } from '@hq/lease-core';
-import { stampClock, type StampClock } from '@hq/runtime/clock';
+import { every, pause, realTimers, stampClock, type StampClock, type Timers } from '@hq/runtime/clock';
 import { cmp, op, type Compare, type EtcdClient, type KeyValue } from './client.js';
 import { EtcdError, isEtcdError } from './errors.js';
 import { etcdKeys } from './keys.js';
@@ -64,6 +63,8 @@ export interface ElectionOptions {
   /** Keep-alive period (default (ttl − margin) / 3): several tries fit in one validity. */
   readonly keepAliveSeconds?: number;
   readonly clock?: StampClock;
+  /** The keep-alive ticks, the retry pauses and the watches' re-check period (default: real ones). */
+  readonly timers?: Timers;
 }
 
 export const ELECTION_DEFAULTS = Object.freeze({ ttlSeconds: 10, marginSeconds: 2 });
@@ -127,7 +128,8 @@ interface Session {
   readonly stop: AbortController;
   readonly ended: Promise<Ending>;
   settle: (e: Ending) => void;
-  timer: NodeJS.Timeout | undefined;
+  /** Stops the keep-alive ticks. */
+  stopKeepAlive: () => void;
 }
 
 export class Election {
@@ -137,6 +139,7 @@ export class Election {
   readonly marginSeconds: number;
   private readonly keepAliveMs: number;
   private readonly clock: StampClock;
+  private readonly timers: Timers;
   private session: Session | null = null;
 
   constructor(
@@ -149,6 +152,7 @@ export class Election {
     this.marginSeconds = v.margin;
     this.keepAliveMs = v.keepAliveMs;
     this.clock = options.clock ?? stampClock;
+    this.timers = options.timers ?? realTimers;
   }
 
   /**
@@ -299,7 +303,7 @@ export class Election {
       } catch (err) {
         if (signal.aborted) return;
         if (!isEtcdError(err)) throw err;
-        await sleep(this.keepAliveMs, signal);
+        await pause(this.timers, this.keepAliveMs, signal);
       }
     }
   }
@@ -334,10 +338,10 @@ export class Election {
       stop: new AbortController(),
       ended,
       settle,
-      timer: undefined,
+      stopKeepAlive: () => undefined,
     };
     this.session = s;
-    s.timer = setInterval(() => void this.keepAlive(s), this.keepAliveMs);
+    s.stopKeepAlive = every(this.timers, this.keepAliveMs, () => void this.keepAlive(s));
     return s;
   }
 
@@ -395,7 +399,7 @@ export class Election {
     if (s.ending !== null) return;
     s.ending = why;
     s.elected = false;
-    clearInterval(s.timer);
+    s.stopKeepAlive();
     s.stop.abort();
     s.settle(why);
     // best effort: our key goes now rather than at the lease's expiry
@@ -403,7 +407,7 @@ export class Election {
   }
 
   private pause(s: Session): Promise<void> {
-    return sleep(Math.min(this.keepAliveMs, 1000), s.stop.signal);
+    return pause(this.timers, Math.min(this.keepAliveMs, 1000), s.stop.signal);
   }
 
   /**
@@ -420,7 +424,7 @@ export class Election {
     const stop = new AbortController();
     const onAbort = (): void => stop.abort();
     signal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(() => stop.abort(), this.keepAliveMs);
+    const timer = this.timers.set(() => stop.abort(), this.keepAliveMs);
     try {
       for await (const batch of this.client.watch(key, { prefix, startRevision: from, signal: stop.signal })) {
         if (batch.events.some((e) => wanted(e.type))) return;
@@ -429,7 +433,7 @@ export class Election {
       if (!isEtcdError(err)) throw err;
       // compacted or broken: the caller's next read covers whatever the watch would have said
     } finally {
-      clearTimeout(timer);
+      this.timers.clear(timer);
       signal.removeEventListener('abort', onAbort);
       stop.abort();
     }
@@ -438,8 +442,3 @@ export class Election {
 
 /** A function, so that TypeScript does not narrow `signal.aborted` across awaits. */
 const aborted = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;
-
-/** Sleeps until `ms` passed or the signal aborted, whichever first; never rejects. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => {});
-}
