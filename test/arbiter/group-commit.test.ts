@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { harness } from './helper.js';
+import { FakeTime } from '../registry/fake-time.js';
 import { ifMatchStale, PreconditionFailed } from '../../apps/arbiter/src/if-match.js';
 
 t.test(
@@ -145,8 +146,10 @@ t.test(
     const turns = (n: number): Promise<void> =>
       n === 0 ? Promise.resolve() : new Promise((r) => setImmediate(() => void turns(n - 1).then(r)));
     const ok = (items: readonly number[]) => items.map((i) => ({ ok: true as const, value: i }));
-    const within = <T>(p: Promise<T>, ms: number): Promise<T | 'late'> =>
-      Promise.race([p, new Promise<'late'>((r) => setTimeout(() => r('late'), ms))]);
+    // The linger runs on the test's timers, which never fire unless advanced: a promise still
+    // pending after the event loop drains is one that waits for the linger.
+    const time = new FakeTime();
+    const now = <T>(p: Promise<T>): Promise<T | 'late'> => Promise.race([p, turns(200).then(() => 'late' as const)]);
 
     // A network store (runAll answers later), a long linger: a split group would show, a wait past the last caller would be late.
     const groups: number[][] = [];
@@ -158,6 +161,7 @@ t.test(
       },
       256,
       10_000,
+      time,
     );
     // Four callers, each sending its next item a different number of event-loop turns after its answer.
     const caller = async (id: number, rounds: number): Promise<void> => {
@@ -167,7 +171,7 @@ t.test(
       }
     };
     t.not(
-      await within(Promise.all([1, 2, 3, 4].map((id) => caller(id, 3))), 2000),
+      await now(Promise.all([1, 2, 3, 4].map((id) => caller(id, 3)))),
       'late',
       'the callers came back in time: no wait past the last one',
     );
@@ -187,11 +191,12 @@ t.test(
       },
       256,
       10_000,
+      time,
     );
     const by = async (rounds: number): Promise<void> => {
       for (let r = 0; r < rounds; r++) await alone.submit(1);
     };
-    t.not(await within(by(3), 2000), 'late', 'a lone caller is not held back');
+    t.not(await now(by(3)), 'late', 'a lone caller is not held back');
     t.same(lone, [[1], [1], [1]], 'one item each');
 
     // Callers that do not come back: the group goes at the linger with those that did.
@@ -203,10 +208,15 @@ t.test(
       },
       256,
       30,
+      time,
     );
     groups.length = 0;
     await Promise.all([1, 2, 3].map((i) => short.submit(i)));
-    t.equal(await within(short.submit(9), 2000), 9, 'one of three back: it goes after the linger');
+    const nine = short.submit(9);
+    t.equal(await now(nine), 'late', 'one of three back: it waits for the others');
+    t.same(time.pending(), [30], 'at most the linger');
+    await time.advance(30);
+    t.equal(await now(nine), 9, 'and goes after the linger');
     t.same(groups, [[1, 2, 3], [9]], 'alone');
 
     // A synchronous store (SQLite) never waits: items of later turns are their own groups.
@@ -218,9 +228,10 @@ t.test(
       },
       256,
       10_000,
+      time,
     );
     await Promise.all([1, 2, 3].map((i) => local.submit(i)));
-    t.not(await within(local.submit(4), 2000), 'late', 'after a synchronous commit the next item is not held back');
+    t.not(await now(local.submit(4)), 'late', 'after a synchronous commit the next item is not held back');
     t.same(sync, [[1, 2, 3], [4]], 'as before');
   },
 );

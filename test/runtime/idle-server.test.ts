@@ -6,7 +6,7 @@ import t from 'tap';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { sweepOnlyWhileConnected } from '../../packages/runtime/src/idle-server.js';
-import { FakeTime, flush } from '../registry/fake-time.js';
+import { FakeTime } from '../registry/fake-time.js';
 
 /**
  * Counts Node's sweeps of `server` from now on: each one asks the server's connection list for
