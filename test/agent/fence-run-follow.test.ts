@@ -44,7 +44,8 @@ function options(over: Partial<SupervisorOptions>): SupervisorOptions {
 t.test('a watch that reports a change makes the supervisor re-check at once and stop CMD on the loss', async (t) => {
   let answer: FenceDecision = RUN;
   let checks = 0;
-  let report: ((due: boolean) => void) | null = null;
+  let watching!: (report: (due: boolean) => void) => void;
+  const watched = new Promise<(due: boolean) => void>((r) => (watching = r));
   const started = Date.now();
   const out = superviseFence(
     options({
@@ -52,12 +53,12 @@ t.test('a watch that reports a change makes the supervisor re-check at once and 
         checks++;
         return { kind: 'answer', fence: answer };
       },
-      watch: () => new Promise<boolean>((done) => (report = done)),
+      watch: () => new Promise<boolean>((done) => watching(done)),
     }),
   );
-  while (report === null) await new Promise((r) => setTimeout(r, 20));
+  const report = await watched;
   answer = LOST;
-  (report as (due: boolean) => void)(true);
+  report(true);
   const o = await out;
   t.match(o, { kind: 'exit', code: 75, end: 'lost' }, 'CMD stopped on the loss: exit 75, end lost');
   t.equal(checks, 2, 'the first check and the one the watch asked for');
