@@ -3,7 +3,10 @@ import { createServer } from 'node:http';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
+import pino from 'pino';
 import { harness } from './helper.js';
+import { Hooks } from '../../apps/arbiter/src/events.js';
+import { FakeTime } from '../registry/fake-time.js';
 
 type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
 
@@ -142,4 +145,44 @@ t.test('agent silence is reported once per silence, on a check tick', async (t) 
     ['mbp', 'mbp'],
     'a new silence after a heartbeat is reported again',
   );
+});
+
+t.test('retries wait on the hooks timers: the backoff doubles, and close drops the waiting ones', async (t) => {
+  const time = new FakeTime();
+  const flaky = await webhook(t, [500, 503, 502]);
+  const hooks = new Hooks(
+    { urls: [flaky.url], command: null, attempts: 4, backoffMs: 1000 },
+    pino({ level: 'silent' }),
+    time,
+  );
+  const event = { id: 1, at: 1_800_000_000, category: 'control', event: 'maintenance', host: null, data: {} };
+  hooks.deliver(event);
+  await until('the first retry to wait', () => time.pending().length === 1);
+  t.same(time.pending(), [1000], 'the first failure waits the backoff');
+  await time.advance(999);
+  t.equal(flaky.attempts(), 1, 'and sends nothing before it ends');
+  await time.advance(1);
+  await until('the second retry to wait', () => time.pending().length === 1);
+  t.equal(flaky.attempts(), 2, 'then tries again');
+  t.same(time.pending(), [2000], 'the second failure waits twice as long');
+  await time.advance(2000);
+  await until('the third retry to wait', () => time.pending().length === 1);
+  t.same(time.pending(), [4000], 'the third twice as long again');
+  await time.advance(4000);
+  await until('the delivery', () => flaky.got.length === 1);
+  t.equal(flaky.attempts(), 4, 'the fourth attempt delivers');
+  t.equal(hooks.inFlight, 0, 'nothing left in flight');
+
+  const down = await webhook(t, [500, 500, 500]);
+  const closing = new Hooks(
+    { urls: [down.url], command: null, attempts: 3, backoffMs: 1000 },
+    pino({ level: 'silent' }),
+    time,
+  );
+  closing.deliver(event);
+  await until('a retry to wait', () => time.pending().length === 1);
+  closing.close();
+  t.same(time.pending(), [], 'close clears the waiting retry');
+  await time.advance(60_000);
+  t.equal(down.attempts(), 1, 'and it is never sent');
 });
