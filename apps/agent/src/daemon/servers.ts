@@ -44,8 +44,10 @@ import { ensureDir } from '@hq/runtime/files';
 import { HttpError, INTERNAL_BODY, RouteMethods, answerRouterError, refusalOf } from '@hq/runtime/refusal';
 import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
 import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
+import { VERSION } from '@hq/runtime/version';
 import { peerTokenMatches } from '../tokens.js';
-import { VERSION, type Agent } from './agent-shell.js';
+import type { AgentParts } from './parts.js';
+import { agentStatus, peerInfo, primaryAnswer } from './summaries.js';
 import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
@@ -123,12 +125,22 @@ export interface SocketAppOptions {
   readonly fastPath?: boolean;
 }
 
-export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
-  const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
+/** What the socket serves: the fence, the summaries, heartbeats, step-downs, runs and reported events. */
+export type SocketParts = Pick<
+  AgentParts,
+  'host' | 'clock' | 'settings' | 'log' | 'store' | 'fence' | 'link' | 'peers' | 'runs' | 'stepDowns'
+>;
+
+export function socketApp(
+  parts: SocketParts,
+  metrics: AgentMetrics | null,
+  opts: SocketAppOptions = {},
+): FastifyInstance {
+  const fast = opts.fastPath === false ? null : fenceFastPath(() => parts.fence, metrics);
   const app = base(
     'socket',
     metrics,
-    () => agent.host,
+    () => parts.host,
     fast === null ? undefined : versionedFactory(fast.factory),
   ).withTypeProvider<TypeBoxTypeProvider>();
   let closing = false;
@@ -137,15 +149,15 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     // A long poll would hold the close for up to its wait: it is answered now, on a connection
     // that then closes (the listener's close already passed over it as busy).
     closing = true;
-    // An app may be made, and closed, before its agent is usable (as the fast path allows).
-    (agent as Agent | null)?.fencing.releaseWaiters();
+    // An app may be made, and closed, before its parts are usable (as the fast path allows).
+    (parts as SocketParts | null)?.fence.releaseWaiters();
     done();
   });
   app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
     const q = req.query;
     const poll = [q.wait, q.run, q.reason, q.generation].filter((v) => v !== undefined).length;
-    if (poll === 0 || !agent.fencing.isRole(q.role)) {
-      const r = agent.fencing.reply(q.role);
+    if (poll === 0 || !parts.fence.isRole(q.role)) {
+      const r = parts.fence.reply(q.role);
       return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
     }
     if (poll !== 4)
@@ -155,7 +167,7 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       throw new HttpError(ERRORS.BAD_REQUEST, `wait must be at most ${FENCE_WAIT_MAX_SECONDS} seconds`);
     // The connection stays quiet while it waits: longer than the listener's idle timeout allows.
     req.raw.socket.setTimeout((wait + 10) * 1000);
-    const r = await agent.fencing.watch(
+    const r = await parts.fence.watch(
       q.role,
       { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) },
       wait,
@@ -168,26 +180,27 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
   app.get(
     '/v1/status',
     { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify },
-    async () => agent.status(),
+    async () => agentStatus(parts),
   );
   app.get('/v1/seen', { schema: { response: { 200: SeenAnswer } } }, async () => {
-    const seen = agent.snapshot().seen;
+    const seen = parts.store.state.seen;
     return { seen: seen > 0, generation: seen };
   });
-  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
-  app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => agent.heartbeat());
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => primaryAnswer(parts.store.state));
+  app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => parts.link.heartbeat());
   app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
-    const ready = await agent.stepDown();
+    const ready = await parts.stepDowns.forRelease();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
   });
   app.post(
     '/v1/runs',
     { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } },
     async (req) => {
-      if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
+      if (!parts.fence.isRole(req.body.role))
+        throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
       const bad = pidProblem('supervisorPid', req.body.supervisorPid);
       if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-      const a = agent.claimRun(req.body);
+      const a = parts.runs.claim(req.body);
       // A refused claim carries its reason: `{ok: false, reason}`.
       if (!a.ok) throw new HttpError(ERRORS.CONFLICT, a.reason, a);
       return a;
@@ -199,10 +212,10 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } },
     },
     async (req) => {
-      const supervisor = agent.runs.supervisorOf(req.params.id);
+      const supervisor = parts.runs.supervisorOf(req.params.id);
       const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
       if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-      if (!agent.runs.started(req.params.id, req.body.pgid))
+      if (!parts.runs.started(req.params.id, req.body.pgid))
         throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
       return { ok: true as const };
     },
@@ -211,12 +224,12 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     '/v1/runs/:id',
     { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } },
     async (req) => {
-      if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
+      if (!parts.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
       return { ok: true as const };
     },
   );
   app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
-    await agent.resume();
+    await parts.stepDowns.resume();
     return { ok: true as const };
   });
   app.post(
@@ -227,7 +240,11 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
       if (taken !== undefined)
         throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
-      agent.reportEvent(req.body.category, req.body.event, data);
+      // One log line like the agent's own, with `via: "cli"` so a reader can tell who decided.
+      parts.log.info(
+        { ...data, via: 'cli', category: req.body.category, event: req.body.event, host: parts.host },
+        req.body.event,
+      );
       return { ok: true as const };
     },
   );
@@ -286,20 +303,23 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 // ---------------------------------------------------------------------------------------
 // the peer listener
 
-export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
-  const app = base('peer', metrics, () => agent.host).withTypeProvider<TypeBoxTypeProvider>();
+/** What the peer listener serves: health, the primary, peer information and confirmations. */
+export type PeerParts = Pick<AgentParts, 'host' | 'clock' | 'store' | 'peers' | 'peerToken'>;
+
+export function peerApp(parts: PeerParts, metrics: AgentMetrics | null): FastifyInstance {
+  const app = base('peer', metrics, () => parts.host).withTypeProvider<TypeBoxTypeProvider>();
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }): Promise<void> => {
-    if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
+    if (!(await peerTokenMatches(parts.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
   };
-  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
-  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
+  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: parts.host, version: VERSION }));
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => primaryAnswer(parts.store.state));
   app.get('/metrics', async (_req, reply) => {
     if (metrics === null) throw new HttpError(ERRORS.NOT_FOUND, 'metrics are off');
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
   app.get('/v1/peer', { preHandler: requirePeer, schema: { response: { 200: PeerInfo } } }, async () =>
-    agent.peerInfo(),
+    peerInfo(parts),
   );
   app.post(
     '/v1/peer/confirm',
@@ -317,8 +337,9 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     async (req) => {
       if (!isHost(req.body.host)) throw new HttpError(ERRORS.BAD_REQUEST, 'host must be a host name');
       const b = req.body;
-      if (b.probe === true) return { confirmed: false, generation: agent.primary().generation, reason: 'probe' };
-      const answer = await agent.confirm({
+      if (b.probe === true)
+        return { confirmed: false, generation: primaryAnswer(parts.store.state).generation, reason: 'probe' };
+      const answer = await parts.peers.confirm({
         host: b.host,
         generation: b.generation,
         ...(b.ttlSeconds !== undefined ? { ttlSeconds: b.ttlSeconds } : {}),
