@@ -15,8 +15,7 @@ import type { Stats } from 'node:fs';
 import { chmod, lstat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
-import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyServerFactory } from 'fastify';
 import type { Static } from 'typebox';
 import { ERRORS, FENCE_WAIT_MAX_SECONDS, isHost } from '@hq/protocol';
 // The routes' schemas as plain JSON, generated from their TypeBox definitions (../schemas/source.ts):
@@ -41,8 +40,9 @@ import {
   SteppedDownAnswer,
 } from '../schemas/generated.js';
 import { ensureDir } from '@hq/runtime/files';
-import { HttpError, INTERNAL_BODY, RouteMethods, answerRouterError, refusalOf } from '@hq/runtime/refusal';
-import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
+import { fastifyBase, type HqFastify } from '@hq/runtime/fastify-base';
+import { HttpError } from '@hq/runtime/refusal';
+import { versionedFactory } from '@hq/runtime/protocol';
 import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
 import { VERSION } from '@hq/runtime/version';
 import { peerTokenMatches } from '../tokens.js';
@@ -53,41 +53,23 @@ import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
 import type { AgentMetrics } from './metrics.js';
 
+/** Fastify as both hq daemons serve (@hq/runtime/fastify-base), with the agent's timeouts, its lazy schemas and its metric. */
 function base(
   listener: string,
   metrics: AgentMetrics | null,
   host: () => string,
   serverFactory?: FastifyServerFactory,
-): FastifyInstance {
-  const app = Fastify({
-    ...(serverFactory !== undefined ? { serverFactory } : {}),
-    logger: false,
-    bodyLimit: 64 * 1024,
-    requestTimeout: 10_000,
-    connectionTimeout: 10_000,
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+): HqFastify {
+  const app = fastifyBase({
+    side: () => `hq-agent on ${host()}`,
+    serverFactory,
+    requestTimeoutMs: 10_000,
+    connectionTimeoutMs: 10_000,
     // Fastify's compilers with these options, each route's schema compiled at its first request.
-    schemaController: { compilersFactory: lazyCompilers() },
-    // The router's own refusals answer in hq's shape like every other error, never Fastify's.
-    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
+    fastify: { logger: false, schemaController: { compilersFactory: lazyCompilers() } },
   });
-  // Every route's URL and methods, for the 405 of a known path asked with another method.
-  const known = new RouteMethods();
-  app.addHook('onRoute', (r) => known.add(r.url, r.method));
   // Node's check of the request deadlines runs while a connection is open, not every 30 s of an idle agent.
   void sweepOnlyWhileConnected(app.server);
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
-    // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
-    const refusal = refusalOf(err);
-    return refusal !== null ? reply.code(refusal.status).send(refusal.body) : reply.code(500).send(INTERNAL_BODY);
-  });
-  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
-  // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
-  const versions = versionHooks(() => `hq-agent on ${host()}`);
-  app.addHook('onRequest', versions.onRequest);
-  app.addHook('preValidation', versions.preValidation);
   if (metrics !== null) {
     app.addHook('onResponse', async (req, reply) => {
       metrics.httpDuration.observe(
@@ -137,12 +119,7 @@ export function socketApp(
   opts: SocketAppOptions = {},
 ): FastifyInstance {
   const fast = opts.fastPath === false ? null : fenceFastPath(() => parts.fence, metrics);
-  const app = base(
-    'socket',
-    metrics,
-    () => parts.host,
-    fast === null ? undefined : versionedFactory(fast.factory),
-  ).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('socket', metrics, () => parts.host, fast === null ? undefined : versionedFactory(fast.factory));
   let closing = false;
   app.addHook('preClose', (done) => {
     fast?.closing();
@@ -307,7 +284,7 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 export type PeerParts = Pick<AgentParts, 'host' | 'clock' | 'store' | 'peers' | 'peerToken'>;
 
 export function peerApp(parts: PeerParts, metrics: AgentMetrics | null): FastifyInstance {
-  const app = base('peer', metrics, () => parts.host).withTypeProvider<TypeBoxTypeProvider>();
+  const app = base('peer', metrics, () => parts.host);
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }): Promise<void> => {
     if (!(await peerTokenMatches(parts.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
   };
