@@ -39,6 +39,7 @@ import {
   SeenAnswer,
   SteppedDownAnswer,
 } from '../schemas/generated.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
 import { ensureDir } from '@hq/runtime/files';
 import { fastifyBase, type HqFastify } from '@hq/runtime/fastify-base';
 import { HttpError } from '@hq/runtime/refusal';
@@ -113,6 +114,7 @@ export type SocketParts = Pick<
   'host' | 'clock' | 'settings' | 'log' | 'store' | 'fence' | 'link' | 'peers' | 'runs' | 'stepDowns'
 >;
 
+/** The socket's app: the fence first (fast path and route), then the summaries, the lease's own calls, runs and events. */
 export function socketApp(
   parts: SocketParts,
   metrics: AgentMetrics | null,
@@ -130,6 +132,16 @@ export function socketApp(
     (parts as SocketParts | null)?.fence.releaseWaiters();
     done();
   });
+  fenceRoute(app, parts, () => closing);
+  summaryRoutes(app, parts);
+  leaseRoutes(app, parts);
+  runRoutes(app, parts);
+  eventRoute(app, parts);
+  return app as unknown as FastifyInstance;
+}
+
+/** `GET /v1/fence?role=R` for every spelling the fast path passes on, and its long poll. */
+function fenceRoute(app: HqFastify, parts: SocketParts, closing: () => boolean): void {
   app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
     const q = req.query;
     const poll = [q.wait, q.run, q.reason, q.generation].filter((v) => v !== undefined).length;
@@ -149,9 +161,13 @@ export function socketApp(
       { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) },
       wait,
     );
-    if (closing) reply.header('connection', 'close');
+    if (closing()) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
+}
+
+/** The summaries from memory: status, the seen generation, the primary. */
+function summaryRoutes(app: HqFastify, parts: SocketParts): void {
   // Asked by idle callers (doctor, the status page): declared, but written by JSON.stringify so
   // an idle agent compiles no serializer for it.
   app.get(
@@ -164,11 +180,23 @@ export function socketApp(
     return { seen: seen > 0, generation: seen };
   });
   app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => primaryAnswer(parts.store.state));
+}
+
+/** What `hq` asks of the lease through the agent: a heartbeat now, a step-down before a release, its undoing. */
+function leaseRoutes(app: HqFastify, parts: SocketParts): void {
   app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => parts.link.heartbeat());
   app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
     const ready = await parts.stepDowns.forRelease();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
   });
+  app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
+    await parts.stepDowns.resume();
+    return { ok: true as const };
+  });
+}
+
+/** The runs of `hq fence run` supervisors: claimed before the spawn, started with their group, done. */
+function runRoutes(app: HqFastify, parts: SocketParts): void {
   app.post(
     '/v1/runs',
     { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } },
@@ -205,10 +233,10 @@ export function socketApp(
       return { ok: true as const };
     },
   );
-  app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
-    await parts.stepDowns.resume();
-    return { ok: true as const };
-  });
+}
+
+/** An event a local `hq` command reports: one log line like the agent's own, with `via: "cli"` so a reader can tell who decided. */
+function eventRoute(app: HqFastify, parts: SocketParts): void {
   app.post(
     '/v1/events',
     { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } },
@@ -217,7 +245,6 @@ export function socketApp(
       const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
       if (taken !== undefined)
         throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
-      // One log line like the agent's own, with `via: "cli"` so a reader can tell who decided.
       parts.log.info(
         { ...data, via: 'cli', category: req.body.category, event: req.body.event, host: parts.host },
         req.body.event,
@@ -225,24 +252,23 @@ export function socketApp(
       return { ok: true as const };
     },
   );
-  return app as unknown as FastifyInstance;
 }
 
 /** Is a live process answering on this socket path? */
-function socketAnswers(path: string): Promise<boolean> {
+function socketAnswers(path: string, timers: Timers): Promise<boolean> {
   return new Promise((done) => {
     const s = connect(path);
-    const t = setTimeout(() => {
+    const t = timers.set(() => {
       s.destroy();
       done(true); // it accepted but did not finish: treat as live, never steal it
     }, 1000);
     s.once('connect', () => {
-      clearTimeout(t);
+      timers.clear(t);
       s.end();
       done(true);
     });
     s.once('error', () => {
-      clearTimeout(t);
+      timers.clear(t);
       done(false);
     });
   });
@@ -256,7 +282,7 @@ export class SocketInUse extends Error {
  * Prepares the socket path: its directory (0750, or the state dir's 0700 when they are the
  * same), and a stale socket from a crash removed — unless a live agent answers on it.
  */
-export async function prepareSocketPath(path: string, stateDir: string): Promise<void> {
+export async function prepareSocketPath(path: string, stateDir: string, timers: Timers = realTimers): Promise<void> {
   const dir = dirname(path);
   const problem = await ensureDir(dir, dir === stateDir ? 0o700 : 0o750);
   if (problem !== null) throw new SocketInUse(`socket directory ${problem}`);
@@ -267,12 +293,17 @@ export async function prepareSocketPath(path: string, stateDir: string): Promise
     return;
   }
   if (!st.isSocket()) throw new SocketInUse(`${path} exists and is not a socket; refusing to replace it`);
-  if (await socketAnswers(path)) throw new SocketInUse(`another agent answers on ${path}`);
+  if (await socketAnswers(path, timers)) throw new SocketInUse(`another agent answers on ${path}`);
   await unlink(path);
 }
 
-export async function listenSocket(app: FastifyInstance, path: string, stateDir: string): Promise<void> {
-  await prepareSocketPath(path, stateDir);
+export async function listenSocket(
+  app: FastifyInstance,
+  path: string,
+  stateDir: string,
+  timers: Timers = realTimers,
+): Promise<void> {
+  await prepareSocketPath(path, stateDir, timers);
   await app.listen({ path });
   await chmod(path, 0o660);
 }
