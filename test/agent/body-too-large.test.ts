@@ -8,7 +8,7 @@
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
 import { stampClock } from '../../packages/runtime/src/clock.js';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { agentSetup, shortDir } from './helpers.js';
 
@@ -46,14 +46,14 @@ function sendWhole(open: () => Socket, path: string): Promise<string> {
 t.test('a 2 MiB body is answered 413 on both listeners, every time', async (t) => {
   const dir = shortDir(t);
   const { config } = await agentSetup(t, dir);
-  const agent = await Agent.open({ config, clock: stampClock, log: silent });
+  const agent = await openAgent({ config, clock: stampClock, log: silent });
   const socket = socketApp(agent, null);
   await listenSocket(socket, config.socketPath, config.stateDir);
   const peer = peerApp(agent, null);
   await peer.listen({ host: '127.0.0.1', port: 0 });
   const port = (peer.server.address() as { port: number }).port;
   t.teardown(async () => {
-    await agent.stop();
+    await stopAgent(agent);
     await socket.close();
     await peer.close();
   });

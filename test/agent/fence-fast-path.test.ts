@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
 import { PROTOCOL_PREVIOUS, PROTOCOL_VERSION } from '@hq/protocol';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
 import { agentSetup, shortDir } from './helpers.js';
@@ -53,7 +53,7 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   // A frozen clock: both apps see the same instant, so their answers can be compared byte for byte.
   const stamp: Stamp = { wall: Date.now() / 1000, mono: 1000 };
   const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock: { now: () => stamp }, log: silent, observer: metrics });
+  const agent = await openAgent({ config, clock: { now: () => stamp }, log: silent, observer: metrics });
   metrics.attach(agent);
   const fast = socketApp(agent, metrics);
   let fastifyCalls = 0;
@@ -66,7 +66,7 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   await listenSocket(fast, fastPath, config.stateDir);
   await listenSocket(route, routePath, config.stateDir);
   t.teardown(async () => {
-    await agent.stop();
+    await stopAgent(agent);
     await fast.close();
     await route.close();
   });
@@ -141,7 +141,7 @@ async function compareAll(
 
 t.test('the fast path answers as the Fastify route does: the holder', async (t) => {
   const s = await setup(t, 'mbp');
-  await s.agent.heartbeat();
+  await s.agent.link.heartbeat();
   const raw = await exchange(s.fastPath, get('/v1/fence?role=cron'));
   t.match(raw, /^HTTP\/1\.1 200 OK\r\n/, 'a 200');
   t.match(raw, /\r\ncontent-type: application\/json; charset=utf-8\r\n/, 'JSON, as Fastify labels it');
@@ -154,8 +154,8 @@ t.test('the fast path answers as the Fastify route does: the holder', async (t) 
 
 t.test('the fast path answers as the Fastify route does: a standby', async (t) => {
   const s = await setup(t, 'node-b');
-  await s.agent.heartbeat();
-  t.equal(s.agent.fence('cron').reason, 'not-holder', 'mbp is the standby');
+  await s.agent.link.heartbeat();
+  t.equal(s.agent.fence.decide('cron').reason, 'not-holder', 'mbp is the standby');
   await compareAll(t, s, 'standby');
 });
 

@@ -9,7 +9,7 @@
 import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import type { Stamp } from '@hq/lease-core';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { nextBoundarySeconds } from '../../apps/agent/src/daemon/fence.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
@@ -37,13 +37,13 @@ async function setup(t: Test, holder: string) {
   const time = new FakeTime();
   const stamp = { wall: Date.now() / 1000, mono: 1000 };
   const clock = { now: (): Stamp => ({ ...stamp }) };
-  const agent = await Agent.open({ config, clock, log: silent, timers: time });
+  const agent = await openAgent({ config, clock, log: silent, timers: time });
   const app = socketApp(agent, null);
   const socket = join(dir, 'run', 'a.sock');
   await listenSocket(app, socket, config.stateDir);
   let closed = false;
   t.teardown(async () => {
-    await agent.stop();
+    await stopAgent(agent);
     if (!closed) await app.close();
   });
   const ask = async (path: string): Promise<Answer> => {
@@ -82,7 +82,7 @@ t.test(
   'a decision other than the one named is answered at once; the same one waits for the change a commit makes',
   async (t) => {
     const s = await setup(t, 'node-b');
-    await s.agent.heartbeat();
+    await s.agent.link.heartbeat();
     const now = (await s.ask('/v1/fence?role=cron')).body;
     t.match(now, { run: false, reason: 'not-holder', holder: 'node-b' }, 'mbp is a standby');
     const stale = await s.ask(waitPath({ run: true, reason: 'holder', generation: 1 }));
@@ -94,19 +94,19 @@ t.test(
     const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: now.generation as number }));
     await settle();
     t.equal(p.answered(), false, 'the same decision: no answer yet');
-    t.equal(s.agent.fencing.waiting, 1, 'one long poll waits');
+    t.equal(s.agent.fence.waiting, 1, 'one long poll waits');
     t.same(s.time.pending(), [30_000], 'one timer only, its wait (no boundary ahead for a standby)');
     s.arb.generation = 2;
-    await s.agent.heartbeat();
+    await s.agent.link.heartbeat();
     const a = await p.answer;
     t.equal(a.body.generation, 2, 'the commit of generation 2 answers it, without the wait ending');
-    t.equal(s.agent.fencing.waiting, 0, 'nothing waits any more');
+    t.equal(s.agent.fence.waiting, 0, 'nothing waits any more');
   },
 );
 
 t.test('with no change, the long poll answers when its wait ends, with the same decision', async (t) => {
   const s = await setup(t, 'node-b');
-  await s.agent.heartbeat();
+  await s.agent.link.heartbeat();
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: d.generation as number }, 5));
   await settle();
@@ -122,7 +122,7 @@ t.test(
   'the holder’s long poll answers run: false when the validity runs out with no commit (a timer at the boundary)',
   async (t) => {
     const s = await setup(t, 'mbp');
-    await s.agent.heartbeat();
+    await s.agent.link.heartbeat();
     const d = (await s.ask('/v1/fence?role=cron')).body;
     t.match(d, { run: true, holder: 'mbp' }, 'mbp may run');
     const valid = d.validForSeconds as number;
@@ -140,7 +140,7 @@ t.test(
 
 t.test('the next boundary of a state: none for a standby, the validity left for a holder', async (t) => {
   const s = await setup(t, 'mbp');
-  await s.agent.heartbeat();
+  await s.agent.link.heartbeat();
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const state = (s.agent as unknown as { store: { state: Parameters<typeof nextBoundarySeconds>[0] } }).store.state;
   const b = nextBoundarySeconds(state, { ...s.stamp });
@@ -152,7 +152,7 @@ t.test('the next boundary of a state: none for a standby, the validity left for 
 
 t.test('closing the listener answers a waiting long poll at once', async (t) => {
   const s = await setup(t, 'node-b');
-  await s.agent.heartbeat();
+  await s.agent.link.heartbeat();
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: d.generation as number }, 300));
   await settle();

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { resolveConfig } from '../../apps/agent/src/config.js';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
 import { agentSetup, shortDir, sleep } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
@@ -34,9 +34,9 @@ async function heartbeatsIn(
     null,
   );
   arb.leaseOver = { wait };
-  const agent = await Agent.open({ config: daily, clock: stampClock, log: silent });
-  t.teardown(() => agent.stop());
-  agent.start();
+  const agent = await openAgent({ config: daily, clock: stampClock, log: silent });
+  t.teardown(() => stopAgent(agent));
+  agent.link.start();
   await sleep(ms);
   return arb.heartbeats.length;
 }

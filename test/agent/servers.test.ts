@@ -9,7 +9,9 @@ import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { stampClock } from '../../packages/runtime/src/clock.js';
-import { Agent, VERSION, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { VERSION } from '../../packages/runtime/src/version.js';
+import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
+import { peerInfo, primaryAnswer } from '../../apps/agent/src/daemon/summaries.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { compiled } from '../../apps/agent/src/daemon/lazy-schemas.js';
@@ -38,13 +40,13 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   const dir = shortDir(t);
   const { arb, config } = await agentSetup(t, dir, { holder });
   const metrics = createMetrics();
-  const agent = await Agent.open({ config, clock: stampClock, log: silent, observer: metrics });
+  const agent = await openAgent({ config, clock: stampClock, log: silent, observer: metrics });
   metrics.attach(agent);
   const socket = socketApp(agent, metrics);
   await listenSocket(socket, config.socketPath, config.stateDir);
   const peer = peerApp(agent, metrics);
   t.teardown(async () => {
-    await agent.stop();
+    await stopAgent(agent);
     await socket.close();
     await peer.close();
   });
@@ -60,7 +62,7 @@ t.test('the socket answers the fence from memory and refuses unknown roles with 
     { run: false, reason: 'no-lease', generation: 0, holder: null, role: 'cron', validForSeconds: null },
     'before any answer there is no lease',
   );
-  await agent.heartbeat();
+  await agent.link.heartbeat();
   const after = await get(config.socketPath, '/v1/fence?role=cron');
   t.equal(after.body['run'], true, 'after a renewal the holder may run');
   t.equal(after.body['reason'], 'holder', 'as the holder');
@@ -92,12 +94,12 @@ t.test('the socket is 0660 in a 0750 directory and serves status, seen and step-
   t.equal(st.body['holder'], 'mbp', 'status names the holder');
   t.equal(st.body['arbiterOk'], true, 'status says the arbiter answered');
   await get(config.socketPath, '/v1/step-down', 'POST');
-  t.equal(agent.fence('cron').run, false, 'after a step-down nothing runs');
-  await agent.heartbeat();
-  t.equal(agent.fence('cron').run, false, 'not even after a renewal of the same generation');
+  t.equal(agent.fence.decide('cron').run, false, 'after a step-down nothing runs');
+  await agent.link.heartbeat();
+  t.equal(agent.fence.decide('cron').run, false, 'not even after a renewal of the same generation');
   await get(config.socketPath, '/v1/resume', 'POST');
-  await agent.heartbeat();
-  t.equal(agent.fence('cron').run, true, 'resume undoes the step-down');
+  await agent.link.heartbeat();
+  t.equal(agent.fence.decide('cron').run, true, 'resume undoes the step-down');
 });
 
 t.test('a stale socket from a crash is replaced, a live one is never stolen', async (t) => {
@@ -137,7 +139,7 @@ t.test('the peer listener answers health without a token and confirmations only 
   const { peer, config, agent } = await setup(t, 'node-b');
   const health = await peer.inject({ method: 'GET', url: '/v1/health' });
   t.same(health.json(), { status: 'ok', role: 'agent', host: 'mbp', version: VERSION }, 'health needs no token');
-  await agent.heartbeat();
+  await agent.link.heartbeat();
   const primary = await peer.inject({ method: 'GET', url: '/v1/primary' });
   t.same(primary.json(), { known: true, holder: 'node-b', generation: 1 }, 'primary answers from memory');
   const body = { host: 'node-b', generation: 1 };
@@ -250,8 +252,8 @@ t.test('the peer listener answers health without a token and confirmations only 
     '/v1/peer tells the peer state',
   );
   t.equal((await peer.inject({ method: 'GET', url: '/v1/peer' })).statusCode, 401, '/v1/peer needs the token');
-  await agent.heartbeat();
-  t.equal(agent.fence('cron').reason, 'not-holder', 'the standby does not run');
+  await agent.link.heartbeat();
+  t.equal(agent.fence.decide('cron').reason, 'not-holder', 'the standby does not run');
   const metrics = await peer.inject({ method: 'GET', url: '/metrics' });
   t.match(
     metrics.body,
@@ -272,13 +274,13 @@ t.test('the peer listener answers health without a token and confirmations only 
 
 t.test('a heartbeat sent while the arbiter is down asks the peers and logs no crash', async (t) => {
   const { agent, arb } = await setup(t);
-  await agent.heartbeat();
-  t.equal(agent.fence('cron').reason, 'holder', 'renewed first');
+  await agent.link.heartbeat();
+  t.equal(agent.fence.decide('cron').reason, 'holder', 'renewed first');
   arb.down = true;
-  const hb = await agent.heartbeat();
+  const hb = await agent.link.heartbeat();
   t.equal(hb.outcome, 'unreachable', 'the outcome is unreachable');
   t.equal(hb.peerConfirmation, 'not-confirmed', 'with no peers configured there is no quorum');
-  t.equal(agent.fence('cron').reason, 'within-ttl', 'the holder runs on the validity it has');
+  t.equal(agent.fence.decide('cron').reason, 'within-ttl', 'the holder runs on the validity it has');
   await sleep(10);
 });
 
@@ -354,7 +356,7 @@ t.test('the peer listener too', async (t) => {
 
 t.test('the heartbeat names this release, in protocol 2', async (t) => {
   const { agent, arb } = await setup(t);
-  await agent.heartbeat();
+  await agent.link.heartbeat();
   const hb = arb.heartbeats.at(-1) as { version?: string } | undefined;
   t.equal(hb?.version, VERSION, 'the heartbeat body carries the agent release');
 });
@@ -362,8 +364,8 @@ t.test('the heartbeat names this release, in protocol 2', async (t) => {
 t.test('to an arbiter of protocol 1 the heartbeat leaves the protocol 2 field out', async (t) => {
   const { agent, arb } = await setup(t);
   arb.protocol = null;
-  await agent.heartbeat(); // learns protocol 1 from this answer
-  await agent.heartbeat();
+  await agent.link.heartbeat(); // learns protocol 1 from this answer
+  await agent.link.heartbeat();
   const hb = arb.heartbeats.at(-1) as { version?: string; host?: string } | undefined;
   t.equal(hb?.host, 'mbp', 'the heartbeat went');
   t.equal(hb?.version, undefined, 'without the release field');
@@ -376,24 +378,24 @@ t.test(
     const { arb, config: base } = await agentSetup(t, dir);
     // Nothing listens on port 9: the probe finds the path broken.
     const config = { ...base, peers: new Map([['node-b', 'http://127.0.0.1:9']]) };
-    const agent = await Agent.open({ config, clock: stampClock, log: silent });
-    t.teardown(() => agent.stop());
-    await agent.heartbeat();
+    const agent = await openAgent({ config, clock: stampClock, log: silent });
+    t.teardown(() => stopAgent(agent));
+    await agent.link.heartbeat();
     t.equal(
       (arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths,
       undefined,
       'before the first probe: no peerPaths',
     );
-    for (let i = 0; i < 250 && !agent.peerPaths.has('node-b'); i++) await sleep(20); // the probe after the heartbeat, in the background
-    await agent.heartbeat();
+    for (let i = 0; i < 250 && !agent.peers.peerPaths.has('node-b'); i++) await sleep(20); // the probe after the heartbeat, in the background
+    await agent.link.heartbeat();
     t.match(
       (arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths,
       [{ peer: 'node-b', ok: false, problem: /^http:\/\/127\.0\.0\.1:9 does not answer/, ageSeconds: Number }],
       'then the finding, with its age',
     );
     arb.protocol = null;
-    await agent.heartbeat(); // learns protocol 1 from this answer
-    await agent.heartbeat();
+    await agent.link.heartbeat(); // learns protocol 1 from this answer
+    await agent.link.heartbeat();
     t.equal(
       (arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths,
       undefined,
@@ -406,7 +408,7 @@ t.test(
   'a run names only pids the agent may signal: not 1, not the agent, not a group its supervisor did not start',
   async (t) => {
     const { socket, agent } = await setup(t);
-    await agent.heartbeat(); // the holder: the fence says run for generation 1
+    await agent.link.heartbeat(); // the holder: the fence says run for generation 1
     const claim = (supervisorPid: number) =>
       socket.inject({
         method: 'POST',
@@ -577,17 +579,22 @@ t.test('each answer the agent declares is what it sends, whole', async (t) => {
   const hb = await get(config.socketPath, '/v1/heartbeat', 'POST');
   const st = await get(config.socketPath, '/v1/status');
   const answers: ReadonlyArray<readonly [string, object, unknown, unknown]> = [
-    ['POST /v1/heartbeat', declared.HeartbeatReport, hb.body, agent.lastHeartbeat],
+    ['POST /v1/heartbeat', declared.HeartbeatReport, hb.body, agent.link.lastHeartbeat],
     ['GET /v1/status', declared.AgentStatus, st.body, null],
     ['GET /v1/seen', declared.SeenAnswer, (await get(config.socketPath, '/v1/seen')).body, null],
-    ['GET /v1/primary', declared.Primary, (await get(config.socketPath, '/v1/primary')).body, agent.primary()],
+    [
+      'GET /v1/primary',
+      declared.Primary,
+      (await get(config.socketPath, '/v1/primary')).body,
+      primaryAnswer(agent.store.state),
+    ],
     [
       'GET /v1/peer',
       declared.PeerInfo,
       (
         await peer.inject({ method: 'GET', url: '/v1/peer', headers: { authorization: `Bearer ${PEER_TOKEN}` } })
       ).json(),
-      agent.peerInfo(),
+      peerInfo(agent),
     ],
   ];
   for (const [route, schema, body, produced] of answers) {

@@ -16,7 +16,7 @@ import {
 import { join } from 'node:path';
 import { parsePersisted, loadPersisted, loadSeen } from '../../apps/agent/src/state.js';
 import { readToken, TokenFile, tokensEqual, bearer, peerTokenMatches } from '../../apps/agent/src/tokens.js';
-import { Agent, type Log } from '../../apps/agent/src/daemon/agent-shell.js';
+import { openAgent as openParts, stopAgent, type Log } from '../../apps/agent/src/daemon/parts.js';
 import { stampClock } from '../../packages/runtime/src/clock.js';
 import { agentSetup, shortDir } from './helpers.js';
 
@@ -75,18 +75,18 @@ t.test('parsePersisted refuses every malformed local.json', async (t) => {
 
 async function openAgent(t: Parameters<Parameters<typeof t.test>[1]>[0], dir: string, log: Log = silent) {
   const { arb, config } = await agentSetup(t, dir, { socketPath: join(dir, 'a.sock'), peerToken: false });
-  const agent = await Agent.open({ config, clock: stampClock, log });
-  t.teardown(() => agent.stop());
+  const agent = await openParts({ config, clock: stampClock, log });
+  t.teardown(() => stopAgent(agent));
   return { agent, arb, config };
 }
 
 t.test('a clean start with no state runs as soon as the arbiter renews it', async (t) => {
   const dir = shortDir(t);
   const { agent } = await openAgent(t, dir);
-  t.equal(agent.snapshot().startGuardUntilMono, null, 'no start guard without flags on disk');
-  const hb = await agent.heartbeat();
+  t.equal(agent.store.state.startGuardUntilMono, null, 'no start guard without flags on disk');
+  const hb = await agent.link.heartbeat();
   t.equal(hb.outcome, 'renewed', 'the fake arbiter renews mbp');
-  t.equal(agent.fence('cron').reason, 'holder', 'the fence says holder');
+  t.equal(agent.fence.decide('cron').reason, 'holder', 'the fence says holder');
   const local = JSON.parse(readFileSync(join(dir, 'state', 'local.json'), 'utf8')) as {
     holder: string;
     generation: number;
@@ -161,10 +161,10 @@ for (const [name, plant] of failClosedCases) {
       log.lines.some((l) => l.msg.includes('refused')),
       'the refusal is logged',
     );
-    t.not(agent.snapshot().startGuardUntilMono, null, 'the start guard applies');
-    const hb = await agent.heartbeat();
+    t.not(agent.store.state.startGuardUntilMono, null, 'the start guard applies');
+    const hb = await agent.link.heartbeat();
     t.equal(hb.outcome, 'renewed', 'the arbiter renews the holder');
-    const f = agent.fence('cron');
+    const f = agent.fence.decide('cron');
     t.equal(f.run, false, 'nothing runs during the start guard even though the arbiter renewed');
     t.equal(f.reason, 'lock-delay', 'the reason is lock-delay');
     const st = lstatSync(join(dir, 'state', 'local.json'));
@@ -199,11 +199,11 @@ t.test('a confirmation on record at start holds the agent back for ttl + margin'
   );
   writeFileSync(join(dir, 'state', 'seen-generation'), '1\n', { mode: 0o600 });
   const { agent, arb } = await openAgent(t, dir);
-  const guard = (agent.snapshot().startGuardUntilMono ?? 0) - agent.snapshot().started.mono;
+  const guard = (agent.store.state.startGuardUntilMono ?? 0) - agent.store.state.started.mono;
   t.equal(guard, 7, 'the start guard is ttl + margin (6 + 1)');
-  t.equal(agent.snapshot().seen, 1, 'the seen generation is read back');
-  await agent.heartbeat();
-  t.equal(agent.fence('cron').reason, 'lock-delay', 'the renewed holder still waits');
+  t.equal(agent.store.state.seen, 1, 'the seen generation is read back');
+  await agent.link.heartbeat();
+  t.equal(agent.fence.decide('cron').reason, 'lock-delay', 'the renewed holder still waits');
   const seen = await loadSeen(join(dir, 'state', 'seen-generation'));
   t.same(seen, { kind: 'ok', value: 1 }, 'seen-generation stays');
   const sent = arb.heartbeats[0] as { seenGeneration: number };

@@ -15,8 +15,7 @@ import { parse as parseYaml } from 'yaml';
 import type { Registry } from 'prom-client';
 import { operatorHarness } from './helper.js';
 import { missingTool } from '../missing-tool.js';
-import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
-import type { Agent } from '../../apps/agent/src/daemon/agent-shell.js';
+import { createMetrics, type ScrapedAgent } from '../../apps/agent/src/daemon/metrics.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const DASHBOARD = resolve(ROOT, 'deploy/grafana/hq-dashboard.json');
@@ -135,17 +134,15 @@ async function describe(
 /** The agent's real registry, attached to a stub agent on host mbp (what its /metrics serves). */
 async function agentMetrics(): Promise<{ types: Map<string, string>; labels: Map<string, Set<string>>; text: string }> {
   const m = createMetrics();
-  const stub = {
+  const stub: ScrapedAgent = {
     host: 'mbp',
-    tokenProblem: null,
-    now: () => ({ wall: 1_800_000_003, mono: 3 }),
-    lastHeartbeat: { at: 1_800_000_000 },
-    validForSeconds: () => 42,
-    primary: () => ({ generation: 3 }),
-    snapshot: () => ({ seen: 3 }),
-    peerPaths: new Map([['node-b', null]]),
+    clock: { now: () => ({ wall: 1_800_000_003, mono: 3 }) },
+    store: { state: { seen: 3, known: { generation: 3 } } },
+    fence: { validForSeconds: () => 42 },
+    link: { tokenProblem: null, lastHeartbeat: { at: 1_800_000_000 } },
+    peers: { peerPaths: new Map([['node-b', null]]) },
   };
-  m.attach(stub as unknown as Agent);
+  m.attach(stub);
   m.heartbeat('renewed');
   m.peerConfirm('confirmed');
   m.httpDuration.observe({ listener: 'peer', method: 'GET', route: '/v1/health', status: '200' }, 0.001);

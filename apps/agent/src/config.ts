@@ -239,7 +239,7 @@ function hostNameOf(
   return { hostName: os, hostMismatch: null };
 }
 
-/** Fills defaults and checks the relationships (S6). Pure except for reading the host file. */
+/** Fills defaults and checks the relationships (S6), in the order a refusal names them. Pure except for reading the host file. */
 export function resolveConfig(c: AgentConfigFile, file: string | null): AgentConfig {
   const stateDir = resolve(expandHome(c.stateDir ?? '~/.hq'));
   const { hostName, hostMismatch } = hostNameOf(c.hostName, stateDir);
@@ -249,57 +249,11 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
   const heartbeatCron = c.heartbeatCron ?? DEFAULTS.heartbeatCron;
   const cron = cronGapSeconds(heartbeatCron);
   if (!cron.ok) throw new ConfigError('heartbeatCron', `heartbeatCron: ${cron.message}`);
-  const failOpenRoles = c.failOpenRoles ?? [];
-  if (failOpenRoles.includes(NEVER_FAIL_OPEN)) {
-    throw new ConfigError('failOpenRoles', `failOpenRoles: "${NEVER_FAIL_OPEN}" can never be fail-open`);
-  }
-  const roles = c.roles ?? DEFAULT_ROLES;
-  const unknownFailOpen = failOpenRoles.find((r) => !roles.includes(r));
-  if (unknownFailOpen !== undefined)
-    throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
-  const refreshSeconds = c.refreshSeconds ?? DEFAULTS.refreshSeconds;
-  const probeTimeoutSeconds = c.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, cron.seconds / 2);
-  const requestTimeoutSeconds = c.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
-  // The agent's own side of S6; the pairs across the sides are the arbiter's to check (it gets
-  // this cadence with every heartbeat and says loudly when a pair cannot work).
-  const timing = checkCadence({
-    heartbeatSeconds: cron.seconds,
-    refreshSeconds,
-    probeTimeoutSeconds,
-    requestTimeoutSeconds,
-  });
-  if (!timing.ok) throw new ConfigError(timing.key, timing.message);
-  if (c.arbiterUrl !== undefined) {
-    const problem = bareOriginProblem(c.arbiterUrl);
-    if (problem !== null) throw new ConfigError('arbiterUrl', `arbiterUrl: "${c.arbiterUrl}" ${problem}`);
-  }
-  const arbiterUrls = c.arbiterUrls ?? null;
-  if (arbiterUrls !== null) {
-    if (c.arbiterUrl !== undefined)
-      throw new ConfigError(
-        'arbiterUrls',
-        'arbiterUrls: give either arbiterUrl (one arbiter) or arbiterUrls (several, tried in order), not both',
-      );
-    for (const [i, u] of arbiterUrls.entries()) {
-      const problem = bareOriginProblem(u);
-      if (problem !== null) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" ${problem}`);
-      if (arbiterUrls.indexOf(u) !== i)
-        throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" is named twice`);
-    }
-  }
-  if (c.advertiseUrl !== undefined) {
-    const problem = bareOriginProblem(c.advertiseUrl);
-    if (problem !== null) throw new ConfigError('advertiseUrl', `advertiseUrl: "${c.advertiseUrl}" ${problem}`);
-  }
+  const { failOpenRoles, roles } = checkedRoles(c);
+  const { refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds } = checkedCadence(c, cron.seconds);
+  const arbiterUrls = checkedUrls(c);
   const tailnetDomain = c.tailnetDomain ?? null;
-  const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
-  if (peers.has(hostName))
-    throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
-  if (peers.has(arbiter))
-    throw new ConfigError(
-      `peers.${arbiter}`,
-      `peers.${arbiter}: the arbiter's host is never a candidate, so never a peer`,
-    );
+  const peers = checkedPeers(c, hostName, arbiter);
   return {
     file,
     hostName,
@@ -333,6 +287,74 @@ export function resolveConfig(c: AgentConfigFile, file: string | null): AgentCon
     replication: c.replication,
     handoverOnStop: c.handoverOnStop ?? DEFAULTS.handoverOnStop,
   };
+}
+
+/** The roles and the fail-open ones: never the ledger's, and only roles this host knows. */
+function checkedRoles(c: AgentConfigFile): Pick<AgentConfig, 'failOpenRoles' | 'roles'> {
+  const failOpenRoles = c.failOpenRoles ?? [];
+  if (failOpenRoles.includes(NEVER_FAIL_OPEN)) {
+    throw new ConfigError('failOpenRoles', `failOpenRoles: "${NEVER_FAIL_OPEN}" can never be fail-open`);
+  }
+  const roles = c.roles ?? DEFAULT_ROLES;
+  const unknownFailOpen = failOpenRoles.find((r) => !roles.includes(r));
+  if (unknownFailOpen !== undefined)
+    throw new ConfigError('failOpenRoles', `failOpenRoles: "${unknownFailOpen}" is not one of roles`);
+  return { failOpenRoles, roles };
+}
+
+/** The agent's cadence with its defaults, checked on the agent's own side of S6. */
+function checkedCadence(
+  c: AgentConfigFile,
+  heartbeatSeconds: number,
+): { refreshSeconds: number; probeTimeoutSeconds: number; requestTimeoutSeconds: number } {
+  const refreshSeconds = c.refreshSeconds ?? DEFAULTS.refreshSeconds;
+  const probeTimeoutSeconds = c.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, heartbeatSeconds / 2);
+  const requestTimeoutSeconds = c.requestTimeoutSeconds ?? DEFAULTS.requestTimeoutSeconds;
+  // The pairs across the sides are the arbiter's to check (it gets this cadence with every
+  // heartbeat and says loudly when a pair cannot work).
+  const timing = checkCadence({ heartbeatSeconds, refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds });
+  if (!timing.ok) throw new ConfigError(timing.key, timing.message);
+  return { refreshSeconds, probeTimeoutSeconds, requestTimeoutSeconds };
+}
+
+/** arbiterUrl or arbiterUrls (not both, each a bare origin, none twice) and advertiseUrl; answers arbiterUrls or null. */
+function checkedUrls(c: AgentConfigFile): readonly string[] | null {
+  if (c.arbiterUrl !== undefined) {
+    const problem = bareOriginProblem(c.arbiterUrl);
+    if (problem !== null) throw new ConfigError('arbiterUrl', `arbiterUrl: "${c.arbiterUrl}" ${problem}`);
+  }
+  const arbiterUrls = c.arbiterUrls ?? null;
+  if (arbiterUrls !== null) {
+    if (c.arbiterUrl !== undefined)
+      throw new ConfigError(
+        'arbiterUrls',
+        'arbiterUrls: give either arbiterUrl (one arbiter) or arbiterUrls (several, tried in order), not both',
+      );
+    for (const [i, u] of arbiterUrls.entries()) {
+      const problem = bareOriginProblem(u);
+      if (problem !== null) throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" ${problem}`);
+      if (arbiterUrls.indexOf(u) !== i)
+        throw new ConfigError(`arbiterUrls[${i}]`, `arbiterUrls[${i}]: "${u}" is named twice`);
+    }
+  }
+  if (c.advertiseUrl !== undefined) {
+    const problem = bareOriginProblem(c.advertiseUrl);
+    if (problem !== null) throw new ConfigError('advertiseUrl', `advertiseUrl: "${c.advertiseUrl}" ${problem}`);
+  }
+  return arbiterUrls;
+}
+
+/** The peers by host: never this host, never the arbiter's. */
+function checkedPeers(c: AgentConfigFile, hostName: string, arbiter: string): Map<string, string> {
+  const peers = c.peers !== undefined ? hostMap(c.peers) : new Map<string, string>();
+  if (peers.has(hostName))
+    throw new ConfigError(`peers.${hostName}`, `peers.${hostName}: this host is not its own peer`);
+  if (peers.has(arbiter))
+    throw new ConfigError(
+      `peers.${arbiter}`,
+      `peers.${arbiter}: the arbiter's host is never a candidate, so never a peer`,
+    );
+  return peers;
 }
 
 /**

@@ -8,5 +8,6 @@ export * from './guard-path.js';
 export * from './primary.js';
 export { superviseFence } from './fence-run.js';
 export { EXIT_LOST } from '@hq/runtime/supervise';
-export { Agent, VERSION } from './daemon/agent-shell.js';
+export { VERSION } from '@hq/runtime/version';
+export { openAgent, stopAgent, type AgentParts } from './daemon/parts.js';
 export { startDaemon } from './daemon/main.js';

@@ -366,6 +366,19 @@ export function onArbiterAnswer(
     events.push(leaseEvent('stale-generation', state0.host, { generation: r.generation, seen: state0.seen }));
     return { state: { ...state0, stale: true, arbiterOk: true, current: null, pending: null }, events };
   }
+  let state = adoptRecord(state0, r, received, events);
+  state = loseHeld(state0, state, r, events);
+  state = decideRelease(state, r, sent, events);
+  state = answerAsked(state, answer.stepDown ?? null, r, events);
+  state = grantIfConfirmed(state, answer, sent, received);
+  return { state: settle(state, received), events };
+}
+
+/**
+ * Step 3 of `onArbiterAnswer`: the record's generation, holder and timing become what this host
+ * knows; a change of tenure drops every grant; the lock-delay is measured from receipt.
+ */
+function adoptRecord(state0: AgentState, r: RecordSummary, received: Stamp, events: LeaseEvent[]): AgentState {
   // A record whose floor is pending (S2.4) is not final: its generation may still be raised,
   // so it is not adopted as seen — else the reports that complete the floor would echo it.
   let state: AgentState = { ...state0, stale: false, arbiterOk: true };
@@ -409,43 +422,61 @@ export function onArbiterAnswer(
   state = { ...state, known, waitUntilMono };
   if (acknowledged && state.pending !== null)
     state = { ...state, pending: { ...state.pending, startMono: Math.max(waitUntilMono, state.pending.earliestMono) } };
+  return state;
+}
+
+/** Step 4 of `onArbiterAnswer`: a generation this host held that the record no longer gives it is lost (A7). */
+function loseHeld(state0: AgentState, state: AgentState, r: RecordSummary, events: LeaseEvent[]): AgentState {
   const held = state0.known !== null && state0.known.holder === state.host ? state0.known.generation : 0;
   if (held > state.lost && (r.holder !== state.host || r.generation > held))
-    state = lose(state, held, r, 'record', events);
+    return lose(state, held, r, 'record', events);
+  return state;
+}
+
+/** A release under way is decided by the record (lost, released, another tenure), or undone once its time is up. */
+function decideRelease(state: AgentState, r: RecordSummary, sent: Stamp, events: LeaseEvent[]): AgentState {
   const rel = state.releasing;
   if (
     rel !== null &&
-    (rel.generation <= state.lost || r.generation !== rel.generation || r.holder !== state.host || released)
+    (rel.generation <= state.lost || r.generation !== rel.generation || r.holder !== state.host || r.released)
   ) {
-    state = { ...state, releasing: null }; // decided: lost, released, or another tenure
-  } else if (rel !== null && sent.mono >= rel.untilMono && !r.floorPending) {
+    return { ...state, releasing: null }; // decided: lost, released, or another tenure
+  }
+  if (rel !== null && sent.mono >= rel.untilMono && !r.floorPending) {
     events.push(leaseEvent('step-down-undone', state.host, { generation: rel.generation }));
-    state = { ...resume(state), releasing: null };
+    return { ...resume(state), releasing: null };
   }
-  const asked = answer.stepDown ?? null;
-  if (asked !== null && asked > 0 && asked < r.generation) {
-    // Asked again after it acknowledged (the answer got lost): the children were gone then, and
-    // nothing of that generation ran since (A7), so the same acknowledgement is still true.
-    if (asked > state.lost) state = lose(state, asked, r, 'asked', events);
-    else if (asked > state.ackFloor && state.ackDue === null)
-      state = { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
-  }
-  if (answer.confirms && mine && !released && r.generation > state.steppedDown) {
-    const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);
-    const earliestMono = Math.max(holdUntil, received.mono);
-    const grant: Grant = {
-      generation: r.generation,
-      sent,
-      seconds: r.ttlSeconds - r.safetyMarginSeconds,
-      startMono: Math.max(waitUntilMono, earliestMono),
-      earliestMono,
-      source: 'arbiter',
-    };
-    if (grant.startMono <= received.mono) state = { ...state, current: grant, pending: null };
-    else if (active(state.current, received)) state = { ...state, pending: grant };
-    else state = { ...state, current: null, pending: grant };
-  }
-  return { state: settle(state, received), events };
+  return state;
+}
+
+/** The arbiter asks this host to step down from generation `asked` (A7): lose it, or owe the acknowledgement again. */
+function answerAsked(state: AgentState, asked: number | null, r: RecordSummary, events: LeaseEvent[]): AgentState {
+  if (asked === null || asked <= 0 || asked >= r.generation) return state;
+  // Asked again after it acknowledged (the answer got lost): the children were gone then, and
+  // nothing of that generation ran since (A7), so the same acknowledgement is still true.
+  if (asked > state.lost) return lose(state, asked, r, 'asked', events);
+  if (asked > state.ackFloor && state.ackDue === null)
+    return { ...state, ackDue: { generation: asked, revision: r.revision, ran: state.ran >= asked } };
+  return state;
+}
+
+/** Step 5 of `onArbiterAnswer`: an answer that confirms this host grants it, after the lock-delay and the hold. */
+function grantIfConfirmed(state: AgentState, answer: ArbiterAnswer, sent: Stamp, received: Stamp): AgentState {
+  const r = answer.record;
+  if (!answer.confirms || r.holder !== state.host || r.released || r.generation <= state.steppedDown) return state;
+  const holdUntil = answer.hold === null ? -Infinity : received.mono + Math.max(0, answer.hold - r.now);
+  const earliestMono = Math.max(holdUntil, received.mono);
+  const grant: Grant = {
+    generation: r.generation,
+    sent,
+    seconds: r.ttlSeconds - r.safetyMarginSeconds,
+    startMono: Math.max(state.waitUntilMono, earliestMono),
+    earliestMono,
+    source: 'arbiter',
+  };
+  if (grant.startMono <= received.mono) return { ...state, current: grant, pending: null };
+  if (active(state.current, received)) return { ...state, pending: grant };
+  return { ...state, current: null, pending: grant };
 }
 
 /** The arbiter could not be reached (or answered too late). */

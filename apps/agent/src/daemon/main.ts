@@ -15,7 +15,8 @@ import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile, tokenFileFix } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
 import { didYouMean } from '@hq/runtime/suggest';
-import { Agent, VERSION, type ResolvedConfig } from './agent-shell.js';
+import { VERSION } from '@hq/runtime/version';
+import { openAgent, stopAgent, type AgentParts, type ResolvedConfig } from './parts.js';
 import { createMetrics, type AgentMetrics } from './metrics.js';
 import type { Member } from '../registry-client/member.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
@@ -48,7 +49,7 @@ export class CannotStart extends Error {
 }
 
 export interface DaemonHandle {
-  readonly agent: Agent;
+  readonly agent: AgentParts;
   readonly peerPort: number;
   /** `handover`: hand the lease over first when `handoverOnStop` is set (the signal path). */
   stop(opts?: { readonly handover?: boolean }): Promise<void>;
@@ -60,7 +61,7 @@ export async function startDaemon(
 ): Promise<DaemonHandle> {
   const { config, log } = await checkedConfig(configPath);
   const metrics = createMetrics();
-  const agent = await Agent.open({
+  const agent = await openAgent({
     config,
     clock,
     log: componentLogger(log, config.hostName, 'agent'),
@@ -82,7 +83,7 @@ export async function startDaemon(
     'agent started',
   );
   await checkTokenWithArbiter(agent, socket, peer, config);
-  agent.start();
+  agent.link.start();
   const members = await registerMembers(agent, config, log, peerPort);
   let stopping: Promise<void> | null = null;
   return {
@@ -128,9 +129,9 @@ async function checkedConfig(configPath: string | undefined): Promise<{ config: 
   return { config, log };
 }
 
-/** The socket's app and the peer listener's, with standby replication on the peer one when configured. */
+/** The socket's app and the peer listener's, each handed its parts, with standby replication on the peer one when configured. */
 async function buildServers(
-  agent: Agent,
+  agent: AgentParts,
   metrics: AgentMetrics,
   config: ResolvedConfig,
   log: Logger,
@@ -144,8 +145,8 @@ async function buildServers(
       block: config.replication,
       stateDir: config.stateDir,
       peerToken: agent.peerToken,
-      seenGeneration: () => agent.snapshot().seen,
-      learnGeneration: () => agent.heartbeat(),
+      seenGeneration: () => agent.store.state.seen,
+      learnGeneration: () => agent.link.heartbeat(),
       log: componentLogger(log, config.hostName, 'standby', 'hq.standby'),
     });
   }
@@ -181,14 +182,14 @@ async function listen(socket: FastifyInstance, peer: FastifyInstance, config: Re
  * peers); the check is then the running one.
  */
 async function checkTokenWithArbiter(
-  agent: Agent,
+  agent: AgentParts,
   socket: FastifyInstance,
   peer: FastifyInstance,
   config: ResolvedConfig,
 ): Promise<void> {
-  const first = await agent.heartbeat();
+  const first = await agent.link.heartbeat();
   if (first.status !== 401 && first.status !== 403) return;
-  await agent.stop();
+  await stopAgent(agent);
   await Promise.allSettled([socket.close(), peer.close()]);
   await unlink(config.socketPath).catch(() => undefined);
   if (first.status === 403) {
@@ -208,7 +209,12 @@ async function checkTokenWithArbiter(
  * it this agent as an instance: where other hosts reach its peer listener. With several arbiters
  * (arbiterUrls) the registry's calls move to the next on failure too.
  */
-async function registerMembers(agent: Agent, config: ResolvedConfig, log: Logger, peerPort: number): Promise<Member[]> {
+async function registerMembers(
+  agent: AgentParts,
+  config: ResolvedConfig,
+  log: Logger,
+  peerPort: number,
+): Promise<Member[]> {
   const { Member, instanceId } = await import('../registry-client/member.js');
   const registryRequest = new ArbiterEndpoints(config.arbiterUrls ?? [config.arbiterUrl]).asRequester();
   const token = async (): Promise<string | null> => {
@@ -220,7 +226,7 @@ async function registerMembers(agent: Agent, config: ResolvedConfig, log: Logger
     request: registryRequest,
     machine: config.hostName,
     token,
-    duties: () => agent.duties(),
+    duties: () => agent.fence.duties(),
     requestTimeoutMs: config.requestTimeoutSeconds * 1000,
     log: componentLogger(log, config.hostName, 'registry', 'control'),
   });
@@ -249,7 +255,7 @@ async function registerMembers(agent: Agent, config: ResolvedConfig, log: Logger
 
 /** The stop: with `handover` and `handoverOnStop`, the lease handed over first; then the timers, the listeners, the socket file. */
 async function stopDaemon(
-  agent: Agent,
+  agent: AgentParts,
   config: ResolvedConfig,
   log: Logger,
   servers: readonly FastifyInstance[],
@@ -257,13 +263,13 @@ async function stopDaemon(
   handover: boolean,
 ): Promise<void> {
   if (handover && config.handoverOnStop) {
-    const to = await agent.handOverOnStop().catch((err: unknown) => {
+    const to = await agent.stepDowns.handOverOnStop().catch((err: unknown) => {
       log.error({ err, category: 'hq.lease', event: 'handover-failed' }, 'handover on stop failed');
       return null;
     });
     log.info({ category: 'hq.lease', event: 'handover-on-stop', to }, 'handover on stop');
   }
-  await Promise.allSettled([agent.stop(), ...members.map((m) => m.stop())]);
+  await Promise.allSettled([stopAgent(agent), ...members.map((m) => m.stop())]);
   await Promise.allSettled(servers.map((s) => s.close()));
   await unlink(config.socketPath).catch(() => undefined);
   log.info({ category: 'hq.lease', event: 'agent-stopped' }, 'agent stopped');

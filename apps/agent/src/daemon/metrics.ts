@@ -10,18 +10,16 @@ import type { FenceDecision } from '@hq/protocol';
 import type { AgentObserver } from './observe.js';
 
 /**
- * What the gauges read at scrape time. The agent shell is one; written out here rather than
- * imported, so the metrics depend on the observer contract alone and not on the shell.
+ * The agent's parts the gauges read at scrape time. Written out here rather than imported, so
+ * the metrics depend on the observer contract alone and not on the parts' modules.
  */
 export interface ScrapedAgent {
   readonly host: string;
-  readonly tokenProblem: string | null;
-  readonly peerPaths: Iterable<readonly [string, string | null]>;
-  readonly lastHeartbeat: { readonly at: number } | null;
-  now(): { readonly wall: number };
-  validForSeconds(): number;
-  primary(): { readonly generation: number };
-  snapshot(): { readonly seen: number };
+  readonly clock: { now(): { readonly wall: number } };
+  readonly store: { readonly state: { readonly seen: number; readonly known: { readonly generation: number } | null } };
+  readonly fence: { validForSeconds(): number };
+  readonly link: { readonly tokenProblem: string | null; readonly lastHeartbeat: { readonly at: number } | null };
+  readonly peers: { readonly peerPaths: Iterable<readonly [string, string | null]> };
 }
 
 export interface AgentMetrics extends AgentObserver {
@@ -101,7 +99,7 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
     registers: [registry],
     collect() {
       const agent = current();
-      this.set(agent === null ? 0 : agent.validForSeconds());
+      this.set(agent === null ? 0 : agent.fence.validForSeconds());
     },
   });
   new Gauge({
@@ -110,7 +108,8 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
     registers: [registry],
     collect() {
       const agent = current();
-      this.set(agent === null ? 0 : agent.primary().generation);
+      // As the primary answer has it: the known generation, else the highest seen.
+      this.set(agent === null ? 0 : (agent.store.state.known?.generation ?? agent.store.state.seen));
     },
   });
   new Gauge({
@@ -119,7 +118,7 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
     registers: [registry],
     collect() {
       const agent = current();
-      this.set(agent === null ? 0 : agent.snapshot().seen);
+      this.set(agent === null ? 0 : agent.store.state.seen);
     },
   });
   new Gauge({
@@ -130,7 +129,7 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
     collect() {
       const agent = current();
       if (agent === null) return;
-      this.set({ host: agent.host }, agent.tokenProblem === null ? 1 : 0);
+      this.set({ host: agent.host }, agent.link.tokenProblem === null ? 1 : 0);
     },
   });
   new Gauge({
@@ -142,7 +141,8 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
       const agent = current();
       if (agent === null) return;
       this.reset();
-      for (const [peer, problem] of agent.peerPaths) this.set({ host: agent.host, peer }, problem === null ? 1 : 0);
+      for (const [peer, problem] of agent.peers.peerPaths)
+        this.set({ host: agent.host, peer }, problem === null ? 1 : 0);
     },
   });
   new Gauge({
@@ -152,8 +152,9 @@ function gauges(registry: Registry, current: () => ScrapedAgent | null): void {
     registers: [registry],
     collect() {
       const agent = current();
-      if (agent === null || agent.lastHeartbeat === null) return;
-      this.set({ host: agent.host }, Math.max(0, agent.now().wall - agent.lastHeartbeat.at));
+      const last = agent?.link.lastHeartbeat ?? null;
+      if (agent === null || last === null) return;
+      this.set({ host: agent.host }, Math.max(0, agent.clock.now().wall - last.at));
     },
   });
 }

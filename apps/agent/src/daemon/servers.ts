@@ -15,8 +15,7 @@ import type { Stats } from 'node:fs';
 import { chmod, lstat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
-import Fastify, { type FastifyInstance, type FastifyError, type FastifyServerFactory } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyServerFactory } from 'fastify';
 import type { Static } from 'typebox';
 import { ERRORS, FENCE_WAIT_MAX_SECONDS, isHost } from '@hq/protocol';
 // The routes' schemas as plain JSON, generated from their TypeBox definitions (../schemas/source.ts):
@@ -40,52 +39,38 @@ import {
   SeenAnswer,
   SteppedDownAnswer,
 } from '../schemas/generated.js';
+import { realTimers, type Timers } from '@hq/runtime/clock';
 import { ensureDir } from '@hq/runtime/files';
-import { HttpError, INTERNAL_BODY, RouteMethods, answerRouterError, refusalOf } from '@hq/runtime/refusal';
-import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
+import { fastifyBase, type HqFastify } from '@hq/runtime/fastify-base';
+import { HttpError } from '@hq/runtime/refusal';
+import { versionedFactory } from '@hq/runtime/protocol';
 import { sweepOnlyWhileConnected } from '@hq/runtime/idle-server';
+import { VERSION } from '@hq/runtime/version';
 import { peerTokenMatches } from '../tokens.js';
-import { VERSION, type Agent } from './agent-shell.js';
+import type { AgentParts } from './parts.js';
+import { agentStatus, peerInfo, primaryAnswer } from './summaries.js';
 import { pidProblem } from './runs.js';
 import { FENCE_CONTENT_TYPE, fenceFastPath } from './fence.js';
 import { lazyCompilers } from './lazy-schemas.js';
 import type { AgentMetrics } from './metrics.js';
 
+/** Fastify as both hq daemons serve (@hq/runtime/fastify-base), with the agent's timeouts, its lazy schemas and its metric. */
 function base(
   listener: string,
   metrics: AgentMetrics | null,
   host: () => string,
   serverFactory?: FastifyServerFactory,
-): FastifyInstance {
-  const app = Fastify({
-    ...(serverFactory !== undefined ? { serverFactory } : {}),
-    logger: false,
-    bodyLimit: 64 * 1024,
-    requestTimeout: 10_000,
-    connectionTimeout: 10_000,
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+): HqFastify {
+  const app = fastifyBase({
+    side: () => `hq-agent on ${host()}`,
+    serverFactory,
+    requestTimeoutMs: 10_000,
+    connectionTimeoutMs: 10_000,
     // Fastify's compilers with these options, each route's schema compiled at its first request.
-    schemaController: { compilersFactory: lazyCompilers() },
-    // The router's own refusals answer in hq's shape like every other error, never Fastify's.
-    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
+    fastify: { logger: false, schemaController: { compilersFactory: lazyCompilers() } },
   });
-  // Every route's URL and methods, for the 405 of a known path asked with another method.
-  const known = new RouteMethods();
-  app.addHook('onRoute', (r) => known.add(r.url, r.method));
   // Node's check of the request deadlines runs while a connection is open, not every 30 s of an idle agent.
   void sweepOnlyWhileConnected(app.server);
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
-    // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
-    const refusal = refusalOf(err);
-    return refusal !== null ? reply.code(refusal.status).send(refusal.body) : reply.code(500).send(INTERNAL_BODY);
-  });
-  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
-  // The protocol version on every answer of both listeners (docs/PROTOCOL.md "Versions").
-  const versions = versionHooks(() => `hq-agent on ${host()}`);
-  app.addHook('onRequest', versions.onRequest);
-  app.addHook('preValidation', versions.preValidation);
   if (metrics !== null) {
     app.addHook('onResponse', async (req, reply) => {
       metrics.httpDuration.observe(
@@ -123,29 +108,45 @@ export interface SocketAppOptions {
   readonly fastPath?: boolean;
 }
 
-export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: SocketAppOptions = {}): FastifyInstance {
-  const fast = opts.fastPath === false ? null : fenceFastPath(() => agent.fencing, metrics);
-  const app = base(
-    'socket',
-    metrics,
-    () => agent.host,
-    fast === null ? undefined : versionedFactory(fast.factory),
-  ).withTypeProvider<TypeBoxTypeProvider>();
+/** What the socket serves: the fence, the summaries, heartbeats, step-downs, runs and reported events. */
+export type SocketParts = Pick<
+  AgentParts,
+  'host' | 'clock' | 'settings' | 'log' | 'store' | 'fence' | 'link' | 'peers' | 'runs' | 'stepDowns'
+>;
+
+/** The socket's app: the fence first (fast path and route), then the summaries, the lease's own calls, runs and events. */
+export function socketApp(
+  parts: SocketParts,
+  metrics: AgentMetrics | null,
+  opts: SocketAppOptions = {},
+): FastifyInstance {
+  const fast = opts.fastPath === false ? null : fenceFastPath(() => parts.fence, metrics);
+  const app = base('socket', metrics, () => parts.host, fast === null ? undefined : versionedFactory(fast.factory));
   let closing = false;
   app.addHook('preClose', (done) => {
     fast?.closing();
     // A long poll would hold the close for up to its wait: it is answered now, on a connection
     // that then closes (the listener's close already passed over it as busy).
     closing = true;
-    // An app may be made, and closed, before its agent is usable (as the fast path allows).
-    (agent as Agent | null)?.fencing.releaseWaiters();
+    // An app may be made, and closed, before its parts are usable (as the fast path allows).
+    (parts as SocketParts | null)?.fence.releaseWaiters();
     done();
   });
+  fenceRoute(app, parts, () => closing);
+  summaryRoutes(app, parts);
+  leaseRoutes(app, parts);
+  runRoutes(app, parts);
+  eventRoute(app, parts);
+  return app as unknown as FastifyInstance;
+}
+
+/** `GET /v1/fence?role=R` for every spelling the fast path passes on, and its long poll. */
+function fenceRoute(app: HqFastify, parts: SocketParts, closing: () => boolean): void {
   app.get('/v1/fence', { schema: { querystring: FenceQuery } }, async (req, reply) => {
     const q = req.query;
     const poll = [q.wait, q.run, q.reason, q.generation].filter((v) => v !== undefined).length;
-    if (poll === 0 || !agent.fencing.isRole(q.role)) {
-      const r = agent.fencing.reply(q.role);
+    if (poll === 0 || !parts.fence.isRole(q.role)) {
+      const r = parts.fence.reply(q.role);
       return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
     }
     if (poll !== 4)
@@ -155,39 +156,56 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       throw new HttpError(ERRORS.BAD_REQUEST, `wait must be at most ${FENCE_WAIT_MAX_SECONDS} seconds`);
     // The connection stays quiet while it waits: longer than the listener's idle timeout allows.
     req.raw.socket.setTimeout((wait + 10) * 1000);
-    const r = await agent.fencing.watch(
+    const r = await parts.fence.watch(
       q.role,
       { run: q.run === 'true', reason: q.reason as string, generation: Number(q.generation) },
       wait,
     );
-    if (closing) reply.header('connection', 'close');
+    if (closing()) reply.header('connection', 'close');
     return reply.code(r.status).type(FENCE_CONTENT_TYPE).send(r.body);
   });
+}
+
+/** The summaries from memory: status, the seen generation, the primary. */
+function summaryRoutes(app: HqFastify, parts: SocketParts): void {
   // Asked by idle callers (doctor, the status page): declared, but written by JSON.stringify so
   // an idle agent compiles no serializer for it.
   app.get(
     '/v1/status',
     { schema: { response: { 200: AgentStatus } }, serializerCompiler: () => JSON.stringify },
-    async () => agent.status(),
+    async () => agentStatus(parts),
   );
   app.get('/v1/seen', { schema: { response: { 200: SeenAnswer } } }, async () => {
-    const seen = agent.snapshot().seen;
+    const seen = parts.store.state.seen;
     return { seen: seen > 0, generation: seen };
   });
-  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
-  app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => agent.heartbeat());
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => primaryAnswer(parts.store.state));
+}
+
+/** What `hq` asks of the lease through the agent: a heartbeat now, a step-down before a release, its undoing. */
+function leaseRoutes(app: HqFastify, parts: SocketParts): void {
+  app.post('/v1/heartbeat', { schema: { response: { 200: HeartbeatReport } } }, async () => parts.link.heartbeat());
   app.post('/v1/step-down', { schema: { response: { 200: SteppedDownAnswer } } }, async () => {
-    const ready = await agent.stepDown();
+    const ready = await parts.stepDowns.forRelease();
     return { ok: true as const, steppedDown: ready.steppedDown, childrenGone: ready.childrenGone, ran: ready.ran };
   });
+  app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
+    await parts.stepDowns.resume();
+    return { ok: true as const };
+  });
+}
+
+/** The runs of `hq fence run` supervisors: claimed before the spawn, started with their group, done. */
+function runRoutes(app: HqFastify, parts: SocketParts): void {
   app.post(
     '/v1/runs',
     { schema: { body: RunClaimBody, response: { 200: RunClaimed, 409: RunRefused, 400: ErrorBody } } },
     async (req) => {
-      if (!agent.isRole(req.body.role)) throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
+      if (!parts.fence.isRole(req.body.role))
+        throw new HttpError(ERRORS.UNKNOWN_ROLE, `unknown role "${req.body.role}"`);
       const bad = pidProblem('supervisorPid', req.body.supervisorPid);
       if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-      const a = agent.claimRun(req.body);
+      const a = parts.runs.claim(req.body);
       // A refused claim carries its reason: `{ok: false, reason}`.
       if (!a.ok) throw new HttpError(ERRORS.CONFLICT, a.reason, a);
       return a;
@@ -199,10 +217,10 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       schema: { params: RunParams, body: RunStartedBody, response: { 200: OkAnswer, 400: ErrorBody, 404: ErrorBody } },
     },
     async (req) => {
-      const supervisor = agent.runs.supervisorOf(req.params.id);
+      const supervisor = parts.runs.supervisorOf(req.params.id);
       const bad = supervisor === undefined ? null : pidProblem('pgid', req.body.pgid, supervisor);
       if (bad !== null) throw new HttpError(ERRORS.BAD_REQUEST, bad);
-      if (!agent.runs.started(req.params.id, req.body.pgid))
+      if (!parts.runs.started(req.params.id, req.body.pgid))
         throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
       return { ok: true as const };
     },
@@ -211,14 +229,14 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
     '/v1/runs/:id',
     { schema: { params: RunParams, response: { 200: OkAnswer, 404: ErrorBody } } },
     async (req) => {
-      if (!agent.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
+      if (!parts.runs.done(req.params.id)) throw new HttpError(ERRORS.NOT_FOUND, `no run ${req.params.id}`);
       return { ok: true as const };
     },
   );
-  app.post('/v1/resume', { schema: { response: { 200: OkAnswer } } }, async () => {
-    await agent.resume();
-    return { ok: true as const };
-  });
+}
+
+/** An event a local `hq` command reports: one log line like the agent's own, with `via: "cli"` so a reader can tell who decided. */
+function eventRoute(app: HqFastify, parts: SocketParts): void {
   app.post(
     '/v1/events',
     { schema: { body: ReportedEventBody, response: { 200: OkAnswer, 400: ErrorBody } } },
@@ -227,28 +245,30 @@ export function socketApp(agent: Agent, metrics: AgentMetrics | null, opts: Sock
       const taken = Object.keys(data).find((k) => LINE_FIELDS.has(k));
       if (taken !== undefined)
         throw new HttpError(ERRORS.BAD_REQUEST, `data.${taken} is a field the log line sets itself; rename it`);
-      agent.reportEvent(req.body.category, req.body.event, data);
+      parts.log.info(
+        { ...data, via: 'cli', category: req.body.category, event: req.body.event, host: parts.host },
+        req.body.event,
+      );
       return { ok: true as const };
     },
   );
-  return app as unknown as FastifyInstance;
 }
 
 /** Is a live process answering on this socket path? */
-function socketAnswers(path: string): Promise<boolean> {
+function socketAnswers(path: string, timers: Timers): Promise<boolean> {
   return new Promise((done) => {
     const s = connect(path);
-    const t = setTimeout(() => {
+    const t = timers.set(() => {
       s.destroy();
       done(true); // it accepted but did not finish: treat as live, never steal it
     }, 1000);
     s.once('connect', () => {
-      clearTimeout(t);
+      timers.clear(t);
       s.end();
       done(true);
     });
     s.once('error', () => {
-      clearTimeout(t);
+      timers.clear(t);
       done(false);
     });
   });
@@ -262,7 +282,7 @@ export class SocketInUse extends Error {
  * Prepares the socket path: its directory (0750, or the state dir's 0700 when they are the
  * same), and a stale socket from a crash removed — unless a live agent answers on it.
  */
-export async function prepareSocketPath(path: string, stateDir: string): Promise<void> {
+export async function prepareSocketPath(path: string, stateDir: string, timers: Timers = realTimers): Promise<void> {
   const dir = dirname(path);
   const problem = await ensureDir(dir, dir === stateDir ? 0o700 : 0o750);
   if (problem !== null) throw new SocketInUse(`socket directory ${problem}`);
@@ -273,12 +293,17 @@ export async function prepareSocketPath(path: string, stateDir: string): Promise
     return;
   }
   if (!st.isSocket()) throw new SocketInUse(`${path} exists and is not a socket; refusing to replace it`);
-  if (await socketAnswers(path)) throw new SocketInUse(`another agent answers on ${path}`);
+  if (await socketAnswers(path, timers)) throw new SocketInUse(`another agent answers on ${path}`);
   await unlink(path);
 }
 
-export async function listenSocket(app: FastifyInstance, path: string, stateDir: string): Promise<void> {
-  await prepareSocketPath(path, stateDir);
+export async function listenSocket(
+  app: FastifyInstance,
+  path: string,
+  stateDir: string,
+  timers: Timers = realTimers,
+): Promise<void> {
+  await prepareSocketPath(path, stateDir, timers);
   await app.listen({ path });
   await chmod(path, 0o660);
 }
@@ -286,20 +311,23 @@ export async function listenSocket(app: FastifyInstance, path: string, stateDir:
 // ---------------------------------------------------------------------------------------
 // the peer listener
 
-export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInstance {
-  const app = base('peer', metrics, () => agent.host).withTypeProvider<TypeBoxTypeProvider>();
+/** What the peer listener serves: health, the primary, peer information and confirmations. */
+export type PeerParts = Pick<AgentParts, 'host' | 'clock' | 'store' | 'peers' | 'peerToken'>;
+
+export function peerApp(parts: PeerParts, metrics: AgentMetrics | null): FastifyInstance {
+  const app = base('peer', metrics, () => parts.host);
   const requirePeer = async (req: { headers: { authorization?: string | string[] | undefined } }): Promise<void> => {
-    if (!(await peerTokenMatches(agent.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
+    if (!(await peerTokenMatches(parts.peerToken, req.headers.authorization))) throw new HttpError(ERRORS.UNAUTHORIZED);
   };
-  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: agent.host, version: VERSION }));
-  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => agent.primary());
+  app.get('/v1/health', async () => ({ status: 'ok', role: 'agent', host: parts.host, version: VERSION }));
+  app.get('/v1/primary', { schema: { response: { 200: Primary } } }, async () => primaryAnswer(parts.store.state));
   app.get('/metrics', async (_req, reply) => {
     if (metrics === null) throw new HttpError(ERRORS.NOT_FOUND, 'metrics are off');
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
   app.get('/v1/peer', { preHandler: requirePeer, schema: { response: { 200: PeerInfo } } }, async () =>
-    agent.peerInfo(),
+    peerInfo(parts),
   );
   app.post(
     '/v1/peer/confirm',
@@ -317,8 +345,9 @@ export function peerApp(agent: Agent, metrics: AgentMetrics | null): FastifyInst
     async (req) => {
       if (!isHost(req.body.host)) throw new HttpError(ERRORS.BAD_REQUEST, 'host must be a host name');
       const b = req.body;
-      if (b.probe === true) return { confirmed: false, generation: agent.primary().generation, reason: 'probe' };
-      const answer = await agent.confirm({
+      if (b.probe === true)
+        return { confirmed: false, generation: primaryAnswer(parts.store.state).generation, reason: 'probe' };
+      const answer = await parts.peers.confirm({
         host: b.host,
         generation: b.generation,
         ...(b.ttlSeconds !== undefined ? { ttlSeconds: b.ttlSeconds } : {}),

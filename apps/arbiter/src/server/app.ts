@@ -2,14 +2,21 @@
  * The Fastify app: plugins → routes, one error handler. Bad input is always a 4xx with
  * `{error, message}` from the catalog; a 5xx never shows its detail; no stack ever leaves.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { IncomingMessage } from 'node:http';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ERRORS } from '@hq/protocol';
 import { authPlugin } from '../plugins/auth.js';
 import { contextPlugin, type HqContext } from '../plugins/context.js';
-import { INTERNAL_BODY, RouteMethods, answerRouterError, oneLine, refusalOf } from '@hq/runtime/refusal';
+import { BODY_LIMIT, fastifyBase, type HqFastify } from '@hq/runtime/fastify-base';
+import { oneLine } from '@hq/runtime/refusal';
 import { PreconditionFailed } from '../if-match.js';
 import { healthRoutes } from '../routes/health.js';
 import { leaseRoutes } from '../routes/lease.js';
@@ -28,10 +35,8 @@ import { authenticate } from '../auth.js';
 import { leaseFastPath } from './fast-path.js';
 import { CasError, NotElectedError } from '../store/store.js';
 import { isEtcdError } from '../store/etcd/errors.js';
-import { versionHooks, versionedFactory } from '@hq/runtime/protocol';
-
-/** 64 KiB: every hq body is a few hundred bytes; anything larger is an error or an attack. */
-export const BODY_LIMIT = 64 * 1024;
+import { versionedFactory } from '@hq/runtime/protocol';
+import { type Timers, realTimers } from '@hq/runtime/clock';
 
 export interface AppOptions {
   readonly hq: HqContext;
@@ -52,42 +57,42 @@ export interface AppOptions {
   };
   /** `GET /v1/lease` answered in front of Fastify (default true; false = the route only, for tests that compare). */
   readonly fastPath?: boolean;
+  /** The timer that bounds the read of a refused body (tests; default the real ones). */
+  readonly timers?: Timers;
 }
 
 /** How long a refused body is read before its 413 goes out anyway (a client that never stops). */
 const LINGER_MS = 2_000;
 
-/** Reads and drops the rest of `req`'s body, then `next()`: at its end, or after LINGER_MS. */
-function lingerThen(req: IncomingMessage, next: () => void): void {
+/** Reads and drops the rest of `req`'s body, then `next()`: at its end, or after LINGER_MS on `timers`. */
+function lingerThen(req: IncomingMessage, timers: Timers, next: () => void): void {
   let gone = false;
   const go = (): void => {
     if (gone) return;
     gone = true;
-    clearTimeout(timer);
+    timers.clear(timer);
     req.removeListener('end', go);
     req.removeListener('close', go);
     next();
   };
-  const timer = setTimeout(go, LINGER_MS);
+  const timer = timers.set(go, LINGER_MS);
   req.once('end', go);
   req.once('close', go);
   req.resume();
 }
 
 /**
- * The app, built in order: Fastify with hq's limits, JSON only, the one error handler and the
- * unknown-route answer, the closing and lingering hooks, the request-duration metric, the protocol
- * version, then the plugins, the API's routes and (for the daemon) the operator pages.
+ * The app, built in order: the Fastify base both daemons share (hq's limits, the one error
+ * handler with the arbiter's store errors, the unknown-route answer, the protocol version), JSON
+ * only, the closing and lingering hooks, the request-duration metric, then the plugins, the
+ * API's routes and (for the daemon) the operator pages.
  */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const fast = opts.fastPath === false ? null : leaseFastPath(() => opts.hq);
   const app = createFastify(opts, fast);
-  answerUnknownRoutes(app);
   acceptJsonOnly(app);
-  answerErrors(app);
-  closeAndLinger(app, fast);
+  closeAndLinger(app, fast, opts.timers ?? realTimers);
   observeDurations(app, opts.hq);
-  speakProtocolVersion(app, opts.hq);
   await registerPlugins(app, opts.hq);
   await registerApiRoutes(app, opts.hq);
   if (opts.operator !== undefined) await registerOperatorPages(app, opts.hq, opts.operator);
@@ -95,35 +100,25 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 }
 
 type FastPath = ReturnType<typeof leaseFastPath>;
-type App = ReturnType<typeof createFastify>;
+type App = HqFastify;
 
-/** Fastify with hq's limits and timeouts, serving `GET /v1/lease` in front of it when `fast` is given. */
-function createFastify(opts: AppOptions, fast: FastPath | null) {
-  return Fastify({
-    ...(fast !== null ? { serverFactory: versionedFactory(fast.factory) } : {}),
-    loggerInstance: opts.log as unknown as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: BODY_LIMIT,
-    requestTimeout: opts.requestTimeoutMs ?? 10_000,
-    connectionTimeout: opts.connectionTimeoutMs ?? 30_000,
-    keepAliveTimeout: opts.keepAliveTimeoutMs ?? 10_000,
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
-    return503OnClosing: true,
-    forceCloseConnections: 'idle',
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
-    routerOptions: { ignoreTrailingSlash: false },
-    // The router's own refusals (a path parameter over 100 characters, a bad percent escape)
-    // answer in hq's shape like every other error, never Fastify's.
-    frameworkErrors: (err, _req, reply) => answerRouterError(err, reply),
-  }).withTypeProvider<TypeBoxTypeProvider>();
-}
-
-/** Every route's URL and methods, for the 405 of a known path asked with another method; 404 otherwise. */
-function answerUnknownRoutes(app: App): void {
-  const known = new RouteMethods();
-  app.addHook('onRoute', (r) => known.add(r.url, r.method));
-  app.setNotFoundHandler((req, reply) => known.answerUnknown(req, reply));
+/** The shared base with the arbiter's logger and timeouts, serving `GET /v1/lease` in front of it when `fast` is given. */
+function createFastify(opts: AppOptions, fast: FastPath | null): App {
+  return fastifyBase({
+    side: () => `hq-arbiter on ${opts.hq.config.arbiter}`,
+    serverFactory: fast === null ? undefined : versionedFactory(fast.factory),
+    requestTimeoutMs: opts.requestTimeoutMs ?? 10_000,
+    connectionTimeoutMs: opts.connectionTimeoutMs ?? 30_000,
+    fastify: {
+      loggerInstance: opts.log as unknown as FastifyBaseLogger,
+      logController: new LogController({ disableRequestLogging: true }),
+      keepAliveTimeout: opts.keepAliveTimeoutMs ?? 10_000,
+      return503OnClosing: true,
+      forceCloseConnections: 'idle',
+      routerOptions: { ignoreTrailingSlash: false },
+    },
+    ownErrors: storeErrors,
+  });
 }
 
 /** JSON only (415 otherwise). An empty JSON body is "no body" (e.g. POST /v1/check). */
@@ -139,44 +134,38 @@ function acceptJsonOnly(app: App): void {
   });
 }
 
-/** The one error handler: a lost If-Match, the store's refusals, every route's and Fastify's 4xx, else a 500 without detail. */
-function answerErrors(app: App): void {
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (err instanceof PreconditionFailed) {
-      reply.header('etag', `"${err.revision}"`);
-      return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
-    }
-    // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
-    if (err instanceof NotElectedError)
-      return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
-    // The record kept changing under every retry (other writers on the prefix): nothing decided.
-    if (err instanceof CasError) {
-      req.log.warn({ route: req.routeOptions.url }, 'the record kept changing under the decision: answered 503');
-      return reply.code(503).send({
-        error: ERRORS.STORE_UNAVAILABLE.code,
-        message:
-          'the lease record kept changing under the decision (other writers on the store): nothing was decided; send again',
-      });
-    }
-    if (isEtcdError(err) && err.kind !== 'bad-request') {
-      req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
-      return reply.code(503).send({
-        error: ERRORS.STORE_UNAVAILABLE.code,
-        message: oneLine(
-          `${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`,
-        ),
-      });
-    }
-    // Every route's refusal and Fastify's own 4xx, as both hq apps answer them.
-    const refusal = refusalOf(err);
-    if (refusal !== null) return reply.code(refusal.status).send(refusal.body);
-    req.log.error({ err, route: req.routeOptions.url }, 'request failed');
-    return reply.code(500).send(INTERNAL_BODY);
-  });
+/** The arbiter's own errors, before the shared refusals: a lost If-Match and the store's refusals. */
+function storeErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  if (err instanceof PreconditionFailed) {
+    reply.header('etag', `"${err.revision}"`);
+    return reply.code(412).send({ error: ERRORS.PRECONDITION.code, message: err.message });
+  }
+  // Store etcd: not elected (a term that just ended), or etcd did not answer — nothing decided.
+  if (err instanceof NotElectedError)
+    return reply.code(503).send({ error: ERRORS.NOT_ELECTED.code, message: ERRORS.NOT_ELECTED.message });
+  // The record kept changing under every retry (other writers on the prefix): nothing decided.
+  if (err instanceof CasError) {
+    req.log.warn({ route: req.routeOptions.url }, 'the record kept changing under the decision: answered 503');
+    return reply.code(503).send({
+      error: ERRORS.STORE_UNAVAILABLE.code,
+      message:
+        'the lease record kept changing under the decision (other writers on the store): nothing was decided; send again',
+    });
+  }
+  if (isEtcdError(err) && err.kind !== 'bad-request') {
+    req.log.warn({ err: err.message, route: req.routeOptions.url }, 'store unavailable');
+    return reply.code(503).send({
+      error: ERRORS.STORE_UNAVAILABLE.code,
+      message: oneLine(
+        `${ERRORS.STORE_UNAVAILABLE.message} (${err.kind}${err.kind === 'indeterminate' ? ': the last write may have applied; the next decision reads it back' : ''})`,
+      ),
+    });
+  }
+  return undefined;
 }
 
 /** Once closing, answers end their connection; a refused body is read before its 413 goes out. */
-function closeAndLinger(app: App, fast: FastPath | null): void {
+function closeAndLinger(app: App, fast: FastPath | null, timers: Timers): void {
   // Once closing, answers in flight end their connection, so close() need not wait for keep-alive.
   let closing = false;
   app.addHook('preClose', async () => {
@@ -191,7 +180,7 @@ function closeAndLinger(app: App, fast: FastPath | null): void {
     // closes the connection): read the rest first, for at most LINGER_MS. A socket closed with
     // unread data is reset, and a reset can drop the answer before the client reads it
     // (RFC 9112 §9.6, lingering close; test/faults/hostile.test.ts sends such bodies whole).
-    if (reply.statusCode === 413 && !req.raw.complete) return lingerThen(req.raw, () => done(null, payload));
+    if (reply.statusCode === 413 && !req.raw.complete) return lingerThen(req.raw, timers, () => done(null, payload));
     done(null, payload);
   });
 }
@@ -205,16 +194,6 @@ function observeDurations(app: App, hq: HqContext): void {
     );
     done();
   });
-}
-
-/**
- * The protocol version (docs/PROTOCOL.md "Versions"): first, so every answer — a forwarded one,
- * a refusal, a 404 — carries it, and a version this arbiter does not serve goes no further.
- */
-function speakProtocolVersion(app: App, hq: HqContext): void {
-  const versions = versionHooks(() => `hq-arbiter on ${hq.config.arbiter}`);
-  app.addHook('onRequest', versions.onRequest);
-  app.addHook('preValidation', versions.preValidation);
 }
 
 /** The context every route is handed, forwarding (store etcd), then authentication. */
