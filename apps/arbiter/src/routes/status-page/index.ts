@@ -43,7 +43,7 @@ import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { GenerationRefusalNote } from '../../arbiter-shell.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
-import type { StatusAnswerT } from './schemas.js';
+import type { StatusAnswerT } from '../../schemas/status.js';
 
 function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT {
   if (opts.arbiters === undefined) return m;

@@ -15,7 +15,7 @@ import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
-import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from './schemas.js';
+import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from '../../schemas/status.js';
 
 /** What the registry knows about a machine's load; every field optional. */
 export interface HostLoad {
