@@ -1,7 +1,8 @@
 /**
  * The thin shell around lease-core: read → decide → write (one transaction) → tell.
  * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
- * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
+ * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit. What the
+ * arbiter remembers of its hosts beside the record is `HostNotes` (host-notes.ts), held here.
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
 import type { LeaseRecord } from '@hq/protocol';
