@@ -1,19 +1,19 @@
 /**
  * The thin shell around lease-core: read → decide → write (one transaction) → tell.
  * `Arbiter.decide` is the only way a lease decision reaches the store. It owns the in-memory
- * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit.
+ * `Boot` of this life (S2.3/S2.4), replaced by the one a decision returns, after commit. What the
+ * arbiter remembers of its hosts beside the record is `HostNotes` (host-notes.ts), held here.
  */
 import type { ArbiterSettings, ArbiterState, Boot, Context, Step } from '@hq/lease-core';
-import { upgradeNote, type LeaseRecord, type PeerPathReport, type TimingProblem } from '@hq/protocol';
+import type { LeaseRecord } from '@hq/protocol';
 import {
   atRestart,
   boundRefusal,
   GENERATION_LIMITS,
-  leaseWait,
   newBoot,
   refusalLine,
   renewHold,
-  toRecord,
+  recordOf,
   type GenerationLimits,
   type GenerationRefusal,
 } from '@hq/lease-core';
@@ -36,7 +36,7 @@ import {
 } from './store/store.js';
 import { tokenStands, type Principal } from './auth.js';
 import { andThen, isPromise, type Awaitable } from './awaitable.js';
-import { TimingNotes, failoverOf } from './timing.js';
+import { HostNotes } from './host-notes.js';
 import { ifMatchAccepts, ifMatchStale, PreconditionFailed } from './if-match.js';
 
 /**
@@ -52,23 +52,6 @@ export class GenerationRefused extends HttpError {
     super(refusal.kind === 'ceiling' ? ERRORS.GENERATION_CEILING : ERRORS.GENERATION_JUMP, refusalLine(refusal, host));
     this.name = 'GenerationRefused';
   }
-}
-
-/** One candidate's path to a peer as its probes last found it; `since` in arbiter time. */
-export interface PeerPath {
-  readonly ok: boolean;
-  readonly problem: string | null;
-  readonly since: number;
-}
-
-/** The last refused generation, for the status page and `hq doctor`. */
-export interface GenerationRefusalNote {
-  readonly at: number;
-  readonly host: string | null;
-  readonly kind: GenerationRefusal['kind'];
-  /** The generation refused: the report, or the grant above the ceiling. */
-  readonly generation: number;
-  readonly message: string;
 }
 
 /** The op of the admin's acceptance: its step raises the floor past the jump bound on purpose. */
@@ -132,33 +115,35 @@ export class Arbiter {
   readonly settings: ArbiterSettings;
   private bootState: Boot;
 
+  /** What the arbiter remembers of its hosts beside the record (versions, paths, refusals). */
+  readonly notes: HostNotes;
+
   constructor(readonly deps: ArbiterDeps) {
     this.settings = settingsOf(deps.config);
     this.bootState = newBoot(deps.clock.now());
+    const { config, clock, sink } = deps;
+    this.notes = new HostNotes({ config, clock, sink, tell: (events) => this.note(events) });
   }
 
   get limits(): GenerationLimits {
     return this.deps.limits ?? GENERATION_LIMITS;
   }
 
-  private lastGenerationRefusal: GenerationRefusalNote | null = null;
-
-  /** The last report or grant the generation bounds refused (in memory: the status page and hq doctor show it). */
-  generationRefusal(): GenerationRefusalNote | null {
-    return this.lastGenerationRefusal;
-  }
-
   /**
-   * A decision's error on its way to the answer: a generation refusal is counted, remembered and
+   * A decision's error on its way to the answer: a generation refusal is noted, counted and
    * written as an event (logged at warn, hooked) before the 409 goes out. Returns the error.
    */
   private async noteGenerationRefused(err: unknown): Promise<unknown> {
     if (!(err instanceof GenerationRefused)) return err;
     const r = err.refusal;
     const generation = r.kind === 'ceiling' ? r.generation : r.reported;
-    this.lastGenerationRefusal = { at: this.now(), host: err.host, kind: r.kind, generation, message: err.message };
-    // The host's row of the status page says it too.
-    if (err.host !== null) this.noteRefused(err.host, err.message);
+    this.notes.noteGenerationRefusal({
+      at: this.now(),
+      host: err.host,
+      kind: r.kind,
+      generation,
+      message: err.message,
+    });
     this.deps.metrics.generationRefused.inc({ reason: r.kind });
     const data: EventInput['data'] =
       r.kind === 'ceiling'
@@ -197,12 +182,9 @@ export class Arbiter {
     return this.deps.store.read();
   }
 
+  /** The record as answers show it (lease-core `recordOf`). */
   record(state: ArbiterState, now: number = this.now()): LeaseRecord {
-    const r = toRecord(state.lease, state.observers, now, leaseWait(state, this.context(now)));
-    // Before its first grant the record has no timing of its own (it was created with a zero
-    // margin): it shows the configured one, which that grant will write.
-    if (state.lease.acquiredAt !== null) return r;
-    return { ...r, ttlSeconds: this.settings.ttlSeconds, safetyMarginSeconds: this.settings.safetyMarginSeconds };
+    return recordOf(state, this.context(now));
   }
 
   /** The API record of the last committed state. */
@@ -433,117 +415,6 @@ export class Arbiter {
     await this.tail;
     this.bootState = newBoot(this.now());
     await this.restart();
-  }
-
-  private readonly timingNotes = new TimingNotes();
-  /** The last request refused for a host's name (in memory: the status page's row says so). */
-  private readonly refused = new Map<string, { at: number; message: string }>();
-
-  /** A member token of another machine acting for `host` (403 wrong host): the page shows it. */
-  noteRefused(host: string, message: string): void {
-    if (this.config.candidates.includes(host)) this.refused.set(host, { at: this.now(), message });
-  }
-
-  refusedFor(host: string): { at: number; message: string } | null {
-    return this.refused.get(host) ?? null;
-  }
-
-  /**
-   * Each host's protocol version and release as its last heartbeat said them (in memory: after a
-   * restart every host is heard again within one heartbeat). The status page, hq doctor (through
-   * /v1/status) and `hq_host_version` show them.
-   */
-  private readonly versions = new Map<string, { protocol: number; release: string | null }>();
-
-  noteVersion(host: string, protocol: number, release: string | null): void {
-    const was = this.versions.get(host);
-    if (was?.protocol === protocol && was.release === release) return;
-    this.versions.set(host, { protocol, release });
-    this.deps.sink.say(
-      { event: 'host-version', host, protocol, release, upgrade: upgradeNote(host, protocol, release) },
-      'host version',
-    );
-  }
-
-  versionOf(host: string): { protocol: number; release: string | null } | null {
-    return this.versions.get(host) ?? null;
-  }
-
-  /** Every host heard so far and its version. */
-  hostVersions(): ReadonlyMap<string, { readonly protocol: number; readonly release: string | null }> {
-    return this.versions;
-  }
-
-  /**
-   * The confirmation path between candidates as each agent's last heartbeat reported its probes
-   * (in memory, like the versions: every agent reports again with its next heartbeat after a
-   * restart, and at once when a finding changes). host → peer → finding, `since` in arbiter time.
-   */
-  private readonly peerPaths = new Map<string, Map<string, PeerPath>>();
-
-  /**
-   * A heartbeat's `peerPaths`: a path that broke or works again is an event once (log, timeline,
-   * hook), never once per heartbeat. Resolves undefined when nothing changed (no promise per report).
-   */
-  notePeerPaths(host: string, reports: readonly PeerPathReport[] | undefined): Promise<void> | undefined {
-    if (reports === undefined || !this.config.candidates.includes(host)) return undefined;
-    const at = this.now();
-    const was = this.peerPaths.get(host);
-    const next = new Map<string, PeerPath>();
-    const events: EventInput[] = [];
-    for (const r of reports) {
-      const before = was?.get(r.peer);
-      if (before !== undefined && before.ok === r.ok && before.problem === r.problem) {
-        next.set(r.peer, before);
-        continue;
-      }
-      next.set(r.peer, { ok: r.ok, problem: r.problem, since: at - r.ageSeconds });
-      if (!r.ok)
-        events.push({
-          at,
-          category: 'hq.lease',
-          event: 'peer-path-broken',
-          host,
-          data: { peer: r.peer, problem: r.problem },
-        });
-      else if (before !== undefined)
-        events.push({ at, category: 'hq.lease', event: 'peer-path-ok', host, data: { peer: r.peer } });
-    }
-    this.peerPaths.set(host, next);
-    return events.length === 0 ? undefined : this.note(events);
-  }
-
-  /** Every candidate's paths to its peers as last reported (host → peer → finding). */
-  peerPathsOf(): ReadonlyMap<string, ReadonlyMap<string, PeerPath>> {
-    return this.peerPaths;
-  }
-  private lastFailover: string | null = null;
-
-  /**
-   * After a report: a change of `host`'s cross-side problems is recorded once (event, warn log,
-   * hook), and a change of the worst-case failover it implies is logged once.
-   */
-  noteTiming(host: string, problems: readonly TimingProblem[], state: ArbiterState): Promise<void> | undefined {
-    const change = this.timingNotes.change(host, problems);
-    // Nearly every report changes nothing: then nothing is awaited (no promise per heartbeat).
-    if (change === null) {
-      this.noteFailover(state);
-      return undefined;
-    }
-    return this.note([{ at: this.now(), category: 'control', event: change.event, host, data: change.data }]).then(() =>
-      this.noteFailover(state),
-    );
-  }
-
-  private noteFailover(state: ArbiterState): void {
-    const f = failoverOf(this.config, state);
-    if (f.text !== this.lastFailover) {
-      this.lastFailover = f.text;
-      this.deps.sink.say(
-        { event: 'failover-estimate', failoverSeconds: f.seconds, failover: f.text },
-        'worst-case failover',
-      );
-    }
   }
 
   /** Shell-side events (agent silence): one row each, then log and hooks. */

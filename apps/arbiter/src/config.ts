@@ -13,7 +13,7 @@ import type { Compile as CompileFn } from 'typebox/compile';
 import { ARBITER_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
 import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
 import { cronGapSeconds } from '@hq/runtime/schedule';
-import { checkLeaseTiming, wrongDaemon } from '@hq/lease-core';
+import { checkLeaseTiming, wrongDaemon, type LeaseTiming } from '@hq/lease-core';
 import { didYouMean } from '@hq/runtime/suggest';
 import { HOST_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
 import { surelyValid } from '@hq/runtime/quick-check';
@@ -222,7 +222,6 @@ const ETCD_ONLY = [
   'tls',
 ] as const;
 
-/** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
 /** `store.tls`: files that exist and are readable, a key only its owner can read, cert and key together. */
 function tlsOf(
   t: NonNullable<NonNullable<ConfigFile['store']>['tls']>,
@@ -270,13 +269,71 @@ function tlsOf(
   return out;
 }
 
+/** A config problem: the key and its one line. */
+type Problem = { key: string; message: string };
+type StoreFile = NonNullable<ConfigFile['store']>;
+
+/** `store.endpoints`: each a client URL (https with tls), none twice. */
+function endpointsOf(s: StoreFile, tls: boolean): string[] | Problem {
+  if (s.endpoints === undefined)
+    return {
+      key: 'store.endpoints',
+      message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]',
+    };
+  const endpoints: string[] = [];
+  for (const [i, e] of s.endpoints.entries()) {
+    const u = etcdEndpoint(e, tls);
+    if ('problem' in u) return { key: `store.endpoints[${i}]`, message: u.problem };
+    if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
+    endpoints.push(u.origin);
+  }
+  return endpoints;
+}
+
+/** The call timeouts and the election's term, each long enough for the one before it. */
+function etcdTimingOf(s: StoreFile): { dial: number; request: number; electionTtlSeconds: number } | Problem {
+  const dial = s.dialTimeoutSeconds ?? ETCD_DEFAULTS.dialTimeoutSeconds;
+  const request = s.requestTimeoutSeconds ?? ETCD_DEFAULTS.requestTimeoutSeconds;
+  if (request < dial)
+    return {
+      key: 'store.requestTimeoutSeconds',
+      message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call`,
+    };
+  const electionTtlSeconds = s.electionTtlSeconds ?? ETCD_DEFAULTS.electionTtlSeconds;
+  if (electionTtlSeconds <= request + ELECTION_MARGIN_SECONDS) {
+    return {
+      key: 'store.electionTtlSeconds',
+      message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin`,
+    };
+  }
+  return { dial, request, electionTtlSeconds };
+}
+
+/** `store.advertiseUrl`, by default this arbiter on the tailnet at its port: a bare origin. */
+function advertiseOf(s: StoreFile, arbiter: string, port: number, tailnetDomain: string | null): string | Problem {
+  const advertise =
+    s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
+  const up = httpUrlProblem(advertise);
+  if (up !== null) return { key: 'store.advertiseUrl', message: up };
+  const origin = new URL(advertise);
+  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '')
+    return {
+      key: 'store.advertiseUrl',
+      message: `"${advertise}" must be a bare origin (no path, query or credentials)`,
+    };
+  return origin.origin;
+}
+
+const PREFIX = /^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+/** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
 function storeOf(
   file: ConfigFile,
   arbiter: string,
   port: number,
   tailnetDomain: string | null,
   cwd: string = process.cwd(),
-): StoreConfig | { key: string; message: string } {
+): StoreConfig | Problem {
   const s = file.store;
   if (s === undefined || s.kind === 'sqlite') {
     const extra = s === undefined ? undefined : ETCD_ONLY.find((k) => s[k] !== undefined);
@@ -293,61 +350,29 @@ function storeOf(
     if ('key' in t) return t;
     tls = t;
   }
-  if (s.endpoints === undefined)
-    return {
-      key: 'store.endpoints',
-      message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]',
-    };
-  const endpoints: string[] = [];
-  for (const [i, e] of s.endpoints.entries()) {
-    const u = etcdEndpoint(e, tls !== null);
-    if ('problem' in u) return { key: `store.endpoints[${i}]`, message: u.problem };
-    if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
-    endpoints.push(u.origin);
-  }
+  const endpoints = endpointsOf(s, tls !== null);
+  if (!Array.isArray(endpoints)) return endpoints;
   const prefix = s.prefix ?? ETCD_DEFAULTS.prefix;
-  if (!/^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(prefix))
+  if (!PREFIX.test(prefix))
     return {
       key: 'store.prefix',
       message:
         'must look like /hq or /site/hq: a leading slash, segments of letters, digits, ".", "_" or "-", no trailing slash',
     };
-  const dial = s.dialTimeoutSeconds ?? ETCD_DEFAULTS.dialTimeoutSeconds;
-  const request = s.requestTimeoutSeconds ?? ETCD_DEFAULTS.requestTimeoutSeconds;
-  if (request < dial)
-    return {
-      key: 'store.requestTimeoutSeconds',
-      message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call`,
-    };
-  const electionTtlSeconds = s.electionTtlSeconds ?? ETCD_DEFAULTS.electionTtlSeconds;
-  if (electionTtlSeconds <= request + ELECTION_MARGIN_SECONDS) {
-    return {
-      key: 'store.electionTtlSeconds',
-      message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin`,
-    };
-  }
-  const advertise =
-    s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
-  const up = httpUrlProblem(advertise);
-  if (up !== null) return { key: 'store.advertiseUrl', message: up };
-  const origin = new URL(advertise);
-  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '')
-    return {
-      key: 'store.advertiseUrl',
-      message: `"${advertise}" must be a bare origin (no path, query or credentials)`,
-    };
-  const compactionIntervalSeconds = s.compactionIntervalSeconds ?? ETCD_DEFAULTS.compactionIntervalSeconds;
-  const quotaBackendBytes = s.quotaBackendBytes ?? ETCD_DEFAULTS.quotaBackendBytes;
+  const timing = etcdTimingOf(s);
+  if ('key' in timing) return timing;
+  const advertiseUrl = advertiseOf(s, arbiter, port, tailnetDomain);
+  if (typeof advertiseUrl !== 'string') return advertiseUrl;
   return {
     kind: 'etcd',
     endpoints,
     prefix,
-    dialTimeoutMs: Math.round(dial * 1000),
-    requestTimeoutMs: Math.round(request * 1000),
-    electionTtlSeconds,
-    advertiseUrl: origin.origin,
-    compactionIntervalSeconds,
-    quotaBackendBytes,
+    dialTimeoutMs: Math.round(timing.dial * 1000),
+    requestTimeoutMs: Math.round(timing.request * 1000),
+    electionTtlSeconds: timing.electionTtlSeconds,
+    advertiseUrl,
+    compactionIntervalSeconds: s.compactionIntervalSeconds ?? ETCD_DEFAULTS.compactionIntervalSeconds,
+    quotaBackendBytes: s.quotaBackendBytes ?? ETCD_DEFAULTS.quotaBackendBytes,
     tls,
   };
 }
@@ -416,6 +441,53 @@ function refuseBadShape(input: object): void {
   }
 }
 
+/** The arbiter, the candidates (none twice, never the arbiter) and the preferred standby among them. */
+function hostsOf(file: ConfigFile): { arbiter: string; candidates: readonly string[]; standby: string | null } {
+  const arbiter = file.arbiter ?? DEFAULTS.arbiter;
+  const candidates = file.candidates ?? DEFAULTS.candidates;
+  if (new Set(candidates).size !== candidates.length) throw problem('candidates', 'must not name a host twice');
+  if (candidates.includes(arbiter)) throw problem('candidates', `must not include the arbiter "${arbiter}"`);
+  const standby = file.standby ?? null;
+  if (standby !== null && !candidates.includes(standby))
+    throw problem('standby', `"${standby}" is not one of the candidates`);
+  return { arbiter, candidates, standby };
+}
+
+/** `healthUrls` (keyed by host) and `hooks.urls`: every one an http(s) URL. */
+function urlsOf(file: ConfigFile): { healthUrls: Map<string, string>; hookUrls: readonly string[] } {
+  const healthUrls = new Map<string, string>();
+  for (const [host, url] of Object.entries(file.healthUrls ?? {})) {
+    const hp = hostProblem(host);
+    if (hp !== null || !isHost(host)) throw problem(`healthUrls.${host}`, `the key ${hp ?? 'is not a host'}`);
+    const up = httpUrlProblem(url);
+    if (up !== null) throw problem(`healthUrls.${host}`, up);
+    healthUrls.set(host, url);
+  }
+  const hookUrls = file.hooks?.urls ?? [];
+  for (const [i, url] of hookUrls.entries()) {
+    const up = httpUrlProblem(url);
+    if (up !== null) throw problem(`hooks.urls[${i}]`, up);
+  }
+  return { healthUrls, hookUrls };
+}
+
+/** The lease timing with its defaults; the check interval is the gap of `checkCron`. */
+function fileTimingOf(file: ConfigFile): LeaseTiming & { checkCron: string } {
+  const checkCron = file.checkCron ?? DEFAULTS.checkCron;
+  const gap = cronGapSeconds(checkCron);
+  if (!gap.ok) throw problem('checkCron', gap.message);
+  const checkSeconds = gap.seconds;
+  return {
+    checkCron,
+    checkSeconds,
+    ttlSeconds: file.ttlSeconds ?? DEFAULTS.ttlSeconds,
+    viewFreshSeconds: file.viewFreshSeconds ?? DEFAULTS.viewFreshSeconds,
+    promoteAfterChecks: file.promoteAfterChecks ?? DEFAULTS.promoteAfterChecks,
+    safetyMarginSeconds: file.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds,
+    probeTimeoutSeconds: file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2),
+  };
+}
+
 /**
  * Checks a parsed config file (shape, names, URLs, S6) and resolves every default; the first
  * problem is thrown as a ConfigError whose message is the key's problem.
@@ -426,79 +498,43 @@ export function checkConfig(input: unknown, cwd: string = process.cwd()): Arbite
   }
   refuseBadShape(input);
   const file = input as ConfigFile;
-
-  const arbiter = file.arbiter ?? DEFAULTS.arbiter;
-  const candidates = file.candidates ?? DEFAULTS.candidates;
-  if (new Set(candidates).size !== candidates.length) throw problem('candidates', 'must not name a host twice');
-  if (candidates.includes(arbiter)) throw problem('candidates', `must not include the arbiter "${arbiter}"`);
-  const standby = file.standby ?? null;
-  if (standby !== null && !candidates.includes(standby))
-    throw problem('standby', `"${standby}" is not one of the candidates`);
-
-  const healthUrls = new Map<string, string>();
-  for (const [host, url] of Object.entries(file.healthUrls ?? {})) {
-    const hp = hostProblem(host);
-    if (hp !== null || !isHost(host)) throw problem(`healthUrls.${host}`, `the key ${hp ?? 'is not a host'}`);
-    const up = httpUrlProblem(url);
-    if (up !== null) throw problem(`healthUrls.${host}`, up);
-    healthUrls.set(host, url);
-  }
-  const urls = file.hooks?.urls ?? [];
-  for (const [i, url] of urls.entries()) {
-    const up = httpUrlProblem(url);
-    if (up !== null) throw problem(`hooks.urls[${i}]`, up);
-  }
-
-  const checkCron = file.checkCron ?? DEFAULTS.checkCron;
-  const gap = cronGapSeconds(checkCron);
-  if (!gap.ok) throw problem('checkCron', gap.message);
-  const checkSeconds = gap.seconds;
-
-  const ttlSeconds = file.ttlSeconds ?? DEFAULTS.ttlSeconds;
-  const viewFreshSeconds = file.viewFreshSeconds ?? DEFAULTS.viewFreshSeconds;
-  const promoteAfterChecks = file.promoteAfterChecks ?? DEFAULTS.promoteAfterChecks;
-  const safetyMarginSeconds = file.safetyMarginSeconds ?? DEFAULTS.safetyMarginSeconds;
-  const probeTimeoutSeconds = file.probeTimeoutSeconds ?? Math.min(DEFAULTS.probeTimeoutSeconds, checkSeconds / 2);
+  const { arbiter, candidates, standby } = hostsOf(file);
+  const { healthUrls, hookUrls } = urlsOf(file);
+  const t = fileTimingOf(file);
 
   const bands = bandsFromConfig(file.portBands);
   if (!bands.ok) throw problem(bands.key.startsWith('portBands') ? bands.key : `portBands.${bands.key}`, bands.message);
 
-  const store = storeOf(file, arbiter, file.listen?.port ?? DEFAULTS.listen.port, file.tailnetDomain ?? null, cwd);
+  const port = file.listen?.port ?? DEFAULTS.listen.port;
+  const store = storeOf(file, arbiter, port, file.tailnetDomain ?? null, cwd);
   if ('key' in store) throw problem(store.key, store.message);
 
-  const timing = checkLeaseTiming({
-    ttlSeconds,
-    checkSeconds,
-    viewFreshSeconds,
-    probeTimeoutSeconds,
-    safetyMarginSeconds,
-    promoteAfterChecks,
-  });
+  const timing = checkLeaseTiming(t);
   if (!timing.ok) throw problem(timing.key, timing.message);
   return {
     arbiter,
     candidates: [...candidates],
     standby,
-    ttlSeconds,
-    viewFreshSeconds,
-    promoteAfterChecks,
-    safetyMarginSeconds,
-    checkCron,
+    ttlSeconds: t.ttlSeconds,
+    viewFreshSeconds: t.viewFreshSeconds,
+    promoteAfterChecks: t.promoteAfterChecks,
+    safetyMarginSeconds: t.safetyMarginSeconds,
+    checkCron: t.checkCron,
     healthUrls,
     tailnetDomain: file.tailnetDomain ?? null,
     tailscaleBin: file.tailscaleBin ?? DEFAULTS.tailscaleBin,
-    probeTimeoutSeconds,
-    listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port: file.listen?.port ?? DEFAULTS.listen.port },
+    probeTimeoutSeconds: t.probeTimeoutSeconds,
+    listen: { host: file.listen?.host ?? DEFAULTS.listen.host, port },
     dataDir: resolve(cwd, file.dataDir ?? DEFAULTS.dataDir),
     store,
     auth: { openReads: file.auth?.openReads ?? DEFAULTS.auth.openReads },
-    hooks: { urls: [...urls], command: file.hooks?.command ? [...file.hooks.command] : null },
+    hooks: { urls: [...hookUrls], command: file.hooks?.command ? [...file.hooks.command] : null },
     events: {
       maxAgeDays: file.events?.maxAgeDays ?? DEFAULTS.events.maxAgeDays,
       maxCount: file.events?.maxCount ?? DEFAULTS.events.maxCount,
     },
     portBands: bands.bands,
-    checkSeconds,
+    checkSeconds: t.checkSeconds,
   };
 }
 

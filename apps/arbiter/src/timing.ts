@@ -8,27 +8,37 @@
  */
 import {
   crossTiming,
-  describeFailover,
-  failover,
+  stateFailover,
   type ArbiterState,
   type Cadence,
-  type Failover,
+  type DescribedFailover,
   type LeaseTiming,
   type Observer,
 } from '@hq/lease-core';
 import type { TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from './config.js';
 
+/**
+ * The config's lease timing, one object per config (a config is never changed in place): lease-core
+ * computes the failover and a report's problems once per timing object.
+ */
 export function leaseTimingOf(config: ArbiterConfig): LeaseTiming {
-  return {
-    ttlSeconds: config.ttlSeconds,
-    safetyMarginSeconds: config.safetyMarginSeconds,
-    checkSeconds: config.checkSeconds,
-    viewFreshSeconds: config.viewFreshSeconds,
-    promoteAfterChecks: config.promoteAfterChecks,
-    probeTimeoutSeconds: config.probeTimeoutSeconds,
-  };
+  let t = TIMINGS.get(config);
+  if (t === undefined) {
+    t = Object.freeze({
+      ttlSeconds: config.ttlSeconds,
+      safetyMarginSeconds: config.safetyMarginSeconds,
+      checkSeconds: config.checkSeconds,
+      viewFreshSeconds: config.viewFreshSeconds,
+      promoteAfterChecks: config.promoteAfterChecks,
+      probeTimeoutSeconds: config.probeTimeoutSeconds,
+    });
+    TIMINGS.set(config, t);
+  }
+  return t;
 }
+
+const TIMINGS = new WeakMap<ArbiterConfig, LeaseTiming>();
 
 /** The cadence an observer last reported (only what it sent). */
 export function cadenceOf(o: Observer | undefined): Partial<Cadence> {
@@ -48,38 +58,10 @@ export function timingProblems(config: ArbiterConfig, state: ArbiterState): Timi
   );
 }
 
-/**
- * The worst-case failover now: the promotion path uses the slowest heartbeat interval a standby
- * (a candidate other than the holder) reported, since any of them may be the promotee.
- */
-export function failoverOf(config: ArbiterConfig, state: ArbiterState): Failover & { readonly text: string } {
-  let hb: number | null = null;
-  for (const host of config.candidates) {
-    if (host === state.lease.holder) continue;
-    const s = state.observers.get(host)?.heartbeatSeconds ?? null;
-    if (s !== null) hb = Math.max(hb ?? 0, s);
-  }
-  // A pure function of the config and `hb`: every heartbeat asks it twice (its answer and
-  // `noteTiming`) with the same few values, so each is computed once per config.
-  let known = FAILOVERS.get(config);
-  if (known === undefined) {
-    known = new Map();
-    FAILOVERS.set(config, known);
-  }
-  let f = known.get(hb);
-  if (f === undefined) {
-    const bare = failover(leaseTimingOf(config), hb);
-    f = Object.freeze({ ...bare, text: describeFailover(bare) });
-    // Bounded: an agent could report many intervals over a long life; start again past a few.
-    if (known.size >= FAILOVERS_PER_CONFIG) known.clear();
-    known.set(hb, f);
-  }
-  return f;
+/** The worst-case failover now (lease-core `stateFailover`, with this config's timing). */
+export function failoverOf(config: ArbiterConfig, state: ArbiterState): DescribedFailover {
+  return stateFailover(state, config.candidates, leaseTimingOf(config));
 }
-
-/** The failovers computed so far, per config (a config is never changed in place) and reported interval. */
-const FAILOVERS = new WeakMap<ArbiterConfig, Map<number | null, Failover & { readonly text: string }>>();
-const FAILOVERS_PER_CONFIG = 64;
 
 /** An agent is silent once no heartbeat came for more than this many of its reported intervals. */
 export const SILENT_AFTER_INTERVALS = 2;
@@ -88,36 +70,6 @@ export const SILENT_AFTER_INTERVALS = 2;
 export function isSilent(ageSeconds: number, intervalSeconds: number): boolean {
   return ageSeconds > SILENT_AFTER_INTERVALS * intervalSeconds;
 }
-
-/**
- * `crossTiming` of a candidate's report: a pure function of the config and the cadence the
- * report states, which is the same in nearly every report — so each is computed once per
- * config (every heartbeat asked it, building its messages again). The arrays are
- * frozen: shared by every answer that names them.
- */
-export function reportedTiming(
-  config: ArbiterConfig,
-  timing: LeaseTiming,
-  host: string,
-  cadence: Partial<Cadence>,
-): readonly TimingProblem[] {
-  let known = REPORTED.get(config);
-  if (known === undefined) {
-    known = new Map();
-    REPORTED.set(config, known);
-  }
-  const key = `${host}\n${cadence.heartbeatSeconds}\n${cadence.refreshSeconds}\n${cadence.requestTimeoutSeconds}`;
-  let problems = known.get(key);
-  if (problems === undefined) {
-    problems = Object.freeze(crossTiming(config.arbiter, timing, host, cadence).map((p) => Object.freeze(p)));
-    if (known.size >= REPORTED_PER_CONFIG) known.clear();
-    known.set(key, problems);
-  }
-  return problems;
-}
-
-const REPORTED = new WeakMap<ArbiterConfig, Map<string, readonly TimingProblem[]>>();
-const REPORTED_PER_CONFIG = 256;
 
 /** A problem set's key for `TimingNotes` (its messages), once per set `reportedTiming` made. */
 const NOTE_KEYS = new WeakMap<readonly TimingProblem[], string>();

@@ -15,7 +15,8 @@
  * these numbers: lock-delay makes a promoted host wait for the old holder's validity whatever
  * they are; they decide whether failover *can* happen and how long it takes.
  */
-import type { TimingProblem } from '@hq/protocol';
+import type { Host, TimingProblem } from '@hq/protocol';
+import type { ArbiterState } from './arbiter.js';
 
 /** The lease timing, owned by the arbiter. */
 export interface LeaseTiming {
@@ -238,6 +239,70 @@ export function describeFailover(f: Failover): string {
     ` = ${humanSeconds(f.promotionSeconds)}, and lock-delay ${humanSeconds(f.lockDelaySeconds)}`
   );
 }
+
+/**
+ * `crossTiming` of one report. A pure function of the timing and the cadence the report states,
+ * which is the same in nearly every heartbeat: each is computed once per timing (the arrays are
+ * frozen, shared by every answer that names them).
+ */
+export function reportedTiming(
+  arbiter: string,
+  t: LeaseTiming,
+  host: string,
+  cadence: Partial<Cadence>,
+): readonly TimingProblem[] {
+  let known = REPORTED.get(t);
+  if (known === undefined) {
+    known = new Map();
+    REPORTED.set(t, known);
+  }
+  const key = `${arbiter}\n${host}\n${cadence.heartbeatSeconds}\n${cadence.refreshSeconds}\n${cadence.requestTimeoutSeconds}`;
+  let problems = known.get(key);
+  if (problems === undefined) {
+    problems = Object.freeze(crossTiming(arbiter, t, host, cadence).map((p) => Object.freeze(p)));
+    // Bounded: agents could report many cadences over a long life; start again past a few hundred.
+    if (known.size >= REPORTED_PER_TIMING) known.clear();
+    known.set(key, problems);
+  }
+  return problems;
+}
+
+const REPORTED = new WeakMap<LeaseTiming, Map<string, readonly TimingProblem[]>>();
+const REPORTED_PER_TIMING = 256;
+
+/** A failover with the sentence every place prints. */
+export type DescribedFailover = Failover & { readonly text: string };
+
+/**
+ * The worst-case failover of a state: the promotion path uses the slowest heartbeat interval a
+ * standby (a candidate other than the holder) reported, since any of them may be the promotee.
+ */
+export function stateFailover(state: ArbiterState, candidates: readonly Host[], t: LeaseTiming): DescribedFailover {
+  let hb: number | null = null;
+  for (const host of candidates) {
+    if (host === state.lease.holder) continue;
+    const s = state.observers.get(host)?.heartbeatSeconds ?? null;
+    if (s !== null) hb = Math.max(hb ?? 0, s);
+  }
+  // A pure function of the timing and `hb`, asked on every heartbeat with the same few values:
+  // each is computed once per timing.
+  let known = FAILOVERS.get(t);
+  if (known === undefined) {
+    known = new Map();
+    FAILOVERS.set(t, known);
+  }
+  let f = known.get(hb);
+  if (f === undefined) {
+    const bare = failover(t, hb);
+    f = Object.freeze({ ...bare, text: describeFailover(bare) });
+    if (known.size >= FAILOVERS_PER_TIMING) known.clear();
+    known.set(hb, f);
+  }
+  return f;
+}
+
+const FAILOVERS = new WeakMap<LeaseTiming, Map<number | null, DescribedFailover>>();
+const FAILOVERS_PER_TIMING = 64;
 
 /**
  * How often an agent that knows of no holder (none learned yet, or the record says released)

@@ -5,10 +5,10 @@
  * own waits; this names the one that ends last, until when, and what would end it sooner (agents
  * read it only to report sooner, `reportWanted`).
  */
-import type { Host, LeaseWait } from '@hq/protocol';
+import type { Host, LeaseRecord, LeaseWait } from '@hq/protocol';
 import type { ArbiterState, Context } from './arbiter.js';
 import { startWaitUntil, unreportedCandidates } from './arbiter.js';
-import { isExpired } from './record.js';
+import { isExpired, toRecord } from './record.js';
 import { lockDelaySeconds } from './timing.js';
 
 function iso(t: number): string {
@@ -96,4 +96,15 @@ function startWaitText(state: ArbiterState, ctx: Context, until: number, unrepor
   if (d.acknowledgedAt === null)
     return `${head}; it ends sooner once ${d.host} acknowledges its step-down saying it ran generation ${d.generation}`;
   return `${head}; ${d.host} acknowledged its step-down without saying it ran generation ${d.generation} in its agent's current life (or a candidate reported a generation above it), so that does not end it`;
+}
+
+/**
+ * The record as every answer shows it: the lease, its views and its wait. Before its first grant
+ * the record has no timing of its own (it was created with a zero margin): it shows the
+ * configured one, which that grant will write.
+ */
+export function recordOf(state: ArbiterState, ctx: Context): LeaseRecord {
+  const r = toRecord(state.lease, state.observers, ctx.now, leaseWait(state, ctx));
+  if (state.lease.acquiredAt !== null) return r;
+  return { ...r, ttlSeconds: ctx.settings.ttlSeconds, safetyMarginSeconds: ctx.settings.safetyMarginSeconds };
 }

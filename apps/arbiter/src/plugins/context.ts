@@ -52,7 +52,7 @@ export function actFor(req: FastifyRequest, host: string): void {
   const p = req.principal;
   if (p !== null && p.scope === 'member' && p.machine !== host) {
     const message = `this member token belongs to "${p.machine}", not "${host}"`;
-    req.server.hq.arbiter.noteRefused(host, message);
+    req.server.hq.arbiter.notes.noteRefused(host, message);
     throw new HttpError(ERRORS.WRONG_HOST, message);
   }
 }

@@ -113,6 +113,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<RegistryRoutesOptions> = 
   };
   resourceRoutes(app, routes);
   portLeaseRoutes(app, routes);
+  heldPortRoutes(app, routes);
 };
 
 /** Resources: register, heartbeat, list, delete. */
@@ -184,7 +185,7 @@ function resourceRoutes(app: App, { store, now, group }: Routes): void {
   );
 }
 
-/** Port leases in the test band: lease, list, renew, release. */
+/** Port leases in the test band: lease one, list them. */
 function portLeaseRoutes(app: App, { store, now, group, newLeaseId }: Routes): void {
   app.post(
     '/v1/leases/port',
@@ -233,7 +234,10 @@ function portLeaseRoutes(app: App, { store, now, group, newLeaseId }: Routes): v
       return { leases, bands: { reserved: [...reserved], test: { ...test }, offline: { ...offline } }, now: t };
     },
   );
+}
 
+/** A held port lease, named by its id in `x-port-lease-id`: renew, release. */
+function heldPortRoutes(app: App, { store, now, group }: Routes): void {
   app.post(
     '/v1/leases/port/:port/heartbeat',
     {

@@ -15,9 +15,11 @@ import {
 import { ACCEPT_GENERATION_OP } from '../arbiter-shell.js';
 import { answerVerdict, verdictOutcome } from './lease.js';
 
-export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { arbiter, checker } = app.hq;
+type App = Parameters<FastifyPluginAsyncTypebox>[0];
 
+/** `POST /v1/check`: one check now; a skipped one answers what it would have looked at. */
+function checkRoute(app: App): void {
+  const { checker } = app.hq;
   app.post(
     '/v1/check',
     { config: { scope: 'admin' }, schema: { response: { 200: CheckAnswer, 409: ErrorBody } } },
@@ -47,7 +49,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return r.answer;
     },
   );
+}
 
+function transferRoute(app: App): void {
+  const { arbiter } = app.hq;
   app.post(
     '/v1/lease/transfer',
     {
@@ -65,8 +70,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return answerVerdict(reply, d);
     },
   );
+}
 
-  // An admin accepts a generation the bounds refused as a report (an agent really saw it).
+/** An admin accepts a generation the bounds refused as a report (an agent really saw it). */
+function acceptGenerationRoute(app: App): void {
+  const { arbiter } = app.hq;
   app.post(
     '/v1/lease/accept-generation',
     {
@@ -93,7 +101,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return { ok: true as const, floor: a.floor, was: a.was, lease };
     },
   );
+}
 
+function maintenanceRoute(app: App): void {
+  const { arbiter } = app.hq;
   app.put(
     '/v1/maintenance',
     {
@@ -111,4 +122,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return answerVerdict(reply, d);
     },
   );
+}
+
+export const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  checkRoute(app);
+  transferRoute(app);
+  acceptGenerationRoute(app);
+  maintenanceRoute(app);
 };

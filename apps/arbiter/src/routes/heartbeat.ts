@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { heartbeat, stepDownAsked } from '@hq/lease-core';
-import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion, type TimingProblem } from '@hq/protocol';
+import type { Static } from 'typebox';
+import { heartbeatAnswered } from '@hq/lease-core';
+import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion } from '@hq/protocol';
 import { actFor } from '../plugins/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/generated.js';
-import { failoverOf, leaseTimingOf, reportedTiming } from '../timing.js';
+import { leaseTimingOf } from '../timing.js';
 
-const NO_PROBLEMS: readonly TimingProblem[] = Object.freeze([]);
+/** The answer as the route's schema types it (mutable arrays; the serializer only reads them). */
+type HeartbeatAnswerT = Static<typeof HeartbeatAnswer>;
 
 export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter, config } = app.hq;
@@ -33,34 +35,20 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
         'heartbeat',
         req.principal,
         req.headers['if-match'],
-        (s, ctx) => heartbeat(s, ctx, body),
+        (s, ctx) => heartbeatAnswered(s, ctx, body, timing),
         (a) => a.outcome,
         body.host,
       );
-      // S6: the pairs across the sides, from the cadence this very report states.
-      const problems = config.candidates.includes(body.host)
-        ? reportedTiming(config, timing, body.host, body)
-        : NO_PROBLEMS;
-      const noted = arbiter.noteTiming(body.host, problems, d.state);
+      const { notes } = arbiter;
+      const noted = notes.noteTiming(body.host, d.answer.timingProblems, d.state);
       if (noted !== undefined) await noted;
       // The version the report speaks (the hook served it) and, from protocol 2, the release it names.
       const spoken = spokenVersion(req.headers[PROTOCOL_HEADER]);
-      arbiter.noteVersion(body.host, spoken.ok ? spoken.version : PROTOCOL_UNSTATED, body.version ?? null);
-      const paths = arbiter.notePeerPaths(body.host, body.peerPaths);
+      notes.noteVersion(body.host, spoken.ok ? spoken.version : PROTOCOL_UNSTATED, body.version ?? null);
+      const paths = notes.notePeerPaths(body.host, body.peerPaths);
       if (paths !== undefined) await paths;
-      return {
-        outcome: d.answer.outcome,
-        reason: d.answer.reason,
-        lease: arbiter.record(d.state, d.now),
-        hold: arbiter.hold(d),
-        reportInSeconds: d.answer.reportInSeconds,
-        // Shared, frozen arrays (the serializer only reads them): no copy per answer.
-        timingProblems: problems as TimingProblem[],
-        failover: failoverOf(config, d.state).text,
-        candidates: config.candidates as string[],
-        // The displaced holder learns at once that its acknowledgement is awaited.
-        stepDown: stepDownAsked(d.state, d.ctx, body.host),
-      };
+      // Shared, frozen arrays (the serializer only reads them): no copy per answer.
+      return d.answer as HeartbeatAnswerT;
     },
   );
 };

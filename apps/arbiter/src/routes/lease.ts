@@ -60,9 +60,11 @@ const mutationResponses = {
   412: ErrorBody,
 };
 
-export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { arbiter } = app.hq;
+type App = Parameters<FastifyPluginAsyncTypebox>[0];
 
+/** The record and the primary, for any reader. */
+function readRoutes(app: App): void {
+  const { arbiter } = app.hq;
   app.get(
     '/v1/lease',
     { config: { scope: 'read' }, schema: { response: { 200: LeaseRecord } } },
@@ -77,7 +79,11 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const { lease } = await arbiter.read();
     return { known: lease.holder !== null && lease.generation > 0, holder: lease.holder, generation: lease.generation };
   });
+}
 
+/** Acquire, renew and release: each a member's step for its own host. */
+function memberRoutes(app: App): void {
+  const { arbiter } = app.hq;
   /**
    * A member acting for its own host: one lease step decided in one commit, answered as a verdict
    * (an acquire's and a renewal's answer carries the S2.3 hold).
@@ -117,8 +123,11 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
     { config: member, schema: { body: ReleaseBody, response: mutationResponses } },
     memberStep('release', release, false),
   );
+}
 
-  // The displaced holder's step-down acknowledgement: a refusal is an answer, not an error.
+/** The displaced holder's step-down acknowledgement: a refusal is an answer, not an error. */
+function steppedDownRoute(app: App): void {
+  const { arbiter } = app.hq;
   app.post(
     '/v1/lease/stepped-down',
     {
@@ -153,4 +162,10 @@ export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
         : { accepted: false, reason: a.reason, savedSeconds: null, lease };
     },
   );
+}
+
+export const leaseRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  readRoutes(app);
+  memberRoutes(app);
+  steppedDownRoute(app);
 };

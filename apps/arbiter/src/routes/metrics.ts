@@ -5,7 +5,7 @@ export const metricsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { arbiter, metrics, config, version } = app.hq;
   app.get('/metrics', { config: { scope: 'read' } }, async (_req, reply) => {
     const versions = new Map([
-      ...arbiter.hostVersions(),
+      ...arbiter.notes.hostVersions(),
       [config.arbiter, { protocol: PROTOCOL_VERSION, release: version }],
     ]);
     metrics.refresh({
@@ -13,7 +13,7 @@ export const metricsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       now: arbiter.now(),
       candidates: config.candidates,
       versions,
-      peerPaths: arbiter.peerPathsOf(),
+      peerPaths: arbiter.notes.peerPathsOf(),
     });
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();

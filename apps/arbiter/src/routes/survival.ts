@@ -19,7 +19,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   ERRORS,
   type CatalogEntry,
@@ -102,31 +102,24 @@ function refusal(entry: CatalogEntry, message: string = entry.message): HttpErro
   return new HttpError(entry, message, { error: entry.code, message });
 }
 
-export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
-  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const store = opts.store;
-  const keep = {
-    core: opts.keep?.core ?? SURVIVAL_KEEP.core,
-    big: opts.keep?.big ?? SURVIVAL_KEEP.big,
-    obs: opts.keep?.obs ?? SURVIVAL_KEEP.obs,
-  };
-  let commits: Promise<unknown> = Promise.resolve();
-  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
-    const p = commits.then(fn, fn);
-    commits = p.catch(() => undefined);
-    return p;
-  };
+type App = Parameters<FastifyPluginAsyncTypebox>[0];
+/** The machine of each write's token, set by the onRequest hook. */
+type Machines = WeakMap<object, string>;
 
-  const machineOf = new WeakMap<object, string>();
+/** Writes carry a member (or admin) token; its machine is the one the copy is of. */
+function authorizeWrites(app: App, authorize: SurvivalRoutesOptions['authorize'], machineOf: Machines): void {
   app.addHook('onRequest', async (req) => {
     if (req.method === 'GET' || req.method === 'HEAD') return undefined; // reads follow the arbiter's own read rule (scope read)
-    const who = await opts.authorize(req.raw.rawHeaders);
+    const who = await authorize(req.raw.rawHeaders);
     if (who === null || !isHost(who.machine)) throw refusal(ERRORS.UNAUTHORIZED);
     machineOf.set(req, who.machine);
     return undefined;
   });
   app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+}
 
+/** One blob, checked against its sha256 as it lands. */
+function blobRoute(app: App, store: SurvivalStore, machineOf: Machines): void {
   app.put(
     '/v1/survival/:tier/:generation/blobs/:sha256',
     {
@@ -153,7 +146,26 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
       return stored;
     },
   );
+}
 
+/** Runs each call after the one before it has finished: commits never interleave. */
+function serially(): <T>(fn: () => Promise<T>) => Promise<T> {
+  let commits: Promise<unknown> = Promise.resolve();
+  return <T>(fn: () => Promise<T>): Promise<T> => {
+    const p = commits.then(fn, fn);
+    commits = p.catch(() => undefined);
+    return p;
+  };
+}
+
+/** The manifest, which publishes the generation whole once every file is verified. */
+function commitRoute(
+  app: App,
+  store: SurvivalStore,
+  keep: { readonly [T in Tier]: number },
+  machineOf: Machines,
+): void {
+  const serial = serially();
   app.put(
     '/v1/survival/:tier/:generation',
     {
@@ -193,6 +205,19 @@ export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (
         return committed;
       }),
   );
+}
 
+export const survivalRoutes: FastifyPluginAsync<SurvivalRoutesOptions> = async (instance, opts) => {
+  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
+  const store = opts.store;
+  const keep = {
+    core: opts.keep?.core ?? SURVIVAL_KEEP.core,
+    big: opts.keep?.big ?? SURVIVAL_KEEP.big,
+    obs: opts.keep?.obs ?? SURVIVAL_KEEP.obs,
+  };
+  const machineOf: Machines = new WeakMap();
+  authorizeWrites(app, opts.authorize, machineOf);
+  blobRoute(app, store, machineOf);
+  commitRoute(app, store, keep, machineOf);
   app.get('/v1/survival', { config: { scope: 'read' } }, (): Promise<SurvivalList> => store.list());
 };

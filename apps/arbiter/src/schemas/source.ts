@@ -11,7 +11,6 @@
 import Type from 'typebox';
 import { HOST_SCHEMA_PATTERN } from '@hq/protocol';
 import { Conflict, ErrorBody, GrantedGeneration, LeaseRecord } from '@hq/protocol/schemas';
-import { PortBandsConfig } from '../registry/schemas.js';
 
 export {
   AcquireBody,
@@ -53,7 +52,22 @@ export {
   SurvivalParams,
   TransferBody,
 } from '@hq/protocol/schemas';
-export { StatusAnswer } from '../routes/status-page/schemas.js';
+export { StatusAnswer } from './status.js';
+
+/** One band of ports, both ends included. */
+const PortRange = Type.Object(
+  { from: Type.Integer({ minimum: 1, maximum: 65535 }), to: Type.Integer({ minimum: 1, maximum: 65535 }) },
+  { additionalProperties: false },
+);
+/** The registry's `portBands` (its request and answer schemas are the protocol's). */
+const PortBandsConfig = Type.Object(
+  {
+    reserved: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { maxItems: 1024 })),
+    test: Type.Optional(PortRange),
+    offline: Type.Optional(PortRange),
+  },
+  { additionalProperties: false },
+);
 
 /** A lease decision's 409: the conflict with the record, or a refusal by the generation bounds (`{error, message}`). */
 export const LeaseRefused = Type.Union([Conflict, ErrorBody]);

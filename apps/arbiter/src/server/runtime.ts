@@ -187,12 +187,16 @@ export async function openStores(config: ArbiterConfig, withRegistry: boolean): 
 /** Expired registry rows stay an hour (for a look with sqlite3), then the hourly sweep drops them. */
 export const REGISTRY_KEEP_EXPIRED_MS = 3_600_000;
 
-export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
+/** Where a decision is told: the metrics, the hooks, and the sink that logs, hooks and wakes the event stream. */
+interface Tell {
+  readonly metrics: Metrics;
+  readonly hooks: Hooks;
+  readonly waiters: EventWaiters;
+  readonly sink: EventSink;
+}
+
+function tellOf(opts: RuntimeOptions, log: Logger): Tell {
   const { config } = opts;
-  const log = opts.log ?? arbiterLogger();
-  const clock = opts.clock ?? steadyClock();
-  const stores = await openStores(config, opts.registry === true);
-  const { store, registry } = stores;
   const metrics = new Metrics(opts.processMetrics ?? true);
   const hooks = new Hooks(
     {
@@ -205,6 +209,137 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   );
   const waiters = new EventWaiters();
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
+  return { metrics, hooks, waiters, sink };
+}
+
+/**
+ * Store etcd with `elect` (the daemon): the election, whose takeover is a restart with the state
+ * kept (L3) after which this arbiter runs the checks. Otherwise a daemon's restart clamps the
+ * previous life's times now; null.
+ */
+async function leadershipOf(
+  opts: RuntimeOptions,
+  stores: Stores,
+  arbiter: Arbiter,
+  checker: Checker,
+  metrics: Metrics,
+  log: Logger,
+): Promise<Leadership | null> {
+  const e = stores.etcd;
+  if (e === null || opts.elect !== true) {
+    if (opts.restart === true) await arbiter.restart();
+    return null;
+  }
+  const { Leadership, registerLeadershipMetrics } = await import('../leadership.js');
+  const leadership = new Leadership({
+    client: e.client,
+    prefix: e.config.prefix,
+    advertiseUrl: e.config.advertiseUrl,
+    ttlSeconds: e.config.electionTtlSeconds,
+    compactionIntervalMs: e.config.compactionIntervalSeconds * 1000,
+    quotaBytes: e.config.quotaBackendBytes,
+    guarded: [e.store, ...(e.registry === null ? [] : [e.registry])],
+    log: log.child({ component: 'election' }),
+    onElected: async () => {
+      await arbiter.takeOver();
+      checker.start();
+    },
+    onEnded: () => checker.stop(),
+  });
+  registerLeadershipMetrics(metrics.registry, leadership);
+  return leadership;
+}
+
+/** `ensureAdmin`: the admin token written when none exists, and the line that says how to install it. */
+async function adminTokenOf(
+  opts: RuntimeOptions,
+  store: LeaseStore,
+  clock: SecondsClock,
+  log: Logger,
+): Promise<string | null> {
+  if (opts.ensureAdmin !== true) return null;
+  const { config } = opts;
+  const path = await ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
+  if (path !== null) {
+    // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
+    // {stateDir}/admin-token), so the line says how to install it there.
+    const install = `install -m 0600 ${path} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${path})", for hq maintenance and hq failover`;
+    log.info({ path, install }, 'admin token written');
+  }
+  return path;
+}
+
+/** What the runtime's sweeps and app are built from, once its parts are wired. */
+interface Wired {
+  readonly opts: RuntimeOptions;
+  readonly log: Logger;
+  readonly clock: SecondsClock;
+  readonly stores: Stores;
+  readonly tell: Tell;
+  readonly arbiter: Arbiter;
+  readonly checker: Checker;
+  readonly leadership: Leadership | null;
+  readonly nowMs: () => number;
+  /** True once the runtime is closed: the sweeps stop. */
+  readonly closed: () => boolean;
+}
+
+/** Store etcd: an expiry is a clock decision, the elected arbiter's alone (leadership.ts). */
+function maySweep(w: Wired): boolean {
+  return !w.closed() && (w.leadership === null || w.leadership.mayDecide());
+}
+
+async function sweepRegistryOf(w: Wired): Promise<{ resources: number; leases: number }> {
+  const { registry } = w.stores;
+  if (registry === null || !maySweep(w)) return { resources: 0, leases: 0 };
+  const swept = await registry.sweep(w.nowMs() - REGISTRY_KEEP_EXPIRED_MS);
+  if (swept.resources + swept.leases > 0)
+    w.log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
+  return swept;
+}
+
+async function sweepEventsOf(w: Wired): Promise<number> {
+  if (!maySweep(w)) return 0;
+  const { maxAgeDays, maxCount } = w.opts.config.events;
+  const n = await w.stores.store.sweepEvents(w.clock.now() - maxAgeDays * 86_400, maxCount);
+  if (n > 0) w.log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');
+  return n;
+}
+
+/** The Fastify app over the wired parts, with the registry's routes and the operator pages when asked. */
+async function appOf(w: Wired): Promise<FastifyInstance> {
+  const { stores, opts, nowMs } = w;
+  const { registry } = stores;
+  // The status page's load column: the machines the agents register.
+  const load =
+    registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
+  const app = await buildApp({
+    hq: {
+      arbiter: w.arbiter,
+      checker: w.checker,
+      store: stores.store,
+      metrics: w.tell.metrics,
+      config: opts.config,
+      version: version(),
+      leadership: w.leadership,
+      ...(stores.etcd === null ? {} : { survival: stores.etcd.survival }),
+    },
+    log: w.log,
+    ...(opts.operator === true ? { operator: { waiters: w.tell.waiters, load } } : {}),
+  });
+  if (registry !== null) await app.register(registryRoutes, { store: registry, now: nowMs });
+  return app;
+}
+
+/** Store → arbiter shell → checker (→ election) → admin token; the app is built on first use. */
+export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  const { config } = opts;
+  const log = opts.log ?? arbiterLogger();
+  const clock = opts.clock ?? steadyClock();
+  const stores = await openStores(config, opts.registry === true);
+  const { store, registry } = stores;
+  const tell = tellOf(opts, log);
+  const { metrics, hooks, sink } = tell;
   // Store etcd with an election (the daemon): decisions only on the elected arbiter (leadership.ts).
   let leadership: Leadership | null = null;
   const arbiter = new Arbiter({
@@ -226,46 +361,15 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     log: log.child({ component: 'check' }),
     wallClockMs: opts.wallClockMs ?? wallClockMs,
   });
-  if (stores.etcd !== null && opts.elect === true) {
-    const e = stores.etcd;
-    const { Leadership, registerLeadershipMetrics } = await import('../leadership.js');
-    leadership = new Leadership({
-      client: e.client,
-      prefix: e.config.prefix,
-      advertiseUrl: e.config.advertiseUrl,
-      ttlSeconds: e.config.electionTtlSeconds,
-      compactionIntervalMs: e.config.compactionIntervalSeconds * 1000,
-      quotaBytes: e.config.quotaBackendBytes,
-      guarded: [e.store, ...(e.registry === null ? [] : [e.registry])],
-      log: log.child({ component: 'election' }),
-      // L3: a takeover is a restart with the state kept; then this arbiter runs the checks.
-      onElected: async () => {
-        await arbiter.takeOver();
-        checker.start();
-      },
-      onEnded: () => checker.stop(),
-    });
-    registerLeadershipMetrics(metrics.registry, leadership);
-  } else if (opts.restart === true) await arbiter.restart();
-  let adminTokenPath: string | null = null;
-  if (opts.ensureAdmin === true) {
-    adminTokenPath = await ensureAdminToken(store, config.dataDir, config.arbiter, clock.now());
-    if (adminTokenPath !== null) {
-      // The CLI looks for it elsewhere ($HQ_ADMIN_TOKEN, --token-file, else the agent's
-      // {stateDir}/admin-token), so the line says how to install it there.
-      const install = `install -m 0600 ${adminTokenPath} ~/.hq/admin-token (the agent's {stateDir}/admin-token), or export HQ_ADMIN_TOKEN="$(cat ${adminTokenPath})", for hq maintenance and hq failover`;
-      log.info({ path: adminTokenPath, install }, 'admin token written');
-    }
-  }
+  leadership = await leadershipOf(opts, stores, arbiter, checker, metrics, log);
+  const adminTokenPath = await adminTokenOf(opts, store, clock, log);
   if (store.createdNow)
     log.info({ where: stores.where }, 'store created; generation floor pending until every candidate reports');
   const nowMs = (): number => Math.round(clock.now() * 1000);
   if (registry !== null) registerFleetMetrics(metrics.registry, { store: registry, now: nowMs });
-  // The status page's load column: the machines the agents register.
-  const load =
-    registry === null ? undefined : registryLoad(() => registry.listResources({ kind: 'machine' }, nowMs()), nowMs);
   let app: FastifyInstance | null = null;
   let closed = false;
+  const wired: Wired = { opts, log, clock, stores, tell, arbiter, checker, leadership, nowMs, closed: () => closed };
   return {
     config,
     log,
@@ -282,40 +386,10 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       if (leadership !== null) leadership.start();
       else checker.start();
     },
-    async sweepRegistry() {
-      // Store etcd: an expiry is a clock decision, the elected arbiter's alone (leadership.ts).
-      if (registry === null || closed || (leadership !== null && !leadership.mayDecide()))
-        return { resources: 0, leases: 0 };
-      const swept = await registry.sweep(nowMs() - REGISTRY_KEEP_EXPIRED_MS);
-      if (swept.resources + swept.leases > 0)
-        log.info({ component: 'registry', ...swept }, 'expired registry rows swept');
-      return swept;
-    },
-    async sweepEvents() {
-      if (closed || (leadership !== null && !leadership.mayDecide())) return 0;
-      const { maxAgeDays, maxCount } = config.events;
-      const n = await store.sweepEvents(clock.now() - maxAgeDays * 86_400, maxCount);
-      if (n > 0) log.info({ component: 'events', swept: n, maxAgeDays, maxCount }, 'old events swept');
-      return n;
-    },
+    sweepRegistry: () => sweepRegistryOf(wired),
+    sweepEvents: () => sweepEventsOf(wired),
     async app() {
-      if (app === null) {
-        app = await buildApp({
-          hq: {
-            arbiter,
-            checker,
-            store,
-            metrics,
-            config,
-            version: version(),
-            leadership,
-            ...(stores.etcd === null ? {} : { survival: stores.etcd.survival }),
-          },
-          log,
-          ...(opts.operator === true ? { operator: { waiters, load } } : {}),
-        });
-        if (registry !== null) await app.register(registryRoutes, { store: registry, now: nowMs });
-      }
+      app ??= await appOf(wired);
       return app;
     },
     async close() {

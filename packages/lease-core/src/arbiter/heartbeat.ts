@@ -2,9 +2,12 @@
  * The arbiter's side of a heartbeat: the holder renews, a standby reports its view and the
  * confirmation it gave.
  */
-import type { HeartbeatAnswer, HeartbeatRequest, LeaseRefusal, View } from '@hq/protocol';
+import type { HeartbeatAnswer, HeartbeatRequest, LeaseRefusal, TimingProblem, View } from '@hq/protocol';
 import type { Confirmation } from '../record.js';
 import { leaseEvent } from '../events.js';
+import { reportedTiming, stateFailover, type LeaseTiming } from '../timing.js';
+import { recordOf } from '../wait.js';
+import { stepDownAsked } from './step-down.js';
 import {
   type ArbiterState,
   type Context,
@@ -15,12 +18,10 @@ import {
   write,
   noteReport,
   renewed,
+  renewHold,
 } from '../arbiter.js';
 
-/**
- * What the decision answers; the route adds the record, the hold, the timing problems, the
- * failover sentence and the candidates (`HeartbeatAnswer` of @hq/protocol).
- */
+/** What `heartbeat` decides of the answer; `heartbeatAnswered` adds the rest of it. */
 export type HeartbeatDecision = Pick<HeartbeatAnswer, 'outcome' | 'reason' | 'reportInSeconds'>;
 
 /**
@@ -100,4 +101,40 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatRe
     }),
   );
   return { next: state, boot: noted.boot, events, answer: { outcome: 'standby', reason: null, reportInSeconds } };
+}
+
+const NO_PROBLEMS: readonly TimingProblem[] = Object.freeze([]);
+
+/**
+ * `heartbeat` with its whole answer (`HeartbeatAnswer` of @hq/protocol), all of it of the state
+ * this decision writes and the boot it leaves — what its commit confirms: the record, the hold,
+ * the cross-side problems of the cadence this very report states, the worst-case failover, the
+ * candidates, and whether this host is the displaced holder whose acknowledgement is awaited.
+ */
+export function heartbeatAnswered(
+  state0: ArbiterState,
+  ctx: Context,
+  input: HeartbeatRequest,
+  timing: LeaseTiming,
+): Step<HeartbeatAnswer> {
+  const step = heartbeat(state0, ctx, input);
+  const after: Context = { ...ctx, boot: step.boot };
+  const state = step.next;
+  const { arbiter, candidates } = ctx.settings;
+  return {
+    ...step,
+    answer: {
+      outcome: step.answer.outcome,
+      reason: step.answer.reason,
+      lease: recordOf(state, after),
+      hold: renewHold(after, after.boot, state),
+      reportInSeconds: step.answer.reportInSeconds,
+      timingProblems: isCandidate(ctx.settings, input.host)
+        ? reportedTiming(arbiter, timing, input.host, input)
+        : NO_PROBLEMS,
+      failover: stateFailover(state, candidates, timing).text,
+      candidates,
+      stepDown: stepDownAsked(state, after, input.host),
+    },
+  };
 }

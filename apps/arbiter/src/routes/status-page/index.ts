@@ -41,9 +41,9 @@ import {
 } from './model.js';
 import type { LoadLookup } from './load.js';
 import type { Awaitable } from '../../awaitable.js';
-import type { GenerationRefusalNote } from '../../arbiter-shell.js';
+import type { GenerationRefusalNote } from '../../host-notes.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
-import type { StatusAnswerT } from './schemas.js';
+import type { StatusAnswerT } from '../../schemas/status.js';
 
 function withArbiters(m: StatusAnswerT, opts: StatusPageOptions): StatusAnswerT {
   if (opts.arbiters === undefined) return m;
@@ -90,11 +90,13 @@ export function statusPageOptions(
     record: (s) => hq.arbiter.record(s),
     listEvents: (after, limit) => hq.store.listEvents(after, limit),
     settings: (state) => statusSettings(hq.config, state),
-    refused: (host) => hq.arbiter.refusedFor(host),
-    generationRefusal: () => hq.arbiter.generationRefusal(),
+    refused: (host) => hq.arbiter.notes.refusedFor(host),
+    generationRefusal: () => hq.arbiter.notes.generationRefusal(),
     versions: (host) =>
-      host === hq.config.arbiter ? { protocol: PROTOCOL_VERSION, release: hq.version } : hq.arbiter.versionOf(host),
-    peerPaths: () => hq.arbiter.peerPathsOf(),
+      host === hq.config.arbiter
+        ? { protocol: PROTOCOL_VERSION, release: hq.version }
+        : hq.arbiter.notes.versionOf(host),
+    peerPaths: () => hq.arbiter.notes.peerPathsOf(),
     ...(hq.leadership == null ? {} : { arbiters: (() => hq.leadership!.status()) as () => ArbitersT }),
     ...extra,
   };

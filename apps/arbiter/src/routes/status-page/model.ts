@@ -15,7 +15,7 @@ import { failoverOf, isSilent, timingProblems } from '../../timing.js';
 import type { EventRow } from '../../store/store.js';
 import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
-import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from './schemas.js';
+import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from '../../schemas/status.js';
 
 /** What the registry knows about a machine's load; every field optional. */
 export interface HostLoad {
@@ -234,6 +234,91 @@ function heartbeatOf(
   return { text: `${fmtSeconds(age)} ago`, problem: false };
 }
 
+/** What a host's row is read from, beside its name. */
+interface RowSources {
+  readonly state: ArbiterState;
+  readonly record: LeaseRecord;
+  readonly settings: StatusSettings;
+  readonly load: ((host: string) => HostLoad | null) | undefined;
+  readonly refused: ((host: string) => Refusal | null) | undefined;
+  readonly versions: ((host: string) => HostVersion | null) | undefined;
+}
+
+/** The candidates (priority order), then the arbiter, then any other observer. */
+function hostNames(state: ArbiterState, settings: StatusSettings): string[] {
+  const names: string[] = [...settings.candidates];
+  if (!names.includes(settings.arbiter)) names.push(settings.arbiter);
+  for (const name of state.observers.keys()) if (!names.includes(name)) names.push(name);
+  return names;
+}
+
+function roleOf(host: string, record: LeaseRecord, settings: StatusSettings): HostStatusT['role'] {
+  if (host === settings.arbiter) return 'arbiter';
+  if (record.holder === host) return 'holder';
+  return settings.candidates.includes(host) ? 'standby' : 'observer';
+}
+
+/** The registry's load of a host; a failing registry costs the column, never the page. */
+function safeLoad(load: ((host: string) => HostLoad | null) | undefined, host: string): HostLoad | null {
+  try {
+    return load === undefined ? null : load(host);
+  } catch {
+    return null;
+  }
+}
+
+function hostRow(host: string, src: RowSources): HostStatusT {
+  const { state, record, settings } = src;
+  const now = record.now;
+  const o = state.observers.get(host);
+  const v = o?.view ?? null;
+  const role = roleOf(host, record, settings);
+  const hb = heartbeatOf(role, o, src.refused?.(host) ?? null, now);
+  const view = viewOf(role, v, record, settings, hb.problem);
+  const hostLoad = loadOf(safeLoad(src.load, host), now);
+  const ver = versionOf(src.versions?.(host) ?? null);
+  return {
+    host,
+    role,
+    lastHeartbeatAgeSeconds: o?.lastHeartbeatAt == null ? null : Math.max(0, now - o.lastHeartbeatAt),
+    heartbeatSeconds: o?.heartbeatSeconds ?? null,
+    heartbeatText: hb.text,
+    heartbeatProblem: hb.problem,
+    view:
+      v === null
+        ? null
+        : {
+            target: v.target,
+            reachable: v.reachable,
+            ping: v.ping,
+            health: v.health,
+            ageSeconds: Math.max(0, now - v.at),
+          },
+    viewText: view.text,
+    viewLevel: view.level,
+    load: hostLoad,
+    loadText: loadText(hostLoad),
+    protocol: ver.protocol,
+    release: ver.release,
+    versionText: ver.versionText,
+    upgrade: ver.note(host),
+  };
+}
+
+function failoverStatus(settings: StatusSettings): StatusAnswerT['failover'] {
+  return {
+    seconds: settings.failoverSeconds,
+    lockDelaySeconds: settings.lockDelaySeconds,
+    promoteAfterChecks: settings.promoteAfterChecks,
+    checkSeconds: settings.checkSeconds,
+    heartbeatSeconds: settings.heartbeatSeconds,
+    text:
+      settings.failoverText ??
+      (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
+    problem: settings.timingProblem,
+  };
+}
+
 /** One row per candidate (priority order), then the arbiter, then any other observer. */
 export function statusModel(
   state: ArbiterState,
@@ -245,73 +330,14 @@ export function statusModel(
   peerPaths?: PeerPaths,
 ): StatusAnswerT {
   const now = record.now;
-  const names: string[] = [...settings.candidates];
-  if (!names.includes(settings.arbiter)) names.push(settings.arbiter);
-  for (const name of state.observers.keys()) if (!names.includes(name)) names.push(name);
-  const hosts = names.map((host): HostStatusT => {
-    const o = state.observers.get(host);
-    const v = o?.view ?? null;
-    const role: HostStatusT['role'] =
-      host === settings.arbiter
-        ? 'arbiter'
-        : record.holder === host
-          ? 'holder'
-          : settings.candidates.includes(host)
-            ? 'standby'
-            : 'observer';
-    let l: HostLoad | null = null;
-    try {
-      l = load === undefined ? null : load(host);
-    } catch {
-      l = null;
-    }
-    const hb = heartbeatOf(role, o, refused?.(host) ?? null, now);
-    const view = viewOf(role, v, record, settings, hb.problem);
-    const hostLoad = loadOf(l, now);
-    const ver = versionOf(versions?.(host) ?? null);
-    return {
-      host,
-      role,
-      lastHeartbeatAgeSeconds: o?.lastHeartbeatAt == null ? null : Math.max(0, now - o.lastHeartbeatAt),
-      heartbeatSeconds: o?.heartbeatSeconds ?? null,
-      heartbeatText: hb.text,
-      heartbeatProblem: hb.problem,
-      view:
-        v === null
-          ? null
-          : {
-              target: v.target,
-              reachable: v.reachable,
-              ping: v.ping,
-              health: v.health,
-              ageSeconds: Math.max(0, now - v.at),
-            },
-      viewText: view.text,
-      viewLevel: view.level,
-      load: hostLoad,
-      loadText: loadText(hostLoad),
-      protocol: ver.protocol,
-      release: ver.release,
-      versionText: ver.versionText,
-      upgrade: ver.note(host),
-    };
-  });
+  const src: RowSources = { state, record, settings, load, refused, versions };
+  const hosts = hostNames(state, settings).map((host) => hostRow(host, src));
   const problems = [...(settings.timingProblems ?? [])];
   const paths = peerPathRows(peerPaths, now);
   return {
     now,
     maintenance: { enabled: state.lease.maintenance, reason: state.lease.maintenanceReason },
-    failover: {
-      seconds: settings.failoverSeconds,
-      lockDelaySeconds: settings.lockDelaySeconds,
-      promoteAfterChecks: settings.promoteAfterChecks,
-      checkSeconds: settings.checkSeconds,
-      heartbeatSeconds: settings.heartbeatSeconds,
-      text:
-        settings.failoverText ??
-        (settings.failoverSeconds === null ? 'unknown' : `${fmtSeconds(settings.failoverSeconds)} worst case`),
-      problem: settings.timingProblem,
-    },
+    failover: failoverStatus(settings),
     timingProblems: problems,
     peerPaths: paths,
     phase: phaseOf(record, hosts, settings.promoteAfterChecks, problems, paths),
@@ -319,61 +345,65 @@ export function statusModel(
   };
 }
 
-/** What is going on, in one line and one colour (the top of the page). */
-export function phaseOf(
-  record: LeaseRecord,
-  hosts: readonly HostStatusT[],
-  promoteAfterChecks: number,
-  problems: readonly TimingProblem[],
-  paths: readonly PeerPathStatusT[] = [],
-): StatusAnswerT['phase'] {
+type Phase = StatusAnswerT['phase'];
+
+/** 1. Nobody may run: no holder, or its lease released or expired. */
+function noHolderPhase(record: LeaseRecord): Phase | null {
   const holder = record.holder;
-  // 1. Nobody may run.
-  if (holder === null || record.released || record.expired || record.expiresAt === null) {
-    if (record.floorPending)
-      return {
-        name: 'no-holder',
-        level: 'bad',
-        text: 'no host may run: a new database waits until every candidate reports the generation it has seen',
-      };
-    if (holder === null)
-      return {
-        name: 'no-holder',
-        level: 'bad',
-        text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire',
-      };
-    if (record.released)
-      return {
-        name: 'no-holder',
-        level: 'bad',
-        text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire`,
-      };
+  if (!(holder === null || record.released || record.expired || record.expiresAt === null)) return null;
+  if (record.floorPending)
     return {
       name: 'no-holder',
       level: 'bad',
-      text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it`,
+      text: 'no host may run: a new database waits until every candidate reports the generation it has seen',
     };
-  }
-  // 2. The holder does not report, or the arbiter and a standby cannot reach it.
+  if (holder === null)
+    return {
+      name: 'no-holder',
+      level: 'bad',
+      text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire',
+    };
+  if (record.released)
+    return {
+      name: 'no-holder',
+      level: 'bad',
+      text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire`,
+    };
+  return {
+    name: 'no-holder',
+    level: 'bad',
+    text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it`,
+  };
+}
+
+/** 2. The holder does not report, or the arbiter and a standby cannot reach it. */
+function holderSilentPhase(
+  holder: string,
+  record: LeaseRecord,
+  hosts: readonly HostStatusT[],
+  promoteAfterChecks: number,
+): Phase | null {
   const row = hosts.find((h) => h.host === holder);
   const streak = record.dualUnreachableStreak;
-  if ((row?.heartbeatProblem ?? false) || streak > 0) {
-    let heard = 'unreachable (it still reports)';
-    if (row?.heartbeatProblem === true) {
-      // Never heard from, or its last request refused: the cell says which; else how long.
-      const age = row.lastHeartbeatAgeSeconds;
-      heard =
-        age === null || row.heartbeatText.startsWith('refused')
-          ? `silent (heartbeat: ${row.heartbeatText})`
-          : `silent: no heartbeat for ${fmtSeconds(age)}`;
-    }
-    const checks =
-      streak > 0
-        ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby`
-        : '; its lease runs out unless it renews';
-    return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
+  if (!(row?.heartbeatProblem ?? false) && streak <= 0) return null;
+  let heard = 'unreachable (it still reports)';
+  if (row?.heartbeatProblem === true) {
+    // Never heard from, or its last request refused: the cell says which; else how long.
+    const age = row.lastHeartbeatAgeSeconds;
+    heard =
+      age === null || row.heartbeatText.startsWith('refused')
+        ? `silent (heartbeat: ${row.heartbeatText})`
+        : `silent: no heartbeat for ${fmtSeconds(age)}`;
   }
-  // 3. Granted, but not yet allowed to run: the record says which wait holds it, and why.
+  const checks =
+    streak > 0
+      ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby`
+      : '; its lease runs out unless it renews';
+  return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
+}
+
+/** 3. Granted, but not yet allowed to run: the record says which wait holds it, and why. */
+function waitPhase(holder: string, record: LeaseRecord): Phase | null {
   const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
   const wait = record.wait ?? null;
   if (wait !== null)
@@ -391,7 +421,14 @@ export function phaseOf(
       text: `${holder} ${how} and may not run before ${new Date(record.notBefore * 1000).toISOString()}`,
     };
   }
-  // 4. The settings across the sides break failover.
+  return null;
+}
+
+/**
+ * 4. The settings across the sides break failover; 4b. a standby could not confirm a candidate:
+ * an arbiter outage would stop HQ instead of failing over.
+ */
+function brokenPhase(problems: readonly TimingProblem[], paths: readonly PeerPathStatusT[]): Phase | null {
   const first = problems[0];
   if (first !== undefined)
     return {
@@ -399,7 +436,6 @@ export function phaseOf(
       level: 'bad',
       text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}`,
     };
-  // 4b. A standby could not confirm a candidate: an arbiter outage would stop HQ instead of failing over.
   const broken = paths.filter((p) => !p.ok);
   const b0 = broken[0];
   if (b0 !== undefined)
@@ -408,7 +444,11 @@ export function phaseOf(
       level: 'bad',
       text: `peer path broken: ${b0.text}${broken.length > 1 ? ` (and ${broken.length - 1} more below)` : ''}`,
     };
-  // 5. The holder runs, but a standby is gone: no failover to it until it is back.
+  return null;
+}
+
+/** 5. The holder runs, but a standby is gone: no failover to it until it is back; else healthy. */
+function runningPhase(holder: string, record: LeaseRecord, hosts: readonly HostStatusT[]): Phase {
   const standbys = hosts.filter((h) => h.role === 'standby');
   const gone = standbys.filter((h) => h.heartbeatProblem).map((h) => h.host);
   const live = standbys.filter((h) => !h.heartbeatProblem).map((h) => h.host);
@@ -435,6 +475,25 @@ export function phaseOf(
     level: 'ok',
     text: `${holder} holds the lease and runs${live.length > 0 ? `; ${by(live)}` : ''}`,
   };
+}
+
+/** What is going on, in one line and one colour (the top of the page): the first phase that applies. */
+export function phaseOf(
+  record: LeaseRecord,
+  hosts: readonly HostStatusT[],
+  promoteAfterChecks: number,
+  problems: readonly TimingProblem[],
+  paths: readonly PeerPathStatusT[] = [],
+): Phase {
+  const none = noHolderPhase(record);
+  if (none !== null) return none;
+  const holder = record.holder as string;
+  return (
+    holderSilentPhase(holder, record, hosts, promoteAfterChecks) ??
+    waitPhase(holder, record) ??
+    brokenPhase(problems, paths) ??
+    runningPhase(holder, record, hosts)
+  );
 }
 
 /** Event data keys that hold an arbiter time (seconds since the epoch). */

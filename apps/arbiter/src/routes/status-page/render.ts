@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { runWindow, type LeaseRecord, type LeaseWaitKind } from '@hq/protocol';
 import type { EventRow } from '../../store/store.js';
 import { TIMELINE_EVENTS, arbitersText, clockTime, eventData, eventKind, eventLabel, fmtSeconds } from './model.js';
-import type { HostStatusT, StatusAnswerT } from './schemas.js';
+import type { HostStatusT, StatusAnswerT } from '../../schemas/status.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 
 /** Escapes text for an HTML text node or a double-quoted attribute. */

@@ -342,6 +342,67 @@ export class EtcdStore implements LeaseStore {
   }
 
   /**
+   * A part with nothing to write. The decision (a refusal, an answer) may still have stood on a
+   * remembered state and on tokens from memory (a confirmed base read them with it): then a
+   * compare alone tells whether etcd still holds them (a read-only txn, linearizable).
+   */
+  private async confirmPart(
+    base: Base,
+    next: ArbiterState,
+    tokens: ConfirmTokens,
+  ): Promise<{ base: Base; firstId: number }> {
+    if (!base.confirmed) {
+      const r = await this.client.txn({
+        compare: [cmp.mod(this.keys.state, '==', base.stateRev), ...this.tokenCompares(tokens)],
+        success: [],
+        failure: [
+          op.range(this.keys.state),
+          op.range(this.keys.eventSeq),
+          ...tokens.map((h) => op.range(this.keys.token(h))),
+        ],
+      });
+      if (!r.succeeded) {
+        this.noteTokens(r, 2, tokens);
+        this.remember(r);
+        throw new CasError();
+      }
+    }
+    return { base: { ...base, state: next, confirmed: true }, firstId: base.seq + 1 };
+  }
+
+  /**
+   * One attempt's txn: the state compared at the revision the decisions read, the sequence when
+   * events are appended, the election's guard and the tokens; on success the state (`value`,
+   * null when unchanged) and the events. The failure branch returns the state's value, the
+   * sequence, the guard's key and the tokens: a lost compare tells why and remembers the state.
+   */
+  private partTxn(
+    base: Base,
+    value: string | null,
+    seq: number,
+    seqRev: bigint,
+    rows: number,
+    eventPuts: readonly EventKv[],
+    tokens: ConfirmTokens,
+  ): { compare: Compare[]; success: TxnOp[]; failure: TxnOp[]; guard: Compare | null } {
+    const guard = this.guard?.() ?? null;
+    const compare: Compare[] = [cmp.mod(this.keys.state, '==', base.stateRev)];
+    if (rows > 0) compare.push(cmp.mod(this.keys.eventSeq, '==', seqRev));
+    if (guard !== null) compare.push(guard);
+    compare.push(...this.tokenCompares(tokens));
+    const success: TxnOp[] = [];
+    if (value !== null) success.push(op.put(this.keys.state, value));
+    if (rows > 0) {
+      success.push(op.put(this.keys.eventSeq, String(seq + rows)));
+      for (const kv of eventPuts) success.push(op.put(kv.key, kv.value));
+    }
+    const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
+    if (guard !== null) failure.push(op.range(guard.key, { keysOnly: true }));
+    failure.push(...tokens.map((h) => op.range(this.keys.token(h))));
+    return { compare, success, failure, guard };
+  }
+
+  /**
    * One part's txn. A lost compare of the sequence alone (an event appended by another
    * process) takes the next ids and tries again: the decisions still stand on the state they
    * read. Returns the new base and the id of the part's first event.
@@ -353,25 +414,7 @@ export class EtcdStore implements LeaseStore {
     events: readonly EventInput[],
     tokens: ConfirmTokens,
   ): Promise<{ base: Base; firstId: number }> {
-    const tokenRanges = tokens.map((h) => op.range(this.keys.token(h)));
-    if (!stateChanged && events.length === 0) {
-      if (!base.confirmed) {
-        // Nothing to write, but the decision (a refusal, an answer) stood on a remembered state
-        // and on tokens from memory (a confirmed base read them with it): a compare alone tells
-        // whether etcd still holds them (a read-only txn, linearizable).
-        const r = await this.client.txn({
-          compare: [cmp.mod(this.keys.state, '==', base.stateRev), ...this.tokenCompares(tokens)],
-          success: [],
-          failure: [op.range(this.keys.state), op.range(this.keys.eventSeq), ...tokenRanges],
-        });
-        if (!r.succeeded) {
-          this.noteTokens(r, 2, tokens);
-          this.remember(r);
-          throw new CasError();
-        }
-      }
-      return { base: { ...base, state: next, confirmed: true }, firstId: base.seq + 1 };
-    }
+    if (!stateChanged && events.length === 0) return this.confirmPart(base, next, tokens);
     let seq = base.seq;
     let seqRev = base.seqRev;
     const value = encodeState(next);
@@ -388,24 +431,18 @@ export class EtcdStore implements LeaseStore {
         },
         firstId: seq + 1,
       });
-      const guard = this.guard?.() ?? null;
-      const compare: Compare[] = [cmp.mod(this.keys.state, '==', base.stateRev)];
-      if (rows.length > 0) compare.push(cmp.mod(this.keys.eventSeq, '==', seqRev));
-      if (guard !== null) compare.push(guard);
-      compare.push(...this.tokenCompares(tokens));
-      const success: TxnOp[] = [];
-      if (stateChanged) success.push(op.put(this.keys.state, value));
-      if (rows.length > 0) {
-        success.push(op.put(this.keys.eventSeq, String(seq + rows.length)));
-        for (const kv of eventPuts) success.push(op.put(kv.key, kv.value));
-      }
-      // The failure branch returns the state's value: a lost compare remembers it for the next decision.
-      const failure: TxnOp[] = [op.range(this.keys.state), op.range(this.keys.eventSeq)];
-      if (guard !== null) failure.push(op.range(guard.key, { keysOnly: true }));
-      failure.push(...tokenRanges);
+      const { guard, ...txn } = this.partTxn(
+        base,
+        stateChanged ? value : null,
+        seq,
+        seqRev,
+        rows.length,
+        eventPuts,
+        tokens,
+      );
       let r: TxnResult;
       try {
-        r = await this.client.txn({ compare, success, failure });
+        r = await this.client.txn(txn);
       } catch (err) {
         if (!isEtcdError(err, 'indeterminate')) throw err;
         const applied = await this.applied(stateChanged ? value : null, eventPuts.at(-1));
