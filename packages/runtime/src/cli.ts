@@ -213,7 +213,8 @@ export function wrap(text: string, indent: number, width = 80): string {
 
 /** `NAME --flag V [--other]…`, a command's usage line after the program. */
 function usageLine(spec: CommandSpec, program: string): string {
-  const parts = [`${program} ${spec.name}`];
+  // A program of one command (hq-agent) names none.
+  const parts = [spec.name === '' ? program : `${program} ${spec.name}`];
   for (const p of spec.positionals ?? []) parts.push(p.choices !== undefined ? p.choices.join('|') : p.name);
   for (const f of spec.flags) {
     const one = f.kind === 'boolean' ? `--${f.name}` : `--${f.name} ${f.value ?? 'V'}`;
