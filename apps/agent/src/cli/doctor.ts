@@ -29,16 +29,7 @@ import '../config-checker.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { wallClockMs } from '@hq/runtime/clock';
 import { DOCTOR_SPEC } from './doctor-spec.js';
-import {
-  errorLine,
-  flagBool,
-  flagNumber,
-  flagString,
-  parseArgs,
-  helpText,
-  CliError,
-  type Parsed,
-} from './args.js';
+import { errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type Parsed } from './args.js';
 import { fail, pass, secs, skip, type Check, type DoctorCheck, type DoctorRun, type Status } from './doctor-checks.js';
 import { checkArbiter, checkArbiterUrl, checkPeers, checkTiming, checkVersions } from './doctor-arbiter.js';
 import {

@@ -1,14 +1,11 @@
 /**
- * The client side of `GET /v1/events/stream` (Server-Sent Events) for `hq events --follow`:
- * reads frames as they arrive, hands each event row to `onEvent`, and on a dropped connection
- * reconnects after `retryMs` from the last id it saw (so no event is lost or printed twice).
- * A stream that stays silent longer than `idleMs` (the arbiter sends a keep-alive comment every
- * 15 s) counts as dropped. Ends when `signal` aborts; resolves with the last id seen.
- *
- * Wiring, in lease.ts `events()` when `--follow` is given (after printing the backlog):
- *     await followEvents({ url: c.arbiterUrl, token, after, signal, onEvent: print, onProblem: (l) => process.stderr.write(`hq: ${l}; retrying\n`) });
- * An arbiter without the stream (404) makes `followEvents` return `{ unsupported: true }`;
- * fall back to the polling loop then.
+ * The client side of `GET /v1/events/stream` (Server-Sent Events) for `hq events --follow`, over
+ * the HTTP client's `openStream`: reads frames as they arrive, hands each event row to `onEvent`,
+ * and on a dropped connection reconnects after `retryMs` from the last id it saw (so no event is
+ * lost or printed twice). A stream that stays silent longer than `idleMs` (the arbiter sends a
+ * keep-alive comment every 15 s) counts as dropped. Ends when `signal` aborts; resolves with the
+ * last id seen. An arbiter without the stream (404) makes it return `{ unsupported: true }`, and
+ * `hq events` polls instead.
  */
 import { fieldsOf } from '@hq/protocol/answer';
 import { isEventRecord, type EventRecord } from '@hq/protocol';
