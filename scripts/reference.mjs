@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Writes docs/REFERENCE.md: every `hq` and `hq-arbiter` command and flag (from the CLIs' command specs, the
+// Writes docs/REFERENCE.md: every `hq`, `hq-agent` and `hq-arbiter` command and flag (from the CLIs' command specs, the
 // same text `--help` prints), every config key of both daemons with its owner, default and
 // meaning (the key lists come from the TypeBox schemas the daemons validate with, so a key added
 // without a line here fails `test/deploy/reference.test.ts`), the endpoints, exit codes, metrics
@@ -13,7 +13,8 @@ const dist = (p) => import(join(root, p));
 
 const { COMMANDS } = await dist('apps/agent/dist/cli/main.js');
 const { COMMANDS: ARBITER_COMMANDS } = await dist('apps/arbiter/dist/commands.js');
-const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor.js');
+const { DOCTOR_SPEC } = await dist('apps/agent/dist/cli/doctor-spec.js');
+const { AGENT_SPEC } = await dist('apps/agent/dist/daemon-spec.js');
 const { STANDBY_SPECS } = await dist('apps/agent/dist/cli/standby-specs.js');
 const { AgentConfigSchema } = await dist('apps/agent/dist/config.js');
 const { ConfigSchema } = await dist('apps/arbiter/dist/config.js');
@@ -138,7 +139,8 @@ const cell = (s) => String(s).replaceAll('|', '\\|').replaceAll('\n', ' ');
 function commandSection(spec, prefix = 'hq') {
   const pos = (spec.positionals ?? []).map((p) => ` ${p.name}`).join('');
   const rest = spec.rest === undefined ? '' : ` -- ${spec.rest.name}`;
-  const lines = [`### \`${prefix} ${spec.name}${pos}${rest}\``, '', cell(spec.summary), ''];
+  const name = spec.name === '' ? prefix : `${prefix} ${spec.name}`;
+  const lines = [`### \`${name}${pos}${rest}\``, '', cell(spec.summary), ''];
   if (spec.flags.length > 0) {
     lines.push('| flag | meaning |', '|---|---|');
     for (const f of spec.flags)
@@ -181,11 +183,9 @@ Every command takes \`--help\`; \`hq-arbiter --version\` prints hq's version (ex
 \`~/.hq/arbiter.json\` or \`/etc/hq/arbiter.json\`) and no database exists under \`./var\` refuse (exit 2)
 rather than create one no daemon reads.
 
-## \`hq-agent [--config F]\`
+## \`hq-agent\`
 
-The agent daemon. Exit 2 with one line when the config is invalid, the token file is missing or
-insecure, or the arbiter refuses the token for this host.
-
+${commandSection(AGENT_SPEC, 'hq-agent')}
 ## \`hq\`
 
 ${COMMANDS.map((c) => commandSection(c.spec)).join('\n')}

@@ -8,6 +8,7 @@ import { createServer } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { COMMANDS } from '../../apps/agent/src/cli/main.js';
 import { helpText } from '../../apps/agent/src/cli/args.js';
+import { AGENT_SPEC } from '../../apps/agent/src/daemon-spec.js';
 import type { AddressInfo } from 'node:net';
 import {
   AGENT_CLI,
@@ -30,7 +31,7 @@ function oneLine(t: Parameters<Parameters<typeof t.test>[1]>[0], stderr: string,
 }
 
 t.test('every flag of every command has full-sentence help that states its default', async (t) => {
-  for (const c of COMMANDS) {
+  for (const c of [...COMMANDS, { spec: AGENT_SPEC }]) {
     const text = helpText(c.spec);
     t.match(text, /^Usage: hq /, `hq ${c.spec.name} --help starts with a usage line`);
     t.match(text, /Exit codes: /, `hq ${c.spec.name} --help documents its exit codes`);
@@ -101,11 +102,13 @@ t.test('usage errors name the command once and suggest the nearest flag or comma
   }
   const daemon = await run([AGENT_CLI, '--confg', 'x.json']);
   t.equal(daemon.code, 2, 'hq-agent with a mistyped flag exits 2');
-  t.equal(
-    daemon.stderr,
-    'hq-agent: unknown argument "--confg" (did you mean --config?)\n',
-    'and names the nearest flag',
-  );
+  t.equal(daemon.stderr, 'hq-agent: unknown flag --confg (did you mean --config?)\n', 'and names the nearest flag');
+  const word = await run([AGENT_CLI, 'srve']);
+  t.equal(word.code, 2, 'hq-agent with an unknown word exits 2');
+  t.equal(word.stderr, 'hq-agent: unknown argument "srve" (see --help)\n', 'and names it');
+  const bare = await run([AGENT_CLI, '--config']);
+  t.equal(bare.code, 2, 'hq-agent --config without its path exits 2');
+  t.equal(bare.stderr, 'hq-agent: --config needs a value\n', 'in one line');
 });
 
 t.test(
@@ -1102,6 +1105,16 @@ t.test('help is wrapped to 80 columns: hq --help and every command, doctor and s
     top.stdout.split('\n').filter((l) => [...l].length > 80),
     [],
     'hq --help fits 80 columns',
+  );
+  for (const spec of specs)
+    t.ok(top.stdout.includes(`\n  ${spec.name} `), `hq --help lists hq ${spec.name}, from its spec`);
+  const daemon = await run([AGENT_CLI, '--help']);
+  t.equal(daemon.code, 0, 'hq-agent --help exits 0');
+  t.equal(daemon.stdout, helpText(AGENT_SPEC, 'hq-agent'), 'hq-agent --help is made from its spec');
+  t.same(
+    daemon.stdout.split('\n').filter((l) => [...l].length > 80),
+    [],
+    'hq-agent --help fits 80 columns',
   );
 });
 

@@ -48,5 +48,7 @@ t.test('the reference names every key with its owner, and every hq command', asy
     'import elanous',
   ])
     t.match(text, `### \`hq-arbiter ${cmd}`, `hq-arbiter ${cmd} has a section`);
+  t.match(text, '### `hq-agent`\n', 'hq-agent has a section, from its spec');
+  t.match(text, "| `--config PATH` | The agent's JSON config file.", 'with its flags');
   t.notMatch(text, /\.\.\/shared/, 'no pointer outside the repository');
 });

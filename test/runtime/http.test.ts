@@ -7,10 +7,34 @@ import {
   describe,
   joinUrl,
   keepAliveFor,
+  openStream,
   peerProtocol,
   requestJson,
   tokenBelongsTo,
 } from '../../packages/runtime/src/http.js';
+import { Readable } from 'node:stream';
+import type { Timers } from '../../packages/runtime/src/clock.js';
+
+/** Timers that fire only when told: `fire()` runs every timer set and not cleared. */
+function heldTimers(): Timers & { fire(): void; readonly live: number } {
+  const live = new Map<number, () => void>();
+  let n = 0;
+  return {
+    set: (fn) => {
+      live.set(++n, fn);
+      return n;
+    },
+    clear: (h) => void live.delete(h as number),
+    fire: () => {
+      const fns = [...live.values()];
+      live.clear();
+      for (const fn of fns) fn();
+    },
+    get live() {
+      return live.size;
+    },
+  };
+}
 
 async function server(
   t: { teardown(fn: () => unknown): void },
@@ -186,4 +210,73 @@ t.test("keepAliveFor: only a next request within node's keep-alive keeps the con
   t.equal(keepAliveFor(KEEP_ALIVE_IDLE_SECONDS), false, 'at the keep-alive itself node would already close it');
   t.equal(keepAliveFor(30), false, 'the registry every 30 s');
   t.equal(keepAliveFor(60), false, 'the refresh every 60 s');
+});
+
+t.test("a raw body (bytes or a stream) goes out as it is, with the caller's type", async (t) => {
+  const s = await server(t, (_path, body) => ({ status: 200, text: JSON.stringify({ got: body }) }));
+  const bytes = await requestJson({
+    method: 'PUT',
+    url: `${s.url}/blob`,
+    rawBody: Buffer.from('abc'),
+    headers: { 'content-type': 'application/octet-stream' },
+    timeoutSeconds: 5,
+  });
+  t.match(bytes, { kind: 'answer', status: 200, body: { got: 'abc' } }, 'the bytes arrived');
+  t.match(s.seen[0]?.headers, { 'content-type': 'application/octet-stream', 'content-length': '3' }, 'sized, typed');
+  const streamed = await requestJson({
+    method: 'PUT',
+    url: `${s.url}/blob`,
+    rawBody: Readable.from([Buffer.from('de'), Buffer.from('f')]),
+    headers: { 'content-type': 'application/octet-stream', 'content-length': '3' },
+    timeoutSeconds: 5,
+  });
+  t.match(streamed, { kind: 'answer', status: 200, body: { got: 'def' } }, 'a stream is piped whole');
+});
+
+t.test('the deadline runs on the injected timers: fired, the request is unreachable', async (t) => {
+  const s = await server(t, () => null);
+  const timers = heldTimers();
+  const pending = requestJson({ method: 'GET', url: s.url, timeoutSeconds: 30, timers });
+  t.equal(timers.live, 1, 'one deadline timer is set');
+  timers.fire();
+  t.same(await pending, { kind: 'unreachable', problem: 'no answer within 30 s' }, 'the deadline ended it');
+  t.equal(timers.live, 0, 'nothing left set');
+});
+
+t.test('a stream is read as it arrives, and one idle too long is ended', async (t) => {
+  const { createServer: create } = await import('node:http');
+  let write: ((text: string) => void) | null = null;
+  const srv = create((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(`auth ${req.headers.authorization ?? 'none'}\n`);
+    write = (text) => res.write(text);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    srv.closeAllConnections();
+    return new Promise<void>((r) => srv.close(() => r()));
+  });
+  const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}/stream`;
+  const timers = heldTimers();
+  const res = await openStream({ url, token: 'tok', idleSeconds: 45, timers });
+  t.equal(res.status, 200, 'the head arrived');
+  const got: string[] = [];
+  let failure: unknown = null;
+  const reading = (async () => {
+    try {
+      for await (const piece of res.pieces()) {
+        got.push(piece);
+        if (got.length === 1) write?.('second\n');
+      }
+    } catch (err) {
+      failure = err;
+    }
+  })();
+  for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setImmediate(r));
+  t.same(got, ['auth Bearer tok\n', 'second\n'], 'each piece as it came, the token sent');
+  t.equal(timers.live, 1, 'one idle timer, re-armed with each piece');
+  timers.fire();
+  await reading;
+  t.match(failure, { code: 'ETIMEDOUT', message: 'nothing arrived within 45 s' }, 'the idle stream fails, named');
+  t.equal(timers.live, 0, 'and its timer cleared');
 });

@@ -93,32 +93,7 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[], options: P
       continue;
     }
     if (a.startsWith('--')) {
-      const eq = a.indexOf('=');
-      const name = eq === -1 ? a.slice(2) : a.slice(2, eq);
-      const f = byName.get(name);
-      if (f === undefined) {
-        const hint = didYouMean(name, [...spec.flags.map((x) => x.name), 'help'], (n) => `--${n}`);
-        throw usage(`unknown flag --${name}${hint === '' ? ' (see --help)' : hint}`);
-      }
-      if (f.kind === 'boolean') {
-        if (eq !== -1) throw usage(`--${name} takes no value`);
-        flags.set(name, true);
-        continue;
-      }
-      let v: string | undefined;
-      if (eq !== -1) v = a.slice(eq + 1);
-      else {
-        v = argv[i + 1];
-        i++;
-      }
-      if (v === undefined || (v === '' && options.refuseEmpty === true && f.mayBeEmpty !== true))
-        throw usage(`--${name} needs a value`);
-      if (f.kind === 'number') {
-        const n = Number(v);
-        if (v.trim() === '' || !Number.isFinite(n) || n < 0)
-          throw usage(`--${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
-        flags.set(name, n);
-      } else flags.set(name, v);
+      i += readFlag(spec, byName, a, argv[i + 1], options, flags);
       continue;
     }
     if (options.freeWords === true) {
@@ -137,23 +112,66 @@ export function parseArgs(spec: CommandSpec, argv: readonly string[], options: P
     }
     positionals.push(a);
   }
-  if (!help && options.freeWords !== true) {
-    for (const f of spec.flags)
-      if (f.required === true && !flags.has(f.name)) throw usage(`--${f.name} is required (see --help)`);
-    const want = spec.positionals ?? [];
-    if (positionals.length > want.length)
-      throw usage(`unexpected argument ${JSON.stringify(positionals[want.length])}`);
-    want.forEach((p, idx) => {
-      const v = positionals[idx];
-      if (v === undefined) throw usage(`${p.name} is required (see --help)`);
-      if (p.choices !== undefined && !p.choices.includes(v))
-        throw usage(
-          `${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})${didYouMean(v, p.choices)}`,
-        );
-    });
-    if (spec.rest !== undefined && rest.length === 0) throw usage('give the command after -- (see --help)');
-  }
+  if (!help && options.freeWords !== true) checkComplete(spec, flags, positionals, rest);
   return { flags, positionals, rest, help };
+}
+
+/**
+ * One `--name[=value]` into `flags`; `next` is the word after it, the value of `--name value`.
+ * Returns how many words after this one it used (0 or 1).
+ */
+function readFlag(
+  spec: CommandSpec,
+  byName: ReadonlyMap<string, FlagSpec>,
+  a: string,
+  next: string | undefined,
+  options: ParseOptions,
+  flags: Map<string, string | number | boolean>,
+): number {
+  const eq = a.indexOf('=');
+  const name = eq === -1 ? a.slice(2) : a.slice(2, eq);
+  const f = byName.get(name);
+  if (f === undefined) {
+    const hint = didYouMean(name, [...spec.flags.map((x) => x.name), 'help'], (n) => `--${n}`);
+    throw usage(`unknown flag --${name}${hint === '' ? ' (see --help)' : hint}`);
+  }
+  if (f.kind === 'boolean') {
+    if (eq !== -1) throw usage(`--${name} takes no value`);
+    flags.set(name, true);
+    return 0;
+  }
+  const v = eq !== -1 ? a.slice(eq + 1) : next;
+  if (v === undefined || (v === '' && options.refuseEmpty === true && f.mayBeEmpty !== true))
+    throw usage(`--${name} needs a value`);
+  if (f.kind === 'number') {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0)
+      throw usage(`--${name} must be a number ≥ 0 (got ${JSON.stringify(v)})`);
+    flags.set(name, n);
+  } else flags.set(name, v);
+  return eq === -1 ? 1 : 0;
+}
+
+/** After the words: every required flag and positional given, positionals from their choices, the `-- CMD`. */
+function checkComplete(
+  spec: CommandSpec,
+  flags: ReadonlyMap<string, unknown>,
+  positionals: readonly string[],
+  rest: readonly string[],
+): void {
+  for (const f of spec.flags)
+    if (f.required === true && !flags.has(f.name)) throw usage(`--${f.name} is required (see --help)`);
+  const want = spec.positionals ?? [];
+  if (positionals.length > want.length) throw usage(`unexpected argument ${JSON.stringify(positionals[want.length])}`);
+  want.forEach((p, idx) => {
+    const v = positionals[idx];
+    if (v === undefined) throw usage(`${p.name} is required (see --help)`);
+    if (p.choices !== undefined && !p.choices.includes(v))
+      throw usage(
+        `${p.name} must be one of ${p.choices.join(', ')} (got ${JSON.stringify(v)})${didYouMean(v, p.choices)}`,
+      );
+  });
+  if (spec.rest !== undefined && rest.length === 0) throw usage('give the command after -- (see --help)');
 }
 
 /**
@@ -195,7 +213,8 @@ export function wrap(text: string, indent: number, width = 80): string {
 
 /** `NAME --flag V [--other]…`, a command's usage line after the program. */
 function usageLine(spec: CommandSpec, program: string): string {
-  const parts = [`${program} ${spec.name}`];
+  // A program of one command (hq-agent) names none.
+  const parts = [spec.name === '' ? program : `${program} ${spec.name}`];
   for (const p of spec.positionals ?? []) parts.push(p.choices !== undefined ? p.choices.join('|') : p.name);
   for (const f of spec.flags) {
     const one = f.kind === 'boolean' ? `--${f.name}` : `--${f.name} ${f.value ?? 'V'}`;

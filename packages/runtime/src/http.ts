@@ -1,6 +1,7 @@
 /**
- * The JSON HTTP client of every daemon and the CLI (node:http, and node:https loaded for the first
- * `https://` URL), with a hard deadline: an answer that does not arrive in full within
+ * The HTTP client of every daemon and the CLI over TCP (node:http, and node:https loaded for the
+ * first `https://` URL): JSON requests, raw bodies (a push's bytes, a file stream) and a stream
+ * read as it arrives (`openStream`, the event stream). A request has a hard deadline: an answer that does not arrive in full within
  * `timeoutSeconds` is abandoned, and the caller sees `unreachable` and never acts on it (S2.3).
  * Redirects are never followed (node's client does not), and a token bound to a URL
  * (`BoundToken`) is sent to that origin only, so a token cannot be forwarded to another address.
@@ -9,8 +10,9 @@
  * Not undici: it costs a daemon about 9 MiB to load (docs/BENCH.md "Where the idle agent's memory
  * goes"), and node:http, which the daemons load for their servers anyway, makes the same exchange.
  */
-import { request as httpRequest, type IncomingHttpHeaders, type RequestOptions } from 'node:http';
-import { monotonicClockMs } from './clock.js';
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type RequestOptions } from 'node:http';
+import { pipeline, type Readable } from 'node:stream';
+import { monotonicClockMs, realTimers, type Timers } from './clock.js';
 import { ERRORS, PROTOCOL_HEADER, PROTOCOL_VERSION, fieldsAfter, spokenVersion } from '@hq/protocol';
 
 export type HttpResult =
@@ -34,6 +36,11 @@ export interface JsonRequest {
   readonly url: string;
   /** Sent as JSON when present. */
   readonly body?: unknown;
+  /**
+   * Sent as it is instead (a push's bytes, a file stream): the caller's headers say its type,
+   * and a stream's `content-length`. Never sent twice: a stream cannot be read again.
+   */
+  readonly rawBody?: string | Buffer | Readable;
   /** A plain token goes with the request; a bound one only to its own origin. */
   readonly token?: string | BoundToken | null;
   readonly headers?: { readonly [name: string]: string };
@@ -50,6 +57,8 @@ export interface JsonRequest {
    * caller whose next request comes later than that, so an idle daemon is not woken by it.
    */
   readonly keepAlive?: boolean;
+  /** The deadline's timer. Default: the process's own. */
+  readonly timers?: Timers;
 }
 
 /** How long node's global agent keeps an idle connection (its `timeout`, Node 19 and later). */
@@ -124,39 +133,55 @@ type Send = (
 let httpsRequest: Send | null = null;
 
 /**
- * One request and its whole answer (status, headers, the body as text). Rejects on any failure
- * of the exchange with node's error (its `code`: ECONNREFUSED, ECONNRESET, …), on an answer cut
- * short, and with an AbortError when `options.signal` aborts.
+ * One request, answered with its status and headers, the body still to read (`answer`). Rejects
+ * on any failure of the exchange with node's error (its `code`: ECONNREFUSED, ECONNRESET, …) and
+ * with an AbortError when `options.signal` aborts. A stream body is piped; a failure of it ends
+ * the request.
  */
+async function send(
+  url: string,
+  options: RequestOptions,
+  body: string | Buffer | Readable | undefined,
+): Promise<IncomingMessage> {
+  const target = new URL(url);
+  let sender: Send = httpRequest;
+  if (target.protocol === 'https:') sender = httpsRequest ??= (await import('node:https')).request;
+  else if (target.protocol !== 'http:')
+    throw Object.assign(new Error(`not an http(s) URL: ${url}`), { code: 'ERR_INVALID_URL' });
+  const sized = typeof body === 'string' || Buffer.isBuffer(body);
+  const headers = {
+    ...(options.headers as Record<string, string>),
+    ...(sized ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
+  };
+  return new Promise((resolve, reject) => {
+    const req = sender(target, { ...options, headers }, resolve);
+    req.on('error', reject);
+    if (body === undefined || sized) req.end(body);
+    else pipeline(body, req, (err) => err && reject(err));
+  });
+}
+
+/** The whole body of an answer as text; rejects when it is cut short. */
+function readAll(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (chunk: Buffer | string) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    res.on('error', reject);
+    res.on('close', () => {
+      if (!res.complete) reject(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' }));
+    });
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+/** One request and its whole answer (status, headers, the body as text). */
 async function exchange(
   url: string,
   options: RequestOptions,
-  body: string | undefined,
+  body: string | Buffer | Readable | undefined,
 ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
-  const target = new URL(url);
-  let send: Send = httpRequest;
-  if (target.protocol === 'https:') send = httpsRequest ??= (await import('node:https')).request;
-  else if (target.protocol !== 'http:')
-    throw Object.assign(new Error(`not an http(s) URL: ${url}`), { code: 'ERR_INVALID_URL' });
-  const headers = {
-    ...(options.headers as Record<string, string>),
-    ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
-  };
-  return new Promise((resolve, reject) => {
-    const req = send(target, { ...options, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', reject);
-      res.on('close', () => {
-        if (!res.complete) reject(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' }));
-      });
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
-      );
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  const res = await send(url, options, body);
+  return { status: res.statusCode ?? 0, headers: res.headers, text: await readAll(res) };
 }
 
 interface Sent {
@@ -170,11 +195,12 @@ export const requestJson: Requester = async (req) => {
   const ms = Math.max(1, Math.round(req.timeoutSeconds * 1000));
   const late = `no answer within ${req.timeoutSeconds} s`;
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), ms);
+  const timers = req.timers ?? realTimers;
+  const timer = timers.set(() => controller.abort(), ms);
   const peer = origin(req.url) ?? req.url;
   const route = routeOf(req.method, req.url);
   /** One exchange: the request says `version` and carries the fields of `shapeFor`. */
-  const send = async (version: number, shapeFor: number): Promise<Sent> => {
+  const once = async (version: number, shapeFor: number): Promise<Sent> => {
     const headers: Record<string, string> = {
       accept: 'application/json',
       [PROTOCOL_HEADER]: String(version),
@@ -182,7 +208,7 @@ export const requestJson: Requester = async (req) => {
     };
     const token = bearerFor(req);
     if (token !== null) headers['authorization'] = `Bearer ${token}`;
-    let body: string | undefined;
+    let body: string | Buffer | Readable | undefined = req.rawBody;
     const less = shaped(req.body, shapeFor, route);
     if (req.body !== undefined) {
       headers['content-type'] = 'application/json';
@@ -207,7 +233,7 @@ export const requestJson: Requester = async (req) => {
   };
   try {
     const known = spokenBy.get(peer) ?? PROTOCOL_VERSION;
-    let r = await send(PROTOCOL_VERSION, known);
+    let r = await once(PROTOCOL_VERSION, known);
     // An earlier side refused (a 400: nothing decided) a field of a later version before it had
     // told its version: once more without those fields, within the same deadline.
     if (
@@ -216,7 +242,7 @@ export const requestJson: Requester = async (req) => {
       r.protocol < known &&
       shaped(req.body, r.protocol, route) !== null
     ) {
-      r = await send(PROTOCOL_VERSION, r.protocol);
+      r = await once(PROTOCOL_VERSION, r.protocol);
     }
     if (controller.signal.aborted) return { kind: 'unreachable', problem: late };
     return { kind: 'answer', status: r.status, body: r.body, protocol: r.protocol };
@@ -225,9 +251,89 @@ export const requestJson: Requester = async (req) => {
     const e = err as { code?: string; message?: string };
     return { kind: 'unreachable', problem: e.code ?? e.message ?? 'error' };
   } finally {
-    clearTimeout(timer);
+    timers.clear(timer);
   }
 };
+
+export interface StreamRequest {
+  readonly url: string;
+  readonly token?: string | null;
+  readonly headers?: { readonly [name: string]: string };
+  /** Abandoned when nothing arrives for this long: the answer's head, then each piece of its body. */
+  readonly idleSeconds: number;
+  /** Ends the request at once. */
+  readonly signal?: AbortSignal;
+  readonly timers?: Timers;
+}
+
+export interface StreamAnswer {
+  readonly status: number;
+  /** The body as it arrives; throws when the connection fails or stays idle too long. */
+  pieces(): AsyncIterable<string>;
+  /** The whole body as text ('' when it fails). */
+  text(): Promise<string>;
+  /** Ends the request (a body not read is dropped). */
+  close(): void;
+}
+
+/**
+ * A GET whose answer is read as it arrives (a stream of events): no deadline for the whole,
+ * but `idleSeconds` for each wait on the server. Rejects as `send` does; a stream idle too long
+ * fails with ETIMEDOUT.
+ */
+export async function openStream(req: StreamRequest): Promise<StreamAnswer> {
+  const controller = new AbortController();
+  const abort = (): void => controller.abort();
+  req.signal?.addEventListener('abort', abort, { once: true });
+  const timers = req.timers ?? realTimers;
+  const ms = Math.max(1, Math.round(req.idleSeconds * 1000));
+  let idled = false;
+  const onIdle = (): void => {
+    idled = true;
+    abort();
+  };
+  const quiet = (err: unknown): unknown =>
+    idled ? Object.assign(new Error(`nothing arrived within ${req.idleSeconds} s`), { code: 'ETIMEDOUT' }) : err;
+  let idle: unknown = timers.set(onIdle, ms);
+  const close = (): void => {
+    timers.clear(idle);
+    req.signal?.removeEventListener('abort', abort);
+    controller.abort();
+  };
+  const headers: Record<string, string> = { [PROTOCOL_HEADER]: String(PROTOCOL_VERSION), ...(req.headers ?? {}) };
+  const token = bearerFor({ method: 'GET', url: req.url, token: req.token ?? null, timeoutSeconds: req.idleSeconds });
+  if (token !== null) headers['authorization'] = `Bearer ${token}`;
+  let res: IncomingMessage;
+  try {
+    if (req.signal?.aborted === true) abort();
+    res = await send(req.url, { method: 'GET', headers, signal: controller.signal }, undefined);
+  } catch (err) {
+    close();
+    throw quiet(err);
+  }
+  res.setEncoding('utf8');
+  return {
+    status: res.statusCode ?? 0,
+    async *pieces() {
+      try {
+        for await (const piece of res) {
+          timers.clear(idle);
+          idle = timers.set(onIdle, ms);
+          yield piece as string;
+        }
+      } catch (err) {
+        throw quiet(err);
+      } finally {
+        close();
+      }
+    },
+    text: () =>
+      readAll(res)
+        .catch(() => '')
+        .finally(close),
+    close,
+  };
+}
 
 /** `base` (a bare origin, maybe with a trailing slash) + `path` (starting with `/`). */
 export function joinUrl(base: string, path: string): string {

@@ -6,6 +6,7 @@ import { parseGeneration } from '@hq/lease-core';
 import { ERRORS, fieldsOf, generationField } from '@hq/protocol';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
+import { pause, realTimers, type Timers } from '@hq/runtime/clock';
 import { readSecure } from '@hq/runtime/files';
 import type { HttpResult } from '@hq/runtime/http';
 import { readToken } from '../tokens.js';
@@ -58,7 +59,7 @@ export async function adminToken(c: AgentConfig, p: Parsed): Promise<string> {
   return t.token;
 }
 
-/** undici is loaded only by the commands that talk HTTP. */
+/** The HTTP client is loaded only by the commands that talk HTTP. */
 export async function arbiter(
   c: Resolved,
   method: 'GET' | 'POST' | 'PUT',
@@ -163,6 +164,7 @@ export function out(json: boolean, value: unknown, text: string): void {
   process.stdout.write(json ? `${JSON.stringify(value)}\n` : text.endsWith('\n') ? text : `${text}\n`);
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/** Waits `ms` on `timers` (tests pass their own). */
+export function sleep(ms: number, timers: Timers = realTimers): Promise<void> {
+  return pause(timers, ms);
 }

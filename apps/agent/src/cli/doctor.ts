@@ -21,28 +21,15 @@
  * A check that needs an earlier one (everything needs the config) is skipped, shown as "–".
  * Exit 0 when nothing failed, 1 otherwise, 2 for usage errors. `--json` prints
  * `{ok, checks: [{name, status, detail, fix}]}`.
- *
- * Wiring: in main.ts's COMMANDS, `{ spec: DOCTOR_SPEC, load: async () => (await import('./doctor.js')).doctor }`
- * (copy DOCTOR_SPEC inline to keep the table's imports light).
+ * Its spec is in doctor-spec.ts, which `hq --help` reads without loading the checks.
  */
 import { homedir } from 'node:os';
 import { loadConfig, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { ConfigError } from '@hq/runtime/config-file';
 import { wallClockMs } from '@hq/runtime/clock';
-import {
-  CONFIG_FLAG,
-  JSON_FLAG,
-  errorLine,
-  flagBool,
-  flagNumber,
-  flagString,
-  parseArgs,
-  helpText,
-  CliError,
-  type CommandSpec,
-  type Parsed,
-} from './args.js';
+import { DOCTOR_SPEC } from './doctor-spec.js';
+import { errorLine, flagBool, flagNumber, flagString, parseArgs, helpText, CliError, type Parsed } from './args.js';
 import { fail, pass, secs, skip, type Check, type DoctorCheck, type DoctorRun, type Status } from './doctor-checks.js';
 import { checkArbiter, checkArbiterUrl, checkPeers, checkTiming, checkVersions } from './doctor-arbiter.js';
 import {
@@ -56,25 +43,9 @@ import {
 } from './doctor-host.js';
 
 export type { DoctorCheck, Status } from './doctor-checks.js';
+export { DOCTOR_SPEC } from './doctor-spec.js';
 export { etcdSpaceCheck } from './doctor-arbiter.js';
 export { defaultUnitPaths } from './doctor-host.js';
-
-export const DOCTOR_SPEC: CommandSpec = {
-  name: 'doctor',
-  summary:
-    "Checks this host's side of hq and prints one line per check with ✔ or ✖ and the fix: the config and its timing rule, the state directory and file permissions, the token files, the arbiter (reachable, token accepted, clock offset, a reported generation it refused; with store etcd, etcd's database against its space quota), the peers, every host still on an older protocol version (\"mbp runs hq 0.1 (protocol 1); upgrade it\"), tailscale, the agent's socket, and the systemd unit or launchd plist.",
-  flags: [
-    CONFIG_FLAG,
-    {
-      name: 'max-offset',
-      kind: 'number',
-      value: 'S',
-      help: "Fails the clock check when this host's clock and the arbiter's differ by more than S seconds. Default: 2.",
-    },
-    JSON_FLAG,
-  ],
-  exits: '0 every check passed (or was skipped), 1 a check failed, 2 usage error.',
-};
 
 /** Everything the checks touch outside the config, so tests can point it elsewhere. */
 export interface DoctorContext {

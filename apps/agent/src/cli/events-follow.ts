@@ -1,20 +1,16 @@
 /**
- * The client side of `GET /v1/events/stream` (Server-Sent Events) for `hq events --follow`:
- * reads frames as they arrive, hands each event row to `onEvent`, and on a dropped connection
- * reconnects after `retryMs` from the last id it saw (so no event is lost or printed twice).
- * A stream that stays silent longer than `idleMs` (the arbiter sends a keep-alive comment every
- * 15 s) counts as dropped. Ends when `signal` aborts; resolves with the last id seen.
- *
- * Wiring, in lease.ts `events()` when `--follow` is given (after printing the backlog):
- *     await followEvents({ url: c.arbiterUrl, token, after, signal, onEvent: print, onProblem: (l) => process.stderr.write(`hq: ${l}; retrying\n`) });
- * An arbiter without the stream (404) makes `followEvents` return `{ unsupported: true }`;
- * fall back to the polling loop then.
+ * The client side of `GET /v1/events/stream` (Server-Sent Events) for `hq events --follow`, over
+ * the HTTP client's `openStream`: reads frames as they arrive, hands each event row to `onEvent`,
+ * and on a dropped connection reconnects after `retryMs` from the last id it saw (so no event is
+ * lost or printed twice). A stream that stays silent longer than `idleMs` (the arbiter sends a
+ * keep-alive comment every 15 s) counts as dropped. Ends when `signal` aborts; resolves with the
+ * last id seen. An arbiter without the stream (404) makes it return `{ unsupported: true }`, and
+ * `hq events` polls instead.
  */
-import { request } from 'undici';
-import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol/version';
 import { fieldsOf } from '@hq/protocol/answer';
 import { isEventRecord, type EventRecord } from '@hq/protocol';
-import { joinUrl } from '@hq/runtime/http';
+import { pause, realTimers, type Timers } from '@hq/runtime/clock';
+import { joinUrl, openStream, type StreamAnswer } from '@hq/runtime/http';
 
 /** One event of the stream: the protocol's event row. */
 export type StreamEvent = EventRecord;
@@ -34,6 +30,8 @@ export interface FollowOptions {
   readonly idleMs?: number;
   /** Fail (instead of retrying) when the very first attempt cannot connect. Default false. */
   readonly failFast?: boolean;
+  /** The idle and retry timers. Default: the process's own. */
+  readonly timers?: Timers;
 }
 
 export type FollowResult =
@@ -69,100 +67,92 @@ export function parseFrames(
   return text.slice(start);
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
+/** How one connection to the stream ended: `unsupported` (404), `refused` (no use retrying), or `dropped`. */
+type Attempt =
+  | { readonly kind: 'unsupported' }
+  | { readonly kind: 'refused'; readonly problem: string }
+  | { readonly kind: 'dropped'; readonly problem: string | null; readonly connected: boolean };
 
 export async function followEvents(o: FollowOptions): Promise<FollowResult> {
   const retryMs = o.retryMs ?? 1000;
-  const idleMs = o.idleMs ?? 45_000;
+  const timers = o.timers ?? realTimers;
   let lastId = o.after;
   let attempts = 0;
   while (!o.signal.aborted) {
     attempts++;
-    const ctl = new AbortController();
-    const abort = (): void => ctl.abort();
-    o.signal.addEventListener('abort', abort, { once: true });
-    let idle: NodeJS.Timeout | null = null;
-    const arm = (): void => {
-      if (idle !== null) clearTimeout(idle);
-      idle = setTimeout(() => ctl.abort(), idleMs);
-    };
-    let problem: string | null = null;
-    let connected = false;
-    try {
-      arm();
-      const headers: Record<string, string> = {
-        accept: 'text/event-stream',
-        'last-event-id': String(lastId),
-        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-      };
-      if (o.token !== null) headers['authorization'] = `Bearer ${o.token}`;
-      const res = await request(joinUrl(o.url, `/v1/events/stream?after=${lastId}`), {
-        method: 'GET',
-        headers,
-        signal: ctl.signal,
-        headersTimeout: idleMs,
-        bodyTimeout: idleMs,
-      });
-      if (res.statusCode === 404) {
-        await res.body.dump();
-        return { lastId, unsupported: true, failed: null };
-      }
-      if (res.statusCode !== 200) {
-        const text = await res.body.text().catch(() => '');
-        let detail = '';
-        try {
-          const b = fieldsOf(JSON.parse(text));
-          detail = [b.error, b.message].filter((x) => typeof x === 'string').join(': ');
-        } catch {
-          detail = '';
-        }
-        problem = `the event stream answered HTTP ${res.statusCode}${detail === '' ? '' : ` (${detail})`}`;
-        if (res.statusCode === 401 || res.statusCode === 403 || res.statusCode === 400)
-          return { lastId, unsupported: false, failed: problem };
-      } else {
-        connected = true;
-        res.body.setEncoding('utf8');
-        let buf = '';
-        for await (const chunk of res.body) {
-          arm();
-          buf = parseFrames(buf + (chunk as string), (f) => {
-            let row: unknown;
-            try {
-              row = JSON.parse(f.data);
-            } catch {
-              return;
-            }
-            if (isEventRecord(row) && row.id > lastId) {
-              lastId = row.id;
-              o.onEvent(row);
-            }
-          });
-        }
-        problem = 'the event stream ended';
-      }
-    } catch (err) {
-      if (o.signal.aborted) break;
-      const e = err as { code?: string; message?: string };
-      problem = `the event stream failed (${e.code ?? e.message ?? 'error'})`;
-    } finally {
-      if (idle !== null) clearTimeout(idle);
-      o.signal.removeEventListener('abort', abort);
-    }
+    const a = await attempt(o, lastId, timers, (row) => {
+      lastId = row.id;
+      o.onEvent(row);
+    });
+    if (a.kind === 'unsupported') return { lastId, unsupported: true, failed: null };
+    if (a.kind === 'refused') return { lastId, unsupported: false, failed: a.problem };
     if (o.signal.aborted) break;
-    if (!connected && attempts === 1 && o.failFast === true) return { lastId, unsupported: false, failed: problem };
-    if (problem !== null) o.onProblem?.(problem);
-    await sleep(retryMs, o.signal);
+    if (!a.connected && attempts === 1 && o.failFast === true) return { lastId, unsupported: false, failed: a.problem };
+    if (a.problem !== null) o.onProblem?.(a.problem);
+    await pause(timers, retryMs, o.signal);
   }
   return { lastId, unsupported: false, failed: null };
+}
+
+/** One connection to the stream from `after` on: each new event to `onEvent` until it ends or fails. */
+async function attempt(
+  o: FollowOptions,
+  after: number,
+  timers: Timers,
+  onEvent: (e: StreamEvent) => void,
+): Promise<Attempt> {
+  let lastId = after;
+  let res: StreamAnswer | null = null;
+  try {
+    res = await openStream({
+      url: joinUrl(o.url, `/v1/events/stream?after=${after}`),
+      token: o.token,
+      headers: { accept: 'text/event-stream', 'last-event-id': String(after) },
+      idleSeconds: (o.idleMs ?? 45_000) / 1000,
+      signal: o.signal,
+      timers,
+    });
+    if (res.status === 404) {
+      res.close();
+      return { kind: 'unsupported' };
+    }
+    if (res.status !== 200) {
+      const problem = `the event stream answered HTTP ${res.status}${refusalDetail(await res.text())}`;
+      if (res.status === 401 || res.status === 403 || res.status === 400) return { kind: 'refused', problem };
+      return { kind: 'dropped', problem, connected: false };
+    }
+    let buf = '';
+    for await (const piece of res.pieces()) {
+      buf = parseFrames(buf + piece, (f) => {
+        let row: unknown;
+        try {
+          row = JSON.parse(f.data);
+        } catch {
+          return;
+        }
+        if (isEventRecord(row) && row.id > lastId) {
+          lastId = row.id;
+          onEvent(row);
+        }
+      });
+    }
+    return { kind: 'dropped', problem: 'the event stream ended', connected: true };
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    const problem = o.signal.aborted ? null : `the event stream failed (${e.code ?? e.message ?? 'error'})`;
+    return { kind: 'dropped', problem, connected: res?.status === 200 };
+  } finally {
+    res?.close();
+  }
+}
+
+/** ` (HQ_ERR_…: message)` of a refusal's JSON body, or ''. */
+function refusalDetail(text: string): string {
+  try {
+    const b = fieldsOf(JSON.parse(text));
+    const detail = [b.error, b.message].filter((x) => typeof x === 'string').join(': ');
+    return detail === '' ? '' : ` (${detail})`;
+  } catch {
+    return '';
+  }
 }

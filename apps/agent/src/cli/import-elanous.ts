@@ -174,7 +174,6 @@ function agentConfigOf(
 export async function importElanous(p: Parsed): Promise<number> {
   const json = flagBool(p, 'json');
   const dryRun = flagBool(p, 'dry-run');
-  const force = flagBool(p, 'force');
   const home = resolve(expandHome(flagString(p, 'old-home') ?? '~'));
   const hqDir = join(home, '.elanous-hq');
   const oldDir = join(home, '.elanous');
@@ -184,50 +183,15 @@ export async function importElanous(p: Parsed): Promise<number> {
   const lines = crontabReplacements(cron.text);
   // 2. The agent's config: its own keys only.
   const agent = agentConfigOf(hq, lines, oldDir);
-  const fromEnv = process.env[AGENT_CONFIG.envVar];
-  const target = resolve(
-    expandHome(
-      flagString(p, 'config') ??
-        (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv),
-    ),
-  );
+  const target = configTarget(p);
   const stateDir = resolve(expandHome('~/.hq'));
   const name = host ?? hostName;
-  try {
-    const valid = validateConfigFile(agent);
-    resolveConfig(name === null ? valid : { ...valid, hostName: name }, target);
-  } catch (err) {
-    throw new CliError(
-      1,
-      `the old hq block does not make a valid agent config: ${(err as Error).message}; nothing changed`,
-    );
-  }
+  checkAgentConfig(agent, name, target);
   // 3. The state: the seen generation never goes down; local.json's start guard waits the old TTL.
   const paths = statePaths(stateDir);
-  const existing = [target, paths.seen, paths.local, paths.host].filter((f) => existsSync(f));
-  if (existing.length > 0 && !force) {
-    throw new CliError(
-      1,
-      `hq is already set up here (${existing.map(show).join(', ')}): --force replaces it (the seen generation never goes down); nothing changed`,
-    );
-  }
-  const prior = existsSync(paths.seen) ? await loadSeen(paths.seen) : null;
-  if (prior !== null && prior.kind === 'refused')
-    throw new CliError(1, `${paths.seen} ${prior.problem}: fix or remove it; nothing changed`);
-  const priorSeen = prior !== null && prior.kind === 'ok' ? prior.value : 0;
+  const priorSeen = await priorSeenGeneration(paths, target, flagBool(p, 'force'));
   const generation = Math.max(seen ?? 0, local?.generation ?? 0, priorSeen);
   const ttl = local?.ttlSeconds ?? (typeof hq['ttlSeconds'] === 'number' ? (hq['ttlSeconds'] as number) : 0);
-  const persisted: Persisted = {
-    holder: null,
-    generation,
-    confirmedAt: null,
-    ttlSeconds: ttl,
-    safetyMarginSeconds: 0,
-    gaveConfirmation: null,
-    lockDelayPending: true,
-    steppedDown: 0,
-    lost: 0,
-  };
   const forArbiter: { [k: string]: unknown } = {};
   for (const k of [...ARBITER_KEYS, ...SHARED_KEYS]) if (hq[k] !== undefined) forArbiter[k] = hq[k];
   const report = {
@@ -243,18 +207,87 @@ export async function importElanous(p: Parsed): Promise<number> {
     notCarried: [...(hq['seenGenerationFile'] === undefined ? [] : ['seenGenerationFile']), ...(cfg?.unknown ?? [])],
     crontab: { source: cron.source, lines },
   };
-  if (!dryRun) {
-    const dirProblem = await ensureDir(stateDir, 0o700);
-    if (dirProblem !== null) throw new CliError(1, `${dirProblem}; nothing changed`);
-    await writeSeen(paths.seen, generation);
-    await writePersisted(paths.local, persisted);
-    if (name !== null) await writeHost(paths.host, name);
-    await mkdirPrivate(dirname(target));
-    await writeAtomic(target, `${JSON.stringify(agent, null, 2)}\n`);
-  }
+  // 4. Written only now, every check passed.
+  if (!dryRun) await writeImport(stateDir, paths, target, agent, name, generation, ttl);
   if (json) process.stdout.write(`${JSON.stringify(report)}\n`);
   else process.stdout.write(describe(report, agent));
   return 0;
+}
+
+/** The agent config file to write: --config, else $HQ_CONFIG, else ~/.hq/agent.json. */
+function configTarget(p: Parsed): string {
+  const fromEnv = process.env[AGENT_CONFIG.envVar];
+  return resolve(
+    expandHome(
+      flagString(p, 'config') ??
+        (fromEnv === undefined || fromEnv === '' ? join('~', '.hq', AGENT_CONFIG.name) : fromEnv),
+    ),
+  );
+}
+
+/** The config made of the old hq block is one the agent would start with (exit 1 otherwise). */
+function checkAgentConfig(agent: { [k: string]: unknown }, name: string | null, target: string): void {
+  try {
+    const valid = validateConfigFile(agent);
+    resolveConfig(name === null ? valid : { ...valid, hostName: name }, target);
+  } catch (err) {
+    throw new CliError(
+      1,
+      `the old hq block does not make a valid agent config: ${(err as Error).message}; nothing changed`,
+    );
+  }
+}
+
+/**
+ * The seen generation hq already holds here (0 when none), after refusing existing hq state
+ * without --force and a seen-generation file that cannot be read.
+ */
+async function priorSeenGeneration(
+  paths: ReturnType<typeof statePaths>,
+  target: string,
+  force: boolean,
+): Promise<number> {
+  const existing = [target, paths.seen, paths.local, paths.host].filter((f) => existsSync(f));
+  if (existing.length > 0 && !force) {
+    throw new CliError(
+      1,
+      `hq is already set up here (${existing.map(show).join(', ')}): --force replaces it (the seen generation never goes down); nothing changed`,
+    );
+  }
+  const prior = existsSync(paths.seen) ? await loadSeen(paths.seen) : null;
+  if (prior !== null && prior.kind === 'refused')
+    throw new CliError(1, `${paths.seen} ${prior.problem}: fix or remove it; nothing changed`);
+  return prior !== null && prior.kind === 'ok' ? prior.value : 0;
+}
+
+/** The agent's state (seen generation, local.json with its start guard, host) and its config file. */
+async function writeImport(
+  stateDir: string,
+  paths: ReturnType<typeof statePaths>,
+  target: string,
+  agent: { [k: string]: unknown },
+  name: string | null,
+  generation: number,
+  ttl: number,
+): Promise<void> {
+  const persisted: Persisted = {
+    holder: null,
+    generation,
+    confirmedAt: null,
+    ttlSeconds: ttl,
+    safetyMarginSeconds: 0,
+    gaveConfirmation: null,
+    lockDelayPending: true,
+    steppedDown: 0,
+    lost: 0,
+  };
+  const dirProblem = await ensureDir(stateDir, 0o700);
+  if (dirProblem !== null) throw new CliError(1, `${dirProblem}; nothing changed`);
+  await writeSeen(paths.seen, generation);
+  await writePersisted(paths.local, persisted);
+  if (name !== null) await writeHost(paths.host, name);
+  await mkdirPrivate(dirname(target));
+  await writeAtomic(target, `${JSON.stringify(agent, null, 2)}\n`);
 }
 
 type Report = {

@@ -14,6 +14,7 @@ import {
 import { parseRecord } from '@hq/lease-core';
 import { sleepSafeClockMs, type MsClock } from '@hq/runtime/clock';
 import { CliError, flagBool, flagNumber, flagString, type Parsed } from './args.js';
+import type { FollowResult } from './events-follow.js';
 import {
   adminToken,
   agent,
@@ -263,6 +264,39 @@ export async function leaseRenew(p: Parsed): Promise<number> {
 export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs()): Promise<number> {
   const c = await network(p);
   const token = await memberToken(c);
+  const { handoverTo, force, wait } = releaseFlags(p);
+  const started = clock.now();
+  // 1. Step down locally first: persisted, and every fenced child of this generation ended
+  //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
+  const down = await stepDownLocally(c, handoverTo);
+  // 2. Then release (or hand over) at the arbiter, at once.
+  const body: { [k: string]: unknown } = { host: c.hostName };
+  if (down.generation !== undefined) body['generation'] = down.generation;
+  if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
+  // The holder ran this generation and its children are gone: the arbiter may skip its start wait.
+  if (handoverTo !== undefined && down.ready?.childrenGone === true && down.ready.ran === true) body['ran'] = true;
+  if (force) body['force'] = true;
+  const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
+  if (r.kind === 'answer' && r.status === 200) {
+    if (down.agentUp) await pokeAgent(c);
+    const json = flagBool(p, 'json');
+    if (handoverTo === undefined || wait === 0) {
+      out(json, r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
+      return 0;
+    }
+    return waitAfterHandover(c, clock, token, handoverTo, r.body, started, wait, json);
+  }
+  // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
+  //    unknown, and the agent undoes it by itself once the arbiter's record shows it never landed.
+  if (down.agentUp && r.kind === 'answer' && r.status < 500) await agent(c, 'POST', '/v1/resume');
+  const f = failure(r, 'lease release', c);
+  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
+  reportFailure(f, p);
+  return f.code;
+}
+
+/** The flags of `lease release`, checked together: --force and --wait only with --handover-to. */
+function releaseFlags(p: Parsed): { handoverTo: string | undefined; force: boolean; wait: number } {
   const handoverTo = flagString(p, 'handover-to');
   if (handoverTo !== undefined && !isHost(handoverTo))
     throw new CliError(2, `--handover-to: "${handoverTo}" is not a host name`);
@@ -272,9 +306,18 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
   if (!(wait >= 0) || !Number.isFinite(wait))
     throw new CliError(2, `--wait must be a number of seconds ≥ 0 (got ${wait})`);
   if (wait > 0 && handoverTo === undefined) throw new CliError(2, '--wait applies only with --handover-to');
-  const started = clock.now();
-  // 1. Step down locally first: persisted, and every fenced child of this generation ended
-  //    (the agent TERMs, KILLs after the grace, waits until they are gone) before it answers.
+  return { handoverTo, force, wait };
+}
+
+/**
+ * The local agent's step-down before a release: whether it answered, what it said (its children
+ * gone, the generation it ran) and the generation it held. Throws (exit 1, nothing released)
+ * when a running agent did not finish in time, or a handover's children cannot be proven gone.
+ */
+async function stepDownLocally(
+  c: Resolved,
+  handoverTo: string | undefined,
+): Promise<{ agentUp: boolean; ready: ReturnType<typeof fieldsOf> | null; generation: number | undefined }> {
   // As long as the agent's step-down can take (its children's graces), said by the agent itself.
   const before = await agent(c, 'GET', '/v1/status');
   const bound = before.kind === 'answer' && before.status === 200 ? fieldsOf(before.body).stepDownSeconds : undefined;
@@ -314,40 +357,30 @@ export async function leaseRelease(p: Parsed, clock: MsClock = sleepSafeClockMs(
       `a fenced child of generation ${String(ready.steppedDown)} could not be proven gone (see the agent's log); stop it, then hand over again, or release without --handover-to`,
     );
   }
-  // 2. Then release (or hand over) at the arbiter, at once.
-  const body: { [k: string]: unknown } = { host: c.hostName };
-  if (generation !== undefined) body['generation'] = generation;
-  if (handoverTo !== undefined) body['handoverTo'] = handoverTo;
-  // The holder ran this generation and its children are gone: the arbiter may skip its start wait.
-  if (handoverTo !== undefined && ready?.childrenGone === true && ready.ran === true) body['ran'] = true;
-  if (force) body['force'] = true;
-  const r = await arbiter(c, 'POST', '/v1/lease/release', body, token);
-  if (r.kind === 'answer' && r.status === 200) {
-    if (agentUp) await pokeAgent(c);
-    const json = flagBool(p, 'json');
-    if (handoverTo === undefined || wait === 0) {
-      out(json, r.body, handoverTo !== undefined ? `handed over to ${handoverTo}` : releasedLine(c.hostName));
-      return 0;
-    }
-    const granted = fieldsOf(r.body).lease;
-    const generation = generationField(granted, 'generation') ?? 0;
-    if (!json)
-      process.stdout.write(
-        `handed over to ${handoverTo} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`,
-      );
-    const w = await waitUntilRuns(c, clock, token, handoverTo, generation, started, wait, json, 'lease release');
-    if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
-    else
-      (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq lease release: '}${w.line}\n`);
-    return w.code;
-  }
-  // 3. Refused: undo the local step-down (the lease is still ours). No answer: the outcome is
-  //    unknown, and the agent undoes it by itself once the arbiter's record shows it never landed.
-  if (agentUp && r.kind === 'answer' && r.status < 500) await agent(c, 'POST', '/v1/resume');
-  const f = failure(r, 'lease release', c);
-  if (flagBool(p, 'json') && r.kind === 'answer') out(true, r.body, '');
-  reportFailure(f, p);
-  return f.code;
+  return { agentUp, ready, generation };
+}
+
+/** `--handover-to H --wait S` after the arbiter granted the handover: waits until H may run. */
+async function waitAfterHandover(
+  c: Resolved,
+  clock: MsClock,
+  token: string,
+  handoverTo: string,
+  answer: unknown,
+  started: number,
+  wait: number,
+  json: boolean,
+): Promise<number> {
+  const granted = fieldsOf(answer).lease;
+  const generation = generationField(granted, 'generation') ?? 0;
+  if (!json)
+    process.stdout.write(
+      `handed over to ${handoverTo} at generation ${generation || '?'}; waiting up to ${wait} s until it may run\n`,
+    );
+  const w = await waitUntilRuns(c, clock, token, handoverTo, generation, started, wait, json, 'lease release');
+  if (json) out(true, { ok: w.code === 0, lease: w.lease, ...w.result }, '');
+  else (w.code === 0 ? process.stdout : process.stderr).write(`${w.code === 0 ? '' : 'hq lease release: '}${w.line}\n`);
+  return w.code;
 }
 
 /**
@@ -448,14 +481,7 @@ export async function events(p: Parsed): Promise<number> {
   let first = true;
   let triedStream = false;
   const all: EventRecord[] = [];
-  const print = (e: EventRecord): void => {
-    if (only !== null && !only.has(e.event)) return;
-    if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
-    else
-      process.stdout.write(
-        `${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`,
-      );
-  };
+  const print = eventPrinter(json, only);
   while (!stop) {
     const r = await arbiter(c, 'GET', `/v1/events?${query}`, undefined, token);
     if (r.kind !== 'answer' || r.status !== 200) {
@@ -477,35 +503,18 @@ export async function events(p: Parsed): Promise<number> {
         if (only === null || only.has(e.event)) all.push(e);
       } else print(e);
     }
-    if (start !== null && rows.length === 0 && !wasTail) {
-      // --since with nothing after T: follow from the newest event on (never from id 1).
-      const last = await arbiter(c, 'GET', '/v1/events?tail=1', undefined, token);
-      const newest = last.kind === 'answer' && last.status === 200 ? eventsOf(last.body)[0] : undefined;
-      if (newest !== undefined) after = Math.max(after, newest.id);
-    }
+    // --since with nothing after T: follow from the newest event on (never from id 1).
+    if (start !== null && rows.length === 0 && !wasTail) after = Math.max(after, await newestId(c, token));
     query = `after=${after}&limit=1000`;
+    if (rows.length === 1000 && !wasTail) continue;
     if (!follow) {
-      if (rows.length === 1000 && !wasTail) continue;
       if (json) out(true, { events: all }, '');
       return 0;
     }
-    if (rows.length === 1000 && !wasTail) continue;
     if (!triedStream) {
       // The backlog is printed: follow the arbiter's SSE stream; poll only when it has none.
       triedStream = true;
-      const { followEvents } = await import('./events-follow.js');
-      const ac = new AbortController();
-      const abort = (): void => ac.abort();
-      process.once('SIGINT', abort);
-      process.once('SIGTERM', abort);
-      const streamed = await followEvents({
-        url: c.arbiterUrl,
-        token,
-        after,
-        signal: ac.signal,
-        onEvent: (e) => print(e),
-        onProblem: (line) => process.stderr.write(`hq: ${line}; retrying\n`),
-      });
+      const streamed = await followStream(c, token, after, print);
       if (!streamed.unsupported) return streamed.failed === null ? 0 : 3;
       after = Math.max(after, streamed.lastId);
       continue;
@@ -513,6 +522,46 @@ export async function events(p: Parsed): Promise<number> {
     await sleep(1000);
   }
   return 0;
+}
+
+/** One event on stdout, as text or a JSON line; events `only` leaves out are not printed. */
+function eventPrinter(json: boolean, only: ReadonlySet<string> | null): (e: EventRecord) => void {
+  return (e) => {
+    if (only !== null && !only.has(e.event)) return;
+    if (json) process.stdout.write(`${JSON.stringify(e)}\n`);
+    else
+      process.stdout.write(
+        `${e.id} ${new Date(e.at * 1000).toISOString()} ${e.category} ${e.event} ${e.host ?? '-'} ${JSON.stringify(readableData(e.data))}\n`,
+      );
+  };
+}
+
+/** The id of the arbiter's newest event, 0 when it has none or does not answer. */
+async function newestId(c: Resolved, token: string | null): Promise<number> {
+  const last = await arbiter(c, 'GET', '/v1/events?tail=1', undefined, token);
+  return (last.kind === 'answer' && last.status === 200 ? eventsOf(last.body)[0]?.id : undefined) ?? 0;
+}
+
+/** `--follow` after the backlog: the arbiter's event stream until SIGINT/SIGTERM. */
+async function followStream(
+  c: Resolved,
+  token: string | null,
+  after: number,
+  print: (e: EventRecord) => void,
+): Promise<FollowResult> {
+  const { followEvents } = await import('./events-follow.js');
+  const ac = new AbortController();
+  const abort = (): void => ac.abort();
+  process.once('SIGINT', abort);
+  process.once('SIGTERM', abort);
+  return followEvents({
+    url: c.arbiterUrl,
+    token,
+    after,
+    signal: ac.signal,
+    onEvent: print,
+    onProblem: (line) => process.stderr.write(`hq: ${line}; retrying\n`),
+  });
 }
 
 export async function maintenance(p: Parsed): Promise<number> {
@@ -632,7 +681,7 @@ async function waitUntilRuns(
   const waited = (): number => Math.round((clock.now() - started) / 100) / 10;
   let said = '';
   let last: LeaseRecord | null = null;
-  const result = (mayRun: boolean, rec: LeaseRecord | null) => {
+  const result = (mayRun: boolean, rec: LeaseRecord | null): Waited['result'] => {
     const d = rec?.displaced ?? null;
     const acknowledged = d !== null && d.acknowledgedAt !== null;
     return {
@@ -649,48 +698,11 @@ async function waitUntilRuns(
     if (r.kind === 'answer' && r.status === 200) {
       const rec = r.body as LeaseRecord;
       last = rec;
-      if (rec.holder !== to || rec.generation !== generation) {
-        return {
-          code: 1,
-          line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited()} s)`,
-          lease: rec,
-          result: result(false, rec),
-        };
-      }
-      // An arbiter of hq 0.1 sends no displaced.
-      const d = rec.displaced ?? null;
-      const wait = waitNote(rec);
-      const refused = agentRefuses(rec);
-      if (refused !== null) {
-        return {
-          code: 1,
-          line: `${to} will not run: its agent refuses the record (${refused}) (${waited()} s)`,
-          lease: rec,
-          result: result(false, rec),
-        };
-      }
-      if (wait === null) {
-        // A handover carries no lock-delay of the old holder: it stepped down before it asked.
-        const how =
-          d !== null && d.acknowledgedAt !== null
-            ? `${d.host} acknowledged its step-down from generation ${d.generation} (${(d.savedSeconds ?? 0).toFixed(1)} s of lock-delay saved)`
-            : command === 'lease release'
-              ? `${d?.host ?? 'the old holder'} stepped down before it handed over: no lock-delay to wait for`
-              : d !== null
-                ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
-                : 'no lock-delay to wait for';
-        return {
-          code: 0,
-          line: `${to} may run at generation ${generation} after ${waited()} s: ${how}`,
-          lease: rec,
-          result: result(true, rec),
-        };
-      }
-      // Which wait holds the new holder, until when and why, whenever that changes.
-      const line = `waiting: ${wait.left === null ? '' : `${fmtAge(wait.left)} left: `}${wait.text}`;
-      if (!json && wait.text !== said) {
-        said = wait.text;
-        process.stdout.write(`${line}\n`);
+      const read = readingOf(rec, to, generation, command, waited());
+      if (read.done) return { code: read.code, line: read.line, lease: rec, result: result(read.code === 0, rec) };
+      if (!json && read.text !== said) {
+        said = read.text;
+        process.stdout.write(`${read.line}\n`);
       }
     } else if (clock.now() + 1000 > deadline) {
       const f = failure(r, `${command} --wait`, c);
@@ -712,6 +724,48 @@ async function waitUntilRuns(
     }
     await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - clock.now())));
   }
+}
+
+/**
+ * One reading of the record during `--wait`: the wait is over (the lease moved on or `to`'s agent
+ * refuses the record: 1; `to` may run: 0), or which wait holds `to`, until when and why.
+ */
+function readingOf(
+  rec: LeaseRecord,
+  to: string,
+  generation: number,
+  command: string,
+  waited: number,
+): { done: true; code: number; line: string } | { done: false; text: string; line: string } {
+  if (rec.holder !== to || rec.generation !== generation)
+    return {
+      done: true,
+      code: 1,
+      line: `the lease moved on: ${rec.holder ?? 'nobody'} holds generation ${rec.generation} (${waited} s)`,
+    };
+  // An arbiter of hq 0.1 sends no displaced.
+  const d = rec.displaced ?? null;
+  const wait = waitNote(rec);
+  const refused = agentRefuses(rec);
+  if (refused !== null)
+    return { done: true, code: 1, line: `${to} will not run: its agent refuses the record (${refused}) (${waited} s)` };
+  if (wait === null) {
+    // A handover carries no lock-delay of the old holder: it stepped down before it asked.
+    const how =
+      d !== null && d.acknowledgedAt !== null
+        ? `${d.host} acknowledged its step-down from generation ${d.generation} (${(d.savedSeconds ?? 0).toFixed(1)} s of lock-delay saved)`
+        : command === 'lease release'
+          ? `${d?.host ?? 'the old holder'} stepped down before it handed over: no lock-delay to wait for`
+          : d !== null
+            ? `the lock-delay ran out (${d.host} did not acknowledge its step-down)`
+            : 'no lock-delay to wait for';
+    return { done: true, code: 0, line: `${to} may run at generation ${generation} after ${waited} s: ${how}` };
+  }
+  return {
+    done: false,
+    text: wait.text,
+    line: `waiting: ${wait.left === null ? '' : `${fmtAge(wait.left)} left: `}${wait.text}`,
+  };
 }
 
 /** How often `failover --wait` reads the record. */

@@ -5,6 +5,7 @@ import { leaseEvent } from '@hq/lease-core';
 import { NEVER_FAIL_OPEN, fieldsOf, hostProblem, isAgentHeartbeatOutcome, stringField } from '@hq/protocol';
 import { AGENT_UNREACHABLE, isFenceDecision, type GuardReason } from '@hq/protocol/fence';
 import { resolveNetwork, type AgentConfig } from '../config.js';
+import type { PrimaryAnswer } from '../primary.js';
 import { wallClockMs } from '@hq/runtime/clock';
 import { ensureDir } from '@hq/runtime/files';
 import { physicalPath, isInside } from '../guard-path.js';
@@ -80,9 +81,47 @@ export async function primary(p: Parsed): Promise<number> {
   const r = await resolvePrimary({ ...opts, seenGeneration: Math.max(seen.generation, opts.seenGeneration ?? 0) });
   if (r.mode !== 'lease') throw new Error('primary: resolvePrimary answered in static mode');
   const sourceOf = (host: string): string => (host === c.hostName ? `local:${host}` : host);
-  // `answers` keeps its earlier shape (the answers that parsed, each with source, known, holder and
-  // generation) and gains host, status and problem; `asked` lists every candidate's outcome.
-  const answers = r.answers
+  const answers = parsedAnswers(r.answers, sourceOf);
+  const json = flagBool(p, 'json');
+  if (!r.known) {
+    const fallback = { holder: r.holder, url: r.url };
+    if (json) {
+      const { mode, floor, reason } = r;
+      const unknown = { known: false, holder: null, generation: null, seenGeneration: floor, answers };
+      out(true, { ...unknown, mode, floor, reason, fallback, asked: r.answers }, '');
+    }
+    process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
+    return 3;
+  }
+  const joinPath = flagString(p, 'write-join');
+  if (joinPath !== undefined) await writeJoinFile(c, joinPath, r, json);
+  // The winner is the first usable answer at the winning generation (ties go to candidate order).
+  const winner = r.answers.find((a) => a.status === 'usable' && a.generation === r.generation);
+  const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
+  const { holder, generation, mode, url, floor } = r;
+  out(
+    json,
+    { known: true, holder, generation, source, seenGeneration: floor, answers, mode, url, floor, asked: r.answers },
+    `${r.holder} (generation ${r.generation}, from ${source})`,
+  );
+  await reportEvent(c.socketPath, 'control', 'primary-resolved', {
+    holder,
+    generation,
+    source,
+    floor,
+    asked: r.answers.length,
+    usable: r.answers.filter((a) => a.status === 'usable').length,
+  });
+  return 0;
+}
+
+/**
+ * `answers` of `hq primary --json`: it keeps its earlier shape (the answers that parsed, each with
+ * source, known, holder and generation) and gains host, status and problem; `asked` lists every
+ * candidate's outcome.
+ */
+function parsedAnswers(asked: readonly PrimaryAnswer[], sourceOf: (host: string) => string) {
+  return asked
     .filter((a) => a.generation !== null)
     .map((a) => ({
       source: sourceOf(a.host),
@@ -93,64 +132,19 @@ export async function primary(p: Parsed): Promise<number> {
       status: a.status,
       ...(a.problem === undefined ? {} : { problem: a.problem }),
     }));
-  const json = flagBool(p, 'json');
-  if (!r.known) {
-    const fallback = { holder: r.holder, url: r.url };
-    if (json)
-      out(
-        true,
-        {
-          known: false,
-          holder: null,
-          generation: null,
-          seenGeneration: r.floor,
-          answers,
-          mode: r.mode,
-          floor: r.floor,
-          reason: r.reason,
-          fallback,
-          asked: r.answers,
-        },
-        '',
-      );
-    process.stderr.write(`hq: primary: no agent answered with a holder at generation ≥ ${r.floor} (${r.reason})\n`);
-    return 3;
-  }
-  const joinPath = flagString(p, 'write-join');
-  if (joinPath !== undefined) {
-    const { writeJoin } = await import('../join.js');
-    const w = await writeJoin(c, joinPath, { holder: r.holder, generation: r.generation, url: r.url });
-    if (!w.ok) throw new CliError(2, `primary: --write-join: ${w.problem}`);
-    if (!json) process.stderr.write(`hq: primary: join file ${w.path} written (${w.tokenScope} token)\n`);
-  }
-  // The winner is the first usable answer at the winning generation (ties go to candidate order).
-  const winner = r.answers.find((a) => a.status === 'usable' && a.generation === r.generation);
-  const source = winner === undefined ? sourceOf(r.holder) : sourceOf(winner.host);
-  out(
-    json,
-    {
-      known: true,
-      holder: r.holder,
-      generation: r.generation,
-      source,
-      seenGeneration: r.floor,
-      answers,
-      mode: r.mode,
-      url: r.url,
-      floor: r.floor,
-      asked: r.answers,
-    },
-    `${r.holder} (generation ${r.generation}, from ${source})`,
-  );
-  await reportEvent(c.socketPath, 'control', 'primary-resolved', {
-    holder: r.holder,
-    generation: r.generation,
-    source,
-    floor: r.floor,
-    asked: r.answers.length,
-    usable: r.answers.filter((a) => a.status === 'usable').length,
-  });
-  return 0;
+}
+
+/** `--write-join FILE`: the join file of the primary found (exit 2 when it cannot be written). */
+async function writeJoinFile(
+  c: AgentConfig,
+  path: string,
+  r: { readonly holder: string; readonly generation: number; readonly url: string },
+  json: boolean,
+): Promise<void> {
+  const { writeJoin } = await import('../join.js');
+  const w = await writeJoin(c, path, { holder: r.holder, generation: r.generation, url: r.url });
+  if (!w.ok) throw new CliError(2, `primary: --write-join: ${w.problem}`);
+  if (!json) process.stderr.write(`hq: primary: join file ${w.path} written (${w.tokenScope} token)\n`);
 }
 
 function logEvent(

@@ -9,6 +9,7 @@ import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { AGENT_CONFIG, ConfigError, expandHome, findConfigFile, readConfigObject } from '@hq/runtime/config-file';
 import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, PROTOCOL_VERSION, spokenVersion } from '@hq/protocol/version';
+import type { Timers } from '@hq/runtime/clock';
 
 export interface LightPaths {
   readonly file: string | null;
@@ -48,22 +49,30 @@ export type LocalResult =
     }
   | { readonly kind: 'unreachable'; readonly problem: string };
 
-/** One request to the agent; `signal` aborted gives up on it at once (as `unreachable`). */
-export function callAgent(
+/**
+ * One request to the agent over its unix socket (the CLI's one client of that transport; the TCP
+ * one is @hq/runtime/http, which the fence path does not load): answered within `timeoutSeconds`
+ * on `timers`, else `unreachable`; `signal` aborted gives up on it at once (as `unreachable`).
+ * The clock module's real timers are loaded when none are given, after the fence entry's own
+ * modules (the bundle holds it).
+ */
+export async function callAgent(
   socketPath: string,
   method: 'GET' | 'POST' | 'DELETE',
   path: string,
   timeoutSeconds: number,
   body?: unknown,
   signal?: AbortSignal,
+  given?: Timers,
 ): Promise<LocalResult> {
+  const timers = given ?? (await import('@hq/runtime/clock')).realTimers;
   const payload = body === undefined ? null : Buffer.from(JSON.stringify(body), 'utf8');
   return new Promise((done) => {
     let settled = false;
     const finish = (r: LocalResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      timers.clear(timer);
       done(r);
     };
     const headers: { [k: string]: string } = {
@@ -94,7 +103,7 @@ export function callAgent(
         });
       });
     });
-    const timer = setTimeout(
+    const timer = timers.set(
       () => {
         req.destroy();
         finish({ kind: 'unreachable', problem: `no answer within ${timeoutSeconds} s` });

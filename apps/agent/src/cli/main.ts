@@ -4,12 +4,14 @@
  */
 import { didYouMean } from '@hq/runtime/suggest';
 import { HOST_PATTERN } from '@hq/protocol';
-import { CONFIG_FLAG, JSON_FLAG, runCommand, wrap, type CommandSpec, type Parsed } from './args.js';
+import { CONFIG_FLAG, JSON_FLAG, programHelp, runCommand, type CommandSpec, type Parsed } from './args.js';
 // Light modules: they import only args.js (fence.js: node built-ins and the light config
-// reader) until their command runs.
+// reader) until their command runs; the doctor and standby specs alone.
 import { FENCE_CHECK_COMMAND, FENCE_RUN_COMMAND } from './fence.js';
 import { PORT_RUN_COMMAND } from './port.js';
 import { FLEET_COMMAND } from './fleet.js';
+import { DOCTOR_SPEC } from './doctor-spec.js';
+import { STANDBY_SPECS } from './standby-specs.js';
 
 export interface Command {
   readonly spec: CommandSpec;
@@ -382,20 +384,25 @@ export const COMMANDS: readonly Command[] = [
   },
 ];
 
-const TOP_HELP = `Usage: hq COMMAND [options]
-
-Commands:
-${[
-  ...COMMANDS.map((c) => [c.spec.name, c.spec.summary.split(/(?<=\.)\s/)[0] as string] as const),
-  ['doctor', "Checks this host's side of hq, one line each with the fix (see hq doctor --help)."] as const,
-  ['standby', 'Standby replication: hq standby snapshot|verify|promote|role (see hq standby --help).'] as const,
-]
-  .map(([name, summary]) => `  ${name.padEnd(15)}${wrap(summary, 17)}`)
-  .join('\n')}
-
-Every command accepts --config PATH and --help. Run "hq COMMAND --help" for
-its options; "hq --version" prints hq's version.
-`;
+/**
+ * `hq --help`: one line per command, doctor's and standby's included (their specs are light),
+ * made from the specs as every command's own help is.
+ */
+export const TOP_HELP = programHelp({
+  usage: 'hq COMMAND [options]',
+  about:
+    "The command line of hq on a candidate host: the lease at the arbiter, fenced jobs through this host's agent, standby replication, and this host's checks.",
+  commands: [...COMMANDS.map((c) => c.spec), DOCTOR_SPEC, ...Object.values(STANDBY_SPECS)],
+  flags: [
+    CONFIG_FLAG,
+    {
+      name: 'version',
+      kind: 'boolean',
+      help: "Prints hq's version (the same for hq, hq-agent and hq-arbiter) and exits 0. Default: off.",
+    },
+  ],
+  footer: 'Every command accepts --config PATH and --help; run "hq COMMAND --help" for its options and exit codes.',
+});
 
 export async function main(argv: readonly string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {

@@ -99,6 +99,30 @@ async function snapshotAndPush(
 ): Promise<number> {
   const now = ctx.now ?? wallClockMs.now;
   const started = now();
+  const snap = await takeSnapshot(ctx, l, cfg, tier);
+  const pushed = flagBool(p, 'no-push') ? [] : await pushToStandbys(l, cfg, tier, snap);
+  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with,
+  // and no host is yet the one whose copies count: the bucket waits for the lease too.
+  const skipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
+  const copies: SurvivalCopies =
+    flagBool(p, 'survival') && !skipped
+      ? await survivalCopies(ctx, l, cfg, snap)
+      : { survival: null, survivalS3: null, skipped };
+  const seconds = Math.round((now() - started) / 100) / 10;
+  const m = snap.manifest;
+  line(
+    ctx,
+    json,
+    snapshotSummary(tier, snap, pushed, copies, seconds),
+    `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText(pushed)} · survival ${survivalText(copies)} · ${seconds}s`,
+  );
+  const code = snapshotExitCode(pushed, copies);
+  await report(l.agent.socketPath, 'generation', generationEvent(tier, snap, pushed, copies, seconds, code));
+  return code;
+}
+
+/** Step 1: the generation, built under the lease this host holds; a host-local key stripped is reported. */
+async function takeSnapshot(ctx: Io, l: Loaded, cfg: ReplicationConfig, tier: Tier): Promise<SnapshotResult> {
   const lease = await leaseForSnapshot(l.agent, ctx.env ?? process.env);
   let snap: SnapshotResult;
   try {
@@ -120,18 +144,13 @@ async function snapshotAndPush(
       keys: snap.hostLocalStripped.join(','),
     });
   }
-  const pushed = flagBool(p, 'no-push') ? [] : await pushToStandbys(l, cfg, tier, snap);
-  // Before the first lease (generation 0) the arbiter has nothing to fence survival copies with,
-  // and no host is yet the one whose copies count: the bucket waits for the lease too.
-  const skipped = flagBool(p, 'survival') && snap.manifest.leaseGeneration === 0;
-  const copies: SurvivalCopies =
-    flagBool(p, 'survival') && !skipped
-      ? await survivalCopies(ctx, l, cfg, snap)
-      : { survival: null, survivalS3: null, skipped };
-  const seconds = Math.round((now() - started) / 100) / 10;
+  return snap;
+}
+
+/** The `--json` answer of a snapshot: the generation, each push and the survival copies. */
+function snapshotSummary(tier: Tier, snap: SnapshotResult, pushed: Pushed, copies: SurvivalCopies, seconds: number) {
   const m = snap.manifest;
-  const { survival, survivalS3 } = copies;
-  const summary = {
+  return {
     generation: m.generation,
     tier,
     files: m.entries.length,
@@ -140,8 +159,8 @@ async function snapshotAndPush(
     leaseGeneration: m.leaseGeneration,
     holder: m.holder,
     survival: snap.survival.length,
-    survivalCopy: survival,
-    survivalS3,
+    survivalCopy: copies.survival,
+    survivalS3: copies.survivalS3,
     pushed: pushed.map(({ host, result }) =>
       result.ok
         ? { host, ok: true, sentBytes: result.sentBytes, sentBlobs: result.sentBlobs }
@@ -156,14 +175,25 @@ async function snapshotAndPush(
     ),
     seconds,
   };
-  line(
-    ctx,
-    json,
-    summary,
-    `standby ${tier} ${m.generation}: ${m.entries.length} files (${snap.reused} reused) · ${(snap.bytes / 1e6).toFixed(1)} MB · push ${pushText(pushed)} · survival ${survivalText(copies)} · ${seconds}s`,
-  );
-  const code = snapshotExitCode(pushed, copies);
-  await report(l.agent.socketPath, 'generation', {
+}
+
+/** The `generation` event the agent logs for a snapshot (flat fields: hosts comma-separated). */
+function generationEvent(
+  tier: Tier,
+  snap: SnapshotResult,
+  pushed: Pushed,
+  copies: SurvivalCopies,
+  seconds: number,
+  exitCode: number,
+) {
+  const m = snap.manifest;
+  const { survival, survivalS3 } = copies;
+  const hosts = (ok: boolean): string =>
+    pushed
+      .filter((x) => x.result.ok === ok)
+      .map((x) => x.host)
+      .join(',');
+  return {
     tier,
     generation: m.generation,
     files: m.entries.length,
@@ -171,20 +201,13 @@ async function snapshotAndPush(
     bytes: snap.bytes,
     leaseGeneration: m.leaseGeneration,
     holder: m.holder,
-    pushedTo: pushed
-      .filter((x) => x.result.ok)
-      .map((x) => x.host)
-      .join(','),
-    pushFailed: pushed
-      .filter((x) => !x.result.ok)
-      .map((x) => x.host)
-      .join(','),
+    pushedTo: hosts(true),
+    pushFailed: hosts(false),
     survival: copies.skipped ? 'skipped' : survival === null ? 'off' : survival.ok ? 'ok' : 'failed',
     survivalS3: copies.skipped ? 'skipped' : survivalS3 === null ? 'off' : survivalS3.ok ? 'ok' : 'failed',
     seconds,
-    exitCode: code,
-  });
-  return code;
+    exitCode,
+  };
 }
 
 type Pushed = { host: string; result: PushResult }[];

@@ -1,10 +1,11 @@
 /**
- * One request of a push to a standby (or of a survival copy to the arbiter): the bearer token,
- * the protocol header, one deadline for the whole exchange (`Unreachable` after it; an answer
- * after it is never acted on); and what a push answers its caller.
+ * One request of a push to a standby (or of a survival copy to the arbiter), through the HTTP
+ * client of @hq/runtime/http: the bearer token, the protocol header, one deadline for the whole
+ * exchange (`Unreachable` after it; an answer after it is never acted on); and what a push
+ * answers its caller.
  */
-import { request } from 'undici';
-import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@hq/protocol';
+import type { Readable } from 'node:stream';
+import { joinUrl, requestJson } from '@hq/runtime/http';
 
 export interface PushOptions {
   /** The generation folder (outbox). */
@@ -56,45 +57,21 @@ export async function call(
   opts: Pick<PushOptions, 'baseUrl' | 'token' | 'timeoutSeconds'>,
   method: 'POST' | 'PUT' | 'DELETE',
   path: string,
-  body: string | Buffer | NodeJS.ReadableStream | undefined,
+  body: string | Buffer | Readable | undefined,
   headers: Record<string, string>,
 ): Promise<Answer> {
-  const ms = Math.max(1, Math.round(opts.timeoutSeconds * 1000));
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), ms);
-  try {
-    const res = await request(opts.baseUrl.replace(/\/+$/, '') + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${opts.token}`,
-        accept: 'application/json',
-        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-        ...headers,
-      },
-      body: body as string | undefined,
-      signal: controller.signal,
-      headersTimeout: ms,
-      bodyTimeout: ms,
-    });
-    const text = await res.body.text();
-    if (controller.signal.aborted) throw new Unreachable(`no answer within ${opts.timeoutSeconds} s`);
-    let parsed: { [k: string]: unknown } | null = null;
-    try {
-      const v: unknown = text === '' ? null : JSON.parse(text);
-      parsed = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as { [k: string]: unknown }) : null;
-    } catch {
-      parsed = null;
-    }
-    return { status: res.statusCode, body: parsed };
-  } catch (err) {
-    if (err instanceof Unreachable) throw err;
-    const e = err as { code?: string; message?: string };
-    throw new Unreachable(
-      controller.signal.aborted ? `no answer within ${opts.timeoutSeconds} s` : (e.code ?? e.message ?? 'error'),
-    );
-  } finally {
-    clearTimeout(timer);
-  }
+  const r = await requestJson({
+    method,
+    url: joinUrl(opts.baseUrl, path),
+    token: opts.token,
+    headers,
+    ...(body === undefined ? {} : { rawBody: body }),
+    timeoutSeconds: opts.timeoutSeconds,
+  });
+  if (r.kind === 'unreachable') throw new Unreachable(r.problem);
+  const v = r.body;
+  const parsed = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as { [k: string]: unknown }) : null;
+  return { status: r.status, body: parsed };
 }
 
 /** A push that failed on an answer: refused by the standby, or unreachable (a 5xx without a catalog code). */

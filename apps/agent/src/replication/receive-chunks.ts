@@ -30,8 +30,7 @@ export async function putChunks(
     return drain(stream, refuse('BLOB_BUSY', 'another batch of chunks of this push is being received'));
   push.receiving = true;
   push.lastActive = st.clock.now();
-  let header = Buffer.alloc(0);
-  let cur: { sha: string; need: ChunkNeed; data: Buffer; pos: number } | null = null;
+  const frames = new ChunkFrames(push.chunks);
   let refusal: Refusal | null = null;
   const pending = new PendingWrites();
   try {
@@ -40,64 +39,100 @@ export async function putChunks(
       push.lastActive = st.clock.now();
       let off = 0;
       while (refusal === null && off < buf.length) {
-        if (cur === null) {
-          let sha: string;
-          if (header.length === 0 && off + 32 <= buf.length) {
-            sha = buf.toString('hex', off, off + 32);
-            off += 32;
-          } else {
-            const take = Math.min(32 - header.length, buf.length - off);
-            header = Buffer.concat([header, buf.subarray(off, off + take)]);
-            off += take;
-            if (header.length < 32) continue;
-            sha = header.toString('hex');
-            header = Buffer.alloc(0);
-          }
-          const need = push.chunks.get(sha);
-          if (need === undefined || need.state !== 'wanted')
-            refusal = refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`);
-          else if (off + need.bytes <= buf.length) {
-            // The whole chunk is in this piece: no copy.
-            cur = { sha, need, data: buf.subarray(off, off + need.bytes), pos: need.bytes };
-            off += need.bytes;
-          } else cur = { sha, need, data: Buffer.allocUnsafe(need.bytes), pos: 0 };
-          if (cur === null || cur.pos < cur.data.length) continue;
-        } else {
-          const take = Math.min(cur.data.length - cur.pos, buf.length - off);
-          buf.copy(cur.data, cur.pos, off, off + take);
-          cur.pos += take;
-          off += take;
-          if (cur.pos < cur.data.length) continue;
-        }
-        const done = cur;
-        cur = null;
-        if (createHash('sha256').update(done.data).digest('hex') !== done.sha) {
+        const step = frames.take(buf, off);
+        off = step.off;
+        refusal = step.refusal;
+        if (step.done === null) continue;
+        if (createHash('sha256').update(step.done.data).digest('hex') !== step.done.sha) {
           st.log.warn(
-            { category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: done.sha },
+            { category: 'hq.standby', event: 'checksum-mismatch', push: pushId, sha256: step.done.sha },
             'chunk checksum mismatch',
           );
-          refusal = refuse('CHECKSUM', `the chunk received as ${done.sha} does not hash to it`);
+          refusal = refuse('CHECKSUM', `the chunk received as ${step.done.sha} does not hash to it`);
           continue;
         }
-        await pending.add(done.need, done.data);
+        await pending.add(step.done.need, step.done.data);
       }
     }
     await pending.flush();
     if (refusal !== null) return refusal;
-    if (cur !== null || header.length > 0)
-      return refuse('BLOB_SIZE', `the batch ends inside chunk ${cur?.sha ?? '(its sha256)'}`);
+    if (frames.midChunk)
+      return refuse('BLOB_SIZE', `the batch ends inside chunk ${frames.current?.sha ?? '(its sha256)'}`);
     return { ok: true, received: pending.received };
   } catch (err) {
     // A cut connection: the chunks completed are kept, the one in flight is simply not.
     await pending.flush().catch(() => undefined);
     st.log.warn(
-      { category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: cur?.sha ?? null, err },
+      { category: 'hq.standby', event: 'chunk-interrupted', push: pushId, sha256: frames.current?.sha ?? null, err },
       'chunk interrupted',
     );
     throw err;
   } finally {
     await pending.close();
     push.receiving = false;
+  }
+}
+
+/** A chunk being received: its sha256, what the push needs of it, its bytes so far. */
+interface InFlight {
+  readonly sha: string;
+  readonly need: ChunkNeed;
+  readonly data: Buffer;
+  pos: number;
+}
+
+/**
+ * The framing of a batch — 32 bytes of raw sha256, then that chunk's bytes — over pieces of the
+ * stream cut anywhere. A chunk that lies whole in one piece is not copied.
+ */
+class ChunkFrames {
+  private header = Buffer.alloc(0);
+  /** The chunk whose bytes are being read, if any. */
+  current: InFlight | null = null;
+
+  constructor(private readonly chunks: ReadonlyMap<string, ChunkNeed>) {}
+
+  /** True when the stream so far ends inside a header or a chunk. */
+  get midChunk(): boolean {
+    return this.current !== null || this.header.length > 0;
+  }
+
+  /** Reads from `buf` at `at`: a whole chunk (`done`), a chunk the push does not need (`refusal`), or neither yet. */
+  take(buf: Buffer, at: number): { off: number; done: InFlight | null; refusal: Refusal | null } {
+    let off = at;
+    let cur = this.current;
+    if (cur === null) {
+      let sha: string;
+      if (this.header.length === 0 && off + 32 <= buf.length) {
+        sha = buf.toString('hex', off, off + 32);
+        off += 32;
+      } else {
+        const take = Math.min(32 - this.header.length, buf.length - off);
+        this.header = Buffer.concat([this.header, buf.subarray(off, off + take)]);
+        off += take;
+        if (this.header.length < 32) return { off, done: null, refusal: null };
+        sha = this.header.toString('hex');
+        this.header = Buffer.alloc(0);
+      }
+      const need = this.chunks.get(sha);
+      if (need === undefined || need.state !== 'wanted')
+        return { off, done: null, refusal: refuse('UNEXPECTED_BLOB', `this push does not need chunk ${sha}`) };
+      if (off + need.bytes <= buf.length) {
+        cur = { sha, need, data: buf.subarray(off, off + need.bytes), pos: need.bytes };
+        off += need.bytes;
+      } else cur = { sha, need, data: Buffer.allocUnsafe(need.bytes), pos: 0 };
+    } else {
+      const take = Math.min(cur.data.length - cur.pos, buf.length - off);
+      buf.copy(cur.data, cur.pos, off, off + take);
+      cur.pos += take;
+      off += take;
+    }
+    if (cur.pos < cur.data.length) {
+      this.current = cur;
+      return { off, done: null, refusal: null };
+    }
+    this.current = null;
+    return { off, done: cur, refusal: null };
   }
 }
 

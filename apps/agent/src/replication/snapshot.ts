@@ -121,46 +121,16 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
   const generation = generationId(t);
   const createdAt = new Date(t).toISOString();
   const tierRoot = join(cfg.outboxDir, tier);
-  await mkdirPrivate(tierRoot);
-  const final = join(tierRoot, generation);
-  try {
-    await lstat(final);
-    throw new SnapshotError(`generation ${tier}/${generation} already exists (two snapshots within one second?)`);
-  } catch (err) {
-    if (err instanceof SnapshotError) throw err;
-  }
+  const final = await claimGeneration(tierRoot, tier, generation);
   const plan = await planTier(cfg, tier);
-  const prev = await previous(tierRoot);
-  const prevEntries = new Map((prev?.manifest.entries ?? []).map((e) => [e.path, e] as const));
-  const prevFps = new Map(prev?.fingerprints?.files ?? []);
   const building = join(tierRoot, `.building-${generation}-${rand()}`);
   await mkdirPrivate(building);
   // Compared with the files' mtimes, so always the real wall clock, never `opts.now` (which names the generation).
   const takenAtMs = wallClockMs.now();
-  const fps: [string, Fp][] = [];
-  const entries: ManifestEntry[] = [];
   const recipes = outboxRecipes(cfg, tier);
-  const dirs = new Set<string>([building]);
-  const stripped: string[] = [];
   try {
-    for (const item of plan.items) {
-      const dest = join(building, item.path);
-      const parent = dirname(dest);
-      if (!dirs.has(parent)) {
-        await mkdirPrivate(parent);
-        dirs.add(parent);
-      }
-      const fp = await fingerprintAll(item.abs);
-      if (fp === null) continue; // vanished since planning
-      const reused = await tryReuse(item, fp, dest, prev, prevEntries, prevFps, opts.stableMs ?? STABLE_MS);
-      if (reused !== null) {
-        entries.push(reused);
-        fps.push([item.path, fp]);
-        continue;
-      }
-      entries.push(await copyItem(cfg, item, dest, stripped, recipes));
-      fps.push([item.path, fp]);
-    }
+    // 2. Every planned file into the building folder: reused from the previous generation, or copied.
+    const { entries, fps, dirs, stripped } = await fillGeneration(opts, plan, tierRoot, building, recipes);
     const manifest: Manifest = {
       generation,
       tier,
@@ -171,6 +141,7 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
       holder: opts.lease.holder,
       entries,
     };
+    // 3. The manifest and the sums, everything synced, then published and the old ones pruned.
     await writeFileNew(join(building, 'MANIFEST.json'), formatManifest(manifest));
     await writeFileNew(join(building, 'SHA256SUMS'), formatSums(entries));
     for (const d of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(d);
@@ -195,6 +166,53 @@ export async function buildSnapshot(opts: SnapshotOptions): Promise<SnapshotResu
     await removeTree(building);
     throw err;
   }
+}
+
+/** The tier's folder made, and the generation's path in it, refused when it exists already. */
+async function claimGeneration(tierRoot: string, tier: string, generation: string): Promise<string> {
+  await mkdirPrivate(tierRoot);
+  const final = join(tierRoot, generation);
+  try {
+    await lstat(final);
+    throw new SnapshotError(`generation ${tier}/${generation} already exists (two snapshots within one second?)`);
+  } catch (err) {
+    if (err instanceof SnapshotError) throw err;
+  }
+  return final;
+}
+
+/**
+ * Each planned file into `building`: a file unchanged since the previous generation is reused
+ * from it, the others copied (SQLite through the backup API). A file gone since planning is left out.
+ */
+async function fillGeneration(
+  opts: SnapshotOptions,
+  plan: Awaited<ReturnType<typeof planTier>>,
+  tierRoot: string,
+  building: string,
+  recipes: RecipeStore,
+): Promise<{ entries: ManifestEntry[]; fps: [string, Fp][]; dirs: Set<string>; stripped: string[] }> {
+  const prev = await previous(tierRoot);
+  const prevEntries = new Map((prev?.manifest.entries ?? []).map((e) => [e.path, e] as const));
+  const prevFps = new Map(prev?.fingerprints?.files ?? []);
+  const fps: [string, Fp][] = [];
+  const entries: ManifestEntry[] = [];
+  const dirs = new Set<string>([building]);
+  const stripped: string[] = [];
+  for (const item of plan.items) {
+    const dest = join(building, item.path);
+    const parent = dirname(dest);
+    if (!dirs.has(parent)) {
+      await mkdirPrivate(parent);
+      dirs.add(parent);
+    }
+    const fp = await fingerprintAll(item.abs);
+    if (fp === null) continue; // vanished since planning
+    const reused = await tryReuse(item, fp, dest, prev, prevEntries, prevFps, opts.stableMs ?? STABLE_MS);
+    entries.push(reused ?? (await copyItem(opts.cfg, item, dest, stripped, recipes)));
+    fps.push([item.path, fp]);
+  }
+  return { entries, fps, dirs, stripped };
 }
 
 async function copyItem(
