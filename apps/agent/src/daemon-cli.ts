@@ -18,7 +18,7 @@ if (args.kind === 'usage') {
 }
 const { main } = await import('./daemon/main.js');
 
-main(args.configPath === undefined ? [] : ['--config', args.configPath], { onStarted: optimize }).then(
+main(args.configPath, { onStarted: optimize }).then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(`hq-agent: ${(err as Error).message}\n`);

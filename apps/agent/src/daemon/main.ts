@@ -14,24 +14,11 @@ import { ensureDir } from '@hq/runtime/files';
 import { ArbiterEndpoints } from '@hq/runtime/http';
 import { TokenFile, tokenFileFix } from '../tokens.js';
 import { stampClock, type StampClock } from '@hq/runtime/clock';
-import { didYouMean } from '@hq/runtime/suggest';
 import { VERSION } from '@hq/runtime/version';
 import { openAgent, stopAgent, type AgentParts, type ResolvedConfig } from './parts.js';
 import { createMetrics, type AgentMetrics } from './metrics.js';
 import type { Member } from '../registry-client/member.js';
 import { listenSocket, peerApp, socketApp, SocketInUse } from './servers.js';
-
-const HELP = `Usage: hq-agent [--config PATH]
-
-Runs the hq agent: heartbeats to the arbiter, answers fence queries on the local unix socket,
-and serves the peer listener.
-
-Options:
-  --config PATH  The agent's JSON config. Default: $HQ_CONFIG, else ~/.hq/agent.json, else
-                 /etc/hq/agent.json, else every default.
-  --help         Prints this help and exits 0.
-  --version      Prints hq's version (the same for hq, hq-agent and hq-arbiter) and exits 0.
-`;
 
 /**
  * A start-up that cannot go on although the config is valid: the socket or the peer port is
@@ -281,39 +268,8 @@ export interface MainOptions {
   readonly onStarted?: () => void;
 }
 
-export async function main(argv: readonly string[], opts: MainOptions = {}): Promise<number> {
-  let configPath: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--help' || a === '-h') {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    if (a === '--version') {
-      process.stdout.write(`${VERSION}\n`);
-      return 0;
-    }
-    if (a === '--config') {
-      const v = argv[i + 1];
-      if (v === undefined) {
-        process.stderr.write('hq-agent: --config needs a path\n');
-        return 2;
-      }
-      configPath = v;
-      i++;
-      continue;
-    }
-    if (a.startsWith('--config=')) {
-      configPath = a.slice('--config='.length);
-      continue;
-    }
-    if (a === 'run' || a === 'serve') continue;
-    const hint = a.startsWith('--')
-      ? didYouMean(a.slice(2).split('=')[0] as string, ['config', 'help', 'version'], (n) => `--${n}`)
-      : '';
-    process.stderr.write(`hq-agent: unknown argument ${JSON.stringify(a)}${hint || ' (see --help)'}\n`);
-    return 2;
-  }
+/** Runs the daemon until a signal stops it; the command line was read by daemon-spec.ts. */
+export async function main(configPath: string | undefined, opts: MainOptions = {}): Promise<number> {
   // Signals are caught from the first moment: one arriving during start-up stops the daemon
   // cleanly as soon as it is up (never a half-started process killed with its socket left).
   let handle: DaemonHandle | null = null;
