@@ -32,7 +32,17 @@ export class FakeTime implements Timers {
       if (next === undefined || next.at > end) break;
       this.queue.shift();
       this.now = next.at;
-      next.fn();
+      // From a macrotask, as a real timer fires: every promise chain already under way has run.
+      await new Promise<void>((r, fail) =>
+        setImmediate(() => {
+          try {
+            next.fn();
+            r();
+          } catch (err) {
+            fail(err);
+          }
+        }),
+      );
     }
     this.now = end;
     await flush();
