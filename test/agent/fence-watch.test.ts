@@ -13,7 +13,7 @@ import { openAgent, stopAgent, type Log } from '../../apps/agent/src/daemon/part
 import { listenSocket, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { nextBoundarySeconds } from '../../apps/agent/src/daemon/fence.js';
 import { callAgent } from '../../apps/agent/src/cli/local.js';
-import { FakeTime, flush } from '../registry/fake-time.js';
+import { eventually, FakeTime, flush } from '../registry/fake-time.js';
 import { agentSetup, shortDir } from './helpers.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
@@ -67,12 +67,9 @@ async function setup(t: Test, holder: string) {
   return { arb, agent, time, stamp, ask, poll, close };
 }
 
-/** Lets the socket round trips settle (real I/O, no timers of the test involved). */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 5; i++) {
-    await flush();
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/** Until the agent holds `s`'s long poll (its way over the socket is real I/O, no timer of the test's). */
+function parked(s: { agent: { fence: { waiting: number } } }): Promise<void> {
+  return eventually('the long poll to wait', () => s.agent.fence.waiting === 1);
 }
 
 const waitPath = (d: { run: boolean; reason: string; generation: number }, wait = 30): string =>
@@ -92,7 +89,8 @@ t.test(
       'a caller that names run: true hears the standby decision at once',
     );
     const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: now.generation as number }));
-    await settle();
+    await parked(s);
+    await flush();
     t.equal(p.answered(), false, 'the same decision: no answer yet');
     t.equal(s.agent.fence.waiting, 1, 'one long poll waits');
     t.same(s.time.pending(), [30_000], 'one timer only, its wait (no boundary ahead for a standby)');
@@ -109,9 +107,9 @@ t.test('with no change, the long poll answers when its wait ends, with the same 
   await s.agent.link.heartbeat();
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: d.generation as number }, 5));
-  await settle();
+  await parked(s);
   await s.time.advance(4_999);
-  await settle();
+  t.equal(s.agent.fence.waiting, 1, 'still waiting at 4.999 s');
   t.equal(p.answered(), false, 'not before 5 s');
   await s.time.advance(1);
   const a = await p.answer;
@@ -127,7 +125,7 @@ t.test(
     t.match(d, { run: true, holder: 'mbp' }, 'mbp may run');
     const valid = d.validForSeconds as number;
     const p = s.poll(waitPath({ run: true, reason: d.reason as string, generation: d.generation as number }, 300));
-    await settle();
+    await parked(s);
     t.equal(s.time.pending().length, 2, 'two timers: the wait and the validity boundary');
     // The arbiter falls silent: no commit, only time passes.
     s.stamp.mono += valid + 0.01;
@@ -155,7 +153,7 @@ t.test('closing the listener answers a waiting long poll at once', async (t) => 
   await s.agent.link.heartbeat();
   const d = (await s.ask('/v1/fence?role=cron')).body;
   const p = s.poll(waitPath({ run: false, reason: 'not-holder', generation: d.generation as number }, 300));
-  await settle();
+  await parked(s);
   const t0 = Date.now();
   const closing = s.close();
   const a = await p.answer;

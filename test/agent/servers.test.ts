@@ -16,7 +16,8 @@ import { callAgent } from '../../apps/agent/src/cli/local.js';
 import { listenSocket, peerApp, socketApp } from '../../apps/agent/src/daemon/servers.js';
 import { compiled } from '../../apps/agent/src/daemon/lazy-schemas.js';
 import { createMetrics } from '../../apps/agent/src/daemon/metrics.js';
-import { agentSetup, PEER_TOKEN, shortDir, sleep } from './helpers.js';
+import { agentSetup, PEER_TOKEN, shortDir } from './helpers.js';
+import { eventually, FakeTime, flush } from '../registry/fake-time.js';
 
 const silent: Log = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -40,7 +41,9 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
   const dir = shortDir(t);
   const { arb, config } = await agentSetup(t, dir, { holder });
   const metrics = createMetrics();
-  const agent = await openAgent({ config, clock: stampClock, log: silent, observer: metrics });
+  // The link's refresh and extra heartbeats wait on timers nobody advances: each test sends its own.
+  const time = new FakeTime();
+  const agent = await openAgent({ config, clock: stampClock, log: silent, observer: metrics, linkTimers: time });
   metrics.attach(agent);
   const socket = socketApp(agent, metrics);
   await listenSocket(socket, config.socketPath, config.stateDir);
@@ -50,7 +53,7 @@ async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], holder: str
     await socket.close();
     await peer.close();
   });
-  return { dir, agent, arb, config, socket, peer, metrics };
+  return { dir, agent, arb, config, socket, peer, metrics, time };
 }
 
 t.test('the socket answers the fence from memory and refuses unknown roles with 400', async (t) => {
@@ -281,7 +284,7 @@ t.test('a heartbeat sent while the arbiter is down asks the peers and logs no cr
   t.equal(hb.outcome, 'unreachable', 'the outcome is unreachable');
   t.equal(hb.peerConfirmation, 'not-confirmed', 'with no peers configured there is no quorum');
   t.equal(agent.fence.decide('cron').reason, 'within-ttl', 'the holder runs on the validity it has');
-  await sleep(10);
+  await flush(); // what the heartbeat left running in the background has its turn to fail
 });
 
 // ---------------------------------------------------------------------------------------
@@ -386,7 +389,8 @@ t.test(
       undefined,
       'before the first probe: no peerPaths',
     );
-    for (let i = 0; i < 250 && !agent.peers.peerPaths.has('node-b'); i++) await sleep(20); // the probe after the heartbeat, in the background
+    // The probe after the heartbeat, in the background: a refused connection to port 9.
+    await eventually('the probe of node-b', () => agent.peers.peerPaths.has('node-b'));
     await agent.link.heartbeat();
     t.match(
       (arb.heartbeats.at(-1) as { peerPaths?: unknown }).peerPaths,

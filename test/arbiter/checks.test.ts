@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { Probe } from '@hq/lease-core';
 import { FakeProber, harness } from './helper.js';
+import { flush } from '../registry/fake-time.js';
 
 class SlowProber extends FakeProber {
   active = 0;
@@ -9,7 +10,7 @@ class SlowProber extends FakeProber {
   override async probe(host: string): Promise<Probe> {
     this.active++;
     this.maxActive = Math.max(this.maxActive, this.active);
-    await new Promise((r) => setTimeout(r, 50));
+    await flush(); // long enough for a second check that did not wait to reach its probe
     if (this.during !== null) {
       const f = this.during;
       this.during = null;
@@ -70,7 +71,7 @@ t.test(
     );
     t.match(await h.rt.checker.run(false), { ran: false, reason: 'busy' }, 'a tick skips while it is held');
     const gaveUp = h.rt.checker.run(true);
-    h.clock.advance(600);
+    await h.tick(600); // the clock past the wait's deadline, then the 100 ms retry pause
     t.match(
       await gaveUp,
       { ran: false, reason: 'busy' },
@@ -86,7 +87,7 @@ t.test(
       'released after the check: the other process takes it again, for a second',
     );
     const waited = h.rt.checker.run(true);
-    h.clock.advance(2);
+    await h.tick(2);
     t.match(
       await waited,
       { ran: true },
@@ -101,9 +102,16 @@ t.test('the checkCron schedule runs checks by itself', async (t) => {
   await h.settle();
   await h.post('/v1/lease/acquire', { host: 'mbp' }, h.tokens.mbp);
   h.rt.checker.start();
-  const end = Date.now() + 10_000;
-  while (h.prober.calls.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
-  await h.rt.checker.stop();
-  t.ok(h.prober.calls.length >= 1, 'a scheduled check probed the holder');
+  // checkCron fires on each whole second; settle left the clock half-way through one.
+  t.equal(h.clock.now() % 1, 0.5, 'half a second before the next firing');
+  await h.tick(0.25);
+  t.equal(h.prober.calls.length, 0, 'nothing runs before the firing');
+  await h.tick(0.25);
+  t.equal(h.prober.calls.length, 1, 'at the firing a scheduled check probed the holder');
   t.ok((await h.get('/v1/lease')).json().lastCheckAt !== null, 'and recorded lastCheckAt');
+  for (let i = 0; i < 3; i++) await h.tick(1);
+  t.equal(h.prober.calls.length, 4, 'and once each second after');
+  await h.rt.checker.stop();
+  for (let i = 0; i < 3; i++) await h.tick(1);
+  t.equal(h.prober.calls.length, 4, 'stopped, the schedule runs nothing');
 });

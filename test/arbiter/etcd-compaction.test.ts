@@ -1,6 +1,7 @@
 /**
  * etcd's history against its space quota, on a real etcd member started with a small
- * `--quota-backend-bytes`: the elected arbiter (in this process, on real time) takes
+ * `--quota-backend-bytes`: the elected arbiter (in this process; its own timers follow real
+ * time as the run samples it, and etcd and the election are real) takes
  * heartbeats as fast as it answers them — every one rewrites the state key and adds an event,
  * the event log swept every second — and compacts every second
  * (`store.compactionIntervalSeconds: 1`). It stays writable for the whole run, etcd raises
@@ -22,6 +23,8 @@ import { etcdSpaceCheck } from '../../apps/agent/src/cli/doctor.js';
 import { etcdMembers } from '../etcd/members.js';
 import { freePort, sleep } from '../system/harness.js';
 import { FakeProber, fastConfig } from './helper.js';
+import { eventually, FakeTime } from '../registry/fake-time.js';
+import type { Timers } from '../../packages/runtime/src/clock.js';
 
 interface Run {
   /** Heartbeats answered 200, and the other answers by status. */
@@ -96,8 +99,28 @@ async function run(
       done();
     },
   });
+  // The arbiter's compactor, health reading and checks run on these; `follow` moves them as far as
+  // real time went, so a compaction interval is still a second of the run's writes.
+  const time = new FakeTime();
+  let followed = Date.now();
+  const follow = async (): Promise<void> => {
+    const now = Date.now();
+    await time.advance(now - followed);
+    followed = now;
+  };
+  // The health reading's waits (the only 2 s timer here), counted as they begin.
+  let healthWaits = 0;
+  const timers: Timers = {
+    set: (fn, ms) => {
+      if (ms === 2000) healthWaits++;
+      return time.set(fn, ms);
+    },
+    clear: (h) => time.clear(h),
+  };
   const rt: Runtime = await createRuntime({
     config,
+    timers,
+    wallClockMs: time.clock,
     log: pino({ level: 'warn' }, sink),
     prober: new FakeProber(),
     processMetrics: false,
@@ -157,6 +180,7 @@ async function run(
       else refused[r.statusCode] = (refused[r.statusCode] ?? 0) + 1;
       if (Date.now() - lastSample > 250) {
         lastSample = Date.now();
+        await follow();
         await sample();
       }
     }
@@ -164,8 +188,14 @@ async function run(
   await Promise.all([beat('mbp'), beat('node-b')]);
   clearInterval(sweeps);
   await sample();
-  // The arbiter's own health reading (every 2 s) has caught up with the end of the run.
-  await sleep(2500);
+  // The arbiter's own health reading (every 2 s) catches up with the end of the run: its wait is
+  // ended, and it reads the members (real I/O) until it waits anew; twice, so that the second read
+  // began after the run.
+  for (let i = 0; i < 2; i++) {
+    const waits = healthWaits;
+    await time.advance(2000);
+    await eventually('a health reading after the run', () => healthWaits > waits);
+  }
   return {
     ok,
     refused,

@@ -10,6 +10,7 @@ import '../../apps/arbiter/src/config-checker.js';
 import { createRuntime, type Runtime } from '../../apps/arbiter/src/server/runtime.js';
 import type { Prober } from '../../apps/arbiter/src/checks.js';
 import { main } from '../../apps/arbiter/src/commands.js';
+import { FakeTime } from '../registry/fake-time.js';
 
 /** The arbiter's own keys at the fast test settings of L1 (checks every second, ttl 6, margin 1). */
 export const FAST = {
@@ -44,6 +45,8 @@ export interface Harness {
   readonly rt: Runtime;
   readonly app: FastifyInstance;
   readonly clock: ManualClock;
+  /** The runtime's timers (hook retries, the check schedule, the check lock's wait): they fire only when advanced. */
+  readonly time: FakeTime;
   readonly prober: FakeProber;
   readonly tokens: { admin: string; mbp: string; nodeb: string; query: string };
   post(
@@ -55,6 +58,8 @@ export interface Harness {
   get(url: string, token?: string | null): Promise<LightMyRequestResponse>;
   /** Past the start waits: both candidates report, in requests that count, never having seen a generation. */
   settle(): Promise<void>;
+  /** Moves the clock `seconds` on, then the timers as far, firing the ones now due (the check schedule's). */
+  tick(seconds: number): Promise<void>;
 }
 
 export async function harness(
@@ -76,9 +81,11 @@ export async function harness(
   const config = fastConfig(dir, extra);
   const clock = manualClock(opts.clockStart);
   const prober = new FakeProber();
+  const time = new FakeTime();
   const rt = await createRuntime({
     config,
     clock,
+    timers: time,
     wallClockMs: { now: () => clock.now() * 1000 },
     log: pino({ level: 'silent' }),
     prober: opts.realProbes === true ? undefined : (opts.prober ?? prober),
@@ -103,6 +110,7 @@ export async function harness(
     rt,
     app,
     clock,
+    time,
     prober,
     tokens,
     post: (url, body, token = tokens.admin, headers = {}) =>
@@ -130,6 +138,10 @@ export async function harness(
         { host: 'node-b', seenGeneration: 0, requestTimeoutSeconds: AGENT_REQUEST_TIMEOUT },
         tokens.nodeb,
       );
+    },
+    async tick(seconds) {
+      clock.advance(seconds);
+      await time.advance(seconds * 1000);
     },
   };
   return h;

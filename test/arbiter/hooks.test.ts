@@ -109,6 +109,13 @@ t.test('a failing webhook is retried with backoff and a hanging one never blocks
   const res = await maintenance(h, true);
   t.equal(res.statusCode, 200, 'the decision is answered');
   t.ok(Date.now() - t0 < 4000, 'without waiting for the hanging hook (its timeout is 5 s)');
+  // The retries wait on the runtime's timers (the harness's backoff: 20 ms, then 40 ms).
+  await until('the first retry to wait', () => h.time.pending().length === 1);
+  t.same(h.time.pending(), [20], 'the first failure waits the backoff');
+  await h.time.advance(20);
+  await until('the second retry to wait', () => flaky.attempts() === 2 && h.time.pending().length === 1);
+  t.same(h.time.pending(), [40], 'the second twice as long');
+  await h.time.advance(40);
   await until('the third attempt', () => flaky.got.length === 1);
   t.equal(flaky.attempts(), 3, 'two failures, then delivered');
   t.ok(stuck.attempts() >= 1, 'the hanging webhook was called');

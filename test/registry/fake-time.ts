@@ -32,7 +32,17 @@ export class FakeTime implements Timers {
       if (next === undefined || next.at > end) break;
       this.queue.shift();
       this.now = next.at;
-      next.fn();
+      // From a macrotask, as a real timer fires: every promise chain already under way has run.
+      await new Promise<void>((r, fail) =>
+        setImmediate(() => {
+          try {
+            next.fn();
+            r();
+          } catch (err) {
+            fail(err);
+          }
+        }),
+      );
     }
     this.now = end;
     await flush();
@@ -41,4 +51,16 @@ export class FakeTime implements Timers {
 
 export async function flush(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise<void>((r) => setImmediate(r));
+}
+
+/**
+ * Resolves once `ok()` holds, looking again after each turn of the event loop: for real I/O (a
+ * loopback answer) between two steps of fake time. `ms` bounds the test, not a timing claim.
+ */
+export async function eventually(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise<void>((r) => setImmediate(r));
+  }
 }

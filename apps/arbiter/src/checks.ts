@@ -104,9 +104,9 @@ export interface CheckerDeps {
   readonly metrics: Metrics;
   readonly log: Logger;
   /**
-   * The wall clock in epoch ms (`wallClockMs`; tests drive it) for the check lock's times: the
-   * lock row is compared across processes (a daemon and `hq-arbiter check`), each with its own
-   * arbiter clock, so it is stamped in wall time.
+   * The wall clock in epoch ms (`wallClockMs`; tests drive it) for the check lock's times and
+   * the `checkCron` schedule: the lock row is compared across processes (a daemon and
+   * `hq-arbiter check`), each with its own arbiter clock, so it is stamped in wall time.
    */
   readonly wallClockMs: MsClock;
   /** The wait for another check's lock and the check schedule (default real timers). */
@@ -251,7 +251,7 @@ export class Checker {
           else this.deps.log.error({ err }, 'check failed');
         }
       },
-      scheduleDeps(this.deps.timers),
+      scheduleDeps(this.deps.timers, this.deps.wallClockMs),
     );
   }
 

@@ -15,7 +15,7 @@
 import cron from 'node-cron';
 import { nextFiring, type CronFields } from '@hq/lease-core';
 import { cronGapSeconds } from './cron-gap.js';
-import { monotonicSeconds, realTimers, wallClockMs, type Timers } from './clock.js';
+import { monotonicSeconds, realTimers, wallClockMs, type MsClock, type Timers } from './clock.js';
 
 export { cronGapSeconds };
 
@@ -87,9 +87,12 @@ export function wallClockSchedule(
   };
 }
 
-/** The production schedule: the wall-clock schedule and the monotonic watchdog, on `timers`. */
-export function scheduleDeps(timers: Timers = realTimers): ScheduleDeps {
-  return { now: monotonicSeconds, cronSchedule: (e, f) => wallClockSchedule(e, f, wallClockMs.now, timers), timers };
+/**
+ * The production schedule: the wall-clock schedule (on `wall`, default `wallClockMs`) and the
+ * monotonic watchdog, on `timers`. A test hands its manual timers and the wall clock they move.
+ */
+export function scheduleDeps(timers: Timers = realTimers, wall: MsClock = wallClockMs): ScheduleDeps {
+  return { now: monotonicSeconds, cronSchedule: (e, f) => wallClockSchedule(e, f, wall.now, timers), timers };
 }
 
 export function scheduleCron(

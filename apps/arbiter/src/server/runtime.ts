@@ -9,7 +9,7 @@ import { arbiterLogger } from '../log.js';
 import { Arbiter } from '../arbiter-shell.js';
 import { ensureAdminToken } from '../auth.js';
 import { Checker, TailnetProber, type Prober } from '../checks.js';
-import { steadyClock, wallClockMs, type MsClock, type SecondsClock } from '@hq/runtime/clock';
+import { steadyClock, wallClockMs, type MsClock, type SecondsClock, type Timers } from '@hq/runtime/clock';
 import { PEER_PORT } from '@hq/runtime/probe';
 import type { ArbiterConfig } from '../config.js';
 import { EventSink, Hooks } from '../events.js';
@@ -47,6 +47,11 @@ export interface RuntimeOptions {
   /** The wall clock, epoch ms, for times other processes compare (the check lock); default `wallClockMs`. */
   readonly wallClockMs?: MsClock;
   readonly log?: Logger;
+  /**
+   * The timers of the hooks' retries, the check schedule and the election's pauses and
+   * compactor (default: each one's real timers); tests pass a manual one and advance it.
+   */
+  readonly timers?: Timers;
   readonly prober?: Prober;
   /** Issue `{dataDir}/admin.token` when no admin token exists (the daemon does). */
   readonly ensureAdmin?: boolean;
@@ -206,6 +211,7 @@ function tellOf(opts: RuntimeOptions, log: Logger): Tell {
       backoffMs: opts.hookBackoffMs,
     },
     log.child({ component: 'hooks' }),
+    opts.timers,
   );
   const waiters = new EventWaiters();
   const sink = new EventSink(log.child({ component: 'lease' }), hooks, (rows) => waiters.notify(rows));
@@ -238,6 +244,7 @@ async function leadershipOf(
     ttlSeconds: e.config.electionTtlSeconds,
     compactionIntervalMs: e.config.compactionIntervalSeconds * 1000,
     quotaBytes: e.config.quotaBackendBytes,
+    ...(opts.timers === undefined ? {} : { timers: opts.timers }),
     guarded: [e.store, ...(e.registry === null ? [] : [e.registry])],
     log: log.child({ component: 'election' }),
     onElected: async () => {
@@ -360,6 +367,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     metrics,
     log: log.child({ component: 'check' }),
     wallClockMs: opts.wallClockMs ?? wallClockMs,
+    ...(opts.timers === undefined ? {} : { timers: opts.timers }),
   });
   leadership = await leadershipOf(opts, stores, arbiter, checker, metrics, log);
   const adminTokenPath = await adminTokenOf(opts, store, clock, log);

@@ -33,7 +33,10 @@ export interface ServeOptions {
   readonly exitWithParent?: boolean;
   /** Called once the daemon listens and has logged so (the bin turns V8's optimizing compiler back on). */
   readonly onStarted?: () => void;
-  /** The sweeps' and the parent watch's timers (default: real ones that never keep the process alive). */
+  /**
+   * The sweeps' and the parent watch's timers (default: real ones that never keep the process
+   * alive), and, when given, the runtime's (`createRuntime`'s `timers`).
+   */
   readonly timers?: Timers;
 }
 
@@ -46,7 +49,15 @@ export async function serve(config: ArbiterConfig, opts: ServeOptions = {}): Pro
   let address: string;
   let app: Awaited<ReturnType<Runtime['app']>>;
   try {
-    rt = await createRuntime({ config, ensureAdmin: true, restart: true, registry: true, operator: true, elect: true });
+    rt = await createRuntime({
+      config,
+      ensureAdmin: true,
+      restart: true,
+      registry: true,
+      operator: true,
+      elect: true,
+      ...(opts.timers === undefined ? {} : { timers: opts.timers }),
+    });
     app = await rt.app();
     address = await app.listen({ host: config.listen.host, port: config.listen.port });
   } catch (err) {
