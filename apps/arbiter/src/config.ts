@@ -6,9 +6,7 @@
  * checks the pairs across the sides on every report (./timing.ts). An invalid file stops the
  * daemon with one line naming the key.
  */
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Static } from 'typebox';
 import type { Compile as CompileFn } from 'typebox/compile';
 import { ARBITER_CONFIG, ConfigError, findConfigFile } from '@hq/runtime/config-file';
 import { loadConfigFile, loadConfigFileLazily, type ConfigKind } from '@hq/runtime/config-load';
@@ -18,141 +16,21 @@ import { didYouMean } from '@hq/runtime/suggest';
 import { HOST_PATTERN, RESERVED_NAMES, hostProblem, isHost } from '@hq/protocol';
 import { surelyValid } from '@hq/runtime/quick-check';
 import { ConfigSchema } from './schemas/generated.js';
-import type * as S from './schemas/source.js';
-import { etcdEndpoint } from './store/etcd/endpoint.js';
-import { ETCD_DEFAULT_QUOTA_BYTES } from './store/etcd/space.js';
-import { bandsFromConfig, type Bands } from './registry/decide.js';
+import { bandsFromConfig } from './registry/decide.js';
+import { DEFAULTS, type ArbiterConfig, type ConfigFile, type ConfigResult } from './config-defaults.js';
+import { httpUrlProblem, storeOf } from './config-store.js';
 
-export type ConfigFile = Static<typeof S.ConfigSchema>;
-
-/** The resolved configuration every part of the daemon reads. */
-export interface ArbiterConfig {
-  readonly arbiter: string;
-  readonly candidates: readonly string[];
-  readonly standby: string | null;
-  readonly ttlSeconds: number;
-  readonly viewFreshSeconds: number;
-  readonly promoteAfterChecks: number;
-  readonly safetyMarginSeconds: number;
-  readonly checkCron: string;
-  readonly healthUrls: ReadonlyMap<string, string>;
-  readonly tailnetDomain: string | null;
-  readonly tailscaleBin: string;
-  readonly probeTimeoutSeconds: number;
-  readonly listen: { readonly host: string; readonly port: number };
-  readonly dataDir: string;
-  readonly store: StoreConfig;
-  readonly auth: { readonly openReads: boolean };
-  readonly hooks: { readonly urls: readonly string[]; readonly command: readonly string[] | null };
-  /** The event log keeps rows younger than maxAgeDays and at most the newest maxCount. */
-  readonly events: { readonly maxAgeDays: number; readonly maxCount: number };
-  /** The registry's port bands, defaults filled in (registry/decide.ts). */
-  readonly portBands: Bands;
-  /** Derived: the largest gap of `checkCron`, seconds. */
-  readonly checkSeconds: number;
-}
-
-/** Where the arbiter keeps its state. */
-export type StoreConfig =
-  | { readonly kind: 'sqlite' }
-  | {
-      readonly kind: 'etcd';
-      /** Client URLs of the etcd members, http://host:port. */
-      readonly endpoints: readonly string[];
-      /** Every key of this installation starts with it (several installations may share a cluster). */
-      readonly prefix: string;
-      readonly dialTimeoutMs: number;
-      readonly requestTimeoutMs: number;
-      /** The etcd lease TTL of the arbiters' election. */
-      readonly electionTtlSeconds: number;
-      /** This arbiter's URL as the other arbiters reach it (they forward mutations to the elected one). */
-      readonly advertiseUrl: string;
-      /** The elected arbiter compacts etcd's history this often, keeping one interval of it; 0: never (etcd's own auto-compaction does). */
-      readonly compactionIntervalSeconds: number;
-      /** The members' `--quota-backend-bytes`, for the space warning when they do not say theirs. */
-      readonly quotaBackendBytes: number;
-      /** `https://` members: the CA (else the system's) and the client certificate and key, as absolute paths; read at start. */
-      readonly tls: EtcdTlsFiles | null;
-    };
-
-export interface EtcdTlsFiles {
-  readonly caFile: string | null;
-  readonly certFile: string | null;
-  readonly keyFile: string | null;
-}
-
-/** How long before etcd would end a term the arbiter stops deciding (store/etcd/election.ts E2). */
-export const ELECTION_MARGIN_SECONDS = 2;
-
-/** The etcd store's defaults (`store: {kind: "etcd", …}`). */
-export const ETCD_DEFAULTS = Object.freeze({
-  /** Keys under it; another installation on the same cluster takes another prefix. */
-  prefix: '/hq',
-  /** Connect timeout to one member. Too small: a slow network reads as a dead member; too large: a dead member holds each call that long before the next is tried. */
-  dialTimeoutSeconds: 2,
-  /** One etcd call, every member tried. Too small: writes during an etcd leader election fail as indeterminate; too large: a request waits that long before its 503. */
-  requestTimeoutSeconds: 5,
-  /** The election lease. Too small: a slow etcd ends terms for nothing; too large: a killed elected arbiter is replaced only that late (plus the S2.3 start wait). */
-  electionTtlSeconds: 10,
-  /**
-   * The elected arbiter compacts etcd's history to the revision it noted one interval earlier
-   * (kube-apiserver's default, 5 minutes); 0 turns it off for a cluster whose own
-   * `--auto-compaction-*` does it. Too small: a watch slower than one interval finds its revision
-   * compacted and reads again, and a backup (read at one revision) longer than one interval
-   * fails; too large: more history kept — at one heartbeat a second, 5 minutes of it is a few
-   * MB, nothing next to the quota.
-   */
-  compactionIntervalSeconds: 300,
-  /**
-   * etcd's `--quota-backend-bytes` (its default, 2 GiB): the warning's yardstick when the
-   * members do not report their own (before etcd 3.6). Set it to the members' value.
-   */
-  quotaBackendBytes: ETCD_DEFAULT_QUOTA_BYTES,
-});
-
-/**
- * The defaults. Each line says what goes wrong when the value is too small or too large.
- */
-export const DEFAULTS = Object.freeze({
-  /** This arbiter's own host name: the observer name of its views; never a candidate. */
-  arbiter: 'cloud-vm',
-  /** Promotion priority: the first eligible standby in this order is promoted (after `standby`, when set). */
-  candidates: Object.freeze(['mbp', 'node-b']) as readonly string[],
-  /** Lease TTL. Too small: holders lose the lease on a slow network; too large: slow failover. */
-  ttlSeconds: 1500,
-  /** A view older than this is no evidence. Must cover each agent's heartbeat interval (checked on every report), else that agent is never promoted. */
-  viewFreshSeconds: 1500,
-  /** Consecutive dual-unreachable checks before promotion. 1 promotes on a single lost probe. */
-  promoteAfterChecks: 2,
-  /**
-   * Clock-rate allowance shaved off every validity and added to every lock-delay. Must be ≥ 1 %
-   * of ttlSeconds (S6) and < ttlSeconds / 2; 30 s is 2 % of the default TTL.
-   */
-  safetyMarginSeconds: 30,
-  /** The arbiter's check schedule (node-cron; 6 fields = seconds); any valid expression. */
-  checkCron: '*/10 * * * *',
-  /** `""` disables `tailscale ping` (health alone decides). */
-  tailscaleBin: 'tailscale',
-  /** Probe timeout: 5 s, or half the check interval when that is shorter (a check ends before the next). */
-  probeTimeoutSeconds: 5,
-  listen: Object.freeze({ host: '127.0.0.1', port: 8470 }),
-  /** Holds hq.db and admin.token; relative paths are resolved against the working directory. */
-  dataDir: './var',
-  /** SQLite in dataDir: one arbiter. `{kind: "etcd", endpoints: [...]}` for several (ETCD_DEFAULTS). */
-  store: Object.freeze({ kind: 'sqlite' as const }),
-  auth: Object.freeze({ openReads: true }),
-  /**
-   * The event log's history, swept hourly and at start: rows older than maxAgeDays go, then all
-   * but the newest maxCount. A few hundred events a day at the default schedules, so 90 days
-   * stay well under 100 000 rows (tens of MB). Too small: the history of an incident is gone
-   * before anyone reads it; too large: the database (and every backup) grows for nothing.
-   */
-  events: Object.freeze({ maxAgeDays: 90, maxCount: 100_000 }),
-});
-
-export type ConfigResult =
-  | { readonly ok: true; readonly config: ArbiterConfig }
-  | { readonly ok: false; readonly key: string; readonly message: string };
+export {
+  type ArbiterConfig,
+  type ConfigFile,
+  type ConfigResult,
+  DEFAULTS,
+  ELECTION_MARGIN_SECONDS,
+  ETCD_DEFAULTS,
+  type EtcdTlsFiles,
+  type StoreConfig,
+} from './config-defaults.js';
+export { etcdStoreOf } from './config-store.js';
 
 export { ConfigSchema };
 
@@ -197,202 +75,6 @@ function keyOf(path: string): string {
 
 function problem(key: string, message: string): ConfigError {
   return new ConfigError(key, message);
-}
-
-function httpUrlProblem(value: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return `"${value}" is not a URL`;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `"${value}" must be an http or https URL`;
-  return null;
-}
-
-const ETCD_ONLY = [
-  'endpoints',
-  'prefix',
-  'dialTimeoutSeconds',
-  'requestTimeoutSeconds',
-  'electionTtlSeconds',
-  'advertiseUrl',
-  'compactionIntervalSeconds',
-  'quotaBackendBytes',
-  'tls',
-] as const;
-
-/** `store.tls`: files that exist and are readable, a key only its owner can read, cert and key together. */
-function tlsOf(
-  t: NonNullable<NonNullable<ConfigFile['store']>['tls']>,
-  cwd: string,
-): EtcdTlsFiles | { key: string; message: string } {
-  if (t.caFile === undefined && t.certFile === undefined && t.keyFile === undefined)
-    return {
-      key: 'store.tls',
-      message:
-        "names no file: give caFile (the CA of the members' certificates) and, for client-certificate auth, certFile and keyFile",
-    };
-  if ((t.certFile === undefined) !== (t.keyFile === undefined))
-    return {
-      key: t.certFile === undefined ? 'store.tls.certFile' : 'store.tls.keyFile',
-      message: 'certFile and keyFile go together (the client certificate and its key)',
-    };
-  const out: { caFile: string | null; certFile: string | null; keyFile: string | null } = {
-    caFile: null,
-    certFile: null,
-    keyFile: null,
-  };
-  for (const name of ['caFile', 'certFile', 'keyFile'] as const) {
-    const v = t[name];
-    if (v === undefined) continue;
-    const path = resolve(cwd, v);
-    let mode: number;
-    try {
-      const st = statSync(path);
-      if (!st.isFile()) return { key: `store.tls.${name}`, message: `${path} is not a file` };
-      mode = st.mode;
-      accessSync(path, fsConstants.R_OK);
-    } catch (err) {
-      return {
-        key: `store.tls.${name}`,
-        message: `${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-      };
-    }
-    if (name === 'keyFile' && (mode & 0o077) !== 0)
-      return {
-        key: 'store.tls.keyFile',
-        message: `${path} is readable by others (mode ${(mode & 0o777).toString(8)}): chmod 600 it`,
-      };
-    out[name] = path;
-  }
-  return out;
-}
-
-/** A config problem: the key and its one line. */
-type Problem = { key: string; message: string };
-type StoreFile = NonNullable<ConfigFile['store']>;
-
-/** `store.endpoints`: each a client URL (https with tls), none twice. */
-function endpointsOf(s: StoreFile, tls: boolean): string[] | Problem {
-  if (s.endpoints === undefined)
-    return {
-      key: 'store.endpoints',
-      message: 'is required for kind "etcd": the client URLs of the members, e.g. ["http://etcd-1:2379"]',
-    };
-  const endpoints: string[] = [];
-  for (const [i, e] of s.endpoints.entries()) {
-    const u = etcdEndpoint(e, tls);
-    if ('problem' in u) return { key: `store.endpoints[${i}]`, message: u.problem };
-    if (endpoints.includes(u.origin)) return { key: `store.endpoints[${i}]`, message: `"${e}" is named twice` };
-    endpoints.push(u.origin);
-  }
-  return endpoints;
-}
-
-/** The call timeouts and the election's term, each long enough for the one before it. */
-function etcdTimingOf(s: StoreFile): { dial: number; request: number; electionTtlSeconds: number } | Problem {
-  const dial = s.dialTimeoutSeconds ?? ETCD_DEFAULTS.dialTimeoutSeconds;
-  const request = s.requestTimeoutSeconds ?? ETCD_DEFAULTS.requestTimeoutSeconds;
-  if (request < dial)
-    return {
-      key: 'store.requestTimeoutSeconds',
-      message: `must be at least store.dialTimeoutSeconds (${dial}): a call tries a member for at most the whole call`,
-    };
-  const electionTtlSeconds = s.electionTtlSeconds ?? ETCD_DEFAULTS.electionTtlSeconds;
-  if (electionTtlSeconds <= request + ELECTION_MARGIN_SECONDS) {
-    return {
-      key: 'store.electionTtlSeconds',
-      message: `must exceed store.requestTimeoutSeconds + ${ELECTION_MARGIN_SECONDS} (${request + ELECTION_MARGIN_SECONDS} s): a term must outlive one keep-alive call and the election's margin`,
-    };
-  }
-  return { dial, request, electionTtlSeconds };
-}
-
-/** `store.advertiseUrl`, by default this arbiter on the tailnet at its port: a bare origin. */
-function advertiseOf(s: StoreFile, arbiter: string, port: number, tailnetDomain: string | null): string | Problem {
-  const advertise =
-    s.advertiseUrl ?? `http://${tailnetDomain === null ? arbiter : `${arbiter}.${tailnetDomain}`}:${port}`;
-  const up = httpUrlProblem(advertise);
-  if (up !== null) return { key: 'store.advertiseUrl', message: up };
-  const origin = new URL(advertise);
-  if ((origin.pathname !== '/' && origin.pathname !== '') || origin.search !== '' || origin.username !== '')
-    return {
-      key: 'store.advertiseUrl',
-      message: `"${advertise}" must be a bare origin (no path, query or credentials)`,
-    };
-  return origin.origin;
-}
-
-const PREFIX = /^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
-
-/** `store`: its kind and, for etcd, the members, the prefix and the timings (one line naming the key). */
-function storeOf(
-  file: ConfigFile,
-  arbiter: string,
-  port: number,
-  tailnetDomain: string | null,
-  cwd: string = process.cwd(),
-): StoreConfig | Problem {
-  const s = file.store;
-  if (s === undefined || s.kind === 'sqlite') {
-    const extra = s === undefined ? undefined : ETCD_ONLY.find((k) => s[k] !== undefined);
-    if (extra !== undefined)
-      return {
-        key: `store.${extra}`,
-        message: 'applies to kind "etcd" only (kind "sqlite" keeps everything in dataDir)',
-      };
-    return DEFAULTS.store;
-  }
-  let tls: EtcdTlsFiles | null = null;
-  if (s.tls !== undefined) {
-    const t = tlsOf(s.tls, cwd);
-    if ('key' in t) return t;
-    tls = t;
-  }
-  const endpoints = endpointsOf(s, tls !== null);
-  if (!Array.isArray(endpoints)) return endpoints;
-  const prefix = s.prefix ?? ETCD_DEFAULTS.prefix;
-  if (!PREFIX.test(prefix))
-    return {
-      key: 'store.prefix',
-      message:
-        'must look like /hq or /site/hq: a leading slash, segments of letters, digits, ".", "_" or "-", no trailing slash',
-    };
-  const timing = etcdTimingOf(s);
-  if ('key' in timing) return timing;
-  const advertiseUrl = advertiseOf(s, arbiter, port, tailnetDomain);
-  if (typeof advertiseUrl !== 'string') return advertiseUrl;
-  return {
-    kind: 'etcd',
-    endpoints,
-    prefix,
-    dialTimeoutMs: Math.round(timing.dial * 1000),
-    requestTimeoutMs: Math.round(timing.request * 1000),
-    electionTtlSeconds: timing.electionTtlSeconds,
-    advertiseUrl,
-    compactionIntervalSeconds: s.compactionIntervalSeconds ?? ETCD_DEFAULTS.compactionIntervalSeconds,
-    quotaBackendBytes: s.quotaBackendBytes ?? ETCD_DEFAULTS.quotaBackendBytes,
-    tls,
-  };
-}
-
-/**
- * An etcd store named on a command line (`hq-arbiter migrate --to etcd:URL,… --prefix P`),
- * checked by the same rules as the `store` key, the timings at their defaults.
- */
-export function etcdStoreOf(
-  endpoints: readonly string[],
-  prefix: string | undefined,
-): Extract<StoreConfig, { kind: 'etcd' }> | { key: string; message: string } {
-  const s = storeOf(
-    { store: { kind: 'etcd', endpoints: [...endpoints], ...(prefix === undefined ? {} : { prefix }) } } as ConfigFile,
-    'arbiter',
-    DEFAULTS.listen.port,
-    null,
-  );
-  if ('key' in s) return s;
-  return s as Extract<StoreConfig, { kind: 'etcd' }>;
 }
 
 /**

@@ -36,7 +36,7 @@ export const COMMANDS: readonly Command[] = [
       flags: [CONFIG_FLAG, JSON_FLAG],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).leaseStatus,
+    load: async () => (await import('./lease-status.js')).leaseStatus,
   },
   {
     spec: {
@@ -46,7 +46,7 @@ export const COMMANDS: readonly Command[] = [
       flags: [CONFIG_FLAG, WAIT_FLAG, JSON_FLAG],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).leaseAcquire,
+    load: async () => (await import('./lease-acquire.js')).leaseAcquire,
   },
   {
     spec: {
@@ -55,7 +55,7 @@ export const COMMANDS: readonly Command[] = [
       flags: [CONFIG_FLAG, JSON_FLAG],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).leaseRenew,
+    load: async () => (await import('./lease-acquire.js')).leaseRenew,
   },
   {
     spec: {
@@ -85,7 +85,7 @@ export const COMMANDS: readonly Command[] = [
       ],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).leaseRelease,
+    load: async () => (await import('./lease-release.js')).leaseRelease,
   },
   {
     spec: {
@@ -105,7 +105,7 @@ export const COMMANDS: readonly Command[] = [
       ],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).leaseAcceptGeneration,
+    load: async () => (await import('./lease-admin.js')).leaseAcceptGeneration,
   },
   {
     spec: {
@@ -147,7 +147,7 @@ export const COMMANDS: readonly Command[] = [
       ],
       exits: '0 ok, 2 usage or config error, 3 arbiter unreachable.',
     },
-    load: async () => (await import('./lease.js')).events,
+    load: async () => (await import('./events.js')).events,
   },
   {
     spec: {
@@ -173,7 +173,7 @@ export const COMMANDS: readonly Command[] = [
       ],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).maintenance,
+    load: async () => (await import('./lease-admin.js')).maintenance,
   },
   {
     spec: {
@@ -210,7 +210,7 @@ export const COMMANDS: readonly Command[] = [
       ],
       exits: ARBITER_EXITS,
     },
-    load: async () => (await import('./lease.js')).failover,
+    load: async () => (await import('./lease-admin.js')).failover,
   },
   {
     spec: {

@@ -7,54 +7,32 @@
  *    holder to ask its peers (lease-core `asksPeers`);
  *  - a lease read is the record alone, never a confirmation.
  * A failed exchange (no answer, not 200, a body that does not read) takes one path for both.
- * Each ends in one lease-core step committed to the store (decide → persist → swap → log).
+ * Each ends in one lease-core step committed to the store (decide → persist → swap → log):
+ * link-answers.ts; the calls themselves (endpoints, probe, a wrong URL) are arbiter-calls.ts.
  */
 import { scheduleCron, scheduleDeps, type Schedule } from '@hq/runtime/schedule';
 import { VERSION } from '@hq/runtime/version';
 import {
-  arbiterDown,
-  asksPeers,
   confirmationToReport,
   heartbeatContent,
   heartbeatProbe,
-  onArbiterAnswer,
-  onArbiterFailure,
-  parseRecord,
   refreshEverySeconds,
   renewEverySeconds,
   reportWanted,
   type AgentSettings,
-  type ArbiterAnswer,
-  type ArbiterExchange,
   type ReportedCadence,
-  type Stamp,
 } from '@hq/lease-core';
-import {
-  fieldsOf,
-  isHeartbeatOutcome,
-  readHeartbeatAnswer,
-  type AgentHeartbeatOutcome,
-  type HeartbeatAnswerRead,
-  type HeartbeatReport,
-  type ReleaseRequest,
-  type StepDownAck,
-} from '@hq/protocol';
-import { healthUrlOf, type AgentConfig } from '../config.js';
+import { readHeartbeatAnswer, type HeartbeatReport, type ReleaseRequest, type StepDownAck } from '@hq/protocol';
+import type { AgentConfig } from '../config.js';
 import { realTimers, type StampClock as Clock, type Timers } from '@hq/runtime/clock';
-import { ArbiterEndpoints, joinUrl, keepAliveFor, requestJson, type HttpResult } from '@hq/runtime/http';
-import { probe as probeHost, type ProbeResult } from '@hq/runtime/probe';
+import type { HttpResult } from '@hq/runtime/http';
+import type { ProbeResult } from '@hq/runtime/probe';
 import { tokenFileFix, type TokenFile } from '../tokens.js';
 import type { AgentObserver, Log } from './observe.js';
 import type { Peers } from './peers.js';
 import type { AgentStore } from './store.js';
-
-/** How an exchange ended, before the report names the record it left. */
-interface Ending {
-  readonly outcome: AgentHeartbeatOutcome;
-  readonly status: number | null;
-  readonly problem: string | null;
-  readonly exchange: ArbiterExchange;
-}
+import { ArbiterCalls } from './arbiter-calls.js';
+import { LinkAnswers } from './link-answers.js';
 
 export interface LinkOptions {
   readonly config: AgentConfig & { readonly arbiterUrl: string };
@@ -83,13 +61,15 @@ export class ArbiterLink {
   private soonTimer: { readonly timer: unknown; readonly atMono: number } | null = null;
   private lastTimingKey = '';
   private stopped = false;
-  /** `arbiterUrls` (or `arbiterUrl` alone): tried in order, the next on failure. */
-  private readonly arbiters: ArbiterEndpoints;
+  /** The calls (arbiter-calls.ts) and what their answers mean (link-answers.ts). */
+  private readonly calls: ArbiterCalls;
+  private readonly answers: LinkAnswers;
   private readonly timers: Timers;
 
   constructor(private readonly o: LinkOptions) {
     this.timers = o.timers ?? realTimers;
-    this.arbiters = new ArbiterEndpoints(o.config.arbiterUrls ?? [o.config.arbiterUrl]);
+    this.calls = new ArbiterCalls(o);
+    this.answers = new LinkAnswers(o, this.calls);
   }
 
   /** This agent's cadence, as it reports it with every heartbeat (S6: the agent owns it). */
@@ -130,9 +110,9 @@ export class ArbiterLink {
     return this.exclusive(async () => {
       const token = await this.memberToken();
       const sent = this.o.clock.now();
-      const res = await this.arbiterCall('GET', '/v1/lease', undefined, token);
+      const res = await this.calls.call('GET', '/v1/lease', undefined, token);
       const received = this.o.clock.now();
-      const report = await this.absorbLease(res, sent, received);
+      const report = await this.answers.absorbLease(res, sent, received);
       this.scheduleRefresh();
       // A refresh that shows this host promoted (or handed the lease): only a heartbeat's
       // renewal confirms it, so that heartbeat comes now rather than at the next cron tick.
@@ -161,7 +141,7 @@ export class ArbiterLink {
   private async doHeartbeat(): Promise<HeartbeatReport> {
     const s0 = this.o.store.state;
     const target = heartbeatProbe(s0);
-    const view = target === null ? null : await this.probe(target);
+    const view = target === null ? null : await this.calls.probe(target);
     const confirmation = confirmationToReport(this.o.store.state, this.o.peers.given, this.o.clock.now());
     const peerPaths = this.o.peers.peerPathReports();
     const body = {
@@ -179,21 +159,21 @@ export class ArbiterLink {
     const token = await this.memberToken();
     const sent = this.o.clock.now();
     // A renewal decided twice is a renewal: a heartbeat whose answer did not come goes to the next arbiter.
-    const res = await this.arbiterCall('POST', '/v1/heartbeat', body, token, true);
+    const res = await this.calls.call('POST', '/v1/heartbeat', body, token, true);
     const received = this.o.clock.now();
     const answer = res.kind === 'answer' && res.status === 200 ? readHeartbeatAnswer(res.body) : null;
-    const absorbed = await this.absorbHeartbeat(res, answer, sent, received);
+    const absorbed = await this.answers.absorbHeartbeat(res, answer, sent, received);
     // Refused for want of a readable token: the report names the file's problem, not the arbiter's 401.
     const report =
       token === null && this.tokenProblem !== null && absorbed.outcome === 'refused'
         ? { ...absorbed, problem: this.tokenProblem }
         : absorbed;
     this.lastHeartbeat = report;
-    if (report.status === 200 && this.unreachableSaid !== null) {
-      this.unreachableSaid = null;
+    if (report.status === 200 && this.answers.unreachableSaid !== null) {
+      this.answers.unreachableSaid = null;
       this.o.log.info(
-        { category: 'hq.lease', event: 'arbiter-reachable', url: this.arbiters.url },
-        `the arbiter at ${this.arbiters.url} answers again`,
+        { category: 'hq.lease', event: 'arbiter-reachable', url: this.calls.url },
+        `the arbiter at ${this.calls.url} answers again`,
       );
     }
     // Without a token the arbiter's 401 says nothing new: the local reason (a file at 0644, say) stays the one shown.
@@ -227,152 +207,17 @@ export class ArbiterLink {
       .catch((err: unknown) => this.o.log.error({ err }, 'peer probe failed'));
   }
 
-  /** A heartbeat answer: it may confirm this host; then the holder may ask its peers. */
-  private async absorbHeartbeat(
-    res: HttpResult,
-    answer: HeartbeatAnswerRead | null,
-    sent: Stamp,
-    received: Stamp,
-  ): Promise<HeartbeatReport> {
-    let end: Ending;
-    if (answer === null) end = await this.failed(res, 'heartbeat');
-    else {
-      const parsed = parseRecord(answer.lease);
-      const o = answer.outcome;
-      if (!parsed.ok) end = await this.invalid(parsed.problem, 'heartbeat');
-      else if (!isHeartbeatOutcome(o)) end = await this.invalid('outcome missing or unknown', 'heartbeat');
-      else {
-        const confirms = o === 'renewed';
-        const a: ArbiterAnswer = {
-          record: parsed.value,
-          confirms,
-          hold: confirms ? answer.hold : null,
-          stepDown: answer.stepDown,
-        };
-        await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
-        end = { outcome: o, status: 200, problem: null, exchange: { kind: 'answered', answer: a } };
-      }
-    }
-    let peerConfirmation: HeartbeatReport['peerConfirmation'] = null;
-    const k = this.o.store.state.known;
-    if (k !== null && asksPeers(this.o.store.state, end.exchange))
-      peerConfirmation = (await this.o.peers.ask(k)) ? 'confirmed' : 'not-confirmed';
-    return this.report(end, received, answer?.timingProblems ?? [], answer?.failover ?? null, peerConfirmation);
-  }
-
-  // -------------------------------------------------------------------------------------
-  // the lease read
-
-  /** A lease read: the record alone, never a confirmation. */
-  private async absorbLease(res: HttpResult, sent: Stamp, received: Stamp): Promise<HeartbeatReport> {
-    let end: Ending;
-    if (res.kind !== 'answer' || res.status !== 200) end = await this.failed(res, 'refresh');
-    else {
-      const parsed = parseRecord(res.body);
-      if (!parsed.ok) end = await this.invalid(parsed.problem, 'refresh');
-      else {
-        const a: ArbiterAnswer = { record: parsed.value, confirms: false, hold: null };
-        await this.o.store.commit((s) => onArbiterAnswer(s, a, sent, received, this.o.settings));
-        end = {
-          outcome: a.record.holder === this.o.settings.host ? 'renewed' : 'standby',
-          status: 200,
-          problem: null,
-          exchange: { kind: 'answered', answer: a },
-        };
-      }
-    }
-    return this.report(end, received, [], null, null);
-  }
-
-  // -------------------------------------------------------------------------------------
-  // what both share
-
-  /** No answer, or not 200: the arbiter is marked unreachable (lease-core logs the transition). */
-  private async failed(res: HttpResult, via: 'heartbeat' | 'refresh'): Promise<Ending> {
-    if (res.kind === 'unreachable') {
-      await this.o.store.commit((s) => onArbiterFailure(s));
-      // Said once per new problem, also when the arbiter was never reached since the start.
-      if (this.unreachableSaid !== res.problem) {
-        this.unreachableSaid = res.problem;
-        this.o.log.warn(
-          { category: 'hq.lease', event: 'arbiter-unreachable', via, url: this.arbiters.url, problem: res.problem },
-          `arbiter unreachable at ${this.arbiters.url}: ${res.problem}`,
-        );
-      } else this.o.log.debug({ category: 'hq.lease', via, problem: res.problem }, 'arbiter request failed');
-      return { outcome: 'unreachable', status: null, problem: res.problem, exchange: { kind: 'no-answer' } };
-    }
-    const b = fieldsOf(res.body);
-    let problem = typeof b.message === 'string' ? b.message : `HTTP ${res.status}`;
-    if (res.status === 404) problem = (await this.notAnArbiter()) ?? problem;
-    const exchange: ArbiterExchange = { kind: 'refused', status: res.status };
-    await this.o.store.commit((s) => onArbiterFailure(s));
-    this.o.log.warn(
-      { category: 'hq.lease', event: 'arbiter-refused', via, status: res.status, error: b.error ?? null, problem },
-      'arbiter refused the request',
-    );
-    return { outcome: arbiterDown(exchange) ? 'unreachable' : 'refused', status: res.status, problem, exchange };
-  }
-
-  /**
-   * A 404 from the arbiter URL: an arbiter has every route, so ask what answers there. An hq
-   * agent's peer listener (port 8471 instead of 8470, a wrong host) is named as such.
-   */
-  private async notAnArbiter(): Promise<string | null> {
-    const url = this.arbiters.url;
-    const h = await requestJson({
-      method: 'GET',
-      url: joinUrl(url, '/v1/health'),
-      timeoutSeconds: this.o.config.requestTimeoutSeconds,
-    });
-    const body = fieldsOf(h.kind === 'answer' ? h.body : null);
-    if (body.role !== 'agent') return null;
-    const line = `arbiterUrl ${url} is an hq agent (${typeof body.host === 'string' ? body.host : 'a candidate'}'s peer listener), not the arbiter: set arbiterUrl to the arbiter's address (port 8470 by default)`;
-    if (this.notArbiterSaid !== url) {
-      this.notArbiterSaid = url;
-      this.o.log.error({ category: 'hq.lease', event: 'arbiter-url-is-agent', url }, line);
-    }
-    return line;
-  }
-
-  /** A 200 whose body does not read: treated as a failure, never acted on. */
-  private async invalid(problem: string, via: 'heartbeat' | 'refresh'): Promise<Ending> {
-    await this.o.store.commit((s) => onArbiterFailure(s));
-    this.o.log.warn({ category: 'hq.lease', event: 'arbiter-invalid-answer', via, problem }, 'arbiter answer refused');
-    return { outcome: 'invalid-answer', status: 200, problem, exchange: { kind: 'invalid' } };
-  }
-
-  private report(
-    end: Ending,
-    received: Stamp,
-    timingProblems: readonly string[],
-    failover: string | null,
-    peerConfirmation: HeartbeatReport['peerConfirmation'],
-  ): HeartbeatReport {
-    const after = this.o.store.state;
-    return {
-      status: end.status,
-      problem: end.problem,
-      at: received.wall,
-      timingProblems,
-      failover,
-      outcome: end.outcome,
-      holder: after.known?.holder ?? null,
-      generation: after.known?.generation ?? after.seen,
-      peerConfirmation,
-    };
-  }
-
   // -------------------------------------------------------------------------------------
   // the step-down's calls: beside the exchanges, not behind a heartbeat in flight
 
   /** `POST /v1/lease/stepped-down`: this host stepped down from a generation, no child alive. */
   async acknowledge(ack: StepDownAck): Promise<HttpResult> {
-    return this.arbiterCall('POST', '/v1/lease/stepped-down', ack, await this.memberToken());
+    return this.calls.call('POST', '/v1/lease/stepped-down', ack, await this.memberToken());
   }
 
   /** `POST /v1/lease/release` (handoverOnStop). */
   async release(body: ReleaseRequest): Promise<HttpResult> {
-    return this.arbiterCall('POST', '/v1/lease/release', body, await this.memberToken());
+    return this.calls.call('POST', '/v1/lease/release', body, await this.memberToken());
   }
 
   // -------------------------------------------------------------------------------------
@@ -398,11 +243,6 @@ export class ArbiterLink {
     void this.heartbeat().catch((err: unknown) => this.o.log.error({ err }, 'heartbeat failed'));
   }
 
-  /** The last unreachable problem logged (null once the arbiter answered again). */
-  private unreachableSaid: string | null = null;
-  /** The arbiter URL already logged as an agent's. */
-  private notArbiterSaid: string | null = null;
-
   private async memberToken(): Promise<string | null> {
     const t = await this.o.token.get();
     if (!t.ok) {
@@ -411,37 +251,6 @@ export class ArbiterLink {
       return null;
     }
     return t.token;
-  }
-
-  private arbiterCall(
-    method: 'GET' | 'POST',
-    path: string,
-    body: unknown,
-    token: string | null,
-    retrySafe?: boolean,
-  ): Promise<HttpResult> {
-    // At the default cadence (refresh every 60 s) the connection closes with the answer.
-    const c = this.o.config;
-    const keepAlive = keepAliveFor(Math.min(c.heartbeatSeconds, c.refreshSeconds));
-    return this.arbiters.request({
-      method,
-      path,
-      body,
-      token,
-      timeoutSeconds: c.requestTimeoutSeconds,
-      keepAlive,
-      ...(retrySafe === undefined ? {} : { retrySafe }),
-    });
-  }
-
-  private probe(target: string): Promise<ProbeResult> {
-    if (this.o.probe !== undefined) return this.o.probe(target);
-    const c = this.o.config;
-    return probeHost(target, {
-      tailscaleBin: c.tailscaleBin,
-      healthUrl: healthUrlOf(c, target),
-      timeoutSeconds: c.probeTimeoutSeconds,
-    });
   }
 
   /** A broken member token: an error line on each change, the metric, `status()` (hq doctor). */

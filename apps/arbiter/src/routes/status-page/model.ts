@@ -6,16 +6,21 @@
  *
  * The phase (`phaseOf`) is the one line at the top that says what is going on, in this order of
  * precedence: no holder → holder silent (or unreachable) → lock-delay → timing problem → a
- * broken peer path → a silent standby (after a failover: the old holder) → healthy.
+ * broken peer path → a silent standby (after a failover: the old holder) → healthy (phase.ts).
+ * The timeline's wording is timeline.ts, the page's seconds and times format.ts.
  */
 import type { ArbiterState } from '@hq/lease-core';
 import { hostVersionText, upgradeNote, type LeaseRecord, type TimingProblem } from '@hq/protocol';
 import type { ArbiterConfig } from '../../config.js';
 import { failoverOf, isSilent, timingProblems } from '../../timing.js';
-import type { EventRow } from '../../store/store.js';
-import type { Awaitable } from '../../awaitable.js';
 import type { ArbitersT } from '@hq/protocol/schemas';
 import type { HostStatusT, PeerPathStatusT, StatusAnswerT } from '../../schemas/status.js';
+import { fmtSeconds } from './format.js';
+import { phaseOf } from './phase.js';
+
+export { clockTime, fmtSeconds } from './format.js';
+export { phaseOf } from './phase.js';
+export { eventData, eventKind, eventLabel, eventTime, TIMELINE_EVENTS, tailEvents } from './timeline.js';
 
 /** What the registry knows about a machine's load; every field optional. */
 export interface HostLoad {
@@ -97,10 +102,6 @@ export function peerPathRows(paths: PeerPaths | undefined, now: number): PeerPat
   }
   return rows.sort((a, b) => Number(a.ok) - Number(b.ok));
 }
-
-/** Events shown in the timeline. */
-export const TIMELINE_EVENTS = 50;
-
 /**
  * The settings the page shows: the arbiter's config (its own timing was checked when it was
  * loaded) and what the agents' last reports imply across the sides (S6, ../../timing.ts).
@@ -123,37 +124,6 @@ export function statusSettings(config: ArbiterConfig, state: ArbiterState): Stat
     timingProblem: problems[0]?.message ?? null,
   };
 }
-
-/** Seconds as the page shows them: "4.2 s", "3.5 min", "2.0 h". */
-export function fmtSeconds(s: number | null): string {
-  if (s === null || !Number.isFinite(s)) return '—';
-  const a = Math.abs(s);
-  if (a < 120) return `${s.toFixed(a < 10 ? 1 : 0)} s`;
-  if (a < 7200) return `${(s / 60).toFixed(1)} min`;
-  if (a < 172800) return `${(s / 3600).toFixed(1)} h`;
-  return `${(s / 86400).toFixed(1)} d`;
-}
-
-/** The name the page shows: a forced transfer is logged as `promoted` with `via: "transfer"`, but it was the operator's move, not a promotion. */
-export function eventLabel(event: string, data: { readonly [k: string]: unknown } | null | undefined): string {
-  return event === 'promoted' && data?.['via'] === 'transfer' ? 'transferred' : event;
-}
-
-/** promoted → "promotion"; *-refused, stale-generation, agent-silent, timing-problem, peer-path-broken → "refusal" (red); maintenance → "maintenance". */
-export function eventKind(event: string): 'promotion' | 'refusal' | 'maintenance' | 'plain' {
-  if (event === 'promoted') return 'promotion';
-  if (
-    event.endsWith('-refused') ||
-    event === 'stale-generation' ||
-    event === 'agent-silent' ||
-    event === 'timing-problem' ||
-    event === 'peer-path-broken'
-  )
-    return 'refusal';
-  if (event === 'maintenance') return 'maintenance';
-  return 'plain';
-}
-
 function finite(n: unknown): n is number {
   return typeof n === 'number' && Number.isFinite(n);
 }
@@ -344,214 +314,6 @@ export function statusModel(
     hosts,
   };
 }
-
-type Phase = StatusAnswerT['phase'];
-
-/** 1. Nobody may run: no holder, or its lease released or expired. */
-function noHolderPhase(record: LeaseRecord): Phase | null {
-  const holder = record.holder;
-  if (!(holder === null || record.released || record.expired || record.expiresAt === null)) return null;
-  if (record.floorPending)
-    return {
-      name: 'no-holder',
-      level: 'bad',
-      text: 'no host may run: a new database waits until every candidate reports the generation it has seen',
-    };
-  if (holder === null)
-    return {
-      name: 'no-holder',
-      level: 'bad',
-      text: 'no host may run: nobody holds the lease; nothing runs until a candidate runs hq lease acquire',
-    };
-  if (record.released)
-    return {
-      name: 'no-holder',
-      level: 'bad',
-      text: `no host may run: ${holder} released the lease without a handover; nothing brings HQ back until a candidate runs hq lease acquire`,
-    };
-  return {
-    name: 'no-holder',
-    level: 'bad',
-    text: `no host may run: ${holder}'s lease expired; nothing runs until a candidate acquires it`,
-  };
-}
-
-/** 2. The holder does not report, or the arbiter and a standby cannot reach it. */
-function holderSilentPhase(
-  holder: string,
-  record: LeaseRecord,
-  hosts: readonly HostStatusT[],
-  promoteAfterChecks: number,
-): Phase | null {
-  const row = hosts.find((h) => h.host === holder);
-  const streak = record.dualUnreachableStreak;
-  if (!(row?.heartbeatProblem ?? false) && streak <= 0) return null;
-  let heard = 'unreachable (it still reports)';
-  if (row?.heartbeatProblem === true) {
-    // Never heard from, or its last request refused: the cell says which; else how long.
-    const age = row.lastHeartbeatAgeSeconds;
-    heard =
-      age === null || row.heartbeatText.startsWith('refused')
-        ? `silent (heartbeat: ${row.heartbeatText})`
-        : `silent: no heartbeat for ${fmtSeconds(age)}`;
-  }
-  const checks =
-    streak > 0
-      ? `; unreachable in ${streak} of the ${promoteAfterChecks} checks that promote a standby`
-      : '; its lease runs out unless it renews';
-  return { name: 'holder-silent', level: 'bad', text: `${holder}, the holder, is ${heard}${checks}` };
-}
-
-/** 3. Granted, but not yet allowed to run: the record says which wait holds it, and why. */
-function waitPhase(holder: string, record: LeaseRecord): Phase | null {
-  const how = record.promotedFrom !== null ? `was promoted from ${record.promotedFrom}` : 'acquired the lease';
-  const wait = record.wait ?? null;
-  if (wait !== null)
-    return { name: 'lock-delay', level: 'warn', text: `${holder} ${how} and may not run yet: ${wait.text}` };
-  if (record.floorPending)
-    return {
-      name: 'lock-delay',
-      level: 'warn',
-      text: `${holder} holds the lease but may not run yet: a new database waits until every candidate reports its seen generation`,
-    };
-  if (record.notBefore !== null && record.notBefore > record.now) {
-    return {
-      name: 'lock-delay',
-      level: 'warn',
-      text: `${holder} ${how} and may not run before ${new Date(record.notBefore * 1000).toISOString()}`,
-    };
-  }
-  return null;
-}
-
-/**
- * 4. The settings across the sides break failover; 4b. a standby could not confirm a candidate:
- * an arbiter outage would stop HQ instead of failing over.
- */
-function brokenPhase(problems: readonly TimingProblem[], paths: readonly PeerPathStatusT[]): Phase | null {
-  const first = problems[0];
-  if (first !== undefined)
-    return {
-      name: 'timing-problem',
-      level: 'bad',
-      text: `timing problem: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more below)` : ''}`,
-    };
-  const broken = paths.filter((p) => !p.ok);
-  const b0 = broken[0];
-  if (b0 !== undefined)
-    return {
-      name: 'peer-path-broken',
-      level: 'bad',
-      text: `peer path broken: ${b0.text}${broken.length > 1 ? ` (and ${broken.length - 1} more below)` : ''}`,
-    };
-  return null;
-}
-
-/** 5. The holder runs, but a standby is gone: no failover to it until it is back; else healthy. */
-function runningPhase(holder: string, record: LeaseRecord, hosts: readonly HostStatusT[]): Phase {
-  const standbys = hosts.filter((h) => h.role === 'standby');
-  const gone = standbys.filter((h) => h.heartbeatProblem).map((h) => h.host);
-  const live = standbys.filter((h) => !h.heartbeatProblem).map((h) => h.host);
-  const by = (names: readonly string[]): string => `${names.join(', ')} ${names.length === 1 ? 'stands' : 'stand'} by`;
-  if (gone.length > 0) {
-    const silent = `${gone.join(', ')} ${gone.length === 1 ? 'is' : 'are'} silent`;
-    const rest =
-      live.length === 0 ? `so there is no standby until ${gone.length === 1 ? 'it is' : 'they are'} back` : by(live);
-    if (record.promotedFrom !== null && gone.includes(record.promotedFrom)) {
-      return {
-        name: 'failed-over',
-        level: 'warn',
-        text: `${holder} took over from ${record.promotedFrom} (generation ${record.generation}) and runs; ${silent}, ${rest}`,
-      };
-    }
-    return {
-      name: 'standby-down',
-      level: 'warn',
-      text: `${holder} holds the lease and runs; standby ${silent}, ${rest}`,
-    };
-  }
-  return {
-    name: 'healthy',
-    level: 'ok',
-    text: `${holder} holds the lease and runs${live.length > 0 ? `; ${by(live)}` : ''}`,
-  };
-}
-
-/** What is going on, in one line and one colour (the top of the page): the first phase that applies. */
-export function phaseOf(
-  record: LeaseRecord,
-  hosts: readonly HostStatusT[],
-  promoteAfterChecks: number,
-  problems: readonly TimingProblem[],
-  paths: readonly PeerPathStatusT[] = [],
-): Phase {
-  const none = noHolderPhase(record);
-  if (none !== null) return none;
-  const holder = record.holder as string;
-  return (
-    holderSilentPhase(holder, record, hosts, promoteAfterChecks) ??
-    waitPhase(holder, record) ??
-    brokenPhase(problems, paths) ??
-    runningPhase(holder, record, hosts)
-  );
-}
-
-/** Event data keys that hold an arbiter time (seconds since the epoch). */
-function isTimeKey(key: string): boolean {
-  return key === 'notBefore' || key === 'was' || key.endsWith('At');
-}
-
-/** An arbiter time as the timeline prints it: "2027-01-15 08:00:10.5Z" (tenths only when there are any). */
-export function clockTime(at: number): string {
-  const d = new Date(at * 1000);
-  if (Number.isNaN(d.getTime())) return String(at);
-  const tenths = Math.floor(d.getUTCMilliseconds() / 100);
-  return `${d.toISOString().slice(0, 10)} ${d.toISOString().slice(11, 19)}${tenths === 0 ? '' : `.${tenths}`}Z`;
-}
-
-/** A time in an event's data: "08:00:10.5Z (+3.0 s)" — the time (its date only if another day) and how far from the event. */
-export function eventTime(at: number, eventAt: number): string {
-  const full = clockTime(at);
-  if (full === String(at)) return full;
-  const time = full.slice(0, 10) === clockTime(eventAt).slice(0, 10) ? full.slice(11) : full;
-  const delta = at - eventAt;
-  return `${time} (${delta >= 0 ? '+' : ''}${fmtSeconds(delta)})`;
-}
-
-/** An event's data as one line, times readable ("notBefore=08:00:10.5Z (+7.0 s)"), at most 200 characters. */
-export function eventData(e: Pick<EventRow, 'at' | 'data'>): string {
-  const parts: string[] = [];
-  for (const [k, v] of Object.entries(e.data)) {
-    const text =
-      typeof v === 'number' && isTimeKey(k) && v > 1e9
-        ? eventTime(v, e.at)
-        : typeof v === 'string'
-          ? v
-          : JSON.stringify(v);
-    parts.push(`${k}=${text}`);
-  }
-  const s = parts.join(' ');
-  return s.length > 200 ? `${s.slice(0, 199)}…` : s;
-}
-
-/** The newest `limit` rows by paging through `listEvents` (used when no `recentEvents` is given). */
-export async function tailEvents(
-  listEvents: (after: number, limit: number) => Awaitable<readonly EventRow[]>,
-  limit: number,
-): Promise<EventRow[]> {
-  const page = 1000;
-  let tail: EventRow[] = [];
-  let after = 0;
-  for (;;) {
-    const rows = await listEvents(after, page);
-    if (rows.length === 0) break;
-    tail = tail.concat(rows).slice(-limit);
-    after = (rows[rows.length - 1] as EventRow).id;
-    if (rows.length < page) break;
-  }
-  return tail;
-}
-
 /** Store etcd: the elected arbiter and the members' health, in one line (the page's card; its refresh sets it from `arbitersLine`). */
 export function arbitersText(a: ArbitersT): { text: string; level: 'ok' | 'warn' | 'bad' } {
   const up = a.etcd.members.filter((m) => m.ok).length;
