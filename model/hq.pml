@@ -52,7 +52,7 @@
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
  * lost), NO_LOST_RESTART with NO_RESTART_JUMP (only with it kept, no jump), NO_AGENT_RESTART,
  * NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover), NO_HANDOVER, NO_REPLAY, NO_FORGE,
- * ANSWER_AT_ONCE, and the budgets TICKS, ACQUIRES, TRANSFERS, ARBITER_RESTARTS, AGENT_RESTARTS:
+ * ANSWER_AT_ONCE, and the budgets TICKS, ACQUIRES, TRANSFERS, LOSSES, ARBITER_RESTARTS, AGENT_RESTARTS:
  * a configuration leaves out behaviours to stay small, never adds one, and never a mechanism.
  * SYMMETRY stores one state per renaming of the hosts (a reduction, not a size switch: see hq_canon).
  */
@@ -193,6 +193,15 @@ byte ntr = 0;
 #else
 #define TR_OK 1
 #define TR_USE skip
+#endif
+/* With ANSWER_AT_ONCE, -DLOSSES=k: at most k answers lost in a run. */
+#ifdef LOSSES
+byte nls = 0;
+#define LS_OK (nls < LOSSES)
+#define LS_USE nls++
+#else
+#define LS_OK 1
+#define LS_USE skip
 #endif
 #ifdef AGENT_RESTARTS
 byte nag = 0;
@@ -815,11 +824,14 @@ inline tick() {
 #endif
 
 #ifdef ANSWER_AT_ONCE
-/* Size switch: an answer arrives in the instant of its request or never (no other event between
- * the two; the arbiter's decision changes no agent, so the state between them needs no check). */
+/* Size switch: an answer arrives in the instant of its request (no other event between the two;
+ * the arbiter's decision changes no agent, so the state between them needs no check) or never:
+ * then it stays on the way until it is dropped, as before (no new request meanwhile), but what it
+ * carries, never read, is cleared (ah = NONE names no host for the symmetry reduction). */
 #define HEARTBEAT(a) \
   :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); agent_answer(a); check() } \
-  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); rph[a] = 0; check() } \
+  :: d_step { (CAN(a) && !rph[a] && LS_OK) -> LS_USE; arb_heartbeat(a); \
+       ah[a] = NONE; ag[a] = 0; afp[a] = 0; anb[a] = 0; aconf[a] = 0; ahold[a] = 0; check() } \
   READ(a)
 #else
 #define HEARTBEAT(a) \

@@ -99,14 +99,25 @@ export const CONFIGS = [
     // B behind A's lock-delay (B never runs), another gives g3 to C; B steps down from g2 and
     // acknowledges. Without `ran` that ends every wait: C runs beside A. The narrowing only removes
     // behaviours: two ticks in all, one acquire, two transfers, one restart (database kept, no
-    // jump), answers at once or lost, no replayed, forged or handover acknowledgements.
+    // jump), every answer arriving with its request, no replayed, forged or handover acknowledgements.
     name: 'ack-lift-3c',
     small: true,
     hash: 24,
-    defs: { N: 3, G: 3, TTL: 3, RT: 0, ARBITER_RESTARTS: 1, TICKS: 2, ACQUIRES: 1, TRANSFERS: 2, SYMMETRY: 1 },
+    defs: {
+      N: 3,
+      G: 3,
+      TTL: 3,
+      RT: 0,
+      ARBITER_RESTARTS: 1,
+      TICKS: 2,
+      ACQUIRES: 1,
+      TRANSFERS: 2,
+      LOSSES: 0,
+      SYMMETRY: 1,
+    },
     narrow: ['ANSWER_AT_ONCE', 'NO_REPLAY', 'NO_FORGE', 'NO_HANDOVER', 'NO_LOST_RESTART', 'NO_RESTART_JUMP'],
     on: ['STEP_DOWN', 'ARBITER_RESTART'],
-    states: 4.9e6,
+    states: 1.8e6,
     mutants: ['ACK_LIFT_WITHOUT_RAN'],
   },
   {
@@ -339,6 +350,7 @@ function faultsOf(config) {
   if (config.defs.TICKS !== undefined) b.push(`≤${config.defs.TICKS} ticks`);
   if (config.defs.ACQUIRES !== undefined) b.push(`≤${config.defs.ACQUIRES} acquire`);
   if (config.defs.TRANSFERS !== undefined) b.push(`≤${config.defs.TRANSFERS} transfers`);
+  if (config.defs.LOSSES !== undefined) b.push(`≤${config.defs.LOSSES} lost answers`);
   if (config.narrow !== undefined) b.push(config.narrow.join(' '));
   const on = config.on.map((f) => f.toLowerCase().replace('_', '-'));
   return [...on, ...b].join(', ');
