@@ -170,15 +170,15 @@ export const CONFIGS = [
     mutants: ['ACK_BEFORE_PERSIST'],
   },
   {
-    // ack-lift-3c over three ticks and every arbiter restart (database lost, or kept with a forward
-    // jump of 0 .. TTL + M): the same narrowing otherwise.
+    // ack-lift-3c with lost answers and every arbiter restart (database lost, or kept with a
+    // forward jump of 0 .. TTL + M): the same narrowing otherwise.
     name: 'ack-lift-3c-restarts',
     memoryMb: 8000,
     hash: 26,
-    defs: { N: 3, G: 3, TTL: 3, RT: 0, ARBITER_RESTARTS: 1, TICKS: 3, ACQUIRES: 1, TRANSFERS: 2, SYMMETRY: 1 },
+    defs: { N: 3, G: 3, TTL: 3, RT: 0, ARBITER_RESTARTS: 1, TICKS: 2, ACQUIRES: 1, TRANSFERS: 2, SYMMETRY: 1 },
     narrow: ['ANSWER_AT_ONCE', 'NO_REPLAY', 'NO_FORGE', 'NO_HANDOVER'],
     on: ['STEP_DOWN', 'ARBITER_RESTART'],
-    states: 2.8e7,
+    states: 2.75e7,
     mutants: ['ACK_LIFT_WITHOUT_RAN'],
   },
   {
