@@ -47,12 +47,13 @@
  *   NO_LOCK_DELAY NO_CONF_LOCKDELAY NO_STANDBY_WAIT NO_START_WAIT NO_FLOOR NO_FLOOR_WAIT
  *   NO_START_GUARD NO_SAFETY_MARGIN VALIDITY_FROM_RECEIVE WALL_WAITS MONO_VALIDITY
  *   ACK_BEFORE_PERSIST ACK_BEFORE_CHILDREN_GONE ACCEPT_ANY_GEN_ACK ACCEPT_FORGED_ACK
- *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING
- * (ACK_LIFT_WITHOUT_RAN is defined too; its counterexample needs three hosts and three generations
- * across an arbiter restart, and no search for it has finished yet: SAFETY.md, G7.)
+ *   ACK_ENDS_WHOLE_DELAY SD_IN_MEMORY RESTART_KEEPS_NB RESTORE_PENDING ACK_LIFT_WITHOUT_RAN
  * Size switches: N (candidates), G (generations), TTL, RT, NO_DRIFT, NO_SLEEP, NO_JUMPS,
  * NO_READS, NO_ARBITER_RESTART, NO_KEPT_RESTART (the arbiter restarts only with its database
- * lost), NO_AGENT_RESTART, NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover): a configuration leaves out faults to stay small, never a mechanism.
+ * lost), NO_LOST_RESTART with NO_RESTART_JUMP (only with it kept, no jump), NO_AGENT_RESTART,
+ * NO_ROUNDS, NO_STEP_DOWN (no push, ack or handover), NO_HANDOVER, NO_REPLAY, NO_FORGE,
+ * ANSWER_AT_ONCE, and the budgets TICKS, ACQUIRES, TRANSFERS, LOSSES, ARBITER_RESTARTS, AGENT_RESTARTS:
+ * a configuration leaves out behaviours to stay small, never adds one, and never a mechanism.
  * SYMMETRY stores one state per renaming of the hosts (a reduction, not a size switch: see hq_canon).
  */
 
@@ -165,6 +166,42 @@ byte nar = 0;
 #else
 #define AR_OK 1
 #define AR_USE skip
+#endif
+/* Time budget (-DTICKS=k): at most k ticks in a run; afterwards the run goes on with time stopped.
+ * It keeps only the executions whose events all lie in the first k ticks (a prefix of every run). */
+#ifdef TICKS
+byte ntk = 0;
+#define TK_OK (ntk < TICKS)
+#define TK_USE ntk++
+#else
+#define TK_OK 1
+#define TK_USE skip
+#endif
+/* Operator budgets (-DACQUIRES=k, -DTRANSFERS=k): at most k acquires, k transfers in a run. */
+#ifdef ACQUIRES
+byte nacq = 0;
+#define AQ_OK (nacq < ACQUIRES)
+#define AQ_USE nacq++
+#else
+#define AQ_OK 1
+#define AQ_USE skip
+#endif
+#ifdef TRANSFERS
+byte ntr = 0;
+#define TR_OK (ntr < TRANSFERS)
+#define TR_USE ntr++
+#else
+#define TR_OK 1
+#define TR_USE skip
+#endif
+/* With ANSWER_AT_ONCE, -DLOSSES=k: at most k answers lost in a run. */
+#ifdef LOSSES
+byte nls = 0;
+#define LS_OK (nls < LOSSES)
+#define LS_USE nls++
+#else
+#define LS_OK 1
+#define LS_USE skip
 #endif
 #ifdef AGENT_RESTARTS
 byte nag = 0;
@@ -786,6 +823,23 @@ inline tick() {
 #define READ(a) :: d_step { (CAN(a) && !rph[a]) -> printf("@ host%d reads the record\n", a); snap(a, 0); check() }
 #endif
 
+#ifdef ANSWER_AT_ONCE
+/* Size switch: an answer arrives in the instant of its request (no other event between the two;
+ * the arbiter's decision changes no agent, so the state between them needs no check) or never:
+ * then it stays on the way until it is dropped, as before (no new request meanwhile), but what it
+ * carries, never read, is cleared (ah = NONE names no host for the symmetry reduction). */
+#define HEARTBEAT(a) \
+  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); agent_answer(a); check() } \
+  :: d_step { (CAN(a) && !rph[a] && LS_OK) -> LS_USE; arb_heartbeat(a); \
+       ah[a] = NONE; ag[a] = 0; afp[a] = 0; anb[a] = 0; aconf[a] = 0; ahold[a] = 0; check() } \
+  READ(a)
+#else
+#define HEARTBEAT(a) \
+  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); check() } \
+  READ(a) \
+  :: d_step { (CAN(a) && rph[a]) -> agent_answer(a); check() }
+#endif
+
 #ifdef NO_SLEEP
 #define SLEEP(a)
 #else
@@ -834,7 +888,8 @@ inline tick() {
        printf("@ host%d: hq lease release --handover-to host%d\n", a, x); sd[a] = kg[a]; drop(a); sdst[a] = 2; hto[a] = x; check() }
 #endif
 
-#ifdef NO_STEP_DOWN
+#if defined(NO_STEP_DOWN) || defined(NO_HANDOVER)
+/* (NO_HANDOVER, a size switch: no `hq lease release --handover-to`; pushes and acks stay) */
 #undef HSTART
 #define HSTART(a, x)
 #endif
@@ -876,18 +931,16 @@ inline tick() {
 
 #define AGENT(a) \
   /* heartbeat or refresh, answered in the instant it is sent; the answer may come late or never */ \
-  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); check() } \
-  READ(a) \
-  :: d_step { (CAN(a) && rph[a]) -> agent_answer(a); check() } \
+  HEARTBEAT(a) \
   /* the fenced child may end at any time (its start and re-checks are in supervise) */ \
   :: d_step { (CAN(a) && crun[a]) -> printf("@ host%d's child ends\n", a); crun[a] = 0; check() } \
   STEPDOWN(a) \
   /* the operator's `hq lease acquire` on this machine */ \
-  :: d_step { (CAN(a) && hol == NONE) -> arb_acquire(a); check() } \
+  :: d_step { (CAN(a) && hol == NONE && AQ_OK) -> AQ_USE; arb_acquire(a); check() } \
   RESTART(a) \
   SLEEP(a) \
   JUMP(a) \
-  :: d_step { (!ovf && (hol != a || xm == 0)) -> arb_transfer(a); check() }
+  :: d_step { (!ovf && (hol != a || xm == 0) && TR_OK) -> TR_USE; arb_transfer(a); check() }
 
 #if G >= 4
 #define GEN4(x) x
@@ -899,8 +952,19 @@ inline tick() {
 #else
 #define GEN5(x)
 #endif
+#ifdef NO_REPLAY
+/* Size switch: no late or duplicate acknowledgement (each is sent once, when due). */
+#define REPLAYS(a)
+#else
 #define REPLAYS(a) REPLAY(a, 1) REPLAY(a, 2) REPLAY(a, 3) GEN4(REPLAY(a, 4)) GEN5(REPLAY(a, 5))
+#endif
+#ifdef NO_FORGE
+/* Size switch: no acknowledgement naming another host (without ACCEPT_FORGED_ACK each is refused
+ * and changes nothing, so leaving them out leaves the states as they are, only faster). */
+#define FORGES(a, h)
+#else
 #define FORGES(a, h) FORGE(a, h, 1) FORGE(a, h, 2) FORGE(a, h, 3) GEN4(FORGE(a, h, 4)) GEN5(FORGE(a, h, 5))
+#endif
 
 #ifdef NO_ARBITER_RESTART
 #define ARESTS
@@ -912,6 +976,9 @@ inline tick() {
  * or without a jump, are left out). */
 #define ARESTS \
   :: d_step { (!ovf && AR_OK) -> AR_USE; arb_restart(1, 0); check() }
+#elif defined(NO_LOST_RESTART) && defined(NO_RESTART_JUMP)
+/* Size switches: the arbiter restarts only with its database kept, and no clock jumped meanwhile. */
+#define ARESTS AREST(0)
 #else
 #define ARESTS \
   :: d_step { (!ovf && AR_OK) -> AR_USE; arb_restart(1, 0); check() } \
@@ -950,7 +1017,7 @@ active proctype world() {
 #endif
 end:
   do
-  :: d_step { (!ovf) -> tick(); check() }
+  :: d_step { (!ovf && TK_OK) -> TK_USE; tick(); check() }
   ARESTS
   AGENT(0)
   AGENT(1)

@@ -46,6 +46,8 @@ const OFF = {
  * -w) size a big search; `mutantsOnly` marks a configuration whose unmutated search does not
  * fit and is not run (only its mutants are); `mutantDepth` bounds a mutant's search depth (a
  * counterexample found within a bound is a real execution; the bound only makes it found sooner).
+ * `narrow` lists size switches that leave out further behaviours (never add one) to make a search
+ * exhaustive that would not fit otherwise: budgets go in `defs` (TICKS, ACQUIRES, TRANSFERS).
  * `SYMMETRY: 1` in `defs` builds the model with the symmetry reduction between the hosts (hq.pml,
  * `hq_canon`; SAFETY.md, "Symmetry reduction": why it is sound for these configurations).
  */
@@ -89,6 +91,34 @@ export const CONFIGS = [
     on: ['ROUNDS', 'JUMPS'],
     states: 1.7e5,
     mutants: ['WALL_WAITS'],
+  },
+  {
+    // The lift of G7 with `ran` removed: a chain of three hosts and three generations during the
+    // start wait after an arbiter restart. host A acquires g1, the arbiter restarts on its kept
+    // database, A reports and renews (nothing above g1 reported) and runs; a transfer gives g2 to
+    // B behind A's lock-delay (B never runs), another gives g3 to C; B steps down from g2 and
+    // acknowledges. Without `ran` that ends every wait: C runs beside A. The narrowing only removes
+    // behaviours: two ticks in all, one acquire, two transfers, one restart (database kept, no
+    // jump), every answer arriving with its request, no replayed, forged or handover acknowledgements.
+    name: 'ack-lift-3c',
+    small: true,
+    hash: 24,
+    defs: {
+      N: 3,
+      G: 3,
+      TTL: 3,
+      RT: 0,
+      ARBITER_RESTARTS: 1,
+      TICKS: 2,
+      ACQUIRES: 1,
+      TRANSFERS: 2,
+      LOSSES: 0,
+      SYMMETRY: 1,
+    },
+    narrow: ['ANSWER_AT_ONCE', 'NO_REPLAY', 'NO_FORGE', 'NO_HANDOVER', 'NO_LOST_RESTART', 'NO_RESTART_JUMP'],
+    on: ['STEP_DOWN', 'ARBITER_RESTART'],
+    states: 1.8e6,
+    mutants: ['ACK_LIFT_WITHOUT_RAN'],
   },
   {
     name: 'delays-jumps',
@@ -138,6 +168,18 @@ export const CONFIGS = [
     on: ['STEP_DOWN', 'ARBITER_RESTART'],
     states: 1.25e7,
     mutants: ['ACK_BEFORE_PERSIST'],
+  },
+  {
+    // ack-lift-3c with lost answers and every arbiter restart (database lost, or kept with a
+    // forward jump of 0 .. TTL + M): the same narrowing otherwise.
+    name: 'ack-lift-3c-restarts',
+    memoryMb: 8000,
+    hash: 26,
+    defs: { N: 3, G: 3, TTL: 3, RT: 0, ARBITER_RESTARTS: 1, TICKS: 2, ACQUIRES: 1, TRANSFERS: 2, SYMMETRY: 1 },
+    narrow: ['ANSWER_AT_ONCE', 'NO_REPLAY', 'NO_FORGE', 'NO_HANDOVER'],
+    on: ['STEP_DOWN', 'ARBITER_RESTART'],
+    states: 2.75e7,
+    mutants: ['ACK_LIFT_WITHOUT_RAN'],
   },
   {
     name: 'step-down-4',
@@ -211,6 +253,7 @@ export const CONFIGS = [
 export function flags(config, extra = []) {
   const out = Object.entries(config.defs).map(([k, v]) => `-D${k}=${v}`);
   for (const [fault, sw] of Object.entries(OFF)) if (!config.on.includes(fault)) out.push(`-D${sw}`);
+  for (const sw of config.narrow ?? []) out.push(`-D${sw}`);
   return [...out, ...extra.map((m) => `-D${m}`)];
 }
 
@@ -304,6 +347,11 @@ function faultsOf(config) {
   const b = [];
   if (config.defs.ARBITER_RESTARTS !== undefined) b.push(`≤${config.defs.ARBITER_RESTARTS} arbiter restart`);
   if (config.defs.AGENT_RESTARTS !== undefined) b.push(`≤${config.defs.AGENT_RESTARTS} agent restart`);
+  if (config.defs.TICKS !== undefined) b.push(`≤${config.defs.TICKS} ticks`);
+  if (config.defs.ACQUIRES !== undefined) b.push(`≤${config.defs.ACQUIRES} acquire`);
+  if (config.defs.TRANSFERS !== undefined) b.push(`≤${config.defs.TRANSFERS} transfers`);
+  if (config.defs.LOSSES !== undefined) b.push(`≤${config.defs.LOSSES} lost answers`);
+  if (config.narrow !== undefined) b.push(config.narrow.join(' '));
   const on = config.on.map((f) => f.toLowerCase().replace('_', '-'));
   return [...on, ...b].join(', ');
 }
