@@ -92,6 +92,7 @@ const LIBRARIES: ReadonlyArray<readonly [string, string]> = [
 
 /** The daemon's modules in the order it first loads them (libraries first, as it reaches them). */
 const DAEMON_ORDER: readonly string[] = [
+  './apps/agent/dist/daemon-spec.js',
   'pino',
   'node-cron',
   'prom-client',
@@ -99,7 +100,7 @@ const DAEMON_ORDER: readonly string[] = [
   '@hq/protocol',
   '@hq/lease-core',
   './apps/agent/dist/config.js',
-  './apps/agent/dist/daemon/agent-shell.js',
+  './apps/agent/dist/daemon/parts.js',
   './apps/agent/dist/daemon/metrics.js',
   './apps/agent/dist/daemon/servers.js',
   './apps/agent/dist/registry-client/member.js',

@@ -827,9 +827,11 @@ inline tick() {
 /* Size switch: an answer arrives in the instant of its request (no other event between the two;
  * the arbiter's decision changes no agent, so the state between them needs no check) or never:
  * then it stays on the way until it is dropped, as before (no new request meanwhile), but what it
- * carries, never read, is cleared (ah = NONE names no host for the symmetry reduction). */
+ * carries, never read, is cleared (ah = NONE names no host for the symmetry reduction). A decision
+ * that overflows G delivers nothing, as in the whole model (CAN ends every run there). A read's
+ * answer is never delivered under this switch (fewer runs; the configurations using it add NO_READS). */
 #define HEARTBEAT(a) \
-  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); agent_answer(a); check() } \
+  :: d_step { (CAN(a) && !rph[a]) -> arb_heartbeat(a); if :: !ovf -> agent_answer(a) :: else fi; check() } \
   :: d_step { (CAN(a) && !rph[a] && LS_OK) -> LS_USE; arb_heartbeat(a); \
        ah[a] = NONE; ag[a] = 0; afp[a] = 0; anb[a] = 0; aconf[a] = 0; ahold[a] = 0; check() } \
   READ(a)
@@ -966,6 +968,9 @@ inline tick() {
 #define FORGES(a, h) FORGE(a, h, 1) FORGE(a, h, 2) FORGE(a, h, 3) GEN4(FORGE(a, h, 4)) GEN5(FORGE(a, h, 5))
 #endif
 
+#if defined(NO_LOST_RESTART) != defined(NO_RESTART_JUMP)
+#error "NO_LOST_RESTART and NO_RESTART_JUMP narrow the restarts only together"
+#endif
 #ifdef NO_ARBITER_RESTART
 #define ARESTS
 #else

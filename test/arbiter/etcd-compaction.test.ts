@@ -131,7 +131,12 @@ async function run(
   t.teardown(() => rt.close());
   rt.start();
   const health = async (): Promise<Run['health']> => (await app.inject({ method: 'GET', url: '/v1/health' })).json();
-  await until('the arbiter is elected', async () => (await health()).arbiters?.elected === true);
+  // The campaign's retry pauses are on `time` too: each poll moves it, so a retry after a transient
+  // etcd error still comes.
+  await until('the arbiter is elected', async () => {
+    await follow();
+    return (await health()).arbiters?.elected === true;
+  });
   const now = rt.arbiter.now();
   const tokens = {
     mbp: await issueToken(rt.store, 'mbp', 'member', now),
