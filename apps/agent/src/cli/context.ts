@@ -3,7 +3,7 @@
  */
 import { join } from 'node:path';
 import { parseGeneration } from '@hq/lease-core';
-import { ERRORS, fieldsOf, generationField } from '@hq/protocol';
+import { ERRORS, fieldsOf, generationField, stringField } from '@hq/protocol';
 import { loadConfig, resolveNetwork, type AgentConfig } from '../config.js';
 import '../config-checker.js';
 import { pause, realTimers, type Timers } from '@hq/runtime/clock';
@@ -111,13 +111,13 @@ export async function seenGeneration(
   return { generation: g, source: 'file' };
 }
 
-/** The exit code and one line for an arbiter answer that is not a 200. */
 /** Where the arbiter URL came from, for error lines (the file a user must edit). */
 function urlSource(c: Resolved | undefined): string {
   if (c === undefined) return '';
   return c.file === null ? ' (arbiterUrl: no config file, the built-in default)' : ` (arbiterUrl from ${c.file})`;
 }
 
+/** The exit code and one line for an arbiter answer that is not a 200. */
 export function failure(r: HttpResult, what: string, c?: Resolved): { code: number; line: string } {
   const at = c === undefined ? '' : ` at ${c.arbiterUrl}`;
   if (r.kind === 'unreachable')
@@ -141,9 +141,10 @@ export function failure(r: HttpResult, what: string, c?: Resolved): { code: numb
   if (r.status >= 500)
     return { code: 3, line: `${what}: the arbiter failed (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
   // A lease held by another host: name it and its generation, as the record in the answer does.
-  const l = (r.body as { lease?: { holder?: unknown; generation?: unknown } } | null)?.lease;
-  if (b?.reason === 'held' && typeof l?.holder === 'string' && typeof l.generation === 'number') {
-    return { code: 1, line: `${what}: refused: held by ${l.holder} (generation ${l.generation}; HTTP ${r.status})` };
+  const holder = stringField(b.lease, 'holder');
+  const generation = generationField(b.lease, 'generation');
+  if (b.reason === 'held' && holder !== null && generation !== null) {
+    return { code: 1, line: `${what}: refused: held by ${holder} (generation ${generation}; HTTP ${r.status})` };
   }
   return { code: 1, line: `${what}: refused (HTTP ${r.status}${detail === '' ? '' : `, ${detail}`})` };
 }
