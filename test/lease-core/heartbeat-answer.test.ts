@@ -1,12 +1,12 @@
 /**
- * lease-core `heartbeatAnswered`: the heartbeat's whole answer is decided with the step, from the
- * state it writes and the boot it leaves, the report and the timing alone.
+ * lease-core `heartbeatAnswer`: the heartbeat's whole answer, from the decision, the state it
+ * writes and the boot it leaves, the report and the timing alone.
  */
 import t from 'tap';
 import {
   emptyLease,
   heartbeat,
-  heartbeatAnswered,
+  heartbeatAnswer,
   newBoot,
   recordOf,
   renewHold,
@@ -63,10 +63,16 @@ const held = (): ArbiterState => ({
   floor: 3,
 });
 
+/** The decision, and the whole answer the route derives from it after the commit. */
+const answered = (state: ArbiterState, c: Context, body: Parameters<typeof heartbeat>[2]) => {
+  const step = heartbeat(state, c, body);
+  return { ...step, answer: heartbeatAnswer(step.answer, step.next, { ...c, boot: step.boot }, body, TIMING) };
+};
+
 t.test('the whole answer is the decision and what its state and boot imply', async (t) => {
   const c = ctx(1000);
   const body = { host: 'mbp', generation: 3, seenGeneration: 3, heartbeatSeconds: 10, requestTimeoutSeconds: 5 };
-  const step = heartbeatAnswered(held(), c, body, TIMING);
+  const step = answered(held(), c, body);
   const bare = heartbeat(held(), c, body);
   t.same(step.next, bare.next, 'the same state as the bare decision');
   t.same(step.events, bare.events, 'the same events');
@@ -91,12 +97,12 @@ t.test('the whole answer is the decision and what its state and boot imply', asy
 
 t.test('timing problems: the ones this report states, none for a non-candidate', async (t) => {
   const slow = { host: 'node-b', seenGeneration: 3, heartbeatSeconds: 60, requestTimeoutSeconds: 5 };
-  const one = heartbeatAnswered(held(), ctx(1000), slow, TIMING).answer;
+  const one = answered(held(), ctx(1000), slow).answer;
   t.equal(one.timingProblems.length, 1, 'a heartbeat slower than viewFreshSeconds is a problem');
   t.equal(one.timingProblems[0]?.agentKey, 'heartbeatCron', 'named by its key');
-  const again = heartbeatAnswered(held(), ctx(1001), slow, TIMING).answer;
+  const again = answered(held(), ctx(1001), slow).answer;
   t.equal(again.timingProblems, one.timingProblems, 'the same report shares one frozen array');
-  const stranger = heartbeatAnswered(held(), ctx(1000), { ...slow, host: 'laptop' }, TIMING).answer;
+  const stranger = answered(held(), ctx(1000), { ...slow, host: 'laptop' }).answer;
   t.same(
     [stranger.outcome, stranger.reason, stranger.timingProblems],
     ['renew-refused', 'not-candidate', []],

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { heartbeatAnswered } from '@hq/lease-core';
+import { heartbeat, heartbeatAnswer } from '@hq/lease-core';
 import { PROTOCOL_HEADER, PROTOCOL_UNSTATED, spokenVersion } from '@hq/protocol';
 import { actFor } from '../plugins/context.js';
 import { ErrorBody, HeartbeatAnswer, HeartbeatBody } from '../schemas/generated.js';
@@ -35,12 +35,13 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
         'heartbeat',
         req.principal,
         req.headers['if-match'],
-        (s, ctx) => heartbeatAnswered(s, ctx, body, timing),
+        (s, ctx) => heartbeat(s, ctx, body),
         (a) => a.outcome,
         body.host,
       );
+      const answer = heartbeatAnswer(d.answer, d.state, d.ctx, body, timing);
       const { notes } = arbiter;
-      const noted = notes.noteTiming(body.host, d.answer.timingProblems, d.state);
+      const noted = notes.noteTiming(body.host, answer.timingProblems, d.state);
       if (noted !== undefined) await noted;
       // The version the report speaks (the hook served it) and, from protocol 2, the release it names.
       const spoken = spokenVersion(req.headers[PROTOCOL_HEADER]);
@@ -48,7 +49,7 @@ export const heartbeatRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const paths = notes.notePeerPaths(body.host, body.peerPaths);
       if (paths !== undefined) await paths;
       // Shared, frozen arrays (the serializer only reads them): no copy per answer.
-      return d.answer as HeartbeatAnswerT;
+      return answer as HeartbeatAnswerT;
     },
   );
 };

@@ -21,7 +21,7 @@ import {
   renewHold,
 } from '../arbiter.js';
 
-/** What `heartbeat` decides of the answer; `heartbeatAnswered` adds the rest of it. */
+/** What `heartbeat` decides of the answer; `heartbeatAnswer` derives the rest after the commit. */
 export type HeartbeatDecision = Pick<HeartbeatAnswer, 'outcome' | 'reason' | 'reportInSeconds'>;
 
 /**
@@ -106,35 +106,31 @@ export function heartbeat(state0: ArbiterState, ctx: Context, input: HeartbeatRe
 const NO_PROBLEMS: readonly TimingProblem[] = Object.freeze([]);
 
 /**
- * `heartbeat` with its whole answer (`HeartbeatAnswer` of @hq/protocol), all of it of the state
- * this decision writes and the boot it leaves — what its commit confirms: the record, the hold,
- * the cross-side problems of the cadence this very report states, the worst-case failover, the
+ * The heartbeat's whole answer (`HeartbeatAnswer` of @hq/protocol), of what the commit confirmed:
+ * the decision, the state written and the context after it (its boot) — the record, the hold, the
+ * cross-side problems of the cadence this very report states, the worst-case failover, the
  * candidates, and whether this host is the displaced holder whose acknowledgement is awaited.
+ * Derived after the commit, so none of it runs inside the write transaction.
  */
-export function heartbeatAnswered(
-  state0: ArbiterState,
-  ctx: Context,
+export function heartbeatAnswer(
+  decided: HeartbeatDecision,
+  state: ArbiterState,
+  after: Context,
   input: HeartbeatRequest,
   timing: LeaseTiming,
-): Step<HeartbeatAnswer> {
-  const step = heartbeat(state0, ctx, input);
-  const after: Context = { ...ctx, boot: step.boot };
-  const state = step.next;
-  const { arbiter, candidates } = ctx.settings;
+): HeartbeatAnswer {
+  const { arbiter, candidates } = after.settings;
   return {
-    ...step,
-    answer: {
-      outcome: step.answer.outcome,
-      reason: step.answer.reason,
-      lease: recordOf(state, after),
-      hold: renewHold(after, after.boot, state),
-      reportInSeconds: step.answer.reportInSeconds,
-      timingProblems: isCandidate(ctx.settings, input.host)
-        ? reportedTiming(arbiter, timing, input.host, input)
-        : NO_PROBLEMS,
-      failover: stateFailover(state, candidates, timing).text,
-      candidates,
-      stepDown: stepDownAsked(state, after, input.host),
-    },
+    outcome: decided.outcome,
+    reason: decided.reason,
+    lease: recordOf(state, after),
+    hold: renewHold(after, after.boot, state),
+    reportInSeconds: decided.reportInSeconds,
+    timingProblems: isCandidate(after.settings, input.host)
+      ? reportedTiming(arbiter, timing, input.host, input)
+      : NO_PROBLEMS,
+    failover: stateFailover(state, candidates, timing).text,
+    candidates,
+    stepDown: stepDownAsked(state, after, input.host),
   };
 }
