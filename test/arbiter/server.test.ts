@@ -309,7 +309,7 @@ t.test(
       '--event keeps only the named events',
     );
     t.equal((await hq(['--event', 'Bad Name'])).code, 2, 'a malformed --event is a usage error');
-    const { readableData } = await import('../../apps/agent/src/cli/lease.js');
+    const { readableData } = await import('../../apps/agent/src/cli/events.js');
     t.same(
       readableData({ notBefore: 1_800_000_000.5, from: 'mbp', generation: 3 }),
       { notBefore: '2027-01-15T08:00:00.500Z', from: 'mbp', generation: 3 },
